@@ -1,0 +1,307 @@
+"""Config files -> frozen `Config`. Every check on user input lives here.
+
+Three passes, each reporting every problem it finds with file:line:column and key:
+YAML syntax and duplicate keys (yamlmarks), the schema (config_model, via pydantic),
+then meaning: positive sizes, layouts that fit their tensors, kernels that fit their
+padded inputs, non-empty outputs, schedules that can work.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from . import config_model as M
+from .errors import ConfigError, ConfigProblem
+from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, TensorLayout, parse_layout
+from .yamlmarks import MarkedDocument, YamlProblem, load
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Conv2d:
+    out_channels: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]  # top, left, bottom, right
+    dilation: tuple[int, int]
+    filter_layout: Layout
+    output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Input rows and columns one output pixel reads: (k - 1) * dilation + 1."""
+        return ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule:
+    k_split: int
+    h_split: int
+    k_block: int
+    h_block: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    name: str
+    path: str  # as given on the command line; names the config in messages and banners
+    dtype: str
+    input_shape: tuple[int, int, int, int]  # logical NHWC
+    input_layout: Layout
+    ops: tuple[Conv2d, ...]
+    schedule: Schedule
+    targets: tuple[str, ...]
+
+
+def load_config(path: str | Path) -> Config:
+    path_text = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError([ConfigProblem(path_text, 1, 1, "", f"cannot read config: {error.strerror}")]) from None
+    return parse_config(text, path_text)
+
+
+def parse_config(text: str, path: str = "<config>") -> Config:
+    try:
+        document = load(text)
+    except YamlProblem as problem:
+        raise ConfigError([ConfigProblem(path, problem.mark.line, problem.mark.column, "", problem.message)]) from None
+    if not isinstance(document.data, dict):
+        raise ConfigError([ConfigProblem(path, 1, 1, "", "expected a mapping of config keys (name, input, ops, ...)")])
+    try:
+        model = M.ConfigModel.model_validate(document.data)
+    except ValidationError as error:
+        raise ConfigError(_schema_problems(error, document, path)) from None
+    return _Checker(model, document, path).build()
+
+
+# ---------------------------------------------------------------- schema errors
+
+def _schema_problems(error: ValidationError, document: MarkedDocument, path: str) -> list[ConfigProblem]:
+    problems: dict[str, ConfigProblem] = {}
+    for item in error.errors():
+        keys, description = _locate(item["loc"])
+        if item["type"] == "extra_forbidden":
+            unknown = str(item["loc"][-1])
+            keys = (*keys, unknown) if not keys or keys[-1] != unknown else keys
+            siblings = _fields_at(keys[:-1])
+            hint = difflib.get_close_matches(unknown, siblings, n=1)
+            message = f"unknown key {unknown!r}" + (f" (did you mean {hint[0]!r}?)" if hint else
+                                                   f" (expected one of: {', '.join(siblings)})")
+            mark = document.mark(keys, key=True)
+        elif item["type"] == "missing":
+            message = f"missing required key (expected {description})"
+            mark = document.mark(keys[:-1])
+        else:
+            message = f"expected {description}, got {_show(item.get('input'))}"
+            mark = document.mark(keys)
+        key = _key_text(keys)
+        problems.setdefault(key, ConfigProblem(path, mark.line, mark.column, key, message))
+    return sorted(problems.values(), key=lambda p: (p.line, p.column))
+
+
+def _locate(loc: tuple) -> tuple[tuple, str]:
+    """Walk a pydantic error location through the models: (config keys, field description)."""
+    model: type[BaseModel] | None = M.ConfigModel
+    keys: list[str | int] = []
+    description = "a config mapping"
+    for item in loc:
+        if isinstance(item, int):
+            keys.append(item)
+        elif model is not None and item in model.model_fields:
+            field = model.model_fields[item]
+            keys.append(item)
+            description = field.description or description
+            model = _model_in(field.annotation)
+        else:
+            break  # a union branch tag such as 'list[int]' or 'LayoutMap'
+    return tuple(keys), description
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _fields_at(keys: tuple) -> list[str]:
+    model: type[BaseModel] | None = M.ConfigModel
+    for item in keys:
+        if isinstance(item, str) and model is not None:
+            model = _model_in(model.model_fields[item].annotation) if item in model.model_fields else None
+    return list(model.model_fields) if model is not None else []
+
+
+def _key_text(keys: tuple) -> str:
+    text = ""
+    for item in keys:
+        text += f"[{item}]" if isinstance(item, int) else (f".{item}" if text else str(item))
+    return text
+
+
+def _show(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+# ---------------------------------------------------------------- meaning
+
+class _Checker:
+    """Collects every semantic problem before raising, so one run reports them all."""
+
+    def __init__(self, model: M.ConfigModel, document: MarkedDocument, path: str) -> None:
+        self.model, self.document, self.path = model, document, path
+        self.problems: list[ConfigProblem] = []
+
+    def problem(self, keys: tuple, message: str) -> None:
+        mark = self.document.mark(keys)
+        self.problems.append(ConfigProblem(self.path, mark.line, mark.column, _key_text(keys), message))
+
+    def positive(self, keys: tuple, value: int | list[int], what: str, minimum: int = 1) -> tuple[int, ...]:
+        values = (value,) if isinstance(value, int) else tuple(value)
+        if any(v < minimum for v in values):
+            self.problem(keys, f"expected {what}, got {_show(value)}")
+            return tuple(max(v, minimum) for v in values)
+        return values
+
+    def pair(self, keys: tuple, value: int | list[int], what: str) -> tuple[int, int]:
+        values = self.positive(keys, value, what)
+        return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
+
+    def layout(self, keys: tuple, spec: M.LayoutSpec | None, dims: tuple[str, ...],
+               shape: tuple[int, ...]) -> Layout | None:
+        text, pad = (spec, None) if isinstance(spec, str) else (spec.map, spec.pad_value)
+        location = keys if isinstance(spec, str) else (*keys, "map")
+        try:
+            layout = parse_layout(text, dims, pad=pad)
+            bound = TensorLayout(layout=layout, logical_shape=shape)
+            bound.check_injective()
+        except LayoutError as error:
+            self.problem(location, str(error))
+            return None
+        return layout
+
+    def build(self) -> Config:
+        m = self.model
+        shape = self.positive(("input", "shape"), m.input.shape, "a logical NHWC shape [n, h, w, c] of positive ints")
+        input_layout = self.layout(("input", "layout"), m.input.layout, ACTIVATION_DIMS, shape)
+        ops: list[Conv2d] = []
+        n, height, width, channels = shape
+        for index, op_model in enumerate(m.ops):
+            keys = ("ops", index, "conv2d")
+            op = self.conv2d(keys, op_model.conv2d, index == len(m.ops) - 1, input_layout,
+                             (n, height, width, channels))
+            if op is None:
+                break
+            ops.append(op)
+            kh, kw = op.span
+            height = (height + op.pad[0] + op.pad[2] - kh) // op.stride[0] + 1
+            width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
+            channels = op.out_channels
+        schedule = self.schedule(ops)
+        if self.problems:
+            raise ConfigError(sorted(self.problems, key=lambda p: (p.line, p.column)))
+        assert input_layout is not None and schedule is not None
+        return Config(name=m.name, path=self.path, dtype=m.dtype, input_shape=shape, input_layout=input_layout,
+                      ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)))
+
+    def conv2d(self, keys: tuple, c: M.Conv2dModel, last: bool, input_layout: Layout | None,
+               in_shape: tuple[int, int, int, int]) -> Conv2d | None:
+        fields = M.Conv2dModel.model_fields
+        out_channels = self.positive((*keys, "out_channels"), c.out_channels, fields["out_channels"].description)[0]
+        kernel = self.pair((*keys, "kernel"), c.kernel, fields["kernel"].description)
+        stride = self.pair((*keys, "stride"), c.stride, fields["stride"].description)
+        dilation = self.pair((*keys, "dilation"), c.dilation, fields["dilation"].description)
+        span = ((kernel[0] - 1) * dilation[0] + 1, (kernel[1] - 1) * dilation[1] + 1)
+        n, height, width, channels = in_shape
+        pad = self.padding((*keys, "pad"), c.pad, span, stride, (height, width))
+        padded = (height + pad[0] + pad[2], width + pad[1] + pad[3])
+        if span[0] > padded[0] or span[1] > padded[1]:
+            self.problem((*keys, "kernel"), f"a {kernel[0]}x{kernel[1]} kernel with dilation {list(dilation)} spans "
+                                            f"{span[0]}x{span[1]} pixels but the padded input is only "
+                                            f"{padded[0]}x{padded[1]}")
+            return None
+        out_shape = (n, (padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1, out_channels)
+        filter_layout = self.layout((*keys, "filter_layout"), c.filter_layout, FILTER_DIMS,
+                                    (out_channels, channels, kernel[0], kernel[1]))
+        if c.output_layout is not None:
+            output_spec = c.output_layout
+            output_keys = (*keys, "output_layout")
+        elif last:
+            output_spec, output_keys = self.model.output.layout, ("output", "layout")
+        else:
+            output_spec, output_keys = None, keys
+        if output_spec is None:
+            output_layout = input_layout  # the intermediate tensor keeps the input's physical layout
+            if input_layout is not None:
+                try:
+                    input_layout.bind(out_shape).check_injective()
+                except LayoutError as error:
+                    self.problem(("input", "layout"), f"as the layout of ops[{keys[1]}]'s output: {error}")
+                    return None
+        else:
+            output_layout = self.layout(output_keys, output_spec, ACTIVATION_DIMS, out_shape)
+        if filter_layout is None or output_layout is None:
+            return None
+        return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
+                      filter_layout=filter_layout, output_layout=output_layout)
+
+    def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
+                size: tuple[int, int]) -> tuple[int, int, int, int]:
+        if spec == "valid":
+            return (0, 0, 0, 0)
+        if spec == "same":
+            # TensorFlow's SAME: output = ceil(input / stride), the odd pixel of padding goes last.
+            totals = [max((math.ceil(n / s) - 1) * s + k - n, 0) for n, s, k in zip(size, stride, span)]
+            return (totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2, totals[1] - totals[1] // 2)
+        what = M.Conv2dModel.model_fields["pad"].description
+        values = self.positive(keys, spec, what, minimum=0)
+        if len(values) == 1:
+            return (values[0],) * 4
+        if len(values) == 2:
+            return (values[0], values[1], values[0], values[1])
+        return values  # type: ignore[return-value]
+
+    def schedule(self, ops: list[Conv2d]) -> Schedule | None:
+        s = self.model.schedule
+        fields = M.ScheduleModel.model_fields
+        k_split = self.positive(("schedule", "k_split"), s.k_split, fields["k_split"].description)[0]
+        h_split = self.positive(("schedule", "h_split"), s.h_split, fields["h_split"].description)[0]
+        if not ops:
+            return None
+        out_layout = ops[-1].output_layout
+        k_block = (self.positive(("schedule", "k_block"), s.k_block, fields["k_block"].description)[0]
+                   if s.k_block is not None else _block_factor(out_layout, "c", 32))
+        h_block = (self.positive(("schedule", "h_block"), s.h_block, fields["h_block"].description)[0]
+                   if s.h_block is not None else _block_factor(out_layout, "h", 8))
+        # A stripe that is wider than the whole tensor by a full block only ever computes guards.
+        out_channels = ops[-1].out_channels
+        k_blocks = math.ceil(out_channels / k_block)
+        if k_split > k_blocks:
+            self.problem(("schedule", "k_split"), f"expected at most {k_blocks} (the last op's {out_channels} output "
+                                                  f"channels make {k_blocks} blocks of {k_block}), got {k_split}")
+        for index, op in enumerate(ops[:-1]):
+            blocks = math.ceil(op.out_channels / k_block)
+            if k_split > blocks:
+                self.problem(("schedule", "k_split"), f"expected at most {blocks} (ops[{index}] has "
+                                                      f"{op.out_channels} output channels = {blocks} blocks of "
+                                                      f"{k_block}), got {k_split}")
+        return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block)
+
+
+def _block_factor(layout: Layout, dim: str, default: int) -> int:
+    """The output layout's block along dim (8h8w32c -> h: 8, c: 32), else the default."""
+    factor = layout.block_factor(dim)
+    return factor if factor is not None else default

@@ -1,0 +1,174 @@
+"""The planner's result: frozen types every later stage reads and none may change.
+
+A `Plan` holds the tensors (logical and physical), the caches carved out of one workspace,
+the functions to emit (the fused kernel and its pack/unpack helpers) as loop trees whose
+statements are C-family source text, and the work and traffic the schedule implies.
+Templates iterate over this; they never compute a size.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+from .layout import PadKind, TensorLayout
+
+
+class Scope(enum.Enum):
+    GLOBAL = "global"  # caller-provided tensors in main memory
+    CACHE = "cache"  # carved from the workspace (VTCM on Hexagon)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tensor:
+    name: str  # C parameter name: input, filter1, output
+    title: str  # report name: Input, Filter 1, Temp Output, Output
+    logical_layout: str  # NHWC or OIHW
+    layout: TensorLayout
+
+    @property
+    def logical_shape(self) -> tuple[int, ...]:
+        return self.layout.logical_shape
+
+    @property
+    def physical_shape(self) -> tuple[int, ...]:
+        return self.layout.physical_shape
+
+    @property
+    def physical_layout(self) -> str:
+        return self.layout.layout.name
+
+    @property
+    def elements(self) -> int:
+        return self.layout.size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cache:
+    name: str  # input, filter, temp_output, output (temp_output_1.. for longer chains)
+    c_name: str  # the pointer in the kernel: input_cache
+    logical_shape: tuple[int, ...]  # what one stripe needs, in its tensor's logical layout
+    physical_layout: str
+    physical_shape: tuple[int, ...]
+    elements: int
+    offset: int  # elements from the workspace start (aligned)
+    element_bytes: int
+    aliases: str | None = None  # name of the cache whose storage this one reuses
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        assert self.offset >= 0 and self.elements > 0
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * self.element_bytes
+
+
+# ---------------------------------------------------------------- loop trees
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Loop:
+    var: str
+    extent: int
+    body: tuple["Node", ...]
+    comment: str = ""
+
+    def __post_init__(self) -> None:
+        assert self.extent >= 1, (self.var, self.extent)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Guard:
+    cond: str  # C expression; the body runs only where it holds (halo and tail guards)
+    body: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Section:
+    label: str  # "input cache read", "conv2d #1": printed as a comment before the body
+    body: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stmt:
+    code: str  # one C statement, with its semicolon
+    summary: str  # what the report prints: input_cache[...] = input[...]
+
+
+Node = Union[Loop, Guard, Section, Stmt]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    name: str
+    ctype: str  # const float *restrict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Function:
+    name: str
+    doc: str
+    params: tuple[Param, ...]
+    prologue: tuple[str, ...]  # declarations before the loops (cache pointers)
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpSummary:
+    index: int  # 1-based, as in "conv2d #1"
+    in_shape: tuple[int, int, int, int]
+    out_shape: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+    flops: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traffic:
+    """Bytes moved between main memory and the caches over the whole kernel."""
+
+    input_bytes: int
+    filter_bytes: int
+    output_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.input_bytes + self.filter_bytes + self.output_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    name: str
+    config_path: str
+    dtype: str
+    ctype: str  # C element type: float
+    element_bytes: int
+    k_split: int
+    h_split: int
+    k_block: int
+    h_block: int
+    ops: tuple[OpSummary, ...]
+    tensors: tuple[Tensor, ...]  # input, filter1.., output, in argument order
+    intermediates: tuple[Tensor, ...]  # chain tensors that live only in caches
+    caches: tuple[Cache, ...]
+    workspace_elements: int
+    alignment_bytes: int
+    kernel: Function
+    helpers: tuple[Function, ...]  # pack / unpack between logical and physical layouts
+    flops: int  # useful work: 2 * MACs of the convolutions as specified
+    executed_flops: int  # what the schedule computes, with halo rows and chain recompute
+    traffic: Traffic
+    output_pad_kind: PadKind
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.workspace_elements * self.element_bytes
+
+    def tensor(self, name: str) -> Tensor:
+        return next(t for t in self.tensors if t.name == name)
+
+    def cache(self, name: str) -> Cache:
+        return next(c for c in self.caches if c.name == name)

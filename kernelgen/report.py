@@ -1,0 +1,158 @@
+"""Plan -> the report of seed 000 (shapes and layouts, cache usage, loop nest) as text,
+Markdown or one JSON object. All numbers come from the Plan; nothing is recomputed here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .plan import Guard, Loop, Node, Plan, Section, Stmt
+
+
+def _shape(values: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def _tensor_rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    first = plan.tensors[0]
+    padded = plan.ops[0].in_shape
+    pad = plan.ops[0].pad
+    rows.append(("Input", "Logical", "NHWC", _shape(first.logical_shape), "", ""))
+    if any(pad):
+        padded_shape = (padded[0], padded[1] + pad[0] + pad[2], padded[2] + pad[1] + pad[3], padded[3])
+        rows.append(("Padded Input", "Logical", "NHWC", _shape(padded_shape) + " (zeros added in the cache read)", "", ""))
+    # Seed 000's order: each filter, then the tensor its op produces.
+    result = [first]
+    for index, filt in enumerate(plan.tensors[1:-1]):
+        result.append(filt)
+        if index < len(plan.intermediates):
+            result.append(plan.intermediates[index])
+    result.append(plan.tensors[-1])
+    for tensor in result:
+        title = "Packed Input" if tensor.name == "input" else tensor.title
+        rows.append((title, "Physical", tensor.physical_layout, _shape(tensor.physical_shape),
+                     tensor.logical_layout, _shape(tensor.logical_shape)))
+    return rows
+
+
+def _cache_rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    for cache in plan.caches:
+        where = f"reuses {cache.aliases}" if cache.aliases else f"workspace + {cache.offset}"
+        rows.append((cache.name, _shape(cache.logical_shape), f"{cache.physical_layout} {_shape(cache.physical_shape)}",
+                     str(cache.elements), str(cache.bytes), where))
+    return rows
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return [fmt(header), fmt(tuple("-" * w for w in widths)), *(fmt(r) for r in rows)]
+
+
+def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows)]
+
+
+def _nest_lines(nodes: tuple[Node, ...], depth: int) -> list[str]:
+    pad = "  " * depth
+    lines: list[str] = []
+    for node in nodes:
+        if isinstance(node, Loop):
+            note = f"  // {node.comment}" if node.comment else ""
+            lines.append(f"{pad}for ({node.var}: int32, 0, {node.extent}) {{{note}")
+            lines += _nest_lines(node.body, depth + 1)
+            lines.append(f"{pad}}}")
+        elif isinstance(node, Guard):
+            lines.append(f"{pad}if ({node.cond}) {{")
+            lines += _nest_lines(node.body, depth + 1)
+            lines.append(f"{pad}}}")
+        elif isinstance(node, Section):
+            lines.append("")
+            lines.append(f"{pad}// {node.label}")
+            lines += _nest_lines(node.body, depth)
+        else:
+            lines.append(f"{pad}{node.summary}")
+    return lines
+
+
+TENSOR_HEADER = ("Tensor", "Type", "Layout", "Shape", "Logical Layout", "Logical Shape")
+CACHE_HEADER = ("Cache", "Window (logical)", "Physical", "Elements", "Bytes", "Storage")
+
+
+def _summary_lines(plan: Plan) -> list[str]:
+    lines = [f"schedule: k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block}"]
+    for op in plan.ops:
+        lines.append(f"conv2d #{op.index}: {_shape(op.in_shape)} -> {_shape(op.out_shape)}, kernel {op.kernel[0]}x"
+                     f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}, dilation {list(op.dilation)}")
+    lines.append(f"FLOPs: {plan.flops} useful, {plan.executed_flops} executed "
+                 f"({plan.executed_flops / plan.flops:.2f}x, halo rows and chain recompute)")
+    t = plan.traffic
+    lines.append(f"traffic between memory and caches: {t.total} bytes (input {t.input_bytes}, filters "
+                 f"{t.filter_bytes}, output {t.output_bytes})")
+    return lines
+
+
+def text_report(plan: Plan) -> str:
+    lines = [f"kernelgen plan: {plan.name} ({plan.config_path}, {plan.dtype})", "", *_summary_lines(plan), "",
+             "Shapes and Layouts", "", *_table(TENSOR_HEADER, _tensor_rows(plan)), "", "Cache Usage", "",
+             *_table(CACHE_HEADER, _cache_rows(plan)), "",
+             f"workspace: {plan.workspace_elements} elements = {plan.workspace_bytes} bytes "
+             f"(buffers aligned to {plan.alignment_bytes} bytes)"]
+    lines += [f"note: {n}" for n in plan.notes]
+    lines += ["", "Loop Nest", *_nest_lines(plan.kernel.body, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_report(plan: Plan) -> str:
+    lines = [f"# kernelgen plan: `{plan.name}`", "", *(f"- {line}" for line in _summary_lines(plan)), "",
+             "## Shapes and Layouts", "", *_md_table(TENSOR_HEADER, _tensor_rows(plan)), "",
+             "## Cache Usage", "", *_md_table(CACHE_HEADER, _cache_rows(plan)), "",
+             f"Workspace: {plan.workspace_elements} elements = {plan.workspace_bytes} bytes.", ""]
+    lines += [f"- note: {n}" for n in plan.notes]
+    lines += ["", "## Loop Nest", "", "```", *_nest_lines(plan.kernel.body, 0), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _nest_json(nodes: tuple[Node, ...]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for node in nodes:
+        if isinstance(node, Loop):
+            out.append({"var": node.var, "extent": node.extent, "comment": node.comment, "body": _nest_json(node.body)})
+        elif isinstance(node, Guard):
+            out.append({"if": node.cond, "body": _nest_json(node.body)})
+        elif isinstance(node, Section):
+            out.append({"section": node.label, "body": _nest_json(node.body)})
+        elif isinstance(node, Stmt):
+            out.append({"stmt": node.summary})
+    return out
+
+
+def json_report(plan: Plan) -> dict[str, Any]:
+    tensors = [{"name": t.name, "title": t.title, "logical_layout": t.logical_layout,
+                "logical_shape": list(t.logical_shape), "physical_layout": t.physical_layout,
+                "physical_shape": list(t.physical_shape), "elements": t.elements, "scope": "global"}
+               for t in plan.tensors]
+    tensors += [{"name": t.name, "title": t.title, "logical_layout": t.logical_layout,
+                 "logical_shape": list(t.logical_shape), "physical_layout": t.physical_layout,
+                 "physical_shape": list(t.physical_shape), "elements": t.elements, "scope": "cache"}
+                for t in plan.intermediates]
+    return {
+        "name": plan.name, "config": plan.config_path, "dtype": plan.dtype,
+        "schedule": {"k_split": plan.k_split, "h_split": plan.h_split, "k_block": plan.k_block, "h_block": plan.h_block},
+        "flops": plan.flops, "executed_flops": plan.executed_flops,
+        "traffic": {"input_bytes": plan.traffic.input_bytes, "filter_bytes": plan.traffic.filter_bytes,
+                    "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},
+        "ops": [{"index": o.index, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
+                 "kernel": list(o.kernel), "stride": list(o.stride), "pad": list(o.pad),
+                 "dilation": list(o.dilation), "flops": o.flops} for o in plan.ops],
+        "tensors": tensors,
+        "caches": [{"name": c.name, "elements": c.elements, "bytes": c.bytes, "logical_shape": list(c.logical_shape),
+                    "physical_layout": c.physical_layout, "physical_shape": list(c.physical_shape),
+                    "offset": c.offset, "aliases": c.aliases} for c in plan.caches],
+        "workspace": {"elements": plan.workspace_elements, "bytes": plan.workspace_bytes,
+                      "alignment_bytes": plan.alignment_bytes},
+        "notes": list(plan.notes),
+        "loops": _nest_json(plan.kernel.body),
+    }

@@ -1,0 +1,332 @@
+"""Dispatch SPIR-V compute shaders on a Vulkan device through the `vulkan` (cffi) binding.
+
+Import these names from kernelgen.toolchains.vulkan, which re-exports them; the device
+probing and the binding's lifetime rules they rely on are described there.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernelgen.errors import ToolchainError
+from kernelgen.toolchains.vulkan import (
+    DeviceInfo,
+    Scope,
+    create_instance,
+    import_vulkan,
+    physical_devices,
+    pick_device,
+    vk_errors,
+)
+
+# the caller passes fewer bytes.
+PUSH_CONSTANT_BYTES = 128
+# lavapipe cannot be interrupted; the bound turns a runaway kernel into an error.
+DEFAULT_TIMEOUT_S = 600.0
+SpecValue = int | float | bool | np.generic
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One dispatch of a sequence: binding j of set 0 is buffers[bindings[j]]."""
+
+    spirv: bytes
+    bindings: tuple[int, ...]
+    groups: tuple[int, int, int]
+    spec_constants: Mapping[int, SpecValue] | None = None
+    push_constants: bytes = b""
+    entry: str = "main"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bindings", tuple(int(b) for b in self.bindings))
+        object.__setattr__(self, "groups", tuple(int(g) for g in self.groups))
+        if len(self.groups) != 3 or min(self.groups) < 1:
+            raise ToolchainError(f"groups must be three positive ints, got {self.groups}")
+        if len(self.spirv) % 4 or len(self.spirv) < 20:
+            raise ToolchainError(f"not a SPIR-V module ({len(self.spirv)} bytes)")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    outputs: tuple[np.ndarray, ...]  # same dtypes and shapes as the buffers passed in
+    gpu_times_ns: tuple[float, ...]  # one per repeat; NaN when the queue has no timestamps
+
+
+def pack_spec_constants(values: Mapping[int, SpecValue]) -> tuple[list[tuple[int, int, int]], bytes]:
+    """(constant_id, offset, size) entries and the data block they index.
+
+    Python ints become 32-bit (signed if negative), floats float32, bools VkBool32;
+    pass a numpy scalar (np.float16, np.int64, ...) for another width.
+    """
+    entries: list[tuple[int, int, int]] = []
+    data = b""
+    for constant_id, value in sorted(values.items()):
+        if isinstance(value, np.generic):
+            raw = value.tobytes()
+        elif isinstance(value, bool):
+            raw = struct.pack("<I", value)
+        elif isinstance(value, int) and -(2**31) <= value < 2**32:
+            raw = struct.pack("<i" if value < 0 else "<I", value)
+        elif isinstance(value, float):
+            raw = struct.pack("<f", value)
+        else:
+            raise ToolchainError(f"spec constant {constant_id}={value!r}: use a 32-bit int, "
+                                 "a float or a numpy scalar")
+        entries.append((int(constant_id), len(data), len(raw)))
+        data += raw
+    return entries, data
+
+
+def _check(stages: Sequence[Stage], buffers: Sequence[np.ndarray], repeat: int) -> None:
+    if not stages or repeat < 1:
+        raise ToolchainError(f"need at least one stage and repeat >= 1, got {len(stages)}, {repeat}")
+    for i, stage in enumerate(stages):
+        if any(not 0 <= b < len(buffers) for b in stage.bindings):
+            raise ToolchainError(f"stage {i} binds buffers {stage.bindings}, "
+                                 f"but only {len(buffers)} were given")
+    if any(np.asarray(a).dtype.hasobject for a in buffers):
+        raise ToolchainError("object arrays cannot be copied to a Vulkan buffer")
+
+
+@dataclass(frozen=True, slots=True)
+class _Dispatch:
+    pipeline: Any
+    layout: Any
+    descriptor_set: Any  # None when the stage binds no buffer
+    push: Any  # uint8_t[] of the declared push-constant range
+    groups: tuple[int, int, int]
+
+
+class VulkanRunner:
+    """Owns one Vulkan instance, device, queue and command pool; use as a context manager.
+
+    Each run creates its buffers, pipelines and query pool, submits one command buffer,
+    waits on a fence and destroys what it created, so runs share no state.
+    """
+
+    def __init__(self, device: int | str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self._vk = import_vulkan()
+        self._timeout_ns = int(timeout_s * 1e9)
+        self._scope = Scope()
+        try:
+            self._open(device)
+        except BaseException:
+            self._scope.close()
+            raise
+
+    def _open(self, device: int | str | None) -> None:
+        vk, scope = self._vk, self._scope
+        phys = pick_device(physical_devices(vk, create_instance(vk, scope)), device)
+        self.info: DeviceInfo = phys.info
+        self._mask = phys.timestamp_mask
+        f11 = scope.hold(vk.VkPhysicalDeviceVulkan11Features(
+            **phys.enable["VkPhysicalDeviceVulkan11Features"]))
+        f12 = scope.hold(vk.VkPhysicalDeviceVulkan12Features(
+            pNext=f11, **phys.enable["VkPhysicalDeviceVulkan12Features"]))
+        core = scope.hold(vk.VkPhysicalDeviceFeatures(**phys.enable["VkPhysicalDeviceFeatures"]))
+        queue_info = scope.hold(vk.VkDeviceQueueCreateInfo(
+            queueFamilyIndex=phys.queue_family, queueCount=1, pQueuePriorities=[1.0]))
+        create = scope.hold(vk.VkDeviceCreateInfo(pNext=f12, pQueueCreateInfos=[queue_info],
+                                                  pEnabledFeatures=core))
+        with vk_errors(vk, f"device creation on {self.info.name}"):
+            self._device = vk.vkCreateDevice(phys.handle, create, None)
+            scope.on_close(lambda: vk.vkDestroyDevice(self._device, None))
+            self._queue = vk.vkGetDeviceQueue(self._device, phys.queue_family, 0)
+            pool_info = scope.hold(vk.VkCommandPoolCreateInfo(queueFamilyIndex=phys.queue_family))
+            self._pool = vk.vkCreateCommandPool(self._device, pool_info, None)
+            scope.on_close(lambda: vk.vkDestroyCommandPool(self._device, self._pool, None))
+        memory = vk.vkGetPhysicalDeviceMemoryProperties(phys.handle)
+        self._memory_types = [int(memory.memoryTypes[i].propertyFlags)
+                              for i in range(memory.memoryTypeCount)]
+
+    def __enter__(self) -> VulkanRunner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Destroy the command pool, device and instance; safe to call twice."""
+        self._scope.close()
+
+    def run(self, spirv: bytes, buffers: Sequence[np.ndarray], groups: tuple[int, int, int], *,
+            spec_constants: Mapping[int, SpecValue] | None = None, push_constants: bytes = b"",
+            repeat: int = 1, entry: str = "main") -> RunResult:
+        """One shader, binding i of set 0 = buffers[i]. Buffers are not reset between
+        repeats, so a kernel updating in place (y += ...) applies `repeat` times."""
+        stage = Stage(spirv, tuple(range(len(buffers))), groups, spec_constants,
+                      push_constants, entry)
+        return self.run_sequence([stage], buffers, repeat=repeat)
+
+    def run_sequence(self, stages: Sequence[Stage], buffers: Sequence[np.ndarray], *,
+                     repeat: int = 1) -> RunResult:
+        """All stages in one command buffer with a compute->compute barrier between any
+        two dispatches; each repeat is timed from before its first to after its last."""
+        if not self._scope.keep:
+            raise ToolchainError("VulkanRunner is closed")
+        _check(stages, buffers, repeat)
+        arrays = [np.asarray(a) for a in buffers]
+        run = Scope()
+        try:
+            with vk_errors(self._vk, f"run on {self.info.name}"):
+                mapped = [self._buffer(run, np.ascontiguousarray(a).tobytes()) for a in arrays]
+                dispatches = [self._dispatch(run, s, [mapped[b] for b in s.bindings])
+                              for s in stages]
+                queries = self._create(run, "QueryPool", self._vk.VkQueryPoolCreateInfo(
+                    queryType=self._vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2 * repeat))
+                self._submit(run, self._record(run, dispatches, queries, repeat))
+                times = self._times(queries, repeat)
+                outputs = tuple(
+                    np.frombuffer(view, a.dtype, a.size).reshape(a.shape).copy()
+                    for (_, view), a in zip(mapped, arrays))
+            return RunResult(outputs, times)
+        finally:
+            run.close()
+
+    def _create(self, run: Scope, kind: str, info: Any) -> Any:
+        """vkCreate<kind>, destroyed with the run; `info` is kept alive until then."""
+        vk, dev = self._vk, self._device
+        handle = getattr(vk, f"vkCreate{kind}")(dev, run.hold(info), None)
+        run.on_close(lambda: getattr(vk, f"vkDestroy{kind}")(dev, handle, None))
+        return handle
+
+    def _buffer(self, run: Scope, data: bytes) -> tuple[Any, memoryview]:
+        """A storage buffer holding `data`, and its mapping (read back after the run)."""
+        vk, dev = self._vk, self._device
+        size = max(len(data), 4)  # zero-sized buffers are invalid
+        buf = self._create(run, "Buffer", vk.VkBufferCreateInfo(
+            size=size, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+            sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE))
+        need = vk.vkGetBufferMemoryRequirements(dev, buf)
+        # Host-visible and coherent, so copies need no staging buffer or flush. All of
+        # lavapipe's memory is; on a discrete GPU kernels would then read host memory.
+        want = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        kinds = [i for i, flags in enumerate(self._memory_types)
+                 if need.memoryTypeBits >> i & 1 and flags & want == want]
+        if not kinds:
+            raise ToolchainError(f"{self.info.name} has no host-visible coherent memory")
+        alloc = run.hold(vk.VkMemoryAllocateInfo(allocationSize=need.size,
+                                                 memoryTypeIndex=kinds[0]))
+        mem = vk.vkAllocateMemory(dev, alloc, None)
+        run.on_close(lambda: vk.vkFreeMemory(dev, mem, None))
+        vk.vkBindBufferMemory(dev, buf, mem, 0)
+        view = memoryview(vk.vkMapMemory(dev, mem, 0, size, 0))
+        run.on_close(lambda: (view.release(), vk.vkUnmapMemory(dev, mem)))
+        view[:len(data)] = data
+        return buf, view
+
+    def _dispatch(self, run: Scope, stage: Stage, bufs: list[tuple[Any, memoryview]]) -> _Dispatch:
+        vk, dev = self._vk, self._device
+        compute, storage = vk.VK_SHADER_STAGE_COMPUTE_BIT, vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+        module = self._create(run, "ShaderModule", vk.VkShaderModuleCreateInfo(
+            codeSize=len(stage.spirv), pCode=stage.spirv))
+        slots = [vk.VkDescriptorSetLayoutBinding(binding=j, descriptorType=storage,
+                                                 descriptorCount=1, stageFlags=compute)
+                 for j in range(len(bufs))]
+        set_layout = self._create(run, "DescriptorSetLayout",
+                                  vk.VkDescriptorSetLayoutCreateInfo(pBindings=slots or None))
+        push = stage.push_constants
+        push += bytes(max(PUSH_CONSTANT_BYTES - len(push), -len(push) % 4))
+        if len(push) > self.info.max_push_constant_bytes:
+            raise ToolchainError(f"{len(push)} push-constant bytes exceed the device's "
+                                 f"{self.info.max_push_constant_bytes}")
+        push_range = vk.VkPushConstantRange(stageFlags=compute, offset=0, size=len(push))
+        layout = self._create(run, "PipelineLayout", vk.VkPipelineLayoutCreateInfo(
+            pSetLayouts=[set_layout], pPushConstantRanges=[push_range]))
+
+        entries, data = pack_spec_constants(stage.spec_constants or {})
+        spec = None
+        if entries:
+            maps = [vk.VkSpecializationMapEntry(constantID=c, offset=o, size=s)
+                    for c, o, s in entries]
+            spec = run.hold(vk.VkSpecializationInfo(
+                pMapEntries=maps, dataSize=len(data), pData=run.hold(vk.ffi.new("char[]", data))))
+        name = run.hold(vk.ffi.new("char[]", stage.entry.encode()))  # must outlive creation
+        shader = run.hold(vk.VkPipelineShaderStageCreateInfo(
+            stage=compute, module=module, pName=name, pSpecializationInfo=spec))
+        info = run.hold(vk.VkComputePipelineCreateInfo(stage=shader, layout=layout))
+        with vk_errors(vk, f"pipeline creation (entry point {stage.entry!r})"):
+            pipeline = vk.vkCreateComputePipelines(dev, None, 1, [info], None)[0]
+        run.on_close(lambda: vk.vkDestroyPipeline(dev, pipeline, None))
+
+        dset = None
+        if bufs:
+            size = vk.VkDescriptorPoolSize(type=storage, descriptorCount=len(bufs))
+            pool = self._create(run, "DescriptorPool",
+                                vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[size]))
+            alloc = run.hold(vk.VkDescriptorSetAllocateInfo(descriptorPool=pool,
+                                                            pSetLayouts=[set_layout]))
+            dset = vk.vkAllocateDescriptorSets(dev, alloc)[0]
+            # The explicit range: the binding defines VK_WHOLE_SIZE as -1, which cffi rejects.
+            writes = [run.hold(vk.VkWriteDescriptorSet(
+                dstSet=dset, dstBinding=j, descriptorCount=1, descriptorType=storage,
+                pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=view.nbytes)]))
+                for j, (b, view) in enumerate(bufs)]
+            vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
+        return _Dispatch(pipeline, layout, dset, run.hold(vk.ffi.new("uint8_t[]", push)),
+                         stage.groups)
+
+    def _barrier(self, run: Scope, cmd: Any, dst_stage: int, dst_access: int) -> None:
+        vk = self._vk
+        barrier = run.hold(vk.VkMemoryBarrier(srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT,
+                                              dstAccessMask=dst_access))
+        vk.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, dst_stage, 0,
+                                1, [barrier], 0, None, 0, None)
+
+    def _record(self, run: Scope, dispatches: list[_Dispatch], queries: Any, repeat: int) -> Any:
+        vk, dev = self._vk, self._device
+        alloc = run.hold(vk.VkCommandBufferAllocateInfo(
+            commandPool=self._pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))
+        cmd = vk.vkAllocateCommandBuffers(dev, alloc)[0]
+        run.on_close(lambda: vk.vkFreeCommandBuffers(dev, self._pool, 1, [cmd]))
+        vk.vkBeginCommandBuffer(cmd, run.hold(vk.VkCommandBufferBeginInfo(
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)))
+        vk.vkCmdResetQueryPool(cmd, queries, 0, 2 * repeat)
+        compute, bind = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        read_write = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+        for r in range(repeat):
+            # Both stamps at the compute stage: a stamp waits for the dispatches before
+            # it, so a repeat's start is not stamped while the previous one still runs.
+            vk.vkCmdWriteTimestamp(cmd, compute, queries, 2 * r)
+            for d in dispatches:
+                if d is not dispatches[0] or r:
+                    self._barrier(run, cmd, compute, read_write)
+                vk.vkCmdBindPipeline(cmd, bind, d.pipeline)
+                if d.descriptor_set is not None:
+                    vk.vkCmdBindDescriptorSets(cmd, bind, d.layout, 0, 1, [d.descriptor_set], 0, None)
+                vk.vkCmdPushConstants(cmd, d.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                      len(d.push), d.push)
+                vk.vkCmdDispatch(cmd, *d.groups)
+            vk.vkCmdWriteTimestamp(cmd, compute, queries, 2 * r + 1)
+        # Shader writes must be made visible to the host before the mappings are read.
+        self._barrier(run, cmd, vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
+        vk.vkEndCommandBuffer(cmd)
+        return cmd
+
+    def _submit(self, run: Scope, cmd: Any) -> None:
+        vk = self._vk
+        fence = self._create(run, "Fence", vk.VkFenceCreateInfo())
+        submit = run.hold(vk.VkSubmitInfo(pCommandBuffers=[cmd]))
+        vk.vkQueueSubmit(self._queue, 1, [submit], fence)
+        try:
+            vk.vkWaitForFences(self._device, 1, [fence], vk.VK_TRUE, self._timeout_ns)
+        except vk.VkTimeout:
+            run.abandon()  # the device still uses the run's objects and the device itself
+            self._scope.abandon()
+            self._scope.close()
+            raise ToolchainError(f"{self.info.name} did not finish within "
+                                 f"{self._timeout_ns / 1e9:g} s; the runner is closed") from None
+
+    def _times(self, queries: Any, repeat: int) -> tuple[float, ...]:
+        if not self.info.timestamps:
+            return (float("nan"),) * repeat
+        vk = self._vk
+        stamps = vk.ffi.new("uint64_t[]", 2 * repeat)
+        vk.vkGetQueryPoolResults(self._device, queries, 0, 2 * repeat, 16 * repeat, stamps, 8,
+                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        return tuple(float(((stamps[2 * r + 1] - stamps[2 * r]) & self._mask)
+                           * self.info.timestamp_period_ns) for r in range(repeat))
+

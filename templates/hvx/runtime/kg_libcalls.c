@@ -1,0 +1,174 @@
+/* kg_libcalls.c: the library functions clang-19 emits calls to on Hexagon, which
+ * compiler-rt and libc would otherwise provide (Debian ships neither for Hexagon).
+ *
+ * - memcpy/memset/memmove: emitted for struct copies and zero-initialised arrays;
+ *   __hexagon_memcpy_likely_aligned_min32bytes_mult8bytes for large aligned copies.
+ * - __hexagon_{u,}{div,mod}{si,di}3: Hexagon has no divide instruction, so every
+ *   division by a non-constant integer becomes one of these calls.
+ *
+ * All are weak so that a program may bring its own. no_builtin stops clang from
+ * recognising the loops below as memcpy/memset and calling the function itself.
+ * Not provided (a link error names them): double division (__hexagon_divdf3) and
+ * math functions such as sqrtf. Single-precision division is inlined by clang.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#define KG_LIBCALL __attribute__((weak, no_builtin))
+
+KG_LIBCALL void *memcpy(void *restrict dst, const void *restrict src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = s[i];
+    }
+    return dst;
+}
+
+KG_LIBCALL void *__hexagon_memcpy_likely_aligned_min32bytes_mult8bytes(void *restrict dst,
+                                                                      const void *restrict src,
+                                                                      size_t n)
+{
+    /* The name promises 8-byte alignment and a multiple of 8 bytes, at least 32. */
+    uint64_t *d = dst;
+    const uint64_t *s = src;
+    for (size_t i = 0; i < n / 8u; i++) {
+        d[i] = s[i];
+    }
+    return dst;
+}
+
+KG_LIBCALL void *memset(void *dst, int c, size_t n)
+{
+    unsigned char *d = dst;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = (unsigned char)c;
+    }
+    return dst;
+}
+
+KG_LIBCALL void *memmove(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (d < s) {
+        for (size_t i = 0; i < n; i++) {
+            d[i] = s[i];
+        }
+    } else {
+        for (size_t i = n; i > 0; i--) {
+            d[i - 1] = s[i - 1];
+        }
+    }
+    return dst;
+}
+
+/* Shift-and-subtract long division, starting at the numerator's leading one bit
+ * (cl0 is one instruction). Division by zero is undefined in C; here it returns
+ * all ones instead of trapping. */
+static uint64_t kg_udivmod64(uint64_t num, uint64_t den, uint64_t *rem)
+{
+    if (den == 0) {
+        *rem = num;
+        return ~(uint64_t)0;
+    }
+    uint64_t quot = 0;
+    uint64_t r = 0;
+    int bit = num == 0 ? -1 : 63 - __builtin_clzll(num);
+    for (; bit >= 0; bit--) {
+        r = (r << 1) | ((num >> bit) & 1u);
+        quot <<= 1;
+        if (r >= den) {
+            r -= den;
+            quot |= 1u;
+        }
+    }
+    *rem = r;
+    return quot;
+}
+
+static uint32_t kg_udivmod32(uint32_t num, uint32_t den, uint32_t *rem)
+{
+    if (den == 0) {
+        *rem = num;
+        return ~(uint32_t)0;
+    }
+    uint32_t quot = 0;
+    uint32_t r = 0;
+    int bit = num == 0 ? -1 : 31 - __builtin_clz(num);
+    for (; bit >= 0; bit--) {
+        r = (r << 1) | ((num >> bit) & 1u);
+        quot <<= 1;
+        if (r >= den) {
+            r -= den;
+            quot |= 1u;
+        }
+    }
+    *rem = r;
+    return quot;
+}
+
+KG_LIBCALL uint32_t __hexagon_udivsi3(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    return kg_udivmod32(a, b, &r);
+}
+
+KG_LIBCALL uint32_t __hexagon_umodsi3(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    kg_udivmod32(a, b, &r);
+    return r;
+}
+
+/* Signed forms truncate toward zero, as C requires: divide magnitudes, then give the
+ * quotient the sign of a ^ b and the remainder the sign of a. */
+KG_LIBCALL int32_t __hexagon_divsi3(int32_t a, int32_t b)
+{
+    uint32_t r;
+    uint32_t ua = a < 0 ? 0u - (uint32_t)a : (uint32_t)a;
+    uint32_t ub = b < 0 ? 0u - (uint32_t)b : (uint32_t)b;
+    uint32_t q = kg_udivmod32(ua, ub, &r);
+    return (int32_t)((a < 0) != (b < 0) ? 0u - q : q);
+}
+
+KG_LIBCALL int32_t __hexagon_modsi3(int32_t a, int32_t b)
+{
+    uint32_t r;
+    uint32_t ua = a < 0 ? 0u - (uint32_t)a : (uint32_t)a;
+    uint32_t ub = b < 0 ? 0u - (uint32_t)b : (uint32_t)b;
+    kg_udivmod32(ua, ub, &r);
+    return (int32_t)(a < 0 ? 0u - r : r);
+}
+
+KG_LIBCALL uint64_t __hexagon_udivdi3(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return kg_udivmod64(a, b, &r);
+}
+
+KG_LIBCALL uint64_t __hexagon_umoddi3(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    kg_udivmod64(a, b, &r);
+    return r;
+}
+
+KG_LIBCALL int64_t __hexagon_divdi3(int64_t a, int64_t b)
+{
+    uint64_t r;
+    uint64_t ua = a < 0 ? 0u - (uint64_t)a : (uint64_t)a;
+    uint64_t ub = b < 0 ? 0u - (uint64_t)b : (uint64_t)b;
+    uint64_t q = kg_udivmod64(ua, ub, &r);
+    return (int64_t)((a < 0) != (b < 0) ? 0u - q : q);
+}
+
+KG_LIBCALL int64_t __hexagon_moddi3(int64_t a, int64_t b)
+{
+    uint64_t r;
+    uint64_t ua = a < 0 ? 0u - (uint64_t)a : (uint64_t)a;
+    uint64_t ub = b < 0 ? 0u - (uint64_t)b : (uint64_t)b;
+    kg_udivmod64(ua, ub, &r);
+    return (int64_t)(a < 0 ? 0u - r : r);
+}
