@@ -6,6 +6,7 @@ names it in its failure message.
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,9 @@ def test_status_names_every_tool_and_never_raises(monkeypatch: pytest.MonkeyPatc
         assert tool.found == bool(tool.version), tool
 
 
-def test_missing_compiler_raises_with_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_compiler_raises_with_install_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(hexagon, "CLANG", "clang-kernelgen-missing")
     with pytest.raises(ToolchainError, match="apt-get install clang-19 lld-19 qemu-user"):
         hexagon.build([DATA / "counters.c"], tmp_path / "counters")
@@ -49,6 +52,22 @@ def test_unknown_arch_and_opt_level_are_rejected(tmp_path: Path) -> None:
         hexagon.build([DATA / "counters.c"], tmp_path / "counters", arch="v75")
     with pytest.raises(ToolchainError, match="-Oz"):
         hexagon.build([DATA / "counters.c"], tmp_path / "counters", opt="-Oz")
+
+
+def test_runtime_dir_copies_out_of_a_zipped_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shipped = REPO / "templates" / "hvx" / "runtime"
+    archive = tmp_path / "kernelgen.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for name in (hexagon.RUNTIME_HEADER, *hexagon.RUNTIME_SOURCES):
+            zipped.write(shipped / name, f"kernelgen/templates/hvx/runtime/{name}")
+    package = zipfile.Path(archive, "kernelgen/templates/")
+    monkeypatch.setattr(hexagon.resources, "files", lambda name: package)
+    with hexagon.runtime_dir() as runtime:
+        assert runtime != shipped
+        for name in (hexagon.RUNTIME_HEADER, *hexagon.RUNTIME_SOURCES):
+            assert (runtime / name).read_bytes() == (shipped / name).read_bytes()
 
 
 def test_parse_counters_keys_by_label() -> None:
@@ -94,7 +113,7 @@ def test_vrmpy_matvec_matches_numpy(arch: str, tmp_path: Path) -> None:
         [DATA / "matvec_vrmpy.c"],
         tmp_path / "matvec_vrmpy",
         arch=arch,
-        defines={"KG_O": str(outputs), "KG_K": str(inputs)},
+        defines={"KG_O": outputs, "KG_K": inputs},
         extra_flags=("-Wall", "-Werror"),
     )
     hexagon.run(binary, ["weights.bin", "activations.bin", "out.bin"], cwd=tmp_path, arch=arch)
@@ -109,7 +128,7 @@ def test_vrmpy_matvec_matches_numpy(arch: str, tmp_path: Path) -> None:
 
 @requires_tool("clang-19")
 def test_vrmpy_matvec_assembly_uses_vrmpy_without_spills() -> None:
-    text = hexagon.assembly(DATA / "matvec_vrmpy.c", arch="v67", defines={"KG_O": "96", "KG_K": "148"})
+    text = hexagon.assembly(DATA / "matvec_vrmpy.c", arch="v67", defines={"KG_O": 96, "KG_K": 148})
     assert ".w += vrmpy(" in text and ".uw += vrmpy(" in text
     assert hexagon.vector_spills(text) == 0
 
@@ -124,7 +143,8 @@ def test_vector_spills_are_counted(tmp_path: Path) -> None:
         "void f(HVX_Vector *out, const HVX_Vector *in, int n) {\n"
         + "".join(f"  HVX_Vector a{j} = Q6_V_vzero();\n" for j in accumulators)
         + "  for (int i = 0; i < n; i++) {\n"
-        + "".join(f"    a{j} = Q6_Vw_vrmpyacc_VwVubRb(a{j}, in[i * 40 + {j}], i);\n" for j in accumulators)
+        + "".join(f"    a{j} = Q6_Vw_vrmpyacc_VwVubRb(a{j}, in[40 * i + {j}], i);\n"
+                  for j in accumulators)
         + "  }\n"
         + "".join(f"  out[{j}] = a{j};\n" for j in accumulators)
         + "}\n"
@@ -135,7 +155,9 @@ def test_vector_spills_are_counted(tmp_path: Path) -> None:
 @requires_tool(*TOOLS)
 def test_counters_count_packets_instructions_and_hvx(tmp_path: Path) -> None:
     iterations = 1000
-    binary = hexagon.build([DATA / "counters.c"], tmp_path / "counters", defines={"KG_N": str(iterations)})
+    binary = hexagon.build(
+        [DATA / "counters.c"], tmp_path / "counters", defines={"KG_N": iterations}
+    )
     counters = hexagon.parse_counters(hexagon.run(binary, [], cwd=tmp_path).stdout)
 
     # Two reads back to back: the reads themselves plus spilling the first snapshot.
@@ -160,7 +182,7 @@ def test_integer_division_links_and_truncates_like_c(tmp_path: Path) -> None:
     np.array(pairs32, dtype=np.uint32).tofile(tmp_path / "pairs32.bin")
     np.array(pairs64, dtype=np.uint64).tofile(tmp_path / "pairs64.bin")
 
-    binary = hexagon.build([DATA / "divide.c"], tmp_path / "divide", defines={"KG_N": str(count)})
+    binary = hexagon.build([DATA / "divide.c"], tmp_path / "divide", defines={"KG_N": count})
     hexagon.run(binary, ["pairs32.bin", "pairs64.bin", "out.bin"], cwd=tmp_path)
 
     raw = (tmp_path / "out.bin").read_bytes()
@@ -179,8 +201,12 @@ def edge_and_random_pairs(rng: np.random.Generator, *, bits: int) -> list[tuple[
              (smallest, smallest), (smallest, 3), (top - 7, 2), (7, top - 2), (top - 7, top - 2)]
     for _ in range(100):
         numerator = int(rng.integers(0, top, dtype=np.uint64 if bits == 64 else np.int64))
-        divisor = int(rng.integers(1, 1000)) if rng.random() < 0.5 else int(rng.integers(1, top - 1, dtype=np.uint64))
-        divisor = divisor if rng.random() < 0.5 else top - divisor  # negative when signed
+        if rng.random() < 0.5:
+            divisor = int(rng.integers(1, 1000))
+        else:
+            divisor = int(rng.integers(1, top - 1, dtype=np.uint64))
+        if rng.random() < 0.5:
+            divisor = top - divisor  # negative when read as signed
         if not (numerator == smallest and divisor == top - 1):  # INT_MIN / -1 overflows in C
             pairs.append((numerator, divisor))
     return pairs
@@ -207,14 +233,17 @@ def test_missing_libcall_names_the_symbol(tmp_path: Path) -> None:
         "volatile double x = 1.0, y = 3.0;\n"
         "int main(int argc, char **argv) { (void)argv; x = x / y + argc; return 0; }\n"
     )
-    with pytest.raises(ToolchainError, match=r"undefined symbol: __hexagon_divdf3(.|\n)*hint: __hexagon_divdf3"):
+    expected = r"undefined symbol: __hexagon_divdf3(.|\n)*hint: __hexagon_divdf3"
+    with pytest.raises(ToolchainError, match=expected):
         hexagon.build([source], tmp_path / "divide_double")
 
 
 @requires_tool(*TOOLS)
 def test_runtime_printers_files_args_and_exit_status(tmp_path: Path) -> None:
     (tmp_path / "three.bin").write_bytes(b"abc")
-    binary = hexagon.build([DATA / "runtime_selftest.c"], tmp_path / "selftest", extra_flags=("-Wall", "-Werror"))
+    binary = hexagon.build(
+        [DATA / "runtime_selftest.c"], tmp_path / "selftest", extra_flags=("-Wall", "-Werror")
+    )
     result = hexagon.run(binary, ["three.bin", "two words"], cwd=tmp_path, check=False)
     assert result.returncode == 7
     assert result.stderr == ""
@@ -244,3 +273,19 @@ def test_qf32_compiles_for_float_arches(arch: str) -> None:
 def test_qf32_is_a_compile_error_before_v68() -> None:
     with pytest.raises(ToolchainError, match="Q6_Vqf32_vmpy_VsfVsf"):
         hexagon.assembly(DATA / "qf32_mul.c", arch="v67")
+
+
+@requires_tool(*TOOLS)
+def test_running_qf32_under_a_cpu_without_it_fails_clearly(tmp_path: Path) -> None:
+    if hexagon.qemu_cpu("v68") == "v68":
+        pytest.skip("this QEMU models v68; the test covers QEMU 7.2, which has only v67")
+    source = tmp_path / "qf32_main.c"
+    source.write_text(
+        '#include "kg_runtime.h"\n#include "qf32_mul.c"\n'
+        "volatile HVX_Vector a, b, c;\n"
+        "int main(int argc, char **argv) {\n"
+        "    (void)argc;\n    (void)argv;\n    c = kg_mul_sf(a, b);\n    return 0;\n}\n"
+    )
+    binary = hexagon.build([source], tmp_path / "qf32_main", arch="v68", include_dirs=[DATA])
+    with pytest.raises(ToolchainError, match="could not decode an instruction"):
+        hexagon.run(binary, [], cwd=tmp_path, arch="v68")

@@ -1,4 +1,5 @@
-"""Hexagon toolchain: clang-19 and ld.lld-19 build freestanding HVX programs, qemu-hexagon runs them.
+"""Hexagon toolchain: clang-19 and ld.lld-19 build freestanding HVX programs; qemu-hexagon runs
+them.
 
 Every program is linked with the runtime in templates/hvx/runtime (kg_runtime.h): there is
 no libc or compiler-rt for Hexagon on Debian, so the runtime supplies _start, raw Linux
@@ -26,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from kernelgen.errors import ToolchainError
+from kernelgen.toolchains.status import ToolStatus
 
 CLANG = "clang-19"
 LLD = "ld.lld-19"
@@ -58,15 +60,10 @@ _LINK_FLAGS = ("-nostdlib", "-static", "-fuse-ld=lld")
 _VERSION_TIMEOUT = 10.0
 _COUNTER_LINE = re.compile(r"^kg_counters (\S+)((?: \w+=\d+)+)\s*$")
 
-
-@dataclass(frozen=True, slots=True)
-class ToolStatus:
-    """Whether one external tool is installed, and what to install when it is not."""
-
-    name: str
-    found: bool
-    version: str  # first line of `tool --version`, or "" when not found
-    install_hint: str
+__all__ = [
+    "ARCHES", "FLOAT_ARCHES", "OPT_LEVELS", "RunResult", "ToolStatus", "assembly", "available",
+    "build", "parse_counters", "qemu_cpu", "run", "runtime_dir", "status", "vector_spills",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +91,7 @@ def build(
     *,
     arch: str = "v67",
     include_dirs: Sequence[Path] = (),
-    defines: Mapping[str, str] | None = None,
+    defines: Mapping[str, str | int] | None = None,
     opt: str = "-O2",
     extra_flags: Sequence[str] = (),
 ) -> Path:
@@ -103,6 +100,7 @@ def build(
     Sources include "kg_runtime.h" and define main(argc, argv). Raises ToolchainError
     with the compiler's output when a tool is missing or compiling or linking fails.
     """
+    _check_options(arch, opt)
     _require(CLANG, LLD)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -126,11 +124,15 @@ def assembly(
     *,
     arch: str,
     include_dirs: Sequence[Path] = (),
-    defines: Mapping[str, str] | None = None,
+    defines: Mapping[str, str | int] | None = None,
     opt: str = "-O2",
     extra_flags: Sequence[str] = (),
 ) -> str:
-    """clang -S output for one source (without the runtime), e.g. to look for vrmpy or spills."""
+    """clang -S output for one source (without the runtime), e.g. to look for vrmpy or spills.
+
+    Keep LLVM's verbose comments (no -fno-verbose-asm in extra_flags): vector_spills reads them.
+    """
+    _check_options(arch, opt)
     _require(CLANG)
     with runtime_dir() as runtime:
         command = [
@@ -169,24 +171,25 @@ def run(
     With check (the default) a nonzero exit, a signal or a timeout raises ToolchainError
     carrying the program's output; without it only a missing QEMU or a timeout raises.
     """
+    _check_options(arch)
     _require(QEMU)
-    _check_arch(arch)
     binary = Path(binary).resolve()
     command = [QEMU, "-cpu", qemu_cpu(arch), str(binary), *args]
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=timeout)
+        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise ToolchainError(
             f"{binary.name} did not finish within {timeout:g} s under {QEMU}\n"
             f"command: {_quote(command)}\n{_decode(exc.stdout)}{_decode(exc.stderr)}"
         ) from None
     except OSError as exc:
-        raise ToolchainError(f"cannot run {QEMU}: {exc}; install it with: {INSTALL_HINT}") from None
+        raise ToolchainError(f"cannot run {QEMU}: {exc}; install with: {INSTALL_HINT}") from None
     result = RunResult(done.returncode, _decode(done.stdout), _decode(done.stderr))
     if check and result.returncode != 0:
         raise ToolchainError(
             f"{binary.name} {_describe_exit(result.returncode)} under {QEMU}\n"
             f"command: {_quote(command)}\nstdout:\n{result.stdout}stderr:\n{result.stderr}"
+            f"{_undecodable_hint(result.stderr)}"
         )
     return result
 
@@ -209,7 +212,7 @@ def parse_counters(stdout: str) -> dict[str, int]:
             name, value = pair.split("=")
             key = f"{label}.{name}"
             if key in counters:
-                raise ToolchainError(f"counter {key} reported twice; give each region its own label")
+                raise ToolchainError(f"counter {key} reported twice; label each region uniquely")
             counters[key] = int(value)
     return counters
 
@@ -219,7 +222,7 @@ def qemu_cpu(arch: str) -> str:
     """The -cpu model for an arch: itself when QEMU knows it, else v67 (QEMU 7.2 knows only v67)."""
     try:
         done = subprocess.run(
-            [QEMU, "-cpu", "help"], capture_output=True, timeout=_VERSION_TIMEOUT
+            [QEMU, "-cpu", "help"], capture_output=True, timeout=_VERSION_TIMEOUT, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return QEMU_FALLBACK_CPU
@@ -244,13 +247,10 @@ def runtime_dir() -> Iterator[Path]:
 def _compile_flags(
     arch: str,
     include_dirs: Sequence[Path],
-    defines: Mapping[str, str] | None,
+    defines: Mapping[str, str | int] | None,
     opt: str,
     runtime: Path,
 ) -> list[str]:
-    _check_arch(arch)
-    if opt not in OPT_LEVELS:
-        raise ToolchainError(f"optimisation level {opt!r} is not supported; use one of {', '.join(OPT_LEVELS)}")
     flags = [
         "--target=hexagon",
         f"-mcpu=hexagon{arch}",
@@ -265,22 +265,28 @@ def _compile_flags(
     return flags
 
 
-def _check_arch(arch: str) -> None:
+def _check_options(arch: str, opt: str = "-O2") -> None:
     if arch not in ARCHES:
-        raise ToolchainError(f"Hexagon arch {arch!r} is not supported; use one of {', '.join(ARCHES)}")
+        choices = ", ".join(ARCHES)
+        raise ToolchainError(f"Hexagon arch {arch!r} is not supported; use one of {choices}")
+    if opt not in OPT_LEVELS:
+        choices = ", ".join(OPT_LEVELS)
+        raise ToolchainError(f"optimisation level {opt!r} is not supported; use one of {choices}")
 
 
 def _compile(command: list[str], what: str) -> str:
-    """Run clang; return its stdout, or raise with its diagnostics and a hint for missing symbols."""
+    """Run clang and return its stdout, or raise with its diagnostics and any symbol hint."""
     try:
-        done = subprocess.run(command, capture_output=True)
+        done = subprocess.run(command, capture_output=True, check=False)
     except OSError as exc:
-        raise ToolchainError(f"cannot run {command[0]}: {exc}; install it with: {INSTALL_HINT}") from None
+        tool = command[0]
+        raise ToolchainError(f"cannot run {tool}: {exc}; install with: {INSTALL_HINT}") from None
     if done.returncode == 0:
         return _decode(done.stdout)
     diagnostics = _decode(done.stderr)
     raise ToolchainError(
-        f"{CLANG} failed to {what}\ncommand: {_quote(command)}\n{diagnostics}{_missing_symbol_hint(diagnostics)}"
+        f"{CLANG} failed to {what}\ncommand: {_quote(command)}\n"
+        f"{diagnostics}{_missing_symbol_hint(diagnostics)}"
     )
 
 
@@ -306,7 +312,9 @@ def _tool_status(tool: str) -> ToolStatus:
     if path is None:
         return ToolStatus(tool, False, "", INSTALL_HINT)
     try:
-        done = subprocess.run([path, "--version"], capture_output=True, timeout=_VERSION_TIMEOUT)
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, timeout=_VERSION_TIMEOUT, check=False
+        )
         lines = [line.strip() for line in _decode(done.stdout).splitlines() if line.strip()]
         version = lines[0] if lines else ""
     except (OSError, subprocess.SubprocessError):
@@ -321,10 +329,18 @@ def _describe_exit(returncode: int) -> str:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
-    if name == "SIGILL":
-        # The usual cause: an instruction QEMU's v67 model lacks (HVX float needs v68+).
-        return "was killed by SIGILL (an instruction this QEMU CPU model does not implement?)"
     return f"was killed by {name}"
+
+
+def _undecodable_hint(stderr: str) -> str:
+    # QEMU 7.2 meets an instruction its v67 model lacks (HVX qf32/sf/hf, v68+) with a
+    # failed assertion in its decoder, then dies by a signal.
+    if "decode_packet: assertion failed" not in stderr:
+        return ""
+    return (
+        f"hint: {QEMU} could not decode an instruction; the binary uses instructions its CPU "
+        "model lacks (HVX floating point needs v68+, which QEMU 7.2 does not implement)\n"
+    )
 
 
 def _decode(data: bytes | str | None) -> str:

@@ -390,7 +390,9 @@ class OpenCLRunner:
             try:
                 kernel.set_arg(index, value)
             except cl.Error as exc:
-                raise ToolchainError(f"{launch.kernel}: argument {index} ({item!r}): {exc}") from exc
+                raise ToolchainError(
+                    f"{launch.kernel}: argument {index} ({item!r}): {exc}"
+                ) from exc
         return cl.enqueue_nd_range_kernel(
             self._queue, kernel, launch.global_size, launch.local_size
         )
@@ -409,7 +411,9 @@ _CL_TYPES = {
 _CL_TYPE_NAME = re.compile(r"(?P<base>[a-z]+)(?:2|3|4|8|16)?(?P<pointer>\*?)")
 
 
-def _check_args(cl: ModuleType, kernel: cl.Kernel, launch: Launch, tensors: dict[Key, Arg]) -> None:
+def _check_args(
+    cl: ModuleType, kernel: cl.Kernel, launch: Launch, tensors: dict[Key, Arg]
+) -> None:
     """Refuse arguments whose kind or element type differs from the kernel's declaration."""
     problems = []
     for index, item in enumerate(launch.args):

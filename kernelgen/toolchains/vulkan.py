@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernelgen.errors import ToolchainError
+from kernelgen.toolchains.status import ToolStatus
 
 if TYPE_CHECKING:
     from kernelgen.toolchains.vulkan_runtime import RunResult, Stage, VulkanRunner
@@ -67,13 +68,6 @@ _FEATURES = {
         "shaderFloat16", "shaderInt8", "storageBuffer8BitAccess",
         "uniformAndStorageBuffer8BitAccess", "storagePushConstant8"),
 }
-
-@dataclass(frozen=True, slots=True)
-class ToolStatus:
-    name: str
-    found: bool
-    version: str
-    install_hint: str
 
 
 def import_vulkan() -> ModuleType:
@@ -184,12 +178,13 @@ def _probe(vk: ModuleType, index: int, handle: Any) -> PhysicalDevice:
     bits = int(families[family].timestampValidBits)
 
     p = props2.properties
+    size = p.limits.maxComputeWorkGroupSize
     info = DeviceInfo(
         index=index, name=vk.ffi.string(p.deviceName).decode(),
         driver=f"{vk.ffi.string(v12.driverName).decode()} {vk.ffi.string(v12.driverInfo).decode()}",
         shader_float16=bool(f12.shaderFloat16), storage_16bit=bool(f11.storageBuffer16BitAccess),
         subgroup_size=int(v11.subgroupSize), timestamp_period_ns=float(p.limits.timestampPeriod),
-        max_workgroup_size=tuple(int(x) for x in p.limits.maxComputeWorkGroupSize),
+        max_workgroup_size=(int(size[0]), int(size[1]), int(size[2])),
         max_workgroup_invocations=int(p.limits.maxComputeWorkGroupInvocations),
         api_version=f"{p.apiVersion >> 22}.{p.apiVersion >> 12 & 0x3FF}.{p.apiVersion & 0xFFF}",
         shader_int8=bool(f12.shaderInt8), storage_8bit=bool(f12.storageBuffer8BitAccess),
@@ -302,7 +297,7 @@ def compile_glsl(source: str, *, stage: str = "comp",
     messages ("ERROR: kernel.comp:3: 'y' : undeclared identifier") do not depend on it.
     """
     if stage not in _STAGES:
-        raise ToolchainError(f"unknown shader stage {stage!r}; expected one of {', '.join(_STAGES)}")
+        raise ToolchainError(f"unknown shader stage {stage!r}; expected {', '.join(_STAGES)}")
     bad = [name for name in defines or {} if not _MACRO.match(name)]
     if bad:
         raise ToolchainError(f"invalid macro names {bad}")
@@ -376,7 +371,8 @@ def _fma_source(accumulators: int, unroll: int) -> str:
 
 def fma_peak_gflops(runner: VulkanRunner, *, repeat: int = 7) -> float:
     """Sustained vec4 FMA rate in GFLOP/s (2 FLOPs per lane), the median of `repeat`
-    timed dispatches after one untimed warm-up that absorbs lavapipe's JIT compile."""
+    timed dispatches after a warm-up one that absorbs first-dispatch costs (on
+    lavapipe the first dispatch of a pipeline is tens of ms slower)."""
     if not runner.info.timestamps:
         raise ToolchainError(f"{runner.info.name} cannot write timestamps; no peak to measure")
     spirv = compile_glsl(_fma_source(_FMA_ACCUMULATORS, _FMA_UNROLL))

@@ -23,11 +23,14 @@ from kernelgen.toolchains.vulkan import (
     vk_errors,
 )
 
-# the caller passes fewer bytes.
+# Every device guarantees 128 bytes of push constants. Declaring and pushing the whole
+# range, zero-padded, keeps any shader whose push block fits valid even when the
+# caller passes fewer bytes.
 PUSH_CONSTANT_BYTES = 128
 # lavapipe cannot be interrupted; the bound turns a runaway kernel into an error.
 DEFAULT_TIMEOUT_S = 600.0
 SpecValue = int | float | bool | np.generic
+
 
 @dataclass(frozen=True, slots=True)
 class Stage:
@@ -49,13 +52,14 @@ class Stage:
             raise ToolchainError(f"not a SPIR-V module ({len(self.spirv)} bytes)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, eq=False)  # eq=False: arrays have no single truth value
 class RunResult:
     outputs: tuple[np.ndarray, ...]  # same dtypes and shapes as the buffers passed in
     gpu_times_ns: tuple[float, ...]  # one per repeat; NaN when the queue has no timestamps
 
 
-def pack_spec_constants(values: Mapping[int, SpecValue]) -> tuple[list[tuple[int, int, int]], bytes]:
+def pack_spec_constants(
+        values: Mapping[int, SpecValue]) -> tuple[list[tuple[int, int, int]], bytes]:
     """(constant_id, offset, size) entries and the data block they index.
 
     Python ints become 32-bit (signed if negative), floats float32, bools VkBool32;
@@ -82,7 +86,8 @@ def pack_spec_constants(values: Mapping[int, SpecValue]) -> tuple[list[tuple[int
 
 def _check(stages: Sequence[Stage], buffers: Sequence[np.ndarray], repeat: int) -> None:
     if not stages or repeat < 1:
-        raise ToolchainError(f"need at least one stage and repeat >= 1, got {len(stages)}, {repeat}")
+        raise ToolchainError(f"need a stage and repeat >= 1, got {len(stages)} stages, "
+                             f"repeat={repeat}")
     for i, stage in enumerate(stages):
         if any(not 0 <= b < len(buffers) for b in stage.bindings):
             raise ToolchainError(f"stage {i} binds buffers {stage.bindings}, "
@@ -96,7 +101,7 @@ class _Dispatch:
     pipeline: Any
     layout: Any
     descriptor_set: Any  # None when the stage binds no buffer
-    push: Any  # uint8_t[] of the declared push-constant range
+    push: Any  # cffi view of the whole declared push-constant range
     groups: tuple[int, int, int]
 
 
@@ -111,6 +116,7 @@ class VulkanRunner:
         self._vk = import_vulkan()
         self._timeout_ns = int(timeout_s * 1e9)
         self._scope = Scope()
+        self._closed = False
         try:
             self._open(device)
         except BaseException:
@@ -150,6 +156,7 @@ class VulkanRunner:
 
     def close(self) -> None:
         """Destroy the command pool, device and instance; safe to call twice."""
+        self._closed = True
         self._scope.close()
 
     def run(self, spirv: bytes, buffers: Sequence[np.ndarray], groups: tuple[int, int, int], *,
@@ -165,7 +172,7 @@ class VulkanRunner:
                      repeat: int = 1) -> RunResult:
         """All stages in one command buffer with a compute->compute barrier between any
         two dispatches; each repeat is timed from before its first to after its last."""
-        if not self._scope.keep:
+        if self._closed:
             raise ToolchainError("VulkanRunner is closed")
         _check(stages, buffers, repeat)
         arrays = [np.asarray(a) for a in buffers]
@@ -181,7 +188,7 @@ class VulkanRunner:
                 times = self._times(queries, repeat)
                 outputs = tuple(
                     np.frombuffer(view, a.dtype, a.size).reshape(a.shape).copy()
-                    for (_, view), a in zip(mapped, arrays))
+                    for (_, view), a in zip(mapped, arrays, strict=True))
             return RunResult(outputs, times)
         finally:
             run.close()
@@ -214,7 +221,12 @@ class VulkanRunner:
         run.on_close(lambda: vk.vkFreeMemory(dev, mem, None))
         vk.vkBindBufferMemory(dev, buf, mem, 0)
         view = memoryview(vk.vkMapMemory(dev, mem, 0, size, 0))
-        run.on_close(lambda: (view.release(), vk.vkUnmapMemory(dev, mem)))
+
+        def unmap() -> None:
+            view.release()
+            vk.vkUnmapMemory(dev, mem)
+
+        run.on_close(unmap)
         view[:len(data)] = data
         return buf, view
 
@@ -243,7 +255,7 @@ class VulkanRunner:
             maps = [vk.VkSpecializationMapEntry(constantID=c, offset=o, size=s)
                     for c, o, s in entries]
             spec = run.hold(vk.VkSpecializationInfo(
-                pMapEntries=maps, dataSize=len(data), pData=run.hold(vk.ffi.new("char[]", data))))
+                pMapEntries=maps, dataSize=len(data), pData=run.hold(vk.ffi.from_buffer(data))))
         name = run.hold(vk.ffi.new("char[]", stage.entry.encode()))  # must outlive creation
         shader = run.hold(vk.VkPipelineShaderStageCreateInfo(
             stage=compute, module=module, pName=name, pSpecializationInfo=spec))
@@ -266,8 +278,9 @@ class VulkanRunner:
                 pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=view.nbytes)]))
                 for j, (b, view) in enumerate(bufs)]
             vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
-        return _Dispatch(pipeline, layout, dset, run.hold(vk.ffi.new("uint8_t[]", push)),
-                         stage.groups)
+        # from_buffer, not ffi.new("uint8_t[]", push): that appends a NUL byte, and
+        # lavapipe silently accepts the resulting 129-byte push.
+        return _Dispatch(pipeline, layout, dset, run.hold(vk.ffi.from_buffer(push)), stage.groups)
 
     def _barrier(self, run: Scope, cmd: Any, dst_stage: int, dst_access: int) -> None:
         vk = self._vk
@@ -296,7 +309,8 @@ class VulkanRunner:
                     self._barrier(run, cmd, compute, read_write)
                 vk.vkCmdBindPipeline(cmd, bind, d.pipeline)
                 if d.descriptor_set is not None:
-                    vk.vkCmdBindDescriptorSets(cmd, bind, d.layout, 0, 1, [d.descriptor_set], 0, None)
+                    vk.vkCmdBindDescriptorSets(cmd, bind, d.layout, 0, 1, [d.descriptor_set],
+                                               0, None)
                 vk.vkCmdPushConstants(cmd, d.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                       len(d.push), d.push)
                 vk.vkCmdDispatch(cmd, *d.groups)
@@ -316,7 +330,7 @@ class VulkanRunner:
         except vk.VkTimeout:
             run.abandon()  # the device still uses the run's objects and the device itself
             self._scope.abandon()
-            self._scope.close()
+            self.close()
             raise ToolchainError(f"{self.info.name} did not finish within "
                                  f"{self._timeout_ns / 1e9:g} s; the runner is closed") from None
 

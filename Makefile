@@ -1,0 +1,39 @@
+# kernelgen: `make demo` and `make test` work from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+KG := $(VENV)/bin/kernelgen
+# Debian packages the validation toolchains come from (see DEVELOPERS.md).
+APT_PACKAGES := gcc clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev glslang-tools spirv-tools \
+	mesa-vulkan-drivers libvulkan1
+
+.PHONY: demo test toolchains goldens clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test,opencl,vulkan]'
+	touch $@
+
+# Installs the Debian toolchains when run as root; otherwise says what is missing.
+toolchains:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "toolchains: all installed"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "toolchains: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "toolchains: not root, so not installing. Missing:$$missing"; \
+		echo "  run: sudo apt-get install$$missing   (tests needing them are skipped until then)"; fi
+
+test: toolchains $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -q
+
+demo: $(VENV)/.installed
+	$(KG) build configs/*.yaml -o out/
+	$(KG) plan configs/seed000_3x3.yaml
+	$(KG) validate configs/*.yaml
+
+# Regenerate the committed goldens (review the diff before committing).
+goldens: $(VENV)/.installed
+	$(KG) check configs/*.yaml --golden out/ --update
+
+clean:
+	rm -rf $(VENV) build *.egg-info

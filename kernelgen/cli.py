@@ -1,0 +1,327 @@
+"""The command line: the only module that prints or exits.
+
+Library errors become exit codes here and nowhere else: ConfigError -> 2 (one line per
+problem: file:line:col: key: message), any other KernelgenError -> 1.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from . import __version__
+from .build import chosen_targets, dependencies, generate, output_names
+from .config import Config, load_config
+from .config_model import json_schema
+from .errors import ConfigError, KernelgenError
+from .files import depfile_text, write_if_changed
+from .planner import plan as make_plan
+from .report import json_report, markdown_report, text_report
+from .targets import TARGETS
+
+
+def _handle_errors(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as error:
+            for problem in error.problems:
+                click.echo(str(problem), err=True)
+            sys.exit(2)
+        except KernelgenError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+    return wrapper
+
+
+def _load_all(paths: tuple[str, ...]) -> list[Config]:
+    """Load every config first and report all problems together, before writing anything."""
+    configs, problems = [], []
+    for path in paths:
+        try:
+            configs.append(load_config(path))
+        except ConfigError as error:
+            problems += error.problems
+    if problems:
+        raise ConfigError(problems)
+    names: dict[str, str] = {}
+    for config in configs:
+        if config.name in names and names[config.name] != config.path:
+            raise ConfigError([_problem(config, "name", f"{config.name!r} is also the name of {names[config.name]}; "
+                                                        f"names must be unique (they name output folders)")])
+        names[config.name] = config.path
+    return configs
+
+
+def _problem(config: Config, key: str, message: str):
+    from .errors import ConfigProblem
+
+    return ConfigProblem(config.path, 1, 1, key, message)
+
+
+configs_argument = click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+target_option = click.option("--target", "targets", multiple=True, metavar="NAME",
+                             help=f"Target to use (repeatable); overrides the config's targets. One of: {', '.join(TARGETS)}.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kernelgen")
+def main() -> None:
+    """Generate convolution kernels from YAML configs.
+
+    \b
+    Example:
+      kernelgen plan configs/seed000_3x3.yaml
+      kernelgen build configs/*.yaml -o out/
+      kernelgen validate configs/*.yaml --target c
+      kernelgen check configs/*.yaml --golden out/
+    """
+
+
+# ---------------------------------------------------------------- plan
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@json_option
+@click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True,
+              help="Report format.")
+@_handle_errors
+def plan(config: str, as_json: bool, fmt: str) -> None:
+    """Print the plan: shapes and layouts, cache usage, loop nest.
+
+    \b
+    Example:
+      kernelgen plan configs/seed000_3x3.yaml --json
+    """
+    the_plan = make_plan(_load_all((config,))[0])
+    if as_json or fmt == "json":
+        click.echo(json.dumps(json_report(the_plan), indent=2))
+    elif fmt == "md":
+        click.echo(markdown_report(the_plan), nl=False)
+    else:
+        click.echo(text_report(the_plan), nl=False)
+
+
+# ---------------------------------------------------------------- build
+
+@main.command()
+@configs_argument
+@click.option("-o", "--output", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
+              help="Folder to write <name>/<target>/... into.")
+@target_option
+@click.option("--depfile", type=click.Path(dir_okay=False), help="Also write a make-style depfile here.")
+@click.option("--list-outputs", is_flag=True, help="Print the files a build would write, one per line; write nothing.")
+@_handle_errors
+def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depfile: str | None,
+          list_outputs: bool) -> None:
+    """Generate sources and plan reports; unchanged files are not rewritten.
+
+    \b
+    Example:
+      kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
+    """
+    loaded = _load_all(configs)
+    root = Path(out_dir)
+    if list_outputs:
+        for config in loaded:
+            for name in output_names(config, targets):
+                click.echo(str(root / name))
+        return
+    generated = {config.name: generate(config, targets) for config in loaded}
+    written = 0
+    rules: dict[str, tuple[str, ...]] = {}
+    for config in loaded:
+        for rel, text in generated[config.name].items():
+            written += write_if_changed(root / rel, text)
+            parts = Path(rel).parts
+            rules[str(root / rel)] = dependencies(config, parts[1] if len(parts) > 2 else None)
+    if depfile:
+        write_if_changed(Path(depfile), depfile_text(rules))
+    total = sum(len(g) for g in generated.values())
+    click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
+               err=True)
+
+
+# ---------------------------------------------------------------- check
+
+@main.command()
+@configs_argument
+@click.option("--golden", required=True, type=click.Path(file_okay=False), help="Folder of committed outputs (out/).")
+@target_option
+@click.option("--update", is_flag=True, help="Rewrite stale goldens instead of failing.")
+@json_option
+@_handle_errors
+def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], update: bool, as_json: bool) -> None:
+    """Regenerate and diff against the goldens; exit 1 with a unified diff when stale.
+
+    \b
+    Example:
+      kernelgen check configs/*.yaml --golden out/
+    """
+    root = Path(golden)
+    stale: list[dict] = []
+    for config in _load_all(configs):
+        for rel, text in generate(config, targets).items():
+            path = root / rel
+            try:
+                old = path.read_text(encoding="utf-8")
+            except OSError:
+                old = None
+            if old == text:
+                continue
+            parts = Path(rel).parts
+            entry = {"config": config.path, "name": config.name, "target": parts[1] if len(parts) > 2 else "plan",
+                     "file": str(path), "missing": old is None,
+                     "diff": "".join(difflib.unified_diff((old or "").splitlines(keepends=True),
+                                                          text.splitlines(keepends=True),
+                                                          fromfile=f"{path} (golden)", tofile=f"{path} (generated)"))}
+            stale.append(entry)
+            if update:
+                write_if_changed(path, text)
+    if as_json:
+        click.echo(json.dumps({"stale": stale, "updated": update, "clean": not stale}, indent=2))
+    else:
+        for entry in stale:
+            what = "missing" if entry["missing"] else "stale"
+            click.echo(f"{what}: {entry['file']} (config {entry['config']}, target {entry['target']})")
+            if not update:
+                click.echo(entry["diff"], nl=False)
+        if update and stale:
+            click.echo(f"updated {len(stale)} golden file(s)", err=True)
+        elif not stale:
+            click.echo("goldens are up to date", err=True)
+    if stale and not update:
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------- validate
+
+def _progress(items: list, label: str):
+    """A progress bar on a terminal; silent otherwise (CI logs stay clean)."""
+    if sys.stderr.isatty() and len(items) > 1:
+        return click.progressbar(items, label=label, file=sys.stderr)
+    from contextlib import nullcontext
+
+    return nullcontext(items)
+
+
+@main.command()
+@configs_argument
+@target_option
+@click.option("--seed", type=int, help="Reuse a seed printed by an earlier run (default: a fresh one per run).")
+@json_option
+@_handle_errors
+def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | None, as_json: bool) -> None:
+    """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
+
+    \b
+    Tolerance: float32 outputs must lie within the rigorous dot-product rounding bound
+    gamma_n * sum|x*w| (n = reduction length), propagated through chains.
+    Example:
+      kernelgen validate configs/*.yaml --target c
+    """
+    from .validate import validate_safely
+
+    jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
+    results = []
+    with _progress(jobs, "validating") as bar:
+        for config, target in bar:
+            results.append(validate_safely(config, target, seed=seed))
+    if as_json:
+        click.echo(json.dumps([{"config": r.config, "target": r.target, "status": r.status,
+                                "max_abs_error": r.max_abs_error, "max_rel_error": r.max_rel_error,
+                                "bound_ratio": r.bound_ratio, "seed": r.seed, "detail": r.detail}
+                               for r in results], indent=2))
+    else:
+        header = f"{'config':<28} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} " \
+                 f"{'err/bound':>10} {'seed':>11}"
+        click.echo(header)
+        for r in results:
+            click.echo(f"{r.config:<28} {r.target:<8} {r.status:<8} {r.max_abs_error:>12.3e} {r.max_rel_error:>12.3e} "
+                       f"{r.bound_ratio:>10.2e} {r.seed:>11}")
+            if r.detail:
+                click.echo(f"    {r.detail}")
+    if any(not r.passed for r in results):
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------- small commands
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the config format (for editors).
+
+    \b
+    Example:
+      kernelgen schema > schema/kernelgen.schema.json
+    """
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+@main.command()
+def targets() -> None:
+    """List targets and the status of their toolchains on this machine.
+
+    \b
+    Example:
+      kernelgen targets
+    """
+    from .toolchains import TOOLCHAINS
+
+    for name, target in TARGETS.items():
+        click.echo(f"{name:<8} {target.summary}")
+        for status in TOOLCHAINS[name]():
+            state = f"found   {status.version}" if status.found else f"missing (install: {status.install_hint})"
+            click.echo(f"         {status.name:<18} {state}")
+
+
+STARTER = """\
+# yaml-language-server: $schema=https://kernelgen.invalid/schema.json
+# A kernelgen config. `kernelgen schema` prints the full schema; `kernelgen plan {path}` shows the plan.
+name: {name}                      # names output files and C symbols: ^[a-z][a-z0-9_]*$
+dtype: float32
+input:
+  shape: [1, 32, 32, 64]         # logical NHWC
+  layout: nhwc-8h8w32c           # physical layout: a string, or {{map: "n, h, w, c -> ...", pad_value: 0}}
+ops:                             # one conv2d, or a chain (each op reads the previous op's output)
+  - conv2d: {{out_channels: 64, kernel: 3, stride: 1, pad: 1, dilation: 1, filter_layout: oihw-8i32o4i}}
+output:
+  layout: nhwc-8h8w32c
+schedule:
+  k_split: 1                     # output-channel blocks (of k_block) per stripe
+  h_split: 1                     # row blocks (of h_block) per stripe
+targets: [c]
+"""
+
+
+@main.command()
+@click.argument("name")
+@click.option("-o", "--output", "path", type=click.Path(dir_okay=False), help="Where to write (default: configs/NAME.yaml).")
+@_handle_errors
+def init(name: str, path: str | None) -> None:
+    """Write a commented starter config.
+
+    \b
+    Example:
+      kernelgen init my_conv && kernelgen plan configs/my_conv.yaml
+    """
+    import re
+
+    from .config_model import NAME_PATTERN
+
+    if not re.match(NAME_PATTERN, name):
+        click.echo(f"error: name {name!r} must match {NAME_PATTERN}", err=True)
+        sys.exit(2)
+    target = Path(path or f"configs/{name}.yaml")
+    if target.exists():
+        click.echo(f"error: {target} exists; not overwriting it", err=True)
+        sys.exit(1)
+    write_if_changed(target, STARTER.format(name=name, path=target))
+    click.echo(str(target))

@@ -1,0 +1,132 @@
+"""Portable C target: gcc builds every kernel with -Werror and it matches numpy.
+
+The matrix covers kernel sizes 1x1/3x3/5x5 and rectangular, stride 1/2, pad 0/1/same,
+dilation 1/2, channels equal to / a multiple of / below / above the 32-channel block,
+splits that do and do not divide the extents, single convs, 2- and 3-op chains, batch > 1,
+and flat, blocked, 2-D (axis separator) and pad_value layouts.
+"""
+import numpy as np
+import pytest
+from conftest import requires_tool
+
+from kernelgen.config import load_config, parse_config
+from kernelgen.emit import render
+from kernelgen.planner import plan
+from kernelgen.targets import TARGETS
+from kernelgen.toolchains import gcc
+from kernelgen.validate import validate
+
+BLOCKED = "nhwc-8h8w32c"
+FILTER = "oihw-8i32o4i"
+TEXTURE = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
+
+# name: (input shape, [ops as conv2d flow maps], input layout, output layout, schedule)
+MATRIX = {
+    "k1_c32_equal_block": ([1, 8, 8, 32], ["{out_channels: 32, kernel: 1}"], BLOCKED, BLOCKED, "{}"),
+    "k3_pad1_c16_below_k48_above": ([1, 10, 9, 16], ["{out_channels: 48, kernel: 3, pad: 1}"], BLOCKED, BLOCKED,
+                                    "{k_split: 2, h_split: 1}"),
+    "k5_stride2_c64_multiple_k20": ([1, 13, 11, 64], ["{out_channels: 20, kernel: 5, stride: 2, pad: 2}"], BLOCKED,
+                                    BLOCKED, "{}"),
+    "rect_kernel_asym_pad": ([1, 9, 12, 5], ["{out_channels: 7, kernel: [3, 1], stride: [2, 1], pad: [1, 0, 0, 2]}"],
+                             "NHWC", "NHWC", "{h_block: 2, h_split: 2}"),
+    "rect_1x5_same": ([1, 7, 10, 6], ["{out_channels: 3, kernel: [1, 5], pad: same}"], "NHWC", "NHWC", "{}"),
+    "dilation2_same": ([1, 12, 12, 8], ["{out_channels: 8, kernel: 3, dilation: 2, pad: same}"], "NHWC", "NHWC",
+                       "{h_block: 4, h_split: 1}"),
+    "chain_3x3pad1_1x1": ([1, 16, 16, 32], ["{out_channels: 40, kernel: 3, pad: 1}", "{out_channels: 33, kernel: 1}"],
+                          BLOCKED, BLOCKED, "{k_split: 1, h_split: 1}"),
+    "chain_stride2_dilation2": ([1, 21, 19, 12], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}",
+                                                  "{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"],
+                                "NHWC", "NHWC", "{k_block: 8, k_split: 2, h_block: 3, h_split: 2}"),
+    "chain_splits_not_dividing": ([1, 20, 20, 32], ["{out_channels: 96, kernel: 3}", "{out_channels: 96, kernel: 3}"],
+                                  BLOCKED, BLOCKED, "{k_split: 2, h_split: 2}"),
+    "chain_of_three": ([1, 12, 12, 8], ["{out_channels: 8, kernel: 3, pad: 1}", "{out_channels: 12, kernel: 1}",
+                                        "{out_channels: 4, kernel: 3, stride: 2}"], "NHWC", BLOCKED,
+                       "{h_block: 2, h_split: 1}"),
+    "batch2_nchw4c_pad_value": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "nchw-4c",
+                                "{map: nchw-4c, pad_value: -1.5}", "{h_block: 4}"),
+    "texture_layouts": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
+                        TEXTURE, TEXTURE, "{k_block: 4, h_block: 4, h_split: 1}"),
+}
+
+
+def _yaml(name: str, case) -> str:
+    shape, ops, in_layout, out_layout, schedule = case
+    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
+    return (f"name: {name}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
+            f"output: {{layout: {out_layout}}}\nschedule: {schedule}\n")
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_matrix_matches_numpy(name):
+    config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+    assert result.bound_ratio <= 1.0
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("name", ["seed000_baseline", "seed000_split", "seed000_3x3"])
+def test_bundled_seed_configs_match_numpy(repo, name):
+    result = validate(load_config(repo / "configs" / f"{name}.yaml"), "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool("gcc")
+def test_unwritten_output_is_caught(tmp_path):
+    """A kernel that skips its write-back leaves NaN sentinels: validation must fail."""
+    config = parse_config(_yaml("broken", MATRIX["k1_c32_equal_block"]), "broken.yaml")
+    the_plan = plan(config)
+    sources = render(the_plan, TARGETS["c"])
+    broken = sources["broken.c"].replace("output[", "(void)output; output_cache[", 1)
+    from kernelgen import validate as V
+
+    inputs = V.make_inputs(the_plan, np.random.default_rng(5))
+    output = np.full(the_plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
+    workspace = np.full(the_plan.workspace_elements, np.nan, dtype=np.float32)
+    (tmp_path / "broken.h").write_text(sources["broken.h"])
+    (tmp_path / "broken.c").write_text(broken)
+    lib = gcc.Library(gcc.build_shared([tmp_path / "broken.c"], tmp_path / "libbroken.so"))
+    lib.call("broken", [*inputs.physical, output, workspace])
+    result = V.compare(config, the_plan, "c", 5, inputs, output)
+    assert result.status == "FAIL" and "never written" in result.detail
+
+
+@requires_tool("gcc")
+def test_emitted_pack_helpers_match_the_layout_engine(tmp_path):
+    config = parse_config(_yaml("packs", MATRIX["batch2_nchw4c_pad_value"]), "packs.yaml")
+    the_plan = plan(config)
+    for name, text in render(the_plan, TARGETS["c"]).items():
+        (tmp_path / name).write_text(text)
+    lib = gcc.Library(gcc.build_shared([tmp_path / "packs.c"], tmp_path / "libpacks.so"))
+    rng = np.random.default_rng(3)
+    for tensor in the_plan.tensors[:-1]:
+        logical = rng.standard_normal(tensor.logical_shape).astype(np.float32)
+        physical = np.full(tensor.layout.flat_shape, np.nan, dtype=np.float32)
+        lib.call(f"packs_pack_{tensor.name}", [logical, physical])
+        np.testing.assert_array_equal(physical, tensor.layout.pack(logical))
+    out = the_plan.tensors[-1]
+    physical = out.layout.pack(rng.standard_normal(out.logical_shape).astype(np.float32))
+    logical = np.zeros(out.logical_shape, dtype=np.float32)
+    lib.call("packs_unpack_output", [physical, logical])
+    np.testing.assert_array_equal(logical, out.layout.unpack(physical))
+
+
+@requires_tool("gcc")
+def test_tolerance_catches_a_small_systematic_error(tmp_path):
+    """Scaling every product by (1 + 1e-4) stays far below any sane absolute tolerance, yet the
+    rounding bound (about 144 * 2^-24 = 8.6e-6 relative here) must reject it."""
+    config = parse_config(_yaml("scaled", MATRIX["dilation2_same"]), "scaled.yaml")
+    the_plan = plan(config)
+    sources = render(the_plan, TARGETS["c"])
+    (tmp_path / "scaled.h").write_text(sources["scaled.h"])
+    (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc += ", "acc += 1.0001f * "))
+    from kernelgen import validate as V
+
+    inputs = V.make_inputs(the_plan, np.random.default_rng(11))
+    output = np.full(the_plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
+    workspace = np.full(the_plan.workspace_elements, np.nan, dtype=np.float32)
+    lib = gcc.Library(gcc.build_shared([tmp_path / "scaled.c"], tmp_path / "libscaled.so"))
+    lib.call("scaled", [*inputs.physical, output, workspace])
+    result = V.compare(config, the_plan, "c", 11, inputs, output)
+    assert result.status == "FAIL" and result.max_rel_error < 1e-3
