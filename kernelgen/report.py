@@ -3,6 +3,7 @@ Markdown or one JSON object. All numbers come from the Plan; nothing is recomput
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .plan import Guard, Loop, Node, Plan, Section, Stmt
@@ -95,7 +96,7 @@ def _summary_lines(plan: Plan) -> list[str]:
 
 
 def text_report(plan: Plan) -> str:
-    lines = [f"kernelgen plan: {plan.name} ({plan.config_path}, {plan.dtype})", "", *_summary_lines(plan), "",
+    lines = [f"kernelgen plan: {plan.name} ({Path(plan.config_path).name}, {plan.dtype})", "", *_summary_lines(plan), "",
              "Shapes and Layouts", "", *_table(TENSOR_HEADER, _tensor_rows(plan)), "", "Cache Usage", "",
              *_table(CACHE_HEADER, _cache_rows(plan)), "",
              f"workspace: {plan.workspace_elements} elements = {plan.workspace_bytes} bytes "

@@ -1,0 +1,129 @@
+"""Every command through click's CliRunner, with every exit status."""
+import json
+
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen import __version__
+from kernelgen.cli import main
+
+runner = CliRunner()
+
+
+def test_version_and_help_show_examples():
+    assert runner.invoke(main, ["--version"]).output.strip().endswith(__version__)
+    assert "Example" in runner.invoke(main, ["--help"]).output
+    for command in ("plan", "build", "check", "validate", "schema", "targets", "init"):
+        result = runner.invoke(main, [command, "--help"])
+        assert result.exit_code == 0 and "Example" in result.output, command
+
+
+def test_plan_text_has_seed_000_sections(repo):
+    result = runner.invoke(main, ["plan", str(repo / "configs" / "seed000_3x3.yaml")])
+    assert result.exit_code == 0
+    for heading in ("Shapes and Layouts", "Cache Usage", "Loop Nest"):
+        assert heading in result.output
+    assert "196608" in result.output and "73728" in result.output
+    assert "for (ko_outer: int32, 0, 2)" in result.output
+
+
+def test_plan_json_and_markdown(repo):
+    result = runner.invoke(main, ["plan", str(repo / "configs" / "seed000_baseline.yaml"), "--json"])
+    data = json.loads(result.output)
+    assert {c["name"]: c["elements"] for c in data["caches"]}["filter"] == 4096
+    md = runner.invoke(main, ["plan", str(repo / "configs" / "seed000_baseline.yaml"), "--format", "md"]).output
+    assert "| Tensor | Type |" in md and "## Cache Usage" in md
+
+
+def test_plan_of_missing_file_exits_2():
+    result = runner.invoke(main, ["plan", "does/not/exist.yaml"])
+    assert result.exit_code == 2 and "cannot read config" in result.output
+
+
+def test_build_list_outputs_writes_nothing(repo, tmp_path):
+    result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), "-o", str(tmp_path / "o"),
+                                  "--list-outputs"])
+    assert result.exit_code == 0
+    assert result.output.split() == [str(tmp_path / "o" / "seed000_3x3" / f)
+                                     for f in ("plan.txt", "c/seed000_3x3.h", "c/seed000_3x3.c")]
+    assert not (tmp_path / "o").exists()
+
+
+def test_build_with_an_invalid_config_writes_nothing(repo, tmp_path):
+    bad = repo / "tests" / "data" / "bad" / "zero_stride.yaml"
+    result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), str(bad), "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_build_rejects_an_unknown_target(repo, tmp_path):
+    result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), "--target", "cuda",
+                                  "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown target 'cuda'" in result.output
+
+
+def test_duplicate_config_names_are_rejected(repo, tmp_path):
+    copy = tmp_path / "copy.yaml"
+    copy.write_text((repo / "configs" / "seed000_3x3.yaml").read_text())
+    result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), str(copy), "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "names must be unique" in result.output
+
+
+def test_check_json_and_bad_config(repo, tmp_path):
+    result = runner.invoke(main, ["check", str(repo / "configs" / "seed000_split.yaml"), "--golden", str(tmp_path),
+                                  "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert not data["clean"] and all(entry["missing"] for entry in data["stale"])
+    bad = repo / "tests" / "data" / "bad" / "bad_name.yaml"
+    assert runner.invoke(main, ["check", str(bad), "--golden", str(tmp_path)]).exit_code == 2
+
+
+@requires_tool("gcc")
+def test_validate_prints_a_table_and_exits_0(tmp_path):
+    config = tmp_path / "small.yaml"
+    config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
+    result = runner.invoke(main, ["validate", str(config), "--target", "c", "--seed", "7"])
+    assert result.exit_code == 0, result.output
+    row = result.output.splitlines()[1].split()
+    assert row[:3] == ["small", "c", "pass"] and row[-1] == "7"
+    data = json.loads(runner.invoke(main, ["validate", str(config), "--json"]).output)
+    assert data[0]["status"] == "pass"
+
+
+@requires_tool("gcc")
+def test_validate_exits_1_when_the_toolchain_fails(tmp_path, monkeypatch):
+    from kernelgen.toolchains import gcc
+
+    monkeypatch.setattr(gcc, "compiler", lambda: "false")  # a "compiler" that always fails
+    config = tmp_path / "small.yaml"
+    config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
+    result = runner.invoke(main, ["validate", str(config)])
+    assert result.exit_code == 1 and "FAIL" in result.output and "gcc failed" in result.output
+
+
+def test_schema_is_json_schema():
+    data = json.loads(runner.invoke(main, ["schema"]).output)
+    assert data["$schema"].startswith("https://json-schema.org/")
+    assert {"name", "input", "ops"} <= set(data["required"])
+
+
+def test_init_writes_a_config_that_plans(tmp_path):
+    path = tmp_path / "mine.yaml"
+    assert runner.invoke(main, ["init", "mine", "-o", str(path)]).exit_code == 0
+    assert runner.invoke(main, ["plan", str(path)]).exit_code == 0
+    assert runner.invoke(main, ["init", "mine", "-o", str(path)]).exit_code == 1  # never overwrites
+    assert runner.invoke(main, ["init", "Bad-Name", "-o", str(tmp_path / "x.yaml")]).exit_code == 2
+
+
+def test_targets_lists_toolchains():
+    result = runner.invoke(main, ["targets"])
+    assert result.exit_code == 0 and result.output.startswith("c ") and "gcc" in result.output
+
+
+def test_python_dash_m_works(repo):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "kernelgen", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and __version__ in result.stdout

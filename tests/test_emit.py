@@ -1,0 +1,99 @@
+"""Emitted C: deterministic, and its loop nest is the plan's loop nest (parsed with pycparser)."""
+import re
+
+import pytest
+from pycparser import c_ast, c_parser
+
+from kernelgen.config import load_config, parse_config
+from kernelgen.emit import environment, render
+from kernelgen.plan import Guard, Loop, Section
+from kernelgen.planner import plan
+from kernelgen.targets import TARGETS
+
+
+def _plan_tree(nodes) -> list:
+    """[(var, extent, [children])], with guards and sections see-through."""
+    out = []
+    for node in nodes:
+        if isinstance(node, Loop):
+            out.append((node.var, node.extent, _plan_tree(node.body)))
+        elif isinstance(node, (Guard, Section)):
+            out += _plan_tree(node.body)
+    return out
+
+
+def _c_tree(node) -> list:
+    out = []
+    for child in _children(node):
+        if isinstance(child, c_ast.For):
+            var = child.init.decls[0].name
+            assert isinstance(child.cond, c_ast.BinaryOp) and child.cond.op == "<"
+            assert child.cond.left.name == var
+            out.append((var, int(child.cond.right.value), _c_tree(child.stmt)))
+        elif isinstance(child, c_ast.If):
+            assert child.iffalse is None
+            out += _c_tree(child.iftrue)
+        elif isinstance(child, c_ast.Compound):
+            out += _c_tree(child)
+    return out
+
+
+def _children(node):
+    if isinstance(node, c_ast.Compound):
+        return node.block_items or []
+    return [node]
+
+
+def _parse_kernel(source: str, name: str):
+    code = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
+    code = "\n".join(line for line in code.splitlines() if not line.startswith("#"))
+    ast = c_parser.CParser().parse(code)
+    return next(f for f in ast.ext if isinstance(f, c_ast.FuncDef) and f.decl.name == name)
+
+
+@pytest.mark.parametrize("name", ["seed000_baseline", "seed000_split", "seed000_3x3"])
+def test_emitted_loops_are_the_plan_loops(repo, name):
+    the_plan = plan(load_config(repo / "configs" / f"{name}.yaml"))
+    source = render(the_plan, TARGETS["c"])[f"{name}.c"]
+    kernel = _parse_kernel(source, name)
+    assert _c_tree(kernel.body) == _plan_tree(the_plan.kernel.body)
+    assert _plan_tree(the_plan.kernel.body)[0][:2] == ("ko_outer", 2 if name != "seed000_baseline" else 4)
+
+
+def test_chain_with_padding_and_batch_loops_match():
+    cfg = parse_config("name: t\ninput: {shape: [2, 9, 9, 5]}\nops:\n"
+                       "  - conv2d: {out_channels: 6, kernel: 3, pad: 1}\n"
+                       "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
+                       "output: {layout: {map: nchw-4c, pad_value: 0}}\n")
+    the_plan = plan(cfg)
+    kernel = _parse_kernel(render(the_plan, TARGETS["c"])["t.c"], "t")
+    tree = _c_tree(kernel.body)
+    assert tree == _plan_tree(the_plan.kernel.body)
+    assert tree[0][:2] == ("nb", 2)  # batch loop outermost
+    assert len(tree) == 2  # the stripe nest, then the pad_value pass
+
+
+def test_render_is_deterministic(repo):
+    config = load_config(repo / "configs" / "seed000_3x3.yaml")
+    first = render(plan(config), TARGETS["c"])
+    second = render(plan(load_config(repo / "configs" / "seed000_3x3.yaml")), TARGETS["c"])
+    assert first == second
+
+
+def test_banner_names_config_template_and_version(repo):
+    from kernelgen import __version__
+
+    text = render(plan(load_config(repo / "configs" / "seed000_split.yaml")), TARGETS["c"])["seed000_split.c"]
+    first = text.splitlines()[0]
+    assert "seed000_split.yaml" in first and "c/kernel.c.j2" in first and __version__ in first
+    assert "Do not edit" in text.splitlines()[1]
+    assert str(repo) not in text  # no absolute paths
+
+
+def test_environment_is_strict():
+    import jinja2
+
+    env = environment()
+    assert env.undefined is jinja2.StrictUndefined
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ missing }}").render()

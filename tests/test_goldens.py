@@ -1,0 +1,40 @@
+"""out/ holds exactly what `kernelgen build` generates for configs/*.yaml."""
+import shutil
+
+from click.testing import CliRunner
+
+from kernelgen.cli import main
+
+
+def _configs(repo):
+    return sorted(str(p) for p in (repo / "configs").glob("*.yaml"))
+
+
+def test_goldens_are_up_to_date(repo, tmp_path):
+    result = CliRunner().invoke(main, ["build", *_configs(repo), "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    golden = sorted(p.relative_to(repo / "out") for p in (repo / "out").rglob("*") if p.is_file())
+    assert generated == golden
+    for rel in generated:
+        assert (tmp_path / rel).read_bytes() == (repo / "out" / rel).read_bytes(), rel
+
+
+def test_check_passes_on_goldens(repo):
+    result = CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(repo / "out")])
+    assert result.exit_code == 0, result.output
+
+
+def test_check_fails_with_a_diff_when_a_golden_is_edited(repo, tmp_path):
+    golden = tmp_path / "out"
+    shutil.copytree(repo / "out", golden)
+    victim = golden / "seed000_3x3" / "c" / "seed000_3x3.c"
+    victim.write_text(victim.read_text().replace("acc += ", "acc -= ", 1))
+    result = CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden)])
+    assert result.exit_code == 1
+    assert "--- " in result.output and "+++ " in result.output
+    assert "-                        acc -= " in result.output or "acc -= " in result.output
+    assert "stale: " in result.output and "seed000_3x3" in result.output and "target c" in result.output
+    # --update repairs it, after which check is clean.
+    assert CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden), "--update"]).exit_code == 0
+    assert CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden)]).exit_code == 0
