@@ -17,6 +17,10 @@ def chosen_targets(config: Config, override: tuple[str, ...] = ()) -> tuple[str,
     if unknown:
         raise ConfigError([ConfigProblem(config.path, 1, 1, "targets",
                                          f"unknown target {unknown[0]!r} (expected one of: {', '.join(TARGETS)})")])
+    for name in names:
+        if config.dtype not in TARGETS[name].dtypes:
+            raise ConfigError([ConfigProblem(config.path, 1, 1, "dtype", f"target {name!r} supports dtype "
+                                             f"{', '.join(TARGETS[name].dtypes)}, got {config.dtype!r}")])
     return tuple(dict.fromkeys(names))
 
 

@@ -252,6 +252,46 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
         sys.exit(1)
 
 
+# ---------------------------------------------------------------- bench
+
+@main.command()
+@configs_argument
+@target_option
+@click.option("--repeat", default=5, show_default=True, help="Timed runs per kernel (the median is reported).")
+@click.option("--sweep", is_flag=True, help="Try the target's tile and work-group permutations; mark the best.")
+@click.option("--device", help="Device index or name substring, for targets that have devices.")
+@json_option
+@_handle_errors
+def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep: bool, device: str | None,
+          as_json: bool) -> None:
+    """Time generated kernels on this machine's toolchains; GFLOP/s per kernel.
+
+    \b
+    Example:
+      kernelgen bench configs/seed000_3x3.yaml --target c
+    """
+    from .bench import BENCHES, BenchOptions
+
+    options = BenchOptions(repeat=repeat, sweep=sweep, device=device)
+    jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
+    rows = []
+    with _progress(jobs, "benchmarking") as bar:
+        for config, target in bar:
+            if target not in BENCHES:
+                raise KernelgenError(f"target {target!r} has no benchmark")
+            rows += BENCHES[target](config, options)
+    if as_json:
+        click.echo(json.dumps([{"config": r.config, "target": r.target, "label": r.label, "seconds": r.seconds,
+                                "flops": r.flops, "gflops": r.gflops, "best": r.best, **r.metrics} for r in rows],
+                              indent=2))
+        return
+    for r in rows:
+        extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
+        mark = "  <- best" if r.best else ""
+        click.echo(f"{r.target:<7} {r.label}  {r.seconds * 1e3:9.3f} ms  {r.gflops:8.2f} GFLOP/s  "
+                   f"FLOPs={r.flops} {extra}{mark}")
+
+
 # ---------------------------------------------------------------- small commands
 
 @main.command()

@@ -56,6 +56,11 @@ class Config:
     ops: tuple[Conv2d, ...]
     schedule: Schedule
     targets: tuple[str, ...]
+    # Target options and quantization, validated by config_model (frozen pydantic models).
+    opencl: M.OpenCLModel
+    vulkan: M.VulkanModel
+    hvx: M.HvxModel
+    quant: M.QuantModel
 
 
 def load_config(path: str | Path) -> Config:
@@ -211,11 +216,25 @@ class _Checker:
             width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
             channels = op.out_channels
         schedule = self.schedule(ops)
+        self.targets(m)
         if self.problems:
             raise ConfigError(sorted(self.problems, key=lambda p: (p.line, p.column)))
         assert input_layout is not None and schedule is not None
         return Config(name=m.name, path=self.path, dtype=m.dtype, input_shape=shape, input_layout=input_layout,
-                      ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)))
+                      ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)),
+                      opencl=m.opencl, vulkan=m.vulkan, hvx=m.hvx, quant=m.quant)
+
+    def targets(self, m: M.ConfigModel) -> None:
+        from .targets import TARGETS
+
+        for index, name in enumerate(m.targets):
+            if name not in TARGETS:
+                hint = difflib.get_close_matches(name, list(TARGETS), n=1)
+                self.problem(("targets", index), f"unknown target {name!r}" + (
+                    f" (did you mean {hint[0]!r}?)" if hint else f" (expected one of: {', '.join(TARGETS)})"))
+            elif m.dtype not in TARGETS[name].dtypes:
+                self.problem(("dtype",), f"target {name!r} supports dtype {', '.join(TARGETS[name].dtypes)}, "
+                                         f"got {m.dtype!r}")
 
     def conv2d(self, keys: tuple, c: M.Conv2dModel, last: bool, input_layout: Layout | None,
                in_shape: tuple[int, int, int, int]) -> Conv2d | None:

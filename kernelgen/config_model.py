@@ -69,15 +69,67 @@ class ScheduleModel(_Strict):
                                   "(default: the output layout's row block, else 8)")
 
 
+class OpenCLModel(_Strict):
+    """Options of the `opencl` target (issue: OpenCL textures)."""
+
+    tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+        default=None, description="[oh, ow, oc4]: output rows, columns and 4-channel groups per work-item")
+    local_size: Union[conlist(StrictInt, min_length=1, max_length=3), None] = Field(
+        default=None, description="a work-group size of 1 to 3 positive ints")
+    variant: Union[Literal["texture", "buffer"], None] = Field(
+        default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator)")
+    filters_in_textures: bool = Field(default=True, description="true or false: keep filters in image2d textures")
+    image_limit: Union[conlist(StrictInt, min_length=2, max_length=2), None] = Field(
+        default=None, description="[width, height] of the largest image2d the device takes (PoCL: 8192x8192)")
+
+
+class VulkanModel(_Strict):
+    """Options of the `vulkan` target (issue: Vulkan GLSL compute)."""
+
+    wg_tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+        default=None, description="[oh, ow, oc]: output tile of one workgroup")
+    ivc_tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+        default=None, description="[oh, ow, oc]: output tile of one invocation (oc a multiple of 4)")
+    wg_size: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+        default=None, description="[x, y, z]: invocations per workgroup")
+
+
+class HvxModel(_Strict):
+    """Options of the `hvx` target (issue: Hexagon HVX)."""
+
+    arch: Literal["v66", "v67", "v68", "v69", "v71", "v73"] = Field(
+        default="v73", description="one of: v66, v67, v68, v69, v71, v73")
+    vtcm_bytes: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
+
+
+class QuantModel(_Strict):
+    """Per-tensor affine quantization for dtype uint8: real = scale * (q - zero_point)."""
+
+    input_scale: float = Field(default=0.05, description="a positive number")
+    input_zero_point: StrictInt = Field(default=128, description="an int in [0, 255]")
+    weight_dtype: Literal["uint8", "int8"] = Field(default="int8", description="'uint8' or 'int8'")
+    weight_scale: float = Field(default=0.01, description="a positive number")
+    weight_zero_point: StrictInt = Field(default=0, description="an int (0 for int8 weights)")
+    output_scale: float = Field(default=0.1, description="a positive number")
+    output_zero_point: StrictInt = Field(default=128, description="an int in [0, 255]")
+    bias: bool = Field(default=False, description="true or false: add an int32 bias per output channel")
+
+
 class ConfigModel(_Strict):
     name: StrictStr = Field(pattern=NAME_PATTERN, description=f"a name matching {NAME_PATTERN}")
-    dtype: Literal["float32"] = Field(default="float32", description="one of: float32")
+    dtype: Literal["float32", "float16", "uint8"] = Field(default="float32",
+                                                        description="one of: float32, float16, uint8")
     input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...}")
     ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...})")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
     schedule: ScheduleModel = Field(default_factory=ScheduleModel,
                                     description="{k_split: ..., h_split: ..., k_block: ..., h_block: ...}")
-    targets: conlist(Literal["c"], min_length=1) = Field(default=["c"], description="a list of targets from: c")
+    targets: conlist(StrictStr, min_length=1) = Field(default=["c"], description="a list of target names")
+    opencl: OpenCLModel = Field(default_factory=OpenCLModel, description="options of the opencl target")
+    vulkan: VulkanModel = Field(default_factory=VulkanModel, description="options of the vulkan target")
+    hvx: HvxModel = Field(default_factory=HvxModel, description="options of the hvx target")
+    quant: QuantModel = Field(default_factory=QuantModel, description="quantization parameters for dtype uint8")
 
 
 def json_schema() -> dict:

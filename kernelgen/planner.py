@@ -24,9 +24,10 @@ from .layout import PadKind, TensorLayout
 from .plan import Cache, Function, Guard, Loop, Node, OpSummary, Param, Plan, Section, Stmt, Tensor, Traffic
 from .packing import pack_function, padding_fill, unpack_function
 
-ELEMENT_BYTES = {"float32": 4}
-C_TYPES = {"float32": "float"}
-ZERO = {"float32": "0.0f"}
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
+C_TYPES = {"float32": "float", "float16": "_Float16", "uint8": "uint8_t"}
+ZERO = {"float32": "0.0f", "float16": "0.0f", "uint8": "0"}
+ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
 # Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
 ALIGNMENT_BYTES = 2048
 
@@ -86,13 +87,14 @@ def plan(config: Config) -> Plan:
         body = (_filter_read(j, var, ks_ch, kj, filter_windows[j - 1], tensors[j].layout, shapes[j - 1][3],
                              config.ops[j - 1].kernel),
                 _conv(config, j, shapes, geo, s.k_split, s.k_block, var, sources[j - 1], windows[temp_names[j - 1]],
-                      cache_of[temp_names[j - 1]].c_name, filter_windows[j - 1], ctype, last=False))
+                      cache_of[temp_names[j - 1]].c_name, filter_windows[j - 1], ACC_TYPES[config.dtype],
+                      last=False))
         stripe.append(Loop(var=var, extent=math.ceil(kj / ks_ch), body=body,
                            comment=f"all {kj} output channels of conv2d #{j} before conv2d #{j + 1}"))
     stripe.append(_filter_read(n_ops, "ko_outer", ks_ch, out_k, filter_windows[-1], tensors[n_ops].layout,
                                shapes[-2][3], config.ops[-1].kernel))
     stripe.append(_conv(config, n_ops, shapes, geo, s.k_split, s.k_block, "ko_outer", sources[-1], windows["output"],
-                        "output_cache", filter_windows[-1], ctype, last=True))
+                        "output_cache", filter_windows[-1], ACC_TYPES[config.dtype], last=True))
     stripe.append(_write_back(shapes, geo, ks_ch, windows["output"], tensors[-1].layout, batch > 1))
     nest: Node = Loop(var="ko_outer", extent=ko_extent, comment=f"output-channel stripes of {ks_ch}", body=(
         Loop(var="ho_outer", extent=ho_extent, comment=f"output-row stripes of {hs_rows}", body=tuple(stripe)),))
@@ -275,7 +277,7 @@ def _conv(config: Config, j: int, shapes: list, geo: _Geometry, k_split: int, k_
     if not last and row_checks + col_checks:
         # Positions in the consumer's padding get zeros: the accumulator stays 0 there.
         reduction = Guard(cond=" && ".join(row_checks + col_checks), body=(reduction,))
-    pixel: tuple[Node, ...] = (Stmt(code=f"{ctype} acc = 0.0f;", summary="acc = 0"), reduction,
+    pixel: tuple[Node, ...] = (Stmt(code=f"{ctype} acc = 0;", summary="acc = 0"), reduction,
                                Stmt(code=f"{dst}[{d_index}] = acc;", summary=f"{dst}[...] = acc"))
     k_checks = _cond([(k_global, "<", out_k)], bounds)
     if k_checks:

@@ -35,13 +35,15 @@ def chain(config: Config, x: np.ndarray, filters: list[np.ndarray]) -> np.ndarra
 
 
 def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
-                      unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF) -> tuple[np.ndarray, np.ndarray]:
+                      unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
+                      storage_roundoff: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(reference, bound): |kernel - reference| <= bound holds elementwise for any summation order.
 
     A dot product of n terms accumulated in floating point errs by at most
     gamma_n * sum |x_i * w_i| with gamma_n = n*u / (1 - n*u) (Higham, Accuracy and Stability
     of Numerical Algorithms, 2nd ed., eq. 3.5), with or without FMA. In a chain, op j reads
     op j-1's rounded output, whose error passes through |W_j| and adds to op j's own.
+    Storing a result in a narrower type (half storage) adds storage_roundoff * |value|.
     """
     value = x.astype(np.float64)
     error = np.zeros_like(value)
@@ -51,4 +53,5 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
         magnitude = conv2d(np.abs(value) + error, np.abs(w), op)
         error = gamma * magnitude + conv2d(error, np.abs(w), op)
         value = conv2d(value, w, op)
+        error = error + storage_roundoff * (np.abs(value) + error)
     return value, error

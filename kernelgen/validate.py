@@ -60,9 +60,6 @@ def make_inputs(plan: Plan, rng: np.random.Generator) -> Inputs:
     return Inputs(tuple(logical), tuple(physical))
 
 
-Runner = Callable[[Plan, dict[str, str], Path, list[np.ndarray]], None]
-
-
 def _run_c(plan: Plan, sources: dict[str, str], workdir: Path, arrays: list[np.ndarray]) -> None:
     for name, text in sources.items():
         (workdir / name).write_text(text)
@@ -70,24 +67,34 @@ def _run_c(plan: Plan, sources: dict[str, str], workdir: Path, arrays: list[np.n
     library.call(plan.name, arrays)
 
 
-RUNNERS: dict[str, Runner] = {"c": _run_c}
-
-
-def validate(config: Config, target: str, *, seed: int | None = None, workdir: Path | None = None) -> Result:
-    seed = secrets.randbits(32) if seed is None else seed
+def validate_c(config: Config, seed: int) -> Result:
     plan = make_plan(config)
     inputs = make_inputs(plan, np.random.default_rng(seed))
-    out_tensor = plan.tensors[-1]
-    output = np.full(out_tensor.layout.flat_shape, np.nan, dtype=np.float32)
+    output = np.full(plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
     workspace = np.full(plan.workspace_elements, np.nan, dtype=np.float32)
-    sources = render(plan, TARGETS[target])
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-{plan.name}-") as tmp:
-        RUNNERS[target](plan, sources, Path(workdir or tmp), [*inputs.physical, output, workspace])
-    return compare(config, plan, target, seed, inputs, output)
+        _run_c(plan, render(plan, TARGETS["c"]), Path(tmp), [*inputs.physical, output, workspace])
+    return compare(config, plan, "c", seed, inputs, output)
 
 
-def compare(config: Config, plan: Plan, target: str, seed: int, inputs: Inputs, output: np.ndarray) -> Result:
-    expected, bound = reference.chain_error_bound(config, inputs.logical[0], list(inputs.logical[1:]))
+# One entry per target: (config, seed) -> Result. Targets register here, nowhere else.
+VALIDATORS: dict[str, Callable[[Config, int], Result]] = {"c": validate_c}
+
+
+def validate(config: Config, target: str, *, seed: int | None = None) -> Result:
+    seed = secrets.randbits(32) if seed is None else seed
+    return VALIDATORS[target](config, seed)
+
+
+def compare(config: Config, plan: Plan, target: str, seed: int, inputs: Inputs, output: np.ndarray, *,
+            accumulate_roundoff: float = reference.FLOAT32_UNIT_ROUNDOFF, storage_roundoff: float = 0.0) -> Result:
+    """Unpack `output` and check it against the reference within the rounding bound.
+
+    accumulate_roundoff: unit roundoff of the arithmetic (2^-24 for float32 math);
+    storage_roundoff: unit roundoff of stored intermediates/outputs (2^-11 for half storage).
+    """
+    expected, bound = reference.chain_error_bound(config, inputs.logical[0], list(inputs.logical[1:]),
+                                                  accumulate_roundoff, storage_roundoff)
     layout = plan.tensors[-1].layout
     got = layout.unpack(output).astype(np.float64)
     error = np.abs(got - expected)

@@ -16,6 +16,7 @@ class Target:
     name: str
     summary: str
     files: tuple[OutputFile, ...]
+    dtypes: tuple[str, ...] = ("float32",)
     comment_open: str = "/*"
     comment_close: str = "*/"
 
