@@ -4,7 +4,7 @@ VENV := .venv
 KG := $(VENV)/bin/kernelgen
 # Debian packages the validation toolchains come from (see DEVELOPERS.md).
 APT_PACKAGES := gcc clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev glslang-tools spirv-tools \
-	mesa-vulkan-drivers libvulkan1
+	mesa-vulkan-drivers libvulkan1 vulkan-validationlayers
 
 .PHONY: demo test toolchains goldens clean
 
@@ -34,6 +34,7 @@ demo: $(VENV)/.installed
 # Regenerate the committed goldens (review the diff before committing).
 goldens: $(VENV)/.installed
 	$(KG) check configs/*.yaml --golden out/ --update
+	$(KG) schema > schema/kernelgen.schema.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -323,7 +323,7 @@ def targets() -> None:
 
 
 STARTER = """\
-# yaml-language-server: $schema=https://kernelgen.invalid/schema.json
+# yaml-language-server: $schema=../schema/kernelgen.schema.json
 # A kernelgen config. `kernelgen schema` prints the full schema; `kernelgen plan {path}` shows the plan.
 name: {name}                      # names output files and C symbols: ^[a-z][a-z0-9_]*$
 dtype: float32
