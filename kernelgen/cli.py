@@ -117,10 +117,12 @@ def plan(config: str, as_json: bool, fmt: str) -> None:
               help="Folder to write <name>/<target>/... into.")
 @target_option
 @click.option("--depfile", type=click.Path(dir_okay=False), help="Also write a make-style depfile here.")
+@click.option("--depfile-target", metavar="FILE",
+              help="Name this one file (a stamp) as the depfile's target instead of every output.")
 @click.option("--list-outputs", is_flag=True, help="Print the files a build would write, one per line; write nothing.")
 @_handle_errors
 def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depfile: str | None,
-          list_outputs: bool) -> None:
+          depfile_target: str | None, list_outputs: bool) -> None:
     """Generate sources and plan reports; unchanged files are not rewritten.
 
     \b
@@ -143,6 +145,9 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depf
             parts = Path(rel).parts
             rules[str(root / rel)] = dependencies(config, parts[1] if len(parts) > 2 else None)
     if depfile:
+        if depfile_target:
+            # One stamp for the whole build: make then needs no restat when unchanged outputs keep their mtime.
+            rules = {depfile_target: tuple(dict.fromkeys(d for deps in rules.values() for d in deps))}
         write_if_changed(Path(depfile), depfile_text(rules))
     total = sum(len(g) for g in generated.values())
     click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
