@@ -265,10 +265,11 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
 @click.option("--repeat", default=5, show_default=True, help="Timed runs per kernel (the median is reported).")
 @click.option("--sweep", is_flag=True, help="Try the target's tile and work-group permutations; mark the best.")
 @click.option("--device", help="Device index or name substring, for targets that have devices.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw a roofline chart (PNG) of the results.")
 @json_option
 @_handle_errors
 def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep: bool, device: str | None,
-          as_json: bool) -> None:
+          plot: str | None, as_json: bool) -> None:
     """Time generated kernels on this machine's toolchains; GFLOP/s per kernel.
 
     \b
@@ -280,11 +281,24 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     options = BenchOptions(repeat=repeat, sweep=sweep, device=device)
     jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
     rows = []
+    intensity: dict[str, float] = {}
     with _progress(jobs, "benchmarking") as bar:
         for config, target in bar:
             if target not in BENCHES:
                 raise KernelgenError(f"target {target!r} has no benchmark")
             rows += BENCHES[target](config, options)
+            the_plan = make_plan(config)
+            compulsory = sum(t.elements for t in the_plan.tensors) * the_plan.element_bytes
+            intensity[config.name] = the_plan.flops / compulsory
+    if plot:
+        from .roofline import measure_peaks, plot_roofline
+
+        peaks = measure_peaks()
+        points = [(f"{r.config}/{r.target}", intensity[r.config], r.gflops) for r in rows if r.seconds > 0]
+        device_peaks = {r.target: float(r.metrics["peak_gflops"]) for r in rows if "peak_gflops" in r.metrics}
+        plot_roofline(Path(plot), points, peaks, device_peaks)
+        click.echo(f"roofline: {plot} (CPU peak {peaks.gflops:.1f} GFLOP/s, copy bandwidth "
+                   f"{peaks.bandwidth_gbs:.1f} GB/s)", err=True)
     if as_json:
         click.echo(json.dumps([{"config": r.config, "target": r.target, "label": r.label, "seconds": r.seconds,
                                 "flops": r.flops, "gflops": r.gflops, "best": r.best, **r.metrics} for r in rows],

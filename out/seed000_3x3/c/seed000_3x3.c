@@ -39,7 +39,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
           for (int oh = 0; oh < 18; ++oh) {
             for (int ow = 0; ow < 62; ++ow) {
               for (int ki = 0; ki < 32; ++ki) {
-                float acc = 0.0f;
+                float acc = 0;
                 if (((ho_outer*16)+oh) < 62) {
                   for (int rh = 0; rh < 3; ++rh) {
                     for (int rw = 0; rw < 3; ++rw) {
@@ -71,7 +71,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
           if (((ho_outer*16)+oh) < 60) {
             for (int ow = 0; ow < 60; ++ow) {
               for (int ki = 0; ki < 32; ++ki) {
-                float acc = 0.0f;
+                float acc = 0;
                 for (int rh = 0; rh < 3; ++rh) {
                   for (int rw = 0; rw < 3; ++rw) {
                     for (int rc = 0; rc < 128; ++rc) {

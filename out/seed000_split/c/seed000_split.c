@@ -39,7 +39,7 @@ void seed000_split(const float *restrict input, const float *restrict filter1, c
           for (int oh = 0; oh < 16; ++oh) {
             for (int ow = 0; ow < 64; ++ow) {
               for (int ki = 0; ki < 32; ++ki) {
-                float acc = 0.0f;
+                float acc = 0;
                 for (int rh = 0; rh < 1; ++rh) {
                   for (int rw = 0; rw < 1; ++rw) {
                     for (int rc = 0; rc < 128; ++rc) {
@@ -68,7 +68,7 @@ void seed000_split(const float *restrict input, const float *restrict filter1, c
         for (int oh = 0; oh < 16; ++oh) {
           for (int ow = 0; ow < 64; ++ow) {
             for (int ki = 0; ki < 32; ++ki) {
-              float acc = 0.0f;
+              float acc = 0;
               for (int rh = 0; rh < 1; ++rh) {
                 for (int rw = 0; rw < 1; ++rw) {
                   for (int rc = 0; rc < 128; ++rc) {
