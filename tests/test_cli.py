@@ -135,3 +135,28 @@ def test_committed_schema_is_current(repo):
     assert committed == json.loads(runner.invoke(main, ["schema"]).output)
     for config in (repo / "configs").glob("*.yaml"):
         assert config.read_text().startswith("# yaml-language-server: $schema=../schema/kernelgen.schema.json")
+
+
+@requires_tool("gcc")
+def test_bench_prints_gflops_json_and_a_roofline(tmp_path):
+    config = tmp_path / "small.yaml"
+    config.write_text("name: small\ninput: {shape: [1, 10, 10, 16]}\nops: [{conv2d: {out_channels: 16, kernel: 3}}]\n")
+    result = runner.invoke(main, ["bench", str(config), "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    assert "GFLOP/s" in result.output and f"FLOPs={2 * 8 * 8 * 16 * 16 * 9}" in result.output
+    rows = json.loads(runner.invoke(main, ["bench", str(config), "--repeat", "1", "--json"]).output)
+    assert rows[0]["target"] == "c" and rows[0]["gflops"] > 0
+    png = tmp_path / "roofline.png"
+    result = runner.invoke(main, ["bench", str(config), "--repeat", "1", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
+    from kernelgen.toolchains import TOOLCHAINS, ToolStatus
+
+    monkeypatch.setitem(TOOLCHAINS, "c", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
+    config = tmp_path / "small.yaml"
+    config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
+    result = runner.invoke(main, ["validate", str(config), "--skip-missing"])
+    assert result.exit_code == 0 and "skipped" in result.output and "apt-get install gcc" in result.output
