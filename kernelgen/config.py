@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,11 @@ class Conv2d:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Schedule:
-    k_split: int
-    h_split: int
+    k_split: int | None  # None: the planner fits it to memory_budget (or uses 1)
+    h_split: int | None
     k_block: int
     h_block: int
+    memory_budget: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +62,13 @@ class Config:
     vulkan: M.VulkanModel
     hvx: M.HvxModel
     quant: M.QuantModel
+    # Where each key sits in the file, so later stages (planner, targets) can point at it too.
+    marks: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def problem(self, key: str, message: str) -> ConfigError:
+        """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
+        line, column = self.marks.get(key) or self.marks.get(key.rsplit(".", 1)[0], (1, 1))
+        return ConfigError([ConfigProblem(self.path, line, column, key, message)])
 
 
 def load_config(path: str | Path) -> Config:
@@ -222,7 +230,8 @@ class _Checker:
         assert input_layout is not None and schedule is not None
         return Config(name=m.name, path=self.path, dtype=m.dtype, input_shape=shape, input_layout=input_layout,
                       ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)),
-                      opencl=m.opencl, vulkan=m.vulkan, hvx=m.hvx, quant=m.quant)
+                      opencl=m.opencl, vulkan=m.vulkan, hvx=m.hvx, quant=m.quant,
+                      marks={_key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
 
     def targets(self, m: M.ConfigModel) -> None:
         from .targets import TARGETS
@@ -296,8 +305,12 @@ class _Checker:
     def schedule(self, ops: list[Conv2d]) -> Schedule | None:
         s = self.model.schedule
         fields = M.ScheduleModel.model_fields
-        k_split = self.positive(("schedule", "k_split"), s.k_split, fields["k_split"].description)[0]
-        h_split = self.positive(("schedule", "h_split"), s.h_split, fields["h_split"].description)[0]
+        k_split = (self.positive(("schedule", "k_split"), s.k_split, fields["k_split"].description)[0]
+                   if s.k_split is not None else None)
+        h_split = (self.positive(("schedule", "h_split"), s.h_split, fields["h_split"].description)[0]
+                   if s.h_split is not None else None)
+        budget = (self.positive(("schedule", "memory_budget"), s.memory_budget, fields["memory_budget"].description)[0]
+                  if s.memory_budget is not None else None)
         if not ops:
             return None
         out_layout = ops[-1].output_layout
@@ -308,16 +321,18 @@ class _Checker:
         # A stripe that is wider than the whole tensor by a full block only ever computes guards.
         out_channels = ops[-1].out_channels
         k_blocks = math.ceil(out_channels / k_block)
-        if k_split > k_blocks:
+        if k_split is not None and k_split > k_blocks:
             self.problem(("schedule", "k_split"), f"expected at most {k_blocks} (the last op's {out_channels} output "
                                                   f"channels make {k_blocks} blocks of {k_block}), got {k_split}")
         for index, op in enumerate(ops[:-1]):
             blocks = math.ceil(op.out_channels / k_block)
-            if k_split > blocks:
+            if k_split is not None and k_split > blocks:
                 self.problem(("schedule", "k_split"), f"expected at most {blocks} (ops[{index}] has "
                                                       f"{op.out_channels} output channels = {blocks} blocks of "
                                                       f"{k_block}), got {k_split}")
-        return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block)
+        if budget is None:
+            k_split, h_split = k_split or 1, h_split or 1
+        return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, memory_budget=budget)
 
 
 def _block_factor(layout: Layout, dim: str, default: int) -> int:

@@ -59,8 +59,14 @@ class OutputModel(_Strict):
 
 
 class ScheduleModel(_Strict):
-    k_split: StrictInt = Field(default=1, description="a positive int: output-channel blocks per stripe")
-    h_split: StrictInt = Field(default=1, description="a positive int: row blocks per stripe")
+    k_split: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: output-channel blocks per stripe (default 1, or fitted to "
+                                  "memory_budget)")
+    h_split: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: row blocks per stripe (default 1, or fitted to memory_budget)")
+    memory_budget: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: bytes the caches may use; the planner picks the k_split and "
+                                  "h_split not given that fit it with the least recompute and traffic")
     k_block: Union[StrictInt, None] = Field(
         default=None, description="a positive int: output channels per block "
                                   "(default: the output layout's channel block, else 32)")

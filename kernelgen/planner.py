@@ -16,7 +16,7 @@ ones inside the chain.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import expr as E
 from .config import Config
@@ -43,6 +43,8 @@ class _Geometry:
 
 
 def plan(config: Config) -> Plan:
+    asked = config.schedule
+    config = fit_schedule(config)
     s = config.schedule
     shapes = _shapes(config)
     n_ops = len(config.ops)
@@ -51,7 +53,6 @@ def plan(config: Config) -> Plan:
     batch, out_h, out_w, out_k = shapes[-1]
     ko_extent = math.ceil(out_k / ks_ch)
     ho_extent = math.ceil(out_h / hs_rows)
-    geo = _geometry(config, shapes, min(hs_rows, out_h))
     ctype, zero, ebytes = C_TYPES[config.dtype], ZERO[config.dtype], ELEMENT_BYTES[config.dtype]
 
     # Tensors: global ones are kernel arguments; intermediates exist only as cache windows.
@@ -67,15 +68,7 @@ def plan(config: Config) -> Plan:
         Tensor(name=f"temp{j}", title="Temp Output" if n_ops == 2 else f"Temp Output {j}", logical_layout="NHWC",
                layout=config.ops[j - 1].output_layout.bind(shapes[j])) for j in range(1, n_ops))
 
-    # Cache windows, each in its tensor's layout.
-    windows: dict[str, TensorLayout] = {
-        "input": config.input_layout.bind((1, geo.rows[0], geo.cols[0], shapes[0][3]))}
-    temp_names = ["temp_output"] if n_ops == 2 else [f"temp_output_{j}" for j in range(1, n_ops)]
-    for j in range(1, n_ops):
-        windows[temp_names[j - 1]] = config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shapes[j][3]))
-    filter_windows = [op.filter_layout.bind((ks_ch, shapes[j][3], *op.kernel)) for j, op in enumerate(config.ops)]
-    windows["output"] = config.ops[-1].output_layout.bind((1, geo.rows[-1], out_w, ks_ch))
-    caches = _allocate(windows, filter_windows, n_ops, ebytes)
+    geo, windows, filter_windows, temp_names, caches = _caches(config, shapes)
     cache_of = {c.name: c for c in caches}
 
     # The loop nest.
@@ -124,12 +117,73 @@ def plan(config: Config) -> Plan:
                              pad=op.pad, dilation=op.dilation, flops=2 * macs))
     executed, traffic = _count_work(config, shapes, geo, ks_ch, ko_extent, ho_extent, hs_rows, ebytes)
     notes = _notes(config, caches, geo, ko_extent, n_ops)
+    if asked.memory_budget is not None:
+        fitted = [f"{name}={getattr(s, name)}" for name in ("k_split", "h_split") if getattr(asked, name) is None]
+        notes = (f"{' and '.join(fitted) or 'the given splits'} fit memory_budget {asked.memory_budget} bytes "
+                 f"(workspace {_workspace_elements(caches) * ebytes} bytes) with the least recompute and traffic",
+                 *notes)
     return Plan(name=config.name, config_path=config.path, dtype=config.dtype, ctype=ctype, element_bytes=ebytes,
                 k_split=s.k_split, h_split=s.h_split, k_block=s.k_block, h_block=s.h_block, ops=tuple(ops),
                 tensors=tuple(tensors), intermediates=intermediates, caches=caches,
                 workspace_elements=_workspace_elements(caches), alignment_bytes=ALIGNMENT_BYTES,
                 kernel=kernel, helpers=tuple(helpers), flops=flops, executed_flops=executed, traffic=traffic,
                 output_pad_kind=output_tensor.layout.layout.pad_kind, notes=notes)
+
+
+# ---------------------------------------------------------------- schedule fitting
+
+def fit_schedule(config: Config) -> Config:
+    """Resolve k_split / h_split left open: the pair whose caches fit memory_budget with the least
+    recomputed work, then the least traffic, then the smallest workspace (seed 001: tile to fit)."""
+    s = config.schedule
+    if s.k_split is not None and s.h_split is not None and s.memory_budget is None:
+        return config
+    shapes = _shapes(config)
+    max_k = min(math.ceil(k / s.k_block) for _, _, _, k in shapes[1:])
+    max_h = math.ceil(shapes[-1][1] / s.h_block)
+    k_options = [s.k_split] if s.k_split is not None else range(1, max_k + 1)
+    h_options = [s.h_split] if s.h_split is not None else range(1, max_h + 1)
+    ebytes = ELEMENT_BYTES[config.dtype]
+    best: tuple | None = None
+    smallest: tuple[int, int, int] | None = None
+    for k_split in k_options:
+        for h_split in h_options:
+            trial = replace(config, schedule=replace(s, k_split=k_split, h_split=h_split))
+            geo, *_, caches = _caches(trial, shapes)
+            workspace = _workspace_elements(caches) * ebytes
+            if smallest is None or workspace < smallest[0]:
+                smallest = (workspace, k_split, h_split)
+            if s.memory_budget is not None and workspace > s.memory_budget:
+                continue
+            ks_ch, hs_rows = k_split * s.k_block, h_split * s.h_block
+            executed, traffic = _count_work(trial, shapes, geo, ks_ch, math.ceil(shapes[-1][3] / ks_ch),
+                                            math.ceil(shapes[-1][1] / hs_rows), hs_rows, ebytes)
+            key = (executed, traffic.total, workspace, k_split, h_split)
+            best = key if best is None or key < best else best
+    if best is None:
+        assert smallest is not None
+        raise config.problem("schedule.memory_budget",
+                             f"expected at least {smallest[0]} bytes: the smallest schedule (k_split={smallest[1]}, "
+                             f"h_split={smallest[2]}) needs that much for its caches, got {s.memory_budget}")
+    return replace(config, schedule=replace(s, k_split=best[3], h_split=best[4]))
+
+
+def _caches(config: Config, shapes: list) -> tuple[_Geometry, dict[str, TensorLayout], list[TensorLayout],
+                                                    list[str], tuple[Cache, ...]]:
+    """The stripe geometry and the cache windows, each in its tensor's layout, carved from the workspace."""
+    s = config.schedule
+    n_ops = len(config.ops)
+    ks_ch, hs_rows = s.k_split * s.k_block, s.h_split * s.h_block
+    geo = _geometry(config, shapes, min(hs_rows, shapes[-1][1]))
+    windows: dict[str, TensorLayout] = {
+        "input": config.input_layout.bind((1, geo.rows[0], geo.cols[0], shapes[0][3]))}
+    temp_names = ["temp_output"] if n_ops == 2 else [f"temp_output_{j}" for j in range(1, n_ops)]
+    for j in range(1, n_ops):
+        windows[temp_names[j - 1]] = config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shapes[j][3]))
+    filter_windows = [op.filter_layout.bind((ks_ch, shapes[j][3], *op.kernel)) for j, op in enumerate(config.ops)]
+    windows["output"] = config.ops[-1].output_layout.bind((1, geo.rows[-1], shapes[-1][2], ks_ch))
+    caches = _allocate(windows, filter_windows, n_ops, ELEMENT_BYTES[config.dtype])
+    return geo, windows, filter_windows, temp_names, caches
 
 
 # ---------------------------------------------------------------- geometry
