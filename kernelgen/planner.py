@@ -289,12 +289,13 @@ def _filter_read(j: int, ko_var: str, ks_ch: int, out_k: int, window: TensorLayo
     k = E.add(E.mul(E.Var(ko_var), ks_ch), E.Var("fk"))
     local = window.offset_c({"o": E.Var("fk"), "i": E.Var("fc"), "h": E.Var("fh"), "w": E.Var("fw")}, bounds)
     glob = tensor.offset_c({"o": k, "i": E.Var("fc"), "h": E.Var("fh"), "w": E.Var("fw")}, bounds)
-    stmt = Stmt(code=f"filter_cache[{local}] = filter{j}[{glob}];", summary=f"filter_cache[...] = filter{j}[...]")
+    conds = _cond([(k, "<", out_k)], bounds)
+    # Channels past the tensor get zeros, so the compute may run whole blocks and drop them at the store.
+    value = f"({conds[0]}) ? filter{j}[{glob}] : 0" if conds else f"filter{j}[{glob}]"
+    stmt = Stmt(code=f"filter_cache[{local}] = {value};",
+                summary=f"filter_cache[...] = {'k in range ? ' if conds else ''}filter{j}[...]{' : 0' if conds else ''}")
     inner: tuple[Node, ...] = (Loop(var="fc", extent=in_c, body=(
         Loop(var="fh", extent=kernel[0], body=(Loop(var="fw", extent=kernel[1], body=(stmt,)),)),)),)
-    conds = _cond([(k, "<", out_k)], bounds)
-    if conds:
-        inner = (Guard(cond=conds[0], body=inner),)
     return Section(label=f"filter #{j} cache read" + (" (reusing the filter cache)" if j > 1 else ""),
                    body=(Loop(var="fk", extent=ks_ch, body=inner),))
 
@@ -322,21 +323,28 @@ def _conv(config: Config, j: int, shapes: list, geo: _Geometry, k_split: int, k_
     f_index = filt.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)
     d_index = dst_window.offset_c({"n": E.Const(0), "h": E.Var("oh"), "w": E.Var("ow"),
                                    "c": k_local if last else k_global}, bounds)
-    mac = Stmt(code=f"acc += {src}[{src_index}] * filter_cache[{f_index}];",
-               summary=f"acc += {src}[...] * filter_cache[...]")
+    # Register blocking: one pixel keeps k_block accumulators, so each input value loaded feeds
+    # k_block independent multiply-adds instead of one long dependent chain.
+    load = Stmt(code=f"const {ctype} x = {src}[{src_index}];", summary=f"x = {src}[...]")
+    mac = Stmt(code=f"acc[ki] += x * filter_cache[{f_index}];", summary="acc[ki] += x * filter_cache[...]")
     reduction: Node = Loop(var="rh", extent=op.kernel[0], body=(
-        Loop(var="rw", extent=op.kernel[1], body=(Loop(var="rc", extent=in_c, body=(mac,)),)),))
+        Loop(var="rw", extent=op.kernel[1], body=(
+            Loop(var="rc", extent=in_c, body=(load, Loop(var="ki", extent=k_block, body=(mac,)))),)),))
     row_checks = _cond([(row, ">=", 0), (row, "<", out_h)], bounds)
     col_checks = _cond([(col, ">=", 0), (col, "<", out_w)], bounds)
     if not last and row_checks + col_checks:
-        # Positions in the consumer's padding get zeros: the accumulator stays 0 there.
+        # Positions in the consumer's padding get zeros: the accumulators stay 0 there.
         reduction = Guard(cond=" && ".join(row_checks + col_checks), body=(reduction,))
-    pixel: tuple[Node, ...] = (Stmt(code=f"{ctype} acc = 0;", summary="acc = 0"), reduction,
-                               Stmt(code=f"{dst}[{d_index}] = acc;", summary=f"{dst}[...] = acc"))
+    store: Node = Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
     k_checks = _cond([(k_global, "<", out_k)], bounds)
     if k_checks:
-        pixel = (Guard(cond=k_checks[0], body=pixel),)
-    columns: tuple[Node, ...] = (Loop(var="ow", extent=geo.cols[j], body=(Loop(var="ki", extent=k_block, body=pixel),)),)
+        store = Guard(cond=k_checks[0], body=(store,))
+    pixel: tuple[Node, ...] = (
+        Stmt(code=f"{ctype} acc[{k_block}];", summary=f"acc[{k_block}]"),
+        Loop(var="ki", extent=k_block, body=(Stmt(code="acc[ki] = 0;", summary="acc[ki] = 0"),)),
+        reduction,
+        Loop(var="ki", extent=k_block, body=(store,)))
+    columns: tuple[Node, ...] = (Loop(var="ow", extent=geo.cols[j], body=pixel),)
     if last and row_checks:
         columns = (Guard(cond=" && ".join(row_checks), body=columns),)
     return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), body=(

@@ -120,7 +120,7 @@ def test_tolerance_catches_a_small_systematic_error(tmp_path):
     the_plan = plan(config)
     sources = render(the_plan, TARGETS["c"])
     (tmp_path / "scaled.h").write_text(sources["scaled.h"])
-    (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc += ", "acc += 1.0001f * "))
+    (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc[ki] += ", "acc[ki] += 1.0001f * "))
     from kernelgen import validate as V
 
     inputs = V.make_inputs(the_plan, np.random.default_rng(11))

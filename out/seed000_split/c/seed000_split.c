@@ -38,16 +38,22 @@ void seed000_split(const float *restrict input, const float *restrict filter1, c
         for (int ko_inner = 0; ko_inner < 2; ++ko_inner) {
           for (int oh = 0; oh < 16; ++oh) {
             for (int ow = 0; ow < 64; ++ow) {
+              float acc[32];
               for (int ki = 0; ki < 32; ++ki) {
-                float acc = 0;
-                for (int rh = 0; rh < 1; ++rh) {
-                  for (int rw = 0; rw < 1; ++rw) {
-                    for (int rc = 0; rc < 128; ++rc) {
-                      acc += input_cache[((((oh+rh)/8)*65536)+(((ow+rw)/8)*8192)+((rc/32)*2048)+(((oh+rh)%8)*256)+(((ow+rw)%8)*32)+(rc%32))] * filter_cache[((ko_inner*4096)+((rc/32)*1024)+(rh*1024)+(rw*1024)+(((rc%32)/4)*128)+(ki*4)+(rc%4))];
+                acc[ki] = 0;
+              }
+              for (int rh = 0; rh < 1; ++rh) {
+                for (int rw = 0; rw < 1; ++rw) {
+                  for (int rc = 0; rc < 128; ++rc) {
+                    const float x = input_cache[((((oh+rh)/8)*65536)+(((ow+rw)/8)*8192)+((rc/32)*2048)+(((oh+rh)%8)*256)+(((ow+rw)%8)*32)+(rc%32))];
+                    for (int ki = 0; ki < 32; ++ki) {
+                      acc[ki] += x * filter_cache[((ko_inner*4096)+((rc/32)*1024)+(rh*1024)+(rw*1024)+(((rc%32)/4)*128)+(ki*4)+(rc%4))];
                     }
                   }
                 }
-                temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc;
+              }
+              for (int ki = 0; ki < 32; ++ki) {
+                temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
               }
             }
           }
@@ -67,16 +73,22 @@ void seed000_split(const float *restrict input, const float *restrict filter1, c
       for (int ko_inner = 0; ko_inner < 2; ++ko_inner) {
         for (int oh = 0; oh < 16; ++oh) {
           for (int ow = 0; ow < 64; ++ow) {
+            float acc[32];
             for (int ki = 0; ki < 32; ++ki) {
-              float acc = 0;
-              for (int rh = 0; rh < 1; ++rh) {
-                for (int rw = 0; rw < 1; ++rw) {
-                  for (int rc = 0; rc < 128; ++rc) {
-                    acc += temp_output[((((oh+rh)/8)*65536)+(((ow+rw)/8)*8192)+((rc/32)*2048)+(((oh+rh)%8)*256)+(((ow+rw)%8)*32)+(rc%32))] * filter_cache[((ko_inner*4096)+((rc/32)*1024)+(rh*1024)+(rw*1024)+(((rc%32)/4)*128)+(ki*4)+(rc%4))];
+              acc[ki] = 0;
+            }
+            for (int rh = 0; rh < 1; ++rh) {
+              for (int rw = 0; rw < 1; ++rw) {
+                for (int rc = 0; rc < 128; ++rc) {
+                  const float x = temp_output[((((oh+rh)/8)*65536)+(((ow+rw)/8)*8192)+((rc/32)*2048)+(((oh+rh)%8)*256)+(((ow+rw)%8)*32)+(rc%32))];
+                  for (int ki = 0; ki < 32; ++ki) {
+                    acc[ki] += x * filter_cache[((ko_inner*4096)+((rc/32)*1024)+(rh*1024)+(rw*1024)+(((rc%32)/4)*128)+(ki*4)+(rc%4))];
                   }
                 }
               }
-              output_cache[(((oh/8)*32768)+((ow/8)*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc;
+            }
+            for (int ki = 0; ki < 32; ++ki) {
+              output_cache[(((oh/8)*32768)+((ow/8)*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
             }
           }
         }
