@@ -160,3 +160,10 @@ def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
     config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
     result = runner.invoke(main, ["validate", str(config), "--skip-missing"])
     assert result.exit_code == 0 and "skipped" in result.output and "apt-get install gcc" in result.output
+
+
+def test_validate_and_bench_exit_2_on_a_bad_config(repo):
+    bad = str(repo / "tests" / "data" / "bad" / "zero_stride.yaml")
+    for command in ("validate", "bench", "build"):
+        result = runner.invoke(main, [command, bad])
+        assert result.exit_code == 2 and "ops[1].conv2d.stride" in result.output, command
