@@ -237,12 +237,36 @@ class TensorLayout:
             self._cache["coords"] = tuple(coords)
         return self._cache["coords"]
 
+    def _per_dim_outputs(self) -> dict[str, list[int]] | None:
+        """Outputs grouped by the one dim each depends on; None when some output mixes dims."""
+        groups: dict[str, list[int]] = {d: [] for d in self.layout.dims}
+        for index, out in enumerate(self.layout.outputs):
+            used = E.variables(out)
+            if len(used) > 1:
+                return None
+            for dim in used:
+                groups[dim].append(index)
+        return groups
+
+    def _dim_images(self, dim: str, outputs: list[int], extent: int) -> np.ndarray:
+        """Rows of (output values) for dim = 0..extent-1: the dim's own slice of the map."""
+        values = {dim: np.arange(extent, dtype=np.int64)}
+        return np.stack([np.broadcast_to(np.asarray(E.evaluate(self.layout.outputs[i], values)), (extent,))
+                         for i in outputs], axis=1) if outputs else np.zeros((extent, 0), dtype=np.int64)
+
     def check_injective(self) -> None:
         if self.layout.blocks or "->" not in self.layout.source:
             return  # a layout string splits each dim mixed-radix: injective by construction
-        hit = np.zeros(self.flat_shape, dtype=bool)
-        hit[self._coordinates()] = True
-        if int(hit.sum()) != self.logical_size:  # fewer distinct slots than elements
+        groups = self._per_dim_outputs()
+        if groups is not None:
+            # Each output reads one dim: the map is injective iff every dim's slice is.
+            ok = all(np.unique(self._dim_images(d, groups[d], n), axis=0).shape[0] == n
+                     for d, n in zip(self.layout.dims, self.logical_shape))
+        else:
+            hit = np.zeros(self.flat_shape, dtype=bool)
+            hit[self._coordinates()] = True
+            ok = int(hit.sum()) == self.logical_size  # fewer distinct slots than elements
+        if not ok:
             raise LayoutError(f"layout {self.layout.source!r} is not injective for shape "
                               f"{list(self.logical_shape)}: two logical elements share a physical slot")
 
@@ -289,13 +313,18 @@ def padding_cover(bound: TensorLayout) -> tuple[int, ...]:
                 block = math.lcm(block, divisor)
         extents.append(-(-extent // block) * block)
     grown = TensorLayout(layout=bound.layout, logical_shape=tuple(extents))
-    coords = grown._coordinates()
-    hit = np.zeros(bound.flat_shape, dtype=bool)
-    flat_ok = all(np.all(c < n) for c, n in zip(coords, bound.flat_shape)) and \
-        tuple(grown.physical_shape) == tuple(bound.physical_shape)
-    if flat_ok:
-        hit[coords] = True
-    if not flat_ok or not hit.all():
+    if tuple(grown.physical_shape) != tuple(bound.physical_shape):
+        covered = False
+    elif (groups := bound._per_dim_outputs()) is not None:
+        # Separable map: the image is a product, so each dim must reach all of its outputs' slots.
+        covered = all(np.unique(grown._dim_images(d, groups[d], n), axis=0).shape[0] ==
+                      math.prod(bound.physical_shape[i] for i in groups[d])
+                      for d, n in zip(bound.layout.dims, extents))
+    else:
+        hit = np.zeros(bound.flat_shape, dtype=bool)
+        hit[grown._coordinates()] = True
+        covered = bool(hit.all())
+    if not covered:
         raise LayoutError(f"layout {bound.layout.source!r}: cannot enumerate its padding for shape "
                           f"{list(bound.logical_shape)}; drop pad_value or use a blocked layout")
     return tuple(extents)
