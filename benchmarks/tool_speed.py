@@ -44,9 +44,10 @@ def main() -> int:
     failed = False
     for path in CONFIGS:
         def plan_and_render() -> None:
-            the_plan = plan(load_config(path))
-            for target in load_config(path).targets:
-                render(the_plan, TARGETS[target])
+            config = load_config(path)
+            the_plan = plan(config)
+            for target in config.targets:
+                render(the_plan, TARGETS[target], config)
         plan_and_render()  # warm the template cache, as a long-running process would be
         seconds = median_seconds(plan_and_render, 10)
         failed |= seconds > 0.050

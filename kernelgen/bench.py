@@ -77,4 +77,7 @@ def _lazy(module: str, function: str) -> Callable[[Config, BenchOptions], list[B
 # One entry per target. Targets register here, nowhere else.
 BENCHES: dict[str, Callable[[Config, BenchOptions], list[BenchRow]]] = {
     "c": bench_c,
+    "opencl": _lazy("kernelgen.bench_opencl", "bench_opencl"),
+    "hvx": _lazy("kernelgen.bench_hvx", "bench_hvx"),
+    "vulkan": _lazy("kernelgen.bench_vulkan", "bench_vulkan"),
 }

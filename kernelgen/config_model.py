@@ -87,6 +87,9 @@ class OpenCLModel(_Strict):
     filters_in_textures: bool = Field(default=True, description="true or false: keep filters in image2d textures")
     image_limit: Union[conlist(StrictInt, min_length=2, max_length=2), None] = Field(
         default=None, description="[width, height] of the largest image2d the device takes (PoCL: 8192x8192)")
+    half_arithmetic: bool = Field(
+        default=False, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
+                                   "dtype float16)")
 
 
 class VulkanModel(_Strict):
@@ -107,6 +110,11 @@ class HvxModel(_Strict):
         default="v73", description="one of: v66, v67, v68, v69, v71, v73")
     vtcm_bytes: Union[StrictInt, None] = Field(
         default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
+    pixels: Union[StrictInt, None] = Field(
+        default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8)")
+    float_compute: Literal["scalar", "qf32"] = Field(
+        default="scalar", description="'scalar' or 'qf32': which float32 kernel validate checks (qf32 needs "
+                                      "v68+ and is compile-only under QEMU 7.2)")
 
 
 class QuantModel(_Strict):
@@ -120,6 +128,10 @@ class QuantModel(_Strict):
     output_scale: float = Field(default=0.1, description="a positive number")
     output_zero_point: StrictInt = Field(default=128, description="an int in [0, 255]")
     bias: bool = Field(default=False, description="true or false: add an int32 bias per output channel")
+    intermediate_scale: Union[float, None] = Field(
+        default=None, description="a positive number: scale of chain intermediates (default: output_scale)")
+    intermediate_zero_point: Union[StrictInt, None] = Field(
+        default=None, description="an int in [0, 255]: zero point of chain intermediates (default: output_zero_point)")
 
 
 class ConfigModel(_Strict):

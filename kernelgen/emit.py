@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
@@ -15,6 +16,9 @@ from . import __version__
 from .errors import KernelgenError
 from .plan import Guard, Loop, Plan, Section
 from .targets import Target
+
+if TYPE_CHECKING:
+    from .config import Config
 
 
 class TemplateError(KernelgenError):
@@ -48,15 +52,22 @@ def banner(plan: Plan, target: Target, template: str) -> str:
             f"   Do not edit: change the config or the template and run `kernelgen build`. {target.comment_close}")
 
 
-def render(plan: Plan, target: Target) -> dict[str, str]:
+def render(plan: Plan, target: Target, config: "Config | None" = None) -> dict[str, str]:
+    """Render every file of a target. Targets with a `context` hook (extra template data
+    derived from the config and the plan, e.g. hvx's HvxPlan) need the config."""
     env = environment()
+    extra = {}
+    if target.context is not None:
+        if config is None:
+            raise TemplateError(f"target {target.name!r} renders from the config: pass config= to render()")
+        extra = target.context(config, plan)
     loops = env.get_template("_common/loops.j2").module
     out = {}
     for file in target.files:
         try:
             text = env.get_template(file.template).render(
                 plan=plan, target=target, loops=loops, banner=banner(plan, target, file.template),
-                upper=plan.name.upper(), guard=f"KERNELGEN_{plan.name.upper()}_H")
+                upper=plan.name.upper(), guard=f"KERNELGEN_{plan.name.upper()}_H", **extra)
         except jinja2.TemplateError as error:
             raise TemplateError(f"{file.template}: {error}") from None
         out[file.pattern.format(name=plan.name)] = text
@@ -67,4 +78,5 @@ def template_files(target: Target) -> tuple[Path, ...]:
     """Every template file a target's output depends on (for depfiles)."""
     root = templates_dir()
     used = {root / f.template for f in target.files} | {root / "_common" / "loops.j2"}
+    used |= {root / name for name in target.includes}
     return tuple(sorted(used))

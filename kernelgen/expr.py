@@ -198,6 +198,9 @@ def _divmod(expr: Expr, divisor: int, bounds: Bounds) -> tuple[Expr, Expr]:
         lo, hi = -1, divisor
     if 0 <= lo and hi < divisor:
         return _from_affine(q_const, quotient), remainder
+    if lo >= 0 and (quotient or q_const):
+        # floor((d*A + B) / d) = A + floor(B / d) for integer A; B >= 0 keeps C's `/` a floor division.
+        return add(_from_affine(q_const, quotient), FloorDiv(remainder, divisor)), FloorMod(remainder, divisor)
     # The remainder may cross a multiple of the divisor: keep the operation whole.
     return FloorDiv(expr, divisor), FloorMod(expr, divisor)
 

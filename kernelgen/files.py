@@ -9,7 +9,10 @@ from pathlib import Path
 
 def write_if_changed(path: Path, text: str) -> bool:
     """Write text to path atomically unless it already holds exactly these bytes."""
-    data = text.encode("utf-8")
+    return write_if_changed_bytes(path, text.encode("utf-8"))
+
+
+def write_if_changed_bytes(path: Path, data: bytes) -> bool:
     try:
         if path.read_bytes() == data:
             return False

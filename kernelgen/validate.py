@@ -88,6 +88,9 @@ def _lazy(module: str, function: str) -> Callable[[Config, int], Result]:
 # One entry per target: (config, seed) -> Result. Targets register here, nowhere else.
 VALIDATORS: dict[str, Callable[[Config, int], Result]] = {
     "c": validate_c,
+    "opencl": _lazy("kernelgen.validate_opencl", "validate_opencl"),
+    "hvx": _lazy("kernelgen.validate_hvx", "validate_hvx"),
+    "vulkan": _lazy("kernelgen.validate_vulkan", "validate_vulkan"),
 }
 
 

@@ -42,7 +42,7 @@ def test_plan_of_missing_file_exits_2():
 
 def test_build_list_outputs_writes_nothing(repo, tmp_path):
     result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), "-o", str(tmp_path / "o"),
-                                  "--list-outputs"])
+                                  "--list-outputs", "--target", "c"])
     assert result.exit_code == 0
     assert result.output.split() == [str(tmp_path / "o" / "seed000_3x3" / f)
                                      for f in ("plan.txt", "c/seed000_3x3.h", "c/seed000_3x3.c")]

@@ -3,6 +3,7 @@ its toolchain (kernelgen/toolchains) knows how to build and run what it emits.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,6 +20,10 @@ class Target:
     dtypes: tuple[str, ...] = ("float32",)
     comment_open: str = "/*"
     comment_close: str = "*/"
+    # Extra template data computed from (config, plan), e.g. hvx's register blocking and
+    # requantization; None for targets whose templates read only the plan.
+    context: Callable[[Any, Any], dict[str, Any]] | None = None
+    includes: tuple[str, ...] = ()  # templates the files include (for depfiles)
 
     def file_names(self, config_name: str) -> tuple[str, ...]:
         return tuple(f.pattern.format(name=config_name) for f in self.files)

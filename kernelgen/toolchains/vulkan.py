@@ -17,7 +17,10 @@ Two facts about the binding shape the device code:
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.metadata
+import os
 import re
 import shutil
 import statistics
@@ -291,11 +294,44 @@ def available() -> bool:
 
 def compile_glsl(source: str, *, stage: str = "comp",
                  defines: dict[str, str] | None = None) -> bytes:
-    """GLSL source -> validated SPIR-V bytes.
+    """GLSL source -> validated SPIR-V bytes, cached on disk by content (like ccache).
 
-    Compiles in a temporary directory under the fixed name kernel.<stage>, so that error
-    messages ("ERROR: kernel.comp:3: 'y' : undeclared identifier") do not depend on it.
+    `kernelgen build` compiles every shader for its SPIR-V golden; the cache keeps repeated
+    builds within the tool's speed budget. The key covers the source, stage, defines and the
+    compiler's version, so a new glslang never serves stale SPIR-V.
     """
+    key = hashlib.sha256(repr((source, stage, sorted((defines or {}).items()), _glslang_version())).encode())
+    cached = _cache_dir() / f"{key.hexdigest()}.spv"
+    try:
+        return cached.read_bytes()
+    except OSError:
+        pass
+    spirv = _compile_uncached(source, stage=stage, defines=defines)
+    try:
+        from ..files import write_if_changed_bytes
+
+        write_if_changed_bytes(cached, spirv)
+    except OSError:
+        pass  # a read-only cache folder only costs speed
+    return spirv
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("KERNELGEN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernelgen")
+    return Path(root) / "spirv"
+
+
+@functools.lru_cache(maxsize=1)
+def _glslang_version() -> str:
+    done = subprocess.run(["glslangValidator", "--version"], capture_output=True, text=True) \
+        if shutil.which("glslangValidator") else None
+    return done.stdout.strip() if done else ""
+
+
+def _compile_uncached(source: str, *, stage: str, defines: dict[str, str] | None) -> bytes:
+    """Compiles in a temporary directory under the fixed name kernel.<stage>, so that error
+    messages ("ERROR: kernel.comp:3: 'y' : undeclared identifier") do not depend on it."""
     if stage not in _STAGES:
         raise ToolchainError(f"unknown shader stage {stage!r}; expected {', '.join(_STAGES)}")
     bad = [name for name in defines or {} if not _MACRO.match(name)]

@@ -19,7 +19,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
       for (int ih = 0; ih < 20; ++ih) {
         for (int iw = 0; iw < 64; ++iw) {
           for (int ic = 0; ic < 128; ++ic) {
-            input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = (((ho_outer*16)+ih) < 64) ? input[(((((ho_outer*16)+ih)/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((((ho_outer*16)+ih)%8)*256)+((iw%8)*32)+(ic%32))] : 0.0f;
+            input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = (((ho_outer*16)+ih) < 64) ? input[((ho_outer*131072)+((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] : 0.0f;
           }
         }
       }
@@ -29,7 +29,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
           for (int fc = 0; fc < 128; ++fc) {
             for (int fh = 0; fh < 3; ++fh) {
               for (int fw = 0; fw < 3; ++fw) {
-                filter_cache[(((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))] = filter1[(((((ko_outer_1*64)+fk)/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((((ko_outer_1*64)+fk)%32)*4)+(fc%4))];
+                filter_cache[(((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))] = filter1[((ko_outer_1*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
               }
             }
           }
@@ -66,7 +66,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
         for (int fc = 0; fc < 128; ++fc) {
           for (int fh = 0; fh < 3; ++fh) {
             for (int fw = 0; fw < 3; ++fw) {
-              filter_cache[(((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))] = filter2[(((((ko_outer*64)+fk)/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((((ko_outer*64)+fk)%32)*4)+(fc%4))];
+              filter_cache[(((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))] = filter2[((ko_outer*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
             }
           }
         }
@@ -102,7 +102,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
         if (((ho_outer*16)+oh) < 60) {
           for (int ow = 0; ow < 60; ++ow) {
             for (int ok = 0; ok < 64; ++ok) {
-              output[(((((ho_outer*16)+oh)/8)*65536)+((ow/8)*8192)+((((ko_outer*64)+ok)/32)*2048)+((((ho_outer*16)+oh)%8)*256)+((ow%8)*32)+(((ko_outer*64)+ok)%32))] = output_cache[(((oh/8)*32768)+((ow/8)*4096)+((ok/32)*2048)+((oh%8)*256)+((ow%8)*32)+(ok%32))];
+              output[((ho_outer*131072)+((oh/8)*65536)+((ow/8)*8192)+(ko_outer*4096)+((ok/32)*2048)+((oh%8)*256)+((ow%8)*32)+(ok%32))] = output_cache[(((oh/8)*32768)+((ow/8)*4096)+((ok/32)*2048)+((oh%8)*256)+((ow%8)*32)+(ok%32))];
             }
           }
         }

@@ -1,0 +1,284 @@
+"""plan_vulkan(config, plan) -> VulkanPlan: seed 002's tiling for the `vulkan` target. Pure.
+
+Each conv2d is one compute dispatch (a chain is successive dispatches with a barrier).
+The output is partitioned over workgroups (wg_tile = [oh, ow, oc]) and invocations
+(ivc_tile = [oh, ow, oc]); along channels an invocation owns ivc_oc / 4 vec4 chunks,
+distributed cyclically (chunk = wg base + local x + wg_size.x * k), so adjacent
+invocations touch adjacent 4-element chunks (seed 002). The filter chunk of one input
+channel group lives in registers, the output tile is accumulated in registers and
+written once.
+
+Every index expression comes from the layout engine (TensorLayout.offsets), printed as
+GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
+layout keeps 4 consecutive channels (output channels for the filter) contiguous and
+aligned, with physical slots up to the next multiple of 4; otherwise as scalars.
+
+lavapipe stops every invocation after 65,535 loop back-edges in total (a loop's exit
+counts too) without an error, so the planner counts each invocation's back-edges and
+unrolls the input-channel loop (constant-trip [[unroll]] loops, which NIR removes) until
+the count fits, or rejects the config.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import expr as E
+from .config import Config
+from .errors import ConfigError
+from .layout import LayoutError, PadKind, TensorLayout
+from .plan import Plan
+
+LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
+DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
+# [oh, ow, oc]: 32 pixels x 8 vec4 chunks. lavapipe (Mesa 22.3) turns every storage-buffer
+# load into a loop over the 8 lanes with a bounds check per component (~40-50 ns per vec4
+# load per subgroup, measured) while an 8-lane multiply-add costs ~0.2 ns, so the tile that
+# loads least per multiply-add wins: per input-channel chunk and tap an invocation loads
+# oc (filter) + oh * ow (input) vec4s for oh * ow * oc * 4 multiply-adds. Larger tiles
+# spill their accumulators out of L1 and lose (the bench sweep's best on lavapipe).
+DEFAULT_IVC_TILE = (4, 8, 32)
+GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
+SHORT_NAMES = {"float32": "f32", "float16": "f16"}  # seed 002's benchmark names
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Access:
+    """How a shader touches one tensor: as vec4 chunks or as scalars, plus index text."""
+
+    buffer: str  # GLSL array name
+    vec4: bool
+    index: tuple[str, ...]  # vec4 mode: one vec4 index; scalar mode: 4 scalar indices (channel + 0..3)
+    elements: int  # buffer length in its GLSL element type
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VulkanOp:
+    index: int  # 1-based
+    src: int  # buffer numbers in VulkanPlan.buffers
+    filter: int
+    dst: int
+    in_shape: tuple[int, int, int, int]
+    out_shape: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+    wg_size: tuple[int, int, int]
+    ivc_tile: tuple[int, int, int]  # [oh, ow, oc4 chunks]
+    wg_tile: tuple[int, int, int]  # [oh, ow, oc] (oc in channels)
+    groups: tuple[int, int, int]  # dispatch: x = oc, y = ow, z = n * oh
+    groups_oh: int  # z groups per batch image
+    ic4_full: int  # whole input-channel chunks
+    ic_tail: int  # channels in the last, partial chunk (0 = none)
+    ic_unroll: int  # chunks per trip of the input-channel loop
+    oc4: int  # output channel chunks
+    oc_tail: int  # valid channels of the last chunk (4 = full)
+    oc_ragged: bool  # some invocations own chunks past the last output chunk
+    bounds_check: bool  # input reads may fall outside the tensor (padding or ragged tiles)
+    store_guard: str  # GLSL condition for a tile element to be stored ("" = always)
+    trips: int  # loop back-edges per invocation
+    x: Access
+    f: Access
+    y: Access
+    out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
+    flops: int
+
+    @property
+    def label(self) -> str:
+        """Seed 002's benchmark name: Input[..]xFilter[..]/Stride[..]/Tile[..]/WGSize[..]."""
+        n, h, w, c = self.in_shape
+        return (f"Input[{n}x{h}x{w}x{c}]xFilter[{self.kernel[0]}x{self.kernel[1]}x{c}x{self.out_shape[3]}]"
+                f"/Stride[{self.stride[0]}x{self.stride[1]}]/Tile[{self.ivc_tile[0]}x{self.ivc_tile[1]}x"
+                f"{self.ivc_tile[2] * 4}]/WGSize[{self.wg_size[0]}x{self.wg_size[1]}x{self.wg_size[2]}]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Buffer:
+    name: str  # input, filter1, temp1, output
+    elements: int  # scalars
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VulkanPlan:
+    dtype: str
+    short: str  # f32 / f16, as in seed 002's benchmark names
+    scalar: str  # float / float16_t
+    vec: str  # vec4 / f16vec4
+    buffers: tuple[Buffer, ...]
+    ops: tuple[VulkanOp, ...]
+    loop_limit: int
+
+
+def _problem(config: Config, message: str) -> ConfigError:
+    return config.problem("vulkan", message)  # points at the config's vulkan section
+
+
+def vec4_ok(tl: TensorLayout, axis: int) -> bool:
+    """4 consecutive elements along `axis` (from a multiple of 4) are contiguous and 16-byte
+    aligned, and the layout has slots up to the next multiple of 4 along it.
+
+    Decided symbolically: with the dim written 4*q + r (r in [0, 4)), the flattened offset
+    must simplify to r plus terms that are all multiples of 4.
+    """
+    shape = list(tl.logical_shape)
+    shape[axis] = -(-shape[axis] // 4) * 4
+    try:
+        grown = tl.layout.bind(tuple(shape))
+    except LayoutError:  # a layout the grown shape does not fit
+        return False
+    if grown.flat_shape != tl.flat_shape:
+        return False
+    dims = tl.layout.dims
+    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // 4 - 1), "r_": (0, 3)}
+    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), 4), E.Var("r_"))}
+    offsets = grown.offsets(index, bounds)
+    flat, stride = [], 1
+    for off, extent in reversed(list(zip(offsets, grown.flat_shape))):
+        flat.append(E.mul(off, stride))
+        stride *= extent
+    const, terms = E._affine(E.simplify(E.add(*flat), bounds))
+    lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
+    if any(E.variables(atom) != {"r_"} for atom in lane):
+        return False  # the lane offset would depend on other coordinates
+    rest_aligned = const % 4 == 0 and all(coef % 4 == 0 for atom, coef in terms.items() if atom not in lane)
+    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(4)]
+    return rest_aligned and lanes == [0, 1, 2, 3]
+
+
+def _channel_padding_only(tl: TensorLayout) -> bool:
+    shape = list(tl.logical_shape)
+    shape[3] = -(-shape[3] // 4) * 4
+    return tl.layout.bind(tuple(shape)).padding == 0
+
+
+def _index(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[int, int]], divide: int = 1) -> str:
+    offsets = tl.offsets(index, bounds)
+    total, stride = [], 1
+    for off, extent in reversed(list(zip(offsets, tl.flat_shape))):
+        total.append(E.mul(off, stride))
+        stride *= extent
+    flat = E.simplify(E.add(*reversed(total)), bounds)
+    return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat)
+
+
+def _access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
+            bounds: dict[str, tuple[int, int]], use_vec4: bool) -> Access:
+    """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`."""
+    dim = tl.layout.dims[axis]
+    if use_vec4:
+        text = _index(tl, {**index, dim: E.mul(E.Var(chunk), 4)}, bounds, divide=4)
+        return Access(buffer=name, vec4=True, index=(text,), elements=math.prod(tl.flat_shape) // 4)
+    texts = tuple(_index(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
+                         {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
+                  for e in range(4))
+    return Access(buffer=name, vec4=False, index=texts, elements=math.prod(tl.flat_shape))
+
+
+def _choice(value, default):
+    return tuple(value) if value is not None else default
+
+
+def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
+                wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
+    """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
+    options = config.vulkan
+    wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
+    ivc = ivc_tile or _choice(options.ivc_tile, None)
+    if min(wg) < 1 or math.prod(wg) > 1024:
+        raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= 1024, got {list(wg)}")
+    if options.wg_tile is not None and ivc is None:
+        t = options.wg_tile
+        if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * wg[0]):
+            raise _problem(config, f"vulkan.wg_tile {list(t)} must be a multiple of [wg_size z, y, 4 * x] = "
+                                   f"[{wg[2]}, {wg[1]}, {4 * wg[0]}]")
+        ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
+    if ivc is None:  # the default, shrunk to small problems so few invocations idle
+        last = plan.ops[-1].out_shape
+        ivc = (min(DEFAULT_IVC_TILE[0], last[1]), min(DEFAULT_IVC_TILE[1], last[2]),
+               4 * min(DEFAULT_IVC_TILE[2] // 4, -(-last[3] // (4 * wg[0]))))
+    if min(ivc) < 1 or ivc[2] % 4:
+        raise _problem(config, f"vulkan.ivc_tile: expected positive [oh, ow, oc] with oc a multiple of 4, "
+                               f"got {list(ivc)}")
+    scalar, vec = GLSL_TYPES[config.dtype]
+    tensors = {t.name: t.layout for t in plan.tensors}
+    inter = {t.name: t.layout for t in plan.intermediates}
+    n_ops = len(config.ops)
+    names = ["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + [f"temp{j}" for j in range(1, n_ops)] + ["output"]
+    layouts = {**tensors, **inter}
+    buffers = tuple(Buffer(name=nm, elements=math.prod(layouts[nm].flat_shape)) for nm in names)
+    number = {nm: i for i, nm in enumerate(names)}
+    ops = []
+    for j, (op, summary) in enumerate(zip(config.ops, plan.ops), start=1):
+        src_name = "input" if j == 1 else f"temp{j - 1}"
+        dst_name = "output" if j == n_ops else f"temp{j}"
+        ops.append(_plan_op(config, j, op, summary, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
+                            ivc, wg, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec))
+    return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
+                      buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+
+
+def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
+             ivc: tuple[int, int, int], wg: tuple[int, int, int], src: int, filt: int, dst: int,
+             scalar: str, vec: str) -> VulkanOp:
+    n, in_h, in_w, in_c = summary.in_shape
+    _, out_h, out_w, out_c = summary.out_shape
+    kh, kw = op.kernel
+    ioh, iow, ioc = ivc
+    k4 = ioc // 4
+    oc4 = -(-out_c // 4)
+    wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
+    groups_oh = -(-out_h // wg_tile[0])
+    groups = (-(-oc4 // (k4 * wg[0])), -(-out_w // wg_tile[1]), n * groups_oh)
+    if max(groups) > 65_535:
+        raise _problem(config, f"ops[{j - 1}]: {list(groups)} workgroups exceed 65,535 along one axis; "
+                               f"use a larger vulkan tile")
+    ic4_full, ic_tail = divmod(in_c, 4)
+    # Back-edges of one invocation: fh loop (kh trips + exit), fw loop per fh, ic loop per (fh, fw).
+    unroll = 1
+    while True:
+        trips = 1 + kh * (1 + kw * (1 + ic4_full // unroll))
+        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
+            break
+        unroll *= 2
+    while ic4_full % unroll:
+        unroll //= 2
+    trips = 1 + kh * (1 + kw * (1 + ic4_full // unroll))
+    if trips > LOOP_LIMIT:
+        raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
+                               f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
+    ragged = out_h % wg_tile[0] or out_w % wg_tile[1]
+    padded = any(op.pad)
+    bounds_check = bool(padded or ragged)
+    # The largest input coordinates a tile touches (for index simplification only).
+    in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
+                 "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
+                 "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
+    use_x4 = vec4_ok(x_tl, 3)
+    x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4)
+    use_f4 = vec4_ok(f_tl, 0)
+    f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4)
+    pad_kind = y_tl.layout.pad_kind
+    use_y4 = vec4_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
+    y = _access(y_tl, "dst", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", in_bounds, use_y4)
+    if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and _channel_padding_only(y_tl)):
+        raise _problem(config, f"ops[{j - 1}]: the vulkan target writes pad_value only into channel padding "
+                               f"(channels rounded up to 4); layout {y_tl.layout.source!r} pads more")
+    out_pad = ""
+    if pad_kind is PadKind.VALUE and out_c % 4:
+        out_pad = f"{scalar}({y_tl.layout.pad_value!r})"
+    conds = []
+    if out_h % wg_tile[0]:
+        conds.append(f"oh < {out_h}")
+    if out_w % wg_tile[1]:
+        conds.append(f"ow < {out_w}")
+    if oc4 % (k4 * wg[0]):
+        conds.append(f"oc4 < {oc4}")
+    return VulkanOp(index=j, src=src, filter=filt, dst=dst, in_shape=summary.in_shape, out_shape=summary.out_shape,
+                    kernel=op.kernel, stride=op.stride, pad=op.pad, dilation=op.dilation, wg_size=wg,
+                    ivc_tile=(ioh, iow, k4), wg_tile=wg_tile, groups=groups, groups_oh=groups_oh,
+                    ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
+                    oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
+                    trips=trips, x=x, f=f, y=y, out_pad=out_pad, flops=summary.flops)

@@ -1,0 +1,200 @@
+"""The hvx target: clang-19 builds each kernel with a generated driver, qemu-hexagon runs it,
+uint8 outputs equal reference_quant bit for bit (two runs, outputs and workspace poisoned
+with 0xA5 and 0x5A), float32 outputs lie within the rounding bound; the qf32 variant
+compiles for v68 and v73 with HVX float multiplies (compile-only: QEMU 7.2 has no HVX float).
+
+The uint8 matrix covers 1x1 and 3x3 kernels, stride 1/2, pad 0/1, dilation 2, channels
+equal to / a multiple of / below / above the 32-channel block (layout padding), splits that
+do and do not divide, single convs and 2-op chains, int8 and uint8 weights, bias, batch 2.
+Each case draws a fresh seed, printed on failure.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen import validate_hvx
+from kernelgen.cli import main
+from kernelgen.config import load_config, parse_config
+from kernelgen.hvx_plan import hvx_plan, requantization
+from kernelgen.planner import plan
+from kernelgen.reference_quant import requantize
+from kernelgen.toolchains import hexagon
+
+TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
+BLOCKED, FILTER = "nhwc-8h8w32c", "oihw-8i32o4i"
+
+# name: (input shape, ops, schedule, quant extras)
+MATRIX = {
+    "k1_c32_equal_block": ([1, 8, 8, 32], ["{out_channels: 32, kernel: 1}"], "{}", ""),
+    "k3_pad1_c16_below_k48_above": ([1, 10, 9, 16], ["{out_channels: 48, kernel: 3, pad: 1}"],
+                                    "{k_split: 2, h_split: 1}", ""),
+    "k3_stride2_c64_multiple_bias": ([1, 13, 11, 64], ["{out_channels: 64, kernel: 3, stride: 2, pad: 1}"],
+                                     "{h_block: 4, h_split: 1}", "bias: true"),
+    "k1_stride2_c40_above_k70": ([1, 15, 15, 40], ["{out_channels: 70, kernel: 1, stride: 2}"],
+                                 "{k_split: 2, h_block: 3, h_split: 2}", ""),
+    "chain_3x3pad1_1x1": ([1, 16, 16, 32], ["{out_channels: 40, kernel: 3, pad: 1}", "{out_channels: 33, kernel: 1}"],
+                          "{k_split: 1, h_split: 1}", ""),
+    "chain_splits_not_dividing": ([1, 22, 20, 32], ["{out_channels: 96, kernel: 3}", "{out_channels: 96, kernel: 3}"],
+                                  "{k_split: 2, h_split: 2}", "bias: true"),
+    "chain_stride2_dilation2_uint8_weights": ([1, 21, 19, 12], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}",
+                                                                "{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"],
+                                              "{h_block: 3, h_split: 2}",
+                                              "weight_dtype: uint8, weight_zero_point: 121"),
+    "batch2_k3_pad1_c10": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "{h_block: 4}", ""),
+}
+
+
+def _scales(shape: list[int], ops: list[str]) -> str:
+    """Scales that keep full-range random data mostly inside uint8 after each conv."""
+    def taps(op: str, channels: int) -> int:
+        k = 3 if "kernel: 3" in op else 1
+        return k * k * channels
+
+    channels = [shape[3]] + [int(op.split("out_channels: ")[1].split(",")[0]) for op in ops]
+    s_in, s_w, spread = 0.05, 0.01, 74.0
+    scale, std = s_in, spread  # activation std in uint8 steps
+    out = []
+    for j, op in enumerate(ops):
+        acc_std = math.sqrt(taps(op, channels[j])) * std * spread
+        scale = scale * s_w * acc_std / 40.0
+        out.append(scale)
+        std = 40.0
+    mid = f"intermediate_scale: {out[0]:.6g}, " if len(ops) > 1 else ""
+    return f"input_scale: {s_in}, weight_scale: {s_w}, {mid}output_scale: {out[-1]:.6g}"
+
+
+def _yaml(name: str, case) -> str:
+    shape, ops, schedule, extra = case
+    op_lines = "".join(f"  - conv2d: {{{op[1:-1]}, filter_layout: {FILTER}}}\n" for op in ops)
+    quant = _scales(shape, ops) + (f", {extra}" if extra else "")
+    return (f"name: {name}\ndtype: uint8\ninput: {{shape: {shape}, layout: {BLOCKED}}}\nops:\n{op_lines}"
+            f"output: {{layout: {BLOCKED}}}\nschedule: {schedule}\nquant: {{{quant}}}\ntargets: [hvx]\n")
+
+
+# ---- without tools ---------------------------------------------------------------
+
+
+def test_requantization_multiplier_and_shift():
+    rq = requantization(0.000215, "k", None)
+    assert 2 ** 30 <= rq.multiplier < 2 ** 31
+    assert abs(rq.multiplier * 2.0 ** -(31 + rq.shift) / 0.000215 - 1) < 2 ** -30
+    acc = np.array([-(2 ** 31), -1000000, -1, 0, 1, 186000, 2 ** 31 - 1], dtype=np.int64)
+    got = requantize(acc, rq, 128)
+    assert got.dtype == np.uint8 and got[0] == 0 and got[-1] == 255 and got[3] == 128
+    assert abs(int(got[5]) - (128 + round(186000 * 0.000215))) <= 1
+
+
+def test_vtcm_budget_is_checked(repo, tmp_path):
+    text = (repo / "configs" / "hvx_seed000_3x3_u8.yaml").read_text().replace("arch: v73", "arch: v66")
+    (tmp_path / "small.yaml").write_text(text)
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "hvx.vtcm_bytes" in result.output and "262144 bytes of v66" in result.output
+
+
+def test_uint8_kernel_keeps_the_plan_loop_nest(repo):
+    config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
+    hp = hvx_plan(config, plan(config))
+    assert hp.workspace_bytes <= hp.vtcm_bytes
+    source = validate_hvx.render(plan(config), validate_hvx.TARGETS["hvx"], config)["hvx_seed000_3x3_u8.c"]
+    for line in ("for (int ko_outer = 0; ko_outer < 2; ++ko_outer)", "for (int ho_outer = 0; ho_outer < 4; ++ho_outer)",
+                 "for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1)",
+                 "uint8_t *const output_cache = input_cache;", "Q6_Vuw_vrmpyacc_VuwVubRub"):
+        assert line in source
+
+
+def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
+    """pycparser: the emitted kernel's loops are the plan's stripe loops, sections become helper calls."""
+    from test_emit import _c_tree, _parse_kernel, _plan_tree
+
+    config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
+    the_plan = plan(config)
+    hp = hvx_plan(config, the_plan)
+    source = validate_hvx.render(the_plan, validate_hvx.TARGETS["hvx"], config)["hvx_seed000_3x3_u8.c"]
+    kernel_text = source[source.index("void hvx_seed000_3x3_u8("):]
+    kernel = _parse_kernel("typedef unsigned char uint8_t;\ntypedef int int32_t;\n" + kernel_text,
+                           "hvx_seed000_3x3_u8")
+    tree = _c_tree(kernel.body)
+    assert tree == _plan_tree(hp.kernel.body)
+    assert tree == [("ko_outer", 2, [("ho_outer", 4, [("ko_outer_1", 2, [])])])]
+    outer = _plan_tree(the_plan.kernel.body)
+    assert [(v, n) for v, n, _ in outer] == [("ko_outer", 2)]
+    assert [(v, n) for v, n, _ in outer[0][2]] == [("ho_outer", 4)]
+
+
+# ---- with the Hexagon toolchain ----------------------------------------------------
+
+
+@requires_tool(*TOOLS)
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_uint8_matrix_is_bit_exact(name):
+    config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+    result = validate_hvx.validate_hvx(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    assert "100% of outputs saturated" not in result.detail
+
+
+@requires_tool(*TOOLS)
+def test_unwritten_output_is_caught(monkeypatch):
+    """Dropping the write-back leaves the poison in the output: validation must fail."""
+    real_render = validate_hvx.render
+
+    def broken(*args, **kwargs):
+        files = real_render(*args, **kwargs)
+        return {k: v.replace("kg_write_back(output_cache, output, 0, ko_outer, ho_outer);", ";")
+                for k, v in files.items()}
+
+    monkeypatch.setattr(validate_hvx, "render", broken)
+    config = parse_config(_yaml("broken", MATRIX["k1_c32_equal_block"]), "broken.yaml")
+    result = validate_hvx.validate_hvx(config, 1)
+    assert result.status == "FAIL" and "outputs differ" in result.detail
+
+
+@requires_tool(*TOOLS)
+def test_seed000_3x3_uint8_uses_vrmpy_without_vector_spills(repo, tmp_path):
+    config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
+    for name, text in validate_hvx.render(plan(config), validate_hvx.TARGETS["hvx"], config).items():
+        (tmp_path / name).write_text(text)
+    asm = hexagon.assembly(tmp_path / "hvx_seed000_3x3_u8.c", arch="v73", include_dirs=[tmp_path])
+    assert asm.count("vrmpy(") >= 2 * 256  # each conv's unrolled tap: 4 channel blocks x 8 pixels x 8
+    assert hexagon.vector_spills(asm) == 0
+
+
+@requires_tool(*TOOLS)
+@pytest.mark.parametrize("arch", ["v68", "v73"])
+def test_qf32_variant_compiles_with_hvx_float_multiplies(repo, arch):
+    text = (repo / "configs" / "hvx_seed000_3x3_qf32.yaml").read_text().replace("arch: v73", f"arch: {arch}")
+    config = parse_config(text, "qf32.yaml")
+    result = validate_hvx.validate_hvx(config, 0)
+    assert result.status == "compiled", result.detail
+    assert "compile-only: QEMU 7.2 has no HVX float" in result.detail and not result.passed
+
+
+@requires_tool(*TOOLS)
+def test_float32_chain_runs_under_qemu():
+    text = ("name: f32_chain\ninput: {shape: [1, 12, 10, 40], layout: nhwc-8h8w32c}\nops:\n"
+            "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}\n"
+            "  - conv2d: {out_channels: 20, kernel: 1, stride: 2, filter_layout: oihw-8i32o4i}\n"
+            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 3, h_split: 1}\ntargets: [hvx]\n")
+    result = validate_hvx.validate_hvx(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*TOOLS)
+def test_bench_prints_counters(repo):
+    result = CliRunner().invoke(main, ["bench", str(repo / "configs" / "hvx_matrix_chain_u8.yaml"), "--target", "hvx"])
+    assert result.exit_code == 0, result.output
+    for key in ("packets=", "instructions=", "hvx_instructions=", "macs=", "macs_per_packet=",
+                "compute_macs_per_packet="):
+        assert key in result.output
+
+
+def test_matrix_configs_are_valid():
+    for name, case in MATRIX.items():
+        config = parse_config(_yaml(name, case), f"{name}.yaml")
+        assert hvx_plan(config, plan(config)).ops

@@ -1,0 +1,245 @@
+"""OpenCL target: PoCL builds every emitted kernel and its output matches numpy.
+
+The matrix covers 1x1/3x3/5x5 and rectangular kernels, stride 1/2, pad 0/1/asymmetric,
+dilation 1/2, channels not a multiple of 4, output extents equal to, a multiple of, smaller
+and larger than the work-item tile, channel blocks that do and do not divide, batch 2,
+single convs and chains, texture (NCHW4c, NHWC4c) and buffer (NHWC, blocked, NCHW)
+layouts and index maps that mix channels with columns or rows, filters in textures and in
+buffers, pad_value layouts, and float16 storage.
+"""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.cli import main
+from kernelgen.config import load_config, parse_config
+from kernelgen.emit import render
+from kernelgen.errors import ConfigError
+from kernelgen.opencl_plan import plan_opencl
+from kernelgen.planner import plan
+from kernelgen.targets import TARGETS
+from kernelgen.validate import compare, make_inputs, validate
+
+NCHW4C = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
+NHWC4C = '{map: "n, h, w, c -> n, h, |, w, c // 4, c % 4", pad_value: -1.5}'
+BLOCKED = "nhwc-8h8w32c"
+
+# name: (input shape, ops, input layout, output layout, opencl options, dtype)
+MATRIX = {
+    "k1_tile_equal": ([1, 2, 4, 32], ["{out_channels: 16, kernel: 1}"], NCHW4C, NCHW4C, "{tile: [2, 4, 4]}",
+                      "float32"),
+    "k1_tile_multiple": ([1, 4, 8, 8], ["{out_channels: 32, kernel: 1}"], "NHWC", "NHWC", "{tile: [2, 4, 4]}",
+                         "float32"),
+    "k1_tile_smaller": ([1, 1, 3, 5], ["{out_channels: 3, kernel: 1}"], "NHWC", "NHWC", "{tile: [2, 4, 4]}",
+                        "float32"),
+    "k3_pad1_tile_larger_c6": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, pad: 1}"], NCHW4C, NHWC4C,
+                               "{tile: [2, 3, 1], local_size: [4, 2]}", "float32"),
+    "k5_stride2_blocked": ([1, 13, 11, 64], ["{out_channels: 20, kernel: 5, stride: 2, pad: 2}"], BLOCKED, BLOCKED,
+                           "{}", "float32"),
+    "dilation2_nhwc_c5": ([1, 12, 12, 5], ["{out_channels: 7, kernel: 3, dilation: 2, pad: 1}"], "NHWC", "NHWC",
+                          "{tile: [2, 2, 2]}", "float32"),
+    "dilation2_stride2_texture": ([1, 15, 12, 8], ["{out_channels: 12, kernel: 3, dilation: 2, stride: 2, pad: 1}"],
+                                  NHWC4C, NHWC4C, "{tile: [1, 3, 3]}", "float32"),
+    "rect_asym_pad_nchw": ([1, 6, 7, 9], ["{out_channels: 6, kernel: [3, 1], stride: [2, 1], pad: [1, 0, 0, 2]}"],
+                           "NCHW", "NCHW", "{}", "float32"),
+    "chain_blocked_buffer": ([1, 16, 16, 32], ["{out_channels: 40, kernel: 3, pad: 1}",
+                                               "{out_channels: 33, kernel: 1}"], BLOCKED, BLOCKED,
+                             "{tile: [2, 4, 4], local_size: [4, 2, 1]}", "float32"),
+    "chain_texture_filter_buffers": ([1, 11, 9, 12], ["{out_channels: 8, kernel: 3, stride: 2, pad: 1}",
+                                                      "{out_channels: 6, kernel: 3, dilation: 2, pad: 2}"],
+                                     NCHW4C, NCHW4C, "{filters_in_textures: false, tile: [2, 2, 2]}", "float32"),
+    "chain_texture_fp16": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
+                           NCHW4C, NCHW4C, "{}", "float16"),
+    "chain_buffer_fp16": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
+                          "NHWC", "NHWC", "{}", "float16"),
+    "batch2_pad_value_buffer": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "nchw-4c",
+                                "{map: nchw-4c, pad_value: -1.5}", "{}", "float32"),
+    "batch2_texture": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], NCHW4C, NCHW4C,
+                       "{filters_in_textures: false}", "float32"),
+    # Channel terms mixed with w and h: no vload4/vstore4 and no per-pixel base, lane by lane.
+    "mixed_index_maps": ([1, 7, 6, 6], ["{out_channels: 6, kernel: 3, pad: 1}"],
+                         '{map: "n, h, w, c -> n, h, (w * 6 + c) // 4, (w * 6 + c) % 4"}',
+                         '{map: "n, h, w, c -> n, (h * 6 + c) // 8, w, (h * 6 + c) % 8"}', "{tile: [2, 2, 4]}",
+                         "float32"),
+    # Fewer than 4 input channels (an RGB first layer): no full group, only the tail step.
+    "rgb_input_buffer": ([1, 9, 9, 3], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}"], "NHWC", "NHWC", "{}",
+                         "float32"),
+    "rgb_input_texture": ([1, 9, 9, 3], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}"], NCHW4C, NCHW4C,
+                          "{tile: [2, 2, 2]}", "float32"),
+    "buffer_variant_of_texture_map": ([1, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], NCHW4C, NCHW4C,
+                                      "{variant: buffer, tile: [3, 2, 4]}", "float32"),
+}
+
+
+def _yaml(name: str, case, targets: str = "[opencl]") -> str:
+    shape, ops, in_layout, out_layout, options, dtype = case
+    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
+    return (f"name: {name}\ndtype: {dtype}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
+            f"output: {{layout: {out_layout}}}\nschedule: {{k_block: 4}}\nopencl: {options}\ntargets: {targets}\n")
+
+
+def _config(name: str, **overrides):
+    case = dict(zip(("shape", "ops", "in_layout", "out_layout", "options", "dtype"), MATRIX[name])) | overrides
+    return parse_config(_yaml(name, tuple(case.values())), f"{name}.yaml")
+
+
+@requires_tool("py:pyopencl")
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_matrix_matches_numpy(name):
+    result = validate(_config(name), "opencl")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+    assert result.bound_ratio <= 1.0
+
+
+@requires_tool("py:pyopencl")
+@pytest.mark.parametrize("name", ["seed000_baseline", "seed000_split", "seed000_3x3", "seed002_opencl_small",
+                                  "opencl_chain_fp16"])
+def test_bundled_configs_match_numpy(repo, name):
+    result = validate(load_config(repo / "configs" / f"{name}.yaml"), "opencl")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool("py:pyopencl")
+def test_full_fp16_kernels_are_not_run_without_cl_khr_fp16():
+    """Never a silent pass: half arithmetic needs cl_khr_fp16, which this PoCL lacks."""
+    from kernelgen.toolchains.opencl import OpenCLRunner
+
+    config = _config("chain_texture_fp16", options="{half_arithmetic: true}")
+    with OpenCLRunner() as runner:
+        has_fp16 = runner.info.has_fp16
+    result = validate(config, "opencl")
+    if has_fp16:
+        assert result.passed, result.detail
+    else:
+        assert result.status == "not run" and "cl_khr_fp16" in result.detail
+
+
+@requires_tool("clang-19")
+@pytest.mark.parametrize("name", ["chain_texture_fp16", "chain_buffer_fp16"])
+def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
+    """The half kernels PoCL skips still have to be valid OpenCL C: clang compiles them for SPIR."""
+    config = _config(name)
+    source = render(plan(config), TARGETS["opencl"], config)[f"{name}.cl"]
+    assert ("read_imageh(" in source) == (name == "chain_texture_fp16") and "#if defined(cl_khr_fp16)" in source
+    (tmp_path / "k.cl").write_text(source)
+    done = subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
+                           "--target=spir64", "-Xclang", "-cl-ext=+cl_khr_fp16", "-c", "-emit-llvm",
+                           "-o", str(tmp_path / "k.bc"), str(tmp_path / "k.cl")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    preprocessed = subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
+                                   "--target=spir64", "-Xclang", "-cl-ext=+cl_khr_fp16", "-E", str(tmp_path / "k.cl")],
+                                  capture_output=True, text=True).stdout
+    assert f"{name}_conv2_h" in preprocessed  # the fp16 block was compiled, not skipped
+
+
+@requires_tool("py:pyopencl")
+def test_unwritten_output_is_caught():
+    """A kernel that skips its stores leaves NaN sentinels: validation must fail."""
+    from kernelgen import validate_opencl as V
+    from kernelgen.toolchains.opencl import OpenCLRunner
+
+    config = _config("k3_pad1_tile_larger_c6")
+    the_plan = plan(config)
+    inputs = make_inputs(the_plan, np.random.default_rng(5))
+    with OpenCLRunner() as runner:
+        cplan, source = V.prepare(config, runner)
+        broken = source.replace("write_imagef(output,", "if (oht > 0) write_imagef(output,")
+        result = runner.run_sequence(V.launches(cplan, broken), V.host_arrays(cplan, inputs.logical))
+    checked = compare(config, the_plan, "opencl", 5, inputs, result.outputs["output"].astype(np.float32))
+    assert checked.status == "FAIL" and "never written" in checked.detail
+
+
+def test_launch_plan_is_recorded_in_the_source_and_json():
+    config = _config("chain_blocked_buffer")
+    cplan = plan_opencl(config, plan(config))
+    files = render(plan(config), TARGETS["opencl"], config)
+    launch = json.loads(files["chain_blocked_buffer.launch.json"])["launch"]
+    assert [k["global_size"] for k in launch["kernels"]] == [list(k.global_size) for k in cplan.kernels]
+    assert launch["tile"] == {"oh": 2, "ow": 4, "oc4": 4} and launch["local_size"] == [4, 2, 1]
+    source = files["chain_blocked_buffer.cl"]
+    for kernel in cplan.kernels:
+        assert f"{kernel.name}(" in source and f"{list(kernel.global_size)} / {list(kernel.local_size)}" in source
+    assert source.startswith("/* Generated by kernelgen")
+
+
+def test_global_size_is_a_multiple_of_the_local_size_and_covers_the_output():
+    config = _config("k3_pad1_tile_larger_c6")
+    (kernel,) = plan_opencl(config, plan(config)).kernels
+    assert kernel.global_size == (4, 6, 3)  # 10 columns / 3 = 4 tiles, 9 rows / 2 = 5 -> 6; 10 channels / 4
+    assert all(g % l == 0 for g, l in zip(kernel.global_size, kernel.local_size))
+
+
+def test_texture_over_the_image_limit_is_a_config_error(tmp_path):
+    """Seed 002's output in NCHW4c is 256 x 16384 texels; the same shape of error, scaled down."""
+    (tmp_path / "big.yaml").write_text(_yaml("big", ([1, 40, 30, 16], ["{out_channels: 64, kernel: 3}"], NCHW4C,
+                                                     NCHW4C, "{image_limit: [64, 512]}", "float32")))
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "big.yaml"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "output texture would be 28x608 texels" in result.output and "limit 64x512" in result.output
+
+
+def test_layout_without_channel_lanes_cannot_be_a_texture():
+    config = _config("batch2_texture", in_layout='{map: "n, h, w, c -> n, h, |, w, c"}')
+    with pytest.raises(ConfigError, match="c % 4"):
+        plan_opencl(config, plan(config))
+
+
+def test_oversized_tile_is_a_config_error():
+    config = _config("batch2_texture", options="{tile: [8, 8, 16]}")
+    with pytest.raises(ConfigError, match="4096 accumulators per work-item"):
+        plan_opencl(config, plan(config))
+
+
+def test_half_arithmetic_needs_half_storage():
+    config = _config("batch2_texture", options="{half_arithmetic: true}")
+    with pytest.raises(ConfigError, match="half_arithmetic needs dtype float16"):
+        plan_opencl(config, plan(config))
+
+
+def test_texture_output_with_channel_tail_needs_a_pad_value():
+    config = _config("batch2_texture", out_layout='{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4"}')
+    with pytest.raises(ConfigError, match="needs a pad_value"):
+        plan_opencl(config, plan(config))
+
+
+def test_buffer_variant_uses_wide_vectors_and_masks_only_real_padding(repo):
+    """No conv padding: no masks in the hot loop. The last column tile (62 = 15 x 4 + 2) reads
+    clamped columns for its two missing pixels and guards their stores instead."""
+    config = load_config(repo / "configs" / "opencl_seed000_3x3_single.yaml")
+    source = render(plan(config), TARGETS["opencl"], config)["opencl_seed000_3x3_single.cl"]
+    assert "float16 acc" in source and "vload16(" in source
+    assert " ? " not in source and "const int m" not in source
+    assert "clamp(rw2, 0, 63)" in source and "if (((owt*4)+3) < 62) {" in source
+
+
+@requires_tool("py:pyopencl")
+def test_bench_reports_time_flops_and_the_fma_peak():
+    from kernelgen.bench import BenchOptions
+    from kernelgen.bench_opencl import bench_opencl
+
+    rows = [r for r in bench_opencl(_config("k1_tile_multiple"), BenchOptions(repeat=1)) if "torch" not in r.label]
+    assert len(rows) == 1 and rows[0].seconds > 0 and rows[0].flops == plan(_config("k1_tile_multiple")).flops
+    assert rows[0].metrics["peak_gflops"] > 0 and 0 < rows[0].metrics["ratio"]
+
+
+def test_sweep_covers_tiles_times_work_groups_of_the_variant():
+    from kernelgen.bench_opencl import SWEEP_LOCAL, SWEEP_TILES, _candidates
+
+    config = _config("batch2_texture")  # texture variant, filters in buffers
+    candidates = _candidates(config, sweep=True)
+    assert len(candidates) == len(SWEEP_TILES["vectors+images"]) * len(SWEEP_LOCAL)
+    assert {tuple(c.opencl.tile) for c in candidates} == set(SWEEP_TILES["vectors+images"])
+    assert all(c.opencl.variant == "texture" and not c.opencl.filters_in_textures for c in candidates)
+    assert _candidates(config, sweep=False) == [config]
+
+
+@requires_tool("py:pyopencl")
+def test_cli_validate_passes_for_the_reduced_seed002_workload(repo):
+    result = CliRunner().invoke(main, ["validate", str(repo / "configs" / "seed002_opencl_small.yaml"),
+                                       "--target", "opencl"])
+    assert result.exit_code == 0, result.output
+    assert "seed002_opencl_small" in result.output and " pass " in result.output

@@ -1,0 +1,155 @@
+"""Vulkan target: GLSL -> SPIR-V (glslangValidator, spirv-val) -> lavapipe, compared with numpy.
+
+The matrix covers kernel sizes 1x1/3x3/5x5 and rectangular, stride 1/2, pad 0/1/same,
+dilation 2, channel counts not divisible by 4 (input and output), invocation and workgroup
+tiles equal to, dividing, smaller and larger than the output, single convs and chains,
+batch > 1, blocked and channel-padded (pad_value) layouts, float32 and float16.
+"""
+import numpy as np
+import pytest
+from conftest import requires_tool
+
+from kernelgen.config import load_config, parse_config
+from kernelgen.errors import ConfigError
+from kernelgen.planner import plan
+from kernelgen.targets import TARGETS
+from kernelgen.validate import validate
+from kernelgen.vulkan_code import glsl_source
+from kernelgen.vulkan_plan import LOOP_LIMIT, plan_vulkan, vec4_ok
+
+VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
+PAD4 = '{map: "n, h, w, c -> n, h, w, c // 4, c % 4", pad_value: 0}'
+PAD4_OUT = '{map: "n, h, w, c -> n, h, w, c // 4, c % 4", pad_value: -2.5}'
+
+# name: (input shape, [conv2d flow maps], input layout, output layout, vulkan options, dtype)
+MATRIX = {
+    "k1_tile_equal": ([1, 8, 16, 16], ["{out_channels: 64, kernel: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
+                      "{ivc_tile: [2, 8, 8], wg_size: [8, 1, 1]}", "float32"),
+    "k3_pad1_tiles_not_dividing": ([1, 10, 9, 8], ["{out_channels: 20, kernel: 3, pad: 1, filter_layout: HWIO}"],
+                                   "NHWC", "NHWC", "{ivc_tile: [2, 4, 8], wg_size: [2, 2, 1]}", "float32"),
+    "c3_stride2_seed002_small": ([1, 33, 33, 3], ["{out_channels: 32, kernel: 3, stride: 2, filter_layout: HWIO}"],
+                                 PAD4, "NHWC", "{}", "float32"),
+    "c5_k7_oihw_scalar": ([1, 9, 11, 5], ["{out_channels: 7, kernel: [3, 1], stride: [2, 1], pad: [1, 0, 0, 2]}"],
+                          "NHWC", "NHWC", "{ivc_tile: [1, 2, 4], wg_size: [1, 1, 1]}", "float32"),
+    "k5_same_dilation2_tile_larger": ([1, 6, 7, 12], ["{out_channels: 12, kernel: 5, dilation: 2, pad: same, "
+                                                      "filter_layout: HWIO}"], "NHWC", "NHWC",
+                                      "{ivc_tile: [4, 8, 16], wg_size: [4, 2, 2]}", "float32"),
+    "rect_1x5_padded_output": ([1, 7, 10, 6], ["{out_channels: 6, kernel: [1, 5], pad: same, filter_layout: HWIO}"],
+                               PAD4, PAD4_OUT, "{}", "float32"),
+    "chain_3x3_1x1": ([1, 16, 16, 16], ["{out_channels: 24, kernel: 3, pad: 1, filter_layout: HWIO}",
+                                        "{out_channels: 10, kernel: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
+                      "{ivc_tile: [1, 4, 8], wg_size: [4, 2, 1]}", "float32"),
+    "chain_of_three_blocked": ([2, 12, 12, 8], ["{out_channels: 8, kernel: 3, pad: 1}", "{out_channels: 12, kernel: 1}",
+                                                "{out_channels: 4, kernel: 3, stride: 2}"], "nhwc-8h8w32c",
+                               "nhwc-8h8w32c", "{}", "float32"),
+    "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
+                "{}", "float16"),
+    "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",
+                                                 "{out_channels: 5, kernel: 3, stride: 2, pad: 1}"], PAD4, "NHWC",
+                                 "{ivc_tile: [2, 2, 4]}", "float16"),
+}
+
+
+def _yaml(name: str, case) -> str:
+    shape, ops, in_layout, out_layout, options, dtype = case
+    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
+    return (f"name: {name}\ndtype: {dtype}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
+            f"output: {{layout: {out_layout}}}\nvulkan: {options}\ntargets: [vulkan]\n")
+
+
+def _config(name):
+    return parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+
+
+@requires_tool(*VULKAN)
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_matrix_matches_numpy(name):
+    result = validate(_config(name), "vulkan")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*VULKAN)
+@pytest.mark.parametrize("name", ["seed000_baseline", "seed000_split", "seed000_3x3"])
+def test_seed000_configs_match_numpy(repo, name):
+    result = validate(load_config(repo / "configs" / f"{name}.yaml"), "vulkan")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+def test_plan_tiles_dispatch_and_loop_count():
+    config = _config("k3_pad1_tiles_not_dividing")
+    vk = plan_vulkan(config, plan(config))
+    op = vk.ops[0]
+    assert op.wg_tile == (2, 8, 16) and op.ivc_tile == (2, 4, 2)
+    assert op.groups == (2, 2, 5)  # 5 of 4 chunks of 16 channels, 9 of 8 columns, 10 of 2 rows
+    assert op.trips == 1 + 3 * (1 + 3 * (1 + 2)) and op.trips <= LOOP_LIMIT
+    assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
+
+
+def test_wide_reductions_unroll_the_channel_loop_under_lavapipes_limit():
+    text = ("name: wide\ninput: {shape: [1, 12, 12, 4096], layout: NHWC}\nops:\n"
+            "  - conv2d: {out_channels: 4, kernel: 11, filter_layout: HWIO}\ntargets: [vulkan]\n")
+    config = parse_config(text, "wide.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert op.ic_unroll > 1 and op.trips <= LOOP_LIMIT
+
+
+def test_layout_vec4_detection():
+    config = _config("c3_stride2_seed002_small")
+    the_plan = plan(config)
+    assert vec4_ok(the_plan.tensors[0].layout, 3)  # c // 4, c % 4 pads 3 channels to 4
+    seed000 = _config("chain_of_three_blocked")
+    assert not vec4_ok(plan(seed000).tensors[1].layout, 0)  # OIHW: output channels not innermost
+
+
+def test_bad_tile_is_a_config_error():
+    text = _yaml("bad", MATRIX["k1_tile_equal"]).replace("ivc_tile: [2, 8, 8]", "ivc_tile: [2, 8, 6]")
+    config = parse_config(text, "bad.yaml")
+    with pytest.raises(ConfigError, match="multiple of 4"):
+        plan_vulkan(config, plan(config))
+
+
+def test_pad_value_beyond_channel_padding_is_a_config_error():
+    text = _yaml("blocked_pad", MATRIX["k1_tile_equal"]).replace(
+        "output: {layout: NHWC}", "output: {layout: {map: nhwc-8h8w32c, pad_value: 1.0}}")
+    config = parse_config(text.replace("shape: [1, 8, 16, 16]", "shape: [1, 6, 16, 16]"), "blocked_pad.yaml")
+    with pytest.raises(ConfigError, match="only into channel padding"):
+        plan_vulkan(config, plan(config))
+
+
+def test_generated_source_names_its_dispatch():
+    config = _config("chain_3x3_1x1")
+    the_plan = plan(config)
+    vk = plan_vulkan(config, the_plan)
+    glsl = glsl_source(the_plan, vk)
+    assert glsl.startswith("#version 450\n/* Generated by kernelgen")
+    assert "#if KG_OP == 1" in glsl and "#if KG_OP == 2" in glsl
+    assert f"dispatch {list(vk.ops[0].groups)} workgroups" in glsl
+    assert TARGETS["vulkan"].file_names("x") == ("x.comp", "x.spirv.txt")
+
+
+@requires_tool(*VULKAN)
+def test_unwritten_output_is_caught(monkeypatch):
+    """A dispatch plan that covers too few workgroups leaves NaN sentinels: validation fails."""
+    import kernelgen.validate_vulkan as vv
+    from dataclasses import replace
+
+    real = vv.plan_vulkan
+
+    def short(config, the_plan):
+        vk = real(config, the_plan)
+        return replace(vk, ops=tuple(replace(op, groups=(op.groups[0], 1, op.groups[2])) for op in vk.ops))
+
+    monkeypatch.setattr(vv, "plan_vulkan", short)
+    result = validate(_config("k3_pad1_tiles_not_dividing"), "vulkan", seed=1)
+    assert not result.passed and "never written" in result.detail
+
+
+@requires_tool(*VULKAN)
+def test_bench_prints_seed002_style_rows():
+    from kernelgen.bench import BenchOptions
+    from kernelgen.bench_vulkan import bench_vulkan
+
+    rows = bench_vulkan(_config("k1_tile_equal"), BenchOptions(repeat=2))
+    assert len(rows) == 1 and rows[0].seconds > 0
+    assert rows[0].label == "Input[1x8x16x16]xFilter[1x1x16x64]/Stride[1x1]/Tile[2x8x8]/WGSize[8x1x1]/f32"
+    assert rows[0].metrics["peak_gflops"] > 0 and np.isfinite(rows[0].metrics["ratio"])
