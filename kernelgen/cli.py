@@ -59,6 +59,11 @@ def _load_all(paths: tuple[str, ...]) -> list[Config]:
     return configs
 
 
+def _number(value):
+    """JSON has no NaN: a measurement that does not exist (skipped run, no wall time) is null."""
+    return value if not isinstance(value, float) or value == value and abs(value) != float("inf") else None
+
+
 def _problem(config: Config, key: str, message: str):
     from .errors import ConfigProblem
 
@@ -251,8 +256,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
             results.append(validate_safely(config, target, seed=seed))
     if as_json:
         click.echo(json.dumps([{"config": r.config, "target": r.target, "status": r.status,
-                                "max_abs_error": r.max_abs_error, "max_rel_error": r.max_rel_error,
-                                "bound_ratio": r.bound_ratio, "seed": r.seed, "detail": r.detail}
+                                "max_abs_error": _number(r.max_abs_error), "max_rel_error": _number(r.max_rel_error),
+                                "bound_ratio": _number(r.bound_ratio), "seed": r.seed, "detail": r.detail}
                                for r in results], indent=2))
     else:
         header = f"{'config':<28} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} " \
@@ -312,15 +317,17 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
         click.echo(f"roofline: {plot} (CPU peak {peaks.gflops:.1f} GFLOP/s, copy bandwidth "
                    f"{peaks.bandwidth_gbs:.1f} GB/s)", err=True)
     if as_json:
-        click.echo(json.dumps([{"config": r.config, "target": r.target, "label": r.label, "seconds": r.seconds,
-                                "flops": r.flops, "gflops": r.gflops, "best": r.best, **r.metrics} for r in rows],
-                              indent=2))
+        click.echo(json.dumps([{"config": r.config, "target": r.target, "label": r.label,
+                                "seconds": _number(r.seconds), "flops": r.flops, "gflops": _number(r.gflops),
+                                "best": r.best, **{k: _number(v) for k, v in r.metrics.items()}} for r in rows],
+                              indent=2, allow_nan=False))
         return
     for r in rows:
         extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
         mark = "  <- best" if r.best else ""
-        click.echo(f"{r.target:<7} {r.label}  {r.seconds * 1e3:9.3f} ms  {r.gflops:8.2f} GFLOP/s  "
-                   f"FLOPs={r.flops} {extra}{mark}")
+        # Targets measured by counters instead of clocks (hvx under QEMU) report no time.
+        timing = f"{r.seconds * 1e3:9.3f} ms  {r.gflops:8.2f} GFLOP/s" if r.seconds > 0 else "(no wall time: counters)"
+        click.echo(f"{r.target:<7} {r.label}  {timing}  FLOPs={r.flops} {extra}{mark}")
 
 
 # ---------------------------------------------------------------- small commands

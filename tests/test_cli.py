@@ -167,3 +167,15 @@ def test_validate_and_bench_exit_2_on_a_bad_config(repo):
     for command in ("validate", "bench", "build"):
         result = runner.invoke(main, [command, bad])
         assert result.exit_code == 2 and "ops[1].conv2d.stride" in result.output, command
+
+
+def test_json_output_has_no_nan(tmp_path, monkeypatch):
+    """A skipped row has no errors to report: JSON gets null, never the invalid token NaN."""
+    from kernelgen.toolchains import TOOLCHAINS, ToolStatus
+
+    monkeypatch.setitem(TOOLCHAINS, "c", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
+    config = tmp_path / "small.yaml"
+    config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
+    result = runner.invoke(main, ["validate", str(config), "--skip-missing", "--json"])
+    assert "NaN" not in result.output
+    assert json.loads(result.output)[0]["max_abs_error"] is None
