@@ -22,8 +22,11 @@ from .vulkan_code import compile_ops, glsl_source
 from .vulkan_plan import plan_vulkan
 
 # Sweep space: invocation tiles [oh, ow, oc] x workgroup sizes [x, y, z] (seed 002's table
-# tried 1x16x16, 2x8x16, 4x4x16, 8x2x16 with WGSize 4x4x1 and 4x2x2).
-SWEEP_TILES = ((1, 16, 16), (2, 8, 16), (4, 4, 16), (8, 2, 16), (2, 8, 32), (4, 8, 32), (8, 4, 32), (1, 16, 32))
+# tried 1x16x16, 2x8x16, 4x4x16, 8x2x16 with WGSize 4x4x1 and 4x2x2), plus the shapes that
+# fetch least per multiply-add with every tap unrolled (4x16x8, 8x8x8, 4x8x16, 8x16x4: 64-128
+# pixels, 4,608 unrolled FMAs per channel chunk) and two whose body keeps kh as a loop.
+SWEEP_TILES = ((1, 16, 16), (2, 8, 16), (4, 4, 16), (8, 2, 16), (1, 32, 16), (4, 8, 16), (4, 16, 8),
+               (8, 8, 8), (8, 16, 4), (4, 8, 32))
 SWEEP_WG = ((8, 1, 1), (4, 2, 2))
 
 

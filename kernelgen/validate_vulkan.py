@@ -40,7 +40,9 @@ def buffers(plan: Plan, vk: VulkanPlan, physical: tuple[np.ndarray, ...]) -> lis
 def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list:
     from .toolchains.vulkan import Stage
 
-    return [Stage(code, (op.src, op.filter, op.dst), op.groups) for op, code in zip(vk.ops, spirv)]
+    return [Stage(code, (op.src, op.filter, op.dst), op.groups,
+                  kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage"))
+            for op, code in zip(vk.ops, spirv)]
 
 
 def check_device(vk: VulkanPlan, info) -> None:

@@ -4,9 +4,11 @@ Each conv2d is one compute dispatch (a chain is successive dispatches with a bar
 The output is partitioned over workgroups (wg_tile = [oh, ow, oc]) and invocations
 (ivc_tile = [oh, ow, oc]); along channels an invocation owns ivc_oc / 4 vec4 chunks,
 distributed cyclically (chunk = wg base + local x + wg_size.x * k), so adjacent
-invocations touch adjacent 4-element chunks (seed 002). The filter chunk of one input
-channel group lives in registers, the output tile is accumulated in registers and
-written once.
+invocations touch adjacent 4-element chunks (seed 002). The filter of one input channel
+group (for every tap) lives in registers, the output tile is accumulated in registers and
+written once. The taps are unrolled (kw always, kh while the body stays under BODY_LIMIT),
+so each input row segment is fetched once per channel group and serves every tap and
+output row that reads it.
 
 Every index expression comes from the layout engine (TensorLayout.offsets), printed as
 GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
@@ -14,16 +16,15 @@ layout keeps 4 consecutive channels (output channels for the filter) contiguous 
 aligned, with physical slots up to the next multiple of 4; otherwise as scalars.
 
 lavapipe stops every invocation after 65,535 loop back-edges in total (a loop's exit
-counts too) without an error, so the planner counts each invocation's back-edges and
-unrolls the input-channel loop (constant-trip [[unroll]] loops, which NIR removes) until
-the count fits, or rejects the config.
+counts too) without an error, so the planner counts each invocation's back-edges (the
+fh0 loop and the input-channel loop; the taps are [[unroll]] loops, which NIR removes) and
+unrolls the input-channel loop until the count fits, or rejects the config.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-import numpy as np
 
 from . import expr as E
 from .config import Config
@@ -33,13 +34,22 @@ from .plan import Plan
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
 DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
-# [oh, ow, oc]: 32 pixels x 8 vec4 chunks. lavapipe (Mesa 22.3) turns every storage-buffer
-# load into a loop over the 8 lanes with a bounds check per component (~40-50 ns per vec4
-# load per subgroup, measured) while an 8-lane multiply-add costs ~0.2 ns, so the tile that
-# loads least per multiply-add wins: per input-channel chunk and tap an invocation loads
-# oc (filter) + oh * ow (input) vec4s for oh * ow * oc * 4 multiply-adds. Larger tiles
-# spill their accumulators out of L1 and lose (the bench sweep's best on lavapipe).
-DEFAULT_IVC_TILE = (4, 8, 32)
+# [oh, ow, oc]: 64 pixels x 2 vec4 chunks. lavapipe (Mesa 22.3) pays ~20 ns per fetched vec4
+# per subgroup and core (texelFetch; its storage-buffer loads cost 3-4x more) while an
+# 8-lane vec4 multiply-add costs ~1.6 ns, so the tile that fetches least per multiply-add
+# wins: per input-channel chunk an invocation fetches kh * kw * oc (filter) +
+# (oh + kh - 1) * (ow + kw - 1) (input, stride 1) vec4s for oh * ow * oc * kh * kw
+# multiply-adds. More than ~128 vec4 accumulators spill out of L1 and lose; the bench
+# sweep's best on lavapipe.
+DEFAULT_IVC_TILE = (4, 16, 8)
+# vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
+# gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
+# per vec4 per subgroup and core). Tensors above lavapipe's maxTexelBufferElements
+# (2^27 texels) fall back to storage buffers.
+TEXEL_LIMIT = 1 << 27
+# Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop: lavapipe
+# compiles a 4,608-FMA body in ~2 s; twice that took minutes.
+BODY_LIMIT = 4608
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
 SHORT_NAMES = {"float32": "f32", "float16": "f16"}  # seed 002's benchmark names
 
@@ -52,6 +62,7 @@ class Access:
     vec4: bool
     index: tuple[str, ...]  # vec4 mode: one vec4 index; scalar mode: 4 scalar indices (channel + 0..3)
     elements: int  # buffer length in its GLSL element type
+    texel: bool = False  # read through a uniform texel buffer (samplerBuffer + texelFetch), vec4 only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +90,9 @@ class VulkanOp:
     oc_ragged: bool  # some invocations own chunks past the last output chunk
     bounds_check: bool  # input reads may fall outside the tensor (padding or ragged tiles)
     store_guard: str  # GLSL condition for a tile element to be stored ("" = always)
+    row: int  # input columns one output row of the invocation tile reads: all kw taps unrolled
+    fh_block: int  # kernel rows unrolled per trip of the fh0 loop: kh, or 1 for large bodies
+    rows: int  # input rows the invocation tile reads per fh0 trip
     trips: int  # loop back-edges per invocation
     x: Access
     f: Access
@@ -165,12 +179,14 @@ def _index(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[i
 
 
 def _access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
-            bounds: dict[str, tuple[int, int]], use_vec4: bool) -> Access:
+            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False) -> Access:
     """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`."""
     dim = tl.layout.dims[axis]
     if use_vec4:
         text = _index(tl, {**index, dim: E.mul(E.Var(chunk), 4)}, bounds, divide=4)
-        return Access(buffer=name, vec4=True, index=(text,), elements=math.prod(tl.flat_shape) // 4)
+        elements = math.prod(tl.flat_shape) // 4
+        return Access(buffer=name, vec4=True, index=(text,), elements=elements,
+                      texel=read and elements <= TEXEL_LIMIT)
     texts = tuple(_index(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
                          {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
                   for e in range(4))
@@ -236,19 +252,6 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
         raise _problem(config, f"ops[{j - 1}]: {list(groups)} workgroups exceed 65,535 along one axis; "
                                f"use a larger vulkan tile")
     ic4_full, ic_tail = divmod(in_c, 4)
-    # Back-edges of one invocation: fh loop (kh trips + exit), fw loop per fh, ic loop per (fh, fw).
-    unroll = 1
-    while True:
-        trips = 1 + kh * (1 + kw * (1 + ic4_full // unroll))
-        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
-            break
-        unroll *= 2
-    while ic4_full % unroll:
-        unroll //= 2
-    trips = 1 + kh * (1 + kw * (1 + ic4_full // unroll))
-    if trips > LOOP_LIMIT:
-        raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
-                               f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     ragged = out_h % wg_tile[0] or out_w % wg_tile[1]
     padded = any(op.pad)
     bounds_check = bool(padded or ragged)
@@ -257,9 +260,28 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
                  "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
                  "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
     use_x4 = vec4_ok(x_tl, 3)
-    x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4)
+    x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
     use_f4 = vec4_ok(f_tl, 0)
-    f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4)
+    f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
+    # kh is unrolled too when the body stays small enough for lavapipe's LLVM to compile
+    # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
+    # its own: unrolled by the hundreds it bloats the code for little gain).
+    body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
+    fh_block = kh if body <= BODY_LIMIT and x.texel and f.texel else 1
+    # Back-edges of one invocation: the fh0 loop (kh / fh_block trips), per trip the
+    # input-channel loop's trips and its exit.
+    unroll = 1
+    while True:
+        trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
+        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
+            break
+        unroll *= 2
+    while ic4_full % unroll:
+        unroll //= 2
+    trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
+    if trips > LOOP_LIMIT:
+        raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
+                               f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     pad_kind = y_tl.layout.pad_kind
     use_y4 = vec4_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
     y = _access(y_tl, "dst", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", in_bounds, use_y4)
@@ -281,4 +303,5 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
                     ivc_tile=(ioh, iow, k4), wg_tile=wg_tile, groups=groups, groups_oh=groups_oh,
                     ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
                     oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
-                    trips=trips, x=x, f=f, y=y, out_pad=out_pad, flops=summary.flops)
+                    row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
+                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y, out_pad=out_pad, flops=summary.flops)

@@ -138,6 +138,34 @@ def test_saxpy_matches_numpy_exactly(runner):
     assert out_y.dtype == np.float32 and out_y.shape == (n,)
 
 
+# dst[i] = texel[i] * u[i % 4] + offset: a uniform texel buffer and a uniform buffer beside a storage one.
+BINDING_KINDS = """#version 450
+layout(local_size_x = 64) in;
+layout(binding = 0) uniform samplerBuffer texel;
+layout(std140, binding = 1) uniform U { vec4 u[4]; };
+layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    dst[i] = texelFetch(texel, int(i)) * u[i % 4u] + vec4(0.5);
+}
+"""
+
+
+@requires_tool(*DEVICE_TOOLS)
+def test_uniform_and_texel_bindings(runner):
+    n = 128
+    texel = (np.arange(4 * n) % 29).astype(np.float32).reshape(n, 4)
+    u = (np.arange(16) % 5 - 2).astype(np.float32).reshape(4, 4)
+    result = runner.run(kv.compile_glsl(BINDING_KINDS), [texel, u, np.zeros((n, 4), np.float32)], (2, 1, 1),
+                        kinds=("texel", "uniform", "storage"))
+    np.testing.assert_array_equal(result.outputs[2], texel * u[np.arange(n) % 4] + np.float32(0.5))
+    with pytest.raises(ToolchainError, match="kinds"):
+        kv.Stage(kv.compile_glsl(BINDING_KINDS), (0, 1, 2), (1, 1, 1), kinds=("texel", "image", "storage"))
+    with pytest.raises(ToolchainError, match="texel buffers"):
+        runner.run(kv.compile_glsl(BINDING_KINDS), [texel.astype(np.int32), u, np.zeros((n, 4), np.float32)],
+                   (2, 1, 1), kinds=("texel", "uniform", "storage"))
+
+
 @requires_tool(*DEVICE_TOOLS)
 def test_buffers_keep_dtype_and_shape(runner):
     # A 2-D int16 buffer bound to a shader that only reads binding 0 comes back as is.

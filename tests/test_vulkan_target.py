@@ -81,16 +81,20 @@ def test_plan_tiles_dispatch_and_loop_count():
     op = vk.ops[0]
     assert op.wg_tile == (2, 8, 16) and op.ivc_tile == (2, 4, 2)
     assert op.groups == (2, 2, 5)  # 5 of 4 chunks of 16 channels, 9 of 8 columns, 10 of 2 rows
-    assert op.trips == 1 + 3 * (1 + 3 * (1 + 2)) and op.trips <= LOOP_LIMIT
+    assert op.fh_block == 3 and op.rows == 4 and op.row == 6  # every tap unrolled: 2 rows + 2, 4 columns + 2
+    assert op.trips == 1 + 1 * (2 + 2) and op.trips <= LOOP_LIMIT
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 
 
 def test_wide_reductions_unroll_the_channel_loop_under_lavapipes_limit():
-    text = ("name: wide\ninput: {shape: [1, 12, 12, 4096], layout: NHWC}\nops:\n"
-            "  - conv2d: {out_channels: 4, kernel: 11, filter_layout: HWIO}\ntargets: [vulkan]\n")
+    # A tile whose all-taps body exceeds BODY_LIMIT keeps kh as a loop: 11 x 8,194 trips would
+    # pass the limit, so the channel loop is unrolled by 2.
+    text = ("name: wide\ninput: {shape: [1, 12, 12, 32768], layout: NHWC}\nops:\n"
+            "  - conv2d: {out_channels: 4, kernel: 11, filter_layout: HWIO}\n"
+            "vulkan: {ivc_tile: [2, 8, 4]}\ntargets: [vulkan]\n")
     config = parse_config(text, "wide.yaml")
     op = plan_vulkan(config, plan(config)).ops[0]
-    assert op.ic_unroll > 1 and op.trips <= LOOP_LIMIT
+    assert op.fh_block == 1 and op.ic_unroll == 2 and op.trips <= LOOP_LIMIT
 
 
 def test_layout_vec4_detection():

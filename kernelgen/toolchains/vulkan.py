@@ -134,6 +134,8 @@ class DeviceInfo:
     storage_8bit: bool = False
     max_shared_memory_bytes: int = 0
     max_push_constant_bytes: int = 0
+    max_uniform_buffer_bytes: int = 0
+    max_texel_buffer_elements: int = 0
     timestamps: bool = False  # the chosen compute queue family has timestampValidBits > 0
 
 
@@ -192,7 +194,9 @@ def _probe(vk: ModuleType, index: int, handle: Any) -> PhysicalDevice:
         api_version=f"{p.apiVersion >> 22}.{p.apiVersion >> 12 & 0x3FF}.{p.apiVersion & 0xFFF}",
         shader_int8=bool(f12.shaderInt8), storage_8bit=bool(f12.storageBuffer8BitAccess),
         max_shared_memory_bytes=int(p.limits.maxComputeSharedMemorySize),
-        max_push_constant_bytes=int(p.limits.maxPushConstantsSize), timestamps=bits > 0)
+        max_push_constant_bytes=int(p.limits.maxPushConstantsSize),
+        max_uniform_buffer_bytes=int(p.limits.maxUniformBufferRange),
+        max_texel_buffer_elements=int(p.limits.maxTexelBufferElements), timestamps=bits > 0)
     return PhysicalDevice(handle, info, family, (1 << bits) - 1, enable)
 
 

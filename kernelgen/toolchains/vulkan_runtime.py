@@ -30,6 +30,12 @@ PUSH_CONSTANT_BYTES = 128
 # lavapipe cannot be interrupted; the bound turns a runaway kernel into an error.
 DEFAULT_TIMEOUT_S = 600.0
 SpecValue = int | float | bool | np.generic
+# How a stage binds a buffer (Stage.kinds): a storage buffer (the default), a uniform
+# buffer (at most the device's maxUniformBufferRange bytes) or a uniform texel buffer of
+# 4-component texels of the array's dtype (GLSL samplerBuffer + texelFetch). lavapipe
+# loads the last two through gathers instead of its per-lane storage-buffer loop.
+BINDING_KINDS = ("storage", "uniform", "texel")
+_TEXEL_FORMATS = {"float32": "VK_FORMAT_R32G32B32A32_SFLOAT", "float16": "VK_FORMAT_R16G16B16A16_SFLOAT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +48,14 @@ class Stage:
     spec_constants: Mapping[int, SpecValue] | None = None
     push_constants: bytes = b""
     entry: str = "main"
+    kinds: tuple[str, ...] = ()  # one of BINDING_KINDS per binding; () = all storage
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bindings", tuple(int(b) for b in self.bindings))
+        kinds = tuple(self.kinds) or ("storage",) * len(self.bindings)
+        object.__setattr__(self, "kinds", kinds)
+        if len(kinds) != len(self.bindings) or any(k not in BINDING_KINDS for k in kinds):
+            raise ToolchainError(f"kinds must name one of {BINDING_KINDS} per binding, got {kinds}")
         object.__setattr__(self, "groups", tuple(int(g) for g in self.groups))
         if len(self.groups) != 3 or min(self.groups) < 1:
             raise ToolchainError(f"groups must be three positive ints, got {self.groups}")
@@ -94,6 +105,11 @@ def _check(stages: Sequence[Stage], buffers: Sequence[np.ndarray], repeat: int) 
                                  f"but only {len(buffers)} were given")
     if any(np.asarray(a).dtype.hasobject for a in buffers):
         raise ToolchainError("object arrays cannot be copied to a Vulkan buffer")
+    for i, stage in enumerate(stages):
+        for b, kind in zip(stage.bindings, stage.kinds):
+            if kind == "texel" and np.asarray(buffers[b]).dtype.name not in _TEXEL_FORMATS:
+                raise ToolchainError(f"stage {i}: texel buffers hold {sorted(_TEXEL_FORMATS)}, "
+                                     f"not {np.asarray(buffers[b]).dtype}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +177,11 @@ class VulkanRunner:
 
     def run(self, spirv: bytes, buffers: Sequence[np.ndarray], groups: tuple[int, int, int], *,
             spec_constants: Mapping[int, SpecValue] | None = None, push_constants: bytes = b"",
-            repeat: int = 1, entry: str = "main") -> RunResult:
+            repeat: int = 1, entry: str = "main", kinds: tuple[str, ...] = ()) -> RunResult:
         """One shader, binding i of set 0 = buffers[i]. Buffers are not reset between
         repeats, so a kernel updating in place (y += ...) applies `repeat` times."""
         stage = Stage(spirv, tuple(range(len(buffers))), groups, spec_constants,
-                      push_constants, entry)
+                      push_constants, entry, kinds)
         return self.run_sequence([stage], buffers, repeat=repeat)
 
     def run_sequence(self, stages: Sequence[Stage], buffers: Sequence[np.ndarray], *,
@@ -179,8 +195,12 @@ class VulkanRunner:
         run = Scope()
         try:
             with vk_errors(self._vk, f"run on {self.info.name}"):
-                mapped = [self._buffer(run, np.ascontiguousarray(a).tobytes()) for a in arrays]
-                dispatches = [self._dispatch(run, s, [mapped[b] for b in s.bindings])
+                uses = [{k for s in stages for b, k in zip(s.bindings, s.kinds) if b == i}
+                        for i in range(len(arrays))]
+                mapped = [self._buffer(run, np.ascontiguousarray(a).tobytes(), use)
+                          for a, use in zip(arrays, uses)]
+                dispatches = [self._dispatch(run, s, [mapped[b] for b in s.bindings],
+                                             [arrays[b].dtype.name for b in s.bindings])
                               for s in stages]
                 queries = self._create(run, "QueryPool", self._vk.VkQueryPoolCreateInfo(
                     queryType=self._vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2 * repeat))
@@ -200,12 +220,18 @@ class VulkanRunner:
         run.on_close(lambda: getattr(vk, f"vkDestroy{kind}")(dev, handle, None))
         return handle
 
-    def _buffer(self, run: Scope, data: bytes) -> tuple[Any, memoryview]:
-        """A storage buffer holding `data`, and its mapping (read back after the run)."""
+    def _buffer(self, run: Scope, data: bytes, kinds: set[str]) -> tuple[Any, memoryview]:
+        """A buffer holding `data` usable as every kind in `kinds`, and its mapping (read
+        back after the run)."""
         vk, dev = self._vk, self._device
         size = max(len(data), 4)  # zero-sized buffers are invalid
+        usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+        if "uniform" in kinds:
+            usage |= vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
+        if "texel" in kinds:
+            usage |= vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
         buf = self._create(run, "Buffer", vk.VkBufferCreateInfo(
-            size=size, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+            size=size, usage=usage,
             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE))
         need = vk.vkGetBufferMemoryRequirements(dev, buf)
         # Host-visible and coherent, so copies need no staging buffer or flush. All of
@@ -230,14 +256,18 @@ class VulkanRunner:
         view[:len(data)] = data
         return buf, view
 
-    def _dispatch(self, run: Scope, stage: Stage, bufs: list[tuple[Any, memoryview]]) -> _Dispatch:
+    def _dispatch(self, run: Scope, stage: Stage, bufs: list[tuple[Any, memoryview]],
+                  dtypes: list[str]) -> _Dispatch:
         vk, dev = self._vk, self._device
-        compute, storage = vk.VK_SHADER_STAGE_COMPUTE_BIT, vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+        compute = vk.VK_SHADER_STAGE_COMPUTE_BIT
+        types = {"storage": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                 "uniform": vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
+                 "texel": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER}
         module = self._create(run, "ShaderModule", vk.VkShaderModuleCreateInfo(
             codeSize=len(stage.spirv), pCode=stage.spirv))
-        slots = [vk.VkDescriptorSetLayoutBinding(binding=j, descriptorType=storage,
+        slots = [vk.VkDescriptorSetLayoutBinding(binding=j, descriptorType=types[kind],
                                                  descriptorCount=1, stageFlags=compute)
-                 for j in range(len(bufs))]
+                 for j, kind in enumerate(stage.kinds)]
         set_layout = self._create(run, "DescriptorSetLayout",
                                   vk.VkDescriptorSetLayoutCreateInfo(pBindings=slots or None))
         push = stage.push_constants
@@ -266,21 +296,43 @@ class VulkanRunner:
 
         dset = None
         if bufs:
-            size = vk.VkDescriptorPoolSize(type=storage, descriptorCount=len(bufs))
+            sizes = [vk.VkDescriptorPoolSize(type=types[k], descriptorCount=stage.kinds.count(k))
+                     for k in BINDING_KINDS if k in stage.kinds]
             pool = self._create(run, "DescriptorPool",
-                                vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=[size]))
+                                vk.VkDescriptorPoolCreateInfo(maxSets=1, pPoolSizes=sizes))
             alloc = run.hold(vk.VkDescriptorSetAllocateInfo(descriptorPool=pool,
                                                             pSetLayouts=[set_layout]))
             dset = vk.vkAllocateDescriptorSets(dev, alloc)[0]
-            # The explicit range: the binding defines VK_WHOLE_SIZE as -1, which cffi rejects.
-            writes = [run.hold(vk.VkWriteDescriptorSet(
-                dstSet=dset, dstBinding=j, descriptorCount=1, descriptorType=storage,
-                pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=b, offset=0, range=view.nbytes)]))
-                for j, (b, view) in enumerate(bufs)]
+            writes = [self._write(run, dset, j, kind, types[kind], buf, dtype)
+                      for j, (kind, buf, dtype) in enumerate(zip(stage.kinds, bufs, dtypes))]
             vk.vkUpdateDescriptorSets(dev, len(writes), writes, 0, None)
         # from_buffer, not ffi.new("uint8_t[]", push): that appends a NUL byte, and
         # lavapipe silently accepts the resulting 129-byte push.
         return _Dispatch(pipeline, layout, dset, run.hold(vk.ffi.from_buffer(push)), stage.groups)
+
+    def _write(self, run: Scope, dset: Any, j: int, kind: str, dtype_code: int,
+               buf: tuple[Any, memoryview], dtype: str) -> Any:
+        vk = self._vk
+        handle, view = buf
+        if kind == "uniform" and view.nbytes > self.info.max_uniform_buffer_bytes:
+            raise ToolchainError(f"binding {j}: a {view.nbytes}-byte uniform buffer exceeds the "
+                                 f"device's {self.info.max_uniform_buffer_bytes}")
+        if kind == "texel":
+            texel = 4 * np.dtype(dtype).itemsize
+            texels = view.nbytes // texel
+            if texels > self.info.max_texel_buffer_elements:
+                raise ToolchainError(f"binding {j}: {texels} texels exceed the device's "
+                                     f"{self.info.max_texel_buffer_elements}")
+            texel_view = self._create(run, "BufferView", self._vk.VkBufferViewCreateInfo(
+                buffer=handle, format=getattr(vk, _TEXEL_FORMATS[dtype]), offset=0,
+                range=texels * texel))
+            return run.hold(vk.VkWriteDescriptorSet(
+                dstSet=dset, dstBinding=j, descriptorCount=1, descriptorType=dtype_code,
+                pTexelBufferView=[texel_view]))
+        # The explicit range: the binding defines VK_WHOLE_SIZE as -1, which cffi rejects.
+        return run.hold(vk.VkWriteDescriptorSet(
+            dstSet=dset, dstBinding=j, descriptorCount=1, descriptorType=dtype_code,
+            pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=handle, offset=0, range=view.nbytes)]))
 
     def _barrier(self, run: Scope, cmd: Any, dst_stage: int, dst_access: int) -> None:
         vk = self._vk

@@ -5,10 +5,10 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x64x64x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x64x64x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 62, 62, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 301 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
+// dispatch [2, 4, 16] workgroups of [8, 1, 1]; 103 loop back-edges per invocation (limit 65535)
 // buffers: src = input (scalar), flt = filter1 (scalar), dst = temp1 (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(std430, binding = 0) readonly buffer Src { float src[]; };
@@ -16,8 +16,13 @@ layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
 const int IVC_OH = 4;
-const int IVC_OW = 8;
-const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OW = 16;
+const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int KH = 3;
+const int KW = 3;
+const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   if (ih < 0 || ih >= 64 || iw < 0 || iw >= 64) {
@@ -38,10 +43,10 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 16;
   int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -50,24 +55,38 @@ void main() {
       [[unroll]] for (int k = 0; k < IVC_OC; ++k)
         O[i][j][k] = vec4(0);
 
-  for (int fh = 0; fh < 3; ++fh) {
-    for (int fw = 0; fw < 3; ++fw) {
-      for (int icb = 0; icb < 32; icb += 1) {
-        [[unroll]] for (int u = 0; u < 1; ++u) {
-          int ic4 = icb + u;
-          // The filter of 4 input channels x this invocation's output chunks, in registers.
-          vec4 F[4][IVC_OC];
-          [[unroll]] for (int c = 0; c < 4; ++c)
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-              F[c][k] = load_flt(fh, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+  // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
+  // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
+  // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
+  for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
+    for (int icb = 0; icb < 32; icb += 1) {
+      [[unroll]] for (int u = 0; u < 1; ++u) {
+        int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        vec4 F[FHB][KW][4][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 4; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-            [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-              vec4 v = load_src(n, (oh0 + i) * 1 + fh * 1 - 0, (ow0 + j) * 1 + fw * 1 - 0, ic4);
-              [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-                O[i][j][k] = fma(vec4(v.x), F[0][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.y), F[1][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.z), F[2][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.w), F[3][k], O[i][j][k]);
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
               }
             }
           }
@@ -89,10 +108,10 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x62x62x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x62x62x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
 // in [1, 62, 62, 128] -> out [1, 60, 60, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [1, 8, 15] workgroups of [8, 1, 1]; 301 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
+// dispatch [2, 4, 15] workgroups of [8, 1, 1]; 103 loop back-edges per invocation (limit 65535)
 // buffers: src = temp1 (scalar), flt = filter2 (scalar), dst = output (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(std430, binding = 0) readonly buffer Src { float src[]; };
@@ -100,8 +119,13 @@ layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
 const int IVC_OH = 4;
-const int IVC_OW = 8;
-const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OW = 16;
+const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int KH = 3;
+const int KW = 3;
+const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   if (ih < 0 || ih >= 62 || iw < 0 || iw >= 62) {
@@ -122,10 +146,10 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 15;
   int oh0 = (int(gl_WorkGroupID.z) % 15) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -134,24 +158,38 @@ void main() {
       [[unroll]] for (int k = 0; k < IVC_OC; ++k)
         O[i][j][k] = vec4(0);
 
-  for (int fh = 0; fh < 3; ++fh) {
-    for (int fw = 0; fw < 3; ++fw) {
-      for (int icb = 0; icb < 32; icb += 1) {
-        [[unroll]] for (int u = 0; u < 1; ++u) {
-          int ic4 = icb + u;
-          // The filter of 4 input channels x this invocation's output chunks, in registers.
-          vec4 F[4][IVC_OC];
-          [[unroll]] for (int c = 0; c < 4; ++c)
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-              F[c][k] = load_flt(fh, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+  // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
+  // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
+  // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
+  for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
+    for (int icb = 0; icb < 32; icb += 1) {
+      [[unroll]] for (int u = 0; u < 1; ++u) {
+        int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        vec4 F[FHB][KW][4][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 4; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-            [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-              vec4 v = load_src(n, (oh0 + i) * 1 + fh * 1 - 0, (ow0 + j) * 1 + fw * 1 - 0, ic4);
-              [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-                O[i][j][k] = fma(vec4(v.x), F[0][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.y), F[1][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.z), F[2][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.w), F[3][k], O[i][j][k]);
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
               }
             }
           }

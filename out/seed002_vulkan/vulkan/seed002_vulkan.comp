@@ -5,26 +5,31 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[4x8x32]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
 // in [1, 258, 258, 16] -> out [1, 256, 256, 256], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 256], invocation tile [oh, ow, vec4 chunks] = [4, 8, 8]
-// dispatch [1, 32, 64] workgroups of [8, 1, 1]; 49 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
+// dispatch [4, 16, 64] workgroups of [8, 1, 1]; 7 loop back-edges per invocation (limit 65535)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
-layout(std430, binding = 0) readonly buffer Src { vec4 src[]; };
-layout(std430, binding = 1) readonly buffer Flt { vec4 flt[]; };
+layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
 const int IVC_OH = 4;
-const int IVC_OW = 8;
-const int IVC_OC = 8;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OW = 16;
+const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int KH = 3;
+const int KW = 3;
+const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 6;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  return src[((n*266256)+(ih*1032)+(iw*4)+ic4)];
+  return vec4(texelFetch(src, ((n*266256)+(ih*1032)+(iw*4)+ic4)));
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  return flt[((fh*3072)+(fw*1024)+(ci*64)+oc4)];
+  return vec4(texelFetch(flt, ((fh*3072)+(fw*1024)+(ci*64)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -32,10 +37,10 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 64 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 64;
   int oh0 = (int(gl_WorkGroupID.z) % 64) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -44,24 +49,39 @@ void main() {
       [[unroll]] for (int k = 0; k < IVC_OC; ++k)
         O[i][j][k] = vec4(0);
 
-  for (int fh = 0; fh < 3; ++fh) {
-    for (int fw = 0; fw < 3; ++fw) {
-      for (int icb = 0; icb < 4; icb += 1) {
-        [[unroll]] for (int u = 0; u < 1; ++u) {
-          int ic4 = icb + u;
-          // The filter of 4 input channels x this invocation's output chunks, in registers.
-          vec4 F[4][IVC_OC];
-          [[unroll]] for (int c = 0; c < 4; ++c)
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-              F[c][k] = load_flt(fh, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+  // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
+  // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
+  // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
+  {
+    const int fh0 = 0;
+    for (int icb = 0; icb < 4; icb += 1) {
+      [[unroll]] for (int u = 0; u < 1; ++u) {
+        int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        vec4 F[FHB][KW][4][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 4; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-            [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-              vec4 v = load_src(n, (oh0 + i) * 1 + fh * 1 - 0, (ow0 + j) * 1 + fw * 1 - 0, ic4);
-              [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-                O[i][j][k] = fma(vec4(v.x), F[0][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.y), F[1][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.z), F[2][k], O[i][j][k]);
-                O[i][j][k] = fma(vec4(v.w), F[3][k], O[i][j][k]);
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
               }
             }
           }

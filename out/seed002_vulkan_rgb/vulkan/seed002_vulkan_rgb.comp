@@ -8,28 +8,33 @@
 // conv2d #1: Input[1x33x33x3]xFilter[3x3x3x32]/Stride[2x2]/Tile[1x4x16]/WGSize[2x2x2]/f32
 // in [1, 33, 33, 3] -> out [1, 16, 16, 32], kernel [3, 3], stride [2, 2], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [2, 8, 32], invocation tile [oh, ow, vec4 chunks] = [1, 4, 4]
-// dispatch [1, 2, 8] workgroups of [2, 2, 2]; 13 loop back-edges per invocation (limit 65535)
+// dispatch [1, 2, 8] workgroups of [2, 2, 2]; 3 loop back-edges per invocation (limit 65535)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
-layout(std430, binding = 0) readonly buffer Src { vec4 src[]; };
-layout(std430, binding = 1) readonly buffer Flt { vec4 flt[]; };
+layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
 const int IVC_OH = 1;
 const int IVC_OW = 4;
 const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
+const int KH = 3;
+const int KW = 3;
+const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 3;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 9;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  return src[((n*1089)+(ih*33)+iw+ic4)];
+  return vec4(texelFetch(src, ((n*1089)+(ih*33)+iw+ic4)));
 }
 
 vec4 load_src_tail(int n, int ih, int iw, int ic4) {  // the last 3 channel(s)
-  vec4 v = src[((n*1089)+(ih*33)+iw+ic4)];
+  vec4 v = vec4(texelFetch(src, ((n*1089)+(ih*33)+iw+ic4)));
   return vec4(v[0], v[1], v[2], 0);
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  return flt[((fh*72)+(fw*24)+(ci*8)+oc4)];
+  return vec4(texelFetch(flt, ((fh*72)+(fw*24)+(ci*8)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -49,23 +54,40 @@ void main() {
       [[unroll]] for (int k = 0; k < IVC_OC; ++k)
         O[i][j][k] = vec4(0);
 
-  for (int fh = 0; fh < 3; ++fh) {
-    for (int fw = 0; fw < 3; ++fw) {
-      {  // the last 3 input channel(s): only their filter rows
-        vec4 F[3][IVC_OC];
-        [[unroll]] for (int c = 0; c < 3; ++c)
-          [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-            F[c][k] = load_flt(fh, fw, 0 + c, wg_oc4 + 2 * k);
-        [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-          [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-            vec4 v = load_src_tail(n, (oh0 + i) * 2 + fh * 1 - 0, (ow0 + j) * 2 + fw * 1 - 0, 0);
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-              [[unroll]] for (int c = 0; c < 3; ++c)
-                O[i][j][k] = fma(vec4(v[c]), F[c][k], O[i][j][k]);
+  // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
+  // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
+  // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
+  {
+    const int fh0 = 0;
+    {  // the last 3 input channel(s): only their filter rows
+      const int ic4 = 0;
+        // The filter of 3 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        vec4 F[FHB][KW][3][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 3; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src_tail(n, oh0 * 2 + fh0 * 1 - 0 + h, ow0 * 2 - 0 + r, ic4);
+          [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 2 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    vec4 v = R[j * 2 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      [[unroll]] for (int c = 0; c < 3; ++c)
+                        O[i][j][k] = fma(vec4(v[c]), F[b][fw][c][k], O[i][j][k]);
+                    }
+                  }
+                }
+              }
             }
           }
         }
-      }
     }
   }
 

@@ -10,29 +10,34 @@
 // conv2d #1: Input[1x20x18x6]xFilter[3x3x6x10]/Stride[1x1]/Tile[2x4x8]/WGSize[2x2x2]/f16
 // in [1, 20, 18, 6] -> out [1, 20, 18, 10], kernel [3, 3], stride [1, 1], pad [1, 1, 1, 1], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 16], invocation tile [oh, ow, vec4 chunks] = [2, 4, 2]
-// dispatch [1, 3, 5] workgroups of [2, 2, 2]; 22 loop back-edges per invocation (limit 65535)
+// dispatch [1, 3, 5] workgroups of [2, 2, 2]; 10 loop back-edges per invocation (limit 65535)
 // buffers: src = input (vec4), flt = filter1 (scalar), dst = temp1 (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
-layout(std430, binding = 0) readonly buffer Src { f16vec4 src[]; };
+layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(std430, binding = 1) readonly buffer Flt { float16_t flt[]; };
 layout(std430, binding = 2) writeonly buffer Dst { f16vec4 dst[]; };
 
 const int IVC_OH = 2;
 const int IVC_OW = 4;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int KH = 3;
+const int KW = 3;
+const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 2;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 6;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 f16vec4 load_src(int n, int ih, int iw, int ic4) {
   if (ih < 0 || ih >= 20 || iw < 0 || iw >= 18) {
     return f16vec4(0);  // spatial padding: zeros
   }
-  return src[((n*720)+(ih*36)+(iw*2)+ic4)];
+  return f16vec4(texelFetch(src, ((n*720)+(ih*36)+(iw*2)+ic4)));
 }
 
 f16vec4 load_src_tail(int n, int ih, int iw, int ic4) {  // the last 2 channel(s)
   if (ih < 0 || ih >= 20 || iw < 0 || iw >= 18) {
     return f16vec4(0);
   }
-  f16vec4 v = src[((n*720)+(ih*36)+(iw*2)+ic4)];
+  f16vec4 v = f16vec4(texelFetch(src, ((n*720)+(ih*36)+(iw*2)+ic4)));
   return f16vec4(v[0], v[1], 0, 0);
 }
 
@@ -61,44 +66,73 @@ void main() {
       [[unroll]] for (int k = 0; k < IVC_OC; ++k)
         O[i][j][k] = f16vec4(0);
 
-  for (int fh = 0; fh < 3; ++fh) {
-    for (int fw = 0; fw < 3; ++fw) {
-      for (int icb = 0; icb < 1; icb += 1) {
-        [[unroll]] for (int u = 0; u < 1; ++u) {
-          int ic4 = icb + u;
-          // The filter of 4 input channels x this invocation's output chunks, in registers.
-          f16vec4 F[4][IVC_OC];
-          [[unroll]] for (int c = 0; c < 4; ++c)
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-              F[c][k] = load_flt(fh, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+  // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
+  // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
+  // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
+  for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
+    for (int icb = 0; icb < 1; icb += 1) {
+      [[unroll]] for (int u = 0; u < 1; ++u) {
+        int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        f16vec4 F[FHB][KW][4][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 4; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 1 + h, ow0 * 1 - 1 + r, ic4);
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-            [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-              f16vec4 v = load_src(n, (oh0 + i) * 1 + fh * 1 - 1, (ow0 + j) * 1 + fw * 1 - 1, ic4);
-              [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-                O[i][j][k] = fma(f16vec4(v.x), F[0][k], O[i][j][k]);
-                O[i][j][k] = fma(f16vec4(v.y), F[1][k], O[i][j][k]);
-                O[i][j][k] = fma(f16vec4(v.z), F[2][k], O[i][j][k]);
-                O[i][j][k] = fma(f16vec4(v.w), F[3][k], O[i][j][k]);
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    f16vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(f16vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(f16vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(f16vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(f16vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
               }
             }
           }
         }
       }
-      {  // the last 2 input channel(s): only their filter rows
-        f16vec4 F[2][IVC_OC];
-        [[unroll]] for (int c = 0; c < 2; ++c)
-          [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-            F[c][k] = load_flt(fh, fw, 4 + c, wg_oc4 + 2 * k);
-        [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-          [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-            f16vec4 v = load_src_tail(n, (oh0 + i) * 1 + fh * 1 - 1, (ow0 + j) * 1 + fw * 1 - 1, 1);
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-              [[unroll]] for (int c = 0; c < 2; ++c)
-                O[i][j][k] = fma(f16vec4(v[c]), F[c][k], O[i][j][k]);
+    }
+    {  // the last 2 input channel(s): only their filter rows
+      const int ic4 = 1;
+        // The filter of 2 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        f16vec4 F[FHB][KW][2][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 2; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src_tail(n, oh0 * 1 + fh0 * 1 - 1 + h, ow0 * 1 - 1 + r, ic4);
+          [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    f16vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      [[unroll]] for (int c = 0; c < 2; ++c)
+                        O[i][j][k] = fma(f16vec4(v[c]), F[b][fw][c][k], O[i][j][k]);
+                    }
+                  }
+                }
+              }
             }
           }
         }
-      }
     }
   }
 
@@ -118,34 +152,39 @@ void main() {
 // conv2d #2: Input[1x20x18x10]xFilter[3x3x10x16]/Stride[2x2]/Tile[2x4x8]/WGSize[2x2x2]/f16
 // in [1, 20, 18, 10] -> out [1, 10, 9, 16], kernel [3, 3], stride [2, 2], pad [1, 1, 1, 1], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 16], invocation tile [oh, ow, vec4 chunks] = [2, 4, 2]
-// dispatch [1, 2, 3] workgroups of [2, 2, 2]; 31 loop back-edges per invocation (limit 65535)
+// dispatch [1, 2, 3] workgroups of [2, 2, 2]; 5 loop back-edges per invocation (limit 65535)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
-layout(std430, binding = 0) readonly buffer Src { f16vec4 src[]; };
-layout(std430, binding = 1) readonly buffer Flt { f16vec4 flt[]; };
+layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { f16vec4 dst[]; };
 
 const int IVC_OH = 2;
 const int IVC_OW = 4;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int KH = 3;
+const int KW = 3;
+const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 5;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 9;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 f16vec4 load_src(int n, int ih, int iw, int ic4) {
   if (ih < 0 || ih >= 20 || iw < 0 || iw >= 18) {
     return f16vec4(0);  // spatial padding: zeros
   }
-  return src[((n*1080)+(ih*54)+(iw*3)+ic4)];
+  return f16vec4(texelFetch(src, ((n*1080)+(ih*54)+(iw*3)+ic4)));
 }
 
 f16vec4 load_src_tail(int n, int ih, int iw, int ic4) {  // the last 2 channel(s)
   if (ih < 0 || ih >= 20 || iw < 0 || iw >= 18) {
     return f16vec4(0);
   }
-  f16vec4 v = src[((n*1080)+(ih*54)+(iw*3)+ic4)];
+  f16vec4 v = f16vec4(texelFetch(src, ((n*1080)+(ih*54)+(iw*3)+ic4)));
   return f16vec4(v[0], v[1], 0, 0);
 }
 
 f16vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  return flt[((fh*120)+(fw*40)+(ci*4)+oc4)];
+  return f16vec4(texelFetch(flt, ((fh*120)+(fw*40)+(ci*4)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, f16vec4 v) {
@@ -165,44 +204,74 @@ void main() {
       [[unroll]] for (int k = 0; k < IVC_OC; ++k)
         O[i][j][k] = f16vec4(0);
 
-  for (int fh = 0; fh < 3; ++fh) {
-    for (int fw = 0; fw < 3; ++fw) {
-      for (int icb = 0; icb < 2; icb += 1) {
-        [[unroll]] for (int u = 0; u < 1; ++u) {
-          int ic4 = icb + u;
-          // The filter of 4 input channels x this invocation's output chunks, in registers.
-          f16vec4 F[4][IVC_OC];
-          [[unroll]] for (int c = 0; c < 4; ++c)
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-              F[c][k] = load_flt(fh, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+  // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
+  // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
+  // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
+  {
+    const int fh0 = 0;
+    for (int icb = 0; icb < 2; icb += 1) {
+      [[unroll]] for (int u = 0; u < 1; ++u) {
+        int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        f16vec4 F[FHB][KW][4][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 4; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src(n, oh0 * 2 + fh0 * 1 - 1 + h, ow0 * 2 - 1 + r, ic4);
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-            [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-              f16vec4 v = load_src(n, (oh0 + i) * 2 + fh * 1 - 1, (ow0 + j) * 2 + fw * 1 - 1, ic4);
-              [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-                O[i][j][k] = fma(f16vec4(v.x), F[0][k], O[i][j][k]);
-                O[i][j][k] = fma(f16vec4(v.y), F[1][k], O[i][j][k]);
-                O[i][j][k] = fma(f16vec4(v.z), F[2][k], O[i][j][k]);
-                O[i][j][k] = fma(f16vec4(v.w), F[3][k], O[i][j][k]);
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 2 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    f16vec4 v = R[j * 2 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(f16vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(f16vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(f16vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(f16vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
               }
             }
           }
         }
       }
-      {  // the last 2 input channel(s): only their filter rows
-        f16vec4 F[2][IVC_OC];
-        [[unroll]] for (int c = 0; c < 2; ++c)
-          [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-            F[c][k] = load_flt(fh, fw, 8 + c, wg_oc4 + 2 * k);
-        [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
-          [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-            f16vec4 v = load_src_tail(n, (oh0 + i) * 2 + fh * 1 - 1, (ow0 + j) * 2 + fw * 1 - 1, 2);
-            [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-              [[unroll]] for (int c = 0; c < 2; ++c)
-                O[i][j][k] = fma(f16vec4(v[c]), F[c][k], O[i][j][k]);
+    }
+    {  // the last 2 input channel(s): only their filter rows
+      const int ic4 = 2;
+        // The filter of 2 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        f16vec4 F[FHB][KW][2][IVC_OC];
+        [[unroll]] for (int b = 0; b < FHB; ++b)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            [[unroll]] for (int c = 0; c < 2; ++c)
+              [[unroll]] for (int k = 0; k < IVC_OC; ++k)
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+        [[unroll]] for (int h = 0; h < ROWS; ++h) {
+          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          [[unroll]] for (int r = 0; r < ROW; ++r)
+            R[r] = load_src_tail(n, oh0 * 2 + fh0 * 1 - 1 + h, ow0 * 2 - 1 + r, ic4);
+          [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 2 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    f16vec4 v = R[j * 2 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      [[unroll]] for (int c = 0; c < 2; ++c)
+                        O[i][j][k] = fma(f16vec4(v[c]), F[b][fw][c][k], O[i][j][k]);
+                    }
+                  }
+                }
+              }
             }
           }
         }
-      }
     }
   }
 
