@@ -40,11 +40,16 @@ class Conv2d:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Schedule:
-    k_split: int | None  # None: the planner fits it to memory_budget (or uses 1)
+    k_split: int | None  # None: the planner fits it to the budget (or uses 1)
     h_split: int | None
     k_block: int
     h_block: int
-    memory_budget: int | None = None
+    w_split: int | None = None  # None: the whole width (or fitted to the budget)
+    w_block: int = 8
+    budget: int | None = None  # bytes the caches may use; None: splits as given
+    budget_source: str = ""  # where the budget came from: "schedule.budget", "hvx VTCM (v73 default)"
+    pipeline: str = "none"  # "none" or "double_buffer"
+    halo: str = "reload"  # "reload" or "reuse"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +121,10 @@ def _schema_problems(error: ValidationError, document: MarkedDocument, path: str
             mark = document.mark(keys)
         key = _key_text(keys)
         problems.setdefault(key, ConfigProblem(path, mark.line, mark.column, key, message))
-    return sorted(problems.values(), key=lambda p: (p.line, p.column))
+    # A union such as `schedule: auto | {...}` also fails as a whole when one of its keys is wrong: keep
+    # only the most specific problem.
+    specific = [p for k, p in problems.items() if not any(o.startswith(k + ".") for o in problems if o != k)]
+    return sorted(specific, key=lambda p: (p.line, p.column))
 
 
 def _locate(loc: tuple) -> tuple[tuple, str]:
@@ -303,21 +311,31 @@ class _Checker:
         return values  # type: ignore[return-value]
 
     def schedule(self, ops: list[Conv2d]) -> Schedule | None:
-        s = self.model.schedule
+        auto = self.model.schedule == "auto"
+        s = M.ScheduleModel() if auto else self.model.schedule
         fields = M.ScheduleModel.model_fields
-        k_split = (self.positive(("schedule", "k_split"), s.k_split, fields["k_split"].description)[0]
-                   if s.k_split is not None else None)
-        h_split = (self.positive(("schedule", "h_split"), s.h_split, fields["h_split"].description)[0]
-                   if s.h_split is not None else None)
-        budget = (self.positive(("schedule", "memory_budget"), s.memory_budget, fields["memory_budget"].description)[0]
-                  if s.memory_budget is not None else None)
+
+        def optional(key: str) -> int | None:
+            value = getattr(s, key)
+            return None if value is None else self.positive(("schedule", key), value, fields[key].description)[0]
+
+        k_split, h_split, w_split = optional("k_split"), optional("h_split"), optional("w_split")
+        budget, source = None, ""
+        if auto or s.budget == "auto":
+            from .hvx_plan import VTCM_DEFAULT_BYTES  # the hvx target's VTCM is the default budget
+
+            hvx = self.model.hvx
+            budget = hvx.vtcm_bytes or VTCM_DEFAULT_BYTES[hvx.arch]
+            source = f"hvx VTCM ({hvx.arch}{'' if hvx.vtcm_bytes else ' default'})"
+        elif s.budget is not None:
+            budget = self.positive(("schedule", "budget"), int(s.budget), fields["budget"].description)[0]
+            source = "schedule.budget"
         if not ops:
             return None
         out_layout = ops[-1].output_layout
-        k_block = (self.positive(("schedule", "k_block"), s.k_block, fields["k_block"].description)[0]
-                   if s.k_block is not None else _block_factor(out_layout, "c", 32))
-        h_block = (self.positive(("schedule", "h_block"), s.h_block, fields["h_block"].description)[0]
-                   if s.h_block is not None else _block_factor(out_layout, "h", 8))
+        k_block = optional("k_block") or _block_factor(out_layout, "c", 32)
+        h_block = optional("h_block") or _block_factor(out_layout, "h", 8)
+        w_block = optional("w_block") or _block_factor(out_layout, "w", 8)
         # A stripe that is wider than the whole tensor by a full block only ever computes guards.
         out_channels = ops[-1].out_channels
         k_blocks = math.ceil(out_channels / k_block)
@@ -330,9 +348,14 @@ class _Checker:
                 self.problem(("schedule", "k_split"), f"expected at most {blocks} (ops[{index}] has "
                                                       f"{op.out_channels} output channels = {blocks} blocks of "
                                                       f"{k_block}), got {k_split}")
+        if s.pipeline == "double_buffer" and s.halo == "reuse":
+            self.problem(("schedule", "halo"), "expected 'reload' with pipeline: double_buffer (the prefetch of "
+                                               "stripe i+1 would overwrite the ring rows stripe i still reads); "
+                                               "choose one of the two")
         if budget is None:
             k_split, h_split = k_split or 1, h_split or 1
-        return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, memory_budget=budget)
+        return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, w_split=w_split,
+                        w_block=w_block, budget=budget, budget_source=source, pipeline=s.pipeline, halo=s.halo)
 
 
 def _block_factor(layout: Layout, dim: str, default: int) -> int:

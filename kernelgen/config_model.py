@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, conlist
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, StrictInt, StrictStr, conlist
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
@@ -61,18 +61,31 @@ class OutputModel(_Strict):
 class ScheduleModel(_Strict):
     k_split: Union[StrictInt, None] = Field(
         default=None, description="a positive int: output-channel blocks per stripe (default 1, or fitted to "
-                                  "memory_budget)")
+                                  "the budget)")
     h_split: Union[StrictInt, None] = Field(
-        default=None, description="a positive int: row blocks per stripe (default 1, or fitted to memory_budget)")
-    memory_budget: Union[StrictInt, None] = Field(
-        default=None, description="a positive int: bytes the caches may use; the planner picks the k_split and "
-                                  "h_split not given that fit it with the least recompute and traffic")
+        default=None, description="a positive int: row blocks per stripe (default 1, or fitted to the budget)")
+    w_split: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: column blocks per stripe (default: the whole width, or fitted "
+                                  "to the budget)")
+    budget: Union[ByteSize, Literal["auto"], None] = Field(
+        default=None, description="bytes the caches may use, as an int or a size like '8MiB' or '1.5MB', or "
+                                  "'auto' (the hvx VTCM size); the planner fits the splits not given to it with "
+                                  "the least traffic")
     k_block: Union[StrictInt, None] = Field(
         default=None, description="a positive int: output channels per block "
                                   "(default: the output layout's channel block, else 32)")
     h_block: Union[StrictInt, None] = Field(
         default=None, description="a positive int: output rows per block "
                                   "(default: the output layout's row block, else 8)")
+    w_block: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: output columns per block "
+                                  "(default: the output layout's column block, else 8)")
+    pipeline: Literal["none", "double_buffer"] = Field(
+        default="none", description="'none' or 'double_buffer': two input and two output caches, so the load of "
+                                    "stripe i+1 and the store of stripe i-1 overlap the compute of stripe i")
+    halo: Literal["reload", "reuse"] = Field(
+        default="reload", description="'reload' or 'reuse': keep the input rows two vertically adjacent stripes "
+                                      "share in a ring buffer and load only the new rows")
 
 
 class OpenCLModel(_Strict):
@@ -141,8 +154,9 @@ class ConfigModel(_Strict):
     input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...}")
     ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...})")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
-    schedule: ScheduleModel = Field(default_factory=ScheduleModel,
-                                    description="{k_split: ..., h_split: ..., k_block: ..., h_block: ...}")
+    schedule: Union[Literal["auto"], ScheduleModel] = Field(
+        default_factory=ScheduleModel,
+        description="'auto' (fit every split to the hvx VTCM size) or {k_split: ..., h_split: ..., budget: ..., ...}")
     targets: conlist(StrictStr, min_length=1) = Field(default=["c"], description="a list of target names")
     opencl: OpenCLModel = Field(default_factory=OpenCLModel, description="options of the opencl target")
     vulkan: VulkanModel = Field(default_factory=VulkanModel, description="options of the vulkan target")

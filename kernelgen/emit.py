@@ -14,7 +14,7 @@ import jinja2
 
 from . import __version__
 from .errors import KernelgenError
-from .plan import Guard, Loop, Plan, Section
+from .plan import Block, Guard, Loop, Plan, Section
 from .targets import Target
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     env.tests.update(loop=lambda n: isinstance(n, Loop), guard=lambda n: isinstance(n, Guard),
-                     section=lambda n: isinstance(n, Section))
+                     section=lambda n: isinstance(n, Section), block=lambda n: isinstance(n, Block))
     env.globals["require"] = _require
     return env
 

@@ -39,8 +39,9 @@ from . import expr as E
 from .config import Config
 from .errors import KernelgenError
 from .layout import PadKind
-from .plan import Function, Loop, Node, Param, Plan, Section, Stmt
-from .planner import _geometry, _shapes
+from .plan import Block, Function, Guard, Loop, Node, Param, Plan, Section, Stmt
+from .geometry import geometry, shapes, stripes
+from .planner import compose_stripes, fitted_config
 
 # VTCM budget assumed when the config gives no hvx.vtcm_bytes: typical sizes of each
 # generation's parts (256 KiB before v68, then 4-8 MiB); set hvx.vtcm_bytes for a device.
@@ -189,6 +190,8 @@ class HvxPlan:
     scratch_offset: int  # bytes: pixel sums (int32 per source pixel)
     wcorr_offset: int  # bytes: per-output-channel corrections, k_split x 32 int32
     pixels: int  # output pixels sharing each filter vector
+    ring_rows: int  # halo reuse: the input cache is a ring of this many rows (0: no ring)
+    ring_step: int  # halo reuse: input rows between vertically adjacent stripes
     k_split: int
     batch: int
     ops: tuple[OpGeo, ...]
@@ -203,6 +206,7 @@ class HvxPlan:
 
 
 def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
+    config = fitted_config(config, plan)
     arch = config.hvx.arch
     vtcm = config.hvx.vtcm_bytes or VTCM_DEFAULT_BYTES[arch]
     pixels = config.hvx.pixels or DEFAULT_PIXELS
@@ -210,6 +214,9 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     if config.dtype == "uint8" and not blocked:
         _fail(config, "input.layout", f"the hvx target computes uint8 on {ACTIVATION_LAYOUT} activations and "
                                       f"{FILTER_LAYOUT} filters (no pad_value), with k_block 32")
+    if config.dtype == "uint8" and plan.w_split is not None:
+        _fail(config, "schedule.w_split", "expected full-width stripes: the hvx uint8 kernel does not split the "
+                                          "width (leave w_split out, or give a budget the full width fits)")
     if pixels < 4 or pixels % 4:
         _fail(config, "hvx.pixels", f"expected a positive multiple of 4, got {pixels}")
     ops = _ops(config, plan, pixels) if blocked else ()
@@ -226,12 +233,19 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if config.hvx.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = _uint8_kernel(config, plan) if uint8 else plan.kernel
-    qf32 = _qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES) else None
+    qf32 = (_qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse")
+            else None)
     notes = []
+    if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
+        notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
+    keep = _ring_keep(config, plan)
+    shape_list = shapes(config)
+    geo = geometry(config, shape_list, stripes(config, shape_list))
     if not uint8 and arch in QF32_ARCHES and not blocked:
         notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
     return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=workspace_bytes,
                    scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, pixels=pixels,
+                   ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
                    k_split=plan.k_split, batch=config.input_shape[0], ops=ops, io=io,
                    weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and config.quant.bias,
                    kernel=kernel, qf32=qf32, macs=plan.flops // 2, executed_macs=plan.executed_flops // 2,
@@ -293,9 +307,9 @@ def quant_params(config: Config) -> list[tuple[float, int, float, int]]:
 
 
 def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
-    shapes = _shapes(config)
+    shape_list = shapes(config)
     n = len(config.ops)
-    geo = _geometry(config, shapes, min(plan.h_split * plan.h_block, shapes[-1][1]))
+    geo = geometry(config, shape_list, stripes(config, shape_list))
     uint8 = config.dtype == "uint8"
     q = config.quant
     zw_u = q.weight_zero_point + (128 if q.weight_dtype == "int8" else 0)
@@ -309,12 +323,12 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
     for j in range(1, n + 1):
         op = config.ops[j - 1]
         last = j == n
-        _, out_h, out_w, out_k = shapes[j]
-        src_c = shapes[j - 1][3]
+        _, out_h, out_w, out_k = shape_list[j]
+        src_c = shape_list[j - 1][3]
         src_cb = -(-src_c // 32)
         a, b = _affine(geo.row_start[j])
         dst_cols = out_w if last else geo.cols[j]
-        col_lo = 0 if last else geo.col_offset[j]
+        col_lo = 0 if last else -geo.col_start[j].value
         taps = op.kernel[0] * op.kernel[1] * src_cb * 32
         s_in, z_in, s_out, z_out = params[j - 1]
         requant = None
@@ -338,40 +352,53 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
 
 
 def _io(config: Config, plan: Plan) -> IoGeo:
-    shapes = _shapes(config)
-    geo = _geometry(config, shapes, min(plan.h_split * plan.h_block, shapes[-1][1]))
-    _, h, w, c = shapes[0]
-    _, oh, ow, ok = shapes[-1]
+    shape_list = shapes(config)
+    geo = geometry(config, shape_list, stripes(config, shape_list))
+    _, h, w, c = shape_list[0]
+    _, oh, ow, ok = shape_list[-1]
     a, b = _affine(geo.row_start[0])
     out_a, _ = _affine(geo.row_start[-1])
     in_tensor, out_tensor = plan.tensor("input").layout, plan.tensor("output").layout
     return IoGeo(in_rows=geo.rows[0], in_cols=geo.cols[0], in_wb=-(-geo.cols[0] // 8), in_cb=-(-c // 32),
-                 in_h=h, in_w=w, in_c=c, in_row_a=a, in_row_b=b, in_col_off=geo.col_offset[0],
-                 in_g_wb=-(-w // 8), in_image=in_tensor.size // shapes[0][0], out_rows=geo.rows[-1], out_h=oh,
+                 in_h=h, in_w=w, in_c=c, in_row_a=a, in_row_b=b, in_col_off=-geo.col_start[0].value,
+                 in_g_wb=-(-w // 8), in_image=in_tensor.size // shape_list[0][0], out_rows=geo.rows[-1], out_h=oh,
                  out_w=ow, out_k=ok, out_kb=-(-ok // 32), out_row_a=out_a, out_win_wb=-(-ow // 8),
-                 out_g_wb=-(-ow // 8), out_image=out_tensor.size // shapes[0][0])
+                 out_g_wb=-(-ow // 8), out_image=out_tensor.size // shape_list[0][0])
 
 
 # ---------------------------------------------------------------- kernels
 
-def _replace_sections(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, str]) -> tuple[Node, ...]:
-    """The plan's loop tree with each listed section's body replaced by one helper call.
+def _replace_sections(plan: Plan, calls: dict[str, str], after: dict[str, str] | None = None,
+                      before: dict[str, str] | None = None) -> tuple[Node, ...]:
+    """The plan's kernel body with each listed section's body replaced by one helper call.
 
-    Sections are found by the planner's labels ("input cache read", "filter #1 cache read",
-    "conv2d #2", "write back output cache"); a label that is missing is an error here, not
-    silently scalar code in the kernel."""
+    The stripe's load, compute and store are rewritten, then put in the same loops as the plan's
+    (plain or pipelined) by planner.compose_stripes. Sections are found by the planner's labels
+    ("input cache read", "filter #1 cache read", "conv2d #2", "write back output cache"); a label
+    that is missing is an error here, not silently scalar code in the kernel. `after` and
+    `before` add a statement after a loop (by variable) or before a section or loop."""
     found: set[str] = set()
-    tree = _rewrite(nodes, calls, after, found)
+    after, before = after or {}, before or {}
+    parts = plan.stripe
+    rewritten = replace(parts, load=_rewrite(parts.load, calls, after, before, found),
+                        compute=_rewrite(parts.compute, calls, after, before, found),
+                        store=_rewrite(parts.store, calls, after, before, found))
     missing = sorted(set(calls) - found)
     if missing:
         raise KernelgenError(f"hvx: the plan has no section labelled {', '.join(map(repr, missing))}")
-    return tree
+    rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
+    return (*compose_stripes(rewritten), *rest)
 
 
-def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, str],
+def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, str], before: dict[str, str],
              found: set[str]) -> tuple[Node, ...]:
     out: list[Node] = []
     for node in nodes:
+        name = node.label if isinstance(node, Section) else node.var if isinstance(node, Loop) else None
+        if name is not None:
+            key = next((k for k in before if name == k or name.startswith((k + " ", k + ":"))), None)
+            if key is not None:
+                out.append(Stmt(code=before[key], summary=before[key]))
         if isinstance(node, Section):
             key = next((k for k in calls if node.label == k or node.label.startswith((k + " ", k + ":"))), None)
             if key is not None:
@@ -379,14 +406,22 @@ def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, st
                 out.append(Section(label=node.label + " (HVX helper)",
                                    body=(Stmt(code=calls[key], summary=calls[key]),)))
                 continue
-            out.append(replace(node, body=_rewrite(node.body, calls, after, found)))
-        elif isinstance(node, Loop):
-            out.append(replace(node, body=_rewrite(node.body, calls, after, found)))
-            if node.var in after:
+            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
+        elif isinstance(node, (Loop, Guard, Block)):
+            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
+            if isinstance(node, Loop) and node.var in after:
                 out.append(Stmt(code=after[node.var], summary=after[node.var]))
         else:
             out.append(node)
     return tuple(out)
+
+
+def _ring_keep(config: Config, plan: Plan) -> int:
+    """Input rows a stripe keeps for the next with halo reuse (0: every stripe loads its whole window)."""
+    if plan.halo != "reuse":
+        return 0
+    shape_list = shapes(config)
+    return geometry(config, shape_list, stripes(config, shape_list)).halo_rows
 
 
 def _uint8_kernel(config: Config, plan: Plan) -> Function:
@@ -395,8 +430,18 @@ def _uint8_kernel(config: Config, plan: Plan) -> Function:
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
     bias = config.quant.bias
-    calls = {"input cache read": f"kg_input_read(input, input_cache, pixel_sums, {nb}, ho_outer);",
-             "write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
+    calls = {"write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
+    rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
+    keep = _ring_keep(config, plan)
+    if keep:
+        calls["input cache read (first stripe only, rows the next stripe keeps)"] = (
+            f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {keep});")
+        calls[f"input cache read (new rows; {keep} kept in the ring)"] = (
+            f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
+    else:
+        calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows});"
+    # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch).
+    before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"}
     after = {}
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
@@ -418,7 +463,7 @@ def _uint8_kernel(config: Config, plan: Plan) -> Function:
                         "/* per source pixel: sum of its channels */",
                         "int32_t *const wcorr = (int32_t *)(workspace + KG_WCORR_OFFSET); "
                         "/* per output channel: bias - za * sum(u) + n * za * zu */"),
-                    body=_replace_sections(plan.kernel.body, calls, after))
+                    body=_replace_sections(plan, calls, after, before))
 
 
 def _qf32_kernel(config: Config, plan: Plan) -> Function:
@@ -434,4 +479,4 @@ def _qf32_kernel(config: Config, plan: Plan) -> Function:
     return Function(name=plan.kernel.name + "_qf32",
                     doc=plan.kernel.doc + "; HVX qf32 compute (v68+), filter cache transposed to 4i x 32o",
                     params=plan.kernel.params, prologue=plan.kernel.prologue,
-                    body=_replace_sections(plan.kernel.body, calls, {}))
+                    body=_replace_sections(plan, calls))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 from .layout import PadKind, TensorLayout
 
@@ -84,6 +84,12 @@ class Guard:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Block:
+    label: str  # a C scope of its own: the stripe coordinates and cache pointers one pipeline step uses
+    body: tuple["Node", ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Section:
     label: str  # "input cache read", "conv2d #1": printed as a comment before the body
     body: tuple["Node", ...]
@@ -95,7 +101,7 @@ class Stmt:
     summary: str  # what the report prints: input_cache[...] = input[...]
 
 
-Node = Union[Loop, Guard, Section, Stmt]
+Node = Union[Loop, Guard, Block, Section, Stmt]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +117,29 @@ class Function:
     params: tuple[Param, ...]
     prologue: tuple[str, ...]  # declarations before the loops (cache pointers)
     body: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StripeParts:
+    """One stripe's three phases before they are put in loops (plain or pipelined): targets that
+    replace section bodies rewrite these and compose them with planner.compose_stripes."""
+
+    load: tuple["Node", ...]
+    compute: tuple["Node", ...]
+    store: tuple["Node", ...]
+    ko_extent: int
+    ho_extent: int
+    wo_extent: int
+    batch: int
+    channels: int  # output channels per stripe
+    rows: int  # output rows per stripe
+    cols: int  # output columns per stripe
+    pipeline: str  # "none" or "double_buffer"
+    ctype: str  # element type of the cache pointers
+
+    @property
+    def count(self) -> int:
+        return self.batch * self.ko_extent * self.ho_extent * self.wo_extent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +168,15 @@ class Traffic:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PadStrategy:
+    """How one loop treats positions outside a tensor (seed 003): read known padding, or branch."""
+
+    loop: str  # "conv2d #1 channel reduction", "write back output cache"
+    strategy: str  # "overcompute", "branch", "fill", "untouched"
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     name: str
     config_path: str
@@ -147,8 +185,11 @@ class Plan:
     element_bytes: int
     k_split: int
     h_split: int
+    w_split: int | None  # None: full-width stripes
     k_block: int
     h_block: int
+    w_block: int
+    stripe_counts: tuple[int, int, int]  # ko_outer, ho_outer, wo_outer extents
     ops: tuple[OpSummary, ...]
     tensors: tuple[Tensor, ...]  # input, filter1.., output, in argument order
     intermediates: tuple[Tensor, ...]  # chain tensors that live only in caches
@@ -156,11 +197,18 @@ class Plan:
     workspace_elements: int
     alignment_bytes: int
     kernel: Function
+    stripe: StripeParts  # the kernel's stripe loop, before composition
     helpers: tuple[Function, ...]  # pack / unpack between logical and physical layouts
     flops: int  # useful work: 2 * MACs of the convolutions as specified
     executed_flops: int  # what the schedule computes, with halo rows and chain recompute
     traffic: Traffic
     output_pad_kind: PadKind
+    pipeline: str  # "none" or "double_buffer"
+    timeline: tuple[str, ...]  # double buffer: load1; load2; conv1; load3; conv2; store1; ...
+    halo: str  # "reload" or "reuse"
+    reload_input_bytes: int  # input traffic if every stripe loaded its whole window (equal without reuse)
+    pad_strategies: tuple[PadStrategy, ...]
+    search: Any = None  # schedule_search.ScheduleSearch when the splits were fitted to a budget
     notes: tuple[str, ...] = field(default=())
 
     @property

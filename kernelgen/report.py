@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .plan import Guard, Loop, Node, Plan, Section, Stmt
+from .plan import Block, Guard, Loop, Node, Plan, Section, Stmt
 
 
 def _shape(values: tuple[int, ...]) -> str:
@@ -69,6 +69,10 @@ def _nest_lines(nodes: tuple[Node, ...], depth: int) -> list[str]:
             lines.append(f"{pad}if ({node.cond}) {{")
             lines += _nest_lines(node.body, depth + 1)
             lines.append(f"{pad}}}")
+        elif isinstance(node, Block):
+            lines.append(f"{pad}{{  // {node.label}")
+            lines += _nest_lines(node.body, depth + 1)
+            lines.append(f"{pad}}}")
         elif isinstance(node, Section):
             lines.append("")
             lines.append(f"{pad}// {node.label}")
@@ -82,8 +86,30 @@ TENSOR_HEADER = ("Tensor", "Type", "Layout", "Shape", "Logical Layout", "Logical
 CACHE_HEADER = ("Cache", "Window (logical)", "Physical", "Elements", "Bytes", "Storage")
 
 
+def _schedule_text(plan: Plan) -> str:
+    width = f"w_split={plan.w_split} w_block={plan.w_block}" if plan.w_split else "full width"
+    ko, ho, wo = plan.stripe_counts
+    return (f"k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block} {width}; "
+            f"{ko * ho * wo} stripe(s) = {ko} x {ho} x {wo} (channels x rows x columns)")
+
+
+def _search_lines(plan: Plan) -> list[str]:
+    search = plan.search
+    if search is None:
+        return []
+    c = search.chosen
+    lines = [f"budget: {search.budget} bytes ({search.budget_source}); fitted {', '.join(search.fitted) or 'nothing'} "
+             f"over {search.tried} candidates; chose k_split={c.k_split} h_split={c.h_split} w_split={c.w_split}: "
+             f"{c.stripes} stripe(s), caches {c.workspace_bytes} bytes, traffic {c.traffic_bytes} bytes"]
+    for other in (*search.runners_up, *search.too_big):
+        lines.append(f"  runner-up k_split={other.k_split} h_split={other.h_split} w_split={other.w_split}: "
+                     f"{other.stripes} stripe(s), caches {other.workspace_bytes} bytes, traffic "
+                     f"{other.traffic_bytes} bytes: {other.verdict}")
+    return lines
+
+
 def _summary_lines(plan: Plan) -> list[str]:
-    lines = [f"schedule: k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block}"]
+    lines = [f"schedule: {_schedule_text(plan)}", *_search_lines(plan)]
     for op in plan.ops:
         lines.append(f"conv2d #{op.index}: {_shape(op.in_shape)} -> {_shape(op.out_shape)}, kernel {op.kernel[0]}x"
                      f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}, dilation {list(op.dilation)}")
@@ -92,6 +118,13 @@ def _summary_lines(plan: Plan) -> list[str]:
     t = plan.traffic
     lines.append(f"traffic between memory and caches: {t.total} bytes (input {t.input_bytes}, filters "
                  f"{t.filter_bytes}, output {t.output_bytes})")
+    if plan.halo == "reuse":
+        lines.append(f"halo reuse: input bytes loaded {t.input_bytes} with reuse, {plan.reload_input_bytes} without "
+                     f"({plan.reload_input_bytes - t.input_bytes} saved)")
+    if plan.pipeline == "double_buffer":
+        lines.append(f"pipeline (double buffer): {'; '.join(plan.timeline)}")
+    for p in plan.pad_strategies:
+        lines.append(f"padding, {p.loop}: {p.strategy} ({p.why})")
     return lines
 
 
@@ -123,6 +156,8 @@ def _nest_json(nodes: tuple[Node, ...]) -> list[dict[str, Any]]:
             out.append({"var": node.var, "extent": node.extent, "comment": node.comment, "body": _nest_json(node.body)})
         elif isinstance(node, Guard):
             out.append({"if": node.cond, "body": _nest_json(node.body)})
+        elif isinstance(node, Block):
+            out.append({"block": node.label, "body": _nest_json(node.body)})
         elif isinstance(node, Section):
             out.append({"section": node.label, "body": _nest_json(node.body)})
         elif isinstance(node, Stmt):
@@ -141,7 +176,19 @@ def json_report(plan: Plan) -> dict[str, Any]:
                 for t in plan.intermediates]
     return {
         "name": plan.name, "config": plan.config_path, "dtype": plan.dtype,
-        "schedule": {"k_split": plan.k_split, "h_split": plan.h_split, "k_block": plan.k_block, "h_block": plan.h_block},
+        "schedule": {"k_split": plan.k_split, "h_split": plan.h_split, "w_split": plan.w_split,
+                     "k_block": plan.k_block, "h_block": plan.h_block, "w_block": plan.w_block,
+                     "stripes": list(plan.stripe_counts), "pipeline": plan.pipeline, "halo": plan.halo},
+        "search": None if plan.search is None else {
+            "budget": plan.search.budget, "budget_source": plan.search.budget_source,
+            "fitted": list(plan.search.fitted), "tried": plan.search.tried,
+            "candidates": [{"k_split": c.k_split, "h_split": c.h_split, "w_split": c.w_split, "stripes": c.stripes,
+                            "workspace_bytes": c.workspace_bytes, "traffic_bytes": c.traffic_bytes,
+                            "executed_flops": c.executed_flops, "verdict": c.verdict}
+                           for c in (plan.search.chosen, *plan.search.runners_up, *plan.search.too_big)]},
+        "timeline": list(plan.timeline),
+        "reload_input_bytes": plan.reload_input_bytes,
+        "pad_strategies": [{"loop": p.loop, "strategy": p.strategy, "why": p.why} for p in plan.pad_strategies],
         "flops": plan.flops, "executed_flops": plan.executed_flops,
         "traffic": {"input_bytes": plan.traffic.input_bytes, "filter_bytes": plan.traffic.filter_bytes,
                     "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},

@@ -44,6 +44,25 @@ MATRIX = {
                        "{h_block: 2, h_split: 1}"),
     "batch2_nchw4c_pad_value": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "nchw-4c",
                                 "{map: nchw-4c, pad_value: -1.5}", "{h_block: 4}"),
+    # Issue 7: pipelines, ring buffers, width splits and pad values on the same strided/dilated chain.
+    "double_buffer_chain_stride2_dilation2": ([1, 21, 19, 12], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}",
+                                                                "{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"],
+                                              "NHWC", "NHWC", "{k_block: 8, k_split: 2, h_block: 3, h_split: 1, "
+                                                              "pipeline: double_buffer}"),
+    "halo_reuse_chain_stride2_dilation2": ([1, 21, 19, 12], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}",
+                                                             "{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"],
+                                           "NHWC", "NHWC", "{k_block: 8, k_split: 2, h_block: 1, h_split: 2, "
+                                                           "halo: reuse}"),
+    "w_split_tail_3x3_pad1": ([1, 16, 20, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC",
+                              "{h_block: 4, h_split: 2, w_block: 4, w_split: 2}"),
+    "w_split_chain_double_buffer_batch2": ([2, 14, 17, 8], ["{out_channels: 12, kernel: 3, pad: 1, stride: 2}",
+                                                            "{out_channels: 8, kernel: 3, dilation: 2, pad: 2}"],
+                                           BLOCKED, BLOCKED, "{h_block: 2, h_split: 1, w_block: 2, w_split: 2, "
+                                                             "k_block: 8, pipeline: double_buffer}"),
+    "pad_value_overcompute_c10": ([1, 9, 9, 10], ["{out_channels: 12, kernel: 3, pad: 1}"],
+                                  "{map: nhwc-8c, pad_value: 1.5}", "{map: nhwc-8c, pad_value: 0}", "{h_block: 4}"),
+    "pad_value_undef_output": ([1, 9, 9, 10], ["{out_channels: 12, kernel: 3, pad: 1}"],
+                               "{map: nhwc-8c, pad_value: undef}", "{map: nhwc-8c, pad_value: undef}", "{h_block: 4}"),
     "texture_layouts": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
                         TEXTURE, TEXTURE, "{k_block: 4, h_block: 4, h_split: 1}"),
 }

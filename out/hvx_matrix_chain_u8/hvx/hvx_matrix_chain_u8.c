@@ -92,20 +92,22 @@ static inline __attribute__((always_inline)) void kg_sums(const uint8_t *restric
   }
 }
 
-/* Input cache read: 18 rows x 22 columns x 24 channels; outside the input
-   (spatial padding) and past channel 24 (layout padding) the cache holds the input zero point 120. */
-static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache, int32_t *restrict sums, int nb,
-                          int ho_outer)
+/* Input cache read: window rows [first, first + count) of 18 rows x 22 columns x 24 channels; outside the
+   input (spatial padding) and past channel 24 (layout padding) the cache holds the input zero point 120.
+   A pure copy (a DMA stands in here); the channel sums are computed with the stripe. */
+static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache, int nb, int ho_outer, int first,
+                          int count)
 {
   const uint8_t *restrict image = input + nb * 18432;
   const int row0 = ho_outer * 16 + (-1);
-  for (int ih = 0; ih < 18; ++ih) {
+  for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
+    const int ch = ih;
     for (int wb = 0; wb < 3; ++wb) {
       for (int iw = wb * 8; iw < wb * 8 + 8 && iw < 22; ++iw) {
         const int gw = iw - 1;
         const int inside = gh >= 0 && gh < 18 && gw >= 0 && gw < 20;
-        uint8_t *restrict dst = cache + kg_pixel(ih, iw, 3, 1);
+        uint8_t *restrict dst = cache + kg_pixel(ch, iw, 3, 1);
         const uint8_t *restrict src = image + (inside ? kg_pixel(gh, gw, 3, 1) : 0);
         for (int cb = 0; cb < 1; ++cb) {
           const int left = 24 - cb * 32;
@@ -114,6 +116,11 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
       }
     }
   }
+}
+
+/* Channel sums of the input cache (every cache row, in cache-row order), read by conv2d #1. */
+static void kg_pixel_sums_0(const uint8_t *restrict cache, int32_t *restrict sums)
+{
   kg_sums(cache, sums, 18, 22, 3, 1);
 }
 
@@ -481,7 +488,8 @@ void hvx_matrix_chain_u8(const uint8_t *restrict input, const uint8_t *restrict 
   for (int ko_outer = 0; ko_outer < 2; ++ko_outer) { /* output-channel stripes of 64 */
     for (int ho_outer = 0; ho_outer < 2; ++ho_outer) { /* output-row stripes of 16 */
       /* input cache read: 18 rows x 22 columns x 24 channels (HVX helper) */
-      kg_input_read(input, input_cache, pixel_sums, 0, ho_outer);
+      kg_input_read(input, input_cache, 0, ho_outer, 0, 18);
+      kg_pixel_sums_0(input_cache, pixel_sums);
       for (int ko_outer_1 = 0; ko_outer_1 < 1; ++ko_outer_1) { /* all 40 output channels of conv2d #1 before conv2d #2 */
         /* filter #1 cache read (HVX helper) */
         kg_filter_read_1(filter1, filter_cache, wcorr, bias1, ko_outer_1);

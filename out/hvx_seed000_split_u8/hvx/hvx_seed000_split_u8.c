@@ -92,22 +92,24 @@ static inline __attribute__((always_inline)) void kg_sums(const uint8_t *restric
   }
 }
 
-/* Input cache read: 16 rows x 64 columns x 128 channels; outside the input
-   (spatial padding) and past channel 128 (layout padding) the cache holds the input zero point 128. */
-static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache, int32_t *restrict sums, int nb,
-                          int ho_outer)
+/* Input cache read: window rows [first, first + count) of 16 rows x 64 columns x 128 channels; outside the
+   input (spatial padding) and past channel 128 (layout padding) the cache holds the input zero point 128.
+   A pure copy (a DMA stands in here); the channel sums are computed with the stripe. */
+static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache, int nb, int ho_outer, int first,
+                          int count)
 {
   const uint8_t *restrict image = input + nb * 524288;
   const int row0 = ho_outer * 16 + (0);
-  for (int ih = 0; ih < 16; ++ih) {
+  for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
+    const int ch = ih;
     for (int wb = 0; wb < 8; ++wb) {
       const int gw0 = wb * 8 - 0;
       if (gh >= 0 && gh < 64 && gw0 >= 0 && gw0 + 8 <= 64) {
         /* 8 whole pixels: 256 contiguous bytes per channel block, here and in the input */
         for (int cb = 0; cb < 4; ++cb) {
           const HVX_UVector *restrict s = (const HVX_UVector *)(image + kg_pixel(gh, gw0, 8, 4) + cb * 2048);
-          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ih, wb * 8, 8, 4) + cb * 2048);
+          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 8, 4) + cb * 2048);
           d[0] = s[0];
           d[1] = s[1];
         }
@@ -116,7 +118,7 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
       for (int iw = wb * 8; iw < wb * 8 + 8 && iw < 64; ++iw) {
         const int gw = iw - 0;
         const int inside = gh >= 0 && gh < 64 && gw >= 0 && gw < 64;
-        uint8_t *restrict dst = cache + kg_pixel(ih, iw, 8, 4);
+        uint8_t *restrict dst = cache + kg_pixel(ch, iw, 8, 4);
         const uint8_t *restrict src = image + (inside ? kg_pixel(gh, gw, 8, 4) : 0);
         for (int cb = 0; cb < 4; ++cb) {
           const int left = 128 - cb * 32;
@@ -125,6 +127,11 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
       }
     }
   }
+}
+
+/* Channel sums of the input cache (every cache row, in cache-row order), read by conv2d #1. */
+static void kg_pixel_sums_0(const uint8_t *restrict cache, int32_t *restrict sums)
+{
   kg_sums(cache, sums, 16, 64, 8, 4);
 }
 
@@ -485,7 +492,8 @@ void hvx_seed000_split_u8(const uint8_t *restrict input, const uint8_t *restrict
   for (int ko_outer = 0; ko_outer < 2; ++ko_outer) { /* output-channel stripes of 64 */
     for (int ho_outer = 0; ho_outer < 4; ++ho_outer) { /* output-row stripes of 16 */
       /* input cache read: 16 rows x 64 columns x 128 channels (HVX helper) */
-      kg_input_read(input, input_cache, pixel_sums, 0, ho_outer);
+      kg_input_read(input, input_cache, 0, ho_outer, 0, 16);
+      kg_pixel_sums_0(input_cache, pixel_sums);
       for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1) { /* all 128 output channels of conv2d #1 before conv2d #2 */
         /* filter #1 cache read (HVX helper) */
         kg_filter_read_1(filter1, filter_cache, wcorr, 0, ko_outer_1);
