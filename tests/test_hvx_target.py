@@ -46,6 +46,17 @@ MATRIX = {
                                               "{h_block: 3, h_split: 2}",
                                               "weight_dtype: uint8, weight_zero_point: 121"),
     "batch2_k3_pad1_c10": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "{h_block: 4}", ""),
+    # Issue 7: the double-buffered pipeline and the halo ring on strided, dilated and batched cases.
+    "chain_stride2_dilation2_double_buffer": ([1, 21, 19, 12], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}",
+                                                                "{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"],
+                                              "{h_block: 3, h_split: 1, pipeline: double_buffer}", ""),
+    "chain_stride2_dilation2_halo_reuse": ([1, 21, 19, 12], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}",
+                                                             "{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"],
+                                           "{h_block: 1, h_split: 2, halo: reuse}", "bias: true"),
+    "batch2_k3_pad1_c40_k70_double_buffer": ([2, 6, 7, 40], ["{out_channels: 70, kernel: 3, pad: 1}"],
+                                             "{h_block: 2, pipeline: double_buffer}", ""),
+    "batch2_k3_stride2_halo_reuse": ([2, 19, 9, 10], ["{out_channels: 6, kernel: 3, stride: 2, pad: 1}"],
+                                     "{h_block: 2, halo: reuse}", ""),
 }
 
 
@@ -176,11 +187,14 @@ def test_qf32_variant_compiles_with_hvx_float_multiplies(repo, arch):
 
 
 @requires_tool(*TOOLS)
-def test_float32_chain_runs_under_qemu():
+@pytest.mark.parametrize("extra", ["", ", pipeline: double_buffer", ", halo: reuse"])
+def test_float32_chain_runs_under_qemu(extra):
     text = ("name: f32_chain\ninput: {shape: [1, 12, 10, 40], layout: nhwc-8h8w32c}\nops:\n"
             "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}\n"
-            "  - conv2d: {out_channels: 20, kernel: 1, stride: 2, filter_layout: oihw-8i32o4i}\n"
-            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 3, h_split: 1}\ntargets: [hvx]\n")
+            "  - conv2d: {out_channels: 20, kernel: 3, stride: 2, dilation: 2, pad: 2, "
+            "filter_layout: oihw-8i32o4i}\n"
+            f"output: {{layout: nhwc-8h8w32c}}\nschedule: {{k_split: 1, h_block: 2, h_split: 1{extra}}}\n"
+            "targets: [hvx]\n")
     result = validate_hvx.validate_hvx(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
 
