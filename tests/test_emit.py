@@ -6,7 +6,7 @@ from pycparser import c_ast, c_parser
 
 from kernelgen.config import load_config, parse_config
 from kernelgen.emit import environment, render
-from kernelgen.plan import Guard, Loop, Section
+from kernelgen.plan import Block, Guard, Loop, Section
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 
@@ -17,7 +17,7 @@ def _plan_tree(nodes) -> list:
     for node in nodes:
         if isinstance(node, Loop):
             out.append((node.var, node.extent, _plan_tree(node.body)))
-        elif isinstance(node, (Guard, Section)):
+        elif isinstance(node, (Guard, Section, Block)):
             out += _plan_tree(node.body)
     return out
 
@@ -64,13 +64,19 @@ def test_chain_with_padding_and_batch_loops_match():
     cfg = parse_config("name: t\ninput: {shape: [2, 9, 9, 5]}\nops:\n"
                        "  - conv2d: {out_channels: 6, kernel: 3, pad: 1}\n"
                        "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
-                       "output: {layout: {map: nchw-4c, pad_value: 0}}\n")
+                       "output: {layout: {map: nchw-4c, pad_value: 0.5}}\n")
     the_plan = plan(cfg)
     kernel = _parse_kernel(render(the_plan, TARGETS["c"])["t.c"], "t")
     tree = _c_tree(kernel.body)
     assert tree == _plan_tree(the_plan.kernel.body)
     assert tree[0][:2] == ("nb", 2)  # batch loop outermost
     assert len(tree) == 2  # the stripe nest, then the pad_value pass
+    # Channel padding that must hold 0 is stored by the conv itself (overcompute): no fill pass.
+    zero = plan(parse_config("name: t\ninput: {shape: [2, 9, 9, 5]}\nops:\n"
+                             "  - conv2d: {out_channels: 6, kernel: 3, pad: 1}\n"
+                             "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
+                             "output: {layout: {map: nchw-4c, pad_value: 0}}\n"))
+    assert len(_plan_tree(zero.kernel.body)) == 1
 
 
 def test_render_is_deterministic(repo):
@@ -97,3 +103,13 @@ def test_environment_is_strict():
     assert env.undefined is jinja2.StrictUndefined
     with pytest.raises(jinja2.UndefinedError):
         env.from_string("{{ missing }}").render()
+
+
+def test_pipelined_kernel_loops_match_the_plan(repo):
+    config = load_config(repo / "configs" / "seed000_3x3_double_buffer.yaml")
+    the_plan = plan(config)
+    kernel = _parse_kernel(render(the_plan, TARGETS["c"])["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
+    tree = _c_tree(kernel.body)
+    assert tree == _plan_tree(the_plan.kernel.body)
+    # prologue load, then the pipeline loop over all 8 stripes, then the epilogue store.
+    assert [(var, extent) for var, extent, _ in tree] == [("ih", 20), ("s", 8), ("oh", 16)]
