@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from . import expr as E
 from .config import Config
-from .layout import PadKind, TensorLayout, padding_cover
+from .layout import LayoutError, PadKind, TensorLayout, padding_cover
 from .plan import Cache
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
@@ -119,8 +119,13 @@ def temp_names(n_ops: int) -> tuple[str, ...]:
 
 
 def channel_cover(layout: TensorLayout) -> int:
-    """Channels the layout stores, padding included (c = 10 in 32c blocks: 32)."""
-    return padding_cover(layout)[layout.layout.dims.index("c")]
+    """Channels the layout stores, padding included (c = 10 in 32c blocks: 32). A map whose padding
+    cannot be enumerated per channel (w and c mixed in one axis) counts only its real channels."""
+    axis = layout.layout.dims.index("c")
+    try:
+        return padding_cover(layout)[axis]
+    except LayoutError:
+        return layout.logical_shape[axis]
 
 
 def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ...]:

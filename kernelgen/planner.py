@@ -29,7 +29,7 @@ from . import expr as E
 from .config import Config
 from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, Windows, allocate, channel_cover, geometry,
                        reduction_channels, shapes, stripes, windows, workspace_elements)
-from .layout import PadKind, TensorLayout, padding_cover
+from .layout import LayoutError, PadKind, TensorLayout, padding_cover
 from .packing import pack_function, padding_fill, unpack_function
 from .plan import (Block, Cache, Function, Guard, Loop, Node, OpSummary, PadStrategy, Param, Plan, Section, Stmt,
                    StripeParts, Tensor)
@@ -246,12 +246,16 @@ class _Builder:
         # Output channel padding can be stored like real channels when it must hold 0: the zero filter
         # channels compute exactly 0 there. Spatial padding still needs the fill loop.
         out_layout = tensors[-1].layout
-        cover = padding_cover(out_layout)
         c_axis = out_layout.layout.dims.index("c")
-        self.output_pad_by_overcompute = (
-            out_layout.layout.pad_kind is PadKind.VALUE and out_layout.layout.pad_value == 0.0
-            and cover[c_axis] > shape_list[-1][3]
-            and all(g == n for i, (g, n) in enumerate(zip(cover, out_layout.logical_shape)) if i != c_axis))
+        self.output_pad_by_overcompute = False
+        if out_layout.layout.pad_kind is PadKind.VALUE and out_layout.layout.pad_value == 0.0:
+            try:
+                cover = padding_cover(out_layout)
+            except LayoutError:  # padding not enumerable per dim: the fill pass decides (and reports it)
+                cover = out_layout.logical_shape
+            self.output_pad_by_overcompute = (
+                cover[c_axis] > shape_list[-1][3]
+                and all(g == n for i, (g, n) in enumerate(zip(cover, out_layout.logical_shape)) if i != c_axis))
 
     def bounds(self) -> dict[str, tuple[int, int]]:
         c = self.cut
