@@ -40,7 +40,7 @@ from .config import Config
 from .errors import KernelgenError
 from .layout import PadKind
 from .plan import Block, Function, Guard, Loop, Node, Param, Plan, Section, Stmt
-from .geometry import geometry, shapes, stripes
+from .geometry import Geometry, geometry, shapes, stripes
 from .planner import compose_stripes, fitted_config
 
 # VTCM budget assumed when the config gives no hvx.vtcm_bytes: typical sizes of each
@@ -239,8 +239,7 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
         notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
     keep = _ring_keep(config, plan)
-    shape_list = shapes(config)
-    geo = geometry(config, shape_list, stripes(config, shape_list))
+    geo = _stripe_geometry(config)
     if not uint8 and arch in QF32_ARCHES and not blocked:
         notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
     return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=workspace_bytes,
@@ -309,7 +308,7 @@ def quant_params(config: Config) -> list[tuple[float, int, float, int]]:
 def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
     shape_list = shapes(config)
     n = len(config.ops)
-    geo = geometry(config, shape_list, stripes(config, shape_list))
+    geo = _stripe_geometry(config)
     uint8 = config.dtype == "uint8"
     q = config.quant
     zw_u = q.weight_zero_point + (128 if q.weight_dtype == "int8" else 0)
@@ -353,7 +352,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
 
 def _io(config: Config, plan: Plan) -> IoGeo:
     shape_list = shapes(config)
-    geo = geometry(config, shape_list, stripes(config, shape_list))
+    geo = _stripe_geometry(config)
     _, h, w, c = shape_list[0]
     _, oh, ow, ok = shape_list[-1]
     a, b = _affine(geo.row_start[0])
@@ -416,12 +415,15 @@ def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, st
     return tuple(out)
 
 
+def _stripe_geometry(config: Config) -> Geometry:
+    """The plan's stripe windows (config with the plan's splits, see fitted_config)."""
+    shape_list = shapes(config)
+    return geometry(config, shape_list, stripes(config, shape_list))
+
+
 def _ring_keep(config: Config, plan: Plan) -> int:
     """Input rows a stripe keeps for the next with halo reuse (0: every stripe loads its whole window)."""
-    if plan.halo != "reuse":
-        return 0
-    shape_list = shapes(config)
-    return geometry(config, shape_list, stripes(config, shape_list)).halo_rows
+    return _stripe_geometry(config).halo_rows if plan.halo == "reuse" else 0
 
 
 def _uint8_kernel(config: Config, plan: Plan) -> Function:

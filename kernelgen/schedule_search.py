@@ -99,17 +99,17 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
                              f"for its caches, got {s.budget} ({s.budget_source})")
     fits.sort()
     best = fits[0]
-    chosen = _candidate(best, "chosen", s.w_block, out_w)
-    runners = tuple(_candidate(c, _why_lost(c, best), s.w_block, out_w) for c in fits[1:1 + SHOWN_RUNNERS_UP])
+    chosen = _candidate(best, "chosen")
+    runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP])
     better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c[2], c[0]))
-    big = tuple(_candidate(c, f"needs {c[2]} bytes, over the {s.budget}-byte budget", s.w_block, out_w)
+    big = tuple(_candidate(c, f"needs {c[2]} bytes, over the {s.budget}-byte budget")
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
                             chosen=chosen, runners_up=runners, too_big=big)
     return _trial(config, best[3], best[4], best[5]), search
 
 
-def _candidate(key: tuple, verdict: str, w_block: int, out_w: int) -> Candidate:
+def _candidate(key: tuple, verdict: str) -> Candidate:
     traffic, executed, workspace, k, h, w, count = key
     return Candidate(k_split=k, h_split=h, w_split=w, stripes=count, workspace_bytes=workspace,
                      traffic_bytes=traffic, executed_flops=executed, verdict=verdict)
