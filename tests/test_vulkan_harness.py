@@ -194,6 +194,11 @@ def test_two_stage_sequence_reads_the_first_stage_output(runner):
     np.testing.assert_array_equal(result.outputs[1], src * 2 + 1)
     np.testing.assert_array_equal(result.outputs[2], (src * 2 + 1) * 0.5 - 3)
     assert len(result.gpu_times_ns) == 2
+    # One time per stage and repeat (bench pairs the FMA probe with a kernel this way);
+    # a repeat's time is the sum of its stages'.
+    assert [len(t) for t in result.stage_times_ns] == [2, 2]
+    assert all(t > 0 for times in result.stage_times_ns for t in times)
+    assert result.gpu_times_ns == tuple(sum(t) for t in result.stage_times_ns)
 
 
 @requires_tool(*DEVICE_TOOLS)

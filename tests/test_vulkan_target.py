@@ -86,6 +86,17 @@ def test_plan_tiles_dispatch_and_loop_count():
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 
 
+def test_seed002_config_plans_four_subgroups_per_workgroup(repo):
+    # The bench's workload: 8 lanes (lavapipe's subgroup) over output channels, 4 subgroups
+    # stacked along ow; every tap unrolled, 64 pixels x 2 vec4 chunks per invocation.
+    config = load_config(repo / "configs" / "seed002_vulkan.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert op.wg_size == (8, 4, 1) and op.ivc_tile == (4, 16, 2) and op.wg_tile == (4, 64, 64)
+    assert op.groups == (4, 4, 64) and not op.store_guard  # 256 / 64 channels, 256 / 64 columns, 256 / 4 rows
+    assert op.fh_block == 3 and op.x.texel and op.f.texel and op.trips == 1 + 1 * (2 + 4)
+    assert op.label.endswith("/Tile[4x16x8]/WGSize[8x4x1]")
+
+
 def test_wide_reductions_unroll_the_channel_loop_under_lavapipes_limit():
     # A tile whose all-taps body exceeds BODY_LIMIT keeps kh as a loop: 11 x 8,194 trips would
     # pass the limit, so the channel loop is unrolled by 2.
@@ -157,3 +168,7 @@ def test_bench_prints_seed002_style_rows():
     assert len(rows) == 1 and rows[0].seconds > 0
     assert rows[0].label == "Input[1x8x16x16]xFilter[1x1x16x64]/Stride[1x1]/Tile[2x8x8]/WGSize[8x1x1]/f32"
     assert rows[0].metrics["peak_gflops"] > 0 and np.isfinite(rows[0].metrics["ratio"])
+    # The ratio is the median of per-repeat ratios against the probe dispatched right before
+    # the kernel, so it is close to, not exactly, rate / median peak.
+    rate = rows[0].flops / rows[0].seconds / 1e9
+    assert 0.5 < rows[0].metrics["ratio"] / (rate / rows[0].metrics["peak_gflops"]) < 2

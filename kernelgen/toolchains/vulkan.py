@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from kernelgen.toolchains.vulkan_runtime import RunResult, Stage, VulkanRunner
 
 __all__ = [
-    "DeviceInfo", "RunResult", "Stage", "ToolStatus", "VulkanRunner", "available", "compile_glsl",
-    "disassemble", "fma_peak_gflops", "list_devices", "status",
+    "DeviceInfo", "FmaProbe", "RunResult", "Stage", "ToolStatus", "VulkanRunner", "available", "compile_glsl",
+    "disassemble", "fma_peak_gflops", "fma_probe", "list_devices", "status",
 ]
 _RUNTIME_NAMES = ("RunResult", "Stage", "VulkanRunner")
 
@@ -409,22 +409,39 @@ def _fma_source(accumulators: int, unroll: int) -> str:
     ])
 
 
+@dataclass(frozen=True, slots=True)
+class FmaProbe:
+    """The FMA-chain shader as one stage of a sequence, so that a benchmark can dispatch it
+    right before a kernel and compare both under the same load (a CPU device shares its
+    cores with whatever else runs)."""
+
+    stage: Stage  # binds buffers[binding] of the sequence: `buffer`
+    buffer: np.ndarray
+    flops: int  # per dispatch, 2 per lane FMA
+
+
+def fma_probe(binding: int = 0) -> FmaProbe:
+    from kernelgen.toolchains.vulkan_runtime import Stage
+
+    spirv = compile_glsl(_fma_source(_FMA_ACCUMULATORS, _FMA_UNROLL))
+    invocations = _FMA_LOCAL_SIZE * _FMA_GROUPS
+    push = np.array([0.999, 0.001], np.float32).tobytes() + np.uint32(_FMA_TRIPS).tobytes()
+    stage = Stage(spirv, (binding,), (_FMA_GROUPS, 1, 1), {0: _FMA_LOCAL_SIZE}, push)
+    flops = invocations * _FMA_TRIPS * _FMA_UNROLL * _FMA_ACCUMULATORS * 4 * 2
+    return FmaProbe(stage, np.zeros((invocations, 4), np.float32), flops)
+
+
 def fma_peak_gflops(runner: VulkanRunner, *, repeat: int = 7) -> float:
     """Sustained vec4 FMA rate in GFLOP/s (2 FLOPs per lane), the median of `repeat`
     timed dispatches after a warm-up one that absorbs first-dispatch costs (on
     lavapipe the first dispatch of a pipeline is tens of ms slower)."""
     if not runner.info.timestamps:
         raise ToolchainError(f"{runner.info.name} cannot write timestamps; no peak to measure")
-    spirv = compile_glsl(_fma_source(_FMA_ACCUMULATORS, _FMA_UNROLL))
-    invocations = _FMA_LOCAL_SIZE * _FMA_GROUPS
-    push = np.array([0.999, 0.001], np.float32).tobytes() + np.uint32(_FMA_TRIPS).tobytes()
-    result = runner.run(spirv, [np.zeros((invocations, 4), np.float32)], (_FMA_GROUPS, 1, 1),
-                        spec_constants={0: _FMA_LOCAL_SIZE}, push_constants=push,
-                        repeat=repeat + 1)
+    probe = fma_probe()
+    result = runner.run_sequence([probe.stage], [probe.buffer], repeat=repeat + 1)
     if not np.isfinite(result.outputs[0]).all():
         raise ToolchainError("the FMA probe produced non-finite values")
-    flops = invocations * _FMA_TRIPS * _FMA_UNROLL * _FMA_ACCUMULATORS * 4 * 2
-    return flops / statistics.median(result.gpu_times_ns[1:])
+    return probe.flops / statistics.median(result.gpu_times_ns[1:])
 
 
 def __getattr__(name: str) -> Any:

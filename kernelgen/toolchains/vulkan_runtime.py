@@ -67,6 +67,9 @@ class Stage:
 class RunResult:
     outputs: tuple[np.ndarray, ...]  # same dtypes and shapes as the buffers passed in
     gpu_times_ns: tuple[float, ...]  # one per repeat; NaN when the queue has no timestamps
+    # Per repeat, one time per stage (stamped before each dispatch and after the last), so
+    # a probe and a kernel in one sequence are timed under the same load: bench pairs them.
+    stage_times_ns: tuple[tuple[float, ...], ...] = ()
 
 
 def pack_spec_constants(
@@ -187,7 +190,8 @@ class VulkanRunner:
     def run_sequence(self, stages: Sequence[Stage], buffers: Sequence[np.ndarray], *,
                      repeat: int = 1) -> RunResult:
         """All stages in one command buffer with a compute->compute barrier between any
-        two dispatches; each repeat is timed from before its first to after its last."""
+        two dispatches; each repeat is timed from before its first to after its last, and
+        each stage from before its dispatch to before the next one (stage_times_ns)."""
         if self._closed:
             raise ToolchainError("VulkanRunner is closed")
         _check(stages, buffers, repeat)
@@ -202,14 +206,15 @@ class VulkanRunner:
                 dispatches = [self._dispatch(run, s, [mapped[b] for b in s.bindings],
                                              [arrays[b].dtype.name for b in s.bindings])
                               for s in stages]
+                stamps = (len(dispatches) + 1) * repeat
                 queries = self._create(run, "QueryPool", self._vk.VkQueryPoolCreateInfo(
-                    queryType=self._vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2 * repeat))
+                    queryType=self._vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=stamps))
                 self._submit(run, self._record(run, dispatches, queries, repeat))
-                times = self._times(queries, repeat)
+                per_stage = self._times(queries, repeat, len(dispatches))
                 outputs = tuple(
                     np.frombuffer(view, a.dtype, a.size).reshape(a.shape).copy()
                     for (_, view), a in zip(mapped, arrays, strict=True))
-            return RunResult(outputs, times)
+            return RunResult(outputs, tuple(sum(t) for t in per_stage), per_stage)
         finally:
             run.close()
 
@@ -349,16 +354,18 @@ class VulkanRunner:
         run.on_close(lambda: vk.vkFreeCommandBuffers(dev, self._pool, 1, [cmd]))
         vk.vkBeginCommandBuffer(cmd, run.hold(vk.VkCommandBufferBeginInfo(
             flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)))
-        vk.vkCmdResetQueryPool(cmd, queries, 0, 2 * repeat)
+        n = len(dispatches) + 1  # stamps per repeat
+        vk.vkCmdResetQueryPool(cmd, queries, 0, n * repeat)
         compute, bind = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_BIND_POINT_COMPUTE
         read_write = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
         for r in range(repeat):
-            # Both stamps at the compute stage: a stamp waits for the dispatches before
-            # it, so a repeat's start is not stamped while the previous one still runs.
-            vk.vkCmdWriteTimestamp(cmd, compute, queries, 2 * r)
-            for d in dispatches:
-                if d is not dispatches[0] or r:
+            # Every stamp at the compute stage, after the barrier: a stamp waits for the
+            # dispatches before it, so a stage's start is not stamped while the previous
+            # one still runs.
+            for j, d in enumerate(dispatches):
+                if j or r:
                     self._barrier(run, cmd, compute, read_write)
+                vk.vkCmdWriteTimestamp(cmd, compute, queries, n * r + j)
                 vk.vkCmdBindPipeline(cmd, bind, d.pipeline)
                 if d.descriptor_set is not None:
                     vk.vkCmdBindDescriptorSets(cmd, bind, d.layout, 0, 1, [d.descriptor_set],
@@ -366,7 +373,7 @@ class VulkanRunner:
                 vk.vkCmdPushConstants(cmd, d.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                       len(d.push), d.push)
                 vk.vkCmdDispatch(cmd, *d.groups)
-            vk.vkCmdWriteTimestamp(cmd, compute, queries, 2 * r + 1)
+            vk.vkCmdWriteTimestamp(cmd, compute, queries, n * r + n - 1)
         # Shader writes must be made visible to the host before the mappings are read.
         self._barrier(run, cmd, vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT)
         vk.vkEndCommandBuffer(cmd)
@@ -386,13 +393,15 @@ class VulkanRunner:
             raise ToolchainError(f"{self.info.name} did not finish within "
                                  f"{self._timeout_ns / 1e9:g} s; the runner is closed") from None
 
-    def _times(self, queries: Any, repeat: int) -> tuple[float, ...]:
+    def _times(self, queries: Any, repeat: int, stages: int) -> tuple[tuple[float, ...], ...]:
+        """Per repeat, the time of each stage in ns (NaN without timestamps)."""
         if not self.info.timestamps:
-            return (float("nan"),) * repeat
-        vk = self._vk
-        stamps = vk.ffi.new("uint64_t[]", 2 * repeat)
-        vk.vkGetQueryPoolResults(self._device, queries, 0, 2 * repeat, 16 * repeat, stamps, 8,
+            return ((float("nan"),) * stages,) * repeat
+        vk, n = self._vk, stages + 1
+        stamps = vk.ffi.new("uint64_t[]", n * repeat)
+        vk.vkGetQueryPoolResults(self._device, queries, 0, n * repeat, 8 * n * repeat, stamps, 8,
                                  vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
-        return tuple(float(((stamps[2 * r + 1] - stamps[2 * r]) & self._mask)
-                           * self.info.timestamp_period_ns) for r in range(repeat))
+        return tuple(tuple(float(((stamps[n * r + j + 1] - stamps[n * r + j]) & self._mask)
+                                 * self.info.timestamp_period_ns) for j in range(stages))
+                     for r in range(repeat))
 
