@@ -41,6 +41,11 @@ DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per w
 # (oh + kh - 1) * (ow + kw - 1) (input, stride 1) vec4s for oh * ow * oc * kh * kw
 # multiply-adds. More than ~128 vec4 accumulators spill out of L1 and lose; the bench
 # sweep's best on lavapipe.
+# What bounds it there (benchmarks/lavapipe_profile.py on seed 002's workload): NIR lowers
+# fma to a multiply and an add (the FMA probe's too, so its peak is one pair per cycle);
+# texelFetch is an out-of-line call after which every live vector register is reloaded; a
+# storage-buffer store is a loop over lanes and components (~18% of the samples); the
+# multiply-add region touches ~36 KiB of stack, more than the 32 KiB L1d.
 DEFAULT_IVC_TILE = (4, 16, 8)
 # vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
 # gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
