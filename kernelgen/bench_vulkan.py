@@ -6,7 +6,10 @@ Each repeat dispatches the FMA probe right before the kernel in one command buff
 ratio is the median of the per-repeat ratios: on a CPU device (lavapipe) another process on
 a shared core slows probe and kernel alike only when both run at the same moment, and a
 peak taken seconds apart from the kernel gave ratios from 0.28 to 0.48 for
-the same kernel. The reported peak is the median of the paired probes.
+the same kernel. The reported peak is the median of the paired probes. `steal` is the share
+of the host's CPU ticks a hypervisor took during the run (host_steal). A contended host lowers
+the ratio even at zero steal: seed 002 measured 0.43-0.46 with the probe at ~80 GFLOP/s and
+0.27-0.38 with it at 53-63 GFLOP/s, so read the ratio together with the peak beside it.
 
 Rows are labelled in seed 002's style:
 Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[2x8x16]/WGSize[4x2x2]/f32.
@@ -21,6 +24,7 @@ import numpy as np
 from .bench import BenchOptions, BenchRow
 from .config import Config
 from .errors import ConfigError, ToolchainError
+from .host_steal import CpuTimes, steal_fraction
 from .planner import plan as make_plan
 from .validate import make_inputs
 from .validate_vulkan import buffers, check_device, stages
@@ -52,7 +56,7 @@ def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
     variants = [(None, None)]
     if options.sweep:
         variants = [(t, w) for t in SWEEP_TILES for w in SWEEP_WG]
-    timed: list[tuple[str, float, float, float]] = []  # label, seconds, peak FLOP/s, ratio
+    timed: list[tuple[str, float, dict[str, float]]] = []  # label, seconds, metrics
     with VulkanRunner(_device(options)) as runner:
         if not runner.info.timestamps:
             raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
@@ -65,18 +69,23 @@ def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
             spirv = compile_ops(glsl_source(the_plan, vk), vk)
             arrays = buffers(the_plan, vk, inputs.physical)
             probe = fma_probe(binding=len(arrays))
+            before = CpuTimes.read()
             result = runner.run_sequence([probe.stage, *stages(vk, spirv)], [*arrays, probe.buffer],
                                          repeat=options.repeat + 1)
+            steal = steal_fraction(before, CpuTimes.read())
             if not np.isfinite(result.outputs[-1]).all():
                 raise ToolchainError("the FMA probe produced non-finite values")
             kernel = [sum(t[1:]) * 1e-9 for t in result.stage_times_ns[1:]]
             peak = [probe.flops / (t[0] * 1e-9) for t in result.stage_times_ns[1:]]
             ratio = statistics.median([the_plan.flops / k / p for k, p in zip(kernel, peak)])
             label = " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
-            timed.append((label, statistics.median(kernel), statistics.median(peak), ratio))
+            metrics = {"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio}
+            if steal is not None:
+                metrics["steal"] = steal
+            timed.append((label, statistics.median(kernel), metrics))
     rows = [BenchRow(config=config.name, target="vulkan", label=label, seconds=seconds, flops=the_plan.flops,
-                     metrics={"peak_gflops": peak / 1e9, "ratio": ratio})
-            for label, seconds, peak, ratio in timed]
+                     metrics=metrics)
+            for label, seconds, metrics in timed]
     if options.sweep and rows:
         best = min(range(len(rows)), key=lambda i: rows[i].seconds)
         r = rows[best]

@@ -20,6 +20,7 @@ from .config import Config, load_config
 from .config_model import json_schema
 from .errors import ConfigError, KernelgenError
 from .files import depfile_text, write_if_changed
+from .host_steal import NOISY
 from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
 from .targets import TARGETS
@@ -322,6 +323,11 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
                                 "best": r.best, **{k: _number(v) for k, v in r.metrics.items()}} for r in rows],
                               indent=2, allow_nan=False))
         return
+    noisy = [r for r in rows if r.metrics.get("steal", 0.0) > NOISY]
+    if noisy:
+        worst = max(r.metrics["steal"] for r in noisy)
+        click.echo(f"warning: the hypervisor took up to {worst:.1%} of this host's CPU time during {len(noisy)} "
+                   f"of {len(rows)} runs (steal); CPU-device times and ratios are not representative", err=True)
     for r in rows:
         extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
         mark = "  <- best" if r.best else ""
