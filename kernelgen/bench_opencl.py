@@ -17,7 +17,7 @@ import numpy as np
 from .bench import BenchOptions, BenchRow
 from .config import Config
 from .errors import ConfigError
-from .host_steal import CpuTimes, steal_fraction
+from .host_steal import measure_steal
 from .planner import plan as make_plan
 from .toolchains import opencl
 from .validate import make_inputs
@@ -48,20 +48,19 @@ def bench_opencl(config: Config, options: BenchOptions) -> list[BenchRow]:
             steps, arrays = launches(cplan, source), host_arrays(cplan, logical)
             runner.run_sequence(steps, arrays)  # warms PoCL's JIT and caches
             times, peaks = [], []
-            before = CpuTimes.read()
-            for _ in range(options.repeat):
-                # Kernel runs interleaved with peak runs: with other jobs on the 2 cores, both
-                # medians are taken over the same stretch of load.
-                times.append(runner.run_sequence(steps, arrays).kernel_times_ns[0])
-                peaks.append(opencl.fma_peak_gflops(runner, runs=2))
+            with measure_steal() as steal:
+                for _ in range(options.repeat):
+                    # Kernel runs interleaved with peak runs: with other jobs on the 2 cores, both
+                    # medians are taken over the same stretch of load.
+                    times.append(runner.run_sequence(steps, arrays).kernel_times_ns[0])
+                    peaks.append(opencl.fma_peak_gflops(runner, runs=2))
             seconds, peak = statistics.median(times) * 1e-9, statistics.median(peaks)
-            steal = steal_fraction(before, CpuTimes.read())
             rows.append(BenchRow(config=config.name, target="opencl",
                                  label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
                                  seconds=seconds, flops=the_plan.flops,
                                  metrics={"peak_gflops": round(peak, 1),
                                           "ratio": round(the_plan.flops / seconds / 1e9 / peak, 3),
-                                          **({"steal": steal} if steal is not None else {})}))
+                                          **steal}))
     if options.sweep and rows:
         best = min(range(len(rows)), key=lambda i: rows[i].seconds)
         rows[best] = dataclasses.replace(rows[best], best=True)

@@ -24,7 +24,7 @@ import numpy as np
 from .bench import BenchOptions, BenchRow
 from .config import Config
 from .errors import ConfigError, ToolchainError
-from .host_steal import CpuTimes, steal_fraction
+from .host_steal import measure_steal
 from .planner import plan as make_plan
 from .validate import make_inputs
 from .validate_vulkan import buffers, check_device, stages
@@ -69,20 +69,17 @@ def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
             spirv = compile_ops(glsl_source(the_plan, vk), vk)
             arrays = buffers(the_plan, vk, inputs.physical)
             probe = fma_probe(binding=len(arrays))
-            before = CpuTimes.read()
-            result = runner.run_sequence([probe.stage, *stages(vk, spirv)], [*arrays, probe.buffer],
-                                         repeat=options.repeat + 1)
-            steal = steal_fraction(before, CpuTimes.read())
+            with measure_steal() as steal:
+                result = runner.run_sequence([probe.stage, *stages(vk, spirv)], [*arrays, probe.buffer],
+                                             repeat=options.repeat + 1)
             if not np.isfinite(result.outputs[-1]).all():
                 raise ToolchainError("the FMA probe produced non-finite values")
             kernel = [sum(t[1:]) * 1e-9 for t in result.stage_times_ns[1:]]
             peak = [probe.flops / (t[0] * 1e-9) for t in result.stage_times_ns[1:]]
             ratio = statistics.median([the_plan.flops / k / p for k, p in zip(kernel, peak)])
             label = " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
-            metrics = {"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio}
-            if steal is not None:
-                metrics["steal"] = steal
-            timed.append((label, statistics.median(kernel), metrics))
+            timed.append((label, statistics.median(kernel),
+                          {"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio, **steal}))
     rows = [BenchRow(config=config.name, target="vulkan", label=label, seconds=seconds, flops=the_plan.flops,
                      metrics=metrics)
             for label, seconds, metrics in timed]

@@ -12,6 +12,8 @@ not prove the opposite.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,3 +49,15 @@ def steal_fraction(before: CpuTimes | None, after: CpuTimes | None) -> float | N
     if total <= 0:
         return None
     return (after.steal - before.steal) / total
+
+
+@contextmanager
+def measure_steal() -> Iterator[dict[str, float]]:
+    """Yields a metrics dict that holds {"steal": fraction} of the block once it ends, or
+    stays empty where the fraction is unknown (no /proc/stat, no tick elapsed)."""
+    metrics: dict[str, float] = {}
+    before = CpuTimes.read()
+    yield metrics
+    fraction = steal_fraction(before, CpuTimes.read())
+    if fraction is not None:
+        metrics["steal"] = fraction

@@ -1,4 +1,5 @@
 """host_steal: the hypervisor's share of CPU ticks during a bench, and the CLI's warning."""
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -6,7 +7,7 @@ from click.testing import CliRunner
 from kernelgen import bench
 from kernelgen.bench import BenchRow
 from kernelgen.cli import main
-from kernelgen.host_steal import CpuTimes, steal_fraction
+from kernelgen.host_steal import PROC_STAT, CpuTimes, measure_steal, steal_fraction
 
 
 def _stat(tmp_path: Path, name: str, fields: str) -> Path:
@@ -31,13 +32,16 @@ def test_no_reading_gives_no_fraction(tmp_path):
     assert steal_fraction(None, reading) is None and steal_fraction(reading, reading) is None
 
 
-def test_this_machine_reads_a_fraction_between_0_and_1():
-    before = CpuTimes.read()
-    sum(range(200_000))
-    after = CpuTimes.read()
-    if before is not None:  # Linux
-        fraction = steal_fraction(before, after)
-        assert fraction is None or 0.0 <= fraction <= 1.0
+def test_this_machine_measures_a_block_between_0_and_1():
+    with measure_steal() as metrics:
+        assert metrics == {}  # filled only when the block ends
+        start = time.process_time()
+        while time.process_time() - start < 0.05:  # several clock ticks (10 ms each) of work
+            pass
+    if PROC_STAT.exists():  # Linux
+        assert 0.0 <= metrics["steal"] <= 1.0
+    else:
+        assert metrics == {}
 
 
 def test_bench_warns_when_the_hypervisor_took_time(tmp_path, monkeypatch):
