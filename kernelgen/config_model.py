@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, StrictInt, StrictStr, conlist
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictInt, StrictStr, conlist
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
@@ -114,6 +114,9 @@ class VulkanModel(_Strict):
         default=None, description="[oh, ow, oc]: output tile of one invocation (oc a multiple of 4)")
     wg_size: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
         default=None, description="[x, y, z]: invocations per workgroup")
+    wide_store: StrictBool = Field(
+        default=False, description="true: an invocation owns pairs of adjacent vec4 channel chunks and stores "
+                                   "each pair as one 64-bit-word vector (needs shaderInt64)")
 
 
 class HvxModel(_Strict):

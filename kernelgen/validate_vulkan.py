@@ -48,6 +48,9 @@ def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list:
 def check_device(vk: VulkanPlan, info) -> None:
     if vk.dtype == "float16" and not (info.shader_float16 and info.storage_16bit):
         raise ToolchainError(f"{info.name} lacks shaderFloat16 or 16-bit storage: the float16 kernels need both")
+    if vk.int64 and not info.shader_int64:
+        raise ToolchainError(f"{info.name} lacks shaderInt64, which vulkan.wide_store's 64-bit-word stores need; "
+                             f"set wide_store: false")
     for op in vk.ops:
         if any(s > m for s, m in zip(op.wg_size, info.max_workgroup_size)) or \
                 np.prod(op.wg_size) > info.max_workgroup_invocations:

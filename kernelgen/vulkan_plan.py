@@ -56,6 +56,12 @@ TEXEL_LIMIT = 1 << 27
 # compiles a 4,608-FMA body in ~2 s; twice that took minutes.
 BODY_LIMIT = 4608
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
+# wide_store: the 8 channels of a chunk pair as 64-bit words (4 for float32, 2 for float16).
+# lavapipe stores a storage-buffer vector with a loop over the subgroup's 8 lanes, one
+# scalar store per component inside; what costs is the loop, not the scalars, so one
+# 32-byte u64vec4 per pair instead of two vec4 stores took seed 002's kernel from ~72 to
+# ~68 ms (the kernel without any store: ~57 ms).
+WORD_TYPES = {"float32": "u64vec4", "float16": "u64vec2"}
 SHORT_NAMES = {"float32": "f32", "float16": "f16"}  # seed 002's benchmark names
 
 
@@ -84,6 +90,8 @@ class VulkanOp:
     dilation: tuple[int, int]
     wg_size: tuple[int, int, int]
     ivc_tile: tuple[int, int, int]  # [oh, ow, oc4 chunks]
+    lane_chunks: int  # adjacent vec4 chunks an invocation owns per cyclic step: 1 (seed 002) or 2 (wide_store)
+    chunk_step: int  # chunks between an invocation's successive groups: lane_chunks * wg_size.x
     wg_tile: tuple[int, int, int]  # [oh, ow, oc] (oc in channels)
     groups: tuple[int, int, int]  # dispatch: x = oc, y = ow, z = n * oh
     groups_oh: int  # z groups per batch image
@@ -102,6 +110,7 @@ class VulkanOp:
     x: Access
     f: Access
     y: Access
+    pair_index: str  # wide_store: index of a chunk pair's 64-bit-word vector in dst ("" = vec4 / scalar stores)
     out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
     flops: int
 
@@ -126,24 +135,30 @@ class VulkanPlan:
     short: str  # f32 / f16, as in seed 002's benchmark names
     scalar: str  # float / float16_t
     vec: str  # vec4 / f16vec4
+    words: str  # u64vec4 / u64vec2: a chunk pair as 64-bit words (wide_store)
     buffers: tuple[Buffer, ...]
     ops: tuple[VulkanOp, ...]
     loop_limit: int
+
+    @property
+    def int64(self) -> bool:
+        """Some op stores chunk pairs as 64-bit words: the shader needs shaderInt64."""
+        return any(op.pair_index for op in self.ops)
 
 
 def _problem(config: Config, message: str) -> ConfigError:
     return config.problem("vulkan", message)  # points at the config's vulkan section
 
 
-def vec4_ok(tl: TensorLayout, axis: int) -> bool:
-    """4 consecutive elements along `axis` (from a multiple of 4) are contiguous and 16-byte
-    aligned, and the layout has slots up to the next multiple of 4 along it.
+def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
+    """`width` consecutive elements along `axis` (from a multiple of `width`) are contiguous and
+    aligned to `width` elements, and the layout has slots up to the next multiple of `width`.
 
-    Decided symbolically: with the dim written 4*q + r (r in [0, 4)), the flattened offset
-    must simplify to r plus terms that are all multiples of 4.
+    Decided symbolically: with the dim written width*q + r (r in [0, width)), the flattened
+    offset must simplify to r plus terms that are all multiples of `width`.
     """
     shape = list(tl.logical_shape)
-    shape[axis] = -(-shape[axis] // 4) * 4
+    shape[axis] = -(-shape[axis] // width) * width
     try:
         grown = tl.layout.bind(tuple(shape))
     except LayoutError:  # a layout the grown shape does not fit
@@ -151,8 +166,9 @@ def vec4_ok(tl: TensorLayout, axis: int) -> bool:
     if grown.flat_shape != tl.flat_shape:
         return False
     dims = tl.layout.dims
-    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // 4 - 1), "r_": (0, 3)}
-    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), 4), E.Var("r_"))}
+    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // width - 1),
+                                                             "r_": (0, width - 1)}
+    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), width), E.Var("r_"))}
     offsets = grown.offsets(index, bounds)
     flat, stride = [], 1
     for off, extent in reversed(list(zip(offsets, grown.flat_shape))):
@@ -162,9 +178,13 @@ def vec4_ok(tl: TensorLayout, axis: int) -> bool:
     lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
     if any(E.variables(atom) != {"r_"} for atom in lane):
         return False  # the lane offset would depend on other coordinates
-    rest_aligned = const % 4 == 0 and all(coef % 4 == 0 for atom, coef in terms.items() if atom not in lane)
-    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(4)]
-    return rest_aligned and lanes == [0, 1, 2, 3]
+    rest_aligned = const % width == 0 and all(coef % width == 0 for atom, coef in terms.items() if atom not in lane)
+    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(width)]
+    return rest_aligned and lanes == list(range(width))
+
+
+def vec4_ok(tl: TensorLayout, axis: int) -> bool:
+    return vec_ok(tl, axis, 4)
 
 
 def _channel_padding_only(tl: TensorLayout) -> bool:
@@ -203,26 +223,27 @@ def _choice(value, default):
 
 
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
-                wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
-    """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
+                wg_size: tuple[int, int, int] | None = None, wide_store: bool | None = None) -> VulkanPlan:
+    """ivc_tile / wg_size / wide_store override the config (the bench sweep's permutations)."""
     options = config.vulkan
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
+    lanes = 2 if (options.wide_store if wide_store is None else wide_store) else 1
     if min(wg) < 1 or math.prod(wg) > 1024:
         raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= 1024, got {list(wg)}")
     if options.wg_tile is not None and ivc is None:
         t = options.wg_tile
-        if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * wg[0]):
-            raise _problem(config, f"vulkan.wg_tile {list(t)} must be a multiple of [wg_size z, y, 4 * x] = "
-                                   f"[{wg[2]}, {wg[1]}, {4 * wg[0]}]")
+        if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * lanes * wg[0]):
+            raise _problem(config, f"vulkan.wg_tile {list(t)} must be a multiple of [wg_size z, y, "
+                                   f"{4 * lanes} * x] = [{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}]")
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
     if ivc is None:  # the default, shrunk to small problems so few invocations idle
         last = plan.ops[-1].out_shape
         ivc = (min(DEFAULT_IVC_TILE[0], last[1]), min(DEFAULT_IVC_TILE[1], last[2]),
-               4 * min(DEFAULT_IVC_TILE[2] // 4, -(-last[3] // (4 * wg[0]))))
-    if min(ivc) < 1 or ivc[2] % 4:
-        raise _problem(config, f"vulkan.ivc_tile: expected positive [oh, ow, oc] with oc a multiple of 4, "
-                               f"got {list(ivc)}")
+               4 * lanes * min(DEFAULT_IVC_TILE[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0]))))
+    if min(ivc) < 1 or ivc[2] % (4 * lanes):
+        raise _problem(config, f"vulkan.ivc_tile: expected positive [oh, ow, oc] with oc a multiple of "
+                               f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
     scalar, vec = GLSL_TYPES[config.dtype]
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}
@@ -236,13 +257,14 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         src_name = "input" if j == 1 else f"temp{j - 1}"
         dst_name = "output" if j == n_ops else f"temp{j}"
         ops.append(_plan_op(config, j, op, summary, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
-                            ivc, wg, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec))
+                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
+                      words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
 
 
 def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
-             ivc: tuple[int, int, int], wg: tuple[int, int, int], src: int, filt: int, dst: int,
+             ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
              scalar: str, vec: str) -> VulkanOp:
     n, in_h, in_w, in_c = summary.in_shape
     _, out_h, out_w, out_c = summary.out_shape
@@ -289,7 +311,12 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
                                f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     pad_kind = y_tl.layout.pad_kind
     use_y4 = vec4_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
-    y = _access(y_tl, "dst", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", in_bounds, use_y4)
+    y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
+    y = _access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
+    pair_index = ""
+    if lanes == 2 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):  # else: the pair's chunks are stored one by one
+        pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
+        pair_index = _index(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
     if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and _channel_padding_only(y_tl)):
         raise _problem(config, f"ops[{j - 1}]: the vulkan target writes pad_value only into channel padding "
                                f"(channels rounded up to 4); layout {y_tl.layout.source!r} pads more")
@@ -305,8 +332,8 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
         conds.append(f"oc4 < {oc4}")
     return VulkanOp(index=j, src=src, filter=filt, dst=dst, in_shape=summary.in_shape, out_shape=summary.out_shape,
                     kernel=op.kernel, stride=op.stride, pad=op.pad, dilation=op.dilation, wg_size=wg,
-                    ivc_tile=(ioh, iow, k4), wg_tile=wg_tile, groups=groups, groups_oh=groups_oh,
+                    ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile, groups=groups, groups_oh=groups_oh,
                     ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
                     oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
                     row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
-                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y, out_pad=out_pad, flops=summary.flops)
+                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y, pair_index=pair_index, out_pad=out_pad, flops=summary.flops)

@@ -3,7 +3,8 @@
 The matrix covers kernel sizes 1x1/3x3/5x5 and rectangular, stride 1/2, pad 0/1/same,
 dilation 2, channel counts not divisible by 4 (input and output), invocation and workgroup
 tiles equal to, dividing, smaller and larger than the output, single convs and chains,
-batch > 1, blocked and channel-padded (pad_value) layouts, float32 and float16.
+batch > 1, blocked and channel-padded (pad_value) layouts, float32 and float16, and wide_store
+(chunk pairs stored as 64-bit words, with ragged pairs and a channel count that leaves no pair whole).
 """
 from pathlib import Path
 
@@ -44,6 +45,15 @@ MATRIX = {
     "chain_of_three_blocked": ([2, 12, 12, 8], ["{out_channels: 8, kernel: 3, pad: 1}", "{out_channels: 12, kernel: 1}",
                                                 "{out_channels: 4, kernel: 3, stride: 2}"], "nhwc-8h8w32c",
                                "nhwc-8h8w32c", "{}", "float32"),
+    # wide_store: chunk pairs per invocation, stored as 64-bit words; ragged pairs and tiles.
+    "wide_store_ragged": ([1, 7, 9, 8], ["{out_channels: 24, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC",
+                          "NHWC", "{ivc_tile: [2, 4, 16], wg_size: [4, 2, 1], wide_store: true}", "float32"),
+    "wide_store_odd_pairs": ([1, 6, 6, 5], ["{out_channels: 20, kernel: 3, stride: 2, filter_layout: HWIO}"],
+                                   "NHWC", "NHWC", "{ivc_tile: [1, 2, 8], wg_size: [2, 1, 1], wide_store: true}",
+                                   "float32"),
+    "wide_store_chain_fp16": ([1, 10, 8, 12], ["{out_channels: 16, kernel: 3, pad: 1, filter_layout: HWIO}",
+                                               "{out_channels: 8, kernel: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
+                              "{ivc_tile: [2, 2, 8], wg_size: [2, 2, 1], wide_store: true}", "float16"),
     "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                 "{}", "float16"),
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",
@@ -90,13 +100,41 @@ def test_plan_tiles_dispatch_and_loop_count():
 
 def test_seed002_config_plans_four_subgroups_per_workgroup(repo):
     # The bench's workload: 8 lanes (lavapipe's subgroup) over output channels, 4 subgroups
-    # stacked along ow; every tap unrolled, 64 pixels x 2 vec4 chunks per invocation.
+    # in a 2 x 2 block of ow x oh; every tap unrolled, 64 pixels x 2 vec4 chunks per
+    # invocation, the two chunks adjacent and stored as one u64vec4 (wide_store).
     config = load_config(repo / "configs" / "seed002_vulkan.yaml")
-    op = plan_vulkan(config, plan(config)).ops[0]
-    assert op.wg_size == (8, 4, 1) and op.ivc_tile == (4, 16, 2) and op.wg_tile == (4, 64, 64)
-    assert op.groups == (4, 4, 64) and not op.store_guard  # 256 / 64 channels, 256 / 64 columns, 256 / 4 rows
+    vk = plan_vulkan(config, plan(config))
+    op = vk.ops[0]
+    assert op.wg_size == (8, 2, 2) and op.ivc_tile == (4, 16, 2) and op.wg_tile == (8, 32, 64)
+    assert op.groups == (4, 8, 32) and not op.store_guard  # 256 / 64 channels, 256 / 32 columns, 256 / 8 rows
     assert op.fh_block == 3 and op.x.texel and op.f.texel and op.trips == 1 + 1 * (2 + 4)
-    assert op.label.endswith("/Tile[4x16x8]/WGSize[8x4x1]")
+    assert op.lane_chunks == 2 and op.chunk_step == 16 and vk.int64 and vk.words == "u64vec4"
+    # NHWC with 256 channels: the pair holding channels 8 * oc8 .. 8 * oc8 + 7 is u64vec4 number
+    # (pixel * 256 + 8 * oc8) / 8.
+    assert op.pair_index == "((n*2097152)+(oh*8192)+(ow*32)+oc8)"
+    assert op.label.endswith("/Tile[4x16x8]/WGSize[8x2x2]")
+
+
+def test_wide_store_owns_chunk_pairs_cyclically():
+    """lane_chunks = 2: invocation x owns chunks 2x, 2x + 1, then 2x + 2 * wg_size.x, ..."""
+    config = _config("wide_store_ragged")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert op.lane_chunks == 2 and op.chunk_step == 8 and op.ivc_tile[2] == 4
+    assert op.pair_index and "oc4 < 6" in op.store_guard  # 24 channels: 3 pairs of a 4-pair workgroup tile
+    glsl = glsl_source(plan(config), plan_vulkan(config, plan(config)))
+    assert "first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS" in glsl and "u64vec4 dst[]" in glsl
+    # Without room for 8 whole channels (20 channels) the pairs are stored chunk by chunk.
+    odd = _config("wide_store_odd_pairs")
+    op = plan_vulkan(odd, plan(odd)).ops[0]
+    assert op.lane_chunks == 2 and not op.pair_index
+    assert not plan_vulkan(odd, plan(odd)).int64
+
+
+def test_wide_store_needs_pairs_in_the_tile():
+    text = _yaml("bad", MATRIX["wide_store_ragged"]).replace("ivc_tile: [2, 4, 16]", "ivc_tile: [2, 4, 12]")
+    config = parse_config(text, "bad.yaml")
+    with pytest.raises(ConfigError, match="multiple of 8 .wide_store owns chunk pairs."):
+        plan_vulkan(config, plan(config))
 
 
 def test_wide_reductions_unroll_the_channel_loop_under_lavapipes_limit():

@@ -131,6 +131,7 @@ class DeviceInfo:
     max_workgroup_invocations: int
     api_version: str = ""
     shader_int8: bool = False
+    shader_int64: bool = False  # 64-bit integers in shaders (the vulkan target's wide stores)
     storage_8bit: bool = False
     max_shared_memory_bytes: int = 0
     max_push_constant_bytes: int = 0
@@ -192,7 +193,7 @@ def _probe(vk: ModuleType, index: int, handle: Any) -> PhysicalDevice:
         max_workgroup_size=(int(size[0]), int(size[1]), int(size[2])),
         max_workgroup_invocations=int(p.limits.maxComputeWorkGroupInvocations),
         api_version=f"{p.apiVersion >> 22}.{p.apiVersion >> 12 & 0x3FF}.{p.apiVersion & 0xFFF}",
-        shader_int8=bool(f12.shaderInt8), storage_8bit=bool(f12.storageBuffer8BitAccess),
+        shader_int8=bool(f12.shaderInt8), shader_int64=bool(features2.features.shaderInt64), storage_8bit=bool(f12.storageBuffer8BitAccess),
         max_shared_memory_bytes=int(p.limits.maxComputeSharedMemorySize),
         max_push_constant_bytes=int(p.limits.maxPushConstantsSize),
         max_uniform_buffer_bytes=int(p.limits.maxUniformBufferRange),

@@ -18,6 +18,7 @@ layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 const int IVC_OH = 4;
 const int IVC_OW = 16;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -39,8 +40,14 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
   dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+3)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+3)%32))] = v[3];
 }
 
+// The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
+// the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
+int owned_chunk(int first, int k) {
+  return first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+}
+
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 16;
   int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
@@ -66,7 +73,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -95,8 +102,8 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-        int oh = oh0 + i, ow = ow0 + j, oc4 = wg_oc4 + 8 * k;
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+        int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
         store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
     }
@@ -118,6 +125,7 @@ layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 const int IVC_OH = 4;
 const int IVC_OW = 16;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -139,8 +147,14 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
   dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+3)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+3)%32))] = v[3];
 }
 
+// The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
+// the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
+int owned_chunk(int first, int k) {
+  return first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+}
+
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 16;
   int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
@@ -166,7 +180,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -195,8 +209,8 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-        int oh = oh0 + i, ow = ow0 + j, oc4 = wg_oc4 + 8 * k;
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+        int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
         store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
     }

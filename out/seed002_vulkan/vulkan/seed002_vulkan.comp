@@ -3,21 +3,23 @@
    Do not edit: change the config or the template and run `kernelgen build`. */
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_ARB_gpu_shader_int64 : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[4x16x8]/WGSize[8x4x1]/f32
+// conv2d #1: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[4x16x8]/WGSize[8x2x2]/f32
 // in [1, 258, 258, 16] -> out [1, 256, 256, 256], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 64, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [4, 4, 64] workgroups of [8, 4, 1]; 7 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [8, 32, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
+// dispatch [4, 8, 32] workgroups of [8, 2, 2]; 7 loop back-edges per invocation (limit 65535)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
-layout(local_size_x = 8, local_size_y = 4, local_size_z = 1) in;
+layout(local_size_x = 8, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
 
 const int IVC_OH = 4;
 const int IVC_OW = 16;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -32,15 +34,28 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
   return vec4(texelFetch(flt, ((fh*3072)+(fw*1024)+(ci*64)+oc4)));
 }
 
-void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
-  dst[((n*4194304)+(oh*16384)+(ow*64)+oc4)] = v;
+// wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
+// one store where two vec4 stores would each run lavapipe's per-lane store loop.
+uint64_t word(vec4 v, int part) {  // part 0: channels 0-1 (float32) / 0-3 (float16)
+  return packUint2x32(floatBitsToUint(part == 0 ? v.xy : v.zw));
+}
+
+void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
+  int oc8 = oc4 / 2;
+  dst[((n*2097152)+(oh*8192)+(ow*32)+oc8)] = u64vec4(word(lo, 0), word(lo, 1), word(hi, 0), word(hi, 1));
+}
+
+// The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
+// the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
+int owned_chunk(int first, int k) {
+  return first + 16 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 64;
-  int oh0 = (int(gl_WorkGroupID.z) % 64) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 64 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int n = int(gl_WorkGroupID.z) / 32;
+  int oh0 = (int(gl_WorkGroupID.z) % 32) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -63,7 +78,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 8 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -92,9 +107,9 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-        int oh = oh0 + i, ow = ow0 + j, oc4 = wg_oc4 + 8 * k;
-        store_dst(n, oh, ow, oc4, O[i][j][k]);
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 2) {
+        int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
+        store_pair(n, oh, ow, oc4, O[i][j][k], O[i][j][k + 1]);
       }
     }
   }

@@ -18,6 +18,7 @@ layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 const int IVC_OH = 1;
 const int IVC_OW = 4;
 const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -41,8 +42,14 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
   dst[((n*2048)+(oh*128)+(ow*8)+oc4)] = v;
 }
 
+// The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
+// the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
+int owned_chunk(int first, int k) {
+  return first + 2 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+}
+
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 8 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 8;
   int oh0 = (int(gl_WorkGroupID.z) % 8) * 2 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
@@ -67,7 +74,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 3; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -93,8 +100,8 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-        int oh = oh0 + i, ow = ow0 + j, oc4 = wg_oc4 + 2 * k;
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+        int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
         store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
     }

@@ -20,6 +20,7 @@ layout(std430, binding = 2) writeonly buffer Dst { f16vec4 dst[]; };
 const int IVC_OH = 2;
 const int IVC_OW = 4;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -53,8 +54,14 @@ void store_dst(int n, int oh, int ow, int oc4, f16vec4 v) {
   dst[((n*1080)+(oh*54)+(ow*3)+oc4)] = v;
 }
 
+// The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
+// the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
+int owned_chunk(int first, int k) {
+  return first + 2 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+}
+
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 4 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 4 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 5;
   int oh0 = (int(gl_WorkGroupID.z) % 5) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
@@ -79,7 +86,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -112,7 +119,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 2; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -138,8 +145,8 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-        int oh = oh0 + i, ow = ow0 + j, oc4 = wg_oc4 + 2 * k;
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+        int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
         if (ow < 18 && oc4 < 3)
         store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
@@ -162,6 +169,7 @@ layout(std430, binding = 2) writeonly buffer Dst { f16vec4 dst[]; };
 const int IVC_OH = 2;
 const int IVC_OW = 4;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -191,8 +199,14 @@ void store_dst(int n, int oh, int ow, int oc4, f16vec4 v) {
   dst[((n*360)+(oh*36)+(ow*4)+oc4)] = v;
 }
 
+// The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
+// the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
+int owned_chunk(int first, int k) {
+  return first + 2 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+}
+
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 4 + int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 4 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 3;
   int oh0 = (int(gl_WorkGroupID.z) % 3) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
@@ -218,7 +232,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -251,7 +265,7 @@ void main() {
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 2; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, wg_oc4 + 2 * k);
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -277,8 +291,8 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-        int oh = oh0 + i, ow = ow0 + j, oc4 = wg_oc4 + 2 * k;
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+        int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
         if (oh < 10 && ow < 9)
         store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
