@@ -98,21 +98,21 @@ def test_plan_tiles_dispatch_and_loop_count():
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 
 
-def test_seed002_config_plans_four_subgroups_per_workgroup(repo):
-    # The bench's workload: 8 lanes (lavapipe's subgroup) over output channels, 4 subgroups
-    # in a 2 x 2 block of ow x oh; every tap unrolled, 64 pixels x 2 vec4 chunks per
-    # invocation, the two chunks adjacent and stored as one u64vec4 (wide_store).
+def test_seed002_config_plans_one_subgroup_per_workgroup(repo):
+    # The bench's workload: 8 lanes (lavapipe's subgroup) over output channels; every tap
+    # unrolled, 64 pixels x 2 vec4 chunks per invocation, the two chunks adjacent and stored
+    # as one u64vec4 (wide_store).
     config = load_config(repo / "configs" / "seed002_vulkan.yaml")
     vk = plan_vulkan(config, plan(config))
     op = vk.ops[0]
-    assert op.wg_size == (8, 2, 2) and op.ivc_tile == (4, 16, 2) and op.wg_tile == (8, 32, 64)
-    assert op.groups == (4, 8, 32) and not op.store_guard  # 256 / 64 channels, 256 / 32 columns, 256 / 8 rows
+    assert op.wg_size == (8, 1, 1) and op.ivc_tile == (4, 16, 2) and op.wg_tile == (4, 16, 64)
+    assert op.groups == (4, 16, 64) and not op.store_guard  # 256 / 64 channels, 256 / 16 columns, 256 / 4 rows
     assert op.fh_block == 3 and op.x.texel and op.f.texel and op.trips == 1 + 1 * (2 + 4)
     assert op.lane_chunks == 2 and op.chunk_step == 16 and vk.int64 and vk.words == "u64vec4"
     # NHWC with 256 channels: the pair holding channels 8 * oc8 .. 8 * oc8 + 7 is u64vec4 number
     # (pixel * 256 + 8 * oc8) / 8.
     assert op.pair_index == "((n*2097152)+(oh*8192)+(ow*32)+oc8)"
-    assert op.label.endswith("/Tile[4x16x8]/WGSize[8x2x2]")
+    assert op.label.endswith("/Tile[4x16x8]/WGSize[8x1x1]")
 
 
 def test_wide_store_owns_chunk_pairs_cyclically():

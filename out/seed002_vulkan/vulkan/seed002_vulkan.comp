@@ -6,12 +6,12 @@
 #extension GL_ARB_gpu_shader_int64 : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[4x16x8]/WGSize[8x2x2]/f32
+// conv2d #1: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
 // in [1, 258, 258, 16] -> out [1, 256, 256, 256], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [8, 32, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [4, 8, 32] workgroups of [8, 2, 2]; 7 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
+// dispatch [4, 16, 64] workgroups of [8, 1, 1]; 7 loop back-edges per invocation (limit 65535)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
-layout(local_size_x = 8, local_size_y = 2, local_size_z = 2) in;
+layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
@@ -53,9 +53,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 32;
-  int oh0 = (int(gl_WorkGroupID.z) % 32) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 64;
+  int oh0 = (int(gl_WorkGroupID.z) % 64) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
