@@ -115,8 +115,8 @@ class VulkanModel(_Strict):
     wg_size: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
         default=None, description="[x, y, z]: invocations per workgroup")
     wide_store: StrictBool = Field(
-        default=False, description="true: an invocation owns pairs of adjacent vec4 channel chunks and stores "
-                                   "each pair as one 64-bit-word vector (needs shaderInt64)")
+        default=False, description="true or false: with true, an invocation owns pairs of adjacent vec4 channel "
+                                   "chunks and stores each pair as one vector of 64-bit words (needs shaderInt64)")
 
 
 class HvxModel(_Strict):
