@@ -44,8 +44,9 @@ DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per w
 # What bounds it there (benchmarks/lavapipe_profile.py on seed 002's workload): NIR lowers
 # fma to a multiply and an add (the FMA probe's too, so its peak is one pair per cycle);
 # texelFetch is an out-of-line call after which every live vector register is reloaded; a
-# storage-buffer store is a loop over lanes and components (~18% of the samples); the
-# multiply-add region touches ~36 KiB of stack, more than the 32 KiB L1d.
+# storage-buffer store is a loop over lanes and components (23% of the JIT samples with vec4
+# stores, 14% with wide_store); the multiply-add region touches ~36 KiB of stack (the L1d
+# is 32 KiB on some hosts, 48 KiB on this one).
 DEFAULT_IVC_TILE = (4, 16, 8)
 # vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
 # gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
