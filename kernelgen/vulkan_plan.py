@@ -112,6 +112,7 @@ class VulkanOp:
     f: Access
     y: Access
     pair_index: str  # wide_store: index of a chunk pair's 64-bit-word vector in dst ("" = vec4 / scalar stores)
+    store_chunks: int  # vec4 chunks per store: 2 with a pair_index, else 1
     out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
     flops: int
 
@@ -184,10 +185,6 @@ def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
     return rest_aligned and lanes == list(range(width))
 
 
-def vec4_ok(tl: TensorLayout, axis: int) -> bool:
-    return vec_ok(tl, axis, 4)
-
-
 def _channel_padding_only(tl: TensorLayout) -> bool:
     shape = list(tl.logical_shape)
     shape[3] = -(-shape[3] // 4) * 4
@@ -224,12 +221,12 @@ def _choice(value, default):
 
 
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
-                wg_size: tuple[int, int, int] | None = None, wide_store: bool | None = None) -> VulkanPlan:
-    """ivc_tile / wg_size / wide_store override the config (the bench sweep's permutations)."""
+                wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
+    """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
     options = config.vulkan
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
-    lanes = 2 if (options.wide_store if wide_store is None else wide_store) else 1
+    lanes = 2 if options.wide_store else 1
     if min(wg) < 1 or math.prod(wg) > 1024:
         raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= 1024, got {list(wg)}")
     if options.wg_tile is not None and ivc is None:
@@ -287,9 +284,9 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
     in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
                  "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
                  "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
-    use_x4 = vec4_ok(x_tl, 3)
+    use_x4 = vec_ok(x_tl, 3)
     x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
-    use_f4 = vec4_ok(f_tl, 0)
+    use_f4 = vec_ok(f_tl, 0)
     f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
     # kh is unrolled too when the body stays small enough for lavapipe's LLVM to compile
     # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
@@ -311,7 +308,7 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
         raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
                                f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     pad_kind = y_tl.layout.pad_kind
-    use_y4 = vec4_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
+    use_y4 = vec_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
     y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
     y = _access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
     pair_index = ""
@@ -333,8 +330,10 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
         conds.append(f"oc4 < {oc4}")
     return VulkanOp(index=j, src=src, filter=filt, dst=dst, in_shape=summary.in_shape, out_shape=summary.out_shape,
                     kernel=op.kernel, stride=op.stride, pad=op.pad, dilation=op.dilation, wg_size=wg,
-                    ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile, groups=groups, groups_oh=groups_oh,
+                    ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
+                    groups=groups, groups_oh=groups_oh,
                     ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
                     oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
                     row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
-                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y, pair_index=pair_index, out_pad=out_pad, flops=summary.flops)
+                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y,
+                    pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad, flops=summary.flops)

@@ -18,7 +18,7 @@ from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.validate import validate
 from kernelgen.vulkan_code import glsl_source
-from kernelgen.vulkan_plan import LOOP_LIMIT, plan_vulkan, vec4_ok
+from kernelgen.vulkan_plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
 VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
 PAD4 = '{map: "n, h, w, c -> n, h, w, c // 4, c % 4", pad_value: 0}'
@@ -151,9 +151,9 @@ def test_wide_reductions_unroll_the_channel_loop_under_lavapipes_limit():
 def test_layout_vec4_detection():
     config = _config("c3_stride2_seed002_small")
     the_plan = plan(config)
-    assert vec4_ok(the_plan.tensors[0].layout, 3)  # c // 4, c % 4 pads 3 channels to 4
+    assert vec_ok(the_plan.tensors[0].layout, 3)  # c // 4, c % 4 pads 3 channels to 4
     seed000 = _config("chain_of_three_blocked")
-    assert not vec4_ok(plan(seed000).tensors[1].layout, 0)  # OIHW: output channels not innermost
+    assert not vec_ok(plan(seed000).tensors[1].layout, 0)  # OIHW: output channels not innermost
 
 
 def test_bad_tile_is_a_config_error():

@@ -36,13 +36,13 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
 
 // wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
 // one store where two vec4 stores would each run lavapipe's per-lane store loop.
-uint64_t word(vec4 v, int part) {  // part 0: channels 0-1 (float32) / 0-3 (float16)
-  return packUint2x32(floatBitsToUint(part == 0 ? v.xy : v.zw));
+uint64_t word(vec2 v) {  // 2 channels
+  return packUint2x32(floatBitsToUint(v));
 }
 
 void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
   int oc8 = oc4 / 2;
-  dst[((n*2097152)+(oh*8192)+(ow*32)+oc8)] = u64vec4(word(lo, 0), word(lo, 1), word(hi, 0), word(hi, 1));
+  dst[((n*2097152)+(oh*8192)+(ow*32)+oc8)] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
