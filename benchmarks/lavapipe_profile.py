@@ -44,13 +44,13 @@ def run_child(args: argparse.Namespace) -> None:
     """Run the kernels `repeat` times, then write the JIT's executable mappings."""
     import numpy as np
 
-    from kernelgen.config import load_config
+    from kernelgen.api import load_config
     from kernelgen.planner import plan as make_plan
-    from kernelgen.toolchains.vulkan import VulkanRunner
+    from kernelgen.targets.vulkan.code import compile_ops, glsl_source
+    from kernelgen.targets.vulkan.plan import plan_vulkan
+    from kernelgen.targets.vulkan.runtime import VulkanRunner
+    from kernelgen.targets.vulkan.validate import buffers, stages
     from kernelgen.validate import make_inputs
-    from kernelgen.validate_vulkan import buffers, stages
-    from kernelgen.vulkan_code import compile_ops, glsl_source
-    from kernelgen.vulkan_plan import plan_vulkan
 
     config = load_config(args.config)
     plan = make_plan(config)

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from kernelgen.config import load_config
-from kernelgen.emit import render
+from kernelgen.api import load_config
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 
@@ -47,7 +46,7 @@ def main() -> int:
             config = load_config(path)
             the_plan = plan(config)
             for target in config.targets:
-                render(the_plan, TARGETS[target], config)
+                TARGETS[target].render(config, the_plan)
         plan_and_render()  # warm the template cache, as a long-running process would be
         seconds = median_seconds(plan_and_render, 10)
         failed |= seconds > 0.050

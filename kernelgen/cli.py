@@ -15,15 +15,14 @@ from typing import Callable
 import click
 
 from . import __version__
-from .build import chosen_targets, dependencies, generate, output_names
-from .config import Config, load_config
-from .config_model import json_schema
+from .api import (TARGETS, chosen_targets, dependencies, generate, json_schema, load_config, output_names, skipped,
+                  validate_safely)
+from .config import Config
 from .errors import ConfigError, KernelgenError
 from .files import depfile_text, write_if_changed
 from .host_steal import NOISY
 from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
-from .targets import TARGETS
 
 
 def _handle_errors(fn: Callable) -> Callable:
@@ -241,18 +240,14 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
     Example:
       kernelgen validate configs/*.yaml --target c
     """
-    from .toolchains import TOOLCHAINS
-    from .validate import Result, validate_safely
-
     jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
     results = []
     with _progress(jobs, "validating") as bar:
         for config, target in bar:
-            missing = [s for s in TOOLCHAINS[target]() if not s.found] if skip_missing else []
+            missing = [s for s in TARGETS[target].toolchain() if not s.found] if skip_missing else []
             if missing:
-                results.append(Result(config=config.name, target=target, status="skipped", max_abs_error=float("nan"),
-                                      max_rel_error=float("nan"), bound_ratio=float("nan"), seed=seed or 0,
-                                      detail="missing " + ", ".join(f"{s.name} ({s.install_hint})" for s in missing)))
+                results.append(skipped(config, target, "missing " + ", ".join(f"{s.name} ({s.install_hint})"
+                                                                              for s in missing), seed or 0))
                 continue
             results.append(validate_safely(config, target, seed=seed))
     if as_json:
@@ -294,7 +289,7 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     Example:
       kernelgen bench configs/seed000_3x3.yaml --target c
     """
-    from .bench import BENCHES, BenchOptions
+    from .api import BenchOptions, bench as run_bench
 
     options = BenchOptions(repeat=repeat, sweep=sweep, device=device)
     jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
@@ -302,14 +297,12 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     intensity: dict[str, float] = {}
     with _progress(jobs, "benchmarking") as bar:
         for config, target in bar:
-            if target not in BENCHES:
-                raise KernelgenError(f"target {target!r} has no benchmark")
-            rows += BENCHES[target](config, options)
+            rows += run_bench(config, target, options)
             the_plan = make_plan(config)
             compulsory = sum(t.elements for t in the_plan.tensors) * the_plan.element_bytes
             intensity[config.name] = the_plan.flops / compulsory
     if plot:
-        from .roofline import measure_peaks, plot_roofline
+        from .targets.c.roofline import measure_peaks, plot_roofline
 
         peaks = measure_peaks()
         points = [(f"{r.config}/{r.target}", intensity[r.config], r.gflops) for r in rows if r.seconds > 0]
@@ -357,11 +350,9 @@ def targets() -> None:
     Example:
       kernelgen targets
     """
-    from .toolchains import TOOLCHAINS
-
     for name, target in TARGETS.items():
         click.echo(f"{name:<8} {target.summary}")
-        for status in TOOLCHAINS[name]():
+        for status in target.toolchain():
             state = f"found   {status.version}" if status.found else f"missing (install: {status.install_hint})"
             click.echo(f"         {status.name:<18} {state}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,10 @@ class Config:
     ops: tuple[Conv2d, ...]
     schedule: Schedule
     targets: tuple[str, ...]
-    # Target options and quantization, validated by config_model (frozen pydantic models).
-    opencl: M.OpenCLModel
-    vulkan: M.VulkanModel
-    hvx: M.HvxModel
-    quant: M.QuantModel
+    quant: M.QuantModel  # validated by config_model (a frozen pydantic model)
+    # Each target's option block (`hvx: {...}`), checked by that target's own model; a target reads
+    # its own with options_of(config, name).
+    options: dict[str, BaseModel] = field(default_factory=dict, compare=False, repr=False)
     # Where each key sits in the file, so later stages (planner, targets) can point at it too.
     marks: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -76,39 +75,52 @@ class Config:
         return ConfigError([ConfigProblem(self.path, line, column, key, message)])
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, catalog: M.Catalog) -> Config:
+    """Read and check a config; `catalog` names the targets it may use (kernelgen.api passes the registry's)."""
     path_text = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError([ConfigProblem(path_text, 1, 1, "", f"cannot read config: {error.strerror}")]) from None
-    return parse_config(text, path_text)
+    return parse_config(text, path_text, catalog)
 
 
-def parse_config(text: str, path: str = "<config>") -> Config:
+def parse_config(text: str, path: str, catalog: M.Catalog) -> Config:
     try:
         document = load(text)
     except YamlProblem as problem:
         raise ConfigError([ConfigProblem(path, problem.mark.line, problem.mark.column, "", problem.message)]) from None
     if not isinstance(document.data, dict):
         raise ConfigError([ConfigProblem(path, 1, 1, "", "expected a mapping of config keys (name, input, ops, ...)")])
+    schema = M.config_model(catalog)
     try:
-        model = M.ConfigModel.model_validate(document.data)
+        model = schema.model_validate(document.data)
     except ValidationError as error:
-        raise ConfigError(_schema_problems(error, document, path)) from None
-    return _Checker(model, document, path).build()
+        raise ConfigError(_schema_problems(error, document, path, schema)) from None
+    return _Checker(model, document, path, catalog).build()
+
+
+def options_of(config: Config, target: str) -> Any:
+    """The target's option block as its own model validated it (its defaults when the file has none)."""
+    return config.options[target]
+
+
+def with_options(config: Config, target: str, options: BaseModel) -> Config:
+    """The config with another option block for `target` (a sweep's candidate)."""
+    return replace(config, options={**config.options, target: options})
 
 
 # ---------------------------------------------------------------- schema errors
 
-def _schema_problems(error: ValidationError, document: MarkedDocument, path: str) -> list[ConfigProblem]:
+def _schema_problems(error: ValidationError, document: MarkedDocument, path: str,
+                     schema: type[BaseModel]) -> list[ConfigProblem]:
     problems: dict[str, ConfigProblem] = {}
     for item in error.errors():
-        keys, description = _locate(item["loc"])
+        keys, description = _locate(item["loc"], schema)
         if item["type"] == "extra_forbidden":
             unknown = str(item["loc"][-1])
             keys = (*keys, unknown) if not keys or keys[-1] != unknown else keys
-            siblings = _fields_at(keys[:-1])
+            siblings = _fields_at(keys[:-1], schema)
             hint = difflib.get_close_matches(unknown, siblings, n=1)
             message = f"unknown key {unknown!r}" + (f" (did you mean {hint[0]!r}?)" if hint else
                                                    f" (expected one of: {', '.join(siblings)})")
@@ -127,9 +139,9 @@ def _schema_problems(error: ValidationError, document: MarkedDocument, path: str
     return sorted(specific, key=lambda p: (p.line, p.column))
 
 
-def _locate(loc: tuple) -> tuple[tuple, str]:
+def _locate(loc: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
     """Walk a pydantic error location through the models: (config keys, field description)."""
-    model: type[BaseModel] | None = M.ConfigModel
+    model: type[BaseModel] | None = schema
     keys: list[str | int] = []
     description = "a config mapping"
     for item in loc:
@@ -155,8 +167,8 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _fields_at(keys: tuple) -> list[str]:
-    model: type[BaseModel] | None = M.ConfigModel
+def _fields_at(keys: tuple, schema: type[BaseModel]) -> list[str]:
+    model: type[BaseModel] | None = schema
     for item in keys:
         if isinstance(item, str) and model is not None:
             model = _model_in(model.model_fields[item].annotation) if item in model.model_fields else None
@@ -182,8 +194,8 @@ def _show(value: Any) -> str:
 class _Checker:
     """Collects every semantic problem before raising, so one run reports them all."""
 
-    def __init__(self, model: M.ConfigModel, document: MarkedDocument, path: str) -> None:
-        self.model, self.document, self.path = model, document, path
+    def __init__(self, model: M.ConfigModel, document: MarkedDocument, path: str, catalog: M.Catalog) -> None:
+        self.model, self.document, self.path, self.catalog = model, document, path, catalog
         self.problems: list[ConfigProblem] = []
 
     def problem(self, keys: tuple, message: str) -> None:
@@ -237,20 +249,19 @@ class _Checker:
             raise ConfigError(sorted(self.problems, key=lambda p: (p.line, p.column)))
         assert input_layout is not None and schedule is not None
         return Config(name=m.name, path=self.path, dtype=m.dtype, input_shape=shape, input_layout=input_layout,
-                      ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)),
-                      opencl=m.opencl, vulkan=m.vulkan, hvx=m.hvx, quant=m.quant,
+                      ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)), quant=m.quant,
+                      options={t.name: getattr(m, t.name) for t in self.catalog if t.options is not None},
                       marks={_key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
 
     def targets(self, m: M.ConfigModel) -> None:
-        from .targets import TARGETS
-
+        known = {t.name: t for t in self.catalog}
         for index, name in enumerate(m.targets):
-            if name not in TARGETS:
-                hint = difflib.get_close_matches(name, list(TARGETS), n=1)
+            if name not in known:
+                hint = difflib.get_close_matches(name, list(known), n=1)
                 self.problem(("targets", index), f"unknown target {name!r}" + (
-                    f" (did you mean {hint[0]!r}?)" if hint else f" (expected one of: {', '.join(TARGETS)})"))
-            elif m.dtype not in TARGETS[name].dtypes:
-                self.problem(("dtype",), f"target {name!r} supports dtype {', '.join(TARGETS[name].dtypes)}, "
+                    f" (did you mean {hint[0]!r}?)" if hint else f" (expected one of: {', '.join(known)})"))
+            elif m.dtype not in known[name].dtypes:
+                self.problem(("dtype",), f"target {name!r} supports dtype {', '.join(known[name].dtypes)}, "
                                          f"got {m.dtype!r}")
 
     def conv2d(self, keys: tuple, c: M.Conv2dModel, last: bool, input_layout: Layout | None,
@@ -310,6 +321,15 @@ class _Checker:
             return (values[0], values[1], values[0], values[1])
         return values  # type: ignore[return-value]
 
+    def default_budget(self) -> tuple[int | None, str]:
+        """`auto`'s budget: from the target that defines one (hvx: its VTCM size), read from its options."""
+        for info in self.catalog:
+            if info.default_budget is not None:
+                return info.default_budget(getattr(self.model, info.name))
+        self.problem(("schedule",), "expected explicit splits or a budget in bytes: no target defines the "
+                                    "budget 'auto' stands for")
+        return None, ""
+
     def schedule(self, ops: list[Conv2d]) -> Schedule | None:
         auto = self.model.schedule == "auto"
         s = M.ScheduleModel() if auto else self.model.schedule
@@ -322,11 +342,7 @@ class _Checker:
         k_split, h_split, w_split = optional("k_split"), optional("h_split"), optional("w_split")
         budget, source = None, ""
         if auto or s.budget == "auto":
-            from .hvx_plan import VTCM_DEFAULT_BYTES  # the hvx target's VTCM is the default budget
-
-            hvx = self.model.hvx
-            budget = hvx.vtcm_bytes or VTCM_DEFAULT_BYTES[hvx.arch]
-            source = f"hvx VTCM ({hvx.arch}{'' if hvx.vtcm_bytes else ' default'})"
+            budget, source = self.default_budget()
         elif s.budget is not None:
             budget = self.positive(("schedule", "budget"), int(s.budget), fields["budget"].description)[0]
             source = "schedule.budget"

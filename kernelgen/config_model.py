@@ -4,9 +4,11 @@ error messages use ("expected <description>, got 0").
 """
 from __future__ import annotations
 
-from typing import Literal, Union
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Literal, Union
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictInt, StrictStr, conlist
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, StrictInt, StrictStr, conlist, create_model
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
 
@@ -16,11 +18,13 @@ PadSpec = Union[StrictInt, conlist(StrictInt, min_length=2, max_length=2),
                 conlist(StrictInt, min_length=4, max_length=4), Literal["same", "valid"]]
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """Unknown keys are errors; loaded values never change."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LayoutMap(_Strict):
+class LayoutMap(StrictModel):
     map: StrictStr = Field(description="a layout string like 'nhwc-8h8w32c' or an index map "
                                        "like 'n, h, w, c -> n, c // 4, h, |, w, c % 4'")
     pad_value: Union[float, Literal["undef"], None] = Field(
@@ -31,7 +35,7 @@ LayoutSpec = Union[StrictStr, LayoutMap]
 LAYOUT_HELP = "a layout string like 'nhwc-8h8w32c' or {map: <index map>, pad_value: ...}"
 
 
-class Conv2dModel(_Strict):
+class Conv2dModel(StrictModel):
     out_channels: StrictInt = Field(description="a positive int")
     kernel: IntPair = Field(default=1, description="a positive int or [h, w]")
     stride: IntPair = Field(default=1, description="a positive int or [h, w]")
@@ -44,21 +48,21 @@ class Conv2dModel(_Strict):
                                                 "tensor, output.layout for the last op)")
 
 
-class OpModel(_Strict):
+class OpModel(StrictModel):
     conv2d: Conv2dModel = Field(description="a conv2d op: {out_channels: ..., kernel: ..., ...}")
 
 
-class InputModel(_Strict):
+class InputModel(StrictModel):
     shape: conlist(StrictInt, min_length=4, max_length=4) = Field(
         description="a logical NHWC shape [n, h, w, c] of positive ints")
     layout: LayoutSpec = Field(default="NHWC", description=LAYOUT_HELP)
 
 
-class OutputModel(_Strict):
+class OutputModel(StrictModel):
     layout: LayoutSpec = Field(default="NHWC", description=LAYOUT_HELP)
 
 
-class ScheduleModel(_Strict):
+class ScheduleModel(StrictModel):
     k_split: Union[StrictInt, None] = Field(
         default=None, description="a positive int: output-channel blocks per stripe (default 1, or fitted to "
                                   "the budget)")
@@ -88,52 +92,7 @@ class ScheduleModel(_Strict):
                                       "share in a ring buffer and load only the new rows")
 
 
-class OpenCLModel(_Strict):
-    """Options of the `opencl` target (issue: OpenCL textures)."""
-
-    tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
-        default=None, description="[oh, ow, oc4]: output rows, columns and 4-channel groups per work-item")
-    local_size: Union[conlist(StrictInt, min_length=1, max_length=3), None] = Field(
-        default=None, description="a work-group size of 1 to 3 positive ints")
-    variant: Union[Literal["texture", "buffer"], None] = Field(
-        default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator)")
-    filters_in_textures: bool = Field(default=True, description="true or false: keep filters in image2d textures")
-    image_limit: Union[conlist(StrictInt, min_length=2, max_length=2), None] = Field(
-        default=None, description="[width, height] of the largest image2d the device takes (PoCL: 8192x8192)")
-    half_arithmetic: bool = Field(
-        default=False, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
-                                   "dtype float16)")
-
-
-class VulkanModel(_Strict):
-    """Options of the `vulkan` target (issue: Vulkan GLSL compute)."""
-
-    wg_tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
-        default=None, description="[oh, ow, oc]: output tile of one workgroup")
-    ivc_tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
-        default=None, description="[oh, ow, oc]: output tile of one invocation (oc a multiple of 4)")
-    wg_size: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
-        default=None, description="[x, y, z]: invocations per workgroup")
-    wide_store: StrictBool = Field(
-        default=False, description="true or false: with true, an invocation owns pairs of adjacent vec4 channel "
-                                   "chunks and stores each pair as one vector of 64-bit words (needs shaderInt64)")
-
-
-class HvxModel(_Strict):
-    """Options of the `hvx` target (issue: Hexagon HVX)."""
-
-    arch: Literal["v66", "v67", "v68", "v69", "v71", "v73"] = Field(
-        default="v73", description="one of: v66, v67, v68, v69, v71, v73")
-    vtcm_bytes: Union[StrictInt, None] = Field(
-        default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
-    pixels: Union[StrictInt, None] = Field(
-        default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8)")
-    float_compute: Literal["scalar", "qf32"] = Field(
-        default="scalar", description="'scalar' or 'qf32': which float32 kernel validate checks (qf32 needs "
-                                      "v68+ and is compile-only under QEMU 7.2)")
-
-
-class QuantModel(_Strict):
+class QuantModel(StrictModel):
     """Per-tensor affine quantization for dtype uint8: real = scale * (q - zero_point)."""
 
     input_scale: float = Field(default=0.05, description="a positive number")
@@ -150,7 +109,7 @@ class QuantModel(_Strict):
         default=None, description="an int in [0, 255]: zero point of chain intermediates (default: output_zero_point)")
 
 
-class ConfigModel(_Strict):
+class ConfigModel(StrictModel):
     name: StrictStr = Field(pattern=NAME_PATTERN, description=f"a name matching {NAME_PATTERN}")
     dtype: Literal["float32", "float16", "uint8"] = Field(default="float32",
                                                         description="one of: float32, float16, uint8")
@@ -161,14 +120,34 @@ class ConfigModel(_Strict):
         default_factory=ScheduleModel,
         description="'auto' (fit every split to the hvx VTCM size) or {k_split: ..., h_split: ..., budget: ..., ...}")
     targets: conlist(StrictStr, min_length=1) = Field(default=["c"], description="a list of target names")
-    opencl: OpenCLModel = Field(default_factory=OpenCLModel, description="options of the opencl target")
-    vulkan: VulkanModel = Field(default_factory=VulkanModel, description="options of the vulkan target")
-    hvx: HvxModel = Field(default_factory=HvxModel, description="options of the hvx target")
     quant: QuantModel = Field(default_factory=QuantModel, description="quantization parameters for dtype uint8")
 
 
-def json_schema() -> dict:
-    schema = ConfigModel.model_json_schema()
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetInfo:
+    """What the config loader knows of one target. The registry (kernelgen.targets) hands these to
+    the loader at the command line; the core never imports a target."""
+
+    name: str
+    dtypes: tuple[str, ...]
+    options: type[BaseModel] | None = None  # the model of its option block (`hvx:`); None: it takes none
+    # `schedule: auto` and `budget: auto` ask the one target that has one: options -> (bytes, where from)
+    default_budget: Callable[[BaseModel], tuple[int, str]] | None = None
+
+
+Catalog = tuple[TargetInfo, ...]
+
+
+@lru_cache(maxsize=8)
+def config_model(catalog: Catalog) -> type[ConfigModel]:
+    """The config format with one option block per target that declares one (`hvx: {...}`)."""
+    blocks = {t.name: (t.options, Field(default_factory=t.options, description=f"options of the {t.name} target"))
+              for t in catalog if t.options is not None}
+    return create_model("ConfigModel", __base__=ConfigModel, **blocks)
+
+
+def json_schema(catalog: Catalog) -> dict:
+    schema = config_model(catalog).model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "kernelgen config"
     return schema

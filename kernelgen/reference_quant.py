@@ -2,7 +2,7 @@
 
 Per op: int64 accumulation of (a - za) * (w - zw) over the taps (spatial padding holds the
 input zero point, so it adds 0), plus an optional int32 bias, then the HVX target's
-fixed-point requantization (hvx_plan.py's docstring), saturating to uint8. The HVX kernel
+fixed-point requantization (quant.py), saturating to uint8. The HVX kernel
 computes the same integers in a different order (vrmpy over unsigned bytes with zero-point
 corrections); integer arithmetic makes the orders agree exactly.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .hvx_plan import Requant, quant_params, requantization
+from .quant import Requant, quant_params, requantization
 from .reference import conv2d
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1

@@ -7,24 +7,16 @@ sentinel) where the layout says padding is never written.
 """
 from __future__ import annotations
 
-import importlib
-import secrets
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from . import reference
 from .config import Config
-from .emit import render
 from .errors import KernelgenError
 from .layout import PadKind
 from .plan import Plan
-from .planner import plan as make_plan
-from .targets import TARGETS
-from .toolchains import gcc
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,44 +51,6 @@ def make_inputs(plan: Plan, rng: np.random.Generator) -> Inputs:
         logical.append(values)
         physical.append(np.ascontiguousarray(tensor.layout.pack(values)))
     return Inputs(tuple(logical), tuple(physical))
-
-
-def _run_c(plan: Plan, sources: dict[str, str], workdir: Path, arrays: list[np.ndarray]) -> None:
-    for name, text in sources.items():
-        (workdir / name).write_text(text)
-    library = gcc.Library(gcc.build_shared([workdir / f"{plan.name}.c"], workdir / f"lib{plan.name}.so"))
-    library.call(plan.name, arrays)
-
-
-def validate_c(config: Config, seed: int) -> Result:
-    plan = make_plan(config)
-    inputs = make_inputs(plan, np.random.default_rng(seed))
-    output = np.full(plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
-    workspace = np.full(plan.workspace_elements, np.nan, dtype=np.float32)
-    with tempfile.TemporaryDirectory(prefix=f"kernelgen-{plan.name}-") as tmp:
-        _run_c(plan, render(plan, TARGETS["c"]), Path(tmp), [*inputs.physical, output, workspace])
-    return compare(config, plan, "c", seed, inputs, output)
-
-
-def _lazy(module: str, function: str) -> Callable[[Config, int], Result]:
-    """A validator imported on first use: target modules import this one, so no import cycle."""
-    def run(config: Config, seed: int) -> Result:
-        return getattr(importlib.import_module(module), function)(config, seed)
-    return run
-
-
-# One entry per target: (config, seed) -> Result. Targets register here, nowhere else.
-VALIDATORS: dict[str, Callable[[Config, int], Result]] = {
-    "c": validate_c,
-    "opencl": _lazy("kernelgen.validate_opencl", "validate_opencl"),
-    "hvx": _lazy("kernelgen.validate_hvx", "validate_hvx"),
-    "vulkan": _lazy("kernelgen.validate_vulkan", "validate_vulkan"),
-}
-
-
-def validate(config: Config, target: str, *, seed: int | None = None) -> Result:
-    seed = secrets.randbits(32) if seed is None else seed
-    return VALIDATORS[target](config, seed)
 
 
 def compare(config: Config, plan: Plan, target: str, seed: int, inputs: Inputs, output: np.ndarray, *,
@@ -145,11 +99,16 @@ def _padding_problems(layout, output: np.ndarray) -> list[str]:
     return []
 
 
-def validate_safely(config: Config, target: str, *, seed: int | None = None) -> Result:
-    """validate(), with toolchain failures reported as a FAIL row instead of an exception."""
-    seed = secrets.randbits(32) if seed is None else seed
+def not_run(config: Config, target: str, seed: int, status: str, detail: str) -> Result:
+    """A row with no measurement: FAIL before running, 'not run', 'skipped'."""
+    nan = float("nan")
+    return Result(config=config.name, target=target, status=status, max_abs_error=nan, max_rel_error=nan,
+                  bound_ratio=nan, seed=seed, detail=detail)
+
+
+def validate_safely(run: Callable[[Config, int], Result], config: Config, target: str, seed: int) -> Result:
+    """run(config, seed), with library errors (toolchain, template, device) reported as a FAIL row."""
     try:
-        return validate(config, target, seed=seed)
+        return run(config, seed)
     except KernelgenError as error:
-        return Result(config=config.name, target=target, status="FAIL", max_abs_error=float("nan"),
-                      max_rel_error=float("nan"), bound_ratio=float("nan"), seed=seed, detail=str(error))
+        return not_run(config, target, seed, "FAIL", str(error))

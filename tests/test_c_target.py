@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 from conftest import requires_tool
 
-from kernelgen.config import load_config, parse_config
-from kernelgen.emit import render
+from kernelgen.api import load_config, parse_config
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
-from kernelgen.toolchains import gcc
-from kernelgen.validate import validate
+from kernelgen.targets.c import toolchain as gcc
+from kernelgen.api import validate
 
 BLOCKED = "nhwc-8h8w32c"
 FILTER = "oihw-8i32o4i"
@@ -96,7 +95,7 @@ def test_unwritten_output_is_caught(tmp_path):
     """A kernel that skips its write-back leaves NaN sentinels: validation must fail."""
     config = parse_config(_yaml("broken", MATRIX["k1_c32_equal_block"]), "broken.yaml")
     the_plan = plan(config)
-    sources = render(the_plan, TARGETS["c"])
+    sources = TARGETS["c"].render(config, the_plan)
     broken = sources["broken.c"].replace("output[", "(void)output; output_cache[", 1)
     from kernelgen import validate as V
 
@@ -115,7 +114,7 @@ def test_unwritten_output_is_caught(tmp_path):
 def test_emitted_pack_helpers_match_the_layout_engine(tmp_path):
     config = parse_config(_yaml("packs", MATRIX["batch2_nchw4c_pad_value"]), "packs.yaml")
     the_plan = plan(config)
-    for name, text in render(the_plan, TARGETS["c"]).items():
+    for name, text in TARGETS["c"].render(config, the_plan).items():
         (tmp_path / name).write_text(text)
     lib = gcc.Library(gcc.build_shared([tmp_path / "packs.c"], tmp_path / "libpacks.so"))
     rng = np.random.default_rng(3)
@@ -137,7 +136,7 @@ def test_tolerance_catches_a_small_systematic_error(tmp_path):
     rounding bound (about 144 * 2^-24 = 8.6e-6 relative here) must reject it."""
     config = parse_config(_yaml("scaled", MATRIX["dilation2_same"]), "scaled.yaml")
     the_plan = plan(config)
-    sources = render(the_plan, TARGETS["c"])
+    sources = TARGETS["c"].render(config, the_plan)
     (tmp_path / "scaled.h").write_text(sources["scaled.h"])
     (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc[ki] += ", "acc[ki] += 1.0001f * "))
     from kernelgen import validate as V

@@ -93,7 +93,7 @@ def test_validate_prints_a_table_and_exits_0(tmp_path):
 
 @requires_tool("gcc")
 def test_validate_exits_1_when_the_toolchain_fails(tmp_path, monkeypatch):
-    from kernelgen.toolchains import gcc
+    from kernelgen.targets.c import toolchain as gcc
 
     monkeypatch.setattr(gcc, "compiler", lambda: "false")  # a "compiler" that always fails
     config = tmp_path / "small.yaml"
@@ -153,9 +153,10 @@ def test_bench_prints_gflops_json_and_a_roofline(tmp_path):
 
 
 def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
-    from kernelgen.toolchains import TOOLCHAINS, ToolStatus
+    from kernelgen.targets import TARGETS
+    from kernelgen.toolstatus import ToolStatus
 
-    monkeypatch.setitem(TOOLCHAINS, "c", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
+    monkeypatch.setattr(TARGETS["c"], "toolchain", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
     config = tmp_path / "small.yaml"
     config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
     result = runner.invoke(main, ["validate", str(config), "--skip-missing"])
@@ -171,9 +172,10 @@ def test_validate_and_bench_exit_2_on_a_bad_config(repo):
 
 def test_json_output_has_no_nan(tmp_path, monkeypatch):
     """A skipped row has no errors to report: JSON gets null, never the invalid token NaN."""
-    from kernelgen.toolchains import TOOLCHAINS, ToolStatus
+    from kernelgen.targets import TARGETS
+    from kernelgen.toolstatus import ToolStatus
 
-    monkeypatch.setitem(TOOLCHAINS, "c", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
+    monkeypatch.setattr(TARGETS["c"], "toolchain", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
     config = tmp_path / "small.yaml"
     config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
     result = runner.invoke(main, ["validate", str(config), "--skip-missing", "--json"])

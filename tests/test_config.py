@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernelgen.cli import main
-from kernelgen.config import load_config
+from kernelgen.api import load_config
 from kernelgen.errors import ConfigError
 
 BAD = sorted((Path(__file__).parent / "data" / "bad").glob("*.yaml"))

@@ -4,8 +4,8 @@ import re
 import pytest
 from pycparser import c_ast, c_parser
 
-from kernelgen.config import load_config, parse_config
-from kernelgen.emit import environment, render
+from kernelgen.api import load_config, parse_config
+from kernelgen.emit import environment
 from kernelgen.plan import Block, Guard, Loop, Section
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
@@ -53,8 +53,9 @@ def _parse_kernel(source: str, name: str):
 
 @pytest.mark.parametrize("name", ["seed000_baseline", "seed000_split", "seed000_3x3"])
 def test_emitted_loops_are_the_plan_loops(repo, name):
-    the_plan = plan(load_config(repo / "configs" / f"{name}.yaml"))
-    source = render(the_plan, TARGETS["c"])[f"{name}.c"]
+    config = load_config(repo / "configs" / f"{name}.yaml")
+    the_plan = plan(config)
+    source = TARGETS["c"].render(config, the_plan)[f"{name}.c"]
     kernel = _parse_kernel(source, name)
     assert _c_tree(kernel.body) == _plan_tree(the_plan.kernel.body)
     assert _plan_tree(the_plan.kernel.body)[0][:2] == ("ko_outer", 2 if name != "seed000_baseline" else 4)
@@ -66,7 +67,7 @@ def test_chain_with_padding_and_batch_loops_match():
                        "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
                        "output: {layout: {map: nchw-4c, pad_value: 0.5}}\n")
     the_plan = plan(cfg)
-    kernel = _parse_kernel(render(the_plan, TARGETS["c"])["t.c"], "t")
+    kernel = _parse_kernel(TARGETS["c"].render(cfg, the_plan)["t.c"], "t")
     tree = _c_tree(kernel.body)
     assert tree == _plan_tree(the_plan.kernel.body)
     assert tree[0][:2] == ("nb", 2)  # batch loop outermost
@@ -81,15 +82,17 @@ def test_chain_with_padding_and_batch_loops_match():
 
 def test_render_is_deterministic(repo):
     config = load_config(repo / "configs" / "seed000_3x3.yaml")
-    first = render(plan(config), TARGETS["c"])
-    second = render(plan(load_config(repo / "configs" / "seed000_3x3.yaml")), TARGETS["c"])
+    first = TARGETS["c"].render(config, plan(config))
+    again = load_config(repo / "configs" / "seed000_3x3.yaml")
+    second = TARGETS["c"].render(again, plan(again))
     assert first == second
 
 
 def test_banner_names_config_template_and_version(repo):
     from kernelgen import __version__
 
-    text = render(plan(load_config(repo / "configs" / "seed000_split.yaml")), TARGETS["c"])["seed000_split.c"]
+    config = load_config(repo / "configs" / "seed000_split.yaml")
+    text = TARGETS["c"].render(config, plan(config))["seed000_split.c"]
     first = text.splitlines()[0]
     assert "seed000_split.yaml" in first and "c/kernel.c.j2" in first and __version__ in first
     assert "Do not edit" in text.splitlines()[1]
@@ -108,7 +111,7 @@ def test_environment_is_strict():
 def test_pipelined_kernel_loops_match_the_plan(repo):
     config = load_config(repo / "configs" / "seed000_3x3_double_buffer.yaml")
     the_plan = plan(config)
-    kernel = _parse_kernel(render(the_plan, TARGETS["c"])["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
+    kernel = _parse_kernel(TARGETS["c"].render(config, the_plan)["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
     tree = _c_tree(kernel.body)
     assert tree == _plan_tree(the_plan.kernel.body)
     # prologue load, then the pipeline loop over all 8 stripes, then the epilogue store.

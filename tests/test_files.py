@@ -39,7 +39,7 @@ def test_depfile_lists_config_templates_and_modules(repo, tmp_path):
     assert CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "o"), "--depfile", str(dep)]).exit_code == 0
     text = dep.read_text()
     c_rule = text.split(f"{tmp_path / 'o' / 'seed000_split' / 'c' / 'seed000_split.c'}:")[1].split("\n\n")[0]
-    assert str(config) in c_rule and "kernel.c.j2" in c_rule and "planner.py" in c_rule
+    assert str(config) in c_rule and "kernel.c.j2" in c_rule and "planner/__init__.py" in c_rule
     plan_rule = text.split(f"{tmp_path / 'o' / 'seed000_split' / 'plan.txt'}:")[1].split("\n\n")[0]
     assert "kernel.c.j2" not in plan_rule.split("\n\n")[0].split("kernelgen/")[0]
 

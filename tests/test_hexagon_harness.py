@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, requires_tool
 
 from kernelgen.errors import ToolchainError
-from kernelgen.toolchains import hexagon
+from kernelgen.targets.hvx import toolchain as hexagon
 
 DATA = REPO / "tests" / "data" / "hexagon"
 TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")

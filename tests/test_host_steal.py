@@ -4,9 +4,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kernelgen import bench
 from kernelgen.bench import BenchRow
 from kernelgen.cli import main
+from kernelgen.targets import TARGETS
 from kernelgen.host_steal import PROC_STAT, CpuTimes, measure_steal, steal_fraction
 
 
@@ -52,11 +52,11 @@ def test_bench_warns_when_the_hypervisor_took_time(tmp_path, monkeypatch):
         return lambda config, options: [BenchRow(config=config.name, target="c", label="k", seconds=1e-3, flops=1000,
                                                  metrics={"steal": steal})]
 
-    monkeypatch.setitem(bench.BENCHES, "c", fake(0.125))
+    monkeypatch.setattr(TARGETS["c"], "bench", fake(0.125))
     result = CliRunner().invoke(main, ["bench", str(config), "--target", "c"])
     assert result.exit_code == 0, result.output
     assert "steal=0.125" in result.stdout
     assert "hypervisor took up to 12.5%" in result.stderr and "1 of 1 runs" in result.stderr
-    monkeypatch.setitem(bench.BENCHES, "c", fake(0.001))
+    monkeypatch.setattr(TARGETS["c"], "bench", fake(0.001))
     result = CliRunner().invoke(main, ["bench", str(config), "--target", "c"])
     assert result.exit_code == 0 and "steal=0.001" in result.stdout and "hypervisor" not in result.stderr

@@ -17,13 +17,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import requires_tool
 
-from kernelgen import validate_hvx
+from kernelgen.targets import TARGETS
 from kernelgen.cli import main
-from kernelgen.config import load_config, parse_config
-from kernelgen.hvx_plan import hvx_plan, requantization
+from kernelgen.api import load_config, parse_config
+from kernelgen.quant import requantization
+from kernelgen.targets.hvx.plan import hvx_plan
 from kernelgen.planner import plan
 from kernelgen.reference_quant import requantize
-from kernelgen.toolchains import hexagon
+from kernelgen.targets.hvx import toolchain as hexagon
 
 TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
 BLOCKED, FILTER = "nhwc-8h8w32c", "oihw-8i32o4i"
@@ -112,7 +113,7 @@ def test_uint8_kernel_keeps_the_plan_loop_nest(repo):
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
     hp = hvx_plan(config, plan(config))
     assert hp.workspace_bytes <= hp.vtcm_bytes
-    source = validate_hvx.render(plan(config), validate_hvx.TARGETS["hvx"], config)["hvx_seed000_3x3_u8.c"]
+    source = TARGETS["hvx"].render(config, plan(config))["hvx_seed000_3x3_u8.c"]
     for line in ("for (int ko_outer = 0; ko_outer < 2; ++ko_outer)", "for (int ho_outer = 0; ho_outer < 4; ++ho_outer)",
                  "for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1)",
                  "uint8_t *const output_cache = input_cache;", "Q6_Vuw_vrmpyacc_VuwVubRub"):
@@ -126,7 +127,7 @@ def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
     the_plan = plan(config)
     hp = hvx_plan(config, the_plan)
-    source = validate_hvx.render(the_plan, validate_hvx.TARGETS["hvx"], config)["hvx_seed000_3x3_u8.c"]
+    source = TARGETS["hvx"].render(config, the_plan)["hvx_seed000_3x3_u8.c"]
     kernel_text = source[source.index("void hvx_seed000_3x3_u8("):]
     kernel = _parse_kernel("typedef unsigned char uint8_t;\ntypedef int int32_t;\n" + kernel_text,
                            "hvx_seed000_3x3_u8")
@@ -145,7 +146,7 @@ def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_uint8_matrix_is_bit_exact(name):
     config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
-    result = validate_hvx.validate_hvx(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
     assert "100% of outputs saturated" not in result.detail
 
@@ -153,23 +154,24 @@ def test_uint8_matrix_is_bit_exact(name):
 @requires_tool(*TOOLS)
 def test_unwritten_output_is_caught(monkeypatch):
     """Dropping the write-back leaves the poison in the output: validation must fail."""
-    real_render = validate_hvx.render
+    hvx = TARGETS["hvx"]
+    real_render = hvx.render
 
     def broken(*args, **kwargs):
         files = real_render(*args, **kwargs)
         return {k: v.replace("kg_write_back(output_cache, output, 0, ko_outer, ho_outer);", ";")
                 for k, v in files.items()}
 
-    monkeypatch.setattr(validate_hvx, "render", broken)
+    monkeypatch.setattr(hvx, "render", broken)
     config = parse_config(_yaml("broken", MATRIX["k1_c32_equal_block"]), "broken.yaml")
-    result = validate_hvx.validate_hvx(config, 1)
+    result = hvx.validate(config, 1)
     assert result.status == "FAIL" and "outputs differ" in result.detail
 
 
 @requires_tool(*TOOLS)
 def test_seed000_3x3_uint8_uses_vrmpy_without_vector_spills(repo, tmp_path):
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
-    for name, text in validate_hvx.render(plan(config), validate_hvx.TARGETS["hvx"], config).items():
+    for name, text in TARGETS["hvx"].render(config, plan(config)).items():
         (tmp_path / name).write_text(text)
     asm = hexagon.assembly(tmp_path / "hvx_seed000_3x3_u8.c", arch="v73", include_dirs=[tmp_path])
     assert asm.count("vrmpy(") >= 2 * 256  # each conv's unrolled tap: 4 channel blocks x 8 pixels x 8
@@ -181,7 +183,7 @@ def test_seed000_3x3_uint8_uses_vrmpy_without_vector_spills(repo, tmp_path):
 def test_qf32_variant_compiles_with_hvx_float_multiplies(repo, arch):
     text = (repo / "configs" / "hvx_seed000_3x3_qf32.yaml").read_text().replace("arch: v73", f"arch: {arch}")
     config = parse_config(text, "qf32.yaml")
-    result = validate_hvx.validate_hvx(config, 0)
+    result = TARGETS["hvx"].validate(config, 0)
     assert result.status == "compiled", result.detail
     assert "compile-only: QEMU 7.2 has no HVX float" in result.detail and not result.passed
 
@@ -195,7 +197,7 @@ def test_float32_chain_runs_under_qemu(extra):
             "filter_layout: oihw-8i32o4i}\n"
             f"output: {{layout: nhwc-8h8w32c}}\nschedule: {{k_split: 1, h_block: 2, h_split: 1{extra}}}\n"
             "targets: [hvx]\n")
-    result = validate_hvx.validate_hvx(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
+    result = TARGETS["hvx"].validate(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import requires_tool
 from kernelgen.errors import ToolchainError
-from kernelgen.toolchains import opencl
-from kernelgen.toolchains.opencl import BufferArg, ImageArg, Launch, ScalarArg
+from kernelgen.targets.opencl import toolchain as opencl
+from kernelgen.targets.opencl.toolchain import BufferArg, ImageArg, Launch, ScalarArg
 
 SAXPY = """\
 __kernel void saxpy(const float a, __global const float *x, __global const float *y,
@@ -67,7 +67,7 @@ def small_ints(rng: np.random.Generator, shape: tuple[int, ...], dtype=np.float3
 
 
 def test_import_does_not_import_pyopencl():
-    code = "import sys, kernelgen.toolchains.opencl; assert 'pyopencl' not in sys.modules"
+    code = "import sys, kernelgen.targets.opencl.toolchain; assert 'pyopencl' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

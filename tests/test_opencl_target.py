@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from conftest import requires_tool
 
 from kernelgen.cli import main
-from kernelgen.config import load_config, parse_config
-from kernelgen.emit import render
+from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
-from kernelgen.opencl_plan import plan_opencl
+from kernelgen.targets.opencl.plan import plan_opencl
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
-from kernelgen.validate import compare, make_inputs, validate
+from kernelgen.api import validate
+from kernelgen.validate import compare, make_inputs
 
 NCHW4C = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
 NHWC4C = '{map: "n, h, w, c -> n, h, |, w, c // 4, c % 4", pad_value: -1.5}'
@@ -106,7 +106,7 @@ def test_bundled_configs_match_numpy(repo, name):
 @requires_tool("py:pyopencl")
 def test_full_fp16_kernels_are_not_run_without_cl_khr_fp16():
     """Never a silent pass: half arithmetic needs cl_khr_fp16, which this PoCL lacks."""
-    from kernelgen.toolchains.opencl import OpenCLRunner
+    from kernelgen.targets.opencl.toolchain import OpenCLRunner
 
     config = _config("chain_texture_fp16", options="{half_arithmetic: true}")
     with OpenCLRunner() as runner:
@@ -123,7 +123,7 @@ def test_full_fp16_kernels_are_not_run_without_cl_khr_fp16():
 def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
     """The half kernels PoCL skips still have to be valid OpenCL C: clang compiles them for SPIR."""
     config = _config(name)
-    source = render(plan(config), TARGETS["opencl"], config)[f"{name}.cl"]
+    source = TARGETS["opencl"].render(config, plan(config))[f"{name}.cl"]
     assert ("read_imageh(" in source) == (name == "chain_texture_fp16") and "#if defined(cl_khr_fp16)" in source
     (tmp_path / "k.cl").write_text(source)
     done = subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
@@ -139,14 +139,14 @@ def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
 @requires_tool("py:pyopencl")
 def test_unwritten_output_is_caught():
     """A kernel that skips its stores leaves NaN sentinels: validation must fail."""
-    from kernelgen import validate_opencl as V
-    from kernelgen.toolchains.opencl import OpenCLRunner
+    from kernelgen.targets.opencl import validate as V
+    from kernelgen.targets.opencl.toolchain import OpenCLRunner
 
     config = _config("k3_pad1_tile_larger_c6")
     the_plan = plan(config)
     inputs = make_inputs(the_plan, np.random.default_rng(5))
     with OpenCLRunner() as runner:
-        cplan, source = V.prepare(config, runner)
+        cplan, source = V.prepare(config, runner, TARGETS["opencl"].render)
         broken = source.replace("write_imagef(output,", "if (oht > 0) write_imagef(output,")
         result = runner.run_sequence(V.launches(cplan, broken), V.host_arrays(cplan, inputs.logical))
     checked = compare(config, the_plan, "opencl", 5, inputs, result.outputs["output"].astype(np.float32))
@@ -156,7 +156,7 @@ def test_unwritten_output_is_caught():
 def test_launch_plan_is_recorded_in_the_source_and_json():
     config = _config("chain_blocked_buffer")
     cplan = plan_opencl(config, plan(config))
-    files = render(plan(config), TARGETS["opencl"], config)
+    files = TARGETS["opencl"].render(config, plan(config))
     launch = json.loads(files["chain_blocked_buffer.launch.json"])["launch"]
     assert [k["global_size"] for k in launch["kernels"]] == [list(k.global_size) for k in cplan.kernels]
     assert launch["tile"] == {"oh": 2, "ow": 4, "oc4": 4} and launch["local_size"] == [4, 2, 1]
@@ -210,7 +210,7 @@ def test_buffer_variant_uses_wide_vectors_and_masks_only_real_padding(repo):
     """No conv padding: no masks in the hot loop. The last column tile (62 = 15 x 4 + 2) reads
     clamped columns for its two missing pixels and guards their stores instead."""
     config = load_config(repo / "configs" / "opencl_seed000_3x3_single.yaml")
-    source = render(plan(config), TARGETS["opencl"], config)["opencl_seed000_3x3_single.cl"]
+    source = TARGETS["opencl"].render(config, plan(config))["opencl_seed000_3x3_single.cl"]
     assert "float16 acc" in source and "vload16(" in source
     assert " ? " not in source and "const int m" not in source
     assert "clamp(rw2, 0, 63)" in source and "if (((owt*4)+3) < 62) {" in source
@@ -219,21 +219,23 @@ def test_buffer_variant_uses_wide_vectors_and_masks_only_real_padding(repo):
 @requires_tool("py:pyopencl")
 def test_bench_reports_time_flops_and_the_fma_peak():
     from kernelgen.bench import BenchOptions
-    from kernelgen.bench_opencl import bench_opencl
 
-    rows = [r for r in bench_opencl(_config("k1_tile_multiple"), BenchOptions(repeat=1)) if "torch" not in r.label]
+    rows = [r for r in TARGETS["opencl"].bench(_config("k1_tile_multiple"), BenchOptions(repeat=1))
+            if "torch" not in r.label]
     assert len(rows) == 1 and rows[0].seconds > 0 and rows[0].flops == plan(_config("k1_tile_multiple")).flops
     assert rows[0].metrics["peak_gflops"] > 0 and 0 < rows[0].metrics["ratio"]
 
 
 def test_sweep_covers_tiles_times_work_groups_of_the_variant():
-    from kernelgen.bench_opencl import SWEEP_LOCAL, SWEEP_TILES, _candidates
+    from kernelgen.targets.opencl.bench import SWEEP_LOCAL, SWEEP_TILES, _candidates
+    from kernelgen.targets.opencl.options import opencl_options
 
     config = _config("batch2_texture")  # texture variant, filters in buffers
     candidates = _candidates(config, sweep=True)
     assert len(candidates) == len(SWEEP_TILES["vectors+images"]) * len(SWEEP_LOCAL)
-    assert {tuple(c.opencl.tile) for c in candidates} == set(SWEEP_TILES["vectors+images"])
-    assert all(c.opencl.variant == "texture" and not c.opencl.filters_in_textures for c in candidates)
+    options = [opencl_options(c) for c in candidates]
+    assert {tuple(o.tile) for o in options} == set(SWEEP_TILES["vectors+images"])
+    assert all(o.variant == "texture" and not o.filters_in_textures for o in options)
     assert _candidates(config, sweep=False) == [config]
 
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from kernelgen.config import load_config, parse_config
+from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
 from kernelgen.plan import Guard, Loop, Section
 from kernelgen.planner import plan

@@ -4,13 +4,13 @@ import pytest
 from conftest import requires_tool
 
 from kernelgen import validate as V
-from kernelgen.config import load_config, parse_config
-from kernelgen.emit import render
+from kernelgen.api import validate
+from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.report import json_report, text_report
 from kernelgen.targets import TARGETS
-from kernelgen.toolchains import gcc
+from kernelgen.targets.c import toolchain as gcc
 
 # Seed 001: a 2048x2048 image, 3x3 conv, pad 1. Four channels in and out, float32.
 SEED_001 = """name: seed001_tiles
@@ -137,7 +137,7 @@ def test_pad_strategy_follows_the_layout_contract():
 
 def _run_c(config, tmp_path, seed: int):
     p = plan(config)
-    for name, text in render(p, TARGETS["c"]).items():
+    for name, text in TARGETS["c"].render(config, p).items():
         (tmp_path / name).write_text(text)
     lib = gcc.Library(gcc.build_shared([tmp_path / f"{p.name}.c"], tmp_path / f"lib{p.name}.so"))
     inputs = V.make_inputs(p, np.random.default_rng(seed))
@@ -168,24 +168,24 @@ def test_overcompute_changes_no_valid_output_and_padding_holds_its_value(tmp_pat
 @requires_tool("gcc")
 @pytest.mark.parametrize("name", ["seed000_3x3_double_buffer", "seed000_3x3_halo_reuse"])
 def test_seed000_3x3_pipeline_and_ring_match_numpy_on_c(repo, name):
-    result = V.validate(load_config(repo / "configs" / f"{name}.yaml"), "c")
+    result = validate(load_config(repo / "configs" / f"{name}.yaml"), "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
 @requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
 @pytest.mark.parametrize("name", ["hvx_seed000_3x3_u8_double_buffer", "hvx_seed000_3x3_u8_halo_reuse"])
 def test_seed000_3x3_pipeline_and_ring_are_bit_exact_on_hvx(repo, name):
-    result = V.validate(load_config(repo / "configs" / f"{name}.yaml"), "hvx")
+    result = validate(load_config(repo / "configs" / f"{name}.yaml"), "hvx")
     assert result.passed, f"{result.detail} (seed {result.seed})"
     assert "bit-exact" in result.detail
 
 
 def test_hvx_uint8_pipeline_uses_the_plan_buffers(repo):
-    from kernelgen.hvx_plan import hvx_plan
+    from kernelgen.targets.hvx.plan import hvx_plan
 
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8_double_buffer.yaml")
     hp = hvx_plan(config, plan(config))
-    source = V.render(plan(config), TARGETS["hvx"], config)["hvx_seed000_3x3_u8_double_buffer.c"]
+    source = TARGETS["hvx"].render(config, plan(config))["hvx_seed000_3x3_u8_double_buffer.c"]
     for line in ("uint8_t *const input_cache = ((s + 1) & 1) ? input_cache_b : input_cache_a;",
                  "kg_input_read(input, input_cache, 0, ho_outer, 0, 20);",
                  "kg_pixel_sums_0(input_cache, pixel_sums);",

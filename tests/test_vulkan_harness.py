@@ -15,7 +15,7 @@ import pytest
 from conftest import requires_tool
 
 from kernelgen.errors import ToolchainError
-from kernelgen.toolchains import vulkan as kv
+from kernelgen.targets.vulkan import device, probe, runtime, toolchain
 
 GLSL_TOOLS = ("glslangValidator", "spirv-val")
 DEVICE_TOOLS = (*GLSL_TOOLS, "py:vulkan")
@@ -72,53 +72,53 @@ def _u32(*values: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def runner():
-    with kv.VulkanRunner() as r:
+    with runtime.VulkanRunner() as r:
         yield r
 
 
 def test_status_never_raises_and_names_every_tool():
-    names = [s.name for s in kv.status()]
+    names = [s.name for s in toolchain.status()]
     assert names == ["glslangValidator", "spirv-val", "spirv-dis", "python:vulkan", "vulkan-device"]
-    assert all(s.install_hint for s in kv.status())
+    assert all(s.install_hint for s in toolchain.status())
 
 
 def test_importing_the_toolchain_does_not_import_the_binding():
-    code = "import sys, kernelgen.toolchains.vulkan; print('vulkan' in sys.modules)"
+    code = "import sys, kernelgen.targets.vulkan.toolchain, kernelgen.targets.vulkan.runtime, kernelgen.targets.vulkan.probe; print('vulkan' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 @requires_tool(*GLSL_TOOLS, "spirv-dis")
 def test_compile_and_disassemble_are_deterministic():
-    first = kv.compile_glsl(SAXPY)
+    first = toolchain.compile_glsl(SAXPY)
     assert first[:4] == b"\x03\x02\x23\x07"  # SPIR-V magic, little-endian
-    assert kv.compile_glsl(SAXPY) == first
-    text = kv.disassemble(first)
+    assert toolchain.compile_glsl(SAXPY) == first
+    text = toolchain.disassemble(first)
     assert "OpEntryPoint GLCompute %main \"main\"" in text
     assert "SpecId 0" in text
-    assert kv.disassemble(first) == text
+    assert toolchain.disassemble(first) == text
 
 
 @requires_tool(*GLSL_TOOLS)
 def test_defines_reach_the_preprocessor():
     source = "#version 450\nlayout(local_size_x = WIDTH) in;\nvoid main() {}\n"
     with pytest.raises(ToolchainError):
-        kv.compile_glsl(source)
-    assert kv.compile_glsl(source, defines={"WIDTH": "32"})
+        toolchain.compile_glsl(source)
+    assert toolchain.compile_glsl(source, defines={"WIDTH": "32"})
 
 
 @requires_tool(*GLSL_TOOLS)
 def test_compile_error_carries_glslang_error_line():
     broken = SAXPY.replace("y[i] = A * x[i] + y[i];", "y[i] = A * z[i];")
     with pytest.raises(ToolchainError) as err:
-        kv.compile_glsl(broken)
+        toolchain.compile_glsl(broken)
     assert "ERROR: kernel.comp:10: 'z' : undeclared identifier" in str(err.value)
 
 
 @requires_tool(*DEVICE_TOOLS)
 def test_device_info_describes_lavapipe(runner):
     info = runner.info
-    assert info in kv.list_devices()
+    assert info in device.list_devices()
     assert info.subgroup_size >= 1 and info.timestamp_period_ns > 0
     if "llvmpipe" in info.name:  # facts the planner relies on, for this driver only
         assert info.subgroup_size == 8
@@ -130,7 +130,7 @@ def test_saxpy_matches_numpy_exactly(runner):
     n = 1000  # not a multiple of the 64-wide workgroup: the tail is masked by `n`
     x = (np.arange(n) % 97).astype(np.float32)
     y = (np.arange(n) % 13 - 6).astype(np.float32)
-    result = runner.run(kv.compile_glsl(SAXPY), [x, y], (16, 1, 1),
+    result = runner.run(toolchain.compile_glsl(SAXPY), [x, y], (16, 1, 1),
                         spec_constants={0: 2.5}, push_constants=_u32(n))
     out_x, out_y = result.outputs
     np.testing.assert_array_equal(out_x, x)
@@ -156,13 +156,13 @@ def test_uniform_and_texel_bindings(runner):
     n = 128
     texel = (np.arange(4 * n) % 29).astype(np.float32).reshape(n, 4)
     u = (np.arange(16) % 5 - 2).astype(np.float32).reshape(4, 4)
-    result = runner.run(kv.compile_glsl(BINDING_KINDS), [texel, u, np.zeros((n, 4), np.float32)], (2, 1, 1),
+    result = runner.run(toolchain.compile_glsl(BINDING_KINDS), [texel, u, np.zeros((n, 4), np.float32)], (2, 1, 1),
                         kinds=("texel", "uniform", "storage"))
     np.testing.assert_array_equal(result.outputs[2], texel * u[np.arange(n) % 4] + np.float32(0.5))
     with pytest.raises(ToolchainError, match="kinds"):
-        kv.Stage(kv.compile_glsl(BINDING_KINDS), (0, 1, 2), (1, 1, 1), kinds=("texel", "image", "storage"))
+        runtime.Stage(toolchain.compile_glsl(BINDING_KINDS), (0, 1, 2), (1, 1, 1), kinds=("texel", "image", "storage"))
     with pytest.raises(ToolchainError, match="texel buffers"):
-        runner.run(kv.compile_glsl(BINDING_KINDS), [texel.astype(np.int32), u, np.zeros((n, 4), np.float32)],
+        runner.run(toolchain.compile_glsl(BINDING_KINDS), [texel.astype(np.int32), u, np.zeros((n, 4), np.float32)],
                    (2, 1, 1), kinds=("texel", "uniform", "storage"))
 
 
@@ -172,7 +172,7 @@ def test_buffers_keep_dtype_and_shape(runner):
     x = np.arange(64, dtype=np.float32)
     extra = np.arange(12, dtype=np.int16).reshape(3, 4)
     y = np.zeros(64, np.float32)
-    stage = kv.Stage(kv.compile_glsl(SAXPY), (0, 2), (1, 1, 1), {0: 1.0}, _u32(64))
+    stage = runtime.Stage(toolchain.compile_glsl(SAXPY), (0, 2), (1, 1, 1), {0: 1.0}, _u32(64))
     result = runner.run_sequence([stage], [x, extra, y])
     assert result.outputs[1].dtype == np.int16 and result.outputs[1].shape == (3, 4)
     np.testing.assert_array_equal(result.outputs[1], extra)
@@ -184,12 +184,12 @@ def test_two_stage_sequence_reads_the_first_stage_output(runner):
     # lavapipe finishes each dispatch before starting the next, so this passes there even
     # without the barrier; test_runs_are_clean_under_the_validation_layer proves it.
     n = 4096
-    spirv = kv.compile_glsl(AFFINE)
+    spirv = toolchain.compile_glsl(AFFINE)
     src = np.arange(n, dtype=np.float32)
     mid = np.full(n, np.nan, np.float32)  # sentinel: stage 2 must never see it
     dst = np.full(n, np.nan, np.float32)
-    stages = [kv.Stage(spirv, (0, 1), (n // 64, 1, 1), {0: 2.0, 1: 1.0}, _u32(n)),
-              kv.Stage(spirv, (1, 2), (n // 64, 1, 1), {0: 0.5, 1: -3.0}, _u32(n))]
+    stages = [runtime.Stage(spirv, (0, 1), (n // 64, 1, 1), {0: 2.0, 1: 1.0}, _u32(n)),
+              runtime.Stage(spirv, (1, 2), (n // 64, 1, 1), {0: 0.5, 1: -3.0}, _u32(n))]
     result = runner.run_sequence(stages, [src, mid, dst], repeat=2)
     np.testing.assert_array_equal(result.outputs[1], src * 2 + 1)
     np.testing.assert_array_equal(result.outputs[2], (src * 2 + 1) * 0.5 - 3)
@@ -205,7 +205,7 @@ def test_two_stage_sequence_reads_the_first_stage_output(runner):
 def test_gpu_times_has_one_positive_entry_per_repeat(runner):
     x = np.ones(256, np.float32)
     y = np.zeros(256, np.float32)
-    result = runner.run(kv.compile_glsl(SAXPY), [x, y], (4, 1, 1),
+    result = runner.run(toolchain.compile_glsl(SAXPY), [x, y], (4, 1, 1),
                         spec_constants={0: 1.0}, push_constants=_u32(256), repeat=4)
     assert len(result.gpu_times_ns) == 4
     assert all(t > 0 for t in result.gpu_times_ns)
@@ -218,7 +218,7 @@ def test_lavapipe_stops_loops_after_65535_back_edges(runner):
     loops end silently after 65,535 back-edges in total, whatever the loop bound says."""
     if "llvmpipe" not in runner.info.name:
         pytest.skip("a lavapipe fact")
-    spirv = kv.compile_glsl(COUNTER)
+    spirv = toolchain.compile_glsl(COUNTER)
 
     def trips(n: int) -> int:
         return int(runner.run(spirv, [np.zeros(1, np.uint32)], (1, 1, 1),
@@ -231,24 +231,24 @@ def test_lavapipe_stops_loops_after_65535_back_edges(runner):
 
 @requires_tool(*DEVICE_TOOLS)
 def test_fma_peak_probe_returns_a_rate(runner):
-    assert kv.fma_peak_gflops(runner, repeat=3) > 0
+    assert probe.fma_peak_gflops(runner, repeat=3) > 0
 
 
 @requires_tool(*DEVICE_TOOLS)
 def test_bad_arguments_raise_toolchain_errors(runner):
-    spirv = kv.compile_glsl(SAXPY)
+    spirv = toolchain.compile_glsl(SAXPY)
     with pytest.raises(ToolchainError, match="only 1 were given"):
-        runner.run_sequence([kv.Stage(spirv, (0, 1), (1, 1, 1))], [np.zeros(4, np.float32)])
+        runner.run_sequence([runtime.Stage(spirv, (0, 1), (1, 1, 1))], [np.zeros(4, np.float32)])
     with pytest.raises(ToolchainError, match="groups"):
         runner.run(spirv, [np.zeros(4, np.float32)] * 2, (0, 1, 1))
     with pytest.raises(ToolchainError, match="no Vulkan device"):
-        kv.VulkanRunner("no such device")
+        runtime.VulkanRunner("no such device")
 
 
 @requires_tool(*DEVICE_TOOLS)
 def test_closed_runner_refuses_to_run():
-    spirv = kv.compile_glsl(SAXPY)
-    with kv.VulkanRunner(0) as r:
+    spirv = toolchain.compile_glsl(SAXPY)
+    with runtime.VulkanRunner(0) as r:
         pass
     r.close()  # closing twice is harmless
     with pytest.raises(ToolchainError, match="closed"):
@@ -260,12 +260,12 @@ _VALIDATED_RUNS = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import test_vulkan_harness as t
-from kernelgen.toolchains import vulkan as kv
-with kv.VulkanRunner() as runner:
+from kernelgen.targets.vulkan import device, probe, runtime, toolchain
+with runtime.VulkanRunner() as runner:
     t.test_saxpy_matches_numpy_exactly(runner)
     t.test_buffers_keep_dtype_and_shape(runner)
     t.test_two_stage_sequence_reads_the_first_stage_output(runner)
-    kv.fma_peak_gflops(runner, repeat=1)
+    probe.fma_peak_gflops(runner, repeat=1)
 print("runs done")
 """
 

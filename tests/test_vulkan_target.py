@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from conftest import requires_tool
 
-from kernelgen.config import load_config, parse_config
+from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
-from kernelgen.validate import validate
-from kernelgen.vulkan_code import glsl_source
-from kernelgen.vulkan_plan import LOOP_LIMIT, plan_vulkan, vec_ok
+from kernelgen.api import validate
+from kernelgen.targets.vulkan.code import glsl_source
+from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
 VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
 PAD4 = '{map: "n, h, w, c -> n, h, w, c // 4, c % 4", pad_value: 0}'
@@ -202,9 +202,8 @@ def test_unwritten_output_is_caught(monkeypatch):
 @requires_tool(*VULKAN)
 def test_bench_prints_seed002_style_rows():
     from kernelgen.bench import BenchOptions
-    from kernelgen.bench_vulkan import bench_vulkan
 
-    rows = bench_vulkan(_config("k1_tile_equal"), BenchOptions(repeat=2))
+    rows = TARGETS["vulkan"].bench(_config("k1_tile_equal"), BenchOptions(repeat=2))
     assert len(rows) == 1 and rows[0].seconds > 0
     assert rows[0].label == "Input[1x8x16x16]xFilter[1x1x16x64]/Stride[1x1]/Tile[2x8x8]/WGSize[8x1x1]/f32"
     assert rows[0].metrics["peak_gflops"] > 0 and np.isfinite(rows[0].metrics["ratio"])

@@ -1,29 +1,77 @@
-"""What every target is: mostly data. A target names its output files and templates;
-its toolchain (kernelgen/toolchains) knows how to build and run what it emits."""
+"""What every target is: one class per folder, implementing the stages the core calls.
+
+config (its option block, checked by `options`) -> the core plan -> `target_plan` (the
+target's own tiling on top of it) -> `context` (what its templates render from) -> `render`
+-> `toolchain` / `validate` / `bench`. The registry in targets/__init__.py is the only place
+that lists targets; the core receives them as data (`info()` for the config loader).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from ..bench import BenchOptions, BenchRow
+from ..config import Config, options_of
+from ..config_model import TargetInfo
+from ..emit import Comment, OutputFile, render, template_files
+from ..plan import Plan
+from ..toolstatus import ToolStatus
+from ..validate import Result
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutputFile:
-    pattern: str  # file name, with {name} for the config name: "{name}.c"
-    template: str  # path under templates/: "c/kernel.c.j2"
+class Target(ABC):
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    files: ClassVar[tuple[OutputFile, ...]]
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+    comment: ClassVar[Comment] = Comment()
+    includes: ClassVar[tuple[str, ...]] = ()  # templates the files include (for depfiles)
+    options_model: ClassVar[type[BaseModel] | None] = None  # the model of its `<name>:` block, if it has one
 
+    # ------------------------------------------------------------ config
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
-    name: str
-    summary: str
-    files: tuple[OutputFile, ...]
-    dtypes: tuple[str, ...] = ("float32",)
-    comment_open: str = "/*"
-    comment_close: str = "*/"
-    # Extra template data computed from (config, plan), e.g. hvx's register blocking and
-    # requantization; None for targets whose templates read only the plan.
-    context: Callable[[Any, Any], dict[str, Any]] | None = None
-    includes: tuple[str, ...] = ()  # templates the files include (for depfiles)
+    def info(self) -> TargetInfo:
+        """What the config loader needs to know of this target."""
+        return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model)
+
+    def options(self, config: Config) -> Any:
+        """This target's option block, as its model checked it when the config was loaded."""
+        return options_of(config, self.name)
+
+    # ------------------------------------------------------------ generation
+
+    def target_plan(self, config: Config, plan: Plan) -> Any:
+        """The target's own tiling on top of the core plan (None: the core plan is all it needs)."""
+        return None
+
+    def context(self, config: Config, plan: Plan) -> dict[str, Any]:
+        """Template data beyond the plan."""
+        return {}
+
+    def render(self, config: Config, plan: Plan) -> dict[str, str]:
+        """Every file this target writes for a config, by file name."""
+        return render(plan, self.files, self.comment, self.context(config, plan))
 
     def file_names(self, config_name: str) -> tuple[str, ...]:
         return tuple(f.pattern.format(name=config_name) for f in self.files)
+
+    def templates(self) -> tuple[Path, ...]:
+        """Every template file its output depends on (for depfiles)."""
+        return template_files([f.template for f in self.files] + list(self.includes))
+
+    # ------------------------------------------------------------ toolchain
+
+    @abstractmethod
+    def toolchain(self) -> tuple[ToolStatus, ...]:
+        """The tools this target builds and runs with, found or not."""
+
+    @abstractmethod
+    def validate(self, config: Config, seed: int) -> Result:
+        """Build, run on inputs drawn from `seed`, compare with the numpy reference."""
+
+    @abstractmethod
+    def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
+        """Time the generated kernels on this machine."""

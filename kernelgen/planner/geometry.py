@@ -1,0 +1,202 @@
+"""Stripe geometry and cache windows: what one stripe of the schedule needs, and where it lives. Pure.
+
+A stripe is k_split x k_block output channels (ko_outer) by h_split x h_block output rows
+(ho_outer) by w_split x w_block output columns (wo_outer; the whole width unless split).
+Working back through the chain, each tensor j gets a window: rows[j] x cols[j] positions
+whose first global row and column are affine in the stripe indices (row_start[j],
+col_start[j]). A window of R output positions reads (R - 1) * stride + span input
+positions: the halo. Caches hold these windows in their tensor's own layout, carved from
+one workspace.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import expr as E
+from ..config import Config
+from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
+from ..plan import Cache
+
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
+# Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
+ALIGNMENT_BYTES = 2048
+
+Shape = tuple[int, int, int, int]
+
+
+def shapes(config: Config) -> list[Shape]:
+    """Logical NHWC shapes: index 0 is the input, j the output of op j."""
+    out = [config.input_shape]
+    for op in config.ops:
+        n, h, w, _ = out[-1]
+        (sh, sw), (kh, kw) = op.stride, op.span
+        out.append((n, (h + op.pad[0] + op.pad[2] - kh) // sh + 1, (w + op.pad[1] + op.pad[3] - kw) // sw + 1,
+                    op.out_channels))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Stripes:
+    """How the last op's output is cut: channels x rows x columns per stripe, and how many."""
+
+    channels: int  # k_split * k_block
+    rows: int  # h_split * h_block
+    cols: int  # w_split * w_block, or the whole width
+    ko_extent: int
+    ho_extent: int
+    wo_extent: int  # 1: full-width stripes, and no wo_outer loop
+
+    @property
+    def count(self) -> int:
+        return self.ko_extent * self.ho_extent * self.wo_extent
+
+
+def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
+    s = config.schedule
+    _, out_h, out_w, out_k = shape_list[-1]
+    channels, rows = s.k_split * s.k_block, s.h_split * s.h_block
+    cols = out_w if s.w_split is None else min(s.w_split * s.w_block, out_w)
+    return Stripes(channels=channels, rows=rows, cols=cols, ko_extent=math.ceil(out_k / channels),
+                   ho_extent=math.ceil(out_h / rows), wo_extent=math.ceil(out_w / cols))
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """Per tensor of the chain (index 0 = input, j = output of op j): the stripe window."""
+
+    rows: tuple[int, ...]  # rows of tensor j one stripe needs (with halo)
+    cols: tuple[int, ...]  # columns held (for intermediates: with the consumer's padding)
+    row_start: tuple[E.Expr, ...]  # first global row of the window, in terms of ho_outer
+    col_start: tuple[E.Expr, ...]  # first global column, in terms of wo_outer (constant for full width)
+    row_step: int  # input rows between the windows of two vertically adjacent stripes
+
+    @property
+    def halo_rows(self) -> int:
+        """Input rows two vertically adjacent stripes share."""
+        return max(0, self.rows[0] - self.row_step)
+
+
+def geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> Geometry:
+    n_ops = len(config.ops)
+    rows, cols = [0] * (n_ops + 1), [0] * (n_ops + 1)
+    row_start: list[E.Expr] = [E.Const(0)] * (n_ops + 1)
+    col_start: list[E.Expr] = [E.Const(0)] * (n_ops + 1)
+    rows[n_ops], cols[n_ops] = min(cut.rows, shape_list[-1][1]), cut.cols
+    row_start[n_ops] = E.mul(E.Var("ho_outer"), cut.rows)
+    col_start[n_ops] = E.mul(E.Var("wo_outer"), cut.cols) if cut.wo_extent > 1 else E.Const(0)
+    row_step = cut.rows
+    for j in range(n_ops, 0, -1):
+        op = config.ops[j - 1]
+        (sh, sw), (kh, kw) = op.stride, op.span
+        rows[j - 1] = (rows[j] - 1) * sh + kh
+        row_start[j - 1] = E.add(E.mul(row_start[j], sh), E.Const(-op.pad[0]))
+        row_step *= sh
+        if cut.wo_extent == 1:
+            # Full width: op j computes only its real columns (the consumer's padding columns of
+            # window j are zeros), so the source window spans just what those read.
+            cols[j - 1] = (shape_list[j][2] - 1) * sw + kw
+            col_start[j - 1] = E.Const(-op.pad[1])
+        else:
+            cols[j - 1] = (cols[j] - 1) * sw + kw
+            col_start[j - 1] = E.add(E.mul(col_start[j], sw), E.Const(-op.pad[1]))
+    return Geometry(tuple(rows), tuple(cols), tuple(row_start), tuple(col_start), row_step)
+
+
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """The cache windows of one schedule, each bound to its tensor's layout."""
+
+    input: TensorLayout
+    temps: tuple[TensorLayout, ...]  # output of op j (1..n-1)
+    filters: tuple[TensorLayout, ...]  # k-stripe of each op's filter
+    output: TensorLayout
+    temp_names: tuple[str, ...]
+
+
+def temp_names(n_ops: int) -> tuple[str, ...]:
+    return ("temp_output",) if n_ops == 2 else tuple(f"temp_output_{j}" for j in range(1, n_ops))
+
+
+def channel_cover(layout: TensorLayout) -> int:
+    """Channels the layout stores, padding included (c = 10 in 32c blocks: 32). A map whose padding
+    cannot be enumerated per channel (w and c mixed in one axis) counts only its real channels."""
+    axis = layout.layout.dims.index("c")
+    try:
+        return padding_cover(layout)[axis]
+    except LayoutError:
+        return layout.logical_shape[axis]
+
+
+def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ...]:
+    """Per op, the input channels its reduction runs over. Seed 003: a source whose layout promises a
+    pad value may be read in its channel padding (the filter cache holds zeros there), so the loop runs
+    whole blocks without a branch; otherwise it stops at the real channel count."""
+    sources = [config.input_layout] + [op.output_layout for op in config.ops[:-1]]
+    out = []
+    for j, layout in enumerate(sources):
+        channels = shape_list[j][3]
+        out.append(channel_cover(layout.bind(shape_list[j])) if layout.pad_kind is PadKind.VALUE else channels)
+    return tuple(out)
+
+
+def windows(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes) -> Windows:
+    n_ops = len(config.ops)
+    reduce = reduction_channels(config, shape_list)
+    temps = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shape_list[j][3]))
+                  for j in range(1, n_ops))
+    filters = tuple(op.filter_layout.bind((cut.channels, reduce[j], *op.kernel))
+                    for j, op in enumerate(config.ops))
+    return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0], shape_list[0][3])), temps=temps,
+                   filters=filters, output=config.ops[-1].output_layout.bind((1, geo.rows[-1], geo.cols[-1],
+                                                                                cut.channels)),
+                   temp_names=temp_names(n_ops))
+
+
+def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
+    """Carve the caches from one workspace, aligned; say why a cache reuses another or is doubled."""
+    s = config.schedule
+    n_ops = len(config.ops)
+    ebytes = ELEMENT_BYTES[config.dtype]
+    align = ALIGNMENT_BYTES // ebytes
+    caches: list[Cache] = []
+    offset = 0
+
+    def add(name: str, c_name: str, layout: TensorLayout, alias: str | None = None, note: str = "") -> None:
+        nonlocal offset
+        caches.append(Cache(name=name, c_name=c_name, logical_shape=layout.logical_shape,
+                            physical_layout=layout.layout.name, physical_shape=layout.physical_shape,
+                            elements=layout.size, offset=0 if alias else offset, element_bytes=ebytes,
+                            aliases=alias, note=note))
+        if alias is None:
+            offset += -(-layout.size // align) * align
+
+    double = s.pipeline == "double_buffer"
+    if double:
+        add("input_a", "input_cache_a", win.input, note="double buffer: even stripes")
+        add("input_b", "input_cache_b", win.input, note="double buffer: odd stripes (loaded while input_a computes)")
+    else:
+        add("input", "input_cache", win.input,
+            note="ring buffer: a stripe's last rows stay for the next" if s.halo == "reuse" else "")
+    biggest = max(win.filters, key=lambda w: w.size)
+    add("filter", "filter_cache", biggest,
+        note="one filter cache, reused by every conv2d of the chain" if n_ops > 1 else "")
+    for name, window in zip(win.temp_names, win.temps):
+        add(name, name, window)
+    out = win.output
+    if double:
+        add("output_a", "output_cache_a", out, note="double buffer: cannot reuse an input cache, whose next load "
+                                                    "overlaps this stripe's store")
+        add("output_b", "output_cache_b", out, note="double buffer: odd stripes")
+    elif n_ops > 1 and out.size <= win.input.size and s.halo != "reuse":
+        add("output", "output_cache", out, alias="input", note="reuses the input cache: dead once conv2d #1 has run")
+    else:
+        why = "; cannot reuse the input cache, whose ring rows the next stripe reads" if (
+            n_ops > 1 and s.halo == "reuse") else ""
+        add("output", "output_cache", out, note=why.lstrip("; "))
+    return tuple(caches)
+
+
+def workspace_elements(caches: tuple[Cache, ...]) -> int:
+    align = ALIGNMENT_BYTES // caches[0].element_bytes
+    return max(c.offset + -(-c.elements // align) * align for c in caches if c.aliases is None)

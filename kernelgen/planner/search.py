@@ -1,0 +1,125 @@
+"""Fit the splits a config leaves open to a memory budget (seed 001: tile to fit local memory). Pure.
+
+Candidates are (k_split, h_split, w_split) triples. For each count of stripes along a
+dimension only the smallest split giving that count is tried (a larger one moves the same
+bytes in a bigger cache), so a 2048-row image has about 2 * sqrt(256) row choices, not 256.
+Among the candidates whose caches fit, the winner moves the fewest bytes between memory and
+caches; ties go to less recomputed work, then the smaller workspace. The report keeps the
+runners-up and why each lost.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..config import Config
+from .geometry import ELEMENT_BYTES, allocate, geometry, shapes, stripes, windows, workspace_elements
+from .work import count_work
+
+SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
+SHOWN_TOO_BIG = 3  # larger schedules that would move fewer bytes but do not fit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    k_split: int
+    h_split: int
+    w_split: int
+    stripes: int
+    workspace_bytes: int
+    traffic_bytes: int
+    executed_flops: int
+    verdict: str  # "chosen", or why it lost
+
+    @property
+    def fits(self) -> bool:
+        return not self.verdict.startswith("needs")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleSearch:
+    budget: int
+    budget_source: str  # "schedule.budget", "hvx VTCM (v73 default)"
+    fitted: tuple[str, ...]  # the splits the search chose: ("k_split", "h_split", "w_split")
+    tried: int
+    chosen: Candidate
+    runners_up: tuple[Candidate, ...]
+    too_big: tuple[Candidate, ...]
+
+
+def _split_choices(blocks: int) -> list[int]:
+    """For every stripe count c in 1..blocks, the smallest split giving exactly c stripes."""
+    return sorted({math.ceil(blocks / math.ceil(blocks / split)) for split in range(1, blocks + 1)})
+
+
+def _trial(config: Config, k: int, h: int, w: int) -> Config:
+    return replace(config, schedule=replace(config.schedule, k_split=k, h_split=h, w_split=w))
+
+
+def _measure(config: Config, shape_list: list) -> tuple[int, int, int, int]:
+    cut = stripes(config, shape_list)
+    geo = geometry(config, shape_list, cut)
+    ebytes = ELEMENT_BYTES[config.dtype]
+    workspace = workspace_elements(allocate(config, windows(config, shape_list, geo, cut))) * ebytes
+    work = count_work(config, shape_list, geo, cut, ebytes)
+    return workspace, work.traffic.total, work.executed_flops, cut.count
+
+
+def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
+    s = config.schedule
+    if s.budget is None:
+        return config, None
+    shape_list = shapes(config)
+    _, out_h, out_w, _ = shape_list[-1]
+    max_k = min(math.ceil(k / s.k_block) for _, _, _, k in shape_list[1:])
+    k_options = [s.k_split] if s.k_split is not None else _split_choices(max_k)
+    h_options = [s.h_split] if s.h_split is not None else _split_choices(math.ceil(out_h / s.h_block))
+    w_blocks = math.ceil(out_w / s.w_block)
+    w_options = [s.w_split] if s.w_split is not None else _split_choices(w_blocks)
+    fits: list[tuple] = []
+    too_big: list[tuple] = []
+    smallest: tuple | None = None
+    tried = 0
+    for k in k_options:
+        for h in h_options:
+            for w in w_options:
+                tried += 1
+                trial = _trial(config, k, h, w)
+                workspace, traffic, executed, count = _measure(trial, shape_list)
+                key = (traffic, executed, workspace, k, h, w, count)
+                if smallest is None or workspace < smallest[0]:
+                    smallest = (workspace, k, h, w)
+                (fits if workspace <= s.budget else too_big).append(key)
+    fitted = tuple(name for name in ("k_split", "h_split", "w_split") if getattr(s, name) is None)
+    if not fits:
+        assert smallest is not None
+        raise config.problem("schedule.budget" if s.budget_source == "schedule.budget" else "schedule",
+                             f"expected a budget of at least {smallest[0]} bytes: the smallest schedule "
+                             f"(k_split={smallest[1]}, h_split={smallest[2]}, w_split={smallest[3]}) needs that much "
+                             f"for its caches, got {s.budget} ({s.budget_source})")
+    fits.sort()
+    best = fits[0]
+    chosen = _candidate(best, "chosen")
+    runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP])
+    better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c[2], c[0]))
+    big = tuple(_candidate(c, f"needs {c[2]} bytes, over the {s.budget}-byte budget")
+                for c in better_but_big[:SHOWN_TOO_BIG])
+    search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
+                            chosen=chosen, runners_up=runners, too_big=big)
+    return _trial(config, best[3], best[4], best[5]), search
+
+
+def _candidate(key: tuple, verdict: str) -> Candidate:
+    traffic, executed, workspace, k, h, w, count = key
+    return Candidate(k_split=k, h_split=h, w_split=w, stripes=count, workspace_bytes=workspace,
+                     traffic_bytes=traffic, executed_flops=executed, verdict=verdict)
+
+
+def _why_lost(key: tuple, best: tuple) -> str:
+    if key[0] > best[0]:
+        return f"moves {key[0] - best[0]} more bytes"
+    if key[1] > best[1]:
+        return f"recomputes {key[1] - best[1]} more FLOPs"
+    if key[2] > best[2]:
+        return f"same traffic and work in a {key[2] - best[2]}-byte larger workspace"
+    return "same traffic, work and workspace; the winner has smaller splits"

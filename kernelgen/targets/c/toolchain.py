@@ -1,0 +1,56 @@
+"""gcc: builds emitted C into a shared library and runs the kernel through ctypes."""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ToolchainError
+from ...toolstatus import ToolStatus
+
+CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
+INSTALL_HINT = "apt-get install gcc"
+
+
+def compiler() -> str:
+    return shutil.which("gcc") or shutil.which("cc") or ""
+
+
+def status() -> tuple[ToolStatus, ...]:
+    cc = compiler()
+    if not cc:
+        return (ToolStatus(name="gcc", found=False, version="", install_hint=INSTALL_HINT),)
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return (ToolStatus(name="gcc", found=True, version=version, install_hint=INSTALL_HINT),)
+
+
+def build_shared(sources: list[Path], output: Path, *, flags: tuple[str, ...] = CFLAGS) -> Path:
+    cc = compiler()
+    if not cc:
+        raise ToolchainError(f"gcc not found: {INSTALL_HINT}")
+    cmd = [cc, *flags, "-shared", "-fPIC", "-o", str(output), *map(str, sources)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ToolchainError(f"gcc failed ({' '.join(cmd)}):\n{result.stderr.strip()}")
+    return output
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """A built kernel library; call(name, arrays) passes each array as a pointer."""
+
+    path: Path
+
+    def call(self, symbol: str, arrays: list[np.ndarray]) -> None:
+        lib = ctypes.CDLL(str(self.path))
+        fn = getattr(lib, symbol)
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * len(arrays)
+        for array in arrays:
+            if not array.flags.c_contiguous:
+                raise ToolchainError(f"{symbol}: arrays passed to C must be contiguous")
+        fn(*(array.ctypes.data for array in arrays))

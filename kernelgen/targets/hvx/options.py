@@ -1,0 +1,42 @@
+"""The `hvx:` block of a config, and the Hexagon facts its defaults come from."""
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, StrictInt
+
+from ...config import Config, options_of
+from ...config_model import StrictModel
+
+NAME = "hvx"
+
+# VTCM budget assumed when the config gives no hvx.vtcm_bytes: typical sizes of each
+# generation's parts (256 KiB before v68, then 4-8 MiB); set hvx.vtcm_bytes for a device.
+VTCM_DEFAULT_BYTES = {"v66": 256 * 1024, "v67": 256 * 1024, "v68": 4 * 1024 * 1024, "v69": 8 * 1024 * 1024,
+                      "v71": 8 * 1024 * 1024, "v73": 8 * 1024 * 1024}
+# HVX floating point (qf32) exists from v68 on.
+QF32_ARCHES = ("v68", "v69", "v71", "v73")
+
+
+class HvxModel(StrictModel):
+    """Options of the `hvx` target (issue: Hexagon HVX)."""
+
+    arch: Literal["v66", "v67", "v68", "v69", "v71", "v73"] = Field(
+        default="v73", description="one of: v66, v67, v68, v69, v71, v73")
+    vtcm_bytes: Union[StrictInt, None] = Field(
+        default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
+    pixels: Union[StrictInt, None] = Field(
+        default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8)")
+    float_compute: Literal["scalar", "qf32"] = Field(
+        default="scalar", description="'scalar' or 'qf32': which float32 kernel validate checks (qf32 needs "
+                                      "v68+ and is compile-only under QEMU 7.2)")
+
+
+def default_budget(options: HvxModel) -> tuple[int, str]:
+    """`schedule: auto`: the VTCM of the configured arch (or hvx.vtcm_bytes), and where that came from."""
+    budget = options.vtcm_bytes or VTCM_DEFAULT_BYTES[options.arch]
+    return budget, f"hvx VTCM ({options.arch}{'' if options.vtcm_bytes else ' default'})"
+
+
+def hvx_options(config: Config) -> HvxModel:
+    return options_of(config, NAME)

@@ -1,0 +1,437 @@
+"""hvx_plan(config, plan) -> HvxPlan: the arithmetic the Hexagon HVX templates need. Pure.
+
+The `hvx` target keeps the plan's schedule (seed 000: ko_outer x ho_outer stripes, the
+input cache with its halo, a ko_outer_<j> loop per earlier op, one shared filter cache,
+temp-output caches, the output cache aliasing the input cache, the write-back) and
+replaces the bodies of its sections with calls to HVX helpers. Everything the helpers
+need (window extents, block strides, zero points, the requantization multiplier) is
+computed here, as plain ints, so the templates only substitute.
+
+uint8 arithmetic (per conv op, per output element; `a` activations, `u` weights as
+unsigned bytes with zero point `zu`, n taps including channel padding):
+
+    acc = sum(a * u) - zu * sum(a) - za * sum(u) + n * za * zu + bias   (int32)
+        = sum((a - za) * (u - zu)) + bias
+
+`vrmpy(Vu.ub, Rt.ub)` gives sum(a * u) for 32 output channels x 4 input channels per
+instruction; sum(u) per output channel comes from the filter cache read (one vrmpy per
+filter vector against 0x01010101), sum(a) per output pixel from per-pixel channel sums
+of the source cache. Padding (spatial and channel) holds the source zero point, so it
+contributes exactly 0. int8 weights are read as u = w + 128 (xor 0x80), zu = zw + 128,
+because HVX has vrmpy(Vu.ub, Rt.ub) and vrmpy(Vu.ub, Rt.b) but no signed-vector x
+unsigned-scalar form.
+
+Requantization (HVX `vmpye` + `vmpyo:<<1:rnd:sat:shift`, mirrored bit for bit in
+reference_quant.py):
+
+    r = sat32(((((acc * m_lo) >> 16) + acc * m_hi) >> 14) + 1) >> 1)   # ~ round(acc * m / 2^31)
+    r = sat32(r + rnd) >> shift                                        # rnd = 2^(shift-1)
+    q = clamp(sat32(r + z_out), 0, 255)
+
+with m in [2^30, 2^31) and shift >= 0 such that m * 2^-(31 + shift) ~ s_in * s_w / s_out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ... import expr as E
+from ...config import Config
+from ...errors import KernelgenError
+from ...layout import PadKind
+from ...plan import Block, Function, Guard, Loop, Node, Param, Plan, Section, Stmt
+from ...planner import compose_stripes, fitted_config
+from ...planner.geometry import Geometry, geometry, shapes, stripes
+from ...quant import Requant, quant_params, requantization
+from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
+
+ACTIVATION_LAYOUT = "NHWC8h8w32c"
+FILTER_LAYOUT = "OIHW8i32o4i"
+BLOCK = 2048  # elements of one 8h x 8w x 32c activation block
+FILTER_TAP_BLOCK = 1024  # elements of one 8i x 32o x 4i filter block (one (rh, rw) of 32 outputs x 32 inputs)
+DEFAULT_PIXELS = 8  # output pixels sharing each filter vector (register blocking)
+ALIGN = 2048
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpGeo:
+    """One conv op of the chain, as its stripe helper sees it (element units)."""
+
+    index: int  # 1-based
+    last: bool
+    src: str  # source cache pointer: input_cache, temp_output
+    dst: str  # destination cache pointer
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    src_rows: int  # window rows / columns of the source cache
+    src_cols: int
+    src_wb: int  # 8-column blocks of the source window
+    src_cb: int  # 32-channel blocks of the source
+    src_c: int  # source channels (unpadded)
+    dst_rows: int
+    dst_cols: int  # columns of the destination window (with the consumer's padding)
+    dst_wb: int
+    dst_cb: int  # 32-channel blocks held by the destination window
+    out_h: int  # the op's full output extent
+    out_w: int
+    out_k: int
+    out_kb: int  # 32-channel blocks of the op's output
+    k_tail: int  # out_k % 32 (0: the last block is full)
+    row_a: int  # global output row of window row 0 = ho_outer * row_a + row_b
+    row_b: int
+    col_lo: int  # valid window columns [col_lo, col_hi); window col = global col + col_lo
+    col_hi: int
+    filter_block: int  # elements of filter per 32 output channels: src_cb * kh * kw * 1024
+    taps: int  # reduction length including channel padding: kh * kw * src_cb * 32
+    zp_in: int
+    zp_w: int  # unsigned weight zero point (int8 weights: zw + 128)
+    zp_out: int
+    requant: Requant | None  # None for float32
+
+    first_group: int  # first column of the first pixel group: col_lo rounded down to the pixel block
+
+    @property
+    def filter_vectors(self) -> int:
+        return self.filter_block // 128
+
+    @property
+    def last_col(self) -> int:
+        return self.col_hi - 1
+
+    @property
+    def last_block(self) -> int:
+        return self.out_kb - 1
+
+    @property
+    def src_row_stride(self) -> int:
+        """Elements between 8-row blocks of the source window."""
+        return self.src_wb * self.src_cb * BLOCK
+
+    @property
+    def src_col_stride(self) -> int:
+        """Elements between 8-column blocks of the source window."""
+        return self.src_cb * BLOCK
+
+    @property
+    def cb_vectors(self) -> int:
+        """Filter vectors between input-channel blocks: kh * kw taps of 8 vectors."""
+        return self.kh * self.kw * 8
+
+    @property
+    def corr_const(self) -> int:
+        """n * za * zu of the zero-point expansion."""
+        return self.taps * self.zp_in * self.zp_w
+
+    @property
+    def k_tail_splat(self) -> int:
+        return self.k_tail * 0x01010101
+
+    @property
+    def zp_out_splat(self) -> int:
+        return self.zp_out * 0x01010101
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IoGeo:
+    """The input cache read and the output write-back."""
+
+    in_rows: int
+    in_cols: int
+    in_wb: int  # window column blocks
+    in_cb: int
+    in_h: int
+    in_w: int
+    in_c: int
+    in_row_a: int
+    in_row_b: int
+    in_col_off: int  # window col = global col + in_col_off
+    in_g_wb: int  # column blocks of the global input tensor
+    in_image: int  # elements of one batch image of the input tensor
+    out_rows: int
+    out_h: int
+    out_w: int
+    out_k: int
+    out_kb: int
+    out_row_a: int
+    out_win_wb: int
+    out_g_wb: int
+    out_image: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HvxPlan:
+    arch: str
+    vtcm_bytes: int
+    workspace_bytes: int  # what the caller allocates (<= vtcm_bytes): the plan's caches, then the scratch
+    scratch_offset: int  # bytes: pixel sums (int32 per source pixel)
+    wcorr_offset: int  # bytes: per-output-channel corrections, k_split x 32 int32
+    pixels: int  # output pixels sharing each filter vector
+    ring_rows: int  # halo reuse: the input cache is a ring of this many rows (0: no ring)
+    ring_step: int  # halo reuse: input rows between vertically adjacent stripes
+    k_split: int
+    batch: int
+    ops: tuple[OpGeo, ...]
+    io: IoGeo | None  # None when the layouts are not the blocked HVX ones (float32 scalar only)
+    weight_flip: bool  # int8 weights: xor 0x80 while reading the filter cache
+    bias: bool
+    kernel: Function  # the kernel to emit: the plan's (float32) or its HVX version (uint8)
+    qf32: Function | None  # float32 on v68+: the HVX float variant (compile-only under QEMU 7.2)
+    macs: int  # useful multiply-accumulates
+    executed_macs: int  # what the schedule computes (halo rows, chain recompute)
+    notes: tuple[str, ...]
+
+
+def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
+    config = fitted_config(config, plan)
+    options = hvx_options(config)
+    arch = options.arch
+    vtcm = options.vtcm_bytes or VTCM_DEFAULT_BYTES[arch]
+    pixels = options.pixels or DEFAULT_PIXELS
+    blocked = _blocked(config)
+    if config.dtype == "uint8" and not blocked:
+        _fail(config, "input.layout", f"the hvx target computes uint8 on {ACTIVATION_LAYOUT} activations and "
+                                      f"{FILTER_LAYOUT} filters (no pad_value), with k_block 32")
+    if config.dtype == "uint8" and plan.w_split is not None:
+        _fail(config, "schedule.w_split", "expected full-width stripes: the hvx uint8 kernel does not split the "
+                                          "width (leave w_split out, or give a budget the full width fits)")
+    if pixels < 4 or pixels % 4:
+        _fail(config, "hvx.pixels", f"expected a positive multiple of 4, got {pixels}")
+    ops = _ops(config, plan, pixels) if blocked else ()
+    io = _io(config, plan) if blocked else None
+    uint8 = config.dtype == "uint8"
+    # uint8 scratch after the plan's caches: int32 channel sums per source pixel, then the
+    # per-output-channel corrections of one stripe (k_split x 32 int32).
+    scratch_offset = plan.workspace_bytes
+    wcorr_offset = scratch_offset + _aligned(max((o.src_rows * o.src_cols * 4 for o in ops), default=0))
+    workspace_bytes = wcorr_offset + _aligned(plan.k_split * 32 * 4) if uint8 else plan.workspace_bytes
+    if workspace_bytes > vtcm:
+        _fail(config, "hvx.vtcm_bytes",
+              f"the workspace needs {workspace_bytes} bytes of VTCM (caches {plan.workspace_bytes} + helper "
+              f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
+              + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
+    kernel = _uint8_kernel(config, plan) if uint8 else plan.kernel
+    qf32 = (_qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse")
+            else None)
+    notes = []
+    if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
+        notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
+    keep = _ring_keep(config, plan)
+    geo = _stripe_geometry(config)
+    if not uint8 and arch in QF32_ARCHES and not blocked:
+        notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
+    return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=workspace_bytes,
+                   scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, pixels=pixels,
+                   ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
+                   k_split=plan.k_split, batch=config.input_shape[0], ops=ops, io=io,
+                   weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and config.quant.bias,
+                   kernel=kernel, qf32=qf32, macs=plan.flops // 2, executed_macs=plan.executed_flops // 2,
+                   notes=tuple(notes))
+
+
+# ---------------------------------------------------------------- checks
+
+def _fail(config: Config, key: str, message: str) -> None:
+    raise config.problem(key, message)  # points at the key's line in the config file
+
+
+def _aligned(size: int) -> int:
+    return -(-size // ALIGN) * ALIGN
+
+
+def _blocked(config: Config) -> bool:
+    acts = [config.input_layout] + [op.output_layout for op in config.ops]
+    return (all(a.name == ACTIVATION_LAYOUT and a.pad_kind is PadKind.NONE for a in acts)
+            and all(op.filter_layout.name == FILTER_LAYOUT and op.filter_layout.pad_kind is PadKind.NONE
+                    for op in config.ops)
+            and config.schedule.k_block == 32)
+
+
+# ---------------------------------------------------------------- geometry
+
+def _affine(expr: E.Expr) -> tuple[int, int]:
+    """row_start = ho_outer * a + b."""
+    b = int(E.evaluate(expr, {"ho_outer": 0}))
+    return int(E.evaluate(expr, {"ho_outer": 1})) - b, b
+
+
+def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
+    shape_list = shapes(config)
+    n = len(config.ops)
+    geo = _stripe_geometry(config)
+    uint8 = config.dtype == "uint8"
+    q = config.quant
+    zw_u = q.weight_zero_point + (128 if q.weight_dtype == "int8" else 0)
+    if uint8 and not 0 <= zw_u <= 255:
+        _fail(config, "quant.weight_zero_point", f"expected an int in the range of {q.weight_dtype}, "
+                                                 f"got {q.weight_zero_point}")
+    params = quant_params(config)
+    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
+    sources = ["input_cache", *temp_names]
+    ops = []
+    for j in range(1, n + 1):
+        op = config.ops[j - 1]
+        last = j == n
+        _, out_h, out_w, out_k = shape_list[j]
+        src_c = shape_list[j - 1][3]
+        src_cb = -(-src_c // 32)
+        a, b = _affine(geo.row_start[j])
+        dst_cols = out_w if last else geo.cols[j]
+        col_lo = 0 if last else -geo.col_start[j].value
+        taps = op.kernel[0] * op.kernel[1] * src_cb * 32
+        s_in, z_in, s_out, z_out = params[j - 1]
+        requant = None
+        if uint8:
+            for value, key in ((z_in, "quant.input_zero_point"), (z_out, "quant.output_zero_point")):
+                if not 0 <= value <= 255:
+                    _fail(config, key, f"expected an int in [0, 255], got {value}")
+            if taps * 255 * 255 >= 2 ** 31 - 2 ** 24:
+                _fail(config, f"ops[{j - 1}].conv2d", f"{taps} taps can overflow the int32 accumulator")
+            requant = requantization(s_in * q.weight_scale / s_out, "quant.output_scale", config)
+        ops.append(OpGeo(
+            index=j, last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
+            kh=op.kernel[0], kw=op.kernel[1], sh=op.stride[0], sw=op.stride[1], dh=op.dilation[0],
+            dw=op.dilation[1], src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
+            src_wb=-(-geo.cols[j - 1] // 8), src_cb=src_cb, src_c=src_c, dst_rows=geo.rows[j], dst_cols=dst_cols,
+            dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
+            out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
+            col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=src_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
+            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant))
+    return tuple(ops)
+
+
+def _io(config: Config, plan: Plan) -> IoGeo:
+    shape_list = shapes(config)
+    geo = _stripe_geometry(config)
+    _, h, w, c = shape_list[0]
+    _, oh, ow, ok = shape_list[-1]
+    a, b = _affine(geo.row_start[0])
+    out_a, _ = _affine(geo.row_start[-1])
+    in_tensor, out_tensor = plan.tensor("input").layout, plan.tensor("output").layout
+    return IoGeo(in_rows=geo.rows[0], in_cols=geo.cols[0], in_wb=-(-geo.cols[0] // 8), in_cb=-(-c // 32),
+                 in_h=h, in_w=w, in_c=c, in_row_a=a, in_row_b=b, in_col_off=-geo.col_start[0].value,
+                 in_g_wb=-(-w // 8), in_image=in_tensor.size // shape_list[0][0], out_rows=geo.rows[-1], out_h=oh,
+                 out_w=ow, out_k=ok, out_kb=-(-ok // 32), out_row_a=out_a, out_win_wb=-(-ow // 8),
+                 out_g_wb=-(-ow // 8), out_image=out_tensor.size // shape_list[0][0])
+
+
+# ---------------------------------------------------------------- kernels
+
+def _replace_sections(plan: Plan, calls: dict[str, str], after: dict[str, str] | None = None,
+                      before: dict[str, str] | None = None) -> tuple[Node, ...]:
+    """The plan's kernel body with each listed section's body replaced by one helper call.
+
+    The stripe's load, compute and store are rewritten, then put in the same loops as the plan's
+    (plain or pipelined) by planner.compose_stripes. Sections are found by the planner's labels
+    ("input cache read", "filter #1 cache read", "conv2d #2", "write back output cache"); a label
+    that is missing is an error here, not silently scalar code in the kernel. `after` and
+    `before` add a statement after a loop (by variable) or before a section or loop."""
+    found: set[str] = set()
+    after, before = after or {}, before or {}
+    parts = plan.stripe
+    rewritten = replace(parts, load=_rewrite(parts.load, calls, after, before, found),
+                        compute=_rewrite(parts.compute, calls, after, before, found),
+                        store=_rewrite(parts.store, calls, after, before, found))
+    missing = sorted(set(calls) - found)
+    if missing:
+        raise KernelgenError(f"hvx: the plan has no section labelled {', '.join(map(repr, missing))}")
+    rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
+    return (*compose_stripes(rewritten), *rest)
+
+
+def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, str], before: dict[str, str],
+             found: set[str]) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for node in nodes:
+        name = node.label if isinstance(node, Section) else node.var if isinstance(node, Loop) else None
+        if name is not None:
+            key = next((k for k in before if name == k or name.startswith((k + " ", k + ":"))), None)
+            if key is not None:
+                out.append(Stmt(code=before[key], summary=before[key]))
+        if isinstance(node, Section):
+            key = next((k for k in calls if node.label == k or node.label.startswith((k + " ", k + ":"))), None)
+            if key is not None:
+                found.add(key)
+                out.append(Section(label=node.label + " (HVX helper)",
+                                   body=(Stmt(code=calls[key], summary=calls[key]),)))
+                continue
+            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
+        elif isinstance(node, (Loop, Guard, Block)):
+            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
+            if isinstance(node, Loop) and node.var in after:
+                out.append(Stmt(code=after[node.var], summary=after[node.var]))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _stripe_geometry(config: Config) -> Geometry:
+    """The plan's stripe windows (config with the plan's splits, see fitted_config)."""
+    shape_list = shapes(config)
+    return geometry(config, shape_list, stripes(config, shape_list))
+
+
+def _ring_keep(config: Config, plan: Plan) -> int:
+    """Input rows a stripe keeps for the next with halo reuse (0: every stripe loads its whole window)."""
+    return _stripe_geometry(config).halo_rows if plan.halo == "reuse" else 0
+
+
+def _uint8_kernel(config: Config, plan: Plan) -> Function:
+    n = len(config.ops)
+    nb = "nb" if config.input_shape[0] > 1 else "0"
+    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
+    sources = ["input_cache", *temp_names]
+    bias = config.quant.bias
+    calls = {"write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
+    rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
+    keep = _ring_keep(config, plan)
+    if keep:
+        calls["input cache read (first stripe only, rows the next stripe keeps)"] = (
+            f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {keep});")
+        calls[f"input cache read (new rows; {keep} kept in the ring)"] = (
+            f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
+    else:
+        calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows});"
+    # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch).
+    before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"}
+    after = {}
+    for j in range(1, n + 1):
+        ko = "ko_outer" if j == n else f"ko_outer_{j}"
+        dst = "output_cache" if j == n else temp_names[j - 1]
+        b = f"bias{j}" if bias else "0"
+        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, filter_cache, wcorr, {b}, {ko});"
+        calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, filter_cache, pixel_sums, wcorr, {dst}, {ko}, "
+                                 f"ho_outer);")
+        if j < n:
+            after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
+    params = [Param(name="input", ctype="const uint8_t *restrict")]
+    params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
+    if bias:
+        params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j in range(1, n + 1)]
+    params += [Param(name="output", ctype="uint8_t *restrict"), Param(name="workspace", ctype="uint8_t *restrict")]
+    return Function(name=plan.kernel.name, doc=plan.kernel.doc + "; HVX vrmpy compute", params=tuple(params),
+                    prologue=plan.kernel.prologue + (
+                        "int32_t *const pixel_sums = (int32_t *)(workspace + KG_SCRATCH_OFFSET); "
+                        "/* per source pixel: sum of its channels */",
+                        "int32_t *const wcorr = (int32_t *)(workspace + KG_WCORR_OFFSET); "
+                        "/* per output channel: bias - za * sum(u) + n * za * zu */"),
+                    body=_replace_sections(plan, calls, after, before))
+
+
+def _qf32_kernel(config: Config, plan: Plan) -> Function:
+    n = len(config.ops)
+    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
+    sources = ["input_cache", *temp_names]
+    calls = {}
+    for j in range(1, n + 1):
+        ko = "ko_outer" if j == n else f"ko_outer_{j}"
+        dst = "output_cache" if j == n else temp_names[j - 1]
+        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}_qf32(filter{j}, filter_cache, {ko});"
+        calls[f"conv2d #{j}"] = f"kg_conv_{j}_qf32({sources[j - 1]}, filter_cache, {dst}, {ko}, ho_outer);"
+    return Function(name=plan.kernel.name + "_qf32",
+                    doc=plan.kernel.doc + "; HVX qf32 compute (v68+), filter cache transposed to 4i x 32o",
+                    params=plan.kernel.params, prologue=plan.kernel.prologue,
+                    body=_replace_sections(plan, calls))

@@ -1,0 +1,353 @@
+"""Hexagon toolchain: clang-19 and ld.lld-19 build freestanding HVX programs; qemu-hexagon runs
+them.
+
+Every program is linked with the runtime in templates/hvx/runtime (kg_runtime.h): there is
+no libc or compiler-rt for Hexagon on Debian, so the runtime supplies _start, raw Linux
+file I/O, printers, QEMU's execution counters, memcpy/memset/memmove and the integer
+division helpers clang calls (__hexagon_udivsi3 and friends).
+
+QEMU 7.2 (Debian 12) implements only the v67 CPU with integer HVX, and maps only v67 ELF
+flags to a CPU, so binaries of any other arch run with "-cpu v67": that works while they
+contain no newer instruction. HVX floating point (qf32, sf, hf) needs v68+ and can be
+compiled and inspected with assembly(), never run there.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ...errors import ToolchainError
+from ...toolstatus import ToolStatus
+
+CLANG = "clang-19"
+LLD = "ld.lld-19"
+QEMU = "qemu-hexagon"
+INSTALL_HINT = "apt-get install clang-19 lld-19 qemu-user"
+
+# Every CPU that clang-19 accepts with 128-byte HVX (v75 needs clang-20; the "t" tiny
+# cores have no HVX). HVX floating point starts at v68.
+ARCHES = ("v66", "v67", "v68", "v69", "v71", "v73")
+FLOAT_ARCHES = ("v68", "v69", "v71", "v73")
+# -Oz always calls compiler-rt's register save/restore stubs (__save_r16_through_r27...),
+# which do not exist here; every other level is made to inline them (see _COMMON_FLAGS).
+OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os")
+QEMU_FALLBACK_CPU = "v67"
+
+RUNTIME_HEADER = "kg_runtime.h"
+RUNTIME_SOURCES = ("kg_runtime.c", "kg_libcalls.c")
+
+_COMMON_FLAGS = (
+    "-ffreestanding",
+    "-fno-stack-protector",
+    # At -Os (and at -O2 for functions with a frame pointer and over 6 saved registers)
+    # LLVM calls out-of-line save/restore stubs from compiler-rt; keep them inline.
+    "-mllvm",
+    "-spill-func-threshold=1000000",
+    "-mllvm",
+    "-spill-func-threshold-Os=1000000",
+)
+_LINK_FLAGS = ("-nostdlib", "-static", "-fuse-ld=lld")
+_VERSION_TIMEOUT = 10.0
+_COUNTER_LINE = re.compile(r"^kg_counters (\S+)((?: \w+=\d+)+)\s*$")
+
+__all__ = [
+    "ARCHES", "FLOAT_ARCHES", "OPT_LEVELS", "RunResult", "ToolStatus", "assembly", "available",
+    "build", "parse_counters", "qemu_cpu", "run", "runtime_dir", "status", "vector_spills",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One program run under qemu-hexagon; stdout and stderr decoded as UTF-8 (replacing errors)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def status() -> tuple[ToolStatus, ...]:
+    """Status of clang-19, ld.lld-19 and qemu-hexagon; never raises."""
+    return tuple(_tool_status(tool) for tool in (CLANG, LLD, QEMU))
+
+
+def available() -> bool:
+    """True when every tool build() and run() need is installed."""
+    return all(tool.found for tool in status())
+
+
+def build(
+    sources: Sequence[Path],
+    output: Path,
+    *,
+    arch: str = "v67",
+    include_dirs: Sequence[Path] = (),
+    defines: Mapping[str, str | int] | None = None,
+    opt: str = "-O2",
+    extra_flags: Sequence[str] = (),
+) -> Path:
+    """Compile and link sources plus the runtime into a static Hexagon executable at output.
+
+    Sources include "kg_runtime.h" and define main(argc, argv). Raises ToolchainError
+    with the compiler's output when a tool is missing or compiling or linking fails.
+    """
+    _check_options(arch, opt)
+    _require(CLANG, LLD)
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with runtime_dir() as runtime:
+        command = [
+            CLANG,
+            *_compile_flags(arch, include_dirs, defines, opt, runtime),
+            *_LINK_FLAGS,
+            *extra_flags,
+            *(str(source) for source in sources),
+            *(str(runtime / name) for name in RUNTIME_SOURCES),
+            "-o",
+            str(output),
+        ]
+        _compile(command, f"build {output.name}")
+    return output
+
+
+def assembly(
+    source: Path,
+    *,
+    arch: str,
+    include_dirs: Sequence[Path] = (),
+    defines: Mapping[str, str | int] | None = None,
+    opt: str = "-O2",
+    extra_flags: Sequence[str] = (),
+) -> str:
+    """clang -S output for one source (without the runtime), e.g. to look for vrmpy or spills.
+
+    Keep LLVM's verbose comments (no -fno-verbose-asm in extra_flags): vector_spills reads them.
+    """
+    _check_options(arch, opt)
+    _require(CLANG)
+    with runtime_dir() as runtime:
+        command = [
+            CLANG,
+            *_compile_flags(arch, include_dirs, defines, opt, runtime),
+            *extra_flags,
+            "-S",
+            str(source),
+            "-o",
+            "-",
+        ]
+        return _compile(command, f"compile {Path(source).name} to assembly")
+
+
+def vector_spills(assembly_text: str) -> int:
+    """How many HVX register spills and reloads assembly() output contains.
+
+    LLVM comments every stack-slot access with its size ("128-byte Folded Spill"); HVX
+    vectors are 128 bytes and pairs 256, while scalar callee-saved saves are 4 or 8.
+    """
+    sizes = re.findall(r"// (\d+)-byte (?:Folded )?(?:Spill|Reload)", assembly_text)
+    return sum(1 for size in sizes if int(size) >= 128)
+
+
+def run(
+    binary: Path,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    arch: str = "v67",
+    timeout: float = 600,
+    check: bool = True,
+) -> RunResult:
+    """Run binary under qemu-hexagon in cwd.
+
+    With check (the default) a nonzero exit, a signal or a timeout raises ToolchainError
+    carrying the program's output; without it only a missing QEMU or a timeout raises.
+    """
+    _check_options(arch)
+    _require(QEMU)
+    binary = Path(binary).resolve()
+    command = [QEMU, "-cpu", qemu_cpu(arch), str(binary), *args]
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ToolchainError(
+            f"{binary.name} did not finish within {timeout:g} s under {QEMU}\n"
+            f"command: {_quote(command)}\n{_decode(exc.stdout)}{_decode(exc.stderr)}"
+        ) from None
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {QEMU}: {exc}; install with: {INSTALL_HINT}") from None
+    result = RunResult(done.returncode, _decode(done.stdout), _decode(done.stderr))
+    if check and result.returncode != 0:
+        raise ToolchainError(
+            f"{binary.name} {_describe_exit(result.returncode)} under {QEMU}\n"
+            f"command: {_quote(command)}\nstdout:\n{result.stdout}stderr:\n{result.stderr}"
+            f"{_undecodable_hint(result.stderr)}"
+        )
+    return result
+
+
+def parse_counters(stdout: str) -> dict[str, int]:
+    """Counter lines printed by kg_report_counters, as {"<label>.<counter>": value}.
+
+    Counters are packets, instructions and hvx_instructions. Other lines are ignored; a
+    malformed kg_counters line or a label reported twice raises ToolchainError.
+    """
+    counters: dict[str, int] = {}
+    for line in stdout.splitlines():
+        if not line.startswith("kg_counters"):
+            continue
+        match = _COUNTER_LINE.match(line)
+        if match is None:
+            raise ToolchainError(f"malformed counter line: {line!r}")
+        label, pairs = match.groups()
+        for pair in pairs.split():
+            name, value = pair.split("=")
+            key = f"{label}.{name}"
+            if key in counters:
+                raise ToolchainError(f"counter {key} reported twice; label each region uniquely")
+            counters[key] = int(value)
+    return counters
+
+
+@functools.cache
+def qemu_cpu(arch: str) -> str:
+    """The -cpu model for an arch: itself when QEMU knows it, else v67 (QEMU 7.2 knows only v67)."""
+    try:
+        done = subprocess.run(
+            [QEMU, "-cpu", "help"], capture_output=True, timeout=_VERSION_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return QEMU_FALLBACK_CPU
+    models = set(re.findall(r"\bv\d+\b", _decode(done.stdout) + _decode(done.stderr)))
+    return arch if arch in models else QEMU_FALLBACK_CPU
+
+
+@contextmanager
+def runtime_dir() -> Iterator[Path]:
+    """A directory holding the runtime's header and sources, however the package is installed."""
+    root = resources.files("kernelgen.templates") / "hvx" / "runtime"
+    if isinstance(root, Path):
+        yield root
+        return
+    # Zipped or otherwise virtual installs: clang needs real files.
+    with tempfile.TemporaryDirectory(prefix="kg_runtime_") as tmp:
+        for name in (RUNTIME_HEADER, *RUNTIME_SOURCES):
+            (Path(tmp) / name).write_bytes((root / name).read_bytes())
+        yield Path(tmp)
+
+
+def _compile_flags(
+    arch: str,
+    include_dirs: Sequence[Path],
+    defines: Mapping[str, str | int] | None,
+    opt: str,
+    runtime: Path,
+) -> list[str]:
+    flags = [
+        "--target=hexagon",
+        f"-mcpu=hexagon{arch}",
+        "-mhvx",
+        "-mhvx-length=128b",
+        opt,
+        *_COMMON_FLAGS,
+        f"-I{runtime}",
+    ]
+    flags += [f"-I{directory}" for directory in include_dirs]
+    flags += [f"-D{name}={value}" for name, value in (defines or {}).items()]
+    return flags
+
+
+def _check_options(arch: str, opt: str = "-O2") -> None:
+    if arch not in ARCHES:
+        choices = ", ".join(ARCHES)
+        raise ToolchainError(f"Hexagon arch {arch!r} is not supported; use one of {choices}")
+    if opt not in OPT_LEVELS:
+        choices = ", ".join(OPT_LEVELS)
+        raise ToolchainError(f"optimisation level {opt!r} is not supported; use one of {choices}")
+
+
+def _compile(command: list[str], what: str) -> str:
+    """Run clang and return its stdout, or raise with its diagnostics and any symbol hint."""
+    try:
+        done = subprocess.run(command, capture_output=True, check=False)
+    except OSError as exc:
+        tool = command[0]
+        raise ToolchainError(f"cannot run {tool}: {exc}; install with: {INSTALL_HINT}") from None
+    if done.returncode == 0:
+        return _decode(done.stdout)
+    diagnostics = _decode(done.stderr)
+    raise ToolchainError(
+        f"{CLANG} failed to {what}\ncommand: {_quote(command)}\n"
+        f"{diagnostics}{_missing_symbol_hint(diagnostics)}"
+    )
+
+
+def _missing_symbol_hint(diagnostics: str) -> str:
+    symbols = sorted(set(re.findall(r"undefined symbol: (\S+)", diagnostics)) - {"main"})
+    if not symbols:
+        return ""
+    return (
+        f"hint: {', '.join(symbols)} would come from libc or compiler-rt, which freestanding "
+        "Hexagon programs lack; the kernelgen runtime provides only memcpy, memset, memmove and "
+        "integer division (no double division, no math functions)\n"
+    )
+
+
+def _require(*tools: str) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        raise ToolchainError(f"missing {', '.join(missing)}; install with: {INSTALL_HINT}")
+
+
+def _tool_status(tool: str) -> ToolStatus:
+    path = shutil.which(tool)
+    if path is None:
+        return ToolStatus(tool, False, "", INSTALL_HINT)
+    try:
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, timeout=_VERSION_TIMEOUT, check=False
+        )
+        lines = [line.strip() for line in _decode(done.stdout).splitlines() if line.strip()]
+        version = lines[0] if lines else ""
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    return ToolStatus(tool, True, version, INSTALL_HINT)
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"was killed by {name}"
+
+
+def _undecodable_hint(stderr: str) -> str:
+    # QEMU 7.2 meets an instruction its v67 model lacks (HVX qf32/sf/hf, v68+) with a
+    # failed assertion in its decoder, then dies by a signal.
+    if "decode_packet: assertion failed" not in stderr:
+        return ""
+    return (
+        f"hint: {QEMU} could not decode an instruction; the binary uses instructions its CPU "
+        "model lacks (HVX floating point needs v68+, which QEMU 7.2 does not implement)\n"
+    )
+
+
+def _decode(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+
+
+def _quote(command: Sequence[str]) -> str:
+    return shlex.join(command)

@@ -1,0 +1,32 @@
+"""The `opencl:` block of a config: checked by this model when the config is loaded."""
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, StrictInt, conlist
+
+from ...config import Config, options_of
+from ...config_model import StrictModel
+
+NAME = "opencl"
+
+
+class OpenCLModel(StrictModel):
+    """Options of the `opencl` target (issue: OpenCL textures)."""
+
+    tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+        default=None, description="[oh, ow, oc4]: output rows, columns and 4-channel groups per work-item")
+    local_size: Union[conlist(StrictInt, min_length=1, max_length=3), None] = Field(
+        default=None, description="a work-group size of 1 to 3 positive ints")
+    variant: Union[Literal["texture", "buffer"], None] = Field(
+        default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator)")
+    filters_in_textures: bool = Field(default=True, description="true or false: keep filters in image2d textures")
+    image_limit: Union[conlist(StrictInt, min_length=2, max_length=2), None] = Field(
+        default=None, description="[width, height] of the largest image2d the device takes (PoCL: 8192x8192)")
+    half_arithmetic: bool = Field(
+        default=False, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
+                                   "dtype float16)")
+
+
+def opencl_options(config: Config) -> OpenCLModel:
+    return options_of(config, NAME)

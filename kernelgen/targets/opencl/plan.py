@@ -1,0 +1,265 @@
+"""Config + Plan -> OpenCLPlan: the `opencl` target's launch plan. Pure.
+
+Every conv2d of the chain becomes one kernel; run in sequence they pass the intermediate
+tensor through device memory (an image2d texture or a buffer). A work-item computes a tile
+of tile_h x tile_w output pixels x 4*oc4 output channels in registers:
+
+- texture variant: float4 accumulators (one RGBA texel = 4 channels), activations whose
+  layout has one axis separator live in image2d_t (seed 004), filters in an image whose
+  texel holds 4 output channels (`filters_in_textures`);
+- buffer variant: float8/float16 accumulators over output channels and flat buffers in the
+  config's layouts. PoCL's CPU backend reaches its FMA peak only through explicit vector
+  types (measured here: 150-170 GFLOP/s vs 28-57 for scalar code), hence the wide vectors.
+  A texture variant with filters_in_textures: false keeps activations in images and uses
+  these wide filter vectors too (PoCL reads a texel in ~50 ns, in software).
+
+Channels are consumed 4 at a time; the last group of a channel count that is not a
+multiple of 4 is handled by its own unrolled step (seed 003: no branch in the hot loop,
+and no reliance on what the input's padding holds). This module decides the arithmetic;
+opencl_code.py turns it into statements.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from ... import expr as E
+from ...config import Config
+from ...errors import ConfigError
+from ...layout import FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
+from ...plan import Plan
+from .code import conv_kernel, pad_kernel
+from .model import ConvOp, Kernel, Storage
+from .options import opencl_options
+
+# PoCL's CL_DEVICE_IMAGE2D_MAX_WIDTH x HEIGHT here; Adreno-class GPUs take 16384.
+DEFAULT_IMAGE_LIMIT = (8192, 8192)
+# Defaults from sweeps on this machine's PoCL (bench_opencl): float16 vectors for filter buffers;
+# with filter texels every texel read costs ~50 ns in PoCL's software sampler, whatever the tile.
+DEFAULT_TILE = {"vectors": (1, 4, 16), "vectors+images": (2, 2, 32), "texels": (2, 2, 4)}
+DEFAULT_LOCAL_SIZE = (8, 1, 1)
+PAD_KERNEL_LOCAL = 64
+# Accumulator floats per work-item: the tile is unrolled into registers; far beyond the register
+# file (32 x 16 floats on AVX-512) code size and compile time grow with no gain.
+MAX_TILE_FLOATS = 2048
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenCLPlan:
+    name: str
+    variant: str  # texture | buffer
+    dtype: str  # float32 | float16 (half storage)
+    tile: tuple[int, int, int]  # (oh, ow, oc4)
+    local_size: tuple[int, int, int]
+    vector_width: int  # lanes of one accumulator (4 for the texture variant)
+    vectors: int  # accumulators per pixel
+    image_limit: tuple[int, int]
+    storages: tuple[Storage, ...]
+    ops: tuple[ConvOp, ...]
+    kernels: tuple[Kernel, ...]  # launch order, fp32 arithmetic
+    half_kernels: tuple[Kernel, ...]  # full fp16 arithmetic, compiled only under cl_khr_fp16
+    uses_images: bool
+    flops: int
+    notes: tuple[str, ...]
+
+    @property
+    def channels_per_item(self) -> int:
+        return self.vector_width * self.vectors
+
+    def storage(self, name: str) -> Storage:
+        return next(s for s in self.storages if s.name == name)
+
+    def launch_dict(self) -> dict:
+        return {
+            "variant": self.variant, "dtype": self.dtype, "tile": {"oh": self.tile[0], "ow": self.tile[1],
+                                                                   "oc4": self.tile[2]},
+            "local_size": list(self.local_size), "vector_width": self.vector_width, "vectors": self.vectors,
+            "flops": self.flops,
+            "tensors": [{"name": s.name, "kind": s.kind, "shape": list(s.shape), "map": s.map_text,
+                         **({"texels": list(s.texels)} if s.kind == "image" else {})} for s in self.storages],
+            "kernels": [{"name": k.name, "args": list(k.args), "global_size": list(k.global_size),
+                         "local_size": list(k.local_size)} for k in self.kernels],
+            "half_kernels": [k.name for k in self.half_kernels],
+            "notes": list(self.notes),
+        }
+
+    def launch_json(self) -> str:
+        """Indented JSON with lists of numbers and names kept on one line."""
+        text = json.dumps(self.launch_dict(), indent=2)
+        return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + ", ".join(
+            item.strip() for item in m.group(1).split(",\n")) + "]", text)
+
+
+# ---------------------------------------------------------------- planning
+
+def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
+    o = opencl_options(config)
+    variant, kind = variant_of(config)
+    texel_filters = kind == "texels"
+    tile = tuple(o.tile) if o.tile else _default_tile(kind, plan)
+    local = tuple(o.local_size or DEFAULT_LOCAL_SIZE)
+    local = (*local, *(1,) * (3 - len(local)))
+    limit = tuple(o.image_limit or DEFAULT_IMAGE_LIMIT)
+    problems = [f"tile {list(tile)}: expected 3 positive ints [oh, ow, oc4]"] if min(tile) < 1 else []
+    problems += [f"local_size {list(local)}: expected positive ints"] if min(local) < 1 else []
+    if min(tile) >= 1 and tile[0] * tile[1] * 4 * tile[2] > MAX_TILE_FLOATS:
+        problems.append(f"tile {list(tile)} holds {tile[0] * tile[1] * 4 * tile[2]} accumulators per work-item; "
+                        f"keep oh * ow * 4 * oc4 <= {MAX_TILE_FLOATS} (the kernel unrolls every one of them)")
+    if o.half_arithmetic and config.dtype != "float16":
+        problems.append(f"half_arithmetic needs dtype float16 (half storage), got {config.dtype}")
+    if problems:
+        raise _error(config, "opencl", "; ".join(problems))
+    # A texel of filter is 4 output channels; a filter buffer gives float8/float16 vectors.
+    width = 4 if texel_filters else next(w for w in (16, 8, 4) if 4 * tile[2] % w == 0)
+    vectors = 4 * tile[2] // width
+    per_item = width * vectors
+
+    images = variant == "texture"
+    storages: list[Storage] = []
+    source = _activation(config, "input", "input", config.input_layout.bind(plan.ops[0].in_shape), images)
+    storages.append(source)
+    ops = []
+    for j, op in enumerate(config.ops, start=1):
+        summary = plan.ops[j - 1]
+        filt = _filter(config, j, summary.out_shape[3], summary.in_shape[3], op.kernel, texel_filters, per_item)
+        last = j == len(config.ops)
+        dest = _activation(config, "output" if last else f"temp{j}", "output" if last else "temp",
+                           op.output_layout.bind(summary.out_shape), images)
+        storages += [filt, dest]
+        n, oh, ow, oc = summary.out_shape
+        blocks = math.ceil(oc / per_item)
+        ops.append(ConvOp(index=j, in_shape=summary.in_shape, out_shape=summary.out_shape, kernel=op.kernel,
+                          stride=op.stride, pad=op.pad, dilation=op.dilation, source=source, filter=filt, dest=dest,
+                          tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
+                          channel_blocks=blocks))
+        source = dest
+    for s in storages:
+        _check_image(config, s, limit)
+    geometry = dict(tile=tile, local=local, width=width, vectors=vectors, half_storage=config.dtype == "float16")
+    kernels = [conv_kernel(config.name, op, half=False, **geometry) for op in ops]
+    output = storages[-1]
+    notes = []
+    if output.kind == "buffer" and output.layout.layout.pad_kind is PadKind.VALUE and output.layout.padding:
+        try:
+            grown = padding_cover(output.layout)
+        except LayoutError as error:
+            raise _error(config, "output.layout", str(error)) from None
+        kernels.append(pad_kernel(config.name, output, grown, PAD_KERNEL_LOCAL, config.dtype == "float16"))
+        notes.append(f"{config.name}_pad_output writes pad_value {output.layout.layout.pad_value:g} into the "
+                     f"output's layout padding (seed 003: the producer owns its padding)")
+    half_kernels = ()
+    if config.dtype == "float16":
+        half_kernels = tuple(conv_kernel(config.name, op, half=True, **geometry) for op in ops)
+        notes.append("full-fp16 kernels (half arithmetic, read_imageh) are compiled only where the device "
+                     "defines cl_khr_fp16")
+    if images and not any(s.kind == "image" for s in storages if s.role != "filter"):
+        notes.append("texture variant without an axis-separated activation layout: activations stay in buffers")
+    return OpenCLPlan(name=config.name, variant=variant, dtype=config.dtype, tile=tile, local_size=local,
+                      vector_width=width, vectors=vectors, image_limit=limit, storages=tuple(storages),
+                      ops=tuple(ops), kernels=tuple(kernels), half_kernels=half_kernels,
+                      uses_images=any(s.kind == "image" for s in storages), flops=plan.flops, notes=tuple(notes))
+
+
+def variant_of(config: Config) -> tuple[str, str]:
+    """(variant, kind of filter loads): texels (filter images), vectors+images, or vectors."""
+    o = opencl_options(config)
+    variant = o.variant or ("texture" if config.input_layout.separators else "buffer")
+    if variant == "texture":
+        return variant, "texels" if o.filters_in_textures else "vectors+images"
+    return variant, "vectors"
+
+
+def _default_tile(kind: str, plan: Plan) -> tuple[int, int, int]:
+    oh, ow, oc4 = DEFAULT_TILE[kind]
+    widest = max(math.ceil(op.out_shape[3] / 4) for op in plan.ops)
+    while oc4 > 1 and oc4 // 2 >= widest:  # do not compute mostly-empty channel blocks
+        oc4 //= 2
+    return (oh, ow, oc4)
+
+
+def _error(config: Config, key: str, message: str) -> ConfigError:
+    return config.problem(key, message)  # points at the key's line in the config file
+
+
+def texture_problem(bound: TensorLayout) -> str | None:
+    """Why a layout cannot be an RGBA image of 4-channel texels; None when it can.
+
+    One axis separator (seed 004: rows | texels x 4 lanes); channels 4*c4 .. 4*c4+3 share a
+    texel and sit in its lanes in order; no texel holds only padding.
+    """
+    layout = bound.layout
+    if len(layout.separators) != 1:
+        return f"an image2d needs exactly one axis separator, {layout.source!r} has {len(layout.separators)}"
+    n, h, w, c = bound.logical_shape
+    groups = math.ceil(c / 4)
+    bounds = {"n": (0, n - 1), "h": (0, h - 1), "w": (0, w - 1), "c4": (0, groups - 1), "l": (0, 3)}
+    index = {"n": E.Var("n"), "h": E.Var("h"), "w": E.Var("w"), "c": E.add(E.mul(E.Var("c4"), 4), E.Var("l"))}
+    row, col = bound.offsets(index, bounds)
+    base = E.simplify(E.substitute(col, {"l": E.Const(0)}), bounds)
+    lanes_ok = E.simplify(E.add(col, E.mul(base, -1)), bounds) == E.Var("l")
+    if "l" in E.variables(row) or not lanes_ok or E.simplify(E.floormod(base, 4), bounds) != E.Const(0):
+        return f"{layout.source!r} does not put 4 consecutive channels (c % 4) in the lanes of one texel"
+    rows, cols = bound.flat_shape
+    if rows * cols // 4 != n * h * w * groups:
+        return (f"{layout.source!r} leaves {rows * cols // 4 - n * h * w * groups} texels of padding beyond the "
+                f"channel lanes; use a map whose only padding is c % 4")
+    return None
+
+
+def _activation(config: Config, name: str, role: str, bound: TensorLayout, images: bool) -> Storage:
+    problem = texture_problem(bound) if images and bound.layout.separators else "no axis separator"
+    kind = "image" if images and problem is None else "buffer"
+    if images and bound.layout.separators and problem is not None:
+        raise _error(config, "input.layout" if role == "input" else "output.layout",
+                     f"the {name} tensor cannot be an image2d texture: {problem}")
+    channels = bound.logical_shape[3]
+    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role != "input":
+        raise _error(config, "output.layout", f"{name} has {channels} channels, not a multiple of 4: texels are "
+                                              f"written whole, so its layout needs a pad_value (or 'undef')")
+    return Storage(name=name, role=role, kind=kind, layout=bound)
+
+
+def _filter(config: Config, j: int, out_c: int, in_c: int, kernel: tuple[int, int], texels: bool,
+            per_item: int) -> Storage:
+    """The target's own filter packing: output channels in the inner lanes, zero-padded.
+
+    texels: one texel = 4 output channels of one (o-block, kh, kw) row at x = input channel;
+    otherwise one float4/8/16 vector of output channels per (o-block, kh, kw, input channel).
+    """
+    if texels:
+        text = f"o, i, h, w -> o // {per_item}, o % {per_item} // 4, h, w, |, i, o % 4"
+    else:
+        text = f"o, i, h, w -> o // {per_item}, h, w, i, o % {per_item}"
+    bound = parse_layout(text, FILTER_DIMS, pad=0.0).bind((out_c, in_c, *kernel))
+    kind = "image" if texels else "buffer"
+    return Storage(name=f"filter{j}", role="filter", kind=kind, layout=bound)
+
+
+def _check_image(config: Config, storage: Storage, limit: tuple[int, ...]) -> None:
+    if storage.kind != "image":
+        return
+    width, height = storage.texels
+    if width > limit[0] or height > limit[1]:
+        key = "opencl.filters_in_textures" if storage.role == "filter" else (
+            "input.layout" if storage.role == "input" else "output.layout")
+        raise _error(config, key, f"the {storage.name} texture would be {width}x{height} texels "
+                                  f"({storage.map_text}), over the image2d limit {limit[0]}x{limit[1]} "
+                                  f"(opencl.image_limit; PoCL: 8192x8192, Adreno: 16384x16384)")
+
+
+def check_device_limit(config: Config, cplan: OpenCLPlan, device_limit: tuple[int, int], device: str,
+                       max_work_group: int) -> None:
+    """The device's CL_DEVICE_IMAGE2D_MAX_* may be below the configured limit; so may its work-group size."""
+    if math.prod(cplan.local_size) > max_work_group:
+        raise _error(config, "opencl.local_size", f"work-group {list(cplan.local_size)} has "
+                                                  f"{math.prod(cplan.local_size)} work-items, over {device}'s "
+                                                  f"CL_DEVICE_MAX_WORK_GROUP_SIZE {max_work_group}")
+    for storage in cplan.storages:
+        if storage.kind == "image":
+            width, height = storage.texels
+            if width > device_limit[0] or height > device_limit[1]:
+                raise _error(config, "opencl.image_limit",
+                             f"the {storage.name} texture is {width}x{height} texels, over {device}'s image2d "
+                             f"limit {device_limit[0]}x{device_limit[1]}")

@@ -1,0 +1,340 @@
+"""plan_vulkan(config, plan) -> VulkanPlan: seed 002's tiling for the `vulkan` target. Pure.
+
+Each conv2d is one compute dispatch (a chain is successive dispatches with a barrier).
+The output is partitioned over workgroups (wg_tile = [oh, ow, oc]) and invocations
+(ivc_tile = [oh, ow, oc]); along channels an invocation owns ivc_oc / 4 vec4 chunks,
+distributed cyclically (chunk = wg base + local x + wg_size.x * k), so adjacent
+invocations touch adjacent 4-element chunks (seed 002). The filter of one input channel
+group (for every tap) lives in registers, the output tile is accumulated in registers and
+written once. The taps are unrolled (kw always, kh while the body stays under BODY_LIMIT),
+so each input row segment is fetched once per channel group and serves every tap and
+output row that reads it.
+
+Every index expression comes from the layout engine (TensorLayout.offsets), printed as
+GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
+layout keeps 4 consecutive channels (output channels for the filter) contiguous and
+aligned, with physical slots up to the next multiple of 4; otherwise as scalars.
+
+lavapipe stops every invocation after 65,535 loop back-edges in total (a loop's exit
+counts too) without an error, so the planner counts each invocation's back-edges (the
+fh0 loop and the input-channel loop; the taps are [[unroll]] loops, which NIR removes) and
+unrolls the input-channel loop until the count fits, or rejects the config.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+from ... import expr as E
+from ...config import Config
+from ...errors import ConfigError
+from ...layout import LayoutError, PadKind, TensorLayout
+from ...plan import Plan
+from .options import vulkan_options
+
+LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
+DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
+# [oh, ow, oc]: 64 pixels x 2 vec4 chunks. lavapipe (Mesa 22.3) pays ~20 ns per fetched vec4
+# per subgroup and core (texelFetch; its storage-buffer loads cost 3-4x more) while an
+# 8-lane vec4 multiply-add costs ~1.6 ns, so the tile that fetches least per multiply-add
+# wins: per input-channel chunk an invocation fetches kh * kw * oc (filter) +
+# (oh + kh - 1) * (ow + kw - 1) (input, stride 1) vec4s for oh * ow * oc * kh * kw
+# multiply-adds. More than ~128 vec4 accumulators spill out of L1 and lose; the bench
+# sweep's best on lavapipe.
+# What bounds it there (benchmarks/lavapipe_profile.py on seed 002's workload): NIR lowers
+# fma to a multiply and an add (the FMA probe's too, so its peak is one pair per cycle);
+# texelFetch is an out-of-line call after which every live vector register is reloaded; a
+# storage-buffer store is a loop over lanes and components (23% of the JIT samples with vec4
+# stores, 14% with wide_store); the multiply-add region touches ~36 KiB of stack (the L1d
+# is 32 KiB on some hosts, 48 KiB on this one).
+DEFAULT_IVC_TILE = (4, 16, 8)
+# vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
+# gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
+# per vec4 per subgroup and core). Tensors above lavapipe's maxTexelBufferElements
+# (2^27 texels) fall back to storage buffers.
+TEXEL_LIMIT = 1 << 27
+# Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop: lavapipe
+# compiles a 4,608-FMA body in ~2 s; twice that took minutes.
+BODY_LIMIT = 4608
+GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
+# wide_store: the 8 channels of a chunk pair as 64-bit words (4 for float32, 2 for float16).
+# lavapipe stores a storage-buffer vector with a loop over the subgroup's 8 lanes, one
+# scalar store per component inside; what costs is the loop, not the scalars, so one
+# 32-byte u64vec4 per pair instead of two vec4 stores took seed 002's kernel from ~72 to
+# ~68 ms (the kernel without any store: ~57 ms).
+WORD_TYPES = {"float32": "u64vec4", "float16": "u64vec2"}
+SHORT_NAMES = {"float32": "f32", "float16": "f16"}  # seed 002's benchmark names
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Access:
+    """How a shader touches one tensor: as vec4 chunks or as scalars, plus index text."""
+
+    buffer: str  # GLSL array name
+    vec4: bool
+    index: tuple[str, ...]  # vec4 mode: one vec4 index; scalar mode: 4 scalar indices (channel + 0..3)
+    elements: int  # buffer length in its GLSL element type
+    texel: bool = False  # read through a uniform texel buffer (samplerBuffer + texelFetch), vec4 only
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VulkanOp:
+    index: int  # 1-based
+    src: int  # buffer numbers in VulkanPlan.buffers
+    filter: int
+    dst: int
+    in_shape: tuple[int, int, int, int]
+    out_shape: tuple[int, int, int, int]
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+    wg_size: tuple[int, int, int]
+    ivc_tile: tuple[int, int, int]  # [oh, ow, oc4 chunks]
+    lane_chunks: int  # adjacent vec4 chunks an invocation owns per cyclic step: 1 (seed 002) or 2 (wide_store)
+    chunk_step: int  # chunks between an invocation's successive groups: lane_chunks * wg_size.x
+    wg_tile: tuple[int, int, int]  # [oh, ow, oc] (oc in channels)
+    groups: tuple[int, int, int]  # dispatch: x = oc, y = ow, z = n * oh
+    groups_oh: int  # z groups per batch image
+    ic4_full: int  # whole input-channel chunks
+    ic_tail: int  # channels in the last, partial chunk (0 = none)
+    ic_unroll: int  # chunks per trip of the input-channel loop
+    oc4: int  # output channel chunks
+    oc_tail: int  # valid channels of the last chunk (4 = full)
+    oc_ragged: bool  # some invocations own chunks past the last output chunk
+    bounds_check: bool  # input reads may fall outside the tensor (padding or ragged tiles)
+    store_guard: str  # GLSL condition for a tile element to be stored ("" = always)
+    row: int  # input columns one output row of the invocation tile reads: all kw taps unrolled
+    fh_block: int  # kernel rows unrolled per trip of the fh0 loop: kh, or 1 for large bodies
+    rows: int  # input rows the invocation tile reads per fh0 trip
+    trips: int  # loop back-edges per invocation
+    x: Access
+    f: Access
+    y: Access
+    pair_index: str  # wide_store: index of a chunk pair's 64-bit-word vector in dst ("" = vec4 / scalar stores)
+    store_chunks: int  # vec4 chunks per store: 2 with a pair_index, else 1
+    out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
+    flops: int
+
+    @property
+    def label(self) -> str:
+        """Seed 002's benchmark name: Input[..]xFilter[..]/Stride[..]/Tile[..]/WGSize[..]."""
+        n, h, w, c = self.in_shape
+        return (f"Input[{n}x{h}x{w}x{c}]xFilter[{self.kernel[0]}x{self.kernel[1]}x{c}x{self.out_shape[3]}]"
+                f"/Stride[{self.stride[0]}x{self.stride[1]}]/Tile[{self.ivc_tile[0]}x{self.ivc_tile[1]}x"
+                f"{self.ivc_tile[2] * 4}]/WGSize[{self.wg_size[0]}x{self.wg_size[1]}x{self.wg_size[2]}]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Buffer:
+    name: str  # input, filter1, temp1, output
+    elements: int  # scalars
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VulkanPlan:
+    dtype: str
+    short: str  # f32 / f16, as in seed 002's benchmark names
+    scalar: str  # float / float16_t
+    vec: str  # vec4 / f16vec4
+    words: str  # u64vec4 / u64vec2: a chunk pair as 64-bit words (wide_store)
+    buffers: tuple[Buffer, ...]
+    ops: tuple[VulkanOp, ...]
+    loop_limit: int
+
+    @property
+    def int64(self) -> bool:
+        """Some op stores chunk pairs as 64-bit words: the shader needs shaderInt64."""
+        return any(op.pair_index for op in self.ops)
+
+
+def _problem(config: Config, message: str) -> ConfigError:
+    return config.problem("vulkan", message)  # points at the config's vulkan section
+
+
+def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
+    """`width` consecutive elements along `axis` (from a multiple of `width`) are contiguous and
+    aligned to `width` elements, and the layout has slots up to the next multiple of `width`.
+
+    Decided symbolically: with the dim written width*q + r (r in [0, width)), the flattened
+    offset must simplify to r plus terms that are all multiples of `width`.
+    """
+    shape = list(tl.logical_shape)
+    shape[axis] = -(-shape[axis] // width) * width
+    try:
+        grown = tl.layout.bind(tuple(shape))
+    except LayoutError:  # a layout the grown shape does not fit
+        return False
+    if grown.flat_shape != tl.flat_shape:
+        return False
+    dims = tl.layout.dims
+    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // width - 1),
+                                                             "r_": (0, width - 1)}
+    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), width), E.Var("r_"))}
+    offsets = grown.offsets(index, bounds)
+    flat, stride = [], 1
+    for off, extent in reversed(list(zip(offsets, grown.flat_shape))):
+        flat.append(E.mul(off, stride))
+        stride *= extent
+    const, terms = E._affine(E.simplify(E.add(*flat), bounds))
+    lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
+    if any(E.variables(atom) != {"r_"} for atom in lane):
+        return False  # the lane offset would depend on other coordinates
+    rest_aligned = const % width == 0 and all(coef % width == 0 for atom, coef in terms.items() if atom not in lane)
+    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(width)]
+    return rest_aligned and lanes == list(range(width))
+
+
+def _channel_padding_only(tl: TensorLayout) -> bool:
+    shape = list(tl.logical_shape)
+    shape[3] = -(-shape[3] // 4) * 4
+    return tl.layout.bind(tuple(shape)).padding == 0
+
+
+def _index(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[int, int]], divide: int = 1) -> str:
+    offsets = tl.offsets(index, bounds)
+    total, stride = [], 1
+    for off, extent in reversed(list(zip(offsets, tl.flat_shape))):
+        total.append(E.mul(off, stride))
+        stride *= extent
+    flat = E.simplify(E.add(*reversed(total)), bounds)
+    return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat)
+
+
+def _access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
+            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False) -> Access:
+    """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`."""
+    dim = tl.layout.dims[axis]
+    if use_vec4:
+        text = _index(tl, {**index, dim: E.mul(E.Var(chunk), 4)}, bounds, divide=4)
+        elements = math.prod(tl.flat_shape) // 4
+        return Access(buffer=name, vec4=True, index=(text,), elements=elements,
+                      texel=read and elements <= TEXEL_LIMIT)
+    texts = tuple(_index(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
+                         {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
+                  for e in range(4))
+    return Access(buffer=name, vec4=False, index=texts, elements=math.prod(tl.flat_shape))
+
+
+def _choice(value, default):
+    return tuple(value) if value is not None else default
+
+
+def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
+                wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
+    """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
+    options = vulkan_options(config)
+    wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
+    ivc = ivc_tile or _choice(options.ivc_tile, None)
+    lanes = 2 if options.wide_store else 1
+    if min(wg) < 1 or math.prod(wg) > 1024:
+        raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= 1024, got {list(wg)}")
+    if options.wg_tile is not None and ivc is None:
+        t = options.wg_tile
+        if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * lanes * wg[0]):
+            raise _problem(config, f"vulkan.wg_tile {list(t)} must be a multiple of [wg_size z, y, "
+                                   f"{4 * lanes} * x] = [{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}]")
+        ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
+    if ivc is None:  # the default, shrunk to small problems so few invocations idle
+        last = plan.ops[-1].out_shape
+        ivc = (min(DEFAULT_IVC_TILE[0], last[1]), min(DEFAULT_IVC_TILE[1], last[2]),
+               4 * lanes * min(DEFAULT_IVC_TILE[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0]))))
+    if min(ivc) < 1 or ivc[2] % (4 * lanes):
+        raise _problem(config, f"vulkan.ivc_tile: expected positive [oh, ow, oc] with oc a multiple of "
+                               f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
+    scalar, vec = GLSL_TYPES[config.dtype]
+    tensors = {t.name: t.layout for t in plan.tensors}
+    inter = {t.name: t.layout for t in plan.intermediates}
+    n_ops = len(config.ops)
+    names = ["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + [f"temp{j}" for j in range(1, n_ops)] + ["output"]
+    layouts = {**tensors, **inter}
+    buffers = tuple(Buffer(name=nm, elements=math.prod(layouts[nm].flat_shape)) for nm in names)
+    number = {nm: i for i, nm in enumerate(names)}
+    ops = []
+    for j, (op, summary) in enumerate(zip(config.ops, plan.ops), start=1):
+        src_name = "input" if j == 1 else f"temp{j - 1}"
+        dst_name = "output" if j == n_ops else f"temp{j}"
+        ops.append(_plan_op(config, j, op, summary, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
+                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec))
+    return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
+                      words=WORD_TYPES[config.dtype],
+                      buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+
+
+def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
+             ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
+             scalar: str, vec: str) -> VulkanOp:
+    n, in_h, in_w, in_c = summary.in_shape
+    _, out_h, out_w, out_c = summary.out_shape
+    kh, kw = op.kernel
+    ioh, iow, ioc = ivc
+    k4 = ioc // 4
+    oc4 = -(-out_c // 4)
+    wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
+    groups_oh = -(-out_h // wg_tile[0])
+    groups = (-(-oc4 // (k4 * wg[0])), -(-out_w // wg_tile[1]), n * groups_oh)
+    if max(groups) > 65_535:
+        raise _problem(config, f"ops[{j - 1}]: {list(groups)} workgroups exceed 65,535 along one axis; "
+                               f"use a larger vulkan tile")
+    ic4_full, ic_tail = divmod(in_c, 4)
+    ragged = out_h % wg_tile[0] or out_w % wg_tile[1]
+    padded = any(op.pad)
+    bounds_check = bool(padded or ragged)
+    # The largest input coordinates a tile touches (for index simplification only).
+    in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
+                 "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
+                 "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
+    use_x4 = vec_ok(x_tl, 3)
+    x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
+    use_f4 = vec_ok(f_tl, 0)
+    f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
+    # kh is unrolled too when the body stays small enough for lavapipe's LLVM to compile
+    # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
+    # its own: unrolled by the hundreds it bloats the code for little gain).
+    body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
+    fh_block = kh if body <= BODY_LIMIT and x.texel and f.texel else 1
+    # Back-edges of one invocation: the fh0 loop (kh / fh_block trips), per trip the
+    # input-channel loop's trips and its exit.
+    unroll = 1
+    while True:
+        trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
+        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
+            break
+        unroll *= 2
+    while ic4_full % unroll:
+        unroll //= 2
+    trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
+    if trips > LOOP_LIMIT:
+        raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
+                               f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
+    pad_kind = y_tl.layout.pad_kind
+    use_y4 = vec_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
+    y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
+    y = _access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
+    pair_index = ""
+    if lanes == 2 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):  # else: the pair's chunks are stored one by one
+        pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
+        pair_index = _index(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
+    if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and _channel_padding_only(y_tl)):
+        raise _problem(config, f"ops[{j - 1}]: the vulkan target writes pad_value only into channel padding "
+                               f"(channels rounded up to 4); layout {y_tl.layout.source!r} pads more")
+    out_pad = ""
+    if pad_kind is PadKind.VALUE and out_c % 4:
+        out_pad = f"{scalar}({y_tl.layout.pad_value!r})"
+    conds = []
+    if out_h % wg_tile[0]:
+        conds.append(f"oh < {out_h}")
+    if out_w % wg_tile[1]:
+        conds.append(f"ow < {out_w}")
+    if oc4 % (k4 * wg[0]):
+        conds.append(f"oc4 < {oc4}")
+    return VulkanOp(index=j, src=src, filter=filt, dst=dst, in_shape=summary.in_shape, out_shape=summary.out_shape,
+                    kernel=op.kernel, stride=op.stride, pad=op.pad, dilation=op.dilation, wg_size=wg,
+                    ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
+                    groups=groups, groups_oh=groups_oh,
+                    ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
+                    oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
+                    row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
+                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y,
+                    pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad, flops=summary.flops)
