@@ -210,14 +210,18 @@ class TensorLayout:
             result.append(E.add(*reversed(terms)))
         return tuple(result)
 
-    def offset_c(self, index: Mapping[str, E.Expr], bounds: Mapping[str, tuple[int, int]]) -> str:
-        """One C expression addressing flat memory (the row-major offset across all groups)."""
-        offsets = self.offsets(index, bounds)
-        total, stride = [], 1
-        for off, extent in reversed(list(zip(offsets, self.flat_shape))):
-            total.append(E.mul(off, stride))
+    def flat_offset(self, index: Mapping[str, E.Expr], bounds: Mapping[str, tuple[int, int]]) -> E.Expr:
+        """The element offset into flat memory: row-major across every flattened group. The one
+        place flat-offset arithmetic is written; every target addresses buffers through it."""
+        terms, stride = [], 1
+        for off, extent in reversed(list(zip(self.offsets(index, bounds), self.flat_shape))):
+            terms.append(E.mul(off, stride))
             stride *= extent
-        return E.to_c(E.add(*reversed(total)))
+        return E.add(*reversed(terms))
+
+    def offset_c(self, index: Mapping[str, E.Expr], bounds: Mapping[str, tuple[int, int]]) -> str:
+        """flat_offset as one C expression."""
+        return E.to_c(self.flat_offset(index, bounds))
 
     # -------------------------------------------------------- numpy pack / unpack
 

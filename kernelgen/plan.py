@@ -143,15 +143,34 @@ class StripeParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OpSummary:
+class OpGeometry:
+    """One conv2d of the chain, as every target reads it: the one op record past the config."""
+
     index: int  # 1-based, as in "conv2d #1"
-    in_shape: tuple[int, int, int, int]
+    in_shape: tuple[int, int, int, int]  # logical NHWC
     out_shape: tuple[int, int, int, int]
     kernel: tuple[int, int]
     stride: tuple[int, int]
-    pad: tuple[int, int, int, int]
+    pad: tuple[int, int, int, int]  # top, left, bottom, right
     dilation: tuple[int, int]
-    flops: int
+    flops: int  # 2 * multiply-adds
+
+    def __post_init__(self) -> None:
+        assert min(self.in_shape + self.out_shape + self.kernel + self.stride + self.dilation) >= 1, self
+        assert min(self.pad) >= 0, self
+
+    @property
+    def in_channels(self) -> int:
+        return self.in_shape[3]
+
+    @property
+    def out_channels(self) -> int:
+        return self.out_shape[3]
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Input rows and columns one output pixel reads: (k - 1) * dilation + 1."""
+        return ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +209,7 @@ class Plan:
     h_block: int
     w_block: int
     stripe_counts: tuple[int, int, int]  # ko_outer, ho_outer, wo_outer extents
-    ops: tuple[OpSummary, ...]
+    ops: tuple[OpGeometry, ...]
     tensors: tuple[Tensor, ...]  # input, filter1.., output, in argument order
     intermediates: tuple[Tensor, ...]  # chain tensors that live only in caches
     caches: tuple[Cache, ...]

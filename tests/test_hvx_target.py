@@ -221,7 +221,7 @@ def test_matrix_configs_are_valid():
 def test_seed000_float32_under_qemu(repo, name):
     """Seed 000's three cases in float32 on the scalar Hexagon path, run under QEMU: about a
     minute each for 1x1 and six minutes for 3x3 (3.5 GFLOP of scalar float work executed)."""
-    from kernelgen.validate import validate
+    from kernelgen.api import validate
 
     result = validate(load_config(repo / "configs" / f"{name}.yaml"), "hvx")
     assert result.passed, f"{result.detail} (seed {result.seed})"

@@ -31,7 +31,7 @@ from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, Window
                        reduction_channels, shapes, stripes, windows, workspace_elements)
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from .packing import pack_function, padding_fill, unpack_function
-from ..plan import (Block, Cache, Function, Guard, Loop, Node, OpSummary, PadStrategy, Param, Plan, Section, Stmt,
+from ..plan import (Block, Cache, Function, Guard, Loop, Node, OpGeometry, PadStrategy, Param, Plan, Section, Stmt,
                    StripeParts, Tensor)
 from .search import fit_schedule
 from .work import count_work
@@ -101,7 +101,7 @@ def plan(config: Config) -> Plan:
     for j, op in enumerate(config.ops, start=1):
         macs = math.prod(shape_list[j]) * shape_list[j - 1][3] * op.kernel[0] * op.kernel[1]
         flops += 2 * macs
-        ops.append(OpSummary(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
+        ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
                              stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)

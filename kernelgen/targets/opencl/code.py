@@ -71,11 +71,7 @@ class _Types:
 
 def flat(layout: TensorLayout, index: dict[str, E.Expr], bounds: dict) -> E.Expr:
     """Row-major offset across every flattened group: the element index into a buffer."""
-    total, stride = [], 1
-    for off, extent in reversed(list(zip(layout.offsets(index, bounds), layout.flat_shape))):
-        total.append(E.mul(off, stride))
-        stride *= extent
-    return E.simplify(E.add(*reversed(total)), bounds)
+    return E.simplify(layout.flat_offset(index, bounds), bounds)
 
 
 def address(s: Storage, index: dict[str, E.Expr], bounds: dict) -> tuple[E.Expr, ...]:
@@ -168,14 +164,14 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                 local: tuple[int, int, int], width: int, vectors: int) -> Kernel:
     """fp32 arithmetic (half=False) on float or half storage, or full fp16 arithmetic (half=True)."""
     t = _Types(half_math=half, half_storage=half_storage)
-    n_batch, in_h, in_w, in_c = op.in_shape
+    n_batch, in_h, in_w, in_c = op.geo.in_shape
     th, tw, _ = tile
     per_item = width * vectors
     groups, tail = divmod(in_c, 4)
     owt, oht, _ = op.tiles
     glob = tuple(math.ceil(e / l) * l for e, l in zip(op.tiles, local))
     bounds = {"owt": (0, owt - 1), "oht": (0, oht - 1), "ko": (0, op.channel_blocks - 1), "n": (0, n_batch - 1),
-              "kh": (0, op.kernel[0] - 1), "kw": (0, op.kernel[1] - 1), C4: (0, max(math.ceil(in_c / 4) - 1, 0))}
+              "kh": (0, op.geo.kernel[0] - 1), "kw": (0, op.geo.kernel[1] - 1), C4: (0, max(math.ceil(in_c / 4) - 1, 0))}
     n_var = E.Var("n") if n_batch > 1 else E.Const(0)
     ko_var = E.Var("ko") if op.channel_blocks > 1 else E.Const(0)
 
@@ -296,14 +292,14 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
 
     epilogue = _stores(t, op, pixels, acc, vectors, width, per_item, n_var, ko_var, bounds, tile)
     suffix = "_h" if half else ""
-    doc = (f"conv2d #{op.index}: {list(op.in_shape)} -> {list(op.out_shape)}, kernel {list(op.kernel)}, stride "
-           f"{list(op.stride)}, pad {list(op.pad)}, dilation {list(op.dilation)}; NDRange {list(glob)} / "
+    doc = (f"conv2d #{op.geo.index}: {list(op.geo.in_shape)} -> {list(op.geo.out_shape)}, kernel {list(op.geo.kernel)}, stride "
+           f"{list(op.geo.stride)}, pad {list(op.geo.pad)}, dilation {list(op.geo.dilation)}; NDRange {list(glob)} / "
            f"{list(local)}; work-item tile {th}x{tw} pixels x {per_item} channels "
            f"({vectors} x {t.vec(width)})" + ("; fp16 arithmetic" if half else ""))
-    return Kernel(name=f"{name}_conv{op.index}{suffix}", doc=doc,
+    return Kernel(name=f"{name}_conv{op.geo.index}{suffix}", doc=doc,
                   params=(t.param(op.source, False), t.param(op.filter, False), t.param(op.dest, True)),
                   args=(op.source.name, op.filter.name, op.dest.name), global_size=glob, local_size=local,
-                  prologue=tuple(prologue), taps=op.kernel, tap_setup=tuple(setup), groups=groups,
+                  prologue=tuple(prologue), taps=op.geo.kernel, tap_setup=tuple(setup), groups=groups,
                   step=tuple(step), tail=tuple(tail_lines), epilogue=tuple(epilogue))
 
 
@@ -315,12 +311,12 @@ def _input_positions(op: ConvOp, pixels: list[tuple[int, int]], tile: tuple[int,
     reads outside the input; pixels past the output's edge read clamped, in-bounds data and
     are never stored. Returns (setup lines, row variables, column variables, masked pixels).
     """
-    _, in_h, in_w, _ = op.in_shape
-    _, out_h, out_w, _ = op.out_shape
+    _, in_h, in_w, _ = op.geo.in_shape
+    _, out_h, out_w, _ = op.geo.out_shape
     setup, masks, names = [], {}, {"h": {}, "w": {}}
     for axis, count, tiles_var, step, dil, taps, pad_before, extent, out_extent, tap in (
-            ("h", tile[0], "oht", op.stride[0], op.dilation[0], op.kernel[0], op.pad[0], in_h, out_h, "kh"),
-            ("w", tile[1], "owt", op.stride[1], op.dilation[1], op.kernel[1], op.pad[1], in_w, out_w, "kw")):
+            ("h", tile[0], "oht", op.geo.stride[0], op.geo.dilation[0], op.geo.kernel[0], op.geo.pad[0], in_h, out_h, "kh"),
+            ("w", tile[1], "owt", op.geo.stride[1], op.geo.dilation[1], op.geo.kernel[1], op.geo.pad[1], in_w, out_w, "kw")):
         for i in range(count):
             raw = E.add(E.mul(E.Var(tiles_var), count * step), E.Const(i * step - pad_before), E.mul(E.Var(tap), dil))
             var = f"i{axis}{i}"
@@ -385,7 +381,7 @@ def _stores(t: _Types, op: ConvOp, pixels, acc, vectors: int, width: int, per_it
     channel groups add constants (_channel_deltas), else each store gets its own address.
     """
     dest = op.dest
-    _, out_h, out_w, out_c = op.out_shape
+    _, out_h, out_w, out_c = op.geo.out_shape
     th, tw, _ = tile
     vec_store = dest.kind == "buffer" and contiguous4(dest.layout)
     lane_wise = dest.kind == "buffer" and not vec_store

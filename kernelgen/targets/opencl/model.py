@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...layout import TensorLayout
+from ...plan import OpGeometry
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,13 +35,7 @@ class Storage:
 class ConvOp:
     """The arithmetic of one conv2d kernel, before it becomes text."""
 
-    index: int  # 1-based
-    in_shape: tuple[int, int, int, int]
-    out_shape: tuple[int, int, int, int]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    pad: tuple[int, int, int, int]
-    dilation: tuple[int, int]
+    geo: OpGeometry  # the plan's record of this conv2d
     source: Storage
     filter: Storage
     dest: Storage

@@ -121,17 +121,15 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
     source = _activation(config, "input", "input", config.input_layout.bind(plan.ops[0].in_shape), images)
     storages.append(source)
     ops = []
-    for j, op in enumerate(config.ops, start=1):
-        summary = plan.ops[j - 1]
-        filt = _filter(config, j, summary.out_shape[3], summary.in_shape[3], op.kernel, texel_filters, per_item)
-        last = j == len(config.ops)
+    for j, geo in enumerate(plan.ops, start=1):
+        filt = _filter(config, j, geo.out_channels, geo.in_channels, geo.kernel, texel_filters, per_item)
+        last = j == len(plan.ops)
         dest = _activation(config, "output" if last else f"temp{j}", "output" if last else "temp",
-                           op.output_layout.bind(summary.out_shape), images)
+                           config.ops[j - 1].output_layout.bind(geo.out_shape), images)
         storages += [filt, dest]
-        n, oh, ow, oc = summary.out_shape
+        n, oh, ow, oc = geo.out_shape
         blocks = math.ceil(oc / per_item)
-        ops.append(ConvOp(index=j, in_shape=summary.in_shape, out_shape=summary.out_shape, kernel=op.kernel,
-                          stride=op.stride, pad=op.pad, dilation=op.dilation, source=source, filter=filt, dest=dest,
+        ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
                           tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
                           channel_blocks=blocks))
         source = dest

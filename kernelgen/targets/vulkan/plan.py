@@ -30,7 +30,7 @@ from ... import expr as E
 from ...config import Config
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
-from ...plan import Plan
+from ...plan import OpGeometry, Plan
 from .options import vulkan_options
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
@@ -84,12 +84,7 @@ class VulkanOp:
     src: int  # buffer numbers in VulkanPlan.buffers
     filter: int
     dst: int
-    in_shape: tuple[int, int, int, int]
-    out_shape: tuple[int, int, int, int]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    pad: tuple[int, int, int, int]
-    dilation: tuple[int, int]
+    geo: OpGeometry  # the plan's record of this conv2d
     wg_size: tuple[int, int, int]
     ivc_tile: tuple[int, int, int]  # [oh, ow, oc4 chunks]
     lane_chunks: int  # adjacent vec4 chunks an invocation owns per cyclic step: 1 (seed 002) or 2 (wide_store)
@@ -115,14 +110,14 @@ class VulkanOp:
     pair_index: str  # wide_store: index of a chunk pair's 64-bit-word vector in dst ("" = vec4 / scalar stores)
     store_chunks: int  # vec4 chunks per store: 2 with a pair_index, else 1
     out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
-    flops: int
 
     @property
     def label(self) -> str:
         """Seed 002's benchmark name: Input[..]xFilter[..]/Stride[..]/Tile[..]/WGSize[..]."""
-        n, h, w, c = self.in_shape
-        return (f"Input[{n}x{h}x{w}x{c}]xFilter[{self.kernel[0]}x{self.kernel[1]}x{c}x{self.out_shape[3]}]"
-                f"/Stride[{self.stride[0]}x{self.stride[1]}]/Tile[{self.ivc_tile[0]}x{self.ivc_tile[1]}x"
+        g = self.geo
+        n, h, w, c = g.in_shape
+        return (f"Input[{n}x{h}x{w}x{c}]xFilter[{g.kernel[0]}x{g.kernel[1]}x{c}x{g.out_channels}]"
+                f"/Stride[{g.stride[0]}x{g.stride[1]}]/Tile[{self.ivc_tile[0]}x{self.ivc_tile[1]}x"
                 f"{self.ivc_tile[2] * 4}]/WGSize[{self.wg_size[0]}x{self.wg_size[1]}x{self.wg_size[2]}]")
 
 
@@ -172,12 +167,7 @@ def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
     bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // width - 1),
                                                              "r_": (0, width - 1)}
     index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), width), E.Var("r_"))}
-    offsets = grown.offsets(index, bounds)
-    flat, stride = [], 1
-    for off, extent in reversed(list(zip(offsets, grown.flat_shape))):
-        flat.append(E.mul(off, stride))
-        stride *= extent
-    const, terms = E._affine(E.simplify(E.add(*flat), bounds))
+    const, terms = E._affine(E.simplify(grown.flat_offset(index, bounds), bounds))
     lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
     if any(E.variables(atom) != {"r_"} for atom in lane):
         return False  # the lane offset would depend on other coordinates
@@ -193,12 +183,7 @@ def _channel_padding_only(tl: TensorLayout) -> bool:
 
 
 def _index(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[int, int]], divide: int = 1) -> str:
-    offsets = tl.offsets(index, bounds)
-    total, stride = [], 1
-    for off, extent in reversed(list(zip(offsets, tl.flat_shape))):
-        total.append(E.mul(off, stride))
-        stride *= extent
-    flat = E.simplify(E.add(*reversed(total)), bounds)
+    flat = E.simplify(tl.flat_offset(index, bounds), bounds)
     return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat)
 
 
@@ -252,21 +237,22 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     buffers = tuple(Buffer(name=nm, elements=math.prod(layouts[nm].flat_shape)) for nm in names)
     number = {nm: i for i, nm in enumerate(names)}
     ops = []
-    for j, (op, summary) in enumerate(zip(config.ops, plan.ops), start=1):
+    for j, op in enumerate(plan.ops, start=1):
         src_name = "input" if j == 1 else f"temp{j - 1}"
         dst_name = "output" if j == n_ops else f"temp{j}"
-        ops.append(_plan_op(config, j, op, summary, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
+        ops.append(_plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                             ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
 
 
-def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
+def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
              scalar: str, vec: str) -> VulkanOp:
-    n, in_h, in_w, in_c = summary.in_shape
-    _, out_h, out_w, out_c = summary.out_shape
+    j = op.index
+    n, in_h, in_w, in_c = op.in_shape
+    _, out_h, out_w, out_c = op.out_shape
     kh, kw = op.kernel
     ioh, iow, ioc = ivc
     k4 = ioc // 4
@@ -329,12 +315,11 @@ def _plan_op(config: Config, j: int, op, summary, x_tl: TensorLayout, f_tl: Tens
         conds.append(f"ow < {out_w}")
     if oc4 % (k4 * wg[0]):
         conds.append(f"oc4 < {oc4}")
-    return VulkanOp(index=j, src=src, filter=filt, dst=dst, in_shape=summary.in_shape, out_shape=summary.out_shape,
-                    kernel=op.kernel, stride=op.stride, pad=op.pad, dilation=op.dilation, wg_size=wg,
+    return VulkanOp(index=j, src=src, filter=filt, dst=dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
                     groups=groups, groups_oh=groups_oh,
                     ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
                     oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
                     row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
                     fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y,
-                    pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad, flops=summary.flops)
+                    pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad)
