@@ -33,10 +33,14 @@ def _require(condition: object, message: str) -> str:
     return ""
 
 
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+@lru_cache(maxsize=8)
+def environment(root: Path | None = None) -> jinja2.Environment:
+    """The one Jinja configuration. `root`: a target's own template folder, searched before kernelgen's
+    templates (whose shared macros, such as _common/loops.j2, it may use); None for the bundled targets."""
+    search = [str(root)] if root is not None else []
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([*search, str(templates_dir())]),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, autoescape=False)
     env.tests.update(loop=lambda n: isinstance(n, Loop), guard=lambda n: isinstance(n, Guard),
                      section=lambda n: isinstance(n, Section), block=lambda n: isinstance(n, Block))
     env.globals["require"] = _require
@@ -64,9 +68,9 @@ def banner(plan: Plan, comment: Comment, template: str) -> str:
             f"   Do not edit: change the config or the template and run `kernelgen build`. {comment.close}")
 
 
-def render_template(template: str, plan: Plan, comment: Comment, **context: Any) -> str:
+def render_template(template: str, plan: Plan, comment: Comment, root: Path | None = None, **context: Any) -> str:
     """One template with the variables every template may use, plus `context`."""
-    env = environment()
+    env = environment(root)
     try:
         return env.get_template(template).render(
             plan=plan, loops=env.get_template("_common/loops.j2").module, banner=banner(plan, comment, template),
@@ -75,13 +79,15 @@ def render_template(template: str, plan: Plan, comment: Comment, **context: Any)
         raise TemplateError(f"{template}: {error}") from None
 
 
-def render(plan: Plan, files: tuple[OutputFile, ...], comment: Comment, context: dict[str, Any]) -> dict[str, str]:
+def render(plan: Plan, files: tuple[OutputFile, ...], comment: Comment, context: dict[str, Any],
+           root: Path | None = None) -> dict[str, str]:
     """Every file of a target, by file name; `context` is the target's own template data."""
-    return {file.pattern.format(name=plan.name): render_template(file.template, plan, comment, **context)
+    return {file.pattern.format(name=plan.name): render_template(file.template, plan, comment, root, **context)
             for file in files}
 
 
-def template_files(templates: Iterable[str]) -> tuple[Path, ...]:
+def template_files(templates: Iterable[str], root: Path | None = None) -> tuple[Path, ...]:
     """The template files an output depends on (for depfiles), with the shared loop macros."""
-    root = templates_dir()
-    return tuple(sorted({root / name for name in templates} | {root / "_common" / "loops.j2"}))
+    bundled = templates_dir()
+    found = {(root / name if root is not None and (root / name).is_file() else bundled / name) for name in templates}
+    return tuple(sorted(found | {bundled / "_common" / "loops.j2"}))

@@ -185,7 +185,7 @@ def test_generated_source_names_its_dispatch():
 @requires_tool(*VULKAN)
 def test_unwritten_output_is_caught(monkeypatch):
     """A dispatch plan that covers too few workgroups leaves NaN sentinels: validation fails."""
-    import kernelgen.validate_vulkan as vv
+    import kernelgen.targets.vulkan.validate as vv
     from dataclasses import replace
 
     real = vv.plan_vulkan

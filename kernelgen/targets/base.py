@@ -30,6 +30,9 @@ class Target(ABC):
     comment: ClassVar[Comment] = Comment()
     includes: ClassVar[tuple[str, ...]] = ()  # templates the files include (for depfiles)
     options_model: ClassVar[type[BaseModel] | None] = None  # the model of its `<name>:` block, if it has one
+    # A target that lives outside kernelgen (a plugin, a test) keeps its templates in a folder of its own;
+    # None: kernelgen's templates/ (the bundled targets).
+    template_root: ClassVar[Path | None] = None
 
     # ------------------------------------------------------------ config
 
@@ -53,14 +56,14 @@ class Target(ABC):
 
     def render(self, config: Config, plan: Plan) -> dict[str, str]:
         """Every file this target writes for a config, by file name."""
-        return render(plan, self.files, self.comment, self.context(config, plan))
+        return render(plan, self.files, self.comment, self.context(config, plan), self.template_root)
 
     def file_names(self, config_name: str) -> tuple[str, ...]:
         return tuple(f.pattern.format(name=config_name) for f in self.files)
 
     def templates(self) -> tuple[Path, ...]:
         """Every template file its output depends on (for depfiles)."""
-        return template_files([f.template for f in self.files] + list(self.includes))
+        return template_files([f.template for f in self.files] + list(self.includes), self.template_root)
 
     # ------------------------------------------------------------ toolchain
 

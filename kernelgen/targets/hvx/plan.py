@@ -32,17 +32,16 @@ with m in [2^30, 2^31) and shift >= 0 such that m * 2^-(31 + shift) ~ s_in * s_w
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ... import expr as E
 from ...config import Config
-from ...errors import KernelgenError
 from ...layout import PadKind
-from ...plan import Block, Function, Guard, Loop, Node, Param, Plan, Section, Stmt
-from ...planner import compose_stripes, fitted_config
+from ...plan import Function, OpGeometry, Plan
+from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, quant_params, requantization
+from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
 ACTIVATION_LAYOUT = "NHWC8h8w32c"
@@ -57,16 +56,10 @@ ALIGN = 2048
 class OpGeo:
     """One conv op of the chain, as its stripe helper sees it (element units)."""
 
-    index: int  # 1-based
+    geo: OpGeometry  # the plan's record of this conv2d
     last: bool
     src: str  # source cache pointer: input_cache, temp_output
     dst: str  # destination cache pointer
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    dh: int
-    dw: int
     src_rows: int  # window rows / columns of the source cache
     src_cols: int
     src_wb: int  # 8-column blocks of the source window
@@ -93,6 +86,35 @@ class OpGeo:
     requant: Requant | None  # None for float32
 
     first_group: int  # first column of the first pixel group: col_lo rounded down to the pixel block
+
+    # The kernel's taps, strides and dilations under the short names the HVX templates use.
+    @property
+    def index(self) -> int:
+        return self.geo.index
+
+    @property
+    def kh(self) -> int:
+        return self.geo.kernel[0]
+
+    @property
+    def kw(self) -> int:
+        return self.geo.kernel[1]
+
+    @property
+    def sh(self) -> int:
+        return self.geo.stride[0]
+
+    @property
+    def sw(self) -> int:
+        return self.geo.stride[1]
+
+    @property
+    def dh(self) -> int:
+        return self.geo.dilation[0]
+
+    @property
+    def dw(self) -> int:
+        return self.geo.dilation[1]
 
     @property
     def filter_vectors(self) -> int:
@@ -213,8 +235,8 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"the workspace needs {workspace_bytes} bytes of VTCM (caches {plan.workspace_bytes} + helper "
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
-    kernel = _uint8_kernel(config, plan) if uint8 else plan.kernel
-    qf32 = (_qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse")
+    kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
+    qf32 = (qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse")
             else None)
     notes = []
     if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
@@ -292,9 +314,8 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
                 _fail(config, f"ops[{j - 1}].conv2d", f"{taps} taps can overflow the int32 accumulator")
             requant = requantization(s_in * q.weight_scale / s_out, "quant.output_scale", config)
         ops.append(OpGeo(
-            index=j, last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
-            kh=op.kernel[0], kw=op.kernel[1], sh=op.stride[0], sw=op.stride[1], dh=op.dilation[0],
-            dw=op.dilation[1], src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
+            geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
+            src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
             src_wb=-(-geo.cols[j - 1] // 8), src_cb=src_cb, src_c=src_c, dst_rows=geo.rows[j], dst_cols=dst_cols,
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
@@ -318,56 +339,6 @@ def _io(config: Config, plan: Plan) -> IoGeo:
                  out_g_wb=-(-ow // 8), out_image=out_tensor.size // shape_list[0][0])
 
 
-# ---------------------------------------------------------------- kernels
-
-def _replace_sections(plan: Plan, calls: dict[str, str], after: dict[str, str] | None = None,
-                      before: dict[str, str] | None = None) -> tuple[Node, ...]:
-    """The plan's kernel body with each listed section's body replaced by one helper call.
-
-    The stripe's load, compute and store are rewritten, then put in the same loops as the plan's
-    (plain or pipelined) by planner.compose_stripes. Sections are found by the planner's labels
-    ("input cache read", "filter #1 cache read", "conv2d #2", "write back output cache"); a label
-    that is missing is an error here, not silently scalar code in the kernel. `after` and
-    `before` add a statement after a loop (by variable) or before a section or loop."""
-    found: set[str] = set()
-    after, before = after or {}, before or {}
-    parts = plan.stripe
-    rewritten = replace(parts, load=_rewrite(parts.load, calls, after, before, found),
-                        compute=_rewrite(parts.compute, calls, after, before, found),
-                        store=_rewrite(parts.store, calls, after, before, found))
-    missing = sorted(set(calls) - found)
-    if missing:
-        raise KernelgenError(f"hvx: the plan has no section labelled {', '.join(map(repr, missing))}")
-    rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
-    return (*compose_stripes(rewritten), *rest)
-
-
-def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, str], before: dict[str, str],
-             found: set[str]) -> tuple[Node, ...]:
-    out: list[Node] = []
-    for node in nodes:
-        name = node.label if isinstance(node, Section) else node.var if isinstance(node, Loop) else None
-        if name is not None:
-            key = next((k for k in before if name == k or name.startswith((k + " ", k + ":"))), None)
-            if key is not None:
-                out.append(Stmt(code=before[key], summary=before[key]))
-        if isinstance(node, Section):
-            key = next((k for k in calls if node.label == k or node.label.startswith((k + " ", k + ":"))), None)
-            if key is not None:
-                found.add(key)
-                out.append(Section(label=node.label + " (HVX helper)",
-                                   body=(Stmt(code=calls[key], summary=calls[key]),)))
-                continue
-            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
-        elif isinstance(node, (Loop, Guard, Block)):
-            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
-            if isinstance(node, Loop) and node.var in after:
-                out.append(Stmt(code=after[node.var], summary=after[node.var]))
-        else:
-            out.append(node)
-    return tuple(out)
-
-
 def _stripe_geometry(config: Config) -> Geometry:
     """The plan's stripe windows (config with the plan's splits, see fitted_config)."""
     shape_list = shapes(config)
@@ -377,61 +348,3 @@ def _stripe_geometry(config: Config) -> Geometry:
 def _ring_keep(config: Config, plan: Plan) -> int:
     """Input rows a stripe keeps for the next with halo reuse (0: every stripe loads its whole window)."""
     return _stripe_geometry(config).halo_rows if plan.halo == "reuse" else 0
-
-
-def _uint8_kernel(config: Config, plan: Plan) -> Function:
-    n = len(config.ops)
-    nb = "nb" if config.input_shape[0] > 1 else "0"
-    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
-    sources = ["input_cache", *temp_names]
-    bias = config.quant.bias
-    calls = {"write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
-    rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
-    keep = _ring_keep(config, plan)
-    if keep:
-        calls["input cache read (first stripe only, rows the next stripe keeps)"] = (
-            f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {keep});")
-        calls[f"input cache read (new rows; {keep} kept in the ring)"] = (
-            f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
-    else:
-        calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows});"
-    # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch).
-    before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"}
-    after = {}
-    for j in range(1, n + 1):
-        ko = "ko_outer" if j == n else f"ko_outer_{j}"
-        dst = "output_cache" if j == n else temp_names[j - 1]
-        b = f"bias{j}" if bias else "0"
-        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, filter_cache, wcorr, {b}, {ko});"
-        calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, filter_cache, pixel_sums, wcorr, {dst}, {ko}, "
-                                 f"ho_outer);")
-        if j < n:
-            after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
-    params = [Param(name="input", ctype="const uint8_t *restrict")]
-    params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
-    if bias:
-        params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j in range(1, n + 1)]
-    params += [Param(name="output", ctype="uint8_t *restrict"), Param(name="workspace", ctype="uint8_t *restrict")]
-    return Function(name=plan.kernel.name, doc=plan.kernel.doc + "; HVX vrmpy compute", params=tuple(params),
-                    prologue=plan.kernel.prologue + (
-                        "int32_t *const pixel_sums = (int32_t *)(workspace + KG_SCRATCH_OFFSET); "
-                        "/* per source pixel: sum of its channels */",
-                        "int32_t *const wcorr = (int32_t *)(workspace + KG_WCORR_OFFSET); "
-                        "/* per output channel: bias - za * sum(u) + n * za * zu */"),
-                    body=_replace_sections(plan, calls, after, before))
-
-
-def _qf32_kernel(config: Config, plan: Plan) -> Function:
-    n = len(config.ops)
-    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
-    sources = ["input_cache", *temp_names]
-    calls = {}
-    for j in range(1, n + 1):
-        ko = "ko_outer" if j == n else f"ko_outer_{j}"
-        dst = "output_cache" if j == n else temp_names[j - 1]
-        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}_qf32(filter{j}, filter_cache, {ko});"
-        calls[f"conv2d #{j}"] = f"kg_conv_{j}_qf32({sources[j - 1]}, filter_cache, {dst}, {ko}, ho_outer);"
-    return Function(name=plan.kernel.name + "_qf32",
-                    doc=plan.kernel.doc + "; HVX qf32 compute (v68+), filter cache transposed to 4i x 32o",
-                    params=plan.kernel.params, prologue=plan.kernel.prologue,
-                    body=_replace_sections(plan, calls))

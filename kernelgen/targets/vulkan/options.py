@@ -1,7 +1,7 @@
 """The `vulkan:` block of a config: checked by this model when the config is loaded."""
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Union
 
 from pydantic import Field, StrictBool, StrictInt, conlist
 

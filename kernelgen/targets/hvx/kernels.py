@@ -1,0 +1,116 @@
+"""The hvx kernels: the plan's kernel with each stripe section's body replaced by one call to
+an HVX helper (templates/hvx/conv2d_*.c.j2), put back in the plan's own stripe loops."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...config import Config
+from ...errors import KernelgenError
+from ...plan import Block, Function, Guard, Loop, Node, Param, Plan, Section, Stmt
+from ...planner import compose_stripes
+
+
+def _replace_sections(plan: Plan, calls: dict[str, str], after: dict[str, str] | None = None,
+                      before: dict[str, str] | None = None) -> tuple[Node, ...]:
+    """The plan's kernel body with each listed section's body replaced by one helper call.
+
+    The stripe's load, compute and store are rewritten, then put in the same loops as the plan's
+    (plain or pipelined) by planner.compose_stripes. Sections are found by the planner's labels
+    ("input cache read", "filter #1 cache read", "conv2d #2", "write back output cache"); a label
+    that is missing is an error here, not silently scalar code in the kernel. `after` and
+    `before` add a statement after a loop (by variable) or before a section or loop."""
+    found: set[str] = set()
+    after, before = after or {}, before or {}
+    parts = plan.stripe
+    rewritten = replace(parts, load=_rewrite(parts.load, calls, after, before, found),
+                        compute=_rewrite(parts.compute, calls, after, before, found),
+                        store=_rewrite(parts.store, calls, after, before, found))
+    missing = sorted(set(calls) - found)
+    if missing:
+        raise KernelgenError(f"hvx: the plan has no section labelled {', '.join(map(repr, missing))}")
+    rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
+    return (*compose_stripes(rewritten), *rest)
+
+
+def _rewrite(nodes: tuple[Node, ...], calls: dict[str, str], after: dict[str, str], before: dict[str, str],
+             found: set[str]) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for node in nodes:
+        name = node.label if isinstance(node, Section) else node.var if isinstance(node, Loop) else None
+        if name is not None:
+            key = next((k for k in before if name == k or name.startswith((k + " ", k + ":"))), None)
+            if key is not None:
+                out.append(Stmt(code=before[key], summary=before[key]))
+        if isinstance(node, Section):
+            key = next((k for k in calls if node.label == k or node.label.startswith((k + " ", k + ":"))), None)
+            if key is not None:
+                found.add(key)
+                out.append(Section(label=node.label + " (HVX helper)",
+                                   body=(Stmt(code=calls[key], summary=calls[key]),)))
+                continue
+            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
+        elif isinstance(node, (Loop, Guard, Block)):
+            out.append(replace(node, body=_rewrite(node.body, calls, after, before, found)))
+            if isinstance(node, Loop) and node.var in after:
+                out.append(Stmt(code=after[node.var], summary=after[node.var]))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
+    """uint8: vrmpy helpers; `keep`: input rows a stripe keeps for the next with halo reuse (0: none)."""
+    n = len(config.ops)
+    nb = "nb" if config.input_shape[0] > 1 else "0"
+    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
+    sources = ["input_cache", *temp_names]
+    bias = config.quant.bias
+    calls = {"write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
+    rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
+    if keep:
+        calls["input cache read (first stripe only, rows the next stripe keeps)"] = (
+            f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {keep});")
+        calls[f"input cache read (new rows; {keep} kept in the ring)"] = (
+            f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
+    else:
+        calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows});"
+    # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch).
+    before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"}
+    after = {}
+    for j in range(1, n + 1):
+        ko = "ko_outer" if j == n else f"ko_outer_{j}"
+        dst = "output_cache" if j == n else temp_names[j - 1]
+        b = f"bias{j}" if bias else "0"
+        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, filter_cache, wcorr, {b}, {ko});"
+        calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, filter_cache, pixel_sums, wcorr, {dst}, {ko}, "
+                                 f"ho_outer);")
+        if j < n:
+            after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
+    params = [Param(name="input", ctype="const uint8_t *restrict")]
+    params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
+    if bias:
+        params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j in range(1, n + 1)]
+    params += [Param(name="output", ctype="uint8_t *restrict"), Param(name="workspace", ctype="uint8_t *restrict")]
+    return Function(name=plan.kernel.name, doc=plan.kernel.doc + "; HVX vrmpy compute", params=tuple(params),
+                    prologue=plan.kernel.prologue + (
+                        "int32_t *const pixel_sums = (int32_t *)(workspace + KG_SCRATCH_OFFSET); "
+                        "/* per source pixel: sum of its channels */",
+                        "int32_t *const wcorr = (int32_t *)(workspace + KG_WCORR_OFFSET); "
+                        "/* per output channel: bias - za * sum(u) + n * za * zu */"),
+                    body=_replace_sections(plan, calls, after, before))
+
+
+def qf32_kernel(config: Config, plan: Plan) -> Function:
+    n = len(config.ops)
+    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
+    sources = ["input_cache", *temp_names]
+    calls = {}
+    for j in range(1, n + 1):
+        ko = "ko_outer" if j == n else f"ko_outer_{j}"
+        dst = "output_cache" if j == n else temp_names[j - 1]
+        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}_qf32(filter{j}, filter_cache, {ko});"
+        calls[f"conv2d #{j}"] = f"kg_conv_{j}_qf32({sources[j - 1]}, filter_cache, {dst}, {ko}, ho_outer);"
+    return Function(name=plan.kernel.name + "_qf32",
+                    doc=plan.kernel.doc + "; HVX qf32 compute (v68+), filter cache transposed to 4i x 32o",
+                    params=plan.kernel.params, prologue=plan.kernel.prologue,
+                    body=_replace_sections(plan, calls))

@@ -1,0 +1,83 @@
+"""The package's shape, kept by tests: a core that never imports a target, one folder per
+target, no import cycle, no oversized module (STYLE.md, issue "one folder per target")."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kernelgen"
+MAX_LINES = 450
+# Outside kernelgen/targets/, only these know the registry.
+REGISTRY_USERS = {"kernelgen.cli", "kernelgen.api", "kernelgen.__main__"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str) -> set[str]:
+    """kernelgen modules `name` imports anywhere in its file (function-level imports too)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            candidates = [module] + [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for candidate in candidates:
+            while candidate and candidate not in MODULES:
+                candidate = candidate.rpartition(".")[0]
+            if candidate and candidate != name:
+                targets.add(candidate)
+    return targets
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def test_every_bundled_target_is_a_package_of_its_own():
+    for target in ("c", "hvx", "opencl", "vulkan"):
+        assert (PACKAGE / "targets" / target / "__init__.py").is_file(), target
+
+
+def test_no_import_cycle():
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for nxt in sorted(GRAPH[name]):
+            if state.get(nxt) == 1:
+                pytest.fail("import cycle: " + " -> ".join(path[path.index(nxt):] + [name, nxt]))
+            if nxt not in state:
+                visit(nxt, path + [name])
+        state[name] = 2
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [])
+
+
+def test_the_core_never_imports_a_target():
+    offenders = {name: sorted(t for t in deps if t.startswith("kernelgen.targets"))
+                 for name, deps in GRAPH.items() if not name.startswith("kernelgen.targets")
+                 and name not in REGISTRY_USERS}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_no_module_is_oversized():
+    sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
