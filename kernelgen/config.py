@@ -65,7 +65,7 @@ class Config:
     quant: M.QuantModel  # validated by config_model (a frozen pydantic model)
     # Each target's option block (`hvx: {...}`), checked by that target's own model; a target reads
     # its own with options_of(config, name).
-    options: dict[str, BaseModel] = field(default_factory=dict, compare=False, repr=False)
+    options: dict[str, BaseModel] = field(default_factory=dict, repr=False)
     # Where each key sits in the file, so later stages (planner, targets) can point at it too.
     marks: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
 
