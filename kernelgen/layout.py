@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from . import expr as E
+from . import injective
 
 ACTIVATION_DIMS = ("n", "h", "w", "c")
 FILTER_DIMS = ("o", "i", "h", "w")
@@ -252,11 +253,13 @@ class TensorLayout:
                 groups[dim].append(index)
         return groups
 
-    def _dim_images(self, dim: str, outputs: list[int], extent: int) -> np.ndarray:
-        """Rows of (output values) for dim = 0..extent-1: the dim's own slice of the map."""
-        values = {dim: np.arange(extent, dtype=np.int64)}
-        return np.stack([np.broadcast_to(np.asarray(E.evaluate(self.layout.outputs[i], values)), (extent,))
-                         for i in outputs], axis=1) if outputs else np.zeros((extent, 0), dtype=np.int64)
+    def slice_injective(self, dim: str, outputs: list[int], extent: int) -> bool:
+        """Whether dim's own outputs tell its values 0..extent-1 apart (in time independent of extent)."""
+        try:
+            return injective.injective(tuple(self.layout.outputs[i] for i in outputs), dim, extent)
+        except injective.TooLargeToCheck as error:
+            raise LayoutError(f"layout {self.layout.source!r}: cannot check it for shape {list(self.logical_shape)}"
+                              f" ({error}); use smaller block factors") from None
 
     def check_injective(self) -> None:
         if self.layout.blocks or "->" not in self.layout.source:
@@ -264,9 +267,9 @@ class TensorLayout:
         groups = self._per_dim_outputs()
         if groups is not None:
             # Each output reads one dim: the map is injective iff every dim's slice is.
-            ok = all(np.unique(self._dim_images(d, groups[d], n), axis=0).shape[0] == n
-                     for d, n in zip(self.layout.dims, self.logical_shape))
+            ok = all(self.slice_injective(d, groups[d], n) for d, n in zip(self.layout.dims, self.logical_shape))
         else:
+            _check_pointwise(self, self.logical_size)
             hit = np.zeros(self.flat_shape, dtype=bool)
             hit[self._coordinates()] = True
             ok = int(hit.sum()) == self.logical_size  # fewer distinct slots than elements
@@ -320,11 +323,12 @@ def padding_cover(bound: TensorLayout) -> tuple[int, ...]:
     if tuple(grown.physical_shape) != tuple(bound.physical_shape):
         covered = False
     elif (groups := bound._per_dim_outputs()) is not None:
-        # Separable map: the image is a product, so each dim must reach all of its outputs' slots.
-        covered = all(np.unique(grown._dim_images(d, groups[d], n), axis=0).shape[0] ==
-                      math.prod(bound.physical_shape[i] for i in groups[d])
-                      for d, n in zip(bound.layout.dims, extents))
+        # Separable map: the image is a product, so each dim must reach all of its outputs' slots, each
+        # once (a grown coordinate landing on a real element's slot would let the fill overwrite it).
+        covered = all(n == math.prod(bound.physical_shape[i] for i in groups[d]) and
+                      grown.slice_injective(d, groups[d], n) for d, n in zip(bound.layout.dims, extents))
     else:
+        _check_pointwise(grown, math.prod(extents))
         hit = np.zeros(bound.flat_shape, dtype=bool)
         hit[grown._coordinates()] = True
         covered = bool(hit.all())
@@ -332,6 +336,16 @@ def padding_cover(bound: TensorLayout) -> tuple[int, ...]:
         raise LayoutError(f"layout {bound.layout.source!r}: cannot enumerate its padding for shape "
                           f"{list(bound.logical_shape)}; drop pad_value or use a blocked layout")
     return tuple(extents)
+
+
+# An index map whose outputs mix dims (`h * 8 + w`) is checked element by element: only up to this many.
+POINTWISE_ELEMENTS = 1 << 24
+
+
+def _check_pointwise(bound: TensorLayout, elements: int) -> None:
+    if elements > POINTWISE_ELEMENTS:
+        raise LayoutError(f"layout {bound.layout.source!r}: an output mixing dims is checked element by element, "
+                          f"up to {POINTWISE_ELEMENTS} elements; shape {list(bound.logical_shape)} has {elements}")
 
 
 def _divisors_of(expr: E.Expr, dim: str) -> list[int]:

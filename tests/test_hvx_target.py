@@ -225,3 +225,20 @@ def test_seed000_float32_under_qemu(repo, name):
 
     result = validate(load_config(repo / "configs" / f"{name}.yaml"), "hvx")
     assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@pytest.mark.parametrize("edit, key, line", [
+    ("schedule: {k_split: 1, h_split: 1, k_block: 8}", "schedule.k_block", 7),
+    ("schedule: {k_split: 1, h_split: 1}\n#", "ops[0].conv2d.filter_layout", 5),
+])
+def test_uint8_layout_problems_point_at_their_own_key(tmp_path, edit, key, line):
+    """The blocked-layout requirement names the key that breaks it, not input.layout."""
+    text = ("name: kb\ndtype: uint8\ninput: {shape: [1, 8, 8, 32], layout: nhwc-8h8w32c}\nops:\n"
+            "  - conv2d: {out_channels: 32, kernel: 1, filter_layout: FILTER}\noutput: {layout: nhwc-8h8w32c}\n"
+            "SCHEDULE\ntargets: [hvx]\n")
+    text = text.replace("SCHEDULE", edit).replace("FILTER", "OIHW" if key.startswith("ops") else "oihw-8i32o4i")
+    path = tmp_path / "kb.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["build", str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and f"kb.yaml:{line}:" in result.output and f" {key}: " in result.output, \
+        result.output

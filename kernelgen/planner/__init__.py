@@ -37,6 +37,9 @@ from .work import count_work
 
 __all__ = ["compose_stripes", "fitted_config", "plan"]
 
+# Kernels index the workspace with 32-bit ints (C int, OpenCL int, GLSL int).
+WORKSPACE_LIMIT = 2 ** 31 - 1
+
 C_TYPES = {"float32": "float", "float16": "_Float16", "uint8": "uint8_t"}
 ZERO = {"float32": "0.0f", "float16": "0.0f", "uint8": "0"}
 
@@ -57,6 +60,10 @@ def plan(config: Config) -> Plan:
     geo = geometry(config, shape_list, cut)
     win = windows(config, shape_list, geo, cut)
     caches = allocate(config, win)
+    if workspace_elements(caches) > WORKSPACE_LIMIT:
+        raise config.problem("schedule", f"expected caches that a 32-bit index can address: this schedule's "
+                                         f"workspace holds {workspace_elements(caches)} elements, more than "
+                                         f"{WORKSPACE_LIMIT}; lower k_split / h_split / w_split or set a budget")
     batch = shape_list[0][0]
     ctype, zero, ebytes = C_TYPES[config.dtype], ZERO[config.dtype], ELEMENT_BYTES[config.dtype]
 

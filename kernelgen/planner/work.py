@@ -19,8 +19,32 @@ def _overlap(start: int, count: int, limit: int) -> int:
     return max(0, min(start + count, limit) - max(start, 0))
 
 
-def _starts(expr: E.Expr, var: str, extent: int) -> list[int]:
-    return [int(E.evaluate(expr, {var: i})) for i in range(extent)]
+@dataclass(frozen=True, slots=True)
+class Starts:
+    """The first row (or column) of a window in stripe k = 0..extent-1: step * k + first."""
+
+    step: int
+    first: int
+    extent: int
+
+    @classmethod
+    def of(cls, expr: E.Expr, var: str, extent: int) -> Starts:
+        first = int(E.evaluate(expr, {var: 0}))
+        step = int(E.evaluate(expr, {var: 1})) - first if extent > 1 else 0
+        return cls(step=step, first=first, extent=extent)
+
+    def overlaps(self, count: int, limit: int, skip: int = 0) -> int:
+        """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit); the
+        stripes whose window lies wholly inside are counted at once, so the cost does not grow with
+        the number of stripes."""
+        a, b, n = self.step, self.first + skip, self.extent
+        if n <= 1 or a == 0:
+            return n * _overlap(b, count, limit)
+        assert a > 0, "stripes advance"
+        inside_from = min(max(-(-(-b) // a), 0), n)  # first k with a k + b >= 0
+        inside_to = min(max((limit - count - b) // a + 1, inside_from), n)  # past the last k with a k + b + count <= limit
+        edges = [*range(inside_from), *range(inside_to, n)]
+        return (inside_to - inside_from) * count + sum(_overlap(a * k + b, count, limit) for k in edges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +57,14 @@ class Work:
 def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes, ebytes: int) -> Work:
     n_ops = len(config.ops)
     batch = shape_list[0][0]
-    row_starts = [_starts(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
-    col_starts = [_starts(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
+    row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
+    col_starts = [Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
 
     def rows_in(j: int) -> int:
-        return sum(_overlap(r, geo.rows[j], shape_list[j][1]) for r in row_starts[j])
+        return row_starts[j].overlaps(geo.rows[j], shape_list[j][1])
 
     def cols_in(j: int) -> int:
-        return sum(_overlap(c, geo.cols[j], shape_list[j][2]) for c in col_starts[j])
+        return col_starts[j].overlaps(geo.cols[j], shape_list[j][2])
 
     macs = f_elems = 0
     for j in range(1, n_ops + 1):
@@ -56,9 +80,9 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     loaded_rows = reload_rows
     if config.schedule.halo == "reuse" and geo.halo_rows:
         # After the first stripe of each column of stripes only the rows below the shared halo arrive.
-        keep = geo.halo_rows
-        loaded_rows = sum(_overlap(r, geo.rows[0], h0) if i == 0 else _overlap(r + keep, geo.rows[0] - keep, h0)
-                          for i, r in enumerate(row_starts[0]))
+        keep, first = geo.halo_rows, row_starts[0]
+        rest = Starts(step=first.step, first=first.first + first.step, extent=first.extent - 1)
+        loaded_rows = _overlap(first.first, geo.rows[0], h0) + rest.overlaps(geo.rows[0] - keep, h0, skip=keep)
     input_scale = cols_in(0) * c0 * cut.ko_extent * batch * ebytes
     out_elems = rows_in(n_ops) * cols_in(n_ops) * shape_list[-1][3]
     traffic = Traffic(input_bytes=loaded_rows * input_scale, filter_bytes=f_elems * batch * ebytes,

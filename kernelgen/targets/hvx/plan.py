@@ -213,10 +213,11 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     arch = options.arch
     vtcm = options.vtcm_bytes or VTCM_DEFAULT_BYTES[arch]
     pixels = options.pixels or DEFAULT_PIXELS
-    blocked = _blocked(config)
-    if config.dtype == "uint8" and not blocked:
-        _fail(config, "input.layout", f"the hvx target computes uint8 on {ACTIVATION_LAYOUT} activations and "
-                                      f"{FILTER_LAYOUT} filters (no pad_value), with k_block 32")
+    unblocked = _unblocked_key(config)
+    blocked = unblocked is None
+    if config.dtype == "uint8" and unblocked is not None:
+        _fail(config, unblocked, f"the hvx target computes uint8 on {ACTIVATION_LAYOUT} activations and "
+                                 f"{FILTER_LAYOUT} filters (no pad_value), with k_block 32")
     if config.dtype == "uint8" and plan.w_split is not None:
         _fail(config, "schedule.w_split", "expected full-width stripes: the hvx uint8 kernel does not split the "
                                           "width (leave w_split out, or give a budget the full width fits)")
@@ -264,12 +265,21 @@ def _aligned(size: int) -> int:
     return -(-size // ALIGN) * ALIGN
 
 
-def _blocked(config: Config) -> bool:
-    acts = [config.input_layout] + [op.output_layout for op in config.ops]
-    return (all(a.name == ACTIVATION_LAYOUT and a.pad_kind is PadKind.NONE for a in acts)
-            and all(op.filter_layout.name == FILTER_LAYOUT and op.filter_layout.pad_kind is PadKind.NONE
-                    for op in config.ops)
-            and config.schedule.k_block == 32)
+def _unblocked_key(config: Config) -> str | None:
+    """The first config key that keeps the chain off the blocked HVX layouts (None: all blocked)."""
+    def plain(layout, name: str) -> bool:
+        return layout.name == name and layout.pad_kind is PadKind.NONE
+
+    if not plain(config.input_layout, ACTIVATION_LAYOUT):
+        return "input.layout"
+    for i, op in enumerate(config.ops):
+        if not plain(op.filter_layout, FILTER_LAYOUT):
+            return f"ops[{i}].conv2d.filter_layout"
+        if not plain(op.output_layout, ACTIVATION_LAYOUT):
+            own = f"ops[{i}].conv2d.output_layout"
+            last = i == len(config.ops) - 1
+            return own if own in config.marks or not last else "output.layout"
+    return None if config.schedule.k_block == 32 else "schedule.k_block"
 
 
 # ---------------------------------------------------------------- geometry
