@@ -19,7 +19,8 @@ from pydantic import BaseModel, ValidationError
 from . import config_model as M
 from .errors import ConfigError, ConfigProblem
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, TensorLayout, parse_layout
-from .yamlmarks import MarkedDocument, YamlProblem, load
+from .files import display_path, read_head
+from .yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,11 +78,13 @@ class Config:
 
 def load_config(path: str | Path, catalog: M.Catalog) -> Config:
     """Read and check a config; `catalog` names the targets it may use (kernelgen.api passes the registry's)."""
-    path_text = str(path)
+    path_text = display_path(path)  # a file name that is not UTF-8 still prints (and fills banners)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = decode(read_head(path, MAX_BYTES))
     except OSError as error:
         raise ConfigError([ConfigProblem(path_text, 1, 1, "", f"cannot read config: {error.strerror}")]) from None
+    except YamlProblem as problem:
+        raise ConfigError([ConfigProblem(path_text, problem.mark.line, problem.mark.column, "", problem.message)]) from None
     return parse_config(text, path_text, catalog)
 
 

@@ -1,10 +1,34 @@
 """Writing outputs: atomic (temp file + rename) and lazy (unchanged bytes are not
-rewritten, so mtimes stay put and make does nothing); make-style depfiles."""
+rewritten, so mtimes stay put and make does nothing); make-style depfiles; reading a
+config's bytes (bounded); file names as text that can always be printed."""
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+from .errors import KernelgenError
+
+
+class WriteError(KernelgenError):
+    """An output could not be written (no such folder, a file where a folder should be, no
+    permission, disk full); nothing is left half-written: the temp file is removed."""
+
+    def __init__(self, path: str | Path, error: OSError) -> None:
+        self.path, self.reason = display_path(path), error.strerror or str(error)
+        super().__init__(f"cannot write {self.path}: {self.reason}")
+
+
+def display_path(path: str | Path) -> str:
+    """A file name as printable UTF-8 text: bytes that are not UTF-8 (which Python carries as
+    surrogates) become \\xNN, so banners, messages and JSON never fail to encode."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def read_head(path: str | Path, limit: int) -> bytes:
+    """At most limit + 1 bytes of a file: enough to tell it is too big, and /dev/zero ends."""
+    with open(path, "rb") as handle:
+        return handle.read(limit + 1)
 
 
 def write_if_changed(path: Path, text: str) -> bool:
@@ -13,11 +37,20 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 
 def write_if_changed_bytes(path: Path, data: bytes) -> bool:
+    """The same for bytes; any OSError becomes a WriteError naming path."""
     try:
         if path.read_bytes() == data:
             return False
     except OSError:
         pass
+    try:
+        _replace(path, data)
+    except OSError as error:
+        raise WriteError(path, error) from None
+    return True
+
+
+def _replace(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # A unique temp file in the same directory: concurrent builds never see a torn file,
     # and os.replace is atomic on POSIX within one filesystem.
@@ -33,7 +66,6 @@ def write_if_changed_bytes(path: Path, data: bytes) -> bool:
         except OSError:
             pass
         raise
-    return True
 
 
 def _escape(path: str) -> str:
