@@ -62,6 +62,9 @@ MATRIX = {
                                   "{map: nhwc-8c, pad_value: 1.5}", "{map: nhwc-8c, pad_value: 0}", "{h_block: 4}"),
     "pad_value_undef_output": ([1, 9, 9, 10], ["{out_channels: 12, kernel: 3, pad: 1}"],
                                "{map: nhwc-8c, pad_value: undef}", "{map: nhwc-8c, pad_value: undef}", "{h_block: 4}"),
+    # a pad_value on a layout with no padding slots: nothing to fill (once emitted `if () {`)
+    "pad_value_without_padding": ([1, 5, 6, 3], ["{out_channels: 4, kernel: 3, pad: 1}"], "NHWC",
+                                  '{map: "n, h, w, c -> n, h, w, c", pad_value: 0}', "{}"),
     "texture_layouts": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
                         TEXTURE, TEXTURE, "{k_block: 4, h_block: 4, h_split: 1}"),
 }

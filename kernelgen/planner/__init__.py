@@ -88,7 +88,9 @@ def plan(config: Config) -> Plan:
     timeline = stripe_timeline(parts.count) if s.pipeline == "double_buffer" else ()
     body: list[Node] = list(nest)
     output_tensor = tensors[-1]
-    if output_tensor.layout.layout.pad_kind is PadKind.VALUE and not b.output_pad_by_overcompute:
+    # a pad_value on a layout without padding slots has nothing to fill (no empty `if () {`)
+    if (output_tensor.layout.layout.pad_kind is PadKind.VALUE and output_tensor.layout.padding
+            and not b.output_pad_by_overcompute):
         body.append(padding_fill(output_tensor.layout, "output", ctype))
 
     params = tuple(Param(name=t.name, ctype=f"{'' if t.name == 'output' else 'const '}{ctype} *restrict")

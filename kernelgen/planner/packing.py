@@ -37,6 +37,8 @@ def padding_fill(layout: TensorLayout, array: str, ctype: str) -> Node:
     bounds = {d: (0, n - 1) for d, n in zip(dims, grown)}
     offset = layout.offset_c({d: E.Var(d) for d in dims}, bounds)
     outside = " || ".join(f"{d} >= {n}" for d, n, g in zip(dims, layout.logical_shape, grown) if g > n)
+    if not outside:
+        raise ValueError(f"padding_fill on {layout.layout.source!r}, which has no padding: callers check first")
     store = Stmt(code=f"{array}[{offset}] = {c_float(layout.layout.pad_value)};",
                  summary=f"{array}[...] = pad_value")
     return Section(label=f"layout padding of {array} holds pad_value {layout.layout.pad_value:g}",
