@@ -19,7 +19,7 @@ from .api import (TARGETS, chosen_targets, dependencies, generate, json_schema, 
                   validate_safely)
 from .config import Config
 from .errors import ConfigError, KernelgenError
-from .files import depfile_text, write_if_changed
+from .files import depfile_text, display_path, write_if_changed
 from .host_steal import NOISY
 from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
@@ -142,6 +142,7 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depf
                 click.echo(str(root / name))
         return
     generated = {config.name: generate(config, targets) for config in loaded}
+    _make_folder(root)
     written = 0
     rules: dict[str, tuple[str, ...]] = {}
     for config in loaded:
@@ -157,6 +158,16 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depf
     total = sum(len(g) for g in generated.values())
     click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
                err=True)
+
+
+def _make_folder(root: Path) -> None:
+    """Create the output folder before writing any file, so a bad -o is a usage error (exit 2)
+    with nothing written; a write that fails later (disk full) is a WriteError (exit 1)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise click.BadParameter(f"cannot create folder {display_path(root)}: {error.strerror or error}",
+                                 param_hint="'-o' / '--output'") from None
 
 
 # ---------------------------------------------------------------- check
@@ -240,7 +251,12 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
     Example:
       kernelgen validate configs/*.yaml --target c
     """
-    jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
+    loaded = _load_all(configs)
+    for config in loaded:
+        # Plan and render first: a config the planner or a target rejects is a config error (exit 2),
+        # reported before anything runs, not a FAIL row.
+        generate(config, targets)
+    jobs = [(c, t) for c in loaded for t in chosen_targets(c, targets)]
     results = []
     with _progress(jobs, "validating") as bar:
         for config, target in bar:

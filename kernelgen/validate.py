@@ -14,7 +14,7 @@ import numpy as np
 
 from . import reference
 from .config import Config
-from .errors import KernelgenError
+from .errors import ConfigError, KernelgenError
 from .layout import PadKind
 from .plan import Plan
 
@@ -107,8 +107,11 @@ def not_run(config: Config, target: str, seed: int, status: str, detail: str) ->
 
 
 def validate_safely(run: Callable[[Config, int], Result], config: Config, target: str, seed: int) -> Result:
-    """run(config, seed), with library errors (toolchain, template, device) reported as a FAIL row."""
+    """run(config, seed), with library errors (toolchain, template, device) reported as a FAIL row.
+    A ConfigError is the config's fault, not the kernel's: it propagates (exit 2 at the command line)."""
     try:
         return run(config, seed)
+    except ConfigError:
+        raise
     except KernelgenError as error:
         return not_run(config, target, seed, "FAIL", str(error))

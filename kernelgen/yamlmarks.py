@@ -159,7 +159,7 @@ class _Composer:
             tag = self.resolver.resolve(yaml.ScalarNode, event.value, event.implicit)
         mark = _mark(event.start_mark)
         if tag == _MERGE:
-            return _Node("scalar", mark, event.value, merge=True, anchor=self._anchor(event))
+            return _Node("scalar", mark, event.value, merge=True)
         node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
         try:
             value = self.constructor.construct_object(node, deep=True)
@@ -168,7 +168,10 @@ class _Composer:
         except (ValueError, TypeError, OverflowError) as error:  # e.g. a timestamp in month 13
             raise YamlProblem(f"cannot read {event.value!r} as {tag.rsplit(':', 1)[-1]}: {error}", mark) from None
         self.constructor.constructed_objects.clear()
-        return _Node("scalar", mark, value, anchor=self._anchor(event))
+        node = _Node("scalar", mark, value, anchor=self._anchor(event))
+        if node.anchor is not None:
+            self.anchors[node.anchor] = node
+        return node
 
     def _start(self, event: yaml.CollectionStartEvent) -> None:
         mapping = isinstance(event, yaml.MappingStartEvent)

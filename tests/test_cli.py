@@ -181,3 +181,35 @@ def test_json_output_has_no_nan(tmp_path, monkeypatch):
     result = runner.invoke(main, ["validate", str(config), "--skip-missing", "--json"])
     assert "NaN" not in result.output
     assert json.loads(result.output)[0]["max_abs_error"] is None
+
+
+def test_validate_reports_a_plan_time_config_error_with_exit_2(tmp_path):
+    """A config the planner rejects (here: a requantization multiplier of 5000) is the config's
+    fault: exit 2 at its key, as plan and build say, not a FAIL row with exit 1."""
+    config = tmp_path / "q.yaml"
+    config.write_text("name: q\ndtype: uint8\ninput: {shape: [1, 8, 8, 32], layout: nhwc-8h8w32c}\nops:\n"
+                      "  - conv2d: {out_channels: 32, filter_layout: oihw-8i32o4i, output_layout: nhwc-8h8w32c}\n"
+                      "output: {layout: nhwc-8h8w32c}\nquant: {output_scale: 0.0000001}\ntargets: [hvx]\n")
+    for command in ("build", "validate"):  # the hvx target computes the multiplier: plan alone does not
+        result = runner.invoke(main, [command, str(config), *(["-o", str(tmp_path / "out")] if command == "build" else [])])
+        assert result.exit_code == 2, (command, result.output)
+        assert f"{config}:7:23: quant.output_scale: the requantization multiplier" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_build_into_a_folder_under_a_file_is_a_usage_error(repo, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), "-o", str(tmp_path / "a_file" / "out")])
+    assert result.exit_code == 2 and "cannot create folder" in result.output and "Not a directory" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_config_file_name_that_is_not_utf8_builds(repo, tmp_path):
+    import os
+
+    name = os.fsdecode(b"caf\xe9.yaml")  # surrogate-escaped, as Python hands such a name over
+    (tmp_path / name).write_bytes((repo / "configs" / "seed000_3x3.yaml").read_bytes())
+    result = runner.invoke(main, ["build", str(tmp_path / name), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    banner = (tmp_path / "out" / "seed000_3x3" / "c" / "seed000_3x3.c").read_text().splitlines()[0]
+    assert "from caf\\xe9.yaml" in banner
