@@ -19,6 +19,14 @@ def test_overlap_sum_matches_stripe_by_stripe(step, first, extent, count, limit,
     assert starts.overlaps(count, limit, skip=skip) == brute
 
 
+def test_overlap_sum_with_padding_far_larger_than_the_tensor():
+    """2^31 one-row stripes over 8 rows padded by 2^31 - 1 each side: only windows k = 2^31 - 3 ..
+    2^31 + 6 touch the tensor, 1 + 2 + 3 * 6 + 2 + 1 = 24 rows in all; counted without a loop."""
+    assert Starts(step=1, first=-2**31, extent=2**32).overlaps(3, 8) == 24
+    # a window taller than the tensor covers all 8 rows for 4 of its positions
+    assert Starts(step=1, first=-(2**31), extent=2**32).overlaps(12, 8) == 2 * (1 + 2 + 3 + 4 + 5 + 6 + 7) + 5 * 8
+
+
 def test_plan_time_does_not_grow_with_the_height():
     """Two million 8-row stripes: planned in about the time of a small image."""
     config = parse_config("name: tall\ninput: {shape: [1, 16777216, 4, 1]}\nops:\n"

@@ -34,17 +34,37 @@ class Starts:
         return cls(step=step, first=first, extent=extent)
 
     def overlaps(self, count: int, limit: int, skip: int = 0) -> int:
-        """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit); the
-        stripes whose window lies wholly inside are counted at once, so the cost does not grow with
-        the number of stripes."""
+        """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit).
+
+        In closed form: the overlap of window k is min(s + count, limit) - max(s, 0) with
+        s = step * k + first, clipped at 0, so it is linear in k between the four stripes where
+        a window starts to touch, enters, leaves or stops touching [0, limit); each piece is an
+        arithmetic series. The cost does not grow with the number of stripes nor with padding."""
         a, b, n = self.step, self.first + skip, self.extent
         if n <= 1 or a == 0:
             return n * _overlap(b, count, limit)
         assert a > 0, "stripes advance"
-        inside_from = min(max(-(-(-b) // a), 0), n)  # first k with a k + b >= 0
-        inside_to = min(max((limit - count - b) // a + 1, inside_from), n)  # past the last k with a k + b + count <= limit
-        edges = [*range(inside_from), *range(inside_to, n)]
-        return (inside_to - inside_from) * count + sum(_overlap(a * k + b, count, limit) for k in edges)
+        if count <= 0 or limit <= 0:
+            return 0
+        breaks = (_ceil_div(-b, a),  # s >= 0 from here: the window starts inside
+                  _ceil_div(limit - count - b, a),  # s + count >= limit: the window reaches the end
+                  (-b - count) // a + 1,  # s + count > 0: the window touches [0, limit)
+                  _ceil_div(limit - b, a))  # s >= limit: the window has left it
+        cuts = sorted({0, n, *(min(max(k, 0), n) for k in breaks)})
+        total = 0
+        for lo, hi in zip(cuts, cuts[1:]):
+            s = a * lo + b
+            if s + count <= 0 or s >= limit:
+                continue
+            clipped_end, clipped_start = s + count >= limit, s < 0
+            slope = (0 if clipped_end else a) - (0 if clipped_start else a)
+            at_zero = (limit if clipped_end else b + count) - (0 if clipped_start else b)
+            total += slope * (lo + hi - 1) * (hi - lo) // 2 + at_zero * (hi - lo)
+        return total
+
+
+def _ceil_div(p: int, q: int) -> int:
+    return -(-p // q)
 
 
 @dataclass(frozen=True, slots=True)
