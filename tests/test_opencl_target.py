@@ -70,6 +70,15 @@ MATRIX = {
                          "float32"),
     "rgb_input_texture": ([1, 9, 9, 3], ["{out_channels: 16, kernel: 3, stride: 2, pad: 1}"], NCHW4C, NCHW4C,
                           "{tile: [2, 2, 2]}", "float32"),
+    # 2 or 3 channels not innermost: no full group of 4, and the lanes of the partial group are
+    # far apart (they were once stored at base + lane, leaving outputs unwritten)
+    "c2_output_nchw": ([1, 1, 2, 1], ["{out_channels: 2, kernel: 1}"], "NHWC", "NCHW", "{}", "float32"),
+    "c3_output_nchw_8h8w": ([1, 5, 6, 3], ["{out_channels: 3, kernel: 3, pad: 1}"], "NHWC", "nchw-8h8w", "{}",
+                            "float32"),
+    "c2_output_nhwc_8h8w": ([1, 9, 6, 2], ["{out_channels: 2, kernel: 3, pad: 1}"], "NCHW", "nhwc-8h8w", "{}",
+                            "float32"),
+    "c3_nchw_intermediate": ([1, 6, 5, 4], ["{out_channels: 3, kernel: 3, pad: 1, output_layout: NCHW}",
+                                            "{out_channels: 2, kernel: 1}"], "NHWC", "NCHW", "{}", "float32"),
     "buffer_variant_of_texture_map": ([1, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], NCHW4C, NCHW4C,
                                       "{variant: buffer, tile: [3, 2, 4]}", "float32"),
 }
@@ -245,3 +254,22 @@ def test_cli_validate_passes_for_the_reduced_seed002_workload(repo):
                                        "--target", "opencl"])
     assert result.exit_code == 0, result.output
     assert "seed002_opencl_small" in result.output and " pass " in result.output
+
+
+def test_channel_lanes_are_adjacent_only_when_every_channel_is():
+    """contiguous4 decides vstore4 / base + lane addressing: it must look at every channel,
+    the partial last group included, and stay bounded for layouts it cannot reason about."""
+    from kernelgen.layout import parse_layout
+    from kernelgen.targets.opencl.addressing import EXHAUSTIVE_LIMIT, contiguous4
+
+    def bound(text, shape):
+        return parse_layout(text, ("n", "h", "w", "c")).bind(shape)
+
+    assert contiguous4(bound("NHWC", (1, 3, 3, 2)))
+    assert not contiguous4(bound("NCHW", (1, 3, 3, 2)))  # no full group: once answered True
+    assert not contiguous4(bound("nhwc-8h8w", (1, 8, 8, 3)))
+    assert contiguous4(bound("nchw-4c", (1, 3, 3, 6)))  # the partial group 4, 5 sits in its own block
+    assert not contiguous4(bound("nchw-2c", (1, 3, 3, 6)))  # blocks of 2 channels
+    mixed = "n, h, w, c -> n, h, (w * 6 + c) // 4, (w * 6 + c) % 4"
+    assert contiguous4(bound(mixed, (1, 7, 6, 6)))  # checked element by element
+    assert not contiguous4(bound(mixed, (1, EXHAUSTIVE_LIMIT // 36 + 1, 6, 6)))  # past the limit: lane by lane

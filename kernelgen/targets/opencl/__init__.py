@@ -24,13 +24,14 @@ class OpenCL(Target):
     files = (OutputFile(pattern="{name}.cl", template="opencl/kernels.cl.j2"),
              OutputFile(pattern="{name}.launch.json", template="opencl/launch.json.j2"))
     dtypes = ("float32", "float16")
+    includes = ("opencl/conv.cl.j2",)  # the kernels' statements, imported by kernels.cl.j2
     options_model = OpenCLModel
 
     def target_plan(self, config: Config, plan: Plan) -> OpenCLPlan:
         return plan_opencl(config, plan)
 
     def context(self, config: Config, plan: Plan) -> dict[str, Any]:
-        return {"ocl": self.target_plan(config, plan)}  # tiles, NDRange, kernel text
+        return {"ocl": self.target_plan(config, plan)}  # tiles, NDRange, the values each kernel is written from
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ...layout import TensorLayout
 from ...plan import OpGeometry
+from ...planner.packing import c_float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,23 +44,181 @@ class ConvOp:
     channel_blocks: int  # ceil(out channels / channels per work-item)
 
 
+# ---------------------------------------------------------------- what the templates write
+# Values only: index expressions come as C text from the layout engine, every statement and
+# call (vload, read_image, fma, the stores) is written by templates/opencl/*.cl.j2.
+
+@dataclass(frozen=True, slots=True)
+class Types:
+    """fp32 arithmetic on float or half storage, or full fp16 arithmetic (cl_khr_fp16)."""
+
+    half_math: bool
+    half_storage: bool
+
+    @property
+    def scalar(self) -> str:
+        return "half" if self.half_math else "float"
+
+    @property
+    def element(self) -> str:
+        """The element type of a buffer."""
+        return "half" if self.half_storage else "float"
+
+    @property
+    def through_vload_half(self) -> bool:
+        """half storage with fp32 math goes through vload_half/vstore_half, which need no cl_khr_fp16."""
+        return self.half_storage and not self.half_math
+
+    def vec(self, n: int) -> str:
+        return self.scalar if n == 1 else f"{self.scalar}{n}"
+
+    def zero(self, n: int) -> str:
+        return f"({self.vec(n)})(0)" if self.half_math else f"({self.vec(n)})(0.0f)"
+
+    def literal(self, value: float) -> str:
+        return f"(half){c_float(value)}" if self.half_math else c_float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    kind: str  # image | buffer
+    write: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A buffer offset (one part) or an image coordinate (two parts: x, y), plus a constant.
+    `parts` may be a variable holding a base address (ob0): then `plus` is the constant to add."""
+
+    parts: tuple[str, ...]
+    plus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """The input row (axis h) or column (w) that tile row/column i reads at this tap."""
+
+    axis: str
+    index: int
+    raw: str  # C expression
+    clamp_to: int | None  # clamp into [0, clamp_to] when it can fall outside (and mask)
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """Pixel p reads zeros where its row or column falls in the padding: one group of checks per axis."""
+
+    pixel: int
+    parts: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InputLoad:
+    """x<p>: 4 input channels of pixel p. mode: moving (base xb<p> + xc), at (one address), lanes."""
+
+    pixel: int
+    mode: str
+    masked: bool
+    at: Address | None = None
+    lanes: tuple[str, ...] = ()  # buffer offsets of the channels that exist
+    zeros: int = 0  # lanes past the last channel
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One 4-channel group: load the pixels' inputs, then per lane the filter vectors and the fmas."""
+
+    lanes: int  # 4, or the channels of the partial last group
+    moving: bool  # inside the c4 loop: addresses move with c4 (xc, fc)
+    loads: tuple[InputLoad, ...]
+    filter_deltas: tuple[tuple[tuple[int, ...], ...], ...]  # [lane][vector] constant added to fb (+ fc)
+
+
+@dataclass(frozen=True, slots=True)
+class LaneStore:
+    value: str  # an accumulator lane: acc0_0.s1
+    at: Address
+    guard: str | None  # C condition; None: always
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStore:
+    """4 output channels of one pixel. mode: texel | lanes | vector | vector_or_lanes."""
+
+    mode: str
+    value: str  # the 4-lane accumulator (part): acc0_0, acc0_0.s4567
+    at: Address | None
+    guard: str | None = None  # texel / vector: C condition; None: always
+    lanes: tuple[LaneStore, ...] = ()
+    tail: tuple[str, ...] = ()  # texel of a partial group: its lanes then pad values
+    tail_when: str | None = None  # texel: "full" condition choosing value over tail; None: tail always
+
+
+@dataclass(frozen=True, slots=True)
+class PixelStore:
+    pixel: int
+    inside: str | None  # C condition that the pixel lies on the output; None: always
+    base: tuple[str, ...] | None  # ob<p>: the address of the block's first channel, when channels add constants
+    groups: tuple[GroupStore, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConvBody:
+    types: Types
+    width: int  # lanes of one accumulator and of one filter load
+    vectors: int  # accumulators per pixel
+    pixels: int  # output pixels per work-item
+    early: tuple[tuple[str, int], ...]  # (global id, extent) checks for a global size rounded up
+    batch: bool  # nk holds the image index n
+    channel_blocks: int  # nk holds the channel block ko (when > 1)
+    taps: tuple[int, int]
+    groups: int  # full 4-channel groups: the trip count of the c4 loop
+    positions: tuple[Position, ...]
+    masks: tuple[Mask, ...]
+    input_bases: tuple[tuple[int, tuple[str, ...]], ...]  # (pixel, xb<p> parts) for moving loads
+    input_moving: tuple[str, ...]  # xc parts
+    filter_base: tuple[str, ...]  # fb parts
+    filter_moving: tuple[str, ...]  # fc parts
+    source: str
+    source_kind: str
+    filter: str
+    filter_kind: str
+    dest: str
+    step: Step | None  # the c4 loop body
+    tail: Step | None  # the partial last group
+    stores: tuple[PixelStore, ...]
+
+    @property
+    def tail_channel(self) -> int:
+        return 4 * self.groups
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PadBody:
+    """Walk the logical domain grown to whole blocks; store pad_value past the tensor's extents."""
+
+    types: Types
+    total: int
+    decode: tuple[tuple[str, int, int], ...]  # (dim, stride, extent) of the flat work-item index
+    outside: str  # C condition
+    offset: str  # C expression
+    value: str  # pad_value literal
+    dest: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Kernel:
-    """One __kernel, as ready text for the template."""
+    """One __kernel: its launch and what its body computes."""
 
     name: str
     doc: str
-    params: tuple[str, ...]
+    params: tuple[Param, ...]
+    element: str  # buffer element type
     args: tuple[str, ...]  # storage names, in parameter order
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
-    prologue: tuple[str, ...]
-    taps: tuple[int, int]  # (kh, kw) loops around the channel loop; (0, 0) for a plain kernel
-    tap_setup: tuple[str, ...]
-    groups: int  # full 4-channel groups: the trip count of the c4 loop
-    step: tuple[str, ...]  # body of the c4 loop
-    tail: tuple[str, ...]  # the last, partial 4-channel group
-    epilogue: tuple[str, ...]
+    body: ConvBody | PadBody
 
     def __post_init__(self) -> None:
         assert all(g % l == 0 for g, l in zip(self.global_size, self.local_size)), (self.name, self.global_size)
@@ -70,6 +229,5 @@ class Kernel:
         return (*self.local_size, *(1,) * (3 - len(self.local_size)))  # type: ignore[return-value]
 
     @property
-    def tail_channel(self) -> int:
-        """First input channel of the partial group of 4 (the tail step)."""
-        return 4 * self.groups
+    def is_conv(self) -> bool:
+        return isinstance(self.body, ConvBody)

@@ -16,7 +16,7 @@ of tile_h x tile_w output pixels x 4*oc4 output channels in registers:
 Channels are consumed 4 at a time; the last group of a channel count that is not a
 multiple of 4 is handled by its own unrolled step (seed 003: no branch in the hot loop,
 and no reliance on what the input's padding holds). This module decides the arithmetic;
-opencl_code.py turns it into statements.
+code.py and stores.py turn it into the values templates/opencl/conv.cl.j2 writes the kernels from.
 """
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ void opencl_chain_fp16_conv1(__read_only image2d_t input, __read_only image2d_t 
         acc6_1 = fma((float4)(x6.s3), w3_1, acc6_1);
         acc7_0 = fma((float4)(x7.s3), w3_0, acc7_0);
         acc7_1 = fma((float4)(x7.s3), w3_1, acc7_1);
-}
+      }
       /* channels 4.. : the last, partial group of 4 */
       const float4 x0 = m0 ? read_imagef(input, kg_sampler, (int2)(iw0, ih0+20)) : (float4)(0.0f);
       const float4 x1 = m1 ? read_imagef(input, kg_sampler, (int2)(iw1, ih0+20)) : (float4)(0.0f);
@@ -342,7 +342,7 @@ void opencl_chain_fp16_conv2(__read_only image2d_t temp1, __read_only image2d_t 
         acc6_1 = fma((float4)(x6.s3), w3_1, acc6_1);
         acc7_0 = fma((float4)(x7.s3), w3_0, acc7_0);
         acc7_1 = fma((float4)(x7.s3), w3_1, acc7_1);
-}
+      }
       /* channels 8.. : the last, partial group of 4 */
       const float4 x0 = m0 ? read_imagef(temp1, kg_sampler, (int2)(iw0, ih0+40)) : (float4)(0.0f);
       const float4 x1 = m1 ? read_imagef(temp1, kg_sampler, (int2)(iw1, ih0+40)) : (float4)(0.0f);
@@ -552,7 +552,7 @@ void opencl_chain_fp16_conv1_h(__read_only image2d_t input, __read_only image2d_
         acc6_1 = fma((half4)(x6.s3), w3_1, acc6_1);
         acc7_0 = fma((half4)(x7.s3), w3_0, acc7_0);
         acc7_1 = fma((half4)(x7.s3), w3_1, acc7_1);
-}
+      }
       /* channels 4.. : the last, partial group of 4 */
       const half4 x0 = m0 ? read_imageh(input, kg_sampler, (int2)(iw0, ih0+20)) : (half4)(0);
       const half4 x1 = m1 ? read_imageh(input, kg_sampler, (int2)(iw1, ih0+20)) : (half4)(0);
@@ -754,7 +754,7 @@ void opencl_chain_fp16_conv2_h(__read_only image2d_t temp1, __read_only image2d_
         acc6_1 = fma((half4)(x6.s3), w3_1, acc6_1);
         acc7_0 = fma((half4)(x7.s3), w3_0, acc7_0);
         acc7_1 = fma((half4)(x7.s3), w3_1, acc7_1);
-}
+      }
       /* channels 8.. : the last, partial group of 4 */
       const half4 x0 = m0 ? read_imageh(temp1, kg_sampler, (int2)(iw0, ih0+40)) : (half4)(0);
       const half4 x1 = m1 ? read_imageh(temp1, kg_sampler, (int2)(iw1, ih0+40)) : (half4)(0);

@@ -120,7 +120,7 @@ void opencl_seed000_3x3_single_conv1(__global const float *restrict input, __glo
         acc3_1 = fma((float16)(x3.s3), w3_1, acc3_1);
         acc3_2 = fma((float16)(x3.s3), w3_2, acc3_2);
         acc3_3 = fma((float16)(x3.s3), w3_3, acc3_3);
-}
+      }
     }
   }
   const int ob0 = (((oht/8)*65536)+(((owt*4)/8)*8192)+(ko*4096)+((oht%8)*256)+(((owt*4)%8)*32));

@@ -122,7 +122,7 @@ void opencl_seed000_3x3_single_texture_conv1(__read_only image2d_t input, __read
         acc3_1 = fma((float4)(x3.s3), w3_1, acc3_1);
         acc3_2 = fma((float4)(x3.s3), w3_2, acc3_2);
         acc3_3 = fma((float4)(x3.s3), w3_3, acc3_3);
-}
+      }
     }
   }
   const int2 ob0 = (int2)(owt*2, ((ko*248)+(oht*2)));

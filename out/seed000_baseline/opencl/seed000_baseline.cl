@@ -123,7 +123,7 @@ void seed000_baseline_conv1(__global const float *restrict input, __global const
         acc3_1 = fma((float16)(x3.s3), w3_1, acc3_1);
         acc3_2 = fma((float16)(x3.s3), w3_2, acc3_2);
         acc3_3 = fma((float16)(x3.s3), w3_3, acc3_3);
-}
+      }
     }
   }
   const int ob0 = (((oht/8)*65536)+(((owt*4)/8)*8192)+(ko*4096)+((oht%8)*256)+(((owt*4)%8)*32));
@@ -306,7 +306,7 @@ void seed000_baseline_conv2(__global const float *restrict temp1, __global const
         acc3_1 = fma((float16)(x3.s3), w3_1, acc3_1);
         acc3_2 = fma((float16)(x3.s3), w3_2, acc3_2);
         acc3_3 = fma((float16)(x3.s3), w3_3, acc3_3);
-}
+      }
     }
   }
   const int ob0 = (((oht/8)*65536)+(((owt*4)/8)*8192)+(ko*4096)+((oht%8)*256)+(((owt*4)%8)*32));

@@ -120,7 +120,7 @@ void seed002_opencl_small_conv1(__global const float *restrict input, __global c
         acc3_1 = fma((float16)(x3.s3), w3_1, acc3_1);
         acc3_2 = fma((float16)(x3.s3), w3_2, acc3_2);
         acc3_3 = fma((float16)(x3.s3), w3_3, acc3_3);
-}
+      }
     }
   }
   const int ob0 = ((oht*8192)+(owt*1024)+(ko*64));

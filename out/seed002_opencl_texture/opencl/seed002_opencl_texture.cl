@@ -201,7 +201,7 @@ void seed002_opencl_texture_conv1(__read_only image2d_t input, __global const fl
         acc3_5 = fma((float16)(x3.s3), w3_5, acc3_5);
         acc3_6 = fma((float16)(x3.s3), w3_6, acc3_6);
         acc3_7 = fma((float16)(x3.s3), w3_7, acc3_7);
-}
+      }
     }
   }
   const int2 ob0 = (int2)(owt*2, ((oht*64)+(ko*32)));
