@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import typing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,12 @@ from pydantic import BaseModel, ValidationError
 
 from . import config_model as M
 from .errors import ConfigError, ConfigProblem
-from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, TensorLayout, parse_layout
+from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
+
+# The largest finite value of each float dtype (IEEE 754 binary32 and binary16).
+FLOAT_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +122,7 @@ def with_options(config: Config, target: str, options: BaseModel) -> Config:
 def _schema_problems(error: ValidationError, document: MarkedDocument, path: str,
                      schema: type[BaseModel]) -> list[ConfigProblem]:
     problems: dict[str, ConfigProblem] = {}
+    bounded: set[str] = set()
     for item in error.errors():
         keys, description = _locate(item["loc"], schema)
         if item["type"] == "extra_forbidden":
@@ -132,10 +137,18 @@ def _schema_problems(error: ValidationError, document: MarkedDocument, path: str
             message = f"missing required key (expected {description})"
             mark = document.mark(keys[:-1])
         else:
-            message = f"expected {description}, got {_show(item.get('input'))}"
+            message = f"expected {description}{_limit(item)}, got {_show(item.get('input'))}"
+            if item["type"] == "string_too_long":
+                message = f"expected {_limit(item)[1:]}, got {_show(item.get('input'))}"
+            if item["type"] == "value_error":  # a validator's own sentence (a reserved name)
+                message = str(item["ctx"]["error"])
             mark = document.mark(keys)
         key = _key_text(keys)
-        problems.setdefault(key, ConfigProblem(path, mark.line, mark.column, key, message))
+        # A union's branches each report (`kernel: int | [h, w]`): the first speaks, unless a later one
+        # names the bound that was broken, which says more.
+        if key not in problems or (_limit(item) and key not in bounded):
+            problems[key] = ConfigProblem(path, mark.line, mark.column, key, message)
+            bounded.update([key] if _limit(item) else [])
     # A union such as `schedule: auto | {...}` also fails as a whole when one of its keys is wrong: keep
     # only the most specific problem.
     specific = [p for k, p in problems.items() if not any(o.startswith(k + ".") for o in problems if o != k)]
@@ -147,6 +160,7 @@ def _locate(loc: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
     model: type[BaseModel] | None = schema
     keys: list[str | int] = []
     description = "a config mapping"
+    field = None
     for item in loc:
         if isinstance(item, int):
             keys.append(item)
@@ -155,9 +169,23 @@ def _locate(loc: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
             keys.append(item)
             description = field.description or description
             model = _model_in(field.annotation)
+            if model is not None and _branch_model(field.annotation, model.__name__) is not None:
+                model = None  # a union of a model and scalars: the error's branch tag says which
+        elif model is None and (branch := _branch_model(field.annotation, item)) is not None:
+            model = branch  # the union branch the value went into: `layout: {map: ..., pad_value: nan}`
         else:
-            break  # a union branch tag such as 'list[int]' or 'LayoutMap'
+            break  # a union branch tag such as 'list[int]' or 'str'
     return tuple(keys), description
+
+
+def _branch_model(annotation: Any, tag: Any) -> type[BaseModel] | None:
+    """The model a pydantic union-branch tag (its class name) stands for, if one of the union's."""
+    if typing.get_origin(annotation) is not typing.Union:
+        return None
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, type) and issubclass(arg, BaseModel) and arg.__name__ == tag:
+            return arg
+    return None
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -185,11 +213,23 @@ def _key_text(keys: tuple) -> str:
     return text
 
 
-def _show(value: Any) -> str:
+def _limit(item: dict) -> str:
+    """The bound a value broke, when it is one the description does not state."""
+    ctx = item.get("ctx") or {}
+    if item["type"] == "less_than_equal" and ctx.get("le") == M.INT32_MAX:
+        return f" of at most {M.INT32_MAX} (kernels index with 32-bit ints)"
+    if item["type"] == "string_too_long":
+        return f" at most {ctx.get('max_length')} characters"
+    return ""
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """The offending value as the file spells it, cut short: a 10,000-character name is not repeated."""
     try:
-        return json.dumps(value)
+        text = json.dumps(value, allow_nan=True)
     except (TypeError, ValueError):
-        return repr(value)
+        text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 25]}... ({len(text)} characters)"
 
 
 # ---------------------------------------------------------------- meaning
@@ -212,6 +252,15 @@ class _Checker:
             return tuple(max(v, minimum) for v in values)
         return values
 
+    def fits(self, keys: tuple, shape: tuple[int, ...], what: str) -> bool:
+        """A tensor a 32-bit index can address (checked with Python ints, before any layout is bound)."""
+        size = math.prod(shape)
+        if size > M.INT32_MAX:
+            self.problem(keys, f"{what} {list(shape)} has {size} elements, more than {M.INT32_MAX}: kernels "
+                               f"index with 32-bit ints")
+            return False
+        return True
+
     def pair(self, keys: tuple, value: int | list[int], what: str) -> tuple[int, int]:
         values = self.positive(keys, value, what)
         return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
@@ -220,18 +269,45 @@ class _Checker:
                shape: tuple[int, ...]) -> Layout | None:
         text, pad = (spec, None) if isinstance(spec, str) else (spec.map, spec.pad_value)
         location = keys if isinstance(spec, str) else (*keys, "map")
+        if isinstance(pad, float) and not self.pad_value_fits((*keys, "pad_value"), pad, dims):
+            return None
         try:
             layout = parse_layout(text, dims, pad=pad)
             bound = TensorLayout(layout=layout, logical_shape=shape)
+            if bound.size > M.INT32_MAX:
+                self.problem(location, f"its physical shape {list(bound.physical_shape)} holds {bound.size} elements "
+                                       f"for the logical {list(shape)}, more than {M.INT32_MAX}: kernels index "
+                                       f"with 32-bit ints")
+                return None
             bound.check_injective()
+            if layout.pad_kind is PadKind.VALUE and bound.padding:
+                padding_cover(bound)  # kernels fill the padding by walking this grown domain
         except LayoutError as error:
             self.problem(location, str(error))
             return None
         return layout
 
+    def pad_value_fits(self, keys: tuple, value: float, dims: tuple[str, ...]) -> bool:
+        """A pad value is stored in the tensor's element type: it must be one of its values."""
+        dtype = self.model.dtype
+        if dtype == "uint8":
+            low, high = (-128, 127) if dims == FILTER_DIMS and self.model.quant.weight_dtype == "int8" else (0, 255)
+            kind = "int8 weights" if low < 0 else "uint8 data"
+            if value != int(value) or not low <= value <= high:
+                self.problem(keys, f"expected an integer in [{low}, {high}] ({kind}), got {value:g}")
+                return False
+            return True
+        largest = FLOAT_MAX[dtype]
+        if abs(value) > largest:
+            self.problem(keys, f"expected a {dtype} value, at most {largest:g} in magnitude, got {value:g}")
+            return False
+        return True
+
     def build(self) -> Config:
         m = self.model
         shape = self.positive(("input", "shape"), m.input.shape, "a logical NHWC shape [n, h, w, c] of positive ints")
+        if not self.fits(("input", "shape"), shape, "the input"):
+            raise ConfigError(self.problems)
         input_layout = self.layout(("input", "layout"), m.input.layout, ACTIVATION_DIMS, shape)
         ops: list[Conv2d] = []
         n, height, width, channels = shape
@@ -246,7 +322,7 @@ class _Checker:
             height = (height + op.pad[0] + op.pad[2] - kh) // op.stride[0] + 1
             width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
             channels = op.out_channels
-        schedule = self.schedule(ops)
+        schedule = self.schedule(ops, (height, width))
         self.targets(m)
         if self.problems:
             raise ConfigError(sorted(self.problems, key=lambda p: (p.line, p.column)))
@@ -283,9 +359,17 @@ class _Checker:
                                             f"{span[0]}x{span[1]} pixels but the padded input is only "
                                             f"{padded[0]}x{padded[1]}")
             return None
+        for axis, name in enumerate(("rows", "columns")):
+            if stride[axis] > padded[axis]:
+                self.problem((*keys, "stride"), f"expected a stride of at most {padded[axis]} (the padded input's "
+                                                f"{name}), got {stride[axis]}")
+                return None
         out_shape = (n, (padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1, out_channels)
+        filter_shape = (out_channels, channels, kernel[0], kernel[1])
+        if not (self.fits(keys, out_shape, "its output") and self.fits((*keys, "kernel"), filter_shape, "its filter")):
+            return None
         filter_layout = self.layout((*keys, "filter_layout"), c.filter_layout, FILTER_DIMS,
-                                    (out_channels, channels, kernel[0], kernel[1]))
+                                    filter_shape)
         if c.output_layout is not None:
             output_spec = c.output_layout
             output_keys = (*keys, "output_layout")
@@ -333,7 +417,7 @@ class _Checker:
                                     "budget 'auto' stands for")
         return None, ""
 
-    def schedule(self, ops: list[Conv2d]) -> Schedule | None:
+    def schedule(self, ops: list[Conv2d], out_hw: tuple[int, int]) -> Schedule | None:
         auto = self.model.schedule == "auto"
         s = M.ScheduleModel() if auto else self.model.schedule
         fields = M.ScheduleModel.model_fields
@@ -352,11 +436,28 @@ class _Checker:
         if not ops:
             return None
         out_layout = ops[-1].output_layout
-        k_block = optional("k_block") or _block_factor(out_layout, "c", 32)
-        h_block = optional("h_block") or _block_factor(out_layout, "h", 8)
-        w_block = optional("w_block") or _block_factor(out_layout, "w", 8)
-        # A stripe that is wider than the whole tensor by a full block only ever computes guards.
         out_channels = ops[-1].out_channels
+        widest = max(op.out_channels for op in ops)
+        blocks = {}
+        for key, dim, default, extent, what in (("k_block", "c", 32, widest, "output channels of the widest op"),
+                                                ("h_block", "h", 8, out_hw[0], "output rows"),
+                                                ("w_block", "w", 8, out_hw[1], "output columns")):
+            fallback = _block_factor(out_layout, dim, default)
+            blocks[key] = optional(key) or fallback
+            # A block past the extent (and the default block) only computes guards, and its index
+            # arithmetic (block * stripes) must stay within 32 bits.
+            if blocks[key] > max(extent, fallback):
+                self.problem(("schedule", key), f"expected at most {max(extent, fallback)} (the {extent} {what}), "
+                                                f"got {blocks[key]}")
+                blocks[key] = fallback
+        k_block, h_block, w_block = blocks["k_block"], blocks["h_block"], blocks["w_block"]
+        for key, split, extent, block, what in (("h_split", h_split, out_hw[0], h_block, "output rows"),
+                                                ("w_split", w_split, out_hw[1], w_block, "output columns")):
+            count = math.ceil(extent / block)
+            if split is not None and split > count:
+                self.problem(("schedule", key), f"expected at most {count} (the {extent} {what} make {count} "
+                                                f"block{'s' if count > 1 else ''} of {block}), got {split}")
+        # A stripe that is wider than the whole tensor by a full block only ever computes guards.
         k_blocks = math.ceil(out_channels / k_block)
         if k_split is not None and k_split > k_blocks:
             self.problem(("schedule", "k_split"), f"expected at most {k_blocks} (the last op's {out_channels} output "

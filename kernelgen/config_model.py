@@ -6,16 +6,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Literal, Union
+from typing import Annotated, Callable, Literal, Union
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, StrictInt, StrictStr, conlist, create_model
+from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictStr, conlist, create_model
+
+from .reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
+# Every index a kernel computes is a 32-bit int: no count, size or extent in a config may pass it.
+INT32_MAX = 2**31 - 1
+MAX_LAYOUT_LENGTH = 500  # characters of a layout string or index map; the bundled ones have under 60
 
-PositiveInt = Field(gt=0)
-IntPair = Union[StrictInt, conlist(StrictInt, min_length=2, max_length=2)]
-PadSpec = Union[StrictInt, conlist(StrictInt, min_length=2, max_length=2),
-                conlist(StrictInt, min_length=4, max_length=4), Literal["same", "valid"]]
+Count = Annotated[int, Field(strict=True, ge=1, le=INT32_MAX)]  # strict: true and "8" are not numbers
+Extent = Annotated[int, Field(strict=True, ge=0, le=INT32_MAX)]
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # ints accepted; nan, inf, true not
+Scale = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
+ZeroPoint = Annotated[int, Field(strict=True, ge=0, le=255)]
+IntPair = Union[Count, conlist(Count, min_length=2, max_length=2)]
+PadSpec = Union[Extent, conlist(Extent, min_length=2, max_length=2),
+                conlist(Extent, min_length=4, max_length=4), Literal["same", "valid"]]
+
+
+def _not_reserved(name: str) -> str:
+    language = reserved_in(name)
+    if language is not None:
+        raise ValueError(f"{name!r} is a reserved name in {language}, and the name becomes the kernels' "
+                         f"function and file names: choose another")
+    return name
+
+
+Name = Annotated[str, Field(strict=True, pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
+                            json_schema_extra={"not": {"enum": sorted(RESERVED)}}), AfterValidator(_not_reserved)]
+LayoutText = Annotated[str, Field(strict=True, max_length=MAX_LAYOUT_LENGTH)]
 
 
 class StrictModel(BaseModel):
@@ -25,18 +47,19 @@ class StrictModel(BaseModel):
 
 
 class LayoutMap(StrictModel):
-    map: StrictStr = Field(description="a layout string like 'nhwc-8h8w32c' or an index map "
+    map: LayoutText = Field(description="a layout string like 'nhwc-8h8w32c' or an index map "
                                        "like 'n, h, w, c -> n, c // 4, h, |, w, c % 4'")
-    pad_value: Union[float, Literal["undef"], None] = Field(
-        default=None, description="a number, 'undef', or absent (padding is never read or written)")
+    pad_value: Union[Number, Literal["undef"], None] = Field(
+        default=None, description="a finite number the tensor's dtype holds, 'undef', or absent (padding is never "
+                                  "read or written)")
 
 
-LayoutSpec = Union[StrictStr, LayoutMap]
+LayoutSpec = Union[LayoutText, LayoutMap]
 LAYOUT_HELP = "a layout string like 'nhwc-8h8w32c' or {map: <index map>, pad_value: ...}"
 
 
 class Conv2dModel(StrictModel):
-    out_channels: StrictInt = Field(description="a positive int")
+    out_channels: Count = Field(description="a positive int")
     kernel: IntPair = Field(default=1, description="a positive int or [h, w]")
     stride: IntPair = Field(default=1, description="a positive int or [h, w]")
     pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], "
@@ -53,7 +76,7 @@ class OpModel(StrictModel):
 
 
 class InputModel(StrictModel):
-    shape: conlist(StrictInt, min_length=4, max_length=4) = Field(
+    shape: conlist(Count, min_length=4, max_length=4) = Field(
         description="a logical NHWC shape [n, h, w, c] of positive ints")
     layout: LayoutSpec = Field(default="NHWC", description=LAYOUT_HELP)
 
@@ -63,25 +86,25 @@ class OutputModel(StrictModel):
 
 
 class ScheduleModel(StrictModel):
-    k_split: Union[StrictInt, None] = Field(
+    k_split: Union[Count, None] = Field(
         default=None, description="a positive int: output-channel blocks per stripe (default 1, or fitted to "
                                   "the budget)")
-    h_split: Union[StrictInt, None] = Field(
+    h_split: Union[Count, None] = Field(
         default=None, description="a positive int: row blocks per stripe (default 1, or fitted to the budget)")
-    w_split: Union[StrictInt, None] = Field(
+    w_split: Union[Count, None] = Field(
         default=None, description="a positive int: column blocks per stripe (default: the whole width, or fitted "
                                   "to the budget)")
     budget: Union[ByteSize, Literal["auto"], None] = Field(
         default=None, description="bytes the caches may use, as an int or a size like '8MiB' or '1.5MB', or "
                                   "'auto' (the hvx VTCM size); the planner fits the splits not given to it with "
                                   "the least traffic")
-    k_block: Union[StrictInt, None] = Field(
+    k_block: Union[Count, None] = Field(
         default=None, description="a positive int: output channels per block "
                                   "(default: the output layout's channel block, else 32)")
-    h_block: Union[StrictInt, None] = Field(
+    h_block: Union[Count, None] = Field(
         default=None, description="a positive int: output rows per block "
                                   "(default: the output layout's row block, else 8)")
-    w_block: Union[StrictInt, None] = Field(
+    w_block: Union[Count, None] = Field(
         default=None, description="a positive int: output columns per block "
                                   "(default: the output layout's column block, else 8)")
     pipeline: Literal["none", "double_buffer"] = Field(
@@ -95,22 +118,24 @@ class ScheduleModel(StrictModel):
 class QuantModel(StrictModel):
     """Per-tensor affine quantization for dtype uint8: real = scale * (q - zero_point)."""
 
-    input_scale: float = Field(default=0.05, description="a positive number")
-    input_zero_point: StrictInt = Field(default=128, description="an int in [0, 255]")
+    input_scale: Scale = Field(default=0.05, description="a positive number")
+    input_zero_point: ZeroPoint = Field(default=128, description="an int in [0, 255]")
     weight_dtype: Literal["uint8", "int8"] = Field(default="int8", description="'uint8' or 'int8'")
-    weight_scale: float = Field(default=0.01, description="a positive number")
-    weight_zero_point: StrictInt = Field(default=0, description="an int (0 for int8 weights)")
-    output_scale: float = Field(default=0.1, description="a positive number")
-    output_zero_point: StrictInt = Field(default=128, description="an int in [0, 255]")
-    bias: bool = Field(default=False, description="true or false: add an int32 bias per output channel")
-    intermediate_scale: Union[float, None] = Field(
+    weight_scale: Scale = Field(default=0.01, description="a positive number")
+    weight_zero_point: Annotated[int, Field(strict=True, ge=-128, le=255)] = Field(
+        default=0, description="an int in [-128, 127] for int8 weights, [0, 255] for uint8 weights")
+    output_scale: Scale = Field(default=0.1, description="a positive number")
+    output_zero_point: ZeroPoint = Field(default=128, description="an int in [0, 255]")
+    bias: StrictBool = Field(default=False, description="true or false: add an int32 bias per output channel")
+    intermediate_scale: Union[Scale, None] = Field(
         default=None, description="a positive number: scale of chain intermediates (default: output_scale)")
-    intermediate_zero_point: Union[StrictInt, None] = Field(
+    intermediate_zero_point: Union[ZeroPoint, None] = Field(
         default=None, description="an int in [0, 255]: zero point of chain intermediates (default: output_zero_point)")
 
 
 class ConfigModel(StrictModel):
-    name: StrictStr = Field(pattern=NAME_PATTERN, description=f"a name matching {NAME_PATTERN}")
+    name: Name = Field(description=f"a name matching {NAME_PATTERN}, at most {MAX_NAME_LENGTH} characters, that is "
+                                   f"not a C, OpenCL or GLSL keyword or C library name")
     dtype: Literal["float32", "float16", "uint8"] = Field(default="float32",
                                                         description="one of: float32, float16, uint8")
     input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...}")
@@ -143,7 +168,12 @@ def config_model(catalog: Catalog) -> type[ConfigModel]:
     """The config format with one option block per target that declares one (`hvx: {...}`)."""
     blocks = {t.name: (t.options, Field(default_factory=t.options, description=f"options of the {t.name} target"))
               for t in catalog if t.options is not None}
-    return create_model("ConfigModel", __base__=ConfigModel, **blocks)
+    # The schema lists the catalog's targets; the loader checks them itself, to say "did you mean ...?".
+    names = [t.name for t in catalog]
+    targets = (conlist(StrictStr, min_length=1),
+               Field(default=["c"], description=f"a list of target names ({', '.join(names)})",
+                     json_schema_extra={"items": {"enum": names, "type": "string"}}))
+    return create_model("ConfigModel", __base__=ConfigModel, targets=targets, **blocks)
 
 
 def json_schema(catalog: Catalog) -> dict:

@@ -60,6 +60,10 @@ class ExprSyntaxError(ValueError):
     """An index expression that does not parse; the message says where."""
 
 
+MAX_CONSTANT = 2**31 - 1  # a constant in an index map is an extent or a stride of a 32-bit index
+MAX_NESTING = 64  # parentheses and unary minus signs inside one another
+
+
 # ---------------------------------------------------------------- parsing
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*%()]))")
@@ -85,7 +89,7 @@ def parse(text: str) -> Expr:
 
 class _Parser:
     def __init__(self, tokens: list[str], text: str) -> None:
-        self.tokens, self.text, self.pos = tokens, text, 0
+        self.tokens, self.text, self.pos, self.depth = tokens, text, 0, 0
 
     def peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -125,14 +129,24 @@ class _Parser:
 
     def atom(self) -> Expr:
         token = self.take()
+        if token in ("(", "-"):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise ExprSyntaxError(f"more than {MAX_NESTING} nested parentheses or signs in {self.text[:80]!r}")
         if token == "(":
             expr = self.sum()
             if self.take() != ")":
                 raise ExprSyntaxError(f"missing ')' in {self.text!r}")
+            self.depth -= 1
             return expr
         if token == "-":
-            return mul(self.atom(), -1)
+            expr = mul(self.atom(), -1)
+            self.depth -= 1
+            return expr
         if token.isdigit():
+            if len(token) > 10 or int(token) > MAX_CONSTANT:
+                raise ExprSyntaxError(f"constant {token[:20]}{'...' if len(token) > 20 else ''} is larger than "
+                                      f"{MAX_CONSTANT} in {self.text!r}")
             return Const(int(token))
         if token[0].isalpha() or token[0] == "_":
             return Var(token)

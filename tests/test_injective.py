@@ -54,7 +54,9 @@ def test_huge_extents_are_decided_in_milliseconds():
 
 
 def test_a_divisor_beyond_any_packing_is_a_layout_error():
-    huge = parse_layout("n, h, w, c -> n, h, w, c // 18446744073709551617, c % 18446744073709551617",
-                        ACTIVATION_DIMS)
+    huge = parse_layout("n, h, w, c -> n, h, w, c // 2147483647, c % 2147483647", ACTIVATION_DIMS)
     with pytest.raises(LayoutError, match="cannot check"):
         TensorLayout(layout=huge, logical_shape=(1, 2, 2, 2 ** 21)).check_injective()
+    # a constant no 32-bit index can hold is refused when the map is read
+    with pytest.raises(LayoutError, match="constant 18446744073709551617 is larger than 2147483647"):
+        parse_layout("n, h, w, c -> n, h, w, c // 18446744073709551617", ACTIVATION_DIMS)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field, StrictInt
+from pydantic import Field
 
 from ...config import Config, options_of
-from ...config_model import StrictModel
+from ...config_model import Count, StrictModel
 
 NAME = "hvx"
 
@@ -23,9 +23,9 @@ class HvxModel(StrictModel):
 
     arch: Literal["v66", "v67", "v68", "v69", "v71", "v73"] = Field(
         default="v73", description="one of: v66, v67, v68, v69, v71, v73")
-    vtcm_bytes: Union[StrictInt, None] = Field(
+    vtcm_bytes: Union[Count, None] = Field(
         default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
-    pixels: Union[StrictInt, None] = Field(
+    pixels: Union[Count, None] = Field(
         default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8)")
     float_compute: Literal["scalar", "qf32"] = Field(
         default="scalar", description="'scalar' or 'qf32': which float32 kernel validate checks (qf32 needs "

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import Field, StrictInt, conlist
+from pydantic import Field, StrictBool, conlist
 
 from ...config import Config, options_of
-from ...config_model import StrictModel
+from ...config_model import Count, StrictModel
 
 NAME = "opencl"
 
@@ -14,16 +14,16 @@ NAME = "opencl"
 class OpenCLModel(StrictModel):
     """Options of the `opencl` target (issue: OpenCL textures)."""
 
-    tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+    tile: Union[conlist(Count, min_length=3, max_length=3), None] = Field(
         default=None, description="[oh, ow, oc4]: output rows, columns and 4-channel groups per work-item")
-    local_size: Union[conlist(StrictInt, min_length=1, max_length=3), None] = Field(
+    local_size: Union[conlist(Count, min_length=1, max_length=3), None] = Field(
         default=None, description="a work-group size of 1 to 3 positive ints")
     variant: Union[Literal["texture", "buffer"], None] = Field(
         default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator)")
-    filters_in_textures: bool = Field(default=True, description="true or false: keep filters in image2d textures")
-    image_limit: Union[conlist(StrictInt, min_length=2, max_length=2), None] = Field(
+    filters_in_textures: StrictBool = Field(default=True, description="true or false: keep filters in image2d textures")
+    image_limit: Union[conlist(Count, min_length=2, max_length=2), None] = Field(
         default=None, description="[width, height] of the largest image2d the device takes (PoCL: 8192x8192)")
-    half_arithmetic: bool = Field(
+    half_arithmetic: StrictBool = Field(
         default=False, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
                                    "dtype float16)")
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Union
 
-from pydantic import Field, StrictBool, StrictInt, conlist
+from pydantic import Field, StrictBool, conlist
 
 from ...config import Config, options_of
-from ...config_model import StrictModel
+from ...config_model import Count, StrictModel
 
 NAME = "vulkan"
 
@@ -14,11 +14,11 @@ NAME = "vulkan"
 class VulkanModel(StrictModel):
     """Options of the `vulkan` target (issue: Vulkan GLSL compute)."""
 
-    wg_tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+    wg_tile: Union[conlist(Count, min_length=3, max_length=3), None] = Field(
         default=None, description="[oh, ow, oc]: output tile of one workgroup")
-    ivc_tile: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+    ivc_tile: Union[conlist(Count, min_length=3, max_length=3), None] = Field(
         default=None, description="[oh, ow, oc]: output tile of one invocation (oc a multiple of 4)")
-    wg_size: Union[conlist(StrictInt, min_length=3, max_length=3), None] = Field(
+    wg_size: Union[conlist(Count, min_length=3, max_length=3), None] = Field(
         default=None, description="[x, y, z]: invocations per workgroup")
     wide_store: StrictBool = Field(
         default=False, description="true or false: with true, an invocation owns pairs of adjacent vec4 channel "
