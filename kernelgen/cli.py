@@ -406,9 +406,11 @@ def init(name: str, path: str | None) -> None:
     import re
 
     from .config_model import NAME_PATTERN
+    from .reserved import MAX_NAME_LENGTH, reserved_in
 
-    if not re.match(NAME_PATTERN, name):
-        click.echo(f"error: name {name!r} must match {NAME_PATTERN}", err=True)
+    if not re.match(NAME_PATTERN, name) or len(name) > MAX_NAME_LENGTH or reserved_in(name):
+        click.echo(f"error: name {name!r} must match {NAME_PATTERN}, have at most {MAX_NAME_LENGTH} characters "
+                   f"and not be a C, OpenCL or GLSL keyword or C library name", err=True)
         sys.exit(2)
     target = Path(path or f"configs/{name}.yaml")
     if target.exists():

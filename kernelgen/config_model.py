@@ -37,7 +37,9 @@ def _not_reserved(name: str) -> str:
 
 Name = Annotated[str, Field(strict=True, pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                             json_schema_extra={"not": {"enum": sorted(RESERVED)}}), AfterValidator(_not_reserved)]
-LayoutText = Annotated[str, Field(strict=True, max_length=MAX_LAYOUT_LENGTH)]
+# A layout string (nhwc-8h8w32c) or an index map (it has an arrow); what the dims may be depends on the tensor.
+LAYOUT_PATTERN = r"^\s*([A-Za-z]+(-?([0-9]+[A-Za-z])+)?|.*->.*)\s*$"
+LayoutText = Annotated[str, Field(strict=True, max_length=MAX_LAYOUT_LENGTH, pattern=LAYOUT_PATTERN)]
 
 
 class StrictModel(BaseModel):
