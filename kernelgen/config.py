@@ -446,9 +446,10 @@ class _Checker:
             blocks[key] = optional(key) or fallback
             # A block past the extent (and the default block) only computes guards, and its index
             # arithmetic (block * stripes) must stay within 32 bits.
-            if blocks[key] > max(extent, fallback):
-                self.problem(("schedule", key), f"expected at most {max(extent, fallback)} (the {extent} {what}), "
-                                                f"got {blocks[key]}")
+            largest = max(extent, fallback, default)
+            if blocks[key] > largest:
+                self.problem(("schedule", key), f"expected at most {largest} (the {extent} {what}, or the default "
+                                                f"block {max(fallback, default)}), got {blocks[key]}")
                 blocks[key] = fallback
         k_block, h_block, w_block = blocks["k_block"], blocks["h_block"], blocks["w_block"]
         for key, split, extent, block, what in (("h_split", h_split, out_hw[0], h_block, "output rows"),

@@ -1,0 +1,95 @@
+"""Random valid configs: every notation the loader takes, planned with the planner's invariants
+held, and validated against numpy on the c target; a sampled few on opencl, vulkan and hvx.
+
+The geometry each config implies is computed by the strategy itself (tests/strategies.py),
+independently of kernelgen, so a planner that gets a shape or a flop count wrong fails here.
+"""
+from __future__ import annotations
+
+import pytest
+from conftest import requires_tool
+from hypothesis import given
+from strategies import fuzz_settings, valid_configs
+
+from kernelgen.api import parse_config, validate
+from kernelgen.errors import ConfigError
+from kernelgen.planner import plan
+
+# What a target documents it cannot do, and refuses with a clean config error (exit 2): a
+# random valid config that hits one of these is not a defect. Anything else is.
+DOCUMENTED_LIMITS = {
+    "vulkan": ("writes pad_value only into channel padding",),
+    "opencl": (),
+    "hvx": (),
+}
+
+
+def _planned(case):
+    config = parse_config(case.text, "fuzz.yaml")
+    the_plan = plan(config)
+    assert tuple(op.in_shape for op in the_plan.ops) == case.shapes[:-1]
+    assert tuple(op.out_shape for op in the_plan.ops) == case.shapes[1:]
+    assert the_plan.flops == case.flops
+    if len(the_plan.ops) == 1 and not any(the_plan.ops[0].pad):
+        # halos only add work; (padding taps are skipped, and a chain skips intermediate rows and
+        # columns a strided op never reads, so neither compares)
+        assert the_plan.executed_flops >= the_plan.flops
+    # caches lie inside the workspace and do not overlap unless one is declared to reuse another
+    caches = sorted(the_plan.caches, key=lambda c: (c.offset, c.elements, c.name))
+    assert all(c.offset + c.elements <= the_plan.workspace_elements for c in caches)
+    for first, second in zip(caches, caches[1:]):
+        shared = second.aliases == first.name or first.aliases == second.name
+        assert first.offset + first.elements <= second.offset or shared, (first.name, second.name)
+    if config.schedule.budget is not None and the_plan.search is not None:
+        assert the_plan.workspace_bytes <= config.schedule.budget
+    # every output element is stored at least once; every filter is read at least once
+    output = the_plan.tensors[-1]
+    assert the_plan.traffic.output_bytes >= output.layout.logical_size * the_plan.element_bytes
+    filters = sum(t.layout.logical_size for t in the_plan.tensors[1:-1])
+    assert the_plan.traffic.filter_bytes >= filters * the_plan.element_bytes
+    return config
+
+
+def _validates(case, target: str) -> None:
+    config = _planned(case)
+    try:
+        result = validate(config, target, seed=1234)
+    except ConfigError as error:
+        if any(limit in str(error) for limit in DOCUMENTED_LIMITS[target]):
+            return
+        raise
+    assert result.passed or (target == "vulkan" and result.status == "not run"), f"{result.detail}\n{case.text}"
+
+
+@requires_tool("gcc")
+@fuzz_settings(ci_examples=60)
+@given(case=valid_configs())
+def test_random_configs_plan_soundly_and_match_numpy_on_c(case):
+    config = _planned(case)
+    result = validate(config, "c", seed=1234)
+    assert result.passed, f"{result.detail}\n{case.text}"
+
+
+@pytest.mark.slow
+@requires_tool("py:pyopencl")
+@fuzz_settings(ci_examples=12)
+@given(case=valid_configs(dtypes=("float32", "float16"), max_side=9, max_channels=24, chain=2, target="opencl"))
+def test_random_configs_match_numpy_on_opencl(case):
+    _validates(case, "opencl")
+
+
+@pytest.mark.slow
+@requires_tool("py:vulkan", "glslangValidator")
+@fuzz_settings(ci_examples=10)
+@given(case=valid_configs(dtypes=("float32", "float16"), max_side=9, max_channels=24, chain=2, target="vulkan"))
+def test_random_configs_match_numpy_on_vulkan(case):
+    _validates(case, "vulkan")
+
+
+@pytest.mark.slow
+@requires_tool("clang-19", "qemu-hexagon")
+@fuzz_settings(ci_examples=6)
+@given(case=valid_configs(max_side=8, max_channels=12, chain=2, target="hvx"))
+def test_random_configs_match_numpy_on_hvx(case):
+    _validates(case, "hvx")
+
