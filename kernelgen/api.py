@@ -90,7 +90,7 @@ def dependencies(config: Config, target: str | None, targets: dict[str, Target] 
     package = Path(__file__).resolve().parent
     modules = sorted(str(p) for p in package.rglob("*.py"))
     templates = [str(p) for p in (targets or TARGETS)[target].templates()] if target else []
-    return (str(Path(config.path)), *templates, *modules)
+    return (str(Path(config.file or config.path)), *templates, *modules)
 
 
 def toolchain(target: str) -> tuple[ToolStatus, ...]:

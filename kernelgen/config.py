@@ -73,6 +73,8 @@ class Config:
     options: dict[str, BaseModel] = field(default_factory=dict, repr=False)
     # Where each key sits in the file, so later stages (planner, targets) can point at it too.
     marks: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+    # The file name as the OS spells it (`path` is its printable form): depfiles name this one.
+    file: str = field(default="", compare=False, repr=False)
 
     def problem(self, key: str, message: str) -> ConfigError:
         """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
@@ -89,7 +91,7 @@ def load_config(path: str | Path, catalog: M.Catalog) -> Config:
         raise ConfigError([ConfigProblem(path_text, 1, 1, "", f"cannot read config: {error.strerror}")]) from None
     except YamlProblem as problem:
         raise ConfigError([ConfigProblem(path_text, problem.mark.line, problem.mark.column, "", problem.message)]) from None
-    return parse_config(text, path_text, catalog)
+    return replace(parse_config(text, path_text, catalog), file=str(path))
 
 
 def parse_config(text: str, path: str, catalog: M.Catalog) -> Config:

@@ -32,8 +32,9 @@ def read_head(path: str | Path, limit: int) -> bytes:
 
 
 def write_if_changed(path: Path, text: str) -> bool:
-    """Write text to path atomically unless it already holds exactly these bytes."""
-    return write_if_changed_bytes(path, text.encode("utf-8"))
+    """Write text to path atomically unless it already holds exactly these bytes. A file name that is
+    not UTF-8 (carried as surrogates, in a depfile) is written back as its own bytes."""
+    return write_if_changed_bytes(path, text.encode("utf-8", "surrogateescape"))
 
 
 def write_if_changed_bytes(path: Path, data: bytes) -> bool:
