@@ -35,6 +35,14 @@ class Conv2d:
     dilation: tuple[int, int]
     filter_layout: Layout
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
+    bias: bool = False  # one value per output channel, added to the accumulator
+    clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
+    activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
+
+    @property
+    def epilogue(self) -> bool:
+        """Anything between the accumulator and the stored value."""
+        return self.bias or self.clamp is not None
 
     @property
     def span(self) -> tuple[int, int]:
@@ -79,6 +87,15 @@ class Config:
         """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
         line, column = self.marks.get(key) or self.marks.get(key.rsplit(".", 1)[0], (1, 1))
         return ConfigError([ConfigProblem(self.path, line, column, key, message)])
+
+
+def require_no_epilogue(config: Config, target: str) -> None:
+    """For a target whose kernels have no bias or activation yet: a config error at the first one."""
+    for index, op in enumerate(config.ops):
+        if op.epilogue:
+            key = f"ops[{index}].conv2d.{'bias' if op.bias else 'activation'}"
+            raise config.problem(key, f"the {target} target has no bias or activation yet (the c and hvx float32 "
+                                      f"kernels have them): drop it or build for those targets")
 
 
 def load_config(path: str | Path, catalog: M.Catalog) -> Config:
@@ -275,8 +292,28 @@ class _Checker:
             output_layout = self.layout(output_keys, output_spec, ACTIVATION_DIMS, out_shape)
         if filter_layout is None or output_layout is None:
             return None
+        clamp, activation = self.activation((*keys, "activation"), c.activation)
+        if self.model.dtype == "uint8" and (c.bias or clamp is not None):
+            self.problem((*keys, "bias" if c.bias else "activation"), "expected no bias or activation with dtype "
+                         "uint8: its requantized epilogue is not implemented yet (float32 and float16 have it)")
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
-                      filter_layout=filter_layout, output_layout=output_layout)
+                      filter_layout=filter_layout, output_layout=output_layout, bias=c.bias, clamp=clamp,
+                      activation=activation)
+
+    def activation(self, keys: tuple, spec: str | list[float]) -> tuple[tuple[float, float] | None, str]:
+        """The activation as a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6])."""
+        if spec == "none":
+            return None, "none"
+        if spec == "relu":
+            return (0.0, math.inf), "relu"
+        if spec == "relu6":
+            return (0.0, 6.0), "relu6"
+        lo, hi = float(spec[0]), float(spec[1])
+        if max(abs(lo), abs(hi)) > FLOAT_MAX["float32"]:
+            self.problem(keys, f"expected clamp bounds a float32 holds, got [{lo:g}, {hi:g}]")
+        elif lo > hi:
+            self.problem(keys, f"expected a clamp [lo, hi] with lo <= hi, got [{lo:g}, {hi:g}]")
+        return (lo, hi), f"clamp[{lo:g}, {hi:g}]"
 
     def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:

@@ -67,6 +67,10 @@ class Conv2dModel(StrictModel):
     pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], "
                                                 "'same' or 'valid'")
     dilation: IntPair = Field(default=1, description="a positive int or [h, w]")
+    bias: StrictBool = Field(default=False, description="true or false: add one value per output channel (a "
+                                                        "kernel argument like the filter)")
+    activation: Union[Literal["none", "relu", "relu6"], conlist(Number, min_length=2, max_length=2)] = Field(
+        default="none", description="'none', 'relu', 'relu6' or [lo, hi] (a clamp), applied after the bias")
     filter_layout: LayoutSpec = Field(default="OIHW", description=LAYOUT_HELP)
     output_layout: Union[LayoutSpec, None] = Field(
         default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "

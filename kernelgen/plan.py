@@ -154,6 +154,10 @@ class OpGeometry:
     pad: tuple[int, int, int, int]  # top, left, bottom, right
     dilation: tuple[int, int]
     flops: int  # 2 * multiply-adds
+    # The epilogue, in this order: + bias (tensor bias<index>), then the activation as a clamp.
+    bias: bool = False
+    clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
+    activation: str = "none"
 
     def __post_init__(self) -> None:
         assert min(self.in_shape + self.out_shape + self.kernel + self.stride + self.dilation) >= 1, self

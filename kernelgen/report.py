@@ -24,10 +24,11 @@ def _tensor_rows(plan: Plan) -> list[tuple[str, str, str, str, str, str]]:
         rows.append(("Padded Input", "Logical", "NHWC", _shape(padded_shape) + " (zeros added in the cache read)", "", ""))
     # Seed 000's order: each filter, then the tensor its op produces.
     result = [first]
-    for index, filt in enumerate(plan.tensors[1:-1]):
+    for index, filt in enumerate(t for t in plan.tensors[1:-1] if t.name.startswith("filter")):
         result.append(filt)
         if index < len(plan.intermediates):
             result.append(plan.intermediates[index])
+    result += [t for t in plan.tensors if t.name.startswith("bias")]
     result.append(plan.tensors[-1])
     for tensor in result:
         title = "Packed Input" if tensor.name == "input" else tensor.title
@@ -108,16 +109,24 @@ def _search_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def _epilogue_text(op) -> str:
+    """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
+    steps = (["+ bias"] if op.bias else []) + ([op.activation] if op.clamp is not None else [])
+    return f", then {', '.join(steps)}" if steps else ""
+
+
 def _summary_lines(plan: Plan) -> list[str]:
     lines = [f"schedule: {_schedule_text(plan)}", *_search_lines(plan)]
     for op in plan.ops:
         lines.append(f"conv2d #{op.index}: {_shape(op.in_shape)} -> {_shape(op.out_shape)}, kernel {op.kernel[0]}x"
-                     f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}, dilation {list(op.dilation)}")
+                     f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}, dilation {list(op.dilation)}"
+                     + _epilogue_text(op))
     lines.append(f"FLOPs: {plan.flops} useful, {plan.executed_flops} executed "
                  f"({plan.executed_flops / plan.flops:.2f}x, halo rows and chain recompute)")
     t = plan.traffic
     lines.append(f"traffic between memory and caches: {t.total} bytes (input {t.input_bytes}, filters "
-                 f"{t.filter_bytes}, output {t.output_bytes})")
+                 f"{'and biases ' if any(op.bias for op in plan.ops) else ''}{t.filter_bytes}, output "
+                 f"{t.output_bytes})")
     if plan.halo == "reuse":
         lines.append(f"halo reuse: input bytes loaded {t.input_bytes} with reuse, {plan.reload_input_bytes} without "
                      f"({plan.reload_input_bytes - t.input_bytes} saved)")
@@ -194,7 +203,8 @@ def json_report(plan: Plan) -> dict[str, Any]:
                     "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},
         "ops": [{"index": o.index, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
                  "kernel": list(o.kernel), "stride": list(o.stride), "pad": list(o.pad),
-                 "dilation": list(o.dilation), "flops": o.flops} for o in plan.ops],
+                 "dilation": list(o.dilation), "flops": o.flops, "bias": o.bias, "activation": o.activation}
+                for o in plan.ops],
         "tensors": tensors,
         "caches": [{"name": c.name, "elements": c.elements, "bytes": c.bytes, "logical_shape": list(c.logical_shape),
                     "physical_layout": c.physical_layout, "physical_shape": list(c.physical_shape),

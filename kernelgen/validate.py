@@ -45,8 +45,12 @@ def make_inputs(plan: Plan, rng: np.random.Generator) -> Inputs:
     logical, physical = [], []
     for tensor in plan.tensors[:-1]:
         shape = tensor.logical_shape
-        # Filters scaled by 1/sqrt(fan-in) keep chain activations near unit size.
-        scale = 1.0 if tensor.name == "input" else float(np.sqrt(3.0 / (shape[1] * shape[2] * shape[3])))
+        # Filters scaled by 1/sqrt(fan-in) keep chain activations near unit size; biases of half that
+        # size move outputs across a relu's or clamp's bounds without swamping the conv.
+        if tensor.name.startswith("filter"):
+            scale = float(np.sqrt(3.0 / (shape[1] * shape[2] * shape[3])))
+        else:
+            scale = 0.5 if tensor.name.startswith("bias") else 1.0
         values = (rng.uniform(-1.0, 1.0, size=shape) * scale).astype(np.float32)
         logical.append(values)
         physical.append(np.ascontiguousarray(tensor.layout.pack(values)))
@@ -60,8 +64,11 @@ def compare(config: Config, plan: Plan, target: str, seed: int, inputs: Inputs, 
     accumulate_roundoff: unit roundoff of the arithmetic (2^-24 for float32 math);
     storage_roundoff: unit roundoff of stored intermediates/outputs (2^-11 for half storage).
     """
-    expected, bound = reference.chain_error_bound(config, inputs.logical[0], list(inputs.logical[1:]),
-                                                  accumulate_roundoff, storage_roundoff)
+    named = dict(zip((t.name for t in plan.tensors[:-1]), inputs.logical))
+    filters = [named[f"filter{j}"] for j in range(1, len(config.ops) + 1)]
+    biases = [named.get(f"bias{j}") for j in range(1, len(config.ops) + 1)]
+    expected, bound = reference.chain_error_bound(config, named["input"], filters, accumulate_roundoff,
+                                                  storage_roundoff, biases=biases)
     layout = plan.tensors[-1].layout
     got = layout.unpack(output).astype(np.float64)
     error = np.abs(got - expected)

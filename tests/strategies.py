@@ -39,6 +39,7 @@ ACTIVATION_LAYOUTS = [
     {"map": "nhwc-8c", "pad_value": "undef"},
     {"map": "nchw-4h", "pad_value": 0},
 ]
+EPILOGUE_TARGETS = ("c", "hvx")  # the others refuse bias and activation for now (issue 19)
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 
@@ -98,6 +99,9 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
               "dilation": list(dilation), "filter_layout": draw(st.sampled_from(FILTER_LAYOUTS))}
         if index and draw(st.booleans()):
             op["output_layout"] = draw(st.sampled_from(layouts))
+        if target in EPILOGUE_TARGETS:  # bias and activation, where the target fuses them
+            op["bias"] = draw(st.booleans())
+            op["activation"] = draw(st.sampled_from(["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0]]))
         ops.append({"conv2d": op})
         flops += 2 * math.prod(out) * channels * kernel[0] * kernel[1]
         shapes.append(out)

@@ -62,6 +62,21 @@ MATRIX = {
                                   "{map: nhwc-8c, pad_value: 1.5}", "{map: nhwc-8c, pad_value: 0}", "{h_block: 4}"),
     "pad_value_undef_output": ([1, 9, 9, 10], ["{out_channels: 12, kernel: 3, pad: 1}"],
                                "{map: nhwc-8c, pad_value: undef}", "{map: nhwc-8c, pad_value: undef}", "{h_block: 4}"),
+    # Epilogues (issue 19): bias and activation fused into the store of each op.
+    "bias_relu6_then_clamp_chain_padded": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, pad: 1, bias: true, "
+                                                           "activation: relu6}",
+                                                           "{out_channels: 5, kernel: 3, pad: 2, bias: true, "
+                                                           "activation: [-0.25, 0.5]}"],
+                                           "NHWC", "NHWC", "{k_block: 4, h_block: 4}"),
+    # the output's channel padding must stay 0 (no overcompute through a bias), a block tail has no bias
+    "bias_relu_blocked_channel_tail": ([1, 8, 8, 12], ["{out_channels: 10, kernel: 3, pad: 1, bias: true, "
+                                                       "activation: relu}"],
+                                       "NHWC", "{map: nhwc-8c, pad_value: 0}", "{k_block: 8}"),
+    "relu_only_chain_halo_reuse": ([1, 14, 9, 8], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
+                                                   "{out_channels: 6, kernel: 3, pad: 1, activation: relu}"],
+                                   "NHWC", "NHWC", "{h_block: 2, h_split: 2, halo: reuse}"),
+    "bias_double_buffer_w_split": ([1, 12, 16, 8], ["{out_channels: 12, kernel: 3, pad: 1, bias: true}"], "NHWC",
+                                   "NHWC", "{h_block: 4, h_split: 1, w_block: 4, w_split: 2, pipeline: double_buffer}"),
     # a pad_value on a layout with no padding slots: nothing to fill (once emitted `if () {`)
     "pad_value_without_padding": ([1, 5, 6, 3], ["{out_channels: 4, kernel: 3, pad: 1}"], "NHWC",
                                   '{map: "n, h, w, c -> n, h, w, c", pad_value: 0}', "{}"),

@@ -215,3 +215,16 @@ def test_a_config_file_name_that_is_not_utf8_builds(repo, tmp_path):
     banner = (tmp_path / "out" / "seed000_3x3" / "c" / "seed000_3x3.c").read_text().splitlines()[0]
     assert "from caf\\xe9.yaml" in banner  # printable in the source
     assert b"caf\xe9.yaml" in (tmp_path / "out" / "kernels.d").read_bytes()  # make needs the real name
+
+
+def test_a_target_without_epilogues_refuses_bias_at_its_key(tmp_path):
+    """Issue 19 so far: c and hvx float32 fuse bias and activation; opencl and vulkan say they cannot
+    (exit 2 at the op's key) instead of emitting a kernel that drops them."""
+    config = tmp_path / "bias.yaml"
+    config.write_text("name: bias\ninput: {shape: [1, 8, 8, 4]}\nops:\n"
+                      "  - conv2d: {out_channels: 4, kernel: 3, pad: 1, activation: relu}\n")
+    for target in ("opencl", "vulkan"):
+        result = runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")])
+        assert result.exit_code == 2, result.output
+        assert f"4:62: ops[0].conv2d.activation: the {target} target has no bias or activation yet" in result.output
+    assert runner.invoke(main, ["build", str(config), "--target", "c", "-o", str(tmp_path / "out")]).exit_code == 0

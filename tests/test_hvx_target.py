@@ -19,6 +19,7 @@ from conftest import requires_tool
 
 from kernelgen.targets import TARGETS
 from kernelgen.cli import main
+from kernelgen.errors import ConfigError
 from kernelgen.api import load_config, parse_config
 from kernelgen.quant import requantization
 from kernelgen.targets.hvx.plan import hvx_plan
@@ -199,6 +200,26 @@ def test_float32_chain_runs_under_qemu(extra):
             "targets: [hvx]\n")
     result = TARGETS["hvx"].validate(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*TOOLS)
+def test_float32_bias_and_activations_run_under_qemu():
+    """The scalar float32 kernel is the plan's loop nest, epilogue included; the qf32 variant has none
+    yet, so it is left out (with a note) rather than emitted without the bias."""
+    text = ("name: f32_epilogue\ninput: {shape: [1, 10, 8, 40], layout: nhwc-8h8w32c}\nops:\n"
+            "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, bias: true, activation: relu6, "
+            "filter_layout: oihw-8i32o4i}\n"
+            "  - conv2d: {out_channels: 20, kernel: 3, pad: 1, bias: true, activation: [-0.3, 0.4], "
+            "filter_layout: oihw-8i32o4i}\n"
+            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 1}\ntargets: [hvx]\n")
+    config = parse_config(text, "f32_epilogue.yaml")
+    the_plan = hvx_plan(config, plan(config))
+    assert the_plan.qf32 is None and any("no qf32 variant with a bias" in note for note in the_plan.notes)
+    result = TARGETS["hvx"].validate(config, 7)
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    with pytest.raises(ConfigError, match="hvx.float_compute: expected 'scalar' with a bias"):
+        qf32 = parse_config(text + "hvx: {float_compute: qf32}\n", "q.yaml")
+        hvx_plan(qf32, plan(qf32))
 
 
 @requires_tool(*TOOLS)

@@ -43,6 +43,8 @@ LOADER_ONLY = {
     "pad_value_uint8": "the pad value's range depends on dtype",
     "pad_value_nan": "JSON has no NaN: a finite-number rule cannot be written in JSON Schema",
     "scale_nan_weight": "JSON has no NaN: a finite-number rule cannot be written in JSON Schema",
+    "activation_reversed": "a clamp's two bounds against each other",
+    "bias_uint8": "the epilogue against the dtype",
 }
 
 

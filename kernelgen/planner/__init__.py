@@ -25,7 +25,7 @@ import math
 from dataclasses import replace
 
 from ..config import Config
-from ..layout import PadKind
+from ..layout import PadKind, parse_layout
 from ..plan import Cache, Function, Node, OpGeometry, Param, Plan, StripeParts, Tensor
 from .builder import StripeBuilder
 from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, allocate, geometry, shapes, stripes,
@@ -39,6 +39,7 @@ __all__ = ["compose_stripes", "fitted_config", "plan"]
 
 # Kernels index the workspace with 32-bit ints (C int, OpenCL int, GLSL int).
 WORKSPACE_LIMIT = 2 ** 31 - 1
+BIAS_LAYOUT = parse_layout("O", ("o",))  # a bias: one value per output channel, contiguous
 
 C_TYPES = {"float32": "float", "float16": "_Float16", "uint8": "uint8_t"}
 ZERO = {"float32": "0.0f", "float16": "0.0f", "uint8": "0"}
@@ -74,6 +75,9 @@ def plan(config: Config) -> Plan:
         filt = (op.out_channels, shape_list[j - 1][3], *op.kernel)
         tensors.append(Tensor(name=f"filter{j}", title=f"Filter {j}", logical_layout="OIHW",
                               layout=op.filter_layout.bind(filt)))
+    # Biases after the filters (tensors[j] stays filter j): one value per output channel.
+    tensors += [Tensor(name=f"bias{j}", title=f"Bias {j}", logical_layout="O", layout=BIAS_LAYOUT.bind((op.out_channels,)))
+                for j, op in enumerate(config.ops, start=1) if op.bias]
     tensors.append(Tensor(name="output", title="Output", logical_layout="NHWC",
                           layout=config.ops[-1].output_layout.bind(shape_list[-1])))
     intermediates = tuple(
@@ -110,7 +114,8 @@ def plan(config: Config) -> Plan:
         macs = math.prod(shape_list[j]) * shape_list[j - 1][3] * op.kernel[0] * op.kernel[1]
         flops += 2 * macs
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
-                             stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs))
+                             stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs, bias=op.bias,
+                             clamp=op.clamp, activation=op.activation))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)
     return Plan(name=config.name, config_path=config.path, dtype=config.dtype, ctype=ctype, element_bytes=ebytes,

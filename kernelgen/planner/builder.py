@@ -9,6 +9,7 @@ from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan import Guard, Loop, Node, PadStrategy, Section, Stmt, Tensor
 from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels
+from .packing import c_float
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
 
@@ -46,7 +47,9 @@ class StripeBuilder:
         out_layout = tensors[-1].layout
         c_axis = out_layout.layout.dims.index("c")
         self.output_pad_by_overcompute = False
-        if out_layout.layout.pad_kind is PadKind.VALUE and out_layout.layout.pad_value == 0.0:
+        # (an epilogue would turn those zeros into bias values or a clamp's bound)
+        if (out_layout.layout.pad_kind is PadKind.VALUE and out_layout.layout.pad_value == 0.0
+                and not config.ops[-1].epilogue):
             try:
                 cover = padding_cover(out_layout)
             except LayoutError:  # padding not enumerable per dim: the fill pass decides (and reports it)
@@ -203,7 +206,8 @@ class StripeBuilder:
         if not last and row_checks + col_checks:
             # Positions in the consumer's padding get zeros: the accumulators stay 0 there.
             reduction = Guard(cond=" && ".join(row_checks + col_checks), body=(reduction,))
-        store: Node = Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
+        store = self._epilogue(j, op, dst, d_index, k_global, bounds,
+                               padding=[] if last else row_checks + col_checks)
         if last:
             store_limit = channel_cover(self.tensors[-1].layout) if self.output_pad_by_overcompute else out_k
         else:
@@ -223,6 +227,33 @@ class StripeBuilder:
             columns = (Guard(cond=" && ".join(row_checks), body=columns),)
         return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), body=(
             Loop(var="ko_inner", extent=k_split, body=(Loop(var="oh", extent=geo.rows[j], body=columns),)),))
+
+    def _epilogue(self, j: int, op, dst: str, d_index: str, k: E.Expr, bounds: dict, padding: list[str]) -> Node:
+        """acc -> stored value: + bias, then the activation's clamp; positions in the consumer's padding
+        (an intermediate's zeros) store 0, not the epilogue of 0."""
+        if not op.epilogue:
+            return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
+        ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
+        lines = []
+        if op.bias:
+            # channels past the tensor (a block's tail, the consumer's channel padding) have no bias
+            term = f"bias{j}[{E.to_c(k)}]"
+            if _cond([(k, "<", out_k)], bounds):
+                term = f"({E.to_c(k)} < {out_k} ? {term} : {self.zero})"
+            lines.append(f"{ctype} v = acc[ki] + {term};")
+        else:
+            lines.append(f"{ctype} v = acc[ki];")
+        if op.clamp is not None:
+            lo, hi = op.clamp
+            if lo > -math.inf:
+                lines.append(f"v = v > {c_float(lo)} ? v : {c_float(lo)};")
+            if hi < math.inf:
+                lines.append(f"v = v < {c_float(hi)} ? v : {c_float(hi)};")
+        value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
+        lines.append(f"{dst}[{d_index}] = {value};")
+        summary = f"{dst}[...] = {op.activation}(acc[ki]{' + bias' if op.bias else ''})".replace("none(", "(")
+        return Section(label=f"epilogue of conv2d #{j}: {'bias, ' if op.bias else ''}{op.activation}",
+                       body=tuple(Stmt(code=line, summary=summary) for line in lines))
 
     def _window_of(self, index: int, rows: int, cols: int, channels: int) -> TensorLayout:
         layout = self.source_layouts[index]

@@ -94,7 +94,8 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
         # Earlier ops compute all their channels once per output-channel stripe (seed 000's order).
         channels = k_j * cut.ko_extent if j < n_ops else k_j
         macs += rows_in(j) * cols_in(j) * channels * taps
-        f_elems += cut.ho_extent * cut.wo_extent * channels * taps
+        # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
+        f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))
     _, h0, _, c0 = shape_list[0]
     reload_rows = rows_in(0)
     loaded_rows = reload_rows

@@ -26,13 +26,13 @@ import re
 from dataclasses import dataclass
 
 from ... import expr as E
-from ...config import Config
+from ...config import Config, require_no_epilogue
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
 from .code import conv_kernel, pad_kernel
 from .model import ConvOp, Kernel, Storage
-from .options import opencl_options
+from .options import NAME, opencl_options
 
 # PoCL's CL_DEVICE_IMAGE2D_MAX_WIDTH x HEIGHT here; Adreno-class GPUs take 16384.
 DEFAULT_IMAGE_LIMIT = (8192, 8192)
@@ -95,6 +95,7 @@ class OpenCLPlan:
 # ---------------------------------------------------------------- planning
 
 def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
+    require_no_epilogue(config, NAME)
     o = opencl_options(config)
     variant, kind = variant_of(config)
     texel_filters = kind == "texels"
