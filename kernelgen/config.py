@@ -35,6 +35,7 @@ class Conv2d:
     dilation: tuple[int, int]
     filter_layout: Layout
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
+    groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
@@ -89,13 +90,13 @@ class Config:
         return ConfigError([ConfigProblem(self.path, line, column, key, message)])
 
 
-def require_no_epilogue(config: Config, target: str) -> None:
-    """For a target whose kernels have no bias or activation yet: a config error at the first one."""
+def require_dense_without_epilogue(config: Config, target: str) -> None:
+    """For a target whose kernels have no grouped conv, bias or activation yet: a config error at the first."""
     for index, op in enumerate(config.ops):
-        if op.epilogue:
-            key = f"ops[{index}].conv2d.{'bias' if op.bias else 'activation'}"
-            raise config.problem(key, f"the {target} target has no bias or activation yet (the c and hvx float32 "
-                                      f"kernels have them): drop it or build for those targets")
+        if op.groups > 1 or op.epilogue:
+            key = f"ops[{index}].conv2d.{'groups' if op.groups > 1 else 'bias' if op.bias else 'activation'}"
+            raise config.problem(key, f"the {target} target has no grouped conv, bias or activation yet (the c and "
+                                      f"hvx float32 kernels have them): drop it or build for those targets")
 
 
 def load_config(path: str | Path, catalog: M.Catalog) -> Config:
@@ -268,7 +269,11 @@ class _Checker:
                                                 f"{name}), got {stride[axis]}")
                 return None
         out_shape = (n, (padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1, out_channels)
-        filter_shape = (out_channels, channels, kernel[0], kernel[1])
+        if channels % c.groups or out_channels % c.groups:
+            self.problem((*keys, "groups"), f"expected a divisor of the {channels} input and {out_channels} output "
+                                            f"channels, got {c.groups}")
+            return None
+        filter_shape = (out_channels, channels // c.groups, kernel[0], kernel[1])
         if not (self.fits(keys, out_shape, "its output") and self.fits((*keys, "kernel"), filter_shape, "its filter")):
             return None
         filter_layout = self.layout((*keys, "filter_layout"), c.filter_layout, FILTER_DIMS,
@@ -293,12 +298,13 @@ class _Checker:
         if filter_layout is None or output_layout is None:
             return None
         clamp, activation = self.activation((*keys, "activation"), c.activation)
-        if self.model.dtype == "uint8" and (c.bias or clamp is not None):
-            self.problem((*keys, "bias" if c.bias else "activation"), "expected no bias or activation with dtype "
-                         "uint8: its requantized epilogue is not implemented yet (float32 and float16 have it)")
+        if self.model.dtype == "uint8" and (c.bias or clamp is not None or c.groups > 1):
+            key = "groups" if c.groups > 1 else "bias" if c.bias else "activation"
+            self.problem((*keys, key), "expected no groups, bias or activation with dtype uint8: the quantized "
+                                       "kernels do not have them yet (float32 and float16 do)")
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
-                      filter_layout=filter_layout, output_layout=output_layout, bias=c.bias, clamp=clamp,
-                      activation=activation)
+                      filter_layout=filter_layout, output_layout=output_layout, groups=c.groups, bias=c.bias,
+                      clamp=clamp, activation=activation)
 
     def activation(self, keys: tuple, spec: str | list[float]) -> tuple[tuple[float, float] | None, str]:
         """The activation as a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6])."""

@@ -67,6 +67,9 @@ class Conv2dModel(StrictModel):
     pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], "
                                                 "'same' or 'valid'")
     dilation: IntPair = Field(default=1, description="a positive int or [h, w]")
+    groups: Count = Field(default=1, description="a positive int dividing the input and output channels: "
+                                                 "channels split into that many independent convs (groups equal "
+                                                 "to the input channels: depthwise)")
     bias: StrictBool = Field(default=False, description="true or false: add one value per output channel (a "
                                                         "kernel argument like the filter)")
     activation: Union[Literal["none", "relu", "relu6"], conlist(Number, min_length=2, max_length=2)] = Field(

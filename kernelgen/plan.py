@@ -154,6 +154,7 @@ class OpGeometry:
     pad: tuple[int, int, int, int]  # top, left, bottom, right
     dilation: tuple[int, int]
     flops: int  # 2 * multiply-adds
+    groups: int = 1  # channels split into independent convs; in_channels == groups: depthwise
     # The epilogue, in this order: + bias (tensor bias<index>), then the activation as a clamp.
     bias: bool = False
     clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)

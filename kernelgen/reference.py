@@ -12,7 +12,16 @@ FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
-    """NHWC x OIHW -> NHWC in float64; zero padding, stride and dilation as the op says."""
+    """NHWC x OIHW -> NHWC in float64; zero padding, stride, dilation and groups as the op says
+    (w is [K, C / groups, kh, kw]: output channel k reads the input channels of group k // (K / groups))."""
+    if op.groups > 1:
+        kg, cg = w.shape[0] // op.groups, x.shape[3] // op.groups
+        return np.concatenate([_dense(x[..., g * cg:(g + 1) * cg], w[g * kg:(g + 1) * kg], op)
+                               for g in range(op.groups)], axis=3)
+    return _dense(x, w, op)
+
+
+def _dense(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     top, left, bottom, right = op.pad
     xp = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
     (sh, sw), (dh, dw), (kh, kw) = op.stride, op.dilation, op.kernel

@@ -112,7 +112,11 @@ def _search_lines(plan: Plan) -> list[str]:
 def _epilogue_text(op) -> str:
     """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
     steps = (["+ bias"] if op.bias else []) + ([op.activation] if op.clamp is not None else [])
-    return f", then {', '.join(steps)}" if steps else ""
+    depthwise = op.groups == op.in_channels
+    grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"
+               + (f" (channel multiplier {op.out_channels // op.in_channels})" if depthwise and
+                  op.out_channels > op.in_channels else "")) if op.groups > 1 else ""
+    return grouped + (f", then {', '.join(steps)}" if steps else "")
 
 
 def _summary_lines(plan: Plan) -> list[str]:
@@ -203,7 +207,8 @@ def json_report(plan: Plan) -> dict[str, Any]:
                     "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},
         "ops": [{"index": o.index, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
                  "kernel": list(o.kernel), "stride": list(o.stride), "pad": list(o.pad),
-                 "dilation": list(o.dilation), "flops": o.flops, "bias": o.bias, "activation": o.activation}
+                 "dilation": list(o.dilation), "flops": o.flops, "groups": o.groups, "bias": o.bias,
+                 "activation": o.activation}
                 for o in plan.ops],
         "tensors": tensors,
         "caches": [{"name": c.name, "elements": c.elements, "bytes": c.bytes, "logical_shape": list(c.logical_shape),

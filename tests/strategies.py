@@ -38,6 +38,7 @@ ACTIVATION_LAYOUTS = [
     {"map": "n, h, w, c -> n, c, h, w"},
     {"map": "nhwc-8c", "pad_value": "undef"},
     {"map": "nchw-4h", "pad_value": 0},
+    {"map": "nhwc-8c", "pad_value": 0},
 ]
 EPILOGUE_TARGETS = ("c", "hvx")  # the others refuse bias and activation for now (issue 19)
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
@@ -93,17 +94,26 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
             kernel, dilation = (1, 1), (1, 1)
             span = (1, 1)
         stride = tuple(min(s, p) for s, p in zip(stride, padded))
-        out = (n, (padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1,
-               draw(st.integers(1, max_channels)))
+        out_channels = draw(st.integers(1, max_channels))
+        groups = 1
+        if target in EPILOGUE_TARGETS and draw(st.integers(0, 3)) == 0:  # grouped: depthwise, or a divisor
+            groups = draw(st.sampled_from(sorted({channels, math.gcd(channels, out_channels)})))
+            if groups == channels:  # depthwise, channel multiplier 1 or 2
+                out_channels = channels * draw(st.integers(1, 2))
+            elif out_channels % groups:
+                groups = 1
+        out = (n, (padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1, out_channels)
         op = {"out_channels": out[3], "kernel": list(kernel), "stride": list(stride), "pad": pad_spec,
               "dilation": list(dilation), "filter_layout": draw(st.sampled_from(FILTER_LAYOUTS))}
+        if groups > 1:
+            op["groups"] = groups
         if index and draw(st.booleans()):
             op["output_layout"] = draw(st.sampled_from(layouts))
         if target in EPILOGUE_TARGETS:  # bias and activation, where the target fuses them
             op["bias"] = draw(st.booleans())
             op["activation"] = draw(st.sampled_from(["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0]]))
         ops.append({"conv2d": op})
-        flops += 2 * math.prod(out) * channels * kernel[0] * kernel[1]
+        flops += 2 * math.prod(out) * channels // groups * kernel[0] * kernel[1]
         shapes.append(out)
     data = {"name": name, "dtype": dtype, "input": {"shape": [n, h, w, c], "layout": draw(st.sampled_from(layouts))},
             "ops": ops, "output": {"layout": draw(st.sampled_from(layouts))}, "targets": [target]}

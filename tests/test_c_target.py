@@ -77,6 +77,22 @@ MATRIX = {
                                    "NHWC", "NHWC", "{h_block: 2, h_split: 2, halo: reuse}"),
     "bias_double_buffer_w_split": ([1, 12, 16, 8], ["{out_channels: 12, kernel: 3, pad: 1, bias: true}"], "NHWC",
                                    "NHWC", "{h_block: 4, h_split: 1, w_block: 4, w_split: 2, pipeline: double_buffer}"),
+    # an output channel block (8c, pad 0) wider than the channel stripes: the padding channels 12..15 need
+    # the fill loop (the stripes stop at 12; found by the grouped case below)
+    "pad_value0_stripes_short_of_channel_block": ([1, 8, 7, 12], ["{out_channels: 12, kernel: 1}"], "NHWC",
+                                                  "{map: nhwc-8c, pad_value: 0}", "{k_block: 4}"),
+    # Grouped and depthwise convs (issue 19): each output channel reads its own group's channels.
+    "inverted_residual_fused": ([1, 10, 9, 8], ["{out_channels: 24, kernel: 1, bias: true, activation: relu6}",
+                                                "{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, "
+                                                "activation: relu6}", "{out_channels: 8, kernel: 1, bias: true}"],
+                                "NHWC", "NHWC", "{k_block: 8, h_block: 4}"),
+    "depthwise_stride2_multiplier2_blocked": ([1, 11, 9, 6], ["{out_channels: 12, kernel: 3, stride: 2, pad: 1, "
+                                                              "groups: 6}"], BLOCKED, BLOCKED, "{k_block: 8}"),
+    "depthwise_dilated_nchw": ([1, 12, 12, 5], ["{out_channels: 5, kernel: 3, dilation: 2, pad: 2, groups: 5}"],
+                               "NCHW", "NCHW", "{h_block: 4, h_split: 2}"),
+    "grouped_4_chain_pad_value": ([1, 8, 7, 12], ["{out_channels: 8, kernel: 3, pad: 1, groups: 4, "
+                                                  "activation: relu}", "{out_channels: 12, kernel: 1, groups: 4}"],
+                                  "{map: nhwc-8c, pad_value: 0}", "{map: nhwc-8c, pad_value: 0}", "{k_block: 4}"),
     # a pad_value on a layout with no padding slots: nothing to fill (once emitted `if () {`)
     "pad_value_without_padding": ([1, 5, 6, 3], ["{out_channels: 4, kernel: 3, pad: 1}"], "NHWC",
                                   '{map: "n, h, w, c -> n, h, w, c", pad_value: 0}', "{}"),

@@ -45,6 +45,7 @@ LOADER_ONLY = {
     "scale_nan_weight": "JSON has no NaN: a finite-number rule cannot be written in JSON Schema",
     "activation_reversed": "a clamp's two bounds against each other",
     "bias_uint8": "the epilogue against the dtype",
+    "groups_not_dividing": "groups against the channel counts",
 }
 
 

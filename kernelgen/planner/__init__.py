@@ -72,7 +72,7 @@ def plan(config: Config) -> Plan:
     tensors = [Tensor(name="input", title="Input", logical_layout="NHWC",
                       layout=config.input_layout.bind(shape_list[0]))]
     for j, op in enumerate(config.ops, start=1):
-        filt = (op.out_channels, shape_list[j - 1][3], *op.kernel)
+        filt = (op.out_channels, shape_list[j - 1][3] // op.groups, *op.kernel)
         tensors.append(Tensor(name=f"filter{j}", title=f"Filter {j}", logical_layout="OIHW",
                               layout=op.filter_layout.bind(filt)))
     # Biases after the filters (tensors[j] stays filter j): one value per output channel.
@@ -111,10 +111,11 @@ def plan(config: Config) -> Plan:
 
     ops, flops = [], 0
     for j, op in enumerate(config.ops, start=1):
-        macs = math.prod(shape_list[j]) * shape_list[j - 1][3] * op.kernel[0] * op.kernel[1]
+        macs = math.prod(shape_list[j]) * shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]
         flops += 2 * macs
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
-                             stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs, bias=op.bias,
+                             stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs, groups=op.groups,
+                             bias=op.bias,
                              clamp=op.clamp, activation=op.activation))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)

@@ -54,8 +54,10 @@ class StripeBuilder:
                 cover = padding_cover(out_layout)
             except LayoutError:  # padding not enumerable per dim: the fill pass decides (and reports it)
                 cover = out_layout.logical_shape
+            # ... and only when the channel stripes reach the padding channels (k_block 4 under an 8c
+            # layout with 12 channels stops at 12: the fill loop must write 12..15)
             self.output_pad_by_overcompute = (
-                cover[c_axis] > shape_list[-1][3]
+                cover[c_axis] > shape_list[-1][3] and cut.ko_extent * cut.channels >= cover[c_axis]
                 and all(g == n for i, (g, n) in enumerate(zip(cover, out_layout.logical_shape)) if i != c_axis))
 
     def bounds(self) -> dict[str, tuple[int, int]]:
@@ -144,8 +146,9 @@ class StripeBuilder:
     def _filter_read(self, j: int, ko_var: str, out_k: int, produced: int) -> Node:
         ks_ch = self.cut.channels
         window, tensor = self.win.filters[j - 1], self.tensors[j].layout
-        in_c, kernel = self.shape_list[j - 1][3], self.config.ops[j - 1].kernel
-        reduce = self.reduce_channels[j - 1]
+        groups = self.config.ops[j - 1].groups
+        in_c, kernel = self.shape_list[j - 1][3] // groups, self.config.ops[j - 1].kernel  # per group
+        reduce = self.reduce_channels[j - 1] // groups
         bounds = {ko_var: (0, math.ceil(produced / ks_ch) - 1), "fk": (0, ks_ch - 1), "fc": (0, reduce - 1),
                   "fh": (0, kernel[0] - 1), "fw": (0, kernel[1] - 1)}
         k = E.add(E.mul(E.Var(ko_var), ks_ch), E.Var("fk"))
@@ -167,7 +170,8 @@ class StripeBuilder:
         op = config.ops[j - 1]
         _, out_h, out_w, out_k = self.shape_list[j]
         k_split, k_block = config.schedule.k_split, config.schedule.k_block
-        reduce = self.reduce_channels[j - 1]
+        groups = op.groups
+        reduce = self.reduce_channels[j - 1] // groups  # a group's input channels (all of them: groups 1)
         ks_ch = cut.channels
         produced = out_k if last else max(out_k, self.reduce_channels[j])
         bounds = self.bounds() | {
@@ -188,7 +192,11 @@ class StripeBuilder:
         src_bounds = bounds
         if cut.wo_extent == 1 and not last:
             src_bounds = bounds | {"ow": (-geo.col_start[j].value, -geo.col_start[j].value + out_w - 1)}
-        src_index = src_layout.offset_c({"n": E.Const(0), "h": in_row, "w": in_col, "c": E.Var("rc")}, src_bounds)
+        channel: E.Expr = E.Var("rc")
+        if groups > 1:  # output channel k reads its group's input channels: k // (K / G) * (C / G) + rc
+            group_of_k = E.floordiv(k_global, out_k // groups)
+            channel = E.add(E.mul(group_of_k, reduce), E.Var("rc"))
+        src_index = src_layout.offset_c({"n": E.Const(0), "h": in_row, "w": in_col, "c": channel}, src_bounds)
         f_layout = self.win.filters[j - 1]
         f_index = f_layout.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)
         d_index = dst_window.offset_c({"n": E.Const(0), "h": E.Var("oh"), "w": E.Var("ow"),
@@ -198,9 +206,21 @@ class StripeBuilder:
         ctype = ACC_TYPES[config.dtype]
         load = Stmt(code=f"const {ctype} x = {src}[{src_index}];", summary=f"x = {src}[...]")
         mac = Stmt(code=f"acc[ki] += x * filter_cache[{f_index}];", summary="acc[ki] += x * filter_cache[...]")
-        reduction: Node = Loop(var="rh", extent=op.kernel[0], body=(
-            Loop(var="rw", extent=op.kernel[1], body=(
-                Loop(var="rc", extent=reduce, body=(load, Loop(var="ki", extent=k_block, body=(mac,)))),)),))
+        reduction: Node
+        if groups == 1:
+            reduction = Loop(var="rh", extent=op.kernel[0], body=(
+                Loop(var="rw", extent=op.kernel[1], body=(
+                    Loop(var="rc", extent=reduce, body=(load, Loop(var="ki", extent=k_block, body=(mac,)))),)),))
+        else:
+            # Grouped (depthwise: reduce == 1): each output channel reads its own group's inputs, so the
+            # channel loop is outermost and no input value is shared across ki; channels past the tensor
+            # (a block's tail) read nothing.
+            taps: Node = Loop(var="rh", extent=op.kernel[0], body=(
+                Loop(var="rw", extent=op.kernel[1], body=(Loop(var="rc", extent=reduce, body=(load, mac)),)),))
+            k_checks = _cond([(k_global, "<", out_k)], bounds)
+            if k_checks:
+                taps = Guard(cond=k_checks[0], body=(taps,))
+            reduction = Loop(var="ki", extent=k_block, body=(taps,))
         row_checks = _cond([(row, ">=", 0), (row, "<", out_h)], bounds)
         col_checks = _cond([(col, ">=", 0), (col, "<", out_w)], bounds)
         if not last and row_checks + col_checks:

@@ -136,7 +136,9 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
     out = []
     for j, layout in enumerate(sources):
         channels = shape_list[j][3]
-        out.append(channel_cover(layout.bind(shape_list[j])) if layout.pad_kind is PadKind.VALUE else channels)
+        # a grouped conv reads each group's own channels: no run over the padding past the last group
+        overcompute = layout.pad_kind is PadKind.VALUE and config.ops[j].groups == 1
+        out.append(channel_cover(layout.bind(shape_list[j])) if overcompute else channels)
     return tuple(out)
 
 
@@ -145,7 +147,7 @@ def windows(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes
     reduce = reduction_channels(config, shape_list)
     temps = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shape_list[j][3]))
                   for j in range(1, n_ops))
-    filters = tuple(op.filter_layout.bind((cut.channels, reduce[j], *op.kernel))
+    filters = tuple(op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
                     for j, op in enumerate(config.ops))
     return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0], shape_list[0][3])), temps=temps,
                    filters=filters, output=config.ops[-1].output_layout.bind((1, geo.rows[-1], geo.cols[-1],

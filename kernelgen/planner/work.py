@@ -90,7 +90,7 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     for j in range(1, n_ops + 1):
         op = config.ops[j - 1]
         k_j = shape_list[j][3]
-        taps = shape_list[j - 1][3] * op.kernel[0] * op.kernel[1]
+        taps = shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]  # one group's channels
         # Earlier ops compute all their channels once per output-channel stripe (seed 000's order).
         channels = k_j * cut.ko_extent if j < n_ops else k_j
         macs += rows_in(j) * cols_in(j) * channels * taps

@@ -237,16 +237,16 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
-    epilogue = any(op.epilogue for op in config.ops)
+    epilogue = any(op.epilogue or op.groups > 1 for op in config.ops)
     qf32 = (qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse"
                                           and not epilogue) else None)
     notes = []
     if not uint8 and arch in QF32_ARCHES and epilogue:
-        notes.append("no qf32 variant with a bias or an activation yet (its conv helpers store the accumulators as "
-                     "they are); the scalar float32 kernel has them")
+        notes.append("no qf32 variant with a bias, an activation or groups yet (its conv helpers run a dense conv "
+                     "and store the accumulators as they are); the scalar float32 kernel has them")
         if options.float_compute == "qf32":
-            raise config.problem("hvx.float_compute", "expected 'scalar' with a bias or an activation: the qf32 "
-                                                      "variant has no epilogue yet")
+            raise config.problem("hvx.float_compute", "expected 'scalar' with a bias, an activation or groups: the "
+                                                      "qf32 variant has none of them yet")
     if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
         notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
     keep = _ring_keep(config, plan)
