@@ -383,7 +383,8 @@ input:
   layout: nhwc-8h8w32c           # physical layout: a string, or {{map: "n, h, w, c -> ...", pad_value: 0}}
 ops:                             # one conv2d, or a chain (each op reads the previous op's output)
   - conv2d: {{out_channels: 64, kernel: 3, stride: 1, pad: 1, dilation: 1, filter_layout: oihw-8i32o4i,
-              bias: true, activation: relu}}   # activation: none | relu | relu6 | [lo, hi]
+              groups: 1, bias: true, activation: relu}}   # groups: 64 = depthwise; activation: none |
+                                 # relu | relu6 | [lo, hi]
 output:
   layout: nhwc-8h8w32c
 schedule:
