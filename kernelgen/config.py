@@ -37,13 +37,14 @@ class Conv2d:
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
     groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
+    residual: int | None = None  # 0: add the chain's input; None: no residual (earlier ops: not yet)
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
 
     @property
     def epilogue(self) -> bool:
         """Anything between the accumulator and the stored value."""
-        return self.bias or self.clamp is not None
+        return self.bias or self.clamp is not None or self.residual is not None
 
     @property
     def span(self) -> tuple[int, int]:
@@ -91,12 +92,15 @@ class Config:
 
 
 def require_dense_without_epilogue(config: Config, target: str) -> None:
-    """For a target whose kernels have no grouped conv, bias or activation yet: a config error at the first."""
+    """For a target whose kernels have no grouped conv, bias, residual or activation yet: a config error at
+    the first."""
     for index, op in enumerate(config.ops):
         if op.groups > 1 or op.epilogue:
-            key = f"ops[{index}].conv2d.{'groups' if op.groups > 1 else 'bias' if op.bias else 'activation'}"
-            raise config.problem(key, f"the {target} target has no grouped conv, bias or activation yet (the c and "
-                                      f"hvx float32 kernels have them): drop it or build for those targets")
+            key = ("groups" if op.groups > 1 else "bias" if op.bias else "residual" if op.residual is not None
+                   else "activation")
+            raise config.problem(f"ops[{index}].conv2d.{key}",
+                                 f"the {target} target has no grouped conv, bias, residual or activation yet (the c "
+                                 f"and hvx float32 kernels have them): drop it or build for those targets")
 
 
 def load_config(path: str | Path, catalog: M.Catalog) -> Config:
@@ -298,13 +302,33 @@ class _Checker:
         if filter_layout is None or output_layout is None:
             return None
         clamp, activation = self.activation((*keys, "activation"), c.activation)
-        if self.model.dtype == "uint8" and (c.bias or clamp is not None or c.groups > 1):
-            key = "groups" if c.groups > 1 else "bias" if c.bias else "activation"
-            self.problem((*keys, key), "expected no groups, bias or activation with dtype uint8: the quantized "
+        residual = self.residual((*keys, "residual"), c.residual, keys[1], out_shape)
+        if self.model.dtype == "uint8" and (c.bias or clamp is not None or c.groups > 1 or residual is not None):
+            key = ("groups" if c.groups > 1 else "bias" if c.bias else "residual" if residual is not None
+                   else "activation")
+            self.problem((*keys, key), "expected no groups, bias, residual or activation with dtype uint8: the quantized "
                                        "kernels do not have them yet (float32 and float16 do)")
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
                       filter_layout=filter_layout, output_layout=output_layout, groups=c.groups, bias=c.bias,
-                      clamp=clamp, activation=activation)
+                      residual=residual, clamp=clamp, activation=activation)
+
+    def residual(self, keys: tuple, spec: str | int | None, index: int, out_shape: tuple[int, ...]) -> int | None:
+        """0 for the chain's input; a residual must have this op's output shape."""
+        if spec is None:
+            return None
+        if spec != "input":
+            if spec > index:
+                self.problem(keys, f"expected 'input' or an earlier op (1 to {index}), got {spec}")
+            else:
+                self.problem(keys, "expected 'input': a residual from an earlier op's output is not implemented "
+                                   "yet (it lives only in a stripe cache)")
+            return None
+        shape = tuple(self.model.input.shape)
+        if shape != tuple(out_shape):
+            self.problem(keys, f"expected a residual of this op's output shape {list(out_shape)}; the input is "
+                               f"{list(shape)}")
+            return None
+        return 0
 
     def activation(self, keys: tuple, spec: str | list[float]) -> tuple[tuple[float, float] | None, str]:
         """The activation as a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6])."""

@@ -72,8 +72,12 @@ class Conv2dModel(StrictModel):
                                                  "to the input channels: depthwise)")
     bias: StrictBool = Field(default=False, description="true or false: add one value per output channel (a "
                                                         "kernel argument like the filter)")
+    residual: Union[Literal["input"], Count, None] = Field(
+        default=None, description="'input' (add the chain's input) or K (add the output of op K, an earlier op, "
+                                  "1-based): a residual of the same shape, added after the bias")
     activation: Union[Literal["none", "relu", "relu6"], conlist(Number, min_length=2, max_length=2)] = Field(
-        default="none", description="'none', 'relu', 'relu6' or [lo, hi] (a clamp), applied after the bias")
+        default="none", description="'none', 'relu', 'relu6' or [lo, hi] (a clamp), applied after the bias and the "
+                                  "residual")
     filter_layout: LayoutSpec = Field(default="OIHW", description=LAYOUT_HELP)
     output_layout: Union[LayoutSpec, None] = Field(
         default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "

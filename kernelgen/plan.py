@@ -155,8 +155,9 @@ class OpGeometry:
     dilation: tuple[int, int]
     flops: int  # 2 * multiply-adds
     groups: int = 1  # channels split into independent convs; in_channels == groups: depthwise
-    # The epilogue, in this order: + bias (tensor bias<index>), then the activation as a clamp.
+    # The epilogue, in this order: + bias (tensor bias<index>), + residual, then the activation as a clamp.
     bias: bool = False
+    residual: int | None = None  # 0: + the chain's input at the same position
     clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
     activation: str = "none"
 

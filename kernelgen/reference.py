@@ -37,10 +37,13 @@ def _dense(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     return out
 
 
-def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None) -> np.ndarray:
-    """conv + bias, then the activation's clamp (ResNet's and MobileNetV2's order)."""
+def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, chain_input: np.ndarray | None = None
+             ) -> np.ndarray:
+    """conv + bias + residual, then the activation's clamp (ResNet's and MobileNetV2's order)."""
     if op.bias:
         value = value + bias.astype(np.float64)
+    if op.residual == 0:
+        value = value + chain_input.astype(np.float64)
     if op.clamp is not None:
         # the kernels clamp in float32, to the bounds rounded to float32 (0.1 -> 0.100000001...)
         value = np.clip(value, *(float(np.float32(bound)) for bound in op.clamp))
@@ -49,8 +52,9 @@ def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None) -> np.ndarr
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
           biases: list[np.ndarray | None] | None = None) -> np.ndarray:
+    first = x
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        x = epilogue(conv2d(x, w, op), op, b)
+        x = epilogue(conv2d(x, w, op), op, b, first)
     return x
 
 
@@ -65,18 +69,21 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
     of Numerical Algorithms, 2nd ed., eq. 3.5), with or without FMA. In a chain, op j reads
     op j-1's rounded output, whose error passes through |W_j| and adds to op j's own.
     Storing a result in a narrower type (half storage) adds storage_roundoff * |value|.
-    A bias is one more term of the sum (n + 1 terms, |b| added to the magnitude); a clamp is
+    A bias and a residual are one more term each of the sum (|b|, |residual| added to the magnitude); a clamp is
     exact and moves no value further from the reference than it was, so the bound passes through.
     """
     value = x.astype(np.float64)
+    first = value
     error = np.zeros_like(value)
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0)
+        n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual == 0 else 0)
         gamma = n_terms * unit_roundoff / (1 - n_terms * unit_roundoff)
         magnitude = conv2d(np.abs(value) + error, np.abs(w), op)
         if op.bias:
             magnitude = magnitude + np.abs(b.astype(np.float64))
+        if op.residual == 0:  # the input is exact: one more term, no inherited error
+            magnitude = magnitude + np.abs(first)
         error = gamma * magnitude + conv2d(error, np.abs(w), op)
-        value = epilogue(conv2d(value, w, op), op, b)
+        value = epilogue(conv2d(value, w, op), op, b, first)
         error = error + storage_roundoff * (np.abs(value) + error)
     return value, error

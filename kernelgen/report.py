@@ -111,7 +111,8 @@ def _search_lines(plan: Plan) -> list[str]:
 
 def _epilogue_text(op) -> str:
     """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
-    steps = (["+ bias"] if op.bias else []) + ([op.activation] if op.clamp is not None else [])
+    steps = ((["+ bias"] if op.bias else []) + (["+ input"] if op.residual == 0 else [])
+             + ([op.activation] if op.clamp is not None else []))
     depthwise = op.groups == op.in_channels
     grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"
                + (f" (channel multiplier {op.out_channels // op.in_channels})" if depthwise and
@@ -207,7 +208,7 @@ def json_report(plan: Plan) -> dict[str, Any]:
                     "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},
         "ops": [{"index": o.index, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
                  "kernel": list(o.kernel), "stride": list(o.stride), "pad": list(o.pad),
-                 "dilation": list(o.dilation), "flops": o.flops, "groups": o.groups, "bias": o.bias,
+                 "dilation": list(o.dilation), "flops": o.flops, "groups": o.groups, "bias": o.bias, "residual": o.residual,
                  "activation": o.activation}
                 for o in plan.ops],
         "tensors": tensors,

@@ -109,8 +109,10 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
             op["groups"] = groups
         if index and draw(st.booleans()):
             op["output_layout"] = draw(st.sampled_from(layouts))
-        if target in EPILOGUE_TARGETS:  # bias and activation, where the target fuses them
+        if target in EPILOGUE_TARGETS:  # bias, residual and activation, where the target fuses them
             op["bias"] = draw(st.booleans())
+            if out == shapes[0] and draw(st.booleans()):
+                op["residual"] = "input"
             op["activation"] = draw(st.sampled_from(["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0]]))
         ops.append({"conv2d": op})
         flops += 2 * math.prod(out) * channels // groups * kernel[0] * kernel[1]

@@ -77,6 +77,22 @@ MATRIX = {
                                    "NHWC", "NHWC", "{h_block: 2, h_split: 2, halo: reuse}"),
     "bias_double_buffer_w_split": ([1, 12, 16, 8], ["{out_channels: 12, kernel: 3, pad: 1, bias: true}"], "NHWC",
                                    "NHWC", "{h_block: 4, h_split: 1, w_block: 4, w_split: 2, pipeline: double_buffer}"),
+    # Residuals (issue 19): the chain's input added where the output is written, before the activation.
+    "mobilenet_v2_block_residual": ([1, 10, 9, 8], ["{out_channels: 24, kernel: 1, bias: true, activation: relu6}",
+                                                    "{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, "
+                                                    "activation: relu6}",
+                                                    "{out_channels: 8, kernel: 1, bias: true, residual: input}"],
+                                    "NHWC", "NHWC", "{k_block: 8, h_block: 4}"),
+    "resnet_basic_residual_batch2_blocked": ([2, 9, 8, 12], ["{out_channels: 12, kernel: 3, pad: 1, bias: true, "
+                                                             "activation: relu}",
+                                                             "{out_channels: 12, kernel: 3, pad: 1, bias: true, "
+                                                             "residual: input, activation: relu}"],
+                                             BLOCKED, BLOCKED, "{k_block: 8, h_block: 2, h_split: 2}"),
+    # residual on the first op of a chain: its halo rows outside the tensor must not read the input
+    "residual_on_intermediate_with_padding": ([1, 7, 6, 4], ["{out_channels: 4, kernel: 3, pad: 1, residual: input, "
+                                                             "activation: [-0.5, 0.5]}",
+                                                             "{out_channels: 3, kernel: 3, pad: 1}"],
+                                              "NHWC", "NCHW", "{h_block: 2, w_block: 2, w_split: 2}"),
     # an output channel block (8c, pad 0) wider than the channel stripes: the padding channels 12..15 need
     # the fill loop (the stripes stop at 12; found by the grouped case below)
     "pad_value0_stripes_short_of_channel_block": ([1, 8, 7, 12], ["{out_channels: 12, kernel: 1}"], "NHWC",

@@ -226,5 +226,5 @@ def test_a_target_without_epilogues_refuses_bias_at_its_key(tmp_path):
     for target in ("opencl", "vulkan"):
         result = runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")])
         assert result.exit_code == 2, result.output
-        assert f"4:62: ops[0].conv2d.activation: the {target} target has no grouped conv, bias or activation yet" in result.output
+        assert f"4:62: ops[0].conv2d.activation: the {target} target has no grouped conv, bias, residual or activation yet" in result.output
     assert runner.invoke(main, ["build", str(config), "--target", "c", "-o", str(tmp_path / "out")]).exit_code == 0

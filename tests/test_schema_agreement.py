@@ -46,6 +46,8 @@ LOADER_ONLY = {
     "activation_reversed": "a clamp's two bounds against each other",
     "bias_uint8": "the epilogue against the dtype",
     "groups_not_dividing": "groups against the channel counts",
+    "residual_shape": "the residual's shape against the op's output",
+    "residual_from_op": "an earlier op's output is not supported yet: a rule about the chain",
 }
 
 

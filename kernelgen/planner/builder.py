@@ -226,7 +226,7 @@ class StripeBuilder:
         if not last and row_checks + col_checks:
             # Positions in the consumer's padding get zeros: the accumulators stay 0 there.
             reduction = Guard(cond=" && ".join(row_checks + col_checks), body=(reduction,))
-        store = self._epilogue(j, op, dst, d_index, k_global, bounds,
+        store = self._epilogue(j, op, dst, d_index, k_global, (row, col), bounds,
                                padding=[] if last else row_checks + col_checks)
         if last:
             store_limit = channel_cover(self.tensors[-1].layout) if self.output_pad_by_overcompute else out_k
@@ -248,9 +248,10 @@ class StripeBuilder:
         return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), body=(
             Loop(var="ko_inner", extent=k_split, body=(Loop(var="oh", extent=geo.rows[j], body=columns),)),))
 
-    def _epilogue(self, j: int, op, dst: str, d_index: str, k: E.Expr, bounds: dict, padding: list[str]) -> Node:
-        """acc -> stored value: + bias, then the activation's clamp; positions in the consumer's padding
-        (an intermediate's zeros) store 0, not the epilogue of 0."""
+    def _epilogue(self, j: int, op, dst: str, d_index: str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict,
+                  padding: list[str]) -> Node:
+        """acc -> stored value: + bias, + residual, then the activation's clamp; positions in the consumer's
+        padding (an intermediate's zeros) store 0, not the epilogue of 0."""
         if not op.epilogue:
             return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
@@ -263,6 +264,15 @@ class StripeBuilder:
             lines.append(f"{ctype} v = acc[ki] + {term};")
         else:
             lines.append(f"{ctype} v = acc[ki];")
+        if op.residual is not None:
+            # the chain's input at this output position, read from memory where the output is written
+            row, col = at
+            tensor = self.tensors[0].layout
+            index = tensor.offset_c({"n": E.Var("nb") if self.batched else E.Const(0), "h": row, "w": col, "c": k},
+                                    bounds)
+            exists = padding + _cond([(k, "<", out_k)], bounds)
+            term = f"input[{index}]"
+            lines.append(f"v += {'(' + ' && '.join(exists) + ') ? ' + term + ' : ' + self.zero if exists else term};")
         if op.clamp is not None:
             lo, hi = op.clamp
             if lo > -math.inf:
@@ -271,8 +281,10 @@ class StripeBuilder:
                 lines.append(f"v = v < {c_float(hi)} ? v : {c_float(hi)};")
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
         lines.append(f"{dst}[{d_index}] = {value};")
-        summary = f"{dst}[...] = {op.activation}(acc[ki]{' + bias' if op.bias else ''})".replace("none(", "(")
-        return Section(label=f"epilogue of conv2d #{j}: {'bias, ' if op.bias else ''}{op.activation}",
+        summary = (f"{dst}[...] = {op.activation}(acc[ki]{' + bias' if op.bias else ''}"
+                   f"{' + input' if op.residual is not None else ''})").replace("none(", "(")
+        steps = (["bias"] if op.bias else []) + (["residual"] if op.residual is not None else []) + [op.activation]
+        return Section(label=f"epilogue of conv2d #{j}: {', '.join(steps)}",
                        body=tuple(Stmt(code=line, summary=summary) for line in lines))
 
     def _window_of(self, index: int, rows: int, cols: int, channels: int) -> TensorLayout:
