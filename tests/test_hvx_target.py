@@ -203,7 +203,7 @@ def test_float32_chain_runs_under_qemu(extra):
 
 
 @requires_tool(*TOOLS)
-def test_float32_bias_activations_and_depthwise_run_under_qemu():
+def test_float32_bias_activations_depthwise_and_residual_run_under_qemu():
     """The scalar float32 kernel is the plan's loop nest, epilogue included; the qf32 variant has none
     yet, so it is left out (with a note) rather than emitted without the bias."""
     text = ("name: f32_epilogue\ninput: {shape: [1, 10, 8, 40], layout: nhwc-8h8w32c}\nops:\n"
@@ -211,7 +211,7 @@ def test_float32_bias_activations_and_depthwise_run_under_qemu():
             "filter_layout: oihw-8i32o4i}\n"
             "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, groups: 36, bias: true, activation: relu6, "
             "filter_layout: oihw-8i32o4i}\n"
-            "  - conv2d: {out_channels: 20, kernel: 3, pad: 1, bias: true, activation: [-0.3, 0.4], "
+            "  - conv2d: {out_channels: 40, kernel: 3, pad: 1, bias: true, residual: input, activation: [-0.3, 0.4], "
             "filter_layout: oihw-8i32o4i}\n"
             "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 1}\ntargets: [hvx]\n")
     config = parse_config(text, "f32_epilogue.yaml")
