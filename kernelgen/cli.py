@@ -299,7 +299,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
 @_handle_errors
 def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep: bool, device: str | None,
           plot: str | None, as_json: bool) -> None:
-    """Time generated kernels on this machine's toolchains; GFLOP/s per kernel.
+    """Time generated kernels on this machine's toolchains: GFLOP/s, and GB/s counting each tensor once.
 
     \b
     Example:
@@ -311,12 +311,14 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
     rows = []
     intensity: dict[str, float] = {}
+    compulsory: dict[str, int] = {}
     with _progress(jobs, "benchmarking") as bar:
         for config, target in bar:
             rows += run_bench(config, target, options)
             the_plan = make_plan(config)
-            compulsory = sum(t.elements for t in the_plan.tensors) * the_plan.element_bytes
-            intensity[config.name] = the_plan.flops / compulsory
+            # every tensor moved once: what a depthwise layer, bound by memory, is measured against
+            compulsory[config.name] = sum(t.elements for t in the_plan.tensors) * the_plan.element_bytes
+            intensity[config.name] = the_plan.flops / compulsory[config.name]
     if plot:
         from .targets.c.roofline import measure_peaks, plot_roofline
 
@@ -329,6 +331,8 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     if as_json:
         click.echo(json.dumps([{"config": r.config, "target": r.target, "label": r.label,
                                 "seconds": _number(r.seconds), "flops": r.flops, "gflops": _number(r.gflops),
+                                "bytes": compulsory[r.config],
+                                "gbs": _number(compulsory[r.config] / r.seconds / 1e9 if r.seconds > 0 else None),
                                 "best": r.best, **{k: _number(v) for k, v in r.metrics.items()}} for r in rows],
                               indent=2, allow_nan=False))
         return
@@ -341,7 +345,8 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
         extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
         mark = "  <- best" if r.best else ""
         # Targets measured by counters instead of clocks (hvx under QEMU) report no time.
-        timing = f"{r.seconds * 1e3:9.3f} ms  {r.gflops:8.2f} GFLOP/s" if r.seconds > 0 else "(no wall time: counters)"
+        timing = (f"{r.seconds * 1e3:9.3f} ms  {r.gflops:8.2f} GFLOP/s  {compulsory[r.config] / r.seconds / 1e9:7.2f} GB/s"
+                  if r.seconds > 0 else "(no wall time: counters)")
         click.echo(f"{r.target:<7} {r.label}  {timing}  FLOPs={r.flops} {extra}{mark}")
 
 

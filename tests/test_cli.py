@@ -146,6 +146,10 @@ def test_bench_prints_gflops_json_and_a_roofline(tmp_path):
     assert "GFLOP/s" in result.output and f"FLOPs={2 * 8 * 8 * 16 * 16 * 9}" in result.output
     rows = json.loads(runner.invoke(main, ["bench", str(config), "--repeat", "1", "--json"]).output)
     assert rows[0]["target"] == "c" and rows[0]["gflops"] > 0
+    # GB/s counts each tensor once: input 10x10x16, filter 16x16x3x3, output 8x8x16 floats
+    assert rows[0]["bytes"] == 4 * (10 * 10 * 16 + 16 * 16 * 9 + 8 * 8 * 16)
+    assert abs(rows[0]["gbs"] - rows[0]["bytes"] / rows[0]["seconds"] / 1e9) < 1e-9 * rows[0]["gbs"]
+    assert "GB/s" in result.output
     png = tmp_path / "roofline.png"
     result = runner.invoke(main, ["bench", str(config), "--repeat", "1", "--plot", str(png)])
     assert result.exit_code == 0, result.output
