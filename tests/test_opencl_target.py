@@ -273,3 +273,17 @@ def test_channel_lanes_are_adjacent_only_when_every_channel_is():
     mixed = "n, h, w, c -> n, h, (w * 6 + c) // 4, (w * 6 + c) % 4"
     assert contiguous4(bound(mixed, (1, 7, 6, 6)))  # checked element by element
     assert not contiguous4(bound(mixed, (1, EXHAUSTIVE_LIMIT // 36 + 1, 6, 6)))  # past the limit: lane by lane
+
+
+def test_half_arithmetic_launches_the_fp16_convs_then_the_pad_kernel():
+    """The launch list for a cl_khr_fp16 device: every fp16 conv, then the (storage-only) pad kernel.
+    PoCL here has no cl_khr_fp16, so this list is checked without running it."""
+    from kernelgen.targets.opencl.validate import launches
+
+    config = _config("batch2_pad_value_buffer", dtype="float16",
+                     options="{half_arithmetic: true, variant: buffer}")
+    cplan = plan_opencl(config, plan(config))
+    names = [launch.kernel for launch in launches(cplan, "", half=True)]
+    assert names == ["batch2_pad_value_buffer_conv1_h", "batch2_pad_value_buffer_pad_output"]
+    assert [launch.kernel for launch in launches(cplan, "")] == ["batch2_pad_value_buffer_conv1",
+                                                                 "batch2_pad_value_buffer_pad_output"]

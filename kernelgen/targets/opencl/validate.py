@@ -46,7 +46,7 @@ def host_arrays(cplan: OpenCLPlan, logical: tuple[np.ndarray, ...]) -> dict[str,
 
 
 def launches(cplan: OpenCLPlan, source: str, *, half: bool = False) -> list[Launch]:
-    kernels = cplan.half_kernels + tuple(k for k in cplan.kernels if not k.taps[0]) if half else cplan.kernels
+    kernels = cplan.half_kernels + tuple(k for k in cplan.kernels if not k.is_conv) if half else cplan.kernels
     return [Launch(source, k.name, k.args, k.global_size, k.local_size) for k in kernels]
 
 
