@@ -3,6 +3,8 @@ Markdown or one JSON object. All numbers come from the Plan; nothing is recomput
 """
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,13 @@ def _search_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def _unfused_activation_bytes(plan: Plan) -> int:
+    """Activation traffic of running each op as its own kernel: every intermediate written and read back."""
+    elements = sum(math.prod(op.in_shape) + math.prod(op.out_shape) * (2 if op.residual is not None else 1)
+                   for op in plan.ops)
+    return elements * plan.element_bytes
+
+
 def _epilogue_text(op) -> str:
     """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
     steps = ((["+ bias"] if op.bias else []) + (["+ input"] if op.residual == 0 else [])
@@ -132,6 +141,13 @@ def _summary_lines(plan: Plan) -> list[str]:
     lines.append(f"traffic between memory and caches: {t.total} bytes (input {t.input_bytes}, filters "
                  f"{'and biases ' if any(op.bias for op in plan.ops) else ''}{t.filter_bytes}, output "
                  f"{t.output_bytes})")
+    if len(plan.ops) > 1:
+        fused, alone = t.input_bytes + t.output_bytes, _unfused_activation_bytes(plan)
+        lines.append(f"fusion: activations move {fused} bytes (input and output, halos included) against {alone} "
+                     f"for the {len(plan.ops)} ops run one by one (each op's input and output once through "
+                     f"memory): " + (f"{alone - fused} saved ({1 - fused / alone:.1%})" if fused <= alone else
+                                      f"{fused - alone} more (channel stripes and halo rows reload the input)")
+                     + "; filters not compared (their reloads follow the tiling either way)")
     if plan.halo == "reuse":
         lines.append(f"halo reuse: input bytes loaded {t.input_bytes} with reuse, {plan.reload_input_bytes} without "
                      f"({plan.reload_input_bytes - t.input_bytes} saved)")

@@ -122,3 +122,27 @@ def test_budget_too_small_points_at_the_key(repo):
     problem = caught.value.problems[0]
     assert problem.key == "schedule.budget" and problem.line == 10
     assert problem.message.startswith("expected a budget of at least ") and "got 1000" in problem.message
+
+
+def test_plan_reports_the_activation_traffic_fusion_saves():
+    """An inverted-residual block (1x1 expand, 3x3 depthwise, 1x1 project + input) as one fused chain:
+    the wide intermediates stay in the stripe caches; run one by one, each op reads its input and writes
+    its output (the last also reads the residual) through memory."""
+    from kernelgen.api import parse_config
+    from kernelgen.report import text_report
+
+    config = parse_config("name: block\ninput: {shape: [1, 16, 16, 8]}\nops:\n"
+                          "  - conv2d: {out_channels: 48, kernel: 1, bias: true, activation: relu6}\n"
+                          "  - conv2d: {out_channels: 48, kernel: 3, pad: 1, groups: 48, bias: true, "
+                          "activation: relu6}\n"
+                          "  - conv2d: {out_channels: 8, kernel: 1, bias: true, residual: input}\n"
+                          "schedule: {k_block: 8, h_block: 4, h_split: 1}\n", "block.yaml")
+    p = plan(config)
+    small, wide = 16 * 16 * 8, 16 * 16 * 48
+    alone = 4 * ((small + wide) + (wide + wide) + (wide + small + small))
+    fused = p.traffic.input_bytes + p.traffic.output_bytes
+    # input rows with 1-row halos per 4-row stripe, plus the residual read, plus the output
+    assert p.traffic.output_bytes == 4 * small
+    assert fused < alone / 4
+    line = next(l for l in text_report(p).splitlines() if l.startswith("fusion:"))
+    assert f"against {alone} for the 3 ops run one by one" in line and f"{alone - fused} saved" in line

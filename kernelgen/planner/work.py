@@ -86,7 +86,7 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     def cols_in(j: int) -> int:
         return col_starts[j].overlaps(geo.cols[j], shape_list[j][2])
 
-    macs = f_elems = 0
+    macs = f_elems = residual_elems = 0
     for j in range(1, n_ops + 1):
         op = config.ops[j - 1]
         k_j = shape_list[j][3]
@@ -94,6 +94,8 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
         # Earlier ops compute all their channels once per output-channel stripe (seed 000's order).
         channels = k_j * cut.ko_extent if j < n_ops else k_j
         macs += rows_in(j) * cols_in(j) * channels * taps
+        if op.residual is not None:  # the input read again where this op's outputs are written
+            residual_elems += rows_in(j) * cols_in(j) * channels
         # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
         f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))
     _, h0, _, c0 = shape_list[0]
@@ -106,6 +108,7 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
         loaded_rows = _overlap(first.first, geo.rows[0], h0) + rest.overlaps(geo.rows[0] - keep, h0, skip=keep)
     input_scale = cols_in(0) * c0 * cut.ko_extent * batch * ebytes
     out_elems = rows_in(n_ops) * cols_in(n_ops) * shape_list[-1][3]
-    traffic = Traffic(input_bytes=loaded_rows * input_scale, filter_bytes=f_elems * batch * ebytes,
+    traffic = Traffic(input_bytes=loaded_rows * input_scale + residual_elems * batch * ebytes,
+                      filter_bytes=f_elems * batch * ebytes,
                       output_bytes=out_elems * batch * ebytes)
     return Work(executed_flops=2 * macs * batch, traffic=traffic, reload_input_bytes=reload_rows * input_scale)
