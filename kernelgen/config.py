@@ -91,16 +91,19 @@ class Config:
         return ConfigError([ConfigProblem(self.path, line, column, key, message)])
 
 
-def require_dense_without_epilogue(config: Config, target: str) -> None:
-    """For a target whose kernels have no grouped conv, bias, residual or activation yet: a config error at
-    the first."""
+def require_only(config: Config, target: str, *, bias: bool = False, activation: bool = False) -> None:
+    """For a target whose kernels lack some of groups, bias, residual and activation: a config error at the
+    first op that uses one it lacks."""
     for index, op in enumerate(config.ops):
-        if op.groups > 1 or op.epilogue:
-            key = ("groups" if op.groups > 1 else "bias" if op.bias else "residual" if op.residual is not None
-                   else "activation")
-            raise config.problem(f"ops[{index}].conv2d.{key}",
-                                 f"the {target} target has no grouped conv, bias, residual or activation yet (the c "
-                                 f"and hvx float32 kernels have them): drop it or build for those targets")
+        lacking = [key for key, used, has in (("groups", op.groups > 1, False), ("bias", op.bias, bias),
+                                              ("residual", op.residual is not None, False),
+                                              ("activation", op.clamp is not None, activation)) if used and not has]
+        if lacking:
+            has = ", ".join(k for k, ok in (("bias", bias), ("activation", activation)) if ok)
+            raise config.problem(f"ops[{index}].conv2d.{lacking[0]}",
+                                 f"the {target} target has no {lacking[0]} yet ({'it has ' + has + '; ' if has else ''}"
+                                 f"the c and hvx float32 kernels have groups, bias, residual and activation): drop "
+                                 f"it or build for those targets")
 
 
 def load_config(path: str | Path, catalog: M.Catalog) -> Config:

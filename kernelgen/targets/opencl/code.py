@@ -90,6 +90,12 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                                         for lane in range(lanes)))
 
     stores = pixel_stores(t, op, pixels, vectors, width, per_item, n_var, ko_var, bounds, tile)
+    lo, hi = op.geo.clamp if op.geo.clamp is not None else (-math.inf, math.inf)
+    epilogue = dict(bias=op.bias.name if op.bias else None,
+                    bias_offsets=tuple(c_text(E.add(E.mul(ko_var, per_item), E.Const(v * width)))
+                                       for v in range(vectors)) if op.bias else (),
+                    clamp_lo=t.literal(lo) if lo > -math.inf else None,
+                    clamp_hi=t.literal(hi) if hi < math.inf else None)
     first_moving = next(iter(moving.values()), ((), ()))
     body = ConvBody(types=t, width=width, vectors=vectors, pixels=len(pixels),
                     early=tuple((v, e) for v, e, g in zip(("owt", "oht", "nk"), op.tiles, glob) if g > e),
@@ -98,16 +104,18 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                     input_moving=first_moving[1], filter_base=tuple(c_text(b) for b, _ in f_parts),
                     filter_moving=tuple(c_text(m) for _, m in f_parts), source=src.name, source_kind=src.kind,
                     filter=filt.name, filter_kind=filt.kind, dest=op.dest.name,
-                    step=step(4, None) if groups else None, tail=step(tail, groups) if tail else None, stores=stores)
+                    step=step(4, None) if groups else None, tail=step(tail, groups) if tail else None, stores=stores,
+                    **epilogue)
     suffix = "_h" if half else ""
     geo = op.geo
     doc = (f"conv2d #{geo.index}: {list(geo.in_shape)} -> {list(geo.out_shape)}, kernel {list(geo.kernel)}, stride "
            f"{list(geo.stride)}, pad {list(geo.pad)}, dilation {list(geo.dilation)}; NDRange {list(glob)} / "
            f"{list(local)}; work-item tile {th}x{tw} pixels x {per_item} channels "
            f"({vectors} x {t.vec(width)})" + ("; fp16 arithmetic" if half else ""))
+    reads = (op.source, op.filter) + ((op.bias,) if op.bias else ())
     return Kernel(name=f"{name}_conv{geo.index}{suffix}", doc=doc, element=t.element,
-                  params=(_param(op.source, False), _param(op.filter, False), _param(op.dest, True)),
-                  args=(op.source.name, op.filter.name, op.dest.name), global_size=glob, local_size=local, body=body)
+                  params=(*(_param(s, False) for s in reads), _param(op.dest, True)),
+                  args=(*(s.name for s in reads), op.dest.name), global_size=glob, local_size=local, body=body)
 
 
 def _param(s: Storage, write: bool) -> Param:

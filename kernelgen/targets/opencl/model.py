@@ -42,6 +42,7 @@ class ConvOp:
     dest: Storage
     tiles: tuple[int, int, int]  # work-items needed along (ow tiles, oh tiles, n * channel blocks)
     channel_blocks: int  # ceil(out channels / channels per work-item)
+    bias: Storage | None = None  # one value per output channel, zero-padded to whole channel blocks
 
 
 # ---------------------------------------------------------------- what the templates write
@@ -188,6 +189,12 @@ class ConvBody:
     step: Step | None  # the c4 loop body
     tail: Step | None  # the partial last group
     stores: tuple[PixelStore, ...]
+    # The epilogue on the accumulators before they are stored: + bias vector v (its offset into the bias
+    # buffer, C text), then fmax with lo / fmin with hi (literals; None: no bound).
+    bias: str | None = None
+    bias_offsets: tuple[str, ...] = ()
+    clamp_lo: str | None = None
+    clamp_hi: str | None = None
 
     @property
     def tail_channel(self) -> int:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from ... import expr as E
-from ...config import Config, require_dense_without_epilogue
+from ...config import Config, require_only
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
@@ -95,7 +95,7 @@ class OpenCLPlan:
 # ---------------------------------------------------------------- planning
 
 def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
-    require_dense_without_epilogue(config, NAME)
+    require_only(config, NAME, bias=True, activation=True)
     o = opencl_options(config)
     variant, kind = variant_of(config)
     texel_filters = kind == "texels"
@@ -127,12 +127,16 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
         last = j == len(plan.ops)
         dest = _activation(config, "output" if last else f"temp{j}", "output" if last else "temp",
                            config.ops[j - 1].output_layout.bind(geo.out_shape), images)
-        storages += [filt, dest]
         n, oh, ow, oc = geo.out_shape
         blocks = math.ceil(oc / per_item)
+        bias = None
+        if geo.bias:  # padded with zeros to whole blocks: a work-item's vload never leaves the buffer
+            bias = Storage(name=f"bias{j}", role="bias", kind="buffer",
+                           layout=parse_layout(f"o -> o // {per_item}, o % {per_item}", ("o",), pad=0.0).bind((oc,)))
+        storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
                           tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks))
+                          channel_blocks=blocks, bias=bias))
         source = dest
     for s in storages:
         _check_image(config, s, limit)

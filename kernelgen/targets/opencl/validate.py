@@ -30,13 +30,17 @@ HALF_UNIT_ROUNDOFF = 2.0 ** -11
 def host_arrays(cplan: OpenCLPlan, logical: tuple[np.ndarray, ...]) -> dict[str, Arg]:
     """Every tensor of the launch plan as a harness argument; outputs pre-filled with NaN."""
     dtype = np.float16 if cplan.dtype == "float16" else np.float32
-    filters = iter(logical[1:])
+    n_filters = sum(s.role == "filter" for s in cplan.storages)
+    # `logical` follows the plan's tensors: input, the filters, then the biases of the ops that have one
+    filters, biases = iter(logical[1:1 + n_filters]), iter(logical[1 + n_filters:])
     args: dict[str, Arg] = {}
     for s in cplan.storages:
         if s.role == "input":
             array = s.layout.pack(logical[0])
         elif s.role == "filter":
             array = s.layout.pack(next(filters))
+        elif s.role == "bias":
+            array = s.layout.pack(next(biases))
         else:
             array = np.full(s.shape, np.nan, dtype=np.float32)
         array = np.ascontiguousarray(array.astype(dtype))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 
 from ... import expr as E
-from ...config import Config, require_dense_without_epilogue
+from ...config import Config, require_only
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
@@ -209,7 +209,7 @@ def _choice(value, default):
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
-    require_dense_without_epilogue(config, NAME)
+    require_only(config, NAME)
     options = vulkan_options(config)
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
