@@ -54,6 +54,16 @@ MATRIX = {
     "wide_store_chain_fp16": ([1, 10, 8, 12], ["{out_channels: 16, kernel: 3, pad: 1, filter_layout: HWIO}",
                                                "{out_channels: 8, kernel: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                               "{ivc_tile: [2, 2, 8], wg_size: [2, 2, 1], wide_store: true}", "float16"),
+    # Epilogues (issue 19): + bias chunk, then max/min, before store_dst and store_pair.
+    "bias_relu6_clamp_chain": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, pad: 1, bias: true, activation: relu6}",
+                                               "{out_channels: 5, kernel: 3, pad: 2, bias: true, "
+                                               "activation: [-0.25, 0.5]}"], "NHWC", "NHWC",
+                               "{ivc_tile: [2, 2, 4]}", "float32"),
+    "bias_relu_wide_store_ragged_fp16": ([1, 7, 9, 8], ["{out_channels: 20, kernel: 3, pad: 1, bias: true, "
+                                                        "activation: relu, filter_layout: HWIO}"], "NHWC", "NHWC",
+                                         "{ivc_tile: [2, 4, 16], wg_size: [4, 2, 1], wide_store: true}", "float16"),
+    "clamp_padded_output": ([1, 7, 10, 6], ["{out_channels: 6, kernel: [1, 5], pad: same, activation: [0.05, 0.3], "
+                                            "filter_layout: HWIO}"], PAD4, PAD4_OUT, "{}", "float32"),
     "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                 "{}", "float16"),
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",

@@ -23,7 +23,7 @@ unrolls the input-channel loop until the count fits, or rejects the config.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 from ... import expr as E
@@ -110,6 +110,15 @@ class VulkanOp:
     pair_index: str  # wide_store: index of a chunk pair's 64-bit-word vector in dst ("" = vec4 / scalar stores)
     store_chunks: int  # vec4 chunks per store: 2 with a pair_index, else 1
     out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
+    # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), then max/min with the
+    # clamp's bounds (GLSL literals; "" = no bound).
+    bias: int = -1
+    clamp_lo: str = ""
+    clamp_hi: str = ""
+
+    @property
+    def epilogue(self) -> bool:
+        return self.bias >= 0 or bool(self.clamp_lo or self.clamp_hi)
 
     @property
     def label(self) -> str:
@@ -209,7 +218,7 @@ def _choice(value, default):
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
-    require_only(config, NAME)
+    require_only(config, NAME, bias=True, activation=True)
     options = vulkan_options(config)
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
@@ -233,19 +242,34 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}
     n_ops = len(config.ops)
-    names = ["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + [f"temp{j}" for j in range(1, n_ops)] + ["output"]
+    # the plan's argument order (input, filters, biases), then the temps and the output
+    biases = [f"bias{j}" for j, op in enumerate(plan.ops, start=1) if op.bias]
+    names = (["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + biases + [f"temp{j}" for j in range(1, n_ops)]
+             + ["output"])
     layouts = {**tensors, **inter}
-    buffers = tuple(Buffer(name=nm, elements=math.prod(layouts[nm].flat_shape)) for nm in names)
+    # a bias is read a vec4 chunk (wide_store: a pair) at a time: zero-padded to whole pairs of chunks
+    buffers = tuple(Buffer(name=nm, elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
+                           math.prod(layouts[nm].flat_shape)) for nm in names)
     number = {nm: i for i, nm in enumerate(names)}
     ops = []
     for j, op in enumerate(plan.ops, start=1):
         src_name = "input" if j == 1 else f"temp{j - 1}"
         dst_name = "output" if j == n_ops else f"temp{j}"
-        ops.append(_plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
-                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec))
+        planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
+                           ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec)
+        lo, hi = op.clamp if op.clamp is not None else (-math.inf, math.inf)
+        ops.append(replace(planned, bias=number.get(f"bias{j}", -1),
+                           clamp_lo=_glsl_float(lo) if lo > -math.inf else "",
+                           clamp_hi=_glsl_float(hi) if hi < math.inf else ""))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+
+
+def _glsl_float(value: float) -> str:
+    """A GLSL float literal that round-trips (repr keeps every digit; GLSL wants a point or exponent)."""
+    text = repr(float(value))
+    return text if any(ch in text for ch in ".e") else text + ".0"
 
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,

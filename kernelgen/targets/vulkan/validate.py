@@ -34,14 +34,17 @@ def numpy_dtype(vk: VulkanPlan) -> type:
 def buffers(plan: Plan, vk: VulkanPlan, physical: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     """input, filter1.., temp1.., output as flat arrays; temps and output pre-filled with NaN."""
     dtype = numpy_dtype(vk)
-    arrays = [np.ascontiguousarray(a.astype(dtype)).reshape(-1) for a in physical]
+    # inputs padded with zeros up to their buffer (a bias to whole pairs of vec4 chunks)
+    arrays = [np.pad(np.asarray(a, dtype=dtype).reshape(-1), (0, b.elements - a.size))
+              for a, b in zip(physical, vk.buffers)]
     arrays += [np.full(b.elements, np.nan, dtype=dtype) for b in vk.buffers[len(physical):]]
     return arrays
 
 
 def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list:
-    return [Stage(code, (op.src, op.filter, op.dst), op.groups,
-                  kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage"))
+    return [Stage(code, (op.src, op.filter, op.dst) + ((op.bias,) if op.bias >= 0 else ()), op.groups,
+                  kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage")
+                  + (("storage",) if op.bias >= 0 else ()))
             for op, code in zip(vk.ops, spirv)]
 
 
