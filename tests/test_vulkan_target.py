@@ -64,6 +64,18 @@ MATRIX = {
                                          "{ivc_tile: [2, 4, 16], wg_size: [4, 2, 1], wide_store: true}", "float16"),
     "clamp_padded_output": ([1, 7, 10, 6], ["{out_channels: 6, kernel: [1, 5], pad: same, activation: [0.05, 0.3], "
                                             "filter_layout: HWIO}"], PAD4, PAD4_OUT, "{}", "float32"),
+    # residual: input at binding 4 (3 without a bias); vec4 chunks or guarded scalars
+    "residual_bias_clamp_scalar_lanes": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, pad: 1, bias: true, "
+                                                         "activation: relu6}",
+                                                         "{out_channels: 6, kernel: 3, pad: 1, bias: true, "
+                                                         "residual: input, activation: [-0.5, 0.5]}"],
+                                         "NHWC", "NHWC", "{ivc_tile: [2, 2, 4]}", "float32"),
+    "residual_no_bias_wide_store_fp16": ([1, 7, 9, 8], ["{out_channels: 8, kernel: 3, pad: 1, residual: input, "
+                                                        "activation: relu, filter_layout: HWIO}"], "NHWC", "NHWC",
+                                         "{ivc_tile: [2, 4, 8], wg_size: [1, 2, 1], wide_store: true}", "float16"),
+    "residual_blocked_batch2": ([2, 12, 12, 8], ["{out_channels: 8, kernel: 3, pad: 1, bias: true, "
+                                                 "residual: input}"], "nhwc-8h8w32c", "nhwc-8h8w32c", "{}",
+                                "float32"),
     "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                 "{}", "float16"),
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",

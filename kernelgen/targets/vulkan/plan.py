@@ -113,12 +113,14 @@ class VulkanOp:
     # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), then max/min with the
     # clamp's bounds (GLSL literals; "" = no bound).
     bias: int = -1
+    residual: Access | None = None  # the chain's input at this output position (binding 4)
+    res_buffer: int = -1
     clamp_lo: str = ""
     clamp_hi: str = ""
 
     @property
     def epilogue(self) -> bool:
-        return self.bias >= 0 or bool(self.clamp_lo or self.clamp_hi)
+        return self.bias >= 0 or self.residual is not None or bool(self.clamp_lo or self.clamp_hi)
 
     @property
     def label(self) -> str:
@@ -218,7 +220,7 @@ def _choice(value, default):
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
-    require_only(config, NAME, bias=True, activation=True)
+    require_only(config, NAME, bias=True, activation=True, residual=True)
     options = vulkan_options(config)
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
@@ -258,12 +260,24 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec)
         lo, hi = op.clamp if op.clamp is not None else (-math.inf, math.inf)
-        ops.append(replace(planned, bias=number.get(f"bias{j}", -1),
+        residual = _residual_access(layouts["input"], op) if op.residual == 0 else None
+        ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
+                           res_buffer=number["input"] if residual else -1,
                            clamp_lo=_glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=_glsl_float(hi) if hi < math.inf else ""))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+
+
+def _residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
+    """The chain's input read where this op's output is written (same shape): a vec4 chunk when its
+    layout keeps 4 channels together (padding lanes land on output lanes that are never stored or
+    get pad_value), else 4 scalars, the ones past the channels not read."""
+    n, out_h, out_w, out_c = op.out_shape
+    bounds = {"n": (0, n - 1), "oh": (0, out_h - 1), "ow": (0, out_w - 1), "oc4": (0, -(-out_c // 4) - 1)}
+    use4 = vec_ok(input_tl, 3) and (out_c % 4 == 0 or input_tl.layout.pad_kind is not PadKind.NONE)
+    return _access(input_tl, "res", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", bounds, use4)
 
 
 def _glsl_float(value: float) -> str:

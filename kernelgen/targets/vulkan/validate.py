@@ -42,10 +42,14 @@ def buffers(plan: Plan, vk: VulkanPlan, physical: tuple[np.ndarray, ...]) -> lis
 
 
 def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list:
-    return [Stage(code, (op.src, op.filter, op.dst) + ((op.bias,) if op.bias >= 0 else ()), op.groups,
-                  kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage")
-                  + (("storage",) if op.bias >= 0 else ()))
-            for op, code in zip(vk.ops, spirv)]
+    # bindings 0-2: src, flt, dst; 3: the bias; 4: the residual (the chain's input), when the op has them
+    out = []
+    for op, code in zip(vk.ops, spirv):
+        extra = [b for b in (op.bias, op.res_buffer) if b >= 0]
+        out.append(Stage(code, (op.src, op.filter, op.dst, *extra), op.groups,
+                         kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage",
+                                *("storage",) * len(extra))))
+    return out
 
 
 def check_device(vk: VulkanPlan, info) -> None:
