@@ -42,7 +42,7 @@ ACTIVATION_LAYOUTS = [
 ]
 # What each target fuses so far (issue 19); the others refuse the rest with exit 2.
 FEATURES = {"c": {"groups", "bias", "residual", "activation"}, "hvx": {"groups", "bias", "residual", "activation"},
-            "opencl": {"bias", "activation"}, "vulkan": {"bias", "residual", "activation"}}
+            "opencl": {"bias", "residual", "activation"}, "vulkan": {"bias", "residual", "activation"}}
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 

@@ -222,8 +222,8 @@ def test_a_config_file_name_that_is_not_utf8_builds(repo, tmp_path):
 
 
 def test_a_target_without_epilogues_refuses_bias_at_its_key(tmp_path):
-    """Issue 19 so far: c and hvx float32 fuse groups, bias, residual and activation, vulkan bias, residual
-    and activation, opencl bias and activation; a target lacking one says so (exit 2 at the op's key) instead of emitting a
+    """Issue 19 so far: c and hvx float32 fuse groups, bias, residual and activation, opencl and vulkan
+    bias, residual and activation; a target lacking one says so (exit 2 at the op's key) instead of emitting a
     kernel that drops it."""
     config = tmp_path / "relu.yaml"
     config.write_text("name: relu\ninput: {shape: [1, 8, 8, 4]}\nops:\n"
@@ -232,7 +232,7 @@ def test_a_target_without_epilogues_refuses_bias_at_its_key(tmp_path):
         assert runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")]).exit_code == 0
     config.write_text("name: dw\ninput: {shape: [1, 8, 8, 4]}\nops:\n"
                       "  - conv2d: {out_channels: 4, kernel: 3, pad: 1, groups: 4, bias: true}\n")
-    for target, has in (("opencl", "bias, activation"), ("vulkan", "bias, residual, activation")):
+    for target, has in (("opencl", "bias, residual, activation"), ("vulkan", "bias, residual, activation")):
         result = runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")])
         assert result.exit_code == 2 and (f"4:58: ops[0].conv2d.groups: the {target} target has no groups yet (it "
                                           f"has {has}; ") in result.output

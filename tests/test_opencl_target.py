@@ -93,6 +93,17 @@ MATRIX = {
     "bias_blocked_batch2_channel_blocks": ([2, 6, 7, 10], ["{out_channels: 40, kernel: 3, pad: 1, bias: true, "
                                                            "activation: relu}"], BLOCKED, BLOCKED,
                                            "{tile: [2, 4, 2]}", "float32"),
+    # residual: input, read where each pixel is stored: buffer lanes, or texels (and read_imageh in fp16 math)
+    "residual_clamp_chain_buffer": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, pad: 1, bias: true, "
+                                                    "activation: relu6}",
+                                                    "{out_channels: 6, kernel: 3, pad: 1, bias: true, "
+                                                    "residual: input, activation: [-0.5, 0.5]}"],
+                                    "NHWC", "NHWC", "{}", "float32"),
+    "residual_texture_fp16": ([1, 9, 8, 6], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
+                                             "{out_channels: 6, kernel: 3, pad: 1, residual: input, "
+                                             "activation: relu}"], NCHW4C, NCHW4C, "{tile: [2, 2, 2]}", "float16"),
+    "residual_blocked_batch2": ([2, 6, 7, 40], ["{out_channels: 40, kernel: 1, bias: true, residual: input}"],
+                                BLOCKED, BLOCKED, "{tile: [2, 4, 2]}", "float32"),
     # a bias storage must not take the output's place as the last storage (the pad kernel's target;
     # found by the fuzz suite)
     "bias_pad_value_output_buffer": ([1, 3, 2, 1], ["{out_channels: 1, kernel: 1, bias: true}"], "NHWC", NCHW4C,
@@ -146,7 +157,8 @@ def test_full_fp16_kernels_are_not_run_without_cl_khr_fp16():
 
 
 @requires_tool("clang-19")
-@pytest.mark.parametrize("name", ["chain_texture_fp16", "chain_buffer_fp16", "bias_relu_texture_tail_fp16"])
+@pytest.mark.parametrize("name", ["chain_texture_fp16", "chain_buffer_fp16", "bias_relu_texture_tail_fp16",
+                                  "residual_texture_fp16"])
 def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
     """The half kernels PoCL skips still have to be valid OpenCL C: clang compiles them for SPIR."""
     config = _config(name)

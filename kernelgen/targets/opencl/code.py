@@ -92,6 +92,8 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
     stores = pixel_stores(t, op, pixels, vectors, width, per_item, n_var, ko_var, bounds, tile)
     lo, hi = op.geo.clamp if op.geo.clamp is not None else (-math.inf, math.inf)
     epilogue = dict(bias=op.bias.name if op.bias else None,
+                    residual=op.residual.name if op.residual else None,
+                    residual_kind=op.residual.kind if op.residual else "",
                     bias_offsets=tuple(c_text(E.add(E.mul(ko_var, per_item), E.Const(v * width)))
                                        for v in range(vectors)) if op.bias else (),
                     clamp_lo=t.literal(lo) if lo > -math.inf else None,
@@ -112,7 +114,8 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
            f"{list(geo.stride)}, pad {list(geo.pad)}, dilation {list(geo.dilation)}; NDRange {list(glob)} / "
            f"{list(local)}; work-item tile {th}x{tw} pixels x {per_item} channels "
            f"({vectors} x {t.vec(width)})" + ("; fp16 arithmetic" if half else ""))
-    reads = (op.source, op.filter) + ((op.bias,) if op.bias else ())
+    reads = (op.source, op.filter) + ((op.bias,) if op.bias else ()) + (
+        (op.residual,) if op.residual and op.residual.name != op.source.name else ())
     return Kernel(name=f"{name}_conv{geo.index}{suffix}", doc=doc, element=t.element,
                   params=(*(_param(s, False) for s in reads), _param(op.dest, True)),
                   args=(*(s.name for s in reads), op.dest.name), global_size=glob, local_size=local, body=body)

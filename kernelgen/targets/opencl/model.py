@@ -43,6 +43,7 @@ class ConvOp:
     tiles: tuple[int, int, int]  # work-items needed along (ow tiles, oh tiles, n * channel blocks)
     channel_blocks: int  # ceil(out channels / channels per work-item)
     bias: Storage | None = None  # one value per output channel, zero-padded to whole channel blocks
+    residual: Storage | None = None  # the chain's input, added where the output is written
 
 
 # ---------------------------------------------------------------- what the templates write
@@ -162,6 +163,9 @@ class PixelStore:
     inside: str | None  # C condition that the pixel lies on the output; None: always
     base: tuple[str, ...] | None  # ob<p>: the address of the block's first channel, when channels add constants
     groups: tuple[GroupStore, ...]
+    # residual: input: per accumulator, the input at this pixel as buffer lanes (an Address, or None past the
+    # channels: 0) or image texels (one Address per 4 lanes)
+    residual: tuple[tuple[Address | None, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,6 +197,8 @@ class ConvBody:
     # buffer, C text), then fmax with lo / fmin with hi (literals; None: no bound).
     bias: str | None = None
     bias_offsets: tuple[str, ...] = ()
+    residual: str | None = None  # the storage read for residual: input
+    residual_kind: str = ""  # image | buffer
     clamp_lo: str | None = None
     clamp_hi: str | None = None
 

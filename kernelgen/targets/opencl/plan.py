@@ -95,7 +95,7 @@ class OpenCLPlan:
 # ---------------------------------------------------------------- planning
 
 def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
-    require_only(config, NAME, bias=True, activation=True)
+    require_only(config, NAME, bias=True, activation=True, residual=True)
     o = opencl_options(config)
     variant, kind = variant_of(config)
     texel_filters = kind == "texels"
@@ -136,7 +136,7 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
                           tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks, bias=bias))
+                          channel_blocks=blocks, bias=bias, residual=storages[0] if geo.residual == 0 else None))
         source = dest
     for s in storages:
         _check_image(config, s, limit)

@@ -76,8 +76,26 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
         base = None
         if deltas is not None:
             base = tuple(c_text(a) for a in address(dest, index | {"c": block}, bounds))
-        out.append(PixelStore(pixel=p, inside=_cond(inside), base=base, groups=tuple(groups)))
+        residual = _residual(op.residual, index, block, vectors, width, out_c, bounds) if op.residual else ()
+        out.append(PixelStore(pixel=p, inside=_cond(inside), base=base, groups=tuple(groups), residual=residual))
     return tuple(out)
+
+
+def _residual(source: Storage, index: dict, block: E.Expr, vectors: int, width: int, out_c: int,
+              bounds: dict) -> tuple[tuple[Address | None, ...], ...]:
+    """Per accumulator: where the input holds its channels at this pixel (texels of 4, or lanes)."""
+    per_vector = []
+    for v in range(vectors):
+        step = 4 if source.kind == "image" else 1
+        items: list[Address | None] = []
+        for lane in range(0, width, step):
+            channel = E.add(block, E.Const(v * width + lane))
+            if when([(channel, "<", out_c)], bounds) is False:
+                items.append(None)  # past the channels: 0 (a texel of zeros, a zero lane)
+                continue
+            items.append(Address(tuple(c_text(a) for a in address(source, index | {"c": channel}, bounds))))
+        per_vector.append(tuple(items))
+    return tuple(per_vector)
 
 
 def _cond(proved: str | bool) -> str | None:
