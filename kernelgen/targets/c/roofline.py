@@ -82,7 +82,9 @@ def plot_roofline(path: Path, points: list[tuple[str, float, float]], peaks: Mac
         ax.axhline(value, linestyle="--", linewidth=1, label=f"{name} FMA peak {value:.0f} GFLOP/s")
     for label, intensity, gflops in points:
         ax.plot([intensity], [gflops], "o")
-        ax.annotate(label, (intensity, gflops), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        # both measures: a memory-bound layer (depthwise) is judged by its GB/s against the bandwidth roof
+        ax.annotate(f"{label}\n{gflops:.2f} GFLOP/s, {gflops / intensity:.2f} GB/s", (intensity, gflops), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte of compulsory traffic)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title("kernelgen bench: achieved vs machine peaks")
