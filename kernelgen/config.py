@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from . import config_model as M
+from . import epilogue_config
 from .errors import ConfigError, ConfigProblem
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
@@ -37,7 +38,7 @@ class Conv2d:
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
     groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
-    residual: int | None = None  # 0: add the chain's input; None: no residual (earlier ops: not yet)
+    residual: int | None = None  # 0: add the chain's input, K: op K's output (1-based); None: no residual
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
 
@@ -222,6 +223,7 @@ class _Checker:
             raise ConfigError(self.problems)
         input_layout = self.layout(("input", "layout"), m.input.layout, ACTIVATION_DIMS, shape)
         ops: list[Conv2d] = []
+        self.shapes, self.ops = [shape], ops  # the chain so far: what a residual may name
         n, height, width, channels = shape
         for index, op_model in enumerate(m.ops):
             keys = ("ops", index, "conv2d")
@@ -234,6 +236,7 @@ class _Checker:
             height = (height + op.pad[0] + op.pad[2] - kh) // op.stride[0] + 1
             width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
             channels = op.out_channels
+            self.shapes.append((n, height, width, channels))
         schedule = self.schedule(ops, (height, width))
         self.targets(m)
         if self.problems:
@@ -305,8 +308,9 @@ class _Checker:
             output_layout = self.layout(output_keys, output_spec, ACTIVATION_DIMS, out_shape)
         if filter_layout is None or output_layout is None:
             return None
-        clamp, activation = self.activation((*keys, "activation"), c.activation)
-        residual = self.residual((*keys, "residual"), c.residual, keys[1], out_shape)
+        clamp, activation = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
+        residual = epilogue_config.residual(self.problem, (*keys, "residual"), c.residual, keys[1], self.shapes,
+                                            [*(op.stride for op in self.ops), stride], out_shape)
         if self.model.dtype == "uint8" and (c.bias or clamp is not None or c.groups > 1 or residual is not None):
             key = ("groups" if c.groups > 1 else "bias" if c.bias else "residual" if residual is not None
                    else "activation")
@@ -315,39 +319,6 @@ class _Checker:
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
                       filter_layout=filter_layout, output_layout=output_layout, groups=c.groups, bias=c.bias,
                       residual=residual, clamp=clamp, activation=activation)
-
-    def residual(self, keys: tuple, spec: str | int | None, index: int, out_shape: tuple[int, ...]) -> int | None:
-        """0 for the chain's input; a residual must have this op's output shape."""
-        if spec is None:
-            return None
-        if spec != "input":
-            if spec > index:
-                self.problem(keys, f"expected 'input' or an earlier op (1 to {index}), got {spec}")
-            else:
-                self.problem(keys, "expected 'input': a residual from an earlier op's output is not implemented "
-                                   "yet (it lives only in a stripe cache)")
-            return None
-        shape = tuple(self.model.input.shape)
-        if shape != tuple(out_shape):
-            self.problem(keys, f"expected a residual of this op's output shape {list(out_shape)}; the input is "
-                               f"{list(shape)}")
-            return None
-        return 0
-
-    def activation(self, keys: tuple, spec: str | list[float]) -> tuple[tuple[float, float] | None, str]:
-        """The activation as a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6])."""
-        if spec == "none":
-            return None, "none"
-        if spec == "relu":
-            return (0.0, math.inf), "relu"
-        if spec == "relu6":
-            return (0.0, 6.0), "relu6"
-        lo, hi = float(spec[0]), float(spec[1])
-        if max(abs(lo), abs(hi)) > FLOAT_MAX["float32"]:
-            self.problem(keys, f"expected clamp bounds a float32 holds, got [{lo:g}, {hi:g}]")
-        elif lo > hi:
-            self.problem(keys, f"expected a clamp [lo, hi] with lo <= hi, got [{lo:g}, {hi:g}]")
-        return (lo, hi), f"clamp[{lo:g}, {hi:g}]"
 
     def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:

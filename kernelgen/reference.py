@@ -37,13 +37,14 @@ def _dense(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     return out
 
 
-def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, chain_input: np.ndarray | None = None
+def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, sources: list[np.ndarray] | None = None
              ) -> np.ndarray:
-    """conv + bias + residual, then the activation's clamp (ResNet's and MobileNetV2's order)."""
+    """conv + bias + residual, then the activation's clamp (ResNet's and MobileNetV2's order). sources[0] is
+    the chain's input, sources[K] op K's output: op.residual names the one added."""
     if op.bias:
         value = value + bias.astype(np.float64)
-    if op.residual == 0:
-        value = value + chain_input.astype(np.float64)
+    if op.residual is not None:
+        value = value + sources[op.residual].astype(np.float64)
     if op.clamp is not None:
         # the kernels clamp in float32, to the bounds rounded to float32 (0.1 -> 0.100000001...)
         value = np.clip(value, *(float(np.float32(bound)) for bound in op.clamp))
@@ -52,10 +53,10 @@ def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, chain_input
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
           biases: list[np.ndarray | None] | None = None) -> np.ndarray:
-    first = x
+    sources = [x]
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        x = epilogue(conv2d(x, w, op), op, b, first)
-    return x
+        sources.append(epilogue(conv2d(sources[-1], w, op), op, b, sources))
+    return sources[-1]
 
 
 def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
@@ -73,17 +74,21 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
     exact and moves no value further from the reference than it was, so the bound passes through.
     """
     value = x.astype(np.float64)
-    first = value
-    error = np.zeros_like(value)
+    values, errors = [value], [np.zeros_like(value)]  # per chain tensor: the exact value, the stored one's bound
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual == 0 else 0)
+        error = errors[-1]
+        n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual is not None else 0)
         gamma = n_terms * unit_roundoff / (1 - n_terms * unit_roundoff)
         magnitude = conv2d(np.abs(value) + error, np.abs(w), op)
         if op.bias:
             magnitude = magnitude + np.abs(b.astype(np.float64))
-        if op.residual == 0:  # the input is exact: one more term, no inherited error
-            magnitude = magnitude + np.abs(first)
-        error = gamma * magnitude + conv2d(error, np.abs(w), op)
-        value = epilogue(conv2d(value, w, op), op, b, first)
+        inherited = conv2d(error, np.abs(w), op)
+        if op.residual is not None:  # the stored residual: its own error passes through, its size is one more term
+            magnitude = magnitude + np.abs(values[op.residual]) + errors[op.residual]
+            inherited = inherited + errors[op.residual]
+        error = gamma * magnitude + inherited
+        value = epilogue(conv2d(value, w, op), op, b, values)
         error = error + storage_roundoff * (np.abs(value) + error)
+        values.append(value)
+        errors.append(error)
     return value, error

@@ -120,7 +120,8 @@ def _unfused_activation_bytes(plan: Plan) -> int:
 
 def _epilogue_text(op) -> str:
     """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
-    steps = ((["+ bias"] if op.bias else []) + (["+ input"] if op.residual == 0 else [])
+    steps = ((["+ bias"] if op.bias else []) + ([f"+ {'input' if op.residual == 0 else f'conv2d #{op.residual}'}"]
+                                                  if op.residual is not None else [])
              + ([op.activation] if op.clamp is not None else []))
     depthwise = op.groups == op.in_channels
     grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"

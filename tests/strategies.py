@@ -41,8 +41,10 @@ ACTIVATION_LAYOUTS = [
     {"map": "nhwc-8c", "pad_value": 0},
 ]
 # What each target fuses so far (issue 19); the others refuse the rest with exit 2.
-FEATURES = {"c": {"groups", "bias", "residual", "activation"}, "hvx": {"groups", "bias", "residual", "activation"},
-            "opencl": {"bias", "residual", "activation"}, "vulkan": {"bias", "residual", "activation"}}
+FEATURES = {"c": {"groups", "bias", "residual", "residual_op", "activation"},
+            "hvx": {"groups", "bias", "residual", "residual_op", "activation"},
+            "opencl": {"bias", "residual", "residual_op", "activation"},
+            "vulkan": {"bias", "residual", "residual_op", "activation"}}
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 
@@ -83,6 +85,7 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
     h, w = draw(st.integers(1, max_side)), draw(st.integers(1, max_side))
     c = draw(st.integers(1, max_channels))
     shapes = [(n, h, w, c)]
+    strides: list[tuple[int, int]] = []
     ops, flops = [], 0
     for index in range(draw(st.integers(1, chain))):
         _, height, width, channels = shapes[-1]
@@ -113,8 +116,13 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
             op["output_layout"] = draw(st.sampled_from(layouts))
         if "bias" in FEATURES[target]:  # bias, residual and activation, where the target fuses them
             op["bias"] = draw(st.booleans())
-        if "residual" in FEATURES[target] and out == shapes[0] and draw(st.booleans()):
-            op["residual"] = "input"
+        strides.append(tuple(stride))
+        # a residual of this op's shape: the input, or an earlier op's output behind stride-1 ops only
+        sources = (["input"] if out == shapes[0] else []) + (
+            [k for k in range(1, index + 1) if shapes[k] == out and all(s == (1, 1) for s in strides[k:])]
+            if "residual_op" in FEATURES[target] else [])
+        if "residual" in FEATURES[target] and sources and draw(st.booleans()):
+            op["residual"] = draw(st.sampled_from(sources))
         if "activation" in FEATURES[target]:
             op["activation"] = draw(st.sampled_from(["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0]]))
         ops.append({"conv2d": op})

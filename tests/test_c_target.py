@@ -88,6 +88,18 @@ MATRIX = {
                                                              "{out_channels: 12, kernel: 3, pad: 1, bias: true, "
                                                              "residual: input, activation: relu}"],
                                              BLOCKED, BLOCKED, "{k_block: 8, h_block: 2, h_split: 2}"),
+    # residual from an earlier op: its output read from the stripe cache (no traffic), behind a padded 3x3
+    "inverted_residual_from_depthwise": ([1, 10, 9, 6], ["{out_channels: 12, kernel: 1, bias: true, activation: relu6}",
+                                                         "{out_channels: 12, kernel: 3, pad: 1, groups: 12, bias: true, "
+                                                         "activation: relu6}",
+                                                         "{out_channels: 12, kernel: 1, residual: 2}",
+                                                         "{out_channels: 12, kernel: 3, pad: [0, 1, 2, 1], residual: 1, "
+                                                         "activation: relu}"],
+                                         "NHWC", BLOCKED, "{k_block: 8, h_block: 3, w_block: 4, w_split: 1}"),
+    "residual_from_op1_blocked_halo_reuse": ([2, 11, 7, 8], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
+                                                             "{out_channels: 8, kernel: 3, pad: 1, bias: true, "
+                                                             "residual: 1, activation: relu}"],
+                                             BLOCKED, BLOCKED, "{k_block: 4, h_block: 2, h_split: 2, halo: reuse}"),
     # residual on the first op of a chain: its halo rows outside the tensor must not read the input
     "residual_on_intermediate_with_padding": ([1, 7, 6, 4], ["{out_channels: 4, kernel: 3, pad: 1, residual: input, "
                                                              "activation: [-0.5, 0.5]}",

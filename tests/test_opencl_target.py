@@ -104,6 +104,14 @@ MATRIX = {
                                              "activation: relu}"], NCHW4C, NCHW4C, "{tile: [2, 2, 2]}", "float16"),
     "residual_blocked_batch2": ([2, 6, 7, 40], ["{out_channels: 40, kernel: 1, bias: true, residual: input}"],
                                 BLOCKED, BLOCKED, "{tile: [2, 4, 2]}", "float32"),
+    # residual from an earlier op: its intermediate storage is one more argument of the later kernel
+    "residual_from_op1_buffer": ([1, 7, 9, 6], ["{out_channels: 10, kernel: 1, bias: true, activation: relu6}",
+                                                "{out_channels: 10, kernel: 3, pad: 1, groups: 1, activation: relu}",
+                                                "{out_channels: 10, kernel: 3, pad: 1, residual: 1, "
+                                                "activation: [-0.5, 0.5]}"], "NHWC", "NCHW", "{}", "float32"),
+    "residual_from_op1_texture_fp16": ([1, 6, 9, 8], ["{out_channels: 6, kernel: 1, activation: relu}",
+                                                      "{out_channels: 6, kernel: 3, pad: 1, bias: true, residual: 1}"],
+                                       NCHW4C, NCHW4C, "{tile: [2, 2, 2]}", "float16"),
     # a bias storage must not take the output's place as the last storage (the pad kernel's target;
     # found by the fuzz suite)
     "bias_pad_value_output_buffer": ([1, 3, 2, 1], ["{out_channels: 1, kernel: 1, bias: true}"], "NHWC", NCHW4C,

@@ -47,7 +47,9 @@ LOADER_ONLY = {
     "bias_uint8": "the epilogue against the dtype",
     "groups_not_dividing": "groups against the channel counts",
     "residual_shape": "the residual's shape against the op's output",
-    "residual_from_op": "an earlier op's output is not supported yet: a rule about the chain",
+    "residual_from_op": "op K's output shape against this op's: a rule about the chain",
+    "residual_from_later_op": "K must name an op before this one: a rule about the chain",
+    "residual_across_stride": "the ops between must have stride 1: a rule about the chain",
 }
 
 

@@ -76,6 +76,16 @@ MATRIX = {
     "residual_blocked_batch2": ([2, 12, 12, 8], ["{out_channels: 8, kernel: 3, pad: 1, bias: true, "
                                                  "residual: input}"], "nhwc-8h8w32c", "nhwc-8h8w32c", "{}",
                                 "float32"),
+    # residual from an earlier op: its temp buffer bound again at binding 4 (3 without a bias)
+    "residual_from_op1_chain": ([1, 7, 9, 6], ["{out_channels: 10, kernel: 1, bias: true, activation: relu6}",
+                                               "{out_channels: 10, kernel: 3, pad: 1, activation: relu}",
+                                               "{out_channels: 10, kernel: 3, pad: 1, bias: true, residual: 1, "
+                                               "activation: [-0.5, 0.5]}"], "NHWC", "NCHW", "{ivc_tile: [2, 2, 4]}",
+                                "float32"),
+    "residual_from_op1_fp16_scalar_lanes": ([1, 6, 9, 6], ["{out_channels: 6, kernel: 1, activation: relu, "
+                                                           "output_layout: NCHW}",
+                                                           "{out_channels: 6, kernel: 3, pad: 1, residual: 1}"],
+                                            "NHWC", "NHWC", "{}", "float16"),
     "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                 "{}", "float16"),
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",

@@ -265,14 +265,7 @@ class StripeBuilder:
         else:
             lines.append(f"{ctype} v = acc[ki];")
         if op.residual is not None:
-            # the chain's input at this output position, read from memory where the output is written
-            row, col = at
-            tensor = self.tensors[0].layout
-            index = tensor.offset_c({"n": E.Var("nb") if self.batched else E.Const(0), "h": row, "w": col, "c": k},
-                                    bounds)
-            exists = padding + _cond([(k, "<", out_k)], bounds)
-            term = f"input[{index}]"
-            lines.append(f"v += {'(' + ' && '.join(exists) + ') ? ' + term + ' : ' + self.zero if exists else term};")
+            lines.append(f"v += {self._residual(op.residual, k, at, bounds, padding)};")
         if op.clamp is not None:
             lo, hi = op.clamp
             if lo > -math.inf:
@@ -282,10 +275,29 @@ class StripeBuilder:
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
         lines.append(f"{dst}[{d_index}] = {value};")
         summary = (f"{dst}[...] = {op.activation}(acc[ki]{' + bias' if op.bias else ''}"
-                   f"{' + input' if op.residual is not None else ''})").replace("none(", "(")
+                   f"{'' if op.residual is None else ' + input' if op.residual == 0 else f' + conv2d #{op.residual}'})"
+                   ).replace("none(", "(")
         steps = (["bias"] if op.bias else []) + (["residual"] if op.residual is not None else []) + [op.activation]
         return Section(label=f"epilogue of conv2d #{j}: {', '.join(steps)}",
                        body=tuple(Stmt(code=line, summary=summary) for line in lines))
+
+    def _residual(self, source: int, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict, padding: list[str]) -> str:
+        """The residual at output position `at`, channel k: the chain's input read from memory where the output
+        is written, or op `source`'s output from its stripe cache (the config checked that its window, behind
+        stride-1 ops only, holds every position this op writes)."""
+        row, col = at
+        out_k = self.shape_list[source][3]
+        exists = padding + _cond([(k, "<", out_k)], bounds)
+        if source == 0:
+            tensor = self.tensors[0].layout
+            term = f"input[{tensor.offset_c({'n': E.Var('nb') if self.batched else E.Const(0), 'h': row, 'w': col, 'c': k}, bounds)}]"
+        else:
+            geo = self.geo
+            h = E.add(row, E.mul(geo.row_start[source], -1))  # constant: the strides between are all 1
+            w = E.add(col, E.mul(geo.col_start[source], -1))
+            window = self.win.temps[source - 1]
+            term = f"{self.win.temp_names[source - 1]}[{window.offset_c({'n': E.Const(0), 'h': h, 'w': w, 'c': k}, bounds)}]"
+        return f"({' && '.join(exists)}) ? {term} : {self.zero}" if exists else term
 
     def _window_of(self, index: int, rows: int, cols: int, channels: int) -> TensorLayout:
         layout = self.source_layouts[index]

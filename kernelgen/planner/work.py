@@ -94,7 +94,7 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
         # Earlier ops compute all their channels once per output-channel stripe (seed 000's order).
         channels = k_j * cut.ko_extent if j < n_ops else k_j
         macs += rows_in(j) * cols_in(j) * channels * taps
-        if op.residual is not None:  # the input read again where this op's outputs are written
+        if op.residual == 0:  # the input read again where this op's outputs are written (op K's: in its cache)
             residual_elems += rows_in(j) * cols_in(j) * channels
         # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
         f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))

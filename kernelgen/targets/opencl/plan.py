@@ -121,6 +121,7 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
     storages: list[Storage] = []
     source = _activation(config, "input", "input", config.input_layout.bind(plan.ops[0].in_shape), images)
     storages.append(source)
+    chain = [source]  # tensor j of the chain: what a residual names (0: the input, K: op K's output)
     ops = []
     for j, geo in enumerate(plan.ops, start=1):
         filt = _filter(config, j, geo.out_channels, geo.in_channels, geo.kernel, texel_filters, per_item)
@@ -136,8 +137,9 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
                           tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks, bias=bias, residual=storages[0] if geo.residual == 0 else None))
+                          channel_blocks=blocks, bias=bias, residual=None if geo.residual is None else chain[geo.residual]))
         source = dest
+        chain.append(dest)
     for s in storages:
         _check_image(config, s, limit)
     geometry = dict(tile=tile, local=local, width=width, vectors=vectors, half_storage=config.dtype == "float16")

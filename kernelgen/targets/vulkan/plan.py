@@ -113,7 +113,7 @@ class VulkanOp:
     # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), then max/min with the
     # clamp's bounds (GLSL literals; "" = no bound).
     bias: int = -1
-    residual: Access | None = None  # the chain's input at this output position (binding 4)
+    residual: Access | None = None  # the chain's input or op K's output at this position (binding 4)
     res_buffer: int = -1
     clamp_lo: str = ""
     clamp_hi: str = ""
@@ -260,9 +260,11 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec)
         lo, hi = op.clamp if op.clamp is not None else (-math.inf, math.inf)
-        residual = _residual_access(layouts["input"], op) if op.residual == 0 else None
+        # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
+        res_name = None if op.residual is None else "input" if op.residual == 0 else f"temp{op.residual}"
+        residual = _residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
-                           res_buffer=number["input"] if residual else -1,
+                           res_buffer=number[res_name] if res_name else -1,
                            clamp_lo=_glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=_glsl_float(hi) if hi < math.inf else ""))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
@@ -271,9 +273,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
 
 
 def _residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
-    """The chain's input read where this op's output is written (same shape): a vec4 chunk when its
-    layout keeps 4 channels together (padding lanes land on output lanes that are never stored or
-    get pad_value), else 4 scalars, the ones past the channels not read."""
+    """The residual (the chain's input or an earlier op's output) read where this op's output is written
+    (same shape): a vec4 chunk when its layout keeps 4 channels together (padding lanes land on output
+    lanes that are never stored or get pad_value), else 4 scalars, the ones past the channels not read."""
     n, out_h, out_w, out_c = op.out_shape
     bounds = {"n": (0, n - 1), "oh": (0, out_h - 1), "ow": (0, out_w - 1), "oc4": (0, -(-out_c // 4) - 1)}
     use4 = vec_ok(input_tl, 3) and (out_c % 4 == 0 or input_tl.layout.pad_kind is not PadKind.NONE)

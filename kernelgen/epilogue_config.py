@@ -1,0 +1,55 @@
+"""Meaning checks of an op's epilogue keys (`activation`, `residual`): what a config may ask the store of
+a conv to do after the bias. Split from config.py, which calls these with its problem reporter."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+Problem = Callable[[tuple, str], None]
+Shape = tuple[int, int, int, int]
+
+# The largest finite float32 (IEEE 754 binary32): a clamp bound past it cannot be stored in a kernel.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def activation(problem: Problem, keys: tuple, spec: str | list[float]) -> tuple[tuple[float, float] | None, str]:
+    """The activation as a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6])."""
+    if spec == "none":
+        return None, "none"
+    if spec == "relu":
+        return (0.0, math.inf), "relu"
+    if spec == "relu6":
+        return (0.0, 6.0), "relu6"
+    lo, hi = float(spec[0]), float(spec[1])
+    if max(abs(lo), abs(hi)) > FLOAT32_MAX:
+        problem(keys, f"expected clamp bounds a float32 holds, got [{lo:g}, {hi:g}]")
+    elif lo > hi:
+        problem(keys, f"expected a clamp [lo, hi] with lo <= hi, got [{lo:g}, {hi:g}]")
+    return (lo, hi), f"clamp[{lo:g}, {hi:g}]"
+
+
+def residual(problem: Problem, keys: tuple, spec: str | int | None, index: int, shapes: list[Shape],
+             strides: list[tuple[int, int]], out_shape: Shape) -> int | None:
+    """Which tensor op `index` (0-based) adds before its activation: 0 for the chain's input, K for op K's
+    output (1-based, an earlier op). Its shape must be this op's output shape, and the ops after K must all
+    have stride 1: a fused chain keeps op K's output in a stripe cache that then also covers the positions
+    this op writes (each row of the output has its row of op K in the window)."""
+    if spec is None:
+        return None
+    source = 0 if spec == "input" else int(spec)
+    if source > index:
+        problem(keys, f"expected 'input' or an earlier op (1 to {index}), got {spec}" if index else
+                f"expected 'input' (the first op has no earlier op), got {spec}")
+        return None
+    what = "the input" if source == 0 else f"op {source}'s output"
+    if tuple(shapes[source]) != tuple(out_shape):
+        problem(keys, f"expected a residual of this op's output shape {list(out_shape)}; {what} is "
+                      f"{list(shapes[source])}")
+        return None
+    strided = [k + 1 for k in range(source, index + 1) if strides[k] != (1, 1)]
+    if source and strided:
+        problem(keys, f"expected stride 1 in the ops after op {source} up to this one (op {strided[0]} has stride "
+                      f"{list(strides[strided[0] - 1])}): a fused chain keeps op {source}'s output only for the "
+                      f"rows its consumer reads")
+        return None
+    return source
