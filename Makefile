@@ -11,7 +11,7 @@ APT_PACKAGES := gcc clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,opencl,vulkan]'
+	$(VENV)/bin/pip install -q -e '.[test,opencl,vulkan,onnx]'
 	touch $@
 
 # Installs the Debian toolchains when run as root; otherwise says what is missing.

@@ -1,4 +1,4 @@
-"""The command line: the only module that prints or exits.
+"""The command line: the only module (with cli_import, which it registers) that prints or exits.
 
 Library errors become exit codes here and nowhere else: ConfigError -> 2 (one line per
 problem: file:line:col: key: message), any other KernelgenError -> 1.
@@ -17,6 +17,7 @@ import click
 from . import __version__
 from .api import (TARGETS, chosen_targets, dependencies, generate, json_schema, load_config, output_names, skipped,
                   validate_safely)
+from .cli_import import import_command
 from .config import Config
 from .errors import ConfigError, KernelgenError
 from .files import depfile_text, display_path, write_if_changed
@@ -36,7 +37,7 @@ def _handle_errors(fn: Callable) -> Callable:
             sys.exit(2)
         except KernelgenError as error:
             click.echo(f"error: {error}", err=True)
-            sys.exit(1)
+            sys.exit(error.exit_code)
     return wrapper
 
 
@@ -269,7 +270,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
     if as_json:
         click.echo(json.dumps([{"config": r.config, "target": r.target, "status": r.status,
                                 "max_abs_error": _number(r.max_abs_error), "max_rel_error": _number(r.max_rel_error),
-                                "bound_ratio": _number(r.bound_ratio), "seed": r.seed, "detail": r.detail}
+                                "bound_ratio": _number(r.bound_ratio), "seed": r.seed, "oracles": list(r.oracles),
+                                "detail": r.detail}
                                for r in results], indent=2))
     else:
         header = f"{'config':<28} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} " \
@@ -425,3 +427,6 @@ def init(name: str, path: str | None) -> None:
         sys.exit(1)
     write_if_changed(target, STARTER.format(name=name, path=target))
     click.echo(str(target))
+
+
+main.add_command(import_command)

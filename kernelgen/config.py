@@ -85,6 +85,7 @@ class Config:
     marks: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
     # The file name as the OS spells it (`path` is its printable form): depfiles name this one.
     file: str = field(default="", compare=False, repr=False)
+    source: M.SourceModel | None = None  # an imported config's model and nodes (kernelgen import)
 
     def problem(self, key: str, message: str) -> ConfigError:
         """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
@@ -245,6 +246,7 @@ class _Checker:
         return Config(name=m.name, path=self.path, dtype=m.dtype, input_shape=shape, input_layout=input_layout,
                       ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)), quant=m.quant,
                       options={t.name: getattr(m, t.name) for t in self.catalog if t.options is not None},
+                      source=m.source,
                       marks={key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
 
     def targets(self, m: M.ConfigModel) -> None:

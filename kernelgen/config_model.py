@@ -146,6 +146,17 @@ class QuantModel(StrictModel):
         default=None, description="an int in [0, 255]: zero point of chain intermediates (default: output_zero_point)")
 
 
+class SourceModel(StrictModel):
+    """Where an imported config came from (`kernelgen import`): validate then checks the kernel against the
+    model's own weights and runs the same nodes in onnxruntime."""
+
+    onnx: Annotated[str, Field(strict=True, min_length=1, max_length=4096)] = Field(
+        description="the ONNX model file, relative to this config's folder")
+    nodes: conlist(Annotated[str, Field(strict=True, min_length=1, max_length=4096)], min_length=1) = Field(
+        description="the ONNX nodes this config fuses, in graph order (a node's name, or its first output's "
+                    "name when it has none)")
+
+
 class ConfigModel(StrictModel):
     name: Name = Field(description=f"a name matching {NAME_PATTERN}, at most {MAX_NAME_LENGTH} characters, that is "
                                    f"not a C, OpenCL or GLSL keyword or C library name")
@@ -159,6 +170,8 @@ class ConfigModel(StrictModel):
         description="'auto' (fit every split to the hvx VTCM size) or {k_split: ..., h_split: ..., budget: ..., ...}")
     targets: conlist(StrictStr, min_length=1) = Field(default=["c"], description="a list of target names")
     quant: QuantModel = Field(default_factory=QuantModel, description="quantization parameters for dtype uint8")
+    source: Union[SourceModel, None] = Field(
+        default=None, description="{onnx: FILE, nodes: [...]}: the model an imported config came from")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import reference
+from . import onnx_oracle, reference
 from .config import Config
 from .errors import ConfigError, KernelgenError
 from .layout import PadKind
@@ -29,6 +29,7 @@ class Result:
     bound_ratio: float  # worst |error| / allowed bound; <= 1 passes
     seed: int
     detail: str = ""
+    oracles: tuple[str, ...] = ("numpy",)  # what the output was checked against
 
     @property
     def passed(self) -> bool:
@@ -41,8 +42,10 @@ class Inputs:
     physical: tuple[np.ndarray, ...]  # packed with the layout engine
 
 
-def make_inputs(plan: Plan, rng: np.random.Generator) -> Inputs:
+def make_inputs(plan: Plan, rng: np.random.Generator, config: Config | None = None) -> Inputs:
+    """Fresh random tensors; an imported config (config.source) takes its filters and biases from the model."""
     logical, physical = [], []
+    model_weights = onnx_oracle.weights(config) if config is not None and config.source is not None else {}
     for tensor in plan.tensors[:-1]:
         shape = tensor.logical_shape
         # Filters scaled by 1/sqrt(fan-in) keep chain activations near unit size; biases of half that
@@ -52,6 +55,8 @@ def make_inputs(plan: Plan, rng: np.random.Generator) -> Inputs:
         else:
             scale = 0.5 if tensor.name.startswith("bias") else 1.0
         values = (rng.uniform(-1.0, 1.0, size=shape) * scale).astype(np.float32)
+        if tensor.name in model_weights:
+            values = model_weights[tensor.name].reshape(shape)
         logical.append(values)
         physical.append(np.ascontiguousarray(tensor.layout.pack(values)))
     return Inputs(tuple(logical), tuple(physical))
@@ -86,9 +91,22 @@ def compare(config: Config, plan: Plan, target: str, seed: int, inputs: Inputs, 
         problems.append(f"output{list(map(int, worst))} = {got[worst]:.6g}, expected {expected[worst]:.6g} "
                         f"(error {error[worst]:.3g} > bound {bound[worst]:.3g})")
     problems += _padding_problems(layout, output)
+    oracles = ("numpy",)
+    if config.source is not None and not unwritten:
+        # onnxruntime's float32 result errs from the exact value by at most the float32 bound as well
+        # (any summation order, with or without FMA), so kernel and onnxruntime differ by at most twice it.
+        ort = onnx_oracle.run_onnxruntime(config, named["input"], named)
+        float32_bound = bound if storage_roundoff == 0.0 else reference.chain_error_bound(
+            config, named["input"], filters, biases=biases)[1]
+        ort_ratio = float((np.abs(got - ort) / np.maximum(bound + float32_bound, 1e-300)).max())
+        oracles = ("numpy", "onnxruntime")
+        ratio = max(ratio, ort_ratio)
+        if ort_ratio > 1.0:
+            problems.append(f"differs from onnxruntime by {float(np.abs(got - ort).max()):.3g} (over the two "
+                            f"rounding bounds by {ort_ratio:.3g}x)")
     status = "FAIL" if problems else "pass"
     return Result(config=config.name, target=target, status=status, max_abs_error=max_abs, max_rel_error=max_rel,
-                  bound_ratio=ratio, seed=seed, detail="; ".join(problems))
+                  bound_ratio=ratio, seed=seed, detail="; ".join(problems), oracles=oracles)
 
 
 def _padding_problems(layout, output: np.ndarray) -> list[str]:

@@ -32,7 +32,7 @@ def _library(config: Config, render: Render, workdir: Path) -> Library:
 
 def validate_c(config: Config, seed: int, render: Render) -> Result:
     plan = make_plan(config)
-    inputs = make_inputs(plan, np.random.default_rng(seed))
+    inputs = make_inputs(plan, np.random.default_rng(seed), config)
     output = np.full(plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
     workspace = np.full(plan.workspace_elements, np.nan, dtype=np.float32)
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-{plan.name}-") as tmp:

@@ -151,7 +151,7 @@ def validate_uint8(config: Config, seed: int, render: Render) -> Result:
 
 def validate_float32(config: Config, seed: int, render: Render) -> Result:
     plan = make_plan(config)
-    inputs: Inputs = make_inputs(plan, np.random.default_rng(seed))
+    inputs: Inputs = make_inputs(plan, np.random.default_rng(seed), config)
     arrays = [np.ascontiguousarray(p).reshape(-1) for p in inputs.physical]
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-hvx-{plan.name}-") as tmp:
         program = prepare(config, Path(tmp), arrays, [t.name for t in plan.tensors[:-1]], FLOAT_POISONS, render)

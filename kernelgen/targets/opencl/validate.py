@@ -63,7 +63,7 @@ def prepare(config: Config, runner: OpenCLRunner, render: Render) -> tuple[OpenC
 
 def validate_opencl(config: Config, seed: int, render: Render, *, device: int | str | None = None) -> Result:
     the_plan = make_plan(config)
-    inputs = make_inputs(the_plan, np.random.default_rng(seed))
+    inputs = make_inputs(the_plan, np.random.default_rng(seed), config)
     if config.dtype == "float16":
         # Inputs exactly representable in half, so the reference sees what the device stores.
         logical = tuple(a.astype(np.float16).astype(np.float32) for a in inputs.logical)

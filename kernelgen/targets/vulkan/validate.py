@@ -67,7 +67,7 @@ def check_device(vk: VulkanPlan, info) -> None:
 def validate_vulkan(config: Config, seed: int, *, device: int | str | None = None) -> Result:
     the_plan = make_plan(config)
     vk = plan_vulkan(config, the_plan)
-    inputs = make_inputs(the_plan, np.random.default_rng(seed))
+    inputs = make_inputs(the_plan, np.random.default_rng(seed), config)
     if config.dtype == "float16":
         # Inputs exactly representable in half, so the reference sees what the device reads.
         logical = tuple(a.astype(np.float16).astype(np.float32) for a in inputs.logical)

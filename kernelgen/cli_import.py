@@ -1,0 +1,52 @@
+"""`kernelgen import MODEL.onnx -o DIR`: the command line of the ONNX importer (kernelgen.onnx_import),
+split from cli.py, which registers it. Prints and exits like the other commands."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .api import TARGETS
+from .errors import KernelgenError
+from .files import write_if_changed
+
+
+@click.command("import")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out_dir", default="configs", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the configs (one per fused group of Conv nodes).")
+@click.option("--target", "targets", multiple=True, metavar="NAME", default=("c",), show_default=True,
+              help=f"The targets written into each config (repeatable). One of: {', '.join(TARGETS)}.")
+def import_command(model: str, out_dir: str, targets: tuple[str, ...]) -> None:
+    """Read an ONNX model and write one config per fused group of Conv nodes.
+
+    \b
+    A chain of Conv nodes in which each result feeds only the next conv is one config; Relu and
+    Clip fold into `activation`, an Add of the chain's input or an earlier conv's result into
+    `residual`. Each config records its model and nodes (`source:`), so `kernelgen validate` runs
+    it on the model's own weights and checks it against onnxruntime as well. Every node not
+    imported is listed with its op type. Exit 0 when at least one conv was imported.
+    Example:
+      kernelgen import mobilenetv2.onnx -o configs/mobilenetv2 && kernelgen validate configs/mobilenetv2/*.yaml
+    """
+    from .onnx_import import import_model
+
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        raise click.BadParameter(f"unknown target {unknown[0]!r} (expected one of: {', '.join(TARGETS)})",
+                                 param_hint="--target")
+    try:
+        imported = import_model(model, out_dir, tuple(dict.fromkeys(targets)))
+        for config in imported.configs:
+            path = Path(out_dir) / f"{config.name}.yaml"
+            write_if_changed(path, config.text)
+            click.echo(f"imported {path}: {len(config.nodes)} node(s): {', '.join(config.nodes)}")
+    except KernelgenError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    for node, op_type, why in imported.skipped:
+        click.echo(f"not imported: {node} ({op_type}){': ' + why if why else ''}")
+    if not imported.configs:
+        click.echo(f"error: {model}: no Conv node could be imported", err=True)
+        sys.exit(1)

@@ -1,0 +1,179 @@
+"""Reading an ONNX model: its constant tensors, static shapes, who consumes what, and what a Conv, Relu
+or Clip node means in kernelgen's terms. Shared by `kernelgen import` and the onnxruntime oracle.
+
+The `onnx` package is an optional dependency (`pip install 'kernelgen[onnx]'`): imported here, lazily.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import KernelgenError
+
+ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
+# The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+class OnnxError(KernelgenError):
+    """An ONNX file kernelgen cannot read (or the onnx package is missing): bad input, exit 2."""
+
+    exit_code = 2
+
+
+def onnx_module() -> Any:
+    try:
+        import onnx
+    except ImportError:
+        raise OnnxError(f"reading ONNX models needs the onnx package: {ONNX_EXTRA}") from None
+    return onnx
+
+
+def node_id(node) -> str:
+    """How configs name a node: its name, or its first output's name when it has none (both are unique)."""
+    return node.name or node.output[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ConvNode:
+    """A Conv node's attributes as kernelgen's conv2d keys."""
+
+    weight: str
+    bias: str | None
+    out_channels: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int, int, int]  # top, left, bottom, right (ONNX's pads order for 2-D)
+    dilation: tuple[int, int]
+    groups: int
+
+
+@dataclass(frozen=True)
+class Graph:
+    path: Path
+    model: Any  # onnx.ModelProto, shapes inferred
+    nodes: tuple  # graph order (topological, as ONNX requires)
+    constants: dict[str, np.ndarray]  # initializers and Constant node outputs
+    shapes: dict[str, tuple[int, ...]]  # static shapes only (a symbolic batch dimension read as 1)
+    consumers: dict[str, tuple[int, ...]]  # tensor -> indices of the nodes reading it
+    outputs: frozenset[str]  # the graph's outputs
+
+    def sole_consumer(self, tensor: str) -> int | None:
+        """The one node reading `tensor`, when exactly one does and it is not a graph output."""
+        readers = self.consumers.get(tensor, ())
+        return readers[0] if len(readers) == 1 and tensor not in self.outputs else None
+
+    def conv(self, index: int) -> ConvNode | str:
+        """The Conv node at `index`, or why kernelgen cannot take it."""
+        node = self.nodes[index]
+        attrs = _attributes(node)
+        weight = node.input[1] if len(node.input) > 1 else ""
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if weight not in self.constants or (bias is not None and bias not in self.constants):
+            return "its weights are not constants of the model"
+        w = self.constants[weight]
+        if w.ndim != 4:
+            return f"a {w.ndim - 2}-D convolution (kernelgen has conv2d)"
+        if w.dtype != np.float32:
+            return f"{w.dtype} weights (float32 models only; quantized models are not imported yet)"
+        in_shape = self.shapes.get(node.input[0])
+        if in_shape is None or len(in_shape) != 4:
+            return "its input has no static NCHW shape"
+        kernel = (int(w.shape[2]), int(w.shape[3]))
+        stride = tuple(attrs.get("strides", (1, 1)))
+        dilation = tuple(attrs.get("dilations", (1, 1)))
+        groups = int(attrs.get("group", 1))
+        span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+        auto_pad = attrs.get("auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        if auto_pad in ("NOTSET", "VALID"):
+            pads = tuple(attrs.get("pads", (0, 0, 0, 0))) if auto_pad == "NOTSET" else (0, 0, 0, 0)
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            # ONNX: output = ceil(input / stride); the odd pixel of the total goes after (UPPER) or before
+            before, after = [], []
+            for extent, s, sp in zip(in_shape[2:], stride, span):
+                total = max((math.ceil(extent / s) - 1) * s + sp - extent, 0)
+                small = total // 2
+                before.append(small if auto_pad == "SAME_UPPER" else total - small)
+                after.append(total - before[-1])
+            pads = (*before, *after)
+        else:
+            return f"auto_pad {auto_pad}"
+        return ConvNode(weight=weight, bias=bias, out_channels=int(w.shape[0]), kernel=kernel,
+                        stride=(int(stride[0]), int(stride[1])), pad=tuple(int(p) for p in pads),
+                        dilation=(int(dilation[0]), int(dilation[1])), groups=groups)
+
+    def activation(self, index: int) -> str | list[float] | None:
+        """A Relu or Clip node as kernelgen's activation (relu, relu6, [lo, hi]); None for anything else."""
+        node = self.nodes[index]
+        if node.op_type == "Relu":
+            return "relu"
+        if node.op_type != "Clip":
+            return None
+        attrs = _attributes(node)
+        bounds = []
+        for position, name, default in ((1, "min", -FLOAT32_MAX), (2, "max", FLOAT32_MAX)):
+            if len(node.input) > position and node.input[position]:  # opset 11+: optional constant inputs
+                value = self.constants.get(node.input[position])
+                if value is None or value.size != 1:
+                    return None
+                bounds.append(float(value.reshape(-1)[0]))
+            else:  # opset 6: attributes
+                bounds.append(float(attrs.get(name, default)))
+        lo, hi = max(bounds[0], -FLOAT32_MAX), min(bounds[1], FLOAT32_MAX)
+        if (lo, hi) == (0.0, 6.0):
+            return "relu6"
+        if lo == 0.0 and hi == FLOAT32_MAX:
+            return "relu"
+        return [lo, hi]
+
+
+def read_graph(path: str | Path) -> Graph:
+    onnx = onnx_module()
+    from onnx import numpy_helper, shape_inference
+
+    path = Path(path)
+    try:
+        model = onnx.load(str(path))
+    except FileNotFoundError:
+        raise OnnxError(f"{path}: no such file") from None
+    except Exception as error:  # protobuf's DecodeError and friends: not a model
+        raise OnnxError(f"{path}: not an ONNX model ({type(error).__name__}: {error})") from None
+    try:
+        model = shape_inference.infer_shapes(model)
+    except Exception as error:
+        raise OnnxError(f"{path}: ONNX shape inference failed: {error}") from None
+    graph = model.graph
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            value = next((a for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                constants[node.output[0]] = numpy_helper.to_array(value.t)
+    shapes = {}
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        dims = info.type.tensor_type.shape.dim
+        if info.type.tensor_type.HasField("shape") and dims:
+            values = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+            if values[0] is None:  # a symbolic batch ("N"): one image
+                values[0] = 1
+            if all(v is not None for v in values):
+                shapes[info.name] = tuple(int(v) for v in values)
+    consumers: dict[str, list[int]] = {}
+    for index, node in enumerate(graph.node):
+        for name in dict.fromkeys(node.input):
+            if name:
+                consumers.setdefault(name, []).append(index)
+    return Graph(path=path, model=model, nodes=tuple(graph.node), constants=constants, shapes=shapes,
+                 consumers={k: tuple(v) for k, v in consumers.items()},
+                 outputs=frozenset(o.name for o in graph.output))
+
+
+def _attributes(node) -> dict[str, Any]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}

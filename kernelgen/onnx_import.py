@@ -1,0 +1,171 @@
+"""`kernelgen import`: an ONNX model -> one config per fused group of Conv nodes.
+
+A group starts at a Conv whose weights are constants and follows the graph while each conv's result
+feeds only the next conv: Relu and Clip after a conv fold into its `activation`, an Add whose other
+operand is the group's input or an earlier conv's result folds into `residual` (an activation after
+that Add folds in after it: conv, + bias, + residual, activation). Every other node is listed as not
+imported, with its name and op type.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .onnx_graph import ConvNode, Graph, node_id, read_graph
+from .reserved import MAX_NAME_LENGTH, RESERVED
+
+
+@dataclass
+class _Op:
+    conv: ConvNode
+    members: list[int]  # node indices folded into this op: the Conv, then an Add, then a Relu or Clip
+    out: str = ""  # the tensor this op's result is in the graph (after the folded nodes)
+    residual: int | None = None  # 0: the group's input, K: op K's result
+    activation: str | list[float] = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedConfig:
+    name: str
+    text: str  # the YAML file
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Imported:
+    configs: tuple[ImportedConfig, ...]
+    skipped: tuple[tuple[str, str, str], ...]  # (node, op type, why)
+    notes: tuple[str, ...] = field(default=())
+
+
+def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...] = ("c",)) -> Imported:
+    graph = read_graph(path)
+    taken: set[int] = set()
+    why_not: dict[int, str] = {}
+    configs: list[ImportedConfig] = []
+    names: set[str] = set()
+    for index, node in enumerate(graph.nodes):
+        if index in taken or node.op_type != "Conv":
+            continue
+        conv = graph.conv(index)
+        if isinstance(conv, str):
+            why_not[index] = conv
+            continue
+        ops = _group(graph, index, conv)
+        members = [m for op in ops for m in op.members]
+        taken.update(members)
+        name = _unique(_name(graph, ops), names)
+        ids = tuple(node_id(graph.nodes[m]) for m in sorted(members))
+        model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
+        configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets), nodes=ids))
+    skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
+                    if i not in taken and n.op_type != "Constant")
+    return Imported(configs=tuple(configs), skipped=skipped)
+
+
+def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
+    chain = [graph.nodes[start].input[0]]  # tensor j of the group: its input, then each op's result
+    ops: list[_Op] = []
+    index, conv = start, first
+    while True:
+        op = _Op(conv=conv, members=[index])
+        tensor = graph.nodes[index].output[0]
+        reader = graph.sole_consumer(tensor)
+        if reader is not None and graph.nodes[reader].op_type == "Add":
+            source = _residual_source(graph, reader, tensor, chain, ops, conv)
+            if source is not None:
+                op.residual, tensor = source, graph.nodes[reader].output[0]
+                op.members.append(reader)
+                reader = graph.sole_consumer(tensor)
+        if reader is not None and graph.activation(reader) is not None:
+            op.activation = graph.activation(reader)
+            op.members.append(reader)
+            tensor = graph.nodes[reader].output[0]
+        op.out = tensor
+        ops.append(op)
+        chain.append(tensor)
+        # the next conv: the one Conv reading this result; other readers must be Adds a later op folds in
+        readers = graph.consumers.get(tensor, ())
+        convs = [r for r in readers if graph.nodes[r].op_type == "Conv" and graph.nodes[r].input[0] == tensor]
+        if len(convs) != 1 or tensor in graph.outputs or any(
+                graph.nodes[r].op_type != "Add" for r in readers if r != convs[0]):
+            break
+        following = graph.conv(convs[0])
+        if isinstance(following, str):
+            break
+        index, conv = convs[0], following
+    return _cut_escapes(graph, ops)
+
+
+def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops: list[_Op], conv: ConvNode
+                     ) -> int | None:
+    """Which tensor of the group the Add's other operand is (0: the input, K: op K's result), when kernelgen
+    can fuse it: same shape, and (for op K) only stride-1 convs after op K."""
+    inputs = list(graph.nodes[add].input)
+    if len(inputs) != 2 or tensor not in inputs:
+        return None
+    other = inputs[1] if inputs[0] == tensor else inputs[0]
+    if other not in chain or graph.shapes.get(other) != graph.shapes.get(graph.nodes[add].output[0]):
+        return None
+    source = chain.index(other)
+    strides = [op.conv.stride for op in ops[source:]] + [conv.stride]
+    if source and any(s != (1, 1) for s in strides):
+        return None
+    return source
+
+
+def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
+    """Ends the group at the first op whose result is read outside it (a fused chain keeps intermediates
+    in caches only): that op's result becomes the group's output."""
+    while True:
+        members = {m for op in ops for m in op.members}
+        escaping = next((j for j, op in enumerate(ops[:-1]) if op.out in graph.outputs or any(
+            r not in members for r in graph.consumers.get(op.out, ()))), None)
+        if escaping is None:
+            return ops
+        ops = ops[:escaping + 1]
+        # a residual folded into a later op that was just cut off is gone with it; nothing else changes
+
+
+def _name(graph: Graph, ops: list[_Op]) -> str:
+    first = node_id(graph.nodes[ops[0].members[0]])
+    last = node_id(graph.nodes[ops[-1].members[0]])
+    text = first if len(ops) == 1 else f"{first}_to_{last}"
+    name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", text.lower())).strip("_")
+    if not name or not name[0].isalpha():
+        name = f"onnx_{name}".rstrip("_")
+    return name[:MAX_NAME_LENGTH].rstrip("_")
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 1
+    while candidate in taken or candidate in RESERVED:
+        n += 1
+        suffix = f"_{n}"
+        candidate = name[:MAX_NAME_LENGTH - len(suffix)] + suffix
+    taken.add(candidate)
+    return candidate
+
+
+def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
+          targets: tuple[str, ...]) -> str:
+    n, c, h, w = graph.shapes[graph.nodes[ops[0].members[0]].input[0]]
+    lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: the model's own weights, "
+             f"NCHW tensors as ONNX stores them",
+             f"name: {name}", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: NCHW}}", "ops:"]
+    for op in ops:
+        cv = op.conv
+        keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
+                f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
+        keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
+        keys += ["bias: true"] if cv.bias else []
+        keys += [f"residual: {'input' if op.residual == 0 else op.residual}"] if op.residual is not None else []
+        if op.activation != "none":
+            keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
+        lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
+    lines += ["output: {layout: NCHW}", f"targets: [{', '.join(targets)}]",
+              f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]
+    return "\n".join(lines) + "\n"

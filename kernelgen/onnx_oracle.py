@@ -1,0 +1,95 @@
+"""An imported config's second oracle: the model's own weights and biases, and onnxruntime running the
+same nodes on the same input. Independent of kernelgen's numpy reference: another implementation of
+Conv, Add, Relu and Clip, fed the ONNX graph itself rather than kernelgen's reading of it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .config import Config
+from .onnx_graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module, read_graph
+
+_GRAPHS: dict[Path, Graph] = {}
+
+
+def model_path(config: Config) -> Path:
+    return Path(config.file or config.path).parent / config.source.onnx
+
+
+def _graph(config: Config) -> Graph:
+    path = model_path(config).resolve()
+    if path not in _GRAPHS:
+        try:
+            _GRAPHS[path] = read_graph(path)
+        except OnnxError as error:
+            raise config.problem("source.onnx", str(error)) from None
+    return _GRAPHS[path]
+
+
+def _nodes(config: Config, graph: Graph) -> list:
+    by_id = {node_id(n): n for n in graph.nodes}
+    missing = [i for i in config.source.nodes if i not in by_id]
+    if missing:
+        raise config.problem("source.nodes", f"expected nodes of {config.source.onnx}; it has no node {missing[0]!r}")
+    wanted = set(config.source.nodes)
+    return [n for n in graph.nodes if node_id(n) in wanted]  # graph order
+
+
+def weights(config: Config) -> dict[str, np.ndarray]:
+    """filter<j> (OIHW, as ONNX stores Conv weights) and bias<j> of each op, from the model."""
+    graph = _graph(config)
+    convs = [n for n in _nodes(config, graph) if n.op_type == "Conv"]
+    if len(convs) != len(config.ops):
+        raise config.problem("source.nodes", f"expected {len(config.ops)} Conv nodes (one per op), got {len(convs)}")
+    out = {}
+    for j, (node, op) in enumerate(zip(convs, config.ops), start=1):
+        w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
+        want = (op.out_channels, None, *op.kernel)
+        if w is None or w.ndim != 4 or (w.shape[0], w.shape[2], w.shape[3]) != (want[0], *want[2:]):
+            raise config.problem("source.nodes", f"Conv {node_id(node)!r} has weights of shape "
+                                                 f"{None if w is None else list(w.shape)}; ops[{j - 1}] expects "
+                                                 f"[{op.out_channels}, C/groups, {op.kernel[0]}, {op.kernel[1]}]")
+        out[f"filter{j}"] = w.astype(np.float32)
+        if op.bias:
+            if len(node.input) < 3 or node.input[2] not in graph.constants:
+                raise config.problem(f"ops.{j - 1}.conv2d.bias", f"Conv {node_id(node)!r} has no bias")
+            out[f"bias{j}"] = graph.constants[node.input[2]].astype(np.float32)
+    return out
+
+
+def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.ndarray]) -> np.ndarray:
+    """The config's nodes, cut out of the model into a graph of their own, run by onnxruntime's CPU
+    provider on x (logical NHWC); the result in NHWC. `tensors` (filter<j>, bias<j>) replace each Conv's
+    weights and bias: what the kernel was given (the model's, rounded to half for float16 storage)."""
+    onnx_module()  # the package, or a clear error naming the extra
+    from onnx import TensorProto, helper, numpy_helper
+
+    try:
+        import onnxruntime
+    except ImportError:
+        raise OnnxError(f"checking against onnxruntime needs the onnxruntime package: {ONNX_EXTRA}") from None
+    graph = _graph(config)
+    nodes = _nodes(config, graph)
+    produced = {o for n in nodes for o in n.output}
+    needed = {i for n in nodes for i in n.input if i and i not in produced}
+    chain_input = nodes[0].input[0]
+    given = {}
+    for j, node in enumerate((n for n in nodes if n.op_type == "Conv"), start=1):
+        given[node.input[1]] = tensors[f"filter{j}"]
+        if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
+            given[node.input[2]] = tensors[f"bias{j}"]
+    initializers = [numpy_helper.from_array(np.asarray(given[t.name], dtype=np.float32), t.name)
+                    if t.name in given else t for t in graph.model.graph.initializer if t.name in needed]
+    constants = [n for n in graph.nodes if n.op_type == "Constant" and n.output[0] in needed]
+    x = np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2).astype(np.float32))
+    sub = helper.make_graph(
+        [*constants, *nodes], f"{config.name}_oracle",
+        [helper.make_tensor_value_info(chain_input, TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)], initializers)
+    model = helper.make_model(sub, opset_imports=graph.model.opset_import, ir_version=graph.model.ir_version)
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {chain_input: x})
+    return np.asarray(y, dtype=np.float64).transpose(0, 2, 3, 1)

@@ -1,0 +1,85 @@
+"""Small ONNX models built with onnx.helper for the importer's tests: real block shapes, random weights."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+class Builder:
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+
+    def conv(self, name: str, x: str, c_in: int, c_out: int, k: int, *, stride: int = 1, pad: int = 0,
+             groups: int = 1, dilation: int = 1, bias: bool = True, out: str | None = None) -> str:
+        w = (self.rng.uniform(-1, 1, (c_out, c_in // groups, k, k)) * np.sqrt(3 / (c_in // groups * k * k)))
+        self.inits.append(numpy_helper.from_array(w.astype(np.float32), f"{name}_w"))
+        inputs = [x, f"{name}_w"]
+        if bias:
+            self.inits.append(numpy_helper.from_array(self.rng.uniform(-0.5, 0.5, c_out).astype(np.float32),
+                                                      f"{name}_b"))
+            inputs.append(f"{name}_b")
+        out = out or f"{name}_out"
+        self.nodes.append(helper.make_node("Conv", inputs, [out], name=name, kernel_shape=[k, k],
+                                           strides=[stride, stride], pads=[pad] * 4, group=groups,
+                                           dilations=[dilation, dilation]))
+        return out
+
+    def relu(self, name: str, x: str) -> str:
+        self.nodes.append(helper.make_node("Relu", [x], [f"{name}_out"], name=name))
+        return f"{name}_out"
+
+    def clip(self, name: str, x: str, lo: float, hi: float) -> str:
+        for bound, value in (("lo", lo), ("hi", hi)):
+            self.inits.append(numpy_helper.from_array(np.array(value, dtype=np.float32), f"{name}_{bound}"))
+        self.nodes.append(helper.make_node("Clip", [x, f"{name}_lo", f"{name}_hi"], [f"{name}_out"], name=name))
+        return f"{name}_out"
+
+    def add(self, name: str, a: str, b: str) -> str:
+        self.nodes.append(helper.make_node("Add", [a, b], [f"{name}_out"], name=name))
+        return f"{name}_out"
+
+    def node(self, op_type: str, name: str, inputs: list[str], **attrs) -> str:
+        self.nodes.append(helper.make_node(op_type, inputs, [f"{name}_out"], name=name, **attrs))
+        return f"{name}_out"
+
+    def model(self, x: str, shape: list[int], y: str):
+        graph = helper.make_graph(self.nodes, "test", [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info(y, TensorProto.FLOAT, None)], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def mobilenet_v2_block(c: int = 16, expand: int = 6, size: int = 14, stride: int = 1):
+    """1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1 project, + input (stride 1 only)."""
+    b = Builder(1)
+    hidden = c * expand
+    t = b.clip("expand_relu6", b.conv("expand", "x", c, hidden, 1), 0.0, 6.0)
+    t = b.clip("dw_relu6", b.conv("depthwise", t, hidden, hidden, 3, stride=stride, pad=1, groups=hidden), 0.0, 6.0)
+    t = b.conv("project", t, hidden, c, 1)
+    if stride == 1:
+        t = b.add("residual_add", t, "x")
+    return b.model("x", [1, c, size, size], t)
+
+
+def resnet_basic_block(c: int = 16, size: int = 10):
+    """3x3 + ReLU, 3x3, + input, ReLU."""
+    b = Builder(2)
+    t = b.relu("relu1", b.conv("conv1", "x", c, c, 3, pad=1))
+    t = b.conv("conv2", t, c, c, 3, pad=1)
+    t = b.relu("relu2", b.add("add", t, "x"))
+    return b.model("x", [1, c, size, size], t)
+
+
+def with_unsupported_nodes():
+    """conv + relu, MaxPool, conv (no bias), GlobalAveragePool, Flatten, Gemm: two configs, four nodes left."""
+    b = Builder(3)
+    t = b.relu("stem_relu", b.conv("stem", "x", 3, 8, 3, stride=2, pad=1))
+    t = b.node("MaxPool", "pool", [t], kernel_shape=[2, 2], strides=[2, 2])
+    t = b.conv("conv_after_pool", t, 8, 8, 3, pad=1, bias=False)
+    t = b.node("GlobalAveragePool", "gap", [t])
+    t = b.node("Flatten", "flatten", [t])
+    b.inits.append(numpy_helper.from_array(np.ones((8, 4), dtype=np.float32), "fc_w"))
+    t = b.node("Gemm", "fc", [t, "fc_w"])
+    return b.model("x", [1, 3, 16, 16], t)

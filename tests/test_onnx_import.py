@@ -1,0 +1,154 @@
+"""`kernelgen import`: ONNX models (built with onnx.helper in onnx_models.py) -> configs, then validated on
+the model's own weights against numpy and onnxruntime."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.api import load_config
+from kernelgen.cli import main
+
+ONNX = ("py:onnx", "py:onnxruntime")
+
+
+def _save(model, path: Path) -> Path:
+    import onnx
+
+    onnx.save(model, str(path))
+    return path
+
+
+def _import(tmp_path: Path, name: str, model, *extra: str):
+    model_file = _save(model, tmp_path / f"{name}.onnx")
+    result = CliRunner().invoke(main, ["import", str(model_file), "-o", str(tmp_path / name), *extra])
+    return result, sorted((tmp_path / name).glob("*.yaml")) if (tmp_path / name).exists() else []
+
+
+@requires_tool(*ONNX)
+def test_mobilenet_v2_block_becomes_one_fused_config(tmp_path):
+    import onnx_models
+
+    result, files = _import(tmp_path, "mnv2", onnx_models.mobilenet_v2_block(c=16, expand=6, size=14))
+    assert result.exit_code == 0, result.output
+    assert [f.name for f in files] == ["expand_to_project.yaml"]
+    config = load_config(files[0])
+    expand, depthwise, project = config.ops
+    assert config.input_shape == (1, 14, 14, 16) and config.input_layout.name == "NCHW"
+    assert (expand.out_channels, expand.kernel, expand.bias, expand.activation) == (96, (1, 1), True, "relu6")
+    assert (depthwise.groups, depthwise.kernel, depthwise.pad, depthwise.activation) == (96, (3, 3), (1, 1, 1, 1),
+                                                                                           "relu6")
+    assert (project.out_channels, project.residual, project.clamp) == (16, 0, None)
+    assert config.source.onnx == "../mnv2.onnx"
+    assert config.source.nodes == ["expand", "expand_relu6", "depthwise", "dw_relu6", "project", "residual_add"]
+    assert "not imported" not in result.output
+
+
+@requires_tool(*ONNX)
+def test_resnet_basic_block_folds_the_add_then_the_relu_after_it(tmp_path):
+    import onnx_models
+
+    result, files = _import(tmp_path, "resnet", onnx_models.resnet_basic_block(), "--target", "c",
+                            "--target", "opencl")
+    assert result.exit_code == 0, result.output
+    config = load_config(files[0])
+    assert config.targets == ("c", "opencl")
+    assert [(op.residual, op.activation, op.bias) for op in config.ops] == [(None, "relu", True), (0, "relu", True)]
+
+
+@requires_tool(*ONNX)
+def test_unsupported_nodes_are_listed_and_the_convs_still_imported(tmp_path):
+    import onnx_models
+
+    result, files = _import(tmp_path, "mixed", onnx_models.with_unsupported_nodes())
+    assert result.exit_code == 0, result.output
+    assert [f.name for f in files] == ["conv_after_pool.yaml", "stem.yaml"]
+    skipped = [line for line in result.output.splitlines() if line.startswith("not imported")]
+    assert skipped == ["not imported: pool (MaxPool)", "not imported: gap (GlobalAveragePool)",
+                       "not imported: flatten (Flatten)", "not imported: fc (Gemm)"]
+    stem = load_config(tmp_path / "mixed" / "stem.yaml")
+    assert (stem.ops[0].stride, stem.ops[0].activation, stem.input_shape) == ((2, 2), "relu", (1, 16, 16, 3))
+    assert load_config(tmp_path / "mixed" / "conv_after_pool.yaml").input_shape == (1, 4, 4, 8)  # after the pool
+
+
+@requires_tool(*ONNX)
+def test_residual_from_an_earlier_conv_and_an_escaping_intermediate(tmp_path):
+    import onnx_models
+
+    b = onnx_models.Builder(5)
+    t1 = b.relu("r1", b.conv("c1", "x", 8, 8, 1))
+    t2 = b.conv("c2", t1, 8, 8, 3, pad=1)
+    t3 = b.add("add", t2, t1)  # + conv 1's result (after its relu): residual: 1
+    t4 = b.conv("c3", t3, 8, 8, 3, pad=1)  # its result also feeds a pool: the group ends here
+    t5 = b.node("MaxPool", "pool", [t4], kernel_shape=[2, 2])
+    t6 = b.conv("c4", t4, 8, 8, 1)
+    model = b.model("x", [1, 8, 6, 6], t6)
+    model.graph.output.append(__import__("onnx").helper.make_tensor_value_info(t5, 1, None))
+    result, files = _import(tmp_path, "chain", model)
+    assert result.exit_code == 0, result.output
+    assert [f.name for f in files] == ["c1_to_c3.yaml", "c4.yaml"]
+    config = load_config(files[0])
+    assert [op.residual for op in config.ops] == [None, 1, None]
+    assert "not imported: pool (MaxPool)" in result.output
+
+
+@requires_tool(*ONNX)
+def test_no_conv_is_exit_1_and_a_file_that_is_not_onnx_exit_2(tmp_path):
+    import onnx_models
+
+    b = onnx_models.Builder()
+    model = b.model("x", [1, 3, 4, 4], b.relu("only", "x"))
+    result, files = _import(tmp_path, "none", model)
+    assert result.exit_code == 1 and files == []
+    assert "not imported: only (Relu)" in result.output and "no Conv node could be imported" in result.stderr
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x08\x07 not a protobuf \xff\xff")
+    result = CliRunner().invoke(main, ["import", str(junk), "-o", str(tmp_path / "junk")])
+    assert result.exit_code == 2 and "not an ONNX model" in result.stderr
+    result = CliRunner().invoke(main, ["import", str(junk), "--target", "cuda"])
+    assert result.exit_code == 2 and "unknown target 'cuda'" in result.output
+
+
+@requires_tool(*ONNX, "gcc", "clang-19", "qemu-hexagon")
+def test_imported_blocks_validate_against_numpy_and_onnxruntime(tmp_path):
+    import onnx_models
+
+    _, mnv2 = _import(tmp_path, "mnv2", onnx_models.mobilenet_v2_block(c=8, expand=3, size=9))
+    _, resnet = _import(tmp_path, "resnet", onnx_models.resnet_basic_block(c=8, size=7))
+    result = CliRunner().invoke(main, ["validate", *map(str, mnv2 + resnet), "--target", "c", "--target", "hvx",
+                                       "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["config"], r["target"], r["status"], r["oracles"]) for r in rows] == [
+        (name, target, "pass", ["numpy", "onnxruntime"]) for name in ("expand_to_project", "conv1_to_conv2")
+        for target in ("c", "hvx")]
+
+
+@requires_tool(*ONNX, "gcc")
+def test_onnxruntime_catches_a_config_that_drifted_from_its_model(tmp_path):
+    """numpy checks the kernel against the config; onnxruntime against the model: a config edited to relu6
+    where the model has relu passes the first and fails the second."""
+    import onnx_models
+
+    _, files = _import(tmp_path, "resnet", onnx_models.resnet_basic_block(c=8, size=7))
+    files[0].write_text(files[0].read_text().replace("activation: relu}", "activation: [-1.0, 0.5]}", 1))
+    result = CliRunner().invoke(main, ["validate", str(files[0]), "--target", "c", "--json"])
+    assert result.exit_code == 1
+    (row,) = json.loads(result.stdout)
+    assert row["status"] == "FAIL" and "differs from onnxruntime" in row["detail"]
+    assert row["max_abs_error"] < 1e-5  # the numpy reference of the config itself still agrees
+
+
+@requires_tool(*ONNX, "gcc")
+def test_a_source_that_does_not_match_the_config_is_a_config_error(tmp_path):
+    import onnx_models
+
+    _, files = _import(tmp_path, "resnet", onnx_models.resnet_basic_block(c=8, size=7))
+    text = files[0].read_text()
+    files[0].write_text(text.replace('"conv2", ', '"conv9", '))
+    result = CliRunner().invoke(main, ["validate", str(files[0]), "--target", "c"])
+    assert result.exit_code == 2 and "source.nodes: expected nodes of ../resnet.onnx; it has no node 'conv9'" in \
+        result.stderr
