@@ -43,7 +43,7 @@ ACTIVATION_LAYOUTS = [
 # What each target fuses so far (issue 19); the others refuse the rest with exit 2.
 FEATURES = {"c": {"groups", "bias", "residual", "residual_op", "activation"},
             "hvx": {"groups", "bias", "residual", "residual_op", "activation"},
-            "opencl": {"bias", "residual", "residual_op", "activation"},
+            "opencl": {"groups", "bias", "residual", "residual_op", "activation"},
             "vulkan": {"bias", "residual", "residual_op", "activation"}}
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 

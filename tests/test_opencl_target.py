@@ -112,6 +112,30 @@ MATRIX = {
     "residual_from_op1_texture_fp16": ([1, 6, 9, 8], ["{out_channels: 6, kernel: 1, activation: relu}",
                                                       "{out_channels: 6, kernel: 3, pad: 1, bias: true, residual: 1}"],
                                        NCHW4C, NCHW4C, "{tile: [2, 2, 2]}", "float16"),
+    # Grouped and depthwise convs: per group channel rc, each accumulator vector times an input vector
+    # (a vload of adjacent channels, a broadcast, or lane by lane), fused epilogues as for dense convs
+    "depthwise_nhwc_bias_relu6": ([1, 9, 10, 12], ["{out_channels: 12, kernel: 3, pad: 1, groups: 12, bias: true, "
+                                                   "activation: relu6}"], "NHWC", "NHWC", "{tile: [1, 4, 1]}",
+                                  "float32"),
+    "depthwise_stride2_multiplier2_texture_fp16": ([1, 11, 9, 6], ["{out_channels: 12, kernel: 3, stride: 2, pad: 1, "
+                                                                   "groups: 6, bias: true}"], NCHW4C, NCHW4C, "{}",
+                                                   "float16"),
+    "depthwise_dilated_c5_texture": ([1, 12, 12, 5], ["{out_channels: 5, kernel: 3, dilation: 2, pad: 2, groups: 5, "
+                                                      "activation: [-0.25, 0.5]}"], NHWC4C, NHWC4C,
+                                     "{filters_in_textures: false, tile: [2, 2, 2]}", "float32"),
+    "grouped_4_chain_buffer": ([1, 8, 7, 12], ["{out_channels: 8, kernel: 3, pad: 1, groups: 4, activation: relu}",
+                                               "{out_channels: 12, kernel: 1, groups: 4, bias: true}"], "NHWC", "NCHW",
+                               "{}", "float32"),
+    "grouped_2_residual_texture_fp16": ([1, 6, 7, 8], ["{out_channels: 8, kernel: 3, pad: 1, groups: 2, "
+                                                       "residual: input, activation: relu}"], NCHW4C, NCHW4C,
+                                        "{tile: [2, 2, 2]}", "float16"),
+    "inverted_residual_block_buffer": ([1, 7, 6, 8], ["{out_channels: 16, kernel: 1, bias: true, activation: relu6}",
+                                                      "{out_channels: 16, kernel: 3, pad: 1, groups: 16, bias: true, "
+                                                      "activation: relu6}",
+                                                      "{out_channels: 8, kernel: 1, bias: true, residual: input}"],
+                                       "NHWC", "NHWC", "{}", "float32"),
+    "depthwise_blocked_batch2": ([2, 6, 7, 40], ["{out_channels: 40, kernel: 3, pad: 1, groups: 40}"], BLOCKED, BLOCKED,
+                                 "{tile: [2, 4, 2]}", "float32"),
     # a bias storage must not take the output's place as the last storage (the pad kernel's target;
     # found by the fuzz suite)
     "bias_pad_value_output_buffer": ([1, 3, 2, 1], ["{out_channels: 1, kernel: 1, bias: true}"], "NHWC", NCHW4C,

@@ -49,7 +49,7 @@ EXHAUSTIVE_LIMIT = 1 << 20  # elements a non-separable layout is checked at, one
 
 
 @lru_cache(maxsize=64)
-def contiguous4(layout: TensorLayout) -> bool:
+def contiguous4(layout: TensorLayout, n: int = 4) -> bool:
     """Does every channel c sit (c % 4) elements after channel c - c % 4 of the same pixel, so that
     a group of 4 (or the partial last group) is one vload4/vstore4 or base + lane offsets?
 
@@ -57,7 +57,7 @@ def contiguous4(layout: TensorLayout) -> bool:
     has no full group, and its lanes are still far apart. Exact when each term of the offset
     depends on one dim at most (only the channel terms matter); otherwise checked element by
     element up to EXHAUSTIVE_LIMIT elements, and answered False past it (lane by lane addressing
-    is always correct, only slower).
+    is always correct, only slower). `n`: the same for groups of n channels (a float8/16 vload).
     """
     shape = layout.logical_shape
     bounds = {d: (0, e - 1) for d, e in zip("nhwc", shape)}
@@ -67,13 +67,13 @@ def contiguous4(layout: TensorLayout) -> bool:
         channel = np.arange(shape[3])
         values = np.broadcast_to(np.asarray(E.evaluate(E.add(*(t for t in terms if "c" in E.variables(t)),
                                                                 E.Const(0)), {"c": channel})), channel.shape)
-        return bool(np.array_equal(values - channel % 4, values[channel - channel % 4]))
+        return bool(np.array_equal(values - channel % n, values[channel - channel % n]))
     if layout.logical_size > EXHAUSTIVE_LIMIT:
         return False
     grid = np.meshgrid(*(np.arange(e) for e in shape), indexing="ij")
     values = np.broadcast_to(np.asarray(E.evaluate(offset, dict(zip("nhwc", grid)))), grid[0].shape)
     channel = np.arange(shape[3])
-    return bool(np.array_equal(values - channel % 4, values[..., channel - channel % 4]))
+    return bool(np.array_equal(values - channel % n, values[..., channel - channel % n]))
 
 
 def conditions(checks: list[tuple[E.Expr, str, int]], bounds: dict) -> list[str]:

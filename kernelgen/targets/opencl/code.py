@@ -12,6 +12,7 @@ import math
 
 from ... import expr as E
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
+from .grouped import grouped_step
 from .model import (Address, ConvBody, ConvOp, InputLoad, Kernel, Mask, PadBody, Param, Position, Step, Storage,
                     Types)
 from .stores import pixel_stores
@@ -89,6 +90,11 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                     filter_deltas=tuple(tuple(delta(lane, v, last_group) for v in range(vectors))
                                         for lane in range(lanes)))
 
+    grouped, filter_base = None, tuple(c_text(b) for b, _ in f_parts)
+    if op.geo.groups > 1:
+        grouped, filter_base = grouped_step(op, pixels, rows, cols, n_var, ko_var, per_item, width, vectors, bounds,
+                                            masked)
+        groups, tail, moving = 0, 0, {}
     stores = pixel_stores(t, op, pixels, vectors, width, per_item, n_var, ko_var, bounds, tile)
     lo, hi = op.geo.clamp if op.geo.clamp is not None else (-math.inf, math.inf)
     epilogue = dict(bias=op.bias.name if op.bias else None,
@@ -103,7 +109,7 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                     early=tuple((v, e) for v, e, g in zip(("owt", "oht", "nk"), op.tiles, glob) if g > e),
                     batch=n_batch > 1, channel_blocks=op.channel_blocks, taps=op.geo.kernel, groups=groups,
                     positions=positions, masks=masks, input_bases=tuple((p, xb) for p, (xb, _) in moving.items()),
-                    input_moving=first_moving[1], filter_base=tuple(c_text(b) for b, _ in f_parts),
+                    input_moving=first_moving[1], filter_base=filter_base, grouped=grouped,
                     filter_moving=tuple(c_text(m) for _, m in f_parts), source=src.name, source_kind=src.kind,
                     filter=filt.name, filter_kind=filt.kind, dest=op.dest.name,
                     step=step(4, None) if groups else None, tail=step(tail, groups) if tail else None, stores=stores,

@@ -138,6 +138,47 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class LaneLoad:
+    """One input element: a buffer element, or one RGBA lane of a texel (known here, or at run time)."""
+
+    at: Address
+    guard: str | None  # C condition that the lane's output channel exists; None: always (else 0)
+    component: int | None = None  # image: the texel lane, when known here
+    component_at: str | None = None  # image: C expression of the lane, when known only at run time
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedLoad:
+    """The input vector accumulator <vector> of pixel <pixel> multiplies in a grouped conv.
+    mode: vector (one vload / texel of adjacent channels), broadcast (one element to every lane),
+    lanes (one load per lane; None: 0, past the channels)."""
+
+    pixel: int
+    vector: int
+    mode: str
+    masked: bool
+    at: Address | None = None
+    lane: LaneLoad | None = None  # broadcast: the element
+    swizzle: str = ""  # vector from one texel: its lanes in this order (.s0011 for channel multiplier 2)
+    lanes: tuple[LaneLoad | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedStep:
+    """The body of a grouped conv's loop over its group's input channels rc."""
+
+    channels: int  # C / G: the trip count
+    filter_moving: tuple[str, ...]  # fc parts (with rc)
+    filter_deltas: tuple[tuple[int, ...], ...]  # [vector] constant added to fb + fc
+    loads: tuple[GroupedLoad, ...]
+
+    @property
+    def dynamic_lanes(self) -> bool:
+        return any(lane is not None and lane.component_at is not None
+                   for ld in self.loads for lane in (*ld.lanes, ld.lane))
+
+
+@dataclass(frozen=True, slots=True)
 class LaneStore:
     value: str  # an accumulator lane: acc0_0.s1
     at: Address
@@ -201,6 +242,7 @@ class ConvBody:
     residual_kind: str = ""  # image | buffer
     clamp_lo: str | None = None
     clamp_hi: str | None = None
+    grouped: GroupedStep | None = None  # a grouped or depthwise conv's reduction (then no step or tail)
 
     @property
     def tail_channel(self) -> int:
@@ -244,3 +286,8 @@ class Kernel:
     @property
     def is_conv(self) -> bool:
         return isinstance(self.body, ConvBody)
+
+    @property
+    def dynamic_lanes(self) -> bool:
+        """Reads texel lanes chosen at run time (kg_lane)."""
+        return self.is_conv and self.body.grouped is not None and self.body.grouped.dynamic_lanes

@@ -95,7 +95,7 @@ class OpenCLPlan:
 # ---------------------------------------------------------------- planning
 
 def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
-    require_only(config, NAME, bias=True, activation=True, residual=True)
+    require_only(config, NAME, groups=True, bias=True, activation=True, residual=True)
     o = opencl_options(config)
     variant, kind = variant_of(config)
     texel_filters = kind == "texels"
@@ -124,7 +124,7 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
     chain = [source]  # tensor j of the chain: what a residual names (0: the input, K: op K's output)
     ops = []
     for j, geo in enumerate(plan.ops, start=1):
-        filt = _filter(config, j, geo.out_channels, geo.in_channels, geo.kernel, texel_filters, per_item)
+        filt = _filter(config, j, geo.out_channels, geo.in_channels // geo.groups, geo.kernel, texel_filters, per_item)
         last = j == len(plan.ops)
         dest = _activation(config, "output" if last else f"temp{j}", "output" if last else "temp",
                            config.ops[j - 1].output_layout.bind(geo.out_shape), images)
