@@ -44,7 +44,7 @@ ACTIVATION_LAYOUTS = [
 FEATURES = {"c": {"groups", "bias", "residual", "residual_op", "activation"},
             "hvx": {"groups", "bias", "residual", "residual_op", "activation"},
             "opencl": {"groups", "bias", "residual", "residual_op", "activation"},
-            "vulkan": {"bias", "residual", "residual_op", "activation"}}
+            "vulkan": {"groups", "bias", "residual", "residual_op", "activation"}}
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 

@@ -86,6 +86,27 @@ MATRIX = {
                                                            "output_layout: NCHW}",
                                                            "{out_channels: 6, kernel: 3, pad: 1, residual: 1}"],
                                             "NHWC", "NHWC", "{}", "float16"),
+    # Grouped and depthwise convs: each output chunk reads its own input chunk (depthwise multiplier 1: the
+    # same chunk, load_src) or its lanes one by one
+    "depthwise_bias_relu6_vec4": ([1, 9, 10, 12], ["{out_channels: 12, kernel: 3, pad: 1, groups: 12, bias: true, "
+                                                   "activation: relu6, filter_layout: HWIO}"], "NHWC", "NHWC",
+                                  "{ivc_tile: [2, 4, 8]}", "float32"),
+    "depthwise_stride2_multiplier2_fp16": ([1, 11, 9, 6], ["{out_channels: 12, kernel: 3, stride: 2, pad: 1, "
+                                                           "groups: 6, bias: true}"], "NHWC", "NHWC", "{}", "float16"),
+    "depthwise_dilated_c5_scalar": ([1, 12, 12, 5], ["{out_channels: 5, kernel: 3, dilation: 2, pad: 2, groups: 5, "
+                                                     "activation: [-0.25, 0.5]}"], "NCHW", "NCHW",
+                                    "{ivc_tile: [2, 2, 4]}", "float32"),
+    "grouped_4_chain_residual": ([1, 8, 7, 12], ["{out_channels: 8, kernel: 3, pad: 1, groups: 4, activation: relu}",
+                                                 "{out_channels: 12, kernel: 1, groups: 4, bias: true, "
+                                                 "residual: input}"], PAD4, "NHWC", "{ivc_tile: [2, 2, 4]}",
+                                 "float32"),
+    "inverted_residual_block_wide_store_fp16": ([1, 7, 6, 8], ["{out_channels: 16, kernel: 1, bias: true, "
+                                                               "activation: relu6}",
+                                                               "{out_channels: 16, kernel: 3, pad: 1, groups: 16, "
+                                                               "bias: true, activation: relu6}",
+                                                               "{out_channels: 8, kernel: 1, bias: true, "
+                                                               "residual: input}"], "NHWC", "NHWC",
+                                                "{ivc_tile: [2, 2, 8], wide_store: true}", "float16"),
     "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                 "{}", "float16"),
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",

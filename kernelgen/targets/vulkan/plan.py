@@ -117,6 +117,13 @@ class VulkanOp:
     res_buffer: int = -1
     clamp_lo: str = ""
     clamp_hi: str = ""
+    # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
+    # (rc < group_in), element by element at x_element (the flat index of (n, ih, iw, c)), except for the
+    # first fast_chunks chunks of a depthwise conv with multiplier 1, which read their own chunk (load_src).
+    group_in: int = 0  # 0: a dense conv
+    group_out: int = 0
+    x_element: str = ""
+    fast_chunks: int = 0
 
     @property
     def epilogue(self) -> bool:
@@ -220,7 +227,7 @@ def _choice(value, default):
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
-    require_only(config, NAME, bias=True, activation=True, residual=True)
+    require_only(config, NAME, groups=True, bias=True, activation=True, residual=True)
     options = vulkan_options(config)
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
@@ -316,6 +323,18 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
     use_f4 = vec_ok(f_tl, 0)
     f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
+    grouped = {}
+    if op.groups > 1:
+        # the rc loop (group_in trips), per trip the fh loop (kh) and its exit, and main's own
+        group_in, group_out = in_c // op.groups, out_c // op.groups
+        trips = 2 + group_in * (kh + 1)
+        if trips > LOOP_LIMIT:
+            raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
+                                   f"lavapipe's {LOOP_LIMIT}; use fewer channels per group")
+        grouped = dict(group_in=group_in, group_out=group_out, fh_block=1, trips=trips,
+                       x_element=_index(x_tl, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
+                                        in_bounds | {"c": (0, in_c - 1)}),
+                       fast_chunks=out_c // 4 if group_in == group_out == 1 else 0)
     # kh is unrolled too when the body stays small enough for lavapipe's LLVM to compile
     # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
     # its own: unrolled by the hundreds it bloats the code for little gain).
@@ -332,7 +351,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     while ic4_full % unroll:
         unroll //= 2
     trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
-    if trips > LOOP_LIMIT:
+    if trips > LOOP_LIMIT and not grouped:
         raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
                                f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     pad_kind = y_tl.layout.pad_kind
@@ -356,11 +375,14 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         conds.append(f"ow < {out_w}")
     if oc4 % (k4 * wg[0]):
         conds.append(f"oc4 < {oc4}")
+    reduction = dict(ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, fh_block=fh_block, trips=trips,
+                     row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
+                     rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1)
+    if grouped:
+        reduction = dict(ic4_full=0, ic_tail=0, ic_unroll=1, row=0, rows=0, **grouped)
     return VulkanOp(index=j, src=src, filter=filt, dst=dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
-                    groups=groups, groups_oh=groups_oh,
-                    ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, oc4=oc4,
-                    oc_tail=out_c - 4 * (oc4 - 1), oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
-                    row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
-                    fh_block=fh_block, rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1, trips=trips, x=x, f=f, y=y,
-                    pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad)
+                    groups=groups, groups_oh=groups_oh, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),
+                    oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
+                    x=x, f=f, y=y, pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad,
+                    **reduction)
