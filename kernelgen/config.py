@@ -93,23 +93,6 @@ class Config:
         return ConfigError([ConfigProblem(self.path, line, column, key, message)])
 
 
-def require_only(config: Config, target: str, *, groups: bool = False, bias: bool = False,
-                 activation: bool = False, residual: bool = False) -> None:
-    """For a target whose kernels lack some of groups, bias, residual and activation: a config error at the
-    first op that uses one it lacks."""
-    for index, op in enumerate(config.ops):
-        lacking = [key for key, used, has in (("groups", op.groups > 1, groups), ("bias", op.bias, bias),
-                                              ("residual", op.residual is not None, residual),
-                                              ("activation", op.clamp is not None, activation)) if used and not has]
-        if lacking:
-            has = ", ".join(k for k, ok in (("groups", groups), ("bias", bias), ("residual", residual),
-                                            ("activation", activation)) if ok)
-            raise config.problem(f"ops[{index}].conv2d.{lacking[0]}",
-                                 f"the {target} target has no {lacking[0]} yet ({'it has ' + has + '; ' if has else ''}"
-                                 f"the c and hvx float32 kernels have groups, bias, residual and activation): drop "
-                                 f"it or build for those targets")
-
-
 def load_config(path: str | Path, catalog: M.Catalog) -> Config:
     """Read and check a config; `catalog` names the targets it may use (kernelgen.api passes the registry's)."""
     path_text = display_path(path)  # a file name that is not UTF-8 still prints (and fills banners)

@@ -40,11 +40,8 @@ ACTIVATION_LAYOUTS = [
     {"map": "nchw-4h", "pad_value": 0},
     {"map": "nhwc-8c", "pad_value": 0},
 ]
-# What each target fuses so far (issue 19); the others refuse the rest with exit 2.
-FEATURES = {"c": {"groups", "bias", "residual", "residual_op", "activation"},
-            "hvx": {"groups", "bias", "residual", "residual_op", "activation"},
-            "opencl": {"groups", "bias", "residual", "residual_op", "activation"},
-            "vulkan": {"groups", "bias", "residual", "residual_op", "activation"}}
+# What each target fuses (issue 19: all of it, in float; "residual_op" is residual: K).
+FEATURES = {t: {"groups", "bias", "residual", "residual_op", "activation"} for t in ("c", "hvx", "opencl", "vulkan")}
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 

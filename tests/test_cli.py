@@ -221,19 +221,17 @@ def test_a_config_file_name_that_is_not_utf8_builds(repo, tmp_path):
     assert b"caf\xe9.yaml" in (tmp_path / "out" / "kernels.d").read_bytes()  # make needs the real name
 
 
-def test_a_target_without_epilogues_refuses_bias_at_its_key(tmp_path):
-    """Issue 19 so far: c and hvx float32 fuse groups, bias, residual and activation, opencl and vulkan
-    bias, residual and activation; a target lacking one says so (exit 2 at the op's key) instead of emitting a
-    kernel that drops it."""
-    config = tmp_path / "relu.yaml"
-    config.write_text("name: relu\ninput: {shape: [1, 8, 8, 4]}\nops:\n"
-                      "  - conv2d: {out_channels: 4, kernel: 3, pad: 1, bias: true, activation: relu}\n")
-    for target in ("c", "hvx", "opencl", "vulkan"):
-        assert runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")]).exit_code == 0
+def test_every_float_target_builds_groups_and_epilogues_and_uint8_refuses_them(tmp_path):
+    """Issue 19: every target fuses groups, bias, residual and activation in float; the quantized kernels
+    have none of them yet and say so at the op's key (exit 2) instead of emitting a kernel that drops one."""
+    config = tmp_path / "dw.yaml"
     config.write_text("name: dw\ninput: {shape: [1, 8, 8, 4]}\nops:\n"
-                      "  - conv2d: {out_channels: 4, kernel: 3, pad: 1, groups: 4, bias: true}\n")
-    for target, has in (("opencl", "bias, residual, activation"), ("vulkan", "bias, residual, activation")):
+                      "  - conv2d: {out_channels: 4, kernel: 3, pad: 1, groups: 4, bias: true, activation: relu}\n"
+                      "  - conv2d: {out_channels: 4, kernel: 1, residual: 1}\n")
+    for target in ("c", "hvx", "opencl", "vulkan"):
         result = runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")])
-        assert result.exit_code == 2 and (f"4:58: ops[0].conv2d.groups: the {target} target has no groups yet (it "
-                                          f"has {has}; ") in result.output
-    assert runner.invoke(main, ["build", str(config), "--target", "c", "-o", str(tmp_path / "out")]).exit_code == 0
+        assert result.exit_code == 0, result.output
+    config.write_text(config.read_text().replace("name: dw", "name: dw\ndtype: uint8"))
+    result = runner.invoke(main, ["build", str(config), "--target", "hvx", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "5:58: ops[0].conv2d.groups: expected no groups, bias, residual or " \
+                                      "activation with dtype uint8" in result.output

@@ -11,6 +11,9 @@ Each case draws a fresh seed, printed on failure.
 from __future__ import annotations
 
 import math
+import re
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +29,7 @@ from kernelgen.targets.hvx.plan import hvx_plan
 from kernelgen.planner import plan
 from kernelgen.reference_quant import requantize
 from kernelgen.targets.hvx import toolchain as hexagon
+from kernelgen.targets.hvx.validate import qf32_assembly
 
 TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
 BLOCKED, FILTER = "nhwc-8h8w32c", "oihw-8i32o4i"
@@ -202,26 +206,43 @@ def test_float32_chain_runs_under_qemu(extra):
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
 
 
+EPILOGUE_CHAIN = (
+    "name: f32_epilogue\ninput: {shape: [1, 10, 8, 40], layout: nhwc-8h8w32c}\nops:\n"
+    "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, bias: true, activation: relu6, filter_layout: oihw-8i32o4i}\n"
+    "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, groups: 36, bias: true, residual: 1, activation: relu6, "
+    "filter_layout: oihw-8i32o4i}\n"
+    "  - conv2d: {out_channels: 72, kernel: 3, pad: 1, groups: 36, filter_layout: oihw-8i32o4i}\n"
+    "  - conv2d: {out_channels: 40, kernel: 1, groups: 4, bias: true, residual: input, activation: [-0.3, 0.4], "
+    "filter_layout: oihw-8i32o4i}\n"
+    "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 1}\ntargets: [hvx]\n")
+
+
 @requires_tool(*TOOLS)
-def test_float32_bias_activations_depthwise_and_residual_run_under_qemu():
-    """The scalar float32 kernel is the plan's loop nest, epilogue included; the qf32 variant has none
-    yet, so it is left out (with a note) rather than emitted without the bias."""
-    text = ("name: f32_epilogue\ninput: {shape: [1, 10, 8, 40], layout: nhwc-8h8w32c}\nops:\n"
-            "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, bias: true, activation: relu6, "
-            "filter_layout: oihw-8i32o4i}\n"
-            "  - conv2d: {out_channels: 36, kernel: 3, pad: 1, groups: 36, bias: true, activation: relu6, "
-            "filter_layout: oihw-8i32o4i}\n"
-            "  - conv2d: {out_channels: 40, kernel: 3, pad: 1, bias: true, residual: input, activation: [-0.3, 0.4], "
-            "filter_layout: oihw-8i32o4i}\n"
-            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 1}\ntargets: [hvx]\n")
-    config = parse_config(text, "f32_epilogue.yaml")
-    the_plan = hvx_plan(config, plan(config))
-    assert the_plan.qf32 is None and any("no qf32 variant with a bias" in note for note in the_plan.notes)
+def test_float32_bias_activations_groups_and_residuals_run_under_qemu():
+    """The scalar float32 kernel (the plan's loop nest, epilogues included) runs: depthwise, channel
+    multiplier 2, 4 groups, a residual from op 1 and one from the input."""
+    config = parse_config(EPILOGUE_CHAIN, "f32_epilogue.yaml")
     result = TARGETS["hvx"].validate(config, 7)
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
-    with pytest.raises(ConfigError, match="hvx.float_compute: expected 'scalar' with a bias"):
-        qf32 = parse_config(text + "hvx: {float_compute: qf32}\n", "q.yaml")
-        hvx_plan(qf32, plan(qf32))
+
+
+@requires_tool(*TOOLS)
+def test_qf32_variant_compiles_groups_and_epilogues():
+    """The qf32 variant of the same chain: depthwise as a lane-by-lane vector multiply, other groups
+    gathered, + bias and + residual in qf32, the clamp as vmax/vmin on sf. Compile-only (QEMU 7.2)."""
+    config = parse_config(EPILOGUE_CHAIN.replace("{k_split: 1", "{k_split: 2", 1).replace(
+        "targets: [hvx]", "hvx: {arch: v73, float_compute: qf32}\ntargets: [hvx]"), "q.yaml")
+    the_plan = hvx_plan(config, plan(config))
+    assert the_plan.qf32 is not None
+    assert [(o.group_in, o.group_out, o.bias, o.residual) for o in the_plan.ops] == [
+        (0, 0, True, None), (1, 1, True, 1), (1, 2, False, None), (18, 10, True, 0)]
+    result = TARGETS["hvx"].validate(config, 0)
+    assert result.status == "compiled", result.detail
+    with tempfile.TemporaryDirectory() as tmp:
+        asm = qf32_assembly(config, Path(tmp), "v73", TARGETS["hvx"].render)
+    for instruction in (r"\.qf32\s*=\s*vmpy\(", r"\.qf32\s*=\s*vadd\(v\d+\.qf32,\s*v\d+\.sf\)",
+                        r"\.sf\s*=\s*vmax\(", r"\.sf\s*=\s*vmin\("):
+        assert re.search(instruction, asm), instruction
 
 
 @requires_tool(*TOOLS)

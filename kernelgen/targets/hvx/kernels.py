@@ -100,7 +100,8 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
                     body=_replace_sections(plan, calls, after, before))
 
 
-def qf32_kernel(config: Config, plan: Plan) -> Function:
+def qf32_kernel(config: Config, plan: Plan, ops: tuple) -> Function:
+    """ops: the hvx plan's OpGeo records (what each helper's epilogue reads besides the caches)."""
     n = len(config.ops)
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
@@ -109,7 +110,13 @@ def qf32_kernel(config: Config, plan: Plan) -> Function:
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
         calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}_qf32(filter{j}, filter_cache, {ko});"
-        calls[f"conv2d #{j}"] = f"kg_conv_{j}_qf32({sources[j - 1]}, filter_cache, {dst}, {ko}, ho_outer);"
+        extra = [f"bias{j}"] if ops[j - 1].bias else []
+        residual = ops[j - 1].residual
+        if residual is not None:  # the chain's input (this image of the batch) or op K's window
+            extra += ["input", "nb" if plan.ops[0].in_shape[0] > 1 else "0"] if residual == 0 else [
+                temp_names[residual - 1], "0"]
+        args = ", ".join([sources[j - 1], "filter_cache", dst, ko, "ho_outer", *extra])
+        calls[f"conv2d #{j}"] = f"kg_conv_{j}_qf32({args});"
     return Function(name=plan.kernel.name + "_qf32",
                     doc=plan.kernel.doc + "; HVX qf32 compute (v68+), filter cache transposed to 4i x 32o",
                     params=plan.kernel.params, prologue=plan.kernel.prologue,

@@ -32,6 +32,7 @@ with m in [2^30, 2^31) and shift >= 0 such that m * 2^-(31 + shift) ~ s_in * s_w
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ... import expr as E
@@ -40,6 +41,7 @@ from ...layout import PadKind
 from ...plan import Function, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
+from ...planner.packing import c_float
 from ...quant import Requant, quant_params, requantization
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
@@ -86,6 +88,21 @@ class OpGeo:
     requant: Requant | None  # None for float32
 
     first_group: int  # first column of the first pixel group: col_lo rounded down to the pixel block
+    # float32 qf32 variant: groups, then the epilogue (+ bias, + residual, clamp) before each store.
+    group_in: int = 0  # input channels per group (0: a dense conv)
+    group_out: int = 0
+    bias: bool = False
+    # the residual: a blocked buffer (the chain's input, or op K's window) read at window row
+    # gh - (ho_outer * res_row_a + res_row_b), column gw + res_col_lo; res_image elements per batch image
+    residual: int | None = None
+    res_wb: int = 0
+    res_cb: int = 0
+    res_image: int = 0
+    res_row_a: int = 0
+    res_row_b: int = 0
+    res_col_lo: int = 0
+    clamp_lo: str = ""  # C float literals ("": no bound)
+    clamp_hi: str = ""
 
     # The kernel's taps, strides and dilations under the short names the HVX templates use.
     @property
@@ -237,16 +254,9 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
-    epilogue = any(op.epilogue or op.groups > 1 for op in config.ops)
-    qf32 = (qf32_kernel(config, plan) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse"
-                                          and not epilogue) else None)
+    qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse")
+            else None)
     notes = []
-    if not uint8 and arch in QF32_ARCHES and epilogue:
-        notes.append("no qf32 variant with a bias, an activation or groups yet (its conv helpers run a dense conv "
-                     "and store the accumulators as they are); the scalar float32 kernel has them")
-        if options.float_compute == "qf32":
-            raise config.problem("hvx.float_compute", "expected 'scalar' with a bias, an activation or groups: the "
-                                                      "qf32 variant has none of them yet")
     if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
         notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
     keep = _ring_keep(config, plan)
@@ -317,6 +327,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
         _, out_h, out_w, out_k = shape_list[j]
         src_c = shape_list[j - 1][3]
         src_cb = -(-src_c // 32)
+        f_cb = -(-(src_c // op.groups) // 32)  # input-channel blocks of the filter: one group's channels
         a, b = _affine(geo.row_start[j])
         dst_cols = out_w if last else geo.cols[j]
         col_lo = 0 if last else -geo.col_start[j].value
@@ -336,9 +347,27 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             src_wb=-(-geo.cols[j - 1] // 8), src_cb=src_cb, src_c=src_c, dst_rows=geo.rows[j], dst_cols=dst_cols,
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
-            col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=src_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
-            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant))
+            col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
+            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant,
+            **_epilogue(config, op, ops, shape_list, src_c, out_k)))
     return tuple(ops)
+
+
+def _epilogue(config: Config, op, earlier: list[OpGeo], shape_list: list, src_c: int, out_k: int) -> dict:
+    """The qf32 variant's groups and epilogue fields of one op (float32; uint8 has neither)."""
+    out: dict = dict(bias=op.bias, residual=op.residual)
+    if op.groups > 1:
+        out |= dict(group_in=src_c // op.groups, group_out=out_k // op.groups)
+    if op.residual == 0:
+        _, h, w, c = shape_list[0]
+        out |= dict(res_wb=-(-w // 8), res_cb=-(-c // 32), res_image=-(-h // 8) * -(-w // 8) * -(-c // 32) * BLOCK)
+    elif op.residual:
+        k = earlier[op.residual - 1]
+        out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)
+    if op.clamp is not None:
+        lo, hi = op.clamp
+        out |= dict(clamp_lo=c_float(lo) if lo > -math.inf else "", clamp_hi=c_float(hi) if hi < math.inf else "")
+    return out
 
 
 def _io(config: Config, plan: Plan) -> IoGeo:

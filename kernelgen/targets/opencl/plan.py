@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from ... import expr as E
-from ...config import Config, require_only
+from ...config import Config
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
@@ -95,7 +95,6 @@ class OpenCLPlan:
 # ---------------------------------------------------------------- planning
 
 def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
-    require_only(config, NAME, groups=True, bias=True, activation=True, residual=True)
     o = opencl_options(config)
     variant, kind = variant_of(config)
     texel_filters = kind == "texels"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 
 from ... import expr as E
-from ...config import Config, require_only
+from ...config import Config
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
@@ -227,7 +227,6 @@ def _choice(value, default):
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
-    require_only(config, NAME, groups=True, bias=True, activation=True, residual=True)
     options = vulkan_options(config)
     wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
