@@ -149,6 +149,14 @@ static inline __attribute__((always_inline)) int kg_pixel(int h, int w, int wb, 
 
 #define KG_P 8 /* output pixels sharing each filter vector */
 
+/* a float splatted over the 32 lanes of a vector (a clamp bound) */
+static inline HVX_Vector kg_splat_sf(float x)
+{
+  int bits;
+  __builtin_memcpy(&bits, &x, sizeof bits);
+  return Q6_V_vsplat_R(bits);
+}
+
 static void kg_filter_read_1_qf32(const float *restrict filter, float *restrict cache, int ko)
 {
   for (int ki = 0; ki < 2; ++ki) {
