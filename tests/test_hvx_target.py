@@ -227,6 +227,19 @@ def test_float32_bias_activations_groups_and_residuals_run_under_qemu():
 
 
 @requires_tool(*TOOLS)
+@pytest.mark.parametrize("op", [
+    "{out_channels: 40, kernel: 3, stride: 2, pad: 1, groups: 20, bias: true, activation: relu}",  # multiplier 2
+    "{out_channels: 20, kernel: 3, dilation: 2, pad: 2, groups: 20, activation: [-0.5, 0.5]}",
+    "{out_channels: 12, kernel: [3, 1], pad: [1, 0], groups: 4}"])
+def test_float32_depthwise_and_grouped_shapes_run_under_qemu(op):
+    text = ("name: f32_grouped\ninput: {shape: [2, 9, 7, 20], layout: nhwc-8h8w32c}\nops:\n"
+            f"  - conv2d: {op[:-1]}, filter_layout: oihw-8i32o4i}}\n"
+            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 1}\ntargets: [hvx]\n")
+    result = TARGETS["hvx"].validate(parse_config(text, "g.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*TOOLS)
 def test_qf32_variant_compiles_groups_and_epilogues():
     """The qf32 variant of the same chain: depthwise as a lane-by-lane vector multiply, other groups
     gathered, + bias and + residual in qf32, the clamp as vmax/vmin on sf. Compile-only (QEMU 7.2)."""
