@@ -41,6 +41,7 @@ class Conv2d:
     residual: int | None = None  # 0: add the chain's input, K: op K's output (1-based); None: no residual
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
+    quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
 
     @property
     def epilogue(self) -> bool:
@@ -297,14 +298,21 @@ class _Checker:
         clamp, activation = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
         residual = epilogue_config.residual(self.problem, (*keys, "residual"), c.residual, keys[1], self.shapes,
                                             [*(op.stride for op in self.ops), stride], out_shape)
-        if self.model.dtype == "uint8" and (c.bias or clamp is not None or c.groups > 1 or residual is not None):
-            key = ("groups" if c.groups > 1 else "bias" if c.bias else "residual" if residual is not None
-                   else "activation")
-            self.problem((*keys, key), "expected no groups, bias, residual or activation with dtype uint8: the quantized "
-                                       "kernels do not have them yet (float32 and float16 do)")
+        uint8 = self.model.dtype == "uint8"
+        if uint8 and (c.groups > 1 or residual is not None):
+            self.problem((*keys, "groups" if c.groups > 1 else "residual"),
+                         "expected no groups or residual with dtype uint8: the quantized kernels do not have them "
+                         "yet (float32 and float16 do)")
+        if c.quant is not None and (not uint8 or isinstance(c.quant.weight_scale, list)
+                                    and len(c.quant.weight_scale) not in (1, out_channels)):
+            self.problem((*keys, "quant") if not uint8 else (*keys, "quant", "weight_scale"),
+                         "expected a quant block only with dtype uint8" if not uint8 else
+                         f"expected one weight scale, or one per output channel ({out_channels}), got "
+                         f"{len(c.quant.weight_scale)}")
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
-                      filter_layout=filter_layout, output_layout=output_layout, groups=c.groups, bias=c.bias,
-                      residual=residual, clamp=clamp, activation=activation)
+                      filter_layout=filter_layout, output_layout=output_layout, groups=c.groups,
+                      bias=c.bias or uint8 and self.model.quant.bias,  # quant.bias: every op (the older key)
+                      residual=residual, clamp=clamp, activation=activation, quant=c.quant)
 
     def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:

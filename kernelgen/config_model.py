@@ -60,6 +60,19 @@ LayoutSpec = Union[LayoutText, LayoutMap]
 LAYOUT_HELP = "a layout string like 'nhwc-8h8w32c' or {map: <index map>, pad_value: ...}"
 
 
+MAX_SCALES = 1 << 16  # per-channel weight scales: one per output channel of any real layer
+
+
+class OpQuantModel(StrictModel):
+    """dtype uint8: this op's weight scales and output quantization (the top-level quant: gives the defaults)."""
+
+    weight_scale: Union[Scale, conlist(Scale, min_length=1, max_length=MAX_SCALES), None] = Field(
+        default=None, description="a positive number, or a list of one per output channel (per-channel weights)")
+    output_scale: Union[Scale, None] = Field(default=None, description="a positive number: the scale of this op's "
+                                                                       "output")
+    output_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255]")
+
+
 class Conv2dModel(StrictModel):
     out_channels: Count = Field(description="a positive int")
     kernel: IntPair = Field(default=1, description="a positive int or [h, w]")
@@ -78,6 +91,9 @@ class Conv2dModel(StrictModel):
     activation: Union[Literal["none", "relu", "relu6"], conlist(Number, min_length=2, max_length=2)] = Field(
         default="none", description="'none', 'relu', 'relu6' or [lo, hi] (a clamp), applied after the bias and the "
                                   "residual")
+    quant: Union[OpQuantModel, None] = Field(
+        default=None, description="dtype uint8: {weight_scale: number or [one per output channel], output_scale: "
+                                  "..., output_zero_point: ...}")
     filter_layout: LayoutSpec = Field(default="OIHW", description=LAYOUT_HELP)
     output_layout: Union[LayoutSpec, None] = Field(
         default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "

@@ -45,16 +45,67 @@ def requantization(real: float, key: str, config: Config) -> Requant:
     return Requant(multiplier=m, shift=shift, rounding=(1 << (shift - 1)) if shift else 0, real=real)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpQuant:
+    """One uint8 op's quantization: real = scale * (q - zero_point) for its input, weights and output."""
+
+    s_in: float
+    z_in: int
+    s_w: tuple[float, ...]  # one weight scale per output channel (all equal: per-tensor)
+    z_w: int
+    s_out: float
+    z_out: int
+    q_min: int  # the activation as a clamp of the output bytes (TFLite's activation range); 0: none below
+    q_max: int  # 255: none above
+    requants: tuple[Requant, ...]  # per output channel: s_in * s_w[k] / s_out
+
+    @property
+    def per_channel(self) -> bool:
+        return len({(r.multiplier, r.shift) for r in self.requants}) > 1
+
+
 def quant_params(config: Config) -> list[tuple[float, int, float, int]]:
     """Per op: (input scale, input zero point, output scale, output zero point)."""
+    return [(q.s_in, q.z_in, q.s_out, q.z_out) for q in op_quants(config)]
+
+
+def op_quants(config: Config) -> list[OpQuant]:
+    """Per op: an op's own `quant:` block, else the top-level quant (intermediates: intermediate_*, else output_*);
+    each op's input is the previous op's output."""
     q = config.quant
     mid_scale = q.intermediate_scale or q.output_scale
-    mid_zp = q.intermediate_zero_point
-    mid_zp = q.output_zero_point if mid_zp is None else mid_zp
+    mid_zp = q.output_zero_point if q.intermediate_zero_point is None else q.intermediate_zero_point
     n = len(config.ops)
-    out = []
-    for j in range(n):
-        s_in, z_in = (q.input_scale, q.input_zero_point) if j == 0 else (mid_scale, mid_zp)
-        s_out, z_out = (q.output_scale, q.output_zero_point) if j == n - 1 else (mid_scale, mid_zp)
-        out.append((s_in, z_in, s_out, z_out))
+    out: list[OpQuant] = []
+    for j, op in enumerate(config.ops):
+        own = op.quant
+        s_in, z_in = (q.input_scale, q.input_zero_point) if j == 0 else (out[-1].s_out, out[-1].z_out)
+        s_out = own.output_scale if own and own.output_scale is not None else (q.output_scale if j == n - 1
+                                                                               else mid_scale)
+        z_out = own.output_zero_point if own and own.output_zero_point is not None else (
+            q.output_zero_point if j == n - 1 else mid_zp)
+        scales = own.weight_scale if own and own.weight_scale is not None else q.weight_scale
+        s_w = tuple(scales) if isinstance(scales, list) else (scales,)
+        s_w = s_w * op.out_channels if len(s_w) == 1 else s_w
+        key = f"ops[{j}].conv2d.quant.weight_scale" if own and own.weight_scale is not None else "quant.output_scale"
+        requants = {s: requantization(s_in * s / s_out, key, config) for s in dict.fromkeys(s_w)}
+        q_min, q_max = activation_range(op.clamp, s_out, z_out)
+        out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
+                           q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w)))
     return out
+
+
+def activation_range(clamp: tuple[float, float] | None, scale: float, zero_point: int) -> tuple[int, int]:
+    """A clamp [lo, hi] of real values as output bytes, as TFLite computes it: z + round(bound / scale) (half away
+    from zero), within [0, 255]."""
+    if clamp is None:
+        return 0, 255
+    lo, hi = clamp
+
+    def quantize(value: float) -> int:
+        scaled = value / scale
+        return zero_point + int(math.copysign(math.floor(abs(scaled) + 0.5), scaled))
+
+    q_min = 0 if lo == -math.inf else max(0, min(255, quantize(lo)))
+    q_max = 255 if hi == math.inf else max(0, min(255, quantize(hi)))
+    return q_min, q_max

@@ -64,7 +64,6 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     nb = "nb" if config.input_shape[0] > 1 else "0"
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
-    bias = config.quant.bias
     calls = {"write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
     rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
     if keep:
@@ -80,7 +79,7 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
-        b = f"bias{j}" if bias else "0"
+        b = f"bias{j}" if config.ops[j - 1].bias else "0"
         calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, filter_cache, wcorr, {b}, {ko});"
         calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, filter_cache, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer);")
@@ -88,8 +87,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
             after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
     params = [Param(name="input", ctype="const uint8_t *restrict")]
     params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
-    if bias:
-        params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j in range(1, n + 1)]
+    # int32 biases after the filters, one per op that has one (as the plan's tensors list them)
+    params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j, op in enumerate(config.ops, start=1)
+               if op.bias]
     params += [Param(name="output", ctype="uint8_t *restrict"), Param(name="workspace", ctype="uint8_t *restrict")]
     return Function(name=plan.kernel.name, doc=plan.kernel.doc + "; HVX vrmpy compute", params=tuple(params),
                     prologue=plan.kernel.prologue + (

@@ -42,7 +42,7 @@ from ...plan import Function, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...planner.packing import c_float
-from ...quant import Requant, quant_params, requantization
+from ...quant import Requant, op_quants
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
@@ -85,9 +85,14 @@ class OpGeo:
     zp_in: int
     zp_w: int  # unsigned weight zero point (int8 weights: zw + 128)
     zp_out: int
-    requant: Requant | None  # None for float32
+    requant: Requant | None  # None for float32; with per-channel weight scales, output channel 0's
 
     first_group: int  # first column of the first pixel group: col_lo rounded down to the pixel block
+    # uint8: per output channel (padded to whole 32-channel blocks) when the weight scales differ, else ();
+    # the activation as a clamp of the output bytes
+    requants: tuple[Requant, ...] = ()
+    q_min: int = 0
+    q_max: int = 255
     # float32 qf32 variant: groups, then the epilogue (+ bias, + residual, clamp) before each store.
     group_in: int = 0  # input channels per group (0: a dense conv)
     group_out: int = 0
@@ -159,6 +164,11 @@ class OpGeo:
     def cb_vectors(self) -> int:
         """Filter vectors between input-channel blocks: kh * kw taps of 8 vectors."""
         return self.kh * self.kw * 8
+
+    @property
+    def per_channel_table(self) -> list[tuple[int, int, int]]:
+        """(multiplier, rounding, shift) of every output channel, for the kernel's tables."""
+        return [(r.multiplier, r.rounding, r.shift) for r in self.requants]
 
     @property
     def corr_const(self) -> int:
@@ -267,7 +277,7 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
                    scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, pixels=pixels,
                    ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
                    k_split=plan.k_split, batch=config.input_shape[0], ops=ops, io=io,
-                   weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and config.quant.bias,
+                   weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and any(op.bias for op in config.ops),
                    kernel=kernel, qf32=qf32, macs=plan.flops // 2, executed_macs=plan.executed_flops // 2,
                    notes=tuple(notes))
 
@@ -317,7 +327,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
     if uint8 and not 0 <= zw_u <= 255:
         _fail(config, "quant.weight_zero_point", f"expected an int in the range of {q.weight_dtype}, "
                                                  f"got {q.weight_zero_point}")
-    params = quant_params(config)
+    quants = op_quants(config) if uint8 else []
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
     ops = []
@@ -332,15 +342,18 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
         dst_cols = out_w if last else geo.cols[j]
         col_lo = 0 if last else -geo.col_start[j].value
         taps = op.kernel[0] * op.kernel[1] * src_cb * 32
-        s_in, z_in, s_out, z_out = params[j - 1]
-        requant = None
+        z_in, z_out, requant, per_channel = 0, 0, None, {}
         if uint8:
+            oq = quants[j - 1]
+            z_in, z_out, requant = oq.z_in, oq.z_out, oq.requants[0]
             for value, key in ((z_in, "quant.input_zero_point"), (z_out, "quant.output_zero_point")):
                 if not 0 <= value <= 255:
                     _fail(config, key, f"expected an int in [0, 255], got {value}")
             if taps * 255 * 255 >= 2 ** 31 - 2 ** 24:
                 _fail(config, f"ops[{j - 1}].conv2d", f"{taps} taps can overflow the int32 accumulator")
-            requant = requantization(s_in * q.weight_scale / s_out, "quant.output_scale", config)
+            # per output channel (padded to whole blocks): vectors of multipliers, roundings and shifts
+            padded = oq.requants + (oq.requants[-1],) * (-out_k % 32)
+            per_channel = dict(q_min=oq.q_min, q_max=oq.q_max, requants=padded if oq.per_channel else ())
         ops.append(OpGeo(
             geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
             src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
@@ -348,7 +361,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
             col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
-            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant,
+            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel,
             **_epilogue(config, op, ops, shape_list, src_c, out_k)))
     return tuple(ops)
 

@@ -1,0 +1,146 @@
+"""Quantized layers as deployed models hold them (issue 20): per-op quant blocks, per-channel int8 weight
+scales, int32 biases, activations as clamps of the output bytes; bit-exact on qemu-hexagon, and the numpy
+reference checked against onnxruntime's QLinearConv."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import requires_tool
+
+from kernelgen import reference_quant
+from kernelgen.api import parse_config
+from kernelgen.errors import ConfigError
+from kernelgen.quant import activation_range, op_quants
+from kernelgen.targets import TARGETS
+
+HVX = ("clang-19", "ld.lld-19", "qemu-hexagon")
+BLOCKED = "filter_layout: oihw-8i32o4i"
+
+
+def _config(ops: list[str], shape=(1, 12, 10, 40), extra: str = "") -> str:
+    lines = "".join(f"  - conv2d: {{{op}, {BLOCKED}}}\n" for op in ops)
+    return (f"name: q\ndtype: uint8\ninput: {{shape: {list(shape)}, layout: nhwc-8h8w32c}}\n"
+            f"quant: {{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8}}\n{extra}ops:\n{lines}"
+            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 2}\ntargets: [hvx]\n")
+
+
+def _scales(k: int, seed: int = 0) -> str:
+    return "[" + ", ".join(f"{s:.5f}" for s in np.random.default_rng(seed).uniform(0.0015, 0.004, k)) + "]"
+
+
+def test_per_op_quant_resolves_scales_zero_points_and_activation_ranges():
+    config = parse_config(_config([
+        f"out_channels: 40, kernel: 3, pad: 1, bias: true, activation: relu6, "
+        f"quant: {{weight_scale: {_scales(40)}, output_scale: 0.05, output_zero_point: 10}}",
+        "out_channels: 36, kernel: 1, activation: [-1.0, 2.0], quant: {weight_scale: 0.004, output_scale: 0.02, "
+        "output_zero_point: 100}"]), "q.yaml")
+    first, second = op_quants(config)
+    assert (first.s_in, first.z_in, first.s_out, first.z_out) == (0.05, 128, 0.05, 10)
+    assert (second.s_in, second.z_in) == (0.05, 10)  # op 2 reads op 1's output
+    assert first.per_channel and not second.per_channel and len(first.requants) == 40
+    # relu6 at scale 0.05, zero point 10: [10, 10 + 120]; the clamp [-1, 2] at 0.02 / 100: [50, 200]
+    assert (first.q_min, first.q_max, second.q_min, second.q_max) == (10, 130, 50, 200)
+    assert activation_range((0.0, math.inf), 0.1, 0) == (0, 255)  # relu at zero point 0 clamps nothing
+    assert activation_range((-0.25, 0.25), 0.1, 128) == (125, 131)  # -2.5 and 2.5 round away from zero
+
+
+@pytest.mark.parametrize("op, message", [
+    ("out_channels: 8, kernel: 1, quant: {weight_scale: [0.01, 0.02]}",
+     "ops[0].conv2d.quant.weight_scale: expected one weight scale, or one per output channel (8), got 2"),
+    ("out_channels: 8, kernel: 1, groups: 2", "ops[0].conv2d.groups: expected no groups or residual with dtype "
+                                              "uint8"),
+])
+def test_bad_quant_blocks_are_config_errors(op, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
+                       .replace(")", r"\)")):
+        parse_config(_config([op], shape=(1, 4, 4, 8)), "q.yaml")
+    with pytest.raises(ConfigError, match=r"ops\[0\]\.conv2d\.quant: expected a quant block only with dtype uint8"):
+        parse_config("name: f\ninput: {shape: [1, 4, 4, 8]}\nops:\n  - conv2d: {out_channels: 8, quant: "
+                     "{output_scale: 0.1}}\n", "f.yaml")
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("name, ops", [
+    ("per_channel_bias_relu6_chain", [
+        f"out_channels: 40, kernel: 3, pad: 1, bias: true, activation: relu6, "
+        f"quant: {{weight_scale: {_scales(40)}, output_scale: 0.05, output_zero_point: 10}}",
+        f"out_channels: 36, kernel: 1, bias: true, activation: [-1.0, 2.0], "
+        f"quant: {{weight_scale: {_scales(36, 1)}, output_scale: 0.02, output_zero_point: 100}}"]),
+    ("per_channel_3x3_stride2_relu", [
+        f"out_channels: 72, kernel: 3, stride: 2, pad: 1, bias: true, activation: relu, "
+        f"quant: {{weight_scale: {_scales(72, 2)}, output_scale: 0.03, output_zero_point: 20}}"]),
+])
+def test_quantized_layers_are_bit_exact_under_qemu(name, ops):
+    config = parse_config(_config(ops).replace("name: q", f"name: {name}"), f"{name}.yaml")
+    result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+
+
+# ---------------------------------------------------------------- the reference against onnxruntime
+
+def _qlinearconv(x_q, w_q, bias, s_x, z_x, s_w, s_y, z_y, pad: int, stride: int):
+    """onnxruntime's QLinearConv on NCHW tensors (uint8 activations, per-channel int8 weights, int32 bias)."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array(s_x, np.float32), "x_scale"),
+             numpy_helper.from_array(np.array(z_x, np.uint8), "x_zero_point"),
+             numpy_helper.from_array(w_q, "w"), numpy_helper.from_array(np.asarray(s_w, np.float32), "w_scale"),
+             numpy_helper.from_array(np.zeros(len(s_w), np.int8), "w_zero_point"),
+             numpy_helper.from_array(np.array(s_y, np.float32), "y_scale"),
+             numpy_helper.from_array(np.array(z_y, np.uint8), "y_zero_point"),
+             numpy_helper.from_array(bias, "b")]
+    node = helper.make_node("QLinearConv", ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point",
+                                            "y_scale", "y_zero_point", "b"], ["y"], pads=[pad] * 4,
+                            strides=[stride] * 2, kernel_shape=list(w_q.shape[2:]))
+    graph = helper.make_graph([node], "qconv", [helper.make_tensor_value_info("x", TensorProto.UINT8, x_q.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x_q})[0]
+
+
+@requires_tool("py:onnx", "py:onnxruntime")
+@pytest.mark.parametrize("exact", [False, True])
+def test_reference_agrees_with_onnxruntime_qlinearconv(exact):
+    """onnxruntime requantizes in float (acc * s_x * s_w / s_y, rounded half to even); kernelgen in fixed point
+    (a Q31 multiplier, rounded half up, then a rounding shift): at most 1 apart. With multipliers that are
+    powers of two onnxruntime's product is exact, and the two agree except where the fraction is in
+    [0.25, 0.5] (ties, and kernelgen's double rounding)."""
+    rng = np.random.default_rng(20)
+    k, c = 48, 40
+    s_x, z_x, s_y, z_y = (0.0625, 128, 8.0, 120) if exact else (0.05, 128, 0.4, 120)
+    s_w = [2.0 ** -rng.integers(5, 9) for _ in range(k)] if exact else list(rng.uniform(0.0015, 0.004, k))
+    x = rng.integers(0, 256, (1, 9, 11, c), dtype=np.uint8)
+    w = rng.integers(-127, 128, (k, c, 3, 3)).astype(np.int8)
+    bias = rng.integers(-2 ** 12, 2 ** 12, k).astype(np.int32)
+    text = (f"name: ort\ndtype: uint8\ninput: {{shape: [1, 9, 11, {c}]}}\n"
+            f"quant: {{input_scale: {s_x!r}, input_zero_point: {z_x}, weight_dtype: int8}}\nops:\n"
+            f"  - conv2d: {{out_channels: {k}, kernel: 3, pad: 1, stride: 2, bias: true, quant: {{weight_scale: "
+            f"[{', '.join(repr(float(s)) for s in s_w)}], output_scale: {s_y!r}, output_zero_point: {z_y}}}}}\n"
+            "targets: [hvx]\n")
+    config = parse_config(text, "ort.yaml")
+    ours = reference_quant.chain(config, x, [w], [bias]).astype(np.int32)
+    theirs = _qlinearconv(np.ascontiguousarray(x.transpose(0, 3, 1, 2)), w, bias, s_x, z_x, s_w, s_y, z_y, 1, 2)
+    theirs = theirs.transpose(0, 2, 3, 1).astype(np.int32)
+    diff = np.abs(ours - theirs)
+    assert diff.max() <= 1
+    if exact:
+        acc = reference_quant.conv2d_acc(x, w, z_x, 0, config.ops[0], bias).astype(np.float64)
+        real = acc * np.array([s_x * s / s_y for s in s_w])  # exact: powers of two
+        # onnxruntime's float product is exact here: it is real rounded half to even, to the byte
+        assert np.array_equal(theirs, np.clip(np.rint(real) + z_y, 0, 255))
+        # kernelgen rounds twice, half up (the Q31 product, then the shift), so the two part only where the
+        # fraction lies in [0.25, 0.5]: ties, and values that the first rounding lifts onto a tie
+        frac = real - np.floor(real)
+        parted = diff > 0
+        band = (frac >= 0.25) & (frac <= 0.5)
+        assert band.any() and np.all(band[parted])
+        assert np.array_equal(ours[(frac < 0.25) | (frac > 0.5)], theirs[(frac < 0.25) | (frac > 0.5)])
+    else:
+        saturated = np.mean((theirs == 0) | (theirs == 255))
+        assert saturated < 0.2 and np.mean(diff) < 0.05, (saturated, np.mean(diff))
+        print(f"QLinearConv vs reference: max difference {diff.max()}, {np.mean(diff > 0):.3%} of {diff.size} "
+              f"outputs differ, {saturated:.1%} saturated")
