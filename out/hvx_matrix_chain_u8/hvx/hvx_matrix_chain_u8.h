@@ -13,6 +13,10 @@
 #define HVX_MATRIX_CHAIN_U8_FILTER1_ELEMENTS 18432
 /* Filter 2: logical OIHW [72, 40, 1, 1], physical OIHW8i32o4i [3, 2, 1, 1, 8, 32, 4] */
 #define HVX_MATRIX_CHAIN_U8_FILTER2_ELEMENTS 6144
+/* Bias 1: logical O [40], physical O [40] */
+#define HVX_MATRIX_CHAIN_U8_BIAS1_ELEMENTS 40
+/* Bias 2: logical O [72], physical O [72] */
+#define HVX_MATRIX_CHAIN_U8_BIAS2_ELEMENTS 72
 /* Output: logical NHWC [1, 18, 20, 72], physical NHWC8h8w32c [1, 3, 3, 3, 8, 8, 32] */
 #define HVX_MATRIX_CHAIN_U8_OUTPUT_ELEMENTS 55296
 
