@@ -71,6 +71,11 @@ class OpQuantModel(StrictModel):
     output_scale: Union[Scale, None] = Field(default=None, description="a positive number: the scale of this op's "
                                                                        "output")
     output_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255]")
+    conv_scale: Union[Scale, None] = Field(
+        default=None, description="a positive number: with a residual, the scale the conv's result is quantized to "
+                                  "before the add (the conv's own output tensor in TFLite; default: output_scale)")
+    conv_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255] (default: "
+                                                                              "output_zero_point)")
 
 
 class Conv2dModel(StrictModel):

@@ -46,6 +46,24 @@ def requantization(real: float, key: str, config: Config) -> Requant:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ResidualAdd:
+    """A quantized add as TFLite's ADD structures it: both operands centred and shifted left by LEFT_SHIFT, each
+    multiplied by its scale over twice the larger one (rq_a, rq_b <= 0.5), summed, then multiplied by twice the
+    larger scale over 2^LEFT_SHIFT * s_out (rq_out) and offset by the output zero point. Every multiply is
+    quant.py's fixed-point one (rq_mul), so the numpy reference and the HVX kernel agree bit for bit."""
+
+    z_a: int  # the conv result's zero point
+    z_b: int  # the residual's zero point
+    rq_a: Requant
+    rq_b: Requant
+    rq_out: Requant
+    left_shift: int = 20  # LEFT_SHIFT, for the templates
+
+
+LEFT_SHIFT = 20  # TFLite's: 255 << 20 still fits an int32 with room for the sum
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpQuant:
     """One uint8 op's quantization: real = scale * (q - zero_point) for its input, weights and output."""
 
@@ -57,7 +75,12 @@ class OpQuant:
     z_out: int
     q_min: int  # the activation as a clamp of the output bytes (TFLite's activation range); 0: none below
     q_max: int  # 255: none above
-    requants: tuple[Requant, ...]  # per output channel: s_in * s_w[k] / s_out
+    requants: tuple[Requant, ...]  # per output channel: s_in * s_w[k] / s_conv
+    # with a residual: the conv's result is quantized to (s_conv, z_conv), then added (ResidualAdd); else
+    # s_conv, z_conv are s_out, z_out
+    s_conv: float = 0.0
+    z_conv: int = 0
+    add: "ResidualAdd | None" = None
 
     @property
     def per_channel(self) -> bool:
@@ -87,11 +110,23 @@ def op_quants(config: Config) -> list[OpQuant]:
         scales = own.weight_scale if own and own.weight_scale is not None else q.weight_scale
         s_w = tuple(scales) if isinstance(scales, list) else (scales,)
         s_w = s_w * op.out_channels if len(s_w) == 1 else s_w
+        s_conv, z_conv, add = s_out, z_out, None
+        if op.residual is not None:
+            s_conv = own.conv_scale if own and own.conv_scale is not None else s_out
+            z_conv = own.conv_zero_point if own and own.conv_zero_point is not None else z_out
+            s_res, z_res = (q.input_scale, q.input_zero_point) if op.residual == 0 else (
+                out[op.residual - 1].s_out, out[op.residual - 1].z_out)
+            twice = 2 * max(s_conv, s_res)
+            key = f"ops[{j}].conv2d.quant.output_scale"
+            add = ResidualAdd(z_a=z_conv, z_b=z_res, rq_a=requantization(s_conv / twice, key, config),
+                              rq_b=requantization(s_res / twice, key, config),
+                              rq_out=requantization(twice / (2 ** LEFT_SHIFT * s_out), key, config))
         key = f"ops[{j}].conv2d.quant.weight_scale" if own and own.weight_scale is not None else "quant.output_scale"
-        requants = {s: requantization(s_in * s / s_out, key, config) for s in dict.fromkeys(s_w)}
+        requants = {s: requantization(s_in * s / s_conv, key, config) for s in dict.fromkeys(s_w)}
         q_min, q_max = activation_range(op.clamp, s_out, z_out)
         out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
-                           q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w)))
+                           q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,
+                           z_conv=z_conv, add=add))
     return out
 
 

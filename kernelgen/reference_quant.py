@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .quant import Requant, op_quants
+from .quant import LEFT_SHIFT, Requant, ResidualAdd, op_quants
 from .reference import conv2d
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -26,15 +26,28 @@ def requantize(acc: np.ndarray, rq: Requant | tuple[Requant, ...], zero_point: i
                q_max: int = 255) -> np.ndarray:
     """int32 accumulators -> uint8, exactly as vmpye + vmpyo:<<1:rnd:sat:shift + vasr + vpack:sat (then the
     activation's vmax / vmin on bytes). rq: one requantization, or one per output channel (the last axis)."""
-    acc = acc.astype(np.int64)
+    r = _sat32(rq_mul(acc, rq) + zero_point)  # vadd(...):sat
+    return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)  # vpack w->h:sat, h->ub:sat; vmax, vmin
+
+
+def rq_mul(x: np.ndarray, rq: Requant | tuple[Requant, ...]) -> np.ndarray:
+    """round(x * m / 2^31) then a rounding right shift: vmpye + vmpyo:<<1:rnd:sat:shift, vadd:sat, vasr."""
+    x = np.asarray(x).astype(np.int64)
     per = (rq,) if isinstance(rq, Requant) else rq
     m_lo, m_hi, rounding, shift = (np.array([getattr(r, f) for r in per], dtype=np.int64)
                                    for f in ("m_lo", "m_hi", "rounding", "shift"))
-    t = (acc * m_lo) >> 16  # vmpye(Vu.w, Vv.uh): the low half of the multiplier, unsigned
-    r = _sat32((((t + acc * m_hi) >> 14) + 1) >> 1)  # vmpyo(Vu.w, Vv.h):<<1:rnd:sat:shift
-    r = _sat32(r + rounding) >> shift  # vadd(...):sat, vasr
-    r = _sat32(r + zero_point)  # vadd(...):sat
-    return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)  # vpack w->h:sat, h->ub:sat; vmax, vmin
+    t = (x * m_lo) >> 16  # vmpye(Vu.w, Vv.uh): the low half of the multiplier, unsigned
+    r = _sat32((((t + x * m_hi) >> 14) + 1) >> 1)  # vmpyo(Vu.w, Vv.h):<<1:rnd:sat:shift
+    return _sat32(r + rounding) >> shift  # vadd(...):sat, vasr
+
+
+def quantized_add(a: np.ndarray, b: np.ndarray, add: ResidualAdd, zero_point: int, q_min: int = 0,
+                  q_max: int = 255) -> np.ndarray:
+    """uint8 a (the conv's result) + uint8 b (the residual) -> uint8, as quant.ResidualAdd spells it."""
+    a1 = rq_mul((a.astype(np.int64) - add.z_a) << LEFT_SHIFT, add.rq_a)
+    b1 = rq_mul((b.astype(np.int64) - add.z_b) << LEFT_SHIFT, add.rq_b)
+    r = _sat32(rq_mul(_sat32(a1 + b1), add.rq_out) + zero_point)
+    return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)
 
 
 def conv2d_acc(x: np.ndarray, w: np.ndarray, zx: int, zw: int, op, bias: np.ndarray | None) -> np.ndarray:
@@ -52,6 +65,12 @@ def conv2d_acc(x: np.ndarray, w: np.ndarray, zx: int, zw: int, op, bias: np.ndar
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
           biases: list[np.ndarray | None]) -> np.ndarray:
+    sources = [x]  # the chain's input, then each op's output: what a residual names
     for op, w, b, oq in zip(config.ops, filters, biases, op_quants(config)):
-        x = requantize(conv2d_acc(x, w, oq.z_in, oq.z_w, op, b), oq.requants, oq.z_out, oq.q_min, oq.q_max)
-    return x
+        acc = conv2d_acc(sources[-1], w, oq.z_in, oq.z_w, op, b)
+        if oq.add is None:
+            sources.append(requantize(acc, oq.requants, oq.z_out, oq.q_min, oq.q_max))
+        else:
+            conv = requantize(acc, oq.requants, oq.z_conv)
+            sources.append(quantized_add(conv, sources[op.residual], oq.add, oq.z_out, oq.q_min, oq.q_max))
+    return sources[-1]

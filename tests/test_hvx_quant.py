@@ -144,3 +144,37 @@ def test_reference_agrees_with_onnxruntime_qlinearconv(exact):
         assert saturated < 0.2 and np.mean(diff) < 0.05, (saturated, np.mean(diff))
         print(f"QLinearConv vs reference: max difference {diff.max()}, {np.mean(diff > 0):.3%} of {diff.size} "
               f"outputs differ, {saturated:.1%} saturated")
+
+
+# ---------------------------------------------------------------- residual adds
+
+def _resnet_block(residual: str = "input", conv_quant: str = "conv_scale: 0.06, conv_zero_point: 120, ") -> str:
+    return _config([
+        "out_channels: 40, kernel: 3, pad: 1, bias: true, activation: relu, quant: {weight_scale: 0.003, "
+        "output_scale: 0.04, output_zero_point: 0}",
+        f"out_channels: 40, kernel: 3, pad: 1, bias: true, residual: {residual}, activation: relu, quant: "
+        f"{{weight_scale: {_scales(40, 3)}, {conv_quant}output_scale: 0.05, output_zero_point: 0}}"],
+        shape=(1, 10, 9, 40))
+
+
+def test_quantized_add_is_within_one_step_of_the_real_sum():
+    """Every pair of bytes: the fixed-point add lands within one output step of the exact real sum (TFLite's
+    ADD has the same error: three roundings, each at most half a step of its own scale)."""
+    (_, second) = op_quants(parse_config(_resnet_block(), "r.yaml"))
+    add = second.add
+    a, b = (g.reshape(-1) for g in np.meshgrid(np.arange(256), np.arange(256), indexing="ij"))
+    got = reference_quant.quantized_add(a, b, add, second.z_out).astype(np.float64)
+    real = 0.06 * (a - 120) + 0.05 * (b - 128)  # conv at (0.06, 120), the residual (the input) at (0.05, 128)
+    expected = np.clip(real / 0.05 + second.z_out, 0, 255)
+    assert np.abs(got - expected).max() <= 1.0
+    assert np.mean(np.abs(got - np.rint(expected)) == 0) > 0.95
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("residual, conv_quant", [("input", "conv_scale: 0.06, conv_zero_point: 120, "),
+                                                  ("1", ""),  # op 1's output, the conv at the output's scale
+                                                  ])
+def test_resnet_basic_block_is_bit_exact_under_qemu(residual, conv_quant):
+    config = parse_config(_resnet_block(residual, conv_quant), "resnet.yaml")
+    result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"

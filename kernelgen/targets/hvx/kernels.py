@@ -81,8 +81,10 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         dst = "output_cache" if j == n else temp_names[j - 1]
         b = f"bias{j}" if config.ops[j - 1].bias else "0"
         calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, filter_cache, wcorr, {b}, {ko});"
+        residual = config.ops[j - 1].residual
+        res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
         calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, filter_cache, pixel_sums, wcorr, {dst}, {ko}, "
-                                 f"ho_outer);")
+                                 f"ho_outer{res});")
         if j < n:
             after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
     params = [Param(name="input", ctype="const uint8_t *restrict")]

@@ -42,7 +42,7 @@ from ...plan import Function, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...planner.packing import c_float
-from ...quant import Requant, op_quants
+from ...quant import Requant, ResidualAdd, op_quants
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
@@ -93,6 +93,8 @@ class OpGeo:
     requants: tuple[Requant, ...] = ()
     q_min: int = 0
     q_max: int = 255
+    add: ResidualAdd | None = None  # uint8 residual: the conv's bytes (zero point zp_conv) + the residual's
+    zp_conv: int = 0
     # float32 qf32 variant: groups, then the epilogue (+ bias, + residual, clamp) before each store.
     group_in: int = 0  # input channels per group (0: a dense conv)
     group_out: int = 0
@@ -353,7 +355,8 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
                 _fail(config, f"ops[{j - 1}].conv2d", f"{taps} taps can overflow the int32 accumulator")
             # per output channel (padded to whole blocks): vectors of multipliers, roundings and shifts
             padded = oq.requants + (oq.requants[-1],) * (-out_k % 32)
-            per_channel = dict(q_min=oq.q_min, q_max=oq.q_max, requants=padded if oq.per_channel else ())
+            per_channel = dict(q_min=oq.q_min, q_max=oq.q_max, requants=padded if oq.per_channel else (),
+                               add=oq.add, zp_conv=oq.z_conv)
         ops.append(OpGeo(
             geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
             src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
