@@ -299,9 +299,6 @@ class _Checker:
         residual = epilogue_config.residual(self.problem, (*keys, "residual"), c.residual, keys[1], self.shapes,
                                             [*(op.stride for op in self.ops), stride], out_shape)
         uint8 = self.model.dtype == "uint8"
-        if uint8 and c.groups > 1:
-            self.problem((*keys, "groups"), "expected no groups with dtype uint8: the quantized kernels do not have "
-                                            "them yet (float32 and float16 do)")
         if c.quant is not None and (not uint8 or isinstance(c.quant.weight_scale, list)
                                     and len(c.quant.weight_scale) not in (1, out_channels)):
             self.problem((*keys, "quant") if not uint8 else (*keys, "quant", "weight_scale"),

@@ -221,9 +221,8 @@ def test_a_config_file_name_that_is_not_utf8_builds(repo, tmp_path):
     assert b"caf\xe9.yaml" in (tmp_path / "out" / "kernels.d").read_bytes()  # make needs the real name
 
 
-def test_every_float_target_builds_groups_and_epilogues_and_uint8_refuses_them(tmp_path):
-    """Issue 19: every target fuses groups, bias, residual and activation in float; the quantized kernels
-    have none of them yet and say so at the op's key (exit 2) instead of emitting a kernel that drops one."""
+def test_every_target_builds_groups_and_epilogues(tmp_path):
+    """Issues 19 and 20: every target fuses groups, bias, residual and activation, the hvx uint8 kernels too."""
     config = tmp_path / "dw.yaml"
     config.write_text("name: dw\ninput: {shape: [1, 8, 8, 4]}\nops:\n"
                       "  - conv2d: {out_channels: 4, kernel: 3, pad: 1, groups: 4, bias: true, activation: relu}\n"
@@ -231,7 +230,8 @@ def test_every_float_target_builds_groups_and_epilogues_and_uint8_refuses_them(t
     for target in ("c", "hvx", "opencl", "vulkan"):
         result = runner.invoke(main, ["build", str(config), "--target", target, "-o", str(tmp_path / "out")])
         assert result.exit_code == 0, result.output
-    config.write_text(config.read_text().replace("name: dw", "name: dw\ndtype: uint8"))
+    config.write_text(config.read_text().replace("name: dw", "name: dw\ndtype: uint8\ntargets: [hvx]").replace(
+        "[1, 8, 8, 4]}", "[1, 8, 8, 4], layout: nhwc-8h8w32c}\noutput: {layout: nhwc-8h8w32c}").replace(
+        "1}\n", "1, filter_layout: oihw-8i32o4i}\n").replace("relu}", "relu, filter_layout: oihw-8i32o4i}"))
     result = runner.invoke(main, ["build", str(config), "--target", "hvx", "-o", str(tmp_path / "out")])
-    assert result.exit_code == 2 and "5:58: ops[0].conv2d.groups: expected no groups, bias, residual or " \
-                                      "activation with dtype uint8" in result.output
+    assert result.exit_code == 0, result.output + config.read_text()

@@ -178,3 +178,32 @@ def test_resnet_basic_block_is_bit_exact_under_qemu(residual, conv_quant):
     config = parse_config(_resnet_block(residual, conv_quant), "resnet.yaml")
     result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+
+
+# ---------------------------------------------------------------- depthwise and grouped
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("name, shape, ops", [
+    ("depthwise_stride2_relu6", (1, 11, 9, 40), [
+        "out_channels: 40, kernel: 3, stride: 2, pad: 1, groups: 40, bias: true, activation: relu6, "
+        f"quant: {{weight_scale: {_scales(40, 4)}, output_scale: 0.03, output_zero_point: 5}}"]),
+    ("depthwise_multiplier2_dilated", (1, 10, 9, 20), [
+        "out_channels: 40, kernel: 3, dilation: 2, pad: 2, groups: 20, quant: {weight_scale: 0.01, "
+        "output_scale: 0.04, output_zero_point: 128}"]),
+    ("grouped_4_chain", (2, 8, 9, 48), [
+        "out_channels: 40, kernel: 3, pad: 1, groups: 4, bias: true, activation: relu, quant: {weight_scale: "
+        "0.003, output_scale: 0.05, output_zero_point: 0}",
+        "out_channels: 48, kernel: 1, groups: 8, bias: true, quant: {weight_scale: 0.004, output_scale: 0.05, "
+        "output_zero_point: 128}"]),
+    ("mobilenet_v2_block", (1, 10, 9, 24), [
+        f"out_channels: 144, kernel: 1, bias: true, activation: relu6, quant: {{weight_scale: {_scales(144, 5)}, "
+        "output_scale: 0.0235, output_zero_point: 0}",
+        f"out_channels: 144, kernel: 3, pad: 1, groups: 144, bias: true, activation: relu6, quant: {{weight_scale: "
+        f"{_scales(144, 6)}, output_scale: 0.0235, output_zero_point: 0}}",
+        f"out_channels: 24, kernel: 1, bias: true, residual: input, quant: {{weight_scale: {_scales(24, 7)}, "
+        "conv_scale: 0.04, conv_zero_point: 125, output_scale: 0.06, output_zero_point: 128}"]),
+])
+def test_depthwise_grouped_and_mobilenet_blocks_are_bit_exact_under_qemu(name, shape, ops):
+    config = parse_config(_config(ops, shape=shape).replace("name: q", f"name: {name}"), f"{name}.yaml")
+    result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"

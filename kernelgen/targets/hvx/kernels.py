@@ -80,10 +80,11 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
         b = f"bias{j}" if config.ops[j - 1].bias else "0"
-        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, filter_cache, wcorr, {b}, {ko});"
+        weights = "grouped_weights" if config.ops[j - 1].groups > 1 else "filter_cache"
+        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, {weights}, wcorr, {b}, {ko});"
         residual = config.ops[j - 1].residual
         res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
-        calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, filter_cache, pixel_sums, wcorr, {dst}, {ko}, "
+        calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res});")
         if j < n:
             after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
@@ -98,7 +99,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
                         "int32_t *const pixel_sums = (int32_t *)(workspace + KG_SCRATCH_OFFSET); "
                         "/* per source pixel: sum of its channels */",
                         "int32_t *const wcorr = (int32_t *)(workspace + KG_WCORR_OFFSET); "
-                        "/* per output channel: bias - za * sum(u) + n * za * zu */"),
+                        "/* per output channel: bias - za * sum(u) + n * za * zu */") + ((
+                        "int16_t *const grouped_weights = (int16_t *)(workspace + KG_GROUPED_OFFSET); "
+                        "/* a grouped conv's weights, w - zw */",) if any(op.groups > 1 for op in config.ops) else ()),
                     body=_replace_sections(plan, calls, after, before))
 
 

@@ -93,6 +93,8 @@ class OpGeo:
     requants: tuple[Requant, ...] = ()
     q_min: int = 0
     q_max: int = 255
+    f_cb: int = 0  # 32-channel blocks of the filter's input channels (a group's channels)
+    zp_w_raw: int = 0  # the weight zero point as declared (int8: signed)
     add: ResidualAdd | None = None  # uint8 residual: the conv's bytes (zero point zp_conv) + the residual's
     zp_conv: int = 0
     # float32 qf32 variant: groups, then the epilogue (+ bias, + residual, clamp) before each store.
@@ -220,6 +222,7 @@ class HvxPlan:
     workspace_bytes: int  # what the caller allocates (<= vtcm_bytes): the plan's caches, then the scratch
     scratch_offset: int  # bytes: pixel sums (int32 per source pixel)
     wcorr_offset: int  # bytes: per-output-channel corrections, k_split x 32 int32
+    grouped_offset: int  # bytes: a grouped conv's int16 weights (0: no grouped op)
     pixels: int  # output pixels sharing each filter vector
     ring_rows: int  # halo reuse: the input cache is a ring of this many rows (0: no ring)
     ring_step: int  # halo reuse: input rows between vertically adjacent stripes
@@ -259,7 +262,11 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     # per-output-channel corrections of one stripe (k_split x 32 int32).
     scratch_offset = plan.workspace_bytes
     wcorr_offset = scratch_offset + _aligned(max((o.src_rows * o.src_cols * 4 for o in ops), default=0))
-    workspace_bytes = wcorr_offset + _aligned(plan.k_split * 32 * 4) if uint8 else plan.workspace_bytes
+    # a grouped conv's weights, widened to int16 (w - zw) and doubled: k_split x taps x group channels x 128 bytes
+    grouped_bytes = max((plan.k_split * o.kh * o.kw * o.group_in * 128 for o in ops if o.group_in), default=0)
+    grouped_offset = wcorr_offset + _aligned(plan.k_split * 32 * 4) if uint8 and grouped_bytes else 0
+    workspace_bytes = (wcorr_offset + _aligned(plan.k_split * 32 * 4) + _aligned(grouped_bytes) if uint8
+                       else plan.workspace_bytes)
     if workspace_bytes > vtcm:
         _fail(config, "hvx.vtcm_bytes",
               f"the workspace needs {workspace_bytes} bytes of VTCM (caches {plan.workspace_bytes} + helper "
@@ -276,7 +283,8 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     if not uint8 and arch in QF32_ARCHES and not blocked:
         notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
     return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=workspace_bytes,
-                   scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, pixels=pixels,
+                   scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, grouped_offset=grouped_offset,
+                   pixels=pixels,
                    ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
                    k_split=plan.k_split, batch=config.input_shape[0], ops=ops, io=io,
                    weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and any(op.bias for op in config.ops),
@@ -364,7 +372,8 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
             col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
-            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel,
+            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
+            zp_w_raw=q.weight_zero_point,
             **_epilogue(config, op, ops, shape_list, src_c, out_k)))
     return tuple(ops)
 
