@@ -66,6 +66,9 @@ class Schedule:
     budget_source: str = ""  # where the budget came from: "schedule.budget", "hvx VTCM (v73 default)"
     pipeline: str = "none"  # "none" or "double_buffer"
     halo: str = "reload"  # "reload" or "reuse"
+    # input-channel chunks of a single op (None: fitted to the budget, or 1); c_block channels per chunk
+    c_split: int | None = 1
+    c_block: int = 0  # 0: the whole input
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +211,7 @@ class _Checker:
         if not self.fits(("input", "shape"), shape, "the input"):
             raise ConfigError(self.problems)
         input_layout = self.layout(("input", "layout"), m.input.layout, ACTIVATION_DIMS, shape)
+        self.model_input_layout = input_layout
         ops: list[Conv2d] = []
         self.shapes, self.ops = [shape], ops  # the chain so far: what a residual may name
         n, height, width, channels = shape
@@ -391,10 +395,30 @@ class _Checker:
             self.problem(("schedule", "halo"), "expected 'reload' with pipeline: double_buffer (the prefetch of "
                                                "stripe i+1 would overwrite the ring rows stripe i still reads); "
                                                "choose one of the two")
+        c_split, c_block = self.channel_split(optional("c_split"), ops, s, budget is not None)
         if budget is None:
             k_split, h_split = k_split or 1, h_split or 1
         return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, w_split=w_split,
-                        w_block=w_block, budget=budget, budget_source=source, pipeline=s.pipeline, halo=s.halo)
+                        w_block=w_block, budget=budget, budget_source=source, pipeline=s.pipeline, halo=s.halo,
+                        c_split=c_split, c_block=c_block)
+
+    def channel_split(self, c_split: int | None, ops: list[Conv2d], s: M.ScheduleModel, fitted: bool
+                      ) -> tuple[int | None, int]:
+        """(c_split, channels per chunk): chunks of whole channel blocks of the input layout, c_split of them
+        exactly. Only a single op without a pipeline or halo ring splits (None: the search may)."""
+        layout = self.model_input_layout
+        channels, block = self.shapes[0][3], _block_factor(layout, "c", 1) if layout is not None else 1
+        blocks = math.ceil(channels / block)
+        alone = len(ops) == 1 and s.pipeline == "none" and s.halo == "reload" and ops[0].groups == 1
+        if c_split is None:
+            return (None if fitted and alone else 1), 0
+        if c_split > 1 and not alone:
+            self.problem(("schedule", "c_split"), "expected 1: input channels split only for a single dense op "
+                                                  "without pipeline or halo reuse")
+        elif blocks % c_split:
+            self.problem(("schedule", "c_split"), f"expected a divisor of the input's {blocks} channel blocks of "
+                                                  f"{block}, got {c_split}")
+        return c_split, (blocks // c_split * block if c_split > 1 and not blocks % c_split else 0)
 
 
 def _block_factor(layout: Layout, dim: str, default: int) -> int:

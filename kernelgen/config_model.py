@@ -120,6 +120,10 @@ class OutputModel(StrictModel):
 
 
 class ScheduleModel(StrictModel):
+    c_split: Union[Count, None] = Field(
+        default=None, description="a positive int dividing the input's channel blocks: input-channel chunks per "
+                                  "stripe, their partial sums kept in the output cache (a single op; default 1, or "
+                                  "fitted to the budget)")
     k_split: Union[Count, None] = Field(
         default=None, description="a positive int: output-channel blocks per stripe (default 1, or fitted to "
                                   "the budget)")

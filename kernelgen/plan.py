@@ -136,6 +136,7 @@ class StripeParts:
     cols: int  # output columns per stripe
     pipeline: str  # "none" or "double_buffer"
     ctype: str  # element type of the cache pointers
+    chunks: int = 1  # input-channel chunks (schedule.c_split): load and compute run once per chunk
 
     @property
     def count(self) -> int:
@@ -235,6 +236,8 @@ class Plan:
     pad_strategies: tuple[PadStrategy, ...]
     search: Any = None  # schedule_search.ScheduleSearch when the splits were fitted to a budget
     notes: tuple[str, ...] = field(default=())
+    c_split: int = 1  # input-channel chunks per stripe (c_block channels each)
+    c_block: int = 0
 
     @property
     def workspace_bytes(self) -> int:

@@ -92,7 +92,8 @@ CACHE_HEADER = ("Cache", "Window (logical)", "Physical", "Elements", "Bytes", "S
 def _schedule_text(plan: Plan) -> str:
     width = f"w_split={plan.w_split} w_block={plan.w_block}" if plan.w_split else "full width"
     ko, ho, wo = plan.stripe_counts
-    return (f"k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block} {width}; "
+    chunks = f" c_split={plan.c_split} (chunks of {plan.c_block} input channels)" if plan.c_split > 1 else ""
+    return (f"k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block} {width}{chunks}; "
             f"{ko * ho * wo} stripe(s) = {ko} x {ho} x {wo} (channels x rows x columns)")
 
 
@@ -102,10 +103,12 @@ def _search_lines(plan: Plan) -> list[str]:
         return []
     c = search.chosen
     lines = [f"budget: {search.budget} bytes ({search.budget_source}); fitted {', '.join(search.fitted) or 'nothing'} "
-             f"over {search.tried} candidates; chose k_split={c.k_split} h_split={c.h_split} w_split={c.w_split}: "
+             f"over {search.tried} candidates; chose k_split={c.k_split} h_split={c.h_split} w_split={c.w_split}"
+             f"{f' c_split={c.c_split}' if 'c_split' in search.fitted else ''}: "
              f"{c.stripes} stripe(s), caches {c.workspace_bytes} bytes, traffic {c.traffic_bytes} bytes"]
     for other in (*search.runners_up, *search.too_big):
-        lines.append(f"  runner-up k_split={other.k_split} h_split={other.h_split} w_split={other.w_split}: "
+        lines.append(f"  runner-up k_split={other.k_split} h_split={other.h_split} w_split={other.w_split}"
+                     f"{f' c_split={other.c_split}' if 'c_split' in search.fitted else ''}: "
                      f"{other.stripes} stripe(s), caches {other.workspace_bytes} bytes, traffic "
                      f"{other.traffic_bytes} bytes: {other.verdict}")
     return lines

@@ -121,6 +121,12 @@ MATRIX = {
     "grouped_4_chain_pad_value": ([1, 8, 7, 12], ["{out_channels: 8, kernel: 3, pad: 1, groups: 4, "
                                                   "activation: relu}", "{out_channels: 12, kernel: 1, groups: 4}"],
                                   "{map: nhwc-8c, pad_value: 0}", "{map: nhwc-8c, pad_value: 0}", "{k_block: 4}"),
+    # input-channel chunks (schedule.c_split): partial sums stay in the output cache between chunks
+    "c_split_blocked_bias_relu": ([1, 9, 10, 64], ["{out_channels: 12, kernel: 3, pad: 1, bias: true, "
+                                                   "activation: relu}"], BLOCKED, BLOCKED,
+                                  "{k_block: 8, h_block: 4, c_split: 2}"),
+    "c_split_nhwc_40_in_8_chunks": ([2, 7, 6, 40], ["{out_channels: 5, kernel: [3, 1], pad: [1, 0], dilation: 2, "
+                                                    "stride: 2}"], "NHWC", "NCHW", "{c_split: 8, w_block: 2, w_split: 2}"),
     # a pad_value on a layout with no padding slots: nothing to fill (once emitted `if () {`)
     "pad_value_without_padding": ([1, 5, 6, 3], ["{out_channels: 4, kernel: 3, pad: 1}"], "NHWC",
                                   '{map: "n, h, w, c -> n, h, w, c", pad_value: 0}', "{}"),

@@ -207,3 +207,46 @@ def test_depthwise_grouped_and_mobilenet_blocks_are_bit_exact_under_qemu(name, s
     config = parse_config(_config(ops, shape=shape).replace("name: q", f"name: {name}"), f"{name}.yaml")
     result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+
+
+# ---------------------------------------------------------------- input-channel chunks
+
+C512 = ("name: c512\ndtype: uint8\ninput: {shape: [1, 14, 14, 512], layout: nhwc-8h8w32c}\n"
+        "quant: {input_scale: 0.05, input_zero_point: 128, weight_scale: 0.002, output_scale: 1.0, "
+        "output_zero_point: 128}\nops:\n"
+        "  - conv2d: {out_channels: 512, kernel: 3, pad: 1, bias: true, activation: relu, "
+        "filter_layout: oihw-8i32o4i}\n"
+        "output: {layout: nhwc-8h8w32c}\nschedule: auto\nhvx: {arch: v66}\ntargets: [hvx]\n")
+
+
+def test_a_512_channel_3x3_plans_under_v66_by_splitting_input_channels():
+    """The whole input does not fit v66's 256 KiB with any output split (the smallest needs 280576 bytes);
+    the search then splits the input channels, keeping int32 partial sums between chunks."""
+    from kernelgen.planner import plan
+    from kernelgen.targets.hvx.plan import hvx_plan
+
+    config = parse_config(C512, "c512.yaml")
+    p = plan(config)
+    assert (p.c_split, p.c_block, p.k_split, p.h_split) == (2, 256, 1, 2)
+    assert "c_split" in p.search.fitted
+    assert p.cache("input").logical_shape == (1, 16, 16, 256)  # one chunk, halo included
+    assert p.cache("accumulator").elements == 4 * p.cache("output").elements  # int32 partial sums
+    assert hvx_plan(config, p).workspace_bytes <= 262144
+    with pytest.raises(ConfigError, match=r"schedule\.c_split: expected 1: input channels split only for a single"):
+        parse_config(C512.replace("schedule: auto", "schedule: {c_split: 2}").replace(
+            "ops:\n", "ops:\n  - conv2d: {out_channels: 512, kernel: 1, filter_layout: oihw-8i32o4i}\n"), "x.yaml")
+    with pytest.raises(ConfigError, match=r"schedule\.c_split: expected a divisor of the input's 16 channel blocks"):
+        parse_config(C512.replace("schedule: auto", "schedule: {c_split: 3}"), "x.yaml")
+
+
+@requires_tool(*HVX)
+def test_a_512_channel_3x3_is_bit_exact_and_fast_under_qemu():
+    """Bit-exact, and the vrmpy loop keeps its throughput through the chunks: at least 150 useful MACs per
+    packet (QEMU's packet count is deterministic for a given binary)."""
+    from kernelgen.targets.hvx.bench import counters
+
+    config = parse_config(C512, "c512.yaml")
+    result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    c = counters(config, TARGETS["hvx"].render)
+    assert c["kernel.packets"] > 0 and 14 * 14 * 512 * 512 * 9 / c["kernel.packets"] >= 150, c

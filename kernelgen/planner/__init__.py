@@ -49,7 +49,7 @@ def fitted_config(config: Config, plan: Plan) -> Config:
     """The config with the splits the plan chose (fitted to a budget or given), for targets that re-derive
     the stripe geometry."""
     return replace(config, schedule=replace(config.schedule, k_split=plan.k_split, h_split=plan.h_split,
-                                            w_split=plan.w_split))
+                                            w_split=plan.w_split, c_split=plan.c_split, c_block=plan.c_block))
 
 
 def plan(config: Config) -> Plan:
@@ -87,7 +87,7 @@ def plan(config: Config) -> Plan:
     b = StripeBuilder(config, shape_list, cut, geo, win, tensors, ctype, zero)
     parts = StripeParts(load=b.load(), compute=b.compute(), store=b.store(), ko_extent=cut.ko_extent,
                         ho_extent=cut.ho_extent, wo_extent=cut.wo_extent, batch=batch, channels=cut.channels,
-                        rows=cut.rows, cols=cut.cols, pipeline=s.pipeline, ctype=ctype)
+                        rows=cut.rows, cols=cut.cols, pipeline=s.pipeline, ctype=ctype, chunks=b.chunks)
     nest = compose_stripes(parts)
     timeline = stripe_timeline(parts.count) if s.pipeline == "double_buffer" else ()
     body: list[Node] = list(nest)
@@ -119,6 +119,12 @@ def plan(config: Config) -> Plan:
                              clamp=op.clamp, activation=op.activation))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)
+    if b.chunks > 1:
+        out_cache = next(c for c in caches if c.name.startswith("output"))
+        reread = 2 * (b.chunks - 1) * cut.count * batch * out_cache.elements * 4
+        notes += (f"input channels in {b.chunks} chunks of {b.c_block}: the input and filter caches hold one chunk; "
+                  f"partial sums stay in the output cache between chunks ({'an int32 buffer for uint8, ' if config.dtype == 'uint8' else ''}"
+                  f"{reread} more bytes of cache reads and writes); memory traffic is unchanged",)
     return Plan(name=config.name, config_path=config.path, dtype=config.dtype, ctype=ctype, element_bytes=ebytes,
                 k_split=s.k_split, h_split=s.h_split, w_split=s.w_split if cut.wo_extent > 1 else None,
                 k_block=s.k_block, h_block=s.h_block, w_block=s.w_block,
@@ -128,7 +134,7 @@ def plan(config: Config) -> Plan:
                 kernel=kernel, stripe=parts, helpers=tuple(helpers), flops=flops, executed_flops=work.executed_flops,
                 traffic=work.traffic, output_pad_kind=output_tensor.layout.layout.pad_kind,
                 pipeline=s.pipeline, timeline=timeline, halo=s.halo, reload_input_bytes=work.reload_input_bytes,
-                pad_strategies=tuple(b.strategies), search=search, notes=notes)
+                pad_strategies=tuple(b.strategies), search=search, notes=notes, c_split=b.chunks, c_block=b.c_block)
 
 
 # ---------------------------------------------------------------- notes

@@ -40,6 +40,9 @@ class StripeBuilder:
         # promises a finite pad value there (seed 003): the filter cache holds zeros for those channels.
         self.source_layouts = [config.input_layout] + [op.output_layout for op in config.ops[:-1]]
         self.reduce_channels = reduction_channels(config, shape_list)
+        # input-channel chunks (schedule.c_split, a single op): the caches hold c_block channels at a time
+        self.c_block = config.schedule.c_block
+        self.chunks = config.schedule.c_split if self.c_block else 1
         for j in range(self.n_ops):
             self._note_reduction(j)
         # Output channel padding can be stored like real channels when it must hold 0: the zero filter
@@ -63,7 +66,7 @@ class StripeBuilder:
     def bounds(self) -> dict[str, tuple[int, int]]:
         c = self.cut
         return {"ko_outer": (0, c.ko_extent - 1), "ho_outer": (0, c.ho_extent - 1), "wo_outer": (0, c.wo_extent - 1),
-                "nb": (0, self.shape_list[0][0] - 1)}
+                "nb": (0, self.shape_list[0][0] - 1), "ci_outer": (0, self.chunks - 1)}
 
     def _note_reduction(self, index: int) -> None:
         layout = self.source_layouts[index]
@@ -106,9 +109,11 @@ class StripeBuilder:
         col = E.add(geo.col_start[0], E.Var("iw"))
         cache_row = self.ring_row(window_row) if self.ring else window_row
         local = win.offset_c({"n": E.Const(0), "h": cache_row, "w": E.Var("iw"), "c": E.Var("ic")}, bounds)
+        channel = self._chunk_channel("ic")
         glob = tensor.offset_c({"n": E.Var("nb") if self.batched else E.Const(0), "h": row, "w": col,
-                                "c": E.Var("ic")}, bounds)
-        conds = _cond([(row, ">=", 0), (row, "<", height), (col, ">=", 0), (col, "<", width)], bounds)
+                                "c": channel}, bounds | {"ic": (0, min(copied, self.shape_list[0][3]) - 1)})
+        checks = [(row, ">=", 0), (row, "<", height), (col, ">=", 0), (col, "<", width)]
+        conds = _cond(checks + ([(channel, "<", self.shape_list[0][3])] if self.c_block else []), bounds)
         # Inside the tensor the copy includes channel padding when the reduction overcomputes (the input's
         # padding holds its pad value); outside (conv padding) every channel gets zero.
         value = f"({' && '.join(conds)}) ? input[{glob}] : {self.zero}" if conds else f"input[{glob}]"
@@ -119,7 +124,8 @@ class StripeBuilder:
                                                why="positions outside the input (conv padding, stripe tails) get "
                                                    "zeros while loading, so the conv loops read the window without "
                                                    "branches"))
-        return Section(label=f"{label}: {rows} rows x {geo.cols[0]} columns x {copied} channels",
+        chunk = f" (chunk ci_outer of {self.chunks})" if self.c_block else ""
+        return Section(label=f"{label}: {rows} rows x {geo.cols[0]} columns x {copied} channels{chunk}",
                        body=(Loop(var="ih", extent=rows, body=(
                            Loop(var="iw", extent=geo.cols[0], body=(Loop(var="ic", extent=copied, body=(stmt,)),)),)),))
 
@@ -153,9 +159,13 @@ class StripeBuilder:
                   "fh": (0, kernel[0] - 1), "fw": (0, kernel[1] - 1)}
         k = E.add(E.mul(E.Var(ko_var), ks_ch), E.Var("fk"))
         local = window.offset_c({"o": E.Var("fk"), "i": E.Var("fc"), "h": E.Var("fh"), "w": E.Var("fw")}, bounds)
-        glob = tensor.offset_c({"o": k, "i": E.Var("fc"), "h": E.Var("fh"), "w": E.Var("fw")},
-                               bounds | {"fc": (0, in_c - 1)})
-        conds = _cond([(k, "<", out_k)], bounds) + (["fc < %d" % in_c] if reduce > in_c else [])
+        channel = self._chunk_channel("fc") if j == 1 else E.Var("fc")
+        bounds = bounds | {"ci_outer": (0, self.chunks - 1)}
+        glob = tensor.offset_c({"o": k, "i": channel, "h": E.Var("fh"), "w": E.Var("fw")},
+                               bounds | {"fc": (0, min(reduce, in_c) - 1)})
+        conds = _cond([(k, "<", out_k)], bounds) + (
+            _cond([(channel, "<", in_c)], bounds) if j == 1 and self.c_block else
+            ["fc < %d" % in_c] if reduce > in_c else [])
         # Channels past the tensor get zeros, so the compute may run whole blocks and drop them at the store.
         value = f"({' && '.join(conds)}) ? filter{j}[{glob}] : 0" if conds else f"filter{j}[{glob}]"
         stmt = Stmt(code=f"filter_cache[{local}] = {value};",
@@ -228,18 +238,28 @@ class StripeBuilder:
             reduction = Guard(cond=" && ".join(row_checks + col_checks), body=(reduction,))
         store = self._epilogue(j, op, dst, d_index, k_global, (row, col), bounds,
                                padding=[] if last else row_checks + col_checks)
+        init = Stmt(code="acc[ki] = 0;", summary="acc[ki] = 0")
+        if self.c_block:
+            # input-channel chunks: the output cache holds the partial sums between chunks; the last one
+            # finishes them (epilogue included)
+            init = Stmt(code=f"acc[ki] = ci_outer ? {dst}[{d_index}] : 0;",
+                        summary=f"acc[ki] = ci_outer ? {dst}[...] (partial sum) : 0")
+            partial = Guard(cond=f"ci_outer < {self.chunks - 1}", body=(
+                Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki] (partial sum)"),))
+            store = Guard(cond=f"ci_outer == {self.chunks - 1}", body=(store,))
         if last:
             store_limit = channel_cover(self.tensors[-1].layout) if self.output_pad_by_overcompute else out_k
         else:
             store_limit = self.reduce_channels[j]  # what the consumer reads: real channels, or with padding
         k_checks = _cond([(k_global, "<", store_limit)], bounds)
+        stores: tuple[Node, ...] = (partial, store) if self.c_block else (store,)
         if k_checks:
-            store = Guard(cond=k_checks[0], body=(store,))
+            stores = (Guard(cond=k_checks[0], body=stores),)
         pixel: tuple[Node, ...] = (
             Stmt(code=f"{ctype} acc[{k_block}];", summary=f"acc[{k_block}]"),
-            Loop(var="ki", extent=k_block, body=(Stmt(code="acc[ki] = 0;", summary="acc[ki] = 0"),)),
+            Loop(var="ki", extent=k_block, body=(init,)),
             reduction,
-            Loop(var="ki", extent=k_block, body=(store,)))
+            Loop(var="ki", extent=k_block, body=stores))
         columns: tuple[Node, ...] = (Loop(var="ow", extent=geo.cols[j], body=pixel),)
         if last and col_checks:
             columns = (Loop(var="ow", extent=geo.cols[j], body=(Guard(cond=" && ".join(col_checks), body=pixel),)),)
@@ -299,8 +319,16 @@ class StripeBuilder:
             term = f"{self.win.temp_names[source - 1]}[{window.offset_c({'n': E.Const(0), 'h': h, 'w': w, 'c': k}, bounds)}]"
         return f"({' && '.join(exists)}) ? {term} : {self.zero}" if exists else term
 
+    def _chunk_channel(self, var: str) -> E.Expr:
+        """The input channel a cache channel holds: itself, or in chunk ci_outer of c_block channels."""
+        if not self.c_block:
+            return E.Var(var)
+        return E.add(E.mul(E.Var("ci_outer"), self.c_block), E.Var(var))
+
     def _window_of(self, index: int, rows: int, cols: int, channels: int) -> TensorLayout:
         layout = self.source_layouts[index]
+        if index == 0 and self.c_block:  # the input cache holds one chunk of channels
+            return layout.bind((1, rows, cols, self.c_block))
         return layout.bind((1, rows, cols, max(channels, self.shape_list[index][3])))
 
     # ------------------------------------------------------------ store

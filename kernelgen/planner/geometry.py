@@ -133,6 +133,8 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
     pad value may be read in its channel padding (the filter cache holds zeros there), so the loop runs
     whole blocks without a branch; otherwise it stops at the real channel count."""
     sources = [config.input_layout] + [op.output_layout for op in config.ops[:-1]]
+    if config.schedule.c_block:  # input-channel chunks: the reduction runs over one chunk at a time
+        return (config.schedule.c_block,)
     out = []
     for j, layout in enumerate(sources):
         channels = shape_list[j][3]
@@ -149,7 +151,8 @@ def windows(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes
                   for j in range(1, n_ops))
     filters = tuple(op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
                     for j, op in enumerate(config.ops))
-    return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0], shape_list[0][3])), temps=temps,
+    return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0],
+                                                   config.schedule.c_block or shape_list[0][3])), temps=temps,
                    filters=filters, output=config.ops[-1].output_layout.bind((1, geo.rows[-1], geo.cols[-1],
                                                                                 cut.channels)),
                    temp_names=temp_names(n_ops))
@@ -164,14 +167,15 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
     caches: list[Cache] = []
     offset = 0
 
-    def add(name: str, c_name: str, layout: TensorLayout, alias: str | None = None, note: str = "") -> None:
+    def add(name: str, c_name: str, layout: TensorLayout, alias: str | None = None, note: str = "",
+            widen: int = 1) -> None:
         nonlocal offset
         caches.append(Cache(name=name, c_name=c_name, logical_shape=layout.logical_shape,
                             physical_layout=layout.layout.name, physical_shape=layout.physical_shape,
-                            elements=layout.size, offset=0 if alias else offset, element_bytes=ebytes,
+                            elements=layout.size * widen, offset=0 if alias else offset, element_bytes=ebytes,
                             aliases=alias, note=note))
         if alias is None:
-            offset += -(-layout.size // align) * align
+            offset += -(-layout.size * widen // align) * align
 
     double = s.pipeline == "double_buffer"
     if double:
@@ -196,6 +200,10 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
         why = "; cannot reuse the input cache, whose ring rows the next stripe reads" if (
             n_ops > 1 and s.halo == "reuse") else ""
         add("output", "output_cache", out, note=why.lstrip("; "))
+    if config.dtype == "uint8" and s.c_block:
+        # input-channel chunks: uint8 outputs cannot hold partial sums, an int32 buffer of the window does
+        add("accumulator", "acc_cache", out, note="int32 partial sums of the output window between input-channel "
+                                                  "chunks (4 bytes per element)", widen=4)
     return tuple(caches)
 
 

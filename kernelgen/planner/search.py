@@ -28,6 +28,7 @@ class Candidate:
     k_split: int
     h_split: int
     w_split: int
+    c_split: int
     stripes: int
     workspace_bytes: int
     traffic_bytes: int
@@ -73,8 +74,21 @@ def _thinned(options: list[list[int]]) -> list[list[int]]:
     return options
 
 
-def _trial(config: Config, k: int, h: int, w: int) -> Config:
-    return replace(config, schedule=replace(config.schedule, k_split=k, h_split=h, w_split=w))
+def _trial(config: Config, k: int, h: int, w: int, c: int = 1) -> Config:
+    block = 0
+    if c > 1:  # chunks of whole channel blocks of the input layout
+        channel_block = config.input_layout.block_factor("c") or 1
+        block = math.ceil(config.input_shape[3] / channel_block) // c * channel_block
+    return replace(config, schedule=replace(config.schedule, k_split=k, h_split=h, w_split=w, c_split=c, c_block=block))
+
+
+MAX_CHUNK_CHOICES = 4  # c_split candidates: the smallest divisors (each extra chunk rereads the partial sums)
+
+
+def _channel_choices(config: Config) -> list[int]:
+    """c_split values: the smallest divisors of the input's channel blocks (each chunk whole blocks)."""
+    blocks = math.ceil(config.input_shape[3] / (config.input_layout.block_factor("c") or 1))
+    return [d for d in range(1, blocks + 1) if blocks % d == 0][:MAX_CHUNK_CHOICES]
 
 
 def _measure(config: Config, shape_list: list) -> tuple[int, int, int, int]:
@@ -97,43 +111,53 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
     h_options = [s.h_split] if s.h_split is not None else _split_choices(math.ceil(out_h / s.h_block))
     w_blocks = math.ceil(out_w / s.w_block)
     w_options = [s.w_split] if s.w_split is not None else _split_choices(w_blocks)
+    # input-channel chunks (a single op, c_split left open): tried only when no schedule fits with the whole
+    # input in the caches, since every extra chunk rereads the partial sums
+    c_open = s.c_split is None
     k_options, h_options, w_options = _thinned([k_options, h_options, w_options])
     fits: list[tuple] = []
     too_big: list[tuple] = []
     smallest: tuple | None = None
     tried = 0
-    for k in k_options:
-        for h in h_options:
-            for w in w_options:
-                tried += 1
-                trial = _trial(config, k, h, w)
-                workspace, traffic, executed, count = _measure(trial, shape_list)
-                key = (traffic, executed, workspace, k, h, w, count)
-                if smallest is None or workspace < smallest[0]:
-                    smallest = (workspace, k, h, w)
-                (fits if workspace <= s.budget else too_big).append(key)
-    fitted = tuple(name for name in ("k_split", "h_split", "w_split") if getattr(s, name) is None)
+    for c in (_channel_choices(config) if c_open else [s.c_split]):
+        if c > 1 and fits:
+            break
+        for k in k_options:
+            for h in h_options:
+                for w in w_options:
+                    tried += 1
+                    trial = _trial(config, k, h, w, c)
+                    workspace, traffic, executed, count = _measure(trial, shape_list)
+                    # fewer chunks first at equal traffic and work: each extra one rereads the partial sums
+                    key = (traffic, executed, c, workspace, k, h, w, count)
+                    if smallest is None or workspace < smallest[0]:
+                        smallest = (workspace, k, h, w, c)
+                    (fits if workspace <= s.budget else too_big).append(key)
+    chunked = any(key[2] > 1 for key in fits + too_big) and c_open
+    fitted = tuple(name for name in ("k_split", "h_split", "w_split") if getattr(s, name) is None) + (
+        ("c_split",) if chunked else ())
     if not fits:
         assert smallest is not None
         raise config.problem("schedule.budget" if s.budget_source == "schedule.budget" else "schedule",
                              f"expected a budget of at least {smallest[0]} bytes: the smallest schedule "
-                             f"(k_split={smallest[1]}, h_split={smallest[2]}, w_split={smallest[3]}) needs that much "
+                             f"(k_split={smallest[1]}, h_split={smallest[2]}, w_split={smallest[3]}"
+                             f"{f', c_split={smallest[4]}' if chunked else ''}) needs that much "
                              f"for its caches, got {s.budget} ({s.budget_source})")
     fits.sort()
     best = fits[0]
     chosen = _candidate(best, "chosen")
     runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP])
-    better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c[2], c[0]))
-    big = tuple(_candidate(c, f"needs {c[2]} bytes, over the {s.budget}-byte budget")
+    better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c[3], c[0]))
+    big = tuple(_candidate(c, f"needs {c[3]} bytes, over the {s.budget}-byte budget")
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
                             chosen=chosen, runners_up=runners, too_big=big)
-    return _trial(config, best[3], best[4], best[5]), search
+    return _trial(config, best[4], best[5], best[6], best[2]), search
 
 
 def _candidate(key: tuple, verdict: str) -> Candidate:
-    traffic, executed, workspace, k, h, w, count = key
-    return Candidate(k_split=k, h_split=h, w_split=w, stripes=count, workspace_bytes=workspace,
+    traffic, executed, c, workspace, k, h, w, count = key
+    return Candidate(k_split=k, h_split=h, w_split=w, c_split=c, stripes=count, workspace_bytes=workspace,
                      traffic_bytes=traffic, executed_flops=executed, verdict=verdict)
 
 
@@ -143,5 +167,7 @@ def _why_lost(key: tuple, best: tuple) -> str:
     if key[1] > best[1]:
         return f"recomputes {key[1] - best[1]} more FLOPs"
     if key[2] > best[2]:
-        return f"same traffic and work in a {key[2] - best[2]}-byte larger workspace"
+        return f"splits the input channels into {key[2]} chunks (partial sums reread {key[2] - 1} more times)"
+    if key[3] > best[3]:
+        return f"same traffic and work in a {key[3] - best[3]}-byte larger workspace"
     return "same traffic, work and workspace; the winner has smaller splits"

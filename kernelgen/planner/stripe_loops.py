@@ -14,8 +14,12 @@ def compose_stripes(parts: StripeParts) -> tuple[Node, ...]:
     """The stripe loops around load, compute and store: seed 000's nest, or the double-buffered pipeline."""
     if parts.pipeline == "double_buffer":
         return _pipelined(parts)
+    work: tuple[Node, ...] = (*parts.load, *parts.compute)
+    if parts.chunks > 1:
+        work = (Loop(var="ci_outer", extent=parts.chunks, body=work,
+                     comment="input-channel chunks: partial sums stay in the output cache"),)
     stripe: Node = Loop(var="ho_outer", extent=parts.ho_extent, comment=f"output-row stripes of {parts.rows}",
-                        body=(*parts.load, *parts.compute, *parts.store))
+                        body=(*work, *parts.store))
     if parts.wo_extent > 1:
         stripe = Loop(var="wo_outer", extent=parts.wo_extent, comment=f"output-column stripes of {parts.cols}",
                       body=(stripe,))

@@ -66,13 +66,15 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     sources = ["input_cache", *temp_names]
     calls = {"write back output cache": f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
     rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
+    chunked = plan.c_split > 1  # input-channel chunks: ci_outer picks one; partial sums in acc_cache
+    ci = ", ci_outer" if chunked else ""
     if keep:
         calls["input cache read (first stripe only, rows the next stripe keeps)"] = (
             f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {keep});")
         calls[f"input cache read (new rows; {keep} kept in the ring)"] = (
             f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
     else:
-        calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows});"
+        calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows}{ci});"
     # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch).
     before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"}
     after = {}
@@ -80,12 +82,14 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
         b = f"bias{j}" if config.ops[j - 1].bias else "0"
+        if chunked and config.ops[j - 1].bias:  # the bias once, with the first chunk
+            b = f"ci_outer ? 0 : bias{j}"
         weights = "grouped_weights" if config.ops[j - 1].groups > 1 else "filter_cache"
-        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, {weights}, wcorr, {b}, {ko});"
+        calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, {weights}, wcorr, {b}, {ko}{ci});"
         residual = config.ops[j - 1].residual
         res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
         calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
-                                 f"ho_outer{res});")
+                                 f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
         if j < n:
             after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
     params = [Param(name="input", ctype="const uint8_t *restrict")]

@@ -93,7 +93,8 @@ class OpGeo:
     requants: tuple[Requant, ...] = ()
     q_min: int = 0
     q_max: int = 255
-    f_cb: int = 0  # 32-channel blocks of the filter's input channels (a group's channels)
+    f_cb: int = 0  # 32-channel blocks of the filter's input channels (a group's channels; a chunk's)
+    filter_stride: int = 0  # bytes of the global filter per 32 output channels
     zp_w_raw: int = 0  # the weight zero point as declared (int8: signed)
     add: ResidualAdd | None = None  # uint8 residual: the conv's bytes (zero point zp_conv) + the residual's
     zp_conv: int = 0
@@ -204,6 +205,8 @@ class IoGeo:
     in_col_off: int  # window col = global col + in_col_off
     in_g_wb: int  # column blocks of the global input tensor
     in_image: int  # elements of one batch image of the input tensor
+    in_chunk_cb: int  # channel blocks the input cache holds: all of them, or one chunk's (schedule.c_split)
+    chunks: int  # input-channel chunks
     out_rows: int
     out_h: int
     out_w: int
@@ -273,9 +276,11 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
-    qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse")
-            else None)
+    qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse"
+                                                and plan.c_split == 1) else None)
     notes = []
+    if not uint8 and arch in QF32_ARCHES and plan.c_split > 1:
+        notes.append("no qf32 variant with input-channel chunks (its helpers accumulate a whole reduction)")
     if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
         notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
     keep = _ring_keep(config, plan)
@@ -346,6 +351,9 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
         last = j == n
         _, out_h, out_w, out_k = shape_list[j]
         src_c = shape_list[j - 1][3]
+        filter_stride = -(-(src_c // op.groups) // 32) * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK
+        if j == 1 and config.schedule.c_block:  # input-channel chunks: the caches hold one chunk
+            src_c = config.schedule.c_block
         src_cb = -(-src_c // 32)
         f_cb = -(-(src_c // op.groups) // 32)  # input-channel blocks of the filter: one group's channels
         a, b = _affine(geo.row_start[j])
@@ -373,6 +381,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
             col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
             taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
+            filter_stride=filter_stride,
             zp_w_raw=q.weight_zero_point,
             **_epilogue(config, op, ops, shape_list, src_c, out_k)))
     return tuple(ops)
@@ -403,7 +412,9 @@ def _io(config: Config, plan: Plan) -> IoGeo:
     a, b = _affine(geo.row_start[0])
     out_a, _ = _affine(geo.row_start[-1])
     in_tensor, out_tensor = plan.tensor("input").layout, plan.tensor("output").layout
+    chunk_cb = config.schedule.c_block // 32 if config.schedule.c_block else -(-c // 32)
     return IoGeo(in_rows=geo.rows[0], in_cols=geo.cols[0], in_wb=-(-geo.cols[0] // 8), in_cb=-(-c // 32),
+                 in_chunk_cb=chunk_cb, chunks=config.schedule.c_split if config.schedule.c_block else 1,
                  in_h=h, in_w=w, in_c=c, in_row_a=a, in_row_b=b, in_col_off=-geo.col_start[0].value,
                  in_g_wb=-(-w // 8), in_image=in_tensor.size // shape_list[0][0], out_rows=geo.rows[-1], out_h=oh,
                  out_w=ow, out_k=ok, out_kb=-(-ok // 32), out_row_a=out_a, out_win_wb=-(-ow // 8),
