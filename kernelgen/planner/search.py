@@ -111,6 +111,9 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
     h_options = [s.h_split] if s.h_split is not None else _split_choices(math.ceil(out_h / s.h_block))
     w_blocks = math.ceil(out_w / s.w_block)
     w_options = [s.w_split] if s.w_split is not None else _split_choices(w_blocks)
+    if config.dtype == "uint8" and s.w_split is None:
+        w_options = [w_blocks]  # the quantized kernels keep full-width stripes
+
     # input-channel chunks (a single op, c_split left open): tried only when no schedule fits with the whole
     # input in the caches, since every extra chunk rereads the partial sums
     c_open = s.c_split is None

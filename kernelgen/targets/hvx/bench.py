@@ -23,6 +23,9 @@ from .toolchain import assembly, parse_counters, vector_spills
 from .validate import Render, build_and_run, prepare, qf32_assembly, quant_inputs
 
 
+VRMPY_MACS_PER_PACKET = 256  # two 128-MAC vrmpy per packet (the two HVX multiply slots)
+
+
 def counters(config: Config, render: Render) -> dict[str, int]:
     """{kernel.packets, ..., compute.packets, ...} of one run on fixed inputs."""
     plan = make_plan(config)
@@ -58,6 +61,12 @@ def bench_hvx(config: Config, options: BenchOptions, render: Render) -> list[Ben
         metrics |= {"compute_packets": c["compute.packets"], "compute_instructions": c["compute.instructions"],
                     "compute_hvx_instructions": c["compute.hvx_instructions"],
                     "compute_macs_per_packet": executed / max(c["compute.packets"], 1)}
+    if config.dtype == "uint8":
+        # one packet issues at most two vrmpy (128 byte-MACs each): 256 MACs per packet is the limit
+        metrics["vrmpy_limit_share"] = useful / c["kernel.packets"] / VRMPY_MACS_PER_PACKET
+        # every tensor once (input, filters, biases, output): what a depthwise layer, bound by memory, moves
+        moved = sum(t.elements * (4 if t.name.startswith("bias") else 1) for t in plan.tensors)
+        metrics["bytes_per_packet"] = moved / c["kernel.packets"]
     metrics["vector_spills"] = c["asm.vector_spills"]
     # No wall time: QEMU's counters are the measurement (seconds stays NaN).
     rows = [BenchRow(config=config.name, target=NAME, label=label, seconds=float("nan"), flops=plan.flops,
