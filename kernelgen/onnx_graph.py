@@ -68,19 +68,25 @@ class Graph:
         return readers[0] if len(readers) == 1 and tensor not in self.outputs else None
 
     def conv(self, index: int) -> ConvNode | str:
-        """The Conv node at `index`, or why kernelgen cannot take it."""
+        """The float Conv node at `index`, or why kernelgen cannot take it."""
         node = self.nodes[index]
-        attrs = _attributes(node)
         weight = node.input[1] if len(node.input) > 1 else ""
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
         if weight not in self.constants or (bias is not None and bias not in self.constants):
             return "its weights are not constants of the model"
+        if self.constants[weight].dtype != np.float32:
+            return f"{self.constants[weight].dtype} weights (float32 models only; quantized ones come as " \
+                   f"QLinearConv or DequantizeLinear -> Conv -> QuantizeLinear)"
+        return self.conv_geometry(index, node.input[0], weight, bias)
+
+    def conv_geometry(self, index: int, source: str, weight: str, bias: str | None) -> ConvNode | str:
+        """Kernel, stride, pads, dilation and groups of the conv node at `index` (Conv or QLinearConv)."""
+        node = self.nodes[index]
+        attrs = _attributes(node)
         w = self.constants[weight]
         if w.ndim != 4:
             return f"a {w.ndim - 2}-D convolution (kernelgen has conv2d)"
-        if w.dtype != np.float32:
-            return f"{w.dtype} weights (float32 models only; quantized models are not imported yet)"
-        in_shape = self.shapes.get(node.input[0])
+        in_shape = self.shapes.get(source)
         if in_shape is None or len(in_shape) != 4:
             return "its input has no static NCHW shape"
         kernel = (int(w.shape[2]), int(w.shape[3]))

@@ -14,7 +14,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .onnx_graph import ConvNode, Graph, node_id, read_graph
+from .onnx_quant import QConv, qconv
 from .reserved import MAX_NAME_LENGTH, RESERVED
 
 
@@ -48,7 +51,20 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
     configs: list[ImportedConfig] = []
     names: set[str] = set()
     for index, node in enumerate(graph.nodes):
-        if index in taken or node.op_type != "Conv":
+        if index in taken or node.op_type not in ("Conv", "QLinearConv"):
+            continue
+        quantized = qconv(graph, index)
+        if isinstance(quantized, str):
+            why_not[index] = quantized
+            continue
+        if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
+            qops = _qgroup(graph, quantized)
+            members = [m for op in qops for m in op.members]
+            taken.update(members)
+            name = _unique(_name_of(graph, qops[0].start, qops[-1].start, len(qops)), names)
+            ids = tuple(node_id(graph.nodes[m]) for m in sorted(members))
+            model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
+            configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids), nodes=ids))
             continue
         conv = graph.conv(index)
         if isinstance(conv, str):
@@ -131,9 +147,12 @@ def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
 
 
 def _name(graph: Graph, ops: list[_Op]) -> str:
-    first = node_id(graph.nodes[ops[0].members[0]])
-    last = node_id(graph.nodes[ops[-1].members[0]])
-    text = first if len(ops) == 1 else f"{first}_to_{last}"
+    return _name_of(graph, ops[0].members[0], ops[-1].members[0], len(ops))
+
+
+def _name_of(graph: Graph, first_index: int, last_index: int, count: int) -> str:
+    first, last = node_id(graph.nodes[first_index]), node_id(graph.nodes[last_index])
+    text = first if count == 1 else f"{first}_to_{last}"
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", text.lower())).strip("_")
     if not name or not name[0].isalpha():
         name = f"onnx_{name}".rstrip("_")
@@ -167,5 +186,51 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
             keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
     lines += ["output: {layout: NCHW}", f"targets: [{', '.join(targets)}]",
+              f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]
+    return "\n".join(lines) + "\n"
+
+
+def _qgroup(graph: Graph, first: QConv) -> list[QConv]:
+    """Quantized convs chained through uint8 tensors that only the next conv reads (directly, or through one
+    DequantizeLinear), with the same weight type and zero point (the config's top-level quant)."""
+    ops = [first]
+    while True:
+        out = ops[-1].out_q
+        reader = graph.sole_consumer(out)
+        if reader is None:
+            return ops
+        if graph.nodes[reader].op_type == "DequantizeLinear":
+            reader = graph.sole_consumer(graph.nodes[reader].output[0])
+        following = qconv(graph, reader) if reader is not None else None
+        if not isinstance(following, QConv) or following.in_q != out or following.weights.dtype != first.weights.dtype \
+                or following.weight_zero_point != first.weight_zero_point:
+            return ops
+        ops.append(following)
+
+
+def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...]) -> str:
+    """A uint8 config for the hvx target: blocked layouts, the model's scales and zero points per op."""
+    first = ops[0]
+    n, c, h, w = graph.shapes[first.in_q]
+    weight_dtype = "int8" if first.weights.dtype == np.int8 else "uint8"
+    lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: quantized (uint8 activations, "
+             f"{weight_dtype} weights), the model's own scales, zero points, weights and biases",
+             f"name: {name}", "dtype: uint8", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: nhwc-8h8w32c}}",
+             f"quant: {{input_scale: {first.x_scale!r}, input_zero_point: {first.x_zero_point}, weight_dtype: "
+             f"{weight_dtype}, weight_zero_point: {first.weight_zero_point}}}", "ops:"]
+    for op in ops:
+        cv = op.conv
+        scales = op.weight_scales
+        scale_text = repr(scales[0]) if len(set(scales)) == 1 else "[" + ", ".join(repr(x) for x in scales) + "]"
+        keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
+                f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
+        keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
+        keys += ["bias: true"] if op.bias is not None else []
+        if op.activation != "none":
+            keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
+        keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
+                                                 f"output_zero_point: {op.y_zero_point}}}"]
+        lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
+    lines += ["output: {layout: nhwc-8h8w32c}", "schedule: auto", "targets: [hvx]",
               f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]
     return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ import numpy as np
 
 from .config import Config
 from .onnx_graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module, read_graph
+from .onnx_quant import QConv, qconv
 
 _GRAPHS: dict[Path, Graph] = {}
 
@@ -39,6 +40,8 @@ def _nodes(config: Config, graph: Graph) -> list:
 def weights(config: Config) -> dict[str, np.ndarray]:
     """filter<j> (OIHW, as ONNX stores Conv weights) and bias<j> of each op, from the model."""
     graph = _graph(config)
+    if config.dtype == "uint8":
+        return _quantized_weights(config, graph)
     convs = [n for n in _nodes(config, graph) if n.op_type == "Conv"]
     if len(convs) != len(config.ops):
         raise config.problem("source.nodes", f"expected {len(config.ops)} Conv nodes (one per op), got {len(convs)}")
@@ -58,6 +61,24 @@ def weights(config: Config) -> dict[str, np.ndarray]:
     return out
 
 
+def _quantized_weights(config: Config, graph: Graph) -> dict[str, np.ndarray]:
+    """filter<j> (int8 or uint8 OIHW) and bias<j> (int32) of each quantized conv (QLinearConv or QDQ)."""
+    wanted = set(config.source.nodes)
+    found = [q for i, n in enumerate(graph.nodes) if node_id(n) in wanted and n.op_type in ("Conv", "QLinearConv")
+             for q in (qconv(graph, i),) if isinstance(q, QConv)]
+    if len(found) != len(config.ops):
+        raise config.problem("source.nodes", f"expected {len(config.ops)} quantized convs (one per op), got {len(found)}")
+    out = {}
+    for j, (q, op) in enumerate(zip(found, config.ops), start=1):
+        if q.weights.shape[0] != op.out_channels or tuple(q.weights.shape[2:]) != op.kernel:
+            raise config.problem("source.nodes", f"conv {node_id(graph.nodes[q.start])!r} has weights of shape "
+                                                 f"{list(q.weights.shape)}; ops[{j - 1}] does not match")
+        out[f"filter{j}"] = q.weights
+        if op.bias and q.bias is not None:
+            out[f"bias{j}"] = q.bias.astype(np.int32)
+    return out
+
+
 def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.ndarray]) -> np.ndarray:
     """The config's nodes, cut out of the model into a graph of their own, run by onnxruntime's CPU
     provider on x (logical NHWC); the result in NHWC. `tensors` (filter<j>, bias<j>) replace each Conv's
@@ -73,23 +94,37 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     nodes = _nodes(config, graph)
     produced = {o for n in nodes for o in n.output}
     needed = {i for n in nodes for i in n.input if i and i not in produced}
-    chain_input = nodes[0].input[0]
+    chain_input = _chain_input(config, graph, nodes)
     given = {}
-    for j, node in enumerate((n for n in nodes if n.op_type == "Conv"), start=1):
+    for j, node in enumerate((n for n in nodes if n.op_type == "Conv" and config.dtype != "uint8"), start=1):
         given[node.input[1]] = tensors[f"filter{j}"]
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]
     initializers = [numpy_helper.from_array(np.asarray(given[t.name], dtype=np.float32), t.name)
                     if t.name in given else t for t in graph.model.graph.initializer if t.name in needed]
     constants = [n for n in graph.nodes if n.op_type == "Constant" and n.output[0] in needed]
-    x = np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2).astype(np.float32))
+    uint8 = config.dtype == "uint8"
+    x = np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2).astype(np.uint8 if uint8 else np.float32))
+    element = TensorProto.UINT8 if uint8 else TensorProto.FLOAT
     sub = helper.make_graph(
         [*constants, *nodes], f"{config.name}_oracle",
-        [helper.make_tensor_value_info(chain_input, TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)], initializers)
+        [helper.make_tensor_value_info(chain_input, element, list(x.shape))],
+        [helper.make_tensor_value_info(nodes[-1].output[0], element, None)], initializers)
     model = helper.make_model(sub, opset_imports=graph.model.opset_import, ir_version=graph.model.ir_version)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {chain_input: x})
-    return np.asarray(y, dtype=np.float64).transpose(0, 2, 3, 1)
+    return np.asarray(y, dtype=np.int32 if uint8 else np.float64).transpose(0, 2, 3, 1)
+
+
+def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
+    """The tensor the first node reads: a float Conv's input, or the uint8 tensor a quantized conv reads."""
+    if config.dtype == "uint8":
+        index_of = {node_id(n): i for i, n in enumerate(graph.nodes)}
+        for node in nodes:
+            if node.op_type in ("Conv", "QLinearConv"):
+                q = qconv(graph, index_of[node_id(node)])
+                if isinstance(q, QConv):
+                    return q.in_q
+    return nodes[0].input[0]

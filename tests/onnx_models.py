@@ -83,3 +83,45 @@ def with_unsupported_nodes():
     b.inits.append(numpy_helper.from_array(np.ones((8, 4), dtype=np.float32), "fc_w"))
     t = b.node("Gemm", "fc", [t, "fc_w"])
     return b.model("x", [1, 3, 16, 16], t)
+
+
+def _q(name: str, value, dtype) -> object:
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def qlinear_chain(c: int = 32, k: int = 48, size: int = 10, seed: int = 4):
+    """Two QLinearConv (uint8 activations, per-channel int8 weights, int32 bias): 3x3 then 1x1."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], [_q("x_s", 0.05, np.float32), _q("x_z", 128, np.uint8), _q("m_s", 0.08, np.float32),
+                        _q("m_z", 10, np.uint8), _q("y_s", 0.1, np.float32), _q("y_z", 128, np.uint8)]
+    for name, cin, cout, kk, src, s_in, z_in, s_out, z_out in (
+            ("qconv1", c, k, 3, "x", "x_s", "x_z", "m_s", "m_z"), ("qconv2", k, c, 1, "qconv1_out", "m_s", "m_z",
+                                                                   "y_s", "y_z")):
+        inits += [_q(f"{name}_w", rng.integers(-127, 128, (cout, cin, kk, kk)), np.int8),
+                  _q(f"{name}_ws", rng.uniform(0.002, 0.004, cout), np.float32),
+                  _q(f"{name}_wz", np.zeros(cout), np.int8),
+                  _q(f"{name}_b", rng.integers(-2000, 2000, cout), np.int32)]
+        nodes.append(helper.make_node("QLinearConv", [src, s_in, z_in, f"{name}_w", f"{name}_ws", f"{name}_wz", s_out,
+                                                      z_out, f"{name}_b"], [f"{name}_out"], name=name,
+                                      kernel_shape=[kk, kk], pads=[kk // 2] * 4))
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, size, size])],
+                              [helper.make_tensor_value_info("qconv2_out", TensorProto.UINT8, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def qdq_depthwise(c: int = 32, size: int = 9, seed: int = 5):
+    """QDQ: DequantizeLinear -> depthwise Conv (float bias) -> Relu -> QuantizeLinear."""
+    rng = np.random.default_rng(seed)
+    inits = [_q("x_s", 0.05, np.float32), _q("x_z", 128, np.uint8), _q("y_s", 0.03, np.float32),
+             _q("y_z", 0, np.uint8), _q("w_q", rng.integers(-127, 128, (c, 1, 3, 3)), np.int8),
+             _q("w_s", rng.uniform(0.005, 0.01, c), np.float32), _q("w_z", np.zeros(c), np.int8),
+             _q("b", rng.uniform(-0.3, 0.3, c), np.float32)]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "x_s", "x_z"], ["x_f"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["w_q", "w_s", "w_z"], ["w_f"], name="dq_w", axis=0),
+             helper.make_node("Conv", ["x_f", "w_f", "b"], ["y_f"], name="dw", kernel_shape=[3, 3], pads=[1] * 4,
+                              group=c, strides=[2, 2]),
+             helper.make_node("Relu", ["y_f"], ["y_r"], name="dw_relu"),
+             helper.make_node("QuantizeLinear", ["y_r", "y_s", "y_z"], ["y"], name="q_y")]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

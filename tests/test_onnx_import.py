@@ -152,3 +152,31 @@ def test_a_source_that_does_not_match_the_config_is_a_config_error(tmp_path):
     result = CliRunner().invoke(main, ["validate", str(files[0]), "--target", "c"])
     assert result.exit_code == 2 and "source.nodes: expected nodes of ../resnet.onnx; it has no node 'conv9'" in \
         result.stderr
+
+
+@requires_tool(*ONNX, "clang-19", "qemu-hexagon")
+def test_quantized_models_import_as_uint8_configs_and_validate_against_onnxruntime(tmp_path):
+    """QLinearConv chains and QDQ patterns (DequantizeLinear -> Conv -> Relu -> QuantizeLinear) become uint8
+    configs with the model's scales, zero points, per-channel weights and int32 biases; validate runs them on
+    the model's own weights, bit-exact against numpy and within 1 of onnxruntime (its float requantization
+    rounds half to even)."""
+    import onnx_models
+
+    result, chain = _import(tmp_path, "ql", onnx_models.qlinear_chain())
+    assert result.exit_code == 0, result.output
+    config = load_config(chain[0])
+    assert config.dtype == "uint8" and config.quant.input_zero_point == 128 and config.quant.weight_dtype == "int8"
+    first, second = config.ops
+    assert (first.out_channels, first.kernel, first.bias, len(first.quant.weight_scale)) == (48, (3, 3), True, 48)
+    assert (first.quant.output_scale, first.quant.output_zero_point) == (pytest.approx(0.08), 10)
+    assert (second.quant.output_scale, second.quant.output_zero_point) == (pytest.approx(0.1), 128)
+    result, dw = _import(tmp_path, "qdq", onnx_models.qdq_depthwise())
+    assert result.exit_code == 0, result.output
+    config = load_config(dw[0])
+    assert (config.ops[0].groups, config.ops[0].stride, config.ops[0].activation) == (32, (2, 2), "relu")
+    assert config.source.nodes == ["dq_x", "dq_w", "dw", "dw_relu", "q_y"]
+    result = CliRunner().invoke(main, ["validate", str(chain[0]), str(dw[0]), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
+    assert all("onnxruntime: max difference" in r["detail"] for r in rows)

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ... import reference_quant
+from ... import onnx_oracle, reference_quant
 from ...config import Config
 from ...emit import Comment, render_template
 from ...plan import Plan
@@ -100,9 +100,12 @@ def quant_inputs(config: Config, plan: Plan, rng: np.random.Generator) -> tuple[
     info = np.iinfo(weight_dtype)
     logical, physical, names = [], [], []
     biases: list = [None] * len(config.ops)
+    # an imported config (kernelgen import) runs on the model's own weights and biases
+    model = onnx_oracle.weights(config) if config.source is not None else {}
     for tensor in plan.tensors[:-1]:
         if tensor.name.startswith("bias"):  # int32, at scale s_in * s_w[k]: a few hundred output steps
             values = rng.integers(-(2 ** 12), 2 ** 12, size=tensor.logical_shape).astype(np.int32)
+            values = model.get(tensor.name, values).astype(np.int32)
             biases[int(tensor.name[4:]) - 1] = values
             physical.append(values)
             names.append(tensor.name)
@@ -111,6 +114,7 @@ def quant_inputs(config: Config, plan: Plan, rng: np.random.Generator) -> tuple[
             values = rng.integers(0, 256, size=tensor.logical_shape, dtype=np.uint8)
         else:
             values = rng.integers(info.min, info.max + 1, size=tensor.logical_shape).astype(weight_dtype)
+            values = model.get(tensor.name, values).astype(weight_dtype)
         logical.append(values)
         packed = tensor.layout.pack(values.view(np.uint8), sentinel=0xA5)
         physical.append(np.ascontiguousarray(packed).reshape(-1))
@@ -141,12 +145,22 @@ def validate_uint8(config: Config, seed: int, render: Render) -> Result:
         mask = layout.padding_mask().reshape(-1)
         if mask.any() and not np.all(out[mask] == poison):
             problems.append(f"poison 0x{poison:02X}: {int((out[mask] != poison).sum())} layout padding bytes written")
+    oracles = ("numpy",)
+    if config.source is not None:
+        # onnxruntime rounds its requantization in float (half to even): at most 1 apart from kernelgen's
+        ort = onnx_oracle.run_onnxruntime(config, logical[0], {})
+        apart = np.abs(ort - expected.astype(np.int32))
+        oracles = ("numpy", "onnxruntime")
+        if apart.max() > 1:
+            problems.append(f"onnxruntime differs by up to {int(apart.max())} (expected at most 1)")
+        ort_note = f"; onnxruntime: max difference {int(apart.max())}, {np.mean(apart > 0):.2%} of outputs differ"
     saturated = float(np.mean((expected == 0) | (expected == 255)))
     detail = "; ".join(problems) if problems else f"bit-exact in {len(UINT8_POISONS)} poisoned runs " \
-                                                  f"({saturated:.0%} of outputs saturated)"
+                                                  f"({saturated:.0%} of outputs saturated)" + (
+        ort_note if config.source is not None else "")
     return Result(config=config.name, target=NAME, status="FAIL" if problems else "pass", max_abs_error=float(worst),
                   max_rel_error=float(worst) / 255.0, bound_ratio=0.0 if not problems else float("inf"), seed=seed,
-                  detail=detail)
+                  detail=detail, oracles=oracles)
 
 
 # ---------------------------------------------------------------- float32

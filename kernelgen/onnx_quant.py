@@ -1,0 +1,130 @@
+"""Quantized convolutions in an ONNX graph, as QLinearConv nodes or as QDQ patterns (DequantizeLinear ->
+Conv [-> Relu / Clip] -> QuantizeLinear): their weights, biases, scales and zero points in kernelgen's
+terms. Read by `kernelgen import` (uint8 configs) and by the onnxruntime oracle (the model's own weights).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .onnx_graph import ConvNode, Graph
+
+
+@dataclass(frozen=True, slots=True)
+class QConv:
+    start: int  # the node that computes the conv (QLinearConv or Conv)
+    conv: ConvNode
+    members: tuple[int, ...]  # every node of the pattern, the conv first
+    in_q: str  # the uint8 tensor it reads
+    out_q: str  # the uint8 tensor it writes
+    x_scale: float
+    x_zero_point: int
+    weights: np.ndarray  # int8 or uint8, OIHW
+    weight_scales: tuple[float, ...]  # one, or one per output channel
+    weight_zero_point: int
+    bias: np.ndarray | None  # int32 at x_scale * weight_scale[k]
+    y_scale: float
+    y_zero_point: int
+    activation: str | list[float] = "none"
+
+
+def _scalar(graph: Graph, name: str) -> float | None:
+    value = graph.constants.get(name)
+    return None if value is None or value.size != 1 else value.reshape(-1)[0].item()
+
+
+def qconv(graph: Graph, index: int) -> QConv | str | None:
+    """The quantized conv starting at node `index`; a reason when it is one kernelgen cannot take; None when
+    the node is not a quantized conv at all."""
+    node = graph.nodes[index]
+    if node.op_type == "QLinearConv":
+        return _qlinear(graph, index)
+    if node.op_type == "Conv":
+        producer = _producer(graph, node.input[0])
+        if producer is not None and graph.nodes[producer].op_type == "DequantizeLinear":
+            return _qdq(graph, index, producer)
+    return None
+
+
+def _producer(graph: Graph, tensor: str) -> int | None:
+    return next((i for i, n in enumerate(graph.nodes) if tensor in n.output), None)
+
+
+def _weight_parts(weights: np.ndarray | None, scales: np.ndarray | None, zero_points: np.ndarray | None
+                  ) -> tuple[tuple[float, ...], int] | str:
+    if weights is None or scales is None or weights.ndim != 4:
+        return "its weights or their scales are not constants of the model"
+    if weights.dtype not in (np.int8, np.uint8):
+        return f"{weights.dtype} weights (int8 or uint8 only)"
+    zps = np.zeros(1, dtype=np.int64) if zero_points is None else zero_points.reshape(-1).astype(np.int64)
+    if len(set(zps.tolist())) != 1:
+        return "per-channel weight zero points that differ (kernelgen takes one)"
+    return tuple(float(s) for s in scales.reshape(-1)), int(zps[0])
+
+
+def _qlinear(graph: Graph, index: int) -> QConv | str:
+    node = graph.nodes[index]
+    c = graph.constants
+    x_scale, x_zp = _scalar(graph, node.input[1]), _scalar(graph, node.input[2])
+    y_scale, y_zp = _scalar(graph, node.input[6]), _scalar(graph, node.input[7])
+    if None in (x_scale, x_zp, y_scale, y_zp):
+        return "its activation scales and zero points are not scalar constants"
+    parts = _weight_parts(c.get(node.input[3]), c.get(node.input[4]), c.get(node.input[5]))
+    if isinstance(parts, str):
+        return parts
+    geometry = graph.conv_geometry(index, node.input[0], node.input[3], node.input[8] if len(node.input) > 8 else None)
+    if isinstance(geometry, str):
+        return geometry
+    bias = c.get(node.input[8]) if len(node.input) > 8 and node.input[8] else None
+    return QConv(start=index, conv=geometry, members=(index,), in_q=node.input[0], out_q=node.output[0],
+                 x_scale=x_scale, x_zero_point=int(x_zp), weights=c[node.input[3]], weight_scales=parts[0],
+                 weight_zero_point=parts[1], bias=None if bias is None else bias.astype(np.int32), y_scale=y_scale,
+                 y_zero_point=int(y_zp))
+
+
+def _qdq(graph: Graph, index: int, dq_x: int) -> QConv | str | None:
+    node, c = graph.nodes[index], graph.constants
+    dqx = graph.nodes[dq_x]
+    dq_w = _producer(graph, node.input[1]) if len(node.input) > 1 else None
+    if dq_w is None or graph.nodes[dq_w].op_type != "DequantizeLinear":
+        return "a Conv on dequantized activations whose weights are not a DequantizeLinear of constants"
+    dqw = graph.nodes[dq_w]
+    x_scale, x_zp = _scalar(graph, dqx.input[1]), _scalar(graph, dqx.input[2]) if len(dqx.input) > 2 else 0
+    parts = _weight_parts(c.get(dqw.input[0]), c.get(dqw.input[1]), c.get(dqw.input[2]) if len(dqw.input) > 2 else None)
+    if isinstance(parts, str):
+        return parts
+    members = [index, dq_w]
+    bias = None
+    if len(node.input) > 2 and node.input[2]:
+        dq_b = _producer(graph, node.input[2])
+        if dq_b is not None and graph.nodes[dq_b].op_type == "DequantizeLinear":
+            bias = c.get(graph.nodes[dq_b].input[0])
+            members.append(dq_b)
+        elif node.input[2] in c:  # a float bias: quantized at x_scale * w_scale, as the quantizers do
+            scales = np.array(parts[0]) * x_scale
+            bias = np.rint(c[node.input[2]].astype(np.float64) / scales).astype(np.int64)
+        if bias is None:
+            return "its bias is neither a constant nor a DequantizeLinear of one"
+    # the result: [Relu | Clip] -> QuantizeLinear
+    tensor, activation = node.output[0], "none"
+    reader = graph.sole_consumer(tensor)
+    if reader is not None and graph.activation(reader) is not None:
+        activation = graph.activation(reader)
+        members.append(reader)
+        tensor = graph.nodes[reader].output[0]
+        reader = graph.sole_consumer(tensor)
+    if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":
+        return "a Conv on dequantized activations whose result is not quantized again (QuantizeLinear)"
+    q = graph.nodes[reader]
+    y_scale, y_zp = _scalar(graph, q.input[1]), _scalar(graph, q.input[2]) if len(q.input) > 2 else 0
+    if None in (x_scale, x_zp, y_scale, y_zp):
+        return "its activation scales and zero points are not scalar constants"
+    members += [reader, dq_x]  # the input's DequantizeLinear too: the oracle runs the conv from the uint8 tensor
+    geometry = graph.conv_geometry(index, node.input[0], dqw.input[0], None)
+    if isinstance(geometry, str):
+        return geometry
+    return QConv(start=index, conv=geometry, members=tuple(members), in_q=dqx.input[0], out_q=q.output[0],
+                 x_scale=x_scale, x_zero_point=int(x_zp), weights=c[dqw.input[0]], weight_scales=parts[0],
+                 weight_zero_point=parts[1], bias=None if bias is None else np.asarray(bias).astype(np.int32),
+                 y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
