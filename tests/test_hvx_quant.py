@@ -49,8 +49,8 @@ def test_per_op_quant_resolves_scales_zero_points_and_activation_ranges():
 @pytest.mark.parametrize("op, message", [
     ("out_channels: 8, kernel: 1, quant: {weight_scale: [0.01, 0.02]}",
      "ops[0].conv2d.quant.weight_scale: expected one weight scale, or one per output channel (8), got 2"),
-    ("out_channels: 8, kernel: 1, groups: 2", "ops[0].conv2d.groups: expected no groups or residual with dtype "
-                                              "uint8"),
+    ("out_channels: 8, kernel: 1, residual: 2", "ops[0].conv2d.residual: expected 'input' (the first op has no "
+                                                "earlier op), got 2"),
 ])
 def test_bad_quant_blocks_are_config_errors(op, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")
