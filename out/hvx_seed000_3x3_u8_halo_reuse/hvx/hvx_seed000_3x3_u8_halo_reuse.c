@@ -107,7 +107,9 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
     const int ch = (ho_outer * 16 + ih) % 20; /* ring row */
     for (int wb = 0; wb < 8; ++wb) {
       const int gw0 = wb * 8 - 0;
-      if (gh >= 0 && gh < 64 && gw0 >= 0 && gw0 + 8 <= 64) {
+      /* the window ends inside the input: a last, partial block is copied whole too (its columns past the
+         window are never read, and the input's layout pads its columns to whole blocks) */
+      if (gh >= 0 && gh < 64 && gw0 >= 0 && gw0 < 64) {
         /* 8 whole pixels: 256 contiguous bytes per channel block, here and in the input */
         for (int cb = 0; cb < 4; ++cb) {
           const HVX_UVector *restrict s = (const HVX_UVector *)(image + kg_pixel(gh, gw0, 8, 4) + cb * 2048);
