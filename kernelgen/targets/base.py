@@ -78,3 +78,10 @@ class Target(ABC):
     @abstractmethod
     def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
         """Time the generated kernels on this machine."""
+
+    # A target whose kernels a real device compiler can judge without the device names those devices here.
+    stats_devices: ClassVar[tuple[str, ...]] = ()
+
+    def stats(self, config: Config, device: str) -> list[dict[str, Any]]:
+        """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size)."""
+        raise NotImplementedError(f"the {self.name} target has no compiler statistics")

@@ -42,3 +42,19 @@ class Vulkan(Target):
 
     def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
         return bench_vulkan(config, options)
+
+    stats_devices = ("rdna2",)
+
+    def stats(self, config: Config, device: str) -> list[dict[str, Any]]:
+        """Each op compiled by RADV's ACO for a null RDNA2 device (registers, spills, waves per SIMD, code
+        size, ACO's static latency and inverse throughput)."""
+        from ...planner import plan as make_plan
+        from .code import compile_ops, glsl_source
+        from .shaderstats import rdna2_stats
+        from .validate import stages
+
+        the_plan = make_plan(config)
+        vk = plan_vulkan(config, the_plan)
+        spirv = compile_ops(glsl_source(the_plan, vk), vk)
+        stats = rdna2_stats(list(spirv), [stage.kinds for stage in stages(vk, spirv)])
+        return [{"op": op.index, "label": op.label, **s.as_dict()} for op, s in zip(vk.ops, stats)]

@@ -1,0 +1,61 @@
+"""`kernelgen stats CONFIG --target vulkan --device rdna2`: what a real GPU compiler makes of each op's kernel,
+split from cli.py, which registers it. Prints and exits like the other commands."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .api import TARGETS, load_config
+from .errors import ConfigError, KernelgenError
+
+KEYS = ("vgprs", "sgprs", "spilled_vgprs", "spilled_sgprs", "scratch_bytes", "waves", "code_bytes", "latency",
+        "inverse_throughput")
+
+
+@click.command("stats")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--target", "target", default="vulkan", show_default=True, metavar="NAME",
+              help="The target whose kernels are compiled (one with a device compiler: vulkan).")
+@click.option("--device", default="rdna2", show_default=True, help="The device whose compiler judges them.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
+    """Registers, spills, occupancy and code size of each op, from the device's own compiler.
+
+    \b
+    rdna2: Mesa's RADV compiles for a null RDNA2 device (no GPU needed) and its ACO compiler reports
+    VGPRs, SGPRs, spilled VGPRs/SGPRs, scratch bytes, waves per SIMD, code bytes and its static latency
+    and inverse-throughput estimates. A kernel that spills here would crawl on a real GPU.
+    Example:
+      kernelgen stats configs/seed002_vulkan.yaml --target vulkan --device rdna2
+    """
+    if target not in TARGETS:
+        raise click.BadParameter(f"unknown target {target!r} (expected one of: {', '.join(TARGETS)})",
+                                 param_hint="--target")
+    devices = TARGETS[target].stats_devices
+    if device not in devices:
+        raise click.BadParameter(f"the {target} target has compiler statistics for {', '.join(devices) or 'no device'}"
+                                 f", got {device!r}", param_hint="--device")
+    try:
+        loaded = load_config(config)
+        rows = TARGETS[target].stats(loaded, device)
+    except ConfigError as error:
+        for problem in error.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(2)
+    except KernelgenError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    if as_json:
+        click.echo(json.dumps({"config": loaded.name, "target": target, "device": device, "ops": rows}, indent=2))
+    else:
+        click.echo(f"{loaded.name}: {target} kernels compiled for {device}")
+        click.echo(f"{'op':>3} " + " ".join(f"{k:>18}" for k in KEYS))
+        for row in rows:
+            click.echo(f"{row['op']:>3} " + " ".join(f"{row[k]:>18}" for k in KEYS))
+    for row in rows:
+        if row["spilled_vgprs"] or row["spilled_sgprs"]:
+            click.echo(f"warning: op {row['op']} spills {row['spilled_vgprs']} VGPRs and {row['spilled_sgprs']} SGPRs "
+                       f"({row['scratch_bytes']} bytes of scratch) on {device}: a smaller vulkan.ivc_tile keeps the "
+                       f"accumulators in registers", err=True)

@@ -1,0 +1,109 @@
+"""What a real GPU compiler makes of each op's shader: Mesa's RADV driver compiles for an RDNA2 GPU without
+one (RADV_FORCE_FAMILY=navi21 exposes a "Null hardware" device), and RADV_DEBUG=shaderstats prints the ACO
+compiler's statistics of every pipeline to stderr (a shader-cache hit prints none: hence nocache).
+
+Creating a device, a shader module, a descriptor set layout and a compute pipeline is enough; nothing is
+dispatched. The pipelines are created in a child process (this module run as a script), so the driver's
+environment and its stderr stay out of the calling process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...errors import ToolchainError
+
+RADEON_ICD = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json"  # mesa-vulkan-drivers
+RDNA2_FAMILY = "navi21"  # Radeon RX 6800/6900; Samsung's Xclipse 920 is RDNA2 as well
+# ACO's statistics, as RADV prints them, and the JSON key each becomes
+FIELDS = {"VGPRs": "vgprs", "SGPRs": "sgprs", "Spilled VGPRs": "spilled_vgprs", "Spilled SGPRs": "spilled_sgprs",
+          "Scratch size": "scratch_bytes", "Subgroups per SIMD": "waves", "Code size": "code_bytes",
+          "Latency": "latency", "Inverse Throughput": "inverse_throughput"}
+TIMEOUT_S = 600
+
+
+@dataclass(frozen=True, slots=True)
+class ShaderStats:
+    """One pipeline's registers, spills, occupancy (waves per SIMD), code size and ACO's static estimates
+    (latency and inverse throughput, in cycles)."""
+
+    vgprs: int
+    sgprs: int
+    spilled_vgprs: int
+    spilled_sgprs: int
+    scratch_bytes: int
+    waves: int
+    code_bytes: int
+    latency: int
+    inverse_throughput: int
+
+    @property
+    def spills(self) -> int:
+        return self.spilled_vgprs + self.spilled_sgprs
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def parse_stats(text: str) -> list[ShaderStats]:
+    """Every '*** SHADER STATS ***' block of RADV's stderr, in the order the pipelines were created."""
+    out = []
+    for block in text.split("*** SHADER STATS ***")[1:]:
+        values = dict(re.findall(r"^([A-Za-z][A-Za-z ]*?): (\d+)\s*$", block.split("********")[0], re.MULTILINE))
+        missing = [name for name in FIELDS if name not in values]
+        if missing:
+            raise ToolchainError(f"RADV's shader statistics lack {', '.join(missing)}")
+        out.append(ShaderStats(**{key: int(values[name]) for name, key in FIELDS.items()}))
+    return out
+
+
+def rdna2_stats(spirv: list[bytes], kinds: list[tuple[str, ...]]) -> list[ShaderStats]:
+    """Compile each module (its bindings of these kinds) on RADV's null RDNA2 device; its statistics."""
+    if not Path(RADEON_ICD).exists():
+        raise ToolchainError(f"Mesa's radeon Vulkan driver is missing ({RADEON_ICD}): apt-get install "
+                             f"mesa-vulkan-drivers")
+    with tempfile.TemporaryDirectory(prefix="kernelgen-radv-") as tmp:
+        for index, code in enumerate(spirv):
+            (Path(tmp) / f"{index}.spv").write_bytes(code)
+        (Path(tmp) / "kinds.json").write_text(json.dumps([list(k) for k in kinds]))
+        env = os.environ | {"RADV_FORCE_FAMILY": RDNA2_FAMILY, "RADV_DEBUG": "shaderstats,nocache",
+                            "VK_ICD_FILENAMES": RADEON_ICD, "VK_DRIVER_FILES": RADEON_ICD}
+        try:
+            done = subprocess.run([sys.executable, "-m", __name__, tmp], env=env, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ToolchainError(f"RADV took more than {TIMEOUT_S} s to compile the pipelines") from None
+    if done.returncode:
+        raise ToolchainError(f"compiling on RADV's null device failed: {done.stderr.strip()[-600:]}")
+    stats = parse_stats(done.stderr)
+    if len(stats) != len(spirv):
+        raise ToolchainError(f"RADV printed statistics for {len(stats)} of {len(spirv)} pipelines")
+    return stats
+
+
+def _create_pipelines(folder: Path) -> None:
+    """The child: one compute pipeline per module, on the first RADV device."""
+    from .device import Scope
+    from .runtime import Stage, VulkanRunner
+
+    kinds = json.loads((folder / "kinds.json").read_text())
+    with VulkanRunner("RADV") as runner:
+        for index, stage_kinds in enumerate(kinds):
+            code = (folder / f"{index}.spv").read_bytes()
+            stage = Stage(code, tuple(range(len(stage_kinds))), (1, 1, 1), kinds=tuple(stage_kinds))
+            run = Scope()
+            try:
+                runner._dispatch(run, stage, [], [])  # the pipeline only: no buffers, no dispatch
+            finally:
+                run.close()
+            sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    _create_pipelines(Path(sys.argv[1]))
