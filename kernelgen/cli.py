@@ -18,7 +18,7 @@ from . import __version__
 from .api import (TARGETS, chosen_targets, dependencies, generate, json_schema, load_config, output_names, skipped,
                   validate_safely)
 from .cli_import import import_command
-from .cli_stats import stats_command
+from .cli_stats import devices_command, stats_command
 from .config import Config
 from .errors import ConfigError, KernelgenError
 from .files import depfile_text, display_path, write_if_changed
@@ -433,3 +433,4 @@ def init(name: str, path: str | None) -> None:
 
 main.add_command(import_command)
 main.add_command(stats_command)
+main.add_command(devices_command)

@@ -16,8 +16,8 @@ KEYS = ("vgprs", "sgprs", "spilled_vgprs", "spilled_sgprs", "scratch_bytes", "wa
 
 @click.command("stats")
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("--target", "target", default="vulkan", show_default=True, metavar="NAME",
-              help="The target whose kernels are compiled (one with a device compiler: vulkan).")
+@click.option("--target", "target", required=True, metavar="NAME",
+              help="The target whose kernels are compiled (one with a device compiler).")
 @click.option("--device", default="rdna2", show_default=True, help="The device whose compiler judges them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
@@ -59,3 +59,31 @@ def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
             click.echo(f"warning: op {row['op']} spills {row['spilled_vgprs']} VGPRs and {row['spilled_sgprs']} SGPRs "
                        f"({row['scratch_bytes']} bytes of scratch) on {device}: a smaller vulkan.ivc_tile keeps the "
                        f"accumulators in registers", err=True)
+
+
+@click.command("devices")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def devices_command(as_json: bool) -> None:
+    """The device profiles the targets take their defaults from, each number with its source.
+
+    \b
+    A Vulkan config picks one with `vulkan: {device: NAME}` (default lavapipe).
+    Example:
+      kernelgen devices
+    """
+    from dataclasses import asdict
+
+    from .devices import PROFILES
+
+    if as_json:
+        click.echo(json.dumps({name: asdict(p) for name, p in PROFILES.items()}, indent=2))
+        return
+    facts = ("subgroup", "register_budget", "local_memory_bytes", "max_workgroup", "max_image", "fp16_arithmetic",
+             "int64", "vector_width")
+    for p in PROFILES.values():
+        click.echo(f"{p.name}: {p.description}")
+        for fact in facts:
+            value = getattr(p, fact)
+            value = "x".join(map(str, value)) if isinstance(value, tuple) else ("-" if value is None else value)
+            source = p.sources.get(fact, "")
+            click.echo(f"  {fact:<19} {str(value):<12} {source}")

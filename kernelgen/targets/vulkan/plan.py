@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from ... import expr as E
 from ...config import Config
+from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
@@ -58,6 +59,27 @@ TEXEL_LIMIT = 1 << 27
 # compiles a 4,608-FMA body in ~2 s; twice that took minutes.
 BODY_LIMIT = 4608
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceDefaults:
+    """What a device profile (kernelgen.devices) sets when the config leaves it open."""
+
+    ivc_tile: tuple[int, int, int]  # [oh, ow, oc] of one invocation
+    wg_size: tuple[int, int, int]
+    unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
+
+
+DEVICE_DEFAULTS = {
+    "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True),
+    # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
+    # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
+    "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
+    # registers are fewer still (48 and 32 per invocation for full occupancy, kernelgen devices): 1x2 pixels
+    # x 4 channels, one subgroup per workgroup. Not measured: no Adreno or Mali compiler here.
+    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
+    "mali-valhall": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False),
+}
 # wide_store: the 8 channels of a chunk pair as 64-bit words (4 for float32, 2 for float16).
 # lavapipe stores a storage-buffer vector with a loop over the subgroup's 8 lanes, one
 # scalar store per component inside; what costs is the loop, not the scalars, so one
@@ -228,11 +250,17 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
     options = vulkan_options(config)
-    wg = wg_size or _choice(options.wg_size, DEFAULT_WG_SIZE)
+    defaults = DEVICE_DEFAULTS[options.device]
+    profile = device_profile(options.device)
+    wg = wg_size or _choice(options.wg_size, defaults.wg_size)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
     lanes = 2 if options.wide_store else 1
-    if min(wg) < 1 or math.prod(wg) > 1024:
-        raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= 1024, got {list(wg)}")
+    if min(wg) < 1 or math.prod(wg) > profile.max_workgroup:
+        raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= {profile.max_workgroup} "
+                               f"({profile.name}'s workgroup limit), got {list(wg)}")
+    if options.wide_store and not profile.int64:
+        raise _problem(config, f"vulkan.wide_store: {profile.name} has no shaderInt64 (kernelgen devices), which the "
+                               f"64-bit-word stores need; set wide_store: false")
     if options.wg_tile is not None and ivc is None:
         t = options.wg_tile
         if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * lanes * wg[0]):
@@ -241,8 +269,11 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
     if ivc is None:  # the default, shrunk to small problems so few invocations idle
         last = plan.ops[-1].out_shape
-        ivc = (min(DEFAULT_IVC_TILE[0], last[1]), min(DEFAULT_IVC_TILE[1], last[2]),
-               4 * lanes * min(DEFAULT_IVC_TILE[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0]))))
+        tile = defaults.ivc_tile
+        if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
+            tile = (tile[0], max(1, tile[1] // max(op.stride[1] for op in plan.ops)), tile[2])
+        ivc = (min(tile[0], last[1]), min(tile[1], last[2]),
+               4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
     if min(ivc) < 1 or ivc[2] % (4 * lanes):
         raise _problem(config, f"vulkan.ivc_tile: expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
@@ -264,7 +295,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         src_name = "input" if j == 1 else f"temp{j - 1}"
         dst_name = "output" if j == n_ops else f"temp{j}"
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
-                           ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec)
+                           ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
+                           unroll_rows=defaults.unroll_kernel_rows)
         lo, hi = op.clamp if op.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = None if op.residual is None else "input" if op.residual == 0 else f"temp{op.residual}"
@@ -296,7 +328,7 @@ def _glsl_float(value: float) -> str:
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
-             scalar: str, vec: str) -> VulkanOp:
+             scalar: str, vec: str, unroll_rows: bool = True) -> VulkanOp:
     j = op.index
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
@@ -338,7 +370,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
     # its own: unrolled by the hundreds it bloats the code for little gain).
     body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
-    fh_block = kh if body <= BODY_LIMIT and x.texel and f.texel else 1
+    fh_block = kh if unroll_rows and body <= BODY_LIMIT and x.texel and f.texel else 1
     # Back-edges of one invocation: the fh0 loop (kh / fh_block trips), per trip the
     # input-channel loop's trips and its exit.
     unroll = 1
