@@ -75,6 +75,20 @@ def generate(config: Config, override: tuple[str, ...] = (),
     return files
 
 
+def binaries(config: Config, override: tuple[str, ...] = (),
+             targets: dict[str, Target] | None = None) -> tuple[dict[str, bytes], tuple[str, ...]]:
+    """The compiled files `kernelgen build` writes beside the sources ({relative path: bytes}) and a note per
+    target that could not make its own here."""
+    known = targets or TARGETS
+    the_plan = plan(config)
+    files, notes = {}, []
+    for name in chosen_targets(config, override, known):
+        made, note = known[name].binaries(config, the_plan)
+        files |= {f"{config.name}/{name}/{file_name}": data for file_name, data in made.items()}
+        notes += [note] if note else []
+    return files, tuple(dict.fromkeys(notes))
+
+
 def output_names(config: Config, override: tuple[str, ...] = (),
                  targets: dict[str, Target] | None = None) -> tuple[str, ...]:
     """The files generate() would produce, without planning or rendering."""

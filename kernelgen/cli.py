@@ -15,13 +15,13 @@ from typing import Callable
 import click
 
 from . import __version__
-from .api import (TARGETS, chosen_targets, dependencies, generate, json_schema, load_config, output_names, skipped,
-                  validate_safely)
+from .api import (TARGETS, binaries, chosen_targets, dependencies, generate, json_schema, load_config, output_names,
+                  skipped, validate_safely)
 from .cli_import import import_command
 from .cli_stats import devices_command, stats_command
 from .config import Config
 from .errors import ConfigError, KernelgenError
-from .files import depfile_text, display_path, write_if_changed
+from .files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
 from .host_steal import NOISY
 from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
@@ -147,11 +147,17 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depf
     _make_folder(root)
     written = 0
     rules: dict[str, tuple[str, ...]] = {}
+    notes: tuple[str, ...] = ()
     for config in loaded:
-        for rel, text in generated[config.name].items():
-            written += write_if_changed(root / rel, text)
+        compiled, made_notes = binaries(config, targets)  # SPIR-V beside the GLSL (never goldens)
+        notes += tuple(n for n in made_notes if n not in notes)
+        for rel, text in [*generated[config.name].items(), *compiled.items()]:
+            written += (write_if_changed_bytes if isinstance(text, bytes) else write_if_changed)(root / rel, text)
             parts = Path(rel).parts
             rules[str(root / rel)] = dependencies(config, parts[1] if len(parts) > 2 else None)
+        generated[config.name] = {**generated[config.name], **compiled}
+    for note in notes:
+        click.echo(note, err=True)
     if depfile:
         if depfile_target:
             # One stamp for the whole build: make then needs no restat when unchanged outputs keep their mtime.

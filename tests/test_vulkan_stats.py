@@ -119,3 +119,26 @@ def test_device_profiles_name_a_source_for_every_fact():
         assert all(p.sources.get(f) for f in facts), (p.name, [f for f in facts if not p.sources.get(f)])
     result = CliRunner().invoke(main, ["devices", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["mali-valhall"]["register_budget"] == 32
+
+
+@requires_tool(*VULKAN, "spirv-val")
+def test_build_writes_one_spirv_module_per_op_and_sources_only_without_glslang(tmp_path, repo, monkeypatch):
+    import subprocess
+
+    config = repo / "configs" / "vulkan_chain_fp16.yaml"
+    result = CliRunner().invoke(main, ["build", str(config), "--target", "vulkan", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out" / "vulkan_chain_fp16" / "vulkan"
+    modules = sorted(p.name for p in folder.glob("*.spv"))
+    assert modules == ["vulkan_chain_fp16.op1.spv", "vulkan_chain_fp16.op2.spv"]
+    for module in modules:
+        data = (folder / module).read_bytes()
+        assert data[:4] == bytes.fromhex("03022307")  # the SPIR-V magic number, little-endian
+        done = subprocess.run(["spirv-val", "--target-env", "vulkan1.2", str(folder / module)], capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = CliRunner().invoke(main, ["build", str(config), "--target", "vulkan", "-o", str(tmp_path / "plain")])
+    assert result.exit_code == 0, result.output
+    assert "glslangValidator not found, wrote the GLSL sources only" in result.stderr
+    assert not list((tmp_path / "plain").rglob("*.spv")) and list((tmp_path / "plain").rglob("*.comp"))

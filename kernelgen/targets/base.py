@@ -85,3 +85,8 @@ class Target(ABC):
     def stats(self, config: Config, device: str) -> list[dict[str, Any]]:
         """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size)."""
         raise NotImplementedError(f"the {self.name} target has no compiler statistics")
+
+    def binaries(self, config: Config, plan: Plan) -> tuple[dict[str, bytes], str]:
+        """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
+        compiler's version), and a note when they cannot be made here ("": nothing to say)."""
+        return {}, ""

@@ -43,6 +43,18 @@ class Vulkan(Target):
     def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
         return bench_vulkan(config, options)
 
+    def binaries(self, config: Config, plan: Plan) -> tuple[dict[str, bytes], str]:
+        """One SPIR-V module per op (<name>.op<j>.spv, entry point main), what a Vulkan application loads."""
+        import shutil
+
+        from .code import compile_ops, glsl_source
+
+        if shutil.which("glslangValidator") is None:
+            return {}, "vulkan: glslangValidator not found, wrote the GLSL sources only (apt-get install glslang-tools)"
+        vk = plan_vulkan(config, plan)
+        spirv = compile_ops(glsl_source(plan, vk), vk)
+        return {f"{config.name}.op{op.index}.spv": code for op, code in zip(vk.ops, spirv)}, ""
+
     stats_devices = ("rdna2",)
 
     def stats(self, config: Config, device: str) -> list[dict[str, Any]]:
