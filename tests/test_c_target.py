@@ -5,6 +5,8 @@ dilation 1/2, channels equal to / a multiple of / below / above the 32-channel b
 splits that do and do not divide the extents, single convs, 2- and 3-op chains, batch > 1,
 and flat, blocked, 2-D (axis separator) and pad_value layouts.
 """
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import requires_tool
@@ -216,3 +218,28 @@ def test_tolerance_catches_a_small_systematic_error(tmp_path):
     lib.call("scaled", [*inputs.physical, output, workspace])
     result = V.compare(config, the_plan, "c", 11, inputs, output)
     assert result.status == "FAIL" and result.max_rel_error < 1e-3
+
+
+@requires_tool("gcc", "g++")
+def test_the_header_is_included_from_cpp_as_is(tmp_path, repo):
+    """extern "C" and the C++ spelling of restrict: a C++ host includes the generated header, calls the C
+    kernel (compiled by gcc) and links."""
+    import subprocess
+
+    from kernelgen.api import generate, load_config
+
+    config = load_config(repo / "configs" / "seed000_baseline.yaml")
+    for rel, text in generate(config, ("c",)).items():
+        (tmp_path / Path(rel).name).write_text(text)
+    host = tmp_path / "host.cpp"
+    host.write_text('#include <vector>\n#include "seed000_baseline.h"\nint main() {\n'
+                    "  std::vector<float> in(SEED000_BASELINE_INPUT_ELEMENTS, 1.0f), f1(SEED000_BASELINE_FILTER1_ELEMENTS, "
+                    "0.5f), f2(SEED000_BASELINE_FILTER2_ELEMENTS, 0.25f), out(SEED000_BASELINE_OUTPUT_ELEMENTS, -1.0f), "
+                    "ws(SEED000_BASELINE_WORKSPACE_ELEMENTS);\n"
+                    "  seed000_baseline(in.data(), f1.data(), f2.data(), out.data(), ws.data());\n"
+                    "  return out[0] > 0.0f ? 0 : 1;\n}\n")
+    for args in (["gcc", "-std=c99", "-O1", "-c", "seed000_baseline.c", "-o", "kernel.o"],
+                 ["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "host.cpp", "kernel.o", "-o", "host"],
+                 ["./host"]):
+        done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, (args, done.stderr)

@@ -5,6 +5,14 @@
 
 #include <stddef.h>
 
+/* C++ includes this header as is: C linkage, and `restrict` spelled the way each language does. */
+#ifdef __cplusplus
+#define MOBILENET_V2_BLOCK_RESTRICT __restrict
+extern "C" {
+#else
+#define MOBILENET_V2_BLOCK_RESTRICT restrict
+#endif
+
 /* fused chain of 3 conv2d op(s); workspace: 53760 elements */
 /* Input: logical NHWC [1, 56, 56, 24], physical NHWC [1, 56, 56, 24] */
 #define MOBILENET_V2_BLOCK_INPUT_ELEMENTS 75264
@@ -35,23 +43,27 @@
 #define MOBILENET_V2_BLOCK_WORKSPACE_ELEMENTS 53760
 #define MOBILENET_V2_BLOCK_WORKSPACE_BYTES 215040
 
-void mobilenet_v2_block(const float *restrict input, const float *restrict filter1, const float *restrict filter2, const float *restrict filter3, const float *restrict bias1, const float *restrict bias2, const float *restrict bias3, float *restrict output, float *restrict workspace);
+void mobilenet_v2_block(const float *MOBILENET_V2_BLOCK_RESTRICT input, const float *MOBILENET_V2_BLOCK_RESTRICT filter1, const float *MOBILENET_V2_BLOCK_RESTRICT filter2, const float *MOBILENET_V2_BLOCK_RESTRICT filter3, const float *MOBILENET_V2_BLOCK_RESTRICT bias1, const float *MOBILENET_V2_BLOCK_RESTRICT bias2, const float *MOBILENET_V2_BLOCK_RESTRICT bias3, float *MOBILENET_V2_BLOCK_RESTRICT output, float *MOBILENET_V2_BLOCK_RESTRICT workspace);
 
 /* NHWC [1, 56, 56, 24] -> NHWC [1, 56, 56, 24] */
-void mobilenet_v2_block_pack_input(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_input(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* OIHW [144, 24, 1, 1] -> OIHW [144, 24, 1, 1] */
-void mobilenet_v2_block_pack_filter1(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_filter1(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* OIHW [144, 1, 3, 3] -> OIHW [144, 1, 3, 3] */
-void mobilenet_v2_block_pack_filter2(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_filter2(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* OIHW [24, 144, 1, 1] -> OIHW [24, 144, 1, 1] */
-void mobilenet_v2_block_pack_filter3(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_filter3(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* O [144] -> O [144] */
-void mobilenet_v2_block_pack_bias1(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_bias1(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* O [144] -> O [144] */
-void mobilenet_v2_block_pack_bias2(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_bias2(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* O [24] -> O [24] */
-void mobilenet_v2_block_pack_bias3(const float *restrict logical, float *restrict physical);
+void mobilenet_v2_block_pack_bias3(const float *MOBILENET_V2_BLOCK_RESTRICT logical, float *MOBILENET_V2_BLOCK_RESTRICT physical);
 /* NHWC [1, 56, 56, 24] -> NHWC [1, 56, 56, 24] */
-void mobilenet_v2_block_unpack_output(const float *restrict physical, float *restrict logical);
+void mobilenet_v2_block_unpack_output(const float *MOBILENET_V2_BLOCK_RESTRICT physical, float *MOBILENET_V2_BLOCK_RESTRICT logical);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KERNELGEN_MOBILENET_V2_BLOCK_H */

@@ -5,6 +5,14 @@
 
 #include <stddef.h>
 
+/* C++ includes this header as is: C linkage, and `restrict` spelled the way each language does. */
+#ifdef __cplusplus
+#define SEED000_BASELINE_RESTRICT __restrict
+extern "C" {
+#else
+#define SEED000_BASELINE_RESTRICT restrict
+#endif
+
 /* fused chain of 2 conv2d op(s); workspace: 135168 elements */
 /* Input: logical NHWC [1, 64, 64, 128], physical NHWC8h8w32c [1, 8, 8, 4, 8, 8, 32] */
 #define SEED000_BASELINE_INPUT_ELEMENTS 524288
@@ -23,15 +31,19 @@
 #define SEED000_BASELINE_WORKSPACE_ELEMENTS 135168
 #define SEED000_BASELINE_WORKSPACE_BYTES 540672
 
-void seed000_baseline(const float *restrict input, const float *restrict filter1, const float *restrict filter2, float *restrict output, float *restrict workspace);
+void seed000_baseline(const float *SEED000_BASELINE_RESTRICT input, const float *SEED000_BASELINE_RESTRICT filter1, const float *SEED000_BASELINE_RESTRICT filter2, float *SEED000_BASELINE_RESTRICT output, float *SEED000_BASELINE_RESTRICT workspace);
 
 /* NHWC [1, 64, 64, 128] -> NHWC8h8w32c [1, 8, 8, 4, 8, 8, 32] */
-void seed000_baseline_pack_input(const float *restrict logical, float *restrict physical);
+void seed000_baseline_pack_input(const float *SEED000_BASELINE_RESTRICT logical, float *SEED000_BASELINE_RESTRICT physical);
 /* OIHW [128, 128, 1, 1] -> OIHW8i32o4i [4, 4, 1, 1, 8, 32, 4] */
-void seed000_baseline_pack_filter1(const float *restrict logical, float *restrict physical);
+void seed000_baseline_pack_filter1(const float *SEED000_BASELINE_RESTRICT logical, float *SEED000_BASELINE_RESTRICT physical);
 /* OIHW [128, 128, 1, 1] -> OIHW8i32o4i [4, 4, 1, 1, 8, 32, 4] */
-void seed000_baseline_pack_filter2(const float *restrict logical, float *restrict physical);
+void seed000_baseline_pack_filter2(const float *SEED000_BASELINE_RESTRICT logical, float *SEED000_BASELINE_RESTRICT physical);
 /* NHWC8h8w32c [1, 8, 8, 4, 8, 8, 32] -> NHWC [1, 64, 64, 128] */
-void seed000_baseline_unpack_output(const float *restrict physical, float *restrict logical);
+void seed000_baseline_unpack_output(const float *SEED000_BASELINE_RESTRICT physical, float *SEED000_BASELINE_RESTRICT logical);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KERNELGEN_SEED000_BASELINE_H */

@@ -5,6 +5,14 @@
 
 #include <stddef.h>
 
+/* C++ includes this header as is: C linkage, and `restrict` spelled the way each language does. */
+#ifdef __cplusplus
+#define SEED001_TILES_RESTRICT __restrict
+extern "C" {
+#else
+#define SEED001_TILES_RESTRICT restrict
+#endif
+
 /* fused chain of 1 conv2d op(s); workspace: 8406016 elements */
 /* Input: logical NHWC [1, 2048, 2048, 4], physical NHWC [1, 2048, 2048, 4] */
 #define SEED001_TILES_INPUT_ELEMENTS 16777216
@@ -20,13 +28,17 @@
 #define SEED001_TILES_WORKSPACE_ELEMENTS 8406016
 #define SEED001_TILES_WORKSPACE_BYTES 33624064
 
-void seed001_tiles(const float *restrict input, const float *restrict filter1, float *restrict output, float *restrict workspace);
+void seed001_tiles(const float *SEED001_TILES_RESTRICT input, const float *SEED001_TILES_RESTRICT filter1, float *SEED001_TILES_RESTRICT output, float *SEED001_TILES_RESTRICT workspace);
 
 /* NHWC [1, 2048, 2048, 4] -> NHWC [1, 2048, 2048, 4] */
-void seed001_tiles_pack_input(const float *restrict logical, float *restrict physical);
+void seed001_tiles_pack_input(const float *SEED001_TILES_RESTRICT logical, float *SEED001_TILES_RESTRICT physical);
 /* OIHW [4, 4, 3, 3] -> OIHW [4, 4, 3, 3] */
-void seed001_tiles_pack_filter1(const float *restrict logical, float *restrict physical);
+void seed001_tiles_pack_filter1(const float *SEED001_TILES_RESTRICT logical, float *SEED001_TILES_RESTRICT physical);
 /* NHWC [1, 2048, 2048, 4] -> NHWC [1, 2048, 2048, 4] */
-void seed001_tiles_unpack_output(const float *restrict physical, float *restrict logical);
+void seed001_tiles_unpack_output(const float *SEED001_TILES_RESTRICT physical, float *SEED001_TILES_RESTRICT logical);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KERNELGEN_SEED001_TILES_H */
