@@ -194,39 +194,32 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
     Example:
       kernelgen check configs/*.yaml --golden out/
     """
+    from .goldens import orphans, remove, stale_files
+
     root = Path(golden)
-    stale: list[dict] = []
-    for config in _load_all(configs):
-        for rel, text in generate(config, targets).items():
-            path = root / rel
-            try:
-                old = path.read_text(encoding="utf-8")
-            except OSError:
-                old = None
-            if old == text:
-                continue
-            parts = Path(rel).parts
-            entry = {"config": config.path, "name": config.name, "target": parts[1] if len(parts) > 2 else "plan",
-                     "file": str(path), "missing": old is None,
-                     "diff": "".join(difflib.unified_diff((old or "").splitlines(keepends=True),
-                                                          text.splitlines(keepends=True),
-                                                          fromfile=f"{path} (golden)", tofile=f"{path} (generated)"))}
-            stale.append(entry)
-            if update:
-                write_if_changed(path, text)
+    stale, produced = stale_files(_load_all(configs), root, targets)
+    gone = orphans(root, produced, targets)
+    if update:
+        for entry in stale:
+            write_if_changed(Path(entry["file"]), entry["text"])
+        remove(gone, root)
     if as_json:
-        click.echo(json.dumps({"stale": stale, "updated": update, "clean": not stale}, indent=2))
+        click.echo(json.dumps({"stale": [{k: v for k, v in e.items() if k != "text"} for e in stale],
+                               "orphans": [str(p) for p in gone], "updated": update,
+                               "clean": not stale and not gone}, indent=2))
     else:
         for entry in stale:
             what = "missing" if entry["missing"] else "stale"
             click.echo(f"{what}: {entry['file']} (config {entry['config']}, target {entry['target']})")
             if not update:
                 click.echo(entry["diff"], nl=False)
-        if update and stale:
-            click.echo(f"updated {len(stale)} golden file(s)", err=True)
-        elif not stale:
+        for path in gone:
+            click.echo(f"{'removed' if update else 'orphan'}: {path} (no config produces it)")
+        if update and (stale or gone):
+            click.echo(f"updated {len(stale)} golden file(s), removed {len(gone)} orphan(s)", err=True)
+        elif not stale and not gone:
             click.echo("goldens are up to date", err=True)
-    if stale and not update:
+    if (stale or gone) and not update:
         sys.exit(1)
 
 

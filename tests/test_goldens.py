@@ -41,3 +41,21 @@ def test_check_fails_with_a_diff_when_a_golden_is_edited(repo, tmp_path):
     # --update repairs it, after which check is clean.
     assert CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden), "--update"]).exit_code == 0
     assert CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden)]).exit_code == 0
+
+
+def test_check_reports_orphans_and_update_removes_them(repo, tmp_path):
+    """A renamed config leaves its old folder behind: check names every file no config produces (exit 1);
+    --update deletes them and the folders they leave empty."""
+    golden = tmp_path / "out"
+    shutil.copytree(repo / "out", golden)
+    (golden / "old_name" / "c").mkdir(parents=True)
+    (golden / "old_name" / "c" / "old_name.c").write_text("/* from a config since renamed */\n")
+    (golden / "seed000_3x3" / "vulkan").mkdir(exist_ok=True)
+    (golden / "seed000_3x3" / "vulkan" / "seed000_3x3.op1.spv").write_bytes(b"\x03\x02\x23\x07")  # not a golden
+    result = CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden)])
+    assert result.exit_code == 1
+    assert f"orphan: {golden / 'old_name' / 'c' / 'old_name.c'} (no config produces it)" in result.output
+    assert ".spv" not in result.output
+    assert CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden), "--update"]).exit_code == 0
+    assert not (golden / "old_name").exists() and (golden / "seed000_3x3" / "c").is_dir()
+    assert CliRunner().invoke(main, ["check", *_configs(repo), "--golden", str(golden)]).exit_code == 0
