@@ -22,6 +22,7 @@ class BenchRow:
     flops: int  # useful FLOPs of one run
     metrics: dict[str, float] = field(default_factory=dict)  # target-specific: packets, peak_gflops, ratio...
     best: bool = False
+    spread: tuple[float, float] = (float("nan"), float("nan"))  # fastest and slowest of the repeats
 
     @property
     def gflops(self) -> float:

@@ -297,10 +297,11 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
 @click.option("--sweep", is_flag=True, help="Try the target's tile and work-group permutations; mark the best.")
 @click.option("--device", help="Device index or name substring, for targets that have devices.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw a roofline chart (PNG) of the results.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one row per kernel) instead of text.")
 @json_option
 @_handle_errors
 def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep: bool, device: str | None,
-          plot: str | None, as_json: bool) -> None:
+          plot: str | None, as_csv: bool, as_json: bool) -> None:
     """Time generated kernels on this machine's toolchains: GFLOP/s, and GB/s counting each tensor once.
 
     \b
@@ -330,13 +331,22 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
         plot_roofline(Path(plot), points, peaks, device_peaks)
         click.echo(f"roofline: {plot} (CPU peak {peaks.gflops:.1f} GFLOP/s, copy bandwidth "
                    f"{peaks.bandwidth_gbs:.1f} GB/s)", err=True)
-    if as_json:
-        click.echo(json.dumps([{"config": r.config, "target": r.target, "label": r.label,
-                                "seconds": _number(r.seconds), "flops": r.flops, "gflops": _number(r.gflops),
-                                "bytes": compulsory[r.config],
-                                "gbs": _number(compulsory[r.config] / r.seconds / 1e9 if r.seconds > 0 else None),
-                                "best": r.best, **{k: _number(v) for k, v in r.metrics.items()}} for r in rows],
-                              indent=2, allow_nan=False))
+    records = [{"config": r.config, "target": r.target, "label": r.label, "seconds": _number(r.seconds),
+                "seconds_min": _number(r.spread[0]), "seconds_median": _number(r.seconds),
+                "seconds_max": _number(r.spread[1]), "flops": r.flops, "gflops": _number(r.gflops),
+                "bytes": compulsory[r.config],
+                "gbs": _number(compulsory[r.config] / r.seconds / 1e9 if r.seconds > 0 else None),
+                "best": r.best, **{k: _number(v) for k, v in r.metrics.items()}} for r in rows]
+    if as_json or as_csv:
+        import csv
+
+        if as_json:
+            click.echo(json.dumps(records, indent=2, allow_nan=False))
+        else:
+            columns = list(dict.fromkeys(k for record in records for k in record))
+            writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(records)
         return
     noisy = [r for r in rows if r.metrics.get("steal", 0.0) > NOISY]
     if noisy:
@@ -347,7 +357,8 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
         extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
         mark = "  <- best" if r.best else ""
         # Targets measured by counters instead of clocks (hvx under QEMU) report no time.
-        timing = (f"{r.seconds * 1e3:9.3f} ms  {r.gflops:8.2f} GFLOP/s  {compulsory[r.config] / r.seconds / 1e9:7.2f} GB/s"
+        timing = (f"{r.seconds * 1e3:9.3f} ms (min {r.spread[0] * 1e3:.3f}, max {r.spread[1] * 1e3:.3f})  "
+                  f"{r.gflops:8.2f} GFLOP/s  {compulsory[r.config] / r.seconds / 1e9:7.2f} GB/s"
                   if r.seconds > 0 else "(no wall time: counters)")
         click.echo(f"{r.target:<7} {r.label}  {timing}  FLOPs={r.flops} {extra}{mark}")
 

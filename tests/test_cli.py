@@ -235,3 +235,20 @@ def test_every_target_builds_groups_and_epilogues(tmp_path):
         "1}\n", "1, filter_layout: oihw-8i32o4i}\n").replace("relu}", "relu, filter_layout: oihw-8i32o4i}"))
     result = runner.invoke(main, ["build", str(config), "--target", "hvx", "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output + config.read_text()
+
+
+@requires_tool("gcc")
+def test_bench_reports_min_median_max_in_json_and_csv(repo):
+    import csv
+    import io
+
+    config = str(repo / "configs" / "seed000_baseline.yaml")
+    result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert 0 < row["seconds_min"] <= row["seconds_median"] <= row["seconds_max"]
+    assert row["seconds_median"] == row["seconds"]
+    result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--csv"])
+    assert result.exit_code == 0, result.output
+    (record,) = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert record["config"] == "seed000_baseline" and float(record["seconds_min"]) <= float(record["seconds_max"])

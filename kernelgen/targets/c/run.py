@@ -57,4 +57,5 @@ def bench_c(config: Config, options: BenchOptions, render: Render) -> list[Bench
             times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
     return [BenchRow(config=config.name, target=NAME, label=f"{plan.name} (gcc -O2, 1 thread)",
-                     seconds=seconds, flops=plan.flops, metrics={"executed_flops": plan.executed_flops})]
+                     seconds=seconds, flops=plan.flops, metrics={"executed_flops": plan.executed_flops},
+                     spread=(min(times), max(times)))]

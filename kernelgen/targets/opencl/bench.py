@@ -61,7 +61,7 @@ def bench_opencl(config: Config, options: BenchOptions, render: Render) -> list[
                                  seconds=seconds, flops=the_plan.flops,
                                  metrics={"peak_gflops": round(peak, 1),
                                           "ratio": round(the_plan.flops / seconds / 1e9 / peak, 3),
-                                          **steal}))
+                                          **steal}, spread=(min(times) * 1e-9, max(times) * 1e-9)))
     if options.sweep and rows:
         best = min(range(len(rows)), key=lambda i: rows[i].seconds)
         rows[best] = dataclasses.replace(rows[best], best=True)

@@ -59,7 +59,7 @@ def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
     variants = [(None, None)]
     if options.sweep:
         variants = [(t, w) for t in SWEEP_TILES for w in SWEEP_WG]
-    timed: list[tuple[str, float, dict[str, float]]] = []  # label, seconds, metrics
+    timed: list[tuple] = []  # label, median seconds, metrics, (fastest, slowest)
     with VulkanRunner(_device(options)) as runner:
         if not runner.info.timestamps:
             raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
@@ -82,13 +82,14 @@ def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
             ratio = statistics.median([the_plan.flops / k / p for k, p in zip(kernel, peak)])
             label = " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
             timed.append((label, statistics.median(kernel),
-                          {"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio, **steal}))
+                          {"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio, **steal},
+                          (min(kernel), max(kernel))))
     rows = [BenchRow(config=config.name, target=NAME, label=label, seconds=seconds, flops=the_plan.flops,
-                     metrics=metrics)
-            for label, seconds, metrics in timed]
+                     metrics=metrics, spread=spread)
+            for label, seconds, metrics, spread in timed]
     if options.sweep and rows:
         best = min(range(len(rows)), key=lambda i: rows[i].seconds)
         r = rows[best]
         rows[best] = BenchRow(config=r.config, target=r.target, label=r.label, seconds=r.seconds, flops=r.flops,
-                              metrics=r.metrics, best=True)
+                              metrics=r.metrics, best=True, spread=r.spread)
     return rows
