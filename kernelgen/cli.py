@@ -1,4 +1,5 @@
-"""The command line: the only module (with cli_import, which it registers) that prints or exits.
+"""The command line: the only modules (this one, and cli_import, cli_init and cli_stats, which it registers)
+that print or exit.
 
 Library errors become exit codes here and nowhere else: ConfigError -> 2 (one line per
 problem: file:line:col: key: message), any other KernelgenError -> 1.
@@ -18,6 +19,7 @@ from . import __version__
 from .api import (TARGETS, binaries, chosen_targets, dependencies, generate, json_schema, load_config, output_names,
                   skipped, validate_safely)
 from .cli_import import import_command
+from .cli_init import init_command
 from .cli_stats import devices_command, stats_command
 from .config import Config
 from .errors import ConfigError, KernelgenError
@@ -73,7 +75,17 @@ def _problem(config: Config, key: str, message: str):
 
 
 configs_argument = click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-target_option = click.option("--target", "targets", multiple=True, metavar="NAME",
+def _known_targets(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    """A --target typo is a usage error naming the known targets (registered ones included)."""
+    for name in value:
+        if name not in TARGETS:
+            hint = difflib.get_close_matches(name, list(TARGETS), n=1)
+            raise click.BadParameter(f"unknown target {name!r}{f' (did you mean {hint[0]!r}?)' if hint else ''}; "
+                                     f"known targets: {', '.join(TARGETS)}")
+    return value
+
+
+target_option = click.option("--target", "targets", multiple=True, metavar="NAME", callback=_known_targets,
                              help=f"Target to use (repeatable); overrides the config's targets. One of: {', '.join(TARGETS)}.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 
@@ -387,60 +399,12 @@ def targets() -> None:
     for name, target in TARGETS.items():
         click.echo(f"{name:<8} {target.summary}")
         for status in target.toolchain():
-            state = f"found   {status.version}" if status.found else f"missing (install: {status.install_hint})"
+            state = (f"found   {status.version}" if status.found else
+                     f"missing{f' ({status.version})' if status.version else ''}; {status.install_hint}")
             click.echo(f"         {status.name:<18} {state}")
 
 
-STARTER = """\
-# yaml-language-server: $schema=../schema/kernelgen.schema.json
-# A kernelgen config. `kernelgen schema` prints the full schema; `kernelgen plan {path}` shows the plan.
-name: {name}                      # names output files and C symbols: ^[a-z][a-z0-9_]*$
-dtype: float32
-input:
-  shape: [1, 32, 32, 64]         # logical NHWC
-  layout: nhwc-8h8w32c           # physical layout: a string, or {{map: "n, h, w, c -> ...", pad_value: 0}}
-ops:                             # one conv2d, or a chain (each op reads the previous op's output)
-  - conv2d: {{out_channels: 64, kernel: 3, stride: 1, pad: 1, dilation: 1, filter_layout: oihw-8i32o4i,
-              groups: 1, bias: true, activation: relu}}   # groups: 64 = depthwise; activation: none |
-                                 # relu | relu6 | [lo, hi]; residual: input (or K, op K's output) adds
-                                 # a tensor of the op's output shape before the activation
-output:
-  layout: nhwc-8h8w32c
-schedule:
-  k_split: 1                     # output-channel blocks (of k_block) per stripe
-  h_split: 1                     # row blocks (of h_block) per stripe
-targets: [c]
-"""
-
-
-@main.command()
-@click.argument("name")
-@click.option("-o", "--output", "path", type=click.Path(dir_okay=False), help="Where to write (default: configs/NAME.yaml).")
-@_handle_errors
-def init(name: str, path: str | None) -> None:
-    """Write a commented starter config.
-
-    \b
-    Example:
-      kernelgen init my_conv && kernelgen plan configs/my_conv.yaml
-    """
-    import re
-
-    from .config_model import NAME_PATTERN
-    from .reserved import MAX_NAME_LENGTH, reserved_in
-
-    if not re.match(NAME_PATTERN, name) or len(name) > MAX_NAME_LENGTH or reserved_in(name):
-        click.echo(f"error: name {name!r} must match {NAME_PATTERN}, have at most {MAX_NAME_LENGTH} characters "
-                   f"and not be a C, OpenCL or GLSL keyword or C library name", err=True)
-        sys.exit(2)
-    target = Path(path or f"configs/{name}.yaml")
-    if target.exists():
-        click.echo(f"error: {target} exists; not overwriting it", err=True)
-        sys.exit(1)
-    write_if_changed(target, STARTER.format(name=name, path=target))
-    click.echo(str(target))
-
-
 main.add_command(import_command)
+main.add_command(init_command)
 main.add_command(stats_command)
 main.add_command(devices_command)

@@ -252,3 +252,38 @@ def test_bench_reports_min_median_max_in_json_and_csv(repo):
     assert result.exit_code == 0, result.output
     (record,) = list(csv.DictReader(io.StringIO(result.stdout)))
     assert record["config"] == "seed000_baseline" and float(record["seconds_min"]) <= float(record["seconds_max"])
+
+
+def test_a_target_typo_is_a_usage_error_naming_the_known_targets(repo):
+    result = CliRunner().invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), "--target", "vulcan"])
+    assert result.exit_code == 2
+    assert "unknown target 'vulcan' (did you mean 'vulkan'?); known targets: c, hvx, opencl, vulkan" in result.output
+
+
+def test_targets_blames_a_missing_python_package_not_the_drivers(monkeypatch):
+    """Installed from the wheel without extras: the drivers are there, pyopencl and vulkan are not."""
+    import importlib.metadata
+
+    from kernelgen.errors import ToolchainError
+    from kernelgen.targets.opencl import toolchain as opencl_tools
+
+    real_version = importlib.metadata.version
+
+    def version(name):
+        if name == "vulkan":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    def no_pyopencl():
+        raise ToolchainError("python package 'pyopencl' is missing")
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(opencl_tools, "_import_cl", no_pyopencl)
+    result = CliRunner().invoke(main, ["targets"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    device = next(line for line in lines if "opencl-device" in line)
+    assert "not checked: the Python package 'pyopencl' is missing" in device and "kernelgen[opencl]" in device
+    device = next(line for line in lines if "vulkan-device" in line)
+    assert "not checked: the Python package 'vulkan' is missing" in device and "kernelgen[vulkan]" in device
+    assert "install: " not in result.output and "apt-get" not in device

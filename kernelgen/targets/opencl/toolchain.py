@@ -25,7 +25,7 @@ from ...toolstatus import ToolStatus
 if TYPE_CHECKING:
     import pyopencl as cl
 
-PYOPENCL_HINT = "pip install pyopencl"
+PYOPENCL_HINT = "pip install 'kernelgen[opencl]'"
 ICD_HINT = (
     "install an OpenCL driver (ICD): apt-get install pocl-opencl-icd ocl-icd-opencl-dev "
     "for the CPU, or your GPU vendor's ICD"
@@ -72,8 +72,10 @@ def status() -> tuple[ToolStatus, ...]:
     missing_device = ToolStatus("opencl-device", False, "", ICD_HINT)
     try:
         cl = _import_cl()
-    except ToolchainError:
-        return (ToolStatus("pyopencl", False, "", PYOPENCL_HINT), missing_device)
+    except ToolchainError:  # the drivers may well be there: the Python package is what is missing
+        return (ToolStatus("pyopencl", False, "", PYOPENCL_HINT),
+                ToolStatus("opencl-device", False, "not checked: the Python package 'pyopencl' is missing",
+                           PYOPENCL_HINT))
     found = ToolStatus("pyopencl", True, cl.VERSION_TEXT, PYOPENCL_HINT)
     try:
         devices = _devices(cl)

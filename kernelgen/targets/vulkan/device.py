@@ -42,7 +42,7 @@ def import_vulkan() -> ModuleType:
     try:
         import vulkan
     except ImportError as exc:
-        raise ToolchainError("python package 'vulkan' is missing: pip install vulkan") from exc
+        raise ToolchainError("python package 'vulkan' is missing: pip install 'kernelgen[vulkan]'") from exc
     except OSError as exc:  # the binding dlopens libvulkan.so.1 while importing
         raise ToolchainError(f"the Vulkan loader cannot be loaded ({exc}): "
                              "apt-get install libvulkan1 mesa-vulkan-drivers") from exc

@@ -25,7 +25,7 @@ _INSTALL = {
     "glslangValidator": "apt-get install glslang-tools",
     "spirv-val": "apt-get install spirv-tools",
     "spirv-dis": "apt-get install spirv-tools",
-    "python:vulkan": "pip install vulkan",
+    "python:vulkan": "pip install 'kernelgen[vulkan]'",
     "vulkan-device": "apt-get install libvulkan1 mesa-vulkan-drivers (lavapipe, a CPU device)",
 }
 _STAGES = ("comp", "vert", "frag", "geom", "tesc", "tese")
@@ -68,6 +68,11 @@ def _binding_status() -> ToolStatus:
 
 def _device_status() -> ToolStatus:
     hint = _INSTALL["vulkan-device"]
+    try:
+        importlib.metadata.version("vulkan")
+    except importlib.metadata.PackageNotFoundError:  # the drivers may well be there: the binding is what is missing
+        return ToolStatus("vulkan-device", False, "not checked: the Python package 'vulkan' is missing",
+                          _INSTALL["python:vulkan"])
     try:
         devices = list_devices()
     except ToolchainError as exc:

@@ -1,0 +1,62 @@
+"""`kernelgen init NAME`: a commented starter config. Split from cli.py, which registers it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import KernelgenError
+from .files import write_if_changed
+
+STARTER = """\
+# yaml-language-server: $schema=../schema/kernelgen.schema.json
+# A kernelgen config. `kernelgen schema` prints the full schema; `kernelgen plan {path}` shows the plan.
+name: {name}                      # names output files and C symbols: ^[a-z][a-z0-9_]*$
+dtype: float32
+input:
+  shape: [1, 32, 32, 64]         # logical NHWC
+  layout: nhwc-8h8w32c           # physical layout: a string, or {{map: "n, h, w, c -> ...", pad_value: 0}}
+ops:                             # one conv2d, or a chain (each op reads the previous op's output)
+  - conv2d: {{out_channels: 64, kernel: 3, stride: 1, pad: 1, dilation: 1, filter_layout: oihw-8i32o4i,
+              groups: 1, bias: true, activation: relu}}   # groups: 64 = depthwise; activation: none |
+                                 # relu | relu6 | [lo, hi]; residual: input (or K, op K's output) adds
+                                 # a tensor of the op's output shape before the activation
+output:
+  layout: nhwc-8h8w32c
+schedule:
+  k_split: 1                     # output-channel blocks (of k_block) per stripe
+  h_split: 1                     # row blocks (of h_block) per stripe
+targets: [c]
+"""
+
+
+@click.command("init")
+@click.argument("name")
+@click.option("-o", "--output", "path", type=click.Path(dir_okay=False), help="Where to write (default: configs/NAME.yaml).")
+def init_command(name: str, path: str | None) -> None:
+    """Write a commented starter config.
+
+    \b
+    Example:
+      kernelgen init my_conv && kernelgen plan configs/my_conv.yaml
+    """
+    import re
+
+    from .config_model import NAME_PATTERN
+    from .reserved import MAX_NAME_LENGTH, reserved_in
+
+    if not re.match(NAME_PATTERN, name) or len(name) > MAX_NAME_LENGTH or reserved_in(name):
+        click.echo(f"error: name {name!r} must match {NAME_PATTERN}, have at most {MAX_NAME_LENGTH} characters "
+                   f"and not be a C, OpenCL or GLSL keyword or C library name", err=True)
+        sys.exit(2)
+    target = Path(path or f"configs/{name}.yaml")
+    if target.exists():
+        click.echo(f"error: {target} exists; not overwriting it", err=True)
+        sys.exit(1)
+    try:
+        write_if_changed(target, STARTER.format(name=name, path=target))
+    except KernelgenError as error:  # a folder that cannot be written
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    click.echo(str(target))
