@@ -286,12 +286,16 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
                                 "detail": r.detail}
                                for r in results], indent=2))
     else:
-        header = f"{'config':<28} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} " \
-                 f"{'err/bound':>10} {'seed':>11}"
-        click.echo(header)
+        width = max([28, *(len(r.config) + 1 for r in results)])  # a long name widens the column, never breaks it
+
+        def cell(value: float, spec: str, size: int) -> str:  # rows with no measurement show "-", not nan
+            return f"{'-':>{size}}" if value != value else f"{value:>{size}{spec}}"
+
+        click.echo(f"{'config':<{width}} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} "
+                   f"{'err/bound':>10} {'seed':>11}")
         for r in results:
-            click.echo(f"{r.config:<28} {r.target:<8} {r.status:<8} {r.max_abs_error:>12.3e} {r.max_rel_error:>12.3e} "
-                       f"{r.bound_ratio:>10.2e} {r.seed:>11}")
+            click.echo(f"{r.config:<{width}} {r.target:<8} {r.status:<8} {cell(r.max_abs_error, '.3e', 12)} "
+                       f"{cell(r.max_rel_error, '.3e', 12)} {cell(r.bound_ratio, '.2e', 10)} {r.seed:>11}")
             if r.detail:
                 click.echo(f"    {r.detail}")
     # compiled (HVX float: QEMU cannot run it), not run (device lacks a feature), skipped (no toolchain):

@@ -287,3 +287,26 @@ def test_targets_blames_a_missing_python_package_not_the_drivers(monkeypatch):
     device = next(line for line in lines if "vulkan-device" in line)
     assert "not checked: the Python package 'vulkan' is missing" in device and "kernelgen[vulkan]" in device
     assert "install: " not in result.output and "apt-get" not in device
+
+
+def test_the_validate_table_keeps_its_columns_and_shows_no_nan(repo, tmp_path):
+    """A long config name widens the config column; a row with no measurement shows '-', never 'nan'."""
+    long_name = "a_config_name_much_longer_than_the_default_column"
+    config = tmp_path / "long.yaml"
+    config.write_text(f"name: {long_name}\ninput: {{shape: [1, 4, 4, 4]}}\nops:\n  - conv2d: {{out_channels: 4}}\n"
+                      "targets: [c]\n")
+    result = CliRunner().invoke(main, ["validate", str(config), "--skip-missing"])
+    header, row = result.output.splitlines()[:2]
+    assert header.index("target") == row.index(" c ") + 1 == len(long_name) + 2
+    from kernelgen.validate import not_run
+    from kernelgen.api import load_config
+    import kernelgen.cli as cli
+
+    skipped_row = not_run(load_config(config), "c", 0, "skipped", "missing gcc")
+    original = cli.validate_safely
+    cli.validate_safely = lambda *a, **k: skipped_row
+    try:
+        result = CliRunner().invoke(main, ["validate", str(config)])
+    finally:
+        cli.validate_safely = original
+    assert "nan" not in result.output and " - " in result.output
