@@ -1,0 +1,41 @@
+"""`import kernelgen`: the names notebooks and build scripts use (issue 22)."""
+from __future__ import annotations
+
+import pytest
+from conftest import requires_tool
+
+import kernelgen
+
+TEXT = "name: api_conv\ninput: {shape: [1, 6, 5, 4]}\nops:\n  - conv2d: {out_channels: 3, kernel: 3, pad: 1}\n"
+
+
+def test_the_package_lists_its_api():
+    assert dir(kernelgen) == ["__version__", "bench", "generate", "load_config", "plan", "validate"]
+    assert kernelgen.__version__.count(".") == 2
+    with pytest.raises(AttributeError):
+        kernelgen.no_such_name
+
+
+def test_load_plan_and_generate_from_text_and_from_a_file(repo, tmp_path):
+    config = kernelgen.load_config(TEXT)
+    assert (config.name, config.input_shape) == ("api_conv", (1, 6, 5, 4))
+    plan = kernelgen.plan(config)
+    assert plan.ops[0].out_shape == (1, 6, 5, 3) and plan.flops == 2 * 6 * 5 * 3 * 4 * 9
+    files = kernelgen.generate(config, "c")
+    assert sorted(files) == ["api_conv.c", "api_conv.h"] and "void api_conv(" in files["api_conv.h"]
+    (tmp_path / "conv.yaml").write_text(TEXT)
+    assert kernelgen.load_config(tmp_path / "conv.yaml").name == "api_conv"
+    # the modules of the same names stay importable
+    from kernelgen.plan import Plan
+    from kernelgen.validate import Result
+
+    assert isinstance(plan, Plan) and Result.__name__ == "Result"
+
+
+@requires_tool("gcc")
+def test_validate_and_bench_from_python():
+    config = kernelgen.load_config(TEXT)
+    result = kernelgen.validate(config, "c", seed=7)
+    assert result.passed and result.seed == 7
+    (row,) = kernelgen.bench(config, "c", repeat=2)
+    assert row.seconds > 0 and row.spread[0] <= row.seconds <= row.spread[1]
