@@ -167,16 +167,16 @@ def test_unwritten_output_is_caught(tmp_path):
     the_plan = plan(config)
     sources = TARGETS["c"].render(config, the_plan)
     broken = sources["broken.c"].replace("output[", "(void)output; output_cache[", 1)
-    from kernelgen import validate as V
+    from kernelgen.validate import compare, make_inputs
 
-    inputs = V.make_inputs(the_plan, np.random.default_rng(5))
+    inputs = make_inputs(the_plan, np.random.default_rng(5))
     output = np.full(the_plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
     workspace = np.full(the_plan.workspace_elements, np.nan, dtype=np.float32)
     (tmp_path / "broken.h").write_text(sources["broken.h"])
     (tmp_path / "broken.c").write_text(broken)
     lib = gcc.Library(gcc.build_shared([tmp_path / "broken.c"], tmp_path / "libbroken.so"))
     lib.call("broken", [*inputs.physical, output, workspace])
-    result = V.compare(config, the_plan, "c", 5, inputs, output)
+    result = compare(config, the_plan, "c", 5, inputs, output)
     assert result.status == "FAIL" and "never written" in result.detail
 
 
@@ -209,14 +209,14 @@ def test_tolerance_catches_a_small_systematic_error(tmp_path):
     sources = TARGETS["c"].render(config, the_plan)
     (tmp_path / "scaled.h").write_text(sources["scaled.h"])
     (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc[ki] += ", "acc[ki] += 1.0001f * "))
-    from kernelgen import validate as V
+    from kernelgen.validate import compare, make_inputs
 
-    inputs = V.make_inputs(the_plan, np.random.default_rng(11))
+    inputs = make_inputs(the_plan, np.random.default_rng(11))
     output = np.full(the_plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
     workspace = np.full(the_plan.workspace_elements, np.nan, dtype=np.float32)
     lib = gcc.Library(gcc.build_shared([tmp_path / "scaled.c"], tmp_path / "libscaled.so"))
     lib.call("scaled", [*inputs.physical, output, workspace])
-    result = V.compare(config, the_plan, "c", 11, inputs, output)
+    result = compare(config, the_plan, "c", 11, inputs, output)
     assert result.status == "FAIL" and result.max_rel_error < 1e-3
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from conftest import requires_tool
 
-from kernelgen import validate as V
+from kernelgen.validate import compare, make_inputs
 from kernelgen.api import validate
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
@@ -140,7 +140,7 @@ def _run_c(config, tmp_path, seed: int):
     for name, text in TARGETS["c"].render(config, p).items():
         (tmp_path / name).write_text(text)
     lib = gcc.Library(gcc.build_shared([tmp_path / f"{p.name}.c"], tmp_path / f"lib{p.name}.so"))
-    inputs = V.make_inputs(p, np.random.default_rng(seed))
+    inputs = make_inputs(p, np.random.default_rng(seed))
     output = np.full(p.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
     workspace = np.full(p.workspace_elements, np.nan, dtype=np.float32)
     lib.call(p.name, [*inputs.physical, output, workspace])
@@ -162,7 +162,7 @@ def test_overcompute_changes_no_valid_output_and_padding_holds_its_value(tmp_pat
     mask = over.tensors[-1].layout.padding_mask()
     assert mask.sum() == 9 * 9 * 4 and np.all(over_out.reshape(mask.shape)[mask] == 0.0)
     assert np.all(branch_out.reshape(mask.shape)[mask] == np.float32(2.5))
-    assert V.compare(over_cfg, over, "c", 7, inputs, over_out).passed
+    assert compare(over_cfg, over, "c", 7, inputs, over_out).passed
 
 
 @requires_tool("gcc")
