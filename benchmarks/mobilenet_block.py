@@ -38,7 +38,7 @@ def bench(config: Path, targets: list[str], repeat: int) -> list[dict]:
     for target in targets:
         args += ["--target", target]
     out = subprocess.run(args, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+    return json.loads(out.stdout)["results"]
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from .files import depfile_text, display_path, write_if_changed, write_if_change
 from .host_steal import NOISY
 from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
+from .run_context import run_context
 
 
 def _handle_errors(fn: Callable) -> Callable:
@@ -237,6 +238,16 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
 
 # ---------------------------------------------------------------- validate
 
+def _missing_text(missing: list) -> str:
+    """'missing a, b; install: hint' with each install hint once (one package often brings several tools)."""
+    apt = "apt-get install "
+    packages = dict.fromkeys(p for s in missing if s.install_hint.startswith(apt)
+                             for p in s.install_hint[len(apt):].split())
+    others = dict.fromkeys(s.install_hint for s in missing if not s.install_hint.startswith(apt))
+    hints = ([apt + " ".join(packages)] if packages else []) + list(others)
+    return f"missing {', '.join(s.name for s in missing)}; install: {'; '.join(hints)}"
+
+
 def _progress(items: list, label: str):
     """A progress bar on a terminal; silent otherwise (CI logs stay clean)."""
     if sys.stderr.isatty() and len(items) > 1:
@@ -275,16 +286,16 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
         for config, target in bar:
             missing = [s for s in TARGETS[target].toolchain() if not s.found] if skip_missing else []
             if missing:
-                results.append(skipped(config, target, "missing " + ", ".join(f"{s.name} ({s.install_hint})"
-                                                                              for s in missing), seed or 0))
+                results.append(skipped(config, target, _missing_text(missing), seed or 0))
                 continue
             results.append(validate_safely(config, target, seed=seed))
     if as_json:
-        click.echo(json.dumps([{"config": r.config, "target": r.target, "status": r.status,
+        click.echo(json.dumps({"context": run_context(t for _, t in jobs), "results": [
+                               {"config": r.config, "target": r.target, "status": r.status,
                                 "max_abs_error": _number(r.max_abs_error), "max_rel_error": _number(r.max_rel_error),
                                 "bound_ratio": _number(r.bound_ratio), "seed": r.seed, "oracles": list(r.oracles),
                                 "detail": r.detail}
-                               for r in results], indent=2))
+                               for r in results]}, indent=2))
     else:
         width = max([28, *(len(r.config) + 1 for r in results)])  # a long name widens the column, never breaks it
 
@@ -294,10 +305,14 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
         click.echo(f"{'config':<{width}} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} "
                    f"{'err/bound':>10} {'seed':>11}")
         for r in results:
+            seed_text = "-" if r.status == "skipped" else str(r.seed)
             click.echo(f"{r.config:<{width}} {r.target:<8} {r.status:<8} {cell(r.max_abs_error, '.3e', 12)} "
-                       f"{cell(r.max_rel_error, '.3e', 12)} {cell(r.bound_ratio, '.2e', 10)} {r.seed:>11}")
-            if r.detail:
+                       f"{cell(r.max_rel_error, '.3e', 12)} {cell(r.bound_ratio, '.2e', 10)} {seed_text:>11}")
+            if r.detail and r.status != "skipped":
                 click.echo(f"    {r.detail}")
+        for target, detail in dict.fromkeys((r.target, r.detail) for r in results if r.status == "skipped"):
+            count = sum(r.target == target and r.status == "skipped" for r in results)
+            click.echo(f"{target}: skipped for {count} config(s), {detail}")
     # compiled (HVX float: QEMU cannot run it), not run (device lacks a feature), skipped (no toolchain):
     # reported as such, neither a pass nor a mismatch.
     if any(r.status not in ("pass", "skipped", "compiled", "not run") for r in results):
@@ -357,7 +372,10 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
         import csv
 
         if as_json:
-            click.echo(json.dumps(records, indent=2, allow_nan=False))
+            context = run_context(t for _, t in jobs)
+            if device is not None:
+                context["device_option"] = device  # --device picked the runtime device among several
+            click.echo(json.dumps({"context": context, "results": records}, indent=2, allow_nan=False))
         else:
             columns = list(dict.fromkeys(k for record in records for k in record))
             writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")

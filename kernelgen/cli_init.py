@@ -10,7 +10,7 @@ from .errors import KernelgenError
 from .files import write_if_changed
 
 STARTER = """\
-# yaml-language-server: $schema=../schema/kernelgen.schema.json
+# yaml-language-server: $schema={schema}
 # A kernelgen config. `kernelgen schema` prints the full schema; `kernelgen plan {path}` shows the plan.
 name: {name}                      # names output files and C symbols: ^[a-z][a-z0-9_]*$
 dtype: float32
@@ -29,6 +29,24 @@ schedule:
   h_split: 1                     # row blocks (of h_block) per stripe
 targets: [c]
 """
+
+
+SCHEMA_FILE = "kernelgen.schema.json"
+
+
+def _schema_for(config: Path) -> str:
+    """The `$schema` path the starter config points at, relative to it, and always an existing file: a project's
+    own `schema/kernelgen.schema.json` one folder up (this repository's layout), else the schema written
+    beside the config (the wheel has no source tree to point into)."""
+    import json
+
+    from .api import json_schema
+
+    project_schema = config.parent / ".." / "schema" / SCHEMA_FILE
+    if project_schema.is_file():
+        return f"../schema/{SCHEMA_FILE}"
+    write_if_changed(config.parent / SCHEMA_FILE, json.dumps(json_schema(), indent=2) + "\n")
+    return SCHEMA_FILE
 
 
 @click.command("init")
@@ -55,7 +73,8 @@ def init_command(name: str, path: str | None) -> None:
         click.echo(f"error: {target} exists; not overwriting it", err=True)
         sys.exit(1)
     try:
-        write_if_changed(target, STARTER.format(name=name, path=target))
+        schema = _schema_for(target)
+        write_if_changed(target, STARTER.format(name=name, path=target, schema=schema))
     except KernelgenError as error:  # a folder that cannot be written
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)

@@ -9,9 +9,12 @@ import click
 
 from .api import TARGETS, load_config
 from .errors import ConfigError, KernelgenError
+from .run_context import run_context
 
 KEYS = ("vgprs", "sgprs", "spilled_vgprs", "spilled_sgprs", "scratch_bytes", "waves", "code_bytes", "latency",
         "inverse_throughput")
+# The compiler behind each statistics device (the JSON context names it).
+STATS_COMPILERS = {"rdna2": "Mesa RADV/ACO, null navi21 device (RADV_FORCE_FAMILY=navi21)"}
 
 
 @click.command("stats")
@@ -48,7 +51,9 @@ def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
     if as_json:
-        click.echo(json.dumps({"config": loaded.name, "target": target, "device": device, "ops": rows}, indent=2))
+        context = run_context([target], {f"{target}-stats": f"{device} ({STATS_COMPILERS.get(device, device)})"})
+        click.echo(json.dumps({"context": context, "results": [{"config": loaded.name, "target": target,
+                                                                "device": device, "ops": rows}]}, indent=2))
     else:
         click.echo(f"{loaded.name}: {target} kernels compiled for {device}")
         click.echo(f"{'op':>3} " + " ".join(f"{k:>18}" for k in KEYS))

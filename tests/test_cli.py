@@ -88,7 +88,7 @@ def test_validate_prints_a_table_and_exits_0(tmp_path):
     row = result.output.splitlines()[1].split()
     assert row[:3] == ["small", "c", "pass"] and row[-1] == "7"
     data = json.loads(runner.invoke(main, ["validate", str(config), "--json"]).output)
-    assert data[0]["status"] == "pass"
+    assert data["results"][0]["status"] == "pass"
 
 
 @requires_tool("gcc")
@@ -144,7 +144,7 @@ def test_bench_prints_gflops_json_and_a_roofline(tmp_path):
     result = runner.invoke(main, ["bench", str(config), "--repeat", "1"])
     assert result.exit_code == 0, result.output
     assert "GFLOP/s" in result.output and f"FLOPs={2 * 8 * 8 * 16 * 16 * 9}" in result.output
-    rows = json.loads(runner.invoke(main, ["bench", str(config), "--repeat", "1", "--json"]).output)
+    rows = json.loads(runner.invoke(main, ["bench", str(config), "--repeat", "1", "--json"]).output)["results"]
     assert rows[0]["target"] == "c" and rows[0]["gflops"] > 0
     # GB/s counts each tensor once: input 10x10x16, filter 16x16x3x3, output 8x8x16 floats
     assert rows[0]["bytes"] == 4 * (10 * 10 * 16 + 16 * 16 * 9 + 8 * 8 * 16)
@@ -163,8 +163,40 @@ def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(TARGETS["c"], "toolchain", lambda: (ToolStatus("gcc", False, "", "apt-get install gcc"),))
     config = tmp_path / "small.yaml"
     config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
-    result = runner.invoke(main, ["validate", str(config), "--skip-missing"])
-    assert result.exit_code == 0 and "skipped" in result.output and "apt-get install gcc" in result.output
+    other = tmp_path / "other.yaml"
+    other.write_text(config.read_text().replace("small", "other"))
+    result = runner.invoke(main, ["validate", str(config), str(other), "--skip-missing"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [line.split()[:3] for line in lines[1:3]] == [["small", "c", "skipped"], ["other", "c", "skipped"]]
+    # one line per skipped target says what is missing and what to install, not one per row
+    assert lines[3:] == ["c: skipped for 2 config(s), missing gcc; install: apt-get install gcc"]
+
+
+@requires_tool("gcc")
+def test_json_answers_carry_the_context_of_the_run(tmp_path, monkeypatch):
+    """validate, bench and stats print {"context": ..., "results": [...]}: results from two machines differ in it."""
+    import platform
+
+    from kernelgen.api import skipped
+    from kernelgen.targets import TARGETS
+    from kernelgen.toolstatus import ToolStatus
+
+    config = tmp_path / "small.yaml"
+    config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n"
+                      "targets: [c, opencl]\n")
+    monkeypatch.setattr(TARGETS["opencl"], "toolchain", lambda: (
+        ToolStatus("pyopencl", True, "2024.1", ""), ToolStatus("opencl-device", True, "Some GPU (OpenCL 3.0)", "")))
+    monkeypatch.setattr(TARGETS["opencl"], "validate", lambda c, seed: skipped(c, "opencl", "not really", seed))
+    data = json.loads(runner.invoke(main, ["validate", str(config), "--json"]).output)
+    context = data["context"]
+    assert context["kernelgen_version"] == __version__ and context["python"] == platform.python_version()
+    assert context["host"]["num_cpus"] >= 1 and context["host"]["cpu"]
+    assert context["toolchains"]["c"]["gcc"].startswith("gcc") and context["toolchains"]["opencl"] == {"pyopencl": "2024.1"}
+    assert context["devices"] == {"opencl": "Some GPU (OpenCL 3.0)"}
+    assert [(r["config"], r["target"]) for r in data["results"]] == [("small", "c"), ("small", "opencl")]
+    bench = json.loads(runner.invoke(main, ["bench", str(config), "--target", "c", "--repeat", "1", "--json"]).output)
+    assert set(bench) == {"context", "results"} and list(bench["context"]["toolchains"]) == ["c"]
 
 
 def test_validate_and_bench_exit_2_on_a_bad_config(repo):
@@ -184,7 +216,7 @@ def test_json_output_has_no_nan(tmp_path, monkeypatch):
     config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
     result = runner.invoke(main, ["validate", str(config), "--skip-missing", "--json"])
     assert "NaN" not in result.output
-    assert json.loads(result.output)[0]["max_abs_error"] is None
+    assert json.loads(result.output)["results"][0]["max_abs_error"] is None
 
 
 def test_validate_reports_a_plan_time_config_error_with_exit_2(tmp_path):
@@ -245,7 +277,7 @@ def test_bench_reports_min_median_max_in_json_and_csv(repo):
     config = str(repo / "configs" / "seed000_baseline.yaml")
     result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--json"])
     assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["results"]
     assert 0 < row["seconds_min"] <= row["seconds_median"] <= row["seconds_max"]
     assert row["seconds_median"] == row["seconds"]
     result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--csv"])

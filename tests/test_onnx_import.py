@@ -121,7 +121,7 @@ def test_imported_blocks_validate_against_numpy_and_onnxruntime(tmp_path):
     result = CliRunner().invoke(main, ["validate", *map(str, mnv2 + resnet), "--target", "c", "--target", "hvx",
                                        "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["results"]
     assert [(r["config"], r["target"], r["status"], r["oracles"]) for r in rows] == [
         (name, target, "pass", ["numpy", "onnxruntime"]) for name in ("expand_to_project", "conv1_to_conv2")
         for target in ("c", "hvx")]
@@ -137,7 +137,7 @@ def test_onnxruntime_catches_a_config_that_drifted_from_its_model(tmp_path):
     files[0].write_text(files[0].read_text().replace("activation: relu}", "activation: [-1.0, 0.5]}", 1))
     result = CliRunner().invoke(main, ["validate", str(files[0]), "--target", "c", "--json"])
     assert result.exit_code == 1
-    (row,) = json.loads(result.stdout)
+    (row,) = json.loads(result.stdout)["results"]
     assert row["status"] == "FAIL" and "differs from onnxruntime" in row["detail"]
     assert row["max_abs_error"] < 1e-5  # the numpy reference of the config itself still agrees
 
@@ -177,6 +177,6 @@ def test_quantized_models_import_as_uint8_configs_and_validate_against_onnxrunti
     assert config.source.nodes == ["dq_x", "dq_w", "dw", "dw_relu", "q_y"]
     result = CliRunner().invoke(main, ["validate", str(chain[0]), str(dw[0]), "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["results"]
     assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
     assert all("onnxruntime: max difference" in r["detail"] for r in rows)

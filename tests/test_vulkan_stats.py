@@ -46,7 +46,9 @@ def test_the_lavapipe_tuned_tile_spills_on_rdna2_and_a_small_one_does_not(tmp_pa
     4 channel invocation tile with kernel rows in a loop fits in registers."""
     result = CliRunner().invoke(main, ["stats", str(repo / "configs" / "seed002_vulkan.yaml"), "--target", "vulkan", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    answer = json.loads(result.stdout)
+    assert answer["context"]["devices"]["vulkan-stats"].startswith("rdna2 (Mesa RADV/ACO, null navi21")
+    (report,) = answer["results"]
     assert (report["target"], report["device"]) == ("vulkan", "rdna2")
     (op,) = report["ops"]
     assert list(op)[2:] == KEYS
@@ -58,7 +60,7 @@ def test_the_lavapipe_tuned_tile_spills_on_rdna2_and_a_small_one_does_not(tmp_pa
                      "vulkan: {ivc_tile: [2, 4, 4]}\ntargets: [vulkan]\n")
     result = CliRunner().invoke(main, ["stats", str(small), "--target", "vulkan", "--json"])
     assert result.exit_code == 0, result.output
-    (op,) = json.loads(result.stdout)["ops"]
+    (op,) = json.loads(result.stdout)["results"][0]["ops"]
     assert op["spilled_vgprs"] == op["spilled_sgprs"] == 0 and op["vgprs"] <= 128 and op["waves"] >= 8
 
 

@@ -2,14 +2,10 @@
 VulkanPlan and compile it once per conv2d (-DKG_OP=<op>) with glslangValidator + spirv-val."""
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from functools import cached_property
-
 from ...emit import Comment, render_template
 from ...plan import Plan
 from .plan import VulkanPlan
-from .toolchain import TARGET_ENV, compile_glsl
+from .toolchain import compile_glsl
 
 COMP_TEMPLATE = "vulkan/conv2d.comp.j2"
 
@@ -21,31 +17,3 @@ def glsl_source(plan: Plan, vk: VulkanPlan) -> str:
 
 def compile_ops(source: str, vk: VulkanPlan) -> tuple[bytes, ...]:
     return tuple(compile_glsl(source, defines={"KG_OP": str(op.index)}) for op in vk.ops)
-
-
-@dataclass(frozen=True, slots=True)
-class Module:
-    op: int
-    words: int
-    sha256: str
-    groups: tuple[int, int, int]
-    local: tuple[int, int, int]
-    trips: int
-
-
-class SpirvDigest:
-    """Compiled only when a template reads it (the .spirv.txt golden), not for the .comp."""
-
-    def __init__(self, plan: Plan, vk: VulkanPlan) -> None:
-        self.plan, self.vk = plan, vk
-
-    @property
-    def target_env(self) -> str:
-        return TARGET_ENV
-
-    @cached_property
-    def modules(self) -> tuple[Module, ...]:
-        spirv = compile_ops(glsl_source(self.plan, self.vk), self.vk)
-        return tuple(Module(op=op.index, words=len(code) // 4, sha256=hashlib.sha256(code).hexdigest(),
-                            groups=op.groups, local=op.wg_size, trips=op.trips)
-                     for op, code in zip(self.vk.ops, spirv))
