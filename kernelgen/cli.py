@@ -22,6 +22,7 @@ from .cli_import import import_command
 from .cli_init import init_command
 from .cli_stats import devices_command, stats_command
 from .config import Config
+from .diagnostics import render
 from .errors import ConfigError, KernelgenError
 from .files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
 from .host_steal import NOISY
@@ -30,14 +31,19 @@ from .report import json_report, markdown_report, text_report
 from .run_context import run_context
 
 
+def echo_problems(error: ConfigError) -> None:
+    """Each problem on stderr; on a terminal with its source line and a caret under the column."""
+    for problem in error.problems:
+        click.echo(render(problem, with_source=sys.stderr.isatty()), err=True)
+
+
 def _handle_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except ConfigError as error:
-            for problem in error.problems:
-                click.echo(str(problem), err=True)
+            echo_problems(error)
             sys.exit(2)
         except KernelgenError as error:
             click.echo(f"error: {error}", err=True)

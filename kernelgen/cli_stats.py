@@ -8,6 +8,7 @@ import sys
 import click
 
 from .api import TARGETS, load_config
+from .diagnostics import render
 from .errors import ConfigError, KernelgenError
 from .run_context import run_context
 
@@ -45,7 +46,7 @@ def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
         rows = TARGETS[target].stats(loaded, device)
     except ConfigError as error:
         for problem in error.problems:
-            click.echo(str(problem), err=True)
+            click.echo(render(problem, with_source=sys.stderr.isatty()), err=True)
         sys.exit(2)
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)

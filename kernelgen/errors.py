@@ -22,7 +22,7 @@ class ConfigProblem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}:{self.column}"
-        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+        return f"{where}: error: {self.key}: {self.message}" if self.key else f"{where}: error: {self.message}"
 
 
 class ConfigError(KernelgenError):

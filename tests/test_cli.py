@@ -229,7 +229,7 @@ def test_validate_reports_a_plan_time_config_error_with_exit_2(tmp_path):
     for command in ("build", "validate"):  # the hvx target computes the multiplier: plan alone does not
         result = runner.invoke(main, [command, str(config), *(["-o", str(tmp_path / "out")] if command == "build" else [])])
         assert result.exit_code == 2, (command, result.output)
-        assert f"{config}:7:23: quant.output_scale: the requantization multiplier" in result.output
+        assert f"{config}:7:23: error: quant.output_scale: the requantization multiplier" in result.output
     assert not (tmp_path / "out").exists()
 
 

@@ -1,4 +1,4 @@
-"""Every invalid config: exit status 2 and `file:line:col: key: message`, no traceback."""
+"""Every invalid config: exit status 2 and `file:line:col: error: key: message`, no traceback."""
 from pathlib import Path
 
 import pytest
@@ -12,9 +12,11 @@ BAD = sorted((Path(__file__).parent / "data" / "bad").glob("*.yaml"))
 
 
 def _expected(path: Path) -> str:
+    """The file's `# expect: LINE:COL: key: message` as printed: `LINE:COL: error: key: message`."""
     first = path.read_text().splitlines()[0]
     assert first.startswith("# expect: "), path
-    return first[len("# expect: "):]
+    position, message = first[len("# expect: "):].split(": ", 1)
+    return f"{position}: error: {message}"
 
 
 @pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
@@ -61,3 +63,30 @@ def test_defaults_and_pair_forms(tmp_path):
     assert config.input_layout.name == "NHWC" and first.filter_layout.name == "OIHW"
     assert config.schedule.k_block == 32 and config.schedule.h_block == 8
     assert config.targets == ("c",)
+
+
+def test_a_terminal_gets_the_offending_line_and_a_caret_under_the_column(monkeypatch):
+    """Editors and CI annotators parse `file:line:col: error: key: message`; a person at a terminal also sees
+    the line, with the caret under the column the position names."""
+    from kernelgen import cli
+    from kernelgen.diagnostics import render
+
+    path = Path(__file__).parent / "data" / "bad" / "zero_stride.yaml"
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (problem,) = caught.value.problems
+    line, caret = render(problem, with_source=True).splitlines()[1:]
+    source = path.read_text().splitlines()[problem.line - 1]
+    assert line == f"{problem.line:>5} | {source}"
+    assert caret.index("^") == line.index(" | ") + 3 + problem.column - 1 and caret.count("^") == 1
+    assert source[problem.column - 1:].startswith("0")  # the caret sits under the offending value: stride: 0
+    assert render(problem, with_source=False) == str(problem) == f"{path}:{_expected(path)}"
+    monkeypatch.setattr(cli.sys.stderr, "isatty", lambda: True, raising=False)
+    shown = []
+    monkeypatch.setattr(cli.click, "echo", lambda text="", err=False: shown.append(text))
+    cli.echo_problems(caught.value)
+    assert shown == [render(problem, with_source=True)]
+    # A config given as text has no file to quote: the one line alone.
+    with pytest.raises(ConfigError) as caught:
+        load_config("name: t\ninput: {shape: [1, 8, 8, 4]}\nops: [{conv2d: {out_channels: 0}}]\n")
+    assert render(caught.value.problems[0], with_source=True) == str(caught.value.problems[0])

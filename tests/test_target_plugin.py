@@ -40,7 +40,7 @@ def test_unregistered_target_is_an_unknown_name(tmp_path):
     path.write_text(CONFIG)
     with pytest.raises(ConfigError) as error:
         api.load_config(path)
-    assert [str(p) for p in error.value.problems] == [f"{path}:8:1: c_args: unknown key 'c_args' (did you mean "
+    assert [str(p) for p in error.value.problems] == [f"{path}:8:1: error: c_args: unknown key 'c_args' (did you mean "
                                                       f"'targets'?)"]
     path.write_text(CONFIG.replace("c_args: {entry: forward}\n", ""))
     with pytest.raises(ConfigError) as error:

@@ -18,7 +18,8 @@ def _problem(text: str | bytes, tmp_path) -> str:
         load_config(path)
     first = str(caught.value.problems[0])
     assert first.startswith(str(path) + ":"), first
-    return first[len(str(path)) + 1:]
+    position, message = first[len(str(path)) + 1:].split(": error: ", 1)
+    return f"{position}: {message}"
 
 
 def _laughs(levels: int) -> str:

@@ -369,7 +369,7 @@ void mobilenet_v2_block_conv2(__global const float *restrict temp1, __global con
 __kernel __attribute__((reqd_work_group_size(8, 1, 1)))
 void mobilenet_v2_block_conv3(__global const float *restrict temp2, __global const float *restrict filter3, __global const float *restrict bias3, __global const float *restrict input, __global float *restrict output)
 {
-  const int owt = get_global_id(0), oht = get_global_id(1), nk = get_global_id(2);
+  const int owt = get_global_id(0), oht = get_global_id(1);
   if (owt >= 14) return;
   float16 acc0_0 = (float16)(0.0f), acc0_1 = (float16)(0.0f), acc0_2 = (float16)(0.0f), acc0_3 = (float16)(0.0f);
   float16 acc1_0 = (float16)(0.0f), acc1_1 = (float16)(0.0f), acc1_2 = (float16)(0.0f), acc1_3 = (float16)(0.0f);

@@ -227,7 +227,7 @@ void opencl_chain_fp16_conv1(__read_only image2d_t input, __read_only image2d_t 
 __kernel __attribute__((reqd_work_group_size(8, 1, 1)))
 void opencl_chain_fp16_conv2(__read_only image2d_t temp1, __read_only image2d_t filter2, __write_only image2d_t output)
 {
-  const int owt = get_global_id(0), oht = get_global_id(1), nk = get_global_id(2);
+  const int owt = get_global_id(0), oht = get_global_id(1);
   if (owt >= 2) return;
   float4 acc0_0 = (float4)(0.0f), acc0_1 = (float4)(0.0f);
   float4 acc1_0 = (float4)(0.0f), acc1_1 = (float4)(0.0f);
@@ -639,7 +639,7 @@ void opencl_chain_fp16_conv1_h(__read_only image2d_t input, __read_only image2d_
 __kernel __attribute__((reqd_work_group_size(8, 1, 1)))
 void opencl_chain_fp16_conv2_h(__read_only image2d_t temp1, __read_only image2d_t filter2, __write_only image2d_t output)
 {
-  const int owt = get_global_id(0), oht = get_global_id(1), nk = get_global_id(2);
+  const int owt = get_global_id(0), oht = get_global_id(1);
   if (owt >= 2) return;
   half4 acc0_0 = (half4)(0), acc0_1 = (half4)(0);
   half4 acc1_0 = (half4)(0), acc1_1 = (half4)(0);
