@@ -47,18 +47,31 @@ def json_schema(targets: dict[str, Target] | None = None) -> dict:
 
 def chosen_targets(config: Config, override: tuple[str, ...] = (),
                    targets: dict[str, Target] | None = None) -> tuple[str, ...]:
-    """The targets to build: --target overrides the config's `targets:`; each must take the config's dtype."""
+    """The targets to build: the config's `targets:`, each of which must take the config's dtype; or --target's
+    (override), of which those that take the dtype (at least one must: `--target c` over configs/*.yaml builds
+    the float32 configs and leaves the uint8 ones out, see applicable)."""
     known = targets or TARGETS
     names = override or config.targets
     unknown = [t for t in names if t not in known]
     if unknown:
         raise ConfigError([ConfigProblem(config.path, 1, 1, "targets",
                                          f"unknown target {unknown[0]!r} (expected one of: {', '.join(known)})")])
+    if override and any(config.dtype in known[name].dtypes for name in names):
+        names = tuple(name for name in names if config.dtype in known[name].dtypes)
     for name in names:
         if config.dtype not in known[name].dtypes:
             raise ConfigError([ConfigProblem(config.path, 1, 1, "dtype", f"target {name!r} supports dtype "
                                              f"{', '.join(known[name].dtypes)}, got {config.dtype!r}")])
     return tuple(dict.fromkeys(names))
+
+
+def applicable(configs: list[Config], override: tuple[str, ...]) -> tuple[list[Config], list[Config]]:
+    """Split configs into those one of the --target targets takes (by dtype) and those none does; without
+    --target every config is kept (its own `targets:` must take it)."""
+    if not override:
+        return configs, []
+    takes = [c for c in configs if any(t in TARGETS and c.dtype in TARGETS[t].dtypes for t in override)]
+    return takes, [c for c in configs if c not in takes]
 
 
 def generate(config: Config, override: tuple[str, ...] = (),

@@ -16,8 +16,8 @@ from typing import Callable
 import click
 
 from . import __version__
-from .api import (TARGETS, binaries, chosen_targets, dependencies, generate, json_schema, load_config, output_names,
-                  skipped, validate_safely)
+from .api import (TARGETS, applicable, binaries, chosen_targets, dependencies, generate, json_schema, load_config,
+                  output_names, skipped, validate_safely)
 from .cli_import import import_command
 from .cli_init import init_command
 from .cli_stats import devices_command, stats_command
@@ -29,6 +29,7 @@ from .host_steal import NOISY
 from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
 from .run_context import run_context
+from .toolstatus import install_text
 
 
 def echo_problems(error: ConfigError) -> None:
@@ -51,8 +52,9 @@ def _handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _load_all(paths: tuple[str, ...]) -> list[Config]:
-    """Load every config first and report all problems together, before writing anything."""
+def _load_all(paths: tuple[str, ...], targets: tuple[str, ...] = ()) -> list[Config]:
+    """Load every config first and report all problems together, before writing anything. With --target, the
+    configs none of those targets takes (by dtype) are left out with a note; none left is a config error."""
     configs, problems = [], []
     for path in paths:
         try:
@@ -67,7 +69,13 @@ def _load_all(paths: tuple[str, ...]) -> list[Config]:
             raise ConfigError([_problem(config, "name", f"{config.name!r} is also the name of {names[config.name]}; "
                                                         f"names must be unique (they name output folders)")])
         names[config.name] = config.path
-    return configs
+    kept, left_out = applicable(configs, targets)
+    if not kept and left_out:
+        chosen_targets(left_out[0], targets)  # raises: dtype, with the dtypes the targets take
+    if left_out:
+        click.echo(f"note: --target {', '.join(targets)} takes none of: "
+                   + ", ".join(f"{c.name} ({c.dtype})" for c in left_out), err=True)
+    return kept
 
 
 def _number(value):
@@ -155,7 +163,7 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depf
     Example:
       kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
     """
-    loaded = _load_all(configs)
+    loaded = _load_all(configs, targets)
     root = Path(out_dir)
     if list_outputs:
         for config in loaded:
@@ -216,7 +224,7 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
     from .goldens import orphans, remove, stale_files
 
     root = Path(golden)
-    stale, produced = stale_files(_load_all(configs), root, targets)
+    stale, produced = stale_files(_load_all(configs, targets), root, targets)
     gone = orphans(root, produced, targets)
     if update:
         for entry in stale:
@@ -243,16 +251,6 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
 
 
 # ---------------------------------------------------------------- validate
-
-def _missing_text(missing: list) -> str:
-    """'missing a, b; install: hint' with each install hint once (one package often brings several tools)."""
-    apt = "apt-get install "
-    packages = dict.fromkeys(p for s in missing if s.install_hint.startswith(apt)
-                             for p in s.install_hint[len(apt):].split())
-    others = dict.fromkeys(s.install_hint for s in missing if not s.install_hint.startswith(apt))
-    hints = ([apt + " ".join(packages)] if packages else []) + list(others)
-    return f"missing {', '.join(s.name for s in missing)}; install: {'; '.join(hints)}"
-
 
 def _progress(items: list, label: str):
     """A progress bar on a terminal; silent otherwise (CI logs stay clean)."""
@@ -281,7 +279,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
     Example:
       kernelgen validate configs/*.yaml --target c
     """
-    loaded = _load_all(configs)
+    loaded = _load_all(configs, targets)
     for config in loaded:
         # Plan and render first: a config the planner or a target rejects is a config error (exit 2),
         # reported before anything runs, not a FAIL row.
@@ -292,7 +290,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
         for config, target in bar:
             missing = [s for s in TARGETS[target].toolchain() if not s.found] if skip_missing else []
             if missing:
-                results.append(skipped(config, target, _missing_text(missing), seed or 0))
+                results.append(skipped(config, target, install_text(missing), seed or 0))
                 continue
             results.append(validate_safely(config, target, seed=seed))
     if as_json:
@@ -348,7 +346,7 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     from .api import BenchOptions, bench as run_bench
 
     options = BenchOptions(repeat=repeat, sweep=sweep, device=device)
-    jobs = [(c, t) for c in _load_all(configs) for t in chosen_targets(c, targets)]
+    jobs = [(c, t) for c in _load_all(configs, targets) for t in chosen_targets(c, targets)]
     rows = []
     intensity: dict[str, float] = {}
     compulsory: dict[str, int] = {}
