@@ -46,6 +46,7 @@ def test_the_wheel_holds_every_template_and_the_schema(repo, wheel):
     templates = {f"kernelgen/templates/{p.relative_to(repo / 'templates').as_posix()}"
                  for p in (repo / "templates").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert len(templates) >= 15 and templates <= names, sorted(templates - names)
+    assert "kernelgen/py.typed" in names  # the API's annotations reach type checkers
     schema = zipfile.ZipFile(built).read("kernelgen/schema/kernelgen.schema.json")
     assert json.loads(schema) == json.loads((repo / "schema" / "kernelgen.schema.json").read_text())
 
