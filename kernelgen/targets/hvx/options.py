@@ -26,7 +26,8 @@ class HvxModel(StrictModel):
     vtcm_bytes: Union[Count, None] = Field(
         default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
     pixels: Union[Count, None] = Field(
-        default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8)")
+        default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8; "
+                                  "4 for uint8 when every output width is 1-4 past a multiple of 8)")
     float_compute: Literal["scalar", "qf32"] = Field(
         default="scalar", description="'scalar' or 'qf32': which float32 kernel validate checks (qf32 needs "
                                       "v68+ and is compile-only under QEMU 7.2)")

@@ -6,7 +6,7 @@
    templates/_common/loops.j2), with each cache read, conv and write-back section done by
    one of these helpers. The conv computes with vrmpy: one 128-byte filter vector is
    32 output channels x 4 input channels (the 32o4i block of OIHW8i32o4i), the scalar
-   operand 4 input channels of one pixel; 8 output pixels share each filter vector.
+   operand 4 input channels of one pixel; 4 output pixels share each filter vector.
    Per output: acc = sum(a*u) - zu*sum(a) - za*sum(u) + n*za*zu + bias = sum((a-za)*(u-zu)) + bias,
    then fixed-point requantization (multiplier, shift, rounding; saturating to uint8). */
 #include "hvx_matrix_chain_u8.h"
@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) int kg_pixel(int h, int w, int wb, 
 
 #define KG_SCRATCH_OFFSET 86016 /* bytes: int32 channel sum per source-window pixel */
 #define KG_WCORR_OFFSET 88064 /* bytes: int32 correction per output channel of a stripe */
-#define KG_P 8 /* output pixels sharing each filter vector */
+#define KG_P 4 /* output pixels sharing each filter vector */
 
 /* One pixel's 32-channel block: copy `valid` bytes, the rest gets the zero point. */
 static inline __attribute__((always_inline)) void kg_copy_pixel(uint8_t *restrict dst, const uint8_t *restrict src,
@@ -168,8 +168,7 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
   KG_COMPUTE_BEGIN();
   const int row0 = ho_outer * 16 + (0); /* global output row of window row 0 */
   const HVX_Vector mult = Q6_V_vsplat_R(1099511628);
-  const HVX_Vector rnd = Q6_V_vsplat_R(512);
-  const HVX_Vector zo = Q6_V_vsplat_R(100);
+  const HVX_Vector zo_h = Q6_Vh_vsplat_R(100); /* the output zero point, as halfwords */
   const uint8_t zo_byte = 100;
   /* The last 32-channel block holds 8 channels; the rest must read as the zero point. */
   static const uint8_t lane[128] __attribute__((aligned(128))) = {
@@ -203,6 +202,26 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
           c = c >= 20 ? 19 : c;
           icol[p] = (c - 0) * 1;
           acc[p] = Q6_V_vzero();
+        }
+        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          asum[p] = 0;
+        }
+        for (int rh = 0; rh < 3; ++rh) {
+          const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 22;
+          for (int rw = 0; rw < 3; ++rw) {
+#pragma clang loop unroll(full)
+            for (int p = 0; p < KG_P; ++p) {
+              asum[p] += ssum[icol[p] + rw * 1];
+            }
+          }
+        }
+        /* The sum starts from its zero-point corrections: the weights' sums and the bias (corr, per channel) and
+           the input's (per pixel), so the epilogue after the reduction is the requantization alone. */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          acc[p] = Q6_Vw_vadd_VwVw(corr, Q6_V_vsplat_R(-128 * asum[p]));
         }
         for (int rh = 0; rh < 3; ++rh) {
           const int ih = oh * 1 + rh * 1;
@@ -239,20 +258,6 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
             }
           }
         }
-        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
-#pragma clang loop unroll(full)
-        for (int p = 0; p < KG_P; ++p) {
-          asum[p] = 0;
-        }
-        for (int rh = 0; rh < 3; ++rh) {
-          const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 22;
-          for (int rw = 0; rw < 3; ++rw) {
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              asum[p] += ssum[icol[p] + rw * 1];
-            }
-          }
-        }
         HVX_Vector packed[KG_P / 4];
 #pragma clang loop unroll(full)
         for (int g = 0; g < KG_P / 4; ++g) {
@@ -260,12 +265,16 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
 #pragma clang loop unroll(full)
           for (int q = 0; q < 4; ++q) {
             const int p = 4 * g + q;
-            HVX_Vector x = Q6_Vw_vadd_VwVw(Q6_Vw_vadd_VwVw(acc[p], corr), Q6_V_vsplat_R(-128 * asum[p]));
+            HVX_Vector x = acc[p]; /* the corrections were the sum's start */
             x = Q6_Vw_vmpyoacc_VwVwVh_s1_rnd_sat_shift(Q6_Vw_vmpye_VwVuh(x, mult), x, mult);
-            x = Q6_Vw_vasr_VwR(Q6_Vw_vadd_VwVw_sat(x, rnd), 10);
-            v[q] = Q6_Vw_vadd_VwVw_sat(x, zo);
+            v[q] = x; /* rounded, shifted and narrowed two vectors at a time below */
           }
-          packed[g] = Q6_Vub_vpack_VhVh_sat(Q6_Vh_vpack_VwVw_sat(v[3], v[2]), Q6_Vh_vpack_VwVw_sat(v[1], v[0]));
+          /* (x + 2^(s-1)) >> s saturated to halfwords, two pixels per instruction (pixel 0 in the even lanes, 2 in
+             the odd), + the zero point, saturated to bytes; vdeal puts each pixel's 32 channels back together.
+             Saturating to 16 bits first changes no byte: anything past them is past [0, 255] too. */
+          const HVX_Vector h02 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[2], v[0], 10), zo_h);
+          const HVX_Vector h13 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[3], v[1], 10), zo_h);
+          packed[g] = Q6_Vb_vdeal_Vb(Q6_Vub_vpack_VhVh_sat(h13, h02));
           packed[g] = partial ? Q6_V_vmux_QVV(keep, packed[g], zo_bytes) : packed[g];
         }
         if (ow0 >= 0 && ow0 + KG_P <= 20) { /* 4 pixels = one aligned 128-byte store */
@@ -326,8 +335,7 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
   KG_COMPUTE_BEGIN();
   const int row0 = ho_outer * 16 + (0); /* global output row of window row 0 */
   const HVX_Vector mult = Q6_V_vsplat_R(1169693221);
-  const HVX_Vector rnd = Q6_V_vsplat_R(128);
-  const HVX_Vector zo = Q6_V_vsplat_R(130);
+  const HVX_Vector zo_h = Q6_Vh_vsplat_R(130); /* the output zero point, as halfwords */
   for (int ki = 0; ki < 2; ++ki) {
     const int kb = ko * 2 + ki;
     if (kb >= 3) {
@@ -352,6 +360,26 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
           icol[p] = (c - 0) * 1;
           acc[p] = Q6_V_vzero();
         }
+        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          asum[p] = 0;
+        }
+        for (int rh = 0; rh < 1; ++rh) {
+          const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 20;
+          for (int rw = 0; rw < 1; ++rw) {
+#pragma clang loop unroll(full)
+            for (int p = 0; p < KG_P; ++p) {
+              asum[p] += ssum[icol[p] + rw * 1];
+            }
+          }
+        }
+        /* The sum starts from its zero-point corrections: the weights' sums and the bias (corr, per channel) and
+           the input's (per pixel), so the epilogue after the reduction is the requantization alone. */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          acc[p] = Q6_Vw_vadd_VwVw(corr, Q6_V_vsplat_R(-128 * asum[p]));
+        }
         for (int rh = 0; rh < 1; ++rh) {
           const int ih = oh * 1 + rh * 1;
           const uint8_t *restrict srow = src + (ih >> 3) * 12288 + (ih & 7) * 256;
@@ -363,8 +391,8 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
               px[p] = srow + (iw >> 3) * 4096 + (iw & 7) * 32;
             }
             const HVX_Vector *restrict f = (const HVX_Vector *)(fblock + (rh * 1 + rw) * 1024);
-            /* 1x1: one channel block per iteration, or the scheduler hoists all blocks' filters and spills. */
-#pragma clang loop unroll(disable)
+            /* Unrolled over the channel blocks: every activation load is base + immediate. */
+#pragma clang loop unroll(full)
             for (int cb = 0; cb < 2; ++cb) {
               const HVX_Vector f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3];
               const HVX_Vector f4 = f[4], f5 = f[5], f6 = f[6], f7 = f[7];
@@ -387,20 +415,6 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
             }
           }
         }
-        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
-#pragma clang loop unroll(full)
-        for (int p = 0; p < KG_P; ++p) {
-          asum[p] = 0;
-        }
-        for (int rh = 0; rh < 1; ++rh) {
-          const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 20;
-          for (int rw = 0; rw < 1; ++rw) {
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              asum[p] += ssum[icol[p] + rw * 1];
-            }
-          }
-        }
         HVX_Vector packed[KG_P / 4];
 #pragma clang loop unroll(full)
         for (int g = 0; g < KG_P / 4; ++g) {
@@ -408,12 +422,16 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
 #pragma clang loop unroll(full)
           for (int q = 0; q < 4; ++q) {
             const int p = 4 * g + q;
-            HVX_Vector x = Q6_Vw_vadd_VwVw(Q6_Vw_vadd_VwVw(acc[p], corr), Q6_V_vsplat_R(-128 * asum[p]));
+            HVX_Vector x = acc[p]; /* the corrections were the sum's start */
             x = Q6_Vw_vmpyoacc_VwVwVh_s1_rnd_sat_shift(Q6_Vw_vmpye_VwVuh(x, mult), x, mult);
-            x = Q6_Vw_vasr_VwR(Q6_Vw_vadd_VwVw_sat(x, rnd), 8);
-            v[q] = Q6_Vw_vadd_VwVw_sat(x, zo);
+            v[q] = x; /* rounded, shifted and narrowed two vectors at a time below */
           }
-          packed[g] = Q6_Vub_vpack_VhVh_sat(Q6_Vh_vpack_VwVw_sat(v[3], v[2]), Q6_Vh_vpack_VwVw_sat(v[1], v[0]));
+          /* (x + 2^(s-1)) >> s saturated to halfwords, two pixels per instruction (pixel 0 in the even lanes, 2 in
+             the odd), + the zero point, saturated to bytes; vdeal puts each pixel's 32 channels back together.
+             Saturating to 16 bits first changes no byte: anything past them is past [0, 255] too. */
+          const HVX_Vector h02 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[2], v[0], 8), zo_h);
+          const HVX_Vector h13 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[3], v[1], 8), zo_h);
+          packed[g] = Q6_Vb_vdeal_Vb(Q6_Vub_vpack_VhVh_sat(h13, h02));
         }
         if (ow0 >= 0 && ow0 + KG_P <= 20) { /* 4 pixels = one aligned 128-byte store */
 #pragma clang loop unroll(full)

@@ -183,8 +183,7 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
   KG_COMPUTE_BEGIN();
   const int row0 = ho_outer * 16 + (0); /* global output row of window row 0 */
   const HVX_Vector mult = Q6_V_vsplat_R(1912194135);
-  const HVX_Vector rnd = Q6_V_vsplat_R(2048);
-  const HVX_Vector zo = Q6_V_vsplat_R(128);
+  const HVX_Vector zo_h = Q6_Vh_vsplat_R(128); /* the output zero point, as halfwords */
   const uint8_t zo_byte = 128;
   for (int ki = 0; ki < 2; ++ki) {
     const int kb = ko * 2 + ki;
@@ -212,6 +211,26 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
           c = c >= 62 ? 61 : c;
           icol[p] = (c - 0) * 1;
           acc[p] = Q6_V_vzero();
+        }
+        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          asum[p] = 0;
+        }
+        for (int rh = 0; rh < 3; ++rh) {
+          const int32_t *restrict ssum = sums + ((ho_outer * 16 + oh * 1 + rh * 1) % 20) * 64;
+          for (int rw = 0; rw < 3; ++rw) {
+#pragma clang loop unroll(full)
+            for (int p = 0; p < KG_P; ++p) {
+              asum[p] += ssum[icol[p] + rw * 1];
+            }
+          }
+        }
+        /* The sum starts from its zero-point corrections: the weights' sums and the bias (corr, per channel) and
+           the input's (per pixel), so the epilogue after the reduction is the requantization alone. */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          acc[p] = Q6_Vw_vadd_VwVw(corr, Q6_V_vsplat_R(-128 * asum[p]));
         }
         for (int rh = 0; rh < 3; ++rh) {
           const int ih = (ho_outer * 16 + oh * 1 + rh * 1) % 20; /* ring row */
@@ -248,20 +267,6 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
             }
           }
         }
-        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
-#pragma clang loop unroll(full)
-        for (int p = 0; p < KG_P; ++p) {
-          asum[p] = 0;
-        }
-        for (int rh = 0; rh < 3; ++rh) {
-          const int32_t *restrict ssum = sums + ((ho_outer * 16 + oh * 1 + rh * 1) % 20) * 64;
-          for (int rw = 0; rw < 3; ++rw) {
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              asum[p] += ssum[icol[p] + rw * 1];
-            }
-          }
-        }
         HVX_Vector packed[KG_P / 4];
 #pragma clang loop unroll(full)
         for (int g = 0; g < KG_P / 4; ++g) {
@@ -269,12 +274,16 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
 #pragma clang loop unroll(full)
           for (int q = 0; q < 4; ++q) {
             const int p = 4 * g + q;
-            HVX_Vector x = Q6_Vw_vadd_VwVw(Q6_Vw_vadd_VwVw(acc[p], corr), Q6_V_vsplat_R(-128 * asum[p]));
+            HVX_Vector x = acc[p]; /* the corrections were the sum's start */
             x = Q6_Vw_vmpyoacc_VwVwVh_s1_rnd_sat_shift(Q6_Vw_vmpye_VwVuh(x, mult), x, mult);
-            x = Q6_Vw_vasr_VwR(Q6_Vw_vadd_VwVw_sat(x, rnd), 12);
-            v[q] = Q6_Vw_vadd_VwVw_sat(x, zo);
+            v[q] = x; /* rounded, shifted and narrowed two vectors at a time below */
           }
-          packed[g] = Q6_Vub_vpack_VhVh_sat(Q6_Vh_vpack_VwVw_sat(v[3], v[2]), Q6_Vh_vpack_VwVw_sat(v[1], v[0]));
+          /* (x + 2^(s-1)) >> s saturated to halfwords, two pixels per instruction (pixel 0 in the even lanes, 2 in
+             the odd), + the zero point, saturated to bytes; vdeal puts each pixel's 32 channels back together.
+             Saturating to 16 bits first changes no byte: anything past them is past [0, 255] too. */
+          const HVX_Vector h02 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[2], v[0], 12), zo_h);
+          const HVX_Vector h13 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[3], v[1], 12), zo_h);
+          packed[g] = Q6_Vb_vdeal_Vb(Q6_Vub_vpack_VhVh_sat(h13, h02));
         }
         if (ow0 >= 0 && ow0 + KG_P <= 62) { /* 4 pixels = one aligned 128-byte store */
 #pragma clang loop unroll(full)
@@ -334,8 +343,7 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
   KG_COMPUTE_BEGIN();
   const int row0 = ho_outer * 16 + (0); /* global output row of window row 0 */
   const HVX_Vector mult = Q6_V_vsplat_R(1774650347);
-  const HVX_Vector rnd = Q6_V_vsplat_R(1024);
-  const HVX_Vector zo = Q6_V_vsplat_R(128);
+  const HVX_Vector zo_h = Q6_Vh_vsplat_R(128); /* the output zero point, as halfwords */
   for (int ki = 0; ki < 2; ++ki) {
     const int kb = ko * 2 + ki;
     if (kb >= 4) {
@@ -359,6 +367,26 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
           c = c >= 60 ? 59 : c;
           icol[p] = (c - 0) * 1;
           acc[p] = Q6_V_vzero();
+        }
+        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          asum[p] = 0;
+        }
+        for (int rh = 0; rh < 3; ++rh) {
+          const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 62;
+          for (int rw = 0; rw < 3; ++rw) {
+#pragma clang loop unroll(full)
+            for (int p = 0; p < KG_P; ++p) {
+              asum[p] += ssum[icol[p] + rw * 1];
+            }
+          }
+        }
+        /* The sum starts from its zero-point corrections: the weights' sums and the bias (corr, per channel) and
+           the input's (per pixel), so the epilogue after the reduction is the requantization alone. */
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          acc[p] = Q6_Vw_vadd_VwVw(corr, Q6_V_vsplat_R(-128 * asum[p]));
         }
         for (int rh = 0; rh < 3; ++rh) {
           const int ih = oh * 1 + rh * 1;
@@ -395,20 +423,6 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
             }
           }
         }
-        int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
-#pragma clang loop unroll(full)
-        for (int p = 0; p < KG_P; ++p) {
-          asum[p] = 0;
-        }
-        for (int rh = 0; rh < 3; ++rh) {
-          const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 62;
-          for (int rw = 0; rw < 3; ++rw) {
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              asum[p] += ssum[icol[p] + rw * 1];
-            }
-          }
-        }
         HVX_Vector packed[KG_P / 4];
 #pragma clang loop unroll(full)
         for (int g = 0; g < KG_P / 4; ++g) {
@@ -416,12 +430,16 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
 #pragma clang loop unroll(full)
           for (int q = 0; q < 4; ++q) {
             const int p = 4 * g + q;
-            HVX_Vector x = Q6_Vw_vadd_VwVw(Q6_Vw_vadd_VwVw(acc[p], corr), Q6_V_vsplat_R(-128 * asum[p]));
+            HVX_Vector x = acc[p]; /* the corrections were the sum's start */
             x = Q6_Vw_vmpyoacc_VwVwVh_s1_rnd_sat_shift(Q6_Vw_vmpye_VwVuh(x, mult), x, mult);
-            x = Q6_Vw_vasr_VwR(Q6_Vw_vadd_VwVw_sat(x, rnd), 11);
-            v[q] = Q6_Vw_vadd_VwVw_sat(x, zo);
+            v[q] = x; /* rounded, shifted and narrowed two vectors at a time below */
           }
-          packed[g] = Q6_Vub_vpack_VhVh_sat(Q6_Vh_vpack_VwVw_sat(v[3], v[2]), Q6_Vh_vpack_VwVw_sat(v[1], v[0]));
+          /* (x + 2^(s-1)) >> s saturated to halfwords, two pixels per instruction (pixel 0 in the even lanes, 2 in
+             the odd), + the zero point, saturated to bytes; vdeal puts each pixel's 32 channels back together.
+             Saturating to 16 bits first changes no byte: anything past them is past [0, 255] too. */
+          const HVX_Vector h02 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[2], v[0], 11), zo_h);
+          const HVX_Vector h13 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[3], v[1], 11), zo_h);
+          packed[g] = Q6_Vb_vdeal_Vb(Q6_Vub_vpack_VhVh_sat(h13, h02));
         }
         if (ow0 >= 0 && ow0 + KG_P <= 60) { /* 4 pixels = one aligned 128-byte store */
 #pragma clang loop unroll(full)
