@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .onnx_graph import ConvNode, Graph, node_id, read_graph
-from .onnx_quant import QConv, qconv
+from .onnx_quant import QConv, qconv, with_residual
 from .reserved import MAX_NAME_LENGTH, RESERVED
 
 
@@ -193,7 +193,7 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
 def _qgroup(graph: Graph, first: QConv) -> list[QConv]:
     """Quantized convs chained through uint8 tensors that only the next conv reads (directly, or through one
     DequantizeLinear), with the same weight type and zero point (the config's top-level quant)."""
-    ops = [first]
+    ops = [with_residual(graph, first, first.in_q, first.x_scale, first.x_zero_point)]
     while True:
         out = ops[-1].out_q
         reader = graph.sole_consumer(out)
@@ -205,7 +205,7 @@ def _qgroup(graph: Graph, first: QConv) -> list[QConv]:
         if not isinstance(following, QConv) or following.in_q != out or following.weights.dtype != first.weights.dtype \
                 or following.weight_zero_point != first.weight_zero_point:
             return ops
-        ops.append(following)
+        ops.append(with_residual(graph, following, first.in_q, first.x_scale, first.x_zero_point))
 
 
 def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...]) -> str:
@@ -226,10 +226,13 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
                 f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
         keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
         keys += ["bias: true"] if op.bias is not None else []
+        keys += [f"residual: {op.residual}"] if op.residual else []
         if op.activation != "none":
             keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
+        conv_quant = (f", conv_scale: {op.conv_scale!r}, conv_zero_point: {op.conv_zero_point}" if op.residual
+                      else "")
         keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
-                                                 f"output_zero_point: {op.y_zero_point}}}"]
+                                                 f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
     lines += ["output: {layout: nhwc-8h8w32c}", "schedule: auto", "targets: [hvx]",
               f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]

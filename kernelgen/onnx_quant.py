@@ -1,10 +1,12 @@
 """Quantized convolutions in an ONNX graph, as QLinearConv nodes or as QDQ patterns (DequantizeLinear ->
 Conv [-> Relu / Clip] -> QuantizeLinear): their weights, biases, scales and zero points in kernelgen's
-terms. Read by `kernelgen import` (uint8 configs) and by the onnxruntime oracle (the model's own weights).
+terms, and the quantized residual add that may follow one (DequantizeLinear of the conv's result + a
+DequantizeLinear of the block's input -> Add [-> Relu / Clip] -> QuantizeLinear). Read by `kernelgen import`
+(uint8 configs) and by the onnxruntime oracle (the model's own weights).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,6 +29,10 @@ class QConv:
     y_scale: float
     y_zero_point: int
     activation: str | list[float] = "none"
+    # with a residual add folded in: y_* are the add's output, conv_* the conv's own quantized result
+    residual: str | None = None  # "input": the block's input tensor
+    conv_scale: float | None = None
+    conv_zero_point: int | None = None
 
 
 def _scalar(graph: Graph, name: str) -> float | None:
@@ -128,3 +134,43 @@ def _qdq(graph: Graph, index: int, dq_x: int) -> QConv | str | None:
                  x_scale=x_scale, x_zero_point=int(x_zp), weights=c[dqw.input[0]], weight_scales=parts[0],
                  weight_zero_point=parts[1], bias=None if bias is None else np.asarray(bias).astype(np.int32),
                  y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
+
+
+def with_residual(graph: Graph, op: QConv, block_input: str, input_scale: float, input_zero_point: int) -> QConv:
+    """op with the quantized add of the block's input that follows it folded in, when the graph has one:
+    its result -> DequantizeLinear -> Add <- DequantizeLinear <- the block's input (at the input's scale and zero
+    point) -> [Relu | Clip] -> QuantizeLinear. op unchanged otherwise (an activation before the add, another
+    operand, other scales: the add stays out, and the importer lists it)."""
+    if op.activation != "none":
+        return op
+    dq_c = graph.sole_consumer(op.out_q)
+    if dq_c is None or graph.nodes[dq_c].op_type != "DequantizeLinear":
+        return op
+    add = graph.sole_consumer(graph.nodes[dq_c].output[0])
+    if add is None or graph.nodes[add].op_type != "Add" or len(graph.nodes[add].input) != 2:
+        return op
+    other = next(t for t in graph.nodes[add].input if t != graph.nodes[dq_c].output[0])
+    dq_r = _producer(graph, other)
+    if dq_r is None or graph.nodes[dq_r].op_type != "DequantizeLinear" or graph.nodes[dq_r].input[0] != block_input:
+        return op
+    r = graph.nodes[dq_r]
+    if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (input_scale,
+                                                                                                  input_zero_point):
+        return op
+    members = [dq_c, add, dq_r]
+    tensor, activation = graph.nodes[add].output[0], "none"
+    reader = graph.sole_consumer(tensor)
+    if reader is not None and graph.activation(reader) is not None:
+        activation = graph.activation(reader)
+        members.append(reader)
+        tensor = graph.nodes[reader].output[0]
+        reader = graph.sole_consumer(tensor)
+    if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":
+        return op
+    q = graph.nodes[reader]
+    y_scale, y_zp = _scalar(graph, q.input[1]), _scalar(graph, q.input[2]) if len(q.input) > 2 else 0
+    if y_scale is None or y_zp is None:
+        return op
+    return replace(op, members=op.members + tuple(m for m in (*members, reader) if m not in op.members),
+                   out_q=q.output[0], y_scale=y_scale, y_zero_point=int(y_zp), activation=activation,
+                   residual="input", conv_scale=op.y_scale, conv_zero_point=op.y_zero_point)

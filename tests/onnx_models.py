@@ -125,3 +125,71 @@ def qdq_depthwise(c: int = 32, size: int = 9, seed: int = 5):
     graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, size, size])],
                               [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _qdq_conv(nodes: list, inits: list, rng, name: str, src: str, cin: int, cout: int, k: int, out_s: str,
+              out_z: str, groups: int = 1, activation: str | None = None) -> str:
+    """DequantizeLinear(int8 per-channel weights) -> Conv (float bias) [-> Relu | Clip(0, 6)] -> QuantizeLinear;
+    returns the quantized result's name."""
+    inits += [_q(f"{name}_wq", rng.integers(-127, 128, (cout, cin // groups, k, k)), np.int8),
+              _q(f"{name}_ws", rng.uniform(0.002, 0.004 if groups == 1 else 0.02, cout), np.float32),
+              _q(f"{name}_wz", np.zeros(cout), np.int8), _q(f"{name}_b", rng.uniform(-0.5, 0.5, cout), np.float32)]
+    nodes.append(helper.make_node("DequantizeLinear", [f"{name}_wq", f"{name}_ws", f"{name}_wz"], [f"{name}_wf"],
+                                  name=f"dq_{name}_w", axis=0))
+    nodes.append(helper.make_node("Conv", [src, f"{name}_wf", f"{name}_b"], [f"{name}_f"], name=name, group=groups,
+                                  kernel_shape=[k, k], pads=[k // 2] * 4))
+    result = f"{name}_f"
+    if activation == "relu":
+        nodes.append(helper.make_node("Relu", [result], [f"{name}_r"], name=f"{name}_relu"))
+        result = f"{name}_r"
+    elif activation == "relu6":
+        inits += [_q(f"{name}_lo", 0.0, np.float32), _q(f"{name}_hi", 6.0, np.float32)]
+        nodes.append(helper.make_node("Clip", [result, f"{name}_lo", f"{name}_hi"], [f"{name}_r"], name=f"{name}_relu6"))
+        result = f"{name}_r"
+    nodes.append(helper.make_node("QuantizeLinear", [result, out_s, out_z], [f"{name}_q"], name=f"q_{name}"))
+    return f"{name}_q"
+
+
+def _qdq_block(name: str, convs, c: int, size: int, seed: int, scales: dict[str, tuple[float, int]],
+               add_relu: bool):
+    """A QDQ block: convs = (name, cin, cout, k, groups, activation, output scale key) in order, each reading the
+    previous result through a DequantizeLinear; the last one's result + the block's input -> [Relu] -> y."""
+    rng = np.random.default_rng(seed)
+    inits = [item for key, (s, z) in scales.items()
+             for item in (_q(f"{key}_s", s, np.float32), _q(f"{key}_z", z, np.uint8))]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "x_s", "x_z"], ["x_f"], name="dq_x")]
+    source = "x_f"
+    for conv, cin, cout, k, groups, activation, key in convs:
+        quantized = _qdq_conv(nodes, inits, rng, conv, source, cin, cout, k, f"{key}_s", f"{key}_z", groups, activation)
+        source = f"{conv}_dq"
+        nodes.append(helper.make_node("DequantizeLinear", [quantized, f"{key}_s", f"{key}_z"], [source],
+                                      name=f"dq_{conv}"))
+    nodes += [helper.make_node("DequantizeLinear", ["x", "x_s", "x_z"], ["r_f"], name="dq_residual"),
+              helper.make_node("Add", [source, "r_f"], ["sum_f"], name="add")]
+    total = "sum_f"
+    if add_relu:
+        nodes.append(helper.make_node("Relu", ["sum_f"], ["sum_r"], name="add_relu"))
+        total = "sum_r"
+    nodes.append(helper.make_node("QuantizeLinear", [total, "y_s", "y_z"], ["y"], name="q_y"))
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, c, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def qdq_resnet_block(c: int = 32, size: int = 10, seed: int = 6):
+    """A quantized ResNet basic block as onnxruntime's QDQ quantizer writes it: two 3x3 convs (per-channel int8
+    weights, float biases), Relu after the first, the block's input added to the second's quantized result
+    (DequantizeLinear of both -> Add -> Relu -> QuantizeLinear)."""
+    return _qdq_block("qdq_resnet", [("conv1", c, c, 3, 1, "relu", "m"), ("conv2", c, c, 3, 1, None, "c")], c, size,
+                      seed, {"x": (0.05, 128), "m": (0.04, 0), "c": (0.06, 120), "y": (0.07, 0)}, add_relu=True)
+
+
+def qdq_mobilenet_v2_block(c: int = 16, expand: int = 6, size: int = 9, seed: int = 7):
+    """A quantized MobileNetV2 inverted residual (QDQ): 1x1 expand + relu6, 3x3 depthwise + relu6, 1x1 project,
+    + the block's input, no activation after the add."""
+    wide = c * expand
+    return _qdq_block("qdq_mobilenet_v2", [("expand", c, wide, 1, 1, "relu6", "e"),
+                                           ("depthwise", wide, wide, 3, wide, "relu6", "d"),
+                                           ("project", wide, c, 1, 1, None, "p")], c, size, seed,
+                      {"x": (0.05, 128), "e": (0.03, 0), "d": (0.03, 0), "p": (0.06, 125), "y": (0.08, 128)},
+                      add_relu=False)

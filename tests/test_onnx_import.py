@@ -180,3 +180,33 @@ def test_quantized_models_import_as_uint8_configs_and_validate_against_onnxrunti
     rows = json.loads(result.stdout)["results"]
     assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
     assert all("onnxruntime: max difference" in r["detail"] for r in rows)
+
+
+@requires_tool(*ONNX, "clang-19", "qemu-hexagon")
+def test_quantized_residual_blocks_import_with_their_add_and_validate_against_onnxruntime(tmp_path):
+    """A QDQ ResNet basic block and MobileNetV2 inverted residual, as onnxruntime's quantizer writes them: the
+    add of the block's input (DequantizeLinear of both operands -> Add [-> Relu] -> QuantizeLinear) folds into
+    the last conv as `residual: input` with the conv's own scale as conv_scale; bit-exact against numpy, at most
+    1 from onnxruntime (which adds and requantizes in float)."""
+    import onnx_models
+
+    result, resnet = _import(tmp_path, "qres", onnx_models.qdq_resnet_block())
+    assert result.exit_code == 0, result.output
+    assert "not imported" not in result.output  # every node, the Add and its DequantizeLinear included
+    config = load_config(resnet[0])
+    first, second = config.ops
+    assert (first.activation, first.residual) == ("relu", None)
+    assert (second.activation, second.residual) == ("relu", 0)
+    assert (second.quant.conv_scale, second.quant.conv_zero_point) == (pytest.approx(0.06), 120)
+    assert (second.quant.output_scale, second.quant.output_zero_point) == (pytest.approx(0.07), 0)
+    assert config.source.nodes[-4:] == ["dq_residual", "add", "add_relu", "q_y"]
+    result, mobilenet = _import(tmp_path, "qmb", onnx_models.qdq_mobilenet_v2_block())
+    assert result.exit_code == 0 and "not imported" not in result.output, result.output
+    config = load_config(mobilenet[0])
+    assert [(op.groups, op.activation, op.residual) for op in config.ops] == [
+        (1, "relu6", None), (96, "relu6", None), (1, "none", 0)]
+    result = CliRunner().invoke(main, ["validate", str(resnet[0]), str(mobilenet[0]), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["results"]
+    assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
+    assert all("onnxruntime: max difference 1," in r["detail"] or "max difference 0," in r["detail"] for r in rows)
