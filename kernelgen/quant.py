@@ -16,12 +16,29 @@ from dataclasses import dataclass
 from .config import Config
 
 
+# Power-of-two multipliers (real = 2^-t) skip the multiply: x >> t rounded half to even, one rounding, what a
+# float requantization (onnxruntime: acc * real, exact for a power of two, then rint) gives bit for bit. Other
+# multipliers go through the Q31 multiply rounded half up, then a rounding shift: two roundings, at most 1 apart
+# from the float result. t is kept at most 22 so a saturating add near 2^31 still ends at byte 255.
+MAX_SHIFT_ONLY = 22
+
+
+def shift_only(requants: tuple["Requant", ...]) -> bool:
+    """Every channel's multiplier is a power of two: the layer requantizes by shifts alone."""
+    return all(r.power_of_two for r in requants)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Requant:
     multiplier: int  # m in [2^30, 2^31)
     shift: int  # right shift after the Q31 multiply
     rounding: int  # 2^(shift-1), or 0
     real: float  # s_in * s_w / s_out, for the comment
+
+    @property
+    def power_of_two(self) -> bool:
+        """real == 2^-(shift + 1) exactly: requantized by one rounding shift (shift_only), no multiply."""
+        return self.multiplier == 1 << 30 and self.shift + 1 <= MAX_SHIFT_ONLY
 
     @property
     def m_lo(self) -> int:

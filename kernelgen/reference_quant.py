@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .quant import LEFT_SHIFT, Requant, ResidualAdd, op_quants
+from .quant import LEFT_SHIFT, Requant, ResidualAdd, op_quants, shift_only
 from .reference import conv2d
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -25,9 +25,19 @@ def _sat32(x: np.ndarray) -> np.ndarray:
 def requantize(acc: np.ndarray, rq: Requant | tuple[Requant, ...], zero_point: int, q_min: int = 0,
                q_max: int = 255) -> np.ndarray:
     """int32 accumulators -> uint8, exactly as vmpye + vmpyo:<<1:rnd:sat:shift + vasr + vpack:sat (then the
-    activation's vmax / vmin on bytes). rq: one requantization, or one per output channel (the last axis)."""
-    r = _sat32(rq_mul(acc, rq) + zero_point)  # vadd(...):sat
+    activation's vmax / vmin on bytes), or as one rounding shift (half to even) when every multiplier is a power
+    of two. rq: one requantization, or one per output channel (the last axis)."""
+    per = (rq,) if isinstance(rq, Requant) else rq
+    r = _sat32((rne_shift(acc, per) if shift_only(per) else rq_mul(acc, rq)) + zero_point)  # vadd(...):sat
     return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)  # vpack w->h:sat, h->ub:sat; vmax, vmin
+
+
+def rne_shift(x: np.ndarray, per: tuple[Requant, ...]) -> np.ndarray:
+    """x / 2^t rounded half to even, t = shift + 1 (a power-of-two multiplier): vasr, vand 1 (the quotient's
+    low bit), x + 2^(t-1) - 1 + that bit (vadd:sat twice), vasr."""
+    x = np.asarray(x).astype(np.int64)
+    t = np.array([r.shift + 1 for r in per], dtype=np.int64)
+    return _sat32(_sat32(x + (1 << (t - 1)) - 1) + ((x >> t) & 1)) >> t
 
 
 def rq_mul(x: np.ndarray, rq: Requant | tuple[Requant, ...]) -> np.ndarray:

@@ -43,6 +43,7 @@ from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...planner.packing import c_float
 from ...quant import Requant, ResidualAdd, op_quants
+from .requantizer import Requantizer
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
@@ -171,28 +172,10 @@ class OpGeo:
         return self.kh * self.kw * 8
 
     @property
-    def per_channel_table(self) -> list[tuple[int, int, int]]:
-        """(multiplier, rounding, shift) of every output channel, for the kernel's tables; the rounding carries
-        the output zero point when folds_zero_point."""
-        return [(r.multiplier, self.rounding_of(r), r.shift) for r in self.requants]
-
-    @property
-    def folds_zero_point(self) -> bool:
-        """The output zero point rides in the rounding constant, one vadd per output vector fewer:
-        (x + r + z * 2^s) >> s == ((x + r) >> s) + z for every int32 x the add does not saturate, and where it
-        saturates (x near 2^31) both forms end at byte 255 as long as (2^31 - 1) >> s > 255, i.e. s <= 23.
-        Not with a residual add, whose zero point comes after a second multiply."""
-        shifts = [r.shift for r in self.requants] if self.requants else [self.requant.shift]
-        return not self.add and not self.narrows and max(shifts) <= 22
-
-    @property
-    def narrows(self) -> bool:
-        """One shift for all channels, of at most 15 (vasr w->h:rnd:sat reads 4 bits of it), and no residual
-        add after it: round, shift and narrow two output vectors with one instruction."""
-        return not self.add and not self.requants and self.requant is not None and self.requant.shift <= 15
-
-    def rounding_of(self, requant: Requant) -> int:
-        return requant.rounding + (self.zp_out << requant.shift if self.folds_zero_point else 0)
+    def requantizer(self) -> Requantizer:
+        """How this op's kernel requantizes (requantizer.py): the per-channel tables, the shift-only, narrowing
+        and zero-point-folding forms."""
+        return Requantizer(requant=self.requant, requants=self.requants, add=bool(self.add), zp_out=self.zp_out)
 
     @property
     def corr_const(self) -> int:

@@ -22,7 +22,8 @@ from ...planner import plan as make_plan
 from ...validate import make_inputs
 from .options import NAME, opencl_options
 from .plan import variant_of
-from .toolchain import OpenCLRunner, fma_peak_gflops
+from .probe import fma_peak_gflops
+from .toolchain import OpenCLRunner
 from .validate import Render, host_arrays, launches, prepare
 
 # Sweeps: tile [oh, ow, oc4] x work-group size, per kind of filter load. Vector tiles hold 2-4

@@ -7,7 +7,6 @@ Tensors are numpy arrays wrapped in frozen Arg records; outputs are pre-filled b
 """
 from __future__ import annotations
 
-import statistics
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -333,41 +332,3 @@ def _device_info(cl: ModuleType, device: cl.Device, context: cl.Context) -> Devi
         compute_units=int(device.max_compute_units),
         local_mem_bytes=int(device.local_mem_size),
     )
-
-
-# ---------------------------------------------------------------- FMA peak
-
-# Eight independent float16 chains per work-item: PoCL's CPU backend reaches its FMA peak only
-# with explicit vectors (scalar code measured 28-57 GFLOP/s here), and eight chains cover the
-# FMA latency (4 cycles) times the two FMA ports of an AVX-512 core. a -> c/(1-b) = 1: no inf.
-FMA_PEAK_SOURCE = """\
-__kernel void fma_peak(__global float16 *out, const float bs, const float cs, const int iters)
-{
-    const float16 b = (float16)(bs), c = (float16)(cs);
-    const float16 x = (float16)((float)get_global_id(0) * 1e-6f);
-    float16 a0 = x, a1 = x + 1.0f, a2 = x + 2.0f, a3 = x + 3.0f;
-    float16 a4 = x + 4.0f, a5 = x + 5.0f, a6 = x + 6.0f, a7 = x + 7.0f;
-    for (int i = 0; i < iters; ++i) {
-        a0 = fma(a0, b, c); a1 = fma(a1, b, c); a2 = fma(a2, b, c); a3 = fma(a3, b, c);
-        a4 = fma(a4, b, c); a5 = fma(a5, b, c); a6 = fma(a6, b, c); a7 = fma(a7, b, c);
-    }
-    out[get_global_id(0)] = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
-}
-"""
-FMA_FLOPS_PER_ITER = 2 * 16 * 8  # an FMA is 2 flops, 16 lanes, 8 chains
-FMA_ITERS = 4096
-FMA_WORK_ITEMS_PER_UNIT = 1024  # ~4 ms per launch on PoCL's 2 cores here
-
-
-def fma_peak_gflops(runner: OpenCLRunner, *, runs: int = 5) -> float:
-    """Median FMA rate of `runs` launches after a warm-up one (PoCL finishes its JIT there)."""
-    work_items = FMA_WORK_ITEMS_PER_UNIT * runner.info.compute_units
-    args = [
-        BufferArg(np.zeros((work_items, 16), np.float32)),
-        ScalarArg(0.999, "float32"),
-        ScalarArg(0.001, "float32"),
-        ScalarArg(FMA_ITERS, "int32"),
-    ]
-    result = runner.run(FMA_PEAK_SOURCE, "fma_peak", args, (work_items,), None, repeat=runs + 1)
-    flops = FMA_FLOPS_PER_ITER * FMA_ITERS * work_items
-    return flops / statistics.median(result.kernel_times_ns[1:])  # flop per ns = GFLOP/s

@@ -30,7 +30,7 @@ from ...validate import make_inputs
 from .code import compile_ops, glsl_source
 from .options import NAME
 from .plan import plan_vulkan
-from .probe import fma_probe
+from .probe import best_accumulators, fma_probe
 from .runtime import VulkanRunner
 from .validate import buffers, check_device, stages
 
@@ -71,7 +71,7 @@ def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
             check_device(vk, runner.info)
             spirv = compile_ops(glsl_source(the_plan, vk), vk)
             arrays = buffers(the_plan, vk, inputs.physical)
-            probe = fma_probe(binding=len(arrays))
+            probe = fma_probe(binding=len(arrays), accumulators=best_accumulators(runner))
             with measure_steal() as steal:
                 result = runner.run_sequence([probe.stage, *stages(vk, spirv)], [*arrays, probe.buffer],
                                              repeat=options.repeat + 1)
