@@ -17,7 +17,7 @@ from . import __version__
 from . import config as _config
 from . import config_model
 from .bench import BenchOptions, BenchRow
-from .config import Config
+from .config import Config, with_options
 from .errors import ConfigError, ConfigProblem, KernelgenError
 from .plan import Plan
 from .planner import plan
@@ -72,6 +72,22 @@ def applicable(configs: list[Config], override: tuple[str, ...]) -> tuple[list[C
         return configs, []
     takes = [c for c in configs if any(t in TARGETS and c.dtype in TARGETS[t].dtypes for t in override)]
     return takes, [c for c in configs if c not in takes]
+
+
+def with_device(config: Config, device: str) -> Config:
+    """The config with `device` as the profile of every target whose option block takes that one
+    (vulkan.device, opencl.device: the defaults follow it); other targets unchanged."""
+    from pydantic import ValidationError
+
+    for name, options in config.options.items():
+        if "device" not in type(options).model_fields:
+            continue
+        try:
+            config = with_options(config, name, type(options).model_validate({**options.model_dump(),
+                                                                              "device": device}))
+        except ValidationError:  # a profile this target has no use for (lavapipe for opencl)
+            continue
+    return config
 
 
 def generate(config: Config, override: tuple[str, ...] = (),

@@ -17,11 +17,12 @@ import click
 
 from . import __version__
 from .api import (TARGETS, applicable, binaries, chosen_targets, dependencies, generate, json_schema, load_config,
-                  output_names, skipped, validate_safely)
+                  output_names, skipped, validate_safely, with_device)
 from .cli_import import import_command
 from .cli_init import init_command
 from .cli_stats import devices_command, stats_command
 from .config import Config
+from .devices import PROFILES
 from .diagnostics import render
 from .errors import ConfigError, KernelgenError
 from .files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
@@ -30,6 +31,7 @@ from .planner import plan as make_plan
 from .report import json_report, markdown_report, text_report
 from .run_context import run_context
 from .toolstatus import install_text
+from .validate_table import validate_table
 
 
 def echo_problems(error: ConfigError) -> None:
@@ -52,7 +54,7 @@ def _handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def _load_all(paths: tuple[str, ...], targets: tuple[str, ...] = ()) -> list[Config]:
+def _load_all(paths: tuple[str, ...], targets: tuple[str, ...] = (), device: str | None = None) -> list[Config]:
     """Load every config first and report all problems together, before writing anything. With --target, the
     configs none of those targets takes (by dtype) are left out with a note; none left is a config error."""
     configs, problems = [], []
@@ -69,6 +71,8 @@ def _load_all(paths: tuple[str, ...], targets: tuple[str, ...] = ()) -> list[Con
             raise ConfigError([_problem(config, "name", f"{config.name!r} is also the name of {names[config.name]}; "
                                                         f"names must be unique (they name output folders)")])
         names[config.name] = config.path
+    if device:
+        configs = [with_device(c, device) for c in configs]
     kept, left_out = applicable(configs, targets)
     if not kept and left_out:
         chosen_targets(left_out[0], targets)  # raises: dtype, with the dtypes the targets take
@@ -103,6 +107,8 @@ def _known_targets(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
 target_option = click.option("--target", "targets", multiple=True, metavar="NAME", callback=_known_targets,
                              help=f"Target to use (repeatable); overrides the config's targets. One of: {', '.join(TARGETS)}.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+device_option = click.option("--device", type=click.Choice(sorted(PROFILES)), help="A device profile (kernelgen "
+                             "devices) for every target that takes it, over the configs' vulkan/opencl.device.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -150,12 +156,13 @@ def plan(config: str, as_json: bool, fmt: str) -> None:
 @click.option("-o", "--output", "out_dir", default="out", show_default=True, type=click.Path(file_okay=False),
               help="Folder to write <name>/<target>/... into.")
 @target_option
+@device_option
 @click.option("--depfile", type=click.Path(dir_okay=False), help="Also write a make-style depfile here.")
 @click.option("--depfile-target", metavar="FILE",
               help="Name this one file (a stamp) as the depfile's target instead of every output.")
 @click.option("--list-outputs", is_flag=True, help="Print the files a build would write, one per line; write nothing.")
 @_handle_errors
-def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depfile: str | None,
+def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None, depfile: str | None,
           depfile_target: str | None, list_outputs: bool) -> None:
     """Generate sources and plan reports; unchanged files are not rewritten.
 
@@ -163,7 +170,7 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], depf
     Example:
       kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
     """
-    loaded = _load_all(configs, targets)
+    loaded = _load_all(configs, targets, device)
     root = Path(out_dir)
     if list_outputs:
         for config in loaded:
@@ -264,13 +271,14 @@ def _progress(items: list, label: str):
 @main.command()
 @configs_argument
 @target_option
+@device_option
 @click.option("--seed", type=int, help="Reuse a seed printed by an earlier run (default: a fresh one per run).")
 @click.option("--skip-missing", is_flag=True,
               help="Report targets whose toolchain this machine lacks as 'skipped' instead of failing.")
 @json_option
 @_handle_errors
-def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | None, skip_missing: bool,
-             as_json: bool) -> None:
+def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
+             skip_missing: bool, as_json: bool) -> None:
     """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
 
     \b
@@ -279,7 +287,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
     Example:
       kernelgen validate configs/*.yaml --target c
     """
-    loaded = _load_all(configs, targets)
+    loaded = _load_all(configs, targets, device)
     for config in loaded:
         # Plan and render first: a config the planner or a target rejects is a config error (exit 2),
         # reported before anything runs, not a FAIL row.
@@ -301,22 +309,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
                                 "detail": r.detail}
                                for r in results]}, indent=2))
     else:
-        width = max([28, *(len(r.config) + 1 for r in results)])  # a long name widens the column, never breaks it
-
-        def cell(value: float, spec: str, size: int) -> str:  # rows with no measurement show "-", not nan
-            return f"{'-':>{size}}" if value != value else f"{value:>{size}{spec}}"
-
-        click.echo(f"{'config':<{width}} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} "
-                   f"{'err/bound':>10} {'seed':>11}")
-        for r in results:
-            seed_text = "-" if r.status == "skipped" else str(r.seed)
-            click.echo(f"{r.config:<{width}} {r.target:<8} {r.status:<8} {cell(r.max_abs_error, '.3e', 12)} "
-                       f"{cell(r.max_rel_error, '.3e', 12)} {cell(r.bound_ratio, '.2e', 10)} {seed_text:>11}")
-            if r.detail and r.status != "skipped":
-                click.echo(f"    {r.detail}")
-        for target, detail in dict.fromkeys((r.target, r.detail) for r in results if r.status == "skipped"):
-            count = sum(r.target == target and r.status == "skipped" for r in results)
-            click.echo(f"{target}: skipped for {count} config(s), {detail}")
+        for line in validate_table(results):
+            click.echo(line)
     # compiled (HVX float: QEMU cannot run it), not run (device lacks a feature), skipped (no toolchain):
     # reported as such, neither a pass nor a mismatch.
     if any(r.status not in ("pass", "skipped", "compiled", "not run") for r in results):
@@ -328,15 +322,16 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], seed: int | Non
 @main.command()
 @configs_argument
 @target_option
+@device_option
 @click.option("--repeat", default=5, show_default=True, help="Timed runs per kernel (the median is reported).")
 @click.option("--sweep", is_flag=True, help="Try the target's tile and work-group permutations; mark the best.")
-@click.option("--device", help="Device index or name substring, for targets that have devices.")
+@click.option("--run-on", help="The runtime device to time on (index or name substring), for targets with several.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also draw a roofline chart (PNG) of the results.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one row per kernel) instead of text.")
 @json_option
 @_handle_errors
-def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep: bool, device: str | None,
-          plot: str | None, as_csv: bool, as_json: bool) -> None:
+def bench(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int, sweep: bool,
+          run_on: str | None, plot: str | None, as_csv: bool, as_json: bool) -> None:
     """Time generated kernels on this machine's toolchains: GFLOP/s, and GB/s counting each tensor once.
 
     \b
@@ -345,8 +340,8 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
     """
     from .api import BenchOptions, bench as run_bench
 
-    options = BenchOptions(repeat=repeat, sweep=sweep, device=device)
-    jobs = [(c, t) for c in _load_all(configs, targets) for t in chosen_targets(c, targets)]
+    options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
+    jobs = [(c, t) for c in _load_all(configs, targets, device) for t in chosen_targets(c, targets)]
     rows = []
     intensity: dict[str, float] = {}
     compulsory: dict[str, int] = {}
@@ -377,8 +372,8 @@ def bench(configs: tuple[str, ...], targets: tuple[str, ...], repeat: int, sweep
 
         if as_json:
             context = run_context(t for _, t in jobs)
-            if device is not None:
-                context["device_option"] = device  # --device picked the runtime device among several
+            if run_on is not None:
+                context["run_on"] = run_on  # --run-on picked the runtime device among several
             click.echo(json.dumps({"context": context, "results": records}, indent=2, allow_nan=False))
         else:
             columns = list(dict.fromkeys(k for record in records for k in record))

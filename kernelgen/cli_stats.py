@@ -73,7 +73,8 @@ def devices_command(as_json: bool) -> None:
     """The device profiles the targets take their defaults from, each number with its source.
 
     \b
-    A Vulkan config picks one with `vulkan: {device: NAME}` (default lavapipe).
+    A config picks one with `vulkan: {device: NAME}` (default lavapipe) or `opencl: {device: NAME}`
+    (default pocl-cpu).
     Example:
       kernelgen devices
     """
@@ -85,7 +86,7 @@ def devices_command(as_json: bool) -> None:
         click.echo(json.dumps({name: asdict(p) for name, p in PROFILES.items()}, indent=2))
         return
     facts = ("subgroup", "register_budget", "local_memory_bytes", "max_workgroup", "max_image", "fp16_arithmetic",
-             "int64", "vector_width")
+             "int64", "vector_width", "texture_filters")
     for p in PROFILES.values():
         click.echo(f"{p.name}: {p.description}")
         for fact in facts:

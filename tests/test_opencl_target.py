@@ -30,7 +30,8 @@ BLOCKED = "nhwc-8h8w32c"
 
 # name: (input shape, ops, input layout, output layout, opencl options, dtype)
 MATRIX = {
-    "k1_tile_equal": ([1, 2, 4, 32], ["{out_channels: 16, kernel: 1}"], NCHW4C, NCHW4C, "{tile: [2, 4, 4]}",
+    "k1_tile_equal": ([1, 2, 4, 32], ["{out_channels: 16, kernel: 1}"], NCHW4C, NCHW4C,
+                      "{device: adreno-7xx, tile: [2, 4, 4]}",
                       "float32"),
     "k1_tile_multiple": ([1, 4, 8, 8], ["{out_channels: 32, kernel: 1}"], "NHWC", "NHWC", "{tile: [2, 4, 4]}",
                          "float32"),
@@ -43,7 +44,7 @@ MATRIX = {
     "dilation2_nhwc_c5": ([1, 12, 12, 5], ["{out_channels: 7, kernel: 3, dilation: 2, pad: 1}"], "NHWC", "NHWC",
                           "{tile: [2, 2, 2]}", "float32"),
     "dilation2_stride2_texture": ([1, 15, 12, 8], ["{out_channels: 12, kernel: 3, dilation: 2, stride: 2, pad: 1}"],
-                                  NHWC4C, NHWC4C, "{tile: [1, 3, 3]}", "float32"),
+                                  NHWC4C, NHWC4C, "{device: adreno-7xx, tile: [1, 3, 3]}", "float32"),
     "rect_asym_pad_nchw": ([1, 6, 7, 9], ["{out_channels: 6, kernel: [3, 1], stride: [2, 1], pad: [1, 0, 0, 2]}"],
                            "NCHW", "NCHW", "{}", "float32"),
     "chain_blocked_buffer": ([1, 16, 16, 32], ["{out_channels: 40, kernel: 3, pad: 1}",
@@ -53,7 +54,7 @@ MATRIX = {
                                                       "{out_channels: 6, kernel: 3, dilation: 2, pad: 2}"],
                                      NCHW4C, NCHW4C, "{filters_in_textures: false, tile: [2, 2, 2]}", "float32"),
     "chain_texture_fp16": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
-                           NCHW4C, NCHW4C, "{}", "float16"),
+                           NCHW4C, NCHW4C, "{device: adreno-7xx}", "float16"),
     "chain_buffer_fp16": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
                           "NHWC", "NHWC", "{}", "float16"),
     "batch2_pad_value_buffer": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "nchw-4c",
@@ -101,7 +102,8 @@ MATRIX = {
                                     "NHWC", "NHWC", "{}", "float32"),
     "residual_texture_fp16": ([1, 9, 8, 6], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
                                              "{out_channels: 6, kernel: 3, pad: 1, residual: input, "
-                                             "activation: relu}"], NCHW4C, NCHW4C, "{tile: [2, 2, 2]}", "float16"),
+                                             "activation: relu}"], NCHW4C, NCHW4C, "{device: adreno-7xx, tile: [2, 2, 2]}",
+                              "float16"),
     "residual_blocked_batch2": ([2, 6, 7, 40], ["{out_channels: 40, kernel: 1, bias: true, residual: input}"],
                                 BLOCKED, BLOCKED, "{tile: [2, 4, 2]}", "float32"),
     # residual from an earlier op: its intermediate storage is one more argument of the later kernel
@@ -245,12 +247,42 @@ def test_global_size_is_a_multiple_of_the_local_size_and_covers_the_output():
 
 
 def test_texture_over_the_image_limit_is_a_config_error(tmp_path):
-    """Seed 002's output in NCHW4c is 256 x 16384 texels; the same shape of error, scaled down."""
+    """Seed 002's output in NCHW4c is 256 x 16384 texels; the same shape of error, scaled down: an explicit
+    `variant: texture` is refused."""
     (tmp_path / "big.yaml").write_text(_yaml("big", ([1, 40, 30, 16], ["{out_channels: 64, kernel: 3}"], NCHW4C,
-                                                     NCHW4C, "{image_limit: [64, 512]}", "float32")))
+                                                     NCHW4C, "{variant: texture, image_limit: [64, 512]}", "float32")))
     result = CliRunner().invoke(main, ["build", str(tmp_path / "big.yaml"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert "output texture would be 28x608 texels" in result.output and "limit 64x512" in result.output
+
+
+def test_a_default_texture_over_the_profile_limit_falls_back_to_buffers_and_says_so():
+    """Issue 21: what the profile chose by default and cannot hold (an activation texture, a filter texture over
+    the image2d limit) moves to a buffer, with a note; what the config asked for explicitly is an error."""
+    c = _config("k1_tile_equal", shape=[1, 40, 30, 16], ops=["{out_channels: 64, kernel: 3}"],
+                options="{image_limit: [64, 512]}")
+    activations = plan_opencl(c, plan(c))
+    assert activations.variant == "buffer" and not activations.uses_images
+    assert any("output texture would be" in n and "activations stay in buffers instead" in n for n in activations.notes)
+    # the Adreno profile keeps filters in textures: 80 input channels are 80 texels wide, over a 64-wide limit
+    filters = _config("k1_tile_equal", shape=[1, 6, 6, 80], options="{device: adreno-7xx, image_limit: [64, 512]}")
+    cplan = plan_opencl(filters, plan(filters))
+    assert cplan.variant == "texture" and cplan.storage("filter1").kind == "buffer"
+    assert cplan.storage("input").kind == "image"
+    assert any("filter1 texture would be" in n and "filters stay in buffers instead" in n for n in cplan.notes)
+    explicit = _config("k1_tile_equal", shape=[1, 6, 6, 80],
+                       options="{device: adreno-7xx, filters_in_textures: true, image_limit: [64, 512]}")
+    with pytest.raises(ConfigError, match="filter1 texture would be"):
+        plan_opencl(explicit, plan(explicit))
+
+
+def test_the_device_profile_picks_filter_storage_and_bounds_the_work_group():
+    pocl = plan_opencl(c := _config("batch2_texture", options="{}"), plan(c))
+    adreno = plan_opencl(c := _config("batch2_texture", options="{device: adreno-7xx}"), plan(c))
+    assert pocl.storage("filter1").kind == "buffer" and adreno.storage("filter1").kind == "image"
+    big = _config("batch2_texture", options="{device: adreno-7xx, local_size: [64, 32]}")
+    with pytest.raises(ConfigError, match="2048 work-items, over adreno-7xx's 1024"):
+        plan_opencl(big, plan(big))
 
 
 def test_layout_without_channel_lanes_cannot_be_a_texture():

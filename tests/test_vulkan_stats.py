@@ -144,3 +144,29 @@ def test_build_writes_one_spirv_module_per_op_and_sources_only_without_glslang(t
     assert result.exit_code == 0, result.output
     assert "glslangValidator not found, wrote the GLSL sources only" in result.stderr
     assert not list((tmp_path / "plain").rglob("*.spv")) and list((tmp_path / "plain").rglob("*.comp"))
+
+
+@requires_tool(*VULKAN)
+def test_device_option_applies_a_profile_to_every_target_that_takes_it(tmp_path, repo):
+    """--device NAME on build, validate and bench: the profile's defaults for vulkan and opencl (their configs'
+    vulkan/opencl.device replaced); a profile a target has no use for leaves it alone."""
+    config = str(repo / "configs" / "seed000_baseline.yaml")
+    runner = CliRunner()
+    for device, workgroup in ((None, "WGSize[8x1x1]"), ("rdna2", "WGSize[16x4x1]")):
+        out = tmp_path / (device or "default")
+        result = runner.invoke(main, ["build", config, "-o", str(out), *(["--device", device] if device else [])])
+        assert result.exit_code == 0, result.output
+        assert workgroup in (out / "seed000_baseline" / "vulkan" / "seed000_baseline.comp").read_text()
+    texture = tmp_path / "tex.yaml"
+    texture.write_text("name: tex\ninput: {shape: [1, 8, 8, 16], layout: {map: \"n, h, w, c -> n, c // 4, h, |, w, "
+                       "c % 4\"}}\nops: [{conv2d: {out_channels: 8, kernel: 3, pad: 1}}]\ntargets: [opencl]\n")
+    kinds = {}
+    for device in ("pocl-cpu", "adreno-7xx", "lavapipe"):
+        result = runner.invoke(main, ["build", str(texture), "-o", str(tmp_path / device), "--device", device])
+        assert result.exit_code == 0, result.output
+        launch = json.loads((tmp_path / device / "tex" / "opencl" / "tex.launch.json").read_text())
+        kinds[device] = next(t["kind"] for t in launch["launch"]["tensors"] if t["name"] == "filter1")
+    assert kinds == {"pocl-cpu": "buffer", "adreno-7xx": "image", "lavapipe": "buffer"}
+    result = runner.invoke(main, ["validate", config, "--target", "vulkan", "--device", "rdna2"])
+    assert result.exit_code == 0 and " pass " in result.output, result.output
+    assert runner.invoke(main, ["build", config, "--device", "nope"]).exit_code == 2

@@ -20,9 +20,14 @@ class OpenCLModel(StrictModel):
         default=None, description="a work-group size of 1 to 3 positive ints")
     variant: Union[Literal["texture", "buffer"], None] = Field(
         default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator)")
-    filters_in_textures: StrictBool = Field(default=True, description="true or false: keep filters in image2d textures")
+    device: Literal["pocl-cpu", "adreno-7xx", "mali-valhall", "rdna2"] = Field(
+        default="pocl-cpu", description="the device profile the defaults come from (kernelgen devices): filters in "
+                                        "textures or buffers, the image2d limit, the largest work-group")
+    filters_in_textures: Union[StrictBool, None] = Field(
+        default=None, description="true or false: keep filters in image2d textures (default: the device profile's)")
     image_limit: Union[conlist(Count, min_length=2, max_length=2), None] = Field(
-        default=None, description="[width, height] of the largest image2d the device takes (PoCL: 8192x8192)")
+        default=None, description="[width, height] of the largest image2d the device takes (default: the profile's; "
+                                  "PoCL: 8192x8192)")
     half_arithmetic: StrictBool = Field(
         default=False, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
                                    "dtype float16)")

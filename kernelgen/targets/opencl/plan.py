@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from ... import expr as E
 from ...config import Config
+from ...devices import profile
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
@@ -34,8 +35,6 @@ from .code import conv_kernel, pad_kernel
 from .model import ConvOp, Kernel, Storage
 from .options import NAME, opencl_options
 
-# PoCL's CL_DEVICE_IMAGE2D_MAX_WIDTH x HEIGHT here; Adreno-class GPUs take 16384.
-DEFAULT_IMAGE_LIMIT = (8192, 8192)
 # Defaults from sweeps on this machine's PoCL (bench_opencl): float16 vectors for filter buffers;
 # with filter texels every texel read costs ~50 ns in PoCL's software sampler, whatever the tile.
 DEFAULT_TILE = {"vectors": (1, 4, 16), "vectors+images": (2, 2, 32), "texels": (2, 2, 4)}
@@ -94,16 +93,47 @@ class OpenCLPlan:
 
 # ---------------------------------------------------------------- planning
 
+class _OverLimit(Exception):
+    """An image over the profile's image2d limit: a config error, or a fallback when the choice was a default."""
+
+    def __init__(self, storage: Storage, error: ConfigError) -> None:
+        super().__init__(str(error))
+        self.storage, self.error = storage, error
+
+
 def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
+    """The device profile's choices (opencl.device), falling back where a default one does not fit the profile's
+    image2d limit: filters from textures to buffers, then activations from textures to buffers, with a note."""
     o = opencl_options(config)
     variant, kind = variant_of(config)
+    notes: list[str] = []
+    while True:
+        try:
+            return _plan(config, plan, variant, kind, notes)
+        except _OverLimit as over:
+            if over.storage.role == "filter" and kind == "texels" and o.filters_in_textures is None:
+                kind = "vectors+images"
+            elif over.storage.role != "filter" and variant == "texture" and o.variant is None:
+                variant, kind = "buffer", "vectors"
+            else:
+                raise over.error from None
+            notes.append(f"{over.error.problems[0].message.split(' (opencl.image_limit')[0]}: "
+                         f"{'filters' if kind == 'vectors+images' else 'activations'} stay in buffers instead")
+
+
+def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str]) -> OpenCLPlan:
+    o = opencl_options(config)
+    device = profile(o.device)
     texel_filters = kind == "texels"
     tile = tuple(o.tile) if o.tile else _default_tile(kind, plan)
     local = tuple(o.local_size or DEFAULT_LOCAL_SIZE)
     local = (*local, *(1,) * (3 - len(local)))
-    limit = tuple(o.image_limit or DEFAULT_IMAGE_LIMIT)
+    limit = tuple(o.image_limit or device.max_image)
     problems = [f"tile {list(tile)}: expected 3 positive ints [oh, ow, oc4]"] if min(tile) < 1 else []
     problems += [f"local_size {list(local)}: expected positive ints"] if min(local) < 1 else []
+    if math.prod(local) > device.max_workgroup:
+        problems.append(f"local_size {list(local)} has {math.prod(local)} work-items, over {device.name}'s "
+                        f"{device.max_workgroup} (opencl.device)")
     if min(tile) >= 1 and tile[0] * tile[1] * 4 * tile[2] > MAX_TILE_FLOATS:
         problems.append(f"tile {list(tile)} holds {tile[0] * tile[1] * 4 * tile[2]} accumulators per work-item; "
                         f"keep oh * ow * 4 * oc4 <= {MAX_TILE_FLOATS} (the kernel unrolls every one of them)")
@@ -144,7 +174,7 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
     geometry = dict(tile=tile, local=local, width=width, vectors=vectors, half_storage=config.dtype == "float16")
     kernels = [conv_kernel(config.name, op, half=False, **geometry) for op in ops]
     output = storages[-1]
-    notes = []
+    notes = list(notes)
     if output.kind == "buffer" and output.layout.layout.pad_kind is PadKind.VALUE and output.layout.padding:
         try:
             grown = padding_cover(output.layout)
@@ -171,7 +201,8 @@ def variant_of(config: Config) -> tuple[str, str]:
     o = opencl_options(config)
     variant = o.variant or ("texture" if config.input_layout.separators else "buffer")
     if variant == "texture":
-        return variant, "texels" if o.filters_in_textures else "vectors+images"
+        in_textures = profile(o.device).texture_filters if o.filters_in_textures is None else o.filters_in_textures
+        return variant, "texels" if in_textures else "vectors+images"
     return variant, "vectors"
 
 
@@ -248,9 +279,10 @@ def _check_image(config: Config, storage: Storage, limit: tuple[int, ...]) -> No
     if width > limit[0] or height > limit[1]:
         key = "opencl.filters_in_textures" if storage.role == "filter" else (
             "input.layout" if storage.role == "input" else "output.layout")
-        raise _error(config, key, f"the {storage.name} texture would be {width}x{height} texels "
-                                  f"({storage.map_text}), over the image2d limit {limit[0]}x{limit[1]} "
-                                  f"(opencl.image_limit; PoCL: 8192x8192, Adreno: 16384x16384)")
+        raise _OverLimit(storage, _error(config, key, f"the {storage.name} texture would be {width}x{height} texels "
+                                                      f"({storage.map_text}), over the image2d limit {limit[0]}x"
+                                                      f"{limit[1]} (opencl.image_limit; PoCL: 8192x8192, Adreno: "
+                                                      f"16384x16384)"))
 
 
 def check_device_limit(config: Config, cplan: OpenCLPlan, device_limit: tuple[int, int], device: str,

@@ -2,10 +2,10 @@
    Do not edit: change the config or the template and run `kernelgen build`. */
 
 /* Launch plan: texture variant, float32 storage, fp32 arithmetic.
-   Work-item tile: 2x2 output pixels x 16 output channels (4 x 4-lane accumulators); work-group [8, 1, 1].
+   Work-item tile: 2x2 output pixels x 16 output channels (1 x 16-lane accumulators); work-group [8, 1, 1].
    Tensors (host arrays packed by kernelgen's layout engine; images are RGBA, one texel = 4 channels):
      input: image 64x2048 texels, n, h, w, c -> n, c // 4, h, |, w, c % 4
-     filter1: image 128x288 texels, o, i, h, w -> o // 16, o % 16 // 4, h, w, |, i, o % 4
+     filter1: buffer [147456], o, i, h, w -> o // 16, h, w, i, o % 16
      output: image 62x1984 texels, n, h, w, c -> n, c // 4, h, |, w, c % 4
    Kernels, in launch order (global size / local size):
      opencl_seed000_3x3_single_texture_conv1(input, filter1, output): [32, 31, 8] / [8, 1, 1]
@@ -13,17 +13,17 @@
 
 __constant sampler_t kg_sampler = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;
 
-/* conv2d #1: [1, 64, 64, 128] -> [1, 62, 62, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]; NDRange [32, 31, 8] / [8, 1, 1]; work-item tile 2x2 pixels x 16 channels (4 x float4) */
+/* conv2d #1: [1, 64, 64, 128] -> [1, 62, 62, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]; NDRange [32, 31, 8] / [8, 1, 1]; work-item tile 2x2 pixels x 16 channels (1 x float16) */
 __kernel __attribute__((reqd_work_group_size(8, 1, 1)))
-void opencl_seed000_3x3_single_texture_conv1(__read_only image2d_t input, __read_only image2d_t filter1, __write_only image2d_t output)
+void opencl_seed000_3x3_single_texture_conv1(__read_only image2d_t input, __global const float *restrict filter1, __write_only image2d_t output)
 {
   const int owt = get_global_id(0), oht = get_global_id(1), nk = get_global_id(2);
   if (owt >= 31) return;
   const int ko = nk;
-  float4 acc0_0 = (float4)(0.0f), acc0_1 = (float4)(0.0f), acc0_2 = (float4)(0.0f), acc0_3 = (float4)(0.0f);
-  float4 acc1_0 = (float4)(0.0f), acc1_1 = (float4)(0.0f), acc1_2 = (float4)(0.0f), acc1_3 = (float4)(0.0f);
-  float4 acc2_0 = (float4)(0.0f), acc2_1 = (float4)(0.0f), acc2_2 = (float4)(0.0f), acc2_3 = (float4)(0.0f);
-  float4 acc3_0 = (float4)(0.0f), acc3_1 = (float4)(0.0f), acc3_2 = (float4)(0.0f), acc3_3 = (float4)(0.0f);
+  float16 acc0_0 = (float16)(0.0f);
+  float16 acc1_0 = (float16)(0.0f);
+  float16 acc2_0 = (float16)(0.0f);
+  float16 acc3_0 = (float16)(0.0f);
   for (int kh = 0; kh < 3; ++kh) {
     for (int kw = 0; kw < 3; ++kw) {
       const int ih0 = ((oht*2)+kh);
@@ -34,116 +34,56 @@ void opencl_seed000_3x3_single_texture_conv1(__read_only image2d_t input, __read
       const int2 xb1 = (int2)(iw1, ih0);
       const int2 xb2 = (int2)(iw0, ih1);
       const int2 xb3 = (int2)(iw1, ih1);
-      const int2 fb = (int2)(0, ((ko*36)+(kh*3)+kw));
+      const int fb = ((ko*18432)+(kh*6144)+(kw*2048));
       for (int c4 = 0; c4 < 32; ++c4) {
         const int2 xc = (int2)(0, c4*64);
-        const int2 fc = (int2)(c4*4, 0);
+        const int fc = c4*64;
         const float4 x0 = read_imagef(input, kg_sampler, xb0 + xc);
         const float4 x1 = read_imagef(input, kg_sampler, xb1 + xc);
         const float4 x2 = read_imagef(input, kg_sampler, xb2 + xc);
         const float4 x3 = read_imagef(input, kg_sampler, xb3 + xc);
-        const float4 w0_0 = read_imagef(filter1, kg_sampler, fb + fc);
-        const float4 w0_1 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(0, 9));
-        const float4 w0_2 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(0, 18));
-        const float4 w0_3 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(0, 27));
-        acc0_0 = fma((float4)(x0.s0), w0_0, acc0_0);
-        acc0_1 = fma((float4)(x0.s0), w0_1, acc0_1);
-        acc0_2 = fma((float4)(x0.s0), w0_2, acc0_2);
-        acc0_3 = fma((float4)(x0.s0), w0_3, acc0_3);
-        acc1_0 = fma((float4)(x1.s0), w0_0, acc1_0);
-        acc1_1 = fma((float4)(x1.s0), w0_1, acc1_1);
-        acc1_2 = fma((float4)(x1.s0), w0_2, acc1_2);
-        acc1_3 = fma((float4)(x1.s0), w0_3, acc1_3);
-        acc2_0 = fma((float4)(x2.s0), w0_0, acc2_0);
-        acc2_1 = fma((float4)(x2.s0), w0_1, acc2_1);
-        acc2_2 = fma((float4)(x2.s0), w0_2, acc2_2);
-        acc2_3 = fma((float4)(x2.s0), w0_3, acc2_3);
-        acc3_0 = fma((float4)(x3.s0), w0_0, acc3_0);
-        acc3_1 = fma((float4)(x3.s0), w0_1, acc3_1);
-        acc3_2 = fma((float4)(x3.s0), w0_2, acc3_2);
-        acc3_3 = fma((float4)(x3.s0), w0_3, acc3_3);
-        const float4 w1_0 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(1, 0));
-        const float4 w1_1 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(1, 9));
-        const float4 w1_2 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(1, 18));
-        const float4 w1_3 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(1, 27));
-        acc0_0 = fma((float4)(x0.s1), w1_0, acc0_0);
-        acc0_1 = fma((float4)(x0.s1), w1_1, acc0_1);
-        acc0_2 = fma((float4)(x0.s1), w1_2, acc0_2);
-        acc0_3 = fma((float4)(x0.s1), w1_3, acc0_3);
-        acc1_0 = fma((float4)(x1.s1), w1_0, acc1_0);
-        acc1_1 = fma((float4)(x1.s1), w1_1, acc1_1);
-        acc1_2 = fma((float4)(x1.s1), w1_2, acc1_2);
-        acc1_3 = fma((float4)(x1.s1), w1_3, acc1_3);
-        acc2_0 = fma((float4)(x2.s1), w1_0, acc2_0);
-        acc2_1 = fma((float4)(x2.s1), w1_1, acc2_1);
-        acc2_2 = fma((float4)(x2.s1), w1_2, acc2_2);
-        acc2_3 = fma((float4)(x2.s1), w1_3, acc2_3);
-        acc3_0 = fma((float4)(x3.s1), w1_0, acc3_0);
-        acc3_1 = fma((float4)(x3.s1), w1_1, acc3_1);
-        acc3_2 = fma((float4)(x3.s1), w1_2, acc3_2);
-        acc3_3 = fma((float4)(x3.s1), w1_3, acc3_3);
-        const float4 w2_0 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(2, 0));
-        const float4 w2_1 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(2, 9));
-        const float4 w2_2 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(2, 18));
-        const float4 w2_3 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(2, 27));
-        acc0_0 = fma((float4)(x0.s2), w2_0, acc0_0);
-        acc0_1 = fma((float4)(x0.s2), w2_1, acc0_1);
-        acc0_2 = fma((float4)(x0.s2), w2_2, acc0_2);
-        acc0_3 = fma((float4)(x0.s2), w2_3, acc0_3);
-        acc1_0 = fma((float4)(x1.s2), w2_0, acc1_0);
-        acc1_1 = fma((float4)(x1.s2), w2_1, acc1_1);
-        acc1_2 = fma((float4)(x1.s2), w2_2, acc1_2);
-        acc1_3 = fma((float4)(x1.s2), w2_3, acc1_3);
-        acc2_0 = fma((float4)(x2.s2), w2_0, acc2_0);
-        acc2_1 = fma((float4)(x2.s2), w2_1, acc2_1);
-        acc2_2 = fma((float4)(x2.s2), w2_2, acc2_2);
-        acc2_3 = fma((float4)(x2.s2), w2_3, acc2_3);
-        acc3_0 = fma((float4)(x3.s2), w2_0, acc3_0);
-        acc3_1 = fma((float4)(x3.s2), w2_1, acc3_1);
-        acc3_2 = fma((float4)(x3.s2), w2_2, acc3_2);
-        acc3_3 = fma((float4)(x3.s2), w2_3, acc3_3);
-        const float4 w3_0 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(3, 0));
-        const float4 w3_1 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(3, 9));
-        const float4 w3_2 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(3, 18));
-        const float4 w3_3 = read_imagef(filter1, kg_sampler, fb + fc + (int2)(3, 27));
-        acc0_0 = fma((float4)(x0.s3), w3_0, acc0_0);
-        acc0_1 = fma((float4)(x0.s3), w3_1, acc0_1);
-        acc0_2 = fma((float4)(x0.s3), w3_2, acc0_2);
-        acc0_3 = fma((float4)(x0.s3), w3_3, acc0_3);
-        acc1_0 = fma((float4)(x1.s3), w3_0, acc1_0);
-        acc1_1 = fma((float4)(x1.s3), w3_1, acc1_1);
-        acc1_2 = fma((float4)(x1.s3), w3_2, acc1_2);
-        acc1_3 = fma((float4)(x1.s3), w3_3, acc1_3);
-        acc2_0 = fma((float4)(x2.s3), w3_0, acc2_0);
-        acc2_1 = fma((float4)(x2.s3), w3_1, acc2_1);
-        acc2_2 = fma((float4)(x2.s3), w3_2, acc2_2);
-        acc2_3 = fma((float4)(x2.s3), w3_3, acc2_3);
-        acc3_0 = fma((float4)(x3.s3), w3_0, acc3_0);
-        acc3_1 = fma((float4)(x3.s3), w3_1, acc3_1);
-        acc3_2 = fma((float4)(x3.s3), w3_2, acc3_2);
-        acc3_3 = fma((float4)(x3.s3), w3_3, acc3_3);
+        const float16 w0_0 = vload16(0, filter1 + fb + fc);
+        acc0_0 = fma((float16)(x0.s0), w0_0, acc0_0);
+        acc1_0 = fma((float16)(x1.s0), w0_0, acc1_0);
+        acc2_0 = fma((float16)(x2.s0), w0_0, acc2_0);
+        acc3_0 = fma((float16)(x3.s0), w0_0, acc3_0);
+        const float16 w1_0 = vload16(0, filter1 + fb + fc + 16);
+        acc0_0 = fma((float16)(x0.s1), w1_0, acc0_0);
+        acc1_0 = fma((float16)(x1.s1), w1_0, acc1_0);
+        acc2_0 = fma((float16)(x2.s1), w1_0, acc2_0);
+        acc3_0 = fma((float16)(x3.s1), w1_0, acc3_0);
+        const float16 w2_0 = vload16(0, filter1 + fb + fc + 32);
+        acc0_0 = fma((float16)(x0.s2), w2_0, acc0_0);
+        acc1_0 = fma((float16)(x1.s2), w2_0, acc1_0);
+        acc2_0 = fma((float16)(x2.s2), w2_0, acc2_0);
+        acc3_0 = fma((float16)(x3.s2), w2_0, acc3_0);
+        const float16 w3_0 = vload16(0, filter1 + fb + fc + 48);
+        acc0_0 = fma((float16)(x0.s3), w3_0, acc0_0);
+        acc1_0 = fma((float16)(x1.s3), w3_0, acc1_0);
+        acc2_0 = fma((float16)(x2.s3), w3_0, acc2_0);
+        acc3_0 = fma((float16)(x3.s3), w3_0, acc3_0);
       }
     }
   }
   const int2 ob0 = (int2)(owt*2, ((ko*248)+(oht*2)));
-  write_imagef(output, ob0, acc0_0);
-  write_imagef(output, ob0 + (int2)(0, 62), acc0_1);
-  write_imagef(output, ob0 + (int2)(0, 124), acc0_2);
-  write_imagef(output, ob0 + (int2)(0, 186), acc0_3);
+  write_imagef(output, ob0, acc0_0.s0123);
+  write_imagef(output, ob0 + (int2)(0, 62), acc0_0.s4567);
+  write_imagef(output, ob0 + (int2)(0, 124), acc0_0.s89ab);
+  write_imagef(output, ob0 + (int2)(0, 186), acc0_0.scdef);
   const int2 ob1 = (int2)(((owt*2)+1), ((ko*248)+(oht*2)));
-  write_imagef(output, ob1, acc1_0);
-  write_imagef(output, ob1 + (int2)(0, 62), acc1_1);
-  write_imagef(output, ob1 + (int2)(0, 124), acc1_2);
-  write_imagef(output, ob1 + (int2)(0, 186), acc1_3);
+  write_imagef(output, ob1, acc1_0.s0123);
+  write_imagef(output, ob1 + (int2)(0, 62), acc1_0.s4567);
+  write_imagef(output, ob1 + (int2)(0, 124), acc1_0.s89ab);
+  write_imagef(output, ob1 + (int2)(0, 186), acc1_0.scdef);
   const int2 ob2 = (int2)(owt*2, ((ko*248)+(oht*2)+1));
-  write_imagef(output, ob2, acc2_0);
-  write_imagef(output, ob2 + (int2)(0, 62), acc2_1);
-  write_imagef(output, ob2 + (int2)(0, 124), acc2_2);
-  write_imagef(output, ob2 + (int2)(0, 186), acc2_3);
+  write_imagef(output, ob2, acc2_0.s0123);
+  write_imagef(output, ob2 + (int2)(0, 62), acc2_0.s4567);
+  write_imagef(output, ob2 + (int2)(0, 124), acc2_0.s89ab);
+  write_imagef(output, ob2 + (int2)(0, 186), acc2_0.scdef);
   const int2 ob3 = (int2)(((owt*2)+1), ((ko*248)+(oht*2)+1));
-  write_imagef(output, ob3, acc3_0);
-  write_imagef(output, ob3 + (int2)(0, 62), acc3_1);
-  write_imagef(output, ob3 + (int2)(0, 124), acc3_2);
-  write_imagef(output, ob3 + (int2)(0, 186), acc3_3);
+  write_imagef(output, ob3, acc3_0.s0123);
+  write_imagef(output, ob3 + (int2)(0, 62), acc3_0.s4567);
+  write_imagef(output, ob3 + (int2)(0, 124), acc3_0.s89ab);
+  write_imagef(output, ob3 + (int2)(0, 186), acc3_0.scdef);
 }
 
