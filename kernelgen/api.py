@@ -156,6 +156,23 @@ def skipped(config: Config, target: str, detail: str, seed: int = 0) -> Result:
 
 
 def bench(config: Config, target: str, options: BenchOptions) -> list[BenchRow]:
+    """The config's kernels timed on this machine; with options.sweep, every permutation the target sweeps
+    (sweep.py: one process each), the best marked."""
     if target not in TARGETS:
         raise KernelgenError(f"target {target!r} has no benchmark")
-    return TARGETS[target].bench(config, options)
+    variants = TARGETS[target].sweep_variants(config) if options.sweep else []
+    if not variants:
+        return TARGETS[target].bench(config, options)
+    from .sweep import sweep
+
+    return [r.row for r in sweep(config, TARGETS[target], variants, options) if r.row is not None]
+
+
+def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_peaks: dict[str, float]):
+    """Draw the roofline (PNG) of (label, FLOP per byte, GFLOP/s) points under this CPU's measured peaks and each
+    target's device peak; returns the CPU peaks."""
+    from .targets.c.roofline import measure_peaks, plot_roofline
+
+    peaks = measure_peaks()
+    plot_roofline(path, points, peaks, device_peaks)
+    return peaks

@@ -330,16 +330,16 @@ def test_bench_reports_time_flops_and_the_fma_peak():
 
 
 def test_sweep_covers_tiles_times_work_groups_of_the_variant():
-    from kernelgen.targets.opencl.bench import SWEEP_LOCAL, SWEEP_TILES, _candidates
+    from kernelgen.targets.opencl.bench import SWEEP_LOCAL, SWEEP_TILES, sweep_variants
     from kernelgen.targets.opencl.options import opencl_options
 
     config = _config("batch2_texture")  # texture variant, filters in buffers
-    candidates = _candidates(config, sweep=True)
-    assert len(candidates) == len(SWEEP_TILES["vectors+images"]) * len(SWEEP_LOCAL)
-    options = [opencl_options(c) for c in candidates]
+    variants = sweep_variants(config)
+    assert len(variants) == len(SWEEP_TILES["vectors+images"]) * len(SWEEP_LOCAL)
+    options = [opencl_options(c) for _, c in variants]
     assert {tuple(o.tile) for o in options} == set(SWEEP_TILES["vectors+images"])
     assert all(o.variant == "texture" and not o.filters_in_textures for o in options)
-    assert _candidates(config, sweep=False) == [config]
+    assert len({key for key, _ in variants}) == len(variants)  # keys tell variants apart (resume matches them)
 
 
 @requires_tool("py:pyopencl")

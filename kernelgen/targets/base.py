@@ -79,6 +79,16 @@ class Target(ABC):
     def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
         """Time the generated kernels on this machine."""
 
+    def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
+        """The permutations `bench --sweep` tries, each a key (what a resumed sweep matches) and the config with
+        that tile / work-group; [] for a target without any."""
+        return []
+
+    def sweep_measure(self, config: Config, options: BenchOptions) -> list[BenchRow]:
+        """One sweep variant's row, first: its time (bench), or a static estimate for a device that is not here
+        (metrics['rank'], lower is better)."""
+        return self.bench(config, options)
+
     # A target whose kernels a real device compiler can judge without the device names those devices here.
     stats_devices: ClassVar[tuple[str, ...]] = ()
 

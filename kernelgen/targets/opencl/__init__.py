@@ -11,7 +11,7 @@ from ...plan import Plan
 from ...toolstatus import ToolStatus
 from ...validate import Result
 from ..base import Target
-from .bench import bench_opencl
+from .bench import bench_opencl, sweep_variants
 from .options import NAME, OpenCLModel
 from .plan import OpenCLPlan, plan_opencl
 from .toolchain import status
@@ -41,3 +41,6 @@ class OpenCL(Target):
 
     def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
         return bench_opencl(config, options, self.render)
+
+    def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
+        return sweep_variants(config)

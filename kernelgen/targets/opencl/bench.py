@@ -3,12 +3,11 @@ FMA peak measured in the same process between the kernel's runs (fma_peak_gflops
 ratio survives a busy machine better than either number alone; `steal` (host_steal) says how
 much of the machine a hypervisor took meanwhile.
 
-`--sweep` tries tile x work-group permutations of the config's variant and marks the best.
+`--sweep` tries tile x work-group permutations of the config's variant (sweep_variants; sweep.py runs them).
 torch's CPU conv2d is timed beside it when torch happens to be installed (never required).
 """
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 
@@ -16,7 +15,6 @@ import numpy as np
 
 from ...bench import BenchOptions, BenchRow
 from ...config import Config, with_options
-from ...errors import ConfigError
 from ...host_steal import measure_steal
 from ...planner import plan as make_plan
 from ...validate import make_inputs
@@ -40,42 +38,33 @@ def bench_opencl(config: Config, options: BenchOptions, render: Render) -> list[
     logical = make_inputs(the_plan, np.random.default_rng(0)).logical
     rows = []
     with OpenCLRunner(options.device) as runner:
-        for candidate in _candidates(config, options.sweep):
-            try:
-                cplan, source = prepare(candidate, runner, render)
-            except ConfigError:
-                if not options.sweep:
-                    raise
-                continue  # a sweep point the device cannot hold (image limits)
-            steps, arrays = launches(cplan, source), host_arrays(cplan, logical)
-            runner.run_sequence(steps, arrays)  # warms PoCL's JIT and caches
-            times, peaks = [], []
-            with measure_steal() as steal:
-                for _ in range(options.repeat):
-                    # Kernel runs interleaved with peak runs: with other jobs on the 2 cores, both
-                    # medians are taken over the same stretch of load.
-                    times.append(runner.run_sequence(steps, arrays).kernel_times_ns[0])
-                    peaks.append(fma_peak_gflops(runner, runs=2))
-            seconds, peak = statistics.median(times) * 1e-9, statistics.median(peaks)
-            rows.append(BenchRow(config=config.name, target=NAME,
-                                 label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
-                                 seconds=seconds, flops=the_plan.flops,
-                                 metrics={"peak_gflops": round(peak, 1),
-                                          "ratio": round(the_plan.flops / seconds / 1e9 / peak, 3),
-                                          **steal}, spread=(min(times) * 1e-9, max(times) * 1e-9)))
-    if options.sweep and rows:
-        best = min(range(len(rows)), key=lambda i: rows[i].seconds)
-        rows[best] = dataclasses.replace(rows[best], best=True)
+        cplan, source = prepare(config, runner, render)  # a config the device cannot hold: ConfigError
+        steps, arrays = launches(cplan, source), host_arrays(cplan, logical)
+        runner.run_sequence(steps, arrays)  # warms PoCL's JIT and caches
+        times, peaks = [], []
+        with measure_steal() as steal:
+            for _ in range(options.repeat):
+                # Kernel runs interleaved with peak runs: with other jobs on the 2 cores, both
+                # medians are taken over the same stretch of load.
+                times.append(runner.run_sequence(steps, arrays).kernel_times_ns[0])
+                peaks.append(fma_peak_gflops(runner, runs=2))
+        seconds, peak = statistics.median(times) * 1e-9, statistics.median(peaks)
+        rows.append(BenchRow(config=config.name, target=NAME,
+                             label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
+                             seconds=seconds, flops=the_plan.flops,
+                             metrics={"peak_gflops": round(peak, 1),
+                                      "ratio": round(the_plan.flops / seconds / 1e9 / peak, 3),
+                                      **steal}, spread=(min(times) * 1e-9, max(times) * 1e-9)))
     torch_row = _torch_row(config, logical, options.repeat)
     return rows + ([torch_row] if torch_row else [])
 
 
-def _candidates(config: Config, sweep: bool) -> list[Config]:
-    if not sweep:
-        return [config]
+def sweep_variants(config: Config) -> list[tuple[str, Config]]:
+    """Tiles x work-group sizes for the config's variant and kind of filter loads (bench --sweep)."""
     variant, kind = variant_of(config)
-    return [with_options(config, NAME, opencl_options(config).model_copy(
-                update={"tile": list(tile), "local_size": list(local), "variant": variant}))
+    return [(f"tile={list(tile)} local={list(local)}",
+             with_options(config, NAME, opencl_options(config).model_copy(
+                 update={"tile": list(tile), "local_size": list(local), "variant": variant})))
             for tile in SWEEP_TILES[kind] for local in SWEEP_LOCAL]
 
 

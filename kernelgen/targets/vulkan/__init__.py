@@ -12,9 +12,9 @@ from ...plan import Plan
 from ...toolstatus import ToolStatus
 from ...validate import Result
 from ..base import Target
-from .bench import bench_vulkan
+from .bench import bench_vulkan, static_estimate, sweep_variants
 from .code import COMP_TEMPLATE
-from .options import NAME, VulkanModel
+from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
 from .toolchain import status
 from .validate import validate_vulkan
@@ -41,6 +41,17 @@ class Vulkan(Target):
         return validate_vulkan(config, seed)
 
     def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
+        return bench_vulkan(config, options)
+
+    def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
+        return sweep_variants(config)
+
+    def sweep_measure(self, config: Config, options: BenchOptions) -> list[BenchRow]:
+        """Timed on this machine's device, or, for a profile whose compiler is here and GPU is not (rdna2),
+        ranked by that compiler's static estimate."""
+        device = vulkan_options(config).device
+        if device in self.stats_devices:
+            return [static_estimate(config, self.stats(config, device))]
         return bench_vulkan(config, options)
 
     def binaries(self, config: Config, plan: Plan) -> tuple[dict[str, bytes], str]:

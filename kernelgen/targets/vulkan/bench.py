@@ -13,22 +13,25 @@ the ratio even at zero steal: seed 002 measured 0.43-0.46 with the probe at ~80 
 
 Rows are labelled in seed 002's style:
 Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[2x8x16]/WGSize[4x2x2]/f32.
-`--sweep` times ivc tile x workgroup permutations and marks the fastest.
+`--sweep` times ivc tile x workgroup permutations (sweep_variants; sweep.py runs them), or, for a device profile
+whose GPU is not here (rdna2), ranks them by ACO's static estimate (static_estimate).
 """
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
 
 from ...bench import BenchOptions, BenchRow
-from ...config import Config
-from ...errors import ConfigError, ToolchainError
+from ...config import Config, with_options
+from ...devices import PROFILES
+from ...errors import ToolchainError
 from ...host_steal import measure_steal
 from ...planner import plan as make_plan
 from ...validate import make_inputs
 from .code import compile_ops, glsl_source
-from .options import NAME
+from .options import NAME, vulkan_options
 from .plan import plan_vulkan
 from .probe import best_accumulators, fma_probe
 from .runtime import VulkanRunner
@@ -45,6 +48,11 @@ from .validate import buffers, check_device, stages
 SWEEP_TILES = ((1, 16, 16), (2, 8, 16), (4, 4, 16), (8, 2, 16), (1, 32, 16), (4, 8, 16), (4, 16, 8),
                (8, 8, 8), (8, 16, 4), (4, 8, 32))
 SWEEP_WG = ((8, 1, 1), (8, 4, 1), (4, 2, 2))
+# A GPU profile sweeps the tiles a GPU's register file holds (rdna2: up to 2x4 pixels x 8 channels stay under
+# 128 VGPRs, see devices.py) in wave-sized workgroups; lavapipe's tiles above spill thousands of VGPRs there.
+GPU_SWEEP_TILES = ((1, 2, 4), (2, 2, 4), (2, 4, 4), (1, 4, 8), (2, 4, 8), (4, 4, 4))
+GPU_SWEEP_WG = ((16, 4, 1), (64, 1, 1), (8, 8, 1))
+SUBGROUP = {name: p.subgroup for name, p in PROFILES.items()}
 
 
 def _device(options: BenchOptions) -> int | str | None:
@@ -56,40 +64,53 @@ def _device(options: BenchOptions) -> int | str | None:
 def bench_vulkan(config: Config, options: BenchOptions) -> list[BenchRow]:
     the_plan = make_plan(config)
     inputs = make_inputs(the_plan, np.random.default_rng(0))
-    variants = [(None, None)]
-    if options.sweep:
-        variants = [(t, w) for t in SWEEP_TILES for w in SWEEP_WG]
-    timed: list[tuple] = []  # label, median seconds, metrics, (fastest, slowest)
     with VulkanRunner(_device(options)) as runner:
         if not runner.info.timestamps:
             raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
-        for tile, wg in variants:
-            try:
-                vk = plan_vulkan(config, the_plan, ivc_tile=tile, wg_size=wg)
-            except ConfigError:
-                continue  # a permutation this problem cannot take (too many workgroups)
-            check_device(vk, runner.info)
-            spirv = compile_ops(glsl_source(the_plan, vk), vk)
-            arrays = buffers(the_plan, vk, inputs.physical)
-            probe = fma_probe(binding=len(arrays), accumulators=best_accumulators(runner))
-            with measure_steal() as steal:
-                result = runner.run_sequence([probe.stage, *stages(vk, spirv)], [*arrays, probe.buffer],
-                                             repeat=options.repeat + 1)
-            if not np.isfinite(result.outputs[-1]).all():
-                raise ToolchainError("the FMA probe produced non-finite values")
-            kernel = [sum(t[1:]) * 1e-9 for t in result.stage_times_ns[1:]]
-            peak = [probe.flops / (t[0] * 1e-9) for t in result.stage_times_ns[1:]]
-            ratio = statistics.median([the_plan.flops / k / p for k, p in zip(kernel, peak)])
-            label = " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
-            timed.append((label, statistics.median(kernel),
-                          {"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio, **steal},
-                          (min(kernel), max(kernel))))
-    rows = [BenchRow(config=config.name, target=NAME, label=label, seconds=seconds, flops=the_plan.flops,
-                     metrics=metrics, spread=spread)
-            for label, seconds, metrics, spread in timed]
-    if options.sweep and rows:
-        best = min(range(len(rows)), key=lambda i: rows[i].seconds)
-        r = rows[best]
-        rows[best] = BenchRow(config=r.config, target=r.target, label=r.label, seconds=r.seconds, flops=r.flops,
-                              metrics=r.metrics, best=True, spread=r.spread)
-    return rows
+        vk = plan_vulkan(config, the_plan)  # a permutation this problem cannot take: ConfigError
+        check_device(vk, runner.info)
+        spirv = compile_ops(glsl_source(the_plan, vk), vk)
+        arrays = buffers(the_plan, vk, inputs.physical)
+        probe = fma_probe(binding=len(arrays), accumulators=best_accumulators(runner))
+        with measure_steal() as steal:
+            result = runner.run_sequence([probe.stage, *stages(vk, spirv)], [*arrays, probe.buffer],
+                                         repeat=options.repeat + 1)
+        if not np.isfinite(result.outputs[-1]).all():
+            raise ToolchainError("the FMA probe produced non-finite values")
+    kernel = [sum(t[1:]) * 1e-9 for t in result.stage_times_ns[1:]]
+    peak = [probe.flops / (t[0] * 1e-9) for t in result.stage_times_ns[1:]]
+    ratio = statistics.median([the_plan.flops / k / p for k, p in zip(kernel, peak)])
+    return [BenchRow(config=config.name, target=NAME, label=_label(vk), seconds=statistics.median(kernel),
+                     flops=the_plan.flops, metrics={"peak_gflops": statistics.median(peak) / 1e9, "ratio": ratio,
+                                                    **steal}, spread=(min(kernel), max(kernel)))]
+
+
+def _label(vk) -> str:
+    return " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
+
+
+def sweep_variants(config: Config) -> list[tuple[str, Config]]:
+    """Invocation tiles x workgroup sizes (bench --sweep), keeping the config's device and wide_store."""
+    options = vulkan_options(config)
+    tiles, sizes = (SWEEP_TILES, SWEEP_WG) if options.device == "lavapipe" else (GPU_SWEEP_TILES, GPU_SWEEP_WG)
+    return [(f"ivc_tile={list(tile)} wg_size={list(wg)}",
+             with_options(config, NAME, options.model_copy(update={"ivc_tile": list(tile), "wg_size": list(wg)})))
+            for tile in tiles for wg in sizes]
+
+
+def static_estimate(config: Config, stats: list[dict]) -> BenchRow:
+    """A variant judged by ACO instead of a clock (a profile whose GPU is not here): the dispatch's cost as ACO's
+    inverse throughput (cycles per wave, latency hidden by occupancy) times the waves each op launches, summed
+    over the ops; a variant that spills ranks after every one that does not."""
+    the_plan = make_plan(config)
+    vk = plan_vulkan(config, the_plan)
+    cycles = 0.0
+    for op, s in zip(vk.ops, stats):
+        invocations = math.prod(op.groups) * math.prod(op.wg_size)
+        cycles += s["inverse_throughput"] * math.ceil(invocations / SUBGROUP[vulkan_options(config).device])
+    spills = sum(s["spilled_vgprs"] + s["spilled_sgprs"] for s in stats)
+    metrics = {"aco_cycles": round(cycles), "vgprs": max(s["vgprs"] for s in stats),
+               "spilled_vgprs": sum(s["spilled_vgprs"] for s in stats), "waves": min(s["waves"] for s in stats),
+               "rank": cycles + (1e18 if spills else 0.0)}
+    return BenchRow(config=config.name, target=NAME, label=_label(vk) + " (ACO estimate)", seconds=float("nan"),
+                    flops=the_plan.flops, metrics=metrics)

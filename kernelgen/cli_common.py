@@ -1,0 +1,102 @@
+"""What the commands share: loading every config with its problems reported together, the exit codes of
+library errors (ConfigError -> 2, any other KernelgenError -> 1), the common options, progress and JSON numbers."""
+from __future__ import annotations
+
+import difflib
+import functools
+import sys
+from typing import Callable
+
+import click
+
+from .api import TARGETS, applicable, chosen_targets, load_config, with_device
+from .config import Config
+from .devices import PROFILES
+from .diagnostics import render
+from .errors import ConfigError, KernelgenError
+
+
+def echo_problems(error: ConfigError) -> None:
+    """Each problem on stderr; on a terminal with its source line and a caret under the column."""
+    for problem in error.problems:
+        click.echo(render(problem, with_source=sys.stderr.isatty()), err=True)
+
+
+def handle_errors(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as error:
+            echo_problems(error)
+            sys.exit(2)
+        except KernelgenError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(error.exit_code)
+    return wrapper
+
+
+def load_all(paths: tuple[str, ...], targets: tuple[str, ...] = (), device: str | None = None) -> list[Config]:
+    """Load every config first and report all problems together, before writing anything. With --target, the
+    configs none of those targets takes (by dtype) are left out with a note; none left is a config error."""
+    configs, problems = [], []
+    for path in paths:
+        try:
+            configs.append(load_config(path))
+        except ConfigError as error:
+            problems += error.problems
+    if problems:
+        raise ConfigError(problems)
+    names: dict[str, str] = {}
+    for config in configs:
+        if config.name in names and names[config.name] != config.path:
+            raise ConfigError([_problem(config, "name", f"{config.name!r} is also the name of {names[config.name]}; "
+                                                        f"names must be unique (they name output folders)")])
+        names[config.name] = config.path
+    if device:
+        configs = [with_device(c, device) for c in configs]
+    kept, left_out = applicable(configs, targets)
+    if not kept and left_out:
+        chosen_targets(left_out[0], targets)  # raises: dtype, with the dtypes the targets take
+    if left_out:
+        click.echo(f"note: --target {', '.join(targets)} takes none of: "
+                   + ", ".join(f"{c.name} ({c.dtype})" for c in left_out), err=True)
+    return kept
+
+
+def number(value):
+    """JSON has no NaN: a measurement that does not exist (skipped run, no wall time) is null."""
+    return value if not isinstance(value, float) or value == value and abs(value) != float("inf") else None
+
+
+def _problem(config: Config, key: str, message: str):
+    from .errors import ConfigProblem
+
+    return ConfigProblem(config.path, 1, 1, key, message)
+
+
+configs_argument = click.argument("configs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def _known_targets(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    """A --target typo is a usage error naming the known targets (registered ones included)."""
+    for name in value:
+        if name not in TARGETS:
+            hint = difflib.get_close_matches(name, list(TARGETS), n=1)
+            raise click.BadParameter(f"unknown target {name!r}{f' (did you mean {hint[0]!r}?)' if hint else ''}; "
+                                     f"known targets: {', '.join(TARGETS)}")
+    return value
+
+
+target_option = click.option("--target", "targets", multiple=True, metavar="NAME", callback=_known_targets,
+                             help=f"Target to use (repeatable); overrides the config's targets. One of: {', '.join(TARGETS)}.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+device_option = click.option("--device", type=click.Choice(sorted(PROFILES)), help="A device profile (kernelgen "
+                             "devices) for every target that takes it, over the configs' vulkan/opencl.device.")
+
+
+def progress(items: list, label: str):
+    """A progress bar on a terminal; silent otherwise (CI logs stay clean)."""
+    if sys.stderr.isatty() and len(items) > 1:
+        return click.progressbar(items, label=label, file=sys.stderr)
+    from contextlib import nullcontext
+
+    return nullcontext(items)

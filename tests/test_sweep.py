@@ -1,0 +1,118 @@
+"""Issue 21: sweeps that keep what they measured. Each variant runs in a process of its own; its result is in the
+--output JSON Lines file as soon as it exists; a second run measures only what the file lacks; a variant over
+--variant-timeout is recorded as timed out and the sweep goes on; Ctrl-C keeps everything measured so far."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.api import parse_config
+from kernelgen.bench import BenchOptions, BenchRow
+from kernelgen.cli import main
+from kernelgen.sweep import read_records, sweep
+from kernelgen.targets import TARGETS
+
+SMALL = ("name: small\ninput: {shape: [1, 8, 8, 16]}\nops: [{conv2d: {out_channels: 16, kernel: 3, pad: 1}}]\n"
+         "targets: [opencl, vulkan]\n")
+
+
+class Sleepy:
+    """A stand-in target: variant "slow" never finishes in time, the others answer at once (picklable: the
+    variant's process imports this module)."""
+
+    name = "sleepy"
+
+    def sweep_measure(self, config, options):
+        if config.name == "slow":
+            time.sleep(60)
+        return [BenchRow(config=config.name, target="sleepy", label=config.name, seconds=0.5 if config.name == "a"
+                         else 0.25, flops=100)]
+
+
+def _variants(*names: str):
+    return [(name, parse_config(SMALL.replace("name: small", f"name: {name}"), f"{name}.yaml")) for name in names]
+
+
+def test_a_variant_over_its_timeout_is_recorded_and_the_sweep_goes_on(tmp_path):
+    output = tmp_path / "sweep.jsonl"
+    config = parse_config(SMALL, "small.yaml")
+    started = time.monotonic()
+    results = sweep(config, Sleepy(), _variants("a", "slow", "b"), BenchOptions(), output, timeout=3)
+    assert time.monotonic() - started < 40  # the slow variant cost its timeout, not its minute
+    assert [(r.variant, r.status) for r in results] == [("a", "measured"), ("slow", "timed out"), ("b", "measured")]
+    assert [r.row.best for r in results if r.row] == [False, True]  # b is faster
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [(r["variant"], r["status"]) for r in lines] == [("a", "measured"), ("slow", "timed out"),
+                                                            ("b", "measured")]
+    assert "no result within 3 s" in lines[1]["detail"]
+    # resumed: every variant is in the file already, nothing is measured again (the slow one would take 3 s)
+    started = time.monotonic()
+    again = sweep(config, Sleepy(), _variants("a", "slow", "b"), BenchOptions(), output, timeout=3)
+    assert time.monotonic() - started < 2
+    assert [(r.variant, r.status) for r in again] == [(r.variant, r.status) for r in results]
+    assert len(output.read_text().splitlines()) == 3
+
+
+def test_ctrl_c_keeps_what_was_measured_and_a_torn_line_is_measured_again(tmp_path):
+    output = tmp_path / "sweep.jsonl"
+    config = parse_config(SMALL, "small.yaml")
+
+    def interrupt(done, total, result):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    results = sweep(config, Sleepy(), _variants("a", "b"), BenchOptions(), output, progress=interrupt)
+    assert [r.variant for r in results] == ["a"] and results[0].row.best
+    assert list(read_records(output)) == [("small", "sleepy", "a")]
+    with open(output, "a") as out:
+        out.write('{"config": "small", "target": "sleepy", "vari')  # killed mid-line
+    assert list(read_records(output)) == [("small", "sleepy", "a")]
+    results = sweep(config, Sleepy(), _variants("a", "b"), BenchOptions(), output)
+    assert [r.status for r in results] == ["measured", "measured"]
+
+
+@requires_tool("py:pyopencl")
+def test_cli_sweep_streams_jsonl_and_resumes(tmp_path, monkeypatch):
+    """The opencl sweep through the command line, cut to three variants: one JSON line each, a best one, and a
+    second run that measures nothing."""
+    from kernelgen.targets.opencl import bench as opencl_bench
+
+    monkeypatch.setattr(opencl_bench, "SWEEP_TILES", {k: v[:1] for k, v in opencl_bench.SWEEP_TILES.items()})
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL)
+    output = tmp_path / "sweep.jsonl"
+    args = ["bench", str(config), "--target", "opencl", "--sweep", "--repeat", "2", "--output", str(output),
+            "--variant-timeout", "120", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(lines) == len(opencl_bench.SWEEP_LOCAL) and all(r["status"] == "measured" for r in lines)
+    rows = [r for r in json.loads(result.stdout)["results"] if r["target"] == "opencl"]
+    assert sum(r["best"] for r in rows) == 1 and all(r["seconds"] > 0 for r in rows)
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and len(output.read_text().splitlines()) == len(lines)
+    assert "[1/3] opencl small tile=" in again.stderr
+
+
+@requires_tool("glslangValidator", "py:vulkan")
+def test_a_rdna2_sweep_ranks_by_aco_and_puts_spilling_variants_last(tmp_path, monkeypatch):
+    """No RDNA2 GPU here: with the rdna2 profile each variant is compiled by RADV's ACO for a null device and
+    ranked by its estimate (inverse throughput x waves); a variant that spills ranks after every clean one."""
+    from kernelgen.targets.vulkan import bench as vulkan_bench
+
+    monkeypatch.setattr(vulkan_bench, "GPU_SWEEP_TILES", ((2, 4, 4), (4, 8, 8)))
+    monkeypatch.setattr(vulkan_bench, "GPU_SWEEP_WG", ((16, 4, 1),))
+    config = parse_config(SMALL.replace("targets: [opencl, vulkan]", "vulkan: {device: rdna2}\ntargets: [vulkan]")
+                          .replace("shape: [1, 8, 8, 16]", "shape: [1, 34, 34, 64]").replace("out_channels: 16",
+                                                                                          "out_channels: 64"), "r.yaml")
+    target = TARGETS["vulkan"]
+    results = sweep(config, target, target.sweep_variants(config), BenchOptions())
+    by_key = {r.variant: r.row for r in results}
+    small, big = by_key["ivc_tile=[2, 4, 4] wg_size=[16, 4, 1]"], by_key["ivc_tile=[4, 8, 8] wg_size=[16, 4, 1]"]
+    assert small.metrics["spilled_vgprs"] == 0 and big.metrics["spilled_vgprs"] > 0
+    assert small.best and not big.best and small.metrics["rank"] < big.metrics["rank"]
+    assert small.seconds != small.seconds and "(ACO estimate)" in small.label  # no wall time: an estimate
