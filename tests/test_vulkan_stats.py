@@ -75,8 +75,8 @@ def test_stats_refuses_a_device_it_cannot_compile_for(repo):
 @requires_tool(*VULKAN)
 def test_rdna2_defaults_compile_spill_free_for_every_vulkan_config(repo):
     """The rdna2 profile's default tiles: no spill for every Vulkan config in configs/ and the vulkan target's
-    test matrix, as RADV's ACO compiles them, and at most 128 VGPRs for kernels up to 3 wide (a 5-wide kernel
-    keeps 20 filter vec4s in registers: 152-176 VGPRs, still without spills; issue 21 stays open on it)."""
+    test matrix, as RADV's ACO compiles them, and at most 128 VGPRs (8+ waves per SIMD) for kernels up to 5 wide
+    (past 3 taps the invocation tile shrinks to make room for the row's filter slice)."""
     import test_vulkan_target
     from kernelgen.api import load_config, parse_config
     from kernelgen.config import with_options
@@ -91,7 +91,7 @@ def test_rdna2_defaults_compile_spill_free_for_every_vulkan_config(repo):
         rdna2 = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
             "device": "rdna2", "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
         for op in TARGETS["vulkan"].stats(rdna2, "rdna2"):
-            narrow = config.ops[op["op"] - 1].kernel[1] <= 3
+            narrow = config.ops[op["op"] - 1].kernel[1] <= 5
             worst.append((op["spilled_vgprs"] + op["spilled_sgprs"], op["vgprs"] if narrow else 0, config.name,
                           op["op"]))
     assert max(worst)[0] == 0, max(worst)

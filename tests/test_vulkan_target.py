@@ -190,6 +190,21 @@ def test_wide_store_needs_pairs_in_the_tile():
         plan_vulkan(config, plan(config))
 
 
+@pytest.mark.slow
+@requires_tool(*VULKAN)
+def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minutes():
+    """Issue 21: a 3x3 conv over 64x64x128 (no pad) with the default tile kept lavapipe's compiler busy for more
+    than 10 minutes. The body guard (BODY_LIMIT: kh stays a loop past it) keeps the unrolled body small; the
+    whole validation took 26 s here (not asserted: times belong to benchmarks)."""
+    config = parse_config("name: big3x3\ninput: {shape: [1, 64, 64, 128]}\n"
+                          "ops: [{conv2d: {out_channels: 128, kernel: 3}}]\ntargets: [vulkan]\n", "big3x3.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    # the default tile's all-taps body would be over BODY_LIMIT unrolled vec4 multiply-adds: kh stays a loop
+    assert op.fh_block == 1 and op.trips <= LOOP_LIMIT
+    result = validate(config, "vulkan")
+    assert result.passed, result.detail
+
+
 def test_wide_reductions_unroll_the_channel_loop_under_lavapipes_limit():
     # A tile whose all-taps body exceeds BODY_LIMIT keeps kh as a loop: 11 x 8,194 trips would
     # pass the limit, so the channel loop is unrolled by 2.

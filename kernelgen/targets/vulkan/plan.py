@@ -70,6 +70,17 @@ class DeviceDefaults:
     unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
 
 
+def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
+    """A register-bound GPU keeps one kernel row's filter slice in registers (kw taps x 4 vec4 per output
+    chunk): past 3 taps the pixels make room for it. Measured with kernelgen stats on RADV's ACO: a 1x5 kernel
+    at 2x4 pixels needed 152 VGPRs, at 1x2 128; a 5x5 one 176, at 1x1 128 (8 waves per SIMD)."""
+    kh = max(op.kernel[0] for op in plan.ops)
+    kw = max(op.kernel[1] for op in plan.ops)
+    if kw <= 3:
+        return tile
+    return (1, 1 if kh > 3 else min(tile[1], 2), tile[2])
+
+
 DEVICE_DEFAULTS = {
     "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
@@ -272,6 +283,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         tile = defaults.ivc_tile
         if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
             tile = (tile[0], max(1, tile[1] // max(op.stride[1] for op in plan.ops)), tile[2])
+            tile = _wide_kernel_tile(tile, plan)
         ivc = (min(tile[0], last[1]), min(tile[1], last[2]),
                4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
     if min(ivc) < 1 or ivc[2] % (4 * lanes):
