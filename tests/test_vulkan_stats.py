@@ -170,3 +170,18 @@ def test_device_option_applies_a_profile_to_every_target_that_takes_it(tmp_path,
     result = runner.invoke(main, ["validate", config, "--target", "vulkan", "--device", "rdna2"])
     assert result.exit_code == 0 and " pass " in result.output, result.output
     assert runner.invoke(main, ["build", config, "--device", "nope"]).exit_code == 2
+
+
+@requires_tool(*VULKAN, "spirv-val")
+def test_an_explicit_tile_that_spills_on_rdna2_builds_with_a_warning_naming_the_spills(tmp_path):
+    config = tmp_path / "spilly.yaml"
+    text = ("name: spilly\ninput: {shape: [1, 34, 34, 64]}\nops: [{conv2d: {out_channels: 64, kernel: 3, pad: 1}}]\n"
+            "vulkan: {device: rdna2, ivc_tile: [4, 8, 8]}\ntargets: [vulkan]\n")
+    config.write_text(text)
+    result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "warning: spilly: on rdna2 (RADV's ACO) op 1 spills " in result.stderr and " VGPRs" in result.stderr
+    assert (tmp_path / "out" / "spilly" / "vulkan" / "spilly.op1.spv").is_file()
+    config.write_text(text.replace(", ivc_tile: [4, 8, 8]", ""))  # the profile's default: no warning
+    result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out2")])
+    assert result.exit_code == 0 and "spills" not in result.stderr, result.stderr

@@ -8,6 +8,7 @@ from typing import Any
 from ...bench import BenchOptions, BenchRow
 from ...config import Config
 from ...emit import OutputFile
+from ...errors import KernelgenError
 from ...plan import Plan
 from ...toolstatus import ToolStatus
 from ...validate import Result
@@ -64,7 +65,26 @@ class Vulkan(Target):
             return {}, "vulkan: glslangValidator not found, wrote the GLSL sources only (apt-get install glslang-tools)"
         vk = plan_vulkan(config, plan)
         spirv = compile_ops(glsl_source(plan, vk), vk)
-        return {f"{config.name}.op{op.index}.spv": code for op, code in zip(vk.ops, spirv)}, ""
+        return {f"{config.name}.op{op.index}.spv": code for op, code in zip(vk.ops, spirv)}, self._spill_note(
+            config, vk, spirv)
+
+    def _spill_note(self, config: Config, vk: VulkanPlan, spirv: tuple[bytes, ...]) -> str:
+        """For a profile whose compiler is here (rdna2), a warning naming each op that spills: an explicit tile
+        still builds, but it would crawl on that GPU."""
+        device = vulkan_options(config).device
+        if device not in self.stats_devices:
+            return ""
+        from .shaderstats import rdna2_stats
+        from .validate import stages
+
+        try:
+            stats = rdna2_stats(list(spirv), [stage.kinds for stage in stages(vk, spirv)])
+        except KernelgenError as error:  # no radeon driver here: the sources and SPIR-V are still right
+            return f"vulkan: {config.name}: no {device} compiler statistics ({error})"
+        spills = [f"op {op.index} spills {s.spilled_vgprs} VGPRs and {s.spilled_sgprs} SGPRs"
+                  for op, s in zip(vk.ops, stats) if s.spilled_vgprs or s.spilled_sgprs]
+        return (f"warning: {config.name}: on {device} (RADV's ACO) {'; '.join(spills)}: a smaller vulkan.ivc_tile "
+                f"(or the profile's default) keeps the accumulators in registers" if spills else "")
 
     stats_devices = ("rdna2",)
 
