@@ -35,9 +35,10 @@ from .code import conv_kernel, pad_kernel
 from .model import ConvOp, Kernel, Storage
 from .options import NAME, opencl_options
 
-# Defaults from sweeps on this machine's PoCL (bench_opencl): float16 vectors for filter buffers;
+# Defaults from sweeps on this machine's PoCL (bench --sweep): float16 vectors for filter buffers, with
+# activations in buffers or textures (1x1 conv 64x64x128: [1, 4, 16] 76 GFLOP/s in textures, [2, 2, 32] 56);
 # with filter texels every texel read costs ~50 ns in PoCL's software sampler, whatever the tile.
-DEFAULT_TILE = {"vectors": (1, 4, 16), "vectors+images": (2, 2, 32), "texels": (2, 2, 4)}
+DEFAULT_TILE = {"vectors": (1, 4, 16), "vectors+images": (1, 4, 16), "texels": (2, 2, 4)}
 DEFAULT_LOCAL_SIZE = (8, 1, 1)
 PAD_KERNEL_LOCAL = 64
 # Accumulator floats per work-item: the tile is unrolled into registers; far beyond the register
