@@ -247,20 +247,35 @@ def test_global_size_is_a_multiple_of_the_local_size_and_covers_the_output():
 
 
 def test_texture_over_the_image_limit_is_a_config_error(tmp_path):
-    """Seed 002's output in NCHW4c is 256 x 16384 texels; the same shape of error, scaled down: an explicit
-    `variant: texture` is refused."""
+    """Seed 002's output in NCHW4c is 256 x 16384 texels; the same shape of error, scaled down, where folding
+    cannot help either (twice as wide is over the width): an explicit `variant: texture` is refused."""
     (tmp_path / "big.yaml").write_text(_yaml("big", ([1, 40, 30, 16], ["{out_channels: 64, kernel: 3}"], NCHW4C,
-                                                     NCHW4C, "{variant: texture, image_limit: [64, 512]}", "float32")))
+                                                     NCHW4C, "{variant: texture, image_limit: [40, 512]}", "float32")))
     result = CliRunner().invoke(main, ["build", str(tmp_path / "big.yaml"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert "output texture would be 28x608 texels" in result.output and "limit 64x512" in result.output
+    assert "output texture would be 28x608 texels" in result.output and "limit 40x512" in result.output
+
+
+@requires_tool("py:pyopencl")
+def test_a_texture_taller_than_the_limit_is_folded_and_validates():
+    """Seed 002's W3 output (NCHW4c, 256 x 16384 texels) is folded under PoCL's 8192 limit: every 2 rows side by
+    side, 512 x 8192, the same bytes in the same order. Scaled down: 20 x 12 under a 16-row limit."""
+    config = _config("k1_tile_equal", shape=[1, 12, 10, 8], ops=["{out_channels: 8, kernel: 3, pad: 1}"],
+                     options="{variant: texture, image_limit: [64, 16]}")
+    cplan = plan_opencl(config, plan(config))
+    assert cplan.storage("input").texels == (20, 12) and cplan.storage("output").texels == (20, 12)
+    assert cplan.storage("output").map_text == "n, h, w, c -> n, c // 4, h // 2, |, h % 2, w, c % 4"
+    assert any("output texture would be 10x24 texels" in n and "folded to 20x12, every 2 rows" in n
+               for n in cplan.notes)
+    result = validate(config, "opencl")
+    assert result.passed, result.detail
 
 
 def test_a_default_texture_over_the_profile_limit_falls_back_to_buffers_and_says_so():
     """Issue 21: what the profile chose by default and cannot hold (an activation texture, a filter texture over
     the image2d limit) moves to a buffer, with a note; what the config asked for explicitly is an error."""
     c = _config("k1_tile_equal", shape=[1, 40, 30, 16], ops=["{out_channels: 64, kernel: 3}"],
-                options="{image_limit: [64, 512]}")
+                options="{image_limit: [40, 512]}")
     activations = plan_opencl(c, plan(c))
     assert activations.variant == "buffer" and not activations.uses_images
     assert any("output texture would be" in n and "activations stay in buffers instead" in n for n in activations.notes)

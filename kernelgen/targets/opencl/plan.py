@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import dataclasses
 from dataclasses import dataclass
 
 from ... import expr as E
 from ...config import Config
 from ...devices import profile
 from ...errors import ConfigError
-from ...layout import FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
+from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
 from .code import conv_kernel, pad_kernel
 from .model import ConvOp, Kernel, Storage
@@ -124,6 +125,7 @@ def plan_opencl(config: Config, plan: Plan) -> OpenCLPlan:
 
 def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str]) -> OpenCLPlan:
     o = opencl_options(config)
+    notes = list(notes)  # this attempt's: a fallback plans again from the caller's
     device = profile(o.device)
     texel_filters = kind == "texels"
     tile = tuple(o.tile) if o.tile else _default_tile(kind, plan)
@@ -170,12 +172,22 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
                           channel_blocks=blocks, bias=bias, residual=None if geo.residual is None else chain[geo.residual]))
         source = dest
         chain.append(dest)
+    folded = {s.name: _fold(s, limit) for s in storages if s.kind == "image" and s.role != "filter"}
+    for name, fit in folded.items():
+        if fit is not None:
+            fold, storage = fit
+            declared = _storage(storages, name)
+            notes.append(f"the {name} texture would be {declared.texels[0]}x{declared.texels[1]} texels "
+                         f"({declared.map_text}), over the image2d limit {limit[0]}x{limit[1]}: folded to "
+                         f"{storage.texels[0]}x{storage.texels[1]}, every {fold} rows side by side (the same bytes in "
+                         f"the same order as the declared map: only the image's width and height change)")
+    storages = [folded[s.name][1] if folded.get(s.name) else s for s in storages]
+    ops = [_refold(op, {s.name: s for s in storages}) for op in ops]
     for s in storages:
         _check_image(config, s, limit)
     geometry = dict(tile=tile, local=local, width=width, vectors=vectors, half_storage=config.dtype == "float16")
     kernels = [conv_kernel(config.name, op, half=False, **geometry) for op in ops]
     output = storages[-1]
-    notes = list(notes)
     if output.kind == "buffer" and output.layout.layout.pad_kind is PadKind.VALUE and output.layout.padding:
         try:
             grown = padding_cover(output.layout)
@@ -271,6 +283,41 @@ def _filter(config: Config, j: int, out_c: int, in_c: int, kernel: tuple[int, in
     bound = parse_layout(text, FILTER_DIMS, pad=0.0).bind((out_c, in_c, *kernel))
     kind = "image" if texels else "buffer"
     return Storage(name=f"filter{j}", role="filter", kind=kind, layout=bound)
+
+
+def _storage(storages: list[Storage], name: str) -> Storage:
+    return next(s for s in storages if s.name == name)
+
+
+def _fold(storage: Storage, limit: tuple[int, ...]) -> tuple[int, Storage] | None:
+    """An activation texture taller than the limit, folded to fit: the innermost row axis e splits into e // f
+    (rows) and e % f (the outermost column axis), so the image is f times wider and f times shorter while every
+    texel keeps its linear position (row * width + column): the host's bytes are the declared layout's. None when
+    it fits already, or no divisor f of e makes it fit."""
+    width, height = storage.texels
+    if height <= limit[1]:
+        return None
+    layout = storage.layout.layout
+    (cut,) = layout.separators
+    extent = storage.layout.physical_shape[cut - 1]
+    for fold in range(2, extent + 1):
+        if extent % fold or height // fold > limit[1]:
+            continue
+        if width * fold > limit[0]:
+            return None
+        inner = layout.outputs[cut - 1]
+        outputs = (*layout.outputs[:cut - 1], E.floordiv(inner, fold), E.floormod(inner, fold), *layout.outputs[cut:])
+        refolded = Layout(source=layout.source, name=layout.name, dims=layout.dims, outputs=outputs, separators=(cut,),
+                          pad_kind=layout.pad_kind, pad_value=layout.pad_value)
+        return fold, Storage(name=storage.name, role=storage.role, kind=storage.kind,
+                             layout=refolded.bind(storage.layout.logical_shape))
+    return None
+
+
+def _refold(op: ConvOp, by_name: dict[str, Storage]) -> ConvOp:
+    """The op reading and writing the folded storages (the same tensors, other image shapes)."""
+    pick = (lambda s: None if s is None else by_name.get(s.name, s))
+    return dataclasses.replace(op, source=pick(op.source), dest=pick(op.dest), residual=pick(op.residual))
 
 
 def _check_image(config: Config, storage: Storage, limit: tuple[int, ...]) -> None:
