@@ -86,7 +86,7 @@ def devices_command(as_json: bool) -> None:
         click.echo(json.dumps({name: asdict(p) for name, p in PROFILES.items()}, indent=2))
         return
     facts = ("subgroup", "register_budget", "local_memory_bytes", "max_workgroup", "max_image", "fp16_arithmetic",
-             "int64", "vector_width", "texture_filters")
+             "int64", "vector_width", "textures", "texture_filters")
     for p in PROFILES.values():
         click.echo(f"{p.name}: {p.description}")
         for fact in facts:

@@ -26,6 +26,7 @@ class DeviceProfile:
     fp16_arithmetic: bool
     int64: bool
     vector_width: int  # preferred float vector width (CPU SIMD lanes; 4 for a GPU's vec4 registers)
+    textures: bool  # OpenCL: activations whose layout has an axis separator go to image2d textures by default
     texture_filters: bool  # OpenCL texture variant: filters in image2d textures too (else float vector buffers)
     sources: dict[str, str] = field(default_factory=dict)  # field -> where the number comes from
 
@@ -34,27 +35,30 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
     DeviceProfile(name="lavapipe", description="Mesa's CPU Vulkan driver (the device on hosts without a GPU)",
                   subgroup=8, register_budget=None, local_memory_bytes=32768, max_workgroup=1024,
                   max_image=(16384, 16384), fp16_arithmetic=True, int64=True, vector_width=8,
-                  texture_filters=False,
+                  textures=False, texture_filters=False,
                   sources={"subgroup": MESA_LVP + " (256-bit LLVM vectors)", "register_budget": CPU,
-                           "texture_filters": "not an OpenCL device",
+                           "textures": "not an OpenCL device", "texture_filters": "not an OpenCL device",
                            "local_memory_bytes": MESA_LVP,
                            "max_workgroup": MESA_LVP, "max_image": MESA_LVP, "fp16_arithmetic": MESA_LVP,
                            "int64": MESA_LVP, "vector_width": MESA_LVP}),
     DeviceProfile(name="pocl-cpu", description="PoCL's pthread OpenCL device", subgroup=16, register_budget=None,
                   local_memory_bytes=2097152, max_workgroup=4096, max_image=(8192, 8192), fp16_arithmetic=False,
-                  int64=True, vector_width=16, texture_filters=False,
+                  int64=True, vector_width=16, textures=False, texture_filters=False,
                   sources={"subgroup": "no subgroups: the preferred float vector width (" + POCL + ") stands in",
-                           "texture_filters": "measured here (kernelgen bench, 1x1 conv 64x64x128 -> 128): filters "
-                                              "in textures 0.07 of the buffer variant's GFLOP/s, in float16 buffers "
-                                              "0.21; PoCL samples each texel in software",
+                           "textures": "measured here (benchmarks/real_gpus.py, 1x1 conv 64x64x128 -> 128): the buffer "
+                                       "variant 220-235 GFLOP/s, the texture variant 76-79 (its best tile)",
+                           "texture_filters": "measured here (benchmarks/real_gpus.py, same conv): the texture variant "
+                                              "with filters in textures 0.04-0.08 of the buffer variant's GFLOP/s, with "
+                                              "float16 filter buffers 0.36; PoCL samples each texel in software",
                            "register_budget": CPU,
                            "local_memory_bytes": POCL, "max_workgroup": POCL, "max_image": POCL,
                            "fp16_arithmetic": POCL + " (no cl_khr_fp16)", "int64": POCL, "vector_width": POCL}),
     DeviceProfile(name="rdna2", description="AMD RDNA2 (Radeon RX 6000; Samsung Xclipse 920 is RDNA2 too)",
                   subgroup=64, register_budget=128, local_memory_bytes=65536, max_workgroup=1024,
                   max_image=(16384, 16384), fp16_arithmetic=True, int64=True, vector_width=4,
-                  texture_filters=False,
+                  textures=False, texture_filters=False,
                   sources={"subgroup": MESA_RADV + " (wave64 compute)", "register_budget": STATS,
+                           "textures": "assumed (no AMD OpenCL device here): buffers, cached like images",
                            "texture_filters": "assumed (no AMD OpenCL device here): buffers, read through the "
                                               "vector L0 cache as fast as images",
                            "local_memory_bytes": MESA_RADV, "max_workgroup": MESA_RADV, "max_image": MESA_RADV,
@@ -62,8 +66,10 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
                            "vector_width": "vec4: 4 VGPRs per vec4 accumulator"}),
     DeviceProfile(name="adreno-7xx", description="Qualcomm Adreno 7xx (Snapdragon 8 Gen 1-3)", subgroup=64,
                   register_budget=48, local_memory_bytes=32768, max_workgroup=1024, max_image=(16384, 16384),
-                  fp16_arithmetic=True, int64=False, vector_width=4, texture_filters=True,
+                  fp16_arithmetic=True, int64=False, vector_width=4, textures=True, texture_filters=True,
                   sources={"subgroup": FREEDRENO + " (threadsize_base 64; double threadsize 128)",
+                           "textures": "TVM's Adreno conv2d schedules (python/tvm/topi/adreno) keep activations in "
+                                       "textures (the global.texture scope): the texture cache and its 2-D locality",
                            "texture_filters": "TVM's Adreno conv2d schedules (python/tvm/topi/adreno) keep weights "
                                               "in textures (the global.texture-weight scope): the texture cache",
                            "register_budget": FREEDRENO + " (reg_size_vec4 = 96 per fiber slot: 12 vec4 = 48 "
@@ -76,8 +82,9 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
                            "vector_width": "vec4 registers"}),
     DeviceProfile(name="mali-valhall", description="Arm Mali Valhall (G57, G77, G710, G715)", subgroup=16,
                   register_budget=32, local_memory_bytes=32768, max_workgroup=1024, max_image=(16384, 16384),
-                  fp16_arithmetic=True, int64=False, vector_width=4, texture_filters=False,
+                  fp16_arithmetic=True, int64=False, vector_width=4, textures=False, texture_filters=False,
                   sources={"subgroup": PANFROST + " (pan_subgroup_size: 16 from arch 9)",
+                           "textures": "assumed (no Mali OpenCL device here): buffers, as TVM's Mali schedules use",
                            "texture_filters": "assumed (no Mali OpenCL device here): Arm's guides favour buffers "
                                               "for compute on Valhall",
                            "register_budget": PANFROST + " (panfrost_max_thread_count: more than 32 work "

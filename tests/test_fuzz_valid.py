@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 from conftest import requires_tool
 from hypothesis import given
+from hypothesis import strategies as st
 from strategies import fuzz_settings, valid_configs
 
-from kernelgen.api import parse_config, validate
+from kernelgen.api import parse_config, validate, with_device
 from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 
@@ -50,8 +51,10 @@ def _planned(case):
     return config
 
 
-def _validates(case, target: str) -> None:
+def _validates(case, target: str, device: str | None = None) -> None:
     config = _planned(case)
+    if device is not None:  # the profile's defaults: pocl-cpu keeps texture maps in buffers, adreno-7xx in textures
+        config = with_device(config, device)
     try:
         result = validate(config, target, seed=1234)
     except ConfigError as error:
@@ -73,9 +76,10 @@ def test_random_configs_plan_soundly_and_match_numpy_on_c(case):
 @pytest.mark.slow
 @requires_tool("py:pyopencl")
 @fuzz_settings(ci_examples=12)
-@given(case=valid_configs(dtypes=("float32", "float16"), max_side=9, max_channels=24, chain=2, target="opencl"))
-def test_random_configs_match_numpy_on_opencl(case):
-    _validates(case, "opencl")
+@given(case=valid_configs(dtypes=("float32", "float16"), max_side=9, max_channels=24, chain=2, target="opencl"),
+       device=st.sampled_from(["pocl-cpu", "adreno-7xx"]))
+def test_random_configs_match_numpy_on_opencl(case, device):
+    _validates(case, "opencl", device)
 
 
 @pytest.mark.slow

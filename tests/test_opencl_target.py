@@ -149,6 +149,9 @@ MATRIX = {
 
 def _yaml(name: str, case, targets: str = "[opencl]") -> str:
     shape, ops, in_layout, out_layout, options, dtype = case
+    if "|" in in_layout and "variant" not in options and "device" not in options:
+        # pocl-cpu's profile puts texture maps in buffers; a matrix case with one runs the texture variant
+        options = "{variant: texture" + (", " + options[1:] if options != "{}" else "}")
     op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
     return (f"name: {name}\ndtype: {dtype}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
             f"output: {{layout: {out_layout}}}\nschedule: {{k_block: 4}}\nopencl: {options}\ntargets: {targets}\n")
@@ -275,7 +278,7 @@ def test_a_default_texture_over_the_profile_limit_falls_back_to_buffers_and_says
     """Issue 21: what the profile chose by default and cannot hold (an activation texture, a filter texture over
     the image2d limit) moves to a buffer, with a note; what the config asked for explicitly is an error."""
     c = _config("k1_tile_equal", shape=[1, 40, 30, 16], ops=["{out_channels: 64, kernel: 3}"],
-                options="{image_limit: [40, 512]}")
+                options="{device: adreno-7xx, image_limit: [40, 512]}")  # textures by default
     activations = plan_opencl(c, plan(c))
     assert activations.variant == "buffer" and not activations.uses_images
     assert any("output texture would be" in n and "activations stay in buffers instead" in n for n in activations.notes)
@@ -291,10 +294,15 @@ def test_a_default_texture_over_the_profile_limit_falls_back_to_buffers_and_says
         plan_opencl(explicit, plan(explicit))
 
 
-def test_the_device_profile_picks_filter_storage_and_bounds_the_work_group():
-    pocl = plan_opencl(c := _config("batch2_texture", options="{}"), plan(c))
+def test_the_device_profile_picks_textures_and_filter_storage_and_bounds_the_work_group():
+    """pocl-cpu: a texture map stays in a buffer (the buffer variant ran 3x faster here), and a texture variant
+    reads float16 filter buffers; adreno-7xx: textures for both (TVM's Adreno schedules)."""
+    pocl = plan_opencl(c := _config("batch2_texture", options="{device: pocl-cpu}"), plan(c))
+    pocl_texture = plan_opencl(c := _config("batch2_texture", options="{variant: texture}"), plan(c))
     adreno = plan_opencl(c := _config("batch2_texture", options="{device: adreno-7xx}"), plan(c))
-    assert pocl.storage("filter1").kind == "buffer" and adreno.storage("filter1").kind == "image"
+    assert pocl.variant == "buffer" and not pocl.uses_images
+    assert pocl_texture.variant == "texture" and pocl_texture.storage("filter1").kind == "buffer"
+    assert adreno.variant == "texture" and adreno.storage("filter1").kind == "image"
     big = _config("batch2_texture", options="{device: adreno-7xx, local_size: [64, 32]}")
     with pytest.raises(ConfigError, match="2048 work-items, over adreno-7xx's 1024"):
         plan_opencl(big, plan(big))

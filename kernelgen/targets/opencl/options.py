@@ -19,7 +19,8 @@ class OpenCLModel(StrictModel):
     local_size: Union[conlist(Count, min_length=1, max_length=3), None] = Field(
         default=None, description="a work-group size of 1 to 3 positive ints")
     variant: Union[Literal["texture", "buffer"], None] = Field(
-        default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator)")
+        default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator and "
+                                  "the device profile prefers textures, as adreno-7xx does)")
     device: Literal["pocl-cpu", "adreno-7xx", "mali-valhall", "rdna2"] = Field(
         default="pocl-cpu", description="the device profile the defaults come from (kernelgen devices): filters in "
                                         "textures or buffers, the image2d limit, the largest work-group")

@@ -212,9 +212,10 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
 def variant_of(config: Config) -> tuple[str, str]:
     """(variant, kind of filter loads): texels (filter images), vectors+images, or vectors."""
     o = opencl_options(config)
-    variant = o.variant or ("texture" if config.input_layout.separators else "buffer")
+    device = profile(o.device)
+    variant = o.variant or ("texture" if config.input_layout.separators and device.textures else "buffer")
     if variant == "texture":
-        in_textures = profile(o.device).texture_filters if o.filters_in_textures is None else o.filters_in_textures
+        in_textures = device.texture_filters if o.filters_in_textures is None else o.filters_in_textures
         return variant, "texels" if in_textures else "vectors+images"
     return variant, "vectors"
 
