@@ -54,7 +54,7 @@ MATRIX = {
                                                       "{out_channels: 6, kernel: 3, dilation: 2, pad: 2}"],
                                      NCHW4C, NCHW4C, "{filters_in_textures: false, tile: [2, 2, 2]}", "float32"),
     "chain_texture_fp16": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
-                           NCHW4C, NCHW4C, "{device: adreno-7xx}", "float16"),
+                           NCHW4C, NCHW4C, "{device: adreno-7xx, half_arithmetic: false}", "float16"),
     "chain_buffer_fp16": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
                           "NHWC", "NHWC", "{}", "float16"),
     "batch2_pad_value_buffer": ([2, 6, 7, 10], ["{out_channels: 6, kernel: 3, pad: 1}"], "nchw-4c",
@@ -102,7 +102,8 @@ MATRIX = {
                                     "NHWC", "NHWC", "{}", "float32"),
     "residual_texture_fp16": ([1, 9, 8, 6], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
                                              "{out_channels: 6, kernel: 3, pad: 1, residual: input, "
-                                             "activation: relu}"], NCHW4C, NCHW4C, "{device: adreno-7xx, tile: [2, 2, 2]}",
+                                             "activation: relu}"], NCHW4C, NCHW4C,
+                              "{device: adreno-7xx, half_arithmetic: false, tile: [2, 2, 2]}",
                               "float16"),
     "residual_blocked_batch2": ([2, 6, 7, 40], ["{out_channels: 40, kernel: 1, bias: true, residual: input}"],
                                 BLOCKED, BLOCKED, "{tile: [2, 4, 2]}", "float32"),
@@ -191,6 +192,17 @@ def test_full_fp16_kernels_are_not_run_without_cl_khr_fp16():
         assert result.passed, result.detail
     else:
         assert result.status == "not run" and "cl_khr_fp16" in result.detail
+
+
+def test_fp16_arithmetic_comes_from_the_device_profile():
+    """adreno-7xx computes float16 in half (validate runs the full-fp16 kernels), pocl-cpu in float (no
+    cl_khr_fp16); an explicit half_arithmetic wins, and a float32 config never asks for it."""
+    from kernelgen.targets.opencl.options import half_arithmetic
+
+    assert half_arithmetic(_config("chain_texture_fp16", options="{device: adreno-7xx}"))
+    assert not half_arithmetic(_config("chain_texture_fp16", options="{device: pocl-cpu}"))
+    assert not half_arithmetic(_config("chain_texture_fp16", options="{device: adreno-7xx, half_arithmetic: false}"))
+    assert not half_arithmetic(_config("batch2_texture", options="{device: adreno-7xx}"))
 
 
 @requires_tool("clang-19")

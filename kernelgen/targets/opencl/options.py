@@ -29,9 +29,19 @@ class OpenCLModel(StrictModel):
     image_limit: Union[conlist(Count, min_length=2, max_length=2), None] = Field(
         default=None, description="[width, height] of the largest image2d the device takes (default: the profile's; "
                                   "PoCL: 8192x8192)")
-    half_arithmetic: StrictBool = Field(
-        default=False, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
-                                   "dtype float16)")
+    half_arithmetic: Union[StrictBool, None] = Field(
+        default=None, description="true or false: validate the full-fp16 kernels (half math, needs cl_khr_fp16; "
+                                  "dtype float16); default: the device profile's fp16 arithmetic, for float16")
+
+
+def half_arithmetic(config: Config) -> bool:
+    """Whether validation runs the full-fp16 kernels: as the config says, else as its device profile computes."""
+    from ...devices import profile
+
+    o = opencl_options(config)
+    if o.half_arithmetic is not None:
+        return o.half_arithmetic
+    return config.dtype == "float16" and profile(o.device).fp16_arithmetic
 
 
 def opencl_options(config: Config) -> OpenCLModel:

@@ -16,7 +16,7 @@ from ...plan import Plan
 from ...planner import plan as make_plan
 from ...validate import Inputs, Result, compare, make_inputs, not_run
 from .args import Arg, BufferArg, ImageArg, Launch
-from .options import NAME, opencl_options
+from .options import NAME, half_arithmetic, opencl_options
 from .plan import OpenCLPlan, check_device_limit, plan_opencl
 from .toolchain import OpenCLRunner
 
@@ -68,7 +68,7 @@ def validate_opencl(config: Config, seed: int, render: Render, *, device: int | 
         # Inputs exactly representable in half, so the reference sees what the device stores.
         logical = tuple(a.astype(np.float16).astype(np.float32) for a in inputs.logical)
         inputs = Inputs(logical, inputs.physical)
-    half_math = opencl_options(config).half_arithmetic
+    half_math = half_arithmetic(config)
     with OpenCLRunner(device) as runner:
         cplan, source = prepare(config, runner, render)
         note = ""
