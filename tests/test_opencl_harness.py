@@ -163,7 +163,7 @@ def test_oversized_image_names_the_limit(runner):
 def test_the_fma_probe_reads_the_same_peak_from_a_second_shape(runner):
     """Issue 21: the probe read half the device when PoCL chose its work-group size (one core of two). The
     best shape's peak and a second shape of the same vector type (twice the chains, another work-group size)
-    agree within 15%, measured alternately in one process (a ratio, not a speed)."""
+    agree within 15%, each the best of runs alternating in one process (a ratio, not a speed)."""
     from dataclasses import replace
 
     from kernelgen.targets.opencl import probe
@@ -171,7 +171,7 @@ def test_the_fma_probe_reads_the_same_peak_from_a_second_shape(runner):
     best = probe.best_shape(runner)
     second = replace(best, chains=2 * best.chains, local_size=16, groups_per_unit=32)
     peaks, others = [], []
-    for _ in range(2):
+    for _ in range(4):  # the best of four alternations: a neighbour on the shared host slows single runs
         peaks.append(probe.probe_gflops(runner, best, runs=3))
         others.append(probe.probe_gflops(runner, second, runs=3))
     peak, other = max(peaks), max(others)

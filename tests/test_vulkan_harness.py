@@ -232,12 +232,12 @@ def test_lavapipe_stops_loops_after_65535_back_edges(runner):
 @requires_tool(*DEVICE_TOOLS)
 def test_the_fma_probe_reads_the_same_peak_from_a_second_shape(runner):
     """Issue 21: the best probe and a second dispatch shape of it (4x the workgroup size, a quarter of the
-    groups) agree within 15%, measured alternately in one process (a ratio, not a speed)."""
+    groups) agree within 15%, each the best of runs alternating in one process (a ratio, not a speed)."""
     best = probe.best_accumulators(runner)
     first = probe.fma_probe(accumulators=best)
     second = probe.fma_probe(accumulators=best, local_size=256, groups=32)
     peaks, others = [], []
-    for _ in range(2):
+    for _ in range(4):  # the best of four alternations: a neighbour on the shared host slows single runs
         peaks.append(probe.probe_gflops(runner, first, repeat=3))
         others.append(probe.probe_gflops(runner, second, repeat=3))
     peak, other = max(peaks), max(others)
