@@ -75,8 +75,11 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
             f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
     else:
         calls["input cache read"] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows}{ci});"
-    # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch).
-    before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"}
+    # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch); only a dense
+    # op reads them (a grouped one corrects its input zero point per output channel instead).
+    dense = [op.groups == 1 for op in config.ops]
+    before = {"ko_outer_1" if n > 1 else "filter #1 cache read": "kg_pixel_sums_0(input_cache, pixel_sums);"} \
+        if dense[0] else {}
     after = {}
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
@@ -86,11 +89,14 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
             b = f"ci_outer ? 0 : bias{j}"
         weights = "grouped_weights" if config.ops[j - 1].groups > 1 else "filter_cache"
         calls[f"filter #{j} cache read"] = f"kg_filter_read_{j}(filter{j}, {weights}, wcorr, {b}, {ko}{ci});"
+        if n == 1 and not dense[0]:  # widened weights depend on the channel stripe alone: once per ko, not per row
+            calls[f"filter #{j} cache read"] = (f"if (widened_ko != {ko}) {{ {calls[f'filter #{j} cache read']} "
+                                                f"widened_ko = {ko}; }}")
         residual = config.ops[j - 1].residual
         res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
         calls[f"conv2d #{j}"] = (f"kg_conv_{j}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
-        if j < n:
+        if j < n and dense[j]:
             after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
     params = [Param(name="input", ctype="const uint8_t *restrict")]
     params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
@@ -105,7 +111,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
                         "int32_t *const wcorr = (int32_t *)(workspace + KG_WCORR_OFFSET); "
                         "/* per output channel: bias - za * sum(u) + n * za * zu */") + ((
                         "int16_t *const grouped_weights = (int16_t *)(workspace + KG_GROUPED_OFFSET); "
-                        "/* a grouped conv's weights, w - zw */",) if any(op.groups > 1 for op in config.ops) else ()),
+                        "/* a grouped conv's weights, w - zw */",) if any(op.groups > 1 for op in config.ops) else ())
+                    + (("int widened_ko = -1; /* the channel stripe grouped_weights and wcorr hold */",)
+                       if n == 1 and not dense[0] else ()),
                     body=_replace_sections(plan, calls, after, before))
 
 
