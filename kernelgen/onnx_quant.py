@@ -53,6 +53,23 @@ def qconv(graph: Graph, index: int) -> QConv | str | None:
     return None
 
 
+def _requantized(graph: Graph, tensor: str) -> tuple[list[int], str | list[float], object, float | None,
+                                                    float | None] | None:
+    """A float result's way back to uint8: [Relu | Clip] -> QuantizeLinear, as (those nodes, the activation, the
+    QuantizeLinear node, its scale, its zero point); None when the result is not quantized again."""
+    nodes, activation = [], "none"
+    reader = graph.sole_consumer(tensor)
+    if reader is not None and graph.activation(reader) is not None:
+        activation = graph.activation(reader)
+        nodes.append(reader)
+        reader = graph.sole_consumer(graph.nodes[reader].output[0])
+    if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":
+        return None
+    q = graph.nodes[reader]
+    zero_point = _scalar(graph, q.input[2]) if len(q.input) > 2 else 0
+    return [*nodes, reader], activation, q, _scalar(graph, q.input[1]), zero_point
+
+
 def _producer(graph: Graph, tensor: str) -> int | None:
     return next((i for i, n in enumerate(graph.nodes) if tensor in n.output), None)
 
@@ -112,21 +129,13 @@ def _qdq(graph: Graph, index: int, dq_x: int) -> QConv | str | None:
             bias = np.rint(c[node.input[2]].astype(np.float64) / scales).astype(np.int64)
         if bias is None:
             return "its bias is neither a constant nor a DequantizeLinear of one"
-    # the result: [Relu | Clip] -> QuantizeLinear
-    tensor, activation = node.output[0], "none"
-    reader = graph.sole_consumer(tensor)
-    if reader is not None and graph.activation(reader) is not None:
-        activation = graph.activation(reader)
-        members.append(reader)
-        tensor = graph.nodes[reader].output[0]
-        reader = graph.sole_consumer(tensor)
-    if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":
+    quantized = _requantized(graph, node.output[0])
+    if quantized is None:
         return "a Conv on dequantized activations whose result is not quantized again (QuantizeLinear)"
-    q = graph.nodes[reader]
-    y_scale, y_zp = _scalar(graph, q.input[1]), _scalar(graph, q.input[2]) if len(q.input) > 2 else 0
+    tail, activation, q, y_scale, y_zp = quantized
     if None in (x_scale, x_zp, y_scale, y_zp):
         return "its activation scales and zero points are not scalar constants"
-    members += [reader, dq_x]  # the input's DequantizeLinear too: the oracle runs the conv from the uint8 tensor
+    members += [*tail, dq_x]  # the input's DequantizeLinear too: the oracle runs the conv from the uint8 tensor
     geometry = graph.conv_geometry(index, node.input[0], dqw.input[0], None)
     if isinstance(geometry, str):
         return geometry
@@ -157,20 +166,10 @@ def with_residual(graph: Graph, op: QConv, block_input: str, input_scale: float,
     if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (input_scale,
                                                                                                   input_zero_point):
         return op
-    members = [dq_c, add, dq_r]
-    tensor, activation = graph.nodes[add].output[0], "none"
-    reader = graph.sole_consumer(tensor)
-    if reader is not None and graph.activation(reader) is not None:
-        activation = graph.activation(reader)
-        members.append(reader)
-        tensor = graph.nodes[reader].output[0]
-        reader = graph.sole_consumer(tensor)
-    if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":
+    quantized = _requantized(graph, graph.nodes[add].output[0])
+    if quantized is None or None in quantized[3:]:
         return op
-    q = graph.nodes[reader]
-    y_scale, y_zp = _scalar(graph, q.input[1]), _scalar(graph, q.input[2]) if len(q.input) > 2 else 0
-    if y_scale is None or y_zp is None:
-        return op
-    return replace(op, members=op.members + tuple(m for m in (*members, reader) if m not in op.members),
+    tail, activation, q, y_scale, y_zp = quantized
+    return replace(op, members=op.members + tuple(m for m in (dq_c, add, dq_r, *tail) if m not in op.members),
                    out_q=q.output[0], y_scale=y_scale, y_zero_point=int(y_zp), activation=activation,
                    residual="input", conv_scale=op.y_scale, conv_zero_point=op.y_zero_point)
