@@ -50,7 +50,7 @@ def run_child(args: argparse.Namespace) -> None:
     from kernelgen.targets.vulkan.plan import plan_vulkan
     from kernelgen.targets.vulkan.runtime import VulkanRunner
     from kernelgen.targets.vulkan.validate import buffers, stages
-    from kernelgen.validate import make_inputs
+    from kernelgen.measure.validate import make_inputs
 
     config = load_config(args.config)
     plan = make_plan(config)

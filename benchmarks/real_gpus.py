@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from kernelgen.api import bench, load_config, parse_config
-from kernelgen.bench import BenchOptions
+from kernelgen.measure.records import BenchOptions
 from kernelgen.config import with_options
 from kernelgen.targets import TARGETS
 from kernelgen.targets.vulkan.options import vulkan_options

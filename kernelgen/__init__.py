@@ -5,30 +5,13 @@
     files = kernelgen.generate(config, "c")                     # {file name: text}
     assert kernelgen.validate(config, "c").passed
 
-The functions live in kernelgen.public and load on first use: this module imports nothing, so that core
-modules can read __version__ without pulling in the targets. kernelgen.api has the lower-level calls.
+Everything here is kernelgen.api's (its __all__). The package's modules plan.py and measure/ share names with the
+functions `plan`, `validate` and `bench`: the functions win, because api imports those modules before the names
+below are bound, and a module imported again later does not rebind the package's attribute.
 """
-import importlib
-import sys
-import types
-
 __version__ = "0.1.0"
 
-PUBLIC = ("load_config", "plan", "generate", "validate", "bench")
-__all__ = ["__version__", *PUBLIC]
+from .api import *  # noqa: E402,F401,F403 - the public API, after __version__ (modules read it while loading)
+from .api import __all__ as _api_all  # noqa: E402
 
-
-class _Package(types.ModuleType):
-    """kernelgen.plan, .validate and .bench are also modules of the package; importing one of them would
-    bind the module to the package's attribute, so the functions of the API keep the names here."""
-
-    def __getattribute__(self, name: str):
-        if name in PUBLIC:
-            return getattr(importlib.import_module("kernelgen.public"), name)
-        return super().__getattribute__(name)
-
-    def __dir__(self) -> list[str]:
-        return sorted(__all__)
-
-
-sys.modules[__name__].__class__ = _Package
+__all__ = ["__version__", *_api_all]

@@ -1,52 +1,68 @@
-"""The public Python API: the pipeline with the registered targets plugged in.
+"""The public Python API: the pipeline with the registered targets plugged in. `import kernelgen` re-exports it.
 
-    from kernelgen import api
-    config = api.load_config("configs/seed000_3x3.yaml")
-    files = api.generate(config)              # {"seed000_3x3/c/seed000_3x3.c": text, ...}
-    result = api.validate(config, "c")
+    import kernelgen
+    config = kernelgen.load_config("configs/seed000_3x3.yaml")   # a path, or YAML text
+    files = kernelgen.generate(config, "c")                     # {"seed000_3x3.c": text, ...}
+    result = kernelgen.validate(config, "c")                    # result.passed
+    outputs = kernelgen.run(config, "c", {"input": x, "filter1": w1, "filter2": w2})
 
-This module and the command line are the only ones outside kernelgen/targets/ that know
-the registry; everything they call in the core takes targets as arguments.
+This module and the command line are the only ones outside kernelgen/targets/ that know the registry; what they
+call in the core takes targets as arguments. Each config is planned once and each target renders once per call
+(`jobs`); the command line hands those jobs down instead of planning again.
 """
 from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Mapping
+
+import numpy as np
 
 from . import __version__
 from . import config as _config
 from . import config_model
-from .bench import BenchOptions, BenchRow
 from .config import Config, with_options
 from .errors import ConfigError, ConfigProblem, KernelgenError
+from .measure import bench as _bench
+from .measure import run as _run
+from .measure import validate as _validate
+from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
 from .plan import Plan
 from .planner import plan
 from .report import text_report
 from .targets import TARGETS, Target, catalog
+from .targets.base import Job
 from .toolstatus import ToolStatus
-from .validate import Result, not_run, validate_safely as _safely
 
-__all__ = ["BenchOptions", "BenchRow", "Config", "Plan", "Result", "TARGETS", "Target", "bench", "chosen_targets",
-           "dependencies", "generate", "json_schema", "load_config", "output_names", "parse_config", "plan",
-           "toolchain", "validate", "validate_safely"]
+__all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
+           "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "generate",
+           "jobs", "json_schema", "load_config", "output_files", "output_names", "parse_config", "plan",
+           "roofline_chart", "run", "skipped", "stats", "toolchain", "validate", "validate_job", "with_device"]
 
-
-def load_config(path: str | Path, targets: dict[str, Target] | None = None) -> Config:
-    """Read and check a config file against the registered targets (or `targets`)."""
-    return _config.load_config(path, catalog(targets))
+Targets = Mapping[str, Target]
 
 
-def parse_config(text: str, path: str = "<config>", targets: dict[str, Target] | None = None) -> Config:
+# ---------------------------------------------------------------- configs
+
+def load_config(path_or_text: str | Path, targets: Targets | None = None) -> Config:
+    """A config from a file (a path) or from YAML text (a string holding a line break), checked against the
+    registered targets (or `targets`)."""
+    if isinstance(path_or_text, str) and "\n" in path_or_text:
+        return parse_config(path_or_text, "<string>", targets)
+    return _config.load_config(path_or_text, catalog(targets))
+
+
+def parse_config(text: str, path: str = "<config>", targets: Targets | None = None) -> Config:
+    """A config from YAML text; `path` is the file name its errors name."""
     return _config.parse_config(text, path, catalog(targets))
 
 
-def json_schema(targets: dict[str, Target] | None = None) -> dict:
+def json_schema(targets: Targets | None = None) -> dict:
     """The JSON Schema of the config format, with each target's option block."""
     return config_model.json_schema(catalog(targets))
 
 
-def chosen_targets(config: Config, override: tuple[str, ...] = (),
-                   targets: dict[str, Target] | None = None) -> tuple[str, ...]:
+def chosen_targets(config: Config, override: tuple[str, ...] = (), targets: Targets | None = None) -> tuple[str, ...]:
     """The targets to build: the config's `targets:`, each of which must take the config's dtype; or --target's
     (override), of which those that take the dtype (at least one must: `--target c` over configs/*.yaml builds
     the float32 configs and leaves the uint8 ones out, see applicable)."""
@@ -90,37 +106,47 @@ def with_device(config: Config, device: str) -> Config:
     return config
 
 
-def generate(config: Config, override: tuple[str, ...] = (),
-             targets: dict[str, Target] | None = None) -> dict[str, str]:
-    """Every file `kernelgen build` writes for a config, as {relative path: text}. Pure."""
+# ---------------------------------------------------------------- generation
+
+def jobs(config: Config, override: tuple[str, ...] = (), targets: Targets | None = None) -> dict[str, Job]:
+    """The config planned once and rendered once by each chosen target: {target name: Job}."""
     known = targets or TARGETS
+    names = chosen_targets(config, override, known)
     the_plan = plan(config)
+    return {name: known[name].build(config, the_plan) for name in names}
+
+
+def generate(config: Config, target: str, targets: Targets | None = None) -> dict[str, str]:
+    """One target's files, {file name: text}, as `kernelgen build` writes them under <name>/<target>/."""
+    return dict(jobs(config, (target,), targets)[target].files)
+
+
+def output_files(config: Config, built: Mapping[str, Job]) -> dict[str, str]:
+    """Every file `kernelgen build` writes for a config's jobs, as {relative path: text}: the plan report and
+    each target's files. Pure."""
+    the_plan = next(iter(built.values())).plan if built else plan(config)
     banner = (f"# Generated by kernelgen {__version__} from {Path(config.path).name}. Do not edit: change the config "
               f"and run `kernelgen build`.\n")
     files = {f"{config.name}/plan.txt": banner + text_report(the_plan)}
-    for name in chosen_targets(config, override, known):
-        for file_name, text in known[name].render(config, the_plan).items():
-            files[f"{config.name}/{name}/{file_name}"] = text
+    for name, job in built.items():
+        files |= {f"{config.name}/{name}/{file_name}": text for file_name, text in job.files.items()}
     return files
 
 
-def binaries(config: Config, override: tuple[str, ...] = (),
-             targets: dict[str, Target] | None = None) -> tuple[dict[str, bytes], tuple[str, ...]]:
+def binaries(built: Mapping[str, Job], targets: Targets | None = None) -> tuple[dict[str, bytes], tuple[str, ...]]:
     """The compiled files `kernelgen build` writes beside the sources ({relative path: bytes}) and a note per
     target that could not make its own here."""
     known = targets or TARGETS
-    the_plan = plan(config)
     files, notes = {}, []
-    for name in chosen_targets(config, override, known):
-        made, note = known[name].binaries(config, the_plan)
-        files |= {f"{config.name}/{name}/{file_name}": data for file_name, data in made.items()}
+    for name, job in built.items():
+        made, note = known[name].binaries(job)
+        files |= {f"{job.config.name}/{name}/{file_name}": data for file_name, data in made.items()}
         notes += [note] if note else []
     return files, tuple(dict.fromkeys(notes))
 
 
-def output_names(config: Config, override: tuple[str, ...] = (),
-                 targets: dict[str, Target] | None = None) -> tuple[str, ...]:
-    """The files generate() would produce, without planning or rendering."""
+def output_names(config: Config, override: tuple[str, ...] = (), targets: Targets | None = None) -> tuple[str, ...]:
+    """The files a build would produce, without planning or rendering."""
     known = targets or TARGETS
     names = [f"{config.name}/plan.txt"]
     for name in chosen_targets(config, override, known):
@@ -128,7 +154,7 @@ def output_names(config: Config, override: tuple[str, ...] = (),
     return tuple(names)
 
 
-def dependencies(config: Config, target: str | None, targets: dict[str, Target] | None = None) -> tuple[str, ...]:
+def dependencies(config: Config, target: str | None, targets: Targets | None = None) -> tuple[str, ...]:
     """What shaped an output: its config, the templates of its target, kernelgen's modules."""
     package = Path(__file__).resolve().parent
     modules = sorted(str(p) for p in package.rglob("*.py"))
@@ -136,36 +162,54 @@ def dependencies(config: Config, target: str | None, targets: dict[str, Target] 
     return (str(Path(config.file or config.path)), *templates, *modules)
 
 
+# ---------------------------------------------------------------- on this machine
+
 def toolchain(target: str) -> tuple[ToolStatus, ...]:
     return TARGETS[target].toolchain()
 
 
-def validate(config: Config, target: str, *, seed: int | None = None) -> Result:
-    seed = secrets.randbits(32) if seed is None else seed
-    return TARGETS[target].validate(config, seed)
+def validate(config: Config, target: str, seed: int | None = None) -> ValidationResult:
+    """Build, run on fresh inputs (or `seed`'s), compare with numpy (and onnxruntime for an imported model);
+    `.passed` says whether it matched. Toolchain failures raise."""
+    return _validate.validate(TARGETS[target], jobs(config, (target,))[target], _seed(seed))
 
 
-def validate_safely(config: Config, target: str, *, seed: int | None = None) -> Result:
-    """validate(), with toolchain failures reported as a FAIL row instead of an exception."""
-    seed = secrets.randbits(32) if seed is None else seed
-    return _safely(TARGETS[target].validate, config, target, seed)
+def validate_job(job: Job, target: str, seed: int | None = None) -> ValidationResult:
+    """validate() of a job already planned and rendered, with toolchain failures reported as a FAIL row."""
+    return _validate.validate_safely(TARGETS[target], job, _seed(seed))
 
 
-def skipped(config: Config, target: str, detail: str, seed: int = 0) -> Result:
-    return not_run(config, target, seed, "skipped", detail)
+def skipped(config: Config, target: str, detail: str, seed: int = 0) -> ValidationResult:
+    return unmeasured(config.name, target, seed, Status.SKIPPED, detail)
 
 
-def bench(config: Config, target: str, options: BenchOptions) -> list[BenchRow]:
-    """The config's kernels timed on this machine; with options.sweep, every permutation the target sweeps
-    (sweep.py: one process each), the best marked."""
+def bench(config: Config, target: str, repeat: int = 5, *, sweep: bool = False,
+          run_on: str | None = None) -> list[BenchRow]:
+    """Time the target's kernels on this machine: one row per kernel (median, min and max of `repeat` runs); with
+    sweep, every permutation the target sweeps (one process each), the best marked. `run_on` picks the runtime
+    device among several (an index or a name substring)."""
     if target not in TARGETS:
         raise KernelgenError(f"target {target!r} has no benchmark")
-    variants = TARGETS[target].sweep_variants(config) if options.sweep else []
+    options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
+    variants = TARGETS[target].sweep_variants(config) if sweep else []
     if not variants:
-        return TARGETS[target].bench(config, options)
-    from .sweep import sweep
+        return _bench.bench(TARGETS[target], jobs(config, (target,))[target], options)
+    from .measure.sweep import sweep as run_sweep
 
-    return [r.row for r in sweep(config, TARGETS[target], variants, options) if r.row is not None]
+    return [r.row for r in run_sweep(config, TARGETS[target], variants, options) if r.row is not None]
+
+
+def run(config: Config, target: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The generated kernel run on your tensors (input, filter<j>, bias<j> in the config's logical layouts: NHWC
+    activations, OIHW filters), the layout engine packing and unpacking them; {"output": array} in NHWC.
+    Bad input raises ConfigError naming the tensor and the shape and dtype expected."""
+    job = jobs(config, (target,))[target]
+    return _run.run(TARGETS[target], job, _run.checked_inputs(config, job.plan, inputs)).outputs
+
+
+def stats(config: Config, target: str, device: str) -> tuple[DeviceStats, ...]:
+    """Per op, what `device`'s own compiler makes of the target's kernel (registers, spills, occupancy)."""
+    return TARGETS[target].stats(jobs(config, (target,))[target], device)
 
 
 def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_peaks: dict[str, float]):
@@ -176,3 +220,7 @@ def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_pe
     peaks = measure_peaks()
     plot_roofline(path, points, peaks, device_peaks)
     return peaks
+
+
+def _seed(seed: int | None) -> int:
+    return secrets.randbits(32) if seed is None else seed

@@ -331,13 +331,18 @@ class _Checker:
         return values  # type: ignore[return-value]
 
     def default_budget(self) -> tuple[int | None, str]:
-        """`auto`'s budget: from the target that defines one (hvx: its VTCM size), read from its options."""
-        for info in self.catalog:
-            if info.default_budget is not None:
-                return info.default_budget(getattr(self.model, info.name))
-        self.problem(("schedule",), "expected explicit splits or a budget in bytes: no target defines the "
-                                    "budget 'auto' stands for")
-        return None, ""
+        """`auto`'s budget: from the config's own targets that run the stripe caches and define one (hvx: its VTCM
+        size; c: a CPU core's L2), the smallest when there are several; the source names the target it came
+        from. A config none of whose targets runs the caches (opencl, vulkan: a kernel per conv) keeps its splits
+        as given."""
+        budgets = [(info.name, *info.default_budget(getattr(self.model, info.name, None)))
+                   for info in self.catalog if info.default_budget is not None and info.name in self.model.targets]
+        if not budgets:
+            return None, ""
+        name, budget, source = min(budgets, key=lambda b: b[1])
+        others = [f"{n} {b}" for n, b, _ in budgets if n != name]
+        return budget, source + (f"; the smallest of the targets' budgets ({', '.join(others)} bytes)" if others
+                                 else "")
 
     def schedule(self, ops: list[Conv2d], out_hw: tuple[int, int]) -> Schedule | None:
         auto = self.model.schedule == "auto"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from .api import generate
+from .api import jobs, output_files
 from .config import Config
 
 NOT_GOLDEN = {".spv"}
@@ -16,7 +16,7 @@ def stale_files(configs: list[Config], root: Path, targets: tuple[str, ...]) -> 
     """(an entry per stale or missing golden, the paths every config produces)."""
     stale, produced = [], set()
     for config in configs:
-        for rel, text in generate(config, targets).items():
+        for rel, text in output_files(config, jobs(config, targets)).items():
             path = root / rel
             produced.add(path)
             try:

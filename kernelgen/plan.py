@@ -14,6 +14,17 @@ from typing import Any, Union
 from .layout import PadKind, TensorLayout
 
 
+class TextEnum(str, enum.Enum):
+    """An enumeration whose members are also their text: templates print, reports and JSON show, and code
+    compares them as the strings they were (str() gives the value on every Python this supports)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
 class Scope(enum.Enum):
     GLOBAL = "global"  # caller-provided tensors in main memory
     CACHE = "cache"  # carved from the workspace (VTCM on Hexagon)

@@ -9,6 +9,8 @@ from .config import Config, Conv2d
 
 # Unit roundoff of IEEE binary32: round-to-nearest of a float32 operation errs by at most this factor.
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
+# IEEE binary16: half storage rounds each stored value by at most this factor, fp16 arithmetic each operation.
+HALF_UNIT_ROUNDOFF = 2.0 ** -11
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:

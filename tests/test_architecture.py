@@ -10,7 +10,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelgen"
 MAX_LINES = 450
 # Outside kernelgen/targets/, only these know the registry.
-REGISTRY_USERS = {"kernelgen.cli", "kernelgen.api", "kernelgen.__main__"}
+REGISTRY_USERS = {"kernelgen.cli.commands", "kernelgen.api", "kernelgen.__main__"}
 
 
 def _modules() -> dict[str, Path]:

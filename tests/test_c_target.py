@@ -167,7 +167,7 @@ def test_unwritten_output_is_caught(tmp_path):
     the_plan = plan(config)
     sources = TARGETS["c"].render(config, the_plan)
     broken = sources["broken.c"].replace("output[", "(void)output; output_cache[", 1)
-    from kernelgen.validate import compare, make_inputs
+    from kernelgen.measure.validate import compare, make_inputs
 
     inputs = make_inputs(the_plan, np.random.default_rng(5))
     output = np.full(the_plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
@@ -209,7 +209,7 @@ def test_tolerance_catches_a_small_systematic_error(tmp_path):
     sources = TARGETS["c"].render(config, the_plan)
     (tmp_path / "scaled.h").write_text(sources["scaled.h"])
     (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc[ki] += ", "acc[ki] += 1.0001f * "))
-    from kernelgen.validate import compare, make_inputs
+    from kernelgen.measure.validate import compare, make_inputs
 
     inputs = make_inputs(the_plan, np.random.default_rng(11))
     output = np.full(the_plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)

@@ -330,9 +330,9 @@ def test_the_validate_table_keeps_its_columns_and_shows_no_nan(repo, tmp_path):
     result = CliRunner().invoke(main, ["validate", str(config), "--skip-missing"])
     header, row = result.output.splitlines()[:2]
     assert header.index("target") == row.index(" c ") + 1 == len(long_name) + 2
-    from kernelgen.validate import not_run
+    from kernelgen.measure.validate import not_run
     from kernelgen.api import load_config
-    import kernelgen.cli as cli
+    import kernelgen.cli.commands as cli
 
     skipped_row = not_run(load_config(config), "c", 0, "skipped", "missing gcc")
     original = cli.validate_safely

@@ -4,10 +4,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kernelgen.bench import BenchRow
+from kernelgen.measure.records import BenchRow
 from kernelgen.cli import main
 from kernelgen.targets import TARGETS
-from kernelgen.host_steal import PROC_STAT, CpuTimes, measure_steal, steal_fraction
+from kernelgen.measure.host_steal import PROC_STAT, CpuTimes, measure_steal, steal_fraction
 
 
 def _stat(tmp_path: Path, name: str, fields: str) -> Path:

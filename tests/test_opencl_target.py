@@ -22,7 +22,7 @@ from kernelgen.targets.opencl.plan import plan_opencl
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.validate import compare, make_inputs
+from kernelgen.measure.validate import compare, make_inputs
 
 NCHW4C = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
 NHWC4C = '{map: "n, h, w, c -> n, h, |, w, c // 4, c % 4", pad_value: -1.5}'
@@ -356,7 +356,7 @@ def test_buffer_variant_uses_wide_vectors_and_masks_only_real_padding(repo):
 
 @requires_tool("py:pyopencl")
 def test_bench_reports_time_flops_and_the_fma_peak():
-    from kernelgen.bench import BenchOptions
+    from kernelgen.measure.records import BenchOptions
 
     rows = [r for r in TARGETS["opencl"].bench(_config("k1_tile_multiple"), BenchOptions(repeat=1))
             if "torch" not in r.label]

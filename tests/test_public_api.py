@@ -27,7 +27,7 @@ def test_load_plan_and_generate_from_text_and_from_a_file(repo, tmp_path):
     assert kernelgen.load_config(tmp_path / "conv.yaml").name == "api_conv"
     # the modules of the same names stay importable
     from kernelgen.plan import Plan
-    from kernelgen.validate import Result
+    from kernelgen.measure.validate import Result
 
     assert isinstance(plan, Plan) and Result.__name__ == "Result"
 

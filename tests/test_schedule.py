@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from conftest import requires_tool
 
-from kernelgen.validate import compare, make_inputs
+from kernelgen.measure.validate import compare, make_inputs
 from kernelgen.api import validate
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from conftest import requires_tool
 
 from kernelgen.api import parse_config
-from kernelgen.bench import BenchOptions, BenchRow
+from kernelgen.measure.records import BenchOptions, BenchRow
 from kernelgen.cli import main
-from kernelgen.sweep import read_records, sweep
+from kernelgen.measure.sweep import read_records, sweep
 from kernelgen.targets import TARGETS
 
 SMALL = ("name: small\ninput: {shape: [1, 8, 8, 16]}\nops: [{conv2d: {out_channels: 16, kernel: 3, pad: 1}}]\n"

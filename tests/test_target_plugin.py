@@ -11,7 +11,7 @@ from conftest import requires_tool
 from plugin_target import CArgs
 
 from kernelgen import api
-from kernelgen.bench import BenchOptions
+from kernelgen.measure.records import BenchOptions
 from kernelgen.cli import main
 from kernelgen.errors import ConfigError
 from kernelgen.targets import TARGETS

@@ -269,7 +269,7 @@ def test_unwritten_output_is_caught(monkeypatch):
 
 @requires_tool(*VULKAN)
 def test_bench_prints_seed002_style_rows():
-    from kernelgen.bench import BenchOptions
+    from kernelgen.measure.records import BenchOptions
 
     rows = TARGETS["vulkan"].bench(_config("k1_tile_equal"), BenchOptions(repeat=5))
     assert len(rows) == 1 and rows[0].seconds > 0

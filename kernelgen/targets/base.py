@@ -1,25 +1,60 @@
-"""What every target is: one class per folder, implementing the stages the core calls.
+"""What every target is: one class per folder, supplying primitives the core's loops call.
 
-config (its option block, checked by `options`) -> the core plan -> `target_plan` (the
-target's own tiling on top of it) -> `context` (what its templates render from) -> `render`
--> `toolchain` / `validate` / `bench`. The registry in targets/__init__.py is the only place
-that lists targets; the core receives them as data (`info()` for the config loader).
+A target plans its own tiling on top of the core plan (`target_plan`), renders files from both (`build`, which
+makes a `Job`: config, plan, target plan and files, computed once per command), and, where this machine can,
+`compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself. The loops over these
+(inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure;
+a target never makes inputs or compares outputs. The registry in targets/__init__.py is the only list of targets.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
+import numpy as np
 from pydantic import BaseModel
 
-from ..bench import BenchOptions, BenchRow
 from ..config import Config, options_of
 from ..config_model import TargetInfo
 from ..emit import Comment, OutputFile, render, template_files
+from ..measure.compare import Roundoff
+from ..measure.records import DeviceStats, Timings
+from ..measure.tensors import KernelArgs
 from ..plan import Plan
+from ..reference import HALF_UNIT_ROUNDOFF
 from ..toolstatus import ToolStatus
-from ..validate import Result
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One config's kernels for one target, planned and rendered once and handed down to every stage."""
+
+    config: Config
+    plan: Plan
+    target_plan: Any  # the target's tiling (None when the core plan is all it needs)
+    files: Mapping[str, str]  # file name -> text, as `kernelgen build` writes them
+
+
+class Executable:
+    """A compiled job on this machine's device. Targets subclass it with what their run needs (a library, a
+    binary, an open device); the core closes it when done (`with target.compile(...) as exe:`)."""
+
+    def __init__(self, job: Job, *, notes: tuple[str, ...] = (), cannot_run: str = "", compile_only: str = ""):
+        self.job = job
+        self.notes = notes  # said beside a pass (the fp16 kernels this device could not run)
+        self.cannot_run = cannot_run  # why this device cannot run the kernel at all: a 'not run' row
+        self.compile_only = compile_only  # built for a device nothing here runs: a 'compiled' row saying what
+
+    def close(self) -> None:
+        """Release the device (a queue, a context); nothing by default."""
+
+    def __enter__(self) -> Executable:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class Target(ABC):
@@ -33,6 +68,10 @@ class Target(ABC):
     # A target that lives outside kernelgen (a plugin, a test) keeps its templates in a folder of its own;
     # None: kernelgen's templates/ (the bundled targets).
     template_root: ClassVar[Path | None] = None
+    # Devices whose compiler can judge this target's kernels without the device (stats).
+    stats_devices: ClassVar[tuple[str, ...]] = ()
+    # Time torch's CPU conv2d beside the kernel when torch is installed (a reference the user knows).
+    torch_reference: ClassVar[bool] = False
 
     # ------------------------------------------------------------ config
 
@@ -50,13 +89,15 @@ class Target(ABC):
         """The target's own tiling on top of the core plan (None: the core plan is all it needs)."""
         return None
 
-    def context(self, config: Config, plan: Plan) -> dict[str, Any]:
+    def context(self, config: Config, plan: Plan, target_plan: Any) -> dict[str, Any]:
         """Template data beyond the plan."""
         return {}
 
-    def render(self, config: Config, plan: Plan) -> dict[str, str]:
-        """Every file this target writes for a config, by file name."""
-        return render(plan, self.files, self.comment, self.context(config, plan), self.template_root)
+    def build(self, config: Config, plan: Plan) -> Job:
+        """The target plan and every file this target writes for a config."""
+        tplan = self.target_plan(config, plan)
+        files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
+        return Job(config=config, plan=plan, target_plan=tplan, files=files)
 
     def file_names(self, config_name: str) -> tuple[str, ...]:
         return tuple(f.pattern.format(name=config_name) for f in self.files)
@@ -65,38 +106,52 @@ class Target(ABC):
         """Every template file its output depends on (for depfiles)."""
         return template_files([f.template for f in self.files] + list(self.includes), self.template_root)
 
-    # ------------------------------------------------------------ toolchain
+    def binaries(self, job: Job) -> tuple[dict[str, bytes], str]:
+        """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
+        compiler's version), and a note when they cannot be made here ("": nothing to say)."""
+        return {}, ""
+
+    # ------------------------------------------------------------ primitives on this machine
 
     @abstractmethod
     def toolchain(self) -> tuple[ToolStatus, ...]:
         """The tools this target builds and runs with, found or not."""
 
     @abstractmethod
-    def validate(self, config: Config, seed: int) -> Result:
-        """Build, run on inputs drawn from `seed`, compare with the numpy reference."""
+    def compile(self, job: Job, workdir: Path, device: str | None = None) -> Executable:
+        """Write the job's files into workdir and build them for this machine's device (`device`: which one,
+        for targets with several). Raises ToolchainError when a tool is missing or fails."""
 
     @abstractmethod
-    def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
-        """Time the generated kernels on this machine."""
+    def run(self, executable: Executable, args: KernelArgs, poison: int) -> np.ndarray:
+        """Run once on `args` with the output (and any intermediate or workspace) pre-filled with the `poison`
+        byte; the output, flat, in the plan's output layout and the config's element type."""
+
+    def run_poisoned(self, executable: Executable, args: KernelArgs, poisons: tuple[int, ...]) -> dict[int, np.ndarray]:
+        """One run per poison byte; a target whose device starts slowly overrides this to run them together."""
+        return {poison: self.run(executable, args, poison) for poison in poisons}
+
+    def time(self, executable: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
+        """The kernel timed `repeat` times (first), and any row the target measures beside it."""
+        raise NotImplementedError(f"the {self.name} target has no timer")
+
+    def roundoff(self, job: Job) -> Roundoff:
+        """The unit roundoffs of this target's arithmetic and storage for a float config (half storage for
+        float16 with float32 arithmetic by default)."""
+        return Roundoff(storage=HALF_UNIT_ROUNDOFF if job.config.dtype == "float16" else 0.0)
+
+    def stats(self, job: Job, device: str) -> tuple[DeviceStats, ...]:
+        """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size)."""
+        raise NotImplementedError(f"the {self.name} target has no compiler statistics")
+
+    def estimate(self, job: Job) -> Timings | None:
+        """A static estimate instead of a clock when the job's device is not here but its compiler is (a sweep
+        ranks by it); None: time it."""
+        return None
+
+    # ------------------------------------------------------------ sweeps
 
     def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
         """The permutations `bench --sweep` tries, each a key (what a resumed sweep matches) and the config with
         that tile / work-group; [] for a target without any."""
         return []
-
-    def sweep_measure(self, config: Config, options: BenchOptions) -> list[BenchRow]:
-        """One sweep variant's row, first: its time (bench), or a static estimate for a device that is not here
-        (metrics['rank'], lower is better)."""
-        return self.bench(config, options)
-
-    # A target whose kernels a real device compiler can judge without the device names those devices here.
-    stats_devices: ClassVar[tuple[str, ...]] = ()
-
-    def stats(self, config: Config, device: str) -> list[dict[str, Any]]:
-        """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size)."""
-        raise NotImplementedError(f"the {self.name} target has no compiler statistics")
-
-    def binaries(self, config: Config, plan: Plan) -> tuple[dict[str, bytes], str]:
-        """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
-        compiler's version), and a note when they cannot be made here ("": nothing to say)."""
-        return {}, ""

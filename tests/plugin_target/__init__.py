@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from kernelgen.bench import BenchOptions, BenchRow
+from kernelgen.measure.records import BenchOptions, BenchRow
 from kernelgen.config import Config
 from kernelgen.config_model import StrictModel
 from kernelgen.emit import OutputFile
@@ -26,7 +26,7 @@ from kernelgen.planner import plan as make_plan
 from kernelgen.targets.base import Target
 from kernelgen.targets.c.toolchain import build_shared, status
 from kernelgen.toolstatus import ToolStatus
-from kernelgen.validate import Result, compare, make_inputs
+from kernelgen.measure.validate import Result, compare, make_inputs
 
 
 class CArgsOptions(StrictModel):

@@ -1,14 +1,44 @@
 """Portable C99: the plan's loop nest, literally, with caches carved from a workspace."""
 from __future__ import annotations
 
-from ...bench import BenchOptions, BenchRow
-from ...config import Config
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...config_model import TargetInfo
 from ...emit import OutputFile
+from ...measure.records import Timings
+from ...measure.tensors import KernelArgs, poisoned
 from ...toolstatus import ToolStatus
-from ...validate import Result
-from ..base import Target
-from .run import bench_c, validate_c
-from .toolchain import status
+from ..base import Executable, Job, Target
+from .toolchain import Library, build_shared, status
+
+
+# `schedule: auto` on the c target: the stripe caches should stay in one core's L2. 512 KiB is the largest L2 of
+# the Cortex-A76/A78 cores in today's phones (Arm's TRMs: 256 or 512 KiB); schedule.budget sets another.
+L2_BYTES = 512 * 1024
+
+
+def l2_budget(options: object) -> tuple[int, str]:
+    return L2_BYTES, "c: one CPU core's L2 (512 KiB, a Cortex-A76/A78)"
+
+
+class CLibrary(Executable):
+    """The kernel built by gcc -O2 into a shared library, called through ctypes."""
+
+    def __init__(self, job: Job, library: Library):
+        super().__init__(job)
+        self.library = library
+
+    def arguments(self, args: KernelArgs, poison: int) -> list[np.ndarray]:
+        """The kernel's arguments: the inputs, then the output and the workspace filled with `poison`."""
+        plan = self.job.plan
+        return [*args.physical_list(), poisoned(plan.tensors[-1].elements, np.dtype(np.float32), poison),
+                poisoned(plan.workspace_elements, np.dtype(np.float32), poison)]
+
+    def call(self, arrays: list[np.ndarray]) -> None:
+        self.library.call(self.job.plan.name, arrays)
 
 
 class C(Target):
@@ -17,11 +47,31 @@ class C(Target):
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
 
+    def info(self) -> TargetInfo:
+        return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget)
+
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def validate(self, config: Config, seed: int) -> Result:
-        return validate_c(config, seed, self.render)
+    def compile(self, job: Job, workdir: Path, device: str | None = None) -> CLibrary:
+        for name, text in job.files.items():
+            (workdir / name).write_text(text)
+        name = job.plan.name
+        return CLibrary(job, Library(build_shared([workdir / f"{name}.c"], workdir / f"lib{name}.so")))
 
-    def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
-        return bench_c(config, options, self.render)
+    def run(self, executable: CLibrary, args: KernelArgs, poison: int) -> np.ndarray:
+        arrays = executable.arguments(args, poison)
+        executable.call(arrays)
+        return arrays[-2]
+
+    def time(self, executable: CLibrary, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
+        arrays = executable.arguments(args, 0)
+        executable.call(arrays)  # warm-up: page in the workspace
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            executable.call(arrays)
+            times.append(time.perf_counter() - start)
+        plan = executable.job.plan
+        return (Timings(label=f"{plan.name} (gcc -O2, 1 thread)", seconds=tuple(times),
+                        metrics={"executed_flops": plan.executed_flops}),)

@@ -2,25 +2,28 @@
 
 uint8: vrmpy (32 output channels x 4 input channels per instruction) with zero-point
 corrections and fixed-point requantization; float32: the plan's loop nest as scalar C,
-plus an HVX qf32 variant for v68+ (compile-only under QEMU 7.2). Arithmetic: plan.py.
+plus an HVX qf32 variant for v68+ (compile-only under QEMU 7.2). Arithmetic: plan.py;
+running under qemu-hexagon: runtime.py.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from ...bench import BenchOptions, BenchRow
+import numpy as np
+
 from ...config import Config
 from ...config_model import TargetInfo
 from ...emit import OutputFile
+from ...measure.records import Timings
+from ...measure.tensors import KernelArgs
 from ...plan import Plan
 from ...toolstatus import ToolStatus
-from ...validate import Result
-from ..base import Target
-from .bench import bench_hvx
+from ..base import Job, Target
 from .options import NAME, HvxModel, default_budget
 from .plan import HvxPlan, hvx_plan
+from .runtime import HvxProgram, compile_program, timings
 from .toolchain import status
-from .validate import validate_hvx
 
 
 class Hvx(Target):
@@ -33,21 +36,28 @@ class Hvx(Target):
     options_model = HvxModel
 
     def info(self) -> TargetInfo:
-        # `schedule: auto` means "fit the VTCM": the hvx target owns that budget.
+        # `schedule: auto` fits the splits to the VTCM when the hvx target builds the config.
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model,
                           default_budget=default_budget)
 
     def target_plan(self, config: Config, plan: Plan) -> HvxPlan:
         return hvx_plan(config, plan)
 
-    def context(self, config: Config, plan: Plan) -> dict[str, Any]:
-        return {"hvx": self.target_plan(config, plan)}
+    def context(self, config: Config, plan: Plan, target_plan: HvxPlan) -> dict[str, Any]:
+        return {"hvx": target_plan}
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def validate(self, config: Config, seed: int) -> Result:
-        return validate_hvx(config, seed, self.render)
+    def compile(self, job: Job, workdir: Path, device: str | None = None) -> HvxProgram:
+        return compile_program(job, workdir)
 
-    def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
-        return bench_hvx(config, options, self.render)
+    def run(self, executable: HvxProgram, args: KernelArgs, poison: int) -> np.ndarray:
+        return self.run_poisoned(executable, args, (poison,))[poison]
+
+    def run_poisoned(self, executable: HvxProgram, args: KernelArgs, poisons: tuple[int, ...]) -> dict[int, np.ndarray]:
+        outputs, _ = executable.execute(args, poisons)  # one QEMU start for every poison
+        return dict(zip(poisons, outputs))
+
+    def time(self, executable: HvxProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
+        return timings(executable, args)  # QEMU's counters are deterministic: one run says it all

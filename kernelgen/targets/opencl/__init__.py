@@ -2,20 +2,25 @@
 (layouts with an axis separator) or in flat buffers with float8/float16 vector math."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from ...bench import BenchOptions, BenchRow
+import numpy as np
+
 from ...config import Config
 from ...emit import OutputFile
+from ...measure.compare import Roundoff
+from ...measure.records import Timings
+from ...measure.tensors import KernelArgs
 from ...plan import Plan
+from ...reference import FLOAT32_UNIT_ROUNDOFF, HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
-from ...validate import Result
-from ..base import Target
-from .bench import bench_opencl, sweep_variants
-from .options import NAME, OpenCLModel
+from ..base import Job, Target
+from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
+from .runtime import OpenCLProgram, open_program, run, timings
+from .sweep import sweep_variants
 from .toolchain import status
-from .validate import validate_opencl
 
 
 class OpenCL(Target):
@@ -26,21 +31,32 @@ class OpenCL(Target):
     dtypes = ("float32", "float16")
     includes = ("opencl/conv.cl.j2",)  # the kernels' statements, imported by kernels.cl.j2
     options_model = OpenCLModel
+    torch_reference = True
 
     def target_plan(self, config: Config, plan: Plan) -> OpenCLPlan:
         return plan_opencl(config, plan)
 
-    def context(self, config: Config, plan: Plan) -> dict[str, Any]:
-        return {"ocl": self.target_plan(config, plan)}  # tiles, NDRange, the values each kernel is written from
+    def context(self, config: Config, plan: Plan, target_plan: OpenCLPlan) -> dict[str, Any]:
+        return {"ocl": target_plan}  # tiles, NDRange, the values each kernel is written from
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def validate(self, config: Config, seed: int) -> Result:
-        return validate_opencl(config, seed, self.render)
+    def compile(self, job: Job, workdir: Path, device: str | None = None) -> OpenCLProgram:
+        return open_program(job, device)  # PoCL compiles each program on its first launch
 
-    def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
-        return bench_opencl(config, options, self.render)
+    def run(self, executable: OpenCLProgram, args: KernelArgs, poison: int) -> np.ndarray:
+        return run(executable, args, poison)
+
+    def time(self, executable: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
+        return timings(executable, args, repeat)
+
+    def roundoff(self, job: Job) -> Roundoff:
+        """float16 stores in half; with half arithmetic (the profile's or opencl.half_arithmetic) it also
+        computes in it."""
+        half_math = half_arithmetic(job.config)
+        return Roundoff(accumulate=HALF_UNIT_ROUNDOFF if half_math else FLOAT32_UNIT_ROUNDOFF,
+                        storage=HALF_UNIT_ROUNDOFF if job.config.dtype == "float16" else 0.0)
 
     def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
         return sweep_variants(config)

@@ -5,8 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...layout import TensorLayout
-from ...plan import OpGeometry
+from ...plan import OpGeometry, TextEnum
 from ...planner.packing import c_float
+
+
+class Role(TextEnum):
+    """What a device tensor is to the chain."""
+
+    INPUT = "input"
+    FILTER = "filter"
+    BIAS = "bias"
+    TEMP = "temp"  # an intermediate, on the device only
+    OUTPUT = "output"
+
+
+class StorageKind(TextEnum):
+    IMAGE = "image"  # an image2d texture (read_imagef / write_imagef)
+    BUFFER = "buffer"  # a __global buffer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -14,8 +29,8 @@ class Storage:
     """One tensor on the device: a kernel argument and a run_sequence key."""
 
     name: str  # input, filter1, temp1, output
-    role: str  # input | filter | temp | output
-    kind: str  # image | buffer
+    role: Role
+    kind: StorageKind
     layout: TensorLayout  # packs the host array: image [rows, width*4], buffer its flat shape
 
     @property
@@ -84,7 +99,7 @@ class Types:
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
-    kind: str  # image | buffer
+    kind: StorageKind
     write: bool
 
 

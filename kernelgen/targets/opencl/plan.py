@@ -33,7 +33,7 @@ from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
 from .code import conv_kernel, pad_kernel
-from .model import ConvOp, Kernel, Storage
+from .model import ConvOp, Kernel, Role, Storage, StorageKind
 from .options import NAME, opencl_options
 
 # Defaults from sweeps on this machine's PoCL (bench --sweep): float16 vectors for filter buffers, with
@@ -164,7 +164,7 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
         blocks = math.ceil(oc / per_item)
         bias = None
         if geo.bias:  # padded with zeros to whole blocks: a work-item's vload never leaves the buffer
-            bias = Storage(name=f"bias{j}", role="bias", kind="buffer",
+            bias = Storage(name=f"bias{j}", role=Role.BIAS, kind=StorageKind.BUFFER,
                            layout=parse_layout(f"o -> o // {per_item}, o % {per_item}", ("o",), pad=0.0).bind((oc,)))
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
@@ -267,7 +267,7 @@ def _activation(config: Config, name: str, role: str, bound: TensorLayout, image
     if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role != "input":
         raise _error(config, "output.layout", f"{name} has {channels} channels, not a multiple of 4: texels are "
                                               f"written whole, so its layout needs a pad_value (or 'undef')")
-    return Storage(name=name, role=role, kind=kind, layout=bound)
+    return Storage(name=name, role=Role(role), kind=StorageKind(kind), layout=bound)
 
 
 def _filter(config: Config, j: int, out_c: int, in_c: int, kernel: tuple[int, int], texels: bool,
@@ -283,7 +283,7 @@ def _filter(config: Config, j: int, out_c: int, in_c: int, kernel: tuple[int, in
         text = f"o, i, h, w -> o // {per_item}, h, w, i, o % {per_item}"
     bound = parse_layout(text, FILTER_DIMS, pad=0.0).bind((out_c, in_c, *kernel))
     kind = "image" if texels else "buffer"
-    return Storage(name=f"filter{j}", role="filter", kind=kind, layout=bound)
+    return Storage(name=f"filter{j}", role=Role.FILTER, kind=StorageKind(kind), layout=bound)
 
 
 def _storage(storages: list[Storage], name: str) -> Storage:

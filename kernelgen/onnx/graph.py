@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import KernelgenError
+from ..errors import KernelgenError
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from .errors import KernelgenError
-from .files import write_if_changed
+from ..errors import KernelgenError
+from ..files import write_if_changed
 
 STARTER = """\
 # yaml-language-server: $schema={schema}
@@ -40,7 +40,7 @@ def _schema_for(config: Path) -> str:
     beside the config (the wheel has no source tree to point into)."""
     import json
 
-    from .api import json_schema
+    from ..api import json_schema
 
     project_schema = config.parent / ".." / "schema" / SCHEMA_FILE
     if project_schema.is_file():
@@ -61,8 +61,8 @@ def init_command(name: str, path: str | None) -> None:
     """
     import re
 
-    from .config_model import NAME_PATTERN
-    from .reserved import MAX_NAME_LENGTH, reserved_in
+    from ..config_model import NAME_PATTERN
+    from ..reserved import MAX_NAME_LENGTH, reserved_in
 
     if not re.match(NAME_PATTERN, name) or len(name) > MAX_NAME_LENGTH or reserved_in(name):
         click.echo(f"error: name {name!r} must match {NAME_PATTERN}, have at most {MAX_NAME_LENGTH} characters "

@@ -1,4 +1,4 @@
-"""`kernelgen import MODEL.onnx -o DIR`: the command line of the ONNX importer (kernelgen.onnx_import),
+"""`kernelgen import MODEL.onnx -o DIR`: the command line of the ONNX importer (kernelgen.onnx.importer),
 split from cli.py, which registers it. Prints and exits like the other commands."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from .api import TARGETS
-from .errors import KernelgenError
-from .files import write_if_changed
+from ..api import TARGETS
+from ..errors import KernelgenError
+from ..files import write_if_changed
 
 
 @click.command("import")
@@ -30,7 +30,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...]) -> None:
     Example:
       kernelgen import mobilenetv2.onnx -o configs/mobilenetv2 && kernelgen validate configs/mobilenetv2/*.yaml
     """
-    from .onnx_import import import_model
+    from ..onnx.importer import import_model
 
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import click
 
-from .api import TARGETS, chosen_targets
-from .bench import BenchOptions, BenchRow
-from .cli_common import (configs_argument, device_option, handle_errors, json_option, load_all, number, progress,
+from ..api import TARGETS, jobs
+from ..measure.bench import bench
+from ..measure.records import BenchOptions, BenchRow
+from .common import (configs_argument, device_option, handle_errors, json_option, load_all, number, progress,
                          target_option)
-from .host_steal import NOISY
-from .planner import plan as make_plan
-from .run_context import run_context
+from ..measure.host_steal import NOISY
+from ..measure.context import run_context
 
 
 @click.command("bench")
@@ -47,28 +47,26 @@ def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: st
       kernelgen bench configs/seed002_vulkan_small.yaml --target vulkan --sweep --output sweep.jsonl \\
           --variant-timeout 120
     """
-    from .api import bench as run_bench
-
     if (output or variant_timeout) and not sweep:
         raise click.UsageError("--output and --variant-timeout go with --sweep")
     options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
-    jobs = [(c, t) for c in load_all(configs, targets, device) for t in chosen_targets(c, targets)]
+    work = [(t, job) for c in load_all(configs, targets, device) for t, job in jobs(c, targets).items()]
     rows: list[BenchRow] = []
     not_measured: list[str] = []
     interrupted = False
-    for config, target in jobs:
-        variants = TARGETS[target].sweep_variants(config) if sweep else []
+    for target, job in work:
+        variants = TARGETS[target].sweep_variants(job.config) if sweep else []
         if variants:
-            results = _sweep(config, target, variants, options, output, variant_timeout)
+            results = _sweep(job.config, target, variants, options, output, variant_timeout)
             rows += [r.row for r in results if r.row is not None]
-            not_measured += [f"{r.target:<7} {r.config} {r.variant}: {r.status}" + (f" ({r.detail})" if r.detail else "")
-                             for r in results if r.row is None]
+            not_measured += [f"{r.target:<7} {r.config} {r.variant}: {r.status.value}" +
+                             (f" ({r.detail})" if r.detail else "") for r in results if r.row is None]
             if len(results) < len(variants):  # Ctrl-C
                 interrupted = True
                 break
         else:
-            rows += run_bench(config, target, options)
-    _report(rows, jobs, run_on, plot, as_csv, as_json)
+            rows += bench(TARGETS[target], job, options)
+    _report(rows, work, run_on, plot, as_csv, as_json)
     for line in not_measured:
         click.echo(line, err=True)
     if interrupted:
@@ -77,29 +75,28 @@ def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: st
 
 
 def _sweep(config, target, variants, options, output, timeout):
-    from .sweep import sweep
+    from ..measure.sweep import sweep
 
     def tick(done: int, total: int, result) -> None:
         if sys.stderr.isatty() or output:
-            click.echo(f"[{done}/{total}] {target} {config.name} {result.variant}: {result.status}", err=True)
+            click.echo(f"[{done}/{total}] {target} {config.name} {result.variant}: {result.status.value}", err=True)
 
     return sweep(config, TARGETS[target], variants, options, Path(output) if output else None, timeout, tick)
 
 
-def _report(rows: list[BenchRow], jobs: list, run_on: str | None, plot: str | None, as_csv: bool,
+def _report(rows: list[BenchRow], work: list, run_on: str | None, plot: str | None, as_csv: bool,
             as_json: bool) -> None:
     compulsory: dict[str, int] = {}
     intensity: dict[str, float] = {}
-    for config in {c.name: c for c, _ in jobs}.values():
-        the_plan = make_plan(config)
+    for config, the_plan in {job.config.name: (job.config, job.plan) for _, job in work}.values():
         # every tensor moved once: what a depthwise layer, bound by memory, is measured against
         compulsory[config.name] = sum(t.elements for t in the_plan.tensors) * the_plan.element_bytes
         intensity[config.name] = the_plan.flops / compulsory[config.name]
     if plot:
-        from .api import roofline_chart
+        from ..api import roofline_chart
 
         points = [(f"{r.config}/{r.target}", intensity[r.config], r.gflops) for r in rows if r.seconds > 0]
-        device_peaks = {r.target: float(r.metrics["peak_gflops"]) for r in rows if "peak_gflops" in r.metrics}
+        device_peaks = {r.target: r.peak_gflops for r in rows if r.peak_gflops is not None}
         peaks = roofline_chart(Path(plot), points, device_peaks)
         click.echo(f"roofline: {plot} (CPU peak {peaks.gflops:.1f} GFLOP/s, copy bandwidth "
                    f"{peaks.bandwidth_gbs:.1f} GB/s)", err=True)
@@ -108,12 +105,12 @@ def _report(rows: list[BenchRow], jobs: list, run_on: str | None, plot: str | No
                 "seconds_max": number(r.spread[1]), "flops": r.flops, "gflops": number(r.gflops),
                 "bytes": compulsory[r.config],
                 "gbs": number(compulsory[r.config] / r.seconds / 1e9 if r.seconds > 0 else None),
-                "best": r.best, **{k: number(v) for k, v in r.metrics.items()}} for r in rows]
+                "best": r.best, **{k: number(v) for k, v in r.measurements().items()}} for r in rows]
     if as_json or as_csv:
         import csv
 
         if as_json:
-            context = run_context(t for _, t in jobs)
+            context = run_context(t for t, _ in work)
             if run_on is not None:
                 context["run_on"] = run_on  # --run-on picked the runtime device among several
             click.echo(json.dumps({"context": context, "results": records}, indent=2, allow_nan=False))
@@ -123,13 +120,13 @@ def _report(rows: list[BenchRow], jobs: list, run_on: str | None, plot: str | No
             writer.writeheader()
             writer.writerows(records)
         return
-    noisy = [r for r in rows if r.metrics.get("steal", 0.0) > NOISY]
+    noisy = [r for r in rows if r.steal.get("steal", 0.0) > NOISY]
     if noisy:
-        worst = max(r.metrics["steal"] for r in noisy)
+        worst = max(r.steal["steal"] for r in noisy)
         click.echo(f"warning: the hypervisor took up to {worst:.1%} of this host's CPU time during {len(noisy)} "
                    f"of {len(rows)} runs (steal); CPU-device times and ratios are not representative", err=True)
     for r in rows:
-        extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
+        extra = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.measurements().items())
         mark = "  <- best" if r.best else ""
         # Targets measured by counters instead of clocks (hvx under QEMU), or by a compiler's estimate, report
         # no time.

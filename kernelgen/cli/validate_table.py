@@ -2,7 +2,7 @@
 and one line per target skipped for a missing toolchain saying what to install."""
 from __future__ import annotations
 
-from .validate import Result
+from ..measure.records import Status, ValidationResult
 
 
 def _cell(value: float, spec: str, size: int) -> str:
@@ -10,17 +10,17 @@ def _cell(value: float, spec: str, size: int) -> str:
     return f"{'-':>{size}}" if value != value else f"{value:>{size}{spec}}"
 
 
-def validate_table(results: list[Result]) -> list[str]:
+def validate_table(results: list[ValidationResult]) -> list[str]:
     width = max([28, *(len(r.config) + 1 for r in results)])  # a long name widens the column, never breaks it
     lines = [f"{'config':<{width}} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} "
              f"{'err/bound':>10} {'seed':>11}"]
     for r in results:
-        seed = "-" if r.status == "skipped" else str(r.seed)
-        lines.append(f"{r.config:<{width}} {r.target:<8} {r.status:<8} {_cell(r.max_abs_error, '.3e', 12)} "
+        seed = "-" if r.status is Status.SKIPPED else str(r.seed)
+        lines.append(f"{r.config:<{width}} {r.target:<8} {r.status.value:<8} {_cell(r.max_abs_error, '.3e', 12)} "
                      f"{_cell(r.max_rel_error, '.3e', 12)} {_cell(r.bound_ratio, '.2e', 10)} {seed:>11}")
-        if r.detail and r.status != "skipped":
+        if r.detail and r.status is not Status.SKIPPED:
             lines.append(f"    {r.detail}")
-    for target, detail in dict.fromkeys((r.target, r.detail) for r in results if r.status == "skipped"):
-        count = sum(r.target == target and r.status == "skipped" for r in results)
+    for target, detail in dict.fromkeys((r.target, r.detail) for r in results if r.status is Status.SKIPPED):
+        count = sum(r.target == target and r.status is Status.SKIPPED for r in results)
         lines.append(f"{target}: skipped for {count} config(s), {detail}")
     return lines

@@ -7,13 +7,13 @@ import sys
 
 import click
 
-from .api import TARGETS, load_config
-from .diagnostics import render
-from .errors import ConfigError, KernelgenError
-from .run_context import run_context
+from ..api import TARGETS, load_config, stats
+from ..measure.records import DeviceStats
+from ..diagnostics import render
+from ..errors import ConfigError, KernelgenError
+from ..measure.context import run_context
 
-KEYS = ("vgprs", "sgprs", "spilled_vgprs", "spilled_sgprs", "scratch_bytes", "waves", "code_bytes", "latency",
-        "inverse_throughput")
+KEYS = DeviceStats.statistics()
 # The compiler behind each statistics device (the JSON context names it).
 STATS_COMPILERS = {"rdna2": "Mesa RADV/ACO, null navi21 device (RADV_FORCE_FAMILY=navi21)"}
 
@@ -43,7 +43,7 @@ def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
                                  f", got {device!r}", param_hint="--device")
     try:
         loaded = load_config(config)
-        rows = TARGETS[target].stats(loaded, device)
+        rows = stats(loaded, target, device)
     except ConfigError as error:
         for problem in error.problems:
             click.echo(render(problem, with_source=sys.stderr.isatty()), err=True)
@@ -54,16 +54,16 @@ def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
     if as_json:
         context = run_context([target], {f"{target}-stats": f"{device} ({STATS_COMPILERS.get(device, device)})"})
         click.echo(json.dumps({"context": context, "results": [{"config": loaded.name, "target": target,
-                                                                "device": device, "ops": rows}]}, indent=2))
+                                                                "device": device, "ops": [r.as_dict() for r in rows]}]}, indent=2))
     else:
         click.echo(f"{loaded.name}: {target} kernels compiled for {device}")
         click.echo(f"{'op':>3} " + " ".join(f"{k:>18}" for k in KEYS))
         for row in rows:
-            click.echo(f"{row['op']:>3} " + " ".join(f"{row[k]:>18}" for k in KEYS))
+            click.echo(f"{row.op:>3} " + " ".join(f"{getattr(row, k):>18}" for k in KEYS))
     for row in rows:
-        if row["spilled_vgprs"] or row["spilled_sgprs"]:
-            click.echo(f"warning: op {row['op']} spills {row['spilled_vgprs']} VGPRs and {row['spilled_sgprs']} SGPRs "
-                       f"({row['scratch_bytes']} bytes of scratch) on {device}: a smaller vulkan.ivc_tile keeps the "
+        if row.spills:
+            click.echo(f"warning: op {row.op} spills {row.spilled_vgprs} VGPRs and {row.spilled_sgprs} SGPRs "
+                       f"({row.scratch_bytes} bytes of scratch) on {device}: a smaller vulkan.ivc_tile keeps the "
                        f"accumulators in registers", err=True)
 
 
@@ -80,7 +80,7 @@ def devices_command(as_json: bool) -> None:
     """
     from dataclasses import asdict
 
-    from .devices import PROFILES
+    from ..devices import PROFILES
 
     if as_json:
         click.echo(json.dumps({name: asdict(p) for name, p in PROFILES.items()}, indent=2))

@@ -19,19 +19,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from typing import Protocol
+import enum
+from typing import TYPE_CHECKING
 
-from .bench import BenchOptions, BenchRow
-from .config import Config
+from ..config import Config
+from .records import BenchOptions, BenchRow
+
+if TYPE_CHECKING:  # the caller hands the target in: this module knows no registry
+    from ..targets.base import Target
 
 
-class Target(Protocol):
-    """What a sweep needs of a target (targets/base.py's Target has it); the caller hands the object in, so this
-    module knows no registry."""
+class VariantStatus(enum.Enum):
+    MEASURED = "measured"
+    TIMED_OUT = "timed out"
+    SKIPPED = "skipped"  # a permutation this problem or device cannot take
+    FAILED = "failed"
 
-    name: str
-
-    def sweep_measure(self, config: Config, options: BenchOptions) -> list[BenchRow]: ...
 
 RECORD_KEYS = ("config", "target", "variant", "status", "label", "seconds", "seconds_min", "seconds_max", "flops",
                "metrics", "detail")
@@ -42,16 +45,17 @@ class VariantResult:
     config: str
     target: str
     variant: str  # the key the target gave the permutation: what resume matches
-    status: str  # measured | timed out | skipped | failed
+    status: VariantStatus
     row: BenchRow | None
     detail: str = ""
 
     def record(self) -> dict:
         r = self.row
-        return {"config": self.config, "target": self.target, "variant": self.variant, "status": self.status,
+        return {"config": self.config, "target": self.target, "variant": self.variant, "status": self.status.value,
                 "label": r.label if r else None, "seconds": _finite(r.seconds) if r else None,
                 "seconds_min": _finite(r.spread[0]) if r else None, "seconds_max": _finite(r.spread[1]) if r else None,
-                "flops": r.flops if r else None, "metrics": dict(r.metrics) if r else {}, "detail": self.detail}
+                "flops": r.flops if r else None, "metrics": {k: _finite(v) for k, v in r.measurements().items()} if r else {},
+                "detail": self.detail}
 
 
 def _finite(value: float) -> float | None:
@@ -60,14 +64,18 @@ def _finite(value: float) -> float | None:
 
 def from_record(record: dict) -> VariantResult:
     row = None
-    if record.get("status") == "measured":
+    status = VariantStatus(record["status"])
+    if status is VariantStatus.MEASURED:
         nan = float("nan")
+        metrics = dict(record.get("metrics") or {})
+        typed = {key: metrics.pop(key) for key in ("peak_gflops", "ratio", "rank") if key in metrics}
+        steal = {key: metrics.pop(key) for key in list(metrics) if key.startswith("steal")}
         row = BenchRow(config=record["config"], target=record["target"], label=record["label"],
                        seconds=nan if record["seconds"] is None else record["seconds"], flops=record["flops"],
-                       metrics=record.get("metrics") or {},
-                       spread=tuple(nan if v is None else v for v in (record["seconds_min"], record["seconds_max"])))
+                       spread=tuple(nan if v is None else v for v in (record["seconds_min"], record["seconds_max"])),
+                       steal=steal, metrics=metrics, **typed)
     return VariantResult(config=record["config"], target=record["target"], variant=record["variant"],
-                         status=record["status"], row=row, detail=record.get("detail", ""))
+                         status=status, row=row, detail=record.get("detail", ""))
 
 
 def read_records(path: Path | None) -> dict[tuple[str, str, str], VariantResult]:
@@ -96,17 +104,19 @@ def _append(path: Path | None, result: VariantResult) -> None:
 
 def _child(target: Target, config: Config, options: BenchOptions, pipe) -> None:
     """Runs in the child process: one variant, its first row (the variant itself) sent back, or the error."""
-    from .errors import ConfigError, KernelgenError
+    from ..errors import ConfigError, KernelgenError
+    from ..planner import plan
+    from .bench import bench
 
     try:
-        rows = target.sweep_measure(config, options)
-        pipe.send(("measured", rows[0], ""))
+        rows = bench(target, target.build(config, plan(config)), options)
+        pipe.send((VariantStatus.MEASURED, rows[0], ""))
     except ConfigError as error:  # a permutation this problem or device cannot take
-        pipe.send(("skipped", None, "; ".join(p.message for p in error.problems)))
+        pipe.send((VariantStatus.SKIPPED, None, "; ".join(p.message for p in error.problems)))
     except KernelgenError as error:
-        pipe.send(("failed", None, str(error)))
+        pipe.send((VariantStatus.FAILED, None, str(error)))
     except Exception as error:  # noqa: BLE001 - a crash of one variant must not end the sweep
-        pipe.send(("failed", None, f"{type(error).__name__}: {error}"))
+        pipe.send((VariantStatus.FAILED, None, f"{type(error).__name__}: {error}"))
 
 
 def measure_variant(target: Target, config: Config, variant: str, options: BenchOptions,
@@ -121,9 +131,9 @@ def measure_variant(target: Target, config: Config, variant: str, options: Bench
         if receive.poll(timeout):
             status, row, detail = receive.recv()
         else:
-            status, row, detail = "timed out", None, f"no result within {timeout:g} s (--variant-timeout)"
+            status, row, detail = VariantStatus.TIMED_OUT, None, f"no result within {timeout:g} s (--variant-timeout)"
     except EOFError:  # the child died without a word (a crash in a driver)
-        status, row, detail = "failed", None, f"the variant's process ended with exit code {process.exitcode}"
+        status, row, detail = VariantStatus.FAILED, None, f"the variant's process ended with exit code {process.exitcode}"
     finally:
         if process.is_alive():
             process.terminate()
@@ -133,11 +143,6 @@ def measure_variant(target: Target, config: Config, variant: str, options: Bench
             process.join()
     return VariantResult(config=config.name, target=target.name, variant=variant, status=status, row=row,
                          detail=detail)
-
-
-def rank_of(row: BenchRow) -> float:
-    """Lower is better: a static estimate when the target gives one (metrics['rank']), else the time."""
-    return float(row.metrics.get("rank", row.seconds))
 
 
 def sweep(config: Config, target: Target, variants: list[tuple[str, Config]], options: BenchOptions,
@@ -162,6 +167,6 @@ def sweep(config: Config, target: Target, variants: list[tuple[str, Config]], op
         pass
     measured = [i for i, r in enumerate(results) if r.row is not None]
     if measured:
-        best = min(measured, key=lambda i: rank_of(results[i].row))
+        best = min(measured, key=lambda i: results[i].row.sort_key)
         results[best] = replace(results[best], row=replace(results[best].row, best=True))
     return results

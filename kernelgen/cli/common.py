@@ -9,11 +9,11 @@ from typing import Callable
 
 import click
 
-from .api import TARGETS, applicable, chosen_targets, load_config, with_device
-from .config import Config
-from .devices import PROFILES
-from .diagnostics import render
-from .errors import ConfigError, KernelgenError
+from ..api import TARGETS, applicable, chosen_targets, load_config, with_device
+from ..config import Config
+from ..devices import PROFILES
+from ..diagnostics import render
+from ..errors import ConfigError, KernelgenError
 
 
 def echo_problems(error: ConfigError) -> None:
@@ -70,7 +70,7 @@ def number(value):
 
 
 def _problem(config: Config, key: str, message: str):
-    from .errors import ConfigProblem
+    from ..errors import ConfigProblem
 
     return ConfigProblem(config.path, 1, 1, key, message)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .onnx_graph import ConvNode, Graph, node_id, read_graph
-from .onnx_quant import QConv, qconv, with_residual
-from .reserved import MAX_NAME_LENGTH, RESERVED
+from .graph import ConvNode, Graph, node_id, read_graph
+from .quant import QConv, qconv, with_residual
+from ..reserved import MAX_NAME_LENGTH, RESERVED
 
 
 @dataclass

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Config
-from .onnx_graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module, read_graph
-from .onnx_quant import QConv, qconv
+from ..config import Config
+from .graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module, read_graph
+from .quant import QConv, qconv
 
 _GRAPHS: dict[Path, Graph] = {}
 

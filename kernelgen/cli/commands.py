@@ -12,22 +12,23 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .api import TARGETS, binaries, chosen_targets, dependencies, generate, json_schema, output_names, skipped, \
-    validate_safely
-from .cli_bench import bench_command
-from .cli_common import (configs_argument, device_option, echo_problems, handle_errors, json_option, load_all,  # noqa: F401
+from .. import __version__
+from ..api import TARGETS, binaries, dependencies, jobs, json_schema, output_files, output_names, skipped, \
+    validate_job
+from .bench import bench_command
+from .common import (configs_argument, device_option, echo_problems, handle_errors, json_option, load_all,  # noqa: F401
                          number, progress, target_option)
-from .cli_import import import_command
-from .cli_init import init_command
-from .cli_stats import devices_command, stats_command
-from .config import Config
-from .errors import ConfigError, KernelgenError  # noqa: F401
-from .files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
-from .planner import plan as make_plan
-from .report import json_report, markdown_report, text_report
-from .run_context import run_context
-from .toolstatus import install_text
+from .import_onnx import import_command
+from .init import init_command
+from .run import run_command
+from .stats import devices_command, stats_command
+from ..config import Config
+from ..errors import ConfigError, KernelgenError  # noqa: F401
+from ..files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
+from ..planner import plan as make_plan
+from ..report import json_report, markdown_report, text_report
+from ..measure.context import run_context
+from ..toolstatus import install_text
 from .validate_table import validate_table
 
 
@@ -97,13 +98,14 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
             for name in output_names(config, targets):
                 click.echo(str(root / name))
         return
-    generated = {config.name: generate(config, targets) for config in loaded}
+    built = {config.name: jobs(config, targets) for config in loaded}  # each config planned once, rendered once
+    generated = {config.name: output_files(config, built[config.name]) for config in loaded}
     _make_folder(root)
     written = 0
     rules: dict[str, tuple[str, ...]] = {}
     notes: tuple[str, ...] = ()
     for config in loaded:
-        compiled, made_notes = binaries(config, targets)  # SPIR-V beside the GLSL (never goldens)
+        compiled, made_notes = binaries(built[config.name])  # SPIR-V beside the GLSL (never goldens)
         notes += tuple(n for n in made_notes if n not in notes)
         for rel, text in [*generated[config.name].items(), *compiled.items()]:
             written += (write_if_changed_bytes if isinstance(text, bytes) else write_if_changed)(root / rel, text)
@@ -148,7 +150,7 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
     Example:
       kernelgen check configs/*.yaml --golden out/
     """
-    from .goldens import orphans, remove, stale_files
+    from ..goldens import orphans, remove, stale_files
 
     root = Path(golden)
     stale, produced = stale_files(load_all(configs, targets), root, targets)
@@ -199,22 +201,20 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
       kernelgen validate configs/*.yaml --target c
     """
     loaded = load_all(configs, targets, device)
-    for config in loaded:
-        # Plan and render first: a config the planner or a target rejects is a config error (exit 2),
-        # reported before anything runs, not a FAIL row.
-        generate(config, targets)
-    jobs = [(c, t) for c in loaded for t in chosen_targets(c, targets)]
+    # Plan and render first, once: a config the planner or a target rejects is a config error (exit 2), reported
+    # before anything runs, not a FAIL row; the same jobs are then compiled and run.
+    work = [(target, job) for config in loaded for target, job in jobs(config, targets).items()]
     results = []
-    with progress(jobs, "validating") as bar:
-        for config, target in bar:
+    with progress(work, "validating") as bar:
+        for target, job in bar:
             missing = [s for s in TARGETS[target].toolchain() if not s.found] if skip_missing else []
             if missing:
-                results.append(skipped(config, target, install_text(missing), seed or 0))
+                results.append(skipped(job.config, target, install_text(missing), seed or 0))
                 continue
-            results.append(validate_safely(config, target, seed=seed))
+            results.append(validate_job(job, target, seed=seed))
     if as_json:
-        click.echo(json.dumps({"context": run_context(t for _, t in jobs), "results": [
-                               {"config": r.config, "target": r.target, "status": r.status,
+        click.echo(json.dumps({"context": run_context(t for t, _ in work), "results": [
+                               {"config": r.config, "target": r.target, "status": r.status.value,
                                 "max_abs_error": number(r.max_abs_error), "max_rel_error": number(r.max_rel_error),
                                 "bound_ratio": number(r.bound_ratio), "seed": r.seed, "oracles": list(r.oracles),
                                 "detail": r.detail}
@@ -224,7 +224,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
             click.echo(line)
     # compiled (HVX float: QEMU cannot run it), not run (device lacks a feature), skipped (no toolchain):
     # reported as such, neither a pass nor a mismatch.
-    if any(r.status not in ("pass", "skipped", "compiled", "not run") for r in results):
+    if any(r.status.counts_as_failure for r in results):
         sys.exit(1)
 
 
@@ -258,6 +258,7 @@ def targets() -> None:
 
 
 main.add_command(bench_command)
+main.add_command(run_command)
 main.add_command(import_command)
 main.add_command(init_command)
 main.add_command(stats_command)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .onnx_graph import ConvNode, Graph
+from .graph import ConvNode, Graph
 
 
 @dataclass(frozen=True, slots=True)

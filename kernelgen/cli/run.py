@@ -1,0 +1,71 @@
+"""`kernelgen run CONFIG --target T --input NAME=FILE.npy ... -o DIR`: the generated kernel on your own tensors.
+Registered by commands.py; prints and exits like the other commands."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ..api import TARGETS, jobs
+from ..errors import ConfigError, ConfigProblem
+from ..files import write_if_changed_bytes
+from ..measure.run import checked_inputs, load_npy, run
+from .common import device_option, handle_errors, load_all
+
+
+def _named_file(ctx, param, values: tuple[str, ...]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"expected NAME=FILE.npy (input=x.npy, filter1=w1.npy), got {value!r}")
+        if name in out:
+            raise click.BadParameter(f"{name} is given twice")
+        out[name] = Path(path)
+    return out
+
+
+@click.command("run")
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--target", "target", required=True, metavar="NAME", type=click.Choice(sorted(TARGETS)),
+              help="The target whose kernel runs on this machine.")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy", callback=_named_file,
+              help="A tensor in the config's logical layout (input NHWC, filter<j> OIHW, bias<j>); repeatable.")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder to write output.npy into.")
+@device_option
+@handle_errors
+def run_command(config: str, target: str, inputs: dict[str, Path], out_dir: str, device: str | None) -> None:
+    """Run the generated kernel on your tensors and write its output as .npy (NHWC).
+
+    \b
+    The layout engine packs each tensor into the config's physical layout and unpacks the output. An imported
+    config's weights default to the model's; a uint8 config takes integers, or real values it quantizes with the
+    config's scales and zero points. Nothing is written when an input is wrong (exit 2).
+    Example:
+      kernelgen run configs/seed000_baseline.yaml --target c --input input=x.npy \\
+          --input filter1=w1.npy --input filter2=w2.npy -o result/
+    """
+    (loaded,) = load_all((config,), (target,), device)
+    job = jobs(loaded, (target,))[target]
+    given = {name: load_npy(name, path) for name, path in inputs.items()}
+    args = checked_inputs(loaded, job.plan, given)
+    root = Path(out_dir)
+    if root.exists() and not root.is_dir():
+        raise ConfigError([ConfigProblem(str(root), 1, 1, "--output", "expected a folder, got a file")])
+    result = run(TARGETS[target], job, args)
+    root.mkdir(parents=True, exist_ok=True)
+    for name, array in result.outputs.items():
+        write_if_changed_bytes(root / f"{name}.npy", _npy_bytes(array))
+        click.echo(f"{root / f'{name}.npy'}: {name} {list(array.shape)} {array.dtype} (NHWC)")
+    click.echo(f"ran {result.ran} on {', '.join(f'{n} {list(a.shape)}' for n, a in args.logical.items())}",
+               err=True)
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()

@@ -1,0 +1,139 @@
+"""The comparisons a validation ends in: a kernel's outputs (one per poison) against the numpy reference in the
+logical layout and, for an imported config, against onnxruntime running the same nodes.
+
+float: within the rounding bound carried through the chain (reference.chain_error_bound), given the unit
+roundoffs of the target's arithmetic and storage; uint8: bit for bit. Layout padding of the output must hold
+pad_value where the layout declares one and still the poison where it declares none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import reference, reference_quant
+from ..config import Config
+from ..layout import PadKind, TensorLayout
+from ..onnx import oracle as onnx_oracle
+from ..plan import Plan
+from .records import Status, ValidationResult
+from .tensors import KernelArgs
+
+
+@dataclass(frozen=True, slots=True)
+class Roundoff:
+    """Unit roundoffs a float kernel's result may carry: of its arithmetic (2^-24 for float32 math, 2^-11 for
+    fp16 math) and of its stored intermediates and outputs (0 for float32 storage, 2^-11 for half)."""
+
+    accumulate: float = reference.FLOAT32_UNIT_ROUNDOFF
+    storage: float = 0.0
+
+
+def reference_output(config: Config, args: KernelArgs) -> np.ndarray:
+    """The numpy reference of the config's chain on these inputs, in the output's logical layout (NHWC)."""
+    x, filters, biases = args.logical["input"], args.filters(), args.biases(len(config.ops))
+    if config.dtype == "uint8":
+        return reference_quant.chain(config, x, filters, biases)
+    return reference.chain(config, x.astype(np.float64), [f.astype(np.float64) for f in filters],
+                           [None if b is None else b.astype(np.float64) for b in biases])
+
+
+def compare(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs,
+            outputs: dict[int, np.ndarray], roundoff: Roundoff = Roundoff()) -> ValidationResult:
+    """outputs: the kernel's physical output after a run from each poison byte."""
+    if config.dtype == "uint8":
+        return _compare_exact(config, plan, target, seed, args, outputs)
+    (poison, output), = outputs.items()
+    return _compare_float(config, plan, target, seed, args, output, roundoff)
+
+
+def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs, output: np.ndarray,
+                   roundoff: Roundoff) -> ValidationResult:
+    filters, biases = args.filters(), args.biases(len(config.ops))
+    expected, bound = reference.chain_error_bound(config, args.logical["input"], filters, roundoff.accumulate,
+                                                  roundoff.storage, biases=biases)
+    layout = plan.tensors[-1].layout
+    got = layout.unpack(output).astype(np.float64)
+    error = np.abs(got - expected)
+    error[np.isnan(got)] = np.inf
+    max_abs = float(error.max())
+    # Relative to the output's largest magnitude: per-element ratios explode near zero crossings.
+    max_rel = max_abs / max(float(np.abs(expected).max()), 1e-30)
+    ratio = float((error / np.maximum(bound, 1e-300)).max())
+    problems = []
+    unwritten = int(np.isnan(got).sum())
+    if unwritten:
+        problems.append(f"{unwritten} output elements never written (still NaN)")
+    elif ratio > 1.0:
+        worst = np.unravel_index(int(np.argmax(error / np.maximum(bound, 1e-300))), got.shape)
+        problems.append(f"output{list(map(int, worst))} = {got[worst]:.6g}, expected {expected[worst]:.6g} "
+                        f"(error {error[worst]:.3g} > bound {bound[worst]:.3g})")
+    problems += _float_padding_problems(layout, output)
+    oracles = ("numpy",)
+    if config.source is not None and not unwritten:
+        # onnxruntime's float32 result errs from the exact value by at most the float32 bound as well
+        # (any summation order, with or without FMA), so kernel and onnxruntime differ by at most twice it.
+        ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], dict(args.logical))
+        float32_bound = bound if roundoff.storage == 0.0 else reference.chain_error_bound(
+            config, args.logical["input"], filters, biases=biases)[1]
+        ort_ratio = float((np.abs(got - ort) / np.maximum(bound + float32_bound, 1e-300)).max())
+        oracles = ("numpy", "onnxruntime")
+        ratio = max(ratio, ort_ratio)
+        if ort_ratio > 1.0:
+            problems.append(f"differs from onnxruntime by {float(np.abs(got - ort).max()):.3g} (over the two "
+                            f"rounding bounds by {ort_ratio:.3g}x)")
+    return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
+                            max_abs_error=max_abs, max_rel_error=max_rel, bound_ratio=ratio, seed=seed,
+                            detail="; ".join(problems), oracles=oracles)
+
+
+def _float_padding_problems(layout: TensorLayout, output: np.ndarray) -> list[str]:
+    mask = layout.padding_mask()
+    if not mask.any():
+        return []
+    pad = output.reshape(layout.flat_shape)[mask]
+    kind = layout.layout.pad_kind
+    if kind is PadKind.VALUE and not np.all(pad == np.float32(layout.layout.pad_value)):
+        return [f"{int((pad != np.float32(layout.layout.pad_value)).sum())} padding elements do not hold "
+                f"pad_value {layout.layout.pad_value:g}"]
+    if kind is PadKind.NONE and not np.all(np.isnan(pad)):
+        return [f"{int((~np.isnan(pad)).sum())} padding elements were written although the layout "
+                f"declares no pad_value"]
+    return []
+
+
+def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs,
+                   outputs: dict[int, np.ndarray]) -> ValidationResult:
+    """Bit-exact against reference_quant in every poisoned run; within 1 of onnxruntime for an imported model
+    (it rounds its requantization in float, half to even)."""
+    expected = reference_output(config, args).astype(np.int32)
+    layout = plan.tensors[-1].layout
+    mask = layout.padding_mask().reshape(-1)
+    problems, worst = [], 0
+    for poison, out in outputs.items():
+        got = layout.unpack(out).astype(np.int32)
+        diff = got != expected
+        if diff.any():
+            where = np.unravel_index(int(np.argmax(diff)), got.shape)
+            worst = max(worst, int(np.abs(got - expected).max()))
+            problems.append(f"poison 0x{poison:02X}: {int(diff.sum())} of {diff.size} outputs differ, first at "
+                            f"{list(map(int, where))}: {int(got[where])} != {int(expected[where])}")
+        flat = out.reshape(-1)
+        if mask.any() and not np.all(flat[mask] == poison):
+            problems.append(f"poison 0x{poison:02X}: {int((flat[mask] != poison).sum())} layout padding bytes "
+                            f"written")
+    oracles, ort_note = ("numpy",), ""
+    if config.source is not None:
+        ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], {})
+        apart = np.abs(ort - expected)
+        oracles = ("numpy", "onnxruntime")
+        if apart.max() > 1:
+            problems.append(f"onnxruntime differs by up to {int(apart.max())} (expected at most 1)")
+        ort_note = f"; onnxruntime: max difference {int(apart.max())}, {np.mean(apart > 0):.2%} of outputs differ"
+    saturated = float(np.mean((expected == 0) | (expected == 255)))
+    detail = "; ".join(problems) if problems else \
+        f"bit-exact in {len(outputs)} poisoned runs ({saturated:.0%} of outputs saturated){ort_note}"
+    return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
+                            max_abs_error=float(worst), max_rel_error=float(worst) / 255.0,
+                            bound_ratio=float("inf") if problems else 0.0, seed=seed, detail=detail,
+                            oracles=oracles)

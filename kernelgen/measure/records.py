@@ -1,0 +1,141 @@
+"""The records the measuring loops hand back: one validation result per (config, target), one benchmark row per
+timed kernel, what a target's timing primitive measured, and what a device compiler said of a kernel.
+
+Every field is typed; the command line prints and serializes these, never a dict a target filled in."""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field, fields
+from typing import Mapping
+
+
+class Status(enum.Enum):
+    """How a validation ended. The values are what the table and --json print."""
+
+    PASS = "pass"
+    FAIL = "FAIL"
+    NOT_RUN = "not run"  # built, but this device lacks a feature the kernel needs (fp16 arithmetic)
+    SKIPPED = "skipped"  # the target's toolchain is missing here (validate --skip-missing)
+    COMPILED = "compiled"  # built by the real compiler, but nothing here can run it (HVX float under QEMU 7.2)
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Only a mismatch or a failed build fails the command: the other statuses say what could not be done."""
+        return self is Status.FAIL
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationResult:
+    config: str
+    target: str
+    status: Status
+    max_abs_error: float
+    max_rel_error: float
+    bound_ratio: float  # worst |error| / allowed bound; <= 1 passes
+    seed: int
+    detail: str = ""
+    oracles: tuple[str, ...] = ("numpy",)  # what the output was checked against
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASS
+
+
+def unmeasured(config: str, target: str, seed: int, status: Status, detail: str) -> ValidationResult:
+    """A row with no measurement: a FAIL before the comparison, 'not run', 'skipped', 'compiled'."""
+    nan = math.nan
+    return ValidationResult(config=config, target=target, status=status, max_abs_error=nan, max_rel_error=nan,
+                            bound_ratio=nan, seed=seed, detail=detail)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    repeat: int = 5
+    sweep: bool = False
+    device: str | None = None  # the runtime device to time on (--run-on), for targets with several
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timings:
+    """What a target's time primitive measured for one kernel (or one row beside it: a compile-only variant).
+
+    seconds: one wall time per repeat ((): no wall time, counters or an estimate instead);
+    peak_gflops: the device's FMA peak measured beside each repeat, paired with it (() when the target has none);
+    rank: a static estimate that orders sweep variants when the device is not here (lower is better);
+    metrics: what only this target measures (QEMU's packet counters, spilled vector registers)."""
+
+    label: str
+    seconds: tuple[float, ...] = ()
+    peak_gflops: tuple[float, ...] = ()
+    rank: float | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        assert not self.peak_gflops or len(self.peak_gflops) == len(self.seconds), "peaks pair with repeats"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchRow:
+    config: str
+    target: str
+    label: str  # what was run, e.g. seed 002 style: Input[1x258x258x16]xFilter[3x3x16x256]/...
+    seconds: float  # median kernel time (NaN: no wall time)
+    flops: int  # useful FLOPs of one run
+    spread: tuple[float, float] = (math.nan, math.nan)  # fastest and slowest of the repeats
+    peak_gflops: float | None = None  # the device's FMA peak, measured in the same run
+    ratio: float | None = None  # GFLOP/s over that peak (median of the paired per-repeat ratios)
+    steal: Mapping[str, float] = field(default_factory=dict)  # host_steal's share of the run the hypervisor took
+    rank: float | None = None  # a compiler's static estimate (sweeps on a device that is not here)
+    metrics: Mapping[str, float] = field(default_factory=dict)  # target-specific counters
+    best: bool = False
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else math.nan
+
+    @property
+    def sort_key(self) -> float:
+        """Lower is better: the static estimate when there is one, else the time."""
+        return self.rank if self.rank is not None else self.seconds
+
+    def measurements(self) -> dict[str, float]:
+        """Every number beside the time, by the name the text, JSON and CSV reports give it."""
+        out: dict[str, float] = {}
+        if self.peak_gflops is not None:
+            out["peak_gflops"] = self.peak_gflops
+        if self.ratio is not None:
+            out["ratio"] = self.ratio
+        if self.rank is not None:
+            out["rank"] = self.rank
+        return {**out, **self.steal, **self.metrics}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceStats:
+    """What a real GPU compiler made of one op's kernel (RADV's ACO for rdna2): registers, spills, occupancy
+    (waves per SIMD), code size and the compiler's static latency and inverse throughput, in cycles."""
+
+    op: int
+    label: str
+    vgprs: int
+    sgprs: int
+    spilled_vgprs: int
+    spilled_sgprs: int
+    scratch_bytes: int
+    waves: int
+    code_bytes: int
+    latency: int
+    inverse_throughput: int
+
+    @property
+    def spills(self) -> int:
+        return self.spilled_vgprs + self.spilled_sgprs
+
+    @staticmethod
+    def statistics() -> tuple[str, ...]:
+        """The compiler's numbers, in the order the table prints them."""
+        return tuple(f.name for f in fields(DeviceStats) if f.name not in ("op", "label"))
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,0 +1,145 @@
+"""`kernelgen run`: the generated kernel on the user's own tensors.
+
+The tensors come in the config's logical layouts (NHWC activations, OIHW filters, one bias value per output
+channel), named as the plan names the kernel's arguments (input, filter<j>, bias<j>); the layout engine packs them
+into the physical layouts, the target runs the kernel once (its output poisoned first) and the output comes back
+unpacked to NHWC. An imported config's weights default to the model's.
+
+A quantized (uint8) config takes its tensors as integers (uint8 input, the weight type's filters, int32 biases),
+or as real values, which are quantized as the config says: the input at quant.input_scale / input_zero_point,
+filters at each op's weight scale (per channel where it has several) and zero point, biases at
+input_scale * weight_scale[k] - round half to even, saturated to the type, as onnxruntime's QuantizeLinear does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
+
+from ..config import Config
+from ..errors import ConfigError, ConfigProblem, KernelgenError
+from ..onnx import oracle as onnx_oracle
+from ..plan import Plan
+from ..quant import op_quants
+from .tensors import KernelArgs, expected_dtype, input_tensors, pack, poisons
+
+if TYPE_CHECKING:
+    from ..targets.base import Job, Target
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    outputs: dict[str, np.ndarray]  # "output": the kernel's result in the logical layout (NHWC)
+    ran: str  # what ran where, for the user
+
+
+def checked_inputs(config: Config, plan: Plan, given: Mapping[str, np.ndarray]) -> KernelArgs:
+    """The user's tensors checked against what the kernel takes and packed; ConfigError naming each tensor that
+    is missing, unknown, of the wrong shape or type, or not finite where it must be quantized."""
+    tensors = {t.name: t for t in input_tensors(plan)}
+    model = onnx_oracle.weights(config) if config.source is not None else {}
+    problems = []
+    for name in given:
+        if name not in tensors:
+            problems.append(_problem(config, name, f"unknown tensor (the kernel takes: {', '.join(tensors)})"))
+    logical = {}
+    for name, tensor in tensors.items():
+        want = expected_dtype(config, tensor)
+        if name not in given:
+            if name in model:
+                logical[name] = model[name].reshape(tensor.logical_shape).astype(want)
+            else:
+                problems.append(_problem(config, name, f"missing: expected {_what(tensor.logical_shape, want)}"))
+            continue
+        array = np.asarray(given[name])
+        if tuple(array.shape) != tuple(tensor.logical_shape):
+            problems.append(_problem(config, name, f"expected {_what(tensor.logical_shape, want)} "
+                                                   f"({_layout_of(name)}), got shape {list(array.shape)}"))
+            continue
+        converted = _converted(config, name, array, want)
+        if isinstance(converted, str):
+            problems.append(_problem(config, name, converted))
+        else:
+            logical[name] = converted
+    if problems:
+        raise ConfigError(problems)
+    return pack(config, plan, logical)
+
+
+def run(target: Target, job: Job, args: KernelArgs) -> RunResult:
+    """Compile the job and run it once on `args`; the output unpacked to the logical layout."""
+    import tempfile
+
+    config = job.config
+    with tempfile.TemporaryDirectory(prefix=f"kernelgen-run-{target.name}-{config.name}-") as tmp, \
+            target.compile(job, Path(tmp)) as exe:
+        if exe.compile_only or exe.cannot_run:
+            raise KernelgenError(f"{config.name}: the {target.name} kernel cannot run here: "
+                                 f"{exe.compile_only or exe.cannot_run}")
+        output = target.run(exe, args, poisons(config.dtype)[0])
+    device = ", ".join(s.version for s in target.toolchain() if s.found and s.name.endswith("-device"))
+    logical = job.plan.tensors[-1].layout.unpack(output)
+    return RunResult(outputs={"output": np.ascontiguousarray(logical)},
+                     ran=f"{config.name}: {target.name} kernel{f' on {device}' if device else ''}")
+
+
+def _converted(config: Config, name: str, array: np.ndarray, want: np.dtype) -> np.ndarray | str:
+    """The array as the kernel's logical type, or what is wrong with it."""
+    if array.dtype == want:
+        return array
+    if config.dtype != "uint8":
+        if np.issubdtype(array.dtype, np.floating):
+            return array.astype(np.float32)  # float16 or float64 values: the kernel computes in float32
+        return f"expected floating-point values ({want}), got dtype {array.dtype}"
+    if not np.issubdtype(array.dtype, np.floating):
+        return f"expected dtype {want} (or real values to quantize), got dtype {array.dtype}"
+    if not np.isfinite(array).all():
+        bad = int((~np.isfinite(array)).sum())
+        return f"{bad} value(s) are NaN or infinite: real values must be finite to quantize to {want}"
+    return _quantize(config, name, array.astype(np.float64), want)
+
+
+def _quantize(config: Config, name: str, values: np.ndarray, want: np.dtype) -> np.ndarray:
+    quants = op_quants(config)
+    if name == "input":
+        scale, zero = np.float64(config.quant.input_scale), config.quant.input_zero_point
+    else:
+        oq = quants[int(name.removeprefix("filter").removeprefix("bias")) - 1]
+        per_channel = np.asarray(oq.s_w, dtype=np.float64)
+        if name.startswith("bias"):
+            scale, zero = oq.s_in * per_channel, 0
+        else:
+            scale, zero = per_channel.reshape(-1, 1, 1, 1), oq.z_w
+    info = np.iinfo(want)
+    return np.clip(np.rint(values / scale) + zero, info.min, info.max).astype(want)
+
+
+def _what(shape: tuple[int, ...], dtype: np.dtype) -> str:
+    return f"shape {list(shape)} dtype {dtype}"
+
+
+def _layout_of(name: str) -> str:
+    if name.startswith("filter"):
+        return "OIHW"
+    return "one per output channel" if name.startswith("bias") else "NHWC"
+
+
+def _problem(config: Config, name: str, message: str) -> ConfigProblem:
+    return ConfigProblem(config.path, 1, 1, f"--input {name}", message)
+
+
+def load_npy(name: str, path: Path) -> np.ndarray:
+    """A tensor file the user named; ConfigError when it is not a readable .npy (pickles are refused)."""
+    problem = None
+    if path.suffix != ".npy":
+        problem = f"expected a .npy file (numpy.save), got {path.name!r}"
+    else:
+        try:
+            return np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            problem = f"no such file: {path}"
+        except (OSError, ValueError) as error:
+            problem = f"{path} is not a readable .npy file ({error})"
+    raise ConfigError([ConfigProblem(str(path), 1, 1, f"--input {name}", problem)])

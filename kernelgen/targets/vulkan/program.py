@@ -1,0 +1,104 @@
+"""The vulkan target on this machine: the GLSL `kernelgen build` writes, compiled once per conv2d (-DKG_OP=<op>)
+by glslangValidator, dispatched in order with a barrier between dispatches on a Vulkan device (lavapipe here).
+Intermediates and the output start from the poison byte.
+
+Timing: GPU time from timestamp queries (the first repeat dropped: lavapipe compiles each pipeline lazily). Each
+repeat dispatches the FMA probe right before the kernel in one command buffer, so on a CPU device another
+process on a shared core slows probe and kernel alike only when both run at the same moment: a peak taken
+seconds apart from the kernel gave ratios from 0.28 to 0.48 for the same kernel (seed 002's table measured
+0.43-0.46 with the probe at ~80 GFLOP/s and 0.27-0.38 with it at 53-63 GFLOP/s: read the ratio with the peak).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ToolchainError
+from ...measure.records import Timings
+from ...measure.tensors import KernelArgs, poisoned
+from ..base import Executable, Job
+from .code import compile_ops
+from .plan import VulkanPlan
+from .probe import best_accumulators, fma_probe
+from .runtime import Stage, VulkanRunner
+
+
+class VulkanProgram(Executable):
+    """The job's SPIR-V modules on an open Vulkan device."""
+
+    def __init__(self, job: Job, spirv: tuple[bytes, ...], runner: VulkanRunner):
+        super().__init__(job)
+        self.spirv = spirv
+        self.runner = runner
+        self.stages = stages(job.target_plan, spirv)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def buffers(self, args: KernelArgs, poison: int) -> list[np.ndarray]:
+        """input, filter1.., (bias..), temp1.., output as flat arrays of the storage type: inputs padded with
+        zeros up to their buffer (a bias to whole pairs of vec4 chunks), the rest filled with the poison byte."""
+        vk: VulkanPlan = self.job.target_plan
+        dtype = np.dtype(np.float16 if vk.dtype == "float16" else np.float32)
+        physical = args.physical_list()
+        arrays = [np.pad(np.asarray(a, dtype=dtype).reshape(-1), (0, b.elements - a.size))
+                  for a, b in zip(physical, vk.buffers)]
+        return arrays + [poisoned(b.elements, dtype, poison) for b in vk.buffers[len(physical):]]
+
+
+def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list[Stage]:
+    """One dispatch per op. Bindings 0-2: src, flt, dst; 3: the bias; 4: the residual, when the op has them."""
+    out = []
+    for op, code in zip(vk.ops, spirv):
+        extra = [b for b in (op.bias, op.res_buffer) if b >= 0]
+        out.append(Stage(code, (op.src, op.filter, op.dst, *extra), op.groups,
+                         kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage",
+                                *("storage",) * len(extra))))
+    return out
+
+
+def check_device(vk: VulkanPlan, info) -> None:
+    if vk.dtype == "float16" and not (info.shader_float16 and info.storage_16bit):
+        raise ToolchainError(f"{info.name} lacks shaderFloat16 or 16-bit storage: the float16 kernels need both")
+    if vk.int64 and not info.shader_int64:
+        raise ToolchainError(f"{info.name} lacks shaderInt64, which vulkan.wide_store's 64-bit-word stores need; "
+                             f"set wide_store: false")
+    for op in vk.ops:
+        if any(s > m for s, m in zip(op.wg_size, info.max_workgroup_size)) or \
+                np.prod(op.wg_size) > info.max_workgroup_invocations:
+            raise ToolchainError(f"workgroup {list(op.wg_size)} exceeds {info.name}'s limits")
+
+
+def compile_program(job: Job, device: str | None) -> VulkanProgram:
+    vk: VulkanPlan = job.target_plan
+    spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
+    runner = VulkanRunner(int(device) if device is not None and device.isdigit() else device)
+    try:
+        check_device(vk, runner.info)
+    except ToolchainError:
+        runner.close()
+        raise
+    return VulkanProgram(job, spirv, runner)
+
+
+def run(program: VulkanProgram, args: KernelArgs, poison: int) -> np.ndarray:
+    result = program.runner.run_sequence(program.stages, program.buffers(args, poison))
+    return result.outputs[-1].reshape(-1)
+
+
+def timings(program: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
+    runner = program.runner
+    if not runner.info.timestamps:
+        raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
+    arrays = program.buffers(args, 0)
+    probe = fma_probe(binding=len(arrays), accumulators=best_accumulators(runner))
+    result = runner.run_sequence([probe.stage, *program.stages], [*arrays, probe.buffer], repeat=repeat + 1)
+    if not np.isfinite(result.outputs[-1]).all():
+        raise ToolchainError("the FMA probe produced non-finite values")
+    kernel = tuple(sum(t[1:]) * 1e-9 for t in result.stage_times_ns[1:])
+    peak = tuple(probe.flops / (t[0] * 1e-9) / 1e9 for t in result.stage_times_ns[1:])
+    return (Timings(label=label(program.job.target_plan), seconds=kernel, peak_gflops=peak),)
+
+
+def label(vk: VulkanPlan) -> str:
+    """Seed 002's style: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[2x8x16]/WGSize[4x2x2]/f32."""
+    return " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
