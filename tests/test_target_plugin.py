@@ -4,6 +4,8 @@ it, without any change to kernelgen's core, and use it the way the bundled targe
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -11,7 +13,8 @@ from conftest import requires_tool
 from plugin_target import CArgs
 
 from kernelgen import api
-from kernelgen.measure.records import BenchOptions
+from kernelgen.measure.records import Status
+from kernelgen.measure.validate import validate
 from kernelgen.cli import main
 from kernelgen.errors import ConfigError
 from kernelgen.targets import TARGETS
@@ -83,7 +86,7 @@ def test_validate_and_bench_run_the_plugin_kernel(registered, tmp_path):
     result = CliRunner().invoke(main, ["validate", str(path), "--target", "c_args"])
     assert result.exit_code == 0, result.output
     assert "plugged" in result.output and " pass " in result.output
-    rows = api.bench(api.load_config(path), "c_args", BenchOptions(repeat=2))
+    rows = api.bench(api.load_config(path), "c_args", repeat=2)
     assert len(rows) == 1 and rows[0].seconds > 0 and rows[0].flops == api.plan(api.load_config(path)).flops
 
 
@@ -93,12 +96,15 @@ def test_plugin_kernel_that_skips_a_store_fails_validation(registered, tmp_path,
     path = tmp_path / "plugged.yaml"
     path.write_text(CONFIG)
     target = registered["c_args"]
-    real = target.render
+    job = api.jobs(api.load_config(path), ("c_args",))["c_args"]
+    broken = {k: re.sub(r"(\s)output\[", r"\1(void)output; output_cache[", v, count=1) for k, v in job.files.items()}
+    assert broken != dict(job.files)
+    result = validate(target, replace(job, files=broken), 1)
+    assert result.status is Status.FAIL and "never written" in result.detail
 
-    def broken(config, plan):
-        return {k: re.sub(r"(\s)output\[", r"\1(void)output; output_cache[", v, count=1)
-                for k, v in real(config, plan).items()}
 
-    monkeypatch.setattr(target, "render", broken)
-    result = target.validate(api.load_config(path), 1)
-    assert result.status == "FAIL" and "never written" in result.detail
+def test_the_plugin_run_code_stays_small():
+    """What the plugin writes to run and time its kernel (everything below its 'run code' comment): the core's
+    loops do the rest."""
+    source = (Path(__file__).parent / "plugin_target" / "__init__.py").read_text().split("# ---- its run code")[1]
+    assert len(source.strip().splitlines()) <= 60

@@ -8,8 +8,6 @@ changes. tests/test_target_plugin.py registers it and builds, validates and benc
 from __future__ import annotations
 
 import ctypes
-import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -17,16 +15,15 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from kernelgen.measure.records import BenchOptions, BenchRow
 from kernelgen.config import Config
 from kernelgen.config_model import StrictModel
 from kernelgen.emit import OutputFile
+from kernelgen.measure.records import Timings
+from kernelgen.measure.tensors import KernelArgs, poisoned
 from kernelgen.plan import Plan
-from kernelgen.planner import plan as make_plan
-from kernelgen.targets.base import Target
+from kernelgen.targets.base import Executable, Job, Target
 from kernelgen.targets.c.toolchain import build_shared, status
 from kernelgen.toolstatus import ToolStatus
-from kernelgen.measure.validate import Result, compare, make_inputs
 
 
 class CArgsOptions(StrictModel):
@@ -41,47 +38,42 @@ class CArgs(Target):
     options_model = CArgsOptions
     template_root = Path(__file__).parent / "templates"
 
-    def context(self, config: Config, plan: Plan) -> dict[str, Any]:
+    def context(self, config: Config, plan: Plan, target_plan: Any) -> dict[str, Any]:
         return {"entry": f"{plan.name}_{self.options(config).entry}"}
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def validate(self, config: Config, seed: int) -> Result:
-        plan = make_plan(config)
-        inputs = make_inputs(plan, np.random.default_rng(seed))
-        output = np.full(plan.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
-        workspace = np.full(plan.workspace_elements, np.nan, dtype=np.float32)
-        with tempfile.TemporaryDirectory(prefix="kernelgen-c-args-") as tmp:
-            run = self._build(config, plan, Path(tmp))
-            run([*inputs.physical, output, workspace])
-        return compare(config, plan, self.name, seed, inputs, output)
+    # ---- its run code: build, call through the struct, time. Inputs, poisoning, comparison and statistics are
+    # the core's.
 
-    def bench(self, config: Config, options: BenchOptions) -> list[BenchRow]:
-        plan = make_plan(config)
-        arrays = [*make_inputs(plan, np.random.default_rng(0)).physical,
-                  np.zeros(plan.tensors[-1].layout.flat_shape, np.float32), np.zeros(plan.workspace_elements, np.float32)]
-        with tempfile.TemporaryDirectory(prefix="kernelgen-c-args-") as tmp:
-            run = self._build(config, plan, Path(tmp))
-            times = []
-            for _ in range(options.repeat):
-                start = time.perf_counter()
-                run(arrays)
-                times.append(time.perf_counter() - start)
-        return [BenchRow(config=config.name, target=self.name, label=f"{plan.name} (struct of pointers)",
-                         seconds=statistics.median(times), flops=plan.flops)]
+    def compile(self, job: Job, workdir: Path, device: str | None = None) -> Executable:
+        (workdir / f"{job.plan.name}_args.c").write_text(job.files[f"{job.plan.name}_args.c"])
+        exe = Executable(job)
+        library = ctypes.CDLL(str(build_shared([workdir / f"{job.plan.name}_args.c"], workdir / "libargs.so")))
+        exe.struct = type("Args", (ctypes.Structure,), {"_fields_": [(p.name, ctypes.c_void_p)
+                                                                      for p in job.plan.kernel.params]})
+        exe.entry = getattr(library, f"{job.plan.name}_{self.options(job.config).entry}")
+        exe.entry.restype, exe.entry.argtypes = None, [ctypes.POINTER(exe.struct)]
+        return exe
 
-    def _build(self, config: Config, plan: Plan, workdir: Path):
-        """Write and build the kernel; returns run(arrays), which packs the pointers into the struct."""
-        for name, text in self.render(config, plan).items():
-            (workdir / name).write_text(text)
-        library = ctypes.CDLL(str(build_shared([workdir / f"{plan.name}_args.c"], workdir / "libargs.so")))
-        names = [p.name for p in plan.kernel.params]
-        fields = type("Args", (ctypes.Structure,), {"_fields_": [(n, ctypes.c_void_p) for n in names]})
-        entry = getattr(library, f"{plan.name}_{self.options(config).entry}")
-        entry.restype, entry.argtypes = None, [ctypes.POINTER(fields)]
+    def _arrays(self, exe: Executable, args: KernelArgs, poison: int) -> list[np.ndarray]:
+        plan = exe.job.plan
+        return [*args.physical_list(), poisoned(plan.tensors[-1].elements, np.dtype(np.float32), poison),
+                poisoned(plan.workspace_elements, np.dtype(np.float32), poison)]
 
-        def run(arrays: list[np.ndarray]) -> None:
-            args = fields(*(a.ctypes.data for a in arrays))
-            entry(ctypes.byref(args))
-        return run
+    def _call(self, exe: Executable, arrays: list[np.ndarray]) -> None:
+        exe.entry(ctypes.byref(exe.struct(*(a.ctypes.data for a in arrays))))
+
+    def run(self, exe: Executable, args: KernelArgs, poison: int) -> np.ndarray:
+        arrays = self._arrays(exe, args, poison)
+        self._call(exe, arrays)
+        return arrays[-2]
+
+    def time(self, exe: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
+        arrays, times = self._arrays(exe, args, 0), []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            self._call(exe, arrays)
+            times.append(time.perf_counter() - start)
+        return (Timings(label=f"{exe.job.plan.name} (struct of pointers)", seconds=tuple(times)),)
