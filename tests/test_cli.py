@@ -187,7 +187,11 @@ def test_json_answers_carry_the_context_of_the_run(tmp_path, monkeypatch):
                       "targets: [c, opencl]\n")
     monkeypatch.setattr(TARGETS["opencl"], "toolchain", lambda: (
         ToolStatus("pyopencl", True, "2024.1", ""), ToolStatus("opencl-device", True, "Some GPU (OpenCL 3.0)", "")))
-    monkeypatch.setattr(TARGETS["opencl"], "validate", lambda c, seed: skipped(c, "opencl", "not really", seed))
+    import kernelgen.cli.commands as commands
+
+    real = commands.validate_job
+    monkeypatch.setattr(commands, "validate_job", lambda job, target, seed=None: skipped(
+        job.config, "opencl", "not really", seed or 0) if target == "opencl" else real(job, target, seed=seed))
     data = json.loads(runner.invoke(main, ["validate", str(config), "--json"]).output)
     context = data["context"]
     assert context["kernelgen_version"] == __version__ and context["python"] == platform.python_version()
@@ -330,15 +334,14 @@ def test_the_validate_table_keeps_its_columns_and_shows_no_nan(repo, tmp_path):
     result = CliRunner().invoke(main, ["validate", str(config), "--skip-missing"])
     header, row = result.output.splitlines()[:2]
     assert header.index("target") == row.index(" c ") + 1 == len(long_name) + 2
-    from kernelgen.measure.validate import not_run
-    from kernelgen.api import load_config
+    from kernelgen.api import load_config, skipped
     import kernelgen.cli.commands as cli
 
-    skipped_row = not_run(load_config(config), "c", 0, "skipped", "missing gcc")
-    original = cli.validate_safely
-    cli.validate_safely = lambda *a, **k: skipped_row
+    skipped_row = skipped(load_config(config), "c", "missing gcc")
+    original = cli.validate_job
+    cli.validate_job = lambda *a, **k: skipped_row
     try:
         result = CliRunner().invoke(main, ["validate", str(config)])
     finally:
-        cli.validate_safely = original
+        cli.validate_job = original
     assert "nan" not in result.output and " - " in result.output

@@ -10,7 +10,12 @@ TEXT = "name: api_conv\ninput: {shape: [1, 6, 5, 4]}\nops:\n  - conv2d: {out_cha
 
 
 def test_the_package_lists_its_api():
-    assert dir(kernelgen) == ["__version__", "bench", "generate", "load_config", "plan", "validate"]
+    from kernelgen import api
+
+    assert kernelgen.__all__ == ["__version__", *api.__all__]
+    assert {"bench", "generate", "load_config", "plan", "run", "validate"} <= set(kernelgen.__all__)
+    assert all(getattr(kernelgen, name) is getattr(api, name) for name in api.__all__)
+    assert type(kernelgen) is type(api)  # a plain module: no class swap
     assert kernelgen.__version__.count(".") == 2
     with pytest.raises(AttributeError):
         kernelgen.no_such_name
@@ -26,10 +31,15 @@ def test_load_plan_and_generate_from_text_and_from_a_file(repo, tmp_path):
     (tmp_path / "conv.yaml").write_text(TEXT)
     assert kernelgen.load_config(tmp_path / "conv.yaml").name == "api_conv"
     # the modules of the same names stay importable
-    from kernelgen.plan import Plan
-    from kernelgen.measure.validate import Result
+    import importlib
 
-    assert isinstance(plan, Plan) and Result.__name__ == "Result"
+    importlib.import_module("kernelgen.measure.validate")
+    importlib.import_module("kernelgen.plan")
+    from kernelgen.measure.records import ValidationResult
+    from kernelgen.plan import Plan
+
+    assert isinstance(plan, Plan) and ValidationResult.__name__ == "ValidationResult"
+    assert callable(kernelgen.plan) and callable(kernelgen.validate)  # importing the modules rebinds nothing
 
 
 @requires_tool("gcc")

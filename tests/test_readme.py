@@ -38,6 +38,11 @@ def scratch(tmp_path_factory) -> Path:
     import onnx_models
 
     onnx.save(onnx_models.resnet_basic_block(c=8, size=7), str(root / "model.onnx"))
+    import numpy as np
+
+    rng = np.random.default_rng(0)  # the tensors `kernelgen run` names (seed000_baseline's shapes)
+    for name, shape in (("x", (1, 64, 64, 128)), ("w1", (128, 128, 1, 1)), ("w2", (128, 128, 1, 1))):
+        np.save(root / f"{name}.npy", rng.uniform(-0.1, 0.1, shape).astype(np.float32))
     return root
 
 
@@ -72,5 +77,5 @@ def test_each_command_runs_as_written(command, scratch):
 @requires_tool("gcc")
 def test_the_python_api_example_runs_as_written(scratch):
     example = _block("Python API", "python")
-    done = _run([sys.executable, "-c", example + "\nassert result.passed and files and rows\n"], scratch)
+    done = _run([sys.executable, "-c", example + "\nassert result.passed and files and rows and outputs['output'].shape == (1, 60, 60, 128)\n"], scratch)
     assert done.returncode == 0, done.stderr[-3000:]
