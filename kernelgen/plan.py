@@ -100,10 +100,28 @@ class Block:
     body: tuple["Node", ...]
 
 
+class Phase(enum.Enum):
+    """Which step of a stripe a section is: what a target that replaces section bodies (hvx) looks for."""
+
+    INPUT_READ = "input cache read"  # the whole window
+    INPUT_READ_KEPT = "input cache read, kept rows"  # halo reuse: the rows the next stripe keeps (first stripe)
+    INPUT_READ_NEW = "input cache read, new rows"  # halo reuse: the rows the ring does not hold yet
+    FILTER_READ = "filter cache read"
+    CONV = "conv2d"
+    WRITE_BACK = "write back output cache"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    phase: Phase
+    op: int = 0  # 1-based op of a FILTER_READ or CONV step
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Section:
     label: str  # "input cache read", "conv2d #1": printed as a comment before the body
     body: tuple["Node", ...]
+    step: Step | None = None  # the stripe step it is (None: pipeline prologues, padding fills, epilogues)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

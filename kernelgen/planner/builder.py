@@ -7,7 +7,7 @@ import math
 from .. import expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Guard, Loop, Node, PadStrategy, Section, Stmt, Tensor
+from ..plan import Guard, Loop, Node, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels
 from .packing import c_float
 
@@ -88,18 +88,20 @@ class StripeBuilder:
     def load(self) -> tuple[Node, ...]:
         geo = self.geo
         if not self.ring:
-            return (self._input_read(0, geo.rows[0], "input cache read"),)
+            return (self._input_read(0, geo.rows[0], "input cache read", Phase.INPUT_READ),)
         keep = geo.halo_rows
-        first = self._input_read(0, keep, "input cache read (first stripe only, rows the next stripe keeps)")
+        first = self._input_read(0, keep, "input cache read (first stripe only, rows the next stripe keeps)",
+                                 Phase.INPUT_READ_KEPT)
         return (Guard(cond="ho_outer == 0", body=(first,)),
-                self._input_read(keep, geo.rows[0] - keep, f"input cache read (new rows; {keep} kept in the ring)"))
+                self._input_read(keep, geo.rows[0] - keep, f"input cache read (new rows; {keep} kept in the ring)",
+                                 Phase.INPUT_READ_NEW))
 
     def ring_row(self, row: E.Expr) -> E.Expr:
         """The cache row holding window row `row` of stripe ho_outer: a ring of rows[0] rows."""
         return E.floormod(E.add(E.mul(E.Var("ho_outer"), self.geo.row_step), row), self.geo.rows[0],
                           self.bounds() | {"ih": (0, self.geo.rows[0] - 1)})
 
-    def _input_read(self, first_row: int, rows: int, label: str) -> Node:
+    def _input_read(self, first_row: int, rows: int, label: str, phase: Phase) -> Node:
         geo, win, tensor = self.geo, self.win.input, self.tensors[0].layout
         _, height, width, _ = self.shape_list[0]
         copied = self.reduce_channels[0]  # the real channels, or with padding for overcompute
@@ -126,7 +128,7 @@ class StripeBuilder:
                                                    "branches"))
         chunk = f" (chunk ci_outer of {self.chunks})" if self.c_block else ""
         return Section(label=f"{label}: {rows} rows x {geo.cols[0]} columns x {copied} channels{chunk}",
-                       body=(Loop(var="ih", extent=rows, body=(
+                       step=Step(phase), body=(Loop(var="ih", extent=rows, body=(
                            Loop(var="iw", extent=geo.cols[0], body=(Loop(var="ic", extent=copied, body=(stmt,)),)),)),))
 
     # ------------------------------------------------------------ compute
@@ -173,7 +175,7 @@ class StripeBuilder:
         inner: tuple[Node, ...] = (Loop(var="fc", extent=reduce, body=(
             Loop(var="fh", extent=kernel[0], body=(Loop(var="fw", extent=kernel[1], body=(stmt,)),)),)),)
         return Section(label=f"filter #{j} cache read" + (" (reusing the filter cache)" if j > 1 else ""),
-                       body=(Loop(var="fk", extent=ks_ch, body=inner),))
+                       step=Step(Phase.FILTER_READ, j), body=(Loop(var="fk", extent=ks_ch, body=inner),))
 
     def _conv(self, j: int, ko_var: str, src: str, dst_window: TensorLayout, dst: str, *, last: bool) -> Node:
         config, geo, cut = self.config, self.geo, self.cut
@@ -265,7 +267,7 @@ class StripeBuilder:
             columns = (Loop(var="ow", extent=geo.cols[j], body=(Guard(cond=" && ".join(col_checks), body=pixel),)),)
         if last and row_checks:
             columns = (Guard(cond=" && ".join(row_checks), body=columns),)
-        return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), body=(
+        return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), step=Step(Phase.CONV, j), body=(
             Loop(var="ko_inner", extent=k_split, body=(Loop(var="oh", extent=geo.rows[j], body=columns),)),))
 
     def _epilogue(self, j: int, op, dst: str, d_index: str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict,
@@ -372,4 +374,4 @@ class StripeBuilder:
                    PadKind.NONE: f"{own} have no pad value: never written"}[kind]
             self.strategies.append(PadStrategy(loop="write back output cache",
                                                strategy="fill" if kind is PadKind.VALUE else "branch", why=why))
-        return (Section(label="write back output cache", body=(Loop(var="oh", extent=geo.rows[-1], body=columns),)),)
+        return (Section(label="write back output cache", step=Step(Phase.WRITE_BACK), body=(Loop(var="oh", extent=geo.rows[-1], body=columns),)),)
