@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from . import config_model as M
 from . import epilogue_config
 from .errors import ConfigError, ConfigProblem
+from .plan import Epilogue
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
@@ -44,9 +45,9 @@ class Conv2d:
     quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
 
     @property
-    def epilogue(self) -> bool:
-        """Anything between the accumulator and the stored value."""
-        return self.bias or self.clamp is not None or self.residual is not None
+    def epilogue(self) -> Epilogue:
+        """What the store does between the accumulator and the stored value (false when nothing)."""
+        return Epilogue(bias=self.bias, residual=self.residual, clamp=self.clamp, activation=self.activation)
 
     @property
     def span(self) -> tuple[int, int]:

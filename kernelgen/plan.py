@@ -173,6 +173,32 @@ class StripeParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Epilogue:
+    """What the store of a conv does to its sum, in this order (ResNet's and MobileNetV2's): + bias<op> (one
+    value per output channel), + the residual, then the activation as a clamp. Every target renders its store from
+    this record; a new epilogue is a field here, a line of the numpy reference and one template block per target."""
+
+    bias: bool = False
+    residual: int | None = None  # 0: + the chain's input at the same position; K: + op K's output (1-based)
+    clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
+    activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
+
+    def __bool__(self) -> bool:
+        return self.bias or self.residual is not None or self.clamp is not None
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """Its steps in order, for reports: ("bias", "residual", "relu6")."""
+        return (("bias",) if self.bias else ()) + (("residual",) if self.residual is not None else ()) + (
+            (self.activation,) if self.clamp is not None else ())
+
+    @property
+    def residual_name(self) -> str | None:
+        """What the residual adds, as the plan's tensors name it: input, or temp<K> (op K's output)."""
+        return None if self.residual is None else "input" if self.residual == 0 else f"temp{self.residual}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpGeometry:
     """One conv2d of the chain, as every target reads it: the one op record past the config."""
 
@@ -185,11 +211,7 @@ class OpGeometry:
     dilation: tuple[int, int]
     flops: int  # 2 * multiply-adds
     groups: int = 1  # channels split into independent convs; in_channels == groups: depthwise
-    # The epilogue, in this order: + bias (tensor bias<index>), + residual, then the activation as a clamp.
-    bias: bool = False
-    residual: int | None = None  # 0: + the chain's input at the same position
-    clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
-    activation: str = "none"
+    epilogue: Epilogue = Epilogue()
 
     def __post_init__(self) -> None:
         assert min(self.in_shape + self.out_shape + self.kernel + self.stride + self.dilation) >= 1, self

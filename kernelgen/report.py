@@ -116,16 +116,17 @@ def _search_lines(plan: Plan) -> list[str]:
 
 def _unfused_activation_bytes(plan: Plan) -> int:
     """Activation traffic of running each op as its own kernel: every intermediate written and read back."""
-    elements = sum(math.prod(op.in_shape) + math.prod(op.out_shape) * (2 if op.residual is not None else 1)
+    elements = sum(math.prod(op.in_shape) + math.prod(op.out_shape) * (2 if op.epilogue.residual is not None else 1)
                    for op in plan.ops)
     return elements * plan.element_bytes
 
 
 def _epilogue_text(op) -> str:
     """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
-    steps = ((["+ bias"] if op.bias else []) + ([f"+ {'input' if op.residual == 0 else f'conv2d #{op.residual}'}"]
-                                                  if op.residual is not None else [])
-             + ([op.activation] if op.clamp is not None else []))
+    e = op.epilogue
+    steps = ((["+ bias"] if e.bias else []) + ([f"+ {'input' if e.residual == 0 else f'conv2d #{e.residual}'}"]
+                                                 if e.residual is not None else [])
+             + ([e.activation] if e.clamp is not None else []))
     depthwise = op.groups == op.in_channels
     grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"
                + (f" (channel multiplier {op.out_channels // op.in_channels})" if depthwise and
@@ -143,7 +144,7 @@ def _summary_lines(plan: Plan) -> list[str]:
                  f"({plan.executed_flops / plan.flops:.2f}x, halo rows and chain recompute)")
     t = plan.traffic
     lines.append(f"traffic between memory and caches: {t.total} bytes (input {t.input_bytes}, filters "
-                 f"{'and biases ' if any(op.bias for op in plan.ops) else ''}{t.filter_bytes}, output "
+                 f"{'and biases ' if any(op.epilogue.bias for op in plan.ops) else ''}{t.filter_bytes}, output "
                  f"{t.output_bytes})")
     if len(plan.ops) > 1:
         fused, alone = t.input_bytes + t.output_bytes, _unfused_activation_bytes(plan)
@@ -228,8 +229,8 @@ def json_report(plan: Plan) -> dict[str, Any]:
                     "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},
         "ops": [{"index": o.index, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
                  "kernel": list(o.kernel), "stride": list(o.stride), "pad": list(o.pad),
-                 "dilation": list(o.dilation), "flops": o.flops, "groups": o.groups, "bias": o.bias, "residual": o.residual,
-                 "activation": o.activation}
+                 "dilation": list(o.dilation), "flops": o.flops, "groups": o.groups, "bias": o.epilogue.bias,
+                 "residual": o.epilogue.residual, "activation": o.epilogue.activation}
                 for o in plan.ops],
         "tensors": tensors,
         "caches": [{"name": c.name, "elements": c.elements, "bytes": c.bytes, "logical_shape": list(c.logical_shape),

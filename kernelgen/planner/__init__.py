@@ -115,8 +115,7 @@ def plan(config: Config) -> Plan:
         flops += 2 * macs
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
                              stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs, groups=op.groups,
-                             bias=op.bias, residual=op.residual,
-                             clamp=op.clamp, activation=op.activation))
+                             epilogue=op.epilogue))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)
     if b.chunks > 1:

@@ -96,7 +96,7 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                                             masked)
         groups, tail, moving = 0, 0, {}
     stores = pixel_stores(t, op, pixels, vectors, width, per_item, n_var, ko_var, bounds, tile)
-    lo, hi = op.geo.clamp if op.geo.clamp is not None else (-math.inf, math.inf)
+    lo, hi = op.geo.epilogue.clamp if op.geo.epilogue.clamp is not None else (-math.inf, math.inf)
     epilogue = dict(bias=op.bias.name if op.bias else None,
                     residual=op.residual.name if op.residual else None,
                     residual_kind=op.residual.kind if op.residual else "",

@@ -163,13 +163,13 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
         n, oh, ow, oc = geo.out_shape
         blocks = math.ceil(oc / per_item)
         bias = None
-        if geo.bias:  # padded with zeros to whole blocks: a work-item's vload never leaves the buffer
+        if geo.epilogue.bias:  # padded with zeros to whole blocks: a work-item's vload never leaves the buffer
             bias = Storage(name=f"bias{j}", role=Role.BIAS, kind=StorageKind.BUFFER,
                            layout=parse_layout(f"o -> o // {per_item}, o % {per_item}", ("o",), pad=0.0).bind((oc,)))
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
                           tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks, bias=bias, residual=None if geo.residual is None else chain[geo.residual]))
+                          channel_blocks=blocks, bias=bias, residual=None if geo.epilogue.residual is None else chain[geo.epilogue.residual]))
         source = dest
         chain.append(dest)
     folded = {s.name: _fold(s, limit) for s in storages if s.kind == "image" and s.role != "filter"}

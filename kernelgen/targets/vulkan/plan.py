@@ -294,7 +294,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     inter = {t.name: t.layout for t in plan.intermediates}
     n_ops = len(config.ops)
     # the plan's argument order (input, filters, biases), then the temps and the output
-    biases = [f"bias{j}" for j, op in enumerate(plan.ops, start=1) if op.bias]
+    biases = [f"bias{j}" for j, op in enumerate(plan.ops, start=1) if op.epilogue.bias]
     names = (["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + biases + [f"temp{j}" for j in range(1, n_ops)]
              + ["output"])
     layouts = {**tensors, **inter}
@@ -309,9 +309,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
                            unroll_rows=defaults.unroll_kernel_rows)
-        lo, hi = op.clamp if op.clamp is not None else (-math.inf, math.inf)
+        lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
-        res_name = None if op.residual is None else "input" if op.residual == 0 else f"temp{op.residual}"
+        res_name = op.epilogue.residual_name
         residual = _residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1,
