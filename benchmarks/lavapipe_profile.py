@@ -45,20 +45,22 @@ def run_child(args: argparse.Namespace) -> None:
     import numpy as np
 
     from kernelgen.api import load_config
+    from kernelgen.config import with_options
+    from kernelgen.measure.tensors import poisons, random_inputs
     from kernelgen.planner import plan as make_plan
-    from kernelgen.targets.vulkan.code import compile_ops, glsl_source
-    from kernelgen.targets.vulkan.plan import plan_vulkan
-    from kernelgen.targets.vulkan.runtime import VulkanRunner
-    from kernelgen.targets.vulkan.validate import buffers, stages
-    from kernelgen.measure.validate import make_inputs
+    from kernelgen.targets import TARGETS
+    from kernelgen.targets.vulkan.options import vulkan_options
+    from kernelgen.targets.vulkan.program import compile_program
 
     config = load_config(args.config)
-    plan = make_plan(config)
-    vk = plan_vulkan(config, plan, ivc_tile=args.ivc_tile, wg_size=args.wg_size)
-    inputs = make_inputs(plan, np.random.default_rng(0))
-    with VulkanRunner() as runner:
-        runner.run_sequence(stages(vk, compile_ops(glsl_source(plan, vk), vk)),
-                            buffers(plan, vk, inputs.physical), repeat=args.repeat)
+    overrides = {key: list(value) for key, value in (("ivc_tile", args.ivc_tile), ("wg_size", args.wg_size)) if value}
+    if overrides:  # as the bench sweep's permutations do
+        config = with_options(config, "vulkan", vulkan_options(config).model_copy(update=overrides))
+    job = TARGETS["vulkan"].build(config, make_plan(config))  # the GLSL `kernelgen build` writes
+    tensors = random_inputs(config, job.plan, np.random.default_rng(0))
+    with compile_program(job, None) as program:
+        runner = program.runner
+        runner.run_sequence(program.stages, program.buffers(tensors, poisons(config.dtype)[0]), repeat=args.repeat)
         # The JIT's code lives in anonymous r-x mappings (no file name); read them while
         # the pipelines still exist.
         with open(args.dump, "wb") as blob, open(f"{args.dump}.maps", "w") as index:

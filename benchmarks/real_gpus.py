@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kernelgen.api import bench, load_config, parse_config
-from kernelgen.measure.records import BenchOptions
+from kernelgen.api import bench, load_config, parse_config, stats
 from kernelgen.config import with_options
-from kernelgen.targets import TARGETS
 from kernelgen.targets.vulkan.options import vulkan_options
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,8 +30,8 @@ targets: [opencl]
 
 
 def _aco(config) -> tuple[int, int]:
-    ops = TARGETS["vulkan"].stats(config, "rdna2")
-    return max(o["vgprs"] for o in ops), sum(o["spilled_vgprs"] for o in ops)
+    ops = stats(config, "vulkan", "rdna2")
+    return max(o.vgprs for o in ops), sum(o.spilled_vgprs for o in ops)
 
 
 def vulkan_table(repeat: int, lavapipe: bool) -> list[str]:
@@ -49,8 +47,8 @@ def vulkan_table(repeat: int, lavapipe: bool) -> list[str]:
         after = _aco(rdna2)
         speed = ratio = "-"
         if lavapipe:
-            (row, *_) = bench(config, "vulkan", BenchOptions(repeat=repeat))
-            speed, ratio = f"{row.gflops:.2f}", f"{row.metrics['ratio']:.3f} of {row.metrics['peak_gflops']:.0f}"
+            (row, *_) = bench(config, "vulkan", repeat=repeat)
+            speed, ratio = f"{row.gflops:.2f}", f"{row.ratio:.3f} of {row.peak_gflops:.0f}"
         lines.append(f"| {config.name} | {before[0]} / {before[1]:,} | {after[0]} / {after[1]:,} | {speed} | {ratio} |")
     return lines
 
@@ -62,12 +60,12 @@ def opencl_table(repeat: int) -> list[str]:
     rows = []
     for label, options in variants:
         config = parse_config(TEXTURE_1X1.format(name="conv1x1", options=options), "conv1x1.yaml")
-        (row, *_) = bench(config, "opencl", BenchOptions(repeat=repeat))
+        (row, *_) = bench(config, "opencl", repeat=repeat)
         rows.append((label, row))
     buffer = rows[0][1].gflops
     lines = ["| OpenCL variant (1x1, 64x64x128 -> 128) | GFLOP/s | of the buffer variant | FMA peak GFLOP/s |",
              "|---|---:|---:|---:|"]
-    lines += [f"| {label} | {row.gflops:.2f} | {row.gflops / buffer:.2f} | {row.metrics['peak_gflops']:.0f} |"
+    lines += [f"| {label} | {row.gflops:.2f} | {row.gflops / buffer:.2f} | {row.peak_gflops:.0f} |"
               for label, row in rows]
     return lines
 

@@ -46,7 +46,7 @@ def main() -> int:
             config = load_config(path)
             the_plan = plan(config)
             for target in config.targets:
-                TARGETS[target].render(config, the_plan)
+                TARGETS[target].build(config, the_plan)
         plan_and_render()  # warm the template cache, as a long-running process would be
         seconds = median_seconds(plan_and_render, 10)
         failed |= seconds > 0.050

@@ -9,9 +9,8 @@ Everything here is kernelgen.api's (its __all__). The package's modules plan.py 
 functions `plan`, `validate` and `bench`: the functions win, because api imports those modules before the names
 below are bound, and a module imported again later does not rebind the package's attribute.
 """
-__version__ = "0.1.0"
-
-from .api import *  # noqa: E402,F401,F403 - the public API, after __version__ (modules read it while loading)
-from .api import __all__ as _api_all  # noqa: E402
+from .api import *  # noqa: F401,F403 - the public API
+from .api import __all__ as _api_all
+from .version import __version__
 
 __all__ = ["__version__", *_api_all]

@@ -18,9 +18,9 @@ from typing import Mapping
 
 import numpy as np
 
-from . import __version__
-from . import config as _config
-from . import config_model
+from .version import __version__
+import kernelgen.config as _config
+import kernelgen.config_model as config_model
 from .config import Config, with_options
 from .errors import ConfigError, ConfigProblem, KernelgenError
 from .measure import bench as _bench

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import config_model as M
-from . import epilogue_config
+import kernelgen.config_model as M
+import kernelgen.epilogue_config as epilogue_config
 from .errors import ConfigError, ConfigProblem
 from .plan import Epilogue
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout

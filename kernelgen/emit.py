@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from . import __version__
+from .version import __version__
 from .errors import KernelgenError
 from .plan import Block, Guard, Loop, Plan, Section
 

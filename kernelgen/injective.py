@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from . import expr as E
+import kernelgen.expr as E
 
 # Extents up to this are checked point by point; the period argument serves larger ones.
 POINTWISE_LIMIT = 1 << 20

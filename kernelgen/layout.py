@@ -18,8 +18,8 @@ from typing import Mapping
 
 import numpy as np
 
-from . import expr as E
-from . import injective
+import kernelgen.expr as E
+import kernelgen.injective as injective
 
 ACTIVATION_DIMS = ("n", "h", "w", "c")
 FILTER_DIMS = ("o", "i", "h", "w")

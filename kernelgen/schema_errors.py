@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import config_model as M
+import kernelgen.config_model as M
 from .errors import ConfigProblem
 from .yamlmarks import MarkedDocument
 

@@ -7,6 +7,7 @@ single convs and chains, texture (NCHW4c, NHWC4c) and buffer (NHWC, blocked, NCH
 layouts and index maps that mix channels with columns or rows, filters in textures and in
 buffers, pad_value layouts, and float16 storage.
 """
+import dataclasses
 import json
 import subprocess
 
@@ -22,7 +23,9 @@ from kernelgen.targets.opencl.plan import plan_opencl
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.measure.validate import compare, make_inputs
+from kernelgen.measure.compare import compare
+from kernelgen.measure.records import Status
+from kernelgen.measure.tensors import poisons, random_inputs
 
 NCHW4C = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
 NHWC4C = '{map: "n, h, w, c -> n, h, |, w, c // 4, c % 4", pad_value: -1.5}'
@@ -191,7 +194,7 @@ def test_full_fp16_kernels_are_not_run_without_cl_khr_fp16():
     if has_fp16:
         assert result.passed, result.detail
     else:
-        assert result.status == "not run" and "cl_khr_fp16" in result.detail
+        assert result.status is Status.NOT_RUN and "cl_khr_fp16" in result.detail
 
 
 def test_fp16_arithmetic_comes_from_the_device_profile():
@@ -211,7 +214,7 @@ def test_fp16_arithmetic_comes_from_the_device_profile():
 def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
     """The half kernels PoCL skips still have to be valid OpenCL C: clang compiles them for SPIR."""
     config = _config(name)
-    source = TARGETS["opencl"].render(config, plan(config))[f"{name}.cl"]
+    source = TARGETS["opencl"].build(config, plan(config)).files[f"{name}.cl"]
     assert ("read_imageh(" in source) == ("texture" in name) and "#if defined(cl_khr_fp16)" in source
     (tmp_path / "k.cl").write_text(source)
     done = subprocess.run(["clang-19", "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
@@ -225,26 +228,26 @@ def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
 
 
 @requires_tool("py:pyopencl")
-def test_unwritten_output_is_caught():
+def test_unwritten_output_is_caught(tmp_path):
     """A kernel that skips its stores leaves NaN sentinels: validation must fail."""
-    from kernelgen.targets.opencl import validate as V
-    from kernelgen.targets.opencl.toolchain import OpenCLRunner
-
     config = _config("k3_pad1_tile_larger_c6")
-    the_plan = plan(config)
-    inputs = make_inputs(the_plan, np.random.default_rng(5))
-    with OpenCLRunner() as runner:
-        cplan, source = V.prepare(config, runner, TARGETS["opencl"].render)
-        broken = source.replace("write_imagef(output,", "if (oht > 0) write_imagef(output,")
-        result = runner.run_sequence(V.launches(cplan, broken), V.host_arrays(cplan, inputs.logical))
-    checked = compare(config, the_plan, "opencl", 5, inputs, result.outputs["output"].astype(np.float32))
-    assert checked.status == "FAIL" and "never written" in checked.detail
+    target = TARGETS["opencl"]
+    job = target.build(config, plan(config))
+    args = random_inputs(config, job.plan, np.random.default_rng(5))
+    source = job.files[f"{config.name}.cl"]
+    broken = source.replace("write_imagef(output,", "if (oht > 0) write_imagef(output,")
+    assert broken != source  # the stores the test breaks are there
+    broken_job = dataclasses.replace(job, files={**job.files, f"{config.name}.cl": broken})
+    with target.compile(broken_job, tmp_path) as exe:
+        outputs = target.run_poisoned(exe, args, poisons(config.dtype))
+    checked = compare(config, job.plan, "opencl", 5, args, outputs)
+    assert checked.status is Status.FAIL and "never written" in checked.detail
 
 
 def test_launch_plan_is_recorded_in_the_source_and_json():
     config = _config("chain_blocked_buffer")
     cplan = plan_opencl(config, plan(config))
-    files = TARGETS["opencl"].render(config, plan(config))
+    files = TARGETS["opencl"].build(config, plan(config)).files
     launch = json.loads(files["chain_blocked_buffer.launch.json"])["launch"]
     assert [k["global_size"] for k in launch["kernels"]] == [list(k.global_size) for k in cplan.kernels]
     assert launch["tile"] == {"oh": 2, "ow": 4, "oc4": 4} and launch["local_size"] == [4, 2, 1]
@@ -348,7 +351,7 @@ def test_buffer_variant_uses_wide_vectors_and_masks_only_real_padding(repo):
     """No conv padding: no masks in the hot loop. The last column tile (62 = 15 x 4 + 2) reads
     clamped columns for its two missing pixels and guards their stores instead."""
     config = load_config(repo / "configs" / "opencl_seed000_3x3_single.yaml")
-    source = TARGETS["opencl"].render(config, plan(config))["opencl_seed000_3x3_single.cl"]
+    source = TARGETS["opencl"].build(config, plan(config)).files["opencl_seed000_3x3_single.cl"]
     assert "float16 acc" in source and "vload16(" in source
     assert " ? " not in source and "const int m" not in source
     assert "clamp(rw2, 0, 63)" in source and "if (((owt*4)+3) < 62) {" in source
@@ -356,16 +359,18 @@ def test_buffer_variant_uses_wide_vectors_and_masks_only_real_padding(repo):
 
 @requires_tool("py:pyopencl")
 def test_bench_reports_time_flops_and_the_fma_peak():
+    from kernelgen.measure.bench import bench
     from kernelgen.measure.records import BenchOptions
 
-    rows = [r for r in TARGETS["opencl"].bench(_config("k1_tile_multiple"), BenchOptions(repeat=1))
-            if "torch" not in r.label]
+    config = _config("k1_tile_multiple")
+    job = TARGETS["opencl"].build(config, plan(config))
+    rows = [r for r in bench(TARGETS["opencl"], job, BenchOptions(repeat=1)) if "torch" not in r.label]
     assert len(rows) == 1 and rows[0].seconds > 0 and rows[0].flops == plan(_config("k1_tile_multiple")).flops
-    assert rows[0].metrics["peak_gflops"] > 0 and 0 < rows[0].metrics["ratio"]
+    assert rows[0].peak_gflops > 0 and 0 < rows[0].ratio
 
 
 def test_sweep_covers_tiles_times_work_groups_of_the_variant():
-    from kernelgen.targets.opencl.bench import SWEEP_LOCAL, SWEEP_TILES, sweep_variants
+    from kernelgen.targets.opencl.sweep import SWEEP_LOCAL, SWEEP_TILES, sweep_variants
     from kernelgen.targets.opencl.options import opencl_options
 
     config = _config("batch2_texture")  # texture variant, filters in buffers
@@ -406,13 +411,15 @@ def test_channel_lanes_are_adjacent_only_when_every_channel_is():
 
 def test_half_arithmetic_launches_the_fp16_convs_then_the_pad_kernel():
     """The launch list for a cl_khr_fp16 device: every fp16 conv, then the (storage-only) pad kernel.
-    PoCL here has no cl_khr_fp16, so this list is checked without running it."""
-    from kernelgen.targets.opencl.validate import launches
+    PoCL here has no cl_khr_fp16, so this list is checked without running it (no device opened: the launch
+    lists come from the job alone); a device without it would time the float-arithmetic kernels instead."""
+    from kernelgen.targets.opencl.runtime import OpenCLProgram
 
     config = _config("batch2_pad_value_buffer", dtype="float16",
                      options="{half_arithmetic: true, variant: buffer}")
-    cplan = plan_opencl(config, plan(config))
-    names = [launch.kernel for launch in launches(cplan, "", half=True)]
+    job = TARGETS["opencl"].build(config, plan(config))
+    program = OpenCLProgram(job, runner=None, cannot_run="no cl_khr_fp16")
+    names = [launch.kernel for launch in program.launches]
     assert names == ["batch2_pad_value_buffer_conv1_h", "batch2_pad_value_buffer_pad_output"]
-    assert [launch.kernel for launch in launches(cplan, "")] == ["batch2_pad_value_buffer_conv1",
-                                                                 "batch2_pad_value_buffer_pad_output"]
+    assert [launch.kernel for launch in program.timed_launches] == ["batch2_pad_value_buffer_conv1",
+                                                                    "batch2_pad_value_buffer_pad_output"]

@@ -11,26 +11,38 @@ from click.testing import CliRunner
 from conftest import requires_tool
 
 from kernelgen.api import parse_config
-from kernelgen.measure.records import BenchOptions, BenchRow
+from kernelgen.measure.records import BenchOptions, Timings
 from kernelgen.cli import main
-from kernelgen.measure.sweep import read_records, sweep
+from kernelgen.measure.sweep import VariantStatus, read_records, sweep
 from kernelgen.targets import TARGETS
+from kernelgen.targets.base import Executable, Target
 
 SMALL = ("name: small\ninput: {shape: [1, 8, 8, 16]}\nops: [{conv2d: {out_channels: 16, kernel: 3, pad: 1}}]\n"
          "targets: [opencl, vulkan]\n")
 
 
-class Sleepy:
+class Sleepy(Target):
     """A stand-in target: variant "slow" never finishes in time, the others answer at once (picklable: the
-    variant's process imports this module)."""
+    variant's process imports this module). It writes no files and times nothing: its clock is made up."""
 
     name = "sleepy"
+    summary = "a stand-in whose variant 'slow' never finishes"
+    files = ()
 
-    def sweep_measure(self, config, options):
-        if config.name == "slow":
+    def toolchain(self):
+        return ()
+
+    def compile(self, job, workdir, device=None):
+        return Executable(job)
+
+    def run(self, executable, args, poison):
+        raise NotImplementedError("sleepy only times")
+
+    def time(self, executable, args, repeat):
+        name = executable.job.config.name
+        if name == "slow":
             time.sleep(60)
-        return [BenchRow(config=config.name, target="sleepy", label=config.name, seconds=0.5 if config.name == "a"
-                         else 0.25, flops=100)]
+        return (Timings(label=name, seconds=(0.5 if name == "a" else 0.25,)),)
 
 
 def _variants(*names: str):
@@ -43,7 +55,9 @@ def test_a_variant_over_its_timeout_is_recorded_and_the_sweep_goes_on(tmp_path):
     started = time.monotonic()
     results = sweep(config, Sleepy(), _variants("a", "slow", "b"), BenchOptions(), output, timeout=3)
     assert time.monotonic() - started < 40  # the slow variant cost its timeout, not its minute
-    assert [(r.variant, r.status) for r in results] == [("a", "measured"), ("slow", "timed out"), ("b", "measured")]
+    assert [(r.variant, r.status) for r in results] == [("a", VariantStatus.MEASURED),
+                                                        ("slow", VariantStatus.TIMED_OUT),
+                                                        ("b", VariantStatus.MEASURED)]
     assert [r.row.best for r in results if r.row] == [False, True]  # b is faster
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     assert [(r["variant"], r["status"]) for r in lines] == [("a", "measured"), ("slow", "timed out"),
@@ -72,16 +86,17 @@ def test_ctrl_c_keeps_what_was_measured_and_a_torn_line_is_measured_again(tmp_pa
         out.write('{"config": "small", "target": "sleepy", "vari')  # killed mid-line
     assert list(read_records(output)) == [("small", "sleepy", "a")]
     results = sweep(config, Sleepy(), _variants("a", "b"), BenchOptions(), output)
-    assert [r.status for r in results] == ["measured", "measured"]
+    assert [r.status for r in results] == [VariantStatus.MEASURED, VariantStatus.MEASURED]
 
 
 @requires_tool("py:pyopencl")
 def test_cli_sweep_streams_jsonl_and_resumes(tmp_path, monkeypatch):
     """The opencl sweep through the command line, cut to three variants: one JSON line each, a best one, and a
     second run that measures nothing."""
-    from kernelgen.targets.opencl import bench as opencl_bench
+    from kernelgen.targets.opencl import sweep as opencl_sweep
 
-    monkeypatch.setattr(opencl_bench, "SWEEP_TILES", {k: v[:1] for k, v in opencl_bench.SWEEP_TILES.items()})
+    # the variants are listed in this process (the command's), so the patch holds; each one runs in a child
+    monkeypatch.setattr(opencl_sweep, "SWEEP_TILES", {k: v[:1] for k, v in opencl_sweep.SWEEP_TILES.items()})
     config = tmp_path / "small.yaml"
     config.write_text(SMALL)
     output = tmp_path / "sweep.jsonl"
@@ -90,7 +105,7 @@ def test_cli_sweep_streams_jsonl_and_resumes(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in output.read_text().splitlines()]
-    assert len(lines) == len(opencl_bench.SWEEP_LOCAL) and all(r["status"] == "measured" for r in lines)
+    assert len(lines) == len(opencl_sweep.SWEEP_LOCAL) and all(r["status"] == "measured" for r in lines)
     rows = [r for r in json.loads(result.stdout)["results"] if r["target"] == "opencl"]
     assert sum(r["best"] for r in rows) == 1 and all(r["seconds"] > 0 for r in rows)
     again = CliRunner().invoke(main, args)
@@ -102,10 +117,11 @@ def test_cli_sweep_streams_jsonl_and_resumes(tmp_path, monkeypatch):
 def test_a_rdna2_sweep_ranks_by_aco_and_puts_spilling_variants_last(tmp_path, monkeypatch):
     """No RDNA2 GPU here: with the rdna2 profile each variant is compiled by RADV's ACO for a null device and
     ranked by its estimate (inverse throughput x waves); a variant that spills ranks after every clean one."""
-    from kernelgen.targets.vulkan import bench as vulkan_bench
+    from kernelgen.targets.vulkan import sweep as vulkan_sweep
 
-    monkeypatch.setattr(vulkan_bench, "GPU_SWEEP_TILES", ((2, 4, 4), (4, 8, 8)))
-    monkeypatch.setattr(vulkan_bench, "GPU_SWEEP_WG", ((16, 4, 1),))
+    # the variants are listed in this process (target.sweep_variants below), so the patch holds
+    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_TILES", ((2, 4, 4), (4, 8, 8)))
+    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_WG", ((16, 4, 1),))
     config = parse_config(SMALL.replace("targets: [opencl, vulkan]", "vulkan: {device: rdna2}\ntargets: [vulkan]")
                           .replace("shape: [1, 8, 8, 16]", "shape: [1, 34, 34, 64]").replace("out_channels: 16",
                                                                                           "out_channels: 64"), "r.yaml")
@@ -114,5 +130,5 @@ def test_a_rdna2_sweep_ranks_by_aco_and_puts_spilling_variants_last(tmp_path, mo
     by_key = {r.variant: r.row for r in results}
     small, big = by_key["ivc_tile=[2, 4, 4] wg_size=[16, 4, 1]"], by_key["ivc_tile=[4, 8, 8] wg_size=[16, 4, 1]"]
     assert small.metrics["spilled_vgprs"] == 0 and big.metrics["spilled_vgprs"] > 0
-    assert small.best and not big.best and small.metrics["rank"] < big.metrics["rank"]
+    assert small.best and not big.best and small.rank < big.rank
     assert small.seconds != small.seconds and "(ACO estimate)" in small.label  # no wall time: an estimate

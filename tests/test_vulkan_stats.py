@@ -78,9 +78,8 @@ def test_rdna2_defaults_compile_spill_free_for_every_vulkan_config(repo):
     test matrix, as RADV's ACO compiles them, and at most 128 VGPRs (8+ waves per SIMD) for kernels up to 5 wide
     (past 3 taps the invocation tile shrinks to make room for the row's filter slice)."""
     import test_vulkan_target
-    from kernelgen.api import load_config, parse_config
+    from kernelgen.api import load_config, stats
     from kernelgen.config import with_options
-    from kernelgen.targets import TARGETS
     from kernelgen.targets.vulkan.options import vulkan_options
 
     configs = [load_config(p) for p in sorted((repo / "configs").glob("*.yaml"))]
@@ -90,10 +89,9 @@ def test_rdna2_defaults_compile_spill_free_for_every_vulkan_config(repo):
     for config in configs:
         rdna2 = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
             "device": "rdna2", "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
-        for op in TARGETS["vulkan"].stats(rdna2, "rdna2"):
-            narrow = config.ops[op["op"] - 1].kernel[1] <= 5
-            worst.append((op["spilled_vgprs"] + op["spilled_sgprs"], op["vgprs"] if narrow else 0, config.name,
-                          op["op"]))
+        for op in stats(rdna2, "vulkan", "rdna2"):
+            narrow = config.ops[op.op - 1].kernel[1] <= 5
+            worst.append((op.spilled_vgprs + op.spilled_sgprs, op.vgprs if narrow else 0, config.name, op.op))
     assert max(worst)[0] == 0, max(worst)
     assert max(w[1] for w in worst) <= 128, max(worst, key=lambda w: w[1])
     assert len(worst) > 40
@@ -101,14 +99,14 @@ def test_rdna2_defaults_compile_spill_free_for_every_vulkan_config(repo):
 
 @requires_tool(*VULKAN)
 def test_rdna2_tiles_still_compute_the_right_answer_on_lavapipe(repo):
-    from kernelgen.api import parse_config
-    from kernelgen.targets import TARGETS
+    from kernelgen.api import parse_config, validate
+    from kernelgen.measure.records import Status
 
     text = (repo / "configs" / "mobilenet_v2_block.yaml").read_text().replace(
         "targets: [c, hvx, opencl, vulkan]", "vulkan: {device: rdna2}\ntargets: [vulkan]").replace(
         "[1, 56, 56, 24]", "[1, 14, 13, 24]")
-    result = TARGETS["vulkan"].validate(parse_config(text, "mnv2_rdna2.yaml"), 3)
-    assert result.status == "pass", result.detail
+    result = validate(parse_config(text, "mnv2_rdna2.yaml"), "vulkan", seed=3)
+    assert result.status is Status.PASS, result.detail
 
 
 def test_device_profiles_name_a_source_for_every_fact():

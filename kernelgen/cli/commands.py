@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
+from ..version import __version__
 from ..api import TARGETS, binaries, dependencies, jobs, json_schema, output_files, output_names, skipped, \
     validate_job
 from .bench import bench_command

@@ -3,7 +3,7 @@ timed kernel with the median, the spread of the repeats, GFLOP/s and, where the 
 peak beside each repeat, the median of the paired ratios (a busy host slows probe and kernel alike only when
 they run at the same moment). `steal` says how much of the host a hypervisor took meanwhile (host_steal).
 
-torch's CPU conv2d is timed beside a target that asks for it (Target.torch_reference) when torch happens to be
+torch's CPU conv2d is timed beside a target that asks for it (Primitives.torch_reference) when torch happens to be
 installed; it is never required.
 """
 from __future__ import annotations
@@ -12,20 +12,18 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..config import Config
 from .host_steal import measure_steal
+from .primitives import Job, Primitives
 from .records import BenchOptions, BenchRow, Timings
 from .tensors import KernelArgs, random_inputs
 
-if TYPE_CHECKING:
-    from ..targets.base import Job, Target
 
 
-def bench(target: Target, job: Job, options: BenchOptions) -> list[BenchRow]:
+def bench(target: Primitives, job: Job, options: BenchOptions) -> list[BenchRow]:
     """The job's kernels timed on this machine, or ranked by the target's static estimate when its device is not
     here (the first row is the kernel itself)."""
     estimate = target.estimate(job)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import reference, reference_quant
+import kernelgen.reference as reference
+import kernelgen.reference_quant as reference_quant
 from ..config import Config
 from ..layout import PadKind, TensorLayout
 from ..onnx import oracle as onnx_oracle

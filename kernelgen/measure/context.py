@@ -12,7 +12,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 
 # A target's ToolStatus rows named like this are devices, not compilers.
 _DEVICE_STATUS = ("opencl-device", "vulkan-device")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -23,10 +23,9 @@ from ..errors import ConfigError, ConfigProblem, KernelgenError
 from ..onnx import oracle as onnx_oracle
 from ..plan import Plan
 from ..quant import op_quants
+from .primitives import Job, Primitives
 from .tensors import KernelArgs, expected_dtype, input_tensors, pack, poisons
 
-if TYPE_CHECKING:
-    from ..targets.base import Job, Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +67,7 @@ def checked_inputs(config: Config, plan: Plan, given: Mapping[str, np.ndarray]) 
     return pack(config, plan, logical)
 
 
-def run(target: Target, job: Job, args: KernelArgs) -> RunResult:
+def run(target: Primitives, job: Job, args: KernelArgs) -> RunResult:
     """Compile the job and run it once on `args`; the output unpacked to the logical layout."""
     import tempfile
 

@@ -13,20 +13,17 @@ kept the moment it exists.
 from __future__ import annotations
 
 import json
+import enum
 import multiprocessing
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import enum
-from typing import TYPE_CHECKING
-
 from ..config import Config
+from .primitives import Primitives
 from .records import BenchOptions, BenchRow
 
-if TYPE_CHECKING:  # the caller hands the target in: this module knows no registry
-    from ..targets.base import Target
 
 
 class VariantStatus(enum.Enum):
@@ -102,7 +99,7 @@ def _append(path: Path | None, result: VariantResult) -> None:
         os.fsync(out.fileno())
 
 
-def _child(target: Target, config: Config, options: BenchOptions, pipe) -> None:
+def _child(target: Primitives, config: Config, options: BenchOptions, pipe) -> None:
     """Runs in the child process: one variant, its first row (the variant itself) sent back, or the error."""
     from ..errors import ConfigError, KernelgenError
     from ..planner import plan
@@ -119,7 +116,7 @@ def _child(target: Target, config: Config, options: BenchOptions, pipe) -> None:
         pipe.send((VariantStatus.FAILED, None, f"{type(error).__name__}: {error}"))
 
 
-def measure_variant(target: Target, config: Config, variant: str, options: BenchOptions,
+def measure_variant(target: Primitives, config: Config, variant: str, options: BenchOptions,
                     timeout: float | None) -> VariantResult:
     """One variant in a fresh process (spawned: no device or JIT state shared with this one)."""
     context = multiprocessing.get_context("spawn")
@@ -145,7 +142,7 @@ def measure_variant(target: Target, config: Config, variant: str, options: Bench
                          detail=detail)
 
 
-def sweep(config: Config, target: Target, variants: list[tuple[str, Config]], options: BenchOptions,
+def sweep(config: Config, target: Primitives, variants: list[tuple[str, Config]], options: BenchOptions,
           output: Path | None = None, timeout: float | None = None,
           progress: Callable[[int, int, VariantResult], None] | None = None) -> list[VariantResult]:
     """Every variant's result (from `output` when it holds one, else measured now), the best one marked.

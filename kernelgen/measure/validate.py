@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigError, KernelgenError
 from .compare import compare
+from .primitives import Job, Primitives
 from .records import Status, ValidationResult, unmeasured
 from .tensors import KernelArgs, poisons, random_inputs
 
-if TYPE_CHECKING:  # the core knows targets only by their interface
-    from ..targets.base import Job, Target
 
 
-def validate(target: Target, job: Job, seed: int, args: KernelArgs | None = None) -> ValidationResult:
+def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None) -> ValidationResult:
     """Compile and run the job on inputs drawn from `seed` (or `args`), compare with the references."""
     config = job.config
     args = args if args is not None else random_inputs(config, job.plan, np.random.default_rng(seed))
@@ -44,7 +42,7 @@ def validate(target: Target, job: Job, seed: int, args: KernelArgs | None = None
     return result
 
 
-def validate_safely(target: Target, job: Job, seed: int) -> ValidationResult:
+def validate_safely(target: Primitives, job: Job, seed: int) -> ValidationResult:
     """validate(), with library errors (toolchain, template, device) reported as a FAIL row. A ConfigError is the
     config's fault, not the kernel's: it propagates (exit 2 at the command line)."""
     try:

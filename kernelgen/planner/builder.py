@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .. import expr as E
+import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan import Guard, Loop, Node, PadStrategy, Phase, Section, Step, Stmt, Tensor

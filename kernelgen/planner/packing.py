@@ -6,7 +6,7 @@ storing pad_value where a coordinate lies past the tensor, so no inverse map is 
 """
 from __future__ import annotations
 
-from .. import expr as E
+import kernelgen.expr as E
 from ..layout import PadKind, TensorLayout, padding_cover
 from ..plan import Function, Guard, Loop, Node, Param, Section, Stmt
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import expr as E
+import kernelgen.expr as E
 from ..config import Config
 from .geometry import Geometry, Shape, Stripes
 from ..plan import Traffic

@@ -3,15 +3,15 @@
 A target plans its own tiling on top of the core plan (`target_plan`), renders files from both (`build`, which
 makes a `Job`: config, plan, target plan and files, computed once per command), and, where this machine can,
 `compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself. The loops over these
-(inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure;
-a target never makes inputs or compares outputs. The registry in targets/__init__.py is the only list of targets.
+(inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure,
+which defines Job, Executable and the primitives it calls (measure/primitives.py); a target never makes inputs or
+compares outputs. The registry in targets/__init__.py is the only list of targets.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -20,41 +20,12 @@ from ..config import Config, options_of
 from ..config_model import TargetInfo
 from ..emit import Comment, OutputFile, render, template_files
 from ..measure.compare import Roundoff
+from ..measure.primitives import Executable, Job
 from ..measure.records import DeviceStats, Timings
 from ..measure.tensors import KernelArgs
 from ..plan import Plan
 from ..reference import HALF_UNIT_ROUNDOFF
 from ..toolstatus import ToolStatus
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One config's kernels for one target, planned and rendered once and handed down to every stage."""
-
-    config: Config
-    plan: Plan
-    target_plan: Any  # the target's tiling (None when the core plan is all it needs)
-    files: Mapping[str, str]  # file name -> text, as `kernelgen build` writes them
-
-
-class Executable:
-    """A compiled job on this machine's device. Targets subclass it with what their run needs (a library, a
-    binary, an open device); the core closes it when done (`with target.compile(...) as exe:`)."""
-
-    def __init__(self, job: Job, *, notes: tuple[str, ...] = (), cannot_run: str = "", compile_only: str = ""):
-        self.job = job
-        self.notes = notes  # said beside a pass (the fp16 kernels this device could not run)
-        self.cannot_run = cannot_run  # why this device cannot run the kernel at all: a 'not run' row
-        self.compile_only = compile_only  # built for a device nothing here runs: a 'compiled' row saying what
-
-    def close(self) -> None:
-        """Release the device (a queue, a context); nothing by default."""
-
-    def __enter__(self) -> Executable:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class Target(ABC):

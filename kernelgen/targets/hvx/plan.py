@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ... import expr as E
+import kernelgen.expr as E
 from ...config import Config
 from ...layout import PadKind
 from ...plan import Function, OpGeometry, Plan

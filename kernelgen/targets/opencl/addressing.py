@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ... import expr as E
+import kernelgen.expr as E
 from ...layout import TensorLayout
 from .model import Storage
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 
-from ... import expr as E
+import kernelgen.expr as E
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
 from .grouped import grouped_step
-from .model import (Address, ConvBody, ConvOp, InputLoad, Kernel, Mask, PadBody, Param, Position, Step, Storage,
+from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
                     Types)
 from .stores import pixel_stores
+from .names import NAMES
 from ...planner.packing import c_float
 
 
@@ -55,14 +56,14 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
     def input_load(p: int, last_group: int | None) -> InputLoad:
         channel = group_channel if last_group is None else E.Const(4 * last_group)
         if last_group is None and p in moving:
-            return InputLoad(pixel=p, mode="moving", masked=p in masked)
+            return InputLoad(pixel=p, mode=InputMode.MOVING, masked=p in masked)
         if src.kind == "image" or (last_group is None and src_vec):
             at = Address(tuple(c_text(a) for a in address(src, src_index(p, channel), pixel_bounds)))
-            return InputLoad(pixel=p, mode="at", masked=p in masked, at=at)
+            return InputLoad(pixel=p, mode=InputMode.AT, masked=p in masked, at=at)
         lanes = 4 if last_group is None else tail
         offsets = tuple(c_text(address(src, src_index(p, E.add(channel, E.Const(l))), pixel_bounds)[0])
                         for l in range(lanes))
-        return InputLoad(pixel=p, mode="lanes", masked=p in masked, lanes=offsets, zeros=4 - lanes)
+        return InputLoad(pixel=p, mode=InputMode.LANES, masked=p in masked, lanes=offsets, zeros=4 - lanes)
 
     # Filter: a base per tap, plus a part moving with c4 and a constant per (lane, vector).
     # One filter load is one accumulator's worth of output channels: a texel, or a float8/16.
@@ -151,11 +152,12 @@ def _input_positions(op: ConvOp, pixels: list[tuple[int, int]], tile: tuple[int,
             may_leave = bool(conditions([(raw, ">=", 0), (raw, "<", extent)], bounds))
             positions.append(Position(axis=axis, index=i, raw=c_text(raw), clamp_to=extent - 1 if may_leave else None))
             last = (out_extent - 1 - i) // count * count + i  # the last existing output index of this row/column
-            checks = [f"r{axis}{i} >= 0"] if i * step - pad_before < 0 else []
-            checks += [f"r{axis}{i} < {extent}"] if last * step + (taps - 1) * dil - pad_before >= extent else []
+            r = NAMES.raw_index(axis, i)
+            checks = [f"{r} >= 0"] if i * step - pad_before < 0 else []
+            checks += [f"{r} < {extent}"] if last * step + (taps - 1) * dil - pad_before >= extent else []
             if checks and last >= i:
                 checks_of[axis, i] = tuple(checks)
-            names[axis][i] = f"i{axis}{i}"
+            names[axis][i] = NAMES.index(axis, i)
     masks = []
     for p, (ty, tx) in enumerate(pixels):
         parts = tuple(checks_of[k] for k in (("h", ty), ("w", tx)) if k in checks_of)

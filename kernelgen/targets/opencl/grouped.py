@@ -10,10 +10,10 @@ A depthwise 3x3 is then 9 vector fmas per output vector: memory-bound, as it sho
 """
 from __future__ import annotations
 
-from ... import expr as E
+import kernelgen.expr as E
 from ...layout import TensorLayout
 from .addressing import address, c_text, conditions, contiguous4, split
-from .model import Address, ConvOp, GroupedLoad, GroupedStep, LaneLoad
+from .model import Address, ConvOp, GroupedLoad, GroupedMode, GroupedStep, LaneLoad
 
 RC = "rc"
 
@@ -77,19 +77,19 @@ def _load(src, index: dict, lanes: list, width: int, bounds: dict, p: int, v: in
             exprs = [_component(src.layout, index | {"c": channel}, bounds) for channel, _ in lanes]
             components = [_const(c) for c in exprs]
             if offsets == [0] * width and all(c == exprs[0] for c in exprs):  # one texel lane for all
-                return GroupedLoad(pixel=p, vector=v, mode="broadcast", masked=masked, at=at,
+                return GroupedLoad(pixel=p, vector=v, mode=GroupedMode.BROADCAST, masked=masked, at=at,
                                    lane=LaneLoad(at=at, guard=None, component=components[0],
                                                  component_at=None if components[0] is not None else c_text(exprs[0])))
             if width == 4 and offsets == [0] * 4 and None not in components:  # one texel, its lanes swizzled
-                return GroupedLoad(pixel=p, vector=v, mode="vector", masked=masked, at=at,
+                return GroupedLoad(pixel=p, vector=v, mode=GroupedMode.VECTOR, masked=masked, at=at,
                                    swizzle="" if components == [0, 1, 2, 3] else "".join(map(str, components)))
         elif offsets == [0] * width:
-            return GroupedLoad(pixel=p, vector=v, mode="broadcast", masked=masked, at=at,
+            return GroupedLoad(pixel=p, vector=v, mode=GroupedMode.BROADCAST, masked=masked, at=at,
                                lane=LaneLoad(at=at, guard=None))
         elif offsets == list(range(width)) or (depthwise_run and contiguous4(src.layout, width)):
             # adjacent channels: provably, or because a depthwise vector's lanes are channels k0..k0+width-1
             # with k0 a multiple of width, and the layout keeps every aligned run of width channels together
-            return GroupedLoad(pixel=p, vector=v, mode="vector", masked=masked, at=at)
+            return GroupedLoad(pixel=p, vector=v, mode=GroupedMode.VECTOR, masked=masked, at=at)
     out = []
     for lane in lanes:
         if lane is None:
@@ -100,7 +100,7 @@ def _load(src, index: dict, lanes: list, width: int, bounds: dict, p: int, v: in
         component = _component(src.layout, index | {"c": channel}, bounds) if image else None
         out.append(LaneLoad(at=at, guard=guard, component=_const(component) if image else None,
                             component_at=c_text(component) if image and _const(component) is None else None))
-    return GroupedLoad(pixel=p, vector=v, mode="lanes", masked=masked, lanes=tuple(out))
+    return GroupedLoad(pixel=p, vector=v, mode=GroupedMode.LANES, masked=masked, lanes=tuple(out))
 
 
 def _component(layout: TensorLayout, index: dict, bounds: dict) -> E.Expr:

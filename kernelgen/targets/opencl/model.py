@@ -6,7 +6,27 @@ from dataclasses import dataclass
 
 from ...layout import TensorLayout
 from ...plan import OpGeometry, TextEnum
+from .names import NAMES, KernelNames
 from ...planner.packing import c_float
+
+
+class InputMode(TextEnum):
+    MOVING = "moving"  # base xb<p> plus the moving channel offset xc
+    AT = "at"  # one address
+    LANES = "lanes"  # element by element (zeros past the channels)
+
+
+class GroupedMode(TextEnum):
+    VECTOR = "vector"  # one vload / texel of adjacent channels
+    BROADCAST = "broadcast"  # one element to every lane
+    LANES = "lanes"  # lane by lane
+
+
+class StoreMode(TextEnum):
+    TEXEL = "texel"  # one write_imagef
+    VECTOR = "vector"  # one vstore4
+    LANES = "lanes"  # one store per lane, each guarded
+    VECTOR_OR_LANES = "vector_or_lanes"  # a vstore4 where all 4 channels exist, lane stores otherwise
 
 
 class Role(TextEnum):
@@ -132,10 +152,10 @@ class Mask:
 
 @dataclass(frozen=True, slots=True)
 class InputLoad:
-    """x<p>: 4 input channels of pixel p. mode: moving (base xb<p> + xc), at (one address), lanes."""
+    """x<p>: 4 input channels of pixel p."""
 
     pixel: int
-    mode: str
+    mode: InputMode
     masked: bool
     at: Address | None = None
     lanes: tuple[str, ...] = ()  # buffer offsets of the channels that exist
@@ -170,7 +190,7 @@ class GroupedLoad:
 
     pixel: int
     vector: int
-    mode: str
+    mode: GroupedMode
     masked: bool
     at: Address | None = None
     lane: LaneLoad | None = None  # broadcast: the element
@@ -202,9 +222,9 @@ class LaneStore:
 
 @dataclass(frozen=True, slots=True)
 class GroupStore:
-    """4 output channels of one pixel. mode: texel | lanes | vector | vector_or_lanes."""
+    """4 output channels of one pixel."""
 
-    mode: str
+    mode: StoreMode
     value: str  # the 4-lane accumulator (part): acc0_0, acc0_0.s4567
     at: Address | None
     guard: str | None = None  # texel / vector: C condition; None: always
@@ -262,6 +282,11 @@ class ConvBody:
     @property
     def tail_channel(self) -> int:
         return 4 * self.groups
+
+    @property
+    def names(self) -> KernelNames:
+        """The variables the kernel declares (names.py): one spelling for the Python and the template."""
+        return NAMES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

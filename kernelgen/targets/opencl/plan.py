@@ -26,7 +26,7 @@ import re
 import dataclasses
 from dataclasses import dataclass
 
-from ... import expr as E
+import kernelgen.expr as E
 from ...config import Config
 from ...devices import profile
 from ...errors import ConfigError

@@ -46,7 +46,11 @@ def open_program(job: Job, device: str | None) -> OpenCLProgram:
     runner = OpenCLRunner(int(device) if device is not None and device.isdigit() else device)
     cplan: OpenCLPlan = job.target_plan
     info = runner.info
-    check_device_limit(job.config, cplan, info.image2d_max, info.name, info.max_work_group_size)
+    try:
+        check_device_limit(job.config, cplan, info.image2d_max, info.name, info.max_work_group_size)
+    except Exception:  # a config this device cannot hold: no device left open
+        runner.close()
+        raise
     notes: tuple[str, ...] = ()
     cannot_run = ""
     if cplan.half_kernels and not info.has_fp16:

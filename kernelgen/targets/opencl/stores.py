@@ -6,10 +6,11 @@ channel groups differ from it by constants (_channel_deltas); else each store ge
 """
 from __future__ import annotations
 
-from ... import expr as E
+import kernelgen.expr as E
 from ...layout import PadKind
 from .addressing import address, c_text, contiguous4, when
-from .model import Address, ConvOp, GroupStore, LaneStore, PixelStore, Storage, Types
+from .model import Address, ConvOp, GroupStore, LaneStore, PixelStore, Storage, StoreMode, Types
+from .names import NAMES
 
 LANES = "0123456789abcdef"
 
@@ -37,7 +38,7 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
 
         def where(cc: int) -> Address:  # channel block + cc of this pixel
             if deltas is not None:
-                return Address((f"ob{p}",), deltas[cc])
+                return Address((NAMES.output_base(p),), deltas[cc])
             return Address(tuple(c_text(a) for a in address(dest, index | {"c": E.add(block, E.Const(cc))}, bounds)))
 
         groups = []
@@ -45,7 +46,7 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
             for q in range(width // 4):
                 cc = v * width + 4 * q  # channel offset of this group inside the block
                 channel = E.add(block, E.Const(cc))
-                acc = f"acc{p}_{v}"
+                acc = NAMES.accumulator(p, v)
                 lanes = [f"{acc}.s{LANES[4 * q + l]}" for l in range(4)]
                 value = acc if width == 4 else f"{acc}.s{LANES[4 * q: 4 * q + 4]}"
                 full = when([(E.add(channel, E.Const(3)), "<", out_c)], bounds)
@@ -55,7 +56,7 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
                         continue
                     partial = full is not True and out_c % 4
                     tail = tuple(lanes[:out_c % 4]) + (t.literal(pad),) * (4 - out_c % 4) if partial else ()
-                    groups.append(GroupStore(mode="texel", value=value, at=where(cc), guard=_cond(exists),
+                    groups.append(GroupStore(mode=StoreMode.TEXEL, value=value, at=where(cc), guard=_cond(exists),
                                              tail=tail, tail_when=full if partial and full is not False else None))
                     continue
                 lane_stores = []
@@ -63,15 +64,15 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
                     exists = when([(E.add(channel, E.Const(l)), "<", out_c)], bounds)
                     if exists is False:
                         continue
-                    at = (Address((f"ob{p}",), (deltas[cc][0] + l,)) if vec_store and deltas is not None else
+                    at = (Address((NAMES.output_base(p),), (deltas[cc][0] + l,)) if vec_store and deltas is not None else
                           Address(where(cc).parts, (l,)) if vec_store and l else where(cc + l))
                     lane_stores.append(LaneStore(value=lanes[l], at=at, guard=_cond(exists)))
                 if not vec_store or full is False:
-                    groups.append(GroupStore(mode="lanes", value=value, at=None, lanes=tuple(lane_stores)))
+                    groups.append(GroupStore(mode=StoreMode.LANES, value=value, at=None, lanes=tuple(lane_stores)))
                 elif full is True or out_c % 4 == 0:
-                    groups.append(GroupStore(mode="vector", value=value, at=where(cc), guard=_cond(full)))
+                    groups.append(GroupStore(mode=StoreMode.VECTOR, value=value, at=where(cc), guard=_cond(full)))
                 else:
-                    groups.append(GroupStore(mode="vector_or_lanes", value=value, at=where(cc), guard=full,
+                    groups.append(GroupStore(mode=StoreMode.VECTOR_OR_LANES, value=value, at=where(cc), guard=full,
                                              lanes=tuple(lane_stores)))
         base = None
         if deltas is not None:

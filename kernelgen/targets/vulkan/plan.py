@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, replace
 
 
-from ... import expr as E
+import kernelgen.expr as E
 from ...config import Config
 from ...devices import profile as device_profile
 from ...errors import ConfigError

@@ -1,0 +1,73 @@
+"""What the core's loops need of a target, defined by the core: a `Job` (a config planned and rendered once), the
+`Executable` a target compiles it into, and the primitives (`Primitives`) every registered target supplies
+(kernelgen/targets/base.py's Target implements them). The loops know targets only through this interface."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from ..config import Config
+from ..plan import Plan
+from ..toolstatus import ToolStatus
+from .compare import Roundoff
+from .records import DeviceStats, Timings
+from .tensors import KernelArgs
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One config's kernels for one target, planned and rendered once and handed down to every stage."""
+
+    config: Config
+    plan: Plan
+    target_plan: Any  # the target's tiling (None when the core plan is all it needs)
+    files: Mapping[str, str]  # file name -> text, as `kernelgen build` writes them
+
+
+class Executable:
+    """A compiled job on this machine's device. Targets subclass it with what their run needs (a library, a
+    binary, an open device); the core closes it when done (`with target.compile(...) as exe:`)."""
+
+    def __init__(self, job: Job, *, notes: tuple[str, ...] = (), cannot_run: str = "", compile_only: str = ""):
+        self.job = job
+        self.notes = notes  # said beside a pass (the fp16 kernels this device could not run)
+        self.cannot_run = cannot_run  # why this device cannot run the kernel at all: a 'not run' row
+        self.compile_only = compile_only  # built for a device nothing here runs: a 'compiled' row saying what
+
+    def close(self) -> None:
+        """Release the device (a queue, a context); nothing by default."""
+
+    def __enter__(self) -> Executable:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Primitives(Protocol):
+    """A target as the loops call it."""
+
+    name: str
+    torch_reference: bool
+
+    def build(self, config: Config, plan: Plan) -> Job: ...
+
+    def toolchain(self) -> tuple[ToolStatus, ...]: ...
+
+    def compile(self, job: Job, workdir: Path, device: str | None = None) -> Executable: ...
+
+    def run(self, executable: Executable, args: KernelArgs, poison: int) -> np.ndarray: ...
+
+    def run_poisoned(self, executable: Executable, args: KernelArgs,
+                     poisons: tuple[int, ...]) -> dict[int, np.ndarray]: ...
+
+    def time(self, executable: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]: ...
+
+    def roundoff(self, job: Job) -> Roundoff: ...
+
+    def stats(self, job: Job, device: str) -> tuple[DeviceStats, ...]: ...
+
+    def estimate(self, job: Job) -> Timings | None: ...
