@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 import kernelgen.config_model as M
 import kernelgen.epilogue_config as epilogue_config
 from .errors import ConfigError, ConfigProblem
-from .plan import Epilogue
+from .plan import Epilogue, Halo, Pipeline
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
@@ -65,8 +65,8 @@ class Schedule:
     w_block: int = 8
     budget: int | None = None  # bytes the caches may use; None: splits as given
     budget_source: str = ""  # where the budget came from: "schedule.budget", "hvx VTCM (v73 default)"
-    pipeline: str = "none"  # "none" or "double_buffer"
-    halo: str = "reload"  # "reload" or "reuse"
+    pipeline: Pipeline = Pipeline.NONE
+    halo: Halo = Halo.RELOAD
     # input-channel chunks of a single op (None: fitted to the budget, or 1); c_block channels per chunk
     c_split: int | None = 1
     c_block: int = 0  # 0: the whole input
@@ -405,7 +405,7 @@ class _Checker:
         if budget is None:
             k_split, h_split = k_split or 1, h_split or 1
         return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, w_split=w_split,
-                        w_block=w_block, budget=budget, budget_source=source, pipeline=s.pipeline, halo=s.halo,
+                        w_block=w_block, budget=budget, budget_source=source, pipeline=Pipeline(s.pipeline), halo=Halo(s.halo),
                         c_split=c_split, c_block=c_block)
 
     def channel_split(self, c_split: int | None, ops: list[Conv2d], s: M.ScheduleModel, fitted: bool

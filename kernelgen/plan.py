@@ -25,6 +25,25 @@ class TextEnum(str, enum.Enum):
         return format(str(self.value), spec)
 
 
+class Pipeline(TextEnum):
+    NONE = "none"  # load, compute, store one stripe after another
+    DOUBLE_BUFFER = "double_buffer"  # seed 001's: stripe s + 1 loads and s - 1 stores while s computes
+
+
+class Halo(TextEnum):
+    RELOAD = "reload"  # every stripe loads its whole input window
+    REUSE = "reuse"  # the rows two stripes share stay in a ring
+
+
+class PadHandling(TextEnum):
+    """How a loop treats positions outside a tensor (seed 003)."""
+
+    OVERCOMPUTE = "overcompute"  # read known padding (zeros or pad_value against zero filter channels)
+    BRANCH = "branch"  # test the bound
+    FILL = "fill"  # write known values while filling a cache
+    UNTOUCHED = "untouched"
+
+
 class Scope(enum.Enum):
     GLOBAL = "global"  # caller-provided tensors in main memory
     CACHE = "cache"  # carved from the workspace (VTCM on Hexagon)
@@ -163,7 +182,7 @@ class StripeParts:
     channels: int  # output channels per stripe
     rows: int  # output rows per stripe
     cols: int  # output columns per stripe
-    pipeline: str  # "none" or "double_buffer"
+    pipeline: Pipeline
     ctype: str  # element type of the cache pointers
     chunks: int = 1  # input-channel chunks (schedule.c_split): load and compute run once per chunk
 
@@ -249,7 +268,7 @@ class PadStrategy:
     """How one loop treats positions outside a tensor (seed 003): read known padding, or branch."""
 
     loop: str  # "conv2d #1 channel reduction", "write back output cache"
-    strategy: str  # "overcompute", "branch", "fill", "untouched"
+    strategy: PadHandling
     why: str
 
 
@@ -280,9 +299,9 @@ class Plan:
     executed_flops: int  # what the schedule computes, with halo rows and chain recompute
     traffic: Traffic
     output_pad_kind: PadKind
-    pipeline: str  # "none" or "double_buffer"
+    pipeline: Pipeline
     timeline: tuple[str, ...]  # double buffer: load1; load2; conv1; load3; conv2; store1; ...
-    halo: str  # "reload" or "reuse"
+    halo: Halo
     reload_input_bytes: int  # input traffic if every stripe loaded its whole window (equal without reuse)
     pad_strategies: tuple[PadStrategy, ...]
     search: Any = None  # schedule_search.ScheduleSearch when the splits were fitted to a budget

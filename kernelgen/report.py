@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .plan import Block, Guard, Loop, Node, Plan, Section, Stmt
+from .plan import Block, Guard, Halo, Loop, Node, Pipeline, Plan, Section, Stmt
 
 
 def _shape(values: tuple[int, ...]) -> str:
@@ -153,10 +153,10 @@ def _summary_lines(plan: Plan) -> list[str]:
                      f"memory): " + (f"{alone - fused} saved ({1 - fused / alone:.1%})" if fused <= alone else
                                       f"{fused - alone} more (channel stripes and halo rows reload the input)")
                      + "; filters not compared (their reloads follow the tiling either way)")
-    if plan.halo == "reuse":
+    if plan.halo is Halo.REUSE:
         lines.append(f"halo reuse: input bytes loaded {t.input_bytes} with reuse, {plan.reload_input_bytes} without "
                      f"({plan.reload_input_bytes - t.input_bytes} saved)")
-    if plan.pipeline == "double_buffer":
+    if plan.pipeline is Pipeline.DOUBLE_BUFFER:
         lines.append(f"pipeline (double buffer): {'; '.join(plan.timeline)}")
     for p in plan.pad_strategies:
         lines.append(f"padding, {p.loop}: {p.strategy} ({p.why})")

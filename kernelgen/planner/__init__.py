@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from ..config import Config
 from ..layout import PadKind, parse_layout
-from ..plan import Cache, Function, Node, OpGeometry, Param, Plan, StripeParts, Tensor
+from ..plan import Cache, Function, Halo, Node, OpGeometry, Param, Pipeline, Plan, StripeParts, Tensor
 from .builder import StripeBuilder
 from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, allocate, geometry, shapes, stripes,
                        windows, workspace_elements)
@@ -89,7 +89,7 @@ def plan(config: Config) -> Plan:
                         ho_extent=cut.ho_extent, wo_extent=cut.wo_extent, batch=batch, channels=cut.channels,
                         rows=cut.rows, cols=cut.cols, pipeline=s.pipeline, ctype=ctype, chunks=b.chunks)
     nest = compose_stripes(parts)
-    timeline = stripe_timeline(parts.count) if s.pipeline == "double_buffer" else ()
+    timeline = stripe_timeline(parts.count) if s.pipeline is Pipeline.DOUBLE_BUFFER else ()
     body: list[Node] = list(nest)
     output_tensor = tensors[-1]
     # a pad_value on a layout without padding slots has nothing to fill (no empty `if () {`)
@@ -142,7 +142,7 @@ def _notes(config: Config, caches: tuple[Cache, ...], geo: Geometry, cut: Stripe
            input_bytes: int) -> tuple[str, ...]:
     notes = []
     halo = geo.rows[0] - geo.rows[-1]
-    if config.schedule.halo == "reuse":
+    if config.schedule.halo is Halo.REUSE:
         if geo.halo_rows:
             notes.append(f"halo reuse: the input cache is a ring of {geo.rows[0]} rows; each stripe after the first "
                          f"of a column keeps {geo.halo_rows} row(s) and loads {geo.row_step}: input traffic "
@@ -156,7 +156,7 @@ def _notes(config: Config, caches: tuple[Cache, ...], geo: Geometry, cut: Stripe
     if n_ops > 1 and cut.ko_extent > 1:
         notes.append(f"conv2d #1..#{n_ops - 1} run again for each of the {cut.ko_extent} output-channel stripes "
                      f"(seed 000's loop order: ko_outer outside ho_outer)")
-    if config.schedule.pipeline == "double_buffer":
+    if config.schedule.pipeline is Pipeline.DOUBLE_BUFFER:
         notes.append("double buffer: two input and two output caches; the output cannot reuse an input cache "
                      "(seed 000's To-Do: the store of stripe i-1 would race the load of stripe i+1)")
     for cache in caches:

@@ -7,7 +7,7 @@ import math
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Guard, Loop, Node, PadStrategy, Phase, Section, Step, Stmt, Tensor
+from ..plan import Guard, Halo, Loop, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels
 from .packing import c_float
 
@@ -35,7 +35,7 @@ class StripeBuilder:
         self.n_ops = len(config.ops)
         self.batched = shape_list[0][0] > 1
         self.strategies: list[PadStrategy] = []
-        self.ring = config.schedule.halo == "reuse" and geo.halo_rows > 0
+        self.ring = config.schedule.halo is Halo.REUSE and geo.halo_rows > 0
         # Source tensor j (input, then each intermediate) may be read past its channels when its layout
         # promises a finite pad value there (seed 003): the filter cache holds zeros for those channels.
         self.source_layouts = [config.input_layout] + [op.output_layout for op in config.ops[:-1]]
@@ -75,12 +75,12 @@ class StripeBuilder:
         op = f"conv2d #{index + 1} channel reduction"
         if reduce > channels:
             self.strategies.append(PadStrategy(
-                loop=op, strategy="overcompute",
+                loop=op, strategy=PadHandling.OVERCOMPUTE,
                 why=f"runs {reduce} channels without a branch: the {channels} real ones and {reduce - channels} of "
                     f"padding holding {layout.pad_value:g}, against zero filter channels"))
         elif cover > channels:
             kind = "is undef" if layout.pad_kind is PadKind.UNDEF else "has no pad value"
-            self.strategies.append(PadStrategy(loop=op, strategy="branch",
+            self.strategies.append(PadStrategy(loop=op, strategy=PadHandling.BRANCH,
                                                why=f"stops at channel {channels}: the layout padding {kind}"))
 
     # ------------------------------------------------------------ load
@@ -122,7 +122,7 @@ class StripeBuilder:
         stmt = Stmt(code=f"input_cache[{local}] = {value};",
                     summary="input_cache[...] = " + ("in bounds ? input[...] : 0" if conds else "input[...]"))
         if first_row == 0 and conds:
-            self.strategies.append(PadStrategy(loop="input cache read", strategy="fill",
+            self.strategies.append(PadStrategy(loop="input cache read", strategy=PadHandling.FILL,
                                                why="positions outside the input (conv padding, stripe tails) get "
                                                    "zeros while loading, so the conv loops read the window without "
                                                    "branches"))
@@ -364,7 +364,7 @@ class StripeBuilder:
         kind = tensor.layout.pad_kind
         if self.output_pad_by_overcompute:
             self.strategies.append(PadStrategy(
-                loop="write back output cache", strategy="overcompute",
+                loop="write back output cache", strategy=PadHandling.OVERCOMPUTE,
                 why=f"stores all {limit} channels without a channel branch: padded channels compute to 0 from zero "
                     f"filter channels, which is the layout's pad value"))
         elif tensor.padding:
@@ -373,5 +373,5 @@ class StripeBuilder:
                    PadKind.UNDEF: f"{own} are undef: nothing is promised or written there",
                    PadKind.NONE: f"{own} have no pad value: never written"}[kind]
             self.strategies.append(PadStrategy(loop="write back output cache",
-                                               strategy="fill" if kind is PadKind.VALUE else "branch", why=why))
+                                               strategy=PadHandling.FILL if kind is PadKind.VALUE else PadHandling.BRANCH, why=why))
         return (Section(label="write back output cache", step=Step(Phase.WRITE_BACK), body=(Loop(var="oh", extent=geo.rows[-1], body=columns),)),)

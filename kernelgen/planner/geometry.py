@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Cache
+from ..plan import Cache, Halo, Pipeline
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
 # Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
@@ -177,13 +177,13 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
         if alias is None:
             offset += -(-layout.size * widen // align) * align
 
-    double = s.pipeline == "double_buffer"
+    double = s.pipeline is Pipeline.DOUBLE_BUFFER
     if double:
         add("input_a", "input_cache_a", win.input, note="double buffer: even stripes")
         add("input_b", "input_cache_b", win.input, note="double buffer: odd stripes (loaded while input_a computes)")
     else:
         add("input", "input_cache", win.input,
-            note="ring buffer: a stripe's last rows stay for the next" if s.halo == "reuse" else "")
+            note="ring buffer: a stripe's last rows stay for the next" if s.halo is Halo.REUSE else "")
     biggest = max(win.filters, key=lambda w: w.size)
     add("filter", "filter_cache", biggest,
         note="one filter cache, reused by every conv2d of the chain" if n_ops > 1 else "")
@@ -194,11 +194,11 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
         add("output_a", "output_cache_a", out, note="double buffer: cannot reuse an input cache, whose next load "
                                                     "overlaps this stripe's store")
         add("output_b", "output_cache_b", out, note="double buffer: odd stripes")
-    elif n_ops > 1 and out.size <= win.input.size and s.halo != "reuse":
+    elif n_ops > 1 and out.size <= win.input.size and s.halo is not Halo.REUSE:
         add("output", "output_cache", out, alias="input", note="reuses the input cache: dead once conv2d #1 has run")
     else:
         why = "; cannot reuse the input cache, whose ring rows the next stripe reads" if (
-            n_ops > 1 and s.halo == "reuse") else ""
+            n_ops > 1 and s.halo is Halo.REUSE) else ""
         add("output", "output_cache", out, note=why.lstrip("; "))
     if config.dtype == "uint8" and s.c_block:
         # input-channel chunks: uint8 outputs cannot hold partial sums, an int32 buffer of the window does

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import re
 
-from ..plan import Block, Guard, Loop, Node, Section, Stmt, StripeParts
+from ..plan import Block, Guard, Loop, Node, Pipeline, Section, Stmt, StripeParts
 
 TIMELINE_HEAD, TIMELINE_TAIL = 14, 4  # pipeline steps the timeline shows before and after "..."
 
 
 def compose_stripes(parts: StripeParts) -> tuple[Node, ...]:
     """The stripe loops around load, compute and store: seed 000's nest, or the double-buffered pipeline."""
-    if parts.pipeline == "double_buffer":
+    if parts.pipeline is Pipeline.DOUBLE_BUFFER:
         return _pipelined(parts)
     work: tuple[Node, ...] = (*parts.load, *parts.compute)
     if parts.chunks > 1:

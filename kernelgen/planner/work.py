@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ..config import Config
 from .geometry import Geometry, Shape, Stripes
-from ..plan import Traffic
+from ..plan import Halo, Traffic
 
 
 def _overlap(start: int, count: int, limit: int) -> int:
@@ -101,7 +101,7 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     _, h0, _, c0 = shape_list[0]
     reload_rows = rows_in(0)
     loaded_rows = reload_rows
-    if config.schedule.halo == "reuse" and geo.halo_rows:
+    if config.schedule.halo is Halo.REUSE and geo.halo_rows:
         # After the first stripe of each column of stripes only the rows below the shared halo arrive.
         keep, first = geo.halo_rows, row_starts[0]
         rest = Starts(step=first.step, first=first.first + first.step, extent=first.extent - 1)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ...config import Config
 from ...errors import KernelgenError
-from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Plan, Section, Step, Stmt
+from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes
 
 
@@ -67,7 +67,7 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
     calls = {Step(Phase.WRITE_BACK): f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
-    rows = plan.cache("input_a" if plan.pipeline == "double_buffer" else "input").logical_shape[1]
+    rows = plan.cache("input_a" if plan.pipeline is Pipeline.DOUBLE_BUFFER else "input").logical_shape[1]
     chunked = plan.c_split > 1  # input-channel chunks: ci_outer picks one; partial sums in acc_cache
     ci = ", ci_outer" if chunked else ""
     if keep:

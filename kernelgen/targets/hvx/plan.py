@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ...config import Config
 from ...layout import PadKind
-from ...plan import Function, OpGeometry, Plan
+from ...plan import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...planner.packing import c_float
@@ -278,12 +278,12 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
-    qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo != "reuse"
+    qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo is not Halo.REUSE
                                                 and plan.c_split == 1) else None)
     notes = []
     if not uint8 and arch in QF32_ARCHES and plan.c_split > 1:
         notes.append("no qf32 variant with input-channel chunks (its helpers accumulate a whole reduction)")
-    if not uint8 and arch in QF32_ARCHES and plan.halo == "reuse":
+    if not uint8 and arch in QF32_ARCHES and plan.halo is Halo.REUSE:
         notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
     keep = _ring_keep(config, plan)
     geo = _stripe_geometry(config)
@@ -441,4 +441,4 @@ def _stripe_geometry(config: Config) -> Geometry:
 
 def _ring_keep(config: Config, plan: Plan) -> int:
     """Input rows a stripe keeps for the next with halo reuse (0: every stripe loads its whole window)."""
-    return _stripe_geometry(config).halo_rows if plan.halo == "reuse" else 0
+    return _stripe_geometry(config).halo_rows if plan.halo is Halo.REUSE else 0
