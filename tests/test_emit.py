@@ -55,7 +55,7 @@ def _parse_kernel(source: str, name: str):
 def test_emitted_loops_are_the_plan_loops(repo, name):
     config = load_config(repo / "configs" / f"{name}.yaml")
     the_plan = plan(config)
-    source = TARGETS["c"].render(config, the_plan)[f"{name}.c"]
+    source = TARGETS["c"].build(config, the_plan).files[f"{name}.c"]
     kernel = _parse_kernel(source, name)
     assert _c_tree(kernel.body) == _plan_tree(the_plan.kernel.body)
     assert _plan_tree(the_plan.kernel.body)[0][:2] == ("ko_outer", 2 if name != "seed000_baseline" else 4)
@@ -67,7 +67,7 @@ def test_chain_with_padding_and_batch_loops_match():
                        "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
                        "output: {layout: {map: nchw-4c, pad_value: 0.5}}\n")
     the_plan = plan(cfg)
-    kernel = _parse_kernel(TARGETS["c"].render(cfg, the_plan)["t.c"], "t")
+    kernel = _parse_kernel(TARGETS["c"].build(cfg, the_plan).files["t.c"], "t")
     tree = _c_tree(kernel.body)
     assert tree == _plan_tree(the_plan.kernel.body)
     assert tree[0][:2] == ("nb", 2)  # batch loop outermost
@@ -82,9 +82,9 @@ def test_chain_with_padding_and_batch_loops_match():
 
 def test_render_is_deterministic(repo):
     config = load_config(repo / "configs" / "seed000_3x3.yaml")
-    first = TARGETS["c"].render(config, plan(config))
+    first = TARGETS["c"].build(config, plan(config)).files
     again = load_config(repo / "configs" / "seed000_3x3.yaml")
-    second = TARGETS["c"].render(again, plan(again))
+    second = TARGETS["c"].build(again, plan(again)).files
     assert first == second
 
 
@@ -92,7 +92,7 @@ def test_banner_names_config_template_and_version(repo):
     from kernelgen import __version__
 
     config = load_config(repo / "configs" / "seed000_split.yaml")
-    text = TARGETS["c"].render(config, plan(config))["seed000_split.c"]
+    text = TARGETS["c"].build(config, plan(config)).files["seed000_split.c"]
     first = text.splitlines()[0]
     assert "seed000_split.yaml" in first and "c/kernel.c.j2" in first and __version__ in first
     assert "Do not edit" in text.splitlines()[1]
@@ -111,7 +111,7 @@ def test_environment_is_strict():
 def test_pipelined_kernel_loops_match_the_plan(repo):
     config = load_config(repo / "configs" / "seed000_3x3_double_buffer.yaml")
     the_plan = plan(config)
-    kernel = _parse_kernel(TARGETS["c"].render(config, the_plan)["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
+    kernel = _parse_kernel(TARGETS["c"].build(config, the_plan).files["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
     tree = _c_tree(kernel.body)
     assert tree == _plan_tree(the_plan.kernel.body)
     # prologue load, then the pipeline loop over all 8 stripes, then the epilogue store.

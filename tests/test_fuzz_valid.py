@@ -14,6 +14,7 @@ from strategies import fuzz_settings, valid_configs
 
 from kernelgen.api import parse_config, validate, with_device
 from kernelgen.errors import ConfigError
+from kernelgen.measure.records import Status
 from kernelgen.planner import plan
 
 # What a target documents it cannot do, and refuses with a clean config error (exit 2): a
@@ -63,7 +64,7 @@ def _validates(case, target: str, device: str | None = None) -> None:
         raise
     # "not run": a device feature this machine lacks (vulkan float16 on some devices; opencl fp16 arithmetic, which
     # the adreno-7xx profile asks for, on PoCL without cl_khr_fp16)
-    assert result.passed or result.status == "not run", f"{result.detail}\n{case.text}"
+    assert result.passed or result.status is Status.NOT_RUN, f"{result.detail}\n{case.text}"
 
 
 @requires_tool("gcc")

@@ -10,6 +10,7 @@ Each case draws a fresh seed, printed on failure.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import tempfile
@@ -28,8 +29,10 @@ from kernelgen.quant import requantization
 from kernelgen.targets.hvx.plan import hvx_plan
 from kernelgen.planner import plan
 from kernelgen.reference_quant import requantize
+from kernelgen.measure.records import Status
+from kernelgen.measure.validate import validate
 from kernelgen.targets.hvx import toolchain as hexagon
-from kernelgen.targets.hvx.validate import qf32_assembly
+from kernelgen.targets.hvx.runtime import compile_program
 
 TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
 BLOCKED, FILTER = "nhwc-8h8w32c", "oihw-8i32o4i"
@@ -93,6 +96,12 @@ def _yaml(name: str, case) -> str:
             f"output: {{layout: {BLOCKED}}}\nschedule: {schedule}\nquant: {{{quant}}}\ntargets: [hvx]\n")
 
 
+def _validate(config, seed: int):
+    """The core's validation of the hvx job (planned and rendered once)."""
+    hvx = TARGETS["hvx"]
+    return validate(hvx, hvx.build(config, plan(config)), seed)
+
+
 # ---- without tools ---------------------------------------------------------------
 
 
@@ -118,7 +127,7 @@ def test_uint8_kernel_keeps_the_plan_loop_nest(repo):
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
     hp = hvx_plan(config, plan(config))
     assert hp.workspace_bytes <= hp.vtcm_bytes
-    source = TARGETS["hvx"].render(config, plan(config))["hvx_seed000_3x3_u8.c"]
+    source = TARGETS["hvx"].build(config, plan(config)).files["hvx_seed000_3x3_u8.c"]
     for line in ("for (int ko_outer = 0; ko_outer < 2; ++ko_outer)", "for (int ho_outer = 0; ho_outer < 4; ++ho_outer)",
                  "for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1)",
                  "uint8_t *const output_cache = input_cache;", "Q6_Vuw_vrmpyacc_VuwVubRub"):
@@ -132,7 +141,7 @@ def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
     the_plan = plan(config)
     hp = hvx_plan(config, the_plan)
-    source = TARGETS["hvx"].render(config, the_plan)["hvx_seed000_3x3_u8.c"]
+    source = TARGETS["hvx"].build(config, the_plan).files["hvx_seed000_3x3_u8.c"]
     kernel_text = source[source.index("void hvx_seed000_3x3_u8("):]
     kernel = _parse_kernel("typedef unsigned char uint8_t;\ntypedef int int32_t;\n" + kernel_text,
                            "hvx_seed000_3x3_u8")
@@ -151,32 +160,28 @@ def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_uint8_matrix_is_bit_exact(name):
     config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
-    result = TARGETS["hvx"].validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
-    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    result = _validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
     assert "100% of outputs saturated" not in result.detail
 
 
 @requires_tool(*TOOLS)
-def test_unwritten_output_is_caught(monkeypatch):
+def test_unwritten_output_is_caught():
     """Dropping the write-back leaves the poison in the output: validation must fail."""
     hvx = TARGETS["hvx"]
-    real_render = hvx.render
-
-    def broken(*args, **kwargs):
-        files = real_render(*args, **kwargs)
-        return {k: v.replace("kg_write_back(output_cache, output, 0, ko_outer, ho_outer);", ";")
-                for k, v in files.items()}
-
-    monkeypatch.setattr(hvx, "render", broken)
     config = parse_config(_yaml("broken", MATRIX["k1_c32_equal_block"]), "broken.yaml")
-    result = hvx.validate(config, 1)
-    assert result.status == "FAIL" and "outputs differ" in result.detail
+    job = hvx.build(config, plan(config))
+    write_back = "kg_write_back(output_cache, output, 0, ko_outer, ho_outer);"
+    assert any(write_back in text for text in job.files.values())
+    broken = dataclasses.replace(job, files={k: v.replace(write_back, ";") for k, v in job.files.items()})
+    result = validate(hvx, broken, 1)
+    assert result.status is Status.FAIL and "outputs differ" in result.detail
 
 
 @requires_tool(*TOOLS)
 def test_seed000_3x3_uint8_uses_vrmpy_without_vector_spills(repo, tmp_path):
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8.yaml")
-    for name, text in TARGETS["hvx"].render(config, plan(config)).items():
+    for name, text in TARGETS["hvx"].build(config, plan(config)).files.items():
         (tmp_path / name).write_text(text)
     asm = hexagon.assembly(tmp_path / "hvx_seed000_3x3_u8.c", arch="v73", include_dirs=[tmp_path])
     assert asm.count("vrmpy(") >= 2 * 256  # each conv's unrolled tap: 4 channel blocks x 8 pixels x 8
@@ -188,8 +193,8 @@ def test_seed000_3x3_uint8_uses_vrmpy_without_vector_spills(repo, tmp_path):
 def test_qf32_variant_compiles_with_hvx_float_multiplies(repo, arch):
     text = (repo / "configs" / "hvx_seed000_3x3_qf32.yaml").read_text().replace("arch: v73", f"arch: {arch}")
     config = parse_config(text, "qf32.yaml")
-    result = TARGETS["hvx"].validate(config, 0)
-    assert result.status == "compiled", result.detail
+    result = _validate(config, 0)
+    assert result.status is Status.COMPILED, result.detail
     assert "compile-only: QEMU 7.2 has no HVX float" in result.detail and not result.passed
 
 
@@ -202,8 +207,8 @@ def test_float32_chain_runs_under_qemu(extra):
             "filter_layout: oihw-8i32o4i}\n"
             f"output: {{layout: nhwc-8h8w32c}}\nschedule: {{k_split: 1, h_block: 2, h_split: 1{extra}}}\n"
             "targets: [hvx]\n")
-    result = TARGETS["hvx"].validate(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
-    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    result = _validate(parse_config(text, "f32.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
 EPILOGUE_CHAIN = (
@@ -222,8 +227,8 @@ def test_float32_bias_activations_groups_and_residuals_run_under_qemu():
     """The scalar float32 kernel (the plan's loop nest, epilogues included) runs: depthwise, channel
     multiplier 2, 4 groups, a residual from op 1 and one from the input."""
     config = parse_config(EPILOGUE_CHAIN, "f32_epilogue.yaml")
-    result = TARGETS["hvx"].validate(config, 7)
-    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    result = _validate(config, 7)
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
 @requires_tool(*TOOLS)
@@ -235,8 +240,8 @@ def test_float32_depthwise_and_grouped_shapes_run_under_qemu(op):
     text = ("name: f32_grouped\ninput: {shape: [2, 9, 7, 20], layout: nhwc-8h8w32c}\nops:\n"
             f"  - conv2d: {op[:-1]}, filter_layout: oihw-8i32o4i}}\n"
             "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 1}\ntargets: [hvx]\n")
-    result = TARGETS["hvx"].validate(parse_config(text, "g.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
-    assert result.status == "pass", f"{result.detail} (seed {result.seed})"
+    result = _validate(parse_config(text, "g.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
 @requires_tool(*TOOLS)
@@ -245,14 +250,16 @@ def test_qf32_variant_compiles_groups_and_epilogues():
     gathered, + bias and + residual in qf32, the clamp as vmax/vmin on sf. Compile-only (QEMU 7.2)."""
     config = parse_config(EPILOGUE_CHAIN.replace("{k_split: 1", "{k_split: 2", 1).replace(
         "targets: [hvx]", "hvx: {arch: v73, float_compute: qf32}\ntargets: [hvx]"), "q.yaml")
-    the_plan = hvx_plan(config, plan(config))
+    job = TARGETS["hvx"].build(config, plan(config))
+    the_plan = job.target_plan
     assert the_plan.qf32 is not None
     assert [(o.group_in, o.group_out, o.bias, o.residual) for o in the_plan.ops] == [
         (0, 0, True, None), (1, 1, True, 1), (1, 2, False, None), (18, 10, True, 0)]
-    result = TARGETS["hvx"].validate(config, 0)
-    assert result.status == "compiled", result.detail
+    result = validate(TARGETS["hvx"], job, 0)
+    assert result.status is Status.COMPILED, result.detail
     with tempfile.TemporaryDirectory() as tmp:
-        asm = qf32_assembly(config, Path(tmp), "v73", TARGETS["hvx"].render)
+        compile_program(job, Path(tmp))  # writes the job's files, checks the qf32 vmpy
+        asm = hexagon.assembly(Path(tmp) / f"{job.plan.name}.c", arch="v73", include_dirs=[Path(tmp)])
     for instruction in (r"\.qf32\s*=\s*vmpy\(", r"\.qf32\s*=\s*vadd\(v\d+\.qf32,\s*v\d+\.sf\)",
                         r"\.sf\s*=\s*vmax\(", r"\.sf\s*=\s*vmin\("):
         assert re.search(instruction, asm), instruction

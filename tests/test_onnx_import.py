@@ -3,8 +3,10 @@ the model's own weights against numpy and onnxruntime."""
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import requires_tool
@@ -180,6 +182,31 @@ def test_quantized_models_import_as_uint8_configs_and_validate_against_onnxrunti
     rows = json.loads(result.stdout)["results"]
     assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
     assert all("onnxruntime: max difference" in r["detail"] for r in rows)
+
+
+@requires_tool(*ONNX, "clang-19", "qemu-hexagon")
+def test_full_range_int8_weights_say_why_onnxruntime_is_not_compared_on_a_cpu_without_vnni(tmp_path):
+    """quantize_static's default full-range int8 weights: onnxruntime's own result on an x86 CPU without VNNI
+    saturates (pairs of products in 16 bits); kernelgen stays bit-exact against numpy and says why onnxruntime was
+    not compared, instead of failing a correct kernel. With VNNI (or weights within +-64) onnxruntime is compared."""
+    import onnx_models
+    from kernelgen.onnx.oracle import u8s8_saturation
+
+    result, chain = _import(tmp_path, "full", onnx_models.qlinear_chain(weight_bound=127))
+    assert result.exit_code == 0, result.output
+    shown = CliRunner().invoke(main, ["validate", str(chain[0]), "--json", "--seed", "2"])
+    assert shown.exit_code == 0, shown.output
+    (row,) = json.loads(shown.stdout)["results"]
+    assert row["status"] == "pass" and "bit-exact in 2 poisoned runs" in row["detail"]
+    full = np.full((4, 4, 1, 1), 127, np.int8)
+    if u8s8_saturation([full]):  # this host
+        assert row["oracles"] == ["numpy"] and "onnxruntime not compared (this x86 CPU has no VNNI" in row["detail"]
+    else:
+        assert row["oracles"] == ["numpy", "onnxruntime"]
+    # the rule itself: only int8 weights beyond +-64, only x86 without VNNI
+    assert u8s8_saturation([full], {"avx2", "fma"}) if platform.machine() in ("x86_64", "AMD64") else True
+    assert not u8s8_saturation([full], {"avx2", "avx512_vnni"}) and not u8s8_saturation([full // 2], {"avx2"})
+    assert not u8s8_saturation([full.astype(np.uint8)], {"avx2"})
 
 
 @requires_tool(*ONNX, "clang-19", "qemu-hexagon")

@@ -28,14 +28,14 @@ def _warnings(source: str, tmp_path) -> list[str]:
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_config_kernels_compile_without_warnings(path, tmp_path):
     config = load_config(path)
-    (source,) = [text for name, text in generate(config, ("opencl",)).items() if name.endswith(".cl")]
+    (source,) = [text for name, text in generate(config, "opencl").items() if name.endswith(".cl")]
     assert _warnings(source, tmp_path) == []
 
 
 @requires_tool("clang-19")
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_matrix_kernels_compile_without_warnings(name, tmp_path):
-    (source,) = [text for file, text in generate(_config(name), ("opencl",)).items() if file.endswith(".cl")]
+    (source,) = [text for file, text in generate(_config(name), "opencl").items() if file.endswith(".cl")]
     assert _warnings(source, tmp_path) == []
 
 

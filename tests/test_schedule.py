@@ -3,14 +3,14 @@ import numpy as np
 import pytest
 from conftest import requires_tool
 
-from kernelgen.measure.validate import compare, make_inputs
 from kernelgen.api import validate
+from kernelgen.measure.compare import compare
+from kernelgen.measure.tensors import random_inputs
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.report import json_report, text_report
 from kernelgen.targets import TARGETS
-from kernelgen.targets.c import toolchain as gcc
 
 # Seed 001: a 2048x2048 image, 3x3 conv, pad 1. Four channels in and out, float32.
 SEED_001 = """name: seed001_tiles
@@ -58,7 +58,10 @@ def test_impossible_budget_names_the_smallest_that_works():
 
 def test_schedule_auto_uses_the_hvx_vtcm_size(repo):
     text = (repo / "configs" / "seed000_3x3.yaml").read_text()
-    auto = text.replace("schedule: {k_split: 2, h_split: 2}", "schedule: auto\nhvx: {arch: v68}")
+    assert "targets: [c, opencl, vulkan]" in text
+    # the budget comes from the config's own targets: hvx's VTCM
+    auto = text.replace("schedule: {k_split: 2, h_split: 2}", "schedule: auto\nhvx: {arch: v68}").replace(
+        "targets: [c, opencl, vulkan]", "targets: [hvx]")
     p = plan(parse_config(auto))
     assert p.search.budget == 4 * 1024 * 1024 and p.search.budget_source == "hvx VTCM (v68 default)"
     assert p.workspace_bytes <= 4 * 1024 * 1024
@@ -69,6 +72,21 @@ def test_schedule_auto_uses_the_hvx_vtcm_size(repo):
     assert sized.search.budget == 8 * 1024 * 1024
     # 8 MiB holds everything: one output-channel stripe, so conv2d #1 is never recomputed.
     assert sized.k_split == 4 and sized.executed_flops < p.executed_flops
+    # A c-only config: one CPU core's L2.
+    c_only = plan(parse_config(auto.replace("targets: [hvx]", "targets: [c]")))
+    assert c_only.search.budget == 524288 and c_only.search.budget_source.startswith("c: one CPU core's L2")
+    assert c_only.workspace_bytes <= 524288
+    # Both: the smallest budget wins, and the source names the other.
+    both = plan(parse_config(auto.replace("targets: [hvx]", "targets: [c, hvx]")))
+    assert both.search.budget == 524288 and both.search.budget_source.startswith("c: one CPU core's L2")
+    assert "hvx 4194304" in both.search.budget_source
+    assert both.workspace_bytes <= 524288
+    # opencl runs a kernel per conv, not the stripe caches: no budget, the splits stay 1.
+    gpu_config = parse_config(auto.replace("targets: [hvx]", "targets: [opencl]"))
+    assert gpu_config.schedule.budget is None
+    gpu = plan(gpu_config)
+    assert gpu.search is None or gpu.search.budget is None
+    assert (gpu.k_split, gpu.h_split, gpu.c_split) == (1, 1, 1) and gpu.w_split in (None, 1)
 
 
 def _seed_3x3(repo, schedule: str, name: str = "seed000_3x3") -> str:
@@ -136,15 +154,12 @@ def test_pad_strategy_follows_the_layout_contract():
 
 
 def _run_c(config, tmp_path, seed: int):
-    p = plan(config)
-    for name, text in TARGETS["c"].render(config, p).items():
-        (tmp_path / name).write_text(text)
-    lib = gcc.Library(gcc.build_shared([tmp_path / f"{p.name}.c"], tmp_path / f"lib{p.name}.so"))
-    inputs = make_inputs(p, np.random.default_rng(seed))
-    output = np.full(p.tensors[-1].layout.flat_shape, np.nan, dtype=np.float32)
-    workspace = np.full(p.workspace_elements, np.nan, dtype=np.float32)
-    lib.call(p.name, [*inputs.physical, output, workspace])
-    return p, inputs, output
+    c = TARGETS["c"]
+    job = c.build(config, plan(config))
+    inputs = random_inputs(config, job.plan, np.random.default_rng(seed))
+    with c.compile(job, tmp_path) as exe:
+        output = c.run(exe, inputs, 0xFF)  # output and workspace start as NaN
+    return job.plan, inputs, output
 
 
 @requires_tool("gcc")
@@ -162,7 +177,7 @@ def test_overcompute_changes_no_valid_output_and_padding_holds_its_value(tmp_pat
     mask = over.tensors[-1].layout.padding_mask()
     assert mask.sum() == 9 * 9 * 4 and np.all(over_out.reshape(mask.shape)[mask] == 0.0)
     assert np.all(branch_out.reshape(mask.shape)[mask] == np.float32(2.5))
-    assert compare(over_cfg, over, "c", 7, inputs, over_out).passed
+    assert compare(over_cfg, over, "c", 7, inputs, {0xFF: over_out}).passed
 
 
 @requires_tool("gcc")
@@ -185,7 +200,7 @@ def test_hvx_uint8_pipeline_uses_the_plan_buffers(repo):
 
     config = load_config(repo / "configs" / "hvx_seed000_3x3_u8_double_buffer.yaml")
     hp = hvx_plan(config, plan(config))
-    source = TARGETS["hvx"].render(config, plan(config))["hvx_seed000_3x3_u8_double_buffer.c"]
+    source = TARGETS["hvx"].build(config, plan(config)).files["hvx_seed000_3x3_u8_double_buffer.c"]
     for line in ("uint8_t *const input_cache = ((s + 1) & 1) ? input_cache_b : input_cache_a;",
                  "kg_input_read(input, input_cache, 0, ho_outer, 0, 20);",
                  "kg_pixel_sums_0(input_cache, pixel_sums);",

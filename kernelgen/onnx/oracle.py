@@ -128,3 +128,38 @@ def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
                 if isinstance(q, QConv):
                     return q.in_q
     return nodes[0].input[0]
+
+
+# |w| up to 64: a pair of products 255 * 64 * 2 = 32640 still fits the int16 sums of x86's vpmaddubsw.
+PAIR_SAFE_WEIGHT = 64
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def u8s8_saturation(filters: list[np.ndarray], flags: set[str] | None = None) -> str:
+    """Why onnxruntime's quantized convolution cannot be an oracle on this host for these int8 filters, or "".
+
+    On x86 without VNNI, onnxruntime's uint8 x int8 kernels (MLAS, vpmaddubsw) add each pair of products in 16
+    bits, which saturates once weights pass +-64 against full-range bytes: onnxruntime's quantization guide
+    documents it and recommends reduce_range (7-bit weights) or uint8 weights there."""
+    import platform
+
+    flags = cpu_flags() if flags is None else flags
+    if platform.machine().lower() not in ("x86_64", "amd64") or any(f in flags for f in VNNI_FLAGS):
+        return ""
+    widest = max((int(np.abs(f.astype(np.int32)).max()) for f in filters if f.dtype == np.int8), default=0)
+    if widest <= PAIR_SAFE_WEIGHT:
+        return ""
+    return (f"this x86 CPU has no VNNI, so onnxruntime's uint8 x int8 convolution adds pairs of products in 16 "
+            f"bits and saturates with weights beyond +-{PAIR_SAFE_WEIGHT} (these reach {widest}; onnxruntime's "
+            f"quantization guide: reduce_range or uint8 weights)")
