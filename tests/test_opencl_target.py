@@ -7,11 +7,9 @@ single convs and chains, texture (NCHW4c, NHWC4c) and buffer (NHWC, blocked, NCH
 layouts and index maps that mix channels with columns or rows, filters in textures and in
 buffers, pad_value layouts, and float16 storage.
 """
-import dataclasses
 import json
 import subprocess
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import requires_tool
@@ -23,9 +21,7 @@ from kernelgen.targets.opencl.plan import plan_opencl
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.measure.compare import compare
 from kernelgen.measure.records import Status
-from kernelgen.measure.tensors import poisons, random_inputs
 
 NCHW4C = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
 NHWC4C = '{map: "n, h, w, c -> n, h, |, w, c // 4, c % 4", pad_value: -1.5}'
@@ -225,23 +221,6 @@ def test_full_fp16_kernels_compile_for_spir_with_cl_khr_fp16(tmp_path, name):
                                    "--target=spir64", "-Xclang", "-cl-ext=+cl_khr_fp16", "-E", str(tmp_path / "k.cl")],
                                   capture_output=True, text=True).stdout
     assert f"{name}_conv2_h" in preprocessed  # the fp16 block was compiled, not skipped
-
-
-@requires_tool("py:pyopencl")
-def test_unwritten_output_is_caught(tmp_path):
-    """A kernel that skips its stores leaves NaN sentinels: validation must fail."""
-    config = _config("k3_pad1_tile_larger_c6")
-    target = TARGETS["opencl"]
-    job = target.build(config, plan(config))
-    args = random_inputs(config, job.plan, np.random.default_rng(5))
-    source = job.files[f"{config.name}.cl"]
-    broken = source.replace("write_imagef(output,", "if (oht > 0) write_imagef(output,")
-    assert broken != source  # the stores the test breaks are there
-    broken_job = dataclasses.replace(job, files={**job.files, f"{config.name}.cl": broken})
-    with target.compile(broken_job, tmp_path) as exe:
-        outputs = target.run_poisoned(exe, args, poisons(config.dtype))
-    checked = compare(config, job.plan, "opencl", 5, args, outputs)
-    assert checked.status is Status.FAIL and "never written" in checked.detail
 
 
 def test_launch_plan_is_recorded_in_the_source_and_json():

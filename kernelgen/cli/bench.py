@@ -12,9 +12,8 @@ import click
 from ..api import TARGETS, jobs
 from ..measure.bench import bench
 from ..measure.records import BenchOptions, BenchRow
-from .common import (configs_argument, device_option, handle_errors, json_option, load_all, number, progress,
-                         target_option)
 from ..measure.host_steal import NOISY
+from .common import configs_argument, device_option, handle_errors, json_option, load_all, number, target_option
 from ..measure.context import run_context
 
 

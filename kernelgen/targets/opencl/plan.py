@@ -34,7 +34,7 @@ from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, p
 from ...plan import Plan
 from .code import conv_kernel, pad_kernel
 from .model import ConvOp, Kernel, Role, Storage, StorageKind
-from .options import NAME, opencl_options
+from .options import opencl_options
 
 # Defaults from sweeps on this machine's PoCL (bench --sweep): float16 vectors for filter buffers, with
 # activations in buffers or textures (1x1 conv 64x64x128: [1, 4, 16] 76 GFLOP/s in textures, [2, 2, 32] 56);

@@ -32,7 +32,7 @@ from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
-from .options import NAME, vulkan_options
+from .options import vulkan_options
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
 DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
