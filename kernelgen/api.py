@@ -31,7 +31,7 @@ from .plan import Plan
 from .planner import plan
 from .report import text_report
 from .targets import TARGETS, Target, catalog
-from .targets.base import Job
+from .targets.base import Job, file_names, templates
 from .toolstatus import ToolStatus
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
@@ -150,7 +150,7 @@ def output_names(config: Config, override: tuple[str, ...] = (), targets: Target
     known = targets or TARGETS
     names = [f"{config.name}/plan.txt"]
     for name in chosen_targets(config, override, known):
-        names += [f"{config.name}/{name}/{f}" for f in known[name].file_names(config.name)]
+        names += [f"{config.name}/{name}/{f}" for f in file_names(known[name], config.name)]
     return tuple(names)
 
 
@@ -158,8 +158,8 @@ def dependencies(config: Config, target: str | None, targets: Targets | None = N
     """What shaped an output: its config, the templates of its target, kernelgen's modules."""
     package = Path(__file__).resolve().parent
     modules = sorted(str(p) for p in package.rglob("*.py"))
-    templates = [str(p) for p in (targets or TARGETS)[target].templates()] if target else []
-    return (str(Path(config.file or config.path)), *templates, *modules)
+    templates_of = [str(p) for p in templates((targets or TARGETS)[target])] if target else []
+    return (str(Path(config.file or config.path)), *templates_of, *modules)
 
 
 # ---------------------------------------------------------------- on this machine

@@ -78,10 +78,10 @@ def run(target: Primitives, job: Job, args: KernelArgs) -> RunResult:
             raise KernelgenError(f"{config.name}: the {target.name} kernel cannot run here: "
                                  f"{exe.compile_only or exe.cannot_run}")
         output = target.run(exe, args, poisons(config.dtype)[0])
-    device = ", ".join(s.version for s in target.toolchain() if s.found and s.name.endswith("-device"))
+    tools = "; ".join(f"{s.name} {s.version}" for s in target.toolchain() if s.found)  # compilers, and devices
     logical = job.plan.tensors[-1].layout.unpack(output)
     return RunResult(outputs={"output": np.ascontiguousarray(logical)},
-                     ran=f"{config.name}: {target.name} kernel{f' on {device}' if device else ''}")
+                     ran=f"{config.name}: {target.name} kernel ({tools})")
 
 
 def _converted(config: Config, name: str, array: np.ndarray, want: np.dtype) -> np.ndarray | str:

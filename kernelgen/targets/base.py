@@ -70,13 +70,6 @@ class Target(ABC):
         files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
         return Job(config=config, plan=plan, target_plan=tplan, files=files)
 
-    def file_names(self, config_name: str) -> tuple[str, ...]:
-        return tuple(f.pattern.format(name=config_name) for f in self.files)
-
-    def templates(self) -> tuple[Path, ...]:
-        """Every template file its output depends on (for depfiles)."""
-        return template_files([f.template for f in self.files] + list(self.includes), self.template_root)
-
     def binaries(self, job: Job) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
         compiler's version), and a note when they cannot be made here ("": nothing to say)."""
@@ -126,3 +119,13 @@ class Target(ABC):
         """The permutations `bench --sweep` tries, each a key (what a resumed sweep matches) and the config with
         that tile / work-group; [] for a target without any."""
         return []
+
+
+def file_names(target: Target, config_name: str) -> tuple[str, ...]:
+    """The files a target writes for a config, without planning or rendering."""
+    return tuple(f.pattern.format(name=config_name) for f in target.files)
+
+
+def templates(target: Target) -> tuple[Path, ...]:
+    """Every template file a target's output depends on (for depfiles)."""
+    return template_files([f.template for f in target.files] + list(target.includes), target.template_root)
