@@ -52,6 +52,31 @@ def requires_tool(*tools: str):
     return decorate
 
 
+def require_tools(*tools: str) -> None:
+    """requires_tool inside a test (a parametrized one, whose tools depend on its target): skip when a tool is
+    missing, fail instead under KERNELGEN_REQUIRE_TOOLCHAINS=1."""
+    missing = tool_missing(*tools)
+    if missing:
+        reason = f"missing toolchain: {', '.join(missing)}"
+        if REQUIRE_TOOLCHAINS:
+            pytest.fail(f"{reason} (KERNELGEN_REQUIRE_TOOLCHAINS=1 forbids skipping)")
+        pytest.skip(reason)
+
+
+# A small quantized 1x1 conv in HVX's packed layouts: seconds under qemu-hexagon.
+SMALL_UINT8 = """\
+name: {name}
+dtype: uint8
+input: {{shape: [1, 6, 8, 32], layout: nhwc-8h8w32c}}
+quant: {{input_scale: 0.05, input_zero_point: 128, weight_scale: 0.01, output_scale: 0.1, output_zero_point: 100}}
+ops:
+  - conv2d: {{out_channels: 32, kernel: 1, filter_layout: oihw-8i32o4i{bias}}}
+output: {{layout: nhwc-8h8w32c}}
+schedule: {{k_split: 1, h_split: 1}}
+targets: [hvx]
+"""
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from conftest import requires_tool
+from conftest import SMALL_UINT8, requires_tool
 
 import kernelgen.api as api
 from kernelgen.cli import main
 from kernelgen.targets.base import Target
 
-CONFIG = """\
-name: counted
-dtype: uint8
-input: {shape: [1, 6, 8, 32], layout: nhwc-8h8w32c}
-quant: {input_scale: 0.05, input_zero_point: 128, weight_scale: 0.01, output_scale: 0.1, output_zero_point: 100}
-ops:
-  - conv2d: {out_channels: 32, kernel: 1, filter_layout: oihw-8i32o4i}
-output: {layout: nhwc-8h8w32c}
-schedule: {k_split: 1, h_split: 1}
-targets: [hvx]
-"""
+CONFIG = SMALL_UINT8.format(name="counted", bias="")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REQUIRE_TOOLCHAINS, tool_missing
+from conftest import SMALL_UINT8, require_tools
 
 import kernelgen
 from kernelgen.cli import main
@@ -23,27 +23,13 @@ ops:
   - conv2d: {{out_channels: 4, kernel: 1}}
 targets: [{target}]
 """
-UINT8 = """\
-name: run_hvx
-dtype: uint8
-input: {shape: [1, 6, 8, 32], layout: nhwc-8h8w32c}
-quant: {input_scale: 0.05, input_zero_point: 128, weight_scale: 0.01, output_scale: 0.1, output_zero_point: 100}
-ops:
-  - conv2d: {out_channels: 32, kernel: 1, filter_layout: oihw-8i32o4i, bias: true}
-output: {layout: nhwc-8h8w32c}
-schedule: {k_split: 1, h_split: 1}
-targets: [hvx]
-"""
+UINT8 = SMALL_UINT8.format(name="run_hvx", bias=", bias: true")
 TOOLS = {"c": ("gcc",), "opencl": ("py:pyopencl",), "vulkan": ("glslangValidator", "py:vulkan"),
          "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon")}
 
 
 def _require(target: str) -> None:
-    missing = tool_missing(*TOOLS[target])
-    if missing:
-        reason = f"missing toolchain: {', '.join(missing)}"
-        pytest.fail(f"{reason} (KERNELGEN_REQUIRE_TOOLCHAINS=1 forbids skipping)") if REQUIRE_TOOLCHAINS else \
-            pytest.skip(reason)
+    require_tools(*TOOLS[target])
 
 
 def _tensors(config) -> dict[str, np.ndarray]:

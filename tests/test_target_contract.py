@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REQUIRE_TOOLCHAINS, tool_missing
+from conftest import SMALL_UINT8, require_tools
 from plugin_target import CArgs
 
 from kernelgen import api
@@ -30,17 +30,14 @@ ops:
   - conv2d: {{out_channels: 8, kernel: 3, pad: 1}}
 targets: [{target}]
 """
-UINT8 = """\
-name: contract_{target}
-dtype: uint8
-input: {{shape: [1, 6, 8, 32], layout: nhwc-8h8w32c}}
-quant: {{input_scale: 0.05, input_zero_point: 128, weight_scale: 0.01, output_scale: 0.1, output_zero_point: 100}}
-ops:
-  - conv2d: {{out_channels: 32, kernel: 1, filter_layout: oihw-8i32o4i}}
-output: {{layout: nhwc-8h8w32c}}
-schedule: {{k_split: 1, h_split: 1}}
-targets: [{target}]
-"""
+
+
+def float_config(target: str) -> str:
+    return FLOAT.format(target=target)
+
+
+def uint8_config(target: str) -> str:
+    return SMALL_UINT8.format(name=f"contract_{target}", bias="").replace("[hvx]", f"[{target}]")
 
 
 def _drop_first(pattern: str):
@@ -73,12 +70,12 @@ def _vulkan_too_few_workgroups(job: Job) -> Job:
 
 # target -> (config template, tools it needs, how to break its kernel so that outputs go unwritten)
 KERNELS = {
-    "c": (FLOAT, ("gcc",), _c_store_into_the_cache),
-    "c_args": (FLOAT, ("gcc",), _c_store_into_the_cache),
-    "hvx": (UINT8, ("clang-19", "ld.lld-19", "qemu-hexagon"),
+    "c": (float_config, ("gcc",), _c_store_into_the_cache),
+    "c_args": (float_config, ("gcc",), _c_store_into_the_cache),
+    "hvx": (uint8_config, ("clang-19", "ld.lld-19", "qemu-hexagon"),
             _drop_first(r"kg_write_back\(output_cache, output, 0, ko_outer, ho_outer\);")),
-    "opencl": (FLOAT, ("py:pyopencl",), _drop_first(r"vstore\d*\([^;]*output \+[^;]*\);|write_imagef\(output,[^;]*\);")),
-    "vulkan": (FLOAT, ("glslangValidator", "py:vulkan"), _vulkan_too_few_workgroups),
+    "opencl": (float_config, ("py:pyopencl",), _drop_first(r"vstore\d*\([^;]*output \+[^;]*\);|write_imagef\(output,[^;]*\);")),
+    "vulkan": (float_config, ("glslangValidator", "py:vulkan"), _vulkan_too_few_workgroups),
 }
 TOOLS = {name: tools for name, (_, tools, _) in KERNELS.items()}
 
@@ -91,17 +88,12 @@ def registry(monkeypatch):
 
 
 def _job(target: str) -> Job:
-    config = api.parse_config(KERNELS[target][0].format(target=target), f"contract_{target}.yaml")
+    config = api.parse_config(KERNELS[target][0](target), f"contract_{target}.yaml")
     return api.jobs(config, (target,))[target]
 
 
 def _require(target: str) -> None:
-    """Skip when the target's tools are missing here, fail instead under KERNELGEN_REQUIRE_TOOLCHAINS=1."""
-    missing = tool_missing(*TOOLS[target])
-    if missing:
-        reason = f"missing toolchain: {', '.join(missing)}"
-        pytest.fail(f"{reason} (KERNELGEN_REQUIRE_TOOLCHAINS=1 forbids skipping)") if REQUIRE_TOOLCHAINS else \
-            pytest.skip(reason)
+    require_tools(*TOOLS[target])
 
 
 def test_every_target_is_covered():
@@ -142,7 +134,7 @@ def test_the_output_starts_from_the_poison_the_core_asks_for(registry, target, t
 def test_validate_and_bench_json_have_one_shape(registry, target, tmp_path):
     _require(target)
     path = tmp_path / f"contract_{target}.yaml"
-    path.write_text(KERNELS[target][0].format(target=target))
+    path.write_text(KERNELS[target][0](target))
     shown = CliRunner().invoke(main, ["validate", str(path), "--json", "--seed", "4"])
     assert shown.exit_code == 0, shown.output
     data = json.loads(shown.stdout)
@@ -166,7 +158,7 @@ def test_validate_and_bench_json_have_one_shape(registry, target, tmp_path):
 @pytest.mark.parametrize("target", list(KERNELS))
 def test_a_missing_toolchain_is_named_with_what_to_install(registry, target, tmp_path, monkeypatch):
     path = tmp_path / f"contract_{target}.yaml"
-    path.write_text(KERNELS[target][0].format(target=target))
+    path.write_text(KERNELS[target][0](target))
     monkeypatch.setattr(registry[target], "toolchain",
                         lambda: (ToolStatus("some-compiler", False, "", "apt-get install some-compiler"),))
     shown = CliRunner().invoke(main, ["validate", str(path), "--skip-missing"])

@@ -102,4 +102,4 @@ class Vulkan(Target):
 
         vk: VulkanPlan = job.target_plan
         stats = rdna2_stats(list(spirv), [stage.kinds for stage in stages(vk, spirv)])
-        return tuple(DeviceStats(op=op.index, label=op.label, **s.as_dict()) for op, s in zip(vk.ops, stats))
+        return tuple(DeviceStats(op=op.index, label=op.label, **s) for op, s in zip(vk.ops, stats))

@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...errors import ToolchainError
@@ -28,42 +27,21 @@ FIELDS = {"VGPRs": "vgprs", "SGPRs": "sgprs", "Spilled VGPRs": "spilled_vgprs", 
 TIMEOUT_S = 600
 
 
-@dataclass(frozen=True, slots=True)
-class ShaderStats:
-    """One pipeline's registers, spills, occupancy (waves per SIMD), code size and ACO's static estimates
-    (latency and inverse throughput, in cycles)."""
-
-    vgprs: int
-    sgprs: int
-    spilled_vgprs: int
-    spilled_sgprs: int
-    scratch_bytes: int
-    waves: int
-    code_bytes: int
-    latency: int
-    inverse_throughput: int
-
-    @property
-    def spills(self) -> int:
-        return self.spilled_vgprs + self.spilled_sgprs
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-def parse_stats(text: str) -> list[ShaderStats]:
-    """Every '*** SHADER STATS ***' block of RADV's stderr, in the order the pipelines were created."""
+def parse_stats(text: str) -> list[dict[str, int]]:
+    """Every '*** SHADER STATS ***' block of RADV's stderr, in the order the pipelines were created: ACO's numbers
+    by the name kernelgen.measure.records.DeviceStats gives them (registers, spills, waves per SIMD, code size,
+    static latency and inverse throughput)."""
     out = []
     for block in text.split("*** SHADER STATS ***")[1:]:
         values = dict(re.findall(r"^([A-Za-z][A-Za-z ]*?): (\d+)\s*$", block.split("********")[0], re.MULTILINE))
         missing = [name for name in FIELDS if name not in values]
         if missing:
             raise ToolchainError(f"RADV's shader statistics lack {', '.join(missing)}")
-        out.append(ShaderStats(**{key: int(values[name]) for name, key in FIELDS.items()}))
+        out.append({key: int(values[name]) for name, key in FIELDS.items()})
     return out
 
 
-def rdna2_stats(spirv: list[bytes], kinds: list[tuple[str, ...]]) -> list[ShaderStats]:
+def rdna2_stats(spirv: list[bytes], kinds: list[tuple[str, ...]]) -> list[dict[str, int]]:
     """Compile each module (its bindings of these kinds) on RADV's null RDNA2 device; its statistics."""
     if not Path(RADEON_ICD).exists():
         raise ToolchainError(f"Mesa's radeon Vulkan driver is missing ({RADEON_ICD}): apt-get install "
