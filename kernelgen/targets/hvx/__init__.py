@@ -20,6 +20,7 @@ from ...measure.tensors import KernelArgs
 from ...plan import Plan
 from ...toolstatus import ToolStatus
 from ..base import Job, Target
+from .names import NAMES
 from .options import NAME, HvxModel, default_budget
 from .plan import HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
@@ -44,7 +45,7 @@ class Hvx(Target):
         return hvx_plan(config, plan)
 
     def context(self, config: Config, plan: Plan, target_plan: HvxPlan) -> dict[str, Any]:
-        return {"hvx": target_plan}
+        return {"hvx": target_plan, "helpers": NAMES}  # helpers: the functions kernels.py calls, by name
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

@@ -8,6 +8,7 @@ from ...config import Config
 from ...errors import KernelgenError
 from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes
+from .names import NAMES
 
 
 Anchor = Step | str  # a stripe step (a section), or a loop variable
@@ -66,21 +67,21 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     nb = "nb" if config.input_shape[0] > 1 else "0"
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
-    calls = {Step(Phase.WRITE_BACK): f"kg_write_back(output_cache, output, {nb}, ko_outer, ho_outer);"}
+    calls = {Step(Phase.WRITE_BACK): f"{NAMES.write_back()}(output_cache, output, {nb}, ko_outer, ho_outer);"}
     rows = plan.cache("input_a" if plan.pipeline is Pipeline.DOUBLE_BUFFER else "input").logical_shape[1]
     chunked = plan.c_split > 1  # input-channel chunks: ci_outer picks one; partial sums in acc_cache
     ci = ", ci_outer" if chunked else ""
     if keep:
-        calls[Step(Phase.INPUT_READ_KEPT)] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {keep});"
+        calls[Step(Phase.INPUT_READ_KEPT)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {keep});"
         calls[Step(Phase.INPUT_READ_NEW)] = (
-            f"kg_input_read(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
+            f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
     else:
-        calls[Step(Phase.INPUT_READ)] = f"kg_input_read(input, input_cache, {nb}, ho_outer, 0, {rows}{ci});"
+        calls[Step(Phase.INPUT_READ)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {rows}{ci});"
     # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch); only a dense
     # op reads them (a grouped one corrects its input zero point per output channel instead).
     dense = [op.groups == 1 for op in config.ops]
     before: dict[Anchor, str] = {"ko_outer_1" if n > 1 else Step(Phase.FILTER_READ, 1):
-                                 "kg_pixel_sums_0(input_cache, pixel_sums);"} if dense[0] else {}
+                                 f"{NAMES.pixel_sums(0)}(input_cache, pixel_sums);"} if dense[0] else {}
     after = {}
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
@@ -89,16 +90,16 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         if chunked and config.ops[j - 1].bias:  # the bias once, with the first chunk
             b = f"ci_outer ? 0 : bias{j}"
         weights = "grouped_weights" if config.ops[j - 1].groups > 1 else "filter_cache"
-        read = f"kg_filter_read_{j}(filter{j}, {weights}, wcorr, {b}, {ko}{ci});"
+        read = f"{NAMES.filter_read(j)}(filter{j}, {weights}, wcorr, {b}, {ko}{ci});"
         if n == 1 and not dense[0]:  # widened weights depend on the channel stripe alone: once per ko, not per row
             read = f"if (widened_ko != {ko}) {{ {read} widened_ko = {ko}; }}"
         calls[Step(Phase.FILTER_READ, j)] = read
         residual = config.ops[j - 1].residual
         res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
-        calls[Step(Phase.CONV, j)] = (f"kg_conv_{j}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
+        calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
         if j < n and dense[j]:
-            after[f"ko_outer_{j}"] = f"kg_pixel_sums_{j}({dst}, pixel_sums);"
+            after[f"ko_outer_{j}"] = f"{NAMES.pixel_sums(j)}({dst}, pixel_sums);"
     params = [Param(name="input", ctype="const uint8_t *restrict")]
     params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
     # int32 biases after the filters, one per op that has one (as the plan's tensors list them)
@@ -127,14 +128,14 @@ def qf32_kernel(config: Config, plan: Plan, ops: tuple) -> Function:
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
-        calls[Step(Phase.FILTER_READ, j)] = f"kg_filter_read_{j}_qf32(filter{j}, filter_cache, {ko});"
+        calls[Step(Phase.FILTER_READ, j)] = f"{NAMES.filter_read(j, qf32=True)}(filter{j}, filter_cache, {ko});"
         extra = [f"bias{j}"] if ops[j - 1].bias else []
         residual = ops[j - 1].residual
         if residual is not None:  # the chain's input (this image of the batch) or op K's window
             extra += ["input", "nb" if plan.ops[0].in_shape[0] > 1 else "0"] if residual == 0 else [
                 temp_names[residual - 1], "0"]
         args = ", ".join([sources[j - 1], "filter_cache", dst, ko, "ho_outer", *extra])
-        calls[Step(Phase.CONV, j)] = f"kg_conv_{j}_qf32({args});"
+        calls[Step(Phase.CONV, j)] = f"{NAMES.conv(j, qf32=True)}({args});"
     return Function(name=plan.kernel.name + "_qf32",
                     doc=plan.kernel.doc + "; HVX qf32 compute (v68+), filter cache transposed to 4i x 32o",
                     params=plan.kernel.params, prologue=plan.kernel.prologue,
