@@ -274,11 +274,12 @@ class StripeBuilder:
                   padding: list[str]) -> Node:
         """acc -> stored value: + bias, + residual, then the activation's clamp; positions in the consumer's
         padding (an intermediate's zeros) store 0, not the epilogue of 0."""
-        if not op.epilogue:
+        e = op.epilogue  # the one record every target renders its store from
+        if not e:
             return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
         lines = []
-        if op.bias:
+        if e.bias:
             # channels past the tensor (a block's tail, the consumer's channel padding) have no bias
             term = f"bias{j}[{E.to_c(k)}]"
             if _cond([(k, "<", out_k)], bounds):
@@ -286,20 +287,20 @@ class StripeBuilder:
             lines.append(f"{ctype} v = acc[ki] + {term};")
         else:
             lines.append(f"{ctype} v = acc[ki];")
-        if op.residual is not None:
-            lines.append(f"v += {self._residual(op.residual, k, at, bounds, padding)};")
-        if op.clamp is not None:
-            lo, hi = op.clamp
+        if e.residual is not None:
+            lines.append(f"v += {self._residual(e.residual, k, at, bounds, padding)};")
+        if e.clamp is not None:
+            lo, hi = e.clamp
             if lo > -math.inf:
                 lines.append(f"v = v > {c_float(lo)} ? v : {c_float(lo)};")
             if hi < math.inf:
                 lines.append(f"v = v < {c_float(hi)} ? v : {c_float(hi)};")
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
         lines.append(f"{dst}[{d_index}] = {value};")
-        summary = (f"{dst}[...] = {op.activation}(acc[ki]{' + bias' if op.bias else ''}"
-                   f"{'' if op.residual is None else ' + input' if op.residual == 0 else f' + conv2d #{op.residual}'})"
+        summary = (f"{dst}[...] = {e.activation}(acc[ki]{' + bias' if e.bias else ''}"
+                   f"{'' if e.residual is None else ' + input' if e.residual == 0 else f' + conv2d #{e.residual}'})"
                    ).replace("none(", "(")
-        steps = (["bias"] if op.bias else []) + (["residual"] if op.residual is not None else []) + [op.activation]
+        steps = (["bias"] if e.bias else []) + (["residual"] if e.residual is not None else []) + [e.activation]
         return Section(label=f"epilogue of conv2d #{j}: {', '.join(steps)}",
                        body=tuple(Stmt(code=line, summary=summary) for line in lines))
 

@@ -86,15 +86,15 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
-        b = f"bias{j}" if config.ops[j - 1].bias else "0"
-        if chunked and config.ops[j - 1].bias:  # the bias once, with the first chunk
+        b = f"bias{j}" if config.ops[j - 1].epilogue.bias else "0"
+        if chunked and config.ops[j - 1].epilogue.bias:  # the bias once, with the first chunk
             b = f"ci_outer ? 0 : bias{j}"
         weights = "grouped_weights" if config.ops[j - 1].groups > 1 else "filter_cache"
         read = f"{NAMES.filter_read(j)}(filter{j}, {weights}, wcorr, {b}, {ko}{ci});"
         if n == 1 and not dense[0]:  # widened weights depend on the channel stripe alone: once per ko, not per row
             read = f"if (widened_ko != {ko}) {{ {read} widened_ko = {ko}; }}"
         calls[Step(Phase.FILTER_READ, j)] = read
-        residual = config.ops[j - 1].residual
+        residual = config.ops[j - 1].epilogue.residual
         res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
         calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")

@@ -401,17 +401,18 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
 
 def _epilogue(config: Config, op, earlier: list[OpGeo], shape_list: list, src_c: int, out_k: int) -> dict:
     """The qf32 variant's groups and epilogue fields of one op (float32; uint8 has neither)."""
-    out: dict = dict(bias=op.bias, residual=op.residual)
+    e = op.epilogue
+    out: dict = dict(bias=e.bias, residual=e.residual)
     if op.groups > 1:
         out |= dict(group_in=src_c // op.groups, group_out=out_k // op.groups)
-    if op.residual == 0:
+    if e.residual == 0:
         _, h, w, c = shape_list[0]
         out |= dict(res_wb=-(-w // 8), res_cb=-(-c // 32), res_image=-(-h // 8) * -(-w // 8) * -(-c // 32) * BLOCK)
-    elif op.residual:
-        k = earlier[op.residual - 1]
+    elif e.residual:
+        k = earlier[e.residual - 1]
         out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)
-    if op.clamp is not None:
-        lo, hi = op.clamp
+    if e.clamp is not None:
+        lo, hi = e.clamp
         out |= dict(clamp_lo=c_float(lo) if lo > -math.inf else "", clamp_hi=c_float(hi) if hi < math.inf else "")
     return out
 
