@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,22 @@ def require_tools(*tools: str) -> None:
         if REQUIRE_TOOLCHAINS:
             pytest.fail(f"{reason} (KERNELGEN_REQUIRE_TOOLCHAINS=1 forbids skipping)")
         pytest.skip(reason)
+
+
+def count_calls(fn):
+    """fn()'s result and the Python function calls it made: work counted, not timed (the suite must pass on a
+    busy host; speed belongs in benchmarks/)."""
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        count += event == "call"
+
+    sys.setprofile(profile)
+    try:
+        return fn(), count
+    finally:
+        sys.setprofile(None)
 
 
 # A small quantized 1x1 conv in HVX's packed layouts: seconds under qemu-hexagon.

@@ -160,28 +160,6 @@ def test_oversized_image_names_the_limit(runner):
 
 
 @requires_tool("py:pyopencl")
-def test_the_fma_probe_reads_the_same_peak_from_a_second_shape(runner):
-    """Issue 21: the probe read half the device when PoCL chose its work-group size (one core of two). The
-    best shape's peak and a second launch geometry of the same chains (another work-group size, twice the
-    groups) agree within 15%, each the best of runs alternating in one process (a ratio, not a speed). The
-    chains stay as many: twice as many float8 chains no longer fit an AVX2 core's 16 vector registers (they read
-    75-80% of the peak there), so they would measure register spills, not the launch."""
-    from dataclasses import replace
-
-    from kernelgen.targets.opencl import probe
-
-    best = probe.best_shape(runner)
-    second = replace(best, local_size=16, groups_per_unit=32)
-    peaks, others = [], []
-    for _ in range(4):  # the best of four alternations: a neighbour on the shared host slows single runs
-        peaks.append(probe.probe_gflops(runner, best, runs=3))
-        others.append(probe.probe_gflops(runner, second, runs=3))
-    peak, other = max(peaks), max(others)
-    assert abs(other - peak) <= 0.15 * max(peak, other), (best, peaks, others)
-    assert probe.fma_peak_gflops(runner, runs=2) > 0
-
-
-@requires_tool("py:pyopencl")
 def test_mismatched_arguments_are_refused_before_launch(runner):
     x = np.zeros(4, np.float32)
     # a scalar where the kernel takes a pointer would segfault PoCL; a float64 array would be

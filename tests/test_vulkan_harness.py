@@ -230,22 +230,6 @@ def test_lavapipe_stops_loops_after_65535_back_edges(runner):
 
 
 @requires_tool(*DEVICE_TOOLS)
-def test_the_fma_probe_reads_the_same_peak_from_a_second_shape(runner):
-    """Issue 21: the best probe and a second dispatch shape of it (4x the workgroup size, a quarter of the
-    groups) agree within 15%, each the best of runs alternating in one process (a ratio, not a speed)."""
-    best = probe.best_accumulators(runner)
-    first = probe.fma_probe(accumulators=best)
-    second = probe.fma_probe(accumulators=best, local_size=256, groups=32)
-    peaks, others = [], []
-    for _ in range(4):  # the best of four alternations: a neighbour on the shared host slows single runs
-        peaks.append(probe.probe_gflops(runner, first, repeat=3))
-        others.append(probe.probe_gflops(runner, second, repeat=3))
-    peak, other = max(peaks), max(others)
-    assert abs(other - peak) <= 0.15 * max(peak, other), (best, peaks, others)
-    assert probe.fma_peak_gflops(runner, repeat=3) > 0
-
-
-@requires_tool(*DEVICE_TOOLS)
 def test_bad_arguments_raise_toolchain_errors(runner):
     spirv = toolchain.compile_glsl(SAXPY)
     with pytest.raises(ToolchainError, match="only 1 were given"):
