@@ -17,14 +17,14 @@ from ..api import TARGETS, binaries, dependencies, jobs, json_schema, output_fil
     validate_job
 from .bench import bench_command
 from .common import (configs_argument, device_option, echo_problems, handle_errors, json_option, load_all,  # noqa: F401
-                         number, progress, target_option)
+                     make_folder, number, progress, target_option)
 from .import_onnx import import_command
 from .init import init_command
 from .run import run_command
 from .stats import devices_command, stats_command
 from ..config import Config
 from ..errors import ConfigError, KernelgenError  # noqa: F401
-from ..files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
+from ..files import depfile_text, write_if_changed, write_if_changed_bytes
 from ..planner import plan as make_plan
 from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
@@ -100,7 +100,7 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
         return
     built = {config.name: jobs(config, targets) for config in loaded}  # each config planned once, rendered once
     generated = {config.name: output_files(config, built[config.name]) for config in loaded}
-    _make_folder(root)
+    make_folder(root)
     written = 0
     rules: dict[str, tuple[str, ...]] = {}
     notes: tuple[str, ...] = ()
@@ -122,16 +122,6 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
     total = sum(len(g) for g in generated.values())
     click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
                err=True)
-
-
-def _make_folder(root: Path) -> None:
-    """Create the output folder before writing any file, so a bad -o is a usage error (exit 2)
-    with nothing written; a write that fails later (disk full) is a WriteError (exit 1)."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise click.BadParameter(f"cannot create folder {display_path(root)}: {error.strerror or error}",
-                                 param_hint="'-o' / '--output'") from None
 
 
 # ---------------------------------------------------------------- check

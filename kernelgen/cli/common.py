@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import sys
+from pathlib import Path
 from typing import Callable
 
 import click
@@ -14,6 +15,7 @@ from ..config import Config
 from ..devices import PROFILES
 from ..diagnostics import render
 from ..errors import ConfigError, KernelgenError
+from ..files import display_path
 
 
 def echo_problems(error: ConfigError) -> None:
@@ -100,3 +102,13 @@ def progress(items: list, label: str):
     from contextlib import nullcontext
 
     return nullcontext(items)
+
+
+def make_folder(root: Path) -> None:
+    """Create the output folder before writing any file, so a bad -o is a usage error (exit 2)
+    with nothing written; a write that fails later (disk full) is a WriteError (exit 1)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise click.BadParameter(f"cannot create folder {display_path(root)}: {error.strerror or error}",
+                                 param_hint="'-o' / '--output'") from None

@@ -8,10 +8,9 @@ import click
 import numpy as np
 
 from ..api import TARGETS, jobs
-from ..errors import ConfigError, ConfigProblem
 from ..files import write_if_changed_bytes
 from ..measure.run import checked_inputs, load_npy, run
-from .common import device_option, handle_errors, load_all
+from .common import device_option, handle_errors, load_all, make_folder
 
 
 def _named_file(ctx, param, values: tuple[str, ...]) -> dict[str, Path]:
@@ -51,11 +50,9 @@ def run_command(config: str, target: str, inputs: dict[str, Path], out_dir: str,
     job = jobs(loaded, (target,))[target]
     given = {name: load_npy(name, path) for name, path in inputs.items()}
     args = checked_inputs(loaded, job.plan, given)
-    root = Path(out_dir)
-    if root.exists() and not root.is_dir():
-        raise ConfigError([ConfigProblem(str(root), 1, 1, "--output", "expected a folder, got a file")])
     result = run(TARGETS[target], job, args)
-    root.mkdir(parents=True, exist_ok=True)
+    root = Path(out_dir)
+    make_folder(root)  # a bad -o is exit 2 with nothing written
     for name, array in result.outputs.items():
         write_if_changed_bytes(root / f"{name}.npy", _npy_bytes(array))
         click.echo(f"{root / f'{name}.npy'}: {name} {list(array.shape)} {array.dtype} (NHWC)")
