@@ -11,6 +11,9 @@ from .config import Config, Conv2d
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 # IEEE binary16: half storage rounds each stored value by at most this factor, fp16 arithmetic each operation.
 HALF_UNIT_ROUNDOFF = 2.0 ** -11
+# Below 2^-14 half values are subnormal, 2^-24 apart: rounding there errs by up to 2^-25 absolute, whatever the
+# value (a relative bound alone would fail a correct kernel on outputs near zero).
+HALF_UNDERFLOW = 2.0 ** -25
 
 
 def conv2d(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
@@ -64,7 +67,8 @@ def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
 def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
                       unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
                       storage_roundoff: float = 0.0, *,
-                      biases: list[np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                      biases: list[np.ndarray | None] | None = None,
+                      underflow: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(reference, bound): |kernel - reference| <= bound holds elementwise for any summation order.
 
     A dot product of n terms accumulated in floating point errs by at most
@@ -78,19 +82,29 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
     value = x.astype(np.float64)
     values, errors = [value], [np.zeros_like(value)]  # per chain tensor: the exact value, the stored one's bound
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        error = errors[-1]
-        n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual is not None else 0)
-        gamma = n_terms * unit_roundoff / (1 - n_terms * unit_roundoff)
-        magnitude = conv2d(np.abs(value) + error, np.abs(w), op)
-        if op.bias:
-            magnitude = magnitude + np.abs(b.astype(np.float64))
-        inherited = conv2d(error, np.abs(w), op)
-        if op.residual is not None:  # the stored residual: its own error passes through, its size is one more term
-            magnitude = magnitude + np.abs(values[op.residual]) + errors[op.residual]
-            inherited = inherited + errors[op.residual]
-        error = gamma * magnitude + inherited
-        value = epilogue(conv2d(value, w, op), op, b, values)
-        error = error + storage_roundoff * (np.abs(value) + error)
+        value, error = op_error_bound(op, w, b, values, errors, unit_roundoff, storage_roundoff, underflow)
         values.append(value)
         errors.append(error)
     return value, error
+
+
+def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list[np.ndarray],
+                   errors: list[np.ndarray], unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
+                   storage_roundoff: float = 0.0, underflow: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """One op of a chain: (reference, bound) on values[-1] (the op's input, whose stored error is errors[-1]);
+    values[K] / errors[K] are what a residual of op K reads. With every error zero, the op is held to its own
+    rounding alone: the check op by op on a kernel's own intermediates. `underflow`: the absolute error one
+    rounding may add below the normal range (half: 2^-25), once per term of the sum and once for the store."""
+    value, error = values[-1], errors[-1]
+    n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual is not None else 0)
+    gamma = n_terms * unit_roundoff / (1 - n_terms * unit_roundoff)
+    magnitude = conv2d(np.abs(value) + error, np.abs(w), op)
+    if op.bias:
+        magnitude = magnitude + np.abs(b.astype(np.float64))
+    inherited = conv2d(error, np.abs(w), op)
+    if op.residual is not None:  # the stored residual: its own error passes through, its size is one more term
+        magnitude = magnitude + np.abs(values[op.residual]) + errors[op.residual]
+        inherited = inherited + errors[op.residual]
+    error = gamma * magnitude + inherited + (n_terms + 1) * underflow
+    value = epilogue(conv2d(value, w, op), op, b, values)
+    return value, error + storage_roundoff * (np.abs(value) + error)

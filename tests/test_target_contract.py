@@ -141,7 +141,7 @@ def test_validate_and_bench_json_have_one_shape(registry, target, tmp_path):
     assert set(data) == {"context", "results"} and data["context"]["kernelgen_version"]
     (row,) = data["results"]
     assert list(row) == ["config", "target", "status", "max_abs_error", "max_rel_error", "bound_ratio", "seed",
-                         "oracles", "detail"]
+                         "oracles", "threshold", "checked", "detail"]
     assert (row["config"], row["target"], row["status"], row["seed"]) == (f"contract_{target}", target, "pass", 4)
     timed = CliRunner().invoke(main, ["bench", str(path), "--json", "--repeat", "2"])
     assert timed.exit_code == 0, timed.output

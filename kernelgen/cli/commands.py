@@ -185,8 +185,11 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
 
     \b
-    Tolerance: float32 outputs must lie within the rigorous dot-product rounding bound
-    gamma_n * sum|x*w| (n = reduction length), propagated through chains.
+    Tolerance: float outputs must lie within the rigorous dot-product rounding bound
+    gamma_n * sum|x*w| (n = reduction length); where the target keeps a chain's
+    intermediates (opencl, vulkan) each op is held to it on the kernel's own input
+    ("checked: op-by-op"), else the bound is carried through the chain. "threshold" is
+    the largest error allowed over the output's largest magnitude.
     Example:
       kernelgen validate configs/*.yaml --target c
     """
@@ -207,7 +210,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
                                {"config": r.config, "target": r.target, "status": r.status.value,
                                 "max_abs_error": number(r.max_abs_error), "max_rel_error": number(r.max_rel_error),
                                 "bound_ratio": number(r.bound_ratio), "seed": r.seed, "oracles": list(r.oracles),
-                                "detail": r.detail}
+                                "threshold": number(r.threshold), "checked": r.checked, "detail": r.detail}
                                for r in results]}, indent=2))
     else:
         for line in validate_table(results):

@@ -29,6 +29,12 @@ class Roundoff:
     accumulate: float = reference.FLOAT32_UNIT_ROUNDOFF
     storage: float = 0.0
 
+    @property
+    def underflow(self) -> float:
+        """Half arithmetic or storage: subnormal roundings err absolutely, up to 2^-25 each."""
+        half = reference.HALF_UNIT_ROUNDOFF in (self.accumulate, self.storage)
+        return reference.HALF_UNDERFLOW if half else 0.0
+
 
 def reference_output(config: Config, args: KernelArgs) -> np.ndarray:
     """The numpy reference of the config's chain on these inputs, in the output's logical layout (NHWC)."""
@@ -40,44 +46,69 @@ def reference_output(config: Config, args: KernelArgs) -> np.ndarray:
 
 
 def compare(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs,
-            outputs: dict[int, np.ndarray], roundoff: Roundoff = Roundoff()) -> ValidationResult:
-    """outputs: the kernel's physical output after a run from each poison byte."""
+            outputs: dict[int, np.ndarray], roundoff: Roundoff = Roundoff(),
+            intermediates: tuple[np.ndarray, ...] | None = None) -> ValidationResult:
+    """outputs: the kernel's physical output after a run from each poison byte; intermediates: a float chain's
+    op outputs as the kernel stored them (then every op is checked on the kernel's own input to it)."""
     if config.dtype == "uint8":
         return _compare_exact(config, plan, target, seed, args, outputs)
     ((_, output),) = outputs.items()
-    return _compare_float(config, plan, target, seed, args, output, roundoff)
+    return _compare_float(config, plan, target, seed, args, output, roundoff, intermediates)
 
 
 def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs, output: np.ndarray,
-                   roundoff: Roundoff) -> ValidationResult:
+                   roundoff: Roundoff, intermediates: tuple[np.ndarray, ...] | None) -> ValidationResult:
     filters, biases = args.filters(), args.biases(len(config.ops))
-    expected, bound = reference.chain_error_bound(config, args.logical["input"], filters, roundoff.accumulate,
-                                                  roundoff.storage, biases=biases)
     layout = plan.tensors[-1].layout
     got = layout.unpack(output).astype(np.float64)
+    problems = []
+    if intermediates is not None:
+        # Op by op: each op's stored output against the reference of that op on the kernel's own input to it,
+        # within that op's rounding alone. The chain-wide bound multiplies by sum|w| per op (about 19 for a 3x3
+        # over 64 channels) and says nothing past a few ops; this one is as tight at op 50 as at op 1.
+        stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates), got]
+        zeros = [np.zeros_like(s) for s in stored]
+        ratio, at_op = 0.0, 0
+        for j, op in enumerate(config.ops):
+            expected_j, bound_j = reference.op_error_bound(op, filters[j], biases[j], stored[:j + 1], zeros[:j + 1],
+                                                           roundoff.accumulate, roundoff.storage, roundoff.underflow)
+            with np.errstate(invalid="ignore"):
+                ratio_j = float(np.nan_to_num(np.abs(stored[j + 1] - expected_j) / np.maximum(bound_j, 1e-300),
+                                              nan=np.inf).max())
+            if j + 1 < len(config.ops) and ratio_j > 1.0 and not problems:
+                problems.append(_worst(f"conv2d #{j + 1}: output", stored[j + 1], expected_j, bound_j))
+            if ratio_j >= ratio:
+                ratio, at_op = ratio_j, j + 1
+        expected, bound = expected_j, bound_j
+    else:
+        expected, bound = reference.chain_error_bound(config, args.logical["input"], filters, roundoff.accumulate,
+                                                      roundoff.storage, biases=biases, underflow=roundoff.underflow)
     error = np.abs(got - expected)
     error[np.isnan(got)] = np.inf
     max_abs = float(error.max())
     # Relative to the output's largest magnitude: per-element ratios explode near zero crossings.
     max_rel = max_abs / max(float(np.abs(expected).max()), 1e-30)
-    ratio = float((error / np.maximum(bound, 1e-300)).max())
-    problems = []
+    if intermediates is None:
+        ratio = float((error / np.maximum(bound, 1e-300)).max())
+    threshold = float(bound.max()) / max(float(np.abs(expected).max()), 1e-30)
     unwritten = int(np.isnan(got).sum())
     if unwritten:
         problems.append(f"{unwritten} output elements never written (still NaN)")
-    elif ratio > 1.0:
-        worst = np.unravel_index(int(np.argmax(error / np.maximum(bound, 1e-300))), got.shape)
-        problems.append(f"output{list(map(int, worst))} = {got[worst]:.6g}, expected {expected[worst]:.6g} "
-                        f"(error {error[worst]:.3g} > bound {bound[worst]:.3g})")
+    elif float((error / np.maximum(bound, 1e-300)).max()) > 1.0:
+        problems.append(_worst("output", got, expected, bound))
     problems += _float_padding_problems(layout, output)
     oracles = ("numpy",)
     if config.source is not None and not unwritten:
         # onnxruntime's float32 result errs from the exact value by at most the float32 bound as well
         # (any summation order, with or without FMA), so kernel and onnxruntime differ by at most twice it.
+        # (onnxruntime runs the whole chain from the input: the chain-wide bounds, whichever check numpy's was)
         ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], dict(args.logical))
-        float32_bound = bound if roundoff.storage == 0.0 else reference.chain_error_bound(
+        chain_bound = bound if intermediates is None else reference.chain_error_bound(
+            config, args.logical["input"], filters, roundoff.accumulate, roundoff.storage, biases=biases,
+            underflow=roundoff.underflow)[1]
+        float32_bound = chain_bound if roundoff.storage == 0.0 else reference.chain_error_bound(
             config, args.logical["input"], filters, biases=biases)[1]
-        ort_ratio = float((np.abs(got - ort) / np.maximum(bound + float32_bound, 1e-300)).max())
+        ort_ratio = float((np.abs(got - ort) / np.maximum(chain_bound + float32_bound, 1e-300)).max())
         oracles = ("numpy", "onnxruntime")
         ratio = max(ratio, ort_ratio)
         if ort_ratio > 1.0:
@@ -85,7 +116,17 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
                             f"rounding bounds by {ort_ratio:.3g}x)")
     return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
                             max_abs_error=max_abs, max_rel_error=max_rel, bound_ratio=ratio, seed=seed,
-                            detail="; ".join(problems), oracles=oracles)
+                            detail="; ".join(problems), oracles=oracles, threshold=threshold,
+                            checked="op-by-op" if intermediates is not None else "chain")
+
+
+def _worst(what: str, got: np.ndarray, expected: np.ndarray, bound: np.ndarray) -> str:
+    """The element furthest over its bound, as a finding."""
+    with np.errstate(invalid="ignore"):
+        over = np.nan_to_num(np.abs(got - expected) / np.maximum(bound, 1e-300), nan=np.inf)
+    at = np.unravel_index(int(np.argmax(over)), got.shape)
+    return (f"{what}{list(map(int, at))} = {got[at]:.6g}, expected {expected[at]:.6g} "
+            f"(error {abs(got[at] - expected[at]):.3g} > bound {bound[at]:.3g})")
 
 
 def _float_padding_problems(layout: TensorLayout, output: np.ndarray) -> list[str]:
@@ -141,4 +182,4 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
                             max_abs_error=float(worst), max_rel_error=float(worst) / 255.0,
                             bound_ratio=float("inf") if problems else 0.0, seed=seed, detail=detail,
-                            oracles=oracles)
+                            oracles=oracles, checked="bit-exact")

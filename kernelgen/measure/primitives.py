@@ -27,6 +27,14 @@ class Job:
     files: Mapping[str, str]  # file name -> text, as `kernelgen build` writes them
 
 
+@dataclass(frozen=True, slots=True)
+class Traced:
+    """One run with each op's output kept: what the op-by-op check holds every op of a chain to."""
+
+    output: np.ndarray  # flat, in the plan's output layout (as run returns it)
+    intermediates: tuple[np.ndarray, ...]  # ops 1 .. n-1's outputs, logical NHWC, as the next op read them
+
+
 class Executable:
     """A compiled job on this machine's device. Targets subclass it with what their run needs (a library, a
     binary, an open device); the core closes it when done (`with target.compile(...) as exe:`)."""
@@ -63,6 +71,8 @@ class Primitives(Protocol):
 
     def run_poisoned(self, executable: Executable, args: KernelArgs,
                      poisons: tuple[int, ...]) -> dict[int, np.ndarray]: ...
+
+    def run_traced(self, executable: Executable, args: KernelArgs, poison: int) -> Traced | None: ...
 
     def time(self, executable: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]: ...
 

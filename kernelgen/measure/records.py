@@ -36,6 +36,9 @@ class ValidationResult:
     seed: int
     detail: str = ""
     oracles: tuple[str, ...] = ("numpy",)  # what the output was checked against
+    # float: the largest error allowed, over the output's largest magnitude (NaN: bit-exact or not measured)
+    threshold: float = math.nan
+    checked: str = ""  # float chains: "op-by-op" (each op on the kernel's own input to it) or "chain" (end to end)
 
     @property
     def passed(self) -> bool:

@@ -20,7 +20,7 @@ from ..config import Config, options_of
 from ..config_model import TargetInfo
 from ..emit import Comment, OutputFile, render, template_files
 from ..measure.compare import Roundoff
-from ..measure.primitives import Executable, Job
+from ..measure.primitives import Executable, Job, Traced  # noqa: F401 - targets import them from here
 from ..measure.records import DeviceStats, Timings
 from ..measure.tensors import KernelArgs
 from ..plan import Plan
@@ -94,6 +94,11 @@ class Target(ABC):
     def run_poisoned(self, executable: Executable, args: KernelArgs, poisons: tuple[int, ...]) -> dict[int, np.ndarray]:
         """One run per poison byte; a target whose device starts slowly overrides this to run them together."""
         return {poison: self.run(executable, args, poison) for poison in poisons}
+
+    def run_traced(self, executable: Executable, args: KernelArgs, poison: int) -> Traced | None:
+        """A run that also returns each op's output (a chain's intermediates), for the check op by op; None when
+        the kernel keeps them only in its caches (the chain is then checked end to end)."""
+        return None
 
     def time(self, executable: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         """The kernel timed `repeat` times (first), and any row the target measures beside it."""

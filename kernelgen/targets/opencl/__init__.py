@@ -15,10 +15,10 @@ from ...measure.tensors import KernelArgs
 from ...plan import Plan
 from ...reference import FLOAT32_UNIT_ROUNDOFF, HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
-from ..base import Job, Target
+from ..base import Job, Target, Traced
 from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
-from .runtime import OpenCLProgram, open_program, run, timings
+from .runtime import OpenCLProgram, open_program, run, run_traced, timings
 from .sweep import sweep_variants
 from .toolchain import status
 
@@ -47,6 +47,9 @@ class OpenCL(Target):
 
     def run(self, executable: OpenCLProgram, args: KernelArgs, poison: int) -> np.ndarray:
         return run(executable, args, poison)
+
+    def run_traced(self, executable: OpenCLProgram, args: KernelArgs, poison: int) -> Traced:
+        return run_traced(executable, args, poison)  # intermediates are device tensors: read them back
 
     def time(self, executable: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         return timings(executable, args, repeat)

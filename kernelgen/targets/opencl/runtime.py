@@ -11,7 +11,7 @@ import numpy as np
 
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
-from ..base import Executable, Job
+from ..base import Executable, Job, Traced
 from .args import Arg, BufferArg, ImageArg, Launch
 from .model import Role, StorageKind
 from .options import half_arithmetic
@@ -38,8 +38,8 @@ class OpenCLProgram(Executable):
     def close(self) -> None:
         self.runner.close()
 
-    def tensors(self, args: KernelArgs, poison: int) -> dict[str, Arg]:
-        return host_arrays(self.job.target_plan, args, poison)
+    def tensors(self, args: KernelArgs, poison: int, keep_temps: bool = False) -> dict[str, Arg]:
+        return host_arrays(self.job.target_plan, args, poison, keep_temps)
 
 
 def open_program(job: Job, device: str | None) -> OpenCLProgram:
@@ -59,9 +59,10 @@ def open_program(job: Job, device: str | None) -> OpenCLProgram:
     return OpenCLProgram(job, runner, notes=notes, cannot_run=cannot_run)
 
 
-def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int) -> dict[str, Arg]:
+def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bool = False) -> dict[str, Arg]:
     """Every tensor of the launch plan as a harness argument, packed by the opencl plan's own storages (images
-    or buffers, which may differ from the core plan's layouts); the others filled with the poison byte."""
+    or buffers, which may differ from the core plan's layouts); the others filled with the poison byte. With
+    keep_temps the intermediates are read back too."""
     dtype = np.dtype(np.float16 if cplan.dtype == "float16" else np.float32)
     filters = iter(a for name, a in args.logical.items() if name.startswith("filter"))
     biases = iter(a for name, a in args.logical.items() if name.startswith("bias"))
@@ -76,13 +77,24 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int) -> dict[str, A
         else:
             array = poisoned(int(np.prod(s.shape)), dtype, poison).reshape(s.shape)
         wrap = ImageArg if s.kind is StorageKind.IMAGE else BufferArg
-        tensors[s.name] = wrap(np.ascontiguousarray(array), output=s.role is Role.OUTPUT)
+        kept = s.role is Role.OUTPUT or keep_temps and s.role is Role.TEMP
+        tensors[s.name] = wrap(np.ascontiguousarray(array), output=kept)
     return tensors
 
 
 def run(program: OpenCLProgram, args: KernelArgs, poison: int) -> np.ndarray:
     result = program.runner.run_sequence(program.launches, program.tensors(args, poison))
     return result.outputs["output"].reshape(-1)
+
+
+def run_traced(program: OpenCLProgram, args: KernelArgs, poison: int) -> Traced:
+    """One run with every intermediate read back, each unpacked by its storage's layout (image or buffer)."""
+    result = program.runner.run_sequence(program.launches, program.tensors(args, poison, keep_temps=True))
+    cplan: OpenCLPlan = program.job.target_plan
+    temps = {s.name: s for s in cplan.storages if s.role is Role.TEMP}
+    inter = tuple(temps[f"temp{j}"].layout.unpack(result.outputs[f"temp{j}"]).astype(np.float32)
+                  for j in range(1, len(program.job.config.ops)))
+    return Traced(output=result.outputs["output"].reshape(-1), intermediates=inter)
 
 
 def timings(program: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:

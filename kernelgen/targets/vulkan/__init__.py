@@ -18,11 +18,11 @@ from ...measure.tensors import KernelArgs
 from ...plan import Plan
 from ...reference import HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
-from ..base import Job, Target
+from ..base import Job, Target, Traced
 from .code import COMP_TEMPLATE, compile_ops
 from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
-from .program import VulkanProgram, compile_program, run, stages, timings
+from .program import VulkanProgram, compile_program, run, run_traced, stages, timings
 from .sweep import static_estimate, sweep_variants
 from .toolchain import status
 
@@ -50,6 +50,9 @@ class Vulkan(Target):
 
     def run(self, executable: VulkanProgram, args: KernelArgs, poison: int) -> np.ndarray:
         return run(executable, args, poison)
+
+    def run_traced(self, executable: VulkanProgram, args: KernelArgs, poison: int) -> Traced:
+        return run_traced(executable, args, poison)  # intermediates are device buffers: read them back
 
     def time(self, executable: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         return timings(executable, args, repeat)

@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import ToolchainError
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
-from ..base import Executable, Job
+from ..base import Executable, Job, Traced
 from .code import compile_ops
 from .plan import VulkanPlan
 from .probe import best_accumulators, fma_probe
@@ -83,6 +83,16 @@ def compile_program(job: Job, device: str | None) -> VulkanProgram:
 def run(program: VulkanProgram, args: KernelArgs, poison: int) -> np.ndarray:
     result = program.runner.run_sequence(program.stages, program.buffers(args, poison))
     return result.outputs[-1].reshape(-1)
+
+
+def run_traced(program: VulkanProgram, args: KernelArgs, poison: int) -> Traced:
+    """One run with every intermediate (temp<j>, in the core plan's intermediate layouts) unpacked."""
+    result = program.runner.run_sequence(program.stages, program.buffers(args, poison))
+    vk: VulkanPlan = program.job.target_plan
+    index = {b.name: i for i, b in enumerate(vk.buffers)}
+    inter = tuple(t.layout.unpack(result.outputs[index[t.name]][:t.elements].astype(np.float32))
+                  for t in program.job.plan.intermediates)
+    return Traced(output=result.outputs[-1].reshape(-1), intermediates=inter)
 
 
 def timings(program: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
