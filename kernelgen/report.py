@@ -80,7 +80,7 @@ def _nest_lines(nodes: tuple[Node, ...], depth: int) -> list[str]:
             lines.append("")
             lines.append(f"{pad}// {node.label}")
             lines += _nest_lines(node.body, depth)
-        else:
+        elif node.summary:  # a statement without a summary (a validation build's trace) is not the schedule
             lines.append(f"{pad}{node.summary}")
     return lines
 
@@ -195,7 +195,7 @@ def _nest_json(nodes: tuple[Node, ...]) -> list[dict[str, Any]]:
             out.append({"block": node.label, "body": _nest_json(node.body)})
         elif isinstance(node, Section):
             out.append({"section": node.label, "body": _nest_json(node.body)})
-        elif isinstance(node, Stmt):
+        elif isinstance(node, Stmt) and node.summary:
             out.append({"stmt": node.summary})
     return out
 

@@ -1,6 +1,8 @@
-"""Checks that can fail (issue 27): a 4-op chain's kernel, broken in the middle of the chain (a bias dropped, one
-channel's taps skipped, one op's output scaled by 1.001) or writing zeros, FAILS validation on opencl and vulkan,
-whose intermediates the op-by-op check reads; the kernel as generated passes."""
+"""Checks that can fail (issue 27): a kernel broken in the middle of a chain (a bias dropped, a tap or a channel's
+taps skipped, one op's output scaled by 1.001) or writing zeros FAILS validation: on c a 21-op MobileNetV2-shaped
+chain (its -DKG_TRACE_INTERMEDIATES build stores every intermediate), on opencl and vulkan a 4-op chain (their
+intermediates are device tensors); each op is held to its own rounding on the kernel's own input to it. The
+kernels as generated pass."""
 from __future__ import annotations
 
 import re
@@ -74,4 +76,50 @@ def test_a_broken_chain_fails(target, mutation):
     result = validate(TARGETS[target], broken, seed=11)
     assert result.status is Status.FAIL, (mutation, result)
     if op < len(job.config.ops):  # named where it went wrong, not only at the output
+        assert f"conv2d #{op}: output[" in result.detail, result.detail
+
+
+def _mobilenet_chain(blocks: int = 7) -> str:
+    """Inverted residual blocks: 1x1 expand + relu6, 3x3 depthwise + relu6, 1x1 project + the block's input."""
+    ops = []
+    for b in range(blocks):
+        ops += ["  - conv2d: {out_channels: 16, kernel: 1, bias: true, activation: relu6}",
+                "  - conv2d: {out_channels: 16, kernel: 3, pad: 1, groups: 16, bias: true, activation: relu6}",
+                f"  - conv2d: {{out_channels: 8, kernel: 1, bias: true, residual: {'input' if b == 0 else 3 * b}}}"]
+    return "name: mbv2_chain\ninput: {shape: [1, 8, 8, 8]}\nops:\n" + "\n".join(ops) + "\ntargets: [c]\n"
+
+
+def _c_op(text: str, op: int, old: str, new: str) -> str:
+    """`old` -> `new` in op `op`'s conv section and epilogue (up to the next op's filter read)."""
+    begin, end = text.index(f"/* conv2d #{op} "), text.index(f"/* filter #{op + 1} cache read")
+    section = text[begin:end]
+    assert old in section, (op, old)
+    return text[:begin] + section.replace(old, new) + text[end:]
+
+
+C_MUTATIONS = {  # op 10: block 4's expand, op 11: its depthwise, in the middle of the 21 ops
+    "bias dropped": lambda s: _c_op(s, 10, "bias10[", "0.0f * bias10["),
+    "one tap skipped": lambda s: _c_op(s, 11, "acc[ki] += x * filter_cache[",
+                                       "if (rh != 1 || rw != 2) acc[ki] += x * filter_cache["),
+    "output scaled by 1.001": lambda s: _c_op(s, 11, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
+    "zeros written": lambda s: s.replace("] = output_cache[", "] = 0.0f * output_cache["),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", [None, *C_MUTATIONS])
+def test_a_21_op_chain_on_c_fails_where_it_is_broken(mutation):
+    require_tools("gcc")
+    job = api.jobs(api.load_config(_mobilenet_chain()), ("c",))["c"]
+    assert len(job.config.ops) == 21
+    if mutation is None:
+        result = validate(TARGETS["c"], job, seed=5)
+        assert result.status is Status.PASS and result.checked == "op-by-op", result.detail
+        return
+    broken = C_MUTATIONS[mutation](job.files["mbv2_chain.c"])
+    assert broken != job.files["mbv2_chain.c"]
+    result = validate(TARGETS["c"], replace(job, files={**job.files, "mbv2_chain.c": broken}), seed=5)
+    assert result.status is Status.FAIL, (mutation, result)
+    if mutation != "zeros written":
+        op = 10 if mutation == "bias dropped" else 11
         assert f"conv2d #{op}: output[" in result.detail, result.detail

@@ -255,6 +255,8 @@ class StripeBuilder:
             store_limit = self.reduce_channels[j]  # what the consumer reads: real channels, or with padding
         k_checks = _cond([(k_global, "<", store_limit)], bounds)
         stores: tuple[Node, ...] = (partial, store) if self.c_block else (store,)
+        if not last:
+            stores = (*stores, self._trace(j, dst, d_index, k_global, (row, col), (out_h, out_w, out_k), bounds))
         if k_checks:
             stores = (Guard(cond=k_checks[0], body=stores),)
         pixel: tuple[Node, ...] = (
@@ -269,6 +271,19 @@ class StripeBuilder:
             columns = (Guard(cond=" && ".join(row_checks), body=columns),)
         return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), step=Step(Phase.CONV, j), body=(
             Loop(var="ko_inner", extent=k_split, body=(Loop(var="oh", extent=geo.rows[j], body=columns),)),))
+
+    def _trace(self, j: int, dst: str, d_index: str, k: E.Expr, at: tuple[E.Expr, E.Expr],
+               shape: tuple[int, int, int], bounds: dict) -> Stmt:
+        """A validation build's copy of an intermediate's stored value into its whole tensor (logical NHWC), where
+        the position lies in it: what checks the chain op by op. KG_TRACE expands to nothing unless the kernel
+        is compiled with -DKG_TRACE_INTERMEDIATES (the report does not list it: summary "")."""
+        (row, col), (height, width, channels) = at, shape
+        n = E.Var("nb") if self.batched else E.Const(0)
+        flat = E.add(E.mul(E.add(E.mul(E.add(E.mul(n, height), row), width), col), channels), k)
+        inside = _cond([(row, ">=", 0), (row, "<", height), (col, ">=", 0), (col, "<", width),
+                        (k, "<", channels)], bounds)
+        return Stmt(code=f"KG_TRACE({j - 1}, {' && '.join(inside) or '1'}, {E.to_c(flat)}, {dst}[{d_index}]);",
+                    summary="")
 
     def _epilogue(self, j: int, op, dst: str, d_index: str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict,
                   padding: list[str]) -> Node:

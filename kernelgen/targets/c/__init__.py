@@ -1,6 +1,8 @@
 """Portable C99: the plan's loop nest, literally, with caches carved from a workspace."""
 from __future__ import annotations
 
+import ctypes
+import math
 import time
 from pathlib import Path
 
@@ -11,8 +13,8 @@ from ...emit import OutputFile
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
 from ...toolstatus import ToolStatus
-from ..base import Executable, Job, Target
-from .toolchain import Library, build_shared, status
+from ..base import Executable, Job, Target, Traced
+from .toolchain import CFLAGS, Library, build_shared, status
 
 
 # `schedule: auto` on the c target: the stripe caches should stay in one core's L2. 512 KiB is the largest L2 of
@@ -25,11 +27,29 @@ def l2_budget(options: object) -> tuple[int, str]:
 
 
 class CLibrary(Executable):
-    """The kernel built by gcc -O2 into a shared library, called through ctypes."""
+    """The kernel built by gcc -O2 into a shared library, called through ctypes (and, for the op-by-op check of
+    a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate)."""
 
-    def __init__(self, job: Job, library: Library):
+    def __init__(self, job: Job, library: Library, workdir: Path):
         super().__init__(job)
         self.library = library
+        self.workdir = workdir
+
+    def traced(self, args: KernelArgs, poison: int) -> Traced:
+        plan = self.job.plan
+        source = self.workdir / f"{plan.name}.c"
+        library = ctypes.CDLL(str(build_shared([source], self.workdir / f"lib{plan.name}_trace.so",
+                                               flags=(*CFLAGS, "-DKG_TRACE_INTERMEDIATES"))))
+        shapes = [op.out_shape for op in plan.ops[:-1]]
+        buffers = [poisoned(math.prod(shape), np.dtype(np.float32), poison) for shape in shapes]
+        pointers = (ctypes.c_void_p * len(buffers)).in_dll(library, f"{plan.name}_trace")
+        for j, buffer in enumerate(buffers):
+            pointers[j] = buffer.ctypes.data
+        arrays = self.arguments(args, poison)
+        kernel = getattr(library, plan.name)
+        kernel.restype, kernel.argtypes = None, [ctypes.c_void_p] * len(arrays)
+        kernel(*(a.ctypes.data for a in arrays))
+        return Traced(output=arrays[-2], intermediates=tuple(b.reshape(s) for b, s in zip(buffers, shapes)))
 
     def arguments(self, args: KernelArgs, poison: int) -> list[np.ndarray]:
         """The kernel's arguments: the inputs, then the output and the workspace filled with `poison`."""
@@ -57,12 +77,15 @@ class C(Target):
         for name, text in job.files.items():
             (workdir / name).write_text(text)
         name = job.plan.name
-        return CLibrary(job, Library(build_shared([workdir / f"{name}.c"], workdir / f"lib{name}.so")))
+        return CLibrary(job, Library(build_shared([workdir / f"{name}.c"], workdir / f"lib{name}.so")), workdir)
 
     def run(self, executable: CLibrary, args: KernelArgs, poison: int) -> np.ndarray:
         arrays = executable.arguments(args, poison)
         executable.call(arrays)
         return arrays[-2]
+
+    def run_traced(self, executable: CLibrary, args: KernelArgs, poison: int) -> Traced:
+        return executable.traced(args, poison)  # intermediates live in the stripe caches: a -DKG_TRACE_INTERMEDIATES build
 
     def time(self, executable: CLibrary, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         arrays = executable.arguments(args, 0)

@@ -9,6 +9,15 @@
 /* temp_output_1 cache: 25920 elements (103680 bytes), window [1, 10, 18, 144] in NHWC */
 /* temp_output_2 cache: 18432 elements (73728 bytes), window [1, 8, 16, 144] in NHWC */
 /* output cache: 4096 elements (16384 bytes), window [1, 8, 16, 32] in NHWC, reuses input */
+/* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
+   stored, logical NHWC, into mobilenet_v2_block_trace[op - 1], and every op is checked on its own input. */
+#ifdef KG_TRACE_INTERMEDIATES
+float *mobilenet_v2_block_trace[2];
+#define KG_TRACE(op, inside, at, value) do { if (inside) mobilenet_v2_block_trace[op][at] = (value); } while (0)
+#else
+#define KG_TRACE(op, inside, at, value) ((void)sizeof((inside) + (at)))  /* nothing runs: sizeof only names them */
+#endif
+
 void mobilenet_v2_block(const float *restrict input, const float *restrict filter1, const float *restrict filter2, const float *restrict filter3, const float *restrict bias1, const float *restrict bias2, const float *restrict bias3, float *restrict output, float *restrict workspace)
 {
   float *const input_cache = workspace + 0;
@@ -65,6 +74,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                     v = v > 0.0f ? v : 0.0f;
                     v = v < 6.0f ? v : 6.0f;
                     temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
+                    KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                   }
                 }
               }
@@ -111,6 +121,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                     v = v > 0.0f ? v : 0.0f;
                     v = v < 6.0f ? v : 6.0f;
                     temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
+                    KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
                   }
                 }
               }

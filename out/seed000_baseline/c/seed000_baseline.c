@@ -7,6 +7,15 @@
 /* temp_output cache: 65536 elements (262144 bytes), window [1, 8, 64, 128] in NHWC8h8w32c */
 /* output cache: 16384 elements (65536 bytes), window [1, 8, 64, 32] in NHWC8h8w32c, reuses input */
 
+/* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
+   stored, logical NHWC, into seed000_baseline_trace[op - 1], and every op is checked on its own input. */
+#ifdef KG_TRACE_INTERMEDIATES
+float *seed000_baseline_trace[1];
+#define KG_TRACE(op, inside, at, value) do { if (inside) seed000_baseline_trace[op][at] = (value); } while (0)
+#else
+#define KG_TRACE(op, inside, at, value) ((void)sizeof((inside) + (at)))  /* nothing runs: sizeof only names them */
+#endif
+
 void seed000_baseline(const float *restrict input, const float *restrict filter1, const float *restrict filter2, float *restrict output, float *restrict workspace)
 {
   float *const input_cache = workspace + 0;
@@ -54,6 +63,7 @@ void seed000_baseline(const float *restrict input, const float *restrict filter1
               }
               for (int ki = 0; ki < 32; ++ki) {
                 temp_output[(((ow/8)*8192)+(ko_outer_1*2048)+(ko_inner*2048)+(oh*256)+((ow%8)*32)+ki)] = acc[ki];
+                KG_TRACE(0, 1, ((ho_outer*65536)+(oh*8192)+(ow*128)+(ko_outer_1*32)+(ko_inner*32)+ki), temp_output[(((ow/8)*8192)+(ko_outer_1*2048)+(ko_inner*2048)+(oh*256)+((ow%8)*32)+ki)]);
               }
             }
           }
