@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 from click.testing import CliRunner
 from conftest import requires_tool
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import requires_tool
 
 from kernelgen.errors import ToolchainError
-from kernelgen.targets.vulkan import device, probe, runtime, toolchain
+from kernelgen.targets.vulkan import device, runtime, toolchain
 
 GLSL_TOOLS = ("glslangValidator", "spirv-val")
 DEVICE_TOOLS = (*GLSL_TOOLS, "py:vulkan")

@@ -68,7 +68,7 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
         # over 64 channels) and says nothing past a few ops; this one is as tight at op 50 as at op 1.
         stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates), got]
         zeros = [np.zeros_like(s) for s in stored]
-        ratio, at_op = 0.0, 0
+        ratio = 0.0
         for j, op in enumerate(config.ops):
             expected_j, bound_j = reference.op_error_bound(op, filters[j], biases[j], stored[:j + 1], zeros[:j + 1],
                                                            roundoff.accumulate, roundoff.storage, roundoff.underflow)
@@ -81,8 +81,7 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
             ratio_j = float(over.max(initial=0.0))
             if j + 1 < len(config.ops) and ratio_j > 1.0 and not problems:
                 problems.append(_worst(f"conv2d #{j + 1}: output", stored[j + 1], expected_j, bound_j))
-            if ratio_j >= ratio:
-                ratio, at_op = ratio_j, j + 1
+            ratio = max(ratio, ratio_j)
         expected, bound = expected_j, bound_j
     else:
         expected, bound = reference.chain_error_bound(config, args.logical["input"], filters, roundoff.accumulate,
