@@ -174,9 +174,10 @@ def validate(config: Config, target: str, seed: int | None = None) -> Validation
     return _validate.validate(TARGETS[target], jobs(config, (target,))[target], _seed(seed))
 
 
-def validate_job(job: Job, target: str, seed: int | None = None) -> ValidationResult:
-    """validate() of a job already planned and rendered, with toolchain failures reported as a FAIL row."""
-    return _validate.validate_safely(TARGETS[target], job, _seed(seed))
+def validate_job(job: Job, target: str, seed: int | None = None, dump: Path | None = None) -> ValidationResult:
+    """validate() of a job already planned and rendered, with toolchain failures reported as a FAIL row; `dump`:
+    a folder for each op's output and its reference (.npy)."""
+    return _validate.validate_safely(TARGETS[target], job, _seed(seed), dump)
 
 
 def skipped(config: Config, target: str, detail: str, seed: int = 0) -> ValidationResult:

@@ -123,3 +123,35 @@ def test_a_21_op_chain_on_c_fails_where_it_is_broken(mutation):
     if mutation != "zeros written":
         op = 10 if mutation == "bias dropped" else 11
         assert f"conv2d #{op}: output[" in result.detail, result.detail
+
+
+@pytest.mark.slow
+def test_dump_writes_each_op_beside_its_reference_and_shows_where_a_chain_goes_wrong(tmp_path):
+    """validate --dump: op<j>.npy (the kernel's) and op<j>.reference.npy (numpy on the kernel's own input to op j);
+    with op 2 scaled by 1.001, op 1 still agrees and op 2 is 0.1% off."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    from kernelgen.cli import main
+
+    require_tools("gcc")
+    path = tmp_path / "chain4.yaml"
+    path.write_text(CHAIN.replace("targets: [opencl, vulkan]", "targets: [c]"))
+    shown = CliRunner().invoke(main, ["validate", str(path), "--dump", str(tmp_path / "dump"), "--seed", "3"])
+    assert shown.exit_code == 0, shown.output
+    folder = tmp_path / "dump" / "chain4" / "c"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        f"op{j}{kind}.npy" for j in range(1, 5) for kind in ("", ".reference"))
+    for j in range(1, 5):
+        got, want = np.load(folder / f"op{j}.npy"), np.load(folder / f"op{j}.reference.npy")
+        assert got.shape == want.shape == (1, 10, 9, 16)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    job = api.jobs(api.load_config(path), ("c",))["c"]
+    source = _c_op(job.files["chain4.c"], 2, "float v = acc[ki]", "float v = 1.001f * acc[ki]")  # op 2 only
+    result = validate(TARGETS["c"], replace(job, files={**job.files, "chain4.c": source}), seed=3,
+                      dump=tmp_path / "broken")
+    assert result.status is Status.FAIL and "conv2d #2: output[" in result.detail
+    broken = tmp_path / "broken" / "chain4" / "c"
+    np.testing.assert_allclose(np.load(broken / "op1.npy"), np.load(broken / "op1.reference.npy"), rtol=1e-5, atol=1e-5)
+    got, want = np.load(broken / "op2.npy"), np.load(broken / "op2.reference.npy")
+    assert np.abs(got - want).max() > 1e-4 * np.abs(want).max()  # op 2 is where it goes wrong

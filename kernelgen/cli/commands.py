@@ -178,10 +178,12 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
 @click.option("--seed", type=int, help="Reuse a seed printed by an earlier run (default: a fresh one per run).")
 @click.option("--skip-missing", is_flag=True,
               help="Report targets whose toolchain this machine lacks as 'skipped' instead of failing.")
+@click.option("--dump", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each op's output and numpy's for it as .npy: DIR/<config>/<target>/op<j>[.reference].npy.")
 @json_option
 @handle_errors
 def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
-             skip_missing: bool, as_json: bool) -> None:
+             skip_missing: bool, dump: str | None, as_json: bool) -> None:
     """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
 
     \b
@@ -204,7 +206,7 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
             if missing:
                 results.append(skipped(job.config, target, install_text(missing), seed or 0))
                 continue
-            results.append(validate_job(job, target, seed=seed))
+            results.append(validate_job(job, target, seed=seed, dump=Path(dump) if dump else None))
     if as_json:
         click.echo(json.dumps({"context": run_context(t for t, _ in work), "results": [
                                {"config": r.config, "target": r.target, "status": r.status.value,

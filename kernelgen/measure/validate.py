@@ -9,20 +9,24 @@ between the two uint8 runs) and fails. A target that can only compile here (HVX 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ConfigError, KernelgenError
 from .compare import compare
+from .dump import dump as write_dump
 from .primitives import Job, Primitives
 from .records import Status, ValidationResult, unmeasured
 from .tensors import KernelArgs, poisons, random_inputs
 
 
 
-def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None) -> ValidationResult:
-    """Compile and run the job on inputs drawn from `seed` (or `args`), compare with the references."""
+def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None,
+             dump: Path | None = None) -> ValidationResult:
+    """Compile and run the job on inputs drawn from `seed` (or `args`), compare with the references; with `dump`,
+    write each op's output and its reference there as .npy (measure/dump.py)."""
     config = job.config
     args = args if args is not None else random_inputs(config, job.plan, np.random.default_rng(seed))
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-{target.name}-{config.name}-") as tmp, \
@@ -35,13 +39,13 @@ def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = 
         outputs = {poisons(config.dtype)[0]: traced.output} if traced else \
             target.run_poisoned(exe, args, poisons(config.dtype))
         notes = exe.notes
+    intermediates = traced.intermediates if traced else None
+    if dump is not None:
+        write_dump(dump, config, job.plan, target.name, args, next(iter(outputs.values())), intermediates)
     result = compare(config, job.plan, target.name, seed, args, outputs, target.roundoff(job),
-                     intermediates=traced.intermediates if traced else None)
+                     intermediates=intermediates)
     if notes and result.passed:
-        detail = "; ".join((result.detail, *notes) if result.detail else notes)
-        return ValidationResult(config=result.config, target=result.target, status=result.status,
-                                max_abs_error=result.max_abs_error, max_rel_error=result.max_rel_error,
-                                bound_ratio=result.bound_ratio, seed=seed, detail=detail, oracles=result.oracles)
+        return replace(result, detail="; ".join((result.detail, *notes) if result.detail else notes))
     return result
 
 
@@ -50,11 +54,11 @@ def _chained_float(config) -> bool:
     return config.dtype != "uint8" and len(config.ops) > 1
 
 
-def validate_safely(target: Primitives, job: Job, seed: int) -> ValidationResult:
+def validate_safely(target: Primitives, job: Job, seed: int, dump: Path | None = None) -> ValidationResult:
     """validate(), with library errors (toolchain, template, device) reported as a FAIL row. A ConfigError is the
     config's fault, not the kernel's: it propagates (exit 2 at the command line)."""
     try:
-        return validate(target, job, seed)
+        return validate(target, job, seed, dump=dump)
     except ConfigError:
         raise
     except KernelgenError as error:

@@ -1,0 +1,45 @@
+"""`kernelgen validate --dump DIR`: each op's output of a chain as the kernel stored it, beside the numpy
+reference of that op on the kernel's own input to it, so a user sees where a chain goes wrong.
+
+    DIR/<config>/<target>/op<j>.npy            the kernel's (logical NHWC; op n is the output)
+    DIR/<config>/<target>/op<j>.reference.npy  numpy's, on the kernel's op j-1 output (op 1: the input)
+
+Where a target keeps no intermediates (hvx), or for uint8, only the output and the chain's reference are written.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from .. import reference
+from ..files import write_if_changed_bytes
+from ..plan import Plan
+from .compare import reference_output
+from .tensors import KernelArgs
+
+
+def dump(folder: Path, config, plan: Plan, target: str, args: KernelArgs, output: np.ndarray,
+         intermediates: tuple[np.ndarray, ...] | None) -> tuple[Path, ...]:
+    root = folder / config.name / target
+    got = plan.tensors[-1].layout.unpack(output)
+    n = len(config.ops)
+    files: dict[str, np.ndarray] = {}
+    if intermediates is None:
+        files[f"op{n}.npy"] = got
+        files[f"op{n}.reference.npy"] = reference_output(config, args)
+    else:
+        stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates)]
+        for j, op in enumerate(config.ops):
+            expected = reference.epilogue(reference.conv2d(stored[j], args.logical[f"filter{j + 1}"], op), op,
+                                          args.logical.get(f"bias{j + 1}"), stored)
+            files[f"op{j + 1}.npy"] = intermediates[j] if j + 1 < n else got
+            files[f"op{j + 1}.reference.npy"] = expected.astype(np.float32)
+    written = []
+    for name, array in files.items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+        write_if_changed_bytes(root / name, buffer.getvalue())
+        written.append(root / name)
+    return tuple(written)
