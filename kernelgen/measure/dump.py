@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import reference
+import kernelgen.reference as reference
 from ..files import write_if_changed_bytes
 from ..plan import Plan
 from .compare import reference_output
