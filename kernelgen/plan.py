@@ -165,6 +165,7 @@ class Function:
     params: tuple[Param, ...]
     prologue: tuple[str, ...]  # declarations before the loops (cache pointers)
     body: tuple[Node, ...]
+    traces: int = 0  # intermediates its KG_TRACE statements store in a validation build (chains: ops - 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -190,8 +190,8 @@ def test_json_answers_carry_the_context_of_the_run(tmp_path, monkeypatch):
     import kernelgen.cli.commands as commands
 
     real = commands.validate_job
-    monkeypatch.setattr(commands, "validate_job", lambda job, target, seed=None: skipped(
-        job.config, "opencl", "not really", seed or 0) if target == "opencl" else real(job, target, seed=seed))
+    monkeypatch.setattr(commands, "validate_job", lambda job, target, seed=None, **kwargs: skipped(
+        job.config, "opencl", "not really", seed or 0) if target == "opencl" else real(job, target, seed, **kwargs))
     data = json.loads(runner.invoke(main, ["validate", str(config), "--json"]).output)
     context = data["context"]
     assert context["kernelgen_version"] == __version__ and context["python"] == platform.python_version()

@@ -105,7 +105,7 @@ def plan(config: Config) -> Plan:
         + (f" /* {c.note} */" if c.note else "") for c in caches)
     kernel = Function(name=config.name, doc=f"fused chain of {n_ops} conv2d op(s); workspace: "
                                             f"{workspace_elements(caches)} elements",
-                      params=params, prologue=prologue, body=tuple(body))
+                      params=params, prologue=prologue, body=tuple(body), traces=n_ops - 1)
     helpers = [pack_function(f"{config.name}_pack_{t.name}", t.layout, t.logical_layout, ctype) for t in tensors[:-1]]
     helpers.append(unpack_function(f"{config.name}_unpack_output", output_tensor.layout, ctype))
 
