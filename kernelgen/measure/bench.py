@@ -22,7 +22,6 @@ from .records import BenchOptions, BenchRow, Timings
 from .tensors import KernelArgs, random_inputs
 
 
-
 def bench(target: Primitives, job: Job, options: BenchOptions) -> list[BenchRow]:
     """The job's kernels timed on this machine, or ranked by the target's static estimate when its device is not
     here (the first row is the kernel itself)."""

@@ -27,7 +27,6 @@ from .primitives import Job, Primitives
 from .tensors import KernelArgs, expected_dtype, input_tensors, pack, poisons
 
 
-
 @dataclass(frozen=True, slots=True)
 class RunResult:
     outputs: dict[str, np.ndarray]  # "output": the kernel's result in the logical layout (NHWC)

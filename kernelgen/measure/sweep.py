@@ -25,7 +25,6 @@ from .primitives import Primitives
 from .records import BenchOptions, BenchRow
 
 
-
 class VariantStatus(enum.Enum):
     MEASURED = "measured"
     TIMED_OUT = "timed out"

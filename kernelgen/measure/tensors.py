@@ -25,11 +25,6 @@ def poisons(dtype: str) -> tuple[int, ...]:
     return UINT8_POISONS if dtype == "uint8" else FLOAT_POISONS
 
 
-def numpy_dtype(dtype: str) -> np.dtype:
-    """The element type of the config's activations as they are stored."""
-    return np.dtype({"float32": np.float32, "float16": np.float16, "uint8": np.uint8}[dtype])
-
-
 def poisoned(elements: int, dtype: np.dtype, poison: int) -> np.ndarray:
     """A flat array of `elements` whose every byte is `poison`."""
     return np.full(elements * np.dtype(dtype).itemsize, poison, dtype=np.uint8).view(dtype)

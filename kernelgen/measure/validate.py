@@ -22,7 +22,6 @@ from .records import Status, ValidationResult, unmeasured
 from .tensors import KernelArgs, poisons, random_inputs
 
 
-
 def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None,
              dump: Path | None = None) -> ValidationResult:
     """Compile and run the job on inputs drawn from `seed` (or `args`), compare with the references; with `dump`,

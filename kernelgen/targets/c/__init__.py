@@ -30,25 +30,30 @@ class CLibrary(Executable):
     """The kernel built by gcc -O2 into a shared library, called through ctypes (and, for the op-by-op check of
     a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate)."""
 
-    def __init__(self, job: Job, library: Library, workdir: Path):
+    def __init__(self, job: Job, workdir: Path):
         super().__init__(job)
-        self.library = library
         self.workdir = workdir
+        self._library: Library | None = None
+
+    @property
+    def library(self) -> Library:
+        """The kernel as shipped, built on first use: validating a chain runs only the traced build."""
+        if self._library is None:
+            name = self.job.plan.name
+            self._library = Library(build_shared([self.workdir / f"{name}.c"], self.workdir / f"lib{name}.so"))
+        return self._library
 
     def traced(self, args: KernelArgs, poison: int) -> Traced:
         plan = self.job.plan
-        source = self.workdir / f"{plan.name}.c"
-        library = ctypes.CDLL(str(build_shared([source], self.workdir / f"lib{plan.name}_trace.so",
-                                               flags=(*CFLAGS, "-DKG_TRACE_INTERMEDIATES"))))
+        path = build_shared([self.workdir / f"{plan.name}.c"], self.workdir / f"lib{plan.name}_trace.so",
+                            flags=(*CFLAGS, "-DKG_TRACE_INTERMEDIATES"))
         shapes = [op.out_shape for op in plan.ops[:-1]]
         buffers = [poisoned(math.prod(shape), np.dtype(np.float32), poison) for shape in shapes]
-        pointers = (ctypes.c_void_p * len(buffers)).in_dll(library, f"{plan.name}_trace")
+        pointers = (ctypes.c_void_p * len(buffers)).in_dll(ctypes.CDLL(str(path)), f"{plan.name}_trace")
         for j, buffer in enumerate(buffers):
             pointers[j] = buffer.ctypes.data
         arrays = self.arguments(args, poison)
-        kernel = getattr(library, plan.name)
-        kernel.restype, kernel.argtypes = None, [ctypes.c_void_p] * len(arrays)
-        kernel(*(a.ctypes.data for a in arrays))
+        Library(path).call(plan.name, arrays)
         return Traced(output=arrays[-2], intermediates=tuple(b.reshape(s) for b, s in zip(buffers, shapes)))
 
     def arguments(self, args: KernelArgs, poison: int) -> list[np.ndarray]:
@@ -76,8 +81,7 @@ class C(Target):
     def compile(self, job: Job, workdir: Path, device: str | None = None) -> CLibrary:
         for name, text in job.files.items():
             (workdir / name).write_text(text)
-        name = job.plan.name
-        return CLibrary(job, Library(build_shared([workdir / f"{name}.c"], workdir / f"lib{name}.so")), workdir)
+        return CLibrary(job, workdir)  # gcc runs on first use: the shipped build, or the traced one for a chain
 
     def run(self, executable: CLibrary, args: KernelArgs, poison: int) -> np.ndarray:
         arrays = executable.arguments(args, poison)
