@@ -169,6 +169,10 @@ class QuantModel(StrictModel):
         default=None, description="a positive number: scale of chain intermediates (default: output_scale)")
     intermediate_zero_point: Union[ZeroPoint, None] = Field(
         default=None, description="an int in [0, 255]: zero point of chain intermediates (default: output_zero_point)")
+    requantization: Literal["fixed_point", "float32"] = Field(
+        default="fixed_point", description="'fixed_point' (a Q31 multiplier and a rounding shift, as TFLite) or "
+                                           "'float32' (onnxruntime's float scale and one rounding half to even: "
+                                           "what `kernelgen import` writes)")
 
 
 class SourceModel(StrictModel):

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from .config import Config
+from .quant_float import FloatRequant, float_requantization
 
 
 # Power-of-two multipliers (real = 2^-t) skip the multiply: x >> t rounded half to even, one rounding, what a
@@ -98,9 +99,13 @@ class OpQuant:
     s_conv: float = 0.0
     z_conv: int = 0
     add: "ResidualAdd | None" = None
+    # quant.requantization float32: per output channel, onnxruntime's float scale (quant_float.py); else ()
+    float_requants: tuple[FloatRequant, ...] = ()
 
     @property
     def per_channel(self) -> bool:
+        if self.float_requants:
+            return len({r.scale for r in self.float_requants}) > 1
         return len({(r.multiplier, r.shift) for r in self.requants}) > 1
 
 
@@ -140,10 +145,12 @@ def op_quants(config: Config) -> list[OpQuant]:
                               rq_out=requantization(twice / (2 ** LEFT_SHIFT * s_out), key, config))
         key = f"ops[{j}].conv2d.quant.weight_scale" if own and own.weight_scale is not None else "quant.output_scale"
         requants = {s: requantization(s_in * s / s_conv, key, config) for s in dict.fromkeys(s_w)}
+        floats = {s: float_requantization(s_in, s, s_conv, key, config) for s in dict.fromkeys(s_w)} \
+            if q.requantization == "float32" else {}
         q_min, q_max = activation_range(op.clamp, s_out, z_out)
         out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
                            q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,
-                           z_conv=z_conv, add=add))
+                           z_conv=z_conv, add=add, float_requants=tuple(floats[s] for s in s_w) if floats else ()))
     return out
 
 

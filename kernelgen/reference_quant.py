@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .config import Config
-from .quant import LEFT_SHIFT, Requant, ResidualAdd, op_quants, shift_only
+from .quant import LEFT_SHIFT, OpQuant, Requant, ResidualAdd, op_quants, shift_only
+from .quant_float import requantize_float
 from .reference import conv2d
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
@@ -30,6 +31,15 @@ def requantize(acc: np.ndarray, rq: Requant | tuple[Requant, ...], zero_point: i
     per = (rq,) if isinstance(rq, Requant) else rq
     r = _sat32((rne_shift(acc, per) if shift_only(per) else rq_mul(acc, rq)) + zero_point)  # vadd(...):sat
     return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)  # vpack w->h:sat, h->ub:sat; vmax, vmin
+
+
+def requantize_op(acc: np.ndarray, oq: OpQuant, zero_point: int, q_min: int = 0, q_max: int = 255) -> np.ndarray:
+    """One op's int32 sums -> uint8 in the config's form: onnxruntime's float32 one (quant_float.py) when
+    quant.requantization is float32, else the fixed-point one (requantize)."""
+    if not oq.float_requants:
+        return requantize(acc, oq.requants, zero_point, q_min, q_max)
+    r = _sat32(requantize_float(acc, oq.float_requants) + zero_point)
+    return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)
 
 
 def rne_shift(x: np.ndarray, per: tuple[Requant, ...]) -> np.ndarray:
@@ -79,8 +89,8 @@ def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
     for op, w, b, oq in zip(config.ops, filters, biases, op_quants(config)):
         acc = conv2d_acc(sources[-1], w, oq.z_in, oq.z_w, op, b)
         if oq.add is None:
-            sources.append(requantize(acc, oq.requants, oq.z_out, oq.q_min, oq.q_max))
+            sources.append(requantize_op(acc, oq, oq.z_out, oq.q_min, oq.q_max))
         else:
-            conv = requantize(acc, oq.requants, oq.z_conv)
+            conv = requantize_op(acc, oq, oq.z_conv)
             sources.append(quantized_add(conv, sources[op.residual], oq.add, oq.z_out, oq.q_min, oq.q_max))
     return sources[-1]

@@ -295,3 +295,111 @@ def test_a_512_channel_3x3_is_bit_exact_and_fast_under_qemu():
         program = compile_program(job, Path(tmp))
         c = counters(program, random_inputs(config, job.plan, np.random.default_rng(0)))
     assert c["kernel.packets"] > 0 and 14 * 14 * 512 * 512 * 9 / c["kernel.packets"] >= 150, c
+
+
+# ---------------------------------------------------------------- onnxruntime's float32 requantization
+
+def _float_requants(scales) -> tuple:
+    from kernelgen.quant_float import FloatRequant
+
+    out = []
+    for scale in scales:
+        frac, exp = math.frexp(float(np.float32(scale)))
+        out.append(FloatRequant(scale=float(np.float32(scale)), mantissa=int(frac * (1 << 24)), exponent=24 - exp))
+    return tuple(out)
+
+
+def test_float_split_computes_onnxruntimes_rounding_for_every_accumulator():
+    """The hvx kernel's integer steps (FloatSplit.emulate, the same sequence the template emits) against numpy's
+    float32 rint(f32(acc) * S) on every accumulator whose result is not saturated, for scales over the whole
+    supported range [2^-16, 0.5): equal everywhere, including the double roundings where float32's 24-bit
+    product lands on exactly one half (a single exact rounding would differ there)."""
+    from kernelgen.quant_float import requantize_float
+    from kernelgen.targets.hvx.requantizer import FloatSplit
+
+    rng = np.random.default_rng(27)
+    double_roundings = 0
+    for exponent in np.linspace(-16, -2, 18):
+        (fr,) = _float_requants([2.0 ** (exponent + rng.uniform(0, 0.99))])
+        split = FloatSplit.of((fr,))
+        assert not isinstance(split, str)
+        bound = min(int(300 / fr.scale), 2 ** 31 - 1)  # past 256 in magnitude every byte saturates
+        acc = np.arange(-bound, bound + 1, dtype=np.int64)[:, None]
+        want = np.clip(requantize_float(acc, (fr,))[:, 0], -256, 256)
+        got = np.clip(split.emulate(acc)[:, 0], -256, 256)
+        assert np.array_equal(got, want), (fr, acc[got != want][:5, 0])
+        double_roundings += int(np.sum(want != np.clip(np.rint(acc[:, 0] * fr.scale), -256, 256)))
+    assert double_roundings > 100  # the cases that make float32 differ from one exact rounding were covered
+
+
+def _half_way(scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Accumulators (within +-2^20) whose float32 product acc * S is exactly n + 1/2, split into those where
+    onnxruntime's result differs from rounding the exact product once and those where it does not; and those
+    whose product is one float32 step from n + 1/2 (just outside the window that rounds to it)."""
+    (fr,) = _float_requants([scale])
+    acc = np.arange(-(2 ** 20), 2 ** 20, dtype=np.int64)
+    product = acc.astype(np.float32) * np.float32(fr.scale)
+    off_half = np.abs(product - np.floor(product) - np.float32(0.5))
+    small = np.abs(product) < 100
+    half_way = acc[small & (off_half == 0)]
+    differs = np.rint(half_way.astype(np.float32) * np.float32(fr.scale)) != np.rint(half_way * fr.scale)
+    return half_way[differs], half_way[~differs], acc[small & (off_half > 0) & (off_half <= np.spacing(product))]
+
+
+def _tie_case(per_channel: bool):
+    """A 1x1 conv whose accumulators are bias[k] + p - 32 for pixel p (x = 96 + p at zero point 128 on input
+    channel 0, weight 1): each channel's bias is an accumulator whose float32 product is exactly half way, in
+    channels 0, 3, ... one where onnxruntime's double rounding shows, in 1, 4, ... one where it does not, in
+    2, 5, ... one a float32 step away from half way (its weight scale drawn until it has all three); its 64
+    pixels cover the accumulators around it."""
+    from kernelgen.quant_float import float_scale
+
+    rng = np.random.default_rng(270)
+    k, c = 64, 32
+    s_x, s_y = 0.05, 0.9
+    s_w, bias = [], []
+    while len(s_w) < k:
+        scale = float(np.float32(rng.uniform(0.003, 0.006) if per_channel or not s_w else s_w[0]))
+        kinds = _half_way(float_scale(s_x, scale, s_y))
+        if all(kind.size for kind in kinds):  # per tensor: one scale that has all three
+            bias.append(int(rng.choice(kinds[len(s_w) % 3])))
+            s_w.append(scale)
+    bias = np.array(bias, np.int32)
+    x = np.full((1, 8, 8, c), 128, np.uint8)
+    x[0, :, :, 0] = (96 + np.arange(64)).reshape(8, 8)
+    w = np.zeros((k, c, 1, 1), np.int8)
+    w[:, 0] = 1
+    scale_text = "[" + ", ".join(repr(s) for s in s_w) + "]" if per_channel else repr(s_w[0])
+    text = (f"name: ties\ndtype: uint8\ninput: {{shape: [1, 8, 8, {c}], layout: nhwc-8h8w32c}}\n"
+            f"quant: {{input_scale: {s_x!r}, input_zero_point: 128, weight_dtype: int8, requantization: float32}}\n"
+            f"ops:\n  - conv2d: {{out_channels: {k}, kernel: 1, bias: true, {BLOCKED}, quant: {{weight_scale: "
+            f"{scale_text}, output_scale: {s_y!r}, output_zero_point: 128}}}}\n"
+            "output: {layout: nhwc-8h8w32c}\ntargets: [hvx]\nhvx: {arch: v68}\n")
+    return parse_config(text, "ties.yaml"), x, w, bias, (s_x, s_w, s_y)
+
+
+@requires_tool("py:onnx", "py:onnxruntime")
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_float32_reference_is_onnxruntimes_qlinearconv_at_its_double_roundings(per_channel):
+    config, x, w, bias, (s_x, s_w, s_y) = _tie_case(per_channel)
+    ours = reference_quant.chain(config, x, [w], [bias]).astype(np.int32)
+    theirs = _qlinearconv(np.ascontiguousarray(x.transpose(0, 3, 1, 2)), w, bias, s_x, 128, s_w, s_y, 128, 0, 1)
+    assert np.array_equal(ours, theirs.transpose(0, 2, 3, 1).astype(np.int32))
+    from kernelgen.quant_float import float_scale
+
+    acc = reference_quant.conv2d_acc(x, w, 128, 0, config.ops[0], bias)
+    scales = np.array([float_scale(s_x, s, s_y) for s in s_w])
+    one_rounding = np.clip(np.rint(acc * scales) + 128, 0, 255)
+    assert np.sum(one_rounding != ours) >= 21  # channels 0, 3, ...: their bias pixel is a double rounding
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_float32_requantization_is_bit_exact_under_qemu_at_its_double_roundings(per_channel):
+    """The kernel on exactly the accumulators where float32's rounding differs from an exact one (each
+    channel's bias is one; random inputs would meet them about once in 2^18 outputs)."""
+    from kernelgen.api import run
+
+    config, x, w, bias, _ = _tie_case(per_channel)
+    got = run(config, "hvx", {"input": x, "filter1": w, "bias1": bias})["output"]
+    assert np.array_equal(got, reference_quant.chain(config, x, [w], [bias]))

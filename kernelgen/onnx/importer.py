@@ -217,7 +217,8 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
              f"{weight_dtype} weights), the model's own scales, zero points, weights and biases",
              f"name: {name}", "dtype: uint8", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: nhwc-8h8w32c}}",
              f"quant: {{input_scale: {first.x_scale!r}, input_zero_point: {first.x_zero_point}, weight_dtype: "
-             f"{weight_dtype}, weight_zero_point: {first.weight_zero_point}}}", "ops:"]
+             f"{weight_dtype}, weight_zero_point: {first.weight_zero_point},",
+             "       requantization: float32}  # onnxruntime's float scale and rounding: bit-exact with it", "ops:"]
     for op in ops:
         cv = op.conv
         scales = op.weight_scales

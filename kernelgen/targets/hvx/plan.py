@@ -43,7 +43,7 @@ from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...planner.packing import c_float
 from ...quant import Requant, ResidualAdd, op_quants
-from .requantizer import Requantizer
+from .requantizer import FloatSplit, Requantizer
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
@@ -98,6 +98,7 @@ class OpGeo:
     filter_stride: int = 0  # bytes of the global filter per 32 output channels
     zp_w_raw: int = 0  # the weight zero point as declared (int8: signed)
     add: ResidualAdd | None = None  # uint8 residual: the conv's bytes (zero point zp_conv) + the residual's
+    floats: FloatSplit | None = None  # quant.requantization float32: onnxruntime's rounding (requantizer.py)
     zp_conv: int = 0
     # float32 qf32 variant: groups, then the epilogue (+ bias, + residual, clamp) before each store.
     group_in: int = 0  # input channels per group (0: a dense conv)
@@ -175,7 +176,8 @@ class OpGeo:
     def requantizer(self) -> Requantizer:
         """How this op's kernel requantizes (requantizer.py): the per-channel tables, the shift-only, narrowing
         and zero-point-folding forms."""
-        return Requantizer(requant=self.requant, requants=self.requants, add=bool(self.add), zp_out=self.zp_out)
+        return Requantizer(requant=self.requant, requants=self.requants, add=bool(self.add), zp_out=self.zp_out,
+                           floats=self.floats)
 
     @property
     def corr_const(self) -> int:
@@ -385,6 +387,12 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             padded = oq.requants + (oq.requants[-1],) * (-out_k % 32)
             per_channel = dict(q_min=oq.q_min, q_max=oq.q_max, requants=padded if oq.per_channel else (),
                                add=oq.add, zp_conv=oq.z_conv)
+            if oq.float_requants:
+                floats = oq.float_requants + (oq.float_requants[-1],) * (-out_k % 32)
+                split = FloatSplit.of(floats if oq.per_channel else floats[:1])
+                if isinstance(split, str):
+                    _fail(config, "quant.requantization", split + "; use requantization: fixed_point")
+                per_channel["floats"] = split
         ops.append(OpGeo(
             geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
             src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],

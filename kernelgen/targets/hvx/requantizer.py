@@ -5,12 +5,76 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...quant import Requant, shift_only
+from ...quant_float import FloatRequant
 
 # A saturating add near 2^31 still ends at byte 255 when (2^31 - 1) >> s > 255 + z: s <= 22 keeps that.
 MAX_FOLDED_SHIFT = 22
 # vasr(Vu.w, Vv.w, Rt):rnd:sat reads 4 bits of Rt.
 MAX_NARROWING_SHIFT = 15
+
+
+# The float split's window 2^(s + 7 + k) must stay below 2^31 for results up to 511 (k <= 8): s <= 15.
+MAX_SPLIT_SHIFT = 15
+# Results past 511 in magnitude saturate whatever their rounding: n is capped there (k <= 8).
+RESULT_CAP = 511
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FloatSplit:
+    """onnxruntime's rint(f32(acc * S)) (quant_float.py) in integers, for the hvx kernel: S = M * 2^-E per channel.
+
+    The kernel multiplies |acc| by m = M << (31 - split), a 31-bit constant, and takes the exact 63-bit product
+    apart: high = floor(|acc| * m / 2^31) (vmpye + vmpyo, no rounding) and low = (|acc| * m) mod 2^31 (the
+    32-bit product, vmpyieo + vmpyie). With s = E - split, n = high >> s is the integer part of |acc| * S and
+    frac = high mod 2^s with low the fraction, so the distance to n + 1/2 is D = (frac - 2^(s-1)) * 2^31 + low
+    (in units of 2^-(31 + s)). Rounding half to even would add 1 when D > 0 (or D == 0 and n odd). float32 first
+    rounds the product to 24 bits: within half an ulp of n + 1/2, |D| <= w = 2^(s + 7 + k) with k = floor(log2 n)
+    (k = -1 for n = 0), the product becomes n + 1/2 exactly and rint gives the even neighbour. So:
+    up = D > w, or |D| <= w and n odd; result = n + up, negated back for a negative acc."""
+
+    split: int  # the bit where high and low meet, in units of the product |acc| * M: 24..31
+    mults: tuple[int, ...]  # m = M << (31 - split) per output channel (one, or one per channel padded)
+    shifts: tuple[int, ...]  # s = E - split, 1..MAX_SPLIT_SHIFT
+    scales: tuple[float, ...]  # S per channel, for the kernel's comments
+
+    @classmethod
+    def of(cls, floats: tuple[FloatRequant, ...]) -> "FloatSplit | str":
+        """The split for these channels' scales, or why none fits (scales more than 2^14 apart)."""
+        exponents = [f.exponent for f in floats]
+        split = min(31, min(exponents) - 1)
+        shifts = tuple(e - split for e in exponents)
+        if split < 24 or max(shifts) > MAX_SPLIT_SHIFT:
+            return (f"the float32 requantization's scales of one op span {min(floats, key=lambda f: f.scale).scale:.3g} "
+                    f"to {max(floats, key=lambda f: f.scale).scale:.3g}: the hvx kernel takes at most a factor of "
+                    f"2^{MAX_SPLIT_SHIFT - 1} between them")
+        return cls(split=split, mults=tuple(f.mantissa << (31 - split) for f in floats), shifts=shifts,
+                   scales=tuple(f.scale for f in floats))
+
+    @property
+    def table(self) -> list[tuple[int, int, int]]:
+        """(m, s, 2^(s-1)) per channel: the kernel's tables (its mask and window base follow from 2^(s-1))."""
+        return [(m, s, 1 << (s - 1)) for m, s in zip(self.mults, self.shifts)]
+
+    def emulate(self, acc: np.ndarray) -> np.ndarray:
+        """The kernel's integer steps in numpy, per channel on the last axis: what tests hold against
+        quant_float.requantize_float on every accumulator of a range."""
+        acc = np.asarray(acc, dtype=np.int64)
+        m = np.array(self.mults, dtype=np.int64)
+        s = np.array(self.shifts, dtype=np.int64)
+        a = np.minimum(np.abs(acc), 2 ** 31 - 1)
+        product = a * m  # < 2^62: exact in int64
+        high, low = product >> 31, product & (2 ** 31 - 1)
+        n = np.minimum(high >> s, RESULT_CAP)
+        frac, half = high & ((1 << s) - 1), 1 << (s - 1)
+        k = np.where(n > 0, np.floor(np.log2(np.maximum(n, 1))), -1).astype(np.int64)
+        window = np.left_shift(np.int64(1), s + 7 + k)
+        odd = (n & 1) == 1
+        up = (frac > half) | ((frac == half) & (odd | (low > window))) | (
+            (frac == half - 1) & odd & (low >= 2 ** 31 - window))
+        return np.where(acc < 0, -(n + up), n + up)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,6 +83,11 @@ class Requantizer:
     requants: tuple[Requant, ...]  # one per output channel (padded to whole blocks), or () for one per tensor
     add: bool  # a residual add follows (its own zero point comes after a second multiply)
     zp_out: int
+    floats: FloatSplit | None = None  # quant.requantization float32: onnxruntime's rounding, in integers
+
+    @property
+    def per_channel_floats(self) -> bool:
+        return self.floats is not None and len(set(zip(self.floats.mults, self.floats.shifts))) > 1
 
     @property
     def per_channel_table(self) -> list[tuple[int, int, int]]:
@@ -29,7 +98,7 @@ class Requantizer:
     @property
     def shift_only(self) -> bool:
         """Every multiplier a power of two: one rounding shift (half to even), no multiply (quant.shift_only)."""
-        return self.requant is not None and shift_only(self.requants or (self.requant,))
+        return self.requant is not None and self.floats is None and shift_only(self.requants or (self.requant,))
 
     def shift_of(self, requant: Requant) -> int:
         """The right shift after the multiply; with shift_only, the whole of it (the multiply's 2^-1 included)."""
@@ -41,13 +110,13 @@ class Requantizer:
         (x + r + z * 2^s) >> s == ((x + r) >> s) + z for every int32 x the add does not saturate, and where it
         saturates (x near 2^31) both forms end at byte 255 (MAX_FOLDED_SHIFT). Not with a residual add."""
         shifts = [self.shift_of(r) for r in self.requants or (self.requant,)]
-        return not self.add and not self.narrows and max(shifts) <= MAX_FOLDED_SHIFT
+        return self.floats is None and not self.add and not self.narrows and max(shifts) <= MAX_FOLDED_SHIFT
 
     @property
     def narrows(self) -> bool:
         """One shift for all channels, of at most 15, and no residual add after it: round, shift and narrow two
         output vectors with one instruction (the zero point is added to the halfwords)."""
-        return (not self.add and not self.requants and self.requant is not None and not self.shift_only
+        return (self.floats is None and not self.add and not self.requants and self.requant is not None and not self.shift_only
                 and self.requant.shift <= MAX_NARROWING_SHIFT)
 
     def rounding_of(self, requant: Requant) -> int:

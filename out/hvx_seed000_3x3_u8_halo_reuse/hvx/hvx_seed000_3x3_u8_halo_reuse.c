@@ -8,7 +8,8 @@
    32 output channels x 4 input channels (the 32o4i block of OIHW8i32o4i), the scalar
    operand 4 input channels of one pixel; 8 output pixels share each filter vector.
    Per output: acc = sum(a*u) - zu*sum(a) - za*sum(u) + n*za*zu + bias = sum((a-za)*(u-zu)) + bias,
-   then fixed-point requantization (multiplier, shift, rounding; saturating to uint8). */
+   then the requantization: fixed-point (multiplier, shift, rounding) or onnxruntime's float32 one computed in
+   integers (quant.requantization), saturating to uint8. */
 #include "hvx_seed000_3x3_u8_halo_reuse.h"
 #include <hexagon_types.h>
 #include <hexagon_protos.h>
