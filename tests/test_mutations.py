@@ -155,3 +155,30 @@ def test_dump_writes_each_op_beside_its_reference_and_shows_where_a_chain_goes_w
     np.testing.assert_allclose(np.load(broken / "op1.npy"), np.load(broken / "op1.reference.npy"), rtol=1e-5, atol=1e-5)
     got, want = np.load(broken / "op2.npy"), np.load(broken / "op2.reference.npy")
     assert np.abs(got - want).max() > 1e-4 * np.abs(want).max()  # op 2 is where it goes wrong
+
+
+HVX_MUTATIONS = {  # the float32 hvx kernel is the plan's loop nest in scalar C, run by qemu-hexagon
+    "bias dropped": lambda s: _c_op(s, 2, "bias2[", "0.0f * bias2["),
+    "one tap skipped": lambda s: _c_op(s, 2, "acc[ki] += x * filter_cache[",
+                                       "if (rh != 1 || rw != 2) acc[ki] += x * filter_cache["),
+    "output scaled by 1.001": lambda s: _c_op(s, 2, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
+    "zeros written": lambda s: s.replace("] = output_cache[", "] = 0.0f * output_cache["),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", [None, *HVX_MUTATIONS])
+def test_a_4_op_float_chain_on_hvx_fails_where_it_is_broken(mutation):
+    """Under QEMU the driver built with KG_TRACE_INTERMEDIATES writes each intermediate as the kernel stored it."""
+    require_tools("clang-19", "ld.lld-19", "qemu-hexagon")
+    job = api.jobs(api.load_config(CHAIN.replace("targets: [opencl, vulkan]", "targets: [hvx]")), ("hvx",))["hvx"]
+    if mutation is None:
+        result = validate(TARGETS["hvx"], job, seed=12)
+        assert result.status is Status.PASS and result.checked == "op-by-op", result.detail
+        return
+    broken = HVX_MUTATIONS[mutation](job.files["chain4.c"])
+    assert broken != job.files["chain4.c"]
+    result = validate(TARGETS["hvx"], replace(job, files={**job.files, "chain4.c": broken}), seed=12)
+    assert result.status is Status.FAIL, (mutation, result)
+    if mutation != "zeros written":
+        assert "conv2d #2: output[" in result.detail, result.detail

@@ -15,6 +15,7 @@ import numpy as np
 from ...config import Config
 from ...config_model import TargetInfo
 from ...emit import OutputFile
+from ...measure.primitives import Traced
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs
 from ...plan import Plan
@@ -57,8 +58,16 @@ class Hvx(Target):
         return self.run_poisoned(executable, args, (poison,))[poison]
 
     def run_poisoned(self, executable: HvxProgram, args: KernelArgs, poisons: tuple[int, ...]) -> dict[int, np.ndarray]:
-        outputs, _ = executable.execute(args, poisons)  # one QEMU start for every poison
+        outputs, _, _ = executable.execute(args, poisons)  # one QEMU start for every poison
         return dict(zip(poisons, outputs))
+
+    def run_traced(self, executable: HvxProgram, args: KernelArgs, poison: int) -> Traced | None:
+        """A float chain's run with each intermediate as the kernel stored it (a KG_TRACE_INTERMEDIATES build
+        of the driver); uint8 chains keep their intermediates in VTCM and are checked end to end, bit-exact."""
+        if not executable.trace_shapes():
+            return None
+        (output,), _, intermediates = executable.execute(args, (poison,), trace=True)
+        return Traced(output=output, intermediates=intermediates)
 
     def time(self, executable: HvxProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         return timings(executable, args)  # QEMU's counters are deterministic: one run says it all

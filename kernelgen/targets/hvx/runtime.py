@@ -14,6 +14,7 @@ float multiplies: QEMU 7.2 has no HVX float, so it validates as 'compiled', neve
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ class HvxProgram(Executable):
         super().__init__(job, compile_only=compile_only)
         self.workdir = workdir
         self.arch = hvx_options(job.config).arch
-        self._binaries: dict[tuple[tuple[int, ...], bool], Path] = {}
+        self._binaries: dict[tuple[tuple[int, ...], bool, bool], Path] = {}
 
     @property
     def uint8(self) -> bool:
@@ -69,33 +70,50 @@ class HvxProgram(Executable):
             out.append(Arg(name=tensor.name, ctype=CTYPES[dtype], elements=tensor.elements))
         return tuple(out)
 
-    def binary(self, runs: tuple[int, ...], profile: bool = False) -> Path:
-        """The driver that runs the kernel once per poison byte in `runs` (built on first use)."""
-        key = (runs, profile)
+    def trace_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """The intermediates a float chain's kernel stores when built with KG_TRACE_INTERMEDIATES (the plan's
+        loop nest, as the c target's); uint8 kernels keep theirs in VTCM only."""
+        plan = self.job.plan
+        return () if self.uint8 else tuple(op.out_shape for op in plan.ops[:-1])
+
+    def binary(self, runs: tuple[int, ...], profile: bool = False, trace: bool = False) -> Path:
+        """The driver that runs the kernel once per poison byte in `runs` (built on first use); with `trace`, a
+        build that also writes each intermediate op's output."""
+        key = (runs, profile, trace)
         if key not in self._binaries:
             plan, hp = self.job.plan, self.job.target_plan
-            name = f"driver_{'_'.join(f'{r:02x}' for r in runs)}{'_profile' if profile else ''}"
+            name = f"driver_{'_'.join(f'{r:02x}' for r in runs)}{'_profile' if profile else ''}" \
+                   f"{'_trace' if trace else ''}"
+            traces = [math.prod(shape) for shape in self.trace_shapes()] if trace else []
             source = render_template("hvx/driver.c.j2", plan, Comment(), hvx=hp, args=self.arguments(), runs=runs,
                                      kernel=hp.kernel.name, out_ctype="uint8_t" if self.uint8 else "float",
-                                     out_elements=plan.tensors[-1].elements,
+                                     out_elements=plan.tensors[-1].elements, traces=traces,
                                      workspace_ctype="uint8_t" if self.uint8 else "float")
             (self.workdir / f"{name}.c").write_text(source)
+            defines = {"KG_PROFILE_COMPUTE": 1} if profile else {}
+            defines |= {"KG_TRACE_INTERMEDIATES": 1} if trace else {}
             self._binaries[key] = build([self.workdir / f"{name}.c", self.workdir / f"{plan.name}.c"],
                                         self.workdir / name, arch=self.arch, include_dirs=[self.workdir],
-                                        defines={"KG_PROFILE_COMPUTE": 1} if profile else None)
+                                        defines=defines or None)
         return self._binaries[key]
 
-    def execute(self, args: KernelArgs, runs: tuple[int, ...], profile: bool = False) -> tuple[list[np.ndarray], str]:
-        """One QEMU run of the driver: each poisoned run's output, and the counters it printed."""
-        binary = self.binary(runs, profile)
+    def execute(self, args: KernelArgs, runs: tuple[int, ...], profile: bool = False, trace: bool = False
+                ) -> tuple[list[np.ndarray], str, tuple[np.ndarray, ...]]:
+        """One QEMU run of the driver: each poisoned run's output, the counters it printed and, with `trace`,
+        each intermediate op's output (logical NHWC)."""
+        binary = self.binary(runs, profile, trace)
         for name, array in args.physical.items():
             np.ascontiguousarray(array).tofile(self.workdir / f"{name}.bin")
         outs = [f"out{i}.bin" for i in range(len(runs))]
+        shapes = self.trace_shapes() if trace else ()
+        traces = [f"trace{i}.bin" for i in range(len(shapes))]
         timeout = 600 + len(runs) * self.job.plan.executed_flops / 2 / QEMU_MACS_PER_SECOND
-        done = run(binary, [f"{name}.bin" for name in args.physical] + outs, cwd=self.workdir, arch=self.arch,
-                   timeout=timeout)
+        done = run(binary, [f"{name}.bin" for name in args.physical] + outs + traces, cwd=self.workdir,
+                   arch=self.arch, timeout=timeout)
         dtype = np.uint8 if self.uint8 else np.float32
-        return [np.fromfile(self.workdir / name, dtype=dtype) for name in outs], done.stdout
+        kept = tuple(np.fromfile(self.workdir / name, dtype=np.float32).reshape(shape)
+                     for name, shape in zip(traces, shapes))
+        return [np.fromfile(self.workdir / name, dtype=dtype) for name in outs], done.stdout, kept
 
 
 def compile_program(job: Job, workdir: Path) -> HvxProgram:
@@ -126,7 +144,7 @@ def _qf32_check(job: Job, workdir: Path, arch: str) -> str:
 def counters(program: HvxProgram, args: KernelArgs) -> dict[str, int]:
     """{kernel.packets, ..., compute.packets, ..., asm.vector_spills} of one run."""
     # The stripe-compute counters live in the HVX helpers (uint8); float32 runs the plan's scalar nest.
-    _, stdout = program.execute(args, (0xA5,), profile=program.uint8)
+    _, stdout, _ = program.execute(args, (0xA5,), profile=program.uint8)
     raw = parse_counters(stdout)
     raw["asm.vector_spills"] = vector_spills(assembly(program.workdir / f"{program.job.plan.name}.c",
                                                       arch=program.arch, include_dirs=[program.workdir]))

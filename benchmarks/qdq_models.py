@@ -1,0 +1,128 @@
+"""Real quantized networks through kernelgen, against onnxruntime (issue 27).
+
+torchvision's MobileNetV2 and ResNet18 (random weights, `weights=None`, seeded, with random BatchNorm statistics
+so that the folded biases are nonzero and distinct as in a trained network; an untrained one's are all zero and
+the exporter shares them through Identity nodes, which the quantizer leaves in float), exported by
+`torch.onnx.export(..., dynamo=False)` at opset 17 (BatchNorm folded in eval mode), quantized by
+`onnxruntime.quantization.quantize_static` in QDQ form (uint8 activations, int8 weights), per tensor and per
+channel; every config `kernelgen import` makes of them validated on hvx under qemu-hexagon (bit-exact against
+kernelgen's numpy reference, and compared with onnxruntime running the same nodes).
+
+    python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18] [--size 224] [--work build/qdq_models]
+                                    [--no-validate] [--json results.json]
+
+Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). On an x86 host
+without VNNI the weights are quantized to 7 bits (reduce_range): onnxruntime's uint8 x int8 kernels there add
+pairs of products in 16 bits and saturate on full-range int8 weights (its quantization guide says so).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kernelgen import api
+from kernelgen.onnx.importer import import_model
+from kernelgen.onnx.oracle import VNNI_FLAGS, cpu_flags
+
+MODELS = ("mobilenet_v2", "resnet18")
+TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align",
+                   "_ps_roi_align_backward", "roi_pool", "_roi_pool_backward", "ps_roi_pool", "_ps_roi_pool_backward",
+                   "deform_conv2d", "_deform_conv2d_backward")
+
+
+def _torchvision():
+    """torchvision from PyPI next to a CPU torch wheel lacks its compiled ops, and its import registers shapes
+    for them; placeholder schemas let the pure-Python classification models load (none of these ops is used)."""
+    import torch
+
+    library = torch.library.Library("torchvision", "DEF")
+    for name in TORCHVISION_OPS:
+        library.define(f"{name}(Tensor x) -> Tensor")
+    import torchvision
+
+    return torch, torchvision, library
+
+
+def export(model: str, size: int, path: Path) -> None:
+    torch, torchvision, _ = _torchvision()
+    torch.manual_seed(0)
+    net = getattr(torchvision.models, model)(weights=None).eval()
+    with torch.no_grad():  # trained-like BatchNorm statistics: folded biases nonzero and distinct, as deployed
+        for layer in net.modules():
+            if isinstance(layer, torch.nn.BatchNorm2d):
+                layer.weight.uniform_(0.5, 1.5)
+                layer.bias.normal_(0.0, 0.1)
+                layer.running_mean.normal_(0.0, 0.1)
+                layer.running_var.uniform_(0.5, 1.5)
+    torch.onnx.export(net, torch.randn(1, 3, size, size), str(path), opset_version=17, dynamo=False,
+                      input_names=["input"], output_names=["logits"])
+
+
+def quantize(float_path: Path, path: Path, per_channel: bool, size: int) -> None:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Random(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(1)
+            self.batches = iter([{"input": rng.standard_normal((1, 3, size, size), dtype=np.float32)}
+                                 for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    quantize_static(str(float_path), str(path), Random(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    reduce_range=not (cpu_flags() & set(VNNI_FLAGS)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--work", type=Path, default=Path("build/qdq_models"))
+    parser.add_argument("--no-validate", action="store_true", help="import only")
+    parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows, failures = [], 0
+    for model in args.models:
+        float_path = args.work / f"{model}_{args.size}.onnx"
+        if not float_path.exists():
+            export(model, args.size, float_path)
+        for per_channel in (False, True):
+            tag = f"{model}_{args.size}_{'per_channel' if per_channel else 'per_tensor'}"
+            q_path = args.work / f"{tag}.onnx"
+            if not q_path.exists():
+                quantize(float_path, q_path, per_channel, args.size)
+            folder = args.work / tag
+            folder.mkdir(exist_ok=True)
+            imported = import_model(q_path, folder, ("hvx",))
+            print(f"{tag}: {len(imported.configs)} configs", flush=True)
+            for item in imported.configs:
+                path = folder / f"{item.name}.yaml"
+                path.write_text(item.text)
+                if args.no_validate:
+                    continue
+                config = api.load_config(path)
+                start = time.perf_counter()
+                (result,) = api.validate(config, "hvx", args.seed)
+                seconds = time.perf_counter() - start
+                failures += result.status.value != "pass"
+                rows.append(dict(model=tag, config=item.name, ops=len(config.ops), status=result.status.value,
+                                 detail=result.detail, oracles=list(result.oracles), seconds=round(seconds, 1)))
+                print(f"  {item.name:<44} {len(config.ops):>2} ops  {result.status.value:<5} {seconds:6.1f} s  "
+                      f"{result.detail}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"{len(rows)} configs validated, {failures} not passing")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
