@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 config = api.load_config(path)
                 start = time.perf_counter()
-                (result,) = api.validate(config, "hvx", args.seed)
+                result = api.validate(config, "hvx", args.seed)
                 seconds = time.perf_counter() - start
                 failures += result.status.value != "pass"
                 rows.append(dict(model=tag, config=item.name, ops=len(config.ops), status=result.status.value,

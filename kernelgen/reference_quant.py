@@ -85,6 +85,12 @@ def conv2d_acc(x: np.ndarray, w: np.ndarray, zx: int, zw: int, op, bias: np.ndar
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
           biases: list[np.ndarray | None]) -> np.ndarray:
+    return chain_outputs(config, x, filters, biases)[-1]
+
+
+def chain_outputs(config: Config, x: np.ndarray, filters: list[np.ndarray],
+                  biases: list[np.ndarray | None]) -> list[np.ndarray]:
+    """[x, op 1's output, ..., op n's output]: every tensor of the chain."""
     sources = [x]  # the chain's input, then each op's output: what a residual names
     for op, w, b, oq in zip(config.ops, filters, biases, op_quants(config)):
         acc = conv2d_acc(sources[-1], w, oq.z_in, oq.z_w, op, b)
@@ -93,4 +99,4 @@ def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
         else:
             conv = requantize_op(acc, oq, oq.z_conv)
             sources.append(quantized_add(conv, sources[op.residual], oq.add, oq.z_out, oq.q_min, oq.q_max))
-    return sources[-1]
+    return sources

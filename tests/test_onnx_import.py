@@ -181,7 +181,9 @@ def test_quantized_models_import_as_uint8_configs_and_validate_against_onnxrunti
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["results"]
     assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
-    assert all("onnxruntime: max difference" in r["detail"] for r in rows)
+    # imported configs requantize as onnxruntime does (float32 scale, one rounding): exactly its results
+    assert all("onnxruntime op by op: bit-exact in all" in r["detail"] for r in rows), rows
+    assert "requantization: float32" in chain[0].read_text()
 
 
 @requires_tool(*ONNX, "clang-19", "qemu-hexagon")
@@ -236,4 +238,30 @@ def test_quantized_residual_blocks_import_with_their_add_and_validate_against_on
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["results"]
     assert [(r["status"], r["oracles"]) for r in rows] == [("pass", ["numpy", "onnxruntime"])] * 2
-    assert all("onnxruntime: max difference 1," in r["detail"] or "max difference 0," in r["detail"] for r in rows)
+    # the convs as onnxruntime's; the add (its QLinearAdd rounds by platform) within 1, op by op
+    assert all("onnxruntime op by op: bit-exact" in r["detail"] for r in rows), rows
+
+
+@requires_tool(*ONNX, "clang-19", "qemu-hexagon")
+def test_onnxruntime_is_compared_op_by_op_and_a_wrong_requantization_fails(tmp_path):
+    """The fixed-point form (TFLite's) is compared op by op, within 1 per requantization; an op whose
+    requantization is wrong (here its output zero point, which kernel and numpy then share) fails against
+    onnxruntime, named by its op."""
+    import onnx_models
+
+    result, chain = _import(tmp_path, "ql", onnx_models.qlinear_chain())
+    assert result.exit_code == 0, result.output
+    text = chain[0].read_text()
+    fixed = chain[0].parent / "fixed.yaml"
+    fixed.write_text(text.replace("requantization: float32", "requantization: fixed_point").replace(
+        "name: qconv1_to_qconv2", "name: fixed"))
+    wrong = chain[0].parent / "wrong.yaml"
+    assert "output_zero_point: 10}" in text
+    wrong.write_text(text.replace("output_zero_point: 10}", "output_zero_point: 12}").replace(
+        "name: qconv1_to_qconv2", "name: wrong"))
+    shown = CliRunner().invoke(main, ["validate", str(fixed), str(wrong), "--json", "--seed", "3"])
+    rows = json.loads(shown.stdout)["results"]
+    assert rows[0]["status"] == "pass" and "onnxruntime op by op" in rows[0]["detail"], rows[0]
+    assert "within 1" in rows[0]["detail"] and "fixed-point requantization" in rows[0]["detail"], rows[0]
+    assert rows[1]["status"] == "FAIL" and "conv2d #1: onnxruntime differs by up to 2" in rows[1]["detail"], rows[1]
+    assert shown.exit_code == 1

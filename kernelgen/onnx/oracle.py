@@ -9,7 +9,7 @@ import numpy as np
 
 from ..config import Config
 from .graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module, read_graph
-from .quant import QConv, qconv
+from .quant import QConv, qconv, with_residual
 
 _GRAPHS: dict[Path, Graph] = {}
 
@@ -83,6 +83,40 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     """The config's nodes, cut out of the model into a graph of their own, run by onnxruntime's CPU
     provider on x (logical NHWC); the result in NHWC. `tensors` (filter<j>, bias<j>) replace each Conv's
     weights and bias: what the kernel was given (the model's, rounded to half for float16 storage)."""
+    graph = _graph(config)
+    nodes = _nodes(config, graph)
+    given = {}
+    for j, node in enumerate((n for n in nodes if n.op_type == "Conv" and config.dtype != "uint8"), start=1):
+        given[node.input[1]] = tensors[f"filter{j}"]
+        if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
+            given[node.input[2]] = tensors[f"bias{j}"]
+    return _session(config, graph, nodes, {_chain_input(config, graph, nodes): x_nhwc}, nodes[-1].output[0], given)
+
+
+def run_onnxruntime_ops(config: Config, sources: list[np.ndarray]) -> list[np.ndarray]:
+    """A uint8 config op by op: op j's nodes alone (its quantized conv, and its residual add) run by onnxruntime
+    on sources[j - 1] (the chain's input or op j - 1's output, NHWC bytes) and, for a residual, on the source it
+    names; each op's result in NHWC. What each of kernelgen's requantizations is held to on its own input."""
+    graph = _graph(config)
+    index_of = {node_id(n): i for i, n in enumerate(graph.nodes)}
+    convs = [q for n in _nodes(config, graph) if n.op_type in ("Conv", "QLinearConv")
+             for q in (qconv(graph, index_of[node_id(n)]),) if isinstance(q, QConv)]
+    first = convs[0]
+    out = []
+    for j, conv in enumerate(convs):
+        q = with_residual(graph, conv, first.in_q, first.x_scale, first.x_zero_point)  # as the importer read it
+        feeds = {q.in_q: sources[j]}
+        if q.residual is not None:
+            feeds.setdefault(first.in_q, sources[0])  # the block's input, the chain's
+        out.append(_session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {}))
+    return out
+
+
+def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndarray], output: str,
+             given: dict[str, np.ndarray]) -> np.ndarray:
+    """`nodes` as a model of their own (feeds: NHWC arrays for the tensors they read from outside), run by
+    onnxruntime's CPU provider with its default optimizations (a DequantizeLinear -> Conv -> QuantizeLinear
+    group becomes the QLinearConv the deployed model runs); `output` in NHWC."""
     onnx_module()  # the package, or a clear error naming the extra
     from onnx import TensorProto, helper, numpy_helper
 
@@ -90,31 +124,24 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
         import onnxruntime
     except ImportError:
         raise OnnxError(f"checking against onnxruntime needs the onnxruntime package: {ONNX_EXTRA}") from None
-    graph = _graph(config)
-    nodes = _nodes(config, graph)
     produced = {o for n in nodes for o in n.output}
     needed = {i for n in nodes for i in n.input if i and i not in produced}
-    chain_input = _chain_input(config, graph, nodes)
-    given = {}
-    for j, node in enumerate((n for n in nodes if n.op_type == "Conv" and config.dtype != "uint8"), start=1):
-        given[node.input[1]] = tensors[f"filter{j}"]
-        if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
-            given[node.input[2]] = tensors[f"bias{j}"]
     initializers = [numpy_helper.from_array(np.asarray(given[t.name], dtype=np.float32), t.name)
                     if t.name in given else t for t in graph.model.graph.initializer if t.name in needed]
     constants = [n for n in graph.nodes if n.op_type == "Constant" and n.output[0] in needed]
     uint8 = config.dtype == "uint8"
-    x = np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2).astype(np.uint8 if uint8 else np.float32))
     element = TensorProto.UINT8 if uint8 else TensorProto.FLOAT
+    arrays = {name: np.ascontiguousarray(x.transpose(0, 3, 1, 2).astype(np.uint8 if uint8 else np.float32))
+              for name, x in feeds.items()}
     sub = helper.make_graph(
         [*constants, *nodes], f"{config.name}_oracle",
-        [helper.make_tensor_value_info(chain_input, element, list(x.shape))],
-        [helper.make_tensor_value_info(nodes[-1].output[0], element, None)], initializers)
+        [helper.make_tensor_value_info(name, element, list(x.shape)) for name, x in arrays.items()],
+        [helper.make_tensor_value_info(output, element, None)], initializers)
     model = helper.make_model(sub, opset_imports=graph.model.opset_import, ir_version=graph.model.ir_version)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    (y,) = session.run(None, {chain_input: x})
+    (y,) = session.run(None, arrays)
     return np.asarray(y, dtype=np.int32 if uint8 else np.float64).transpose(0, 2, 3, 1)
 
 
