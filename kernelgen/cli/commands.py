@@ -188,10 +188,12 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
 
     \b
     Tolerance: float outputs must lie within the rigorous dot-product rounding bound
-    gamma_n * sum|x*w| (n = reduction length); where the target keeps a chain's
-    intermediates (opencl, vulkan) each op is held to it on the kernel's own input
-    ("checked: op-by-op"), else the bound is carried through the chain. "threshold" is
-    the largest error allowed over the output's largest magnitude.
+    gamma_n * sum|x*w| (n = reduction length), each op of a chain on the kernel's own
+    input to it ("checked: op-by-op": c and hvx through a build that stores every
+    intermediate, opencl and vulkan from their device tensors). "threshold" is the
+    largest error allowed over the output's largest magnitude. uint8 is bit-exact;
+    an imported model's ops are also run one by one in onnxruntime (exact for
+    requantization: float32, within 1 for fixed_point or a residual add).
     Example:
       kernelgen validate configs/*.yaml --target c
     """
