@@ -6,7 +6,9 @@ share bit for bit.
     r = sat32(r + rnd) >> shift                                        # rnd = 2^(shift-1)
     q = clamp(sat32(r + z_out), 0, 255)
 
-with m in [2^30, 2^31) and shift >= 0 such that m * 2^-(31 + shift) ~ s_in * s_w / s_out.
+with m in [2^30, 2^31) and shift >= 0 such that m * 2^-(31 + shift) ~ s_in * s_w / s_out: the default form
+(quant.requantization: fixed_point). With requantization: float32, a conv requantizes as onnxruntime does
+(quant_float.py) and OpQuant.float_requants holds its scales; a residual add stays fixed-point in both.
 """
 from __future__ import annotations
 
@@ -144,9 +146,9 @@ def op_quants(config: Config) -> list[OpQuant]:
                               rq_b=requantization(s_res / twice, key, config),
                               rq_out=requantization(twice / (2 ** LEFT_SHIFT * s_out), key, config))
         key = f"ops[{j}].conv2d.quant.weight_scale" if own and own.weight_scale is not None else "quant.output_scale"
-        requants = {s: requantization(s_in * s / s_conv, key, config) for s in dict.fromkeys(s_w)}
         floats = {s: float_requantization(s_in, s, s_conv, key, config) for s in dict.fromkeys(s_w)} \
             if q.requantization == "float32" else {}
+        requants = {s: requantization(s_in * s / s_conv, key, config) for s in dict.fromkeys(s_w)}
         q_min, q_max = activation_range(op.clamp, s_out, z_out)
         out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
                            q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,

@@ -403,3 +403,23 @@ def test_float32_requantization_is_bit_exact_under_qemu_at_its_double_roundings(
     config, x, w, bias, _ = _tie_case(per_channel)
     got = run(config, "hvx", {"input": x, "filter1": w, "bias1": bias})["output"]
     assert np.array_equal(got, reference_quant.chain(config, x, [w], [bias]))
+
+
+@pytest.mark.parametrize("quant, message", [
+    ("weight_scale: 0.5, output_scale: 0.02", r"quant\.output_scale: quant\.requantization float32 needs s_in \* s_w "
+                                              r"/ s_out in \[2\^-16, 0\.5\), got 1\.25; use requantization: fixed_point"),
+    ("weight_scale: 0.000001, output_scale: 0.5", r"got 1e-07"),
+])
+def test_float32_requantization_outside_its_scales_is_a_config_error(quant, message):
+    text = ("name: q\ndtype: uint8\ninput: {shape: [1, 4, 4, 8]}\n"
+            f"quant: {{input_scale: 0.05, requantization: float32, {quant}}}\n"
+            "ops:\n  - conv2d: {out_channels: 8, kernel: 1}\ntargets: [hvx]\n")
+    with pytest.raises(ConfigError, match=message):
+        op_quants(parse_config(text, "q.yaml"))
+
+
+def test_per_channel_float32_scales_too_far_apart_are_refused_by_the_hvx_kernel():
+    from kernelgen.targets.hvx.requantizer import FloatSplit
+
+    assert "at most a factor of 2^14" in FloatSplit.of(_float_requants([0.3, 0.3 * 2.0 ** -15]))
+    assert not isinstance(FloatSplit.of(_float_requants([0.3, 0.3 * 2.0 ** -13])), str)

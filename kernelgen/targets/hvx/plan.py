@@ -387,12 +387,9 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             padded = oq.requants + (oq.requants[-1],) * (-out_k % 32)
             per_channel = dict(q_min=oq.q_min, q_max=oq.q_max, requants=padded if oq.per_channel else (),
                                add=oq.add, zp_conv=oq.z_conv)
-            if oq.float_requants:
-                floats = oq.float_requants + (oq.float_requants[-1],) * (-out_k % 32)
-                split = FloatSplit.of(floats if oq.per_channel else floats[:1])
-                if isinstance(split, str):
-                    _fail(config, "quant.requantization", split + "; use requantization: fixed_point")
-                per_channel["floats"] = split
+            per_channel["floats"] = split = FloatSplit.padded(oq.float_requants, out_k, oq.per_channel)
+            if isinstance(split, str):
+                _fail(config, "quant.requantization", split + "; use requantization: fixed_point")
         ops.append(OpGeo(
             geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
             src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],

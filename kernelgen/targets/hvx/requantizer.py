@@ -41,6 +41,13 @@ class FloatSplit:
     scales: tuple[float, ...]  # S per channel, for the kernel's comments
 
     @classmethod
+    def padded(cls, floats: tuple[FloatRequant, ...], out_k: int, per_channel: bool) -> "FloatSplit | str | None":
+        """One op's split (None in the fixed-point form): per channel, padded to whole 32-channel blocks."""
+        if not floats:
+            return None
+        return cls.of(floats + (floats[-1],) * (-out_k % 32) if per_channel else floats[:1])
+
+    @classmethod
     def of(cls, floats: tuple[FloatRequant, ...]) -> "FloatSplit | str":
         """The split for these channels' scales, or why none fits (scales more than 2^14 apart)."""
         exponents = [f.exponent for f in floats]
