@@ -92,11 +92,20 @@ def chain_outputs(config: Config, x: np.ndarray, filters: list[np.ndarray],
                   biases: list[np.ndarray | None]) -> list[np.ndarray]:
     """[x, op 1's output, ..., op n's output]: every tensor of the chain."""
     sources = [x]  # the chain's input, then each op's output: what a residual names
-    for op, w, b, oq in zip(config.ops, filters, biases, op_quants(config)):
-        acc = conv2d_acc(sources[-1], w, oq.z_in, oq.z_w, op, b)
-        if oq.add is None:
-            sources.append(requantize_op(acc, oq, oq.z_out, oq.q_min, oq.q_max))
-        else:
-            conv = requantize_op(acc, oq, oq.z_conv)
-            sources.append(quantized_add(conv, sources[op.residual], oq.add, oq.z_out, oq.q_min, oq.q_max))
+    quants = op_quants(config)
+    for j in range(len(config.ops)):
+        sources.append(op_output(config, j, sources, filters[j], biases[j], quants[j]))
     return sources
+
+
+def op_output(config: Config, j: int, sources: list[np.ndarray], w: np.ndarray, b: np.ndarray | None,
+              oq: OpQuant | None = None) -> np.ndarray:
+    """Op j (0-based) on sources[j] (its input) and, with a residual, the source it names: the op alone, for
+    the op-by-op check on the kernel's own intermediates."""
+    op = config.ops[j]
+    oq = oq or op_quants(config)[j]
+    acc = conv2d_acc(sources[j], w, oq.z_in, oq.z_w, op, b)
+    if oq.add is None:
+        return requantize_op(acc, oq, oq.z_out, oq.q_min, oq.q_max)
+    conv = requantize_op(acc, oq, oq.z_conv)
+    return quantized_add(conv, sources[op.residual], oq.add, oq.z_out, oq.q_min, oq.q_max)

@@ -182,3 +182,41 @@ def test_a_4_op_float_chain_on_hvx_fails_where_it_is_broken(mutation):
     assert result.status is Status.FAIL, (mutation, result)
     if mutation != "zeros written":
         assert "conv2d #2: output[" in result.detail, result.detail
+
+
+U8_CHAIN = """\
+name: u8chain
+dtype: uint8
+input: {shape: [1, 12, 10, 24], layout: nhwc-8h8w32c}
+quant: {input_scale: 0.05, input_zero_point: 120, weight_dtype: int8, weight_scale: 0.004, output_scale: 0.2,
+        output_zero_point: 128, intermediate_scale: 0.1, intermediate_zero_point: 100, bias: true,
+        requantization: float32}
+ops:
+  - conv2d: {out_channels: 40, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}
+  - conv2d: {out_channels: 40, kernel: 3, pad: 1, groups: 40, filter_layout: oihw-8i32o4i}
+  - conv2d: {out_channels: 24, kernel: 1, filter_layout: oihw-8i32o4i}
+output: {layout: nhwc-8h8w32c}
+schedule: {h_split: 2}
+targets: [hvx]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_uint8_hvx_chain_is_checked_op_by_op_on_its_own_intermediates(broken):
+    """The uint8 kernel built with KG_TRACE_INTERMEDIATES stores each intermediate once a stripe holds all its
+    channels; an op one step off in the middle of the chain fails there, named by its op."""
+    require_tools("clang-19", "ld.lld-19", "qemu-hexagon")
+    job = api.jobs(api.load_config(U8_CHAIN), ("hvx",))["hvx"]
+    text = job.files["u8chain.c"]
+    if broken:
+        begin, end = text.index("/* ---- conv2d #2"), text.index("/* ---- conv2d #3")
+        call = "x = kg_rq_float(x, fmult, fshift, fhalf, fmask);"
+        assert call in text[begin:end]
+        text = text[:begin] + text[begin:end].replace(
+            call, "x = Q6_Vw_vadd_VwVw(kg_rq_float(x, fmult, fshift, fhalf, fmask), Q6_V_vsplat_R(1));") + text[end:]
+    result = validate(TARGETS["hvx"], replace(job, files={**job.files, "u8chain.c": text}), seed=13)
+    if not broken:
+        assert result.status is Status.PASS and result.checked == "bit-exact op-by-op", result.detail
+    else:
+        assert result.status is Status.FAIL and "conv2d #2: output[" in result.detail, result.detail

@@ -52,7 +52,7 @@ def compare(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs
     """outputs: the kernel's physical output after a run from each poison byte; intermediates: a float chain's
     op outputs as the kernel stored them (then every op is checked on the kernel's own input to it)."""
     if config.dtype == "uint8":
-        return _compare_exact(config, plan, target, seed, args, outputs)
+        return _compare_exact(config, plan, target, seed, args, outputs, intermediates)
     ((_, output),) = outputs.items()
     return _compare_float(config, plan, target, seed, args, output, roundoff, intermediates)
 
@@ -149,15 +149,29 @@ def _float_padding_problems(layout: TensorLayout, output: np.ndarray) -> list[st
 
 
 def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs,
-                   outputs: dict[int, np.ndarray]) -> ValidationResult:
-    """Bit-exact against reference_quant in every poisoned run; for an imported model, onnxruntime op by op
-    (_onnxruntime_ops)."""
+                   outputs: dict[int, np.ndarray], intermediates: tuple[np.ndarray, ...] | None = None
+                   ) -> ValidationResult:
+    """Bit-exact against reference_quant in every poisoned run, each op on the kernel's own input to it where
+    the target kept the intermediates; for an imported model, onnxruntime op by op (_onnxruntime_ops)."""
     x, filters, biases = args.logical["input"], args.filters(), args.biases(len(config.ops))
-    sources = reference_quant.chain_outputs(config, x, filters, biases)
+    problems, worst = [], 0
+    if intermediates is None:
+        sources = reference_quant.chain_outputs(config, x, filters, biases)
+    else:
+        sources = [x, *intermediates]
+        for j in range(len(intermediates)):  # op j + 1 on the kernel's own input (and residual) to it
+            want = reference_quant.op_output(config, j, sources, filters[j], biases[j]).astype(np.int32)
+            diff = sources[j + 1].astype(np.int32) != want
+            if diff.any():
+                where = np.unravel_index(int(np.argmax(diff)), want.shape)
+                worst = max(worst, int(np.abs(sources[j + 1].astype(np.int32) - want).max()))
+                problems.append(f"conv2d #{j + 1}: output{list(map(int, where))} = {int(sources[j + 1][where])}, "
+                                f"numpy {int(want[where])} on the kernel's own input ({int(diff.sum())} of "
+                                f"{diff.size} differ)")
+        sources.append(reference_quant.op_output(config, len(config.ops) - 1, sources, filters[-1], biases[-1]))
     expected = sources[-1].astype(np.int32)
     layout = plan.tensors[-1].layout
     mask = layout.padding_mask().reshape(-1)
-    problems, worst = [], 0
     for poison, out in outputs.items():
         got = layout.unpack(out).astype(np.int32)
         diff = got != expected
@@ -181,7 +195,7 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
                             max_abs_error=float(worst), max_rel_error=float(worst) / 255.0,
                             bound_ratio=float("inf") if problems else 0.0, seed=seed, detail=detail,
-                            oracles=oracles, checked="bit-exact")
+                            oracles=oracles, checked="bit-exact op-by-op" if intermediates else "bit-exact")
 
 
 def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray]

@@ -4,7 +4,7 @@ reference of that op on the kernel's own input to it, so a user sees where a cha
     DIR/<config>/<target>/op<j>.npy            the kernel's (logical NHWC; op n is the output)
     DIR/<config>/<target>/op<j>.reference.npy  numpy's, on the kernel's op j-1 output (op 1: the input)
 
-Where a target keeps no intermediates (hvx), or for uint8, only the output and the chain's reference are written.
+Where a target keeps no intermediates, only the output and the chain's reference are written.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import kernelgen.reference as reference
+import kernelgen.reference_quant as reference_quant
 from ..files import write_if_changed_bytes
 from ..plan import Plan
 from .compare import reference_output
@@ -29,6 +30,12 @@ def dump(folder: Path, config, plan: Plan, target: str, args: KernelArgs, output
     if intermediates is None:
         files[f"op{n}.npy"] = got
         files[f"op{n}.reference.npy"] = reference_output(config, args)
+    elif config.dtype == "uint8":
+        sources = [args.logical["input"], *intermediates]
+        for j in range(n):
+            files[f"op{j + 1}.npy"] = intermediates[j] if j + 1 < n else got
+            files[f"op{j + 1}.reference.npy"] = reference_quant.op_output(config, j, sources, args.filters()[j],
+                                                                          args.biases(n)[j])
     else:
         stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates)]
         for j, op in enumerate(config.ops):

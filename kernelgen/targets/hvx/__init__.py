@@ -62,8 +62,8 @@ class Hvx(Target):
         return dict(zip(poisons, outputs))
 
     def run_traced(self, executable: HvxProgram, args: KernelArgs, poison: int) -> Traced | None:
-        """A float chain's run with each intermediate as the kernel stored it (a KG_TRACE_INTERMEDIATES build
-        of the driver); uint8 chains keep their intermediates in VTCM and are checked end to end, bit-exact."""
+        """A chain's run with each intermediate as the kernel stored it (a KG_TRACE_INTERMEDIATES build of the
+        driver: one more QEMU start)."""
         if not executable.trace_shapes():
             return None
         (output,), _, intermediates = executable.execute(args, (poison,), trace=True)

@@ -98,8 +98,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
         calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
-        if j < n and dense[j]:
-            after[f"ko_outer_{j}"] = f"{NAMES.pixel_sums(j)}({dst}, pixel_sums);"
+        if j < n:  # once the stripe holds all of op j's channels: the next op's sums, the validation trace
+            sums = f"{NAMES.pixel_sums(j)}({dst}, pixel_sums); " if dense[j] else ""
+            after[f"ko_outer_{j}"] = f"{sums}KG_TRACE_OP({j}, {dst}, {nb}, ho_outer);"
     params = [Param(name="input", ctype="const uint8_t *restrict")]
     params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
     # int32 biases after the filters, one per op that has one (as the plan's tensors list them)

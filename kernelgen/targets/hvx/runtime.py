@@ -71,10 +71,9 @@ class HvxProgram(Executable):
         return tuple(out)
 
     def trace_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """The intermediates a float chain's kernel stores when built with KG_TRACE_INTERMEDIATES (the plan's
-        loop nest, as the c target's); uint8 kernels keep theirs in VTCM only."""
-        plan = self.job.plan
-        return () if self.uint8 else tuple(op.out_shape for op in plan.ops[:-1])
+        """The intermediates a chain's kernel stores when built with KG_TRACE_INTERMEDIATES: float32 after each
+        store of the plan's loop nest (as the c target), uint8 once a stripe holds all of an op's channels."""
+        return tuple(op.out_shape for op in self.job.plan.ops[:-1])
 
     def binary(self, runs: tuple[int, ...], profile: bool = False, trace: bool = False) -> Path:
         """The driver that runs the kernel once per poison byte in `runs` (built on first use); with `trace`, a
@@ -111,7 +110,7 @@ class HvxProgram(Executable):
         done = run(binary, [f"{name}.bin" for name in args.physical] + outs + traces, cwd=self.workdir,
                    arch=self.arch, timeout=timeout)
         dtype = np.uint8 if self.uint8 else np.float32
-        kept = tuple(np.fromfile(self.workdir / name, dtype=np.float32).reshape(shape)
+        kept = tuple(np.fromfile(self.workdir / name, dtype=dtype).reshape(shape)
                      for name, shape in zip(traces, shapes))
         return [np.fromfile(self.workdir / name, dtype=dtype) for name in outs], done.stdout, kept
 

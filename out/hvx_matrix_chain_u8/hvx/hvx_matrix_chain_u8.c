@@ -44,6 +44,16 @@ static inline __attribute__((always_inline)) int kg_pixel(int h, int w, int wb, 
 #define KG_WCORR_OFFSET 88064 /* bytes: int32 correction per output channel of a stripe */
 #define KG_P 4 /* output pixels sharing each filter vector */
 
+/* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output, once a stripe
+   holds all its channels, is then also stored, logical NHWC, into hvx_matrix_chain_u8_trace[op - 1], and every
+   op is checked on its own input. */
+#ifdef KG_TRACE_INTERMEDIATES
+uint8_t *hvx_matrix_chain_u8_trace[1];
+#define KG_TRACE_OP(op, cache, nb, ho_outer) kg_trace_##op(cache, nb, ho_outer)
+#else
+#define KG_TRACE_OP(op, cache, nb, ho_outer) ((void)0)
+#endif
+
 /* One pixel's 32-channel block: copy `valid` bytes, the rest gets the zero point. */
 static inline __attribute__((always_inline)) void kg_copy_pixel(uint8_t *restrict dst, const uint8_t *restrict src,
                                                                 int valid, uint8_t pad)
@@ -134,6 +144,27 @@ static void kg_pixel_sums_1(const uint8_t *restrict cache, int32_t *restrict sum
 {
   kg_sums(cache, sums, 16, 20, 3, 2);
 }
+
+#ifdef KG_TRACE_INTERMEDIATES
+/* temp_output's valid rows and columns of this stripe, all 40 channels, into the trace (logical NHWC). */
+static void kg_trace_1(const uint8_t *restrict cache, int nb, int ho_outer)
+{
+  uint8_t *restrict trace = hvx_matrix_chain_u8_trace[0];
+  const int row0 = ho_outer * 16 + (0);
+  for (int oh = 0; oh < 16; ++oh) {
+    const int gh = row0 + oh;
+    if (gh < 0 || gh >= 18) {
+      continue;
+    }
+    for (int ow = 0; ow < 20; ++ow) {
+      uint8_t *restrict d = trace + ((nb * 18 + gh) * 20 + ow - 0) * 40;
+      for (int k = 0; k < 40; ++k) {
+        d[k] = cache[(k >> 5) * 2048 + kg_pixel(oh, ow, 3, 2) + (k & 31)];
+      }
+    }
+  }
+}
+#endif
 
 /* Filter cache read: 2 blocks of 32 output channels x 72 vectors, int8 weights flipped to unsigned (xor 0x80);
    wcorr[k] = bias[k] - za * sum(u[k]) + n * za * zu. */
@@ -515,7 +546,7 @@ void hvx_matrix_chain_u8(const uint8_t *restrict input, const uint8_t *restrict 
         /* conv2d #1 into temp_output (HVX helper) */
         kg_conv_1(input_cache, filter_cache, pixel_sums, wcorr, temp_output, ko_outer_1, ho_outer);
       }
-      kg_pixel_sums_1(temp_output, pixel_sums);
+      kg_pixel_sums_1(temp_output, pixel_sums); KG_TRACE_OP(1, temp_output, 0, ho_outer);
       /* filter #2 cache read (reusing the filter cache) (HVX helper) */
       kg_filter_read_2(filter2, filter_cache, wcorr, bias2, ko_outer);
       /* conv2d #2 (HVX helper) */

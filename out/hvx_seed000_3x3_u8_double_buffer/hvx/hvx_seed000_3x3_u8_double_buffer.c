@@ -44,6 +44,16 @@ static inline __attribute__((always_inline)) int kg_pixel(int h, int w, int wb, 
 #define KG_WCORR_OFFSET 800768 /* bytes: int32 correction per output channel of a stripe */
 #define KG_P 8 /* output pixels sharing each filter vector */
 
+/* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output, once a stripe
+   holds all its channels, is then also stored, logical NHWC, into hvx_seed000_3x3_u8_double_buffer_trace[op - 1], and every
+   op is checked on its own input. */
+#ifdef KG_TRACE_INTERMEDIATES
+uint8_t *hvx_seed000_3x3_u8_double_buffer_trace[1];
+#define KG_TRACE_OP(op, cache, nb, ho_outer) kg_trace_##op(cache, nb, ho_outer)
+#else
+#define KG_TRACE_OP(op, cache, nb, ho_outer) ((void)0)
+#endif
+
 /* One pixel's 32-channel block: copy `valid` bytes, the rest gets the zero point. */
 static inline __attribute__((always_inline)) void kg_copy_pixel(uint8_t *restrict dst, const uint8_t *restrict src,
                                                                 int valid, uint8_t pad)
@@ -147,6 +157,27 @@ static void kg_pixel_sums_1(const uint8_t *restrict cache, int32_t *restrict sum
 {
   kg_sums(cache, sums, 18, 62, 8, 4);
 }
+
+#ifdef KG_TRACE_INTERMEDIATES
+/* temp_output's valid rows and columns of this stripe, all 128 channels, into the trace (logical NHWC). */
+static void kg_trace_1(const uint8_t *restrict cache, int nb, int ho_outer)
+{
+  uint8_t *restrict trace = hvx_seed000_3x3_u8_double_buffer_trace[0];
+  const int row0 = ho_outer * 16 + (0);
+  for (int oh = 0; oh < 18; ++oh) {
+    const int gh = row0 + oh;
+    if (gh < 0 || gh >= 62) {
+      continue;
+    }
+    for (int ow = 0; ow < 62; ++ow) {
+      uint8_t *restrict d = trace + ((nb * 62 + gh) * 62 + ow - 0) * 128;
+      for (int k = 0; k < 128; ++k) {
+        d[k] = cache[(k >> 5) * 2048 + kg_pixel(oh, ow, 8, 4) + (k & 31)];
+      }
+    }
+  }
+}
+#endif
 
 /* Filter cache read: 2 blocks of 32 output channels x 288 vectors, int8 weights flipped to unsigned (xor 0x80);
    wcorr[k] = bias[k] - za * sum(u[k]) + n * za * zu. */
@@ -539,7 +570,7 @@ void hvx_seed000_3x3_u8_double_buffer(const uint8_t *restrict input, const uint8
         /* conv2d #1 into temp_output (HVX helper) */
         kg_conv_1(input_cache, filter_cache, pixel_sums, wcorr, temp_output, ko_outer_1, ho_outer);
       }
-      kg_pixel_sums_1(temp_output, pixel_sums);
+      kg_pixel_sums_1(temp_output, pixel_sums); KG_TRACE_OP(1, temp_output, 0, ho_outer);
       /* filter #2 cache read (reusing the filter cache) (HVX helper) */
       kg_filter_read_2(filter2, filter_cache, wcorr, 0, ko_outer);
       /* conv2d #2 (HVX helper) */
