@@ -3,8 +3,8 @@
 Per op: int64 accumulation of (a - za) * (w - zw) over the taps (spatial padding holds the
 input zero point, so it adds 0), plus an optional int32 bias, then the config's requantization:
 fixed-point (quant.py; one multiplier and shift per output channel with per-channel weight scales) or
-onnxruntime's float32 one (quant_float.py), saturating to uint8, then the activation's clamp of the bytes. The HVX kernel
-computes the same integers in a different order (vrmpy over unsigned bytes with zero-point
+onnxruntime's float32 one (quant_float.py), saturating to uint8, then the activation's clamp of the bytes.
+The HVX kernel computes the same integers in a different order (vrmpy over unsigned bytes with zero-point
 corrections); integer arithmetic makes the orders agree exactly.
 """
 from __future__ import annotations

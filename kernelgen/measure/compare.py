@@ -200,9 +200,9 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
 
 def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray]
                      ) -> tuple[list[str], str, bool]:
-    """Each op against onnxruntime running that op's nodes alone on the op's own input (the reference's tensors,
-    which the kernel's output matched bit for bit): a conv requantized in float32 (onnxruntime's own arithmetic)
-    must agree exactly; a fixed-point requantization, and a residual add (onnxruntime's QLinearAdd rounds by the
+    """Each op against onnxruntime running that op's nodes alone on the op's own input (the kernel's stored
+    intermediates where it kept them, else numpy's, which its output matched bit for bit): a conv requantized
+    in float32 (onnxruntime's own arithmetic) must agree exactly; a fixed-point requantization, and a residual add (onnxruntime's QLinearAdd rounds by the
     platform: float with FMA on x86, fixed point on ARM), within 1. Returns (problems, note, compared)."""
     theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1])
     maxima, shares, over = [], [], []

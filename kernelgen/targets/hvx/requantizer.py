@@ -54,8 +54,9 @@ class FloatSplit:
         split = min(31, min(exponents) - 1)
         shifts = tuple(e - split for e in exponents)
         if split < 24 or max(shifts) > MAX_SPLIT_SHIFT:
-            return (f"the float32 requantization's scales of one op span {min(floats, key=lambda f: f.scale).scale:.3g} "
-                    f"to {max(floats, key=lambda f: f.scale).scale:.3g}: the hvx kernel takes at most a factor of "
+            scales = [f.scale for f in floats]
+            return (f"the float32 requantization's scales of one op span {min(scales):.3g} to {max(scales):.3g}: "
+                    f"the hvx kernel takes at most a factor of "
                     f"2^{MAX_SPLIT_SHIFT - 1} between them")
         return cls(split=split, mults=tuple(f.mantissa << (31 - split) for f in floats), shifts=shifts,
                    scales=tuple(f.scale for f in floats))
@@ -123,8 +124,8 @@ class Requantizer:
     def narrows(self) -> bool:
         """One shift for all channels, of at most 15, and no residual add after it: round, shift and narrow two
         output vectors with one instruction (the zero point is added to the halfwords)."""
-        return (self.floats is None and not self.add and not self.requants and self.requant is not None and not self.shift_only
-                and self.requant.shift <= MAX_NARROWING_SHIFT)
+        return (self.floats is None and not self.add and not self.requants and self.requant is not None
+                and not self.shift_only and self.requant.shift <= MAX_NARROWING_SHIFT)
 
     def rounding_of(self, requant: Requant) -> int:
         """What is added before the shift: 2^(s-1) (half up), or 2^(t-1) - 1 before the quotient's low bit is
