@@ -13,6 +13,7 @@ call in the core takes targets as arguments. Each config is planned once and eac
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
@@ -35,7 +36,7 @@ from .targets.base import Job, file_names, templates
 from .toolstatus import ToolStatus
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
-           "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "generate",
+           "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
            "jobs", "json_schema", "load_config", "output_files", "output_names", "parse_config", "plan",
            "roofline_chart", "run", "skipped", "stats", "toolchain", "validate", "validate_job", "with_device"]
 
@@ -221,6 +222,30 @@ def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_pe
     peaks = measure_peaks()
     plot_roofline(path, points, peaks, device_peaks)
     return peaks
+
+
+def fusion_coster(target: str):
+    """For `kernelgen import`: a candidate group's config text (schedule: auto) -> its cost on `target`
+    (onnx/fusion.py), or None when the target has no roofs or budget to estimate with."""
+    from .onnx.fusion import estimate
+
+    info = TARGETS[target].info()
+    if info.roofs is None or info.default_budget is None:
+        return None
+
+    def cost(text: str):
+        config = parse_config(text, "<candidate group>")
+        try:
+            planned, refused = plan(config), ""
+        except ConfigError as error:  # no schedule fits the budget: the default one, refused as a group
+            planned = plan(parse_config(text.replace("schedule: auto\n", ""), "<candidate group>"))
+            refused = f"no schedule fits the budget ({error.problems[0].message.split(': the smallest')[0]})"
+        budget = planned.search.budget if planned.search is not None else None
+        result = estimate(planned.flops, planned.executed_flops, planned.traffic.total, planned.workspace_bytes,
+                          budget, info.roofs)
+        return result if not refused or result.refused else replace(result, refused=refused)
+
+    return cost
 
 
 def _seed(seed: int | None) -> int:

@@ -10,6 +10,7 @@ from typing import Annotated, Callable, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictStr, conlist, create_model
 
+from .roofs import Roofs
 from .reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
@@ -213,6 +214,7 @@ class TargetInfo:
     options: type[BaseModel] | None = None  # the model of its option block (`hvx:`); None: it takes none
     # `schedule: auto` and `budget: auto` ask the one target that has one: options -> (bytes, where from)
     default_budget: Callable[[BaseModel], tuple[int, str]] | None = None
+    roofs: Roofs | None = None  # the device's compute and bandwidth limits, for the importer's fusion estimate
 
 
 Catalog = tuple[TargetInfo, ...]

@@ -63,6 +63,23 @@ def mobilenet_v2_block(c: int = 16, expand: int = 6, size: int = 14, stride: int
     return b.model("x", [1, c, size, size], t)
 
 
+def mobilenet_v2_stack(size: int = 56, seed: int = 3):
+    """MobileNetV2's 56x56 stage and the next, as torchvision's features.2-5 shape them: a 24-channel stride-1
+    block twice (the second with its residual add), then a stride-2 block to 32 channels and a 32-channel
+    stride-1 block with its add; 12 convs in one chain the graph lets fuse whole."""
+    b = Builder(seed)
+    t, c = "x", 24
+    for k, (c_out, stride) in enumerate(((24, 1), (24, 1), (32, 2), (32, 1))):
+        hidden = c * 6
+        u = b.clip(f"b{k}_expand_relu6", b.conv(f"b{k}_expand", t, c, hidden, 1), 0.0, 6.0)
+        u = b.clip(f"b{k}_dw_relu6", b.conv(f"b{k}_dw", u, hidden, hidden, 3, stride=stride, pad=1, groups=hidden),
+                   0.0, 6.0)
+        u = b.conv(f"b{k}_project", u, hidden, c_out, 1)
+        t = b.add(f"b{k}_add", u, t) if stride == 1 and c == c_out and k > 0 else u
+        c = c_out
+    return b.model("x", [1, 24, size, size], t)
+
+
 def resnet_basic_block(c: int = 16, size: int = 10):
     """3x3 + ReLU, 3x3, + input, ReLU."""
     b = Builder(2)

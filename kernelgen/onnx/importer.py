@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
+from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
 from .graph import ConvNode, Graph, node_id, read_graph
 from .quant import QConv, qconv, with_residual
 from ..reserved import MAX_NAME_LENGTH, RESERVED
@@ -35,6 +37,7 @@ class ImportedConfig:
     name: str
     text: str  # the YAML file
     nodes: tuple[str, ...]
+    group: GroupCost | None = None  # a cost-chosen group's estimate (fusion.py)
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,27 @@ class Imported:
     notes: tuple[str, ...] = field(default=())
 
 
-def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...] = ("c",)) -> Imported:
+GroupCoster = Callable[[str], GroupCost]  # a candidate group's config text (schedule: auto) -> its cost
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How `kernelgen import` cuts float chains: by cost (`coster` plans a candidate group's config), within
+    the user's limits. coster None: each chain the graph allows is one group (the older behaviour)."""
+
+    coster: GroupCoster | None = None
+    max_ops: int = DEFAULT_MAX_OPS
+    cut_after: frozenset[str] = frozenset()  # node names (or first outputs) a group must end at
+
+
+def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...] = ("c",),
+                 fusion: Fusion = Fusion()) -> Imported:
     graph = read_graph(path)
     taken: set[int] = set()
     why_not: dict[int, str] = {}
     configs: list[ImportedConfig] = []
     names: set[str] = set()
+    notes: list[str] = []
     for index, node in enumerate(graph.nodes):
         if index in taken or node.op_type not in ("Conv", "QLinearConv"):
             continue
@@ -70,16 +88,24 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
         if isinstance(conv, str):
             why_not[index] = conv
             continue
-        ops = _group(graph, index, conv)
-        members = [m for op in ops for m in op.members]
-        taken.update(members)
-        name = _unique(_name(graph, ops), names)
-        ids = tuple(node_id(graph.nodes[m]) for m in sorted(members))
+        chain = _group(graph, index, conv)
+        taken.update(m for op in chain for m in op.members)
         model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-        configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets), nodes=ids))
+        for group in _split(graph, chain, model_path, targets, fusion):
+            ops = _sub(chain, group.start, group.stop)
+            name = _unique(_name(graph, ops), names)
+            ids = tuple(node_id(graph.nodes[m]) for m in sorted(m for op in ops for m in op.members))
+            schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
+            configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
+                                          nodes=ids, group=group.cost))
+            if group.despite:
+                notes.append(f"{name}: one kernel although {group.despite}: no other cut keeps each residual "
+                             f"with its source")
+            if group.not_fused_with_next:
+                notes.append(f"{name}: not fused with the next group: {group.not_fused_with_next}")
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and n.op_type != "Constant")
-    return Imported(configs=tuple(configs), skipped=skipped)
+    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes))
 
 
 def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
@@ -133,6 +159,41 @@ def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops:
     return source
 
 
+def _sub(chain: list[_Op], start: int, stop: int) -> list[_Op]:
+    """Ops start..stop-1 of a chain as a group of their own: residual sources counted from its input."""
+    return [replace(op, residual=None if op.residual is None else op.residual - start) for op in chain[start:stop]]
+
+
+def _split(graph: Graph, chain: list[_Op], model_path: str, targets: tuple[str, ...], fusion: Fusion
+           ) -> tuple[Group, ...] | list:
+    """The chain's groups: chosen by cost (fusion.choose) when the caller can cost them, else the whole chain."""
+    if fusion.coster is None:
+        return [_Whole(0, len(chain))]
+    cut_ops = frozenset(k for k, op in enumerate(chain) if any(node_id(graph.nodes[m]) in fusion.cut_after
+                                                                 for m in op.members))
+
+    def fusable(start: int, stop: int) -> str:
+        needs = next((k for k in range(start, stop) if chain[k].residual is not None and chain[k].residual < start),
+                     None)
+        return "" if needs is None else (f"op {needs + 1} adds a tensor from before op {start + 1} (a kernel's "
+                                         f"residual is its own input or one of its ops' results)")
+
+    def cost(start: int, stop: int) -> GroupCost:
+        ops = _sub(chain, start, stop)
+        return fusion.coster(_yaml(graph, "group", ops, model_path, (), targets, "auto"))
+
+    return choose(len(chain), fusable, Grouping(cost=cost, max_ops=fusion.max_ops, cuts=cut_ops))
+
+
+@dataclass(frozen=True)
+class _Whole:
+    start: int
+    stop: int
+    cost: None = None
+    not_fused_with_next: str = ""
+    despite: str = ""
+
+
 def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
     """Ends the group at the first op whose result is read outside it (a fused chain keeps intermediates
     in caches only): that op's result becomes the group's output."""
@@ -170,7 +231,7 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
-          targets: tuple[str, ...]) -> str:
+          targets: tuple[str, ...], schedule: str | None = None) -> str:
     n, c, h, w = graph.shapes[graph.nodes[ops[0].members[0]].input[0]]
     lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: the model's own weights, "
              f"NCHW tensors as ONNX stores them",
@@ -185,8 +246,10 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
         if op.activation != "none":
             keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += ["output: {layout: NCHW}", f"targets: [{', '.join(targets)}]",
-              f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]
+    lines += ["output: {layout: NCHW}", *([f"schedule: {schedule}"] if schedule else []),
+              f"targets: [{', '.join(targets)}]"]
+    if nodes:  # a candidate group being costed has no source: it is planned, never run
+        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}")
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...roofs import Roofs
 from ...config_model import TargetInfo
 from ...emit import OutputFile
 from ...measure.records import Timings
@@ -20,6 +21,10 @@ from .toolchain import CFLAGS, Library, build_shared, status
 # `schedule: auto` on the c target: the stripe caches should stay in one core's L2. 512 KiB is the largest L2 of
 # the Cortex-A76/A78 cores in today's phones (Arm's TRMs: 256 or 512 KiB); schedule.budget sets another.
 L2_BYTES = 512 * 1024
+# One core of the hosts these kernels are measured on (an AVX-512 EPYC): an FMA-chain probe and a STREAM triad,
+# both measured in one run (issue 30's table); the importer's fusion estimate divides by them.
+CPU_ROOFS = Roofs(flops_per_second=116.7e9, bytes_per_second=22.9e9,
+                  source="one AVX-512 EPYC core: FMA-chain probe 116.7 GFLOP/s, triad 22.9 GB/s")
 
 
 def l2_budget(options: object) -> tuple[int, str]:
@@ -73,7 +78,8 @@ class C(Target):
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
 
     def info(self) -> TargetInfo:
-        return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget)
+        return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget,
+                          roofs=CPU_ROOFS)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

@@ -1,0 +1,117 @@
+"""Where a chain of convs is cut into kernels: a cost question the importer asks the planner.
+
+The importer's graph says where a chain MAY be cut (every op boundary whose tensors a later op does not need
+from before the cut); this module says where it SHOULD be. Each candidate group [j, i) is planned as its own
+config (`schedule: auto` under the target's budget), giving its executed and useful FLOPs, the bytes it moves
+to and from main memory and its workspace; its time is estimated from the target's compute and bandwidth roofs
+as max(executed / peak, traffic / bandwidth). Dynamic programming over the cut points then picks the groups
+with the least total time, among groups that fit the budget and recompute at most MAX_RECOMPUTE of their
+useful work (a fused chain recomputes the halo rows its stripes share). `max_ops` and forced cuts narrow the
+choice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..roofs import Roofs
+
+# A fused group may execute at most this many times its useful FLOPs (halo recompute between stripes).
+MAX_RECOMPUTE = 1.15
+# Longest group tried: every candidate is planned, and the gain of fusing fades long before this.
+DEFAULT_MAX_OPS = 12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupCost:
+    useful_flops: int
+    executed_flops: int
+    traffic_bytes: int  # main memory <-> caches, the whole group
+    workspace_bytes: int
+    budget_bytes: int | None  # what schedule: auto fitted it to (None: the default schedule, no budget)
+    seconds: float  # the roofline estimate
+    refused: str = ""  # why the group may not be a kernel ("" : it may)
+
+    @property
+    def recompute(self) -> float:
+        return self.executed_flops / max(self.useful_flops, 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Group:
+    start: int  # first op, 0-based
+    stop: int  # one past the last op
+    cost: GroupCost
+    not_fused_with_next: str = ""  # why [start, next group's stop) was not chosen instead
+    despite: str = ""  # the rule this group breaks, when no cover keeps them all (a residual pins its ops)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grouping:
+    """What the caller knows: how to cost a group, and the user's limits."""
+
+    cost: Callable[[int, int], GroupCost]  # (start, stop) -> the group planned as its own config
+    max_ops: int = DEFAULT_MAX_OPS
+    cuts: frozenset[int] = field(default_factory=frozenset)  # op indices (0-based) a group must end after
+
+
+def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs) -> GroupCost:
+    seconds = max(executed / roofs.flops_per_second, traffic / roofs.bytes_per_second)
+    refused = ""
+    if executed > MAX_RECOMPUTE * useful:
+        refused = f"it would execute {executed / useful:.2f}x its useful FLOPs (at most {MAX_RECOMPUTE})"
+    return GroupCost(useful_flops=useful, executed_flops=executed, traffic_bytes=traffic, workspace_bytes=workspace,
+                     budget_bytes=budget, seconds=seconds, refused=refused)
+
+
+def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tuple[Group, ...]:
+    """The groups covering ops 0..n-1 with the least estimated time. fusable(j, i): "" when the graph lets ops
+    j..i-1 be one kernel, else why not. A single op is always a group of its own."""
+    costs: dict[tuple[int, int], GroupCost] = {}
+
+    def why_not(j: int, i: int) -> str:
+        """Why ops j..i-1 should not be one group ("" : they may)."""
+        if i - j > grouping.max_ops:
+            return f"more than --max-group-ops {grouping.max_ops} ops"
+        cut = next((k for k in sorted(grouping.cuts) if j <= k < i - 1), None)
+        if cut is not None:
+            return f"a cut was asked for after op {cut + 1}"
+        return "" if i - j == 1 else cost(j, i).refused
+
+    def cost(j: int, i: int) -> GroupCost:
+        if (j, i) not in costs:
+            costs[(j, i)] = grouping.cost(j, i)
+        return costs[(j, i)]
+
+    # The graph's rule is hard (a residual's kernel holds its source); the others count as violations (the ops of
+    # groups breaking them), fewest first, then time: the user's limits and the cost refusals bend only where the
+    # graph leaves no other cover.
+    # Groups longer than max_ops are tried only when the shorter ones cover nothing.
+    for window in (grouping.max_ops, n):
+        best: list[tuple[int, float]] = [(0, 0.0)] + [(n * n + 1, 0.0)] * n
+        start_of = [0] * (n + 1)
+        for i in range(1, n + 1):
+            for j in range(max(0, i - window), i):
+                if best[j][0] > n * n or fusable(j, i):
+                    continue
+                total = (best[j][0] + (i - j) * bool(why_not(j, i)), best[j][1] + cost(j, i).seconds)
+                if total < best[i]:
+                    best[i], start_of[i] = total, j
+        if best[n][0] <= n * n:
+            break
+    bounds, i = [], n
+    while i > 0:
+        bounds.append((start_of[i], i))
+        i = start_of[i]
+    bounds.reverse()
+    groups = []
+    for k, (j, i) in enumerate(bounds):
+        reason = ""
+        if k + 1 < len(bounds):
+            stop = bounds[k + 1][1]
+            reason = fusable(j, stop) or why_not(j, stop)
+            if not reason:
+                merged, apart = cost(j, stop).seconds, cost(j, i).seconds + cost(i, stop).seconds
+                reason = f"slower fused: {merged * 1e6:.0f} us estimated against {apart * 1e6:.0f} us apart"
+        groups.append(Group(start=j, stop=i, cost=cost(j, i), not_fused_with_next=reason, despite=why_not(j, i)))
+    return tuple(groups)

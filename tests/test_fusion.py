@@ -1,0 +1,94 @@
+"""Where `kernelgen import` cuts a chain into kernels (issue 28, first part): by the planner's cost of each
+candidate group under the target's budget, within --max-group-ops and --cut."""
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.api import load_config, plan
+from kernelgen.cli import main
+from kernelgen.onnx.fusion import MAX_RECOMPUTE, GroupCost, Grouping, choose
+
+
+def _cost(seconds: float, refused: str = "") -> GroupCost:
+    return GroupCost(useful_flops=1, executed_flops=1, traffic_bytes=0, workspace_bytes=0, budget_bytes=None,
+                     seconds=seconds, refused=refused)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_chosen_cuts_are_the_cheapest_cover_brute_force_finds(seed):
+    """Dynamic programming against every way to cut 7 ops, with random costs, refusals, a residual that pins two
+    ops together, a forced cut and a group-length limit."""
+    rng = np.random.default_rng(seed)
+    n, max_ops, cuts = 7, 4, frozenset({4})
+    table = {(j, i): _cost(float(rng.uniform(0.5, 1.0)) * (i - j) ** 0.7,
+                           "refused" if i - j > 1 and rng.random() < 0.2 else "")
+             for j in range(n) for i in range(j + 1, n + 1)}
+
+    def fusable(j: int, i: int) -> str:  # op 3 (0-based) adds op 2's input: ops 2 and 3 stay together
+        return "residual" if j == 3 else ""
+
+    groups = choose(n, fusable, Grouping(cost=lambda j, i: table[(j, i)], max_ops=max_ops, cuts=cuts))
+    assert [g.start for g in groups][0] == 0 and groups[-1].stop == n
+    assert all(a.stop == b.start for a, b in zip(groups, groups[1:]))
+
+    def allowed(j: int, i: int) -> bool:
+        return (i - j <= max_ops and not any(j <= k < i - 1 for k in cuts) and not fusable(j, i)
+                and (i - j == 1 or not table[(j, i)].refused))
+
+    best = min((sum(table[(j, i)].seconds for j, i in zip((0, *b), (*b, n)))
+                for r in range(n) for b in itertools.combinations(range(1, n), r)
+                if all(allowed(j, i) for j, i in zip((0, *b), (*b, n)))), default=None)
+    assert best is not None
+    assert sum(g.cost.seconds for g in groups) == pytest.approx(best)
+    assert all(g.not_fused_with_next for g in groups[:-1])  # each boundary says why
+
+
+def _import(tmp_path, *args: str) -> tuple[object, list]:
+    import onnx
+    import onnx_models
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    model = tmp_path / "stack.onnx"
+    onnx.save(onnx_models.mobilenet_v2_stack(), model)
+    out = tmp_path / "configs"
+    result = CliRunner().invoke(main, ["import", str(model), "-o", str(out), *args])
+    return result, sorted(out.glob("*.yaml"), key=lambda p: load_config(p).source.nodes[0])
+
+
+@requires_tool("py:onnx")
+def test_a_mobilenet_stage_is_cut_by_cost_within_the_budget(tmp_path):
+    result, paths = _import(tmp_path)
+    assert result.exit_code == 0, result.output
+    configs = [load_config(p) for p in paths]
+    assert sum(len(c.ops) for c in configs) == 12 and 1 < len(configs) < 12
+    for config in configs:
+        planned = plan(config)
+        if config.schedule.budget is not None:  # schedule: auto, fitted to c's 512 KiB L2
+            assert planned.workspace_bytes <= config.schedule.budget
+        if len(config.ops) > 1:
+            assert planned.executed_flops <= MAX_RECOMPUTE * planned.flops, config.name
+    lines = re.findall(r"executed/useful FLOPs (\d+\.\d+), .* workspace (\d+) KiB", result.output)
+    assert len(lines) == len(configs)
+    assert result.output.count("not fused with the next group:") == len(configs) - 1
+
+
+@requires_tool("py:onnx")
+def test_max_group_ops_and_cuts_narrow_the_choice(tmp_path):
+    result, paths = _import(tmp_path, "--max-group-ops", "1")
+    assert result.exit_code == 0, result.output
+    # one conv per kernel, but a block with a residual add keeps its three convs (the add reads the block input)
+    assert sorted(len(load_config(p).ops) for p in paths) == [1] * 6 + [3, 3]
+    assert result.output.count("one kernel although more than --max-group-ops 1 ops") == 2
+    result, paths = _import(tmp_path / "cut", "--max-group-ops", "3", "--cut", "b0_dw", "--cut", "b2_dw")
+    assert result.exit_code == 0, result.output
+    configs = [load_config(p) for p in paths]
+    assert all(len(c.ops) <= 3 for c in configs)
+    last_nodes = {c.source.nodes[-1] for c in configs}
+    assert {"b0_dw_relu6", "b2_dw_relu6"} <= last_nodes  # the groups end at the asked nodes (their Clip folded in)
+    assert "a cut was asked for" in result.output
