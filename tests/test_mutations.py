@@ -112,15 +112,8 @@ def test_a_21_op_chain_on_c_fails_where_it_is_broken(mutation):
     require_tools("gcc")
     job = api.jobs(api.load_config(_mobilenet_chain()), ("c",))["c"]
     assert len(job.config.ops) == 21
-    if mutation is None:
-        result = validate(TARGETS["c"], job, seed=5)
-        assert result.status is Status.PASS and result.checked == "op-by-op", result.detail
-        return
-    broken = C_MUTATIONS[mutation](job.files["mbv2_chain.c"])
-    assert broken != job.files["mbv2_chain.c"]
-    result = validate(TARGETS["c"], replace(job, files={**job.files, "mbv2_chain.c": broken}), seed=5)
-    assert result.status is Status.FAIL, (mutation, result)
-    if mutation != "zeros written":
+    result = _validate_mutated("c", job, "mbv2_chain.c", C_MUTATIONS.get(mutation), seed=5)
+    if mutation not in (None, "zeros written"):
         op = 10 if mutation == "bias dropped" else 11
         assert f"conv2d #{op}: output[" in result.detail, result.detail
 
@@ -172,16 +165,22 @@ def test_a_4_op_float_chain_on_hvx_fails_where_it_is_broken(mutation):
     """Under QEMU the driver built with KG_TRACE_INTERMEDIATES writes each intermediate as the kernel stored it."""
     require_tools("clang-19", "ld.lld-19", "qemu-hexagon")
     job = api.jobs(api.load_config(CHAIN.replace("targets: [opencl, vulkan]", "targets: [hvx]")), ("hvx",))["hvx"]
-    if mutation is None:
-        result = validate(TARGETS["hvx"], job, seed=12)
-        assert result.status is Status.PASS and result.checked == "op-by-op", result.detail
-        return
-    broken = HVX_MUTATIONS[mutation](job.files["chain4.c"])
-    assert broken != job.files["chain4.c"]
-    result = validate(TARGETS["hvx"], replace(job, files={**job.files, "chain4.c": broken}), seed=12)
-    assert result.status is Status.FAIL, (mutation, result)
-    if mutation != "zeros written":
+    result = _validate_mutated("hvx", job, "chain4.c", HVX_MUTATIONS.get(mutation), seed=12)
+    if mutation not in (None, "zeros written"):
         assert "conv2d #2: output[" in result.detail, result.detail
+
+
+def _validate_mutated(target: str, job, name: str, mutate, seed: int):
+    """The job as generated passes op by op; with `mutate` applied to its source `name`, it fails."""
+    if mutate is None:
+        result = validate(TARGETS[target], job, seed=seed)
+        assert result.status is Status.PASS and result.checked == "op-by-op", result.detail
+        return result
+    broken = mutate(job.files[name])
+    assert broken != job.files[name]
+    result = validate(TARGETS[target], replace(job, files={**job.files, name: broken}), seed=seed)
+    assert result.status is Status.FAIL, result
+    return result
 
 
 U8_CHAIN = """\
