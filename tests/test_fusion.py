@@ -92,3 +92,11 @@ def test_max_group_ops_and_cuts_narrow_the_choice(tmp_path):
     last_nodes = {c.source.nodes[-1] for c in configs}
     assert {"b0_dw_relu6", "b2_dw_relu6"} <= last_nodes  # the groups end at the asked nodes (their Clip folded in)
     assert "a cut was asked for" in result.output
+
+
+@requires_tool("py:onnx")
+def test_a_target_without_roofs_keeps_each_chain_whole_and_says_so(tmp_path):
+    result, paths = _import(tmp_path, "--target", "opencl")
+    assert result.exit_code == 0, result.output
+    assert len(paths) == 1 and len(load_config(paths[0]).ops) == 12
+    assert "the opencl target has no device roofs" in result.output

@@ -63,6 +63,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
                 click.echo(f"  {_group_line(config.group)}")
         for note in imported.notes:
             click.echo(f"  {note}")
+        if fusion.coster is None and any("dtype: uint8" not in c.text for c in imported.configs):
+            click.echo(f"note: the {chosen[0]} target has no device roofs to estimate with yet: each float chain "
+                       f"the graph allows is one kernel (--target c cuts by cost, and takes --max-group-ops and --cut)")
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
