@@ -100,3 +100,9 @@ def test_a_target_without_roofs_keeps_each_chain_whole_and_says_so(tmp_path):
     assert result.exit_code == 0, result.output
     assert len(paths) == 1 and len(load_config(paths[0]).ops) == 12
     assert "the opencl target has no device roofs" in result.output
+
+
+@requires_tool("py:onnx")
+def test_a_cut_at_an_unknown_node_is_an_error(tmp_path):
+    result, _ = _import(tmp_path, "--cut", "b9_dw")
+    assert result.exit_code == 2 and "--cut b9_dw: stack.onnx has no node of that name" in result.output, result.output

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
-from .graph import ConvNode, Graph, node_id, read_graph
+from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .quant import QConv, qconv, with_residual
 from ..reserved import MAX_NAME_LENGTH, RESERVED
 
@@ -63,6 +63,10 @@ class Fusion:
 def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...] = ("c",),
                  fusion: Fusion = Fusion()) -> Imported:
     graph = read_graph(path)
+    unknown = sorted(fusion.cut_after - {node_id(n) for n in graph.nodes})
+    if unknown:
+        raise OnnxError(f"--cut {unknown[0]}: {Path(path).name} has no node of that name (a node's name, or its "
+                        f"first output's when it has none)")
     taken: set[int] = set()
     why_not: dict[int, str] = {}
     configs: list[ImportedConfig] = []
