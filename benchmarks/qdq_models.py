@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                 seconds = time.perf_counter() - start
                 failures += result.status.value != "pass"
                 rows.append(dict(model=tag, config=item.name, ops=len(config.ops), status=result.status.value,
-                                 detail=result.detail, oracles=list(result.oracles), seconds=round(seconds, 1)))
+                                 checked=result.checked, detail=result.detail, oracles=list(result.oracles),
+                                 seconds=round(seconds, 1)))
                 print(f"  {item.name:<44} {len(config.ops):>2} ops  {result.status.value:<5} {seconds:6.1f} s  "
                       f"{result.detail}", flush=True)
     if args.json:

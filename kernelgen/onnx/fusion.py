@@ -66,7 +66,8 @@ def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: i
 
 def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tuple[Group, ...]:
     """The groups covering ops 0..n-1 with the least estimated time. fusable(j, i): "" when the graph lets ops
-    j..i-1 be one kernel, else why not. A single op is always a group of its own."""
+    j..i-1 be one kernel, else why not (an op whose residual comes from before j cannot start a kernel, even
+    alone). A single op is never refused for its cost: it is a kernel either way."""
     costs: dict[tuple[int, int], GroupCost] = {}
 
     def why_not(j: int, i: int) -> str:
