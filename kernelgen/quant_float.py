@@ -50,9 +50,14 @@ def float_requantization(s_in: float, s_w: float, s_out: float, key: str, config
     if not MIN_SCALE <= scale < MAX_SCALE:
         raise config.problem(key, f"quant.requantization float32 needs s_in * s_w / s_out in [2^-16, 0.5), got "
                                   f"{scale:.6g}; use requantization: fixed_point for these scales")
+    return of_scale(scale)
+
+
+def of_scale(scale: float) -> FloatRequant:
+    """A float32 scale as M * 2^-E (no range check: float_requantization's)."""
+    scale = float(np.float32(scale))
     frac, exp = math.frexp(scale)  # exact for a float32 value: frac has at most 24 significant bits
-    mantissa = int(frac * (1 << 24))
-    return FloatRequant(scale=scale, mantissa=mantissa, exponent=24 - exp)
+    return FloatRequant(scale=scale, mantissa=int(frac * (1 << 24)), exponent=24 - exp)
 
 
 def requantize_float(acc: np.ndarray, per: tuple[FloatRequant, ...]) -> np.ndarray:

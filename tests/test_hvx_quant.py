@@ -300,13 +300,9 @@ def test_a_512_channel_3x3_is_bit_exact_and_fast_under_qemu():
 # ---------------------------------------------------------------- onnxruntime's float32 requantization
 
 def _float_requants(scales) -> tuple:
-    from kernelgen.quant_float import FloatRequant
+    from kernelgen.quant_float import of_scale
 
-    out = []
-    for scale in scales:
-        frac, exp = math.frexp(float(np.float32(scale)))
-        out.append(FloatRequant(scale=float(np.float32(scale)), mantissa=int(frac * (1 << 24)), exponent=24 - exp))
-    return tuple(out)
+    return tuple(of_scale(scale) for scale in scales)
 
 
 def test_float_split_computes_onnxruntimes_rounding_for_every_accumulator():

@@ -155,12 +155,13 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     the target kept the intermediates; for an imported model, onnxruntime op by op (_onnxruntime_ops)."""
     x, filters, biases = args.logical["input"], args.filters(), args.biases(len(config.ops))
     problems, worst = [], 0
+    quants = op_quants(config)
     if intermediates is None:
         sources = reference_quant.chain_outputs(config, x, filters, biases)
     else:
         sources = [x, *intermediates]
         for j in range(len(intermediates)):  # op j + 1 on the kernel's own input (and residual) to it
-            want = reference_quant.op_output(config, j, sources, filters[j], biases[j]).astype(np.int32)
+            want = reference_quant.op_output(config, j, sources, filters[j], biases[j], quants[j]).astype(np.int32)
             diff = sources[j + 1].astype(np.int32) != want
             if diff.any():
                 where = np.unravel_index(int(np.argmax(diff)), want.shape)
@@ -168,7 +169,8 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
                 problems.append(f"conv2d #{j + 1}: output{list(map(int, where))} = {int(sources[j + 1][where])}, "
                                 f"numpy {int(want[where])} on the kernel's own input ({int(diff.sum())} of "
                                 f"{diff.size} differ)")
-        sources.append(reference_quant.op_output(config, len(config.ops) - 1, sources, filters[-1], biases[-1]))
+        sources.append(reference_quant.op_output(config, len(config.ops) - 1, sources, filters[-1], biases[-1],
+                                                 quants[-1]))
     expected = sources[-1].astype(np.int32)
     layout = plan.tensors[-1].layout
     mask = layout.padding_mask().reshape(-1)
@@ -205,8 +207,9 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
     in float32 (onnxruntime's own arithmetic) must agree exactly; a fixed-point requantization, and a residual add (onnxruntime's QLinearAdd rounds by the
     platform: float with FMA on x86, fixed point on ARM), within 1. Returns (problems, note, compared)."""
     theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1])
+    quants = op_quants(config)
     maxima, shares, over = [], [], []
-    for j, (oq, mine, ort) in enumerate(zip(op_quants(config), sources[1:], theirs), start=1):
+    for j, (oq, mine, ort) in enumerate(zip(quants, sources[1:], theirs), start=1):
         apart = np.abs(ort - mine.astype(np.int32))
         allowed = 0 if oq.float_requants and oq.add is None else 1
         maxima.append(int(apart.max()))
@@ -223,7 +226,7 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
     if not any(maxima):
         return [], f"; onnxruntime op by op: bit-exact in all {len(maxima)} ops", True
     differing = "; ".join(f"#{j} within 1 ({share:.3%} of its outputs; {_form(oq)})" for j, (m, share, oq)
-                          in enumerate(zip(maxima, shares, op_quants(config)), start=1) if m)
+                          in enumerate(zip(maxima, shares, quants), start=1) if m)
     exact = sum(m == 0 for m in maxima)
     return [], f"; onnxruntime op by op: bit-exact in {exact} of {len(maxima)} ops; {differing}", True
 
