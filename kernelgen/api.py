@@ -37,8 +37,8 @@ from .toolstatus import ToolStatus
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
-           "jobs", "json_schema", "load_config", "output_files", "output_names", "parse_config", "plan",
-           "roofline_chart", "run", "skipped", "stats", "toolchain", "validate", "validate_job", "with_device"]
+           "jobs", "json_schema", "load_config", "load_network", "output_files", "output_names", "parse_config", "plan",
+           "roofline_chart", "run", "skipped", "stats", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
 
 Targets = Mapping[str, Target]
 
@@ -250,3 +250,35 @@ def fusion_coster(target: str):
 
 def _seed(seed: int | None) -> int:
     return secrets.randbits(32) if seed is None else seed
+
+
+# ---------------------------------------------------------------- networks
+
+def load_network(path: str | Path, targets: Targets | None = None):
+    """A network manifest (network.yaml) with each kernel's config loaded and checked (kernelgen/network)."""
+    from .network.manifest import load_network as _load_network
+
+    return _load_network(path, lambda file: load_config(file, targets))
+
+
+def validate_network(network, target: str, seed: int | None = None):
+    """Run a network end to end (kernelgen/network/execute.py): each kernel validated on `target` on its real input
+    (the step before's output), host steps in onnxruntime, every tensor compared with onnxruntime running the whole
+    model on the same input. Yields one StepRun per step as it finishes; stops after a kernel that cannot run here."""
+    from .network import execute
+
+    seed = _seed(seed)
+    feeds = execute.network_input(network, seed)
+    expected = execute.reference(network, feeds)
+
+    def kernel(config: Config, x: np.ndarray):
+        job = jobs(config, (target,))[target]
+        args = _run.checked_inputs(config, job.plan, {"input": x})
+        try:
+            return _validate.validate_with_output(TARGETS[target], job, seed, args)[::-1]
+        except ConfigError:
+            raise
+        except KernelgenError as error:
+            return None, unmeasured(config.name, target, seed, Status.FAIL, str(error))
+
+    yield from execute.run_steps(network, feeds, kernel, expected)

@@ -63,6 +63,10 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
                 click.echo(f"  {_group_line(config.group)}")
         for note in imported.notes:
             click.echo(f"  {note}")
+        if imported.manifest:
+            path = Path(out_dir) / "network.yaml"
+            write_if_changed(path, imported.manifest)
+            click.echo(f"network {path}: {len(imported.configs)} kernel(s) and the host steps between them, in order")
         if fusion.coster is None and any("dtype: uint8" not in c.text for c in imported.configs):
             click.echo(f"note: the {chosen[0]} target has no device roofs to estimate with yet: each float chain "
                        f"the graph allows is one kernel (--target c cuts by cost, and takes --max-group-ops and --cut)")

@@ -26,14 +26,21 @@ def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = 
              dump: Path | None = None) -> ValidationResult:
     """Compile and run the job on inputs drawn from `seed` (or `args`), compare with the references; with `dump`,
     write each op's output and its reference there as .npy (measure/dump.py)."""
+    return validate_with_output(target, job, seed, args, dump)[0]
+
+
+def validate_with_output(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None,
+                         dump: Path | None = None) -> tuple[ValidationResult, np.ndarray | None]:
+    """validate(), and the kernel's output in the logical layout (None when it could not run here): what a
+    network's next step reads."""
     config = job.config
     args = args if args is not None else random_inputs(config, job.plan, np.random.default_rng(seed))
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-{target.name}-{config.name}-") as tmp, \
             target.compile(job, Path(tmp)) as exe:
         if exe.compile_only:
-            return unmeasured(config.name, target.name, seed, Status.COMPILED, exe.compile_only)
+            return unmeasured(config.name, target.name, seed, Status.COMPILED, exe.compile_only), None
         if exe.cannot_run:
-            return unmeasured(config.name, target.name, seed, Status.NOT_RUN, exe.cannot_run)
+            return unmeasured(config.name, target.name, seed, Status.NOT_RUN, exe.cannot_run), None
         traced = target.run_traced(exe, args, poisons(config.dtype)[0]) if len(config.ops) > 1 else None
         # uint8 is checked from two poisons (an unwritten byte differs between them): the traced run is one more
         outputs = {poisons(config.dtype)[0]: traced.output} if traced and config.dtype != "uint8" else \
@@ -44,9 +51,10 @@ def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = 
         write_dump(dump, config, job.plan, target.name, args, next(iter(outputs.values())), intermediates)
     result = compare(config, job.plan, target.name, seed, args, outputs, target.roundoff(job),
                      intermediates=intermediates)
+    output = job.plan.tensors[-1].layout.unpack(next(iter(outputs.values())))
     if notes and result.passed:
-        return replace(result, detail="; ".join((result.detail, *notes) if result.detail else notes))
-    return result
+        return replace(result, detail="; ".join((result.detail, *notes) if result.detail else notes)), output
+    return result, output
 
 
 def validate_safely(target: Primitives, job: Job, seed: int, dump: Path | None = None) -> ValidationResult:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
+from .network_writer import network_yaml
 from .quant import QConv, qconv, with_residual
 from ..reserved import MAX_NAME_LENGTH, RESERVED
 
@@ -38,6 +39,10 @@ class ImportedConfig:
     text: str  # the YAML file
     nodes: tuple[str, ...]
     group: GroupCost | None = None  # a cost-chosen group's estimate (fusion.py)
+    input: str = ""  # the ONNX tensor the kernel reads (a uint8 config: the quantized one)
+    output: str = ""  # the ONNX tensor it writes
+    members: tuple[int, ...] = ()  # indices of the graph nodes it computes
+    layout: str = "NCHW"  # how it holds its input and output
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,10 @@ class Imported:
     configs: tuple[ImportedConfig, ...]
     skipped: tuple[tuple[str, str, str], ...]  # (node, op type, why)
     notes: tuple[str, ...] = field(default=())
+    manifest: str = ""  # network.yaml (network.py); "" when the network cannot be described
 
 
+QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
 GroupCoster = Callable[[str], GroupCost]  # a candidate group's config text (schedule: auto) -> its cost
 
 
@@ -86,7 +93,9 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
             name = _unique(_name_of(graph, qops[0].start, qops[-1].start, len(qops)), names)
             ids = tuple(node_id(graph.nodes[m]) for m in sorted(members))
             model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-            configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids), nodes=ids))
+            configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids), nodes=ids,
+                                          input=qops[0].in_q, output=qops[-1].out_q, members=tuple(sorted(members)),
+                                          layout=QUANT_LAYOUT))
             continue
         conv = graph.conv(index)
         if isinstance(conv, str):
@@ -100,8 +109,10 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
             name = _unique(_name(graph, ops), names)
             ids = tuple(node_id(graph.nodes[m]) for m in sorted(m for op in ops for m in op.members))
             schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
+            members = tuple(sorted(m for op in ops for m in op.members))
             configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
-                                          nodes=ids, group=group.cost))
+                                          nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
+                                          output=ops[-1].out, members=members))
             if group.despite:
                 notes.append(f"{name}: one kernel although {group.despite}: no other cut keeps each residual "
                              f"with its source")
@@ -109,7 +120,10 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
                 notes.append(f"{name}: not fused with the next group: {group.not_fused_with_next}")
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and n.op_type != "Constant")
-    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes))
+    manifest, why = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
+    if why:
+        notes.append(f"no network.yaml: {why}")
+    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest)
 
 
 def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
@@ -282,7 +296,7 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
     weight_dtype = "int8" if first.weights.dtype == np.int8 else "uint8"
     lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: quantized (uint8 activations, "
              f"{weight_dtype} weights), the model's own scales, zero points, weights and biases",
-             f"name: {name}", "dtype: uint8", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: nhwc-8h8w32c}}",
+             f"name: {name}", "dtype: uint8", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: {QUANT_LAYOUT}}}",
              f"quant: {{input_scale: {first.x_scale!r}, input_zero_point: {first.x_zero_point}, weight_dtype: "
              f"{weight_dtype}, weight_zero_point: {first.weight_zero_point},",
              "       requantization: float32}  # onnxruntime's float scale and rounding: bit-exact with it", "ops:"]
@@ -302,6 +316,6 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
         keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
                                                  f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += ["output: {layout: nhwc-8h8w32c}", "schedule: auto", "targets: [hvx]",
+    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", "targets: [hvx]",
               f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]
     return "\n".join(lines) + "\n"

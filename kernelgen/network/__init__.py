@@ -1,0 +1,1 @@
+"""Whole networks: manifests, running them, and the arena their tensors share."""

@@ -1,0 +1,281 @@
+"""Network manifests (`network.yaml`, written by `kernelgen import`) -> a frozen `Network`.
+
+A manifest says how a whole model runs as kernelgen's kernels: its inputs and outputs, every tensor that crosses a
+step boundary (by its ONNX name, with shape, dtype, layout and, when quantized, scale and zero point), and the steps
+in execution order: a kernel (a config beside the manifest) or a host step (ONNX nodes kernelgen does not generate,
+run by onnxruntime on the extracted subgraph). Weights stay in the model; the manifest names it.
+
+Checked like configs: YAML and schema problems at their line and column, then meaning: the model file exists, each
+step reads only tensors an earlier step (or the network's input) produced, no cycle, each kernel's config loads and
+its input and output agree with the tensors it is wired to in shape and dtype. Every problem is a ConfigError
+(exit 2) naming the manifest's line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Callable, Literal, Union
+
+from pydantic import Field, ValidationError, conlist
+
+from ..config import Config
+from ..config_model import Name, Scale, StrictModel, ZeroPoint, Count, LayoutText
+from ..errors import ConfigError, ConfigProblem
+from ..files import display_path, read_head
+from ..schema_errors import key_text, schema_problems
+from ..yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
+
+TensorName = Annotated[str, Field(strict=True, min_length=1, max_length=4096)]
+NodeName = Annotated[str, Field(strict=True, min_length=1, max_length=4096)]
+DTYPES = ("float32", "float16", "uint8", "int8", "int32", "int64")
+
+
+class TensorModel(StrictModel):
+    shape: conlist(Count, min_length=1, max_length=8) = Field(description="the tensor's ONNX shape (NCHW for images)")
+    dtype: Literal[DTYPES] = Field(description=f"one of: {', '.join(DTYPES)}")
+    layout: Union[LayoutText, None] = Field(default=None, description="the layout kernels hold it in (the config's "
+                                                                      "input or output layout); absent: ONNX's own")
+    scale: Union[Scale, None] = Field(default=None, description="a positive number: the quantized tensor's scale")
+    zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int 0..255: its zero point")
+
+
+class StepModel(StrictModel):
+    kernel: Union[Name, None] = Field(default=None, description="a config name: <name>.yaml beside the manifest")
+    host: Union[conlist(NodeName, min_length=1), None] = Field(
+        default=None, description="a list of ONNX node names run by onnxruntime")
+    ops: Union[conlist(Annotated[str, Field(strict=True)]), None] = Field(
+        default=None, description="the host nodes' ONNX op types (for the reader)")
+    inputs: conlist(TensorName, min_length=1) = Field(description="a list of tensor names the step reads")
+    outputs: conlist(TensorName, min_length=1) = Field(description="a list of tensor names the step writes")
+
+
+class NetworkModel(StrictModel):
+    network: Name = Field(description="the network's name (names network.c's functions)")
+    model: Annotated[str, Field(strict=True, min_length=1, max_length=4096)] = Field(
+        description="the ONNX model file, relative to this manifest's folder")
+    inputs: conlist(TensorName, min_length=1) = Field(description="a list of the model's input tensors")
+    outputs: conlist(TensorName, min_length=1) = Field(description="a list of the model's output tensors")
+    tensors: dict[TensorName, TensorModel] = Field(description="{name: {shape, dtype, layout, ...}}")
+    steps: conlist(StepModel, min_length=1) = Field(description="a list of steps in execution order")
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str | None
+    scale: float | None = None
+    zero_point: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        size = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1, "int32": 4, "int64": 8}[self.dtype]
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        return count * size
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    index: int  # 0-based position in `steps`
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    config: Config | None = None  # a kernel step's config
+    nodes: tuple[str, ...] = ()  # a host step's ONNX nodes
+    op_types: tuple[str, ...] = ()
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.config is not None
+
+    @property
+    def label(self) -> str:
+        if self.config is not None:
+            return self.config.name
+        return "host " + "+".join(dict.fromkeys(self.op_types or ("nodes",)))
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    path: str  # the manifest as given
+    model: Path  # the ONNX file
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    tensors: dict[str, Tensor]
+    steps: tuple[Step, ...]
+    marks: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def kernels(self) -> tuple[Step, ...]:
+        return tuple(s for s in self.steps if s.is_kernel)
+
+    def problem(self, key: str, message: str) -> ConfigError:
+        line, column = self.marks.get(key) or self.marks.get(key.rsplit(".", 1)[0], (1, 1))
+        return ConfigError([ConfigProblem(self.path, line, column, key, message)])
+
+
+ConfigLoader = Callable[[Path], Config]
+
+
+def is_manifest(path: str | Path) -> bool:
+    """Whether a YAML file is a network manifest (a top-level `network:` key) rather than a config."""
+    try:
+        head = read_head(path, 64 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return any(line.startswith("network:") for line in head.splitlines())
+
+
+def load_network(path: str | Path, load_config: ConfigLoader) -> Network:
+    """Read and check a manifest; `load_config` loads each kernel's config (the registry's targets)."""
+    path_text = display_path(path)
+    try:
+        text = decode(read_head(path, MAX_BYTES))
+        document = load(text)
+    except OSError as error:
+        raise ConfigError([ConfigProblem(path_text, 1, 1, "", f"cannot read manifest: {error.strerror}")]) from None
+    except YamlProblem as problem:
+        raise ConfigError([ConfigProblem(path_text, problem.mark.line, problem.mark.column, "",
+                                         problem.message)]) from None
+    if not isinstance(document.data, dict):
+        raise ConfigError([ConfigProblem(path_text, 1, 1, "", "expected a mapping of manifest keys (network, model, "
+                                                              "inputs, outputs, tensors, steps)")])
+    try:
+        model = NetworkModel.model_validate(document.data)
+    except ValidationError as error:
+        raise ConfigError(schema_problems(error, document, path_text, NetworkModel)) from None
+    return _Checker(model, document, path_text, Path(path), load_config).build()
+
+
+class _Checker:
+    def __init__(self, model: NetworkModel, document: MarkedDocument, path_text: str, path: Path,
+                 load_config: ConfigLoader) -> None:
+        self.model, self.document, self.path_text, self.path = model, document, path_text, path
+        self.load_config = load_config
+        self.problems: list[ConfigProblem] = []
+
+    def fail(self, keys: tuple, message: str, *, key: bool = False) -> None:
+        mark = self.document.mark(keys, key=key)
+        self.problems.append(ConfigProblem(self.path_text, mark.line, mark.column, key_text(keys), message))
+
+    def build(self) -> Network:
+        m = self.model
+        model_file = self.path.parent / m.model
+        if not model_file.is_file():
+            self.fail(("model",), f"no such file: {display_path(model_file)} (the model, relative to the manifest's "
+                                  f"folder)")
+        tensors = {name: Tensor(name, tuple(t.shape), t.dtype, t.layout, t.scale, t.zero_point)
+                   for name, t in m.tensors.items()}
+        for where in ("inputs", "outputs"):
+            for k, name in enumerate(getattr(m, where)):
+                if name not in tensors:
+                    self.fail((where, k), f"{name!r} is not in tensors:")
+        steps = [self._step(k, s, tensors) for k, s in enumerate(m.steps)]
+        if self.problems:
+            raise ConfigError(self.problems)
+        self._order(steps)
+        if self.problems:
+            raise ConfigError(self.problems)
+        marks = {key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k}
+        return Network(name=m.network, path=self.path_text, model=model_file, inputs=tuple(m.inputs),
+                       outputs=tuple(m.outputs), tensors=tensors, steps=tuple(steps), marks=marks)
+
+    def _step(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> Step:
+        if (s.kernel is None) == (s.host is None):
+            self.fail(("steps", k), "expected exactly one of kernel: (a config name) or host: (ONNX nodes)")
+        for where in ("inputs", "outputs"):
+            for i, name in enumerate(getattr(s, where)):
+                if name not in tensors:
+                    self.fail(("steps", k, where, i), f"{name!r} is not in tensors: (every tensor a step reads or "
+                                                      f"writes is listed there)")
+        config = None
+        if s.kernel is not None:
+            file = self.path.parent / f"{s.kernel}.yaml"
+            if not file.is_file():
+                self.fail(("steps", k, "kernel"), f"no config {display_path(file)} beside the manifest")
+            else:
+                try:
+                    config = self.load_config(file)
+                except ConfigError as error:
+                    self.problems += error.problems
+                    config = None
+                if config is not None:
+                    self._wiring(k, s, config, tensors)
+        return Step(index=k, inputs=tuple(s.inputs), outputs=tuple(s.outputs), config=config,
+                    nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()))
+
+    def _wiring(self, k: int, s: StepModel, config: Config, tensors: dict[str, Tensor]) -> None:
+        """A kernel reads one tensor and writes one: their shapes (ONNX NCHW) and dtypes must be the config's."""
+        if len(s.inputs) != 1 or len(s.outputs) != 1:
+            self.fail(("steps", k), f"kernel {config.name} reads one tensor and writes one (got {len(s.inputs)} "
+                                    f"and {len(s.outputs)})")
+            return
+        n, h, w, c = config.input_shape
+        out = output_shape(config)
+        for where, name, want in (("inputs", s.inputs[0], (n, c, h, w)),
+                                  ("outputs", s.outputs[0], (out[0], out[3], out[1], out[2]))):
+            tensor = tensors.get(name)
+            if tensor is None:
+                continue
+            if tensor.shape != want:
+                self.fail(("steps", k, where, 0), f"shape mismatch: {name!r} is {list(tensor.shape)} in tensors:, "
+                                                  f"but kernel {config.name} {'reads' if where == 'inputs' else 'writes'}"
+                                                  f" {list(want)} (NCHW)")
+            if tensor.dtype != config.dtype:
+                self.fail(("steps", k, where, 0), f"dtype mismatch: {name!r} is {tensor.dtype}, kernel "
+                                                  f"{config.name} takes {config.dtype}")
+
+    def _order(self, steps: list[Step]) -> None:
+        """Each step reads what the network's inputs or an earlier step produced; a later producer is a cycle or
+        an order problem, and a tensor nobody produces is named."""
+        producer: dict[str, int] = {}
+        for step in steps:
+            for i, name in enumerate(step.outputs):
+                if name in producer or name in self.model.inputs:
+                    self.fail(("steps", step.index, "outputs", i), f"{name!r} is already written by "
+                                                                   f"{'the network input' if name in self.model.inputs else f'step {producer[name]}'}")
+                producer.setdefault(name, step.index)
+        for step in steps:
+            for i, name in enumerate(step.inputs):
+                if name in self.model.inputs:
+                    continue
+                if name not in producer:
+                    self.fail(("steps", step.index, "inputs", i), f"no step produces {name!r} (and it is not a "
+                                                                  f"network input)")
+                elif producer[name] >= step.index:
+                    later = producer[name]
+                    cycle = _reaches(steps, producer, later, step.index)
+                    self.fail(("steps", step.index, "inputs", i),
+                              f"a cycle: step {step.index} reads {name!r} from step {later}, which depends on step "
+                              f"{step.index}" if cycle else
+                              f"{name!r} is written by step {later}, after this one (steps run in the listed order)")
+        for k, name in enumerate(self.model.outputs):
+            if name not in producer and name not in self.model.inputs:
+                self.fail(("outputs", k), f"no step produces the network output {name!r}")
+
+
+def _reaches(steps: list[Step], producer: dict[str, int], start: int, goal: int) -> bool:
+    """Whether step `start` depends (through the tensors it reads) on step `goal`."""
+    seen, stack = set(), [start]
+    while stack:
+        k = stack.pop()
+        if k == goal:
+            return True
+        if k in seen:
+            continue
+        seen.add(k)
+        stack += [producer[t] for t in steps[k].inputs if t in producer]
+    return False
+
+
+def output_shape(config: Config) -> tuple[int, int, int, int]:
+    """The chain's output, logical NHWC, from each op's geometry (no planning)."""
+    n, h, w, _ = config.input_shape
+    for op in config.ops:
+        (top, left, bottom, right), (span_h, span_w) = op.pad, op.span
+        h = (h + top + bottom - span_h) // op.stride[0] + 1
+        w = (w + left + right - span_w) // op.stride[1] + 1
+    return n, h, w, config.ops[-1].out_channels

@@ -1,0 +1,178 @@
+"""The network manifest `kernelgen import` writes beside the configs (format: kernelgen/network/manifest.py).
+
+The kernels are the imported configs; everything else the model computes on the way from its inputs to its outputs
+is host steps. Which nodes those are follows from the tensors: walking back from the model's outputs and the
+kernels' inputs, every node producing a tensor no kernel writes is a host node (a kernel's interior node, the
+DequantizeLinear a kernel folds in, is run again on the host when a host node also reads its result). Host nodes
+connected to each other are one step (onnxruntime then fuses them as it does in the whole model, a QDQ Add into
+QLinearAdd), unless that would make a step wait for itself through a kernel; steps are ordered topologically.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Protocol
+
+from .graph import Graph, node_id
+
+# ONNX TensorProto element types the manifest names
+_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16"}
+
+
+class Kernel(Protocol):
+    name: str
+    input: str
+    output: str
+    members: tuple[int, ...]
+    layout: str
+    text: str
+
+
+def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str]:
+    """(the manifest's text, "") or ("", why the network cannot be described)."""
+    if not kernels:
+        return "", "no kernel was imported"
+    types = _element_types(graph)
+    written = {k.output: k for k in kernels}
+    read = {k.input: k for k in kernels}
+    available = set(graph.constants) | set(_graph_inputs(graph)) | set(written)
+    producer = {o: i for i, n in enumerate(graph.nodes) for o in n.output if o}
+    host: set[int] = set()
+    stack = [*sorted(graph.outputs), *read]
+    while stack:
+        tensor = stack.pop()
+        if tensor in available or tensor not in producer or producer[tensor] in host:
+            continue
+        index = producer[tensor]
+        host.add(index)
+        stack += [t for t in graph.nodes[index].input if t]
+    host = {i for i in host if graph.nodes[i].op_type != "Constant"}
+    steps = _steps(graph, kernels, host, producer)
+    if steps is None:
+        return "", "the kernels and the nodes between them form a cycle"
+    tensors: dict[str, None] = dict.fromkeys([*_graph_inputs(graph)])
+    for step in steps:
+        tensors.update(dict.fromkeys([*step[1], *step[2]]))
+    tensors.update(dict.fromkeys(sorted(graph.outputs)))
+    missing = [t for t in tensors if t not in graph.shapes or types.get(t) not in _DTYPES]
+    if missing:
+        return "", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name"
+    layouts = {k.input: k.layout for k in kernels} | {k.output: k.layout for k in kernels}
+    name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
+    name = name.strip("_")[:40].rstrip("_")
+    name = name if name and name[0].isalpha() else f"net_{name}".rstrip("_")
+    lines = [f"# written by `kernelgen import` from {os.path.basename(model_path)}: the network as kernelgen runs it.",
+             "# Steps run in order: kernels (a config <name>.yaml beside this file) and host steps (ONNX nodes kernelgen",
+             "# does not generate, run by onnxruntime). Tensors by their ONNX names and shapes; weights stay in the model.",
+             f"network: {name}", f"model: {json.dumps(model_path)}",
+             f"inputs: [{', '.join(json.dumps(t) for t in _graph_inputs(graph))}]",
+             f"outputs: [{', '.join(json.dumps(t) for t in sorted(graph.outputs))}]", "tensors:"]
+    for tensor in tensors:
+        keys = [f"shape: {list(graph.shapes[tensor])}", f"dtype: {_DTYPES[types[tensor]]}"]
+        keys += [f"layout: {layouts[tensor]}"] if tensor in layouts else []
+        quant = _quantization(graph, tensor, producer)
+        keys += [f"scale: {quant[0]!r}, zero_point: {quant[1]}"] if quant else []
+        lines.append(f"  {json.dumps(tensor)}: {{{', '.join(keys)}}}")
+    lines.append("steps:")
+    for what, inputs, outputs in steps:
+        if isinstance(what, int):
+            kernel = kernels[what]
+            lines.append(f"  - kernel: {kernel.name}")
+        else:
+            lines.append(f"  - host: [{', '.join(json.dumps(node_id(graph.nodes[i])) for i in what)}]")
+            lines.append(f"    ops: [{', '.join(graph.nodes[i].op_type for i in what)}]")
+        lines.append(f"    inputs: [{', '.join(json.dumps(t) for t in inputs)}]")
+        lines.append(f"    outputs: [{', '.join(json.dumps(t) for t in outputs)}]")
+    return "\n".join(lines) + "\n", ""
+
+
+def _graph_inputs(graph: Graph) -> list[str]:
+    initializers = {t.name for t in graph.model.graph.initializer}
+    return [i.name for i in graph.model.graph.input if i.name not in initializers]
+
+
+def _element_types(graph: Graph) -> dict[str, int]:
+    g = graph.model.graph
+    types = {info.name: info.type.tensor_type.elem_type for info in (*g.input, *g.value_info, *g.output)}
+    return types | {t.name: t.data_type for t in g.initializer}
+
+
+def _quantization(graph: Graph, tensor: str, producer: dict[str, int]) -> tuple[float, int] | None:
+    """A uint8 tensor's scale and zero point: from the QuantizeLinear writing it or a DequantizeLinear reading it
+    (or the QLinearConv input it is), when they are constants."""
+    candidates = []
+    if tensor in producer and graph.nodes[producer[tensor]].op_type == "QuantizeLinear":
+        candidates.append(graph.nodes[producer[tensor]].input[1:3])
+    for reader in graph.consumers.get(tensor, ()):
+        node = graph.nodes[reader]
+        if node.op_type == "DequantizeLinear" and node.input[0] == tensor:
+            candidates.append(node.input[1:3])
+        elif node.op_type == "QLinearConv" and node.input[0] == tensor:
+            candidates.append(node.input[1:3])
+    for names in candidates:
+        scale = graph.constants.get(names[0])
+        zero = graph.constants.get(names[1]) if len(names) > 1 and names[1] else None
+        if scale is not None and scale.size == 1 and (zero is None or zero.size == 1):
+            return float(scale.reshape(-1)[0]), 0 if zero is None else int(zero.reshape(-1)[0])
+    return None
+
+
+def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
+           ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
+    """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
+    None when no order does."""
+    inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
+    components = _components(graph, host, producer)
+    for attempt in (components, [(i,) for i in sorted(host)]):  # joined host steps, else one node each
+        steps: list[tuple[int | tuple[int, ...], list[str], list[str], int]] = []
+        for k, kernel in enumerate(kernels):
+            steps.append((k, [kernel.input], [kernel.output], min(kernel.members)))
+        kernel_outputs = {kernel.output for kernel in kernels}
+        for nodes in attempt:
+            produced = [o for i in nodes for o in graph.nodes[i].output if o]
+            inputs = [t for i in nodes for t in graph.nodes[i].input
+                      if t and t not in produced and t not in graph.constants]
+            outputs = [o for o in produced if o in graph.outputs or any(
+                r not in nodes and (r in host or r in inside) for r in graph.consumers.get(o, ()))]
+            outputs = [o for o in outputs if o not in kernel_outputs]
+            steps.append((tuple(nodes), list(dict.fromkeys(inputs)), outputs, min(nodes)))
+        ordered = _topological(steps)
+        if ordered is not None:
+            return [step[:3] for step in ordered]
+    return None
+
+
+def _components(graph: Graph, host: set[int], producer: dict[str, int]) -> list[tuple[int, ...]]:
+    parent = {i: i for i in host}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in host:
+        for t in graph.nodes[i].input:
+            j = producer.get(t)
+            if j in host:
+                parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in sorted(host):
+        groups.setdefault(root(i), []).append(i)
+    return sorted((tuple(g) for g in groups.values()), key=lambda g: g[0])
+
+
+def _topological(steps: list) -> list | None:
+    """Kahn's order over the steps' tensors, the step whose first node comes first in the graph first (the
+    order is the same for the same model)."""
+    made_by = {t: k for k, step in enumerate(steps) for t in step[2]}
+    waits = [{made_by[t] for t in step[1] if t in made_by and made_by[t] != k} for k, step in enumerate(steps)]
+    done: list[int] = []
+    while len(done) < len(steps):
+        finished = set(done)
+        ready = [k for k in range(len(steps)) if k not in finished and waits[k] <= finished]
+        if not ready:
+            return None
+        done.append(min(ready, key=lambda k: (steps[k][3], k)))
+    return [steps[k] for k in done]
