@@ -15,6 +15,7 @@ from ..measure.records import BenchOptions, BenchRow
 from ..measure.host_steal import NOISY
 from .common import configs_argument, device_option, handle_errors, json_option, load_all, number, target_option
 from ..measure.context import run_context
+from .network import bench_networks, manifests_in
 
 
 @click.command("bench")
@@ -48,6 +49,8 @@ def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: st
     """
     if (output or variant_timeout) and not sweep:
         raise click.UsageError("--output and --variant-timeout go with --sweep")
+    if manifests_in(configs):
+        return bench_networks(configs, targets, device, repeat, as_json)
     options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
     work = [(t, job) for c in load_all(configs, targets, device) for t, job in jobs(c, targets).items()]
     rows: list[BenchRow] = []

@@ -30,6 +30,7 @@ from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
 from ..toolstatus import install_text
 from .validate_table import validate_table
+from .network import manifests_in, validate_networks
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -197,6 +198,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     Example:
       kernelgen validate configs/*.yaml --target c
     """
+    if manifests_in(configs):
+        return validate_networks(configs, targets, device, seed, as_json)
     loaded = load_all(configs, targets, device)
     # Plan and render first, once: a config the planner or a target rejects is a config error (exit 2), reported
     # before anything runs, not a FAIL row; the same jobs are then compiled and run.

@@ -1,0 +1,208 @@
+"""`kernelgen build|validate|bench network.yaml`: the commands on a network manifest (kernelgen/network), which
+commands.py and bench.py hand over to when their arguments are manifests rather than configs."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from ..api import TARGETS, jobs, load_network, output_files, validate_network, with_device
+from ..errors import ConfigError, ConfigProblem
+from ..files import write_if_changed
+from ..measure.bench import bench as bench_job
+from ..measure.records import BenchOptions, Status
+from ..network.manifest import Network, is_manifest
+from .common import number
+
+
+def manifests_in(paths: tuple[str, ...]) -> bool:
+    """Whether the arguments are network manifests (all of them) rather than configs; a mix is a usage error."""
+    found = [is_manifest(p) for p in paths]
+    if any(found) and not all(found):
+        raise click.UsageError("give network manifests (network.yaml) or configs, not both")
+    return bool(found) and all(found)
+
+
+def load_networks(paths: tuple[str, ...], device: str | None) -> list[Network]:
+    problems, networks = [], []
+    for path in paths:
+        try:
+            networks.append(load_network(path))
+        except ConfigError as error:
+            problems += error.problems
+    if problems:
+        raise ConfigError(problems)
+    if device:
+        networks = [replace(n, steps=tuple(replace(s, config=with_device(s.config, device)) if s.config else s
+                                            for s in n.steps)) for n in networks]
+    return networks
+
+
+def targets_of(network: Network, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """--target's, else the first kernel's own `targets:` (an import writes one)."""
+    chosen = targets or network.kernels[0].config.targets[:1]
+    for target in chosen:
+        for step in network.kernels:
+            if step.config.dtype not in TARGETS[target].dtypes:
+                raise ConfigError([ConfigProblem(network.path, *network.marks.get(f"steps[{step.index}].kernel", (1, 1)),
+                                                 f"steps[{step.index}].kernel", f"kernel {step.config.name} is "
+                                                 f"{step.config.dtype}; the {target} target takes "
+                                                 f"{', '.join(TARGETS[target].dtypes)}")])
+    return chosen
+
+
+# ---------------------------------------------------------------- validate
+
+def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
+                      as_json: bool) -> None:
+    failed = False
+    for network in load_networks(paths, device):
+        for target in targets_of(network, targets):
+            failed |= _validate_one(network, target, seed, as_json)
+    if failed:
+        sys.exit(1)
+
+
+def _validate_one(network: Network, target: str, seed: int | None, as_json: bool) -> bool:
+    """One line (or JSON record) per step as it finishes, then the network's verdict; True when it failed."""
+    total, failed, stopped, last = len(network.steps), False, "", None
+    for run in validate_network(network, target, seed):
+        record = run.record
+        status = record.status.value if record is not None else ("pass" if all(a.passed for a in run.agreement)
+                                                                 else "FAIL")
+        failed |= (record is not None and record.status.counts_as_failure) or not all(a.passed for a in run.agreement)
+        if not run.ran:
+            stopped = f"stopped at {run.step.label}: {record.detail}"
+        if as_json:
+            click.echo(json.dumps({
+                "network": network.name, "target": target, "step": run.step.index, "kind":
+                "kernel" if run.step.is_kernel else "host", "name": run.step.label, "status": status,
+                "seconds": round(run.seconds, 4), "seed": record.seed if record is not None else None,
+                "checked": record.checked if record is not None else "onnxruntime",
+                "max_abs_error": number(record.max_abs_error) if record is not None else None,
+                "bound_ratio": number(record.bound_ratio) if record is not None else None,
+                "detail": record.detail if record is not None else "",
+                "agreement": [{"tensor": a.tensor, "max_abs": number(a.max_abs), "relative": number(a.relative),
+                               "passed": a.passed} for a in run.agreement]}))
+        else:
+            agreement = "; ".join(a.text() for a in run.agreement)
+            click.echo(f"[{run.step.index + 1}/{total}] {run.step.label:<48} {target:<7} {status:<8} "
+                       f"{run.seconds:6.1f} s  {agreement}")
+            if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
+                click.echo(f"    {record.detail}")
+        last = run
+    outputs = [a for a in (last.agreement if last else ()) if a.tensor in network.outputs]
+    verdict = ("FAIL" if failed else "pass") if not stopped else ("FAIL" if failed else "incomplete")
+    summary = (f"network {network.name} on {target}: {verdict}; "
+               + (stopped or "; ".join(f"output {a.tensor!r} {a.text()}" for a in outputs)))
+    if as_json:
+        click.echo(json.dumps({"network": network.name, "target": target, "status": verdict,
+                               "summary": summary}))
+    else:
+        click.echo(summary)
+    return failed
+
+
+# ---------------------------------------------------------------- bench
+
+def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int,
+                   as_json: bool) -> None:
+    for network in load_networks(paths, device):
+        for target in targets_of(network, targets):
+            _bench_one(network, target, repeat, as_json)
+
+
+def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> None:
+    from ..network import execute
+
+    feeds = execute.network_input(network, 0)
+    values = dict(feeds)
+    expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
+    rows = []
+    for step in network.steps:
+        if step.config is not None:
+            job = jobs(step.config, (target,))[target]
+            row = bench_job(TARGETS[target], job, BenchOptions(repeat=repeat))[0]
+            traffic = job.plan.traffic.total
+            rows.append({"step": step.index, "kind": "kernel", "name": step.label, "seconds": row.seconds,
+                         "flops": row.flops, "executed_flops": job.plan.executed_flops, "bytes": traffic})
+        else:
+            host = execute.host_runner(network, step)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                host(expected | values)
+                times.append(time.perf_counter() - start)
+            rows.append({"step": step.index, "kind": "host", "name": step.label, "seconds": statistics.median(times),
+                         "flops": 0, "executed_flops": 0, "bytes": 0})
+    total = sum(r["seconds"] for r in rows if r["seconds"] == r["seconds"])
+    reference = _onnxruntime_time(network, feeds, repeat) if target == "c" else None
+    if as_json:
+        click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(total),
+                               "onnxruntime_seconds": number(reference[0]) if reference else None,
+                               "steps": [{**r, "seconds": number(r["seconds"]),
+                                          "share": number(r["seconds"] / total if total else None)} for r in rows]},
+                              indent=2))
+        return
+    click.echo(f"network {network.name} on {target}: {len(rows)} steps")
+    for r in rows:
+        seconds = r["seconds"]
+        rates = (f"{r['flops'] / seconds / 1e9:7.2f} GFLOP/s {r['bytes'] / seconds / 1e9:6.2f} GB/s"
+                 if r["kind"] == "kernel" and seconds > 0 else " " * 30)
+        click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {seconds * 1e3:9.3f} ms {seconds / total:6.1%}  {rates}")
+    line = f"  whole network: {total * 1e3:.2f} ms"
+    if reference:
+        line += f"; onnxruntime {reference[1]} on the same model: {reference[0] * 1e3:.2f} ms ({total / reference[0]:.2f}x)"
+    click.echo(line)
+
+
+def _onnxruntime_time(network: Network, feeds, repeat: int) -> tuple[float, str]:
+    """The whole model in onnxruntime on one thread (the c kernels run on one), median of `repeat` runs."""
+    import onnxruntime
+
+    from ..onnx import subgraph
+
+    session = subgraph.session(network.model.read_bytes(), threads=1)
+    subgraph.run(session, feeds)  # warm-up
+    times = []
+    for _ in range(max(repeat, 3)):
+        start = time.perf_counter()
+        subgraph.run(session, feeds)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), f"{onnxruntime.__version__} (CPU, 1 thread)"
+
+
+# ---------------------------------------------------------------- build
+
+def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None
+                   ) -> tuple[dict[str, str | bytes], list[str]]:
+    """Every kernel's files, and for a target that drives a whole network (c) its network.c/network.h under
+    <network>/<target>/: {relative path: text}, and a line per network about its arena."""
+    from ..api import binaries, network_files
+
+    files: dict[str, str | bytes] = {}
+    notes = []
+    for network in load_networks(paths, device):
+        for target in targets_of(network, targets):
+            built = {s.config.name: jobs(s.config, (target,)) for s in network.kernels}
+            for step in network.kernels:
+                files |= output_files(step.config, built[step.config.name])
+                files |= binaries(built[step.config.name])[0]
+            driver = network_files(network, target, {name: job[target] for name, job in built.items()})
+            if driver is not None:
+                made, note = driver
+                files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
+                notes.append(note)
+    return files, notes
+
+
+def write_all(root: Path, files: dict[str, str | bytes]) -> int:
+    from ..files import write_if_changed_bytes
+
+    return sum((write_if_changed_bytes if isinstance(t, bytes) else write_if_changed)(root / rel, t)
+               for rel, t in files.items())
