@@ -217,3 +217,52 @@ def qdq_mobilenet_v2_block(c: int = 16, expand: int = 6, size: int = 9, seed: in
                                            ("project", wide, c, 1, 1, None, "p")], c, size, seed,
                       {"x": (0.05, 128), "e": (0.03, 0), "d": (0.03, 0), "p": (0.06, 125), "y": (0.08, 128)},
                       add_relu=False)
+
+
+def small_resnet(seed: int = 8):
+    """ResNet18's structure at toy size: a stride-2 stem conv + ReLU, MaxPool, a basic block (its residual add
+    fuses), a downsampling block whose Add joins two conv branches (+ ReLU: host steps), and the classifier head
+    GlobalAveragePool -> Flatten -> Gemm. Six kernels and three host steps in a network manifest."""
+    b = Builder(seed)
+    t = b.relu("stem_relu", b.conv("stem", "x", 3, 8, 3, stride=2, pad=1))
+    t = b.node("MaxPool", "pool", [t], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    u = b.relu("block1_relu1", b.conv("block1_conv1", t, 8, 8, 3, pad=1))
+    t = b.relu("block1_relu2", b.add("block1_add", b.conv("block1_conv2", u, 8, 8, 3, pad=1), t))
+    u = b.relu("block2_relu1", b.conv("block2_conv1", t, 8, 16, 3, stride=2, pad=1))
+    u = b.conv("block2_conv2", u, 16, 16, 3, pad=1)
+    t = b.relu("block2_relu2", b.add("block2_add", u, b.conv("block2_down", t, 8, 16, 1, stride=2)))
+    t = b.node("Flatten", "flatten", [b.node("GlobalAveragePool", "gap", [t])])
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.3, 0.3, (10, 16)).astype(np.float32), "fc_w"))
+    t = b.node("Gemm", "fc", [t, "fc_w"], transB=1)
+    return b.model("x", [1, 3, 32, 32], t)
+
+
+def qdq_network(c: int = 16, size: int = 12, seed: int = 9):
+    """A QDQ network as onnxruntime's quantizer writes one, float in and out: QuantizeLinear of the input, a 3x3
+    stem conv + ReLU (int8 per-channel weights), MaxPool between DequantizeLinear and QuantizeLinear (a host
+    step), a basic block whose residual add fuses, then DequantizeLinear -> GlobalAveragePool (host)."""
+    rng = np.random.default_rng(seed)
+    scales = {"x": (0.03, 128), "m": (0.04, 0), "a": (0.05, 0), "b": (0.06, 120), "y": (0.07, 0)}
+    inits = [item for key, (s, z) in scales.items()
+             for item in (_q(f"{key}_s", s, np.float32), _q(f"{key}_z", z, np.uint8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["x_q"], name="q_x"),
+             helper.make_node("DequantizeLinear", ["x_q", "x_s", "x_z"], ["x_f"], name="dq_x")]
+    stem = _qdq_conv(nodes, inits, rng, "stem", "x_f", 8, c, 3, "m_s", "m_z", activation="relu")
+    nodes += [helper.make_node("DequantizeLinear", [stem, "m_s", "m_z"], ["stem_dq"], name="dq_stem"),
+              helper.make_node("MaxPool", ["stem_dq"], ["pool_f"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+              helper.make_node("QuantizeLinear", ["pool_f", "m_s", "m_z"], ["pool_q"], name="q_pool"),
+              helper.make_node("DequantizeLinear", ["pool_q", "m_s", "m_z"], ["pool_dq"], name="dq_pool")]
+    a = _qdq_conv(nodes, inits, rng, "conv_a", "pool_dq", c, c, 3, "a_s", "a_z", activation="relu")
+    nodes.append(helper.make_node("DequantizeLinear", [a, "a_s", "a_z"], ["a_f"], name="dq_a"))
+    b = _qdq_conv(nodes, inits, rng, "conv_b", "a_f", c, c, 3, "b_s", "b_z")
+    nodes += [helper.make_node("DequantizeLinear", [b, "b_s", "b_z"], ["b_f"], name="dq_b"),
+              helper.make_node("DequantizeLinear", ["pool_q", "m_s", "m_z"], ["res_f"], name="dq_res"),
+              helper.make_node("Add", ["b_f", "res_f"], ["sum_f"], name="add"),
+              helper.make_node("Relu", ["sum_f"], ["sum_r"], name="add_relu"),
+              helper.make_node("QuantizeLinear", ["sum_r", "y_s", "y_z"], ["y_q"], name="q_y"),
+              helper.make_node("DequantizeLinear", ["y_q", "y_s", "y_z"], ["y_f"], name="dq_y"),
+              helper.make_node("GlobalAveragePool", ["y_f"], ["out"], name="gap")]
+    graph = helper.make_graph(nodes, "qdq_network", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                   [1, 8, size, size])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

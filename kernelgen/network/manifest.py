@@ -174,8 +174,6 @@ class _Checker:
                 if name not in tensors:
                     self.fail((where, k), f"{name!r} is not in tensors:")
         steps = [self._step(k, s, tensors) for k, s in enumerate(m.steps)]
-        if self.problems:
-            raise ConfigError(self.problems)
         self._order(steps)
         if self.problems:
             raise ConfigError(self.problems)

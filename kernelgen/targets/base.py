@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 import numpy as np
 from pydantic import BaseModel
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from ..config import Config, options_of
 from ..config_model import TargetInfo
 from ..emit import Comment, OutputFile, render, template_files
+from ..errors import KernelgenError
 from ..measure.compare import Roundoff
 from ..measure.primitives import Executable, Job, Traced  # noqa: F401 - targets import them from here
 from ..measure.records import DeviceStats, Timings
@@ -26,6 +27,9 @@ from ..measure.tensors import KernelArgs
 from ..plan import Plan
 from ..reference import HALF_UNIT_ROUNDOFF
 from ..toolstatus import ToolStatus
+
+if TYPE_CHECKING:
+    from ..network.manifest import Network
 
 
 class Target(ABC):
@@ -69,6 +73,11 @@ class Target(ABC):
         tplan = self.target_plan(config, plan)
         files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
         return Job(config=config, plan=plan, target_plan=tplan, files=files)
+
+    def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
+        """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order:
+        {file name: text}. Only a target that can call its kernels from one host program writes one."""
+        raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
 
     def binaries(self, job: Job) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the

@@ -5,6 +5,7 @@ import ctypes
 import math
 import time
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -13,8 +14,10 @@ from ...config_model import TargetInfo
 from ...emit import OutputFile
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
+from ...network.manifest import Network
 from ...toolstatus import ToolStatus
 from ..base import Executable, Job, Target, Traced
+from .network import network_files as network_driver
 from .toolchain import CFLAGS, Library, build_shared, status
 
 
@@ -83,6 +86,9 @@ class C(Target):
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
+
+    def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
+        return network_driver(network, jobs)  # network.c/.h: the kernels in order over one arena (network.py)
 
     def compile(self, job: Job, workdir: Path, device: str | None = None) -> CLibrary:
         for name, text in job.files.items():

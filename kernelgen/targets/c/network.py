@@ -1,0 +1,224 @@
+"""network.c / network.h: a whole network's c kernels run in order over one caller-provided arena.
+
+The arena's offsets come from kernelgen.network.arena (TFLite's greedy plan); this module only turns the manifest,
+the arena and each kernel's plan into rows the templates print: the tensors, the steps (a kernel call with its
+arguments ready-made, or a host step handed to the caller's callback), and the weights `<net>_pack_weights` packs.
+
+Every kernel must read and write ONNX's own layout (NCHW, unpadded): a host step and the caller see tensors as ONNX
+does, and a kernel's output is the next step's input byte for byte, with no repacking between steps. `kernelgen
+import` writes its float configs that way; anything else is a ConfigError at the config's layout key.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+
+from ...emit import TemplateError, environment
+from ...errors import KernelgenError
+from ...expr import Var
+from ...network.arena import Arena, plan_arena
+from ...network.manifest import Network, Step
+from ...plan import Plan, Tensor as PlanTensor
+from ...version import __version__
+from ..base import Job
+
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical NHWC stored as ONNX stores it
+WEIGHT_ALIGNMENT = 16  # elements: each packed weight starts on a 64-byte line, as the arena's tensors do
+TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
+# The identifiers network.h declares after `<net>_`: a kernel of the same name would clash with one.
+DECLARED = ("run", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorRow:
+    """One entry of `<net>_tensors`: every tensor a step reads or writes, in the manifest's order."""
+
+    index: int
+    name: str  # the ONNX name as a C string literal
+    comment: str  # the ONNX name, safe inside a C comment
+    dtype: str
+    shape: tuple[int, ...]
+    elements: int
+    bytes: int
+    offset: int  # bytes from the arena's start; -1: the caller's buffer
+    pointer: str  # the C expression of its address inside <net>_run (void *, const for network inputs)
+    where: str  # where it lives, for comments: "arena + 4096", "inputs[0]"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightRow:
+    """One logical weight `<net>_pack_weights` reads: logical[index], packed at `offset` elements."""
+
+    index: int
+    kernel: str
+    tensor: str  # filter1, bias1, ...
+    shape: tuple[int, ...]  # logical: OIHW filters, O biases (as ONNX stores them)
+    elements: int  # logical elements
+    packed_elements: int
+    offset: int  # elements from the packed buffer's start
+    pack: str  # the kernel's pack function
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRow:
+    index: int
+    host: bool
+    name: str  # for the steps table, a C string literal: the kernel's config name, or the host step's op types
+    function: str  # a kernel's function ("" for a host step)
+    label: str  # for comments: "kernel conv1_conv", "host MaxPool"
+    nodes: tuple[str, ...]  # the ONNX nodes it computes, as C string literals
+    node_comments: tuple[str, ...]
+    inputs: tuple[TensorRow, ...]
+    outputs: tuple[TensorRow, ...]
+    workspace_bytes: int  # a kernel's (0 for a host step)
+    workspace_offset: int  # bytes from the arena's start; -1: none
+    args: tuple[str, ...]  # a kernel's call, argument by argument
+
+
+def network_files(network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
+    """{"network.h": ..., "network.c": ...} for a network whose kernels' c jobs are `jobs` (by config name)."""
+    if not NAME.match(network.name):
+        raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
+                                         f"network.c's functions), got {network.name!r}")
+    plans = {step.index: _checked_plan(network, step, jobs) for step in network.kernels}
+    arena = plan_arena(network, {k: plan.workspace_bytes for k, plan in plans.items()})
+    tensors = _tensor_rows(network, arena)
+    weights = _weight_rows(network, plans)
+    steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena) for step in network.steps)
+    net = network.name
+    context: dict[str, Any] = dict(
+        net=net, upper=net.upper(), guard=f"KERNELGEN_{net.upper()}_NETWORK_H", arena=arena,
+        tensors=tuple(tensors.values()), weights=weights, steps=steps,
+        host_steps=tuple(s for s in steps if s.host), kernel_headers=tuple(dict.fromkeys(
+            f"{p.name}.h" for p in plans.values())),
+        inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
+        packed_elements=weights[-1].offset + weights[-1].packed_elements if weights else 0,
+        max_rank=max(len(t.shape) for t in tensors.values()), manifest=comment_text(Path(network.path).name))
+    return {Path(template).name.removesuffix(".j2"): _render(template, context) for template in TEMPLATES}
+
+
+def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan:
+    """The kernel's plan, after the checks that make it callable from network.c."""
+    config = step.config
+    if config.dtype != "float32":
+        raise config.problem("dtype", f"network.c drives float32 kernels on the c target; {config.name} is "
+                                      f"{config.dtype} (a uint8 network runs on hvx, which writes no network.c)")
+    job = jobs.get(config.name)
+    if job is None:
+        raise KernelgenError(f"network {network.name}: no c job for kernel {config.name} (step {step.index})")
+    plan = job.plan
+    net = network.name
+    if any(plan.name == f"{net}_{word}" for word in DECLARED):
+        raise config.problem("name", f"kernel {plan.name} would clash with network.h's {plan.name}: rename the "
+                                     f"kernel or the network")
+    for key, tensor in (("input.layout", plan.tensors[0]), ("output.layout", plan.tensors[-1])):
+        bound = tensor.layout
+        if bound.layout.outputs != NCHW or bound.layout.separators or bound.padding:
+            raise config.problem(key, f"network.c needs NCHW kernel boundaries (the layout ONNX, the host steps and "
+                                      f"the next kernel hold the tensor in); {config.name}'s {tensor.name} is "
+                                      f"{bound.layout.name}{' with padding' if bound.padding else ''}: give it "
+                                      f"`{key.split('.')[0]}: {{layout: NCHW}}` (kernelgen import writes that)")
+    return plan
+
+
+def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
+    rows = {}
+    for index, (name, tensor) in enumerate(network.tensors.items()):
+        if name in network.inputs:
+            offset, pointer = -1, f"inputs[{network.inputs.index(name)}]"
+        elif name in network.outputs:
+            offset, pointer = -1, f"outputs[{network.outputs.index(name)}]"
+        elif name in arena.offsets:
+            offset = arena.offsets[name]
+            pointer = f"base + {offset}"  # base: the arena, as unsigned char * (offsets are in bytes)
+        else:
+            continue  # named in tensors: but no step writes it
+        rows[name] = TensorRow(index=len(rows), name=c_string(name), comment=comment_text(name), dtype=tensor.dtype,
+                               shape=tensor.shape, elements=math.prod(tensor.shape), bytes=tensor.nbytes, offset=offset, pointer=pointer,
+                               where=pointer if offset < 0 else f"arena + {offset}")
+    return rows
+
+
+def _weight_rows(network: Network, plans: Mapping[int, Plan]) -> tuple[WeightRow, ...]:
+    """Kernel by kernel in step order, each op's filter then its bias (filter1, bias1, filter2, ...), as ONNX
+    lists a Conv's inputs."""
+    rows: list[WeightRow] = []
+    offset = 0
+    for step in network.kernels:
+        plan = plans[step.index]
+        helpers = {fn.name for fn in plan.helpers}
+        for tensor in sorted(plan.tensors[1:-1], key=_op_order):
+            pack = f"{plan.name}_pack_{tensor.name}"
+            if pack not in helpers:
+                raise KernelgenError(f"kernel {plan.name} has no {pack} (network.c packs weights through it)")
+            rows.append(WeightRow(index=len(rows), kernel=plan.name, tensor=tensor.name, shape=tensor.logical_shape,
+                                  elements=tensor.layout.logical_size, packed_elements=tensor.elements,
+                                  offset=offset, pack=pack))
+            offset += -(-tensor.elements // WEIGHT_ALIGNMENT) * WEIGHT_ALIGNMENT
+    return tuple(rows)
+
+
+def _op_order(tensor: PlanTensor) -> tuple[int, int]:
+    match = re.fullmatch(r"(filter|bias)(\d+)", tensor.name)
+    if match is None:
+        raise KernelgenError(f"network.c knows a kernel's filter<j> and bias<j> arguments, not {tensor.name!r}")
+    return int(match.group(2)), match.group(1) == "bias"
+
+
+def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], weights: tuple[WeightRow, ...],
+              arena: Arena) -> StepRow:
+    inputs = tuple(tensors[t] for t in step.inputs)
+    outputs = tuple(tensors[t] for t in step.outputs)
+    nodes = step.nodes or (tuple(step.config.source.nodes) if step.config and step.config.source else ())
+    common = dict(index=step.index, nodes=tuple(c_string(n) for n in nodes),
+                  node_comments=tuple(comment_text(n) for n in nodes), inputs=inputs, outputs=outputs)
+    if plan is None:
+        ops = ", ".join(dict.fromkeys(step.op_types)) or "nodes"
+        return StepRow(host=True, name=c_string(ops), function="", label=f"host {comment_text(ops)}", workspace_bytes=0,
+                       workspace_offset=-1, args=(), **common)
+    workspace = arena.workspaces.get(step.index, 0)
+    packed = {w.tensor: f"packed_weights + {w.offset}" for w in weights if w.kernel == plan.name}
+    pointers = {"input": f"(const float *)({inputs[0].pointer})", "output": f"(float *)({outputs[0].pointer})",
+                "workspace": f"(float *)(base + {workspace})", **packed}
+    missing = [p.name for p in plan.kernel.params if p.name not in pointers]
+    if missing:
+        raise KernelgenError(f"kernel {plan.name}: network.c has nothing to pass as {missing[0]!r}")
+    return StepRow(host=False, name=c_string(plan.name), function=plan.kernel.name, label=f"kernel {plan.name}",
+                   workspace_bytes=plan.workspace_bytes, workspace_offset=workspace,
+                   args=tuple(pointers[p.name] for p in plan.kernel.params), **common)
+
+
+def _render(template: str, context: dict[str, Any]) -> str:
+    banner = (f"/* Generated by kernelgen {__version__} from {context['manifest']} with template {template}.\n"
+              f"   Do not edit: change the manifest, its configs or the template and run `kernelgen build`. */")
+    try:
+        return environment().get_template(template).render(banner=banner, **context)
+    except jinja2.TemplateError as error:
+        raise TemplateError(f"{template}: {error}") from None
+
+
+def c_string(text: str) -> str:
+    """A C string literal of `text` (UTF-8): printable ASCII as is, the rest as octal escapes; `?` escaped, since
+    -std=c99 reads trigraphs such as ??/ inside string literals."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        if char in '"\\?':
+            out.append("\\" + char)
+        elif 0x20 <= byte < 0x7F:
+            out.append(char)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def comment_text(text: str) -> str:
+    """`text` inside a /* */ comment: one that cannot close it early, nor splice lines (no control characters)."""
+    cleaned = "".join(c if c.isprintable() else " " for c in text)
+    return cleaned.replace("*/", "*\\/").replace("/*", "/\\*")

@@ -1,0 +1,187 @@
+"""Whole networks: `kernelgen import` writes network.yaml; `kernelgen validate|bench network.yaml` run the network's
+kernels one after another on their real toolchains, host steps in onnxruntime, every boundary tensor against
+onnxruntime running the whole model; bad manifests end in exit 2 at their line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import require_tools, requires_tool
+
+import kernelgen
+from kernelgen.cli import main
+
+ONNX = ("py:onnx", "py:onnxruntime")
+TOOLS = {"c": ("gcc",), "opencl": ("py:pyopencl",), "vulkan": ("glslangValidator", "py:vulkan"),
+         "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon")}
+
+
+def _imported(tmp_path: Path, name: str, model, *extra: str) -> Path:
+    import onnx
+
+    onnx.save(model, str(tmp_path / f"{name}.onnx"))
+    result = CliRunner().invoke(main, ["import", str(tmp_path / f"{name}.onnx"), "-o", str(tmp_path / name), *extra])
+    assert result.exit_code == 0, result.output
+    assert f"network {tmp_path / name / 'network.yaml'}" in result.output
+    return tmp_path / name / "network.yaml"
+
+
+@pytest.fixture
+def small_resnet(tmp_path) -> Path:
+    import onnx_models
+
+    return _imported(tmp_path, "sr", onnx_models.small_resnet())
+
+
+@requires_tool(*ONNX)
+def test_manifest_lists_kernels_and_host_steps_in_execution_order(small_resnet):
+    network = kernelgen.load_network(small_resnet)
+    assert [(s.label, s.inputs, s.outputs) for s in network.steps] == [
+        ("stem", ("x",), ("stem_relu_out",)),
+        ("host MaxPool", ("stem_relu_out",), ("pool_out",)),
+        ("block1_conv1_to_block1_conv2", ("pool_out",), ("block1_relu2_out",)),
+        ("block2_conv1_to_block2_conv2", ("block1_relu2_out",), ("block2_conv2_out",)),
+        ("block2_down", ("block1_relu2_out",), ("block2_down_out",)),
+        ("host Add+Relu+GlobalAveragePool+Flatten+Gemm", ("block2_conv2_out", "block2_down_out"), ("fc_out",))]
+    assert network.steps[-1].nodes == ("block2_add", "block2_relu2", "gap", "flatten", "fc")
+    assert (network.inputs, network.outputs) == (("x",), ("fc_out",))
+    tensors = network.tensors
+    assert (tensors["x"].shape, tensors["stem_relu_out"].shape, tensors["block2_down_out"].shape,
+            tensors["fc_out"].shape) == ((1, 3, 32, 32), (1, 8, 16, 16), (1, 16, 4, 4), (1, 10))
+    assert {t.dtype for t in tensors.values()} == {"float32"}
+    assert tensors["pool_out"].layout == "NCHW" and tensors["fc_out"].layout is None
+
+
+@pytest.mark.parametrize("target", ["c", "opencl", "vulkan"])
+def test_float_network_runs_end_to_end_against_onnxruntime(small_resnet, target):
+    require_tools(*ONNX, *TOOLS[target])
+    runs = list(kernelgen.validate_network(kernelgen.load_network(small_resnet), target, seed=7))
+    assert len(runs) == 6 and all(r.ran for r in runs)
+    assert all(r.record.passed for r in runs if r.step.is_kernel), [r.record.detail for r in runs if r.record]
+    # two float32 implementations, each within its rounding bound of the exact result: they drift apart by a few
+    # float32 roundings per layer (measured ~1e-7 here), far below a wiring mistake's order-1 difference
+    assert all(a.relative < 1e-5 and a.passed for r in runs for a in r.agreement)
+    assert runs[-1].agreement[0].tensor == "fc_out"
+
+
+@requires_tool(*ONNX, *TOOLS["hvx"])
+def test_quantized_network_is_bit_exact_with_onnxruntime_on_hvx(tmp_path):
+    import onnx_models
+
+    manifest = _imported(tmp_path, "qn", onnx_models.qdq_network(), "--target", "hvx")
+    network = kernelgen.load_network(manifest)
+    assert [s.label for s in network.steps] == ["host QuantizeLinear", "stem", "host DequantizeLinear+MaxPool+"
+                                                "QuantizeLinear", "conv_a_to_conv_b", "host DequantizeLinear+"
+                                                "GlobalAveragePool"]
+    assert (network.tensors["pool_q"].scale, network.tensors["pool_q"].zero_point) == (pytest.approx(0.04), 0)
+    runs = list(kernelgen.validate_network(network, "hvx", seed=3))
+    assert all(r.record.passed for r in runs if r.step.is_kernel)
+    uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
+    assert len(uint8) == 4 and all(a.max_abs == 0 and a.relative == 0 for a in uint8)  # every byte onnxruntime's
+    assert runs[-1].agreement[0].max_abs == 0.0  # and so the float output, computed from them by the same nodes
+
+
+@requires_tool(*ONNX, *TOOLS["c"])
+def test_a_kernel_wired_to_the_wrong_tensor_fails_end_to_end(small_resnet):
+    # block2_down reads the pool output instead of block1's (same shape, so the manifest loads): every kernel
+    # still passes its own check, and the comparison with the whole model catches it
+    text = small_resnet.read_text()
+    wrong = text.replace('  - kernel: block2_down\n    inputs: ["block1_relu2_out"]',
+                         '  - kernel: block2_down\n    inputs: ["pool_out"]')
+    assert wrong != text
+    small_resnet.write_text(wrong)
+    result = CliRunner().invoke(main, ["validate", str(small_resnet), "--target", "c", "--seed", "1"])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1].startswith("network sr on c: FAIL")
+    down = next(line for line in result.output.splitlines() if "block2_down" in line)
+    assert " pass " in down and "(limit 0.001)" in down and float(down.split("within ")[1].split()[0]) > 0.01
+
+
+@requires_tool(*ONNX, *TOOLS["c"])
+def test_validate_json_streams_one_record_per_step(small_resnet):
+    result = CliRunner().invoke(main, ["validate", str(small_resnet), "--target", "c", "--json", "--seed", "2"])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.output.splitlines()]
+    assert [r.get("step") for r in records] == [0, 1, 2, 3, 4, 5, None]
+    assert [r.get("kind") for r in records[:6]] == ["kernel", "host", "kernel", "kernel", "kernel", "host"]
+    assert records[0]["checked"] == "chain" and records[2]["checked"] == "op-by-op" and records[0]["seed"] == 2
+    assert records[-1]["status"] == "pass" and all(r["status"] == "pass" for r in records[:6])
+    assert all(a["passed"] and a["relative"] < 1e-5 for r in records[:6] for a in r["agreement"])
+
+
+@requires_tool(*ONNX, *TOOLS["c"])
+def test_bench_network_times_every_step_beside_onnxruntime(small_resnet):
+    result = CliRunner().invoke(main, ["bench", str(small_resnet), "--target", "c", "--repeat", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    steps = report["steps"]
+    assert [s["name"] for s in steps][:3] == ["stem", "host MaxPool", "block1_conv1_to_block1_conv2"]
+    assert all(s["seconds"] > 0 for s in steps) and sum(s["share"] for s in steps) == pytest.approx(1.0)
+    assert report["seconds"] == pytest.approx(sum(s["seconds"] for s in steps))
+    stem = kernelgen.load_config(small_resnet.parent / "stem.yaml")
+    assert steps[0]["flops"] == kernelgen.plan(stem).flops == 2 * 16 * 16 * 8 * 3 * 9
+    assert report["onnxruntime_seconds"] > 0
+
+
+# ---------------------------------------------------------------- bad manifests: exit 2 at their line
+
+def _bad(manifest: Path, old: str, new: str) -> str:
+    text = manifest.read_text()
+    assert old in text
+    manifest.write_text(text.replace(old, new, 1))
+    result = CliRunner().invoke(main, ["validate", str(manifest), "--target", "c"])
+    assert result.exit_code == 2, result.output
+    return result.output
+
+
+def _line_of(manifest: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(manifest.read_text().splitlines(), start=1) if needle in line)
+
+
+@requires_tool(*ONNX)
+def test_bad_manifest_a_tensor_no_step_produces(small_resnet):
+    out = _bad(small_resnet, 'outputs: ["pool_out"]', 'outputs: ["block2_down_out"]')
+    line = _line_of(small_resnet, 'inputs: ["pool_out"]')
+    assert f"network.yaml:{line}:14: error: steps[2].inputs[0]: no step produces 'pool_out' (and it is not a " \
+           f"network input)" in out
+    assert "steps[4].outputs[0]: 'block2_down_out' is already written by step 1" in out
+
+
+@requires_tool(*ONNX)
+def test_bad_manifest_a_tensor_written_after_it_is_read(small_resnet):
+    # block2_conv1 reads block2_down's output: written later, but block2_down does not depend on block2_conv1
+    out = _bad(small_resnet, '  - kernel: block2_conv1_to_block2_conv2\n    inputs: ["block1_relu2_out"]',
+               '  - kernel: block2_conv1_to_block2_conv2\n    inputs: ["block2_down_out"]')
+    line = _line_of(small_resnet, 'inputs: ["block2_down_out"]')
+    assert f"network.yaml:{line}:14: error: steps[3].inputs[0]: 'block2_down_out' is written by step 4, after " \
+           f"this one (steps run in the listed order)" in out
+
+
+@requires_tool(*ONNX)
+def test_bad_manifest_a_cycle(small_resnet):
+    out = _bad(small_resnet, 'inputs: ["pool_out"]', 'inputs: ["block2_down_out"]')
+    line = _line_of(small_resnet, 'inputs: ["block2_down_out"]')
+    assert (f"network.yaml:{line}:14: error: steps[2].inputs[0]: a cycle: step 2 reads 'block2_down_out' from step "
+            f"4, which depends on step 2") in out
+    assert "steps[2].inputs[0]: shape mismatch" in out  # it is not block1's input shape either
+
+
+@requires_tool(*ONNX)
+def test_bad_manifest_an_unknown_tensor_and_a_shape_mismatch(small_resnet):
+    out = _bad(small_resnet, '"pool_out": {shape: [1, 8, 8, 8]', '"pool_out": {shape: [1, 8, 9, 8]')
+    line = _line_of(small_resnet, '  - kernel: block1_conv1_to_block1_conv2') + 1
+    assert (f"network.yaml:{line}:14: error: steps[2].inputs[0]: shape mismatch: 'pool_out' is [1, 8, 9, 8] in "
+            f"tensors:, but kernel block1_conv1_to_block1_conv2 reads [1, 8, 8, 8] (NCHW)") in out
+    out = _bad(small_resnet, 'outputs: ["pool_out"]', 'outputs: ["pool"]')
+    assert "steps[1].outputs[0]: 'pool' is not in tensors:" in out
+
+
+@requires_tool(*ONNX)
+def test_bad_manifest_a_missing_model_file_and_a_schema_error(small_resnet):
+    out = _bad(small_resnet, 'model: "../sr.onnx"', 'model: "../gone.onnx"')
+    assert f"network.yaml:{_line_of(small_resnet, 'model:')}:8: error: model: no such file:" in out
+    small_resnet.write_text(small_resnet.read_text().replace('model: "../gone.onnx"', 'model: "../sr.onnx"'))
+    out = _bad(small_resnet, "  - kernel: stem\n", "  - kernel: stem\n    host: [pool]\n")
+    assert "error: steps[0]: expected exactly one of kernel: (a config name) or host: (ONNX nodes)" in out
