@@ -30,14 +30,14 @@ from .measure import validate as _validate
 from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
 from .plan import Plan
 from .planner import plan
-from .report import text_report
+from .report import text_report, unfused_activation_bytes
 from .targets import TARGETS, Target, catalog
 from .targets.base import Job, file_names, templates
 from .toolstatus import ToolStatus
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
-           "jobs", "json_schema", "load_config", "load_network", "output_files", "output_names", "parse_config", "plan",
+           "jobs", "json_schema", "load_config", "load_network", "network_files", "output_files", "output_names", "parse_config", "plan",
            "roofline_chart", "run", "skipped", "stats", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
 
 Targets = Mapping[str, Target]
@@ -241,8 +241,10 @@ def fusion_coster(target: str):
             planned = plan(parse_config(text.replace("schedule: auto\n", ""), "<candidate group>"))
             refused = f"no schedule fits the budget ({error.problems[0].message.split(': the smallest')[0]})"
         budget = planned.search.budget if planned.search is not None else None
+        activations = (planned.traffic.input_bytes + planned.traffic.output_bytes,
+                       unfused_activation_bytes(planned))
         result = estimate(planned.flops, planned.executed_flops, planned.traffic.total, planned.workspace_bytes,
-                          budget, info.roofs)
+                          budget, info.roofs, activations)
         return result if not refused or result.refused else replace(result, refused=refused)
 
     return cost
@@ -282,3 +284,19 @@ def validate_network(network, target: str, seed: int | None = None):
             return None, unmeasured(config.name, target, seed, Status.FAIL, str(error))
 
     yield from execute.run_steps(network, feeds, kernel, expected)
+
+
+def network_files(network, target: str, built: Mapping[str, Job]) -> tuple[dict[str, str], str] | None:
+    """A target's driver of the whole network (c: network.c/network.h over one planned arena) and a line about
+    it; None when the target writes none (its kernels are the whole output)."""
+    from .network.arena import plan_arena
+
+    known = TARGETS[target]
+    if type(known).network_files is Target.network_files:
+        return None
+    files = known.network_files(network, built)
+    steps = {s.config.name: s.index for s in network.kernels}
+    arena = plan_arena(network, {steps[name]: job.plan.workspace_bytes for name, job in built.items()})
+    return files, (f"{network.name}: network.c runs {len(network.steps)} steps over a {arena.size_bytes:,}-byte arena "
+                   f"(each tensor and workspace alone: {arena.naive_bytes:,} bytes; the most alive at once: "
+                   f"{arena.peak_bytes:,})")

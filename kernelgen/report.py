@@ -114,7 +114,7 @@ def _search_lines(plan: Plan) -> list[str]:
     return lines
 
 
-def _unfused_activation_bytes(plan: Plan) -> int:
+def unfused_activation_bytes(plan: Plan) -> int:
     """Activation traffic of running each op as its own kernel: every intermediate written and read back."""
     elements = sum(math.prod(op.in_shape) + math.prod(op.out_shape) * (2 if op.epilogue.residual is not None else 1)
                    for op in plan.ops)
@@ -147,7 +147,7 @@ def _summary_lines(plan: Plan) -> list[str]:
                  f"{'and biases ' if any(op.epilogue.bias for op in plan.ops) else ''}{t.filter_bytes}, output "
                  f"{t.output_bytes})")
     if len(plan.ops) > 1:
-        fused, alone = t.input_bytes + t.output_bytes, _unfused_activation_bytes(plan)
+        fused, alone = t.input_bytes + t.output_bytes, unfused_activation_bytes(plan)
         lines.append(f"fusion: activations move {fused} bytes (input and output, halos included) against {alone} "
                      f"for the {len(plan.ops)} ops run one by one (each op's input and output once through "
                      f"memory): " + (f"{alone - fused} saved ({1 - fused / alone:.1%})" if fused <= alone else

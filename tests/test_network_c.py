@@ -48,6 +48,7 @@ def tiny_model() -> onnx.ModelProto:
     a = b.conv("a2", a, 16, 16, 3, pad=1)
     skip = b.conv("skip", t, 8, 16, 1, stride=2)
     t = b.relu("join_relu", b.add("join", a, skip))
+    t = b.relu("head_relu", b.conv("head", t, 16, 16, 1))
     t = b.node("Flatten", "flatten", [b.node("GlobalAveragePool", "gap", [t])])
     b.inits += [numpy_helper.from_array(b.rng.uniform(-1, 1, (16, 10)).astype(np.float32), "fc_w"),
                 numpy_helper.from_array(b.rng.uniform(-1, 1, 10).astype(np.float32), "fc_b")]
@@ -185,7 +186,9 @@ class Driver:
         self.packed, packed_address = nan_buffer(self.macro("PACKED_WEIGHTS_ELEMENTS") * 4)
         logical = [np.ascontiguousarray(w, np.float32) for w in self.logical_weights()]
         pointers = (ctypes.c_void_p * len(logical))(*(w.ctypes.data for w in logical))
-        getattr(self.lib, f"{network.name}_pack_weights")(pointers, ctypes.c_void_p(packed_address))
+        pack = getattr(self.lib, f"{network.name}_pack_weights")
+        pack.restype = None
+        pack(pointers, ctypes.c_void_p(packed_address))
         self.packed_address = packed_address
 
     def macro(self, name: str) -> int:
@@ -204,12 +207,12 @@ class Driver:
         network = self.network
         outputs = {t: np.full(network.tensors[t].shape, np.nan, network.tensors[t].dtype) for t in network.outputs}
         inputs = [np.ascontiguousarray(feeds[t]) for t in network.inputs]
-        arena, arena_address = nan_buffer(self.arena_bytes)
+        arena, arena_address = nan_buffer(self.arena_bytes)  # `arena` owns the memory until the call returns
         status = self.run_fn((ctypes.c_void_p * len(inputs))(*(a.ctypes.data for a in inputs)),
                              (ctypes.c_void_p * len(outputs))(*(a.ctypes.data for a in outputs.values())),
                              ctypes.c_void_p(arena_address), ctypes.c_void_p(self.packed_address),
                              HOST(host), None)
-        del arena
+        assert arena.size  # (kept alive through the call)
         return status, outputs
 
 
@@ -255,12 +258,14 @@ def test_network_c_matches_onnxruntime(imported, driver):
     network, _ = imported
     for seed in (1, 2):
         feeds = execute.network_input(network, seed)
+        untouched = {name: value.copy() for name, value in feeds.items()}
         want = execute.reference(network, feeds)
         host = OnnxHost(network)
         status, outputs = driver.run(feeds, host)
         assert not host.errors, host.errors
         assert status == 0
         assert host.calls == [s.index for s in network.steps if not s.is_kernel]
+        assert all(np.array_equal(feeds[name], untouched[name]) for name in feeds)  # the caller's input is read only
         # every tensor a host step received (the kernels' outputs among them), then the network's output
         for name, got in [*host.received.items(), *outputs.items()]:
             error = relative_error(got, want[name])
@@ -301,7 +306,7 @@ def test_files_are_the_same_bytes_every_time(imported):
 
 
 @pytest.mark.parametrize("key, old, new", [
-    ("input.layout", "layout: NCHW}", "layout: NHWC}"),
+    ("input.layout", "], layout: NCHW}", "], layout: NHWC}"),
     ("output.layout", "output: {layout: NCHW}", "output: {layout: nchw-4c}"),
 ])
 def test_a_kernel_boundary_not_nchw_is_a_config_error(tmp_path, key, old, new):

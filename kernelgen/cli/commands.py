@@ -92,8 +92,19 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
     Example:
       kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
     """
-    loaded = load_all(configs, targets, device)
     root = Path(out_dir)
+    if manifests_in(configs) and not list_outputs:
+        from .network import build_networks, write_all
+
+        files, notes = build_networks(configs, out_dir, targets, device)
+        make_folder(root)
+        written = write_all(root, files)
+        for note in notes:
+            click.echo(note, err=True)
+        click.echo(f"{len(files)} files for {len(configs)} network(s) in {root}/ ({written} written, "
+                   f"{len(files) - written} unchanged)", err=True)
+        return
+    loaded = load_all(configs, targets, device)
     if list_outputs:
         for config in loaded:
             for name in output_names(config, targets):

@@ -41,8 +41,14 @@ def handle_errors(fn: Callable) -> Callable:
 def load_all(paths: tuple[str, ...], targets: tuple[str, ...] = (), device: str | None = None) -> list[Config]:
     """Load every config first and report all problems together, before writing anything. With --target, the
     configs none of those targets takes (by dtype) are left out with a note; none left is a config error."""
+    from ..network.manifest import is_manifest
+
     configs, problems = [], []
-    for path in paths:
+    manifests = [p for p in paths if is_manifest(p)]
+    if manifests:
+        click.echo(f"note: {', '.join(manifests)}: a network manifest, left out among configs (give it alone to run "
+                   f"the whole network)", err=True)
+    for path in (p for p in paths if p not in manifests):
         try:
             configs.append(load_config(path))
         except ConfigError as error:

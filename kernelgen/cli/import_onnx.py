@@ -15,8 +15,15 @@ from ..onnx.fusion import DEFAULT_MAX_OPS, GroupCost
 
 def _group_line(cost: GroupCost) -> str:
     budget = f" of a {cost.budget_bytes // 1024} KiB budget" if cost.budget_bytes else " (default schedule)"
-    return (f"executed/useful FLOPs {cost.recompute:.2f}, {cost.traffic_bytes / 1e6:.2f} MB moved, workspace "
-            f"{cost.workspace_bytes / 1024:.0f} KiB{budget}, {cost.seconds * 1e6:.0f} us estimated")
+    fused, alone = cost.activation_bytes, cost.unfused_activation_bytes
+    saved = (f"activations {_size(fused)} against {_size(alone)} op by op ("
+             + (f"{_size(alone - fused)} saved), " if fused <= alone else f"{_size(fused - alone)} more), "))
+    return (f"executed/useful FLOPs {cost.recompute:.2f}, {saved}{_size(cost.traffic_bytes)} moved in all, "
+            f"workspace {cost.workspace_bytes / 1024:.0f} KiB{budget}, {cost.seconds * 1e6:.0f} us estimated")
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e6:.2f} MB" if count >= 1e6 else f"{count / 1e3:.1f} kB"
 
 
 @click.command("import")

@@ -21,11 +21,9 @@ from .common import number
 
 
 def manifests_in(paths: tuple[str, ...]) -> bool:
-    """Whether the arguments are network manifests (all of them) rather than configs; a mix is a usage error."""
-    found = [is_manifest(p) for p in paths]
-    if any(found) and not all(found):
-        raise click.UsageError("give network manifests (network.yaml) or configs, not both")
-    return bool(found) and all(found)
+    """Whether the arguments are all network manifests: the command then runs networks. In a mix (DIR/*.yaml after
+    an import) the configs are taken and the manifests left out with a note (common.load_all)."""
+    return bool(paths) and all(is_manifest(p) for p in paths)
 
 
 def load_networks(paths: tuple[str, ...], device: str | None) -> list[Network]:
@@ -197,7 +195,9 @@ def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...
             if driver is not None:
                 made, note = driver
                 files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
-                notes.append(note)
+                folders = " ".join(f"-I{Path(out_dir) / s.config.name / target}" for s in network.kernels[:2])
+                notes.append(f"{note}; it includes each kernel's header: compile it with {folders} ... (one -I per "
+                             f"kernel folder)")
     return files, notes
 
 

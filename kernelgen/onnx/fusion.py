@@ -31,6 +31,8 @@ class GroupCost:
     budget_bytes: int | None  # what schedule: auto fitted it to (None: the default schedule, no budget)
     seconds: float  # the roofline estimate
     refused: str = ""  # why the group may not be a kernel ("" : it may)
+    activation_bytes: int = 0  # the group's input and output through memory (halo and stripe reloads included)
+    unfused_activation_bytes: int = 0  # its ops run one by one: each op's input and output once
 
     @property
     def recompute(self) -> float:
@@ -55,13 +57,15 @@ class Grouping:
     cuts: frozenset[int] = field(default_factory=frozenset)  # op indices (0-based) a group must end after
 
 
-def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs) -> GroupCost:
+def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs,
+             activations: tuple[int, int] = (0, 0)) -> GroupCost:
     seconds = max(executed / roofs.flops_per_second, traffic / roofs.bytes_per_second)
     refused = ""
     if executed > MAX_RECOMPUTE * useful:
         refused = f"it would execute {executed / useful:.2f}x its useful FLOPs (at most {MAX_RECOMPUTE})"
     return GroupCost(useful_flops=useful, executed_flops=executed, traffic_bytes=traffic, workspace_bytes=workspace,
-                     budget_bytes=budget, seconds=seconds, refused=refused)
+                     budget_bytes=budget, seconds=seconds, refused=refused, activation_bytes=activations[0],
+                     unfused_activation_bytes=activations[1])
 
 
 def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tuple[Group, ...]:

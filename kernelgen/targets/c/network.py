@@ -29,9 +29,9 @@ from ..base import Job
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical NHWC stored as ONNX stores it
-WEIGHT_ALIGNMENT = 16  # elements: each packed weight starts on a 64-byte line, as the arena's tensors do
+WEIGHT_ALIGNMENT = 16  # elements: each packed weight starts a multiple of 64 bytes (a cache line) into the buffer
 TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
-# The identifiers network.h declares after `<net>_`: a kernel of the same name would clash with one.
+# What network.h declares after `<net>_` (and `network`: its include guard): a kernel of such a name would clash.
 DECLARED = ("run", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network")
 
 
@@ -56,6 +56,7 @@ class WeightRow:
     """One logical weight `<net>_pack_weights` reads: logical[index], packed at `offset` elements."""
 
     index: int
+    step: int  # the kernel step it belongs to
     kernel: str
     tensor: str  # filter1, bias1, ...
     shape: tuple[int, ...]  # logical: OIHW filters, O biases (as ONNX stores them)
@@ -129,7 +130,7 @@ def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan
 
 def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
     rows = {}
-    for index, (name, tensor) in enumerate(network.tensors.items()):
+    for name, tensor in network.tensors.items():
         if name in network.inputs:
             offset, pointer = -1, f"inputs[{network.inputs.index(name)}]"
         elif name in network.outputs:
@@ -140,8 +141,8 @@ def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
         else:
             continue  # named in tensors: but no step writes it
         rows[name] = TensorRow(index=len(rows), name=c_string(name), comment=comment_text(name), dtype=tensor.dtype,
-                               shape=tensor.shape, elements=math.prod(tensor.shape), bytes=tensor.nbytes, offset=offset, pointer=pointer,
-                               where=pointer if offset < 0 else f"arena + {offset}")
+                               shape=tensor.shape, elements=math.prod(tensor.shape), bytes=tensor.nbytes,
+                               offset=offset, pointer=pointer, where=pointer if offset < 0 else f"arena + {offset}")
     return rows
 
 
@@ -157,9 +158,9 @@ def _weight_rows(network: Network, plans: Mapping[int, Plan]) -> tuple[WeightRow
             pack = f"{plan.name}_pack_{tensor.name}"
             if pack not in helpers:
                 raise KernelgenError(f"kernel {plan.name} has no {pack} (network.c packs weights through it)")
-            rows.append(WeightRow(index=len(rows), kernel=plan.name, tensor=tensor.name, shape=tensor.logical_shape,
-                                  elements=tensor.layout.logical_size, packed_elements=tensor.elements,
-                                  offset=offset, pack=pack))
+            rows.append(WeightRow(index=len(rows), step=step.index, kernel=plan.name, tensor=tensor.name,
+                                  shape=tensor.logical_shape, elements=tensor.layout.logical_size,
+                                  packed_elements=tensor.elements, offset=offset, pack=pack))
             offset += -(-tensor.elements // WEIGHT_ALIGNMENT) * WEIGHT_ALIGNMENT
     return tuple(rows)
 
@@ -180,10 +181,10 @@ def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], w
                   node_comments=tuple(comment_text(n) for n in nodes), inputs=inputs, outputs=outputs)
     if plan is None:
         ops = ", ".join(dict.fromkeys(step.op_types)) or "nodes"
-        return StepRow(host=True, name=c_string(ops), function="", label=f"host {comment_text(ops)}", workspace_bytes=0,
-                       workspace_offset=-1, args=(), **common)
+        return StepRow(host=True, name=c_string(ops), function="", label=f"host {comment_text(ops)}",
+                       workspace_bytes=0, workspace_offset=-1, args=(), **common)
     workspace = arena.workspaces.get(step.index, 0)
-    packed = {w.tensor: f"packed_weights + {w.offset}" for w in weights if w.kernel == plan.name}
+    packed = {w.tensor: f"packed_weights + {w.offset}" for w in weights if w.step == step.index}
     pointers = {"input": f"(const float *)({inputs[0].pointer})", "output": f"(float *)({outputs[0].pointer})",
                 "workspace": f"(float *)(base + {workspace})", **packed}
     missing = [p.name for p in plan.kernel.params if p.name not in pointers]
