@@ -244,7 +244,7 @@ def fusion_coster(target: str):
         activations = (planned.traffic.input_bytes + planned.traffic.output_bytes,
                        unfused_activation_bytes(planned))
         result = estimate(planned.flops, planned.executed_flops, planned.traffic.total, planned.workspace_bytes,
-                          budget, info.roofs, activations)
+                          budget, info.roofs, activations, config.dtype)
         return result if not refused or result.refused else replace(result, refused=refused)
 
     return cost

@@ -100,7 +100,7 @@ def test_a_target_without_roofs_keeps_each_chain_whole_and_says_so(tmp_path):
     result, paths = _import(tmp_path, "--target", "opencl")
     assert result.exit_code == 0, result.output
     assert len(paths) == 1 and len(load_config(paths[0]).ops) == 12
-    assert "the opencl target has no device roofs" in result.output
+    assert "the opencl target has no fusion cost: it runs one kernel per conv2d" in result.output
 
 
 @requires_tool("py:onnx")

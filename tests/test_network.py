@@ -185,3 +185,31 @@ def test_bad_manifest_a_missing_model_file_and_a_schema_error(small_resnet):
     small_resnet.write_text(small_resnet.read_text().replace('model: "../gone.onnx"', 'model: "../sr.onnx"'))
     out = _bad(small_resnet, "  - kernel: stem\n", "  - kernel: stem\n    host: [pool]\n")
     assert "error: steps[0]: expected exactly one of kernel: (a config name) or host: (ONNX nodes)" in out
+
+
+@requires_tool(*ONNX)
+def test_quantized_chains_are_grouped_by_cost_on_hvx(tmp_path):
+    import onnx_models
+
+    manifest = _imported(tmp_path, "ql", onnx_models.qlinear_chain())
+    configs = sorted(p.name for p in manifest.parent.glob("*.yaml") if p.name != "network.yaml")
+    assert configs == ["qconv1_to_qconv2.yaml"]  # fused: no recompute (1x1 after 3x3), less traffic
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "ql.onnx"), "-o", str(tmp_path / "ql1"),
+                                       "--max-group-ops", "1"])
+    assert result.exit_code == 0, result.output
+    assert "executed/useful FLOPs 1.00, activations" in result.output and "of a 8192 KiB budget" in result.output
+    network = kernelgen.load_network(tmp_path / "ql1" / "network.yaml")
+    assert [(s.label, s.inputs, s.outputs) for s in network.steps] == [
+        ("qconv1", ("x",), ("qconv1_out",)), ("qconv2", ("qconv1_out",), ("qconv2_out",))]
+    # a residual add of the chain's input pins its block: --max-group-ops 1 cannot split it, and says why
+    result = CliRunner().invoke(main, ["import", str(_save(onnx_models.qdq_resnet_block(), tmp_path / "qr.onnx")),
+                                       "-o", str(tmp_path / "qr"), "--max-group-ops", "1"])
+    assert result.exit_code == 0, result.output
+    assert "conv1_to_conv2: one kernel although more than --max-group-ops 1 ops" in result.output
+
+
+def _save(model, path: Path) -> Path:
+    import onnx
+
+    onnx.save(model, str(path))
+    return path

@@ -60,7 +60,8 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
                                  param_hint="--target")
     try:
         chosen = tuple(dict.fromkeys(targets))
-        fusion = Fusion(coster=fusion_coster(chosen[0]), max_ops=max_ops, cut_after=frozenset(cuts))
+        fusion = Fusion(coster=fusion_coster(chosen[0]), max_ops=max_ops, cut_after=frozenset(cuts),
+                        quant_coster=fusion_coster("hvx") if "hvx" in TARGETS else None)
         imported = import_model(model, out_dir, chosen, fusion)
         for config in imported.configs:
             path = Path(out_dir) / f"{config.name}.yaml"
@@ -75,8 +76,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             write_if_changed(path, imported.manifest)
             click.echo(f"network {path}: {len(imported.configs)} kernel(s) and the host steps between them, in order")
         if fusion.coster is None and any("dtype: uint8" not in c.text for c in imported.configs):
-            click.echo(f"note: the {chosen[0]} target has no device roofs to estimate with yet: each float chain "
-                       f"the graph allows is one kernel (--target c cuts by cost, and takes --max-group-ops and --cut)")
+            click.echo(f"note: the {chosen[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "
+                       f"in device memory), so a chain costs the same however it is cut; each chain the graph allows "
+                       f"is one config (--target c or hvx cut by cost, and take --max-group-ops and --cut)")
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)

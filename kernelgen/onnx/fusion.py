@@ -58,8 +58,8 @@ class Grouping:
 
 
 def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs,
-             activations: tuple[int, int] = (0, 0)) -> GroupCost:
-    seconds = max(executed / roofs.flops_per_second, traffic / roofs.bytes_per_second)
+             activations: tuple[int, int] = (0, 0), dtype: str = "float32") -> GroupCost:
+    seconds = max(executed / roofs.ops_per_second(dtype), traffic / roofs.bytes_per_second)
     refused = ""
     if executed > MAX_RECOMPUTE * useful:
         refused = f"it would execute {executed / useful:.2f}x its useful FLOPs (at most {MAX_RECOMPUTE})"

@@ -65,6 +65,7 @@ class Fusion:
     coster: GroupCoster | None = None
     max_ops: int = DEFAULT_MAX_OPS
     cut_after: frozenset[str] = frozenset()  # node names (or first outputs) a group must end at
+    quant_coster: GroupCoster | None = None  # quantized chains: their (hvx) configs' cost
 
 
 def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...] = ("c",),
@@ -87,15 +88,18 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
             why_not[index] = quantized
             continue
         if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
-            qops = _qgroup(graph, quantized)
-            members = [m for op in qops for m in op.members]
-            taken.update(members)
-            name = _unique(_name_of(graph, qops[0].start, qops[-1].start, len(qops)), names)
-            ids = tuple(node_id(graph.nodes[m]) for m in sorted(members))
+            qchain = _qgroup(graph, quantized)
+            taken.update(m for op in qchain for m in op.members)
             model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-            configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids), nodes=ids,
-                                          input=qops[0].in_q, output=qops[-1].out_q, members=tuple(sorted(members)),
-                                          layout=QUANT_LAYOUT))
+            for group in _qsplit(graph, qchain, model_path, fusion):
+                qops = qchain[group.start:group.stop]
+                members = tuple(sorted({m for op in qops for m in op.members}))
+                name = _unique(_name_of(graph, qops[0].start, qops[-1].start, len(qops)), names)
+                ids = tuple(node_id(graph.nodes[m]) for m in members)
+                configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids),
+                                              nodes=ids, group=group.cost, input=qops[0].in_q, output=qops[-1].out_q,
+                                              members=members, layout=QUANT_LAYOUT))
+                notes += _group_notes(name, group)
             continue
         conv = graph.conv(index)
         if isinstance(conv, str):
@@ -113,11 +117,7 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
             configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
                                           nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
                                           output=ops[-1].out, members=members))
-            if group.despite:
-                notes.append(f"{name}: one kernel although {group.despite}: no other cut keeps each residual "
-                             f"with its source")
-            if group.not_fused_with_next:
-                notes.append(f"{name}: not fused with the next group: {group.not_fused_with_next}")
+            notes += _group_notes(name, group)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and n.op_type != "Constant")
     manifest, why = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
@@ -175,6 +175,34 @@ def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops:
     if source and any(s != (1, 1) for s in strides):
         return None
     return source
+
+
+def _group_notes(name: str, group: Group | _Whole) -> list[str]:
+    notes = []
+    if group.despite:
+        notes.append(f"{name}: one kernel although {group.despite}: no other cut keeps each residual with its source")
+    if group.not_fused_with_next:
+        notes.append(f"{name}: not fused with the next group: {group.not_fused_with_next}")
+    return notes
+
+
+def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion) -> tuple[Group, ...] | list:
+    """A quantized chain's groups, chosen by cost on hvx like a float chain's (the whole chain without a coster).
+    A folded residual adds the chain's own input: its op's group must start the chain."""
+    if fusion.quant_coster is None:
+        return [_Whole(0, len(chain))]
+    cut_ops = frozenset(k for k, op in enumerate(chain) if any(node_id(graph.nodes[m]) in fusion.cut_after
+                                                                 for m in op.members))
+
+    def fusable(start: int, stop: int) -> str:
+        needs = next((k for k in range(start, stop) if chain[k].residual is not None and start > 0), None)
+        return "" if needs is None else (f"op {needs + 1} adds the chain's input (a kernel's residual is its own "
+                                         f"input)")
+
+    def cost(start: int, stop: int) -> GroupCost:
+        return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, ()))
+
+    return choose(len(chain), fusable, Grouping(cost=cost, max_ops=fusion.max_ops, cuts=cut_ops))
 
 
 def _sub(chain: list[_Op], start: int, stop: int) -> list[_Op]:
@@ -316,6 +344,7 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
         keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
                                                  f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", "targets: [hvx]",
-              f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}"]
+    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", "targets: [hvx]"]
+    if nodes:  # a candidate group being costed has no source: it is planned, never run
+        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}")
     return "\n".join(lines) + "\n"

@@ -22,7 +22,7 @@ from ...plan import Plan
 from ...toolstatus import ToolStatus
 from ..base import Job, Target
 from .names import NAMES
-from .options import NAME, HvxModel, default_budget
+from .options import HVX_ROOFS, NAME, HvxModel, default_budget
 from .plan import HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
 from .toolchain import status
@@ -40,7 +40,7 @@ class Hvx(Target):
     def info(self) -> TargetInfo:
         # `schedule: auto` fits the splits to the VTCM when the hvx target builds the config.
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model,
-                          default_budget=default_budget)
+                          default_budget=default_budget, roofs=HVX_ROOFS)
 
     def target_plan(self, config: Config, plan: Plan) -> HvxPlan:
         return hvx_plan(config, plan)

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from ...config import Config, options_of
 from ...config_model import Count, StrictModel
+from ...roofs import Roofs
 
 NAME = "hvx"
 
@@ -41,3 +42,13 @@ def default_budget(options: HvxModel) -> tuple[int, str]:
 
 def hvx_options(config: Config) -> HvxModel:
     return options_of(config, NAME)
+
+
+# The importer's fusion estimate on hvx (onnx/fusion.py ranks groupings with it; only the balance of compute and
+# bandwidth matters there, not the clock). uint8: 256 multiply-adds per packet, the vrmpy limit the dense uint8
+# kernel is measured against (issue 30: 178-196 reached); float: one 32-lane qf32 multiply-add per packet; one
+# packet per cycle at an assumed 1 GHz; main memory to VTCM at an assumed 10 GB/s. Estimates, not measurements:
+# no device is here to measure them.
+HVX_ROOFS = Roofs(flops_per_second=64e9, int8_ops_per_second=512e9, bytes_per_second=10e9,
+                  source="hvx estimate: 256 uint8 MACs or 32 qf32 FMAs per packet at an assumed 1 GHz, an assumed "
+                         "10 GB/s from DDR to VTCM")
