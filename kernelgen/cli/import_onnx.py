@@ -22,6 +22,14 @@ def _group_line(cost: GroupCost) -> str:
             f"workspace {cost.workspace_bytes / 1024:.0f} KiB{budget}, {cost.seconds * 1e6:.0f} us estimated")
 
 
+def _quantized_coster():
+    """The cost of a quantized group on the target that takes uint8 configs (the importer writes them for it)."""
+    from ..api import fusion_coster
+
+    takes = next((name for name, target in TARGETS.items() if "uint8" in target.dtypes), None)
+    return fusion_coster(takes) if takes else None
+
+
 def _size(count: int) -> str:
     return f"{count / 1e6:.2f} MB" if count >= 1e6 else f"{count / 1e3:.1f} kB"
 
@@ -61,7 +69,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
     try:
         chosen = tuple(dict.fromkeys(targets))
         fusion = Fusion(coster=fusion_coster(chosen[0]), max_ops=max_ops, cut_after=frozenset(cuts),
-                        quant_coster=fusion_coster("hvx") if "hvx" in TARGETS else None)
+                        quant_coster=_quantized_coster())
         imported = import_model(model, out_dir, chosen, fusion)
         for config in imported.configs:
             path = Path(out_dir) / f"{config.name}.yaml"

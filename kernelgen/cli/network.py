@@ -139,7 +139,7 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
             rows.append({"step": step.index, "kind": "host", "name": step.label, "seconds": statistics.median(times),
                          "flops": 0, "executed_flops": 0, "bytes": 0})
     total = sum(r["seconds"] for r in rows if r["seconds"] == r["seconds"])
-    reference = _onnxruntime_time(network, feeds, repeat) if target == "c" else None
+    reference = _onnxruntime_time(network, feeds, repeat)  # this host's CPU, beside whatever device ran the kernels
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(total),
                                "onnxruntime_seconds": number(reference[0]) if reference else None,
