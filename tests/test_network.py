@@ -81,6 +81,14 @@ def test_quantized_network_is_bit_exact_with_onnxruntime_on_hvx(tmp_path):
     uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
     assert len(uint8) == 4 and all(a.max_abs == 0 and a.relative == 0 for a in uint8)  # every byte onnxruntime's
     assert runs[-1].agreement[0].max_abs == 0.0  # and so the float output, computed from them by the same nodes
+    # bench: QEMU counts packets instead of a clock; each kernel's share is among the counted kernels
+    result = CliRunner().invoke(main, ["bench", str(manifest), "--repeat", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    kernels = [s for s in report["steps"] if s["kind"] == "kernel"]
+    assert [s["name"] for s in kernels] == ["stem", "conv_a_to_conv_b"] and all(s["seconds"] is None for s in kernels)
+    assert report["counted_packets"] == sum(s["packets"] for s in kernels) > 0
+    assert sum(s["share"] for s in kernels) == pytest.approx(1.0)
 
 
 @requires_tool(*ONNX, *TOOLS["c"])

@@ -116,47 +116,58 @@ def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str
 
 
 def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> None:
+    """Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
+    A kernel measured by counters instead of a clock (hvx under QEMU: packets) is shown by them, its share among
+    the counted kernels; the network's time is then the host steps' alone and says so."""
     from ..network import execute
 
     feeds = execute.network_input(network, 0)
-    values = dict(feeds)
     expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
     rows = []
     for step in network.steps:
         if step.config is not None:
             job = jobs(step.config, (target,))[target]
             row = bench_job(TARGETS[target], job, BenchOptions(repeat=repeat))[0]
-            traffic = job.plan.traffic.total
             rows.append({"step": step.index, "kind": "kernel", "name": step.label, "seconds": row.seconds,
-                         "flops": row.flops, "executed_flops": job.plan.executed_flops, "bytes": traffic})
+                         "flops": row.flops, "executed_flops": job.plan.executed_flops, "bytes": job.plan.traffic.total,
+                         "packets": row.metrics.get("packets")})
         else:
             host = execute.host_runner(network, step)
             times = []
             for _ in range(repeat):
                 start = time.perf_counter()
-                host(expected | values)
+                host(expected | feeds)
                 times.append(time.perf_counter() - start)
             rows.append({"step": step.index, "kind": "host", "name": step.label, "seconds": statistics.median(times),
-                         "flops": 0, "executed_flops": 0, "bytes": 0})
-    total = sum(r["seconds"] for r in rows if r["seconds"] == r["seconds"])
+                         "flops": 0, "executed_flops": 0, "bytes": 0, "packets": None})
+    timed = [r for r in rows if r["seconds"] == r["seconds"]]
+    total = sum(r["seconds"] for r in timed)
+    packets = sum(r["packets"] or 0 for r in rows if r["seconds"] != r["seconds"])
     reference = _onnxruntime_time(network, feeds, repeat)  # this host's CPU, beside whatever device ran the kernels
+    for r in rows:
+        counted = r["seconds"] != r["seconds"]
+        r["share"] = (r["packets"] or 0) / packets if counted and packets else (r["seconds"] / total if total and
+                                                                                 not counted else None)
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(total),
-                               "onnxruntime_seconds": number(reference[0]) if reference else None,
-                               "steps": [{**r, "seconds": number(r["seconds"]),
-                                          "share": number(r["seconds"] / total if total else None)} for r in rows]},
-                              indent=2))
+                               "counted_packets": packets or None, "onnxruntime_seconds": number(reference[0]),
+                               "steps": [{**r, "seconds": number(r["seconds"]), "share": number(r["share"])}
+                                         for r in rows]}, indent=2))
         return
     click.echo(f"network {network.name} on {target}: {len(rows)} steps")
     for r in rows:
         seconds = r["seconds"]
+        if seconds != seconds:  # counters, no clock
+            what = f"{r['packets']:>12,.0f} packets {r['share']:6.1%} of the kernels'" if r["packets"] else "not timed"
+            click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {what}  {r['flops'] / 2 / r['packets']:7.1f} "
+                       f"useful MACs/packet" if r["packets"] else f"  [{r['step'] + 1:>3}] {r['name']:<52} {what}")
+            continue
         rates = (f"{r['flops'] / seconds / 1e9:7.2f} GFLOP/s {r['bytes'] / seconds / 1e9:6.2f} GB/s"
-                 if r["kind"] == "kernel" and seconds > 0 else " " * 30)
-        click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {seconds * 1e3:9.3f} ms {seconds / total:6.1%}  {rates}")
-    line = f"  whole network: {total * 1e3:.2f} ms"
-    if reference:
-        line += f"; onnxruntime {reference[1]} on the same model: {reference[0] * 1e3:.2f} ms ({total / reference[0]:.2f}x)"
-    click.echo(line)
+                 if r["kind"] == "kernel" and seconds > 0 else "")
+        click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {seconds * 1e3:9.3f} ms {r['share']:6.1%}  {rates}")
+    counted = f" (host steps; the kernels: {packets:,.0f} packets counted by the simulator)" if packets else ""
+    click.echo(f"  whole network: {total * 1e3:.2f} ms{counted}; onnxruntime {reference[1]} on the same model: "
+               f"{reference[0] * 1e3:.2f} ms" + (f" ({total / reference[0]:.2f}x)" if not packets else ""))
 
 
 def _onnxruntime_time(network: Network, feeds, repeat: int) -> tuple[float, str]:
