@@ -17,8 +17,9 @@ from pydantic import BaseModel, ValidationError
 
 import kernelgen.config_model as M
 import kernelgen.epilogue_config as epilogue_config
+import kernelgen.schedule_config as schedule_config
 from .errors import ConfigError, ConfigProblem
-from .plan import Epilogue, Halo, Pipeline
+from .plan import Epilogue, Halo, LoopOrder, Pipeline
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
@@ -70,6 +71,13 @@ class Schedule:
     # input-channel chunks of a single op (None: fitted to the budget, or 1); c_block channels per chunk
     c_split: int | None = 1
     c_block: int = 0  # 0: the whole input
+    # the stripe loop order (None: the budget search picks one of `orders`); the targets that ignore it (a kernel
+    # per conv); k_block_open: no k_block given nor a channel block in the output layout, so the search may lower
+    # it for rows_outer, where the channel block sizes only the filter cache
+    order: LoopOrder | None = LoopOrder.CHANNELS_OUTER
+    orders: tuple[LoopOrder, ...] = (LoopOrder.CHANNELS_OUTER,)
+    order_ignored_by: tuple[str, ...] = ()
+    k_block_open: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,20 +339,6 @@ class _Checker:
             return (values[0], values[1], values[0], values[1])
         return values  # type: ignore[return-value]
 
-    def default_budget(self) -> tuple[int | None, str]:
-        """`auto`'s budget: from the config's own targets that run the stripe caches and define one (hvx: its VTCM
-        size; c: a CPU core's L2), the smallest when there are several; the source names the target it came
-        from. A config none of whose targets runs the caches (opencl, vulkan: a kernel per conv) keeps its splits
-        as given."""
-        budgets = [(info.name, *info.default_budget(getattr(self.model, info.name, None)))
-                   for info in self.catalog if info.default_budget is not None and info.name in self.model.targets]
-        if not budgets:
-            return None, ""
-        name, budget, source = min(budgets, key=lambda b: b[1])
-        others = [f"{n} {b}" for n, b, _ in budgets if n != name]
-        return budget, source + (f"; the smallest of the targets' budgets ({', '.join(others)} bytes)" if others
-                                 else "")
-
     def schedule(self, ops: list[Conv2d], out_hw: tuple[int, int]) -> Schedule | None:
         auto = self.model.schedule == "auto"
         s = M.ScheduleModel() if auto else self.model.schedule
@@ -357,7 +351,7 @@ class _Checker:
         k_split, h_split, w_split = optional("k_split"), optional("h_split"), optional("w_split")
         budget, source = None, ""
         if auto or s.budget == "auto":
-            budget, source = self.default_budget()
+            budget, source = schedule_config.default_budget(self.catalog, self.model)
         elif s.budget is not None:
             budget = self.positive(("schedule", "budget"), int(s.budget), fields["budget"].description)[0]
             source = "schedule.budget"
@@ -401,26 +395,31 @@ class _Checker:
             self.problem(("schedule", "halo"), "expected 'reload' with pipeline: double_buffer (the prefetch of "
                                                "stripe i+1 would overwrite the ring rows stripe i still reads); "
                                                "choose one of the two")
-        c_split, c_block = self.channel_split(optional("c_split"), ops, s, budget is not None)
+        order, orders, ignored = schedule_config.loop_order(self.problem, s.order, auto, budget, self.model.targets,
+                                                            self.catalog, len(ops))
+        c_split, c_block = self.channel_split(optional("c_split"), ops, s, budget is not None, order)
         if budget is None:
             k_split, h_split = k_split or 1, h_split or 1
         return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, w_split=w_split,
                         w_block=w_block, budget=budget, budget_source=source, pipeline=Pipeline(s.pipeline), halo=Halo(s.halo),
-                        c_split=c_split, c_block=c_block)
+                        c_split=c_split, c_block=c_block, order=order, orders=orders, order_ignored_by=ignored,
+                        k_block_open=optional("k_block") is None and out_layout.block_factor("c") is None)
 
-    def channel_split(self, c_split: int | None, ops: list[Conv2d], s: M.ScheduleModel, fitted: bool
-                      ) -> tuple[int | None, int]:
+    def channel_split(self, c_split: int | None, ops: list[Conv2d], s: M.ScheduleModel, fitted: bool,
+                      order: LoopOrder | None) -> tuple[int | None, int]:
         """(c_split, channels per chunk): chunks of whole channel blocks of the input layout, c_split of them
-        exactly. Only a single op without a pipeline or halo ring splits (None: the search may)."""
+        exactly. Only a single op without a pipeline or halo ring splits (None: the search may), in channels_outer
+        order (rows_outer's channel blocks take turns in the output cache that holds a chunk's partial sums)."""
         layout = self.model_input_layout
         channels, block = self.shapes[0][3], _block_factor(layout, "c", 1) if layout is not None else 1
         blocks = math.ceil(channels / block)
-        alone = len(ops) == 1 and s.pipeline == "none" and s.halo == "reload" and ops[0].groups == 1
+        alone = (len(ops) == 1 and s.pipeline == "none" and s.halo == "reload" and ops[0].groups == 1
+                 and order is LoopOrder.CHANNELS_OUTER)
         if c_split is None:
             return (None if fitted and alone else 1), 0
         if c_split > 1 and not alone:
             self.problem(("schedule", "c_split"), "expected 1: input channels split only for a single dense op "
-                                                  "without pipeline or halo reuse")
+                                                  "without pipeline or halo reuse, in order channels_outer")
         elif blocks % c_split:
             self.problem(("schedule", "c_split"), f"expected a divisor of the input's {blocks} channel blocks of "
                                                   f"{block}, got {c_split}")

@@ -152,6 +152,12 @@ class ScheduleModel(StrictModel):
     halo: Literal["reload", "reuse"] = Field(
         default="reload", description="'reload' or 'reuse': keep the input rows two vertically adjacent stripes "
                                       "share in a ring buffer and load only the new rows")
+    order: Literal["channels_outer", "rows_outer", "auto"] = Field(
+        default="channels_outer", description="'channels_outer' (seed 000: the last op's output-channel stripes "
+                                              "outermost, earlier ops rerun for each), 'rows_outer' (row stripes "
+                                              "outermost, the last op's channel blocks inside each: earlier ops run "
+                                              "once per row stripe) or 'auto' (the budget search picks the one with "
+                                              "less traffic; needs a budget)")
 
 
 class QuantModel(StrictModel):
@@ -215,6 +221,9 @@ class TargetInfo:
     # `schedule: auto` and `budget: auto` ask the one target that has one: options -> (bytes, where from)
     default_budget: Callable[[BaseModel], tuple[int, str]] | None = None
     roofs: Roofs | None = None  # the device's compute and bandwidth limits, for the importer's fusion estimate
+    # schedule.order values whose stripe loops it renders; None: it runs no stripe loops (a kernel per conv), so
+    # the order does not apply to it
+    loop_orders: tuple[str, ...] | None = ("channels_outer",)
 
 
 Catalog = tuple[TargetInfo, ...]

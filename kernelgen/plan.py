@@ -30,6 +30,13 @@ class Pipeline(TextEnum):
     DOUBLE_BUFFER = "double_buffer"  # seed 001's: stripe s + 1 loads and s - 1 stores while s computes
 
 
+class LoopOrder(TextEnum):
+    """Which stripe loop is outermost for a chain (the loop nest the plan writes and every count follows)."""
+
+    CHANNELS_OUTER = "channels_outer"  # seed 000's: ko_outer outside ho_outer; earlier ops rerun per channel stripe
+    ROWS_OUTER = "rows_outer"  # ho_outer outside; the last op's channel blocks loop inside each row stripe
+
+
 class Halo(TextEnum):
     RELOAD = "reload"  # every stripe loads its whole input window
     REUSE = "reuse"  # the rows two stripes share stay in a ring
@@ -186,10 +193,15 @@ class StripeParts:
     pipeline: Pipeline
     ctype: str  # element type of the cache pointers
     chunks: int = 1  # input-channel chunks (schedule.c_split): load and compute run once per chunk
+    # rows_outer: the stripes are rows x columns; compute holds the last op's channel loop (ko_outer) with its
+    # write-back, and store is empty
+    order: LoopOrder = LoopOrder.CHANNELS_OUTER
 
     @property
     def count(self) -> int:
-        return self.batch * self.ko_extent * self.ho_extent * self.wo_extent
+        """Stripes the loops (or the pipeline) walk: a channel stripe is one only under channels_outer."""
+        channels = self.ko_extent if self.order is LoopOrder.CHANNELS_OUTER else 1
+        return self.batch * channels * self.ho_extent * self.wo_extent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,6 +321,7 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     c_split: int = 1  # input-channel chunks per stripe (c_block channels each)
     c_block: int = 0
+    order: LoopOrder = LoopOrder.CHANNELS_OUTER
 
     @property
     def workspace_bytes(self) -> int:

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .plan import Block, Guard, Halo, Loop, Node, Pipeline, Plan, Section, Stmt
+from .plan import Block, Guard, Halo, Loop, LoopOrder, Node, Pipeline, Plan, Section, Stmt
 
 
 def _shape(values: tuple[int, ...]) -> str:
@@ -93,8 +93,11 @@ def _schedule_text(plan: Plan) -> str:
     width = f"w_split={plan.w_split} w_block={plan.w_block}" if plan.w_split else "full width"
     ko, ho, wo = plan.stripe_counts
     chunks = f" c_split={plan.c_split} (chunks of {plan.c_block} input channels)" if plan.c_split > 1 else ""
-    return (f"k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block} {width}{chunks}; "
-            f"{ko * ho * wo} stripe(s) = {ko} x {ho} x {wo} (channels x rows x columns)")
+    head = f"k_split={plan.k_split} h_split={plan.h_split} k_block={plan.k_block} h_block={plan.h_block} {width}{chunks}; "
+    if plan.order is LoopOrder.ROWS_OUTER:
+        return (head + f"order rows_outer: {ho * wo} row stripe(s) = {ho} x {wo} (rows x columns), each computing "
+                       f"the last op's output channels in {ko} block(s) of {plan.k_split * plan.k_block}")
+    return head + f"{ko * ho * wo} stripe(s) = {ko} x {ho} x {wo} (channels x rows x columns)"
 
 
 def _search_lines(plan: Plan) -> list[str]:
@@ -102,14 +105,18 @@ def _search_lines(plan: Plan) -> list[str]:
     if search is None:
         return []
     c = search.chosen
+
+    def fitted(candidate) -> str:  # what else the search chose besides the splits
+        return (f"{f' c_split={candidate.c_split}' if 'c_split' in search.fitted else ''}"
+                f"{f' order={candidate.order}' if 'order' in search.fitted else ''}"
+                f"{f' k_block={candidate.k_block}' if 'k_block' in search.fitted else ''}")
+
     lines = [f"budget: {search.budget} bytes ({search.budget_source}); fitted {', '.join(search.fitted) or 'nothing'} "
              f"over {search.tried} candidates; chose k_split={c.k_split} h_split={c.h_split} w_split={c.w_split}"
-             f"{f' c_split={c.c_split}' if 'c_split' in search.fitted else ''}: "
-             f"{c.stripes} stripe(s), caches {c.workspace_bytes} bytes, traffic {c.traffic_bytes} bytes"]
+             f"{fitted(c)}: {c.stripes} stripe(s), caches {c.workspace_bytes} bytes, traffic {c.traffic_bytes} bytes"]
     for other in (*search.runners_up, *search.too_big):
         lines.append(f"  runner-up k_split={other.k_split} h_split={other.h_split} w_split={other.w_split}"
-                     f"{f' c_split={other.c_split}' if 'c_split' in search.fitted else ''}: "
-                     f"{other.stripes} stripe(s), caches {other.workspace_bytes} bytes, traffic "
+                     f"{fitted(other)}: {other.stripes} stripe(s), caches {other.workspace_bytes} bytes, traffic "
                      f"{other.traffic_bytes} bytes: {other.verdict}")
     return lines
 
@@ -213,11 +220,13 @@ def json_report(plan: Plan) -> dict[str, Any]:
         "name": plan.name, "config": plan.config_path, "dtype": plan.dtype,
         "schedule": {"k_split": plan.k_split, "h_split": plan.h_split, "w_split": plan.w_split,
                      "k_block": plan.k_block, "h_block": plan.h_block, "w_block": plan.w_block,
-                     "stripes": list(plan.stripe_counts), "pipeline": plan.pipeline, "halo": plan.halo},
+                     "stripes": list(plan.stripe_counts), "pipeline": plan.pipeline, "halo": plan.halo,
+                     "order": plan.order},
         "search": None if plan.search is None else {
             "budget": plan.search.budget, "budget_source": plan.search.budget_source,
             "fitted": list(plan.search.fitted), "tried": plan.search.tried,
             "candidates": [{"k_split": c.k_split, "h_split": c.h_split, "w_split": c.w_split, "stripes": c.stripes,
+                            "order": c.order, "k_block": c.k_block,
                             "workspace_bytes": c.workspace_bytes, "traffic_bytes": c.traffic_bytes,
                             "executed_flops": c.executed_flops, "verdict": c.verdict}
                            for c in (plan.search.chosen, *plan.search.runners_up, *plan.search.too_big)]},

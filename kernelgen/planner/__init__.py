@@ -8,6 +8,12 @@ its output channels (its own ko_outer_<j> loop, each step reading k_split filter
 into the shared filter cache) into a temp-output cache; then the last op into the output
 cache, and write that back.
 
+schedule.order: rows_outer turns the order around for chains: row stripes outermost (ho_outer),
+every earlier op over all its channels once per row stripe, then the last op's channel blocks
+in a ko_outer loop inside the stripe, each block's filter read, compute and write-back in turn
+(the output cache still holds one block). Earlier ops then run once per row stripe (only halo
+rows are recomputed) and the input is loaded once; every filter is read once per row stripe.
+
 Two schedule options change the stripe loop (seed 001):
 - pipeline: double_buffer flattens the stripes into one loop whose step s loads stripe
   s + 1 into the other input cache, computes stripe s and stores stripe s - 1, with a
@@ -26,7 +32,7 @@ from dataclasses import replace
 
 from ..config import Config
 from ..layout import PadKind, parse_layout
-from ..plan import Cache, Function, Halo, Node, OpGeometry, Param, Pipeline, Plan, StripeParts, Tensor
+from ..plan import Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeParts, Tensor
 from .builder import StripeBuilder
 from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, allocate, geometry, shapes, stripes,
                        windows, workspace_elements)
@@ -46,10 +52,11 @@ ZERO = {"float32": "0.0f", "float16": "0.0f", "uint8": "0"}
 
 
 def fitted_config(config: Config, plan: Plan) -> Config:
-    """The config with the splits the plan chose (fitted to a budget or given), for targets that re-derive
-    the stripe geometry."""
+    """The config with the splits, channel block and loop order the plan chose (fitted to a budget or given), for
+    targets that re-derive the stripe geometry."""
     return replace(config, schedule=replace(config.schedule, k_split=plan.k_split, h_split=plan.h_split,
-                                            w_split=plan.w_split, c_split=plan.c_split, c_block=plan.c_block))
+                                            w_split=plan.w_split, c_split=plan.c_split, c_block=plan.c_block,
+                                            k_block=plan.k_block, order=plan.order, orders=(plan.order,)))
 
 
 def plan(config: Config) -> Plan:
@@ -85,11 +92,14 @@ def plan(config: Config) -> Plan:
                layout=config.ops[j - 1].output_layout.bind(shape_list[j])) for j in range(1, n_ops))
 
     b = StripeBuilder(config, shape_list, cut, geo, win, tensors, ctype, zero)
-    parts = StripeParts(load=b.load(), compute=b.compute(), store=b.store(), ko_extent=cut.ko_extent,
+    assert s.order is not None, "fit_schedule picks the order"
+    load, compute = b.load(), b.compute()  # rows_outer: the write-back is inside the compute's channel loop
+    store = b.store() if s.order is LoopOrder.CHANNELS_OUTER else ()
+    parts = StripeParts(load=load, compute=compute, store=store, ko_extent=cut.ko_extent,
                         ho_extent=cut.ho_extent, wo_extent=cut.wo_extent, batch=batch, channels=cut.channels,
-                        rows=cut.rows, cols=cut.cols, pipeline=s.pipeline, ctype=ctype, chunks=b.chunks)
+                        rows=cut.rows, cols=cut.cols, pipeline=s.pipeline, ctype=ctype, chunks=b.chunks, order=s.order)
     nest = compose_stripes(parts)
-    timeline = stripe_timeline(parts.count) if s.pipeline is Pipeline.DOUBLE_BUFFER else ()
+    timeline = stripe_timeline(parts.count, bool(store)) if s.pipeline is Pipeline.DOUBLE_BUFFER else ()
     body: list[Node] = list(nest)
     output_tensor = tensors[-1]
     # a pad_value on a layout without padding slots has nothing to fill (no empty `if () {`)
@@ -133,7 +143,8 @@ def plan(config: Config) -> Plan:
                 kernel=kernel, stripe=parts, helpers=tuple(helpers), flops=flops, executed_flops=work.executed_flops,
                 traffic=work.traffic, output_pad_kind=output_tensor.layout.layout.pad_kind,
                 pipeline=s.pipeline, timeline=timeline, halo=s.halo, reload_input_bytes=work.reload_input_bytes,
-                pad_strategies=tuple(b.strategies), search=search, notes=notes, c_split=b.chunks, c_block=b.c_block)
+                pad_strategies=tuple(b.strategies), search=search, notes=notes, c_split=b.chunks, c_block=b.c_block,
+                order=s.order)
 
 
 # ---------------------------------------------------------------- notes
@@ -153,10 +164,22 @@ def _notes(config: Config, caches: tuple[Cache, ...], geo: Geometry, cut: Stripe
     elif halo and cut.ho_extent > 1:
         notes.append(f"the input window carries {halo} halo row(s) beyond the {geo.rows[-1]} output rows of a "
                      f"stripe; neighbouring stripes read them again (halo: reuse would keep them)")
-    if n_ops > 1 and cut.ko_extent > 1:
+    if config.schedule.order is LoopOrder.ROWS_OUTER:
+        earlier = f"conv2d #1{f'..#{n_ops - 1}' if n_ops > 2 else ''} and the input load" if n_ops > 1 else "the input load"
+        notes.append(f"loop order rows_outer: {earlier} run once per row stripe ({cut.ho_extent * cut.wo_extent} "
+                     f"of them), conv2d #{n_ops}'s {cut.ko_extent} output-channel block(s) of {cut.channels} inside "
+                     f"each, every block written back once computed; every filter is read once per row stripe")
+        if config.schedule.order_ignored_by:
+            notes.append(f"loop order rows_outer: {', '.join(config.schedule.order_ignored_by)} run a kernel per "
+                         f"conv2d over whole tensors and ignore it (no stripe loops)")
+    elif n_ops > 1 and cut.ko_extent > 1:
         notes.append(f"conv2d #1..#{n_ops - 1} run again for each of the {cut.ko_extent} output-channel stripes "
                      f"(seed 000's loop order: ko_outer outside ho_outer)")
-    if config.schedule.pipeline is Pipeline.DOUBLE_BUFFER:
+    if config.schedule.pipeline is Pipeline.DOUBLE_BUFFER and config.schedule.order is LoopOrder.ROWS_OUTER:
+        notes.append("double buffer: two input caches, the next row stripe's load overlapping this one's compute; "
+                     "rows_outer writes each channel block back inside the compute, so one output cache and no "
+                     "deferred store")
+    elif config.schedule.pipeline is Pipeline.DOUBLE_BUFFER:
         notes.append("double buffer: two input and two output caches; the output cannot reuse an input cache "
                      "(seed 000's To-Do: the store of stripe i-1 would race the load of stripe i+1)")
     for cache in caches:

@@ -7,7 +7,7 @@ import math
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Guard, Halo, Loop, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
+from ..plan import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels
 from .packing import c_float
 
@@ -146,10 +146,14 @@ class StripeBuilder:
                     self._conv(j, var, sources[j - 1], self.win.temps[j - 1], self.win.temp_names[j - 1], last=False))
             out.append(Loop(var=var, extent=math.ceil(produced / ks_ch), body=body,
                             comment=f"all {kj} output channels of conv2d #{j} before conv2d #{j + 1}"))
-        n = self.n_ops
-        out.append(self._filter_read(n, "ko_outer", self.shape_list[-1][3], self.shape_list[-1][3]))
-        out.append(self._conv(n, "ko_outer", sources[-1], self.win.output, "output_cache", last=True))
-        return tuple(out)
+        n, out_k = self.n_ops, self.shape_list[-1][3]
+        last = (self._filter_read(n, "ko_outer", out_k, out_k),
+                self._conv(n, "ko_outer", sources[-1], self.win.output, "output_cache", last=True))
+        if self.config.schedule.order is LoopOrder.ROWS_OUTER:
+            # the last op's channel blocks inside the row stripe, each written back as soon as it is computed
+            return (*out, Loop(var="ko_outer", extent=self.cut.ko_extent, body=(*last, *self.store()),
+                               comment=f"output-channel blocks of {ks_ch} of conv2d #{n}, inside the row stripe"))
+        return (*out, *last)
 
     def _filter_read(self, j: int, ko_var: str, out_k: int, produced: int) -> Node:
         ks_ch = self.cut.channels

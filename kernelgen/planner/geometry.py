@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Cache, Halo, Pipeline
+from ..plan import Cache, Halo, LoopOrder, Pipeline
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
 # Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
@@ -190,7 +190,11 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
     for name, window in zip(win.temp_names, win.temps):
         add(name, name, window)
     out = win.output
-    if double:
+    if double and s.order is LoopOrder.ROWS_OUTER:
+        add("output", "output_cache", out, note="rows_outer: each channel block is written back inside the compute, "
+                                                "so one cache; it cannot reuse an input cache (the prefetch fills "
+                                                "the other)")
+    elif double:
         add("output_a", "output_cache_a", out, note="double buffer: cannot reuse an input cache, whose next load "
                                                     "overlaps this stripe's store")
         add("output_b", "output_cache_b", out, note="double buffer: odd stripes")

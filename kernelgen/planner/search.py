@@ -6,13 +6,20 @@ bytes in a bigger cache), so a 2048-row image has about 2 * sqrt(256) row choice
 Among the candidates whose caches fit, the winner moves the fewest bytes between memory and
 caches; ties go to less recomputed work, then the smaller workspace. The report keeps the
 runners-up and why each lost.
+
+For a chain whose order is open (`schedule: auto`, `order: auto`) both loop orders compete,
+each with its own grid: under rows_outer the channel stripe changes neither traffic nor work,
+so k_split stays 1 and, when the config left k_block open, the channel block is halved until
+the filter cache fits (the widest that fits wins).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ..config import Config
+from ..plan import LoopOrder
 from .geometry import ELEMENT_BYTES, allocate, geometry, shapes, stripes, windows, workspace_elements
 from .work import count_work
 
@@ -34,17 +41,40 @@ class Candidate:
     traffic_bytes: int
     executed_flops: int
     verdict: str  # "chosen", or why it lost
+    order: LoopOrder = LoopOrder.CHANNELS_OUTER
+    k_block: int = 0
 
     @property
     def fits(self) -> bool:
         return not self.verdict.startswith("needs")
 
 
+class Key(NamedTuple):
+    """A candidate as the search ranks it: the least traffic, then the least executed work, fewer input-channel
+    chunks (each rereads the partial sums), a wider channel block (rows_outer's only lever: more accumulators
+    per pixel), the smaller workspace, seed 000's order, the smaller splits."""
+
+    traffic: int
+    executed: int
+    c: int
+    neg_k_block: int
+    workspace: int
+    order_rank: int
+    k: int
+    h: int
+    w: int
+    count: int
+
+    @property
+    def order(self) -> LoopOrder:
+        return list(LoopOrder)[self.order_rank]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduleSearch:
     budget: int
     budget_source: str  # "schedule.budget", "hvx VTCM (v73 default)"
-    fitted: tuple[str, ...]  # the splits the search chose: ("k_split", "h_split", "w_split")
+    fitted: tuple[str, ...]  # what the search chose: ("k_split", "h_split", "w_split"), "order", "k_block"
     tried: int
     chosen: Candidate
     runners_up: tuple[Candidate, ...]
@@ -64,22 +94,26 @@ def _split_choices(blocks: int) -> list[int]:
     return sorted(set(choices))
 
 
-def _thinned(options: list[list[int]]) -> list[list[int]]:
-    """At most MAX_CANDIDATES combinations: the longest choice lists keep every other entry (the smallest
+def _thinned(options: list[list[int]], limit: int = MAX_CANDIDATES) -> list[list[int]]:
+    """At most `limit` combinations: the longest choice lists keep every other entry (the smallest
     and largest split stay) until the product fits, so planning time does not grow with the tensor."""
     options = [list(o) for o in options]
-    while math.prod(len(o) for o in options) > MAX_CANDIDATES:
+    while math.prod(len(o) for o in options) > limit:
         longest = max(options, key=len)
         longest[:] = longest[::2] + ([longest[-1]] if len(longest) % 2 == 0 else [])
     return options
 
 
-def _trial(config: Config, k: int, h: int, w: int, c: int = 1) -> Config:
+def _trial(config: Config, k: int, h: int, w: int, c: int = 1, order: LoopOrder | None = None,
+           k_block: int | None = None) -> Config:
     block = 0
     if c > 1:  # chunks of whole channel blocks of the input layout
         channel_block = config.input_layout.block_factor("c") or 1
         block = math.ceil(config.input_shape[3] / channel_block) // c * channel_block
-    return replace(config, schedule=replace(config.schedule, k_split=k, h_split=h, w_split=w, c_split=c, c_block=block))
+    s = config.schedule
+    order = order or s.order or LoopOrder.CHANNELS_OUTER
+    return replace(config, schedule=replace(s, k_split=k, h_split=h, w_split=w, c_split=c, c_block=block,
+                                            order=order, orders=(order,), k_block=k_block or s.k_block))
 
 
 MAX_CHUNK_CHOICES = 4  # c_split candidates: the smallest divisors (each extra chunk rereads the partial sums)
@@ -97,7 +131,24 @@ def _measure(config: Config, shape_list: list) -> tuple[int, int, int, int]:
     ebytes = ELEMENT_BYTES[config.dtype]
     workspace = workspace_elements(allocate(config, windows(config, shape_list, geo, cut))) * ebytes
     work = count_work(config, shape_list, geo, cut, ebytes)
-    return workspace, work.traffic.total, work.executed_flops, cut.count
+    rows_outer = config.schedule.order is LoopOrder.ROWS_OUTER  # its stripes are rows x columns
+    return workspace, work.traffic.total, work.executed_flops, cut.count // cut.ko_extent if rows_outer else cut.count
+
+
+MIN_K_BLOCK = 4  # rows_outer's smallest channel block: fewer accumulators per pixel leave the FMA units idle
+
+
+def _k_blocks(config: Config, order: LoopOrder) -> list[int]:
+    """Channel blocks to try: the config's, and under rows_outer (where the block sizes only the filter and output
+    caches, not the traffic) its halvings down to MIN_K_BLOCK when the config left it open."""
+    s = config.schedule
+    if order is LoopOrder.CHANNELS_OUTER or not s.k_block_open:
+        return [s.k_block]
+    blocks, block = [s.k_block], s.k_block
+    while block // 2 >= MIN_K_BLOCK:
+        block //= 2
+        blocks.append(block)
+    return blocks
 
 
 def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
@@ -106,71 +157,92 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
         return config, None
     shape_list = shapes(config)
     _, out_h, out_w, _ = shape_list[-1]
-    max_k = min(math.ceil(k / s.k_block) for _, _, _, k in shape_list[1:])
-    k_options = [s.k_split] if s.k_split is not None else _split_choices(max_k)
+    orders = (s.order,) if s.order is not None else s.orders
     h_options = [s.h_split] if s.h_split is not None else _split_choices(math.ceil(out_h / s.h_block))
     w_blocks = math.ceil(out_w / s.w_block)
     w_options = [s.w_split] if s.w_split is not None else _split_choices(w_blocks)
     if config.dtype == "uint8" and s.w_split is None:
         w_options = [w_blocks]  # the quantized kernels keep full-width stripes
+    grids = []  # per order: (order, [k_block, k_split, h_split, w_split options]), thinned to share MAX_CANDIDATES
+    for order in orders:
+        if s.k_split is not None:
+            k_options = [s.k_split]
+        elif order is LoopOrder.ROWS_OUTER:
+            k_options = [1]  # traffic and work do not depend on the channel stripe: a wider one only costs cache
+        else:
+            k_options = _split_choices(min(math.ceil(k / s.k_block) for _, _, _, k in shape_list[1:]))
+        grids.append((order, _thinned([_k_blocks(config, order), k_options, h_options, w_options],
+                                      MAX_CANDIDATES // len(orders))))
 
     # input-channel chunks (a single op, c_split left open): tried only when no schedule fits with the whole
     # input in the caches, since every extra chunk rereads the partial sums
     c_open = s.c_split is None
-    k_options, h_options, w_options = _thinned([k_options, h_options, w_options])
-    fits: list[tuple] = []
-    too_big: list[tuple] = []
-    smallest: tuple | None = None
+    fits: list[Key] = []
+    too_big: list[Key] = []
+    smallest: Key | None = None
     tried = 0
     for c in (_channel_choices(config) if c_open else [s.c_split]):
         if c > 1 and fits:
             break
-        for k in k_options:
-            for h in h_options:
-                for w in w_options:
-                    tried += 1
-                    trial = _trial(config, k, h, w, c)
-                    workspace, traffic, executed, count = _measure(trial, shape_list)
-                    # fewer chunks first at equal traffic and work: each extra one rereads the partial sums
-                    key = (traffic, executed, c, workspace, k, h, w, count)
-                    if smallest is None or workspace < smallest[0]:
-                        smallest = (workspace, k, h, w, c)
-                    (fits if workspace <= s.budget else too_big).append(key)
-    chunked = any(key[2] > 1 for key in fits + too_big) and c_open
+        for order, (kb_options, k_options, h_options, w_options) in grids:
+            for kb in kb_options:
+                for k in k_options:
+                    for h in h_options:
+                        for w in w_options:
+                            tried += 1
+                            trial = _trial(config, k, h, w, c, order, kb)
+                            workspace, traffic, executed, count = _measure(trial, shape_list)
+                            key = Key(traffic, executed, c, -kb, workspace, list(LoopOrder).index(order), k, h, w,
+                                      count)
+                            if smallest is None or workspace < smallest.workspace:
+                                smallest = key
+                            (fits if workspace <= s.budget else too_big).append(key)
+    chunked = any(key.c > 1 for key in fits + too_big) and c_open
     fitted = tuple(name for name in ("k_split", "h_split", "w_split") if getattr(s, name) is None) + (
-        ("c_split",) if chunked else ())
+        ("c_split",) if chunked else ()) + (("order",) if len(orders) > 1 else ()) + (
+        ("k_block",) if any(len(grid[1][0]) > 1 for grid in grids) else ())
     if not fits:
         assert smallest is not None
         raise config.problem("schedule.budget" if s.budget_source == "schedule.budget" else "schedule",
-                             f"expected a budget of at least {smallest[0]} bytes: the smallest schedule "
-                             f"(k_split={smallest[1]}, h_split={smallest[2]}, w_split={smallest[3]}"
-                             f"{f', c_split={smallest[4]}' if chunked else ''}) needs that much "
-                             f"for its caches, got {s.budget} ({s.budget_source})")
+                             f"expected a budget of at least {smallest.workspace} bytes: the smallest schedule "
+                             f"({_splits(smallest, fitted)}) needs that much for its caches, got {s.budget} "
+                             f"({s.budget_source})")
     fits.sort()
     best = fits[0]
     chosen = _candidate(best, "chosen")
     runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP])
-    better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c[3], c[0]))
-    big = tuple(_candidate(c, f"needs {c[3]} bytes, over the {s.budget}-byte budget")
+    better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c.workspace, c.traffic))
+    big = tuple(_candidate(c, f"needs {c.workspace} bytes, over the {s.budget}-byte budget")
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
                             chosen=chosen, runners_up=runners, too_big=big)
-    return _trial(config, best[4], best[5], best[6], best[2]), search
+    return _trial(config, best.k, best.h, best.w, best.c, best.order, -best.neg_k_block), search
 
 
-def _candidate(key: tuple, verdict: str) -> Candidate:
-    traffic, executed, c, workspace, k, h, w, count = key
-    return Candidate(k_split=k, h_split=h, w_split=w, c_split=c, stripes=count, workspace_bytes=workspace,
-                     traffic_bytes=traffic, executed_flops=executed, verdict=verdict)
+def _splits(key: Key, fitted: tuple[str, ...]) -> str:
+    """k_split=1, h_split=2, w_split=1 (and what else the search fitted)."""
+    return (f"k_split={key.k}, h_split={key.h}, w_split={key.w}" + (f", c_split={key.c}" if "c_split" in fitted else "")
+            + (f", order={key.order}" if "order" in fitted else "")
+            + (f", k_block={-key.neg_k_block}" if "k_block" in fitted else ""))
 
 
-def _why_lost(key: tuple, best: tuple) -> str:
-    if key[0] > best[0]:
-        return f"moves {key[0] - best[0]} more bytes"
-    if key[1] > best[1]:
-        return f"recomputes {key[1] - best[1]} more FLOPs"
-    if key[2] > best[2]:
-        return f"splits the input channels into {key[2]} chunks (partial sums reread {key[2] - 1} more times)"
-    if key[3] > best[3]:
-        return f"same traffic and work in a {key[3] - best[3]}-byte larger workspace"
+def _candidate(key: Key, verdict: str) -> Candidate:
+    return Candidate(k_split=key.k, h_split=key.h, w_split=key.w, c_split=key.c, stripes=key.count,
+                     workspace_bytes=key.workspace, traffic_bytes=key.traffic, executed_flops=key.executed,
+                     verdict=verdict, order=key.order, k_block=-key.neg_k_block)
+
+
+def _why_lost(key: Key, best: Key) -> str:
+    if key.traffic > best.traffic:
+        return f"moves {key.traffic - best.traffic} more bytes"
+    if key.executed > best.executed:
+        return f"recomputes {key.executed - best.executed} more FLOPs"
+    if key.c > best.c:
+        return f"splits the input channels into {key.c} chunks (partial sums reread {key.c - 1} more times)"
+    if key.neg_k_block > best.neg_k_block:
+        return f"a narrower channel block ({-key.neg_k_block} against {-best.neg_k_block}) at the same traffic and work"
+    if key.workspace > best.workspace:
+        return f"same traffic and work in a {key.workspace - best.workspace}-byte larger workspace"
+    if key.order_rank > best.order_rank:
+        return f"same traffic, work and workspace in order {key.order}; seed 000's order is kept"
     return "same traffic, work and workspace; the winner has smaller splits"

@@ -1,11 +1,15 @@
 """The loops around one stripe's load, compute and store: seed 000's nest, or seed 001's
 double-buffered pipeline (load(s + 1); compute(s); store(s - 1)). Targets that rewrite a
-stripe's parts (hvx) compose them with the same function, so the two never drift apart."""
+stripe's parts (hvx) compose them with the same function, so the two never drift apart.
+
+Under rows_outer a stripe is rows x columns: the last op's channel loop (ko_outer) and its
+write-back are part of the compute, so there is no channel-stripe loop here and nothing to
+store after it (the pipeline then prefetches the input only)."""
 from __future__ import annotations
 
 import re
 
-from ..plan import Block, Guard, Loop, Node, Pipeline, Section, Stmt, StripeParts
+from ..plan import Block, Guard, Loop, LoopOrder, Node, Pipeline, Section, Stmt, StripeParts
 
 TIMELINE_HEAD, TIMELINE_TAIL = 14, 4  # pipeline steps the timeline shows before and after "..."
 
@@ -23,8 +27,10 @@ def compose_stripes(parts: StripeParts) -> tuple[Node, ...]:
     if parts.wo_extent > 1:
         stripe = Loop(var="wo_outer", extent=parts.wo_extent, comment=f"output-column stripes of {parts.cols}",
                       body=(stripe,))
-    nest = Loop(var="ko_outer", extent=parts.ko_extent, comment=f"output-channel stripes of {parts.channels}",
-                body=(stripe,))
+    nest = stripe
+    if parts.order is LoopOrder.CHANNELS_OUTER:
+        nest = Loop(var="ko_outer", extent=parts.ko_extent, comment=f"output-channel stripes of {parts.channels}",
+                    body=(stripe,))
     if parts.batch > 1:
         nest = Loop(var="nb", extent=parts.batch, body=(nest,), comment="batch")
     return (nest,)
@@ -47,18 +53,23 @@ def _pipelined(parts: StripeParts) -> tuple[Node, ...]:
         body = (*(pick(kind, index) for kind in kinds), *nodes)
         return (*_coordinates(parts, index, body), *body)
 
+    # rows_outer writes each channel block back inside the compute: one output cache, no drain
+    deferred = bool(parts.store)
+    drain = (Section(label="drain: store stripe s - 1 from the other output cache",
+                     body=(Guard(cond="s >= 1", body=step("s - 1", ("output",), parts.store)),)),) if deferred else ()
     loop = Loop(var="s", extent=total, comment=f"pipeline steps over {total} stripes", body=(
         Section(label="prefetch: load stripe s + 1 into the other input cache",
                 body=(Guard(cond=f"s + 1 < {total}", body=step("s + 1", ("input",), parts.load)),)),
-        Block(label="compute stripe s", body=step("s", ("input", "output"), parts.compute)),
-        Section(label="drain: store stripe s - 1 from the other output cache",
-                body=(Guard(cond="s >= 1", body=step("s - 1", ("output",), parts.store)),))))
+        Block(label="compute stripe s", body=step("s", ("input", "output") if deferred else ("input",),
+                                                  parts.compute)),
+        *drain))
     last = str(total - 1)
+    epilogue = (Section(label="pipeline epilogue: store the last stripe",
+                        body=(Block(label=f"stripe {last}", body=step(last, ("output",), parts.store)),)),
+                ) if deferred else ()
     return (Section(label="pipeline prologue: load stripe 0",
                     body=(Block(label="stripe 0", body=step("0", ("input",), parts.load)),)),
-            loop,
-            Section(label="pipeline epilogue: store the last stripe",
-                    body=(Block(label=f"stripe {last}", body=step(last, ("output",), parts.store)),)))
+            loop, *epilogue)
 
 
 def _coordinates(parts: StripeParts, index: str, nodes: tuple[Node, ...]) -> tuple[Stmt, ...]:
@@ -67,6 +78,9 @@ def _coordinates(parts: StripeParts, index: str, nodes: tuple[Node, ...]) -> tup
     used = _identifiers(nodes)
     flat = index if re.fullmatch(r"\w+", index) else f"({index})"
     ho, wo, ko = parts.ho_extent, parts.wo_extent, parts.ko_extent
+    if parts.order is LoopOrder.ROWS_OUTER:  # ko_outer is the compute's own loop, not a stripe coordinate
+        used.discard("ko_outer")
+        ko = 1
     order = [("nb", ho * wo * ko, parts.batch), ("ko_outer", ho * wo, ko), ("wo_outer", ho, wo), ("ho_outer", 1, ho)]
     out = []
     for var, divisor, extent in order:
@@ -94,15 +108,17 @@ def _identifiers(nodes: tuple[Node, ...]) -> set[str]:
     return found
 
 
-def timeline(total: int) -> tuple[str, ...]:
+def timeline(total: int, deferred: bool = True) -> tuple[str, ...]:
+    """The pipeline's steps; without deferred stores (rows_outer) each conv step writes its blocks back itself."""
     steps = [f"load{1}"]
     for i in range(1, total + 1):
         if i < total:
             steps.append(f"load{i + 1}")
-        steps.append(f"conv{i}")
-        if i > 1:
+        steps.append(f"conv{i}" if deferred else f"conv+store{i}")
+        if i > 1 and deferred:
             steps.append(f"store{i - 1}")
-    steps.append(f"store{total}")
+    if deferred:
+        steps.append(f"store{total}")
     if len(steps) > TIMELINE_HEAD + TIMELINE_TAIL + 1:
         steps = steps[:TIMELINE_HEAD] + ["..."] + steps[-TIMELINE_TAIL:]
     return tuple(steps)

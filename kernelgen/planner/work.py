@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ..config import Config
 from .geometry import Geometry, Shape, Stripes
-from ..plan import Halo, Traffic
+from ..plan import Halo, LoopOrder, Traffic
 
 
 def _overlap(start: int, count: int, limit: int) -> int:
@@ -86,13 +86,15 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     def cols_in(j: int) -> int:
         return col_starts[j].overlaps(geo.cols[j], shape_list[j][2])
 
+    # Under seed 000's order every channel stripe reloads the input and reruns the earlier ops over all their
+    # channels; rows_outer loads and runs them once per row stripe (the last op's channel blocks loop inside).
+    reruns = 1 if config.schedule.order is LoopOrder.ROWS_OUTER else cut.ko_extent
     macs = f_elems = residual_elems = 0
     for j in range(1, n_ops + 1):
         op = config.ops[j - 1]
         k_j = shape_list[j][3]
         taps = shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]  # one group's channels
-        # Earlier ops compute all their channels once per output-channel stripe (seed 000's order).
-        channels = k_j * cut.ko_extent if j < n_ops else k_j
+        channels = k_j * reruns if j < n_ops else k_j
         macs += rows_in(j) * cols_in(j) * channels * taps
         if op.residual == 0:  # the input read again where this op's outputs are written (op K's: in its cache)
             residual_elems += rows_in(j) * cols_in(j) * channels
@@ -106,7 +108,7 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
         keep, first = geo.halo_rows, row_starts[0]
         rest = Starts(step=first.step, first=first.first + first.step, extent=first.extent - 1)
         loaded_rows = _overlap(first.first, geo.rows[0], h0) + rest.overlaps(geo.rows[0] - keep, h0, skip=keep)
-    input_scale = cols_in(0) * c0 * cut.ko_extent * batch * ebytes
+    input_scale = cols_in(0) * c0 * reruns * batch * ebytes
     out_elems = rows_in(n_ops) * cols_in(n_ops) * shape_list[-1][3]
     traffic = Traffic(input_bytes=loaded_rows * input_scale + residual_elems * batch * ebytes,
                       filter_bytes=f_elems * batch * ebytes,

@@ -47,12 +47,15 @@ class Target(ABC):
     stats_devices: ClassVar[tuple[str, ...]] = ()
     # Time torch's CPU conv2d beside the kernel when torch is installed (a reference the user knows).
     torch_reference: ClassVar[bool] = False
+    # schedule.order values whose stripe loops the target renders; None: it runs no stripe loops (a kernel per
+    # conv), so the order does not apply
+    loop_orders: ClassVar[tuple[str, ...] | None] = ("channels_outer",)
 
     # ------------------------------------------------------------ config
 
     def info(self) -> TargetInfo:
         """What the config loader needs to know of this target."""
-        return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model)
+        return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, loop_orders=self.loop_orders)
 
     def options(self, config: Config) -> Any:
         """This target's option block, as its model checked it when the config was loaded."""

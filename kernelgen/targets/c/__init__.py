@@ -79,10 +79,11 @@ class C(Target):
     summary = "portable C99 (gcc), caches in a caller-provided workspace"
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
+    loop_orders = ("channels_outer", "rows_outer")  # the plan's loop nest, literally
 
     def info(self) -> TargetInfo:
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget,
-                          roofs=CPU_ROOFS)
+                          roofs=CPU_ROOFS, loop_orders=self.loop_orders)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

@@ -36,11 +36,14 @@ class Hvx(Target):
     dtypes = ("float32", "uint8")
     includes = ("hvx/conv2d_uint8.c.j2", "hvx/conv2d_float32.c.j2", "hvx/helpers.c.j2")
     options_model = HvxModel
+    # the plan's stripe loops with HVX section bodies; rows_outer keeps ko_outer (now inside the row stripe) and the
+    # write-back of one channel stripe, so the helpers' calls are the same
+    loop_orders = ("channels_outer", "rows_outer")
 
     def info(self) -> TargetInfo:
         # `schedule: auto` fits the splits to the VTCM when the hvx target builds the config.
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model,
-                          default_budget=default_budget, roofs=HVX_ROOFS)
+                          default_budget=default_budget, roofs=HVX_ROOFS, loop_orders=self.loop_orders)
 
     def target_plan(self, config: Config, plan: Plan) -> HvxPlan:
         return hvx_plan(config, plan)

@@ -32,6 +32,7 @@ class OpenCL(Target):
     includes = ("opencl/conv.cl.j2",)  # the kernels' statements, imported by kernels.cl.j2
     options_model = OpenCLModel
     torch_reference = True
+    loop_orders = None  # a kernel per conv2d over the whole tensor: no stripe loops, schedule.order does not apply
 
     def target_plan(self, config: Config, plan: Plan) -> OpenCLPlan:
         return plan_opencl(config, plan)

@@ -35,6 +35,7 @@ class Vulkan(Target):
     dtypes = ("float32", "float16")
     options_model = VulkanModel
     stats_devices = ("rdna2",)
+    loop_orders = None  # a dispatch per conv2d over the whole tensor: no stripe loops, schedule.order does not apply
 
     def target_plan(self, config: Config, plan: Plan) -> VulkanPlan:
         return plan_vulkan(config, plan)
