@@ -78,6 +78,7 @@ class Schedule:
     orders: tuple[LoopOrder, ...] = (LoopOrder.CHANNELS_OUTER,)
     order_ignored_by: tuple[str, ...] = ()
     k_block_open: bool = False
+    h_block_open: bool = False  # the same for h_block (no h_block given, no row block in the output layout)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -403,7 +404,8 @@ class _Checker:
         return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, w_split=w_split,
                         w_block=w_block, budget=budget, budget_source=source, pipeline=Pipeline(s.pipeline), halo=Halo(s.halo),
                         c_split=c_split, c_block=c_block, order=order, orders=orders, order_ignored_by=ignored,
-                        k_block_open=optional("k_block") is None and out_layout.block_factor("c") is None)
+                        k_block_open=optional("k_block") is None and out_layout.block_factor("c") is None,
+                        h_block_open=optional("h_block") is None and out_layout.block_factor("h") is None)
 
     def channel_split(self, c_split: int | None, ops: list[Conv2d], s: M.ScheduleModel, fitted: bool,
                       order: LoopOrder | None) -> tuple[int | None, int]:

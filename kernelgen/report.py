@@ -109,7 +109,8 @@ def _search_lines(plan: Plan) -> list[str]:
     def fitted(candidate) -> str:  # what else the search chose besides the splits
         return (f"{f' c_split={candidate.c_split}' if 'c_split' in search.fitted else ''}"
                 f"{f' order={candidate.order}' if 'order' in search.fitted else ''}"
-                f"{f' k_block={candidate.k_block}' if 'k_block' in search.fitted else ''}")
+                f"{f' k_block={candidate.k_block}' if 'k_block' in search.fitted else ''}"
+                f"{f' h_block={candidate.h_block}' if 'h_block' in search.fitted else ''}")
 
     lines = [f"budget: {search.budget} bytes ({search.budget_source}); fitted {', '.join(search.fitted) or 'nothing'} "
              f"over {search.tried} candidates; chose k_split={c.k_split} h_split={c.h_split} w_split={c.w_split}"
@@ -226,7 +227,7 @@ def json_report(plan: Plan) -> dict[str, Any]:
             "budget": plan.search.budget, "budget_source": plan.search.budget_source,
             "fitted": list(plan.search.fitted), "tried": plan.search.tried,
             "candidates": [{"k_split": c.k_split, "h_split": c.h_split, "w_split": c.w_split, "stripes": c.stripes,
-                            "order": c.order, "k_block": c.k_block,
+                            "order": c.order, "k_block": c.k_block, "h_block": c.h_block,
                             "workspace_bytes": c.workspace_bytes, "traffic_bytes": c.traffic_bytes,
                             "executed_flops": c.executed_flops, "verdict": c.verdict}
                            for c in (plan.search.chosen, *plan.search.runners_up, *plan.search.too_big)]},

@@ -43,6 +43,7 @@ class Candidate:
     verdict: str  # "chosen", or why it lost
     order: LoopOrder = LoopOrder.CHANNELS_OUTER
     k_block: int = 0
+    h_block: int = 0
 
     @property
     def fits(self) -> bool:
@@ -52,12 +53,14 @@ class Candidate:
 class Key(NamedTuple):
     """A candidate as the search ranks it: the least traffic, then the least executed work, fewer input-channel
     chunks (each rereads the partial sums), a wider channel block (rows_outer's only lever: more accumulators
-    per pixel), the smaller workspace, seed 000's order, the smaller splits."""
+    per pixel), a taller row block (fewer halo rows recomputed), the smaller workspace, seed 000's order, the
+    smaller splits."""
 
     traffic: int
     executed: int
     c: int
     neg_k_block: int
+    neg_h_block: int
     workspace: int
     order_rank: int
     k: int
@@ -105,7 +108,7 @@ def _thinned(options: list[list[int]], limit: int = MAX_CANDIDATES) -> list[list
 
 
 def _trial(config: Config, k: int, h: int, w: int, c: int = 1, order: LoopOrder | None = None,
-           k_block: int | None = None) -> Config:
+           k_block: int | None = None, h_block: int | None = None) -> Config:
     block = 0
     if c > 1:  # chunks of whole channel blocks of the input layout
         channel_block = config.input_layout.block_factor("c") or 1
@@ -113,7 +116,8 @@ def _trial(config: Config, k: int, h: int, w: int, c: int = 1, order: LoopOrder 
     s = config.schedule
     order = order or s.order or LoopOrder.CHANNELS_OUTER
     return replace(config, schedule=replace(s, k_split=k, h_split=h, w_split=w, c_split=c, c_block=block,
-                                            order=order, orders=(order,), k_block=k_block or s.k_block))
+                                            order=order, orders=(order,), k_block=k_block or s.k_block,
+                                            h_block=h_block or s.h_block))
 
 
 MAX_CHUNK_CHOICES = 4  # c_split candidates: the smallest divisors (each extra chunk rereads the partial sums)
@@ -151,6 +155,20 @@ def _k_blocks(config: Config, order: LoopOrder) -> list[int]:
     return blocks
 
 
+def _h_blocks(config: Config, order: LoopOrder) -> list[int]:
+    """Row blocks to try: the config's, and under rows_outer when the config left it open its halvings down to 1
+    row: a chain's intermediate caches hold every channel of a stripe's rows there, and fewer rows are what makes a
+    wide block (960 channels) fit, at the price of recomputing the halo rows between stripes."""
+    s = config.schedule
+    if order is LoopOrder.CHANNELS_OUTER or not s.h_block_open:
+        return [s.h_block]
+    blocks, block = [s.h_block], s.h_block
+    while block // 2 >= 1:
+        block //= 2
+        blocks.append(block)
+    return blocks
+
+
 def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
     s = config.schedule
     if s.budget is None:
@@ -158,7 +176,9 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
     shape_list = shapes(config)
     _, out_h, out_w, _ = shape_list[-1]
     orders = (s.order,) if s.order is not None else s.orders
-    h_options = [s.h_split] if s.h_split is not None else _split_choices(math.ceil(out_h / s.h_block))
+
+    def h_options(h_block: int) -> list[int]:
+        return [s.h_split] if s.h_split is not None else _split_choices(math.ceil(out_h / h_block))
     w_blocks = math.ceil(out_w / s.w_block)
     w_options = [s.w_split] if s.w_split is not None else _split_choices(w_blocks)
     if config.dtype == "uint8" and s.w_split is None:
@@ -171,8 +191,10 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
             k_options = [1]  # traffic and work do not depend on the channel stripe: a wider one only costs cache
         else:
             k_options = _split_choices(min(math.ceil(k / s.k_block) for _, _, _, k in shape_list[1:]))
-        grids.append((order, _thinned([_k_blocks(config, order), k_options, h_options, w_options],
-                                      MAX_CANDIDATES // len(orders))))
+        h_blocks = _h_blocks(config, order)
+        for h_block in h_blocks:
+            grids.append((order, h_block, _thinned([_k_blocks(config, order), k_options, h_options(h_block),
+                                                    w_options], MAX_CANDIDATES // len(orders) // len(h_blocks))))
 
     # input-channel chunks (a single op, c_split left open): tried only when no schedule fits with the whole
     # input in the caches, since every extra chunk rereads the partial sums
@@ -184,23 +206,24 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
     for c in (_channel_choices(config) if c_open else [s.c_split]):
         if c > 1 and fits:
             break
-        for order, (kb_options, k_options, h_options, w_options) in grids:
+        for order, hb, (kb_options, k_options, h_splits, w_options) in grids:
             for kb in kb_options:
                 for k in k_options:
-                    for h in h_options:
+                    for h in h_splits:
                         for w in w_options:
                             tried += 1
-                            trial = _trial(config, k, h, w, c, order, kb)
+                            trial = _trial(config, k, h, w, c, order, kb, hb)
                             workspace, traffic, executed, count = _measure(trial, shape_list)
-                            key = Key(traffic, executed, c, -kb, workspace, list(LoopOrder).index(order), k, h, w,
-                                      count)
+                            key = Key(traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
+                                      w, count)
                             if smallest is None or workspace < smallest.workspace:
                                 smallest = key
                             (fits if workspace <= s.budget else too_big).append(key)
     chunked = any(key.c > 1 for key in fits + too_big) and c_open
     fitted = tuple(name for name in ("k_split", "h_split", "w_split") if getattr(s, name) is None) + (
         ("c_split",) if chunked else ()) + (("order",) if len(orders) > 1 else ()) + (
-        ("k_block",) if any(len(grid[1][0]) > 1 for grid in grids) else ())
+        ("k_block",) if any(len(grid[2][0]) > 1 for grid in grids) else ()) + (
+        ("h_block",) if len({grid[1] for grid in grids}) > 1 else ())
     if not fits:
         assert smallest is not None
         raise config.problem("schedule.budget" if s.budget_source == "schedule.budget" else "schedule",
@@ -216,20 +239,21 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
                             chosen=chosen, runners_up=runners, too_big=big)
-    return _trial(config, best.k, best.h, best.w, best.c, best.order, -best.neg_k_block), search
+    return _trial(config, best.k, best.h, best.w, best.c, best.order, -best.neg_k_block, -best.neg_h_block), search
 
 
 def _splits(key: Key, fitted: tuple[str, ...]) -> str:
     """k_split=1, h_split=2, w_split=1 (and what else the search fitted)."""
     return (f"k_split={key.k}, h_split={key.h}, w_split={key.w}" + (f", c_split={key.c}" if "c_split" in fitted else "")
             + (f", order={key.order}" if "order" in fitted else "")
-            + (f", k_block={-key.neg_k_block}" if "k_block" in fitted else ""))
+            + (f", k_block={-key.neg_k_block}" if "k_block" in fitted else "")
+            + (f", h_block={-key.neg_h_block}" if "h_block" in fitted else ""))
 
 
 def _candidate(key: Key, verdict: str) -> Candidate:
     return Candidate(k_split=key.k, h_split=key.h, w_split=key.w, c_split=key.c, stripes=key.count,
                      workspace_bytes=key.workspace, traffic_bytes=key.traffic, executed_flops=key.executed,
-                     verdict=verdict, order=key.order, k_block=-key.neg_k_block)
+                     verdict=verdict, order=key.order, k_block=-key.neg_k_block, h_block=-key.neg_h_block)
 
 
 def _why_lost(key: Key, best: Key) -> str:
