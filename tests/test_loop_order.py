@@ -130,6 +130,36 @@ def test_schedule_auto_runs_the_resnet18_layer4_block_rows_outer_within_the_c_bu
     assert layer3.order is LoopOrder.ROWS_OUTER and layer3.executed_flops / layer3.flops <= 1.15
 
 
+# MobileNetV2's 7x7 inverted residual (features.15): 160 -> 960 (1x1) -> depthwise 3x3 -> 160, + the block input.
+WIDE_BLOCK = """name: wide_block
+input: {shape: [1, 7, 7, 160], layout: NCHW}
+ops:
+  - conv2d: {out_channels: 960, kernel: 1, bias: true, activation: relu6}
+  - conv2d: {out_channels: 960, kernel: 3, pad: 1, groups: 960, bias: true, activation: relu6}
+  - conv2d: {out_channels: 160, kernel: 1, bias: true, residual: input}
+output: {layout: NCHW}
+schedule: auto
+"""
+
+
+def test_schedule_auto_fits_the_row_block_of_a_960_channel_block_into_the_c_budget():
+    the_plan = plan(parse_config(WIDE_BLOCK))
+    # all 7 rows in one stripe need 557056 bytes at the narrowest channel block: over 512 KiB; 4 rows fit
+    assert (the_plan.order, the_plan.h_block, the_plan.k_block) == (LoopOrder.ROWS_OUTER, 4, 32)
+    assert "h_block" in the_plan.search.fitted and the_plan.workspace_bytes <= 512 * 1024
+    expand, depthwise, project = 7 * 7 * 960 * 160, 7 * 7 * 960 * 9, 7 * 7 * 160 * 960  # useful MACs
+    assert the_plan.flops == 2 * (expand + depthwise + project)
+    # two row stripes (rows 0-3, 4-6): the depthwise conv reads expand rows 0-4 and 3-6, 9 of 7
+    assert the_plan.executed_flops == 2 * (9 * 7 * 960 * 160 + depthwise + project)
+    assert round(the_plan.executed_flops / the_plan.flops, 2) == 1.14
+
+
+@requires_tool("gcc")
+def test_the_row_block_the_search_fitted_runs_right_on_c():
+    result = validate(parse_config(WIDE_BLOCK), "c", seed=5)
+    assert result.passed and result.checked == "op-by-op", result.detail
+
+
 def test_auto_picks_rows_outer_only_where_every_stripe_target_renders_it():
     seed_only = TargetInfo(name="seedonly", dtypes=("float32",))  # the default: channels_outer stripe loops only
     catalog_ = catalog() + (seed_only,)
