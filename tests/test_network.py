@@ -221,3 +221,34 @@ def _save(model, path: Path) -> Path:
 
     onnx.save(model, str(path))
     return path
+
+
+@requires_tool(*ONNX)
+def test_plan_of_a_network_lists_its_steps_and_arena(small_resnet):
+    result = CliRunner().invoke(main, ["plan", str(small_resnet), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert [(r["kind"], r["name"]) for r in report["steps"]][:3] == [
+        ("kernel", "stem"), ("host", "host MaxPool"), ("kernel", "block1_conv1_to_block1_conv2")]
+    stem = report["steps"][0]
+    assert stem["flops"] == stem["executed_flops"] == 2 * 16 * 16 * 8 * 3 * 9
+    assert report["peak_bytes"] <= report["arena_bytes"] < report["naive_bytes"]
+
+
+@requires_tool(*ONNX)
+def test_build_of_a_network_lists_its_outputs_and_writes_a_depfile(small_resnet, tmp_path):
+    out = tmp_path / "out"
+    listed = CliRunner().invoke(main, ["build", str(small_resnet), "-o", str(out), "--list-outputs"])
+    assert listed.exit_code == 0 and not out.exists(), listed.output
+    names = listed.output.split()
+    assert str(out / "sr" / "c" / "network.c") in names and str(out / "stem" / "c" / "stem.c") in names
+    built = CliRunner().invoke(main, ["build", str(small_resnet), "-o", str(out), "--depfile", str(out / "net.d")])
+    assert built.exit_code == 0, built.output
+    assert sorted(str(p) for p in out.rglob("*") if p.is_file() and p.name != "net.d") == sorted(names)
+    assert "network.c runs 6 steps over a" in built.output
+    rules = (out / "net.d").read_text()
+    lines = rules[rules.index(f"{out / 'sr' / 'c' / 'network.c'}:"):].splitlines()
+    network_rule = "\n".join(lines[:next(i for i, line in enumerate(lines) if not line.endswith("\\")) + 1])
+    # the driver depends on the manifest, every kernel's config and its own templates
+    for needed in (str(small_resnet), str(small_resnet.parent / "block2_down.yaml"), "network.c.j2"):
+        assert needed in network_rule

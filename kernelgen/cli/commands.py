@@ -62,6 +62,10 @@ def plan(config: str, as_json: bool, fmt: str) -> None:
     Example:
       kernelgen plan configs/seed000_3x3.yaml --json
     """
+    if manifests_in((config,)):
+        from .network import plan_network
+
+        return plan_network(config, as_json)
     the_plan = make_plan(load_all((config,))[0])
     if as_json or fmt == "json":
         click.echo(json.dumps(json_report(the_plan), indent=2))
@@ -93,14 +97,20 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
       kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
     """
     root = Path(out_dir)
-    if manifests_in(configs) and not list_outputs:
+    if manifests_in(configs):
         from .network import build_networks, write_all
 
-        files, notes = build_networks(configs, out_dir, targets, device)
+        files, notes, rules = build_networks(configs, out_dir, targets, device)
+        if list_outputs:
+            for rel in files:
+                click.echo(str(root / rel))
+            return
         make_folder(root)
         written = write_all(root, files)
         for note in notes:
             click.echo(note, err=True)
+        if depfile:
+            _write_depfile(depfile, depfile_target, {str(root / rel): deps for rel, deps in rules.items()})
         click.echo(f"{len(files)} files for {len(configs)} network(s) in {root}/ ({written} written, "
                    f"{len(files) - written} unchanged)", err=True)
         return
@@ -127,13 +137,17 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
     for note in notes:
         click.echo(note, err=True)
     if depfile:
-        if depfile_target:
-            # One stamp for the whole build: make then needs no restat when unchanged outputs keep their mtime.
-            rules = {depfile_target: tuple(dict.fromkeys(d for deps in rules.values() for d in deps))}
-        write_if_changed(Path(depfile), depfile_text(rules))
+        _write_depfile(depfile, depfile_target, rules)
     total = sum(len(g) for g in generated.values())
     click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
                err=True)
+
+
+def _write_depfile(depfile: str, stamp: str | None, rules: dict[str, tuple[str, ...]]) -> None:
+    if stamp:
+        # One stamp for the whole build: make then needs no restat when unchanged outputs keep their mtime.
+        rules = {stamp: tuple(dict.fromkeys(d for deps in rules.values() for d in deps))}
+    write_if_changed(Path(depfile), depfile_text(rules))
 
 
 # ---------------------------------------------------------------- check

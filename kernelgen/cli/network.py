@@ -189,27 +189,33 @@ def _onnxruntime_time(network: Network, feeds, repeat: int) -> tuple[float, str]
 # ---------------------------------------------------------------- build
 
 def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None
-                   ) -> tuple[dict[str, str | bytes], list[str]]:
+                   ) -> tuple[dict[str, str | bytes], list[str], dict[str, tuple[str, ...]]]:
     """Every kernel's files, and for a target that drives a whole network (c) its network.c/network.h under
-    <network>/<target>/: {relative path: text}, and a line per network about its arena."""
-    from ..api import binaries, network_files
+    <network>/<target>/: {relative path: text}, a line per network about its arena, and what shaped each file
+    (its depfile rule: a kernel's config, templates and modules; the driver's, the manifest and all of those)."""
+    from ..api import binaries, dependencies, network_files
 
     files: dict[str, str | bytes] = {}
-    notes = []
+    notes, rules = [], {}
     for network in load_networks(paths, device):
         for target in targets_of(network, targets):
             built = {s.config.name: jobs(s.config, (target,)) for s in network.kernels}
+            shaped_by: dict[str, None] = dict.fromkeys([network.path])
             for step in network.kernels:
-                files |= output_files(step.config, built[step.config.name])
-                files |= binaries(built[step.config.name])[0]
+                made = {**output_files(step.config, built[step.config.name]), **binaries(built[step.config.name])[0]}
+                files |= made
+                deps = dependencies(step.config, target)
+                rules |= {rel: deps for rel in made}
+                shaped_by.update(dict.fromkeys(deps))
             driver = network_files(network, target, {name: job[target] for name, job in built.items()})
             if driver is not None:
                 made, note = driver
                 files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
+                rules |= {f"{network.name}/{target}/{name}": tuple(shaped_by) for name in made}
                 folders = " ".join(f"-I{Path(out_dir) / s.config.name / target}" for s in network.kernels[:2])
                 notes.append(f"{note}; it includes each kernel's header: compile it with {folders} ... (one -I per "
                              f"kernel folder)")
-    return files, notes
+    return files, notes, rules
 
 
 def write_all(root: Path, files: dict[str, str | bytes]) -> int:
@@ -217,3 +223,43 @@ def write_all(root: Path, files: dict[str, str | bytes]) -> int:
 
     return sum((write_if_changed_bytes if isinstance(t, bytes) else write_if_changed)(root / rel, t)
                for rel, t in files.items())
+
+
+# ---------------------------------------------------------------- plan
+
+def plan_network(path: str, as_json: bool) -> None:
+    """One line per step: a kernel's ops, executed/useful FLOPs, traffic and workspace; a host step's nodes; then
+    the tensors' bytes and, planned from their lifetimes, the arena the steps share."""
+    from ..network.arena import plan_arena
+    from ..planner import plan
+
+    (network,) = load_networks((path,), None)
+    plans = {s.index: plan(s.config) for s in network.kernels}
+    arena = plan_arena(network, {k: p.workspace_bytes for k, p in plans.items()})
+    rows = []
+    for step in network.steps:
+        if step.config is not None:
+            p = plans[step.index]
+            rows.append({"step": step.index, "kind": "kernel", "name": step.label, "ops": len(p.ops),
+                         "flops": p.flops, "executed_flops": p.executed_flops, "traffic_bytes": p.traffic.total,
+                         "workspace_bytes": p.workspace_bytes, "inputs": list(step.inputs),
+                         "outputs": list(step.outputs)})
+        else:
+            rows.append({"step": step.index, "kind": "host", "name": step.label, "nodes": list(step.nodes),
+                         "inputs": list(step.inputs), "outputs": list(step.outputs)})
+    summary = {"network": network.name, "model": str(network.model), "steps": rows, "arena_bytes": arena.size_bytes,
+               "naive_bytes": arena.naive_bytes, "peak_bytes": arena.peak_bytes}
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"network {network.name} ({network.path}): {len(network.kernels)} kernels, "
+               f"{len(network.steps) - len(network.kernels)} host steps, model {network.model}")
+    for r in rows:
+        if r["kind"] == "kernel":
+            click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {r['ops']:>2} op(s)  executed/useful "
+                       f"{r['executed_flops'] / r['flops']:.2f}  {r['traffic_bytes'] / 1e6:7.2f} MB moved  workspace "
+                       f"{r['workspace_bytes'] / 1024:.0f} KiB")
+        else:
+            click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} host: {', '.join(r['nodes'])}")
+    click.echo(f"arena: {arena.size_bytes:,} bytes for the tensors between steps and the kernels' workspaces "
+               f"(each alone: {arena.naive_bytes:,}; the most alive at once: {arena.peak_bytes:,})")

@@ -17,7 +17,7 @@ from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
 from ..base import Executable, Job, Target, Traced
-from .network import network_files as network_driver
+from .network import TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
 from .toolchain import CFLAGS, Library, build_shared, status
 
 
@@ -79,6 +79,7 @@ class C(Target):
     summary = "portable C99 (gcc), caches in a caller-provided workspace"
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
+    includes = NETWORK_TEMPLATES  # what `kernelgen build network.yaml` renders beside the kernels (depfiles)
     loop_orders = ("channels_outer", "rows_outer")  # the plan's loop nest, literally
 
     def info(self) -> TargetInfo:
