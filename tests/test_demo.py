@@ -48,6 +48,9 @@ def test_make_demo_from_a_clean_clone_without_gpu_or_dsp_toolchains(tmp_path):
                           timeout=1500)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
+    # issue 33: no warning anywhere, the editable install's included (setuptools' come framed by "!!" banners)
+    warnings = [line for line in output.splitlines() if re.search(r"[A-Za-z]+Warning\b|^\s*!!", line)]
+    assert warnings == [], "\n".join(warnings[:10])
     assert "vulkan: glslangValidator not found, wrote the GLSL sources only" in output
     assert list((clone / "out" / "seed002_vulkan" / "vulkan").glob("*.comp"))
     assert not list((clone / "out").rglob("*.spv"))
