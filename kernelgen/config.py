@@ -44,6 +44,7 @@ class Conv2d:
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
     quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
+    filter_layout_by: str = ""  # the targets whose kernels read filter_layout, when the config names none
 
     @property
     def epilogue(self) -> Epilogue:
@@ -288,8 +289,10 @@ class _Checker:
         filter_shape = (out_channels, channels // c.groups, kernel[0], kernel[1])
         if not (self.fits(keys, out_shape, "its output") and self.fits((*keys, "kernel"), filter_shape, "its filter")):
             return None
-        filter_layout = self.layout((*keys, "filter_layout"), c.filter_layout, FILTER_DIMS,
-                                    filter_shape)
+        needed = (None if "filter_layout" in c.model_fields_set
+                  else schedule_config.target_filter_layout(self.catalog, self.model))
+        filter_spec, filter_layout_by = needed or (c.filter_layout, "")
+        filter_layout = self.layout((*keys, "filter_layout"), filter_spec, FILTER_DIMS, filter_shape)
         if c.output_layout is not None:
             output_spec = c.output_layout
             output_keys = (*keys, "output_layout")
@@ -322,7 +325,8 @@ class _Checker:
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
                       filter_layout=filter_layout, output_layout=output_layout, groups=c.groups,
                       bias=c.bias or uint8 and self.model.quant.bias,  # quant.bias: every op (the older key)
-                      residual=residual, clamp=clamp, activation=activation, quant=c.quant)
+                      residual=residual, clamp=clamp, activation=activation, quant=c.quant,
+                      filter_layout_by=filter_layout_by)
 
     def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:

@@ -100,7 +100,9 @@ class Conv2dModel(StrictModel):
     quant: Union[OpQuantModel, None] = Field(
         default=None, description="dtype uint8: {weight_scale: number or [one per output channel], output_scale: "
                                   "..., output_zero_point: ...}")
-    filter_layout: LayoutSpec = Field(default="OIHW", description=LAYOUT_HELP)
+    filter_layout: LayoutSpec = Field(
+        default="OIHW", description=LAYOUT_HELP + " (default: OIHW, or the layout a target's kernels read for the "
+                                                  "dtype: oihw-8i32o4i for hvx uint8)")
     output_layout: Union[LayoutSpec, None] = Field(
         default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
                                                 "tensor, output.layout for the last op)")
@@ -224,6 +226,9 @@ class TargetInfo:
     # schedule.order values whose stripe loops it renders; None: it runs no stripe loops (a kernel per conv), so
     # the order does not apply to it
     loop_orders: tuple[str, ...] | None = ("channels_outer",)
+    # (dtype, layout): the filter layout its kernels read for that dtype, which an op naming no filter_layout takes
+    # (hvx uint8: vrmpy reads OIHW8i32o4i); a dtype not listed takes any layout (default OIHW)
+    filter_layouts: tuple[tuple[str, str], ...] = ()
 
 
 Catalog = tuple[TargetInfo, ...]

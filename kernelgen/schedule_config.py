@@ -1,6 +1,6 @@
-"""Meaning checks of the schedule keys that depend on the config's targets: the budget `auto` asks for and the
-stripe loop order (`schedule.order`) the targets can render. Split from config.py, which calls these with its
-problem reporter and the catalog of targets (the core never imports a target)."""
+"""Meaning checks of the keys that depend on the config's targets: the budget `auto` asks for, the stripe loop order
+(`schedule.order`) the targets can render and the filter layout an op naming none takes. Split from config.py, which
+calls these with its problem reporter and the catalog of targets (the core never imports a target)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -23,6 +23,16 @@ def default_budget(catalog: Catalog, model: Any) -> tuple[int | None, str]:
     name, budget, source = min(budgets, key=lambda b: b[1])
     others = [f"{n} {b}" for n, b, _ in budgets if n != name]
     return budget, source + (f"; the smallest of the targets' budgets ({', '.join(others)} bytes)" if others else "")
+
+
+def target_filter_layout(catalog: Catalog, model: Any) -> tuple[str, str] | None:
+    """(layout, the targets that read it) for an op that names no filter_layout: the one layout the config's targets
+    read for its dtype (hvx uint8: OIHW8i32o4i); None when none of them needs one, or they need different ones (the
+    op keeps OIHW and each target names the layout it needs)."""
+    needs = {info.name: dict(info.filter_layouts)[model.dtype] for info in catalog
+             if info.name in model.targets and model.dtype in dict(info.filter_layouts)}
+    layouts = set(needs.values())
+    return (layouts.pop(), ", ".join(needs)) if len(layouts) == 1 else None
 
 
 def loop_order(problem: Problem, spec: str, auto: bool, budget: int | None, targets: list[str], catalog: Catalog,

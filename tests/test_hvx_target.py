@@ -24,8 +24,9 @@ from kernelgen.targets import TARGETS
 from kernelgen.cli import main
 from kernelgen.api import load_config, parse_config
 from kernelgen.quant import requantization
-from kernelgen.targets.hvx.plan import hvx_plan
+from kernelgen.targets.hvx.plan import FILTER_LAYOUT, hvx_plan
 from kernelgen.planner import plan
+from kernelgen.report import text_report
 from kernelgen.reference_quant import requantize
 from kernelgen.measure.records import Status
 from kernelgen.measure.validate import validate
@@ -274,6 +275,40 @@ def test_seed000_float32_under_qemu(repo, name):
 
     result = validate(load_config(repo / "configs" / f"{name}.yaml"), "hvx")
     assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+# Issue 33: uint8 ops naming no filter_layout, a depthwise one and a dense one; scales keep the outputs unsaturated.
+NO_FILTER_LAYOUT = (
+    "name: dw_default\ndtype: uint8\ninput: {shape: [1, 12, 10, 64], layout: nhwc-8h8w32c}\n"
+    "quant: {input_scale: 0.05, input_zero_point: 128, weight_dtype: int8, weight_scale: 0.002, output_scale: 0.1, "
+    "output_zero_point: 128}\nops:\n  - conv2d: {out_channels: 64, kernel: 3, pad: 1, groups: 64}\n"
+    "  - conv2d: {out_channels: 40, kernel: 1}\noutput: {layout: nhwc-8h8w32c}\ntargets: [hvx]\n")
+
+
+def test_uint8_ops_naming_no_filter_layout_take_the_one_the_hvx_kernels_read(tmp_path):
+    """Depthwise and dense alike get OIHW8i32o4i, and the plan report says where it came from; an op naming its
+    layout keeps it (and is left out of the note); float32 keeps OIHW, which the scalar kernel reads."""
+    path = tmp_path / "dw_default.yaml"
+    path.write_text(NO_FILTER_LAYOUT)
+    result = CliRunner().invoke(main, ["build", str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert [op.filter_layout.name for op in load_config(path).ops] == [FILTER_LAYOUT, FILTER_LAYOUT]
+    note = ("note: filter1, filter2: OIHW8i32o4i, the layout the hvx target reads uint8 filters in (the config names "
+            "no filter_layout)")
+    assert note in (tmp_path / "out" / "dw_default" / "plan.txt").read_text()
+    named = NO_FILTER_LAYOUT.replace("groups: 64}", "groups: 64, filter_layout: oihw-8i32o4i}")
+    assert "note: filter2: OIHW8i32o4i, the layout" in text_report(plan(parse_config(named, "named.yaml")))
+    float32 = "".join(line for line in NO_FILTER_LAYOUT.splitlines(True) if not line.startswith(("dtype", "quant")))
+    config = parse_config(float32, "f32.yaml")
+    assert config.dtype == "float32" and [op.filter_layout.name for op in config.ops] == ["OIHW", "OIHW"]
+    assert "filter_layout" not in text_report(plan(config))
+
+
+@requires_tool(*TOOLS)
+def test_uint8_depthwise_naming_no_filter_layout_is_bit_exact_under_qemu():
+    result = _validate(parse_config(NO_FILTER_LAYOUT, "dw_default.yaml"), int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
+    assert "(0% of outputs saturated)" in result.detail
 
 
 @pytest.mark.parametrize("edit, key, line", [

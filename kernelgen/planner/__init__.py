@@ -185,4 +185,9 @@ def _notes(config: Config, caches: tuple[Cache, ...], geo: Geometry, cut: Stripe
     for cache in caches:
         if cache.aliases:
             notes.append(f"the {cache.name} cache reuses the {cache.aliases} cache's storage")
+    chosen = [(j, op) for j, op in enumerate(config.ops, 1) if op.filter_layout_by]
+    if chosen:
+        names, (_, op) = ", ".join(f"filter{j}" for j, _ in chosen), chosen[0]
+        notes.append(f"{names}: {op.filter_layout.name}, the layout the {op.filter_layout_by} target reads "
+                     f"{config.dtype} filters in (the config names no filter_layout)")
     return tuple(notes)

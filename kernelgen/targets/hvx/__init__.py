@@ -23,7 +23,7 @@ from ...toolstatus import ToolStatus
 from ..base import Job, Target
 from .names import NAMES
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget
-from .plan import HvxPlan, hvx_plan
+from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
 from .toolchain import status
 
@@ -42,8 +42,10 @@ class Hvx(Target):
 
     def info(self) -> TargetInfo:
         # `schedule: auto` fits the splits to the VTCM when the hvx target builds the config.
+        # an op naming no filter_layout takes the one the uint8 kernel's vrmpy reads (dense and depthwise)
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model,
-                          default_budget=default_budget, roofs=HVX_ROOFS, loop_orders=self.loop_orders)
+                          default_budget=default_budget, roofs=HVX_ROOFS, loop_orders=self.loop_orders,
+                          filter_layouts=(("uint8", FILTER_LAYOUT),))
 
     def target_plan(self, config: Config, plan: Plan) -> HvxPlan:
         return hvx_plan(config, plan)
