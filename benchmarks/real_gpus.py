@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kernelgen.api import bench, load_config, parse_config, stats
+from kernelgen.api import TARGETS, bench, jobs, load_config, parse_config
 from kernelgen.config import with_options
 from kernelgen.targets.vulkan.options import vulkan_options
 
@@ -30,7 +30,9 @@ targets: [opencl]
 
 
 def _aco(config) -> tuple[int, int]:
-    ops = stats(config, "vulkan", "rdna2")
+    """The config's kernels as written (whatever its profile) compiled by RDNA2's compiler: the target's stats
+    primitive, since kernelgen.stats and `kernelgen stats` compile the profile they are given."""
+    ops = TARGETS["vulkan"].stats(jobs(config, ("vulkan",))["vulkan"], "rdna2")
     return max(o.vgprs for o in ops), sum(o.spilled_vgprs for o in ops)
 
 

@@ -38,7 +38,7 @@ from .toolstatus import ToolStatus
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
            "jobs", "json_schema", "load_config", "load_network", "network_files", "output_files", "output_names", "parse_config", "plan",
-           "roofline_chart", "run", "skipped", "stats", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
+           "roofline_chart", "run", "skipped", "stats", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
 
 Targets = Mapping[str, Target]
 
@@ -99,9 +99,9 @@ def with_device(config: Config, device: str) -> Config:
     for name, options in config.options.items():
         if "device" not in type(options).model_fields:
             continue
-        try:
-            config = with_options(config, name, type(options).model_validate({**options.model_dump(),
-                                                                              "device": device}))
+        try:  # what the config set stays marked as set (stats names it), the rest follows the new profile
+            given = options.model_dump(exclude_unset=True)
+            config = with_options(config, name, type(options).model_validate({**given, "device": device}))
         except ValidationError:  # a profile this target has no use for (lavapipe for opencl)
             continue
     return config
@@ -209,9 +209,39 @@ def run(config: Config, target: str, inputs: Mapping[str, np.ndarray]) -> dict[s
     return _run.run(TARGETS[target], job, _run.checked_inputs(config, job.plan, inputs)).outputs
 
 
-def stats(config: Config, target: str, device: str) -> tuple[DeviceStats, ...]:
-    """Per op, what `device`'s own compiler makes of the target's kernel (registers, spills, occupancy)."""
-    return TARGETS[target].stats(jobs(config, (target,))[target], device)
+def stats(config: Config, target: str, device: str | None = None) -> tuple[DeviceStats, ...]:
+    """Per op, what the compiler behind the target's device profile makes of its kernel (registers, spills,
+    occupancy): the config's own profile, or `device`, which becomes the profile first (as --device does on every
+    command: its tiles are compiled, by its compiler). Raises KernelgenError when no compiler here judges it."""
+    config = with_device(config, device) if device else config
+    judge = stats_profile(config, target, device)
+    return TARGETS[target].stats(jobs(config, (target,))[target], judge)
+
+
+def stats_profile(config: Config, target: str, device: str | None = None) -> str:
+    """The device profile `stats` compiles the target's kernels for (the config's, or `device` once with_device
+    set it), checked: the target must take that profile and have a compiler for it here."""
+    known = TARGETS[target]
+    if not known.stats_devices:
+        raise KernelgenError(f"the {target} target has compiler statistics for no device")
+    options = known.options(config)
+    profile = getattr(options, "device", None)
+    if device and profile != device:
+        raise KernelgenError(f"the {target} target takes no {device!r} profile (it takes "
+                             f"{', '.join(map(repr, _profiles(options)))})")
+    if profile not in known.stats_devices:
+        given = f"got {device!r}" if device else f"and the config's {target}.device is {profile!r}"
+        plural = "s" if len(known.stats_devices) > 1 else ""
+        raise KernelgenError(f"the {target} target has compiler statistics for the {', '.join(known.stats_devices)} "
+                             f"profile{plural} only, {given} (--device {known.stats_devices[0]} compiles the kernels "
+                             f"with that profile's tiles)")
+    return profile
+
+
+def _profiles(options) -> tuple[str, ...]:
+    from typing import get_args
+
+    return get_args(type(options).model_fields["device"].annotation)
 
 
 def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_peaks: dict[str, float]):

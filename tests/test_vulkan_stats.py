@@ -44,12 +44,14 @@ def test_radv_statistics_are_parsed_field_by_field():
 def test_the_lavapipe_tuned_tile_spills_on_rdna2_and_a_small_one_does_not(tmp_path, repo):
     """seed 002's lavapipe tile needs every VGPR and spills thousands (the issue measured 2,432); a 2x4 pixel x
     4 channel invocation tile with kernel rows in a loop fits in registers."""
-    result = CliRunner().invoke(main, ["stats", str(repo / "configs" / "seed002_vulkan.yaml"), "--target", "vulkan", "--json"])
+    result = CliRunner().invoke(main, ["stats", str(repo / "configs" / "seed002_vulkan.yaml"), "--target", "vulkan",
+                                       "--device", "rdna2", "--json"])
     assert result.exit_code == 0, result.output
     answer = json.loads(result.stdout)
     assert answer["context"]["devices"]["vulkan-stats"].startswith("rdna2 (Mesa RADV/ACO, null navi21")
     (report,) = answer["results"]
-    assert (report["target"], report["device"]) == ("vulkan", "rdna2")
+    assert (report["target"], report["device"], report["profile"]) == ("vulkan", "rdna2", "rdna2")
+    assert report["config_sets"] == ["ivc_tile", "wg_size", "wide_store"]  # the config's own tiles, kept
     (op,) = report["ops"]
     assert list(op)[2:] == KEYS
     assert op["vgprs"] == 256 and op["spilled_vgprs"] > 1000 and op["scratch_bytes"] > 0
@@ -58,16 +60,23 @@ def test_the_lavapipe_tuned_tile_spills_on_rdna2_and_a_small_one_does_not(tmp_pa
     small.write_text("name: small_tile\ninput: {shape: [1, 16, 16, 32]}\nops:\n"
                      "  - conv2d: {out_channels: 32, kernel: 3, pad: 1}\n"
                      "vulkan: {ivc_tile: [2, 4, 4]}\ntargets: [vulkan]\n")
-    result = CliRunner().invoke(main, ["stats", str(small), "--target", "vulkan", "--json"])
+    result = CliRunner().invoke(main, ["stats", str(small), "--target", "vulkan", "--device", "rdna2", "--json"])
     assert result.exit_code == 0, result.output
     (op,) = json.loads(result.stdout)["results"][0]["ops"]
     assert op["spilled_vgprs"] == op["spilled_sgprs"] == 0 and op["vgprs"] <= 128 and op["waves"] >= 8
 
 
 def test_stats_refuses_a_device_it_cannot_compile_for(repo):
-    result = CliRunner().invoke(main, ["stats", str(repo / "configs" / "seed002_vulkan.yaml"), "--target", "vulkan",
-                                       "--device", "mali"])
-    assert result.exit_code == 2 and "the vulkan target has compiler statistics for rdna2, got 'mali'" in result.output
+    config = str(repo / "configs" / "seed002_vulkan.yaml")
+    result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "mali"])
+    assert result.exit_code == 2 and "'mali' is not one of" in result.output  # not a profile at all
+    result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "mali-valhall"])
+    assert result.exit_code == 2
+    assert "the vulkan target has compiler statistics for the rdna2 profile only, got 'mali-valhall'" in result.output
+    result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "pocl-cpu"])
+    assert result.exit_code == 2 and "the vulkan target takes no 'pocl-cpu' profile" in result.output
+    result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan"])  # the config's profile: lavapipe
+    assert result.exit_code == 2 and "the config's vulkan.device is 'lavapipe' (--device rdna2 " in result.output
     result = CliRunner().invoke(main, ["stats", str(repo / "configs" / "seed002_vulkan.yaml"), "--target", "c"])
     assert result.exit_code == 2 and "the c target has compiler statistics for no device" in result.output
 

@@ -97,8 +97,15 @@ def _known_targets(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
 target_option = click.option("--target", "targets", multiple=True, metavar="NAME", callback=_known_targets,
                              help=f"Target to use (repeatable); overrides the config's targets. One of: {', '.join(TARGETS)}.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-device_option = click.option("--device", type=click.Choice(sorted(PROFILES)), help="A device profile (kernelgen "
-                             "devices) for every target that takes it, over the configs' vulkan/opencl.device.")
+
+
+def device_choice(help: str):
+    """--device NAME: a device profile (kernelgen devices), the same option on every command that takes one."""
+    return click.option("--device", type=click.Choice(sorted(PROFILES)), help=help)
+
+
+device_option = device_choice("A device profile (kernelgen devices) for every target that takes it, over the "
+                              "configs' vulkan/opencl.device: its defaults (tiles, work sizes) apply.")
 
 
 def progress(items: list, label: str):

@@ -3,15 +3,14 @@ split from cli.py, which registers it. Prints and exits like the other commands.
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
-from ..api import TARGETS, load_config, stats
-from ..measure.records import DeviceStats
-from ..diagnostics import render
-from ..errors import ConfigError, KernelgenError
+from ..api import TARGETS, load_config, stats, stats_profile, with_device
+from ..errors import KernelgenError
 from ..measure.context import run_context
+from ..measure.records import DeviceStats
+from .common import device_choice, handle_errors, json_option
 
 KEYS = DeviceStats.statistics()
 # The compiler behind each statistics device (the JSON context names it).
@@ -22,12 +21,17 @@ STATS_COMPILERS = {"rdna2": "Mesa RADV/ACO, null navi21 device (RADV_FORCE_FAMIL
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--target", "target", required=True, metavar="NAME",
               help="The target whose kernels are compiled (one with a device compiler).")
-@click.option("--device", default="rdna2", show_default=True, help="The device whose compiler judges them.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
+@device_choice("The device profile (kernelgen devices) as on every command: its tiles are compiled, and its own "
+               "compiler judges them (rdna2: RADV's ACO). Default: the config's own vulkan/opencl.device.")
+@json_option
+@handle_errors
+def stats_command(config: str, target: str, device: str | None, as_json: bool) -> None:
     """Registers, spills, occupancy and code size of each op, from the device's own compiler.
 
     \b
+    --device NAME sets the profile as build, validate and bench do: the kernels
+    compiled are the ones `build --device NAME` writes (the profile's default
+    tiles, unless the config sets its own), and the report names that profile.
     rdna2: Mesa's RADV compiles for a null RDNA2 device (no GPU needed) and its ACO compiler reports
     VGPRs, SGPRs, spilled VGPRs/SGPRs, scratch bytes, waves per SIMD, code bytes and its static latency
     and inverse-throughput estimates. A kernel that spills here would crawl on a real GPU.
@@ -37,34 +41,36 @@ def stats_command(config: str, target: str, device: str, as_json: bool) -> None:
     if target not in TARGETS:
         raise click.BadParameter(f"unknown target {target!r} (expected one of: {', '.join(TARGETS)})",
                                  param_hint="--target")
-    devices = TARGETS[target].stats_devices
-    if device not in devices:
-        raise click.BadParameter(f"the {target} target has compiler statistics for {', '.join(devices) or 'no device'}"
-                                 f", got {device!r}", param_hint="--device")
+    loaded = load_config(config)
+    loaded = with_device(loaded, device) if device else loaded
     try:
-        loaded = load_config(config)
-        rows = stats(loaded, target, device)
-    except ConfigError as error:
-        for problem in error.problems:
-            click.echo(render(problem, with_source=sys.stderr.isatty()), err=True)
-        sys.exit(2)
+        profile = stats_profile(loaded, target, device)
     except KernelgenError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(error.exit_code)
+        raise (click.BadParameter(str(error), param_hint="--device") if device else click.UsageError(str(error))) \
+            from None
+    rows = stats(loaded, target)
+    compiler = STATS_COMPILERS.get(profile, profile)
+    options = TARGETS[target].options(loaded)
+    given = sorted((options.model_fields_set if options is not None else set()) - {"device"})
+    tiles = (f"the {profile} profile's defaults and the config's {', '.join(given)}" if given
+             else f"the {profile} profile's default tiles")
     if as_json:
-        context = run_context([target], {f"{target}-stats": f"{device} ({STATS_COMPILERS.get(device, device)})"})
-        click.echo(json.dumps({"context": context, "results": [{"config": loaded.name, "target": target,
-                                                                "device": device, "ops": [r.as_dict() for r in rows]}]}, indent=2))
+        context = run_context([target], {f"{target}-stats": f"{profile} ({compiler})"})
+        click.echo(json.dumps({"context": context, "results": [{
+            "config": loaded.name, "target": target, "device": profile, "profile": profile, "config_sets": given,
+            "ops": [r.as_dict() for r in rows]}]}, indent=2))
     else:
-        click.echo(f"{loaded.name}: {target} kernels compiled for {device}")
+        click.echo(f"{loaded.name}: {target} kernels with {tiles}, compiled for {profile} by {compiler}")
+        for row in rows:
+            click.echo(f"  op {row.op}: {row.label}")
         click.echo(f"{'op':>3} " + " ".join(f"{k:>18}" for k in KEYS))
         for row in rows:
             click.echo(f"{row.op:>3} " + " ".join(f"{getattr(row, k):>18}" for k in KEYS))
     for row in rows:
         if row.spills:
             click.echo(f"warning: op {row.op} spills {row.spilled_vgprs} VGPRs and {row.spilled_sgprs} SGPRs "
-                       f"({row.scratch_bytes} bytes of scratch) on {device}: a smaller vulkan.ivc_tile keeps the "
-                       f"accumulators in registers", err=True)
+                       f"({row.scratch_bytes} bytes of scratch) on {profile}: a smaller vulkan.ivc_tile (or the "
+                       f"profile's default) keeps the accumulators in registers", err=True)
 
 
 @click.command("devices")
@@ -74,7 +80,7 @@ def devices_command(as_json: bool) -> None:
 
     \b
     A config picks one with `vulkan: {device: NAME}` (default lavapipe) or `opencl: {device: NAME}`
-    (default pocl-cpu).
+    (default pocl-cpu); --device NAME on build, validate, bench, run and stats picks one over it.
     Example:
       kernelgen devices
     """
