@@ -53,3 +53,47 @@ def test_stats_without_a_compiler_for_the_profile_says_which_device_has_one(tmp_
     assert result.exit_code == 2
     assert "the config's vulkan.device is 'lavapipe' (--device rdna2 compiles the kernels with that profile's " \
            "tiles)" in result.output
+
+
+# ---------------------------------------------------------------- 2. plan takes many configs
+
+def test_plan_takes_many_configs_one_report_after_another(repo):
+    """`kernelgen plan a.yaml b.yaml` was exit 2 (Got unexpected extra arguments)."""
+    paths = [str(repo / "configs" / name) for name in ("seed000_3x3.yaml", "seed000_split.yaml")]
+    runner = CliRunner()
+    text = runner.invoke(main, ["plan", *paths])
+    assert text.exit_code == 0, text.output
+    headers = [line for line in text.stdout.splitlines() if line.startswith("==> ")]
+    assert headers == [f"==> {p} <==" for p in paths]
+    first, second = text.stdout.split(f"==> {paths[1]} <==")
+    assert "kernelgen plan: seed000_3x3 " in first and "kernelgen plan: seed000_split " in second
+    assert first.endswith("\n\n")  # a blank line before the next report's header
+    reports = json.loads(runner.invoke(main, ["plan", *paths, "--json"]).stdout)
+    assert [r["name"] for r in reports] == ["seed000_3x3", "seed000_split"]
+    one = json.loads(runner.invoke(main, ["plan", paths[0], "--json"]).stdout)
+    assert one == reports[0]  # one config: one object, as before
+    md = runner.invoke(main, ["plan", *paths, "--format", "md"]).stdout
+    assert md.count("# kernelgen plan: ") == 2 and "\n---\n\n# kernelgen plan: `seed000_split`" in md
+    bad = runner.invoke(main, ["plan", paths[0], "does/not/exist.yaml"])
+    assert bad.exit_code == 2 and "does/not/exist.yaml" in bad.output and not bad.stdout.startswith("==>")
+
+
+@requires_tool("py:onnx", "py:onnxruntime")
+def test_plan_of_an_imported_folder_and_of_its_network_manifest(tmp_path):
+    import onnx
+    import onnx_models
+
+    onnx.save(onnx_models.small_resnet(), str(tmp_path / "sr.onnx"))
+    runner = CliRunner()
+    assert runner.invoke(main, ["import", str(tmp_path / "sr.onnx"), "-o", str(tmp_path / "sr")]).exit_code == 0
+    manifest = str(tmp_path / "sr" / "network.yaml")
+    configs = sorted(str(p) for p in (tmp_path / "sr").glob("*.yaml") if p.name != "network.yaml")
+    folder = runner.invoke(main, ["plan", *configs, manifest])  # DIR/*.yaml after an import
+    assert folder.exit_code == 0, folder.output
+    assert [line for line in folder.stdout.splitlines() if line.startswith("==> ")] == [f"==> {p} <==" for p in configs]
+    assert "network.yaml: a network manifest, left out among configs" in folder.stderr
+    network = runner.invoke(main, ["plan", manifest])
+    assert network.exit_code == 0 and network.stdout.startswith("network sr (") and "arena: " in network.stdout
+    assert json.loads(runner.invoke(main, ["plan", manifest, "--json"]).stdout)["network"] == "sr"
+    both = json.loads(runner.invoke(main, ["plan", manifest, manifest, "--json"]).stdout)
+    assert [n["network"] for n in both] == ["sr", "sr"]

@@ -50,28 +50,40 @@ def main() -> None:
 # ---------------------------------------------------------------- plan
 
 @main.command()
-@click.argument("config", type=click.Path(dir_okay=False))
-@json_option
+@configs_argument
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead of text: one object for one config, a list for several.")
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text", show_default=True,
               help="Report format.")
 @handle_errors
-def plan(config: str, as_json: bool, fmt: str) -> None:
+def plan(configs: tuple[str, ...], as_json: bool, fmt: str) -> None:
     """Print the plan: shapes and layouts, cache usage, loop nest.
 
     \b
+    Several configs give one report after another, each under a line
+    "==> CONFIG <==" (text; Markdown: separated by ---); with --json one
+    object for one config, a list of them (in argument order) for several.
+    A network manifest (network.yaml) gives one line per step and the arena.
     Example:
       kernelgen plan configs/seed000_3x3.yaml --json
+      kernelgen plan configs/*.yaml
     """
-    if manifests_in((config,)):
+    if manifests_in(configs):
         from .network import plan_network
 
-        return plan_network(config, as_json)
-    the_plan = make_plan(load_all((config,))[0])
+        return plan_network(configs, as_json or fmt == "json")
+    loaded = load_all(configs)
+    plans = [make_plan(config) for config in loaded]  # every config planned before anything is printed
     if as_json or fmt == "json":
-        click.echo(json.dumps(json_report(the_plan), indent=2))
-    elif fmt == "md":
-        click.echo(markdown_report(the_plan), nl=False)
-    else:
+        reports = [json_report(p) for p in plans]
+        click.echo(json.dumps(reports[0] if len(configs) == 1 else reports, indent=2))
+        return
+    for index, (config, the_plan) in enumerate(zip(loaded, plans)):
+        if fmt == "md":
+            click.echo(("\n---\n\n" if index else "") + markdown_report(the_plan), nl=False)
+            continue
+        if len(loaded) > 1:
+            click.echo(("\n" if index else "") + f"==> {config.path} <==")
         click.echo(text_report(the_plan), nl=False)
 
 

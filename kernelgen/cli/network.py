@@ -227,13 +227,25 @@ def write_all(root: Path, files: dict[str, str | bytes]) -> int:
 
 # ---------------------------------------------------------------- plan
 
-def plan_network(path: str, as_json: bool) -> None:
-    """One line per step: a kernel's ops, executed/useful FLOPs, traffic and workspace; a host step's nodes; then
-    the tensors' bytes and, planned from their lifetimes, the arena the steps share."""
+def plan_network(paths: tuple[str, ...], as_json: bool) -> None:
+    """Each manifest: one line per step (a kernel's ops, executed/useful FLOPs, traffic and workspace; a host step's
+    nodes), then the tensors' bytes and, planned from their lifetimes, the arena the steps share. --json: one object
+    for one manifest, a list for several (as plan does for configs)."""
+    networks = load_networks(paths, None)
+    summaries = [_network_summary(network) for network in networks]
+    if as_json:
+        click.echo(json.dumps(summaries[0] if len(paths) == 1 else summaries, indent=2))
+        return
+    for index, (network, summary) in enumerate(zip(networks, summaries)):
+        if len(networks) > 1:
+            click.echo(("\n" if index else "") + f"==> {network.path} <==")
+        _echo_network_plan(network, summary)
+
+
+def _network_summary(network: Network) -> dict:
     from ..network.arena import plan_arena
     from ..planner import plan
 
-    (network,) = load_networks((path,), None)
     plans = {s.index: plan(s.config) for s in network.kernels}
     arena = plan_arena(network, {k: p.workspace_bytes for k, p in plans.items()})
     rows = []
@@ -247,11 +259,12 @@ def plan_network(path: str, as_json: bool) -> None:
         else:
             rows.append({"step": step.index, "kind": "host", "name": step.label, "nodes": list(step.nodes),
                          "inputs": list(step.inputs), "outputs": list(step.outputs)})
-    summary = {"network": network.name, "model": str(network.model), "steps": rows, "arena_bytes": arena.size_bytes,
-               "naive_bytes": arena.naive_bytes, "peak_bytes": arena.peak_bytes}
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-        return
+    return {"network": network.name, "model": str(network.model), "steps": rows, "arena_bytes": arena.size_bytes,
+            "naive_bytes": arena.naive_bytes, "peak_bytes": arena.peak_bytes}
+
+
+def _echo_network_plan(network: Network, summary: dict) -> None:
+    rows = summary["steps"]
     click.echo(f"network {network.name} ({network.path}): {len(network.kernels)} kernels, "
                f"{len(network.steps) - len(network.kernels)} host steps, model {network.model}")
     for r in rows:
@@ -261,5 +274,5 @@ def plan_network(path: str, as_json: bool) -> None:
                        f"{r['workspace_bytes'] / 1024:.0f} KiB")
         else:
             click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} host: {', '.join(r['nodes'])}")
-    click.echo(f"arena: {arena.size_bytes:,} bytes for the tensors between steps and the kernels' workspaces "
-               f"(each alone: {arena.naive_bytes:,}; the most alive at once: {arena.peak_bytes:,})")
+    click.echo(f"arena: {summary['arena_bytes']:,} bytes for the tensors between steps and the kernels' workspaces "
+               f"(each alone: {summary['naive_bytes']:,}; the most alive at once: {summary['peak_bytes']:,})")
