@@ -15,7 +15,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from .errors import ConfigError, ConfigProblem, KernelgenError
 from .measure import bench as _bench
 from .measure import run as _run
 from .measure import validate as _validate
-from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
+from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, not_built, unmeasured
 from .plan import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes
@@ -175,10 +175,12 @@ def validate(config: Config, target: str, seed: int | None = None) -> Validation
     return _validate.validate(TARGETS[target], jobs(config, (target,))[target], _seed(seed))
 
 
-def validate_job(job: Job, target: str, seed: int | None = None, dump: Path | None = None) -> ValidationResult:
+def validate_job(job: Job, target: str, seed: int | None = None, dump: Path | None = None,
+                 phase: Callable[[str], None] | None = None) -> ValidationResult:
     """validate() of a job already planned and rendered, with toolchain failures reported as a FAIL row; `dump`:
-    a folder for each op's output and its reference (.npy)."""
-    return _validate.validate_safely(TARGETS[target], job, _seed(seed), dump)
+    a folder for each op's output and its reference (.npy); `phase` hears each step begin ("compiling", "running",
+    "comparing": validate's progress on a terminal)."""
+    return _validate.validate_safely(TARGETS[target], job, _seed(seed), dump, phase)
 
 
 def skipped(config: Config, target: str, detail: str, seed: int = 0) -> ValidationResult:
@@ -311,7 +313,7 @@ def validate_network(network, target: str, seed: int | None = None):
         except ConfigError:
             raise
         except KernelgenError as error:
-            return None, unmeasured(config.name, target, seed, Status.FAIL, str(error))
+            return None, not_built(config.name, target, seed, error)
 
     yield from execute.run_steps(network, feeds, kernel, expected)
 

@@ -111,6 +111,7 @@ def test_an_unwritten_output_is_caught(registry, target):
     bad = validate(registry[target], KERNELS[target][2](job), seed=3)
     assert bad.status is Status.FAIL
     assert ("outputs differ" if job.config.dtype == "uint8" else "never written") in bad.detail
+    assert bad.failure[0] == "unwritten"  # what failed, where err/bound cannot say it (issue 33)
 
 
 @pytest.mark.slow
@@ -141,7 +142,7 @@ def test_validate_and_bench_json_have_one_shape(registry, target, tmp_path):
     assert set(data) == {"context", "results"} and data["context"]["kernelgen_version"]
     (row,) = data["results"]
     assert list(row) == ["config", "target", "status", "max_abs_error", "max_rel_error", "bound_ratio", "seed",
-                         "oracles", "threshold", "checked", "detail"]
+                         "oracles", "threshold", "checked", "detail", "failure"]
     assert (row["config"], row["target"], row["status"], row["seed"]) == (f"contract_{target}", target, "pass", 4)
     timed = CliRunner().invoke(main, ["bench", str(path), "--json", "--repeat", "2"])
     assert timed.exit_code == 0, timed.output

@@ -16,8 +16,8 @@ from ..version import __version__
 from ..api import TARGETS, binaries, dependencies, jobs, json_schema, output_files, output_names, skipped, \
     validate_job
 from .bench import bench_command
-from .common import (configs_argument, device_option, echo_problems, handle_errors, json_option, load_all,  # noqa: F401
-                     make_folder, number, progress, target_option)
+from .common import (StatusLine, configs_argument, device_option, echo_problems, handle_errors,  # noqa: F401
+                     json_option, load_all, make_folder, number, progress, target_option)
 from .import_onnx import import_command
 from .init import init_command
 from .run import run_command
@@ -29,7 +29,7 @@ from ..planner import plan as make_plan
 from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
 from ..toolstatus import install_text
-from .validate_table import validate_table
+from .validate_table import header as table_header, row_lines, skipped_lines, width as table_width
 from .network import manifests_in, validate_networks
 
 
@@ -218,10 +218,14 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
               help="Report targets whose toolchain this machine lacks as 'skipped' instead of failing.")
 @click.option("--dump", type=click.Path(file_okay=False), metavar="DIR",
               help="Write each op's output and numpy's for it as .npy: DIR/<config>/<target>/op<j>[.reference].npy.")
-@json_option
+@click.option("--json", "as_json", is_flag=True,
+              help='Print one JSON object when every result is in: {"context": ..., "results": [...]}.')
+@click.option("--jsonl", "as_jsonl", is_flag=True,
+              help='Print JSON Lines as results finish: {"context": ...} first, then one object per (config, '
+                   'target), the objects of --json\'s results.')
 @handle_errors
 def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
-             skip_missing: bool, dump: str | None, as_json: bool) -> None:
+             skip_missing: bool, dump: str | None, as_json: bool, as_jsonl: bool) -> None:
     """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
 
     \b
@@ -232,37 +236,61 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     largest error allowed over the output's largest magnitude. uint8 is bit-exact;
     an imported model's ops are also run one by one in onnxruntime (exact for
     requantization: float32, within 1 for fixed_point or a residual add).
+    A FAIL says what failed ("failure" in JSON: output, conv2d #j, unwritten,
+    padding, onnxruntime, toolchain, error); the table shows it in err/bound
+    when no ratio over the bound explains it (bit-exact uint8, padding, a build).
+    Rows are printed as each result arrives; on a terminal a status line on
+    stderr names the config, its phase (compiling, running, comparing) and the
+    time so far. For a network.yaml, --jsonl is its --json (a line per step).
     Example:
       kernelgen validate configs/*.yaml --target c
+      kernelgen validate configs/*.yaml --jsonl > results.jsonl
     """
+    if as_json and as_jsonl:
+        raise click.UsageError("--json and --jsonl: give one (--jsonl streams the objects --json prints at the end)")
     if manifests_in(configs):
-        return validate_networks(configs, targets, device, seed, as_json)
+        return validate_networks(configs, targets, device, seed, as_json or as_jsonl)
     loaded = load_all(configs, targets, device)
     # Plan and render first, once: a config the planner or a target rejects is a config error (exit 2), reported
     # before anything runs, not a FAIL row; the same jobs are then compiled and run.
     work = [(target, job) for config in loaded for target, job in jobs(config, targets).items()]
+    size = table_width([c.name for c in loaded])
+    if as_jsonl:
+        click.echo(json.dumps({"context": run_context(t for t, _ in work)}))
+    elif not as_json:
+        click.echo(table_header(size))
     results = []
-    with progress(work, "validating") as bar:
-        for target, job in bar:
+    with StatusLine() as status:
+        for index, (target, job) in enumerate(work, start=1):
+            status.start(f"validate [{index}/{len(work)}] {job.config.name} on {target}")
             missing = [s for s in TARGETS[target].toolchain() if not s.found] if skip_missing else []
-            if missing:
-                results.append(skipped(job.config, target, install_text(missing), seed or 0))
-                continue
-            results.append(validate_job(job, target, seed=seed, dump=Path(dump) if dump else None))
+            result = skipped(job.config, target, install_text(missing), seed or 0) if missing else \
+                validate_job(job, target, seed=seed, dump=Path(dump) if dump else None, phase=status.set_phase)
+            results.append(result)
+            if as_jsonl:
+                status.echo(json.dumps(_json_result(result)))
+            elif not as_json:
+                for line in row_lines(result, size):
+                    status.echo(line)
     if as_json:
-        click.echo(json.dumps({"context": run_context(t for t, _ in work), "results": [
-                               {"config": r.config, "target": r.target, "status": r.status.value,
-                                "max_abs_error": number(r.max_abs_error), "max_rel_error": number(r.max_rel_error),
-                                "bound_ratio": number(r.bound_ratio), "seed": r.seed, "oracles": list(r.oracles),
-                                "threshold": number(r.threshold), "checked": r.checked, "detail": r.detail}
-                               for r in results]}, indent=2))
-    else:
-        for line in validate_table(results):
+        click.echo(json.dumps({"context": run_context(t for t, _ in work),
+                               "results": [_json_result(r) for r in results]}, indent=2))
+    elif not as_jsonl:
+        for line in skipped_lines(results):
             click.echo(line)
     # compiled (HVX float: QEMU cannot run it), not run (device lacks a feature), skipped (no toolchain):
     # reported as such, neither a pass nor a mismatch.
     if any(r.status.counts_as_failure for r in results):
         sys.exit(1)
+
+
+def _json_result(r) -> dict:
+    """One result as --json's results and --jsonl's lines give it; bound_ratio null where there is none (a
+    bit-exact FAIL, a row without a measurement): "failure" says what failed."""
+    return {"config": r.config, "target": r.target, "status": r.status.value,
+            "max_abs_error": number(r.max_abs_error), "max_rel_error": number(r.max_rel_error),
+            "bound_ratio": number(r.bound_ratio), "seed": r.seed, "oracles": list(r.oracles),
+            "threshold": number(r.threshold), "checked": r.checked, "detail": r.detail, "failure": list(r.failure)}
 
 
 # ---------------------------------------------------------------- small commands

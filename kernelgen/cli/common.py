@@ -1,10 +1,14 @@
 """What the commands share: loading every config with its problems reported together, the exit codes of
-library errors (ConfigError -> 2, any other KernelgenError -> 1), the common options, progress and JSON numbers."""
+library errors (ConfigError -> 2, any other KernelgenError -> 1), the common options, progress (a bar, a status
+line: on a terminal only) and JSON numbers."""
 from __future__ import annotations
 
 import difflib
 import functools
+import shutil
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -108,9 +112,14 @@ device_option = device_choice("A device profile (kernelgen devices) for every ta
                               "configs' vulkan/opencl.device: its defaults (tiles, work sizes) apply.")
 
 
+def on_terminal() -> bool:
+    """Whether progress may be shown: stderr is a terminal (CI logs and pipes stay clean)."""
+    return sys.stderr.isatty()
+
+
 def progress(items: list, label: str):
     """A progress bar on a terminal; silent otherwise (CI logs stay clean)."""
-    if sys.stderr.isatty() and len(items) > 1:
+    if on_terminal() and len(items) > 1:
         return click.progressbar(items, label=label, file=sys.stderr)
     from contextlib import nullcontext
 
@@ -125,3 +134,71 @@ def make_folder(root: Path) -> None:
     except OSError as error:
         raise click.BadParameter(f"cannot create folder {display_path(root)}: {error.strerror or error}",
                                  param_hint="'-o' / '--output'") from None
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
+
+
+class StatusLine:
+    """One line on stderr saying what runs, in which phase and for how long, redrawn every `interval` seconds (a
+    first Vulkan validation compiles for minutes); only on a terminal (on_terminal), silent otherwise. Lines printed
+    through echo() clear it first, so results and the status never share a line."""
+
+    def __init__(self, interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.enabled, self.interval, self.clock = on_terminal(), interval, clock
+        self.label, self.phase, self.started, self.began = "", "", 0.0, clock()
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def __enter__(self) -> "StatusLine":
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        with self._lock:
+            self._clear()
+
+    def start(self, label: str) -> None:
+        """A new item: its label ("[2/7] seed002_vulkan on vulkan"), its clock from zero."""
+        with self._lock:
+            self.label, self.phase, self.started = label, "", self.clock()
+            self._draw()
+
+    def set_phase(self, phase: str) -> None:
+        """What the item is doing now: compiling, running, comparing."""
+        with self._lock:
+            self.phase = phase
+            self._draw()
+
+    def echo(self, line: str) -> None:
+        """A line of the command's own output (stdout), printed under no status."""
+        with self._lock:
+            self._clear()
+            click.echo(line)
+            self._draw()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                self._draw()
+
+    def _draw(self) -> None:
+        if not self.enabled or not self.label:
+            return
+        now = self.clock()
+        text = (f"{self.label}: {self.phase or 'starting'}, {_duration(now - self.started)} "
+                f"(all: {_duration(now - self.began)})")
+        columns = shutil.get_terminal_size().columns
+        sys.stderr.write("\r\033[K" + text[:max(columns - 1, 20)])  # never wider than the line: \r must reach it
+        sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self.enabled and self.label:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -85,6 +85,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                 "max_abs_error": number(record.max_abs_error) if record is not None else None,
                 "bound_ratio": number(record.bound_ratio) if record is not None else None,
                 "detail": record.detail if record is not None else "",
+                "failure": list(record.failure) if record is not None else [],
                 "agreement": [{"tensor": a.tensor, "max_abs": number(a.max_abs), "relative": number(a.relative),
                                "passed": a.passed} for a in run.agreement]}))
         else:
@@ -243,8 +244,8 @@ def plan_network(paths: tuple[str, ...], as_json: bool) -> None:
 
 
 def _network_summary(network: Network) -> dict:
+    from ..api import plan
     from ..network.arena import plan_arena
-    from ..planner import plan
 
     plans = {s.index: plan(s.config) for s in network.kernels}
     arena = plan_arena(network, {k: p.workspace_bytes for k, p in plans.items()})

@@ -1,8 +1,13 @@
 """The text `kernelgen validate` prints: one row per (config, target), the detail of each finding under it,
-and one line per target skipped for a missing toolchain saying what to install."""
+and one line per target skipped for a missing toolchain saying what to install. Rows can be printed one by one
+as their results arrive (header, row_lines, skipped_lines) or all at once (validate_table)."""
 from __future__ import annotations
 
+import math
+
 from ..measure.records import Status, ValidationResult
+
+RATIO_WIDTH = 12  # "onnxruntime", "conv2d #12+1"
 
 
 def _cell(value: float, spec: str, size: int) -> str:
@@ -10,18 +15,45 @@ def _cell(value: float, spec: str, size: int) -> str:
     return f"{'-':>{size}}" if value != value else f"{value:>{size}{spec}}"
 
 
-def validate_table(results: list[ValidationResult]) -> list[str]:
-    width = max([28, *(len(r.config) + 1 for r in results)])  # a long name widens the column, never breaks it
-    lines = [f"{'config':<{width}} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} "
-             f"{'err/bound':>10} {'threshold':>10} {'checked':<9} {'seed':>11}"]
-    for r in results:
-        seed = "-" if r.status is Status.SKIPPED else str(r.seed)
-        lines.append(f"{r.config:<{width}} {r.target:<8} {r.status.value:<8} {_cell(r.max_abs_error, '.3e', 12)} "
-                     f"{_cell(r.max_rel_error, '.3e', 12)} {_cell(r.bound_ratio, '.2e', 10)} "
-                     f"{_cell(r.threshold, '.2e', 10)} {r.checked or '-':<9} {seed:>11}")
-        if r.detail and r.status is not Status.SKIPPED:
-            lines.append(f"    {r.detail}")
+def _ratio_cell(r: ValidationResult, size: int) -> str:
+    """err/bound, or for a FAIL that no ratio over the bound explains (bit-exact uint8, padding, unwritten
+    elements, a failed build) what failed, in short (its record's `failure`): never inf."""
+    explained = math.isfinite(r.bound_ratio) and r.bound_ratio > 1.0
+    if r.status is Status.FAIL and r.failure and not explained:
+        more = f"+{len(r.failure) - 1}" if len(r.failure) > 1 else ""  # the detail line under the row names all
+        return f"{r.failure[0] + more:>{size}}"
+    return _cell(r.bound_ratio if math.isfinite(r.bound_ratio) else math.nan, ".2e", size)
+
+
+def width(configs: list[str]) -> int:
+    """The config column: a long name widens it, never breaks it (known before any result: rows stream)."""
+    return max([28, *(len(c) + 1 for c in configs)])
+
+
+def header(width: int) -> str:
+    return (f"{'config':<{width}} {'target':<8} {'status':<8} {'max abs err':>12} {'max rel err':>12} "
+            f"{'err/bound':>{RATIO_WIDTH}} {'threshold':>10} {'checked':<9} {'seed':>11}")
+
+
+def row_lines(r: ValidationResult, width: int) -> list[str]:
+    """A result's row, and the detail of its findings under it (a skipped row's detail goes to skipped_lines)."""
+    seed = "-" if r.status is Status.SKIPPED else str(r.seed)
+    lines = [f"{r.config:<{width}} {r.target:<8} {r.status.value:<8} {_cell(r.max_abs_error, '.3e', 12)} "
+             f"{_cell(r.max_rel_error, '.3e', 12)} {_ratio_cell(r, RATIO_WIDTH)} "
+             f"{_cell(r.threshold, '.2e', 10)} {r.checked or '-':<9} {seed:>11}"]
+    if r.detail and r.status is not Status.SKIPPED:
+        lines.append(f"    {r.detail}")
+    return lines
+
+
+def skipped_lines(results: list[ValidationResult]) -> list[str]:
+    lines = []
     for target, detail in dict.fromkeys((r.target, r.detail) for r in results if r.status is Status.SKIPPED):
         count = sum(r.target == target and r.status is Status.SKIPPED for r in results)
         lines.append(f"{target}: skipped for {count} config(s), {detail}")
     return lines
+
+
+def validate_table(results: list[ValidationResult]) -> list[str]:
+    size = width([r.config for r in results])
+    return [header(size), *(line for r in results for line in row_lines(r, size)), *skipped_lines(results)]

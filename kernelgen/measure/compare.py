@@ -62,7 +62,7 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
     filters, biases = args.filters(), args.biases(len(config.ops))
     layout = plan.tensors[-1].layout
     got = layout.unpack(output).astype(np.float64)
-    problems = []
+    problems: list[tuple[str, str]] = []  # (what failed, in short: records.FAILURES or "conv2d #j"; the finding)
     if intermediates is not None:
         # Op by op: each op's stored output against the reference of that op on the kernel's own input to it,
         # within that op's rounding alone. The chain-wide bound multiplies by sum|w| per op (about 19 for a 3x3
@@ -74,33 +74,39 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
             expected_j, bound_j = reference.op_error_bound(op, filters[j], biases[j], stored[:j + 1], zeros[:j + 1],
                                                            roundoff.accumulate, roundoff.storage, roundoff.underflow)
             with np.errstate(invalid="ignore"):
-                over = np.nan_to_num(np.abs(stored[j + 1] - expected_j) / np.maximum(bound_j, 1e-300), nan=np.inf)
+                over = np.abs(stored[j + 1] - expected_j) / np.maximum(bound_j, 1e-300)
             if j + 1 < len(config.ops):
                 # positions of an intermediate the schedule never computes (no later op reads them: a stride-2
                 # consumer's odd rows) stay poisoned; one a consumer needs shows as NaN in its expected value
                 over = over[~np.isnan(stored[j + 1])]
-            ratio_j = float(over.max(initial=0.0))
-            if j + 1 < len(config.ops) and ratio_j > 1.0 and not problems:
-                problems.append(_worst(f"conv2d #{j + 1}: output", stored[j + 1], expected_j, bound_j))
-            ratio = max(ratio, ratio_j)
+            if j + 1 < len(config.ops) and np.nan_to_num(over, nan=np.inf).max(initial=0.0) > 1.0 and not problems:
+                problems.append((f"conv2d #{j + 1}", _worst(f"conv2d #{j + 1}: output", stored[j + 1], expected_j,
+                                                            bound_j)))
+            ratio = max(ratio, float(over[~np.isnan(over)].max(initial=0.0)))  # NaN: a finding, not a ratio
         expected, bound = expected_j, bound_j
     else:
         expected, bound = reference.chain_error_bound(config, args.logical["input"], filters, roundoff.accumulate,
                                                       roundoff.storage, biases=biases, underflow=roundoff.underflow)
     error = np.abs(got - expected)
-    error[np.isnan(error)] = np.inf  # unwritten, or computed from an intermediate the kernel never stored
-    max_abs = float(error.max())
+    # NaN: unwritten, or computed from an intermediate the kernel never stored. The errors and err/bound are those
+    # of the elements that exist (NaN when none does); the finding "unwritten" says the rest.
+    measured = ~np.isnan(error)
+    max_abs = float(error[measured].max()) if measured.any() else float("nan")
     # Relative to the output's largest magnitude: per-element ratios explode near zero crossings.
-    max_rel = max_abs / max(float(np.abs(expected).max()), 1e-30)
+    max_rel = max_abs / max(float(np.nanmax(np.abs(expected), initial=0.0)), 1e-30)
+    over = error / np.maximum(bound, 1e-300)
     if intermediates is None:
-        ratio = float((error / np.maximum(bound, 1e-300)).max())
-    threshold = float(bound.max()) / max(float(np.abs(expected).max()), 1e-30)
+        ratio = float(over[measured].max()) if measured.any() else float("nan")
+    threshold = float(np.nanmax(bound, initial=0.0)) / max(float(np.nanmax(np.abs(expected), initial=0.0)), 1e-30)
     unwritten = int(np.isnan(got).sum())
     if unwritten:
-        problems.append(f"{unwritten} output elements never written (still NaN)")
-    elif float((error / np.maximum(bound, 1e-300)).max()) > 1.0:
-        problems.append(_worst("output", got, expected, bound))
-    problems += _float_padding_problems(layout, output)
+        problems.append(("unwritten", f"{unwritten} output elements never written (still NaN)"))
+    elif float(over[measured].max(initial=0.0)) > 1.0:
+        problems.append(("output", _worst("output", got, expected, bound)))
+    elif not measured.all():
+        problems.append(("unwritten", _worst("output", got, expected, bound)
+                         + ": computed from an intermediate element the kernel never stored"))
+    problems += [("padding", p) for p in _float_padding_problems(layout, output)]
     oracles = ("numpy",)
     if config.source is not None and not unwritten:
         # onnxruntime's float32 result errs from the exact value by at most the float32 bound as well
@@ -116,12 +122,13 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
         oracles = ("numpy", "onnxruntime")
         ratio = max(ratio, ort_ratio)
         if ort_ratio > 1.0:
-            problems.append(f"differs from onnxruntime by {float(np.abs(got - ort).max()):.3g} (over the two "
-                            f"rounding bounds by {ort_ratio:.3g}x)")
+            problems.append(("onnxruntime", f"differs from onnxruntime by {float(np.abs(got - ort).max()):.3g} "
+                                            f"(over the two rounding bounds by {ort_ratio:.3g}x)"))
     return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
                             max_abs_error=max_abs, max_rel_error=max_rel, bound_ratio=ratio, seed=seed,
-                            detail="; ".join(problems), oracles=oracles, threshold=threshold,
-                            checked="op-by-op" if intermediates is not None else "chain")
+                            detail="; ".join(text for _, text in problems), oracles=oracles, threshold=threshold,
+                            checked="op-by-op" if intermediates is not None else "chain",
+                            failure=tuple(dict.fromkeys(kind for kind, _ in problems)))
 
 
 def _worst(what: str, got: np.ndarray, expected: np.ndarray, bound: np.ndarray) -> str:
@@ -154,7 +161,8 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     """Bit-exact against reference_quant in every poisoned run, each op on the kernel's own input to it where
     the target kept the intermediates; for an imported model, onnxruntime op by op (_onnxruntime_ops)."""
     x, filters, biases = args.logical["input"], args.filters(), args.biases(len(config.ops))
-    problems, worst = [], 0
+    problems: list[tuple[str, str]] = []  # (what failed, in short; the finding)
+    worst = 0
     quants = op_quants(config)
     if intermediates is None:
         sources = reference_quant.chain_outputs(config, x, filters, biases)
@@ -166,38 +174,46 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
             if diff.any():
                 where = np.unravel_index(int(np.argmax(diff)), want.shape)
                 worst = max(worst, int(np.abs(sources[j + 1].astype(np.int32) - want).max()))
-                problems.append(f"conv2d #{j + 1}: output{list(map(int, where))} = {int(sources[j + 1][where])}, "
-                                f"numpy {int(want[where])} on the kernel's own input ({int(diff.sum())} of "
-                                f"{diff.size} differ)")
+                problems.append((f"conv2d #{j + 1}", f"conv2d #{j + 1}: output{list(map(int, where))} = "
+                                 f"{int(sources[j + 1][where])}, numpy {int(want[where])} on the kernel's own input "
+                                 f"({int(diff.sum())} of {diff.size} differ)"))
         sources.append(reference_quant.op_output(config, len(config.ops) - 1, sources, filters[-1], biases[-1],
                                                  quants[-1]))
     expected = sources[-1].astype(np.int32)
     layout = plan.tensors[-1].layout
     mask = layout.padding_mask().reshape(-1)
+    runs = [layout.unpack(out) for out in outputs.values()]
+    unwritten = np.any([run != runs[0] for run in runs[1:]], axis=0) if len(runs) > 1 else None
+    if unwritten is not None and unwritten.any():  # a byte never written keeps each run's own poison
+        problems.append(("unwritten", f"{int(unwritten.sum())} output elements never written (they differ between "
+                                      f"the poisoned runs)"))
     for poison, out in outputs.items():
         got = layout.unpack(out).astype(np.int32)
         diff = got != expected
         if diff.any():
             where = np.unravel_index(int(np.argmax(diff)), got.shape)
             worst = max(worst, int(np.abs(got - expected).max()))
-            problems.append(f"poison 0x{poison:02X}: {int(diff.sum())} of {diff.size} outputs differ, first at "
-                            f"{list(map(int, where))}: {int(got[where])} != {int(expected[where])}")
+            problems.append(("output", f"poison 0x{poison:02X}: {int(diff.sum())} of {diff.size} outputs differ, "
+                                       f"first at {list(map(int, where))}: {int(got[where])} != "
+                                       f"{int(expected[where])}"))
         flat = out.reshape(-1)
         if mask.any() and not np.all(flat[mask] == poison):
-            problems.append(f"poison 0x{poison:02X}: {int((flat[mask] != poison).sum())} layout padding bytes "
-                            f"written")
+            problems.append(("padding", f"poison 0x{poison:02X}: {int((flat[mask] != poison).sum())} layout padding "
+                                        f"bytes written"))
     oracles, ort_note = ("numpy",), ""
     if config.source is not None:
         ort_problems, ort_note, compared = _onnxruntime_ops(config, sources, filters)
-        problems += ort_problems
+        problems += [("onnxruntime", p) for p in ort_problems]
         oracles = ("numpy", "onnxruntime") if compared else oracles
     saturated = float(np.mean((expected == 0) | (expected == 255)))
-    detail = "; ".join(problems) if problems else \
+    detail = "; ".join(text for _, text in problems) if problems else \
         f"bit-exact in {len(outputs)} poisoned runs ({saturated:.0%} of outputs saturated){ort_note}"
+    # bit-exact: no rounding bound to be over, so a FAIL has no err/bound (NaN); `failure` says what failed
     return ValidationResult(config=config.name, target=target, status=Status.FAIL if problems else Status.PASS,
                             max_abs_error=float(worst), max_rel_error=float(worst) / 255.0,
-                            bound_ratio=float("inf") if problems else 0.0, seed=seed, detail=detail,
-                            oracles=oracles, checked="bit-exact op-by-op" if intermediates else "bit-exact")
+                            bound_ratio=float("nan") if problems else 0.0, seed=seed, detail=detail,
+                            oracles=oracles, checked="bit-exact op-by-op" if intermediates else "bit-exact",
+                            failure=tuple(dict.fromkeys(kind for kind, _ in problems)))
 
 
 def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray]

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Mapping
 
+from ..errors import ToolchainError
+
 
 class Status(enum.Enum):
     """How a validation ended. The values are what the table and --json print."""
@@ -39,17 +41,36 @@ class ValidationResult:
     # float: the largest error allowed, over the output's largest magnitude (NaN: bit-exact or not measured)
     threshold: float = math.nan
     checked: str = ""  # float chains: "op-by-op" (each op on the kernel's own input to it) or "chain" (end to end)
+    # What failed, in short, one per finding of a FAIL (the detail says more): FAILURES' words, or "conv2d #j" for
+    # an intermediate op's output. Where err/bound cannot say it (bit-exact uint8, a padding byte, an unwritten
+    # element, a build), the table prints these instead.
+    failure: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
         return self.status is Status.PASS
 
 
-def unmeasured(config: str, target: str, seed: int, status: Status, detail: str) -> ValidationResult:
+FAILURES = {"output": "the output differs from the reference (beyond the bound; uint8: not bit-exact)",
+            "unwritten": "output elements never written, or computed from an intermediate the kernel never stored",
+            "padding": "layout padding not holding pad_value, or written where the layout declares none",
+            "onnxruntime": "the output differs from onnxruntime running the same nodes",
+            "toolchain": "compiling or running failed (a compiler, runtime or device error)",
+            "error": "the kernel could not be built or run (a kernelgen error)"}
+
+
+def unmeasured(config: str, target: str, seed: int, status: Status, detail: str,
+               failure: tuple[str, ...] = ()) -> ValidationResult:
     """A row with no measurement: a FAIL before the comparison, 'not run', 'skipped', 'compiled'."""
     nan = math.nan
     return ValidationResult(config=config, target=target, status=status, max_abs_error=nan, max_rel_error=nan,
-                            bound_ratio=nan, seed=seed, detail=detail)
+                            bound_ratio=nan, seed=seed, detail=detail, failure=failure)
+
+
+def not_built(config: str, target: str, seed: int, error: Exception) -> ValidationResult:
+    """A FAIL row for a kernel that a library error stopped before any comparison (a ToolchainError: "toolchain")."""
+    kind = "toolchain" if isinstance(error, ToolchainError) else "error"
+    return unmeasured(config, target, seed, Status.FAIL, str(error), (kind,))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -18,25 +19,32 @@ from ..errors import ConfigError, KernelgenError
 from .compare import compare
 from .dump import dump as write_dump
 from .primitives import Job, Primitives
-from .records import Status, ValidationResult, unmeasured
+from .records import Status, ValidationResult, not_built, unmeasured
 from .tensors import KernelArgs, poisons, random_inputs
 
 
+Phase = Callable[[str], None]  # told what a validation is doing now: compiling, running, comparing
+
+
 def validate(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None,
-             dump: Path | None = None) -> ValidationResult:
+             dump: Path | None = None, phase: Phase | None = None) -> ValidationResult:
     """Compile and run the job on inputs drawn from `seed` (or `args`), compare with the references; with `dump`,
-    write each op's output and its reference there as .npy (measure/dump.py)."""
-    return validate_with_output(target, job, seed, args, dump)[0]
+    write each op's output and its reference there as .npy (measure/dump.py); `phase` hears each step begin."""
+    return validate_with_output(target, job, seed, args, dump, phase)[0]
 
 
 def validate_with_output(target: Primitives, job: Job, seed: int, args: KernelArgs | None = None,
-                         dump: Path | None = None) -> tuple[ValidationResult, np.ndarray | None]:
+                         dump: Path | None = None, phase: Phase | None = None
+                         ) -> tuple[ValidationResult, np.ndarray | None]:
     """validate(), and the kernel's output in the logical layout (None when it could not run here): what a
     network's next step reads."""
     config = job.config
+    phase = phase or (lambda _: None)
     args = args if args is not None else random_inputs(config, job.plan, np.random.default_rng(seed))
+    phase("compiling")
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-{target.name}-{config.name}-") as tmp, \
             target.compile(job, Path(tmp)) as exe:
+        phase("running")
         if exe.compile_only:
             return unmeasured(config.name, target.name, seed, Status.COMPILED, exe.compile_only), None
         if exe.cannot_run:
@@ -47,6 +55,7 @@ def validate_with_output(target: Primitives, job: Job, seed: int, args: KernelAr
             target.run_poisoned(exe, args, poisons(config.dtype))
         notes = exe.notes
     intermediates = traced.intermediates if traced else None
+    phase("comparing")
     if dump is not None:
         write_dump(dump, config, job.plan, target.name, args, next(iter(outputs.values())), intermediates)
     result = compare(config, job.plan, target.name, seed, args, outputs, target.roundoff(job),
@@ -57,12 +66,13 @@ def validate_with_output(target: Primitives, job: Job, seed: int, args: KernelAr
     return result, output
 
 
-def validate_safely(target: Primitives, job: Job, seed: int, dump: Path | None = None) -> ValidationResult:
+def validate_safely(target: Primitives, job: Job, seed: int, dump: Path | None = None,
+                    phase: Phase | None = None) -> ValidationResult:
     """validate(), with library errors (toolchain, template, device) reported as a FAIL row. A ConfigError is the
     config's fault, not the kernel's: it propagates (exit 2 at the command line)."""
     try:
-        return validate(target, job, seed, dump=dump)
+        return validate(target, job, seed, dump=dump, phase=phase)
     except ConfigError:
         raise
     except KernelgenError as error:
-        return unmeasured(job.config.name, target.name, seed, Status.FAIL, str(error))
+        return not_built(job.config.name, target.name, seed, error)
