@@ -31,7 +31,10 @@ def stats_command(config: str, target: str, device: str | None, as_json: bool) -
     \b
     --device NAME sets the profile as build, validate and bench do: the kernels
     compiled are the ones `build --device NAME` writes (the profile's default
-    tiles, unless the config sets its own), and the report names that profile.
+    tiles, unless the config sets its own), and the report names that profile
+    (--json: "profile", and "config_sets", the options the config sets itself).
+    Without --device the config's own profile is compiled, if a compiler here
+    judges it.
     rdna2: Mesa's RADV compiles for a null RDNA2 device (no GPU needed) and its ACO compiler reports
     VGPRs, SGPRs, spilled VGPRs/SGPRs, scratch bytes, waves per SIMD, code bytes and its static latency
     and inverse-throughput estimates. A kernel that spills here would crawl on a real GPU.
