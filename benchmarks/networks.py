@@ -29,7 +29,7 @@ from kernelgen.onnx.importer import Fusion, import_model  # noqa: E402
 
 def _imported(model: Path, out: Path, target: str):
     fusion = Fusion(coster=api.fusion_coster(target), quant_coster=api.fusion_coster("hvx"))
-    imported = import_model(model, out, (target,), fusion)
+    imported = import_model(model, out, (target,), fusion, quant_targets=("hvx",))
     out.mkdir(parents=True, exist_ok=True)
     for config in imported.configs:
         (out / f"{config.name}.yaml").write_text(config.text)

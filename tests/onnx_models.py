@@ -266,3 +266,36 @@ def qdq_network(c: int = 16, size: int = 12, seed: int = 9):
                                                                                    [1, 8, size, size])],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def torchvision_named_stack(size: int = 12, seed: int = 10):
+    """A stem conv and three MobileNetV2-like blocks (1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1 project; the
+    channels change, so no residual add) named as torch.onnx's TorchScript exporter names torchvision's nodes:
+    /features/features.3/conv/conv.0/conv.0.0/Conv, the scope repeated at each level."""
+    b = Builder(seed)
+    stem = "/features/features.0/features.0"
+    t = b.clip(f"{stem}.2/Clip", b.conv(f"{stem}.0/Conv", "x", 3, 8, 3, pad=1), 0.0, 6.0)
+    c = 8
+    for k, c_out in ((1, 12), (2, 16), (3, 20)):
+        block = f"/features/features.{k}/conv/conv"
+        t = b.clip(f"{block}.0/conv.0.2/Clip", b.conv(f"{block}.0/conv.0.0/Conv", t, c, c * 2, 1), 0.0, 6.0)
+        t = b.clip(f"{block}.1/conv.1.2/Clip", b.conv(f"{block}.1/conv.1.0/Conv", t, c * 2, c * 2, 3, pad=1,
+                                                      groups=c * 2), 0.0, 6.0)
+        t, c = b.conv(f"{block}.2/Conv", t, c * 2, c_out, 1), c_out
+    return b.model("x", [1, 3, size, size], t)
+
+
+def mixed_float_and_qdq(c: int = 8, size: int = 6, seed: int = 11):
+    """A float conv + ReLU, its result quantized (QuantizeLinear), then a QDQ conv (int8 weights) -> uint8 output:
+    one float32 config and one uint8 config."""
+    rng = np.random.default_rng(seed)
+    b = Builder(seed)
+    t = b.relu("float_relu", b.conv("float_conv", "x", c, c, 3, pad=1))
+    inits = [_q("m_s", 0.04, np.float32), _q("m_z", 0, np.uint8), _q("y_s", 0.05, np.float32), _q("y_z", 0, np.uint8)]
+    nodes = [helper.make_node("QuantizeLinear", [t, "m_s", "m_z"], ["m_q"], name="q_m"),
+             helper.make_node("DequantizeLinear", ["m_q", "m_s", "m_z"], ["m_f"], name="dq_m")]
+    y = _qdq_conv(nodes, inits, rng, "qconv", "m_f", c, c, 3, "y_s", "y_z", activation="relu")
+    graph = helper.make_graph(b.nodes + nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                      [1, c, size, size])],
+                              [helper.make_tensor_value_info(y, TensorProto.UINT8, None)], b.inits + inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

@@ -3,14 +3,100 @@ split from cli.py, which registers it. Prints and exits like the other commands.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 import click
 
 from ..api import TARGETS
+from ..config_model import ConfigModel
 from ..errors import KernelgenError
 from ..files import write_if_changed
 from ..onnx.fusion import DEFAULT_MAX_OPS, GroupCost
+from ..onnx.graph import OnnxError
+
+PLUMBING = ("QuantizeLinear", "DequantizeLinear")  # the Q/DQ around a quantized model's ops: nothing to act on
+CONVS = ("Conv", "QLinearConv")
+KIND = {"float32": "float", "uint8": "quantized"}
+# float convs without --target: the targets a config without `targets:` builds
+DEFAULT_FLOAT = tuple(ConfigModel.model_fields["targets"].default)
+
+
+def _takes(dtype: str) -> tuple[str, ...]:
+    """The registered targets whose dtypes include `dtype`, in registry order."""
+    return tuple(name for name, target in TARGETS.items() if dtype in target.dtypes)
+
+
+def _choose_targets(model: str, given: tuple[str, ...], found: dict[str, tuple[str, ...]]
+                    ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """The targets each dtype's configs get, and one line per dtype saying which and why. Without --target:
+    float convs the default, quantized convs the first target that takes uint8. With --target: of the given
+    targets, those that take the config's dtype; a dtype none of them takes is exit 2, naming the targets that do
+    (a model with float and quantized convs needs a given target for each)."""
+    chosen, lines = {}, []
+    for dtype, convs in found.items():
+        kind = f"{len(convs)} {KIND.get(dtype, dtype)} conv{'s' if len(convs) > 1 else ''} ({dtype})"
+        takes = _takes(dtype)
+        if not takes:
+            raise OnnxError(f"{Path(model).name} has {kind} and no registered target takes {dtype}")
+        if given:
+            chosen[dtype] = tuple(t for t in given if t in takes)
+            if not chosen[dtype]:
+                raise OnnxError(_none_given_takes(model, kind, dtype, given, takes, len(found)))
+            why = "as given (--target)" if chosen[dtype] == given else \
+                f"of --target {' '.join(given)}, those that take {dtype}"
+        elif dtype == "float32":
+            chosen[dtype] = tuple(t for t in DEFAULT_FLOAT if t in takes) or takes[:1]
+            why = "the default, as for a config without `targets:` (--target to choose)"
+        else:
+            chosen[dtype] = takes[:1]
+            which = "only target" if len(takes) == 1 else f"first of the targets ({', '.join(takes)})"
+            why = f"the {which} whose dtypes include {dtype} (--target to choose)"
+        lines.append(f"targets: {', '.join(chosen[dtype])} for the {kind}: {why}")
+    unused = [t for t in given if not any(t in targets for targets in chosen.values())]
+    if unused and found:
+        lines.append(f"targets: --target {' '.join(unused)} takes none of this model's convs "
+                     f"({', '.join(found)}): left out")
+    return chosen, lines
+
+
+def _none_given_takes(model: str, kind: str, dtype: str, given: tuple[str, ...], takes: tuple[str, ...],
+                      kinds: int) -> str:
+    dtypes = "; ".join(f"{t} takes {', '.join(TARGETS[t].dtypes)}" for t in given)
+    then = ", or leave --target out" if kinds == 1 else " (each config gets the given targets that take its dtype)"
+    return (f"{Path(model).name} has {kind} and no --target given takes {dtype} ({dtypes}); "
+            f"{' and '.join(takes)} {'does' if len(takes) == 1 else 'do'}: add --target {takes[0]}{then}")
+
+
+def _imported_line(path: Path, config) -> str:
+    """The config's ops by type (not the Q/DQ nodes around them: source.nodes lists every node) and its convs."""
+    counts = Counter(op for op in config.ops if op not in PLUMBING)
+    ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()) or f"{len(config.nodes)} node(s)"
+    convs = [node for node, op in zip(config.nodes, config.ops) if op in CONVS]
+    where = f": {convs[0]}" if len(convs) == 1 else f": {convs[0]} .. {convs[-1]}" if convs else ""
+    return f"imported {path}: {ops}{where}"
+
+
+def _left_lines(skipped: tuple[tuple[str, str, str], ...], manifest: bool) -> list[str]:
+    """What a user must act on: the ops kernelgen did not generate, by type with counts (the Q/DQ plumbing
+    between them and the kernels only counted), and the convs it could not take, by reason."""
+    counts = Counter(op for _, op, why in skipped if not why and op not in PLUMBING)
+    plumbing = sum(op in PLUMBING for _, op, why in skipped if not why)
+    where = " (host steps in network.yaml, run by onnxruntime)" if manifest else ""
+    lines = []
+    if counts or plumbing:
+        ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items())
+        qdq = f"{plumbing} QuantizeLinear/DequantizeLinear" if plumbing else ""
+        lines.append(f"not generated{where}: {ops or 'only ' + qdq}"
+                     f"{f' (and the {qdq} around them)' if ops and qdq else ''}")
+    refused: dict[tuple[str, str], list[str]] = {}
+    for node, op, why in skipped:
+        if why:
+            refused.setdefault((op, why), []).append(node)
+    for (op, why), nodes in refused.items():
+        shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        lines.append(f"not imported: {op} {shown}: {why}")
+    return lines
 
 
 def _group_line(cost: GroupCost) -> str:
@@ -22,14 +108,6 @@ def _group_line(cost: GroupCost) -> str:
             f"workspace {cost.workspace_bytes / 1024:.0f} KiB{budget}, {cost.seconds * 1e6:.0f} us estimated")
 
 
-def _quantized_coster():
-    """The cost of a quantized group on the target that takes uint8 configs (the importer writes them for it)."""
-    from ..api import fusion_coster
-
-    takes = next((name for name, target in TARGETS.items() if "uint8" in target.dtypes), None)
-    return fusion_coster(takes) if takes else None
-
-
 def _size(count: int) -> str:
     return f"{count / 1e6:.2f} MB" if count >= 1e6 else f"{count / 1e3:.1f} kB"
 
@@ -38,8 +116,11 @@ def _size(count: int) -> str:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out_dir", default="configs", show_default=True, type=click.Path(file_okay=False),
               help="Folder for the configs (one per fused group of Conv nodes).")
-@click.option("--target", "targets", multiple=True, metavar="NAME", default=("c",), show_default=True,
-              help=f"The targets written into each config (repeatable). One of: {', '.join(TARGETS)}.")
+@click.option("--target", "targets", multiple=True, metavar="NAME",
+              help=f"The targets written into each config (repeatable): of those given, the ones that take the "
+                   f"config's dtype; a kind of conv none of them takes is exit 2. Default: "
+                   f"{', '.join(DEFAULT_FLOAT)} for float convs, {(_takes('uint8') or ('none',))[0]} (the "
+                   f"target that takes uint8) for quantized ones. One of: {', '.join(TARGETS)}.")
 @click.option("--max-group-ops", "max_ops", type=click.IntRange(min=1), default=DEFAULT_MAX_OPS, show_default=True,
               help="The most convs one kernel fuses.")
 @click.option("--cut", "cuts", multiple=True, metavar="NODE",
@@ -53,28 +134,38 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
     `residual`. Where such a chain is cut into kernels is chosen by cost: each candidate group is
     planned (schedule: auto under the first target's budget) and the cuts with the least estimated
     time (executed FLOPs and memory traffic against the target's roofs) win, among groups that fit
-    and recompute at most 1.15x their useful FLOPs; one line per group says what was chosen. Each config records its model and nodes (`source:`), so `kernelgen validate` runs
-    it on the model's own weights and checks it against onnxruntime as well. Every node not
-    imported is listed with its op type. Exit 0 when at least one conv was imported.
+    and recompute at most 1.15x their useful FLOPs; one line per group says what was chosen.
+    Quantized convs (QLinearConv, QDQ) become uint8 configs. Configs are named after the model's
+    module structure (features_3, layer1_0_conv1, features_3_conv_1_to_4_conv_0), else after the
+    convs' places (conv_012_to_conv_019). Each config records its model and nodes (`source:`), so
+    `kernelgen validate` runs it on the model's own weights and checks it against onnxruntime as
+    well. The first lines say which targets each kind of conv got and why; the last ones the ops
+    left to onnxruntime (host steps in network.yaml) by type, and each conv that could not be
+    imported, with the reason. Exit 0 when at least one conv was imported.
     Example:
       kernelgen import mobilenetv2.onnx -o configs/mobilenetv2 && kernelgen validate configs/mobilenetv2/*.yaml
     """
     from ..api import fusion_coster
-    from ..onnx.importer import Fusion, import_model
+    from ..onnx.graph import read_graph
+    from ..onnx.importer import Fusion, conv_dtypes, import_graph
 
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
         raise click.BadParameter(f"unknown target {unknown[0]!r} (expected one of: {', '.join(TARGETS)})",
                                  param_hint="--target")
     try:
-        chosen = tuple(dict.fromkeys(targets))
-        fusion = Fusion(coster=fusion_coster(chosen[0]), max_ops=max_ops, cut_after=frozenset(cuts),
-                        quant_coster=_quantized_coster())
-        imported = import_model(model, out_dir, chosen, fusion)
+        graph = read_graph(model)
+        chosen, lines = _choose_targets(model, tuple(dict.fromkeys(targets)), conv_dtypes(graph))
+        for line in lines:
+            click.echo(line)
+        floats, quantized = chosen.get("float32", DEFAULT_FLOAT), chosen.get("uint8", ())
+        fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
+                        quant_coster=fusion_coster(quantized[0]) if quantized else None)
+        imported = import_graph(graph, out_dir, floats, fusion, quantized)
         for config in imported.configs:
             path = Path(out_dir) / f"{config.name}.yaml"
             write_if_changed(path, config.text)
-            click.echo(f"imported {path}: {len(config.nodes)} node(s): {', '.join(config.nodes)}")
+            click.echo(_imported_line(path, config))
             if config.group is not None:
                 click.echo(f"  {_group_line(config.group)}")
         for note in imported.notes:
@@ -83,15 +174,16 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             path = Path(out_dir) / "network.yaml"
             write_if_changed(path, imported.manifest)
             click.echo(f"network {path}: {len(imported.configs)} kernel(s) and the host steps between them, in order")
-        if fusion.coster is None and any("dtype: uint8" not in c.text for c in imported.configs):
-            click.echo(f"note: the {chosen[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "
+        if fusion.coster is None and "float32" in chosen:
+            costed = " or ".join(name for name in TARGETS if fusion_coster(name) is not None)
+            click.echo(f"note: the {floats[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "
                        f"in device memory), so a chain costs the same however it is cut; each chain the graph allows "
-                       f"is one config (--target c or hvx cut by cost, and take --max-group-ops and --cut)")
+                       f"is one config (--target {costed} cut by cost, and take --max-group-ops and --cut)")
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
-    for node, op_type, why in imported.skipped:
-        click.echo(f"not imported: {node} ({op_type}){': ' + why if why else ''}")
+    for line in _left_lines(imported.skipped, bool(imported.manifest)):
+        click.echo(line)
     if not imported.configs:
         click.echo(f"error: {model}: no Conv node could be imported", err=True)
         sys.exit(1)

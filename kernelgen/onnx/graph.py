@@ -34,7 +34,8 @@ def onnx_module() -> Any:
 
 
 def node_id(node) -> str:
-    """How configs name a node: its name, or its first output's name when it has none (both are unique)."""
+    """How configs name a node: its name, or its first output's name when it has none. read_graph makes these
+    unique (_distinct_ids)."""
     return node.name or node.output[0]
 
 
@@ -154,6 +155,7 @@ def read_graph(path: str | Path) -> Graph:
     except Exception as error:
         raise OnnxError(f"{path}: ONNX shape inference failed: {error}") from None
     graph = model.graph
+    _distinct_ids(graph.node)
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant":
@@ -177,6 +179,23 @@ def read_graph(path: str | Path) -> Graph:
     return Graph(path=path, model=model, nodes=tuple(graph.node), constants=constants, shapes=shapes,
                  consumers={k: tuple(v) for k, v in consumers.items()},
                  outputs=frozenset(o.name for o in graph.output))
+
+
+def _distinct_ids(nodes) -> None:
+    """Names each node whose id another node shares `<id>_<k>` (k = 2, 3, ... unused), the first keeping it: node
+    names are optional and, in the wild, repeated (and a name may equal an unnamed node's output), yet
+    source.nodes, host steps and --cut pick nodes by id. Every reader of a model goes through read_graph, so the
+    importer, the oracle and the host steps agree on the new names."""
+    ids = [node_id(n) for n in nodes]
+    used, seen = set(ids), set()
+    for node, ident in zip(nodes, ids):
+        if ident in seen:
+            k = 2
+            while f"{ident}_{k}" in used:
+                k += 1
+            node.name = f"{ident}_{k}"
+            used.add(node.name)
+        seen.add(ident)
 
 
 def _attributes(node) -> dict[str, Any]:

@@ -3,14 +3,14 @@
 A group starts at a Conv whose weights are constants and follows the graph while each conv's result
 feeds only the next conv: Relu and Clip after a conv fold into its `activation`, an Add whose other
 operand is the group's input or an earlier conv's result folds into `residual` (an activation after
-that Add folds in after it: conv, + bias, + residual, activation). Every other node is listed as not
-imported, with its name and op type.
+that Add folds in after it: conv, + bias, + residual, activation). Quantized convs (QLinearConv, or QDQ) become
+uint8 configs. Every other node is returned as not imported, with its name, op type and, for a conv, why.
+Configs are named by names.py.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -19,9 +19,9 @@ import numpy as np
 
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
+from .names import Namer
 from .network_writer import network_yaml
 from .quant import QConv, qconv, with_residual
-from ..reserved import MAX_NAME_LENGTH, RESERVED
 
 
 @dataclass
@@ -37,12 +37,13 @@ class _Op:
 class ImportedConfig:
     name: str
     text: str  # the YAML file
-    nodes: tuple[str, ...]
+    nodes: tuple[str, ...]  # source.nodes: each node once, graph order
     group: GroupCost | None = None  # a cost-chosen group's estimate (fusion.py)
     input: str = ""  # the ONNX tensor the kernel reads (a uint8 config: the quantized one)
     output: str = ""  # the ONNX tensor it writes
     members: tuple[int, ...] = ()  # indices of the graph nodes it computes
     layout: str = "NCHW"  # how it holds its input and output
+    ops: tuple[str, ...] = ()  # the op type of each node, parallel to nodes
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,34 @@ class Fusion:
     quant_coster: GroupCoster | None = None  # quantized chains: their (hvx) configs' cost
 
 
+def conv_dtypes(graph: Graph) -> dict[str, tuple[str, ...]]:
+    """The convs kernelgen can import, by the dtype of the configs they become: {"float32": node ids, "uint8": ...}
+    (a dtype with none is left out). What the command line chooses targets by."""
+    found: dict[str, list[str]] = {}
+    for index, node in enumerate(graph.nodes):
+        if node.op_type not in ("Conv", "QLinearConv"):
+            continue
+        quantized = qconv(graph, index)
+        if isinstance(quantized, QConv):
+            found.setdefault("uint8", []).append(node_id(node))
+        elif quantized is None and isinstance(graph.conv(index), ConvNode):
+            found.setdefault("float32", []).append(node_id(node))
+    return {dtype: tuple(ids) for dtype, ids in found.items()}
+
+
 def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...] = ("c",),
-                 fusion: Fusion = Fusion()) -> Imported:
-    graph = read_graph(path)
+                 fusion: Fusion = Fusion(), quant_targets: tuple[str, ...] | None = None) -> Imported:
+    """The model's configs and network manifest. `targets` go into the float32 configs, `quant_targets` (default:
+    `targets`) into the uint8 ones: the caller chooses targets that take them (the command line does, from the
+    registry)."""
+    return import_graph(read_graph(path), out_dir, targets, fusion, targets if quant_targets is None else quant_targets)
+
+
+def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fusion: Fusion,
+                 quant_targets: tuple[str, ...]) -> Imported:
+    """import_model on a graph already read (the command line reads it once, to choose the targets first)."""
+    path = graph.path
+    namer = Namer(graph)
     unknown = sorted(fusion.cut_after - {node_id(n) for n in graph.nodes})
     if unknown:
         raise OnnxError(f"--cut {unknown[0]}: {Path(path).name} has no node of that name (a node's name, or its "
@@ -78,7 +104,6 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
     taken: set[int] = set()
     why_not: dict[int, str] = {}
     configs: list[ImportedConfig] = []
-    names: set[str] = set()
     notes: list[str] = []
     for index, node in enumerate(graph.nodes):
         if index in taken or node.op_type not in ("Conv", "QLinearConv"):
@@ -91,14 +116,15 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
             qchain = _qgroup(graph, quantized)
             taken.update(m for op in qchain for m in op.members)
             model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-            for group in _qsplit(graph, qchain, model_path, fusion):
+            for group in _qsplit(graph, qchain, model_path, fusion, quant_targets):
                 qops = qchain[group.start:group.stop]
-                members = tuple(sorted({m for op in qops for m in op.members}))
-                name = _unique(_name_of(graph, qops[0].start, qops[-1].start, len(qops)), names)
+                members = _members(op.members for op in qops)
+                name = namer.name([op.start for op in qops])
                 ids = tuple(node_id(graph.nodes[m]) for m in members)
-                configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids),
+                configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids,
+                                                                         quant_targets),
                                               nodes=ids, group=group.cost, input=qops[0].in_q, output=qops[-1].out_q,
-                                              members=members, layout=QUANT_LAYOUT))
+                                              members=members, layout=QUANT_LAYOUT, ops=_op_types(graph, members)))
                 notes += _group_notes(name, group)
             continue
         conv = graph.conv(index)
@@ -110,13 +136,13 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
         model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
         for group in _split(graph, chain, model_path, targets, fusion):
             ops = _sub(chain, group.start, group.stop)
-            name = _unique(_name(graph, ops), names)
-            ids = tuple(node_id(graph.nodes[m]) for m in sorted(m for op in ops for m in op.members))
+            name = namer.name([op.members[0] for op in ops])
+            members = _members(op.members for op in ops)
+            ids = tuple(node_id(graph.nodes[m]) for m in members)
             schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
-            members = tuple(sorted(m for op in ops for m in op.members))
             configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
                                           nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
-                                          output=ops[-1].out, members=members))
+                                          output=ops[-1].out, members=members, ops=_op_types(graph, members)))
             notes += _group_notes(name, group)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and n.op_type != "Constant")
@@ -124,6 +150,15 @@ def import_model(path: str | Path, out_dir: str | Path, targets: tuple[str, ...]
     if why:
         notes.append(f"no network.yaml: {why}")
     return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest)
+
+
+def _members(per_op) -> tuple[int, ...]:
+    """The nodes a group computes, each once (a DequantizeLinear may feed two of its ops), in graph order."""
+    return tuple(sorted({m for members in per_op for m in members}))
+
+
+def _op_types(graph: Graph, members: tuple[int, ...]) -> tuple[str, ...]:
+    return tuple(graph.nodes[m].op_type for m in members)
 
 
 def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
@@ -186,7 +221,8 @@ def _group_notes(name: str, group: Group | _Whole) -> list[str]:
     return notes
 
 
-def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion) -> tuple[Group, ...] | list:
+def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, targets: tuple[str, ...]
+            ) -> tuple[Group, ...] | list:
     """A quantized chain's groups, chosen by cost on hvx like a float chain's (the whole chain without a coster).
     A folded residual adds the chain's own input: its op's group must start the chain."""
     if fusion.quant_coster is None:
@@ -200,7 +236,7 @@ def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion) -
                                          f"input)")
 
     def cost(start: int, stop: int) -> GroupCost:
-        return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, ()))
+        return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, (), targets))
 
     return choose(len(chain), fusable, Grouping(cost=cost, max_ops=fusion.max_ops, cuts=cut_ops))
 
@@ -253,29 +289,6 @@ def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
         # a residual folded into a later op that was just cut off is gone with it; nothing else changes
 
 
-def _name(graph: Graph, ops: list[_Op]) -> str:
-    return _name_of(graph, ops[0].members[0], ops[-1].members[0], len(ops))
-
-
-def _name_of(graph: Graph, first_index: int, last_index: int, count: int) -> str:
-    first, last = node_id(graph.nodes[first_index]), node_id(graph.nodes[last_index])
-    text = first if count == 1 else f"{first}_to_{last}"
-    name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", text.lower())).strip("_")
-    if not name or not name[0].isalpha():
-        name = f"onnx_{name}".rstrip("_")
-    return name[:MAX_NAME_LENGTH].rstrip("_")
-
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, n = name, 1
-    while candidate in taken or candidate in RESERVED:
-        n += 1
-        suffix = f"_{n}"
-        candidate = name[:MAX_NAME_LENGTH - len(suffix)] + suffix
-    taken.add(candidate)
-    return candidate
-
-
 def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
           targets: tuple[str, ...], schedule: str | None = None) -> str:
     n, c, h, w = graph.shapes[graph.nodes[ops[0].members[0]].input[0]]
@@ -317,8 +330,10 @@ def _qgroup(graph: Graph, first: QConv) -> list[QConv]:
         ops.append(with_residual(graph, following, first.in_q, first.x_scale, first.x_zero_point))
 
 
-def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...]) -> str:
-    """A uint8 config for the hvx target: blocked layouts, the model's scales and zero points per op."""
+def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...],
+               targets: tuple[str, ...]) -> str:
+    """A uint8 config (for a target that takes uint8: HVX's blocked layouts), the model's scales and zero points
+    per op."""
     first = ops[0]
     n, c, h, w = graph.shapes[first.in_q]
     weight_dtype = "int8" if first.weights.dtype == np.int8 else "uint8"
@@ -344,7 +359,7 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
         keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
                                                  f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", "targets: [hvx]"]
+    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", f"targets: [{', '.join(targets)}]"]
     if nodes:  # a candidate group being costed has no source: it is planned, never run
         lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}")
     return "\n".join(lines) + "\n"
