@@ -117,6 +117,8 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
             reason = fusable(j, stop) or why_not(j, stop)
             if not reason:
                 merged, apart = cost(j, stop).seconds, cost(j, i).seconds + cost(i, stop).seconds
-                reason = f"slower fused: {merged * 1e6:.0f} us estimated against {apart * 1e6:.0f} us apart"
+                slower = round(merged * 1e6) > round(apart * 1e6)  # as printed: equal estimates are no gain
+                reason = (f"{'slower' if slower else 'no faster'} fused: {merged * 1e6:.0f} us estimated "
+                          f"against {apart * 1e6:.0f} us apart")
         groups.append(Group(start=j, stop=i, cost=cost(j, i), not_fused_with_next=reason, despite=why_not(j, i)))
     return tuple(groups)
