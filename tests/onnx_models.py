@@ -7,6 +7,14 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
+def save(model, path):
+    """The model written to `path` (a pathlib.Path), which is returned."""
+    import onnx
+
+    onnx.save(model, str(path))
+    return path
+
+
 class Builder:
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)

@@ -21,15 +21,12 @@ UINT8 = [name for name, target in TARGETS.items() if "uint8" in target.dtypes]  
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def _save(model, path: Path) -> Path:
-    import onnx
-
-    onnx.save(model, str(path))
-    return path
 
 
 def _import(tmp_path: Path, name: str, model, *extra: str):
-    model_file = _save(model, tmp_path / f"{name}.onnx")
+    import onnx_models
+
+    model_file = onnx_models.save(model, tmp_path / f"{name}.onnx")
     result = CliRunner().invoke(main, ["import", str(model_file), "-o", str(tmp_path / name), *extra])
     folder = tmp_path / name
     configs = sorted(p for p in folder.glob("*.yaml") if p.name != "network.yaml") if folder.exists() else []
@@ -99,7 +96,9 @@ def _namer(tmp_path: Path, model):
     from kernelgen.onnx.graph import read_graph
     from kernelgen.onnx.names import Namer
 
-    graph = read_graph(_save(model, tmp_path / "model.onnx"))
+    import onnx_models
+
+    graph = read_graph(onnx_models.save(model, tmp_path / "model.onnx"))
     index = {node.name: i for i, node in enumerate(graph.nodes)}
     return Namer(graph), index
 

@@ -229,10 +229,11 @@ MATRIX = {
 
 
 def _yaml(name: str, case) -> str:
-    shape, ops, in_layout, out_layout, schedule = case
-    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
-    return (f"name: {name}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
-            f"output: {{layout: {out_layout}}}\nschedule: {{order: rows_outer, {schedule[1:]}\n")
+    """test_c_target's config text, with rows_outer added to the schedule."""
+    from test_c_target import _yaml as c_yaml
+
+    *rest, schedule = case
+    return c_yaml(name, (*rest, f"{{order: rows_outer, {schedule[1:]}"))
 
 
 @requires_tool("gcc")

@@ -210,17 +210,12 @@ def test_quantized_chains_are_grouped_by_cost_on_hvx(tmp_path):
     assert [(s.label, s.inputs, s.outputs) for s in network.steps] == [
         ("qconv1", ("x",), ("qconv1_out",)), ("qconv2", ("qconv1_out",), ("qconv2_out",))]
     # a residual add of the chain's input pins its block: --max-group-ops 1 cannot split it, and says why
-    result = CliRunner().invoke(main, ["import", str(_save(onnx_models.qdq_resnet_block(), tmp_path / "qr.onnx")),
-                                       "-o", str(tmp_path / "qr"), "--max-group-ops", "1"])
+    model = onnx_models.save(onnx_models.qdq_resnet_block(), tmp_path / "qr.onnx")
+    result = CliRunner().invoke(main, ["import", str(model), "-o", str(tmp_path / "qr"), "--max-group-ops", "1"])
     assert result.exit_code == 0, result.output
     assert "conv1_to_conv2: one kernel although more than --max-group-ops 1 ops" in result.output
 
 
-def _save(model, path: Path) -> Path:
-    import onnx
-
-    onnx.save(model, str(path))
-    return path
 
 
 @requires_tool(*ONNX)

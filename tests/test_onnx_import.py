@@ -17,15 +17,12 @@ from kernelgen.cli import main
 ONNX = ("py:onnx", "py:onnxruntime")
 
 
-def _save(model, path: Path) -> Path:
-    import onnx
-
-    onnx.save(model, str(path))
-    return path
 
 
 def _import(tmp_path: Path, name: str, model, *extra: str):
-    model_file = _save(model, tmp_path / f"{name}.onnx")
+    import onnx_models
+
+    model_file = onnx_models.save(model, tmp_path / f"{name}.onnx")
     result = CliRunner().invoke(main, ["import", str(model_file), "-o", str(tmp_path / name), *extra])
     configs = (tmp_path / name).glob("*.yaml") if (tmp_path / name).exists() else ()
     return result, sorted(p for p in configs if p.name != "network.yaml")  # the network manifest is no config

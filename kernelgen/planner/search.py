@@ -265,6 +265,8 @@ def _why_lost(key: Key, best: Key) -> str:
         return f"splits the input channels into {key.c} chunks (partial sums reread {key.c - 1} more times)"
     if key.neg_k_block > best.neg_k_block:
         return f"a narrower channel block ({-key.neg_k_block} against {-best.neg_k_block}) at the same traffic and work"
+    if key.neg_h_block > best.neg_h_block:
+        return f"a shorter row block ({-key.neg_h_block} against {-best.neg_h_block} rows) at the same traffic and work"
     if key.workspace > best.workspace:
         return f"same traffic and work in a {key.workspace - best.workspace}-byte larger workspace"
     if key.order_rank > best.order_rank:
