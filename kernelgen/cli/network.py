@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from ..api import TARGETS, jobs, load_network, output_files, validate_network, with_device
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigError
 from ..files import write_if_changed
 from ..measure.bench import bench as bench_job
 from ..measure.records import BenchOptions, Status
@@ -47,10 +47,9 @@ def targets_of(network: Network, targets: tuple[str, ...]) -> tuple[str, ...]:
     for target in chosen:
         for step in network.kernels:
             if step.config.dtype not in TARGETS[target].dtypes:
-                raise ConfigError([ConfigProblem(network.path, *network.marks.get(f"steps[{step.index}].kernel", (1, 1)),
-                                                 f"steps[{step.index}].kernel", f"kernel {step.config.name} is "
-                                                 f"{step.config.dtype}; the {target} target takes "
-                                                 f"{', '.join(TARGETS[target].dtypes)}")])
+                raise network.problem(f"steps[{step.index}].kernel", f"kernel {step.config.name} is "
+                                      f"{step.config.dtype}; the {target} target takes "
+                                      f"{', '.join(TARGETS[target].dtypes)}")
     return chosen
 
 

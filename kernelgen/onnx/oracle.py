@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from .graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module, read_graph
+from .graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module
 from .quant import QConv, qconv, with_residual
 
-_GRAPHS: dict[Path, Graph] = {}
 
 
 def model_path(config: Config) -> Path:
@@ -19,13 +18,13 @@ def model_path(config: Config) -> Path:
 
 
 def _graph(config: Config) -> Graph:
-    path = model_path(config).resolve()
-    if path not in _GRAPHS:
-        try:
-            _GRAPHS[path] = read_graph(path)
-        except OnnxError as error:
-            raise config.problem("source.onnx", str(error)) from None
-    return _GRAPHS[path]
+    """The model, read once per process (shared with the network's host steps: subgraph.graph_of)."""
+    from .subgraph import graph_of
+
+    try:
+        return graph_of(model_path(config))
+    except OnnxError as error:
+        raise config.problem("source.onnx", str(error)) from None
 
 
 def _nodes(config: Config, graph: Graph) -> list:
