@@ -19,7 +19,7 @@ import kernelgen.config_model as M
 import kernelgen.epilogue_config as epilogue_config
 import kernelgen.schedule_config as schedule_config
 from .errors import ConfigError, ConfigProblem
-from .plan import Epilogue, Halo, LoopOrder, Pipeline
+from .plan import Epilogue, Halo, HardSigmoid, LoopOrder, Pipeline
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
@@ -42,14 +42,16 @@ class Conv2d:
     bias: bool = False  # one value per output channel, added to the accumulator
     residual: int | None = None  # 0: add the chain's input, K: op K's output (1-based); None: no residual
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
-    activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
+    hard: HardSigmoid | None = None  # hardsigmoid / hardswish (never with a clamp)
+    activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
     quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
     filter_layout_by: str = ""  # the targets whose kernels read filter_layout, when the config names none
 
     @property
     def epilogue(self) -> Epilogue:
         """What the store does between the accumulator and the stored value (false when nothing)."""
-        return Epilogue(bias=self.bias, residual=self.residual, clamp=self.clamp, activation=self.activation)
+        return Epilogue(bias=self.bias, residual=self.residual, clamp=self.clamp, hard=self.hard,
+                        activation=self.activation)
 
     @property
     def span(self) -> tuple[int, int]:
@@ -312,10 +314,14 @@ class _Checker:
             output_layout = self.layout(output_keys, output_spec, ACTIVATION_DIMS, out_shape)
         if filter_layout is None or output_layout is None:
             return None
-        clamp, activation = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
+        act = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
         residual = epilogue_config.residual(self.problem, (*keys, "residual"), c.residual, keys[1], self.shapes,
                                             [*(op.stride for op in self.ops), stride], out_shape)
         uint8 = self.model.dtype == "uint8"
+        if uint8 and act.hard is not None:
+            self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp with dtype uint8 (the store "
+                                                f"clamps bytes; {act.name} needs a table of bytes, not generated yet), "
+                                                f"got {act.name}")
         if c.quant is not None and (not uint8 or isinstance(c.quant.weight_scale, list)
                                     and len(c.quant.weight_scale) not in (1, out_channels)):
             self.problem((*keys, "quant") if not uint8 else (*keys, "quant", "weight_scale"),
@@ -325,7 +331,7 @@ class _Checker:
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
                       filter_layout=filter_layout, output_layout=output_layout, groups=c.groups,
                       bias=c.bias or uint8 and self.model.quant.bias,  # quant.bias: every op (the older key)
-                      residual=residual, clamp=clamp, activation=activation, quant=c.quant,
+                      residual=residual, clamp=act.clamp, hard=act.hard, activation=act.name, quant=c.quant,
                       filter_layout_by=filter_layout_by)
 
     def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],

@@ -79,6 +79,19 @@ class OpQuantModel(StrictModel):
                                                                               "output_zero_point)")
 
 
+class HardSigmoidModel(StrictModel):
+    alpha: Number = Field(default=0.2, description="a number: the slope (ONNX's default 0.2; PyTorch's "
+                                                   "Hardsigmoid exports 1/6)")
+    beta: Number = Field(default=0.5, description="a number: the offset (default 0.5)")
+
+
+class HardSigmoidSpec(StrictModel):
+    hardsigmoid: HardSigmoidModel = Field(description="{alpha: ..., beta: ...}: min(1, max(0, alpha * x + beta))")
+
+
+ACTIVATION_NAMES = ("none", "relu", "relu6", "hardswish", "hardsigmoid")
+
+
 class Conv2dModel(StrictModel):
     out_channels: Count = Field(description="a positive int")
     kernel: IntPair = Field(default=1, description="a positive int or [h, w]")
@@ -94,8 +107,10 @@ class Conv2dModel(StrictModel):
     residual: Union[Literal["input"], Count, None] = Field(
         default=None, description="'input' (add the chain's input) or K (add the output of op K, an earlier op, "
                                   "1-based): a residual of the same shape, added after the bias")
-    activation: Union[Literal["none", "relu", "relu6"], conlist(Number, min_length=2, max_length=2)] = Field(
-        default="none", description="'none', 'relu', 'relu6' or [lo, hi] (a clamp), applied after the bias and the "
+    activation: Union[Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), HardSigmoidSpec] = Field(
+        default="none", description="'none', 'relu', 'relu6', [lo, hi] (a clamp), 'hardswish' (x * min(1, max(0, "
+                                  "x / 6 + 1 / 2))), 'hardsigmoid' or {hardsigmoid: {alpha: a, beta: b}} (min(1, "
+                                  "max(0, a * x + b)), ONNX's defaults a 0.2, b 0.5), applied after the bias and the "
                                   "residual")
     quant: Union[OpQuantModel, None] = Field(
         default=None, description="dtype uint8: {weight_scale: number or [one per output channel], output_scale: "

@@ -3,7 +3,10 @@ a conv to do after the bias. Split from config.py, which calls these with its pr
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
+
+from . import config_model as M
+from .plan import HardSigmoid
 
 Problem = Callable[[tuple, str], None]
 Shape = tuple[int, int, int, int]
@@ -12,20 +15,41 @@ Shape = tuple[int, int, int, int]
 FLOAT32_MAX = 3.4028234663852886e38
 
 
-def activation(problem: Problem, keys: tuple, spec: str | list[float]) -> tuple[tuple[float, float] | None, str]:
-    """The activation as a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6])."""
+# ONNX HardSwish: x * HardSigmoid(x) with alpha 1/6, beta 1/2 (fixed by the operator); HardSigmoid's defaults.
+HARDSWISH = HardSigmoid(alpha=1 / 6, beta=0.5, times_value=True)
+HARDSIGMOID = HardSigmoid(alpha=0.2, beta=0.5)
+
+
+def activation(problem: Problem, keys: tuple, spec) -> Activation:
+    """The activation: a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6]) or one of ONNX's
+    hard gates (hardsigmoid, hardswish)."""
     if spec == "none":
-        return None, "none"
+        return Activation(None, None, "none")
     if spec == "relu":
-        return (0.0, math.inf), "relu"
+        return Activation((0.0, math.inf), None, "relu")
     if spec == "relu6":
-        return (0.0, 6.0), "relu6"
+        return Activation((0.0, 6.0), None, "relu6")
+    if spec == "hardswish":
+        return Activation(None, HARDSWISH, "hardswish")
+    if spec == "hardsigmoid":
+        return Activation(None, HARDSIGMOID, "hardsigmoid")
+    if isinstance(spec, M.HardSigmoidSpec):
+        alpha, beta = float(spec.hardsigmoid.alpha), float(spec.hardsigmoid.beta)
+        if max(abs(alpha), abs(beta)) > FLOAT32_MAX:
+            problem((*keys, "hardsigmoid"), f"expected alpha and beta a float32 holds, got {alpha:g}, {beta:g}")
+        return Activation(None, HardSigmoid(alpha=alpha, beta=beta), f"hardsigmoid[{alpha:g}, {beta:g}]")
     lo, hi = float(spec[0]), float(spec[1])
     if max(abs(lo), abs(hi)) > FLOAT32_MAX:
         problem(keys, f"expected clamp bounds a float32 holds, got [{lo:g}, {hi:g}]")
     elif lo > hi:
         problem(keys, f"expected a clamp [lo, hi] with lo <= hi, got [{lo:g}, {hi:g}]")
-    return (lo, hi), f"clamp[{lo:g}, {hi:g}]"
+    return Activation((lo, hi), None, f"clamp[{lo:g}, {hi:g}]")
+
+
+class Activation(NamedTuple):
+    clamp: tuple[float, float] | None
+    hard: HardSigmoid | None
+    name: str  # as reports print it
 
 
 def residual(problem: Problem, keys: tuple, spec: str | int | None, index: int, shapes: list[Shape],

@@ -205,6 +205,30 @@ class StripeParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HardSigmoid:
+    """ONNX's piecewise-linear gates: g = min(1, max(0, alpha * v + beta)) (HardSigmoid), and v * g when
+    `times_value` (HardSwish: alpha 1/6, beta 1/2). Kernels compute them in float32 in this order."""
+
+    alpha: float
+    beta: float
+    times_value: bool = False  # hardswish
+
+    @property
+    def name(self) -> str:
+        return "hardswish" if self.times_value else "hardsigmoid"
+
+    def lipschitz(self) -> float:
+        """The largest slope of the activation: how much an error of its input can grow. hardsigmoid: |alpha|;
+        hardswish: g + v * alpha inside the linear part, at most |alpha| * |v| + 1 with |alpha * v + beta| <= 1."""
+        if not self.times_value:
+            return abs(self.alpha)
+        if self.alpha == 0:
+            return min(1.0, max(0.0, self.beta))
+        reach = (abs(self.beta) + 1) / abs(self.alpha)  # the largest |v| in the linear part
+        return 1.0 + abs(self.alpha) * reach
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Epilogue:
     """What the store of a conv does to its sum, in this order (ResNet's and MobileNetV2's): + bias<op> (one
     value per output channel), + the residual, then the activation as a clamp. Every target renders its store from
@@ -213,16 +237,24 @@ class Epilogue:
     bias: bool = False
     residual: int | None = None  # 0: + the chain's input at the same position; K: + op K's output (1-based)
     clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
-    activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi]
+    hard: HardSigmoid | None = None  # hardsigmoid / hardswish (never together with a clamp)
+    activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
+
+    def __post_init__(self) -> None:
+        assert self.clamp is None or self.hard is None, self
 
     def __bool__(self) -> bool:
-        return self.bias or self.residual is not None or self.clamp is not None
+        return self.bias or self.residual is not None or self.clamp is not None or self.hard is not None
+
+    @property
+    def activated(self) -> bool:
+        return self.clamp is not None or self.hard is not None
 
     @property
     def steps(self) -> tuple[str, ...]:
         """Its steps in order, for reports: ("bias", "residual", "relu6")."""
         return (("bias",) if self.bias else ()) + (("residual",) if self.residual is not None else ()) + (
-            (self.activation,) if self.clamp is not None else ())
+            (self.activation,) if self.activated else ())
 
     @property
     def residual_name(self) -> str | None:

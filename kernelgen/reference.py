@@ -3,9 +3,12 @@ plus a rigorous bound on the float32 kernel's rounding error for every output el
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .config import Config, Conv2d
+from .plan import HardSigmoid
 
 # Unit roundoff of IEEE binary32: round-to-nearest of a float32 operation errs by at most this factor.
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
@@ -53,7 +56,17 @@ def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, sources: li
     if op.clamp is not None:
         # the kernels clamp in float32, to the bounds rounded to float32 (0.1 -> 0.100000001...)
         value = np.clip(value, *(float(np.float32(bound)) for bound in op.clamp))
+    if op.hard is not None:
+        value = hard_activation(value, op.hard)
     return value
+
+
+def hard_activation(value: np.ndarray, hard: HardSigmoid) -> np.ndarray:
+    """ONNX HardSigmoid min(1, max(0, alpha * x + beta)), times x for HardSwish, with alpha and beta rounded to
+    float32 as the kernels hold them."""
+    alpha, beta = float(np.float32(hard.alpha)), float(np.float32(hard.beta))
+    gate = np.clip(alpha * value + beta, 0.0, 1.0)
+    return value * gate if hard.times_value else gate
 
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
@@ -106,5 +119,15 @@ def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list
         magnitude = magnitude + np.abs(values[op.residual]) + errors[op.residual]
         inherited = inherited + errors[op.residual]
     error = gamma * magnitude + inherited + (n_terms + 1) * underflow
-    value = epilogue(conv2d(value, w, op), op, b, values)
+    pre = conv2d(value, w, op)
+    value = epilogue(pre, op, b, values)
+    if op.hard is not None:
+        # A hard gate moves an error of its input by at most its slope, and adds its own float32 steps: alpha * v
+        # + beta (two roundings of |alpha v| + |beta|, the gate then within 1), and for hardswish the product v * g
+        # (one rounding of |v|, plus |v| times the gate's error).
+        h = op.hard
+        size = np.abs(epilogue(pre, replace(op, hard=None), b, values)) + error  # |the kernel's gate input|
+        gate_error = 2 * unit_roundoff * (abs(h.alpha) * size + abs(h.beta)) + 2 * underflow
+        own = (size * (gate_error + unit_roundoff) + underflow) if h.times_value else gate_error
+        error = h.lipschitz() * error + own
     return value, error + storage_roundoff * (np.abs(value) + error)

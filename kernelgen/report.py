@@ -134,7 +134,7 @@ def _epilogue_text(op) -> str:
     e = op.epilogue
     steps = ((["+ bias"] if e.bias else []) + ([f"+ {'input' if e.residual == 0 else f'conv2d #{e.residual}'}"]
                                                  if e.residual is not None else [])
-             + ([e.activation] if e.clamp is not None else []))
+             + ([e.activation] if e.activated else []))
     depthwise = op.groups == op.in_channels
     grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"
                + (f" (channel multiplier {op.out_channels // op.in_channels})" if depthwise and

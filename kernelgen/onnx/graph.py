@@ -114,11 +114,17 @@ class Graph:
                         stride=(int(stride[0]), int(stride[1])), pad=tuple(int(p) for p in pads),
                         dilation=(int(dilation[0]), int(dilation[1])), groups=groups)
 
-    def activation(self, index: int) -> str | list[float] | None:
-        """A Relu or Clip node as kernelgen's activation (relu, relu6, [lo, hi]); None for anything else."""
+    def activation(self, index: int, gates: bool = True) -> str | list[float] | dict | None:
+        """A Relu or Clip node as kernelgen's activation (relu, relu6, [lo, hi]), with `gates` also HardSwish and
+        HardSigmoid (hardswish, {hardsigmoid: {alpha, beta}}); None for anything else."""
         node = self.nodes[index]
         if node.op_type == "Relu":
             return "relu"
+        if gates and node.op_type == "HardSwish":
+            return "hardswish"
+        if gates and node.op_type == "HardSigmoid":
+            attrs = _attributes(node)
+            return {"hardsigmoid": {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))}}
         if node.op_type != "Clip":
             return None
         attrs = _attributes(node)

@@ -59,8 +59,8 @@ def _requantized(graph: Graph, tensor: str) -> tuple[list[int], str | list[float
     QuantizeLinear node, its scale, its zero point); None when the result is not quantized again."""
     nodes, activation = [], "none"
     reader = graph.sole_consumer(tensor)
-    if reader is not None and graph.activation(reader) is not None:
-        activation = graph.activation(reader)
+    if reader is not None and graph.activation(reader, gates=False) is not None:  # uint8 stores clamp bytes
+        activation = graph.activation(reader, gates=False)
         nodes.append(reader)
         reader = graph.sole_consumer(graph.nodes[reader].output[0])
     if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":

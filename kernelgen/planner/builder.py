@@ -314,6 +314,10 @@ class StripeBuilder:
                 lines.append(f"v = v > {c_float(lo)} ? v : {c_float(lo)};")
             if hi < math.inf:
                 lines.append(f"v = v < {c_float(hi)} ? v : {c_float(hi)};")
+        if e.hard is not None:
+            lines += [f"{ctype} g = v * {c_float(e.hard.alpha)} + {c_float(e.hard.beta)};",
+                      "g = g > 0.0f ? g : 0.0f;", "g = g < 1.0f ? g : 1.0f;",
+                      "v = v * g;" if e.hard.times_value else "v = g;"]
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
         lines.append(f"{dst}[{d_index}] = {value};")
         summary = (f"{dst}[...] = {e.activation}(acc[ki]{' + bias' if e.bias else ''}"

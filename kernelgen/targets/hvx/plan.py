@@ -115,6 +115,9 @@ class OpGeo:
     res_col_lo: int = 0
     clamp_lo: str = ""  # C float literals ("": no bound)
     clamp_hi: str = ""
+    gate_alpha: str = ""  # hardsigmoid min(1, max(0, alpha v + beta)) (C float literals; "": none), hardswish * v
+    gate_beta: str = ""
+    gate_times_value: bool = False
 
     # The kernel's taps, strides and dilations under the short names the HVX templates use.
     @property
@@ -419,6 +422,9 @@ def _epilogue(config: Config, op, earlier: list[OpGeo], shape_list: list, src_c:
     if e.clamp is not None:
         lo, hi = e.clamp
         out |= dict(clamp_lo=c_float(lo) if lo > -math.inf else "", clamp_hi=c_float(hi) if hi < math.inf else "")
+    if e.hard is not None:
+        out |= dict(gate_alpha=c_float(e.hard.alpha), gate_beta=c_float(e.hard.beta),
+                    gate_times_value=e.hard.times_value)
     return out
 
 

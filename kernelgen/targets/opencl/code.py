@@ -13,7 +13,7 @@ import math
 import kernelgen.expr as E
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
 from .grouped import grouped_step
-from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
+from .model import (Address, ConvBody, ConvOp, HardGate, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
                     Types)
 from .stores import pixel_stores
 from .names import NAMES
@@ -105,6 +105,10 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                                        for v in range(vectors)) if op.bias else (),
                     clamp_lo=t.literal(lo) if lo > -math.inf else None,
                     clamp_hi=t.literal(hi) if hi < math.inf else None)
+    hard = op.geo.epilogue.hard
+    if hard is not None:
+        epilogue |= dict(hard=HardGate(alpha=t.literal(hard.alpha), beta=t.literal(hard.beta), zero=t.literal(0),
+                                       one=t.literal(1), times_value=hard.times_value))
     first_moving = next(iter(moving.values()), ((), ()))
     body = ConvBody(types=t, width=width, vectors=vectors, pixels=len(pixels),
                     early=tuple((v, e) for v, e, g in zip(("owt", "oht", "nk"), op.tiles, glob) if g > e),

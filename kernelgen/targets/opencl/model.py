@@ -116,6 +116,17 @@ class Types:
         return f"(half){c_float(value)}" if self.half_math else c_float(value)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardGate:
+    """hardsigmoid g = clamp(alpha * v + beta, 0, 1), or hardswish v * g: the literals in the kernel's type."""
+
+    alpha: str
+    beta: str
+    zero: str
+    one: str
+    times_value: bool
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
@@ -277,6 +288,7 @@ class ConvBody:
     residual_kind: str = ""  # image | buffer
     clamp_lo: str | None = None
     clamp_hi: str | None = None
+    hard: HardGate | None = None  # then, hardsigmoid / hardswish
     grouped: GroupedStep | None = None  # a grouped or depthwise conv's reduction (then no step or tail)
 
     @property

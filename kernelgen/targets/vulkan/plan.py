@@ -31,7 +31,7 @@ from ...config import Config
 from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
-from ...plan import OpGeometry, Plan
+from ...plan import HardSigmoid, OpGeometry, Plan
 from .options import vulkan_options
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
@@ -150,6 +150,10 @@ class VulkanOp:
     res_buffer: int = -1
     clamp_lo: str = ""
     clamp_hi: str = ""
+    # then hardsigmoid g = clamp(v * gate_alpha + gate_beta, 0, 1) (GLSL literals; "" = none), times v for hardswish
+    gate_alpha: str = ""
+    gate_beta: str = ""
+    gate_times_value: bool = False
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
     # (rc < group_in), element by element at x_element (the flat index of (n, ih, iw, c)), except for the
     # first fast_chunks chunks of a depthwise conv with multiplier 1, which read their own chunk (load_src).
@@ -160,7 +164,7 @@ class VulkanOp:
 
     @property
     def epilogue(self) -> bool:
-        return self.bias >= 0 or self.residual is not None or bool(self.clamp_lo or self.clamp_hi)
+        return self.bias >= 0 or self.residual is not None or bool(self.clamp_lo or self.clamp_hi or self.gate_alpha)
 
     @property
     def label(self) -> str:
@@ -316,7 +320,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1,
                            clamp_lo=_glsl_float(lo) if lo > -math.inf else "",
-                           clamp_hi=_glsl_float(hi) if hi < math.inf else ""))
+                           clamp_hi=_glsl_float(hi) if hi < math.inf else "",
+                           **_gate(op.epilogue.hard)))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
@@ -330,6 +335,13 @@ def _residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
     bounds = {"n": (0, n - 1), "oh": (0, out_h - 1), "ow": (0, out_w - 1), "oc4": (0, -(-out_c // 4) - 1)}
     use4 = vec_ok(input_tl, 3) and (out_c % 4 == 0 or input_tl.layout.pad_kind is not PadKind.NONE)
     return _access(input_tl, "res", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", bounds, use4)
+
+
+def _gate(hard: HardSigmoid | None) -> dict:
+    if hard is None:
+        return {}
+    return dict(gate_alpha=_glsl_float(hard.alpha), gate_beta=_glsl_float(hard.beta),
+                gate_times_value=hard.times_value)
 
 
 def _glsl_float(value: float) -> str:
