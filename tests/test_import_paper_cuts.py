@@ -213,7 +213,7 @@ def test_ops_left_to_the_host_are_reported_by_type_without_the_qdq_plumbing(tmp_
     assert result.exit_code == 0, result.output
     assert "  no network.yaml: tensor 'c3_out' has no static shape" in result.output  # so no host steps either
     assert [line for line in result.output.splitlines() if line.startswith("not ")] == [
-        "not generated: MaxPool x2, Mul", "not imported: Conv c3: its weights are not constants of the model"]
+        "not generated: MaxPool x2, Mul", "not imported: Conv c3: its weight 'w' is not a constant of the model (a graph input)"]
 
 
 @requires_tool(*ONNX, "gcc")

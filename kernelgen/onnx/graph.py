@@ -68,13 +68,35 @@ class Graph:
         readers = self.consumers.get(tensor, ())
         return readers[0] if len(readers) == 1 and tensor not in self.outputs else None
 
+    def made_by(self, tensor: str) -> str:
+        """Where a tensor comes from, for messages: the node computing it, or a graph input."""
+        maker = next((n for n in self.nodes if tensor in n.output), None)
+        return "a graph input" if maker is None else f"computed by {maker.op_type} node {node_id(maker)!r}"
+
+    def computes_constant(self, index: int) -> bool:
+        """A node whose every output is a constant of the model (Constant, Identity of a constant): no step."""
+        return all(name in self.constants for name in self.nodes[index].output)
+
+    def constant_sources(self, names: set[str]) -> tuple[list, list]:
+        """The nodes (Constant, Identity of a constant) and initializers that give the constants among `names`, for
+        a model cut out of this one: (nodes in graph order, initializers)."""
+        wanted, nodes = set(names), set()
+        for index in reversed(range(len(self.nodes))):  # consumers before producers: follow Identity chains back
+            node = self.nodes[index]
+            if self.computes_constant(index) and wanted & set(node.output):
+                nodes.add(index)
+                wanted |= {i for i in node.input if i}
+        initializers = [t for t in self.model.graph.initializer if t.name in wanted]
+        return [self.nodes[i] for i in sorted(nodes)], initializers
+
     def conv(self, index: int) -> ConvNode | str:
         """The float Conv node at `index`, or why kernelgen cannot take it."""
         node = self.nodes[index]
         weight = node.input[1] if len(node.input) > 1 else ""
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
-        if weight not in self.constants or (bias is not None and bias not in self.constants):
-            return "its weights are not constants of the model"
+        for role, name in (("weight", weight), ("bias", bias)):
+            if name is not None and name not in self.constants:
+                return f"its {role} {name!r} is not a constant of the model ({self.made_by(name)})"
         if self.constants[weight].dtype != np.float32:
             return f"{self.constants[weight].dtype} weights (float32 models only; quantized ones come as " \
                    f"QLinearConv or DequantizeLinear -> Conv -> QuantizeLinear)"
@@ -168,6 +190,9 @@ def read_graph(path: str | Path) -> Graph:
             value = next((a for a in node.attribute if a.name == "value"), None)
             if value is not None:
                 constants[node.output[0]] = numpy_helper.to_array(value.t)
+    for node in graph.node:  # exporters share one initializer between layers through Identity nodes
+        if node.op_type == "Identity" and node.input[0] in constants:
+            constants[node.output[0]] = constants[node.input[0]]
     shapes = {}
     for info in (*graph.input, *graph.value_info, *graph.output):
         dims = info.type.tensor_type.shape.dim

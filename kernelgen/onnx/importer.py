@@ -145,7 +145,7 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
                                           output=ops[-1].out, members=members, ops=_op_types(graph, members)))
             notes += _group_notes(name, group)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
-                    if i not in taken and n.op_type != "Constant")
+                    if i not in taken and not graph.computes_constant(i))
     manifest, why = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
     if why:
         notes.append(f"no network.yaml: {why}")

@@ -125,9 +125,9 @@ def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndar
         raise OnnxError(f"checking against onnxruntime needs the onnxruntime package: {ONNX_EXTRA}") from None
     produced = {o for n in nodes for o in n.output}
     needed = {i for n in nodes for i in n.input if i and i not in produced}
-    initializers = [numpy_helper.from_array(np.asarray(given[t.name], dtype=np.float32), t.name)
-                    if t.name in given else t for t in graph.model.graph.initializer if t.name in needed]
-    constants = [n for n in graph.nodes if n.op_type == "Constant" and n.output[0] in needed]
+    constants, initializers = graph.constant_sources(needed - set(given))
+    initializers += [numpy_helper.from_array(np.asarray(given[name], dtype=np.float32), name)
+                     for name in sorted(needed & set(given))]
     uint8 = config.dtype == "uint8"
     element = TensorProto.UINT8 if uint8 else TensorProto.FLOAT
     arrays = {name: np.ascontiguousarray(x.transpose(0, 3, 1, 2).astype(np.uint8 if uint8 else np.float32))

@@ -55,8 +55,7 @@ def nodes_model(graph: Graph, nodes: tuple[str, ...], inputs: dict[str, np.dtype
     chosen = [n for n in graph.nodes if node_id(n) in wanted]  # graph order: topological
     produced = {o for n in chosen for o in n.output}
     needed = {i for n in chosen for i in n.input if i and i not in produced and i not in inputs}
-    constants = [n for n in graph.nodes if n.op_type == "Constant" and n.output[0] in needed]
-    initializers = [t for t in graph.model.graph.initializer if t.name in needed]
+    constants, initializers = graph.constant_sources(needed)
     sub = helper.make_graph(
         [*constants, *chosen], "kernelgen_host_step",
         [helper.make_tensor_value_info(name, _NUMPY_TO_ONNX[np.dtype(dtype)], None) for name, dtype in inputs.items()],
