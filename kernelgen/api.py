@@ -305,9 +305,9 @@ def validate_network(network, target: str, seed: int | None = None):
     feeds = execute.network_input(network, seed)
     expected = execute.reference(network, feeds)
 
-    def kernel(config: Config, x: np.ndarray):
+    def kernel(config: Config, arrays: dict[str, np.ndarray]):
         job = jobs(config, (target,))[target]
-        args = _run.checked_inputs(config, job.plan, {"input": x})
+        args = _run.checked_inputs(config, job.plan, arrays)
         try:
             return _validate.validate_with_output(TARGETS[target], job, seed, args)[::-1]
         except ConfigError:

@@ -40,7 +40,7 @@ class Conv2d:
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
     groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
-    residual: int | None = None  # 0: add the chain's input, K: op K's output (1-based); None: no residual
+    residual: int | str | None = None  # 0: the chain's input, K: op K's output (1-based), a side input's name
     clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
     hard: HardSigmoid | None = None  # hardsigmoid / hardswish (never with a clamp)
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
@@ -57,6 +57,20 @@ class Conv2d:
     def span(self) -> tuple[int, int]:
         """Input rows and columns one output pixel reads: (k - 1) * dilation + 1."""
         return ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SideInput:
+    """A tensor the kernel reads besides its input (`side_inputs:`), e.g. the other branch of a two-branch add."""
+
+    name: str  # as the config names it; the kernel's parameter is `param`
+    shape: tuple[int, int, int, int]  # logical NHWC
+    layout: Layout
+
+    @property
+    def param(self) -> str:
+        """The kernel argument: prefixed, so no name a user picks can shadow an identifier of the kernel's own."""
+        return f"side_{self.name}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +117,7 @@ class Config:
     # The file name as the OS spells it (`path` is its printable form): depfiles name this one.
     file: str = field(default="", compare=False, repr=False)
     source: M.SourceModel | None = None  # an imported config's model and nodes (kernelgen import)
+    side_inputs: tuple[SideInput, ...] = ()  # tensors besides the input (a residual's other branch)
 
     def problem(self, key: str, message: str) -> ConfigError:
         """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
@@ -225,6 +240,7 @@ class _Checker:
             raise ConfigError(self.problems)
         input_layout = self.layout(("input", "layout"), m.input.layout, ACTIVATION_DIMS, shape)
         self.model_input_layout = input_layout
+        self.sides = self.side_inputs(m)
         ops: list[Conv2d] = []
         self.shapes, self.ops = [shape], ops  # the chain so far: what a residual may name
         n, height, width, channels = shape
@@ -240,6 +256,15 @@ class _Checker:
             width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
             channels = op.out_channels
             self.shapes.append((n, height, width, channels))
+        read = {op.residual for op in ops}
+        for side in self.sides:
+            if side.name not in read:
+                self.problem(("side_inputs", side.name), f"expected a side input an op's residual names; no op reads "
+                                                         f"{side.name!r}")
+        if m.source is not None and set(m.source.sides) != set(m.side_inputs):
+            self.problem(("source", "sides") if m.source.sides else ("source",),
+                         f"expected the ONNX tensor of each side input ({', '.join(m.side_inputs) or 'none'}), got "
+                         f"{', '.join(m.source.sides) or 'none'}")
         schedule = self.schedule(ops, (height, width))
         self.targets(m)
         if self.problems:
@@ -248,8 +273,20 @@ class _Checker:
         return Config(name=m.name, path=self.path, dtype=m.dtype, input_shape=shape, input_layout=input_layout,
                       ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)), quant=m.quant,
                       options={t.name: getattr(m, t.name) for t in self.catalog if t.options is not None},
-                      source=m.source,
+                      source=m.source, side_inputs=self.sides,
                       marks={key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
+
+    def side_inputs(self, m: M.ConfigModel) -> tuple[SideInput, ...]:
+        sides = []
+        for name, side in m.side_inputs.items():
+            keys = ("side_inputs", name)
+            shape = self.positive((*keys, "shape"), side.shape, "a logical NHWC shape [n, h, w, c] of positive ints")
+            if not self.fits((*keys, "shape"), shape, f"side input {name!r}"):
+                continue
+            layout = self.layout((*keys, "layout"), side.layout, ACTIVATION_DIMS, shape)
+            if layout is not None:
+                sides.append(SideInput(name=name, shape=shape, layout=layout))
+        return tuple(sides)
 
     def targets(self, m: M.ConfigModel) -> None:
         known = {t.name: t for t in self.catalog}
@@ -316,8 +353,12 @@ class _Checker:
             return None
         act = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
         residual = epilogue_config.residual(self.problem, (*keys, "residual"), c.residual, keys[1], self.shapes,
-                                            [*(op.stride for op in self.ops), stride], out_shape)
+                                            [*(op.stride for op in self.ops), stride], out_shape,
+                                            {side.name: side.shape for side in self.sides})
         uint8 = self.model.dtype == "uint8"
+        if uint8 and isinstance(residual, str):
+            self.problem((*keys, "residual"), f"expected 'input' or an earlier op with dtype uint8 (a side input's "
+                                              f"quantized add is not generated yet), got {residual!r}")
         if uint8 and act.hard is not None:
             self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp with dtype uint8 (the store "
                                                 f"clamps bytes; {act.name} needs a table of bytes, not generated yet), "

@@ -104,9 +104,10 @@ class Conv2dModel(StrictModel):
                                                  "to the input channels: depthwise)")
     bias: StrictBool = Field(default=False, description="true or false: add one value per output channel (a "
                                                         "kernel argument like the filter)")
-    residual: Union[Literal["input"], Count, None] = Field(
-        default=None, description="'input' (add the chain's input) or K (add the output of op K, an earlier op, "
-                                  "1-based): a residual of the same shape, added after the bias")
+    residual: Union[Literal["input"], Count, Name, None] = Field(
+        default=None, description="'input' (add the chain's input), K (add the output of op K, an earlier op, "
+                                  "1-based) or the name of a side input (the other branch of a two-branch add): a "
+                                  "residual of the same shape, added after the bias")
     activation: Union[Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), HardSigmoidSpec] = Field(
         default="none", description="'none', 'relu', 'relu6', [lo, hi] (a clamp), 'hardswish' (x * min(1, max(0, "
                                   "x / 6 + 1 / 2))), 'hardsigmoid' or {hardsigmoid: {alpha: a, beta: b}} (min(1, "
@@ -208,6 +209,8 @@ class SourceModel(StrictModel):
     nodes: conlist(Annotated[str, Field(strict=True, min_length=1, max_length=4096)], min_length=1) = Field(
         description="the ONNX nodes this config fuses, in graph order (a node's name, or its first output's "
                     "name when it has none)")
+    sides: dict[Name, Annotated[str, Field(strict=True, min_length=1, max_length=4096)]] = Field(
+        default_factory=dict, description="the ONNX tensor each side input is, by the side input's name")
 
 
 class ConfigModel(StrictModel):
@@ -216,6 +219,10 @@ class ConfigModel(StrictModel):
     dtype: Literal["float32", "float16", "uint8"] = Field(default="float32",
                                                         description="one of: float32, float16, uint8")
     input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...}")
+    side_inputs: dict[Name, InputModel] = Field(
+        default_factory=dict, description="named tensors the kernel reads besides its input, each {shape: [n, h, w, "
+                                          "c], layout: ...}: what an op's residual may name (the other branch of a "
+                                          "two-branch add)")
     ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...})")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
     schedule: Union[Literal["auto"], ScheduleModel] = Field(

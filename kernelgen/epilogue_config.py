@@ -53,13 +53,23 @@ class Activation(NamedTuple):
 
 
 def residual(problem: Problem, keys: tuple, spec: str | int | None, index: int, shapes: list[Shape],
-             strides: list[tuple[int, int]], out_shape: Shape) -> int | None:
+             strides: list[tuple[int, int]], out_shape: Shape, sides: dict[str, Shape]) -> int | str | None:
     """Which tensor op `index` (0-based) adds before its activation: 0 for the chain's input, K for op K's
-    output (1-based, an earlier op). Its shape must be this op's output shape, and the ops after K must all
-    have stride 1: a fused chain keeps op K's output in a stripe cache that then also covers the positions
-    this op writes (each row of the output has its row of op K in the window)."""
+    output (1-based, an earlier op), or a side input's name. Its shape must be this op's output shape, and the ops
+    after K must all have stride 1: a fused chain keeps op K's output in a stripe cache that then also covers the
+    positions this op writes (each row of the output has its row of op K in the window)."""
     if spec is None:
         return None
+    if isinstance(spec, str) and spec != "input":
+        if spec not in sides:
+            known = ", ".join(sides) or "none declared"
+            problem(keys, f"expected 'input', an earlier op or a side input (side_inputs: {known}), got {spec!r}")
+            return None
+        if tuple(sides[spec]) != tuple(out_shape):
+            problem(keys, f"expected a residual of this op's output shape {list(out_shape)}; side input {spec!r} is "
+                          f"{list(sides[spec])}")
+            return None
+        return spec
     source = 0 if spec == "input" else int(spec)
     if source > index:
         problem(keys, f"expected 'input' or an earlier op (1 to {index}), got {spec}" if index else

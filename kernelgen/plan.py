@@ -235,7 +235,8 @@ class Epilogue:
     this record; a new epilogue is a field here, a line of the numpy reference and one template block per target."""
 
     bias: bool = False
-    residual: int | None = None  # 0: + the chain's input at the same position; K: + op K's output (1-based)
+    # 0: + the chain's input at the same position; K: + op K's output (1-based); a name: + that side input
+    residual: int | str | None = None
     clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
     hard: HardSigmoid | None = None  # hardsigmoid / hardswish (never together with a clamp)
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
@@ -259,7 +260,14 @@ class Epilogue:
     @property
     def residual_name(self) -> str | None:
         """What the residual adds, as the plan's tensors name it: input, or temp<K> (op K's output)."""
+        if isinstance(self.residual, str):
+            return f"side_{self.residual}"  # config.SideInput.param
         return None if self.residual is None else "input" if self.residual == 0 else f"temp{self.residual}"
+
+    @property
+    def residual_op(self) -> int | None:
+        """K when the residual is op K's output (an intermediate of the chain); None otherwise."""
+        return self.residual if isinstance(self.residual, int) and self.residual > 0 else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,7 @@ plus a rigorous bound on the float32 kernel's rounding error for every output el
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Mapping
 
 import numpy as np
 
@@ -45,14 +46,19 @@ def _dense(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     return out
 
 
-def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, sources: list[np.ndarray] | None = None
-             ) -> np.ndarray:
+def residual_of(op: Conv2d, sources: list[np.ndarray], sides: Mapping[str, np.ndarray] | None) -> np.ndarray:
+    """What op.residual names: sources[0] the chain's input, sources[K] op K's output, or a side input by name."""
+    return sides[op.residual] if isinstance(op.residual, str) else sources[op.residual]
+
+
+def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, sources: list[np.ndarray] | None = None,
+             sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """conv + bias + residual, then the activation's clamp (ResNet's and MobileNetV2's order). sources[0] is
-    the chain's input, sources[K] op K's output: op.residual names the one added."""
+    the chain's input, sources[K] op K's output, sides the side inputs by name: op.residual names the one added."""
     if op.bias:
         value = value + bias.astype(np.float64)
     if op.residual is not None:
-        value = value + sources[op.residual].astype(np.float64)
+        value = value + residual_of(op, sources, sides).astype(np.float64)
     if op.clamp is not None:
         # the kernels clamp in float32, to the bounds rounded to float32 (0.1 -> 0.100000001...)
         value = np.clip(value, *(float(np.float32(bound)) for bound in op.clamp))
@@ -70,10 +76,10 @@ def hard_activation(value: np.ndarray, hard: HardSigmoid) -> np.ndarray:
 
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
-          biases: list[np.ndarray | None] | None = None) -> np.ndarray:
+          biases: list[np.ndarray | None] | None = None, sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     sources = [x]
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        sources.append(epilogue(conv2d(sources[-1], w, op), op, b, sources))
+        sources.append(epilogue(conv2d(sources[-1], w, op), op, b, sources, sides))
     return sources[-1]
 
 
@@ -81,7 +87,8 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
                       unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
                       storage_roundoff: float = 0.0, *,
                       biases: list[np.ndarray | None] | None = None,
-                      underflow: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                      underflow: float = 0.0, sides: Mapping[str, np.ndarray] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """(reference, bound): |kernel - reference| <= bound holds elementwise for any summation order.
 
     A dot product of n terms accumulated in floating point errs by at most
@@ -95,7 +102,7 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
     value = x.astype(np.float64)
     values, errors = [value], [np.zeros_like(value)]  # per chain tensor: the exact value, the stored one's bound
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        value, error = op_error_bound(op, w, b, values, errors, unit_roundoff, storage_roundoff, underflow)
+        value, error = op_error_bound(op, w, b, values, errors, unit_roundoff, storage_roundoff, underflow, sides)
         values.append(value)
         errors.append(error)
     return value, error
@@ -103,9 +110,10 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
 
 def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list[np.ndarray],
                    errors: list[np.ndarray], unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
-                   storage_roundoff: float = 0.0, underflow: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                   storage_roundoff: float = 0.0, underflow: float = 0.0,
+                   sides: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One op of a chain: (reference, bound) on values[-1] (the op's input, whose stored error is errors[-1]);
-    values[K] / errors[K] are what a residual of op K reads. With every error zero, the op is held to its own
+    values[K] / errors[K] are what a residual of op K reads (a side input: sides[name], exact as given). With every error zero, the op is held to its own
     rounding alone: the check op by op on a kernel's own intermediates. `underflow`: the absolute error one
     rounding may add below the normal range (half: 2^-25), once per term of the sum and once for the store."""
     value, error = values[-1], errors[-1]
@@ -116,17 +124,18 @@ def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list
         magnitude = magnitude + np.abs(b.astype(np.float64))
     inherited = conv2d(error, np.abs(w), op)
     if op.residual is not None:  # the stored residual: its own error passes through, its size is one more term
-        magnitude = magnitude + np.abs(values[op.residual]) + errors[op.residual]
-        inherited = inherited + errors[op.residual]
+        carried = 0.0 if isinstance(op.residual, str) else errors[op.residual]
+        magnitude = magnitude + np.abs(residual_of(op, values, sides)) + carried
+        inherited = inherited + carried
     error = gamma * magnitude + inherited + (n_terms + 1) * underflow
     pre = conv2d(value, w, op)
-    value = epilogue(pre, op, b, values)
+    value = epilogue(pre, op, b, values, sides)
     if op.hard is not None:
         # A hard gate moves an error of its input by at most its slope, and adds its own float32 steps: alpha * v
         # + beta (two roundings of |alpha v| + |beta|, the gate then within 1), and for hardswish the product v * g
         # (one rounding of |v|, plus |v| times the gate's error).
         h = op.hard
-        size = np.abs(epilogue(pre, replace(op, hard=None), b, values)) + error  # |the kernel's gate input|
+        size = np.abs(epilogue(pre, replace(op, hard=None), b, values, sides)) + error  # |the kernel's gate input|
         gate_error = 2 * unit_roundoff * (abs(h.alpha) * size + abs(h.beta)) + 2 * underflow
         own = (size * (gate_error + unit_roundoff) + underflow) if h.times_value else gate_error
         error = h.lipschitz() * error + own

@@ -129,10 +129,14 @@ def unfused_activation_bytes(plan: Plan) -> int:
     return elements * plan.element_bytes
 
 
+def _residual_text(residual: int | str) -> str:
+    return residual if isinstance(residual, str) else "input" if residual == 0 else f"conv2d #{residual}"
+
+
 def _epilogue_text(op) -> str:
     """', then + bias, relu6' when the op has an epilogue; nothing otherwise (the goldens stay)."""
     e = op.epilogue
-    steps = ((["+ bias"] if e.bias else []) + ([f"+ {'input' if e.residual == 0 else f'conv2d #{e.residual}'}"]
+    steps = ((["+ bias"] if e.bias else []) + ([f"+ {_residual_text(e.residual)}"]
                                                  if e.residual is not None else [])
              + ([e.activation] if e.activated else []))
     depthwise = op.groups == op.in_channels

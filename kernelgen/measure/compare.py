@@ -43,7 +43,7 @@ def reference_output(config: Config, args: KernelArgs) -> np.ndarray:
     if config.dtype == "uint8":
         return reference_quant.chain(config, x, filters, biases)
     return reference.chain(config, x.astype(np.float64), [f.astype(np.float64) for f in filters],
-                           [None if b is None else b.astype(np.float64) for b in biases])
+                           [None if b is None else b.astype(np.float64) for b in biases], args.sides())
 
 
 def compare(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs,
@@ -72,7 +72,8 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
         ratio = 0.0
         for j, op in enumerate(config.ops):
             expected_j, bound_j = reference.op_error_bound(op, filters[j], biases[j], stored[:j + 1], zeros[:j + 1],
-                                                           roundoff.accumulate, roundoff.storage, roundoff.underflow)
+                                                           roundoff.accumulate, roundoff.storage, roundoff.underflow,
+                                                           args.sides())
             with np.errstate(invalid="ignore"):
                 over = np.abs(stored[j + 1] - expected_j) / np.maximum(bound_j, 1e-300)
             if j + 1 < len(config.ops):
@@ -86,7 +87,8 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
         expected, bound = expected_j, bound_j
     else:
         expected, bound = reference.chain_error_bound(config, args.logical["input"], filters, roundoff.accumulate,
-                                                      roundoff.storage, biases=biases, underflow=roundoff.underflow)
+                                                      roundoff.storage, biases=biases, underflow=roundoff.underflow,
+                                                      sides=args.sides())
     error = np.abs(got - expected)
     # NaN: unwritten, or computed from an intermediate the kernel never stored. The errors and err/bound are those
     # of the elements that exist (NaN when none does); the finding "unwritten" says the rest.
@@ -115,9 +117,9 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
         ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], dict(args.logical))
         chain_bound = bound if intermediates is None else reference.chain_error_bound(
             config, args.logical["input"], filters, roundoff.accumulate, roundoff.storage, biases=biases,
-            underflow=roundoff.underflow)[1]
+            underflow=roundoff.underflow, sides=args.sides())[1]
         float32_bound = chain_bound if roundoff.storage == 0.0 else reference.chain_error_bound(
-            config, args.logical["input"], filters, biases=biases)[1]
+            config, args.logical["input"], filters, biases=biases, sides=args.sides())[1]
         ort_ratio = float((np.abs(got - ort) / np.maximum(chain_bound + float32_bound, 1e-300)).max())
         oracles = ("numpy", "onnxruntime")
         ratio = max(ratio, ort_ratio)

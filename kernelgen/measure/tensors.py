@@ -50,6 +50,11 @@ class KernelArgs:
     def biases(self, ops: int) -> list[np.ndarray | None]:
         return [self.logical.get(f"bias{j}") for j in range(1, ops + 1)]
 
+    def sides(self) -> dict[str, np.ndarray]:
+        """The side inputs by their config names (the kernel's side_<name> arguments), in float64."""
+        return {name[len("side_"):]: a.astype(np.float64) for name, a in self.logical.items()
+                if name.startswith("side_")}
+
 
 def input_tensors(plan: Plan) -> tuple[Tensor, ...]:
     """Every tensor the kernel reads, in argument order (the output is the plan's last tensor)."""

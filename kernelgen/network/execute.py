@@ -33,7 +33,8 @@ UINT8_AGREEMENT = 16  # steps of the quantized tensor's scale
 
 # A kernel step: (its config, its input as logical NHWC) -> (its output as logical NHWC or None when the kernel could
 # not run here, a record of how it went)
-KernelRunner = Callable[[Config, np.ndarray], tuple[np.ndarray | None, object]]
+# (config, its input and side inputs by the plan's names, NHWC) -> (its output NHWC or None, the run's record)
+KernelRunner = Callable[[Config, dict[str, np.ndarray]], tuple[np.ndarray | None, object]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,10 @@ def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunn
     for step in network.steps:
         start = time.perf_counter()
         if step.config is not None:
-            x = values[step.inputs[0]]
-            got, record = kernel(step.config, np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+            # the kernel's input, then its side inputs in the config's order (the manifest checked the count)
+            names = ("input", *(side.param for side in step.config.side_inputs))
+            arrays = {name: np.ascontiguousarray(values[t].transpose(0, 2, 3, 1)) for name, t in zip(names, step.inputs)}
+            got, record = kernel(step.config, arrays)
             if got is None:
                 yield StepRun(step, time.perf_counter() - start, record, (), False)
                 return

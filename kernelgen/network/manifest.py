@@ -206,24 +206,27 @@ class _Checker:
                     nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()))
 
     def _wiring(self, k: int, s: StepModel, config: Config, tensors: dict[str, Tensor]) -> None:
-        """A kernel reads one tensor and writes one: their shapes (ONNX NCHW) and dtypes must be the config's."""
-        if len(s.inputs) != 1 or len(s.outputs) != 1:
-            self.fail(("steps", k), f"kernel {config.name} reads one tensor and writes one (got {len(s.inputs)} "
-                                    f"and {len(s.outputs)})")
+        """A kernel reads its input, then its side inputs in the config's order, and writes one tensor: their shapes
+        (ONNX NCHW) and dtypes must be the config's."""
+        reads = 1 + len(config.side_inputs)
+        if len(s.inputs) != reads or len(s.outputs) != 1:
+            sides = f" and its {len(config.side_inputs)} side input(s)" if config.side_inputs else ""
+            self.fail(("steps", k), f"kernel {config.name} reads {reads} tensor(s) (its input{sides}) and writes one "
+                                    f"(got {len(s.inputs)} and {len(s.outputs)})")
             return
-        n, h, w, c = config.input_shape
         out = output_shape(config)
-        for where, name, want in (("inputs", s.inputs[0], (n, c, h, w)),
-                                  ("outputs", s.outputs[0], (out[0], out[3], out[1], out[2]))):
+        wanted = [("inputs", i, name, (n, c, h, w)) for i, (name, (n, h, w, c)) in enumerate(
+            zip(s.inputs, [config.input_shape, *(side.shape for side in config.side_inputs)]))]
+        for where, index, name, want in (*wanted, ("outputs", 0, s.outputs[0], (out[0], out[3], out[1], out[2]))):
             tensor = tensors.get(name)
             if tensor is None:
                 continue
             if tensor.shape != want:
-                self.fail(("steps", k, where, 0), f"shape mismatch: {name!r} is {list(tensor.shape)} in tensors:, "
+                self.fail(("steps", k, where, index), f"shape mismatch: {name!r} is {list(tensor.shape)} in tensors:, "
                                                   f"but kernel {config.name} {'reads' if where == 'inputs' else 'writes'}"
                                                   f" {list(want)} (NCHW)")
             if tensor.dtype != config.dtype:
-                self.fail(("steps", k, where, 0), f"dtype mismatch: {name!r} is {tensor.dtype}, kernel "
+                self.fail(("steps", k, where, index), f"dtype mismatch: {name!r} is {tensor.dtype}, kernel "
                                                   f"{config.name} takes {config.dtype}")
 
     def _order(self, steps: list[Step]) -> None:

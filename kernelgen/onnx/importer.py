@@ -30,7 +30,8 @@ class _Op:
     members: list[int]  # node indices folded into this op: the Conv, then an Add, then a Relu or Clip
     out: str = ""  # the tensor this op's result is in the graph (after the folded nodes)
     residual: int | None = None  # 0: the group's input, K: op K's result
-    activation: str | list[float] = "none"
+    side: str | None = None  # or the residual is this tensor from outside the group (a side input)
+    activation: str | list[float] | dict = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class ImportedConfig:
     group: GroupCost | None = None  # a cost-chosen group's estimate (fusion.py)
     input: str = ""  # the ONNX tensor the kernel reads (a uint8 config: the quantized one)
     output: str = ""  # the ONNX tensor it writes
+    sides: tuple[str, ...] = ()  # the ONNX tensors of its side inputs, in the config's order
     members: tuple[int, ...] = ()  # indices of the graph nodes it computes
     layout: str = "NCHW"  # how it holds its input and output
     ops: tuple[str, ...] = ()  # the op type of each node, parallel to nodes
@@ -131,7 +133,7 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
         if isinstance(conv, str):
             why_not[index] = conv
             continue
-        chain = _group(graph, index, conv)
+        chain = _group(graph, index, conv, taken)
         taken.update(m for op in chain for m in op.members)
         model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
         for group in _split(graph, chain, model_path, targets, fusion):
@@ -142,7 +144,8 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
             schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
             configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
                                           nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
-                                          output=ops[-1].out, members=members, ops=_op_types(graph, members)))
+                                          output=ops[-1].out, members=members, ops=_op_types(graph, members),
+                                          sides=tuple(dict.fromkeys(op.side for op in ops if op.side))))
             notes += _group_notes(name, group)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
@@ -161,7 +164,9 @@ def _op_types(graph: Graph, members: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(graph.nodes[m].op_type for m in members)
 
 
-def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
+def _group(graph: Graph, start: int, first: ConvNode, taken: set[int]) -> list[_Op]:
+    """The chain of convs from `start`, each with the Add and the activation it folds in (nodes an earlier group
+    took stay its: the other branch of a two-branch add meets an Add its partner branch already folded)."""
     chain = [graph.nodes[start].input[0]]  # tensor j of the group: its input, then each op's result
     ops: list[_Op] = []
     index, conv = start, first
@@ -169,10 +174,11 @@ def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
         op = _Op(conv=conv, members=[index])
         tensor = graph.nodes[index].output[0]
         reader = graph.sole_consumer(tensor)
-        if reader is not None and graph.nodes[reader].op_type == "Add":
+        if reader is not None and graph.nodes[reader].op_type == "Add" and reader not in taken:
             source = _residual_source(graph, reader, tensor, chain, ops, conv)
             if source is not None:
-                op.residual, tensor = source, graph.nodes[reader].output[0]
+                op.residual, op.side = (None, source) if isinstance(source, str) else (source, None)
+                tensor = graph.nodes[reader].output[0]
                 op.members.append(reader)
                 reader = graph.sole_consumer(tensor)
         if reader is not None and graph.activation(reader) is not None:
@@ -196,15 +202,18 @@ def _group(graph: Graph, start: int, first: ConvNode) -> list[_Op]:
 
 
 def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops: list[_Op], conv: ConvNode
-                     ) -> int | None:
-    """Which tensor of the group the Add's other operand is (0: the input, K: op K's result), when kernelgen
-    can fuse it: same shape, and (for op K) only stride-1 convs after op K."""
+                     ) -> int | str | None:
+    """Which tensor of the group the Add's other operand is (0: the input, K: op K's result), or the tensor itself
+    when it comes from outside the group (a side input: the other branch of a two-branch add), when kernelgen can
+    fuse it: same shape (no broadcast), not a constant, and (for op K) only stride-1 convs after op K."""
     inputs = list(graph.nodes[add].input)
     if len(inputs) != 2 or tensor not in inputs:
         return None
     other = inputs[1] if inputs[0] == tensor else inputs[0]
-    if other not in chain or graph.shapes.get(other) != graph.shapes.get(graph.nodes[add].output[0]):
+    if graph.shapes.get(other) != graph.shapes.get(graph.nodes[add].output[0]) or other in graph.constants:
         return None
+    if other not in chain:
+        return other
     source = chain.index(other)
     strides = [op.conv.stride for op in ops[source:]] + [conv.stride]
     if source and any(s != (1, 1) for s in strides):
@@ -255,8 +264,8 @@ def _split(graph: Graph, chain: list[_Op], model_path: str, targets: tuple[str, 
                                                                  for m in op.members))
 
     def fusable(start: int, stop: int) -> str:
-        needs = next((k for k in range(start, stop) if chain[k].residual is not None and chain[k].residual < start),
-                     None)
+        needs = next((k for k in range(start, stop) if chain[k].residual is not None and chain[k].residual < start
+                      and chain[k].side is None), None)
         return "" if needs is None else (f"op {needs + 1} adds a tensor from before op {start + 1} (a kernel's "
                                          f"residual is its own input or one of its ops' results)")
 
@@ -294,7 +303,14 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
     n, c, h, w = graph.shapes[graph.nodes[ops[0].members[0]].input[0]]
     lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: the model's own weights, "
              f"NCHW tensors as ONNX stores them",
-             f"name: {name}", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: NCHW}}", "ops:"]
+             f"name: {name}", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: NCHW}}"]
+    sides = side_names([op.side for op in ops if op.side])
+    if sides:
+        lines.append("side_inputs:  # tensors from outside the group: the other branch of an Add")
+        for tensor, side in sides.items():
+            sn, sc, sh, sw = graph.shapes[tensor]
+            lines.append(f"  {side}: {{shape: [{sn}, {sh}, {sw}, {sc}], layout: NCHW}}  # {json.dumps(tensor)}")
+    lines.append("ops:")
     for op in ops:
         cv = op.conv
         keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
@@ -302,14 +318,23 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
         keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
         keys += ["bias: true"] if cv.bias else []
         keys += [f"residual: {'input' if op.residual == 0 else op.residual}"] if op.residual is not None else []
+        keys += [f"residual: {sides[op.side]}"] if op.side else []
         if op.activation != "none":
             keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
     lines += ["output: {layout: NCHW}", *([f"schedule: {schedule}"] if schedule else []),
               f"targets: [{', '.join(targets)}]"]
     if nodes:  # a candidate group being costed has no source: it is planned, never run
-        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]}}")
+        mapped = f", sides: {{{', '.join(f'{v}: {json.dumps(t)}' for t, v in sides.items())}}}" if sides else ""
+        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]"
+                     f"{mapped}}}")
     return "\n".join(lines) + "\n"
+
+
+def side_names(tensors: list[str]) -> dict[str, str]:
+    """Config names of a group's side inputs, in order: shortcut, shortcut_2, ..."""
+    unique = list(dict.fromkeys(tensors))
+    return {t: "shortcut" if k == 0 else f"shortcut_{k + 1}" for k, t in enumerate(unique)}
 
 
 def _qgroup(graph: Graph, first: QConv) -> list[QConv]:

@@ -23,6 +23,7 @@ _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "flo
 class Kernel(Protocol):
     name: str
     input: str
+    sides: tuple[str, ...]  # the tensors of its side inputs, in the config's order
     output: str
     members: tuple[int, ...]
     layout: str
@@ -35,7 +36,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
         return "", "no kernel was imported"
     types = _element_types(graph)
     written = {k.output: k for k in kernels}
-    read = {k.input: k for k in kernels}
+    read = {t: k for k in kernels for t in (k.input, *k.sides)}
     available = set(graph.constants) | set(_graph_inputs(graph)) | set(written)
     producer = {o: i for i, n in enumerate(graph.nodes) for o in n.output if o}
     host: set[int] = set()
@@ -58,7 +59,8 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
     missing = [t for t in tensors if t not in graph.shapes or types.get(t) not in _DTYPES]
     if missing:
         return "", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name"
-    layouts = {k.input: k.layout for k in kernels} | {k.output: k.layout for k in kernels}
+    layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
+               | {k.output: k.layout for k in kernels})
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
     name = name.strip("_")[:40].rstrip("_")
     name = name if name and name[0].isalpha() else f"net_{name}".rstrip("_")
@@ -127,7 +129,7 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
     for attempt in (components, [(i,) for i in sorted(host)]):  # joined host steps, else one node each
         steps: list[tuple[int | tuple[int, ...], list[str], list[str], int]] = []
         for k, kernel in enumerate(kernels):
-            steps.append((k, [kernel.input], [kernel.output], min(kernel.members)))
+            steps.append((k, [kernel.input, *kernel.sides], [kernel.output], min(kernel.members)))
         kernel_outputs = {kernel.output for kernel in kernels}
         for nodes in attempt:
             produced = [o for i in nodes for o in graph.nodes[i].output if o]

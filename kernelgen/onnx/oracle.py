@@ -89,7 +89,9 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
         given[node.input[1]] = tensors[f"filter{j}"]
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]
-    return _session(config, graph, nodes, {_chain_input(config, graph, nodes): x_nhwc}, nodes[-1].output[0], given)
+    feeds = {_chain_input(config, graph, nodes): x_nhwc}
+    feeds |= {config.source.sides[side.name]: tensors[side.param] for side in config.side_inputs}
+    return _session(config, graph, nodes, feeds, nodes[-1].output[0], given)
 
 
 def run_onnxruntime_ops(config: Config, sources: list[np.ndarray]) -> list[np.ndarray]:

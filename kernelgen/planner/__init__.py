@@ -85,6 +85,9 @@ def plan(config: Config) -> Plan:
     # Biases after the filters (tensors[j] stays filter j): one value per output channel.
     tensors += [Tensor(name=f"bias{j}", title=f"Bias {j}", logical_layout="O", layout=BIAS_LAYOUT.bind((op.out_channels,)))
                 for j, op in enumerate(config.ops, start=1) if op.bias]
+    # Side inputs (a residual's other branch) after them, then the output.
+    tensors += [Tensor(name=side.param, title=f"Side Input {side.name}", logical_layout="NHWC",
+                       layout=side.layout.bind(side.shape)) for side in config.side_inputs]
     tensors.append(Tensor(name="output", title="Output", logical_layout="NHWC",
                           layout=config.ops[-1].output_layout.bind(shape_list[-1])))
     intermediates = tuple(

@@ -320,23 +320,25 @@ class StripeBuilder:
                       "v = v * g;" if e.hard.times_value else "v = g;"]
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
         lines.append(f"{dst}[{d_index}] = {value};")
-        summary = (f"{dst}[...] = {e.activation}(acc[ki]{' + bias' if e.bias else ''}"
-                   f"{'' if e.residual is None else ' + input' if e.residual == 0 else f' + conv2d #{e.residual}'})"
+        added = ("" if e.residual is None else " + input" if e.residual == 0 else f" + {e.residual}"
+                 if isinstance(e.residual, str) else f" + conv2d #{e.residual}")
+        summary = (f"{dst}[...] = {e.activation}(acc[ki]{' + bias' if e.bias else ''}{added})"
                    ).replace("none(", "(")
         steps = (["bias"] if e.bias else []) + (["residual"] if e.residual is not None else []) + [e.activation]
         return Section(label=f"epilogue of conv2d #{j}: {', '.join(steps)}",
                        body=tuple(Stmt(code=line, summary=summary) for line in lines))
 
-    def _residual(self, source: int, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict, padding: list[str]) -> str:
+    def _residual(self, source: int | str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict, padding: list[str]) -> str:
         """The residual at output position `at`, channel k: the chain's input read from memory where the output
         is written, or op `source`'s output from its stripe cache (the config checked that its window, behind
         stride-1 ops only, holds every position this op writes)."""
         row, col = at
-        out_k = self.shape_list[source][3]
+        out_k = self.shape_list[-1][3] if isinstance(source, str) else self.shape_list[source][3]  # the same shape
         exists = padding + _cond([(k, "<", out_k)], bounds)
-        if source == 0:
-            tensor = self.tensors[0].layout
-            term = f"input[{tensor.offset_c({'n': E.Var('nb') if self.batched else E.Const(0), 'h': row, 'w': col, 'c': k}, bounds)}]"
+        if source == 0 or isinstance(source, str):  # the input, or a side input, read where the output is written
+            name = "input" if source == 0 else f"side_{source}"
+            tensor = next(t for t in self.tensors if t.name == name).layout
+            term = f"{name}[{tensor.offset_c({'n': E.Var('nb') if self.batched else E.Const(0), 'h': row, 'w': col, 'c': k}, bounds)}]"
         else:
             geo = self.geo
             h = E.add(row, E.mul(geo.row_start[source], -1))  # constant: the strides between are all 1

@@ -96,7 +96,8 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
         taps = shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]  # one group's channels
         channels = k_j * reruns if j < n_ops else k_j
         macs += rows_in(j) * cols_in(j) * channels * taps
-        if op.residual == 0:  # the input read again where this op's outputs are written (op K's: in its cache)
+        # the input (or a side input) read where this op's outputs are written (op K's: in its cache)
+        if op.residual == 0 or isinstance(op.residual, str):
             residual_elems += rows_in(j) * cols_in(j) * channels
         # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
         f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))

@@ -118,7 +118,9 @@ def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan
     if any(plan.name == f"{net}_{word}" for word in DECLARED):
         raise config.problem("name", f"kernel {plan.name} would clash with network.h's {plan.name}: rename the "
                                      f"kernel or the network")
-    for key, tensor in (("input.layout", plan.tensors[0]), ("output.layout", plan.tensors[-1])):
+    boundaries = [("input.layout", plan.tensors[0]), ("output.layout", plan.tensors[-1])]
+    boundaries += [(f"side_inputs.{side.name}.layout", plan.tensor(side.param)) for side in config.side_inputs]
+    for key, tensor in boundaries:
         bound = tensor.layout
         if bound.layout.outputs != NCHW or bound.layout.separators or bound.padding:
             raise config.problem(key, f"network.c needs NCHW kernel boundaries (the layout ONNX, the host steps and "
@@ -185,8 +187,9 @@ def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], w
                        workspace_bytes=0, workspace_offset=-1, args=(), **common)
     workspace = arena.workspaces.get(step.index, 0)
     packed = {w.tensor: f"packed_weights + {w.offset}" for w in weights if w.step == step.index}
+    sides = {side.param: f"(const float *)({row.pointer})" for side, row in zip(step.config.side_inputs, inputs[1:])}
     pointers = {"input": f"(const float *)({inputs[0].pointer})", "output": f"(float *)({outputs[0].pointer})",
-                "workspace": f"(float *)(base + {workspace})", **packed}
+                "workspace": f"(float *)(base + {workspace})", **sides, **packed}
     missing = [p.name for p in plan.kernel.params if p.name not in pointers]
     if missing:
         raise KernelgenError(f"kernel {plan.name}: network.c has nothing to pass as {missing[0]!r}")

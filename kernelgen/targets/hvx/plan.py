@@ -284,8 +284,10 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
     qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo is not Halo.REUSE
-                                                and plan.c_split == 1) else None)
+                                                and plan.c_split == 1 and not config.side_inputs) else None)
     notes = []
+    if not uint8 and arch in QF32_ARCHES and config.side_inputs:
+        notes.append("no qf32 variant with side inputs (its residual reads the chain's own buffers)")
     if not uint8 and arch in QF32_ARCHES and plan.c_split > 1:
         notes.append("no qf32 variant with input-channel chunks (its helpers accumulate a whole reduction)")
     if not uint8 and arch in QF32_ARCHES and plan.halo is Halo.REUSE:
@@ -416,8 +418,8 @@ def _epilogue(config: Config, op, earlier: list[OpGeo], shape_list: list, src_c:
     if e.residual == 0:
         _, h, w, c = shape_list[0]
         out |= dict(res_wb=-(-w // 8), res_cb=-(-c // 32), res_image=-(-h // 8) * -(-w // 8) * -(-c // 32) * BLOCK)
-    elif e.residual:
-        k = earlier[e.residual - 1]
+    elif e.residual_op:
+        k = earlier[e.residual_op - 1]
         out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)
     if e.clamp is not None:
         lo, hi = e.clamp

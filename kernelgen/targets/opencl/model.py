@@ -35,6 +35,7 @@ class Role(TextEnum):
     INPUT = "input"
     FILTER = "filter"
     BIAS = "bias"
+    SIDE = "side"  # a side input (a residual's other branch), read-only like the input
     TEMP = "temp"  # an intermediate, on the device only
     OUTPUT = "output"
 
@@ -78,7 +79,7 @@ class ConvOp:
     tiles: tuple[int, int, int]  # work-items needed along (ow tiles, oh tiles, n * channel blocks)
     channel_blocks: int  # ceil(out channels / channels per work-item)
     bias: Storage | None = None  # one value per output channel, zero-padded to whole channel blocks
-    residual: Storage | None = None  # the chain's input, added where the output is written
+    residual: Storage | None = None  # the chain's input (or op K's output, a side input), added where the output is written
 
 
 # ---------------------------------------------------------------- what the templates write

@@ -153,6 +153,9 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     storages: list[Storage] = []
     source = _activation(config, "input", "input", config.input_layout.bind(plan.ops[0].in_shape), images)
     storages.append(source)
+    sides = {side.name: _activation(config, side.param, "side", side.layout.bind(side.shape), images)
+             for side in config.side_inputs}
+    storages += sides.values()
     chain = [source]  # tensor j of the chain: what a residual names (0: the input, K: op K's output)
     ops = []
     for j, geo in enumerate(plan.ops, start=1):
@@ -169,7 +172,7 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
                           tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks, bias=bias, residual=None if geo.epilogue.residual is None else chain[geo.epilogue.residual]))
+                          channel_blocks=blocks, bias=bias, residual=_residual(geo.epilogue.residual, chain, sides)))
         source = dest
         chain.append(dest)
     folded = {s.name: _fold(s, limit) for s in storages if s.kind == "image" and s.role != "filter"}
@@ -257,14 +260,21 @@ def texture_problem(bound: TensorLayout) -> str | None:
     return None
 
 
+def _residual(residual: int | str | None, chain: list[Storage], sides: dict[str, Storage]) -> Storage | None:
+    """The storage a residual names: chain tensor K (0: the input), or a side input by name."""
+    if residual is None:
+        return None
+    return sides[residual] if isinstance(residual, str) else chain[residual]
+
+
 def _activation(config: Config, name: str, role: str, bound: TensorLayout, images: bool) -> Storage:
     problem = texture_problem(bound) if images and bound.layout.separators else "no axis separator"
     kind = "image" if images and problem is None else "buffer"
+    key = {"input": "input.layout", "side": f"side_inputs.{name[len('side_'):]}.layout"}.get(role, "output.layout")
     if images and bound.layout.separators and problem is not None:
-        raise _error(config, "input.layout" if role == "input" else "output.layout",
-                     f"the {name} tensor cannot be an image2d texture: {problem}")
+        raise _error(config, key, f"the {name} tensor cannot be an image2d texture: {problem}")
     channels = bound.logical_shape[3]
-    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role != "input":
+    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role not in ("input", "side"):
         raise _error(config, "output.layout", f"{name} has {channels} channels, not a multiple of 4: texels are "
                                               f"written whole, so its layout needs a pad_value (or 'undef')")
     return Storage(name=name, role=Role(role), kind=StorageKind(kind), layout=bound)

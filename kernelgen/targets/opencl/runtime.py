@@ -74,6 +74,8 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
             array = s.layout.pack(next(filters)).astype(dtype)
         elif s.role is Role.BIAS:
             array = s.layout.pack(next(biases)).astype(dtype)
+        elif s.role is Role.SIDE:
+            array = s.layout.pack(args.logical[s.name]).astype(dtype)
         else:
             array = poisoned(int(np.prod(s.shape)), dtype, poison).reshape(s.shape)
         wrap = ImageArg if s.kind is StorageKind.IMAGE else BufferArg

@@ -146,8 +146,9 @@ class VulkanOp:
     # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), then max/min with the
     # clamp's bounds (GLSL literals; "" = no bound).
     bias: int = -1
-    residual: Access | None = None  # the chain's input or op K's output at this position (binding 4)
+    residual: Access | None = None  # the chain's input, op K's output or a side input at this position (binding 4)
     res_buffer: int = -1
+    res_name: str = ""  # the plan's name of that tensor (input, temp<K>, side_<name>)
     clamp_lo: str = ""
     clamp_hi: str = ""
     # then hardsigmoid g = clamp(v * gate_alpha + gate_beta, 0, 1) (GLSL literals; "" = none), times v for hardswish
@@ -297,10 +298,11 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}
     n_ops = len(config.ops)
-    # the plan's argument order (input, filters, biases), then the temps and the output
+    # the plan's argument order (input, filters, biases, side inputs), then the temps and the output
     biases = [f"bias{j}" for j, op in enumerate(plan.ops, start=1) if op.epilogue.bias]
-    names = (["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + biases + [f"temp{j}" for j in range(1, n_ops)]
-             + ["output"])
+    sides = [side.param for side in config.side_inputs]
+    names = (["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + biases + sides
+             + [f"temp{j}" for j in range(1, n_ops)] + ["output"])
     layouts = {**tensors, **inter}
     # a bias is read a vec4 chunk (wide_store: a pair) at a time: zero-padded to whole pairs of chunks
     buffers = tuple(Buffer(name=nm, elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
@@ -318,7 +320,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         res_name = op.epilogue.residual_name
         residual = _residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
-                           res_buffer=number[res_name] if res_name else -1,
+                           res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
                            clamp_lo=_glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=_glsl_float(hi) if hi < math.inf else "",
                            **_gate(op.epilogue.hard)))
