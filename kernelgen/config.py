@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 import kernelgen.config_model as M
 import kernelgen.epilogue_config as epilogue_config
+import kernelgen.pool_config as pool_config
 import kernelgen.schedule_config as schedule_config
 from .errors import ConfigError, ConfigProblem
 from .plan import Epilogue, Halo, HardSigmoid, LoopOrder, Pipeline
@@ -36,8 +37,10 @@ class Conv2d:
     stride: tuple[int, int]
     pad: tuple[int, int, int, int]  # top, left, bottom, right
     dilation: tuple[int, int]
-    filter_layout: Layout
+    filter_layout: Layout | None  # None: a pool (no filter)
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
+    kind: str = "conv2d"  # or maxpool, avgpool (global_avgpool: an avgpool over the whole image)
+    count_include_pad: bool = False  # avgpool: divide by the whole window, else by its positions in the input
     groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
     residual: int | str | None = None  # 0: the chain's input, K: op K's output (1-based), a side input's name
@@ -57,6 +60,11 @@ class Conv2d:
     def span(self) -> tuple[int, int]:
         """Input rows and columns one output pixel reads: (k - 1) * dilation + 1."""
         return ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
+
+    @property
+    def pool(self) -> bool:
+        """A pool: each output channel from its own input channel's window, no filter."""
+        return self.kind != "conv2d"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,9 +253,17 @@ class _Checker:
         self.shapes, self.ops = [shape], ops  # the chain so far: what a residual may name
         n, height, width, channels = shape
         for index, op_model in enumerate(m.ops):
-            keys = ("ops", index, "conv2d")
-            op = self.conv2d(keys, op_model.conv2d, index == len(m.ops) - 1, input_layout,
-                             (n, height, width, channels))
+            kinds = [kind for kind in M.OP_KINDS if getattr(op_model, kind) is not None]
+            if len(kinds) != 1:
+                self.problem(("ops", index), f"expected one op ({', '.join(M.OP_KINDS)}) per list item, got "
+                                             f"{' and '.join(kinds) or 'none'}")
+                break
+            keys, last, in_shape = ("ops", index, kinds[0]), index == len(m.ops) - 1, (n, height, width, channels)
+            if kinds[0] == "conv2d":
+                op = self.conv2d(keys, op_model.conv2d, last, input_layout, in_shape)
+            else:
+                fields = pool_config.pool(self, keys, getattr(op_model, kinds[0]), last, input_layout, in_shape)
+                op = None if fields is None else Conv2d(**fields)
             if op is None:
                 break
             ops.append(op)
@@ -299,16 +315,13 @@ class _Checker:
                 self.problem(("dtype",), f"target {name!r} supports dtype {', '.join(known[name].dtypes)}, "
                                          f"got {m.dtype!r}")
 
-    def conv2d(self, keys: tuple, c: M.Conv2dModel, last: bool, input_layout: Layout | None,
-               in_shape: tuple[int, int, int, int]) -> Conv2d | None:
-        fields = M.Conv2dModel.model_fields
-        out_channels = self.positive((*keys, "out_channels"), c.out_channels, fields["out_channels"].description)[0]
-        kernel = self.pair((*keys, "kernel"), c.kernel, fields["kernel"].description)
-        stride = self.pair((*keys, "stride"), c.stride, fields["stride"].description)
-        dilation = self.pair((*keys, "dilation"), c.dilation, fields["dilation"].description)
+    def window(self, keys: tuple, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+               pad_spec: M.PadSpec, in_shape: tuple[int, int, int, int]
+               ) -> tuple[tuple[int, int, int, int], tuple[int, int]] | None:
+        """(pad, the output's rows and columns) of a sliding window over the input, or None after a problem."""
         span = ((kernel[0] - 1) * dilation[0] + 1, (kernel[1] - 1) * dilation[1] + 1)
         n, height, width, channels = in_shape
-        pad = self.padding((*keys, "pad"), c.pad, span, stride, (height, width))
+        pad = self.padding((*keys, "pad"), pad_spec, span, stride, (height, width))
         padded = (height + pad[0] + pad[2], width + pad[1] + pad[3])
         if span[0] > padded[0] or span[1] > padded[1]:
             self.problem((*keys, "kernel"), f"a {kernel[0]}x{kernel[1]} kernel with dilation {list(dilation)} spans "
@@ -320,7 +333,21 @@ class _Checker:
                 self.problem((*keys, "stride"), f"expected a stride of at most {padded[axis]} (the padded input's "
                                                 f"{name}), got {stride[axis]}")
                 return None
-        out_shape = (n, (padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1, out_channels)
+        return pad, ((padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1)
+
+    def conv2d(self, keys: tuple, c: M.Conv2dModel, last: bool, input_layout: Layout | None,
+               in_shape: tuple[int, int, int, int]) -> Conv2d | None:
+        fields = M.Conv2dModel.model_fields
+        out_channels = self.positive((*keys, "out_channels"), c.out_channels, fields["out_channels"].description)[0]
+        kernel = self.pair((*keys, "kernel"), c.kernel, fields["kernel"].description)
+        stride = self.pair((*keys, "stride"), c.stride, fields["stride"].description)
+        dilation = self.pair((*keys, "dilation"), c.dilation, fields["dilation"].description)
+        n, height, width, channels = in_shape
+        fitted = self.window(keys, kernel, stride, dilation, c.pad, in_shape)
+        if fitted is None:
+            return None
+        pad, (out_h, out_w) = fitted
+        out_shape = (n, out_h, out_w, out_channels)
         if channels % c.groups or out_channels % c.groups:
             self.problem((*keys, "groups"), f"expected a divisor of the {channels} input and {out_channels} output "
                                             f"channels, got {c.groups}")
@@ -332,23 +359,7 @@ class _Checker:
                   else schedule_config.target_filter_layout(self.catalog, self.model))
         filter_spec, filter_layout_by = needed or (c.filter_layout, "")
         filter_layout = self.layout((*keys, "filter_layout"), filter_spec, FILTER_DIMS, filter_shape)
-        if c.output_layout is not None:
-            output_spec = c.output_layout
-            output_keys = (*keys, "output_layout")
-        elif last:
-            output_spec, output_keys = self.model.output.layout, ("output", "layout")
-        else:
-            output_spec, output_keys = None, keys
-        if output_spec is None:
-            output_layout = input_layout  # the intermediate tensor keeps the input's physical layout
-            if input_layout is not None:
-                try:
-                    input_layout.bind(out_shape).check_injective()
-                except LayoutError as error:
-                    self.problem(("input", "layout"), f"as the layout of ops[{keys[1]}]'s output: {error}")
-                    return None
-        else:
-            output_layout = self.layout(output_keys, output_spec, ACTIVATION_DIMS, out_shape)
+        output_layout = self.output_layout(keys, c.output_layout, last, input_layout, out_shape)
         if filter_layout is None or output_layout is None:
             return None
         act = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
@@ -374,6 +385,21 @@ class _Checker:
                       bias=c.bias or uint8 and self.model.quant.bias,  # quant.bias: every op (the older key)
                       residual=residual, clamp=act.clamp, hard=act.hard, activation=act.name, quant=c.quant,
                       filter_layout_by=filter_layout_by)
+
+    def output_layout(self, keys: tuple, spec: M.LayoutSpec | None, last: bool, input_layout: Layout | None,
+                      out_shape: tuple[int, int, int, int]) -> Layout | None:
+        """The layout of an op's output: its own output_layout, output.layout for the last op, else the input's."""
+        if spec is not None:
+            return self.layout((*keys, "output_layout"), spec, ACTIVATION_DIMS, out_shape)
+        if last:
+            return self.layout(("output", "layout"), self.model.output.layout, ACTIVATION_DIMS, out_shape)
+        if input_layout is not None:  # the intermediate tensor keeps the input's physical layout
+            try:
+                input_layout.bind(out_shape).check_injective()
+            except LayoutError as error:
+                self.problem(("input", "layout"), f"as the layout of ops[{keys[1]}]'s output: {error}")
+                return None
+        return input_layout
 
     def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:

@@ -124,8 +124,44 @@ class Conv2dModel(StrictModel):
                                                 "tensor, output.layout for the last op)")
 
 
+class MaxPoolModel(StrictModel):
+    kernel: IntPair = Field(description="a positive int or [h, w]: the window")
+    stride: IntPair = Field(default=1, description="a positive int or [h, w]")
+    pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], 'same' or "
+                                                "'valid'; padded positions are never the maximum (ONNX MaxPool)")
+    output_layout: Union[LayoutSpec, None] = Field(
+        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
+                                                "tensor, output.layout for the last op)")
+
+
+class AvgPoolModel(MaxPoolModel):
+    pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], 'same' or "
+                                                "'valid'")
+    count_include_pad: StrictBool = Field(
+        default=False, description="true or false: divide by the whole window (true) or by its positions inside "
+                                   "the input (false, ONNX AveragePool's default)")
+
+
+class GlobalAvgPoolModel(StrictModel):
+    output_layout: Union[LayoutSpec, None] = Field(
+        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
+                                                "tensor, output.layout for the last op)")
+
+
+OP_KINDS = ("conv2d", "maxpool", "avgpool", "global_avgpool")
+
+
 class OpModel(StrictModel):
-    conv2d: Conv2dModel = Field(description="a conv2d op: {out_channels: ..., kernel: ..., ...}")
+    """One op: exactly one of its keys (the loader says so when there are more or none)."""
+
+    conv2d: Conv2dModel = Field(default=None, description="a conv2d op: {out_channels: ..., kernel: ..., "
+                                                                      "...}")
+    maxpool: MaxPoolModel = Field(default=None, description="a max pool: {kernel: ..., stride: ..., "
+                                                                        "pad: ...}")
+    avgpool: AvgPoolModel = Field(default=None, description="an average pool: {kernel: ..., stride: "
+                                                                        "..., pad: ..., count_include_pad: ...}")
+    global_avgpool: GlobalAvgPoolModel = Field(
+        default=None, description="{}: the mean of each channel over the whole image (a 1x1 output)")
 
 
 class InputModel(StrictModel):
@@ -223,7 +259,8 @@ class ConfigModel(StrictModel):
         default_factory=dict, description="named tensors the kernel reads besides its input, each {shape: [n, h, w, "
                                           "c], layout: ...}: what an op's residual may name (the other branch of a "
                                           "two-branch add)")
-    ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...})")
+    ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...}, - maxpool: "
+                                                            "{...}, - avgpool: {...}, - global_avgpool: {})")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
     schedule: Union[Literal["auto"], ScheduleModel] = Field(
         default_factory=ScheduleModel,

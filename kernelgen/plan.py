@@ -284,10 +284,21 @@ class OpGeometry:
     flops: int  # 2 * multiply-adds
     groups: int = 1  # channels split into independent convs; in_channels == groups: depthwise
     epilogue: Epilogue = Epilogue()
+    kind: str = "conv2d"  # or maxpool, avgpool: channel k's window of the input, no filter
+    count_include_pad: bool = False  # avgpool: divide by the whole window, else by its positions in the input
 
     def __post_init__(self) -> None:
         assert min(self.in_shape + self.out_shape + self.kernel + self.stride + self.dilation) >= 1, self
         assert min(self.pad) >= 0, self
+
+    @property
+    def pool(self) -> bool:
+        return self.kind != "conv2d"
+
+    @property
+    def label(self) -> str:
+        """How reports and comments name it: conv2d #2, maxpool #2."""
+        return f"{self.kind} #{self.index}"
 
     @property
     def in_channels(self) -> int:

@@ -30,6 +30,52 @@ def conv2d(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     return _dense(x, w, op)
 
 
+def apply(x: np.ndarray, w: np.ndarray | None, op: Conv2d) -> np.ndarray:
+    """The op before its epilogue: a conv with its filter, or a pool (w None)."""
+    return pool2d(x, op) if op.pool else conv2d(x, w, op)
+
+
+def _windows(x: np.ndarray, op: Conv2d, fill: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every window of a pool as (taps, N, OH, OW, C) with padding at `fill`, and (OH, OW) counts of the positions
+    inside the input."""
+    top, left, bottom, right = op.pad
+    xp = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
+    inside = np.pad(np.ones(x.shape[1:3]), ((top, bottom), (left, right)))
+    (sh, sw), (kh, kw) = op.stride, op.kernel
+    oh, ow = (xp.shape[1] - kh) // sh + 1, (xp.shape[2] - kw) // sw + 1
+    taps = np.stack([xp[:, rh: rh + (oh - 1) * sh + 1: sh, rw: rw + (ow - 1) * sw + 1: sw, :]
+                     for rh in range(kh) for rw in range(kw)])
+    counts = sum(inside[rh: rh + (oh - 1) * sh + 1: sh, rw: rw + (ow - 1) * sw + 1: sw]
+                 for rh in range(kh) for rw in range(kw))
+    return taps, counts
+
+
+def pool2d(x: np.ndarray, op: Conv2d) -> np.ndarray:
+    """ONNX MaxPool (padding never the maximum) or AveragePool (count_include_pad: divide by the window, else by
+    its positions in the input), NHWC in float64."""
+    if op.kind == "maxpool":
+        return _windows(x, op, -np.inf)[0].max(axis=0)
+    taps, counts = _windows(x, op, 0.0)
+    divisor = op.kernel[0] * op.kernel[1] if op.count_include_pad else counts[None, :, :, None]
+    return taps.sum(axis=0) / divisor
+
+
+def _pool_error_bound(op: Conv2d, value: np.ndarray, error: np.ndarray, unit_roundoff: float,
+                      storage_roundoff: float, underflow: float) -> tuple[np.ndarray, np.ndarray]:
+    """A max moves no value further than the largest error in its window; a mean of n values is a sum of n terms
+    (gamma_n of their magnitudes, over n) and one division (a rounding of the result), plus the mean error."""
+    result = pool2d(value, op)
+    if op.kind == "maxpool":
+        bound = _windows(error, op, 0.0)[0].max(axis=0)
+    else:
+        n = op.kernel[0] * op.kernel[1]
+        gamma = n * unit_roundoff / (1 - n * unit_roundoff)
+        mean = replace(op, kind="avgpool")
+        bound = (gamma * pool2d(np.abs(value) + error, mean) + pool2d(error, mean) + unit_roundoff * np.abs(result)
+                 + (n + 1) * underflow)
+    return result, bound + storage_roundoff * (np.abs(result) + bound)
+
+
 def _dense(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     top, left, bottom, right = op.pad
     xp = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
@@ -79,7 +125,7 @@ def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
           biases: list[np.ndarray | None] | None = None, sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     sources = [x]
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        sources.append(epilogue(conv2d(sources[-1], w, op), op, b, sources, sides))
+        sources.append(epilogue(apply(sources[-1], w, op), op, b, sources, sides))
     return sources[-1]
 
 
@@ -117,6 +163,8 @@ def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list
     rounding alone: the check op by op on a kernel's own intermediates. `underflow`: the absolute error one
     rounding may add below the normal range (half: 2^-25), once per term of the sum and once for the store."""
     value, error = values[-1], errors[-1]
+    if op.pool:
+        return _pool_error_bound(op, value, error, unit_roundoff, storage_roundoff, underflow)
     n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual is not None else 0)
     gamma = n_terms * unit_roundoff / (1 - n_terms * unit_roundoff)
     magnitude = conv2d(np.abs(value) + error, np.abs(w), op)

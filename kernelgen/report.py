@@ -139,6 +139,8 @@ def _epilogue_text(op) -> str:
     steps = ((["+ bias"] if e.bias else []) + ([f"+ {_residual_text(e.residual)}"]
                                                  if e.residual is not None else [])
              + ([e.activation] if e.activated else []))
+    if op.pool:
+        return ", count_include_pad" if op.kind == "avgpool" and op.count_include_pad else ""
     depthwise = op.groups == op.in_channels
     grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"
                + (f" (channel multiplier {op.out_channels // op.in_channels})" if depthwise and
@@ -149,9 +151,9 @@ def _epilogue_text(op) -> str:
 def _summary_lines(plan: Plan) -> list[str]:
     lines = [f"schedule: {_schedule_text(plan)}", *_search_lines(plan)]
     for op in plan.ops:
-        lines.append(f"conv2d #{op.index}: {_shape(op.in_shape)} -> {_shape(op.out_shape)}, kernel {op.kernel[0]}x"
-                     f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}, dilation {list(op.dilation)}"
-                     + _epilogue_text(op))
+        lines.append(f"{op.label}: {_shape(op.in_shape)} -> {_shape(op.out_shape)}, kernel {op.kernel[0]}x"
+                     f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}"
+                     + ("" if op.pool else f", dilation {list(op.dilation)}") + _epilogue_text(op))
     lines.append(f"FLOPs: {plan.flops} useful, {plan.executed_flops} executed "
                  f"({plan.executed_flops / plan.flops:.2f}x, halo rows and chain recompute)")
     t = plan.traffic
@@ -241,7 +243,7 @@ def json_report(plan: Plan) -> dict[str, Any]:
         "flops": plan.flops, "executed_flops": plan.executed_flops,
         "traffic": {"input_bytes": plan.traffic.input_bytes, "filter_bytes": plan.traffic.filter_bytes,
                     "output_bytes": plan.traffic.output_bytes, "total_bytes": plan.traffic.total},
-        "ops": [{"index": o.index, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
+        "ops": [{"index": o.index, "kind": o.kind, "in_shape": list(o.in_shape), "out_shape": list(o.out_shape),
                  "kernel": list(o.kernel), "stride": list(o.stride), "pad": list(o.pad),
                  "dilation": list(o.dilation), "flops": o.flops, "groups": o.groups, "bias": o.epilogue.bias,
                  "residual": o.epilogue.residual, "activation": o.epilogue.activation}

@@ -76,7 +76,7 @@ def test_run_writes_the_kernels_output_for_the_users_tensors(target, tmp_path):
         assert got.dtype == np.uint8
     else:
         # float32 arithmetic in any order lies within the dot-product rounding bound of the exact result
-        expected, bound = chain_error_bound(config, args.logical["input"], args.filters(), biases=args.biases(2))
+        expected, bound = chain_error_bound(config, args.logical["input"], args.filters(2), biases=args.biases(2))
         assert (np.abs(got - expected) <= bound).all() and np.abs(expected).max() > 0.1
     # the Python API gives the same array
     again = kernelgen.run(config, target, tensors)["output"]

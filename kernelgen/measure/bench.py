@@ -8,6 +8,7 @@ installed; it is never required.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import tempfile
 import time
@@ -61,13 +62,16 @@ def _torch_row(config: Config, args: KernelArgs, repeat: int, flops: int, target
     except ImportError:
         return None
     x = torch.from_numpy(np.ascontiguousarray(args.logical["input"].transpose(0, 3, 1, 2)))  # NHWC -> NCHW
-    weights = [torch.from_numpy(w) for w in args.filters()]
+    weights = [None if w is None else torch.from_numpy(w) for w in args.filters(len(config.ops))]
 
     def run() -> None:
         y = x
         for op, w in zip(config.ops, weights):
             top, left, bottom, right = op.pad
-            if (top, left) == (bottom, right):
+            if op.pool:
+                y = F.pad(y, (left, right, top, bottom), value=-math.inf if op.kind == "maxpool" else 0.0)
+                y = (F.max_pool2d if op.kind == "maxpool" else F.avg_pool2d)(y, op.kernel, op.stride)
+            elif (top, left) == (bottom, right):
                 y = F.conv2d(y, w, stride=op.stride, padding=(top, left), dilation=op.dilation, groups=op.groups)
             else:
                 y = F.conv2d(F.pad(y, (left, right, top, bottom)), w, stride=op.stride, dilation=op.dilation,

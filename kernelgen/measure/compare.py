@@ -39,7 +39,7 @@ class Roundoff:
 
 def reference_output(config: Config, args: KernelArgs) -> np.ndarray:
     """The numpy reference of the config's chain on these inputs, in the output's logical layout (NHWC)."""
-    x, filters, biases = args.logical["input"], args.filters(), args.biases(len(config.ops))
+    x, filters, biases = args.logical["input"], args.filters(len(config.ops)), args.biases(len(config.ops))
     if config.dtype == "uint8":
         return reference_quant.chain(config, x, filters, biases)
     return reference.chain(config, x.astype(np.float64), [f.astype(np.float64) for f in filters],
@@ -59,7 +59,7 @@ def compare(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs
 
 def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: KernelArgs, output: np.ndarray,
                    roundoff: Roundoff, intermediates: tuple[np.ndarray, ...] | None) -> ValidationResult:
-    filters, biases = args.filters(), args.biases(len(config.ops))
+    filters, biases = args.filters(len(config.ops)), args.biases(len(config.ops))
     layout = plan.tensors[-1].layout
     got = layout.unpack(output).astype(np.float64)
     problems: list[tuple[str, str]] = []  # (what failed, in short: records.FAILURES or "conv2d #j"; the finding)
@@ -81,7 +81,8 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
                 # consumer's odd rows) stay poisoned; one a consumer needs shows as NaN in its expected value
                 over = over[~np.isnan(stored[j + 1])]
             if j + 1 < len(config.ops) and np.nan_to_num(over, nan=np.inf).max(initial=0.0) > 1.0 and not problems:
-                problems.append((f"conv2d #{j + 1}", _worst(f"conv2d #{j + 1}: output", stored[j + 1], expected_j,
+                label = f"{op.kind} #{j + 1}"
+                problems.append((label, _worst(f"{label}: output", stored[j + 1], expected_j,
                                                             bound_j)))
             ratio = max(ratio, float(over[~np.isnan(over)].max(initial=0.0)))  # NaN: a finding, not a ratio
         expected, bound = expected_j, bound_j
@@ -162,7 +163,7 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
                    ) -> ValidationResult:
     """Bit-exact against reference_quant in every poisoned run, each op on the kernel's own input to it where
     the target kept the intermediates; for an imported model, onnxruntime op by op (_onnxruntime_ops)."""
-    x, filters, biases = args.logical["input"], args.filters(), args.biases(len(config.ops))
+    x, filters, biases = args.logical["input"], args.filters(len(config.ops)), args.biases(len(config.ops))
     problems: list[tuple[str, str]] = []  # (what failed, in short; the finding)
     worst = 0
     quants = op_quants(config)

@@ -44,8 +44,9 @@ class KernelArgs:
     def physical_list(self) -> list[np.ndarray]:
         return list(self.physical.values())
 
-    def filters(self) -> list[np.ndarray]:
-        return [a for name, a in self.logical.items() if name.startswith("filter")]
+    def filters(self, ops: int) -> list[np.ndarray | None]:
+        """Op j's filter at j - 1; None for a pool, which has none."""
+        return [self.logical.get(f"filter{j}") for j in range(1, ops + 1)]
 
     def biases(self, ops: int) -> list[np.ndarray | None]:
         return [self.logical.get(f"bias{j}") for j in range(1, ops + 1)]

@@ -79,10 +79,12 @@ def plan(config: Config) -> Plan:
     tensors = [Tensor(name="input", title="Input", logical_layout="NHWC",
                       layout=config.input_layout.bind(shape_list[0]))]
     for j, op in enumerate(config.ops, start=1):
+        if op.pool:
+            continue  # a pool reads no filter
         filt = (op.out_channels, shape_list[j - 1][3] // op.groups, *op.kernel)
         tensors.append(Tensor(name=f"filter{j}", title=f"Filter {j}", logical_layout="OIHW",
                               layout=op.filter_layout.bind(filt)))
-    # Biases after the filters (tensors[j] stays filter j): one value per output channel.
+    # Biases after the filters: one value per output channel.
     tensors += [Tensor(name=f"bias{j}", title=f"Bias {j}", logical_layout="O", layout=BIAS_LAYOUT.bind((op.out_channels,)))
                 for j, op in enumerate(config.ops, start=1) if op.bias]
     # Side inputs (a residual's other branch) after them, then the output.
@@ -125,10 +127,11 @@ def plan(config: Config) -> Plan:
     ops, flops = [], 0
     for j, op in enumerate(config.ops, start=1):
         macs = math.prod(shape_list[j]) * shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]
-        flops += 2 * macs
+        work = macs if op.pool else 2 * macs  # a pool: one max or add per tap
+        flops += work
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
-                             stride=op.stride, pad=op.pad, dilation=op.dilation, flops=2 * macs, groups=op.groups,
-                             epilogue=op.epilogue))
+                             stride=op.stride, pad=op.pad, dilation=op.dilation, flops=work, groups=op.groups,
+                             epilogue=op.epilogue, kind=op.kind, count_include_pad=op.count_include_pad))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)
     if b.chunks > 1:

@@ -72,7 +72,7 @@ class StripeBuilder:
         layout = self.source_layouts[index]
         channels, reduce = self.shape_list[index][3], self.reduce_channels[index]
         cover = channel_cover(layout.bind(self.shape_list[index]))
-        op = f"conv2d #{index + 1} channel reduction"
+        op = f"{self.config.ops[index].kind} #{index + 1} channel reduction"
         if reduce > channels:
             self.strategies.append(PadStrategy(
                 loop=op, strategy=PadHandling.OVERCOMPUTE,
@@ -142,13 +142,14 @@ class StripeBuilder:
             kj = self.shape_list[j][3]
             # All channels the consumer reads: with its overcompute, the channel padding too (as zeros).
             produced = max(kj, self.reduce_channels[j])
-            body = (self._filter_read(j, var, kj, produced),
+            read = () if self.config.ops[j - 1].pool else (self._filter_read(j, var, kj, produced),)
+            body = (*read,
                     self._conv(j, var, sources[j - 1], self.win.temps[j - 1], self.win.temp_names[j - 1], last=False))
             out.append(Loop(var=var, extent=math.ceil(produced / ks_ch), body=body,
                             comment=f"all {kj} output channels of conv2d #{j} before conv2d #{j + 1}"))
         n, out_k = self.n_ops, self.shape_list[-1][3]
-        last = (self._filter_read(n, "ko_outer", out_k, out_k),
-                self._conv(n, "ko_outer", sources[-1], self.win.output, "output_cache", last=True))
+        read = () if self.config.ops[-1].pool else (self._filter_read(n, "ko_outer", out_k, out_k),)
+        last = (*read, self._conv(n, "ko_outer", sources[-1], self.win.output, "output_cache", last=True))
         if self.config.schedule.order is LoopOrder.ROWS_OUTER:
             # the last op's channel blocks inside the row stripe, each written back as soon as it is computed
             return (*out, Loop(var="ko_outer", extent=self.cut.ko_extent, body=(*last, *self.store()),
@@ -157,7 +158,7 @@ class StripeBuilder:
 
     def _filter_read(self, j: int, ko_var: str, out_k: int, produced: int) -> Node:
         ks_ch = self.cut.channels
-        window, tensor = self.win.filters[j - 1], self.tensors[j].layout
+        window, tensor = self.win.filters[j - 1], next(t for t in self.tensors if t.name == f"filter{j}").layout
         groups = self.config.ops[j - 1].groups
         in_c, kernel = self.shape_list[j - 1][3] // groups, self.config.ops[j - 1].kernel  # per group
         reduce = self.reduce_channels[j - 1] // groups
@@ -209,21 +210,31 @@ class StripeBuilder:
         if cut.wo_extent == 1 and not last:
             src_bounds = bounds | {"ow": (-geo.col_start[j].value, -geo.col_start[j].value + out_w - 1)}
         channel: E.Expr = E.Var("rc")
-        if groups > 1:  # output channel k reads its group's input channels: k // (K / G) * (C / G) + rc
+        if op.pool:  # output channel k is input channel k's window
+            channel = k_global
+        elif groups > 1:  # output channel k reads its group's input channels: k // (K / G) * (C / G) + rc
             group_of_k = E.floordiv(k_global, out_k // groups)
             channel = E.add(E.mul(group_of_k, reduce), E.Var("rc"))
         src_index = src_layout.offset_c({"n": E.Const(0), "h": in_row, "w": in_col, "c": channel}, src_bounds)
-        f_layout = self.win.filters[j - 1]
-        f_index = f_layout.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)
         d_index = dst_window.offset_c({"n": E.Const(0), "h": E.Var("oh"), "w": E.Var("ow"),
                                        "c": k_local if last else k_global}, bounds)
         # Register blocking: one pixel keeps k_block accumulators, so each input value loaded feeds
         # k_block independent multiply-adds instead of one long dependent chain.
         ctype = ACC_TYPES[config.dtype]
         load = Stmt(code=f"const {ctype} x = {src}[{src_index}];", summary=f"x = {src}[...]")
-        mac = Stmt(code=f"acc[ki] += x * filter_cache[{f_index}];", summary="acc[ki] += x * filter_cache[...]")
+        if op.pool:
+            tap = self._pool_tap(j, row, col, bounds, load)
+        else:
+            f_layout = self.win.filters[j - 1]
+            f_index = f_layout.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)
+            mac = Stmt(code=f"acc[ki] += x * filter_cache[{f_index}];", summary="acc[ki] += x * filter_cache[...]")
         reduction: Node
-        if groups == 1:
+        if op.pool:  # the tap guards its own load
+            window: Node = Loop(var="rh", extent=op.kernel[0], body=(Loop(var="rw", extent=op.kernel[1], body=tap),))
+            k_checks = _cond([(k_global, "<", out_k)], bounds)
+            reduction = Loop(var="ki", extent=k_block, body=(Guard(cond=k_checks[0], body=(window,)) if k_checks
+                                                             else window,))
+        elif groups == 1:
             reduction = Loop(var="rh", extent=op.kernel[0], body=(
                 Loop(var="rw", extent=op.kernel[1], body=(
                     Loop(var="rc", extent=reduce, body=(load, Loop(var="ki", extent=k_block, body=(mac,)))),)),))
@@ -245,6 +256,8 @@ class StripeBuilder:
         store = self._epilogue(j, op, dst, d_index, k_global, (row, col), bounds,
                                padding=[] if last else row_checks + col_checks)
         init = Stmt(code="acc[ki] = 0;", summary="acc[ki] = 0")
+        if op.kind == "maxpool":  # below every float32 a window holds (each has one position in the input)
+            init = Stmt(code="acc[ki] = -3.4028234663852886e+38f;", summary="acc[ki] = -FLT_MAX")
         if self.c_block:
             # input-channel chunks: the output cache holds the partial sums between chunks; the last one
             # finishes them (epilogue included)
@@ -273,8 +286,39 @@ class StripeBuilder:
             columns = (Loop(var="ow", extent=geo.cols[j], body=(Guard(cond=" && ".join(col_checks), body=pixel),)),)
         if last and row_checks:
             columns = (Guard(cond=" && ".join(row_checks), body=columns),)
-        return Section(label=f"conv2d #{j}" + ("" if last else f" into {dst}"), step=Step(Phase.CONV, j), body=(
+        return Section(label=f"{op.kind} #{j}" + ("" if last else f" into {dst}"), step=Step(Phase.CONV, j), body=(
             Loop(var="ko_inner", extent=k_split, body=(Loop(var="oh", extent=geo.rows[j], body=columns),)),))
+
+    def _pool_tap(self, j: int, row: E.Expr, col: E.Expr, bounds: dict, load: Stmt) -> tuple[Node, ...]:
+        """One tap of pool j's window: the max or the sum so far with x. A max skips positions outside the input
+        (ONNX: padding is never the maximum); a sum adds the zeros the caches hold there."""
+        op = self.config.ops[j - 1]
+        if op.kind == "avgpool":
+            return (load, Stmt(code="acc[ki] += x;", summary="acc[ki] += x"))
+        _, in_h, in_w, _ = self.shape_list[j - 1]
+        in_row = E.add(E.mul(row, op.stride[0]), E.Const(-op.pad[0]), E.Var("rh"))
+        in_col = E.add(E.mul(col, op.stride[1]), E.Const(-op.pad[1]), E.Var("rw"))
+        inside = _cond([(in_row, ">=", 0), (in_row, "<", in_h), (in_col, ">=", 0), (in_col, "<", in_w)], bounds)
+        tap = (load, Stmt(code="acc[ki] = x > acc[ki] ? x : acc[ki];", summary="acc[ki] = max(acc[ki], x)"))
+        return (Guard(cond=" && ".join(inside), body=tap),) if inside else tap
+
+    def _divisor(self, j: int, at: tuple[E.Expr, E.Expr], bounds: dict) -> str:
+        """Pool j's count at output position `at`: the whole window, or its positions inside the input."""
+        op = self.config.ops[j - 1]
+        if op.count_include_pad:
+            return c_float(op.kernel[0] * op.kernel[1])
+        _, in_h, in_w, _ = self.shape_list[j - 1]
+        counts = []
+        for start, extent, k, stride, pad in ((at[0], in_h, op.kernel[0], op.stride[0], op.pad[0]),
+                                              (at[1], in_w, op.kernel[1], op.stride[1], op.pad[1])):
+            first = E.add(E.mul(start, stride), E.Const(-pad))
+            lo, hi = E.interval(first, bounds)
+            if lo >= 0 and hi + k <= extent:
+                counts.append(str(k))
+                continue
+            f = E.to_c(first)
+            counts.append(f"(({f}) + {k} < {extent} ? ({f}) + {k} : {extent}) - (({f}) > 0 ? ({f}) : 0)")
+        return f"(float)(({counts[0]}) * ({counts[1]}))"
 
     def _trace(self, j: int, dst: str, d_index: str, k: E.Expr, at: tuple[E.Expr, E.Expr],
                shape: tuple[int, int, int], bounds: dict) -> Stmt:
@@ -294,11 +338,14 @@ class StripeBuilder:
         """acc -> stored value: + bias, + residual, then the activation's clamp; positions in the consumer's
         padding (an intermediate's zeros) store 0, not the epilogue of 0."""
         e = op.epilogue  # the one record every target renders its store from
-        if not e:
+        if not e and not op.pool:  # (a max pool's accumulators hold -FLT_MAX in the consumer's padding)
             return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
         lines = []
-        if e.bias:
+        if op.pool:
+            mean = f" / {self._divisor(j, at, bounds)}" if op.kind == "avgpool" else ""
+            lines.append(f"{ctype} v = acc[ki]{mean};")
+        elif e.bias:
             # channels past the tensor (a block's tail, the consumer's channel padding) have no bias
             term = f"bias{j}[{E.to_c(k)}]"
             if _cond([(k, "<", out_k)], bounds):
@@ -324,8 +371,11 @@ class StripeBuilder:
                  if isinstance(e.residual, str) else f" + conv2d #{e.residual}")
         summary = (f"{dst}[...] = {e.activation}(acc[ki]{' + bias' if e.bias else ''}{added})"
                    ).replace("none(", "(")
-        steps = (["bias"] if e.bias else []) + (["residual"] if e.residual is not None else []) + [e.activation]
-        return Section(label=f"epilogue of conv2d #{j}: {', '.join(steps)}",
+        if op.pool:
+            summary, steps = f"{dst}[...] = acc[ki]{' / count' if op.kind == 'avgpool' else ''}", [op.kind]
+        else:
+            steps = (["bias"] if e.bias else []) + (["residual"] if e.residual is not None else []) + [e.activation]
+        return Section(label=f"epilogue of {op.kind} #{j}: {', '.join(steps)}",
                        body=tuple(Stmt(code=line, summary=summary) for line in lines))
 
     def _residual(self, source: int | str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict, padding: list[str]) -> str:

@@ -109,7 +109,7 @@ class Windows:
 
     input: TensorLayout
     temps: tuple[TensorLayout, ...]  # output of op j (1..n-1)
-    filters: tuple[TensorLayout, ...]  # k-stripe of each op's filter
+    filters: tuple[TensorLayout | None, ...]  # k-stripe of each op's filter (None: a pool has none)
     output: TensorLayout
     temp_names: tuple[str, ...]
 
@@ -139,7 +139,7 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
     for j, layout in enumerate(sources):
         channels = shape_list[j][3]
         # a grouped conv reads each group's own channels: no run over the padding past the last group
-        overcompute = layout.pad_kind is PadKind.VALUE and config.ops[j].groups == 1
+        overcompute = layout.pad_kind is PadKind.VALUE and config.ops[j].groups == 1 and not config.ops[j].pool
         out.append(channel_cover(layout.bind(shape_list[j])) if overcompute else channels)
     return tuple(out)
 
@@ -149,7 +149,7 @@ def windows(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes
     reduce = reduction_channels(config, shape_list)
     temps = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shape_list[j][3]))
                   for j in range(1, n_ops))
-    filters = tuple(op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
+    filters = tuple(None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
                     for j, op in enumerate(config.ops))
     return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0],
                                                    config.schedule.c_block or shape_list[0][3])), temps=temps,
@@ -184,9 +184,10 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
     else:
         add("input", "input_cache", win.input,
             note="ring buffer: a stripe's last rows stay for the next" if s.halo is Halo.REUSE else "")
-    biggest = max(win.filters, key=lambda w: w.size)
-    add("filter", "filter_cache", biggest,
-        note="one filter cache, reused by every conv2d of the chain" if n_ops > 1 else "")
+    convs = [w for w in win.filters if w is not None]
+    if convs:  # pools read no filter
+        add("filter", "filter_cache", max(convs, key=lambda w: w.size),
+            note="one filter cache, reused by every conv2d of the chain" if len(convs) > 1 else "")
     for name, window in zip(win.temp_names, win.temps):
         add(name, name, window)
     out = win.output

@@ -89,18 +89,19 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     # Under seed 000's order every channel stripe reloads the input and reruns the earlier ops over all their
     # channels; rows_outer loads and runs them once per row stripe (the last op's channel blocks loop inside).
     reruns = 1 if config.schedule.order is LoopOrder.ROWS_OUTER else cut.ko_extent
-    macs = f_elems = residual_elems = 0
+    flops = f_elems = residual_elems = 0
     for j in range(1, n_ops + 1):
         op = config.ops[j - 1]
         k_j = shape_list[j][3]
         taps = shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]  # one group's channels
         channels = k_j * reruns if j < n_ops else k_j
-        macs += rows_in(j) * cols_in(j) * channels * taps
+        flops += rows_in(j) * cols_in(j) * channels * taps * (1 if op.pool else 2)  # flops: a pool does 1 per tap
         # the input (or a side input) read where this op's outputs are written (op K's: in its cache)
         if op.residual == 0 or isinstance(op.residual, str):
             residual_elems += rows_in(j) * cols_in(j) * channels
         # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
-        f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))
+        if not op.pool:  # a pool reads no filter
+            f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))
     _, h0, _, c0 = shape_list[0]
     reload_rows = rows_in(0)
     loaded_rows = reload_rows
@@ -114,4 +115,4 @@ def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stri
     traffic = Traffic(input_bytes=loaded_rows * input_scale + residual_elems * batch * ebytes,
                       filter_bytes=f_elems * batch * ebytes,
                       output_bytes=out_elems * batch * ebytes)
-    return Work(executed_flops=2 * macs * batch, traffic=traffic, reload_input_bytes=reload_rows * input_scale)
+    return Work(executed_flops=flops * batch, traffic=traffic, reload_input_bytes=reload_rows * input_scale)

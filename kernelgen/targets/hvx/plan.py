@@ -284,10 +284,13 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
     kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
     qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo is not Halo.REUSE
-                                                and plan.c_split == 1 and not config.side_inputs) else None)
+                                                and plan.c_split == 1 and not config.side_inputs
+                                                and not any(op.pool for op in config.ops)) else None)
     notes = []
     if not uint8 and arch in QF32_ARCHES and config.side_inputs:
         notes.append("no qf32 variant with side inputs (its residual reads the chain's own buffers)")
+    if not uint8 and arch in QF32_ARCHES and any(op.pool for op in config.ops):
+        notes.append("no qf32 variant with pooling ops (its helpers are convs); the scalar float32 kernel pools")
     if not uint8 and arch in QF32_ARCHES and plan.c_split > 1:
         notes.append("no qf32 variant with input-channel chunks (its helpers accumulate a whole reduction)")
     if not uint8 and arch in QF32_ARCHES and plan.halo is Halo.REUSE:

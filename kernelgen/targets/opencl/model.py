@@ -316,6 +316,35 @@ class PadBody:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolOp:
+    """A pooling op of the chain: its own kernel between two buffers."""
+
+    geo: OpGeometry
+    source: Storage
+    dest: Storage
+    residual: None = None  # (a pool adds nothing)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolBody:
+    """One output element per work-item: the window of its channel, then the max or the mean."""
+
+    types: Types
+    total: int
+    decode: tuple[tuple[str, int, int], ...]  # (dim, stride, extent) of the flat work-item index
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int]  # top, left
+    extent: tuple[int, int]  # the input's rows and columns
+    maximum: bool  # max pool; else the mean
+    divisor: str  # a float literal (count_include_pad) or "(float)count" (the positions inside the input)
+    source: str
+    source_offset: str  # C expression in n, ih, iw, c
+    dest: str
+    dest_offset: str  # C expression in n, oh, ow, c
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Kernel:
     """One __kernel: its launch and what its body computes."""
 
@@ -326,7 +355,7 @@ class Kernel:
     args: tuple[str, ...]  # storage names, in parameter order
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
-    body: ConvBody | PadBody
+    body: ConvBody | PadBody | PoolBody
 
     def __post_init__(self) -> None:
         assert all(g % l == 0 for g, l in zip(self.global_size, self.local_size)), (self.name, self.global_size)
@@ -339,6 +368,10 @@ class Kernel:
     @property
     def is_conv(self) -> bool:
         return isinstance(self.body, ConvBody)
+
+    @property
+    def is_pool(self) -> bool:
+        return isinstance(self.body, PoolBody)
 
     @property
     def dynamic_lanes(self) -> bool:

@@ -33,7 +33,8 @@ from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan import Plan
 from .code import conv_kernel, pad_kernel
-from .model import ConvOp, Kernel, Role, Storage, StorageKind
+from .pool import pool_kernel
+from .model import ConvOp, Kernel, PoolOp, Role, Storage, StorageKind
 from .options import opencl_options
 
 # Defaults from sweeps on this machine's PoCL (bench --sweep): float16 vectors for filter buffers, with
@@ -159,10 +160,21 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     chain = [source]  # tensor j of the chain: what a residual names (0: the input, K: op K's output)
     ops = []
     for j, geo in enumerate(plan.ops, start=1):
-        filt = _filter(config, j, geo.out_channels, geo.in_channels // geo.groups, geo.kernel, texel_filters, per_item)
         last = j == len(plan.ops)
         dest = _activation(config, "output" if last else f"temp{j}", "output" if last else "temp",
                            config.ops[j - 1].output_layout.bind(geo.out_shape), images)
+        if geo.pool:
+            if "image" in (source.kind, dest.kind):
+                raise _error(config, f"ops[{j - 1}]", f"{geo.label} reads and writes buffers; the texture variant "
+                                                      f"keeps its {'input' if source.kind == 'image' else 'output'} "
+                                                      f"in an image2d (opencl.variant: buffer, or a layout without "
+                                                      f"an axis separator)")
+            storages.append(dest)
+            ops.append(PoolOp(geo=geo, source=source, dest=dest))
+            source = dest
+            chain.append(dest)
+            continue
+        filt = _filter(config, j, geo.out_channels, geo.in_channels // geo.groups, geo.kernel, texel_filters, per_item)
         n, oh, ow, oc = geo.out_shape
         blocks = math.ceil(oc / per_item)
         bias = None
@@ -189,7 +201,9 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     for s in storages:
         _check_image(config, s, limit)
     geometry = dict(tile=tile, local=local, width=width, vectors=vectors, half_storage=config.dtype == "float16")
-    kernels = [conv_kernel(config.name, op, half=False, **geometry) for op in ops]
+    half_storage = config.dtype == "float16"
+    kernels = [pool_kernel(config.name, op, half_storage) if isinstance(op, PoolOp) else
+               conv_kernel(config.name, op, half=False, **geometry) for op in ops]
     output = storages[-1]
     if output.kind == "buffer" and output.layout.layout.pad_kind is PadKind.VALUE and output.layout.padding:
         try:
@@ -201,7 +215,8 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
                      f"output's layout padding (seed 003: the producer owns its padding)")
     half_kernels = ()
     if config.dtype == "float16":
-        half_kernels = tuple(conv_kernel(config.name, op, half=True, **geometry) for op in ops)
+        half_kernels = tuple(pool_kernel(config.name, op, half_storage) if isinstance(op, PoolOp) else
+                             conv_kernel(config.name, op, half=True, **geometry) for op in ops)
         notes.append("full-fp16 kernels (half arithmetic, read_imageh) are compiled only where the device "
                      "defines cl_khr_fp16")
     if images and not any(s.kind == "image" for s in storages if s.role != "filter"):

@@ -29,7 +29,9 @@ class OpenCLProgram(Executable):
         cplan: OpenCLPlan = job.target_plan
         half = half_arithmetic(job.config)
         source = job.files[f"{job.config.name}.cl"]
-        kernels = cplan.half_kernels + tuple(k for k in cplan.kernels if not k.is_conv) if half else cplan.kernels
+        # fp16: the half convs and, in their places, the pools (fp32 math on half storage either way), then padding
+        kernels = cplan.half_kernels + tuple(k for k in cplan.kernels if not k.is_conv and not k.is_pool) if half \
+            else cplan.kernels
         self.launches = [Launch(source, k.name, k.args, k.global_size, k.local_size) for k in kernels]
         # a device without cl_khr_fp16 times the float-arithmetic kernels on the same half storage
         self.timed_launches = self.launches if not cannot_run else [

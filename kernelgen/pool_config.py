@@ -1,0 +1,46 @@
+"""Meaning checks of the pooling ops of a config (`maxpool`, `avgpool`, `global_avgpool`): each becomes a filterless
+op of the chain whose output channel k reads input channel k's window. Split from config.py, which calls `pool` with
+its checker (problem reporting, the sliding-window geometry and the output layout)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .layout import Layout
+
+Shape = tuple[int, int, int, int]
+
+
+def pool(checker: Any, keys: tuple, model, last: bool, input_layout: Layout | None, in_shape: Shape
+         ) -> dict[str, Any] | None:
+    """The op's fields (config.Conv2d's keywords), or None after reporting a problem through the config's checker
+    (its problem, pair, window and output_layout)."""
+    kind = keys[-1]
+    n, height, width, channels = in_shape
+    if checker.model.dtype == "uint8":
+        checker.problem(keys, f"expected conv2d ops with dtype uint8 (a quantized {kind} is not generated yet), "
+                              f"got {kind}")
+        return None
+    if kind == "global_avgpool":
+        kernel, stride, pad_spec = (height, width), (1, 1), 0
+    else:
+        fields = type(model).model_fields
+        kernel = checker.pair((*keys, "kernel"), model.kernel, fields["kernel"].description)
+        stride = checker.pair((*keys, "stride"), model.stride, fields["stride"].description)
+        pad_spec = model.pad
+    fitted = checker.window(keys, kernel, stride, (1, 1), pad_spec, in_shape)
+    if fitted is None:
+        return None
+    pad, (out_h, out_w) = fitted
+    # ONNX: a pad as large as the window would make windows of padding alone (no maximum; a mean over nothing)
+    if max(pad[0], pad[2]) >= kernel[0] or max(pad[1], pad[3]) >= kernel[1]:
+        checker.problem((*keys, "pad"), f"expected pads smaller than the {kernel[0]}x{kernel[1]} window (a window "
+                                        f"of padding alone has no {'maximum' if kind == 'maxpool' else 'mean'}), got "
+                                        f"{list(pad)}")
+        return None
+    out_shape = (n, out_h, out_w, channels)
+    output_layout = checker.output_layout(keys, model.output_layout, last, input_layout, out_shape)
+    if output_layout is None:
+        return None
+    return dict(out_channels=channels, kernel=kernel, stride=stride, pad=pad, dilation=(1, 1), filter_layout=None,
+                output_layout=output_layout, groups=channels, kind="maxpool" if kind == "maxpool" else "avgpool",
+                count_include_pad=bool(getattr(model, "count_include_pad", False)))
