@@ -307,3 +307,20 @@ def mixed_float_and_qdq(c: int = 8, size: int = 6, seed: int = 11):
                                                                                       [1, c, size, size])],
                               [helper.make_tensor_value_info(y, TensorProto.UINT8, None)], b.inits + inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def single_conv(weight: list[int], channels: int = 8, size: int = 6, bias: list[int] | None = None, **attrs):
+    """One Conv node named `conv` on a [1, channels, size, size] input, its attributes as given (no kernel_shape
+    unless given): for the hostile nodes onnxruntime refuses. Weights and bias of the shapes given, whatever they
+    are."""
+    rng = np.random.default_rng(12)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, weight).astype(np.float32), "w")]
+    inputs = ["x", "w"]
+    if bias is not None:
+        inits.append(numpy_helper.from_array(rng.uniform(-0.5, 0.5, bias).astype(np.float32), "b"))
+        inputs.append("b")
+    node = helper.make_node("Conv", inputs, ["y"], name="conv", **attrs)
+    graph = helper.make_graph([node], "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                [1, channels, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])

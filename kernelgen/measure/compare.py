@@ -111,11 +111,16 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
                          + ": computed from an intermediate element the kernel never stored"))
     problems += [("padding", p) for p in _float_padding_problems(layout, output)]
     oracles = ("numpy",)
+    ort = None
     if config.source is not None and not unwritten:
+        try:
+            ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], dict(args.logical))
+        except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
+            problems.append(("onnxruntime", str(error)))
+    if ort is not None:
         # onnxruntime's float32 result errs from the exact value by at most the float32 bound as well
         # (any summation order, with or without FMA), so kernel and onnxruntime differ by at most twice it.
         # (onnxruntime runs the whole chain from the input: the chain-wide bounds, whichever check numpy's was)
-        ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], dict(args.logical))
         chain_bound = bound if intermediates is None else reference.chain_error_bound(
             config, args.logical["input"], filters, roundoff.accumulate, roundoff.storage, biases=biases,
             underflow=roundoff.underflow, sides=args.sides())[1]
@@ -205,7 +210,10 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
                                         f"bytes written"))
     oracles, ort_note = ("numpy",), ""
     if config.source is not None:
-        ort_problems, ort_note, compared = _onnxruntime_ops(config, sources, filters)
+        try:
+            ort_problems, ort_note, compared = _onnxruntime_ops(config, sources, filters)
+        except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
+            ort_problems, ort_note, compared = [str(error)], "", False
         problems += [("onnxruntime", p) for p in ort_problems]
         oracles = ("numpy", "onnxruntime") if compared else oracles
     saturated = float(np.mean((expected == 0) | (expected == 255)))

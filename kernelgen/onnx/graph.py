@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import KernelgenError
+from .checks import conv_problem
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
@@ -112,6 +113,10 @@ class Graph:
         in_shape = self.shapes.get(source)
         if in_shape is None or len(in_shape) != 4:
             return "its input has no static NCHW shape"
+        bias_shape = tuple(self.constants[bias].shape) if bias in self.constants else None
+        problem = conv_problem(attrs, tuple(int(d) for d in w.shape), bias_shape, in_shape)
+        if problem:  # a node onnxruntime would refuse: not imported, with its reason
+            return problem
         kernel = (int(w.shape[2]), int(w.shape[3]))
         stride = tuple(attrs.get("strides", (1, 1)))
         dilation = tuple(attrs.get("dilations", (1, 1)))
@@ -178,6 +183,8 @@ def read_graph(path: str | Path) -> Graph:
         raise OnnxError(f"{path}: no such file") from None
     except Exception as error:  # protobuf's DecodeError and friends: not a model
         raise OnnxError(f"{path}: not an ONNX model ({type(error).__name__}: {error})") from None
+    if not model.HasField("graph"):  # protobuf reads any bytes that hold no fields (an empty file) as a model
+        raise OnnxError(f"{path}: not an ONNX model ({'an empty file' if not path.stat().st_size else 'no graph'})")
     try:
         model = shape_inference.infer_shapes(model)
     except Exception as error:

@@ -8,9 +8,13 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
+from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module
 from .quant import QConv, qconv, with_residual
 
+
+class OracleFailed(KernelgenError):
+    """onnxruntime refused or failed to run a config's nodes: validate reports a FAIL row with its message."""
 
 
 def model_path(config: Config) -> Path:
@@ -47,17 +51,28 @@ def weights(config: Config) -> dict[str, np.ndarray]:
     out = {}
     for j, (node, op) in enumerate(zip(convs, config.ops), start=1):
         w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
-        want = (op.out_channels, None, *op.kernel)
-        if w is None or w.ndim != 4 or (w.shape[0], w.shape[2], w.shape[3]) != (want[0], *want[2:]):
+        want = _filter_shape(config, j - 1)
+        if w is None or w.shape != want:
             raise config.problem("source.nodes", f"Conv {node_id(node)!r} has weights of shape "
                                                  f"{None if w is None else list(w.shape)}; ops[{j - 1}] expects "
-                                                 f"[{op.out_channels}, C/groups, {op.kernel[0]}, {op.kernel[1]}]")
+                                                 f"{list(want)}")
         out[f"filter{j}"] = w.astype(np.float32)
         if op.bias:
             if len(node.input) < 3 or node.input[2] not in graph.constants:
-                raise config.problem(f"ops.{j - 1}.conv2d.bias", f"Conv {node_id(node)!r} has no bias")
-            out[f"bias{j}"] = graph.constants[node.input[2]].astype(np.float32)
+                raise config.problem(f"ops[{j - 1}].conv2d.bias", f"Conv {node_id(node)!r} has no bias")
+            bias = graph.constants[node.input[2]]
+            if bias.shape != (op.out_channels,):
+                raise config.problem("source.nodes", f"Conv {node_id(node)!r} has a bias of shape {list(bias.shape)}; "
+                                                     f"ops[{j - 1}] expects [{op.out_channels}]")
+            out[f"bias{j}"] = bias.astype(np.float32)
     return out
+
+
+def _filter_shape(config: Config, index: int) -> tuple[int, int, int, int]:
+    """Op `index`'s filter as ONNX stores it: [out channels, input channels / groups, kh, kw]."""
+    op = config.ops[index]
+    channels = config.input_shape[3] if index == 0 else config.ops[index - 1].out_channels
+    return (op.out_channels, channels // op.groups, *op.kernel)
 
 
 def _quantized_weights(config: Config, graph: Graph) -> dict[str, np.ndarray]:
@@ -69,9 +84,10 @@ def _quantized_weights(config: Config, graph: Graph) -> dict[str, np.ndarray]:
         raise config.problem("source.nodes", f"expected {len(config.ops)} quantized convs (one per op), got {len(found)}")
     out = {}
     for j, (q, op) in enumerate(zip(found, config.ops), start=1):
-        if q.weights.shape[0] != op.out_channels or tuple(q.weights.shape[2:]) != op.kernel:
+        if q.weights.shape != _filter_shape(config, j - 1):
             raise config.problem("source.nodes", f"conv {node_id(graph.nodes[q.start])!r} has weights of shape "
-                                                 f"{list(q.weights.shape)}; ops[{j - 1}] does not match")
+                                                 f"{list(q.weights.shape)}; ops[{j - 1}] expects "
+                                                 f"{list(_filter_shape(config, j - 1))}")
         out[f"filter{j}"] = q.weights
         if op.bias and q.bias is not None:
             out[f"bias{j}"] = q.bias.astype(np.int32)
@@ -140,10 +156,20 @@ def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndar
         [helper.make_tensor_value_info(output, element, None)], initializers)
     model = helper.make_model(sub, opset_imports=graph.model.opset_import, ir_version=graph.model.ir_version)
     options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    (y,) = session.run(None, arrays)
+    options.log_severity_level = 4  # fatal only: an error it logs is the message OracleFailed carries
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        (y,) = session.run(None, arrays)
+    except Exception as error:  # onnxruntime raises its own Exception subclasses (Fail, InvalidArgument, ...)
+        raise OracleFailed(f"onnxruntime could not run {', '.join(node_id(n) for n in nodes)}: "
+                           f"{_ort_message(error)}") from None
     return np.asarray(y, dtype=np.int32 if uint8 else np.float64).transpose(0, 2, 3, 1)
+
+
+def _ort_message(error: Exception) -> str:
+    """The reason in an onnxruntime error: its Status Message when it has one, without the status preamble."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text.split("Status Message: ", 1)[1] if "Status Message: " in text else text.split(" : ", 3)[-1]
 
 
 def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
