@@ -118,6 +118,15 @@ class _Node:
     pending: list = field(default_factory=list)  # a mapping's key waiting for its value
 
 
+class _Resolver(yaml.resolver.Resolver):
+    """YAML 1.1's implicit types, plus the floats YAML 1.2 and JSON read that 1.1 leaves as strings: an exponent
+    without a dot or without a sign (5e-2, 1e-30, 1.0e5, as quantization tools print scales)."""
+
+
+_Resolver.add_implicit_resolver("tag:yaml.org,2002:float",
+                                re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
 class _Composer:
     def __init__(self) -> None:
         self.anchors: dict[str, _Node] = {}
@@ -126,7 +135,7 @@ class _Composer:
         self.total = 0
         self.root: _Node | None = None
         self.documents = 0
-        self.resolver = yaml.resolver.Resolver()
+        self.resolver = _Resolver()
         self.constructor = yaml.constructor.SafeConstructor()
 
     def compose(self, events) -> _Node | None:
