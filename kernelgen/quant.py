@@ -135,17 +135,21 @@ def op_quants(config: Config) -> list[OpQuant]:
         s_w = tuple(scales) if isinstance(scales, list) else (scales,)
         s_w = s_w * op.out_channels if len(s_w) == 1 else s_w
         s_conv, z_conv, add = s_out, z_out, None
+        out_key = _output_scale_key(config, j)
+        conv_key = out_key
         if op.residual is not None:
             s_conv = own.conv_scale if own and own.conv_scale is not None else s_out
             z_conv = own.conv_zero_point if own and own.conv_zero_point is not None else z_out
+            conv_key = f"ops[{j}].conv2d.quant.conv_scale" if own and own.conv_scale is not None else out_key
             s_res, z_res = (q.input_scale, q.input_zero_point) if op.residual == 0 else (
                 out[op.residual - 1].s_out, out[op.residual - 1].z_out)
             twice = 2 * max(s_conv, s_res)
-            key = f"ops[{j}].conv2d.quant.output_scale"
-            add = ResidualAdd(z_a=z_conv, z_b=z_res, rq_a=requantization(s_conv / twice, key, config),
-                              rq_b=requantization(s_res / twice, key, config),
-                              rq_out=requantization(twice / (2 ** LEFT_SHIFT * s_out), key, config))
-        key = f"ops[{j}].conv2d.quant.weight_scale" if own and own.weight_scale is not None else "quant.output_scale"
+            # the add's operands relate the conv's scale to the residual's (blamed on this op's key), its result
+            # the larger one to the output's
+            add = ResidualAdd(z_a=z_conv, z_b=z_res, rq_a=requantization(s_conv / twice, conv_key, config),
+                              rq_b=requantization(s_res / twice, conv_key, config),
+                              rq_out=requantization(twice / (2 ** LEFT_SHIFT * s_out), out_key, config))
+        key = f"ops[{j}].conv2d.quant.weight_scale" if own and own.weight_scale is not None else conv_key
         floats = {s: float_requantization(s_in, s, s_conv, key, config) for s in dict.fromkeys(s_w)} \
             if q.requantization == "float32" else {}
         requants = {s: requantization(s_in * s / s_conv, key, config) for s in dict.fromkeys(s_w)}
@@ -154,6 +158,16 @@ def op_quants(config: Config) -> list[OpQuant]:
                            q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,
                            z_conv=z_conv, add=add, float_requants=tuple(floats[s] for s in s_w) if floats else ()))
     return out
+
+
+def _output_scale_key(config: Config, j: int) -> str:
+    """The key that gives op j's output scale: its own quant.output_scale, else the top-level one (an
+    intermediate's: quant.intermediate_scale when set)."""
+    if f"ops[{j}].conv2d.quant.output_scale" in config.marks:
+        return f"ops[{j}].conv2d.quant.output_scale"
+    if j < len(config.ops) - 1 and config.quant.intermediate_scale:
+        return "quant.intermediate_scale"
+    return "quant.output_scale"
 
 
 def activation_range(clamp: tuple[float, float] | None, scale: float, zero_point: int) -> tuple[int, int]:

@@ -230,7 +230,7 @@ def test_validate_reports_a_plan_time_config_error_with_exit_2(tmp_path):
     config.write_text("name: q\ndtype: uint8\ninput: {shape: [1, 8, 8, 32], layout: nhwc-8h8w32c}\nops:\n"
                       "  - conv2d: {out_channels: 32, filter_layout: oihw-8i32o4i, output_layout: nhwc-8h8w32c}\n"
                       "output: {layout: nhwc-8h8w32c}\nquant: {output_scale: 0.0000001}\ntargets: [hvx]\n")
-    for command in ("build", "validate"):  # the hvx target computes the multiplier: plan alone does not
+    for command in ("plan", "build", "validate"):  # the planner computes every op's multipliers (issue 32)
         result = runner.invoke(main, [command, str(config), *(["-o", str(tmp_path / "out")] if command == "build" else [])])
         assert result.exit_code == 2, (command, result.output)
         assert f"{config}:7:23: error: quant.output_scale: the requantization multiplier" in result.output

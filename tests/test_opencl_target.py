@@ -316,7 +316,7 @@ def test_oversized_tile_is_a_config_error():
 
 def test_half_arithmetic_needs_half_storage():
     config = _config("batch2_texture", options="{half_arithmetic: true}")
-    with pytest.raises(ConfigError, match="half_arithmetic needs dtype float16"):
+    with pytest.raises(ConfigError, match="opencl.half_arithmetic: needs dtype float16"):
         plan_opencl(config, plan(config))
 
 

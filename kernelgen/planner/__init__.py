@@ -32,6 +32,7 @@ from dataclasses import replace
 
 from ..config import Config
 from ..layout import PadKind, parse_layout
+from ..quant import op_quants
 from ..plan import Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeParts, Tensor
 from .builder import StripeBuilder
 from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, allocate, geometry, shapes, stripes,
@@ -60,6 +61,8 @@ def fitted_config(config: Config, plan: Plan) -> Config:
 
 
 def plan(config: Config) -> Plan:
+    if config.dtype == "uint8":  # each op's requantizations: scales that cannot be one fail here, at their keys,
+        op_quants(config)        # so `plan` refuses what `build` would
     config, search = fit_schedule(config)
     s = config.schedule
     shape_list = shapes(config)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...config import Config
+from ...config_keys import tensor_layout_key
 from ...devices import profile
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
@@ -133,18 +134,19 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     local = tuple(o.local_size or DEFAULT_LOCAL_SIZE)
     local = (*local, *(1,) * (3 - len(local)))
     limit = tuple(o.image_limit or device.max_image)
-    problems = [f"tile {list(tile)}: expected 3 positive ints [oh, ow, oc4]"] if min(tile) < 1 else []
-    problems += [f"local_size {list(local)}: expected positive ints"] if min(local) < 1 else []
+    problems = [("opencl.tile", f"expected 3 positive ints [oh, ow, oc4], got {list(tile)}")] if min(tile) < 1 else []
+    problems += [("opencl.local_size", f"expected positive ints, got {list(local)}")] if min(local) < 1 else []
     if math.prod(local) > device.max_workgroup:
-        problems.append(f"local_size {list(local)} has {math.prod(local)} work-items, over {device.name}'s "
-                        f"{device.max_workgroup} (opencl.device)")
+        problems.append(("opencl.local_size", f"{list(local)} has {math.prod(local)} work-items, over "
+                                              f"{device.name}'s {device.max_workgroup} (opencl.device)"))
     if min(tile) >= 1 and tile[0] * tile[1] * 4 * tile[2] > MAX_TILE_FLOATS:
-        problems.append(f"tile {list(tile)} holds {tile[0] * tile[1] * 4 * tile[2]} accumulators per work-item; "
-                        f"keep oh * ow * 4 * oc4 <= {MAX_TILE_FLOATS} (the kernel unrolls every one of them)")
+        problems.append(("opencl.tile", f"{list(tile)} holds {tile[0] * tile[1] * 4 * tile[2]} accumulators per "
+                                        f"work-item; keep oh * ow * 4 * oc4 <= {MAX_TILE_FLOATS} (the kernel unrolls "
+                                        f"every one of them)"))
     if o.half_arithmetic and config.dtype != "float16":
-        problems.append(f"half_arithmetic needs dtype float16 (half storage), got {config.dtype}")
-    if problems:
-        raise _error(config, "opencl", "; ".join(problems))
+        problems.append(("opencl.half_arithmetic", f"needs dtype float16 (half storage), got {config.dtype}"))
+    if problems:  # each at its own key
+        raise ConfigError([p for key, message in problems for p in _error(config, key, message).problems])
     # A texel of filter is 4 output channels; a filter buffer gives float8/float16 vectors.
     width = 4 if texel_filters else next(w for w in (16, 8, 4) if 4 * tile[2] % w == 0)
     vectors = 4 * tile[2] // width
@@ -152,17 +154,17 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
 
     images = variant == "texture"
     storages: list[Storage] = []
-    source = _activation(config, "input", "input", config.input_layout.bind(plan.ops[0].in_shape), images)
+    source = _activation(config, "input", config.input_layout.bind(plan.ops[0].in_shape), images)
     storages.append(source)
-    sides = {side.name: _activation(config, side.param, "side", side.layout.bind(side.shape), images)
+    sides = {side.name: _activation(config, side.param, side.layout.bind(side.shape), images)
              for side in config.side_inputs}
     storages += sides.values()
     chain = [source]  # tensor j of the chain: what a residual names (0: the input, K: op K's output)
     ops = []
     for j, geo in enumerate(plan.ops, start=1):
         last = j == len(plan.ops)
-        dest = _activation(config, "output" if last else f"temp{j}", "output" if last else "temp",
-                           config.ops[j - 1].output_layout.bind(geo.out_shape), images)
+        dest = _activation(config, "output" if last else f"temp{j}", config.ops[j - 1].output_layout.bind(geo.out_shape),
+                           images)
         if geo.pool:
             if "image" in (source.kind, dest.kind):
                 raise _error(config, f"ops[{j - 1}]", f"{geo.label} reads and writes buffers; the texture variant "
@@ -209,7 +211,7 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
         try:
             grown = padding_cover(output.layout)
         except LayoutError as error:
-            raise _error(config, "output.layout", str(error)) from None
+            raise _error(config, tensor_layout_key(config, "output"), str(error)) from None
         kernels.append(pad_kernel(config.name, output, grown, PAD_KERNEL_LOCAL, config.dtype == "float16"))
         notes.append(f"{config.name}_pad_output writes pad_value {output.layout.layout.pad_value:g} into the "
                      f"output's layout padding (seed 003: the producer owns its padding)")
@@ -282,16 +284,20 @@ def _residual(residual: int | str | None, chain: list[Storage], sides: dict[str,
     return sides[residual] if isinstance(residual, str) else chain[residual]
 
 
-def _activation(config: Config, name: str, role: str, bound: TensorLayout, images: bool) -> Storage:
+def _activation(config: Config, name: str, bound: TensorLayout, images: bool) -> Storage:
+    """The input, a side input, temp<j> or output tensor; a problem points at the key that gives it its layout
+    (config_keys)."""
+    role = name if name in ("input", "output") else "side" if name.startswith("side_") else "temp"
     problem = texture_problem(bound) if images and bound.layout.separators else "no axis separator"
     kind = "image" if images and problem is None else "buffer"
-    key = {"input": "input.layout", "side": f"side_inputs.{name[len('side_'):]}.layout"}.get(role, "output.layout")
     if images and bound.layout.separators and problem is not None:
-        raise _error(config, key, f"the {name} tensor cannot be an image2d texture: {problem}")
+        raise _error(config, tensor_layout_key(config, name), f"the {name} tensor cannot be an image2d texture: "
+                                                              f"{problem}")
     channels = bound.logical_shape[3]
     if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role not in ("input", "side"):
-        raise _error(config, "output.layout", f"{name} has {channels} channels, not a multiple of 4: texels are "
-                                              f"written whole, so its layout needs a pad_value (or 'undef')")
+        raise _error(config, tensor_layout_key(config, name), f"{name} has {channels} channels, not a multiple of 4: "
+                                                              f"texels are written whole, so its layout needs a "
+                                                              f"pad_value (or 'undef')")
     return Storage(name=name, role=Role(role), kind=StorageKind(kind), layout=bound)
 
 
@@ -351,8 +357,7 @@ def _check_image(config: Config, storage: Storage, limit: tuple[int, ...]) -> No
         return
     width, height = storage.texels
     if width > limit[0] or height > limit[1]:
-        key = "opencl.filters_in_textures" if storage.role == "filter" else (
-            "input.layout" if storage.role == "input" else "output.layout")
+        key = "opencl.filters_in_textures" if storage.role == "filter" else tensor_layout_key(config, storage.name)
         raise _OverLimit(storage, _error(config, key, f"the {storage.name} texture would be {width}x{height} texels "
                                                       f"({storage.map_text}), over the image2d limit {limit[0]}x"
                                                       f"{limit[1]} (opencl.image_limit; PoCL: 8192x8192, Adreno: "

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import kernelgen.expr as E
 from ...config import Config
+from ...config_keys import output_layout_key
 from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
@@ -200,8 +201,13 @@ class VulkanPlan:
         return any(op.pair_index for op in self.ops)
 
 
-def _problem(config: Config, message: str) -> ConfigError:
-    return config.problem("vulkan", message)  # points at the config's vulkan section
+def _problem(config: Config, key: str, message: str) -> ConfigError:
+    return config.problem(key, message)  # points at the key's line (vulkan.wg_size, ...; its block when unset)
+
+
+def _tile_key(config: Config) -> str:
+    """The tile key the user set (the workgroup count follows from it), else the vulkan block."""
+    return next((k for k in ("vulkan.ivc_tile", "vulkan.wg_tile") if k in config.marks), "vulkan")
 
 
 def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
@@ -272,16 +278,16 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     ivc = ivc_tile or _choice(options.ivc_tile, None)
     lanes = 2 if options.wide_store else 1
     if min(wg) < 1 or math.prod(wg) > profile.max_workgroup:
-        raise _problem(config, f"vulkan.wg_size: expected 3 positive ints with a product <= {profile.max_workgroup} "
+        raise _problem(config, "vulkan.wg_size", f"expected 3 positive ints with a product <= {profile.max_workgroup} "
                                f"({profile.name}'s workgroup limit), got {list(wg)}")
     if options.wide_store and not profile.int64:
-        raise _problem(config, f"vulkan.wide_store: {profile.name} has no shaderInt64 (kernelgen devices), which the "
+        raise _problem(config, "vulkan.wide_store", f"{profile.name} has no shaderInt64 (kernelgen devices), which the "
                                f"64-bit-word stores need; set wide_store: false")
     if options.wg_tile is not None and ivc is None:
         t = options.wg_tile
         if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * lanes * wg[0]):
-            raise _problem(config, f"vulkan.wg_tile {list(t)} must be a multiple of [wg_size z, y, "
-                                   f"{4 * lanes} * x] = [{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}]")
+            raise _problem(config, "vulkan.wg_tile", f"expected a multiple of [wg_size z, y, {4 * lanes} * x] = "
+                                                     f"[{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}], got {list(t)}")
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
     if ivc is None:  # the default, shrunk to small problems so few invocations idle
         last = plan.ops[-1].out_shape
@@ -292,7 +298,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         ivc = (min(tile[0], last[1]), min(tile[1], last[2]),
                4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
     if min(ivc) < 1 or ivc[2] % (4 * lanes):
-        raise _problem(config, f"vulkan.ivc_tile: expected positive [oh, ow, oc] with oc a multiple of "
+        raise _problem(config, "vulkan.ivc_tile", f"expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
     scalar, vec = GLSL_TYPES[config.dtype]
     tensors = {t.name: t.layout for t in plan.tensors}
@@ -366,8 +372,8 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     groups_oh = -(-out_h // wg_tile[0])
     groups = (-(-oc4 // (k4 * wg[0])), -(-out_w // wg_tile[1]), n * groups_oh)
     if max(groups) > 65_535:
-        raise _problem(config, f"ops[{j - 1}]: {list(groups)} workgroups exceed 65,535 along one axis; "
-                               f"use a larger vulkan tile")
+        raise _problem(config, _tile_key(config), f"ops[{j - 1}] would take {list(groups)} workgroups, over "
+                                                  f"65,535 along one axis; use a larger vulkan tile")
     ic4_full, ic_tail = divmod(in_c, 4)
     ragged = out_h % wg_tile[0] or out_w % wg_tile[1]
     padded = any(op.pad)
@@ -386,8 +392,9 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         group_in, group_out = in_c // op.groups, out_c // op.groups
         trips = 2 + group_in * (kh + 1)
         if trips > LOOP_LIMIT:
-            raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
-                                   f"lavapipe's {LOOP_LIMIT}; use fewer channels per group")
+            raise _problem(config, f"ops[{j - 1}].conv2d.groups", f"each invocation would take {trips} loop "
+                                                                  f"back-edges, more than lavapipe's {LOOP_LIMIT}; use "
+                                                                  f"fewer channels per group")
         grouped = dict(group_in=group_in, group_out=group_out, fh_block=1, trips=trips,
                        x_element=_index(x_tl, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
                                         in_bounds | {"c": (0, in_c - 1)}),
@@ -409,8 +416,8 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         unroll //= 2
     trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
     if trips > LOOP_LIMIT and not grouped:
-        raise _problem(config, f"ops[{j - 1}]: each invocation would take {trips} loop back-edges, more than "
-                               f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
+        raise _problem(config, f"ops[{j - 1}]", f"each invocation would take {trips} loop back-edges, more than "
+                                                f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     pad_kind = y_tl.layout.pad_kind
     use_y4 = vec_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
     y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
@@ -420,8 +427,9 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
         pair_index = _index(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
     if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and _channel_padding_only(y_tl)):
-        raise _problem(config, f"ops[{j - 1}]: the vulkan target writes pad_value only into channel padding "
-                               f"(channels rounded up to 4); layout {y_tl.layout.source!r} pads more")
+        raise _problem(config, output_layout_key(config, j - 1),
+                       f"the vulkan target writes pad_value only into channel padding (channels rounded up to 4); "
+                       f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")
     out_pad = ""
     if pad_kind is PadKind.VALUE and out_c % 4:
         out_pad = f"{scalar}({y_tl.layout.pad_value!r})"
