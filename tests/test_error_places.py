@@ -32,8 +32,6 @@ def _errors(tmp_path, text: str, command: str = "build") -> tuple[str, list[str]
 HEAD = "name: places\ninput: {shape: [1, 8, 8, 8]}\nops:\n  - conv2d: {out_channels: 8, kernel: 3, pad: 1}\n"
 
 OPTION_CASES = {  # config text, the value's key as the file writes it, the error after "error: "
-    "vulkan wide_store": (HEAD + "targets: [vulkan]\nvulkan:\n  device: mali-valhall\n  wide_store: true\n",
-                          "  wide_store: ", "vulkan.wide_store: mali-valhall has no shaderInt64"),
     "vulkan wg_size": (HEAD + "targets: [vulkan]\nvulkan:\n  device: lavapipe\n  wg_size: [64, 64, 1]\n",
                        "  wg_size: ", "vulkan.wg_size: expected 3 positive ints with a product <= 1024"),
     "vulkan ivc_tile": (HEAD + "targets: [vulkan]\nvulkan:\n  device: lavapipe\n  ivc_tile: [1, 1, 3]\n",

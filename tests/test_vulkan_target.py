@@ -108,6 +108,11 @@ MATRIX = {
                                                 "{ivc_tile: [2, 2, 8], wide_store: true}", "float16"),
     "fp16_k3": ([1, 12, 12, 16], ["{out_channels: 32, kernel: 3, pad: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                 "{}", "float16"),
+    # wide_store on a profile without shaderInt64 (issue 32): pairs per invocation, each chunk stored on its own
+    "wide_store_without_int64": ([1, 6, 9, 16], ["{out_channels: 16, kernel: 3, pad: 1, filter_layout: HWIO}",
+                                                 "{out_channels: 24, kernel: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
+                                 "{device: mali-valhall, ivc_tile: [2, 4, 16], wg_size: [2, 2, 1], wide_store: true}",
+                                 "float32"),
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",
                                                  "{out_channels: 5, kernel: 3, stride: 2, pad: 1}"], PAD4, "NHWC",
                                  "{ivc_tile: [2, 2, 4]}", "float16"),
@@ -185,6 +190,18 @@ def test_wide_store_owns_chunk_pairs_cyclically():
     op = plan_vulkan(odd, plan(odd)).ops[0]
     assert op.lane_chunks == 2 and not op.pair_index
     assert not plan_vulkan(odd, plan(odd)).int64
+
+
+def test_wide_store_without_shader_int64_stores_each_chunk_of_a_pair():
+    """mali-valhall has no shaderInt64: the invocation still owns chunk pairs (lane_chunks 2), stored chunk by
+    chunk as vec4s, and the shader asks for no 64-bit integers (test_matrix_matches_numpy runs it on lavapipe)."""
+    config = _config("wide_store_without_int64")
+    vk = plan_vulkan(config, plan(config))
+    assert [(op.lane_chunks, op.pair_index, op.store_chunks) for op in vk.ops] == [(2, "", 1), (2, "", 1)]
+    assert not vk.int64 and "GL_ARB_gpu_shader_int64" not in _glsl(config) and "uint64_t" not in _glsl(config)
+    lavapipe = parse_config(_yaml("wide", MATRIX["wide_store_without_int64"]).replace("mali-valhall", "lavapipe"),
+                            "wide.yaml")
+    assert plan_vulkan(lavapipe, plan(lavapipe)).int64  # where the profile has it: 64-bit words
 
 
 def test_wide_store_needs_pairs_in_the_tile():

@@ -25,7 +25,8 @@ class VulkanModel(StrictModel):
                                         "(tuned on Mesa's CPU driver), 'rdna2', 'adreno-7xx' or 'mali-valhall'")
     wide_store: StrictBool = Field(
         default=False, description="true or false: with true, an invocation owns pairs of adjacent vec4 channel "
-                                   "chunks and stores each pair as one vector of 64-bit words (needs shaderInt64)")
+                                   "chunks and stores each pair as one vector of 64-bit words (chunk by chunk on a "
+                                   "profile without shaderInt64)")
 
 
 def vulkan_options(config: Config) -> VulkanModel:

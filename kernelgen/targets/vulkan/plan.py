@@ -280,9 +280,6 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     if min(wg) < 1 or math.prod(wg) > profile.max_workgroup:
         raise _problem(config, "vulkan.wg_size", f"expected 3 positive ints with a product <= {profile.max_workgroup} "
                                f"({profile.name}'s workgroup limit), got {list(wg)}")
-    if options.wide_store and not profile.int64:
-        raise _problem(config, "vulkan.wide_store", f"{profile.name} has no shaderInt64 (kernelgen devices), which the "
-                               f"64-bit-word stores need; set wide_store: false")
     if options.wg_tile is not None and ivc is None:
         t = options.wg_tile
         if t[0] % wg[2] or t[1] % wg[1] or t[2] % (4 * lanes * wg[0]):
@@ -320,7 +317,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         dst_name = "output" if j == n_ops else f"temp{j}"
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
-                           unroll_rows=defaults.unroll_kernel_rows)
+                           unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64)
         lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
@@ -360,7 +357,7 @@ def _glsl_float(value: float) -> str:
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
-             scalar: str, vec: str, unroll_rows: bool = True) -> VulkanOp:
+             scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True) -> VulkanOp:
     j = op.index
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
@@ -423,7 +420,8 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
     y = _access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
     pair_index = ""
-    if lanes == 2 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):  # else: the pair's chunks are stored one by one
+    # else the pair's chunks are stored one by one (as on a profile without shaderInt64: no 64-bit words)
+    if lanes == 2 and words64 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):
         pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
         pair_index = _index(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
     if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and _channel_padding_only(y_tl)):
