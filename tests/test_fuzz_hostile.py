@@ -62,3 +62,97 @@ def test_hostile_configs_end_in_exit_0_or_a_clean_exit_2(raw, tmp_path_factory):
     if built.exit_code == 2:
         assert not out.exists() or not any(out.rglob("*")), "a failed build left files behind"
     assert (planned.exit_code == 2) <= (built.exit_code == 2), "build accepted what plan rejected"
+
+
+# ---------------------------------------------------------------- issue 32: where errors point, hostile ONNX convs
+
+import yaml  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from strategies import valid_configs  # noqa: E402
+
+from kernelgen.schema_errors import key_text  # noqa: E402
+from kernelgen.yamlmarks import load  # noqa: E402
+
+ERROR = re.compile(r"^\S+?:(\d+):(\d+): error: (\S+): (.*)$", re.MULTILINE)
+KEYED = re.compile(r"^(vulkan|opencl|hvx|input|output|quant|schedule|ops\[\d+\])[\w.\[\]]*: ")
+HOSTILE_OPTIONS = {
+    "vulkan": {"wg_size": [[64, 64, 1], [0, 1, 1], [1, 1, 1]], "ivc_tile": [[1, 1, 3], [64, 64, 64], [1, 1, 8]],
+               "wg_tile": [[1, 1, 4], [3, 3, 12]], "wide_store": [True], "device": ["mali-valhall", "rdna2"]},
+    "opencl": {"tile": [[8, 8, 16], [0, 1, 1], [1, 1, 1]], "local_size": [[64, 32], [1]], "half_arithmetic": [True],
+               "variant": ["texture", "buffer"], "device": ["adreno-7xx", "pocl-cpu"]},
+}
+
+
+@st.composite
+def _options_texts(draw):
+    target = draw(st.sampled_from(sorted(HOSTILE_OPTIONS)))
+    data = draw(valid_configs(max_side=8, max_channels=24, chain=2, target=target)).data
+    keys = draw(st.lists(st.sampled_from(sorted(HOSTILE_OPTIONS[target])), min_size=1, max_size=3, unique=True))
+    data[target] = {key: draw(st.sampled_from(HOSTILE_OPTIONS[target][key])) for key in keys}
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+@fuzz_settings(ci_examples=40)
+@given(text=_options_texts())
+def test_each_error_is_at_its_own_key_in_the_file(text, tmp_path_factory):
+    """Issue 32 item 4: an error names a key the file has (or the block it belongs in), at that key's value, and
+    the message does not start with a key again (`vulkan: vulkan.wide_store: ...` pointed at the block's first
+    line; `vulkan: ops[0]: ...` at 1:1)."""
+    folder = tmp_path_factory.mktemp("places")
+    path = folder / "places.yaml"
+    path.write_text(text)
+    result = _run(["build", str(path), "-o", str(folder / "out")])
+    marks = {key_text(k): (m.line, m.column) for k, m in load(text).value_marks.items() if k}
+    for line, column, key, message in ERROR.findall(result.output):
+        assert not KEYED.match(message), f"the key twice: {key}: {message}"
+        parent = key.rsplit(".", 1)[0]
+        assert key in marks or parent in marks, f"{key} is not in the file:\n{text}\n{result.output}"
+        assert (int(line), int(column)) == marks.get(key, marks.get(parent)), (key, line, column)
+
+
+@st.composite
+def _hostile_convs(draw):
+    """A Conv node's weights and attributes, each valid or broken as a hostile exporter might write it."""
+    c = draw(st.integers(1, 6))
+    group = draw(st.sampled_from([1, 1, 2, 3, c, 0, -1, 2 ** 40]))
+    per_group = draw(st.sampled_from([max(c // max(group, 1), 1), c, 5]))
+    out = draw(st.integers(1, 6)) * (abs(group) if 0 < abs(group) < 8 else 1)
+    k = draw(st.integers(1, 4))
+    attrs = {"group": group}
+    for name, size, values in (("strides", 2, [1, 2, 0, -1]), ("dilations", 2, [1, 2, 0]),
+                               ("pads", 4, [0, 1, 2, -1]), ("kernel_shape", 2, [k, k + 2])):
+        if draw(st.booleans()):
+            attrs[name] = [draw(st.sampled_from(values)) for _ in range(draw(st.sampled_from([size, size, 1])))]
+    bias = draw(st.sampled_from([None, [out], [out + 1]]))
+    return dict(weight=[out, per_group, k, k], channels=c, size=draw(st.integers(1, 6)), bias=bias, **attrs)
+
+
+@fuzz_settings(ci_examples=40)
+@given(conv=_hostile_convs())
+def test_hostile_onnx_convs_import_only_what_onnxruntime_runs(conv, tmp_path_factory):
+    """Issue 32 item 3: a Conv node is imported only when onnxruntime runs it, and then its config plans;
+    otherwise it is listed as not imported with a reason. Never a traceback."""
+    import numpy as np
+    import onnxruntime
+    import onnx_models
+
+    folder = tmp_path_factory.mktemp("onnx")
+    model = onnx_models.single_conv(**conv)
+    path = onnx_models.save(model, folder / "conv.onnx")
+    with time_limit(SECONDS_PER_COMMAND):
+        result = CliRunner().invoke(main, ["import", str(path), "-o", str(folder / "out"), "--target", "c"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code in (0, 1), result.output
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session.run(None, {"x": np.ones((1, conv["channels"], conv["size"], conv["size"]), np.float32)})
+        runs = True
+    except Exception:  # noqa: BLE001 onnxruntime's errors are plain Exception subclasses
+        runs = False
+    if result.exit_code == 0:
+        assert runs, f"imported a node onnxruntime refuses: {conv}"
+        _run(["plan", str(folder / "out" / "conv.yaml")])
+    else:
+        assert "not imported: Conv conv: " in result.stdout, result.output
