@@ -34,6 +34,7 @@ from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
 from ...plan import HardSigmoid, OpGeometry, Plan
 from .options import vulkan_options
+from .pool import VulkanPool, plan_pool
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
 DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
@@ -164,6 +165,8 @@ class VulkanOp:
     x_element: str = ""
     fast_chunks: int = 0
 
+    is_pool = False
+
     @property
     def epilogue(self) -> bool:
         return self.bias >= 0 or self.residual is not None or bool(self.clamp_lo or self.clamp_hi or self.gate_alpha)
@@ -192,7 +195,7 @@ class VulkanPlan:
     vec: str  # vec4 / f16vec4
     words: str  # u64vec4 / u64vec2: a chunk pair as 64-bit words (wide_store)
     buffers: tuple[Buffer, ...]
-    ops: tuple[VulkanOp, ...]
+    ops: tuple[VulkanOp | VulkanPool, ...]
     loop_limit: int
 
     @property
@@ -304,7 +307,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     # the plan's argument order (input, filters, biases, side inputs), then the temps and the output
     biases = [f"bias{j}" for j, op in enumerate(plan.ops, start=1) if op.epilogue.bias]
     sides = [side.param for side in config.side_inputs]
-    names = (["input"] + [f"filter{j}" for j in range(1, n_ops + 1)] + biases + sides
+    names = (["input"] + [f"filter{j}" for j, op in enumerate(plan.ops, start=1) if not op.pool] + biases + sides
              + [f"temp{j}" for j in range(1, n_ops)] + ["output"])
     layouts = {**tensors, **inter}
     # a bias is read a vec4 chunk (wide_store: a pair) at a time: zero-padded to whole pairs of chunks
@@ -315,6 +318,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     for j, op in enumerate(plan.ops, start=1):
         src_name = "input" if j == 1 else f"temp{j - 1}"
         dst_name = "output" if j == n_ops else f"temp{j}"
+        if op.pool:
+            ops.append(plan_pool(op, layouts[src_name], layouts[dst_name], number[src_name], number[dst_name]))
+            continue
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
                            unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64)
