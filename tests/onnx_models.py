@@ -98,16 +98,35 @@ def resnet_basic_block(c: int = 16, size: int = 10):
 
 
 def with_unsupported_nodes():
-    """conv + relu, MaxPool, conv (no bias), GlobalAveragePool, Flatten, Gemm: two configs, four nodes left."""
+    """conv + relu, LRN (not generated), conv (no bias), GlobalAveragePool, Flatten, Gemm, Softmax (not
+    generated): two configs, two nodes left."""
     b = Builder(3)
     t = b.relu("stem_relu", b.conv("stem", "x", 3, 8, 3, stride=2, pad=1))
-    t = b.node("MaxPool", "pool", [t], kernel_shape=[2, 2], strides=[2, 2])
-    t = b.conv("conv_after_pool", t, 8, 8, 3, pad=1, bias=False)
+    t = b.node("LRN", "lrn", [t], size=3)
+    t = b.conv("conv_after_lrn", t, 8, 8, 3, pad=1, bias=False)
     t = b.node("GlobalAveragePool", "gap", [t])
     t = b.node("Flatten", "flatten", [t])
     b.inits.append(numpy_helper.from_array(np.ones((8, 4), dtype=np.float32), "fc_w"))
-    t = b.node("Gemm", "fc", [t, "fc_w"])
+    t = b.node("Softmax", "softmax", [b.node("Gemm", "fc", [t, "fc_w"])])
     return b.model("x", [1, 3, 16, 16], t)
+
+
+def classifier_network(seed: int = 4):
+    """ResNet's ends at a small size: a stride-2 7x7 stem conv + relu, a padded 3x3 stride-2 max pool, a basic
+    block whose Add takes a 1x1 stride-2 downsample branch (the other branch of a two-branch add), then a global
+    average pool, Flatten and the Gemm classifier; odd sizes throughout."""
+    b = Builder(seed)
+    t = b.relu("stem_relu", b.conv("stem", "x", 3, 6, 7, stride=2, pad=3))
+    t = b.node("MaxPool", "pool", [t], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    main = b.relu("block_relu1", b.conv("block_conv1", t, 6, 10, 3, stride=2, pad=1))
+    main = b.conv("block_conv2", main, 10, 10, 3, pad=1)
+    branch = b.conv("downsample", t, 6, 10, 1, stride=2)
+    t = b.relu("block_relu2", b.add("block_add", main, branch))
+    t = b.node("Flatten", "flatten", [b.node("GlobalAveragePool", "gap", [t])])
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.4, 0.4, (7, 10)).astype(np.float32), "fc_w"))
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.2, 0.2, 7).astype(np.float32), "fc_b"))
+    t = b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1)
+    return b.model("x", [2, 3, 37, 29], t)
 
 
 def _q(name: str, value, dtype) -> object:
@@ -228,12 +247,15 @@ def qdq_mobilenet_v2_block(c: int = 16, expand: int = 6, size: int = 9, seed: in
 
 
 def small_resnet(seed: int = 8):
-    """ResNet18's structure at toy size: a stride-2 stem conv + ReLU, MaxPool, a basic block (its residual add
-    fuses), a downsampling block whose Add joins two conv branches (+ ReLU: host steps), and the classifier head
-    GlobalAveragePool -> Flatten -> Gemm. Six kernels and three host steps in a network manifest."""
+    """ResNet18's structure at toy size: a stride-2 stem conv + ReLU, a MaxPool that also returns its argmax
+    indices (a host step: kernelgen's pools return values only), a basic block (its residual add fuses), a
+    downsampling block whose Add joins two conv branches (+ ReLU) and the classifier head GlobalAveragePool ->
+    Flatten -> Gemm (fused with the block). Four kernels and one host step in a network manifest."""
     b = Builder(seed)
     t = b.relu("stem_relu", b.conv("stem", "x", 3, 8, 3, stride=2, pad=1))
-    t = b.node("MaxPool", "pool", [t], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    b.nodes.append(helper.make_node("MaxPool", [t], ["pool_out", "pool_indices"], name="pool", kernel_shape=[3, 3],
+                                    strides=[2, 2], pads=[1, 1, 1, 1]))
+    t = "pool_out"
     u = b.relu("block1_relu1", b.conv("block1_conv1", t, 8, 8, 3, pad=1))
     t = b.relu("block1_relu2", b.add("block1_add", b.conv("block1_conv2", u, 8, 8, 3, pad=1), t))
     u = b.relu("block2_relu1", b.conv("block2_conv1", t, 8, 16, 3, stride=2, pad=1))

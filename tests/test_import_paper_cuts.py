@@ -202,8 +202,8 @@ def test_ops_left_to_the_host_are_reported_by_type_without_the_qdq_plumbing(tmp_
                         f"imported {tmp_path / 'qn' / 'conv_a_to_conv_b.yaml'}: Conv x2, Relu x2, Add: conv_a .. conv_b"]
     assert "dq_" not in result.output and "q_pool" not in result.output
     b = onnx_models.Builder(13)
-    t = b.node("MaxPool", "pool1", [b.conv("c1", "x", 4, 4, 1)], kernel_shape=[2, 2])
-    t = b.node("MaxPool", "pool2", [b.conv("c2", t, 4, 4, 1)], kernel_shape=[2, 2])
+    t = b.node("LRN", "pool1", [b.conv("c1", "x", 4, 4, 1)], size=3)
+    t = b.node("LRN", "pool2", [b.conv("c2", t, 4, 4, 1)], size=3)
     b.inits.append(__import__("onnx").numpy_helper.from_array(__import__("numpy").ones(4, "float32"), "scale"))
     t = b.node("Mul", "mul", [t, "scale"])
     model = b.model("x", [1, 4, 8, 8], b.conv("c3", t, 4, 4, 1))
@@ -213,7 +213,7 @@ def test_ops_left_to_the_host_are_reported_by_type_without_the_qdq_plumbing(tmp_
     assert result.exit_code == 0, result.output
     assert "  no network.yaml: tensor 'c3_out' has no static shape" in result.output  # so no host steps either
     assert [line for line in result.output.splitlines() if line.startswith("not ")] == [
-        "not generated: MaxPool x2, Mul", "not imported: Conv c3: its weight 'w' is not a constant of the model (a graph input)"]
+        "not generated: LRN x2, Mul", "not imported: Conv c3: its weight 'w' is not a constant of the model (a graph input)"]
 
 
 @requires_tool(*ONNX, "gcc")
@@ -225,7 +225,7 @@ def test_source_nodes_name_each_node_once_even_when_the_model_repeats_names(tmp_
     b = onnx_models.Builder(14)
     t = b.conv("block", "x", 4, 8, 3, pad=1, out="block_conv")  # named as the next node's output
     b.nodes.append(__import__("onnx").helper.make_node("Relu", [t], ["block"]))  # unnamed: its id is "block"
-    t = b.node("MaxPool", "pool", ["block"], kernel_shape=[2, 2])
+    t = b.node("LRN", "pool", ["block"], size=3)  # a host step between the groups
     t = b.relu("act", b.conv("act_conv", t, 8, 8, 1))
     model = b.model("x", [1, 4, 8, 8], b.conv("act", t, 8, 4, 1, out="y"))  # "act" twice
     result, configs = _import(tmp_path, "dup", model, "--max-group-ops", "1")

@@ -42,23 +42,25 @@ def test_manifest_lists_kernels_and_host_steps_in_execution_order(small_resnet):
         ("stem", ("x",), ("stem_relu_out",)),
         ("host MaxPool", ("stem_relu_out",), ("pool_out",)),
         ("block1_conv1_to_block1_conv2", ("pool_out",), ("block1_relu2_out",)),
-        ("block2_conv1_to_block2_conv2", ("block1_relu2_out",), ("block2_conv2_out",)),
         ("block2_down", ("block1_relu2_out",), ("block2_down_out",)),
-        ("host Add+Relu+GlobalAveragePool+Flatten+Gemm", ("block2_conv2_out", "block2_down_out"), ("fc_out",))]
-    assert network.steps[-1].nodes == ("block2_add", "block2_relu2", "gap", "flatten", "fc")
+        # the Add of two conv branches (the downsample's a side input), its Relu and the classifier head, fused
+        ("block2_conv1_to_fc", ("block1_relu2_out", "block2_down_out"), ("fc_out",))]
+    assert network.steps[1].nodes == ("pool",)
+    assert tuple(network.steps[-1].config.source.nodes) == ("block2_conv1", "block2_relu1", "block2_conv2", "block2_add",
+                                                     "block2_relu2", "gap", "flatten", "fc")
     assert (network.inputs, network.outputs) == (("x",), ("fc_out",))
     tensors = network.tensors
     assert (tensors["x"].shape, tensors["stem_relu_out"].shape, tensors["block2_down_out"].shape,
             tensors["fc_out"].shape) == ((1, 3, 32, 32), (1, 8, 16, 16), (1, 16, 4, 4), (1, 10))
     assert {t.dtype for t in tensors.values()} == {"float32"}
-    assert tensors["pool_out"].layout == "NCHW" and tensors["fc_out"].layout is None
+    assert tensors["pool_out"].layout == "NCHW" and tensors["fc_out"].layout == "NCHW"  # a kernel writes the logits
 
 
 @pytest.mark.parametrize("target", ["c", "opencl", "vulkan"])
 def test_float_network_runs_end_to_end_against_onnxruntime(small_resnet, target):
     require_tools(*ONNX, *TOOLS[target])
     runs = list(kernelgen.validate_network(kernelgen.load_network(small_resnet), target, seed=7))
-    assert len(runs) == 6 and all(r.ran for r in runs)
+    assert len(runs) == 5 and all(r.ran for r in runs)
     assert all(r.record.passed for r in runs if r.step.is_kernel), [r.record.detail for r in runs if r.record]
     # two float32 implementations, each within its rounding bound of the exact result: they drift apart by a few
     # float32 roundings per layer (measured ~1e-7 here), far below a wiring mistake's order-1 difference
@@ -112,11 +114,11 @@ def test_validate_json_streams_one_record_per_step(small_resnet):
     result = CliRunner().invoke(main, ["validate", str(small_resnet), "--target", "c", "--json", "--seed", "2"])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.output.splitlines()]
-    assert [r.get("step") for r in records] == [0, 1, 2, 3, 4, 5, None]
-    assert [r.get("kind") for r in records[:6]] == ["kernel", "host", "kernel", "kernel", "kernel", "host"]
+    assert [r.get("step") for r in records] == [0, 1, 2, 3, 4, None]
+    assert [r.get("kind") for r in records[:5]] == ["kernel", "host", "kernel", "kernel", "kernel"]
     assert records[0]["checked"] == "chain" and records[2]["checked"] == "op-by-op" and records[0]["seed"] == 2
-    assert records[-1]["status"] == "pass" and all(r["status"] == "pass" for r in records[:6])
-    assert all(a["passed"] and a["relative"] < 1e-5 for r in records[:6] for a in r["agreement"])
+    assert records[-1]["status"] == "pass" and all(r["status"] == "pass" for r in records[:5])
+    assert all(a["passed"] and a["relative"] < 1e-5 for r in records[:5] for a in r["agreement"])
 
 
 @requires_tool(*ONNX, *TOOLS["c"])
@@ -154,16 +156,20 @@ def test_bad_manifest_a_tensor_no_step_produces(small_resnet):
     line = _line_of(small_resnet, 'inputs: ["pool_out"]')
     assert f"network.yaml:{line}:14: error: steps[2].inputs[0]: no step produces 'pool_out' (and it is not a " \
            f"network input)" in out
-    assert "steps[4].outputs[0]: 'block2_down_out' is already written by step 1" in out
+    assert "steps[3].outputs[0]: 'block2_down_out' is already written by step 1" in out
 
 
 @requires_tool(*ONNX)
 def test_bad_manifest_a_tensor_written_after_it_is_read(small_resnet):
-    # block2_conv1 reads block2_down's output: written later, but block2_down does not depend on block2_conv1
-    out = _bad(small_resnet, '  - kernel: block2_conv1_to_block2_conv2\n    inputs: ["block1_relu2_out"]',
-               '  - kernel: block2_conv1_to_block2_conv2\n    inputs: ["block2_down_out"]')
-    line = _line_of(small_resnet, 'inputs: ["block2_down_out"]')
-    assert f"network.yaml:{line}:14: error: steps[3].inputs[0]: 'block2_down_out' is written by step 4, after " \
+    # the block2 kernel listed before block2_down, whose output it reads: written later, but block2_down does not
+    # depend on it
+    down = '  - kernel: block2_down\n    inputs: ["block1_relu2_out"]\n    outputs: ["block2_down_out"]\n'
+    text = small_resnet.read_text()
+    assert text.endswith('outputs: ["fc_out"]\n') and down in text
+    small_resnet.write_text(text.replace(down, "") + down)
+    out = _bad(small_resnet, "network: sr", "network: sr")
+    line = _line_of(small_resnet, 'inputs: ["block1_relu2_out", "block2_down_out"]')
+    assert f"network.yaml:{line}:34: error: steps[3].inputs[1]: 'block2_down_out' is written by step 4, after " \
            f"this one (steps run in the listed order)" in out
 
 
@@ -172,7 +178,7 @@ def test_bad_manifest_a_cycle(small_resnet):
     out = _bad(small_resnet, 'inputs: ["pool_out"]', 'inputs: ["block2_down_out"]')
     line = _line_of(small_resnet, 'inputs: ["block2_down_out"]')
     assert (f"network.yaml:{line}:14: error: steps[2].inputs[0]: a cycle: step 2 reads 'block2_down_out' from step "
-            f"4, which depends on step 2") in out
+            f"3, which depends on step 2") in out
     assert "steps[2].inputs[0]: shape mismatch" in out  # it is not block1's input shape either
 
 
@@ -240,7 +246,7 @@ def test_build_of_a_network_lists_its_outputs_and_writes_a_depfile(small_resnet,
     built = CliRunner().invoke(main, ["build", str(small_resnet), "-o", str(out), "--depfile", str(out / "net.d")])
     assert built.exit_code == 0, built.output
     assert sorted(str(p) for p in out.rglob("*") if p.is_file() and p.name != "net.d") == sorted(names)
-    assert "network.c runs 6 steps over a" in built.output
+    assert "network.c runs 5 steps over a" in built.output
     rules = (out / "net.d").read_text()
     lines = rules[rules.index(f"{out / 'sr' / 'c' / 'network.c'}:"):].splitlines()
     network_rule = "\n".join(lines[:next(i for i, line in enumerate(lines) if not line.endswith("\\")) + 1])

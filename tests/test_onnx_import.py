@@ -65,13 +65,14 @@ def test_unsupported_nodes_are_listed_and_the_convs_still_imported(tmp_path):
 
     result, files = _import(tmp_path, "mixed", onnx_models.with_unsupported_nodes())
     assert result.exit_code == 0, result.output
-    assert [f.name for f in files] == ["conv_after_pool.yaml", "stem.yaml"]
+    assert [f.name for f in files] == ["conv_after_lrn_to_fc.yaml", "stem.yaml"]
     left = [line for line in result.output.splitlines() if line.startswith("not ")]
-    assert left == ["not generated (host steps in network.yaml, run by onnxruntime): MaxPool, GlobalAveragePool, "
-                    "Flatten, Gemm"]
+    assert left == ["not generated (host steps in network.yaml, run by onnxruntime): LRN, Softmax"]
     stem = load_config(tmp_path / "mixed" / "stem.yaml")
     assert (stem.ops[0].stride, stem.ops[0].activation, stem.input_shape) == ((2, 2), "relu", (1, 16, 16, 3))
-    assert load_config(tmp_path / "mixed" / "conv_after_pool.yaml").input_shape == (1, 4, 4, 8)  # after the pool
+    head = load_config(tmp_path / "mixed" / "conv_after_lrn_to_fc.yaml")
+    assert head.input_shape == (1, 8, 8, 8)  # after the LRN, a host step
+    assert [op.kind for op in head.ops] == ["conv2d", "avgpool", "conv2d"]  # the Gemm: a 1x1 conv on the pooled image
 
 
 @requires_tool(*ONNX)
@@ -83,7 +84,7 @@ def test_residual_from_an_earlier_conv_and_an_escaping_intermediate(tmp_path):
     t2 = b.conv("c2", t1, 8, 8, 3, pad=1)
     t3 = b.add("add", t2, t1)  # + conv 1's result (after its relu): residual: 1
     t4 = b.conv("c3", t3, 8, 8, 3, pad=1)  # its result also feeds a pool: the group ends here
-    t5 = b.node("MaxPool", "pool", [t4], kernel_shape=[2, 2])
+    t5 = b.node("LRN", "lrn", [t4], size=3)  # a node kernelgen does not generate
     t6 = b.conv("c4", t4, 8, 8, 1)
     model = b.model("x", [1, 8, 6, 6], t6)
     model.graph.output.append(__import__("onnx").helper.make_tensor_value_info(t5, 1, None))
@@ -92,7 +93,7 @@ def test_residual_from_an_earlier_conv_and_an_escaping_intermediate(tmp_path):
     assert [f.name for f in files] == ["c1_to_c3.yaml", "c4.yaml"]
     config = load_config(files[0])
     assert [op.residual for op in config.ops] == [None, 1, None]
-    assert "not generated (host steps in network.yaml, run by onnxruntime): MaxPool\n" in result.output
+    assert "not generated (host steps in network.yaml, run by onnxruntime): LRN\n" in result.output
 
 
 @requires_tool(*ONNX)

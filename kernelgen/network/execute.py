@@ -101,19 +101,26 @@ def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunn
         if step.config is not None:
             # the kernel's input, then its side inputs in the config's order (the manifest checked the count)
             names = ("input", *(side.param for side in step.config.side_inputs))
-            arrays = {name: np.ascontiguousarray(values[t].transpose(0, 2, 3, 1)) for name, t in zip(names, step.inputs)}
+            arrays = {name: np.ascontiguousarray(_image(values[t]).transpose(0, 2, 3, 1))
+                      for name, t in zip(names, step.inputs)}
             got, record = kernel(step.config, arrays)
             if got is None:
                 yield StepRun(step, time.perf_counter() - start, record, (), False)
                 return
-            values[step.outputs[0]] = np.ascontiguousarray(got.transpose(0, 3, 1, 2)).astype(
-                network.tensors[step.outputs[0]].dtype)
+            out = network.tensors[step.outputs[0]]
+            values[step.outputs[0]] = np.ascontiguousarray(got.transpose(0, 3, 1, 2)).reshape(out.shape).astype(
+                out.dtype)
         else:
             record = None
             values.update(host_runner(network, step)(values))
         seconds = time.perf_counter() - start
         agreement = tuple(agree(network, t, values[t], expected[t]) for t in step.outputs) if expected else ()
         yield StepRun(step, seconds, record, agreement, True)
+
+
+def _image(value: np.ndarray) -> np.ndarray:
+    """A tensor as the NCHW image a kernel reads: [N, C] (a classifier's) is [N, C, 1, 1]."""
+    return value.reshape(*value.shape, 1, 1) if value.ndim == 2 else value
 
 
 def agree(network: Network, name: str, got: np.ndarray, want: np.ndarray) -> Agreement:

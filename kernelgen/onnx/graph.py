@@ -52,6 +52,9 @@ class ConvNode:
     pad: tuple[int, int, int, int]  # top, left, bottom, right (ONNX's pads order for 2-D)
     dilation: tuple[int, int]
     groups: int
+    kind: str = "conv2d"  # or maxpool, avgpool, global_avgpool (no weight: "")
+    count_include_pad: bool = False  # avgpool
+    trans_b: bool | None = None  # a Gemm's weight B: [K, C] (True) or [C, K] (False); None: a Conv's OIHW
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
+from . import layers
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .names import Namer
 from .network_writer import network_yaml
@@ -27,7 +28,8 @@ from .quant import QConv, qconv, with_residual
 @dataclass
 class _Op:
     conv: ConvNode
-    members: list[int]  # node indices folded into this op: the Conv, then an Add, then a Relu or Clip
+    members: list[int]  # node indices folded into this op: [a Flatten,] the Conv, then an Add, then a Relu or Clip
+    node: int = -1  # the op's own node (the Conv, pool or Gemm): what names it
     out: str = ""  # the tensor this op's result is in the graph (after the folded nodes)
     residual: int | None = None  # 0: the group's input, K: op K's result
     side: str | None = None  # or the residual is this tensor from outside the group (a side input)
@@ -108,7 +110,15 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
     configs: list[ImportedConfig] = []
     notes: list[str] = []
     for index, node in enumerate(graph.nodes):
-        if index in taken or node.op_type not in ("Conv", "QLinearConv"):
+        if index in taken:
+            continue
+        if node.op_type not in ("Conv", "QLinearConv"):
+            start = op_at(graph, index)
+            if isinstance(start, str):
+                why_not[index] = start
+            elif start is not None and not taken & {*start[0], start[1]}:
+                _take(graph, _group(graph, start, taken), path, out_dir, targets, fusion, namer, taken, configs,
+                      notes)
             continue
         quantized = qconv(graph, index)
         if isinstance(quantized, str):
@@ -133,26 +143,32 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
         if isinstance(conv, str):
             why_not[index] = conv
             continue
-        chain = _group(graph, index, conv, taken)
-        taken.update(m for op in chain for m in op.members)
-        model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-        for group in _split(graph, chain, model_path, targets, fusion):
-            ops = _sub(chain, group.start, group.stop)
-            name = namer.name([op.members[0] for op in ops])
-            members = _members(op.members for op in ops)
-            ids = tuple(node_id(graph.nodes[m]) for m in members)
-            schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
-            configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
-                                          nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
-                                          output=ops[-1].out, members=members, ops=_op_types(graph, members),
-                                          sides=tuple(dict.fromkeys(op.side for op in ops if op.side))))
-            notes += _group_notes(name, group)
+        _take(graph, _group(graph, ([], index, conv), taken), path, out_dir, targets, fusion, namer, taken, configs,
+              notes)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
     manifest, why = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
     if why:
         notes.append(f"no network.yaml: {why}")
     return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest)
+
+
+def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targets: tuple[str, ...], fusion: Fusion,
+          namer: Namer, taken: set[int], configs: list[ImportedConfig], notes: list[str]) -> None:
+    """A float chain's configs, cut where the cost model says, appended to `configs`; its nodes marked taken."""
+    taken.update(m for op in chain for m in op.members)
+    model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
+    for group in _split(graph, chain, model_path, targets, fusion):
+        ops = _sub(chain, group.start, group.stop)
+        name = namer.name([op.node for op in ops])
+        members = _members(op.members for op in ops)
+        ids = tuple(node_id(graph.nodes[m]) for m in members)
+        schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
+        configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
+                                      nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
+                                      output=ops[-1].out, members=members, ops=_op_types(graph, members),
+                                      sides=tuple(dict.fromkeys(op.side for op in ops if op.side))))
+        notes += _group_notes(name, group)
 
 
 def _members(per_op) -> tuple[int, ...]:
@@ -164,41 +180,76 @@ def _op_types(graph: Graph, members: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(graph.nodes[m].op_type for m in members)
 
 
-def _group(graph: Graph, start: int, first: ConvNode, taken: set[int]) -> list[_Op]:
-    """The chain of convs from `start`, each with the Add and the activation it folds in (nodes an earlier group
-    took stay its: the other branch of a two-branch add meets an Add its partner branch already folded)."""
-    chain = [graph.nodes[start].input[0]]  # tensor j of the group: its input, then each op's result
+def _group(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]) -> list[_Op]:
+    """The chain of ops from `start` ((lead nodes, the op's node, the op)), each conv with the Add and the activation
+    it folds in (nodes an earlier group took stay its: the other branch of a two-branch add meets an Add its partner
+    branch already folded)."""
+    lead, index, conv = start
+    chain = [graph.nodes[lead[0] if lead else index].input[0]]  # tensor j of the group: its input, then each op's
     ops: list[_Op] = []
-    index, conv = start, first
     while True:
-        op = _Op(conv=conv, members=[index])
+        op = _Op(conv=conv, members=[*lead, index], node=index)
         tensor = graph.nodes[index].output[0]
         reader = graph.sole_consumer(tensor)
-        if reader is not None and graph.nodes[reader].op_type == "Add" and reader not in taken:
+        pool = conv.kind != "conv2d"  # a pool adds nothing and has no activation
+        if not pool and reader is not None and graph.nodes[reader].op_type == "Add" and reader not in taken:
             source = _residual_source(graph, reader, tensor, chain, ops, conv)
             if source is not None:
                 op.residual, op.side = (None, source) if isinstance(source, str) else (source, None)
                 tensor = graph.nodes[reader].output[0]
                 op.members.append(reader)
                 reader = graph.sole_consumer(tensor)
-        if reader is not None and graph.activation(reader) is not None:
+        if not pool and reader is not None and graph.activation(reader) is not None:
             op.activation = graph.activation(reader)
             op.members.append(reader)
             tensor = graph.nodes[reader].output[0]
         op.out = tensor
         ops.append(op)
         chain.append(tensor)
-        # the next conv: the one Conv reading this result; other readers must be Adds a later op folds in
+        # the next op: the one conv, pool or classifier reading this result; other readers must be Adds a later
+        # op folds in
         readers = graph.consumers.get(tensor, ())
-        convs = [r for r in readers if graph.nodes[r].op_type == "Conv" and graph.nodes[r].input[0] == tensor]
-        if len(convs) != 1 or tensor in graph.outputs or any(
-                graph.nodes[r].op_type != "Add" for r in readers if r != convs[0]):
+        following = [(r, found) for r in readers for found in (op_at(graph, r, tensor),) if found is not None]
+        if len(following) != 1 or tensor in graph.outputs or any(
+                graph.nodes[r].op_type != "Add" for r in readers if r != following[0][0]):
             break
-        following = graph.conv(convs[0])
-        if isinstance(following, str):
+        if isinstance(following[0][1], str):
             break
-        index, conv = convs[0], following
+        lead, index, conv = following[0][1]
     return _cut_escapes(graph, ops)
+
+
+def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int], int, ConvNode] | str | None:
+    """The float op a node starts: a Conv, a pool, or a classifier (Flatten of a 1x1 image -> Gemm, or a Gemm on
+    [N, C]), as (the nodes before the op's own, its node, the op); why not, for such a node kernelgen refuses; None
+    for any other node. `source`: the tensor the op must read (the chain's last result)."""
+    node = graph.nodes[index]
+    if source is not None and (not node.input or node.input[0] != source):
+        return None
+    if node.op_type != "Conv" and node.input and _dequantized(graph, node.input[0]):
+        return None  # between DequantizeLinear and QuantizeLinear: a quantized model's op (uint8 pools: host steps)
+    if node.op_type == "Conv":
+        conv = graph.conv(index)
+        return conv if isinstance(conv, str) else ([], index, conv)
+    if node.op_type in layers.POOLS:
+        pooled = layers.pool(graph, index)
+        return pooled if isinstance(pooled, str) else ([], index, pooled)
+    if node.op_type == "Flatten":
+        classifier = layers.flattened_gemm(graph, index)
+        if classifier is None:
+            return None
+        fc = layers.gemm(graph, classifier, graph.shapes[node.input[0]][1])
+        return fc if isinstance(fc, str) else ([index], classifier, fc)
+    shape = graph.shapes.get(node.input[0]) if node.input else None
+    if node.op_type == "Gemm" and shape is not None and len(shape) == 2:
+        fc = layers.gemm(graph, index, shape[1])
+        return fc if isinstance(fc, str) else ([], index, fc)
+    return None
+
+
+def _dequantized(graph: Graph, tensor: str) -> bool:
+    maker = next((n for n in graph.nodes if tensor in n.output), None)
+    return maker is not None and maker.op_type == "DequantizeLinear"
 
 
 def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops: list[_Op], conv: ConvNode
@@ -300,7 +351,7 @@ def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
 
 def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
           targets: tuple[str, ...], schedule: str | None = None) -> str:
-    n, c, h, w = graph.shapes[graph.nodes[ops[0].members[0]].input[0]]
+    n, c, h, w = (*graph.shapes[graph.nodes[ops[0].members[0]].input[0]], 1, 1)[:4]  # [N, C]: a 1x1 image
     lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: the model's own weights, "
              f"NCHW tensors as ONNX stores them",
              f"name: {name}", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: NCHW}}"]
@@ -313,6 +364,9 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
     lines.append("ops:")
     for op in ops:
         cv = op.conv
+        if cv.kind != "conv2d":
+            lines.append(f"  - {_pool_yaml(cv)}")
+            continue
         keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
                 f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
         keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
@@ -329,6 +383,14 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
         lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]"
                      f"{mapped}}}")
     return "\n".join(lines) + "\n"
+
+
+def _pool_yaml(pool: ConvNode) -> str:
+    if pool.kind == "global_avgpool":
+        return "global_avgpool: {}"
+    keys = [f"kernel: {list(pool.kernel)}", f"stride: {list(pool.stride)}", f"pad: {list(pool.pad)}"]
+    keys += [f"count_include_pad: {'true' if pool.count_include_pad else 'false'}"] if pool.kind == "avgpool" else []
+    return f"{pool.kind}: {{{', '.join(keys)}}}"
 
 
 def side_names(tensors: list[str]) -> dict[str, str]:

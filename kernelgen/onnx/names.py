@@ -1,7 +1,7 @@
 """Config names for imported groups: short, unique, readable, the same for the same model and grouping, and never
 cut mid-word (a config name is a C identifier and a file stem: ^[a-z][a-z0-9_]*$, at most 64 characters).
 
-Each conv of the model gets a label, a path of parts taken from the model's own structure:
+Each conv (pool, classifier) of the model gets a label, a path of parts taken from the model's own structure:
 - the module path the dynamo exporter records (node metadata pkg.torch.onnx.name_scopes): features.3.conv.0.1
   -> features, 3, conv, 0, 1;
 - a scoped node name as the TorchScript exporter writes it: /features/features.3/conv/conv.0/conv.0.0/Conv ->
@@ -23,7 +23,9 @@ import re
 from .graph import Graph
 from ..reserved import MAX_NAME_LENGTH, RESERVED
 
-CONV_OPS = ("Conv", "QLinearConv")
+# The nodes a group's op can start at, and the word their places are counted under (conv_000, pool_000, fc_000)
+PLACES = {"Conv": "conv", "QLinearConv": "conv", "MaxPool": "pool", "AveragePool": "pool",
+          "GlobalAveragePool": "pool", "Flatten": "fc", "Gemm": "fc"}
 Label = tuple[str, ...]
 
 
@@ -31,14 +33,16 @@ class Namer:
     """Names for the groups of one model, unique among themselves and never reserved words."""
 
     def __init__(self, graph: Graph) -> None:
-        convs = [i for i, node in enumerate(graph.nodes) if node.op_type in CONV_OPS]
-        width = max(3, len(str(len(convs) - 1)))
-        self.place = {index: f"conv_{k:0{width}d}" for k, index in enumerate(convs)}
-        self.labels = {index: _label(graph.nodes[index]) or (self.place[index],) for index in convs}
+        self.place: dict[int, str] = {}
+        for word in dict.fromkeys(PLACES.values()):
+            nodes = [i for i, node in enumerate(graph.nodes) if PLACES.get(node.op_type) == word]
+            width = max(3, len(str(len(nodes) - 1)))
+            self.place |= {index: f"{word}_{k:0{width}d}" for k, index in enumerate(nodes)}
+        self.labels = {index: _label(graph.nodes[index]) or (self.place[index],) for index in self.place}
         self.taken: set[str] = set()
 
     def name(self, convs: list[int]) -> str:
-        """The name of the group of these convs (node indices, graph order)."""
+        """The name of the group of these ops (the node each starts at: node indices, graph order)."""
         fallback = self.place[convs[0]] if len(convs) == 1 else f"{self.place[convs[0]]}_to_{self.place[convs[-1]]}"
         name = self._from_labels(convs)
         if name is None or len(name) > MAX_NAME_LENGTH:

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..config import Config
 from ..errors import KernelgenError
-from .graph import OnnxError, ONNX_EXTRA, Graph, node_id, onnx_module
+from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
+from .layers import gemm_filter
 from .quant import QConv, qconv, with_residual
 
 
@@ -45,12 +46,17 @@ def weights(config: Config) -> dict[str, np.ndarray]:
     graph = _graph(config)
     if config.dtype == "uint8":
         return _quantized_weights(config, graph)
-    convs = [n for n in _nodes(config, graph) if n.op_type == "Conv"]
-    if len(convs) != len(config.ops):
-        raise config.problem("source.nodes", f"expected {len(config.ops)} Conv nodes (one per op), got {len(convs)}")
+    convs = [n for n in _nodes(config, graph) if n.op_type in WEIGHTED]
+    indices = conv_ops(config)
+    if len(convs) != len(indices):
+        raise config.problem("source.nodes", f"expected {len(indices)} Conv or Gemm nodes (one per conv2d op), got "
+                                             f"{len(convs)}")
     out = {}
-    for j, (node, op) in enumerate(zip(convs, config.ops), start=1):
+    for j, node in zip(indices, convs):
+        op = config.ops[j - 1]
         w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
+        if node.op_type == "Gemm" and w is not None and w.ndim == 2:  # the classifier: a 1x1 conv
+            w = gemm_filter(w, bool(_attributes(node).get("transB", 0)))
         want = _filter_shape(config, j - 1)
         if w is None or w.shape != want:
             raise config.problem("source.nodes", f"Conv {node_id(node)!r} has weights of shape "
@@ -66,6 +72,14 @@ def weights(config: Config) -> dict[str, np.ndarray]:
                                                      f"ops[{j - 1}] expects [{op.out_channels}]")
             out[f"bias{j}"] = bias.astype(np.float32)
     return out
+
+
+WEIGHTED = ("Conv", "Gemm")  # the nodes that give a conv2d op its filter (a Gemm: the 1x1 conv it is)
+
+
+def conv_ops(config: Config) -> list[int]:
+    """The 1-based indices of the config's conv2d ops (the ones with a filter<j>; pools have none)."""
+    return [j for j, op in enumerate(config.ops, start=1) if not op.pool]
 
 
 def _filter_shape(config: Config, index: int) -> tuple[int, int, int, int]:
@@ -101,8 +115,12 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     graph = _graph(config)
     nodes = _nodes(config, graph)
     given = {}
-    for j, node in enumerate((n for n in nodes if n.op_type == "Conv" and config.dtype != "uint8"), start=1):
-        given[node.input[1]] = tensors[f"filter{j}"]
+    weighted = [n for n in nodes if n.op_type in WEIGHTED and config.dtype != "uint8"]
+    for j, node in zip(conv_ops(config), weighted):
+        w = tensors[f"filter{j}"]
+        if node.op_type == "Gemm":  # back to B's own shape: [K, C], or [C, K] without transB
+            w = w.reshape(w.shape[:2]) if _attributes(node).get("transB", 0) else w.reshape(w.shape[:2]).T
+        given[node.input[1]] = w
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]
     feeds = {_chain_input(config, graph, nodes): x_nhwc}
@@ -150,6 +168,9 @@ def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndar
     element = TensorProto.UINT8 if uint8 else TensorProto.FLOAT
     arrays = {name: np.ascontiguousarray(x.transpose(0, 3, 1, 2).astype(np.uint8 if uint8 else np.float32))
               for name, x in feeds.items()}
+    # a tensor ONNX holds as [N, C] (a Gemm's input or output) is the kernel's 1x1 image
+    arrays = {name: a.reshape(graph.shapes[name]) if len(graph.shapes.get(name, a.shape)) == 2 else a
+              for name, a in arrays.items()}
     sub = helper.make_graph(
         [*constants, *nodes], f"{config.name}_oracle",
         [helper.make_tensor_value_info(name, element, list(x.shape)) for name, x in arrays.items()],
@@ -163,7 +184,10 @@ def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndar
     except Exception as error:  # onnxruntime raises its own Exception subclasses (Fail, InvalidArgument, ...)
         raise OracleFailed(f"onnxruntime could not run {', '.join(node_id(n) for n in nodes)}: "
                            f"{_ort_message(error)}") from None
-    return np.asarray(y, dtype=np.int32 if uint8 else np.float64).transpose(0, 2, 3, 1)
+    y = np.asarray(y, dtype=np.int32 if uint8 else np.float64)
+    if y.ndim == 2:  # a Gemm's [N, K]: the 1x1 image the kernel writes
+        y = y[:, :, None, None]
+    return y.transpose(0, 2, 3, 1)
 
 
 def _ort_message(error: Exception) -> str:

@@ -383,7 +383,8 @@ class StripeBuilder:
         is written, or op `source`'s output from its stripe cache (the config checked that its window, behind
         stride-1 ops only, holds every position this op writes)."""
         row, col = at
-        out_k = self.shape_list[-1][3] if isinstance(source, str) else self.shape_list[source][3]  # the same shape
+        out_k = (next(side.shape[3] for side in self.config.side_inputs if side.name == source)
+                 if isinstance(source, str) else self.shape_list[source][3])
         exists = padding + _cond([(k, "<", out_k)], bounds)
         if source == 0 or isinstance(source, str):  # the input, or a side input, read where the output is written
             name = "input" if source == 0 else f"side_{source}"

@@ -156,7 +156,8 @@ def _weight_rows(network: Network, plans: Mapping[int, Plan]) -> tuple[WeightRow
     for step in network.kernels:
         plan = plans[step.index]
         helpers = {fn.name for fn in plan.helpers}
-        for tensor in sorted(plan.tensors[1:-1], key=_op_order):
+        weights = [t for t in plan.tensors[1:-1] if not t.name.startswith("side_")]  # side inputs: from the arena
+        for tensor in sorted(weights, key=_op_order):
             pack = f"{plan.name}_pack_{tensor.name}"
             if pack not in helpers:
                 raise KernelgenError(f"kernel {plan.name} has no {pack} (network.c packs weights through it)")

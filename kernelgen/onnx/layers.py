@@ -1,0 +1,96 @@
+"""The ONNX nodes between convs that kernelgen generates, read as ops of a chain (graph.ConvNode): MaxPool,
+AveragePool and GlobalAveragePool as pools, and a Gemm on a flattened 1x1 image (the classifier after a global
+pool) as a 1x1 conv. Each function returns the op, or why kernelgen cannot take the node."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import ConvNode, Graph, _attributes
+
+POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool")
+
+
+def pool(graph: Graph, index: int) -> ConvNode | str:
+    node = graph.nodes[index]
+    shape = graph.shapes.get(node.input[0])
+    if shape is None or len(shape) != 4:
+        return "its input has no static NCHW shape"
+    if len(node.output) > 1 and node.output[1]:
+        return "it also returns the argmax indices"
+    _, channels, height, width = shape
+    if node.op_type == "GlobalAveragePool":
+        return ConvNode(weight="", bias=None, out_channels=channels, kernel=(height, width), stride=(1, 1),
+                        pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels, kind="global_avgpool")
+    attrs = _attributes(node)
+    kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
+    stride = tuple(int(s) for s in attrs.get("strides", (1, 1)))
+    pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0)))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    if len(kernel) != 2 or len(stride) != 2 or len(pads) != 4:
+        return "not a 2-D pool"
+    if auto_pad not in ("NOTSET", "VALID"):
+        return f"auto_pad {auto_pad} (give explicit pads)"
+    if auto_pad == "VALID":
+        pads = (0, 0, 0, 0)
+    if int(attrs.get("ceil_mode", 0)):
+        return "ceil_mode 1 (output sizes rounded up)"
+    if tuple(attrs.get("dilations", (1, 1))) != (1, 1):
+        return "dilated pooling"
+    if min(kernel) < 1 or min(stride) < 1 or min(pads) < 0:
+        return f"kernel {list(kernel)}, strides {list(stride)}, pads {list(pads)}: not a valid window"
+    top, left, bottom, right = pads
+    if max(top, bottom) >= kernel[0] or max(left, right) >= kernel[1]:
+        return f"pads {list(pads)} as large as the {kernel[0]}x{kernel[1]} window"
+    if kernel[0] > height + top + bottom or kernel[1] > width + left + right:
+        return f"a {kernel[0]}x{kernel[1]} window over a padded {height + top + bottom}x{width + left + right} input"
+    kind = "maxpool" if node.op_type == "MaxPool" else "avgpool"
+    return ConvNode(weight="", bias=None, out_channels=channels, kernel=kernel, stride=stride, pad=pads,
+                    dilation=(1, 1), groups=channels, kind=kind,
+                    count_include_pad=bool(int(attrs.get("count_include_pad", 0))))
+
+
+def flattened_gemm(graph: Graph, flatten: int) -> int | None:
+    """The Gemm a Flatten of an [N, C, 1, 1] tensor feeds alone (the classifier after a global pool), or None."""
+    node = graph.nodes[flatten]
+    shape = graph.shapes.get(node.input[0])
+    if node.op_type != "Flatten" or shape is None or len(shape) != 4 or shape[2:] != (1, 1):
+        return None
+    if int(_attributes(node).get("axis", 1)) != 1:
+        return None
+    reader = graph.sole_consumer(node.output[0])
+    if reader is None or graph.nodes[reader].op_type != "Gemm" or graph.nodes[reader].input[0] != node.output[0]:
+        return None
+    return reader
+
+
+def gemm(graph: Graph, index: int, channels: int) -> ConvNode | str:
+    """A Gemm y = x B^T + c (or x B + c) on [N, channels], as a 1x1 conv with B's rows as its filters."""
+    node = graph.nodes[index]
+    attrs = _attributes(node)
+    weight = node.input[1]
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    for role, name in (("weight", weight), ("bias", bias)):
+        if name is not None and name not in graph.constants:
+            return f"its {role} {name!r} is not a constant of the model ({graph.made_by(name)})"
+    if float(attrs.get("alpha", 1.0)) != 1.0 or float(attrs.get("beta", 1.0)) != 1.0:
+        return "alpha or beta other than 1"
+    if int(attrs.get("transA", 0)):
+        return "transA 1"
+    b = graph.constants[weight]
+    trans_b = bool(int(attrs.get("transB", 0)))
+    if b.ndim != 2 or b.dtype != np.float32:
+        return f"a {b.dtype} weight of rank {b.ndim} (float32 [K, C] only)"
+    k, c = b.shape if trans_b else b.shape[::-1]
+    if c != channels:
+        return f"its weight {list(b.shape)} does not take the {channels} channels it is given"
+    if bias is not None and graph.constants[bias].size != k:
+        return f"a bias of {graph.constants[bias].size} values for {k} outputs (only one per output)"
+    return ConvNode(weight=weight, bias=bias, out_channels=int(k), kernel=(1, 1), stride=(1, 1), pad=(0, 0, 0, 0),
+                    dilation=(1, 1), groups=1, trans_b=trans_b)
+
+
+def gemm_filter(b: np.ndarray, trans_b: bool) -> np.ndarray:
+    """A Gemm's B as the OIHW filter of the 1x1 conv it is."""
+    rows = b if trans_b else b.T
+    return np.ascontiguousarray(rows).reshape(rows.shape[0], rows.shape[1], 1, 1)
