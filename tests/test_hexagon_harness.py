@@ -239,6 +239,33 @@ def test_missing_libcall_names_the_symbol(tmp_path: Path) -> None:
 
 
 @requires_tool(*TOOLS)
+@pytest.mark.parametrize("access, dies", [("inside", False), ("past_end", True), ("before_start", True),
+                                          ("vector_end", False)])
+def test_guarded_buffers_fault_one_byte_outside(tmp_path: Path, access: str, dies: bool) -> None:
+    """kg_guarded, which the hvx validation driver puts every kernel buffer in: the byte after a buffer placed at
+    its end guard and the byte before one placed after its start guard fault; the last byte of the 128-byte vector
+    that holds a buffer's last byte does not (an aligned HVX load never crosses it)."""
+    source = tmp_path / "guard.c"
+    source.write_text(
+        '#include "kg_runtime.h"\n'
+        "int main(int argc, char **argv)\n{\n"
+        "  (void)argc;\n"
+        "  volatile uint8_t *end = kg_guarded(100, 128, 1), *start = kg_guarded(100, 128, 0);\n"
+        "  if (((uintptr_t)end & 127) || ((uintptr_t)start & 127)) kg_die(\"misaligned\", 0);\n"
+        "  end[0] = end[99] = start[0] = start[99] = 1;\n"
+        "  switch (argv[1][0]) {\n"
+        "  case 'p': return end[128];\n"
+        "  case 'b': return start[-1];\n"
+        "  case 'v': return end[127] + 2;\n"
+        "  default: return end[99] + start[99];\n"
+        "  }\n}\n"
+    )
+    binary = hexagon.build([source], tmp_path / "guard", extra_flags=("-Wall", "-Werror"))
+    result = hexagon.run(binary, [access[0] if access != "vector_end" else "v"], cwd=tmp_path, check=False)
+    assert result.returncode == (-11 if dies else 2), result
+
+
+@requires_tool(*TOOLS)
 def test_runtime_printers_files_args_and_exit_status(tmp_path: Path) -> None:
     (tmp_path / "three.bin").write_bytes(b"abc")
     binary = hexagon.build(

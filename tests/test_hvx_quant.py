@@ -246,6 +246,33 @@ def test_depthwise_grouped_and_mobilenet_blocks_are_bit_exact_under_qemu(name, s
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
+# ---------------------------------------------------------------- a residual left of a padded consumer (issue 32)
+
+def _residual_then_padded(shape, second: str, weights: str) -> str:
+    return (f"name: residual_pad\ndtype: uint8\ninput: {{shape: {list(shape)}, layout: nhwc-8h8w32c}}\n"
+            f"quant: {{input_scale: 0.05, input_zero_point: 120, {weights}, intermediate_scale: 0.1, "
+            "intermediate_zero_point: 100, output_scale: 0.5, output_zero_point: 130}\nops:\n"
+            f"  - conv2d: {{out_channels: {shape[3]}, kernel: 1, residual: input}}\n  - conv2d: {{{second}}}\n"
+            "output: {layout: nhwc-8h8w32c}\ntargets: [hvx]\n")
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("shape, second, weights", [
+    ((1, 4, 4, 4), "out_channels: 4, kernel: 3, pad: 1", "weight_dtype: int8, weight_scale: 0.01"),
+    # issue 32's case: batch 2, a grouped, strided and dilated consumer, uint8 weights at zero point 0
+    ((2, 12, 6, 9), "out_channels: 6, kernel: 4, stride: [3, 2], pad: 3, dilation: 2, groups: 3",
+     "weight_dtype: uint8, weight_scale: 0.01, weight_zero_point: 0"),
+])
+def test_a_residual_under_a_padded_consumer_reads_only_its_own_pixels(shape, second, weights):
+    """The consumer's padding puts the residual op's window columns left of the image (col_lo > 0) while its
+    pixel groups start at column 0: the residual gather clamped the column at the top only and read before the
+    input. The driver's guard pages (kg_guarded: odd runs start each buffer right after a PROT_NONE page) turned
+    that read into SIGSEGV under qemu-hexagon; with the column clamped on both sides the chain is bit-exact."""
+    config = parse_config(_residual_then_padded(shape, second, weights), "residual_pad.yaml")
+    result = _validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
+
+
 # ---------------------------------------------------------------- input-channel chunks
 
 C512 = ("name: c512\ndtype: uint8\ninput: {shape: [1, 14, 14, 512], layout: nhwc-8h8w32c}\n"

@@ -9,7 +9,16 @@ enum {
     KG_SYS_READ = 63,
     KG_SYS_WRITE = 64,
     KG_SYS_EXIT_GROUP = 94,
+    KG_SYS_MUNMAP = 215,
+    KG_SYS_MMAP2 = 222, /* __NR3264_mmap: mmap2 on 32-bit ABIs (offset in pages; always 0 here) */
+    KG_SYS_MPROTECT = 226,
 };
+/* asm-generic mmap flags and protections. */
+#define KG_PROT_NONE 0
+#define KG_PROT_READ 1
+#define KG_PROT_WRITE 2
+#define KG_MAP_PRIVATE 0x02
+#define KG_MAP_ANONYMOUS 0x20
 #define KG_AT_FDCWD (-100)
 #define KG_EINTR 4
 
@@ -23,6 +32,19 @@ static long kg_syscall4(long nr, long a, long b, long c, long d)
     register long r3 __asm__("r3") = d;
     register long r6 __asm__("r6") = nr;
     __asm__ volatile("trap0(#1)" : "+r"(r0) : "r"(r1), "r"(r2), "r"(r3), "r"(r6) : "memory");
+    return r0;
+}
+
+static long kg_syscall6(long nr, long a, long b, long c, long d, long e, long f)
+{
+    register long r0 __asm__("r0") = a;
+    register long r1 __asm__("r1") = b;
+    register long r2 __asm__("r2") = c;
+    register long r3 __asm__("r3") = d;
+    register long r4 __asm__("r4") = e;
+    register long r5 __asm__("r5") = f;
+    register long r6 __asm__("r6") = nr;
+    __asm__ volatile("trap0(#1)" : "+r"(r0) : "r"(r1), "r"(r2), "r"(r3), "r"(r4), "r"(r5), "r"(r6) : "memory");
     return r0;
 }
 
@@ -224,4 +246,28 @@ void kg_report_counters(const char *label, kg_counters_t before, kg_counters_t a
     kg_fputs(KG_STDOUT, " hvx_instructions=");
     kg_put_u64(KG_STDOUT, (uint32_t)(after.hvx_instructions - before.hvx_instructions));
     kg_fputs(KG_STDOUT, "\n");
+}
+
+/* One mapping per buffer: [guard | data rounded up to KG_GUARD_BYTES | guard], the guards PROT_NONE and the
+ * whole aligned to KG_GUARD_BYTES, so that the guards are whole pages (QEMU's hexagon pages are 64 KiB).
+ * Never unmapped: a driver allocates a few per run and exits. */
+void *kg_guarded(size_t n, size_t align, int at_end)
+{
+    const size_t g = KG_GUARD_BYTES;
+    const size_t data = (n + g - 1) / g * g + (n == 0 ? g : 0);
+    const size_t total = data + 3 * g; /* two guards and the slack to align the first one */
+    long base = kg_syscall6(KG_SYS_MMAP2, 0, (long)total, KG_PROT_READ | KG_PROT_WRITE,
+                            KG_MAP_PRIVATE | KG_MAP_ANONYMOUS, -1, 0);
+    if (base < 0 && base > -4096) {
+        kg_die("mmap failed for a guarded buffer", base);
+    }
+    const uintptr_t lo = ((uintptr_t)base + g - 1) & ~(uintptr_t)(g - 1);
+    const uintptr_t hi = lo + g + data;
+    long a = kg_syscall4(KG_SYS_MPROTECT, (long)lo, (long)g, KG_PROT_NONE, 0);
+    long b = kg_syscall4(KG_SYS_MPROTECT, (long)hi, (long)g, KG_PROT_NONE, 0);
+    if (a != 0 || b != 0) {
+        kg_die("mprotect failed for a guard page", a != 0 ? a : b);
+    }
+    /* At the end: n rounded up to the alignment ends at the guard (an aligned 128-byte HVX load never crosses it). */
+    return (void *)(at_end ? hi - (n + align - 1) / align * align : lo + g);
 }

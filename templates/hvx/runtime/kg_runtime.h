@@ -42,6 +42,15 @@ _Noreturn void kg_exit(int code);
 /* Writes "kg: <msg> (<code>)" to stderr and exits 1; for harness checks, not kernels. */
 _Noreturn void kg_die(const char *msg, long code);
 
+/* Buffers between two PROT_NONE guard regions of KG_GUARD_BYTES each, so that the first access outside a buffer
+ * faults with SIGSEGV instead of reading its neighbour (QEMU's hexagon-linux-user pages are 64 KiB,
+ * TARGET_PAGE_BITS 16: its mprotect refuses a 4 KiB-aligned address with EINVAL). at_end = 1 places the buffer so
+ * that it ends where the guard after it starts (its size rounded up to align, a power of two from 128, one HVX
+ * vector, to KG_GUARD_BYTES), catching accesses past the end; 0 starts it right after the guard before it,
+ * catching accesses before the start. Aligned to align either way; exits on failure. */
+#define KG_GUARD_BYTES 65536u
+void *kg_guarded(size_t n, size_t align, int at_end);
+
 /* Printers; none of them divides (see kg_runtime.c). */
 void kg_fputs(int fd, const char *s); /* no newline, like fputs */
 void kg_puts(const char *s);          /* stdout plus newline, like puts */
