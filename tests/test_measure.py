@@ -92,3 +92,57 @@ def test_op_by_op_holds_every_op_to_its_own_bound_and_the_chain_bound_does_not()
     assert check(*_emulated_kernel(config, args, scale_op=2), traced=False).status is Status.PASS
     # the threshold is reported against the output's size: tighter op by op than end to end
     assert 0 < check(*good, traced=True).threshold < check(*good, traced=False).threshold
+
+
+STRIDED_U8 = """\
+name: strided
+dtype: uint8
+input: {shape: [2, 7, 8, 6], layout: nhwc-8h8w32c}
+quant: {input_scale: 0.05, input_zero_point: 120, weight_dtype: int8, weight_scale: 0.01, intermediate_scale: 0.1,
+        intermediate_zero_point: 100, output_scale: 0.5, output_zero_point: 130}
+ops:
+  - conv2d: {out_channels: 6, kernel: 1}
+  - conv2d: {out_channels: 6, kernel: 1, stride: [2, 3], dilation: 2, groups: 3}
+output: {layout: nhwc-8h8w32c}
+targets: [hvx]
+"""
+
+
+def test_uint8_op_by_op_checks_an_intermediate_only_where_a_later_op_reads_it():
+    """A 1x1 consumer with stride [2, 3] reads op 1's rows 0, 2, 4, 6 and columns 0, 3, 6 (issue 32): the fused
+    chain never computes the rest, which stays poisoned (0xA5) in the trace. Those positions are not compared;
+    one wrong byte where the consumer reads still fails, naming the op. A residual reads its source wherever its
+    op's output is needed."""
+    from kernelgen import reference_quant
+    from kernelgen.measure.compare import _read_positions, compare
+    from kernelgen.measure.records import Status
+    from kernelgen.measure.tensors import random_inputs
+
+    config = api.load_config(STRIDED_U8)
+    plan = api.plan(config)
+    args = random_inputs(config, plan, np.random.default_rng(5))
+    layout = plan.tensors[-1].layout
+    _, first, output = reference_quant.chain_outputs(config, args.logical["input"], args.filters(),
+                                                     args.biases(len(config.ops)))
+    read = np.broadcast_to(_read_positions(config, plan)[1], first.shape)
+    assert read.sum() == 2 * 4 * 3 * 6 and read[0, 6, 6, 5] and not read[0, 1, 0, 0] and not read[0, 0, 7, 0]
+    poisoned = np.where(read, first, np.uint8(0xA5))
+    outputs = {poison: layout.pack(output).reshape(-1) for poison in (0xA5, 0x5A)}
+    for padding in (0xA5, 0x5A):  # the output layout's padding keeps each run's poison
+        flat = outputs[padding]
+        flat[layout.padding_mask().reshape(-1)] = padding
+    result = compare(config, plan, "hvx", 5, args, outputs, intermediates=(poisoned,))
+    assert result.status is Status.PASS and result.checked == "bit-exact op-by-op", result.detail
+    wrong = poisoned.copy()
+    wrong[1, 4, 3, 2] ^= 1
+    result = compare(config, plan, "hvx", 5, args, outputs, intermediates=(wrong,))
+    assert result.status is Status.FAIL and result.detail.startswith("conv2d #1: output[1, 4, 3, 2]"), result.detail
+    # op 2 (kernel 2, dilation 2, pad 1) reads op 1 at rows and columns p - 1 and p + 1, its residual at p: with op 3
+    # (stride 4) needing op 2 at rows and columns 0 and 4, op 1 is read at 0, 4 (residual) and 1, 3, 5 (taps)
+    residual = api.load_config(STRIDED_U8.replace(
+        "  - conv2d: {out_channels: 6, kernel: 1, stride: [2, 3], dilation: 2, groups: 3}",
+        "  - conv2d: {out_channels: 6, kernel: 2, dilation: 2, pad: 1, residual: 1}\n"
+        "  - conv2d: {out_channels: 6, kernel: 1, stride: 4}"))
+    reads = _read_positions(residual, api.plan(residual))
+    assert np.flatnonzero(reads[1][0, :, 0, 0]).tolist() == [0, 1, 3, 4, 5]
+    assert np.flatnonzero(reads[1][0, 0, :, 0]).tolist() == [0, 1, 3, 4, 5]
