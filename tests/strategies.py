@@ -132,6 +132,59 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
 
 
 @st.composite
+def hvx_uint8_configs(draw, max_side: int = 10, max_channels: int = 40, name: str = "fuzz_u8"):
+    """uint8 chains for the hvx target in the neighbourhood of issue 32's crash: a stride-1 op (1x1, or 3x3 pad 1)
+    with or without `residual: input`, then a grouped or depthwise op (or a dense one) with stride, dilation and
+    padding drawn together; batch 1 or 2, int8 or uint8 weights at zero point 0 or not. NHWC8h8w32c activations
+    and OIHW8i32o4i filters, the layouts the hvx uint8 kernel computes on."""
+    n = draw(st.integers(1, 2))
+    h, w, c = draw(st.integers(1, max_side)), draw(st.integers(1, max_side)), draw(st.integers(1, max_channels))
+    first = draw(st.sampled_from([(1, 0), (3, 1)]))
+    op1 = {"out_channels": c, "kernel": first[0], "pad": first[1]}
+    if draw(st.integers(0, 3)):  # mostly with the residual: the neighbourhood
+        op1["residual"] = "input"
+    op1["bias"] = draw(st.booleans())
+    op1["activation"] = draw(st.sampled_from(["none", "relu", "relu6"]))
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    pad = draw(st.integers(0, 3))
+    span = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+    if span[0] > h + 2 * pad or span[1] > w + 2 * pad:  # a kernel that fits, keeping the pad
+        kernel, dilation, span = (1, 1), (1, 1), (1, 1)
+    stride = (min(stride[0], h + 2 * pad), min(stride[1], w + 2 * pad))
+    form = draw(st.sampled_from(["depthwise", "grouped", "dense"]))
+    divisors = [g for g in range(2, c + 1) if c % g == 0]
+    if form == "depthwise" or (form == "grouped" and not divisors):
+        groups, out_channels = c, c * draw(st.integers(1, 2))
+    elif form == "grouped":
+        groups = draw(st.sampled_from(divisors))
+        out_channels = groups * draw(st.integers(1, max(1, max_channels // groups)))
+    else:
+        groups, out_channels = 1, draw(st.integers(1, max_channels))
+    op2 = {"out_channels": out_channels, "kernel": list(kernel), "stride": list(stride), "pad": pad,
+           "dilation": list(dilation)}
+    if groups > 1:
+        op2["groups"] = groups
+    op2["bias"] = draw(st.booleans())
+    out = (n, (h + 2 * pad - span[0]) // stride[0] + 1, (w + 2 * pad - span[1]) // stride[1] + 1, out_channels)
+    shapes = ((n, h, w, c), (n, h, w, c), out)
+    flops = 2 * n * h * w * c * c * first[0] ** 2 + 2 * math.prod(out) * (c // groups) * kernel[0] * kernel[1]
+    weight_dtype = draw(st.sampled_from(["int8", "uint8"]))
+    zero = draw(st.sampled_from([0, 0, 3, 128 if weight_dtype == "uint8" else -7]))
+    quant = {"input_scale": 0.05, "input_zero_point": draw(st.integers(90, 160)), "weight_dtype": weight_dtype,
+             "weight_scale": draw(st.sampled_from([0.004, 0.01, 0.02])), "weight_zero_point": zero,
+             "intermediate_scale": draw(st.sampled_from([0.05, 0.1, 0.2])),
+             "intermediate_zero_point": draw(st.integers(60, 200)),
+             "output_scale": draw(st.sampled_from([0.1, 0.5, 1.0])), "output_zero_point": draw(st.integers(60, 200)),
+             "bias": op1["bias"] or op2["bias"]}
+    data = {"name": name, "dtype": "uint8", "input": {"shape": [n, h, w, c], "layout": "nhwc-8h8w32c"},
+            "quant": quant, "ops": [{"conv2d": op1}, {"conv2d": op2}], "output": {"layout": "nhwc-8h8w32c"},
+            "targets": ["hvx"]}
+    return ValidCase(data=data, shapes=shapes, flops=flops)
+
+
+@st.composite
 def _schedules(draw, out_shape, widest: int):
     _, out_h, out_w, out_c = out_shape
     schedule: dict = {}

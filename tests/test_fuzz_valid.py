@@ -1,5 +1,6 @@
 """Random valid configs: every notation the loader takes, planned with the planner's invariants
-held, and validated against numpy on the c target; a sampled few on opencl, vulkan and hvx.
+held, and validated against numpy on the c target; a sampled few on opencl, vulkan and hvx (float32, and uint8
+chains around issue 32's crash: a residual op, then a grouped, strided and dilated one, batch 2, uint8 weights).
 
 The geometry each config implies is computed by the strategy itself (tests/strategies.py),
 independently of kernelgen, so a planner that gets a shape or a flop count wrong fails here.
@@ -10,7 +11,7 @@ import pytest
 from conftest import requires_tool
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import fuzz_settings, valid_configs
+from strategies import fuzz_settings, hvx_uint8_configs, valid_configs
 
 from kernelgen.api import parse_config, validate, with_device
 from kernelgen.errors import ConfigError
@@ -100,3 +101,12 @@ def test_random_configs_match_numpy_on_vulkan(case):
 def test_random_configs_match_numpy_on_hvx(case):
     _validates(case, "hvx")
 
+
+@pytest.mark.slow
+@requires_tool("clang-19", "qemu-hexagon")
+@fuzz_settings(ci_examples=8)
+@given(case=hvx_uint8_configs())
+def test_random_uint8_chains_are_bit_exact_on_hvx(case):
+    """Bit-exact op by op in two poisoned runs, every buffer between guard pages: the read before the chain's
+    input that issue 32 found died here by SIGSEGV."""
+    _validates(case, "hvx")
