@@ -192,3 +192,45 @@ def test_an_explicit_tile_that_spills_on_rdna2_builds_with_a_warning_naming_the_
     config.write_text(text.replace(", ivc_tile: [4, 8, 8]", ""))  # the profile's default: no warning
     result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out2")])
     assert result.exit_code == 0 and "spills" not in result.stderr, result.stderr
+
+
+BIG_TILE = ("name: big_tile\ninput: {shape: [1, 16, 16, 16]}\nops:\n  - conv2d: {out_channels: 32, kernel: 3, pad: 1}\n"
+            "  - conv2d: {out_channels: 32, kernel: 1}\n  - conv2d: {out_channels: 64, kernel: 3, pad: 1}\n"
+            "vulkan: {device: rdna2, ivc_tile: [8, 8, 64], wg_size: [16, 16, 4]}\ntargets: [vulkan]\n")
+
+
+def test_a_tile_past_the_accumulator_bound_is_refused_at_its_key(tmp_path):
+    """Issue 32: this tile (4,096 accumulators per invocation) kept RADV's ACO compiling for over 600 s at
+    2.9 GB during `build`. It is refused when planned, at the key that set it: 512 on rdna2 (4 x its 128
+    registers), 2,048 on lavapipe (as the opencl target)."""
+    config = tmp_path / "big_tile.yaml"
+    cases = [(BIG_TILE, "7:35", "vulkan.ivc_tile", "[8, 8, 64] holds 4096 accumulators (oh * ow * oc); keep it "
+                                                   "<= 512 on rdna2 (4 x its 128-register budget"),
+             (BIG_TILE.replace("device: rdna2, ", ""), "7:20", "vulkan.ivc_tile", "<= 2048 on lavapipe"),
+             (BIG_TILE.replace("device: rdna2, ivc_tile: [8, 8, 64]", "wg_tile: [64, 128, 512]"), "7:19",
+              "vulkan.wg_tile", "the invocation tile [16, 8, 32] holds 4096 accumulators")]
+    for text, at, key, message in cases:
+        config.write_text(text)
+        result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out")])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"{config}:{at}: error: {key}: ") and message in result.stderr, result.stderr
+    config.write_text(BIG_TILE.replace("[8, 8, 64]", "[4, 4, 32]"))  # 512: at the bound
+    assert CliRunner().invoke(main, ["plan", str(config)]).exit_code == 0
+
+
+@requires_tool(*VULKAN)
+def test_a_radv_compile_past_its_time_limit_is_killed_and_says_so(tmp_path, monkeypatch):
+    """The statistics child gets TIMEOUT_S (lowered here to 0.05 s): `stats` fails with "did not compile in
+    N s", `build` still writes the sources and SPIR-V and says why it has no statistics."""
+    from kernelgen.targets.vulkan import shaderstats
+
+    monkeypatch.setattr(shaderstats, "TIMEOUT_S", 0.05)
+    config = tmp_path / "small.yaml"
+    config.write_text(BIG_TILE.replace("ivc_tile: [8, 8, 64], wg_size: [16, 16, 4]", "ivc_tile: [2, 4, 4]"))
+    result = CliRunner().invoke(main, ["stats", str(config), "--target", "vulkan"])
+    assert result.exit_code == 1, result.output
+    assert "did not compile in 0.05 s (killed)" in result.stderr, result.stderr
+    result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "no rdna2 compiler statistics" in result.stderr and "did not compile in 0.05 s" in result.stderr
+    assert (tmp_path / "out" / "big_tile" / "vulkan" / "big_tile.op3.spv").is_file()

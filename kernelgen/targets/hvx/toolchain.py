@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ...children import run_child
 from ...errors import ToolchainError
 from ...toolstatus import ToolStatus
 
@@ -58,6 +59,7 @@ _COMMON_FLAGS = (
 )
 _LINK_FLAGS = ("-nostdlib", "-static", "-fuse-ld=lld")
 _VERSION_TIMEOUT = 10.0
+_COMPILE_TIMEOUT = 600.0  # clang on one generated kernel and its driver: seconds
 _COUNTER_LINE = re.compile(r"^kg_counters (\S+)((?: \w+=\d+)+)\s*$")
 
 __all__ = [
@@ -176,12 +178,8 @@ def run(
     binary = Path(binary).resolve()
     command = [QEMU, "-cpu", qemu_cpu(arch), str(binary), *args]
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise ToolchainError(
-            f"{binary.name} did not finish within {timeout:g} s under {QEMU}\n"
-            f"command: {_quote(command)}\n{_decode(exc.stdout)}{_decode(exc.stderr)}"
-        ) from None
+        done = run_child(command, what=f"{binary.name} under {QEMU} ({_quote(command)})", verb="finish",
+                         timeout=timeout, cwd=cwd)
     except OSError as exc:
         raise ToolchainError(f"cannot run {QEMU}: {exc}; install with: {INSTALL_HINT}") from None
     result = RunResult(done.returncode, _decode(done.stdout), _decode(done.stderr))
@@ -277,7 +275,7 @@ def _check_options(arch: str, opt: str = "-O2") -> None:
 def _compile(command: list[str], what: str) -> str:
     """Run clang and return its stdout, or raise with its diagnostics and any symbol hint."""
     try:
-        done = subprocess.run(command, capture_output=True, check=False)
+        done = run_child(command, what=f"{CLANG} ({what})", timeout=_COMPILE_TIMEOUT)
     except OSError as exc:
         tool = command[0]
         raise ToolchainError(f"cannot run {tool}: {exc}; install with: {INSTALL_HINT}") from None

@@ -60,6 +60,13 @@ TEXEL_LIMIT = 1 << 27
 # Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop: lavapipe
 # compiles a 4,608-FMA body in ~2 s; twice that took minutes.
 BODY_LIMIT = 4608
+# Accumulators one invocation may hold (oh * ow * oc of its tile): the shader unrolls every one of them. A CPU
+# profile (lavapipe): 2,048, as the opencl target. A GPU profile: 4x its register budget (rdna2: 512), past which
+# each op spills hundreds of registers whatever the compiler does, and RADV's ACO needs minutes and gigabytes
+# (measured on a 3-op chain, three pipelines: 4 s at 32 accumulators, 8 s at 256 (655 VGPRs spilled), 12 s at
+# 512 (1,833), over 100 s at 1,024; issue 32's 4,096 ran past 600 s at 2.9 GB).
+MAX_TILE_ACCUMULATORS = 2048
+GPU_TILE_REGISTERS = 4
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
 
 
@@ -271,6 +278,22 @@ def _choice(value, default):
     return tuple(value) if value is not None else default
 
 
+def _check_accumulators(config: Config, ivc: tuple[int, int, int], profile, *, explicit: bool) -> None:
+    """Refuse an invocation tile with more accumulators than the profile allows (MAX_TILE_ACCUMULATORS), at the
+    key that set it: ivc_tile, or wg_tile (which sets it as wg_tile / wg_size)."""
+    held = math.prod(ivc)
+    budget = profile.register_budget
+    limit = MAX_TILE_ACCUMULATORS if budget is None else GPU_TILE_REGISTERS * budget
+    if held <= limit:
+        return
+    why = ("the shader unrolls every one" if budget is None else
+           f"{GPU_TILE_REGISTERS} x its {budget}-register budget in kernelgen devices: past it every op spills "
+           f"hundreds of registers, and a GPU compiler such as RADV's ACO takes minutes")
+    key = "vulkan.ivc_tile" if explicit or vulkan_options(config).wg_tile is None else "vulkan.wg_tile"
+    raise config.problem(key, f"the invocation tile {list(ivc)} holds {held} accumulators (oh * ow * oc); keep it "
+                              f"<= {limit} on {profile.name} ({why})")
+
+
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
@@ -300,6 +323,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     if min(ivc) < 1 or ivc[2] % (4 * lanes):
         raise _problem(config, "vulkan.ivc_tile", f"expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
+    _check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
     scalar, vec = GLSL_TYPES[config.dtype]
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}

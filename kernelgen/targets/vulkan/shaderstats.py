@@ -4,18 +4,20 @@ compiler's statistics of every pipeline to stderr (a shader-cache hit prints non
 
 Creating a device, a shader module, a descriptor set layout and a compute pipeline is enough; nothing is
 dispatched. The pipelines are created in a child process (this module run as a script), so the driver's
-environment and its stderr stay out of the calling process.
+environment and its stderr stay out of the calling process, and a compile that runs away (issue 32: minutes and
+gigabytes on a tile that spills thousands of registers) is killed at TIMEOUT_S and never outlives kernelgen
+(kernelgen.children).
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from ...children import run_child
 from ...errors import ToolchainError
 
 RADEON_ICD = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json"  # mesa-vulkan-drivers
@@ -24,7 +26,8 @@ RDNA2_FAMILY = "navi21"  # Radeon RX 6800/6900; Samsung's Xclipse 920 is RDNA2 a
 FIELDS = {"VGPRs": "vgprs", "SGPRs": "sgprs", "Spilled VGPRs": "spilled_vgprs", "Spilled SGPRs": "spilled_sgprs",
           "Scratch size": "scratch_bytes", "Subgroups per SIMD": "waves", "Code size": "code_bytes",
           "Latency": "latency", "Inverse Throughput": "inverse_throughput"}
-TIMEOUT_S = 600
+# Three ops of a 512-accumulator tile (the most plan.py allows on rdna2) compile in ~12 s on a loaded 2-core host.
+TIMEOUT_S = 120.0
 
 
 def parse_stats(text: str) -> list[dict[str, int]]:
@@ -52,11 +55,8 @@ def rdna2_stats(spirv: list[bytes], kinds: list[tuple[str, ...]]) -> list[dict[s
         (Path(tmp) / "kinds.json").write_text(json.dumps([list(k) for k in kinds]))
         env = os.environ | {"RADV_FORCE_FAMILY": RDNA2_FAMILY, "RADV_DEBUG": "shaderstats,nocache",
                             "VK_ICD_FILENAMES": RADEON_ICD, "VK_DRIVER_FILES": RADEON_ICD}
-        try:
-            done = subprocess.run([sys.executable, "-m", __name__, tmp], env=env, capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise ToolchainError(f"RADV took more than {TIMEOUT_S} s to compile the pipelines") from None
+        done = run_child([sys.executable, "-m", __name__, tmp], what=f"the {len(spirv)} pipeline(s) on RADV's null "
+                         f"{RDNA2_FAMILY} device", timeout=TIMEOUT_S, env=env, text=True)
     if done.returncode:
         raise ToolchainError(f"compiling on RADV's null device failed: {done.stderr.strip()[-600:]}")
     stats = parse_stats(done.stderr)

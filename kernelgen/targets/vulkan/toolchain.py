@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ...children import run_child
 from ...errors import ToolchainError
 from ...files import write_if_changed_bytes
 from ...toolstatus import ToolStatus
@@ -35,11 +36,8 @@ def _run_tool(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run one tool in `cwd`; a missing executable becomes a ToolchainError with a hint."""
     if shutil.which(argv[0]) is None:
         raise ToolchainError(f"{argv[0]} not found: {_INSTALL[argv[0]]}")
-    try:
-        return subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
-                              timeout=_TOOL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise ToolchainError(f"{argv[0]} did not finish within {_TOOL_TIMEOUT_S} s") from exc
+    return run_child(argv, what=argv[0], verb="compile" if argv[0] == "glslangValidator" else "finish",
+                     timeout=_TOOL_TIMEOUT_S, cwd=cwd, text=True)
 
 
 def _tool_version(name: str, flag: str) -> ToolStatus:
@@ -47,9 +45,8 @@ def _tool_version(name: str, flag: str) -> ToolStatus:
     if shutil.which(name) is None:
         return ToolStatus(name, False, "", hint)
     try:
-        out = subprocess.run([name, flag], capture_output=True, text=True,
-                             timeout=_TOOL_TIMEOUT_S, check=False).stdout
-    except (OSError, subprocess.SubprocessError) as exc:
+        out = run_child([name, flag], what=f"{name} {flag}", verb="finish", timeout=_TOOL_TIMEOUT_S, text=True).stdout
+    except (OSError, ToolchainError) as exc:
         return ToolStatus(name, False, f"does not run: {exc}", hint)
     return ToolStatus(name, True, (out.strip().splitlines() or [""])[0], hint)
 
@@ -131,8 +128,8 @@ def _cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _glslang_version() -> str:
-    done = subprocess.run(["glslangValidator", "--version"], capture_output=True, text=True) \
-        if shutil.which("glslangValidator") else None
+    done = run_child(["glslangValidator", "--version"], what="glslangValidator --version", verb="finish",
+                     timeout=_TOOL_TIMEOUT_S, text=True) if shutil.which("glslangValidator") else None
     return done.stdout.strip() if done else ""
 
 
