@@ -86,7 +86,14 @@ MATRIX = {
                                                            "{out_channels: 6, kernel: 3, pad: 1, residual: 1}"],
                                             "NHWC", "NHWC", "{}", "float16"),
     # Grouped and depthwise convs: each output chunk reads its own input chunk (depthwise multiplier 1: the
-    # same chunk, load_src) or its lanes one by one
+    # same chunk, load_src), one element for its 4 lanes (output channels per group a multiple of 4), two (2 or
+    # more per group) or its lanes one by one
+    # issue 32: 4 texelFetch calls per multiply-add took lavapipe's LLVM 25-36 s to compile this; one, ~2 s
+    "grouped_3_hwio_wide_store_shared": ([1, 9, 9, 24], ["{out_channels: 24, kernel: 3, pad: 1, groups: 3, "
+                                                         "filter_layout: HWIO}"], "NHWC", "NHWC",
+                                         "{wide_store: true}", "float32"),
+    "grouped_3_ragged_pair": ([2, 5, 6, 12], ["{out_channels: 18, kernel: 2, stride: [1, 2], groups: 3, "
+                                              "filter_layout: HWIO, bias: true}"], "NHWC", "NHWC", "{}", "float32"),
     "depthwise_bias_relu6_vec4": ([1, 9, 10, 12], ["{out_channels: 12, kernel: 3, pad: 1, groups: 12, bias: true, "
                                                    "activation: relu6, filter_layout: HWIO}"], "NHWC", "NHWC",
                                   "{ivc_tile: [2, 4, 8]}", "float32"),

@@ -33,7 +33,7 @@ from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import LayoutError, PadKind, TensorLayout
 from ...plan import HardSigmoid, OpGeometry, Plan
-from .options import vulkan_options
+from .options import check_accumulators, vulkan_options
 from .pool import VulkanPool, plan_pool
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
@@ -60,13 +60,6 @@ TEXEL_LIMIT = 1 << 27
 # Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop: lavapipe
 # compiles a 4,608-FMA body in ~2 s; twice that took minutes.
 BODY_LIMIT = 4608
-# Accumulators one invocation may hold (oh * ow * oc of its tile): the shader unrolls every one of them. A CPU
-# profile (lavapipe): 2,048, as the opencl target. A GPU profile: 4x its register budget (rdna2: 512), past which
-# each op spills hundreds of registers whatever the compiler does, and RADV's ACO needs minutes and gigabytes
-# (measured on a 3-op chain, three pipelines: 4 s at 32 accumulators, 8 s at 256 (655 VGPRs spilled), 12 s at
-# 512 (1,833), over 100 s at 1,024; issue 32's 4,096 ran past 600 s at 2.9 GB).
-MAX_TILE_ACCUMULATORS = 2048
-GPU_TILE_REGISTERS = 4
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
 
 
@@ -167,10 +160,16 @@ class VulkanOp:
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
     # (rc < group_in), element by element at x_element (the flat index of (n, ih, iw, c)), except for the
     # first fast_chunks chunks of a depthwise conv with multiplier 1, which read their own chunk (load_src).
+    # group_read: how many elements a chunk's 4 lanes fetch. lavapipe's texelFetch is an out-of-line call that
+    # clobbers every vector register; 4 per multiply-add against 72 live vec4 accumulators (groups 3 on 24
+    # channels, wide_store's 4x9x8 tile) took its LLVM 25-36 s to compile, 1 took 2.4 s. "shared": output
+    # channels per group a multiple of 4, one element for all 4 lanes; "pair": 2 or more per group, the lanes lie
+    # in at most 2 groups, 2 elements; "lanes": one per lane.
     group_in: int = 0  # 0: a dense conv
     group_out: int = 0
     x_element: str = ""
     fast_chunks: int = 0
+    group_read: str = "lanes"
 
     is_pool = False
 
@@ -278,22 +277,6 @@ def _choice(value, default):
     return tuple(value) if value is not None else default
 
 
-def _check_accumulators(config: Config, ivc: tuple[int, int, int], profile, *, explicit: bool) -> None:
-    """Refuse an invocation tile with more accumulators than the profile allows (MAX_TILE_ACCUMULATORS), at the
-    key that set it: ivc_tile, or wg_tile (which sets it as wg_tile / wg_size)."""
-    held = math.prod(ivc)
-    budget = profile.register_budget
-    limit = MAX_TILE_ACCUMULATORS if budget is None else GPU_TILE_REGISTERS * budget
-    if held <= limit:
-        return
-    why = ("the shader unrolls every one" if budget is None else
-           f"{GPU_TILE_REGISTERS} x its {budget}-register budget in kernelgen devices: past it every op spills "
-           f"hundreds of registers, and a GPU compiler such as RADV's ACO takes minutes")
-    key = "vulkan.ivc_tile" if explicit or vulkan_options(config).wg_tile is None else "vulkan.wg_tile"
-    raise config.problem(key, f"the invocation tile {list(ivc)} holds {held} accumulators (oh * ow * oc); keep it "
-                              f"<= {limit} on {profile.name} ({why})")
-
-
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
@@ -323,7 +306,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     if min(ivc) < 1 or ivc[2] % (4 * lanes):
         raise _problem(config, "vulkan.ivc_tile", f"expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
-    _check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
+    check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
     scalar, vec = GLSL_TYPES[config.dtype]
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}
@@ -425,7 +408,8 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         grouped = dict(group_in=group_in, group_out=group_out, fh_block=1, trips=trips,
                        x_element=_index(x_tl, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
                                         in_bounds | {"c": (0, in_c - 1)}),
-                       fast_chunks=out_c // 4 if group_in == group_out == 1 else 0)
+                       fast_chunks=out_c // 4 if group_in == group_out == 1 else 0,
+                       group_read="shared" if group_out % 4 == 0 else "pair" if group_out > 1 else "lanes")
     # kh is unrolled too when the body stays small enough for lavapipe's LLVM to compile
     # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
     # its own: unrolled by the hundreds it bloats the code for little gain).

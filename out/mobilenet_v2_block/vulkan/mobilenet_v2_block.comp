@@ -157,8 +157,9 @@ float src_at(int n, int ih, int iw, int c) {  // one input element
   return float(texelFetch(src, i / 4)[i % 4]);
 }
 
-// groups 144: output channel k reads input channels k / 1 * 1 + rc,
-// so each output chunk has an input chunk of its own (not one input value against a filter chunk)
+// groups 144: output channel k reads input channels k / 1 * 1 + rc, so each output chunk
+// has input elements of its own (not one input value against a filter chunk). texelFetch is an out-of-line call on
+// lavapipe: one element per lane
 vec4 load_group(int n, int ih, int iw, int oc4, int rc) {
   if (ih < 0 || ih >= 56 || iw < 0 || iw >= 56) {
     return vec4(0);  // spatial padding: zeros
