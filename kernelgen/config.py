@@ -20,7 +20,8 @@ import kernelgen.epilogue_config as epilogue_config
 import kernelgen.pool_config as pool_config
 import kernelgen.schedule_config as schedule_config
 from .errors import ConfigError, ConfigProblem
-from .plan import Epilogue, Halo, HardSigmoid, LoopOrder, Pipeline
+from .plan import Epilogue, HardSigmoid
+from .schedule_config import Schedule
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
@@ -79,31 +80,6 @@ class SideInput:
     def param(self) -> str:
         """The kernel argument: prefixed, so no name a user picks can shadow an identifier of the kernel's own."""
         return f"side_{self.name}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Schedule:
-    k_split: int | None  # None: the planner fits it to the budget (or uses 1)
-    h_split: int | None
-    k_block: int
-    h_block: int
-    w_split: int | None = None  # None: the whole width (or fitted to the budget)
-    w_block: int = 8
-    budget: int | None = None  # bytes the caches may use; None: splits as given
-    budget_source: str = ""  # where the budget came from: "schedule.budget", "hvx VTCM (v73 default)"
-    pipeline: Pipeline = Pipeline.NONE
-    halo: Halo = Halo.RELOAD
-    # input-channel chunks of a single op (None: fitted to the budget, or 1); c_block channels per chunk
-    c_split: int | None = 1
-    c_block: int = 0  # 0: the whole input
-    # the stripe loop order (None: the budget search picks one of `orders`); the targets that ignore it (a kernel
-    # per conv); k_block_open: no k_block given nor a channel block in the output layout, so the search may lower
-    # it for rows_outer, where the channel block sizes only the filter cache
-    order: LoopOrder | None = LoopOrder.CHANNELS_OUTER
-    orders: tuple[LoopOrder, ...] = (LoopOrder.CHANNELS_OUTER,)
-    order_ignored_by: tuple[str, ...] = ()
-    k_block_open: bool = False
-    h_block_open: bool = False  # the same for h_block (no h_block given, no row block in the output layout)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,7 +257,7 @@ class _Checker:
             self.problem(("source", "sides") if m.source.sides else ("source",),
                          f"expected the ONNX tensor of each side input ({', '.join(m.side_inputs) or 'none'}), got "
                          f"{', '.join(m.source.sides) or 'none'}")
-        schedule = self.schedule(ops, (height, width))
+        schedule = schedule_config.schedule(self, ops, (height, width))
         self.targets(m)
         if self.problems:
             raise ConfigError(sorted(self.problems, key=lambda p: (p.line, p.column)))
@@ -416,96 +392,3 @@ class _Checker:
         if len(values) == 2:
             return (values[0], values[1], values[0], values[1])
         return values  # type: ignore[return-value]
-
-    def schedule(self, ops: list[Conv2d], out_hw: tuple[int, int]) -> Schedule | None:
-        auto = self.model.schedule == "auto"
-        s = M.ScheduleModel() if auto else self.model.schedule
-        fields = M.ScheduleModel.model_fields
-
-        def optional(key: str) -> int | None:
-            value = getattr(s, key)
-            return None if value is None else self.positive(("schedule", key), value, fields[key].description)[0]
-
-        k_split, h_split, w_split = optional("k_split"), optional("h_split"), optional("w_split")
-        budget, source = None, ""
-        if auto or s.budget == "auto":
-            budget, source = schedule_config.default_budget(self.catalog, self.model)
-        elif s.budget is not None:
-            budget = self.positive(("schedule", "budget"), int(s.budget), fields["budget"].description)[0]
-            source = "schedule.budget"
-        if not ops:
-            return None
-        out_layout = ops[-1].output_layout
-        out_channels = ops[-1].out_channels
-        widest = max(op.out_channels for op in ops)
-        blocks = {}
-        for key, dim, default, extent, what in (("k_block", "c", 32, widest, "output channels of the widest op"),
-                                                ("h_block", "h", 8, out_hw[0], "output rows"),
-                                                ("w_block", "w", 8, out_hw[1], "output columns")):
-            fallback = _block_factor(out_layout, dim, default)
-            blocks[key] = optional(key) or fallback
-            # A block past the extent (and the default block) only computes guards, and its index
-            # arithmetic (block * stripes) must stay within 32 bits.
-            largest = max(extent, fallback, default)
-            if blocks[key] > largest:
-                self.problem(("schedule", key), f"expected at most {largest} (the {extent} {what}, or the default "
-                                                f"block {max(fallback, default)}), got {blocks[key]}")
-                blocks[key] = fallback
-        k_block, h_block, w_block = blocks["k_block"], blocks["h_block"], blocks["w_block"]
-        for key, split, extent, block, what in (("h_split", h_split, out_hw[0], h_block, "output rows"),
-                                                ("w_split", w_split, out_hw[1], w_block, "output columns")):
-            count = math.ceil(extent / block)
-            if split is not None and split > count:
-                self.problem(("schedule", key), f"expected at most {count} (the {extent} {what} make {count} "
-                                                f"block{'s' if count > 1 else ''} of {block}), got {split}")
-        # A stripe that is wider than the whole tensor by a full block only ever computes guards.
-        k_blocks = math.ceil(out_channels / k_block)
-        if k_split is not None and k_split > k_blocks:
-            self.problem(("schedule", "k_split"), f"expected at most {k_blocks} (the last op's {out_channels} output "
-                                                  f"channels make {k_blocks} blocks of {k_block}), got {k_split}")
-        for index, op in enumerate(ops[:-1]):
-            blocks = math.ceil(op.out_channels / k_block)
-            if k_split is not None and k_split > blocks:
-                self.problem(("schedule", "k_split"), f"expected at most {blocks} (ops[{index}] has "
-                                                      f"{op.out_channels} output channels = {blocks} blocks of "
-                                                      f"{k_block}), got {k_split}")
-        if s.pipeline == "double_buffer" and s.halo == "reuse":
-            self.problem(("schedule", "halo"), "expected 'reload' with pipeline: double_buffer (the prefetch of "
-                                               "stripe i+1 would overwrite the ring rows stripe i still reads); "
-                                               "choose one of the two")
-        order, orders, ignored = schedule_config.loop_order(self.problem, s.order, auto, budget, self.model.targets,
-                                                            self.catalog, len(ops))
-        c_split, c_block = self.channel_split(optional("c_split"), ops, s, budget is not None, order)
-        if budget is None:
-            k_split, h_split = k_split or 1, h_split or 1
-        return Schedule(k_split=k_split, h_split=h_split, k_block=k_block, h_block=h_block, w_split=w_split,
-                        w_block=w_block, budget=budget, budget_source=source, pipeline=Pipeline(s.pipeline), halo=Halo(s.halo),
-                        c_split=c_split, c_block=c_block, order=order, orders=orders, order_ignored_by=ignored,
-                        k_block_open=optional("k_block") is None and out_layout.block_factor("c") is None,
-                        h_block_open=optional("h_block") is None and out_layout.block_factor("h") is None)
-
-    def channel_split(self, c_split: int | None, ops: list[Conv2d], s: M.ScheduleModel, fitted: bool,
-                      order: LoopOrder | None) -> tuple[int | None, int]:
-        """(c_split, channels per chunk): chunks of whole channel blocks of the input layout, c_split of them
-        exactly. Only a single op without a pipeline or halo ring splits (None: the search may), in channels_outer
-        order (rows_outer's channel blocks take turns in the output cache that holds a chunk's partial sums)."""
-        layout = self.model_input_layout
-        channels, block = self.shapes[0][3], _block_factor(layout, "c", 1) if layout is not None else 1
-        blocks = math.ceil(channels / block)
-        alone = (len(ops) == 1 and s.pipeline == "none" and s.halo == "reload" and ops[0].groups == 1
-                 and order is LoopOrder.CHANNELS_OUTER)
-        if c_split is None:
-            return (None if fitted and alone else 1), 0
-        if c_split > 1 and not alone:
-            self.problem(("schedule", "c_split"), "expected 1: input channels split only for a single dense op "
-                                                  "without pipeline or halo reuse, in order channels_outer")
-        elif blocks % c_split:
-            self.problem(("schedule", "c_split"), f"expected a divisor of the input's {blocks} channel blocks of "
-                                                  f"{block}, got {c_split}")
-        return c_split, (blocks // c_split * block if c_split > 1 and not blocks % c_split else 0)
-
-
-def _block_factor(layout: Layout, dim: str, default: int) -> int:
-    """The output layout's block along dim (8h8w32c -> h: 8, c: 32), else the default."""
-    factor = layout.block_factor(dim)
-    return factor if factor is not None else default

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-from . import config_model as M
+import kernelgen.config_model as M
 from .plan import HardSigmoid
 
 Problem = Callable[[tuple, str], None]

@@ -122,7 +122,7 @@ def test_uint8_op_by_op_checks_an_intermediate_only_where_a_later_op_reads_it():
     plan = api.plan(config)
     args = random_inputs(config, plan, np.random.default_rng(5))
     layout = plan.tensors[-1].layout
-    _, first, output = reference_quant.chain_outputs(config, args.logical["input"], args.filters(),
+    _, first, output = reference_quant.chain_outputs(config, args.logical["input"], args.filters(len(config.ops)),
                                                      args.biases(len(config.ops)))
     read = np.broadcast_to(_read_positions(config, plan)[1], first.shape)
     assert read.sum() == 2 * 4 * 3 * 6 and read[0, 6, 6, 5] and not read[0, 1, 0, 0] and not read[0, 0, 7, 0]

@@ -113,7 +113,7 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
         if index in taken:
             continue
         if node.op_type not in ("Conv", "QLinearConv"):
-            start = op_at(graph, index)
+            start = layers.op_at(graph, index)
             if isinstance(start, str):
                 why_not[index] = start
             elif start is not None and not taken & {*start[0], start[1]}:
@@ -209,7 +209,7 @@ def _group(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
         # the next op: the one conv, pool or classifier reading this result; other readers must be Adds a later
         # op folds in
         readers = graph.consumers.get(tensor, ())
-        following = [(r, found) for r in readers for found in (op_at(graph, r, tensor),) if found is not None]
+        following = [(r, found) for r in readers for found in (layers.op_at(graph, r, tensor),) if found is not None]
         if len(following) != 1 or tensor in graph.outputs or any(
                 graph.nodes[r].op_type != "Add" for r in readers if r != following[0][0]):
             break
@@ -217,39 +217,6 @@ def _group(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
             break
         lead, index, conv = following[0][1]
     return _cut_escapes(graph, ops)
-
-
-def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int], int, ConvNode] | str | None:
-    """The float op a node starts: a Conv, a pool, or a classifier (Flatten of a 1x1 image -> Gemm, or a Gemm on
-    [N, C]), as (the nodes before the op's own, its node, the op); why not, for such a node kernelgen refuses; None
-    for any other node. `source`: the tensor the op must read (the chain's last result)."""
-    node = graph.nodes[index]
-    if source is not None and (not node.input or node.input[0] != source):
-        return None
-    if node.op_type != "Conv" and node.input and _dequantized(graph, node.input[0]):
-        return None  # between DequantizeLinear and QuantizeLinear: a quantized model's op (uint8 pools: host steps)
-    if node.op_type == "Conv":
-        conv = graph.conv(index)
-        return conv if isinstance(conv, str) else ([], index, conv)
-    if node.op_type in layers.POOLS:
-        pooled = layers.pool(graph, index)
-        return pooled if isinstance(pooled, str) else ([], index, pooled)
-    if node.op_type == "Flatten":
-        classifier = layers.flattened_gemm(graph, index)
-        if classifier is None:
-            return None
-        fc = layers.gemm(graph, classifier, graph.shapes[node.input[0]][1])
-        return fc if isinstance(fc, str) else ([index], classifier, fc)
-    shape = graph.shapes.get(node.input[0]) if node.input else None
-    if node.op_type == "Gemm" and shape is not None and len(shape) == 2:
-        fc = layers.gemm(graph, index, shape[1])
-        return fc if isinstance(fc, str) else ([], index, fc)
-    return None
-
-
-def _dequantized(graph: Graph, tensor: str) -> bool:
-    maker = next((n for n in graph.nodes if tensor in n.output), None)
-    return maker is not None and maker.op_type == "DequantizeLinear"
 
 
 def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops: list[_Op], conv: ConvNode
@@ -365,7 +332,7 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
     for op in ops:
         cv = op.conv
         if cv.kind != "conv2d":
-            lines.append(f"  - {_pool_yaml(cv)}")
+            lines.append(f"  - {layers.pool_yaml(cv)}")
             continue
         keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
                 f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
@@ -383,14 +350,6 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
         lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]"
                      f"{mapped}}}")
     return "\n".join(lines) + "\n"
-
-
-def _pool_yaml(pool: ConvNode) -> str:
-    if pool.kind == "global_avgpool":
-        return "global_avgpool: {}"
-    keys = [f"kernel: {list(pool.kernel)}", f"stride: {list(pool.stride)}", f"pad: {list(pool.pad)}"]
-    keys += [f"count_include_pad: {'true' if pool.count_include_pad else 'false'}"] if pool.kind == "avgpool" else []
-    return f"{pool.kind}: {{{', '.join(keys)}}}"
 
 
 def side_names(tensors: list[str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
-"""The ONNX nodes between convs that kernelgen generates, read as ops of a chain (graph.ConvNode): MaxPool,
-AveragePool and GlobalAveragePool as pools, and a Gemm on a flattened 1x1 image (the classifier after a global
-pool) as a 1x1 conv. Each function returns the op, or why kernelgen cannot take the node."""
+"""The ONNX nodes that start an op of a float chain (graph.ConvNode): a Conv, MaxPool, AveragePool and
+GlobalAveragePool as pools, and a Gemm on a flattened 1x1 image (the classifier after a global pool) as a 1x1
+conv. Each function returns the op, or why kernelgen cannot take the node; op_at says which a node starts."""
 from __future__ import annotations
 
 import numpy as np
@@ -94,3 +94,45 @@ def gemm_filter(b: np.ndarray, trans_b: bool) -> np.ndarray:
     """A Gemm's B as the OIHW filter of the 1x1 conv it is."""
     rows = b if trans_b else b.T
     return np.ascontiguousarray(rows).reshape(rows.shape[0], rows.shape[1], 1, 1)
+
+
+def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int], int, ConvNode] | str | None:
+    """The float op a node starts: a Conv, a pool, or a classifier (Flatten of a 1x1 image -> Gemm, or a Gemm on
+    [N, C]), as (the nodes before the op's own, its node, the op); why not, for such a node kernelgen refuses; None
+    for any other node. `source`: the tensor the op must read (the chain's last result)."""
+    node = graph.nodes[index]
+    if source is not None and (not node.input or node.input[0] != source):
+        return None
+    if node.op_type != "Conv" and node.input and _dequantized(graph, node.input[0]):
+        return None  # between DequantizeLinear and QuantizeLinear: a quantized model's op (uint8 pools: host steps)
+    if node.op_type == "Conv":
+        conv = graph.conv(index)
+        return conv if isinstance(conv, str) else ([], index, conv)
+    if node.op_type in POOLS:
+        pooled = pool(graph, index)
+        return pooled if isinstance(pooled, str) else ([], index, pooled)
+    if node.op_type == "Flatten":
+        classifier = flattened_gemm(graph, index)
+        if classifier is None:
+            return None
+        fc = gemm(graph, classifier, graph.shapes[node.input[0]][1])
+        return fc if isinstance(fc, str) else ([index], classifier, fc)
+    shape = graph.shapes.get(node.input[0]) if node.input else None
+    if node.op_type == "Gemm" and shape is not None and len(shape) == 2:
+        fc = gemm(graph, index, shape[1])
+        return fc if isinstance(fc, str) else ([], index, fc)
+    return None
+
+
+def _dequantized(graph: Graph, tensor: str) -> bool:
+    maker = next((n for n in graph.nodes if tensor in n.output), None)
+    return maker is not None and maker.op_type == "DequantizeLinear"
+
+
+def pool_yaml(pool: ConvNode) -> str:
+    """A pool op's line of a config's ops list."""
+    if pool.kind == "global_avgpool":
+        return "global_avgpool: {}"
+    keys = [f"kernel: {list(pool.kernel)}", f"stride: {list(pool.stride)}", f"pad: {list(pool.pad)}"]
+    keys += [f"count_include_pad: {'true' if pool.count_include_pad else 'false'}"] if pool.kind == "avgpool" else []
+    return f"{pool.kind}: {{{', '.join(keys)}}}"

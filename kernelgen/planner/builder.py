@@ -8,21 +8,11 @@ import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
-from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels
+from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
+from .pooling import divisor as pool_divisor, tap as pool_tap
 from .packing import c_float
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
-
-
-def _cond(checks: list[tuple[E.Expr, str, int]], bounds: dict[str, tuple[int, int]]) -> list[str]:
-    """C comparisons for the (expr, op, limit) checks that the loop bounds cannot prove."""
-    out = []
-    for expr, op, limit in checks:
-        lo, hi = E.interval(expr, bounds)
-        if op == ">=" and lo >= limit or op == "<" and hi < limit:
-            continue
-        out.append(f"{E.to_c(expr)} {op} {limit}")
-    return out
 
 
 class StripeBuilder:
@@ -223,7 +213,7 @@ class StripeBuilder:
         ctype = ACC_TYPES[config.dtype]
         load = Stmt(code=f"const {ctype} x = {src}[{src_index}];", summary=f"x = {src}[...]")
         if op.pool:
-            tap = self._pool_tap(j, row, col, bounds, load)
+            tap = pool_tap(op, self.shape_list[j - 1], row, col, bounds, load)
         else:
             f_layout = self.win.filters[j - 1]
             f_index = f_layout.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)
@@ -289,37 +279,6 @@ class StripeBuilder:
         return Section(label=f"{op.kind} #{j}" + ("" if last else f" into {dst}"), step=Step(Phase.CONV, j), body=(
             Loop(var="ko_inner", extent=k_split, body=(Loop(var="oh", extent=geo.rows[j], body=columns),)),))
 
-    def _pool_tap(self, j: int, row: E.Expr, col: E.Expr, bounds: dict, load: Stmt) -> tuple[Node, ...]:
-        """One tap of pool j's window: the max or the sum so far with x. A max skips positions outside the input
-        (ONNX: padding is never the maximum); a sum adds the zeros the caches hold there."""
-        op = self.config.ops[j - 1]
-        if op.kind == "avgpool":
-            return (load, Stmt(code="acc[ki] += x;", summary="acc[ki] += x"))
-        _, in_h, in_w, _ = self.shape_list[j - 1]
-        in_row = E.add(E.mul(row, op.stride[0]), E.Const(-op.pad[0]), E.Var("rh"))
-        in_col = E.add(E.mul(col, op.stride[1]), E.Const(-op.pad[1]), E.Var("rw"))
-        inside = _cond([(in_row, ">=", 0), (in_row, "<", in_h), (in_col, ">=", 0), (in_col, "<", in_w)], bounds)
-        tap = (load, Stmt(code="acc[ki] = x > acc[ki] ? x : acc[ki];", summary="acc[ki] = max(acc[ki], x)"))
-        return (Guard(cond=" && ".join(inside), body=tap),) if inside else tap
-
-    def _divisor(self, j: int, at: tuple[E.Expr, E.Expr], bounds: dict) -> str:
-        """Pool j's count at output position `at`: the whole window, or its positions inside the input."""
-        op = self.config.ops[j - 1]
-        if op.count_include_pad:
-            return c_float(op.kernel[0] * op.kernel[1])
-        _, in_h, in_w, _ = self.shape_list[j - 1]
-        counts = []
-        for start, extent, k, stride, pad in ((at[0], in_h, op.kernel[0], op.stride[0], op.pad[0]),
-                                              (at[1], in_w, op.kernel[1], op.stride[1], op.pad[1])):
-            first = E.add(E.mul(start, stride), E.Const(-pad))
-            lo, hi = E.interval(first, bounds)
-            if lo >= 0 and hi + k <= extent:
-                counts.append(str(k))
-                continue
-            f = E.to_c(first)
-            counts.append(f"(({f}) + {k} < {extent} ? ({f}) + {k} : {extent}) - (({f}) > 0 ? ({f}) : 0)")
-        return f"(float)(({counts[0]}) * ({counts[1]}))"
-
     def _trace(self, j: int, dst: str, d_index: str, k: E.Expr, at: tuple[E.Expr, E.Expr],
                shape: tuple[int, int, int], bounds: dict) -> Stmt:
         """A validation build's copy of an intermediate's stored value into its whole tensor (logical NHWC), where
@@ -343,7 +302,7 @@ class StripeBuilder:
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
         lines = []
         if op.pool:
-            mean = f" / {self._divisor(j, at, bounds)}" if op.kind == "avgpool" else ""
+            mean = f" / {pool_divisor(op, self.shape_list[j - 1], at, bounds)}" if op.kind == "avgpool" else ""
             lines.append(f"{ctype} v = acc[ki]{mean};")
         elif e.bias:
             # channels past the tensor (a block's tail, the consumer's channel padding) have no bias

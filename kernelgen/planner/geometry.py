@@ -215,3 +215,14 @@ def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
 def workspace_elements(caches: tuple[Cache, ...]) -> int:
     align = ALIGNMENT_BYTES // caches[0].element_bytes
     return max(c.offset + -(-c.elements // align) * align for c in caches if c.aliases is None)
+
+
+def unproven(checks: list[tuple[E.Expr, str, int]], bounds: dict[str, tuple[int, int]]) -> list[str]:
+    """C comparisons for the (expr, op, limit) checks that the loop bounds cannot prove."""
+    out = []
+    for expr, op, limit in checks:
+        lo, hi = E.interval(expr, bounds)
+        if op == ">=" and lo >= limit or op == "<" and hi < limit:
+            continue
+        out.append(f"{E.to_c(expr)} {op} {limit}")
+    return out

@@ -32,7 +32,6 @@ with m in [2^30, 2^31) and shift >= 0 such that m * 2^-(31 + shift) ~ s_in * s_w
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import kernelgen.expr as E
@@ -41,15 +40,14 @@ from ...layout import PadKind
 from ...plan import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
-from ...planner.packing import c_float
 from ...quant import Requant, ResidualAdd, op_quants
+from .epilogue import BLOCK, qf32_epilogue
 from .requantizer import FloatSplit, Requantizer
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
 ACTIVATION_LAYOUT = "NHWC8h8w32c"
 FILTER_LAYOUT = "OIHW8i32o4i"
-BLOCK = 2048  # elements of one 8h x 8w x 32c activation block
 FILTER_TAP_BLOCK = 1024  # elements of one 8i x 32o x 4i filter block (one (rh, rw) of 32 outputs x 32 inputs)
 DEFAULT_PIXELS = 8  # output pixels sharing each filter vector (register blocking)
 ALIGN = 2048
@@ -408,29 +406,8 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
             filter_stride=filter_stride,
             zp_w_raw=q.weight_zero_point,
-            **_epilogue(config, op, ops, shape_list, src_c, out_k)))
+            **qf32_epilogue(op, ops, shape_list, src_c, out_k)))
     return tuple(ops)
-
-
-def _epilogue(config: Config, op, earlier: list[OpGeo], shape_list: list, src_c: int, out_k: int) -> dict:
-    """The qf32 variant's groups and epilogue fields of one op (float32; uint8 has neither)."""
-    e = op.epilogue
-    out: dict = dict(bias=e.bias, residual=e.residual)
-    if op.groups > 1:
-        out |= dict(group_in=src_c // op.groups, group_out=out_k // op.groups)
-    if e.residual == 0:
-        _, h, w, c = shape_list[0]
-        out |= dict(res_wb=-(-w // 8), res_cb=-(-c // 32), res_image=-(-h // 8) * -(-w // 8) * -(-c // 32) * BLOCK)
-    elif e.residual_op:
-        k = earlier[e.residual_op - 1]
-        out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)
-    if e.clamp is not None:
-        lo, hi = e.clamp
-        out |= dict(clamp_lo=c_float(lo) if lo > -math.inf else "", clamp_hi=c_float(hi) if hi < math.inf else "")
-    if e.hard is not None:
-        out |= dict(gate_alpha=c_float(e.hard.alpha), gate_beta=c_float(e.hard.beta),
-                    gate_times_value=e.hard.times_value)
-    return out
 
 
 def _io(config: Config, plan: Plan) -> IoGeo:

@@ -31,8 +31,10 @@ from ...config import Config
 from ...config_keys import output_layout_key
 from ...devices import profile as device_profile
 from ...errors import ConfigError
-from ...layout import LayoutError, PadKind, TensorLayout
-from ...plan import HardSigmoid, OpGeometry, Plan
+from ...layout import PadKind, TensorLayout
+from ...plan import OpGeometry, Plan
+from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, residual_access,
+                     vec_ok)
 from .options import check_accumulators, vulkan_options
 from .pool import VulkanPool, plan_pool
 
@@ -52,11 +54,6 @@ DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per w
 # stores, 14% with wide_store); the multiply-add region touches ~36 KiB of stack (the L1d
 # is 32 KiB on some hosts, 48 KiB on this one).
 DEFAULT_IVC_TILE = (4, 16, 8)
-# vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
-# gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
-# per vec4 per subgroup and core). Tensors above lavapipe's maxTexelBufferElements
-# (2^27 texels) fall back to storage buffers.
-TEXEL_LIMIT = 1 << 27
 # Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop: lavapipe
 # compiles a 4,608-FMA body in ~2 s; twice that took minutes.
 BODY_LIMIT = 4608
@@ -100,17 +97,6 @@ DEVICE_DEFAULTS = {
 # ~68 ms (the kernel without any store: ~57 ms).
 WORD_TYPES = {"float32": "u64vec4", "float16": "u64vec2"}
 SHORT_NAMES = {"float32": "f32", "float16": "f16"}  # seed 002's benchmark names
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Access:
-    """How a shader touches one tensor: as vec4 chunks or as scalars, plus index text."""
-
-    buffer: str  # GLSL array name
-    vec4: bool
-    index: tuple[str, ...]  # vec4 mode: one vec4 index; scalar mode: 4 scalar indices (channel + 0..3)
-    elements: int  # buffer length in its GLSL element type
-    texel: bool = False  # read through a uniform texel buffer (samplerBuffer + texelFetch), vec4 only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,60 +205,6 @@ def _tile_key(config: Config) -> str:
     return next((k for k in ("vulkan.ivc_tile", "vulkan.wg_tile") if k in config.marks), "vulkan")
 
 
-def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
-    """`width` consecutive elements along `axis` (from a multiple of `width`) are contiguous and
-    aligned to `width` elements, and the layout has slots up to the next multiple of `width`.
-
-    Decided symbolically: with the dim written width*q + r (r in [0, width)), the flattened
-    offset must simplify to r plus terms that are all multiples of `width`.
-    """
-    shape = list(tl.logical_shape)
-    shape[axis] = -(-shape[axis] // width) * width
-    try:
-        grown = tl.layout.bind(tuple(shape))
-    except LayoutError:  # a layout the grown shape does not fit
-        return False
-    if grown.flat_shape != tl.flat_shape:
-        return False
-    dims = tl.layout.dims
-    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // width - 1),
-                                                             "r_": (0, width - 1)}
-    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), width), E.Var("r_"))}
-    const, terms = E._affine(E.simplify(grown.flat_offset(index, bounds), bounds))
-    lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
-    if any(E.variables(atom) != {"r_"} for atom in lane):
-        return False  # the lane offset would depend on other coordinates
-    rest_aligned = const % width == 0 and all(coef % width == 0 for atom, coef in terms.items() if atom not in lane)
-    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(width)]
-    return rest_aligned and lanes == list(range(width))
-
-
-def _channel_padding_only(tl: TensorLayout) -> bool:
-    shape = list(tl.logical_shape)
-    shape[3] = -(-shape[3] // 4) * 4
-    return tl.layout.bind(tuple(shape)).padding == 0
-
-
-def _index(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[int, int]], divide: int = 1) -> str:
-    flat = E.simplify(tl.flat_offset(index, bounds), bounds)
-    return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat)
-
-
-def _access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
-            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False) -> Access:
-    """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`."""
-    dim = tl.layout.dims[axis]
-    if use_vec4:
-        text = _index(tl, {**index, dim: E.mul(E.Var(chunk), 4)}, bounds, divide=4)
-        elements = math.prod(tl.flat_shape) // 4
-        return Access(buffer=name, vec4=True, index=(text,), elements=elements,
-                      texel=read and elements <= TEXEL_LIMIT)
-    texts = tuple(_index(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
-                         {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
-                  for e in range(4))
-    return Access(buffer=name, vec4=False, index=texts, elements=math.prod(tl.flat_shape))
-
-
 def _choice(value, default):
     return tuple(value) if value is not None else default
 
@@ -334,38 +266,15 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
-        residual = _residual_access(layouts[res_name], op) if res_name else None
+        residual = residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
-                           clamp_lo=_glsl_float(lo) if lo > -math.inf else "",
-                           clamp_hi=_glsl_float(hi) if hi < math.inf else "",
-                           **_gate(op.epilogue.hard)))
+                           clamp_lo=glsl_float(lo) if lo > -math.inf else "",
+                           clamp_hi=glsl_float(hi) if hi < math.inf else "",
+                           **gate_literals(op.epilogue.hard)))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
-
-
-def _residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
-    """The residual (the chain's input or an earlier op's output) read where this op's output is written
-    (same shape): a vec4 chunk when its layout keeps 4 channels together (padding lanes land on output
-    lanes that are never stored or get pad_value), else 4 scalars, the ones past the channels not read."""
-    n, out_h, out_w, out_c = op.out_shape
-    bounds = {"n": (0, n - 1), "oh": (0, out_h - 1), "ow": (0, out_w - 1), "oc4": (0, -(-out_c // 4) - 1)}
-    use4 = vec_ok(input_tl, 3) and (out_c % 4 == 0 or input_tl.layout.pad_kind is not PadKind.NONE)
-    return _access(input_tl, "res", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", bounds, use4)
-
-
-def _gate(hard: HardSigmoid | None) -> dict:
-    if hard is None:
-        return {}
-    return dict(gate_alpha=_glsl_float(hard.alpha), gate_beta=_glsl_float(hard.beta),
-                gate_times_value=hard.times_value)
-
-
-def _glsl_float(value: float) -> str:
-    """A GLSL float literal that round-trips (repr keeps every digit; GLSL wants a point or exponent)."""
-    text = repr(float(value))
-    return text if any(ch in text for ch in ".e") else text + ".0"
 
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
@@ -393,9 +302,9 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
                  "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
                  "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
     use_x4 = vec_ok(x_tl, 3)
-    x = _access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
+    x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
     use_f4 = vec_ok(f_tl, 0)
-    f = _access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
+    f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
     grouped = {}
     if op.groups > 1:
         # the rc loop (group_in trips), per trip the fh loop (kh) and its exit, and main's own
@@ -406,7 +315,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
                                                                   f"back-edges, more than lavapipe's {LOOP_LIMIT}; use "
                                                                   f"fewer channels per group")
         grouped = dict(group_in=group_in, group_out=group_out, fh_block=1, trips=trips,
-                       x_element=_index(x_tl, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
+                       x_element=index_text(x_tl, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
                                         in_bounds | {"c": (0, in_c - 1)}),
                        fast_chunks=out_c // 4 if group_in == group_out == 1 else 0,
                        group_read="shared" if group_out % 4 == 0 else "pair" if group_out > 1 else "lanes")
@@ -432,13 +341,13 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     pad_kind = y_tl.layout.pad_kind
     use_y4 = vec_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
     y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
-    y = _access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
+    y = access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
     pair_index = ""
     # else the pair's chunks are stored one by one (as on a profile without shaderInt64: no 64-bit words)
     if lanes == 2 and words64 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):
         pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
-        pair_index = _index(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
-    if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and _channel_padding_only(y_tl)):
+        pair_index = index_text(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
+    if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and channel_padding_only(y_tl)):
         raise _problem(config, output_layout_key(config, j - 1),
                        f"the vulkan target writes pad_value only into channel padding (channels rounded up to 4); "
                        f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")

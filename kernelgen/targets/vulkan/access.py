@@ -1,0 +1,104 @@
+"""How a Vulkan shader addresses a tensor: vec4 chunks or scalars of a layout's flat buffer, as GLSL index text,
+and the epilogue's literals (the residual's access, the clamp's and the gates' constants). Split from plan.py."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import kernelgen.expr as E
+from ...layout import LayoutError, PadKind, TensorLayout
+from ...plan import HardSigmoid, OpGeometry
+
+# vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
+# gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
+# per vec4 per subgroup and core). Tensors above lavapipe's maxTexelBufferElements
+# (2^27 texels) fall back to storage buffers.
+TEXEL_LIMIT = 1 << 27
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Access:
+    """How a shader touches one tensor: as vec4 chunks or as scalars, plus index text."""
+
+    buffer: str  # GLSL array name
+    vec4: bool
+    index: tuple[str, ...]  # vec4 mode: one vec4 index; scalar mode: 4 scalar indices (channel + 0..3)
+    elements: int  # buffer length in its GLSL element type
+    texel: bool = False  # read through a uniform texel buffer (samplerBuffer + texelFetch), vec4 only
+
+
+def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
+    """`width` consecutive elements along `axis` (from a multiple of `width`) are contiguous and
+    aligned to `width` elements, and the layout has slots up to the next multiple of `width`.
+
+    Decided symbolically: with the dim written width*q + r (r in [0, width)), the flattened
+    offset must simplify to r plus terms that are all multiples of `width`.
+    """
+    shape = list(tl.logical_shape)
+    shape[axis] = -(-shape[axis] // width) * width
+    try:
+        grown = tl.layout.bind(tuple(shape))
+    except LayoutError:  # a layout the grown shape does not fit
+        return False
+    if grown.flat_shape != tl.flat_shape:
+        return False
+    dims = tl.layout.dims
+    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // width - 1),
+                                                             "r_": (0, width - 1)}
+    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), width), E.Var("r_"))}
+    const, terms = E._affine(E.simplify(grown.flat_offset(index, bounds), bounds))
+    lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
+    if any(E.variables(atom) != {"r_"} for atom in lane):
+        return False  # the lane offset would depend on other coordinates
+    rest_aligned = const % width == 0 and all(coef % width == 0 for atom, coef in terms.items() if atom not in lane)
+    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(width)]
+    return rest_aligned and lanes == list(range(width))
+
+
+def channel_padding_only(tl: TensorLayout) -> bool:
+    shape = list(tl.logical_shape)
+    shape[3] = -(-shape[3] // 4) * 4
+    return tl.layout.bind(tuple(shape)).padding == 0
+
+
+def index_text(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[int, int]], divide: int = 1) -> str:
+    flat = E.simplify(tl.flat_offset(index, bounds), bounds)
+    return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat)
+
+
+def access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
+            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False) -> Access:
+    """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`."""
+    dim = tl.layout.dims[axis]
+    if use_vec4:
+        text = index_text(tl, {**index, dim: E.mul(E.Var(chunk), 4)}, bounds, divide=4)
+        elements = math.prod(tl.flat_shape) // 4
+        return Access(buffer=name, vec4=True, index=(text,), elements=elements,
+                      texel=read and elements <= TEXEL_LIMIT)
+    texts = tuple(index_text(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
+                         {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
+                  for e in range(4))
+    return Access(buffer=name, vec4=False, index=texts, elements=math.prod(tl.flat_shape))
+
+
+def residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
+    """The residual (the chain's input or an earlier op's output) read where this op's output is written
+    (same shape): a vec4 chunk when its layout keeps 4 channels together (padding lanes land on output
+    lanes that are never stored or get pad_value), else 4 scalars, the ones past the channels not read."""
+    n, out_h, out_w, out_c = op.out_shape
+    bounds = {"n": (0, n - 1), "oh": (0, out_h - 1), "ow": (0, out_w - 1), "oc4": (0, -(-out_c // 4) - 1)}
+    use4 = vec_ok(input_tl, 3) and (out_c % 4 == 0 or input_tl.layout.pad_kind is not PadKind.NONE)
+    return access(input_tl, "res", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", bounds, use4)
+
+
+def gate_literals(hard: HardSigmoid | None) -> dict:
+    if hard is None:
+        return {}
+    return dict(gate_alpha=glsl_float(hard.alpha), gate_beta=glsl_float(hard.beta),
+                gate_times_value=hard.times_value)
+
+
+def glsl_float(value: float) -> str:
+    """A GLSL float literal that round-trips (repr keeps every digit; GLSL wants a point or exponent)."""
+    text = repr(float(value))
+    return text if any(ch in text for ch in ".e") else text + ".0"
