@@ -42,6 +42,7 @@ class Conv2d:
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
     kind: str = "conv2d"  # or maxpool, avgpool (global_avgpool: an avgpool over the whole image)
     count_include_pad: bool = False  # avgpool: divide by the whole window, else by its positions in the input
+    scale_by: str | None = None  # mul: the side input ([n, 1, 1, c]) each channel is multiplied by
     groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
     residual: int | str | None = None  # 0: the chain's input, K: op K's output (1-based), a side input's name
@@ -248,11 +249,11 @@ class _Checker:
             width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
             channels = op.out_channels
             self.shapes.append((n, height, width, channels))
-        read = {op.residual for op in ops}
+        read = {op.residual for op in ops} | {op.scale_by for op in ops}
         for side in self.sides:
             if side.name not in read:
-                self.problem(("side_inputs", side.name), f"expected a side input an op's residual names; no op reads "
-                                                         f"{side.name!r}")
+                self.problem(("side_inputs", side.name), f"expected a side input an op's residual or mul names; no "
+                                                         f"op reads {side.name!r}")
         if m.source is not None and set(m.source.sides) != set(m.side_inputs):
             self.problem(("source", "sides") if m.source.sides else ("source",),
                          f"expected the ONNX tensor of each side input ({', '.join(m.side_inputs) or 'none'}), got "

@@ -148,7 +148,15 @@ class GlobalAvgPoolModel(StrictModel):
                                                 "tensor, output.layout for the last op)")
 
 
-OP_KINDS = ("conv2d", "maxpool", "avgpool", "global_avgpool")
+class MulModel(StrictModel):
+    by: Name = Field(description="the name of a side input of shape [n, 1, 1, c]: each channel of the op's input "
+                                 "times its value (squeeze-excite's scaling)")
+    output_layout: Union[LayoutSpec, None] = Field(
+        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
+                                                "tensor, output.layout for the last op)")
+
+
+OP_KINDS = ("conv2d", "maxpool", "avgpool", "global_avgpool", "mul")
 
 
 class OpModel(StrictModel):
@@ -162,6 +170,8 @@ class OpModel(StrictModel):
                                                                         "..., pad: ..., count_include_pad: ...}")
     global_avgpool: GlobalAvgPoolModel = Field(
         default=None, description="{}: the mean of each channel over the whole image (a 1x1 output)")
+    mul: MulModel = Field(default=None, description="{by: <side input>}: each channel times a side input's value "
+                                                    "for it (squeeze-excite)")
 
 
 class InputModel(StrictModel):
@@ -260,7 +270,7 @@ class ConfigModel(StrictModel):
                                           "c], layout: ...}: what an op's residual may name (the other branch of a "
                                           "two-branch add)")
     ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...}, - maxpool: "
-                                                            "{...}, - avgpool: {...}, - global_avgpool: {})")
+                                                            "{...}, - avgpool: {...}, - global_avgpool: {}, - mul: {...})")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
     schedule: Union[Literal["auto"], ScheduleModel] = Field(
         default_factory=ScheduleModel,

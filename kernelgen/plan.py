@@ -286,6 +286,7 @@ class OpGeometry:
     epilogue: Epilogue = Epilogue()
     kind: str = "conv2d"  # or maxpool, avgpool: channel k's window of the input, no filter
     count_include_pad: bool = False  # avgpool: divide by the whole window, else by its positions in the input
+    scale_by: str | None = None  # mul: the side input each channel is multiplied by (its kernel argument: side_<name>)
 
     def __post_init__(self) -> None:
         assert min(self.in_shape + self.out_shape + self.kernel + self.stride + self.dilation) >= 1, self

@@ -20,7 +20,18 @@ def pool(checker: Any, keys: tuple, model, last: bool, input_layout: Layout | No
         checker.problem(keys, f"expected conv2d ops with dtype uint8 (a quantized {kind} is not generated yet), "
                               f"got {kind}")
         return None
-    if kind == "global_avgpool":
+    scale_by = None
+    if kind == "mul":
+        sides = {side.name: side.shape for side in checker.sides}
+        scale_by, want = model.by, (n, 1, 1, channels)
+        if scale_by not in sides or sides[scale_by] != want:
+            got = f"{list(sides[scale_by])}" if scale_by in sides else "no such side input"
+            checker.problem((*keys, "by"), f"expected a side input of shape {list(want)} (one value per image and "
+                                           f"channel; side_inputs: {', '.join(sides) or 'none declared'}), got "
+                                           f"{scale_by!r}: {got}")
+            return None
+        kernel, stride, pad_spec = (1, 1), (1, 1), 0
+    elif kind == "global_avgpool":
         kernel, stride, pad_spec = (height, width), (1, 1), 0
     else:
         fields = type(model).model_fields
@@ -42,5 +53,6 @@ def pool(checker: Any, keys: tuple, model, last: bool, input_layout: Layout | No
     if output_layout is None:
         return None
     return dict(out_channels=channels, kernel=kernel, stride=stride, pad=pad, dilation=(1, 1), filter_layout=None,
-                output_layout=output_layout, groups=channels, kind="maxpool" if kind == "maxpool" else "avgpool",
-                count_include_pad=bool(getattr(model, "count_include_pad", False)))
+                output_layout=output_layout, groups=channels,
+                kind={"maxpool": "maxpool", "mul": "mul"}.get(kind, "avgpool"),
+                count_include_pad=bool(getattr(model, "count_include_pad", False)), scale_by=scale_by)

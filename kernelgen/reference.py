@@ -30,8 +30,11 @@ def conv2d(x: np.ndarray, w: np.ndarray, op: Conv2d) -> np.ndarray:
     return _dense(x, w, op)
 
 
-def apply(x: np.ndarray, w: np.ndarray | None, op: Conv2d) -> np.ndarray:
-    """The op before its epilogue: a conv with its filter, or a pool (w None)."""
+def apply(x: np.ndarray, w: np.ndarray | None, op: Conv2d, sides: Mapping[str, np.ndarray] | None = None
+          ) -> np.ndarray:
+    """The op before its epilogue: a conv with its filter, a pool (w None), or a mul by a side input."""
+    if op.kind == "mul":
+        return x.astype(np.float64) * sides[op.scale_by].astype(np.float64)  # [n, 1, 1, c] over every pixel
     return pool2d(x, op) if op.pool else conv2d(x, w, op)
 
 
@@ -125,7 +128,7 @@ def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
           biases: list[np.ndarray | None] | None = None, sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     sources = [x]
     for op, w, b in zip(config.ops, filters, biases or [None] * len(filters)):
-        sources.append(epilogue(apply(sources[-1], w, op), op, b, sources, sides))
+        sources.append(epilogue(apply(sources[-1], w, op, sides), op, b, sources, sides))
     return sources[-1]
 
 
@@ -163,6 +166,11 @@ def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list
     rounding alone: the check op by op on a kernel's own intermediates. `underflow`: the absolute error one
     rounding may add below the normal range (half: 2^-25), once per term of the sum and once for the store."""
     value, error = values[-1], errors[-1]
+    if op.kind == "mul":  # one rounding of the product; the side input is exact as given
+        factor = np.abs(sides[op.scale_by].astype(np.float64))
+        result = apply(value, None, op, sides)
+        bound = factor * error + unit_roundoff * np.abs(result) + underflow
+        return result, bound + storage_roundoff * (np.abs(result) + bound)
     if op.pool:
         return _pool_error_bound(op, value, error, unit_roundoff, storage_roundoff, underflow)
     n_terms = w.shape[1] * w.shape[2] * w.shape[3] + (1 if op.bias else 0) + (1 if op.residual is not None else 0)

@@ -39,7 +39,7 @@ def dump(folder: Path, config, plan: Plan, target: str, args: KernelArgs, output
     else:
         stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates)]
         for j, op in enumerate(config.ops):
-            expected = reference.epilogue(reference.apply(stored[j], args.logical.get(f"filter{j + 1}"), op), op,
+            expected = reference.epilogue(reference.apply(stored[j], args.logical.get(f"filter{j + 1}"), op, args.sides()), op,
                                           args.logical.get(f"bias{j + 1}"), stored, args.sides())
             files[f"op{j + 1}.npy"] = intermediates[j] if j + 1 < n else got
             files[f"op{j + 1}.reference.npy"] = expected.astype(np.float32)

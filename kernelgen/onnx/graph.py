@@ -55,6 +55,7 @@ class ConvNode:
     kind: str = "conv2d"  # or maxpool, avgpool, global_avgpool (no weight: "")
     count_include_pad: bool = False  # avgpool
     trans_b: bool | None = None  # a Gemm's weight B: [K, C] (True) or [C, K] (False); None: a Conv's OIHW
+    scale_by: str | None = None  # mul: the [N, C, 1, 1] tensor each channel is multiplied by (a side input)
 
 
 @dataclass(frozen=True)

@@ -165,9 +165,8 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
         ids = tuple(node_id(graph.nodes[m]) for m in members)
         schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
         configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
-                                      nodes=ids, group=group.cost, input=graph.nodes[ops[0].members[0]].input[0],
-                                      output=ops[-1].out, members=members, ops=_op_types(graph, members),
-                                      sides=tuple(dict.fromkeys(op.side for op in ops if op.side))))
+                                      nodes=ids, group=group.cost, input=_input(graph, ops), output=ops[-1].out,
+                                      members=members, ops=_op_types(graph, members), sides=tuple(_sides(ops))))
         notes += _group_notes(name, group)
 
 
@@ -185,7 +184,8 @@ def _group(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
     it folds in (nodes an earlier group took stay its: the other branch of a two-branch add meets an Add its partner
     branch already folded)."""
     lead, index, conv = start
-    chain = [graph.nodes[lead[0] if lead else index].input[0]]  # tensor j of the group: its input, then each op's
+    # tensor j of the group: its input, then each op's result
+    chain = [graph.nodes[lead[0]].input[0] if lead else layers.op_input(graph, index, conv)]
     ops: list[_Op] = []
     while True:
         op = _Op(conv=conv, members=[*lead, index], node=index)
@@ -318,19 +318,22 @@ def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
 
 def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
           targets: tuple[str, ...], schedule: str | None = None) -> str:
-    n, c, h, w = (*graph.shapes[graph.nodes[ops[0].members[0]].input[0]], 1, 1)[:4]  # [N, C]: a 1x1 image
+    n, c, h, w = (*graph.shapes[_input(graph, ops)], 1, 1)[:4]  # [N, C]: a 1x1 image
     lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: the model's own weights, "
              f"NCHW tensors as ONNX stores them",
              f"name: {name}", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: NCHW}}"]
-    sides = side_names([op.side for op in ops if op.side])
+    sides = _sides(ops)
     if sides:
-        lines.append("side_inputs:  # tensors from outside the group: the other branch of an Add")
+        lines.append("side_inputs:  # tensors from outside the group: an Add's other branch, a Mul's factors")
         for tensor, side in sides.items():
             sn, sc, sh, sw = graph.shapes[tensor]
             lines.append(f"  {side}: {{shape: [{sn}, {sh}, {sw}, {sc}], layout: NCHW}}  # {json.dumps(tensor)}")
     lines.append("ops:")
     for op in ops:
         cv = op.conv
+        if cv.kind == "mul":
+            lines.append(f"  - mul: {{by: {sides[cv.scale_by]}}}")
+            continue
         if cv.kind != "conv2d":
             lines.append(f"  - {layers.pool_yaml(cv)}")
             continue
@@ -352,10 +355,23 @@ def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple
     return "\n".join(lines) + "\n"
 
 
-def side_names(tensors: list[str]) -> dict[str, str]:
-    """Config names of a group's side inputs, in order: shortcut, shortcut_2, ..."""
-    unique = list(dict.fromkeys(tensors))
-    return {t: "shortcut" if k == 0 else f"shortcut_{k + 1}" for k, t in enumerate(unique)}
+def _sides(ops: list[_Op]) -> dict[str, str]:
+    """A group's side inputs, ONNX tensor -> config name, in the order the config declares them: a mul's factors
+    (scale, scale_2, ...) and the other branch of an Add (shortcut, shortcut_2, ...)."""
+    out: dict[str, str] = {}
+    for op in ops:
+        for tensor, word in ((op.conv.scale_by, "scale"), (op.side, "shortcut")):
+            if tensor and tensor not in out:
+                taken = sum(name.startswith(word) for name in out.values())
+                out[tensor] = word if not taken else f"{word}_{taken + 1}"
+    return out
+
+
+def _input(graph: Graph, ops: list[_Op]) -> str:
+    """The tensor a group reads: its first op's input."""
+    first = ops[0]
+    lead = first.members[0] if first.members[0] != first.node else None
+    return graph.nodes[lead].input[0] if lead is not None else layers.op_input(graph, first.node, first.conv)
 
 
 def _qgroup(graph: Graph, first: QConv) -> list[QConv]:

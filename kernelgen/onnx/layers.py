@@ -117,6 +117,8 @@ def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int
             return None
         fc = gemm(graph, classifier, graph.shapes[node.input[0]][1])
         return fc if isinstance(fc, str) else ([index], classifier, fc)
+    if node.op_type == "Mul":
+        return _channel_scale(graph, index, source)
     shape = graph.shapes.get(node.input[0]) if node.input else None
     if node.op_type == "Gemm" and shape is not None and len(shape) == 2:
         fc = gemm(graph, index, shape[1])
@@ -127,6 +129,32 @@ def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int
 def _dequantized(graph: Graph, tensor: str) -> bool:
     maker = next((n for n in graph.nodes if tensor in n.output), None)
     return maker is not None and maker.op_type == "DequantizeLinear"
+
+
+def _channel_scale(graph: Graph, index: int, source: str | None) -> tuple[list[int], int, ConvNode] | None:
+    """A Mul of an image by one computed value per image and channel (squeeze-excite's scaling) as a mul op whose
+    factors are a side input; None for any other Mul (a constant factor, a broadcast of another shape)."""
+    node = graph.nodes[index]
+    if len(node.input) != 2:
+        return None
+    shapes = [graph.shapes.get(t) for t in node.input]
+    for image, factor in ((0, 1), (1, 0)):
+        x, s = shapes[image], shapes[factor]
+        if x is None or s is None or len(x) != 4 or x[2:] == (1, 1) or s != (x[0], x[1], 1, 1):
+            continue
+        if node.input[factor] in graph.constants or source not in (None, node.input[image]):
+            return None
+        return [], index, ConvNode(weight="", bias=None, out_channels=x[1], kernel=(1, 1), stride=(1, 1),
+                                   pad=(0, 0, 0, 0), dilation=(1, 1), groups=x[1], kind="mul",
+                                   scale_by=node.input[factor])
+    return None
+
+
+def op_input(graph: Graph, index: int, op: ConvNode) -> str:
+    """The tensor an op reads as its input: a mul's image (the operand that is not its factors), else the node's
+    first input."""
+    node = graph.nodes[index]
+    return next(t for t in node.input if t != op.scale_by) if op.kind == "mul" else node.input[0]
 
 
 def pool_yaml(pool: ConvNode) -> str:

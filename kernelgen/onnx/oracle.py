@@ -197,7 +197,8 @@ def _ort_message(error: Exception) -> str:
 
 
 def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
-    """The tensor the first node reads: a float Conv's input, or the uint8 tensor a quantized conv reads."""
+    """The tensor the first node reads: a float op's input (a Mul's image, not its side input of factors), or the
+    uint8 tensor a quantized conv reads."""
     if config.dtype == "uint8":
         index_of = {node_id(n): i for i, n in enumerate(graph.nodes)}
         for node in nodes:
@@ -205,7 +206,8 @@ def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
                 q = qconv(graph, index_of[node_id(node)])
                 if isinstance(q, QConv):
                     return q.in_q
-    return nodes[0].input[0]
+    sides = set(config.source.sides.values())
+    return next(t for t in nodes[0].input if t not in sides)  # a mul's image, not its factors
 
 
 # |w| up to 64: a pair of products 255 * 64 * 2 = 32640 still fits the int16 sums of x86's vpmaddubsw.

@@ -134,7 +134,8 @@ def plan(config: Config) -> Plan:
         flops += work
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
                              stride=op.stride, pad=op.pad, dilation=op.dilation, flops=work, groups=op.groups,
-                             epilogue=op.epilogue, kind=op.kind, count_include_pad=op.count_include_pad))
+                             epilogue=op.epilogue, kind=op.kind, count_include_pad=op.count_include_pad,
+                             scale_by=op.scale_by))
     work = count_work(config, shape_list, geo, cut, ebytes)
     notes = _notes(config, caches, geo, cut, n_ops, work.reload_input_bytes, work.traffic.input_bytes)
     if b.chunks > 1:

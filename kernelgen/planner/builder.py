@@ -212,7 +212,13 @@ class StripeBuilder:
         # k_block independent multiply-adds instead of one long dependent chain.
         ctype = ACC_TYPES[config.dtype]
         load = Stmt(code=f"const {ctype} x = {src}[{src_index}];", summary=f"x = {src}[...]")
-        if op.pool:
+        if op.kind == "mul":  # x times the side input's value for this image and channel
+            side = next(t for t in self.tensors if t.name == f"side_{op.scale_by}").layout
+            factor = side.offset_c({"n": E.Var("nb") if self.batched else E.Const(0), "h": E.Const(0), "w": E.Const(0),
+                                    "c": k_global}, bounds | {"nb": (0, self.shape_list[0][0] - 1)})
+            tap: tuple[Node, ...] = (load, Stmt(code=f"acc[ki] = x * side_{op.scale_by}[{factor}];",
+                                                summary=f"acc[ki] = x * {op.scale_by}[n, c]"))
+        elif op.pool:
             tap = pool_tap(op, self.shape_list[j - 1], row, col, bounds, load)
         else:
             f_layout = self.win.filters[j - 1]

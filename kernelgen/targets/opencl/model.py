@@ -322,6 +322,7 @@ class PoolOp:
     geo: OpGeometry
     source: Storage
     dest: Storage
+    scale: Storage | None = None  # mul: the side input [n, 1, 1, c] each channel is multiplied by
     residual: None = None  # (a pool adds nothing)
 
 
@@ -342,6 +343,8 @@ class PoolBody:
     source_offset: str  # C expression in n, ih, iw, c
     dest: str
     dest_offset: str  # C expression in n, oh, ow, c
+    scale: str | None = None  # mul: the side input multiplied in (1x1 window, no division)
+    scale_offset: str = ""  # C expression in n, c
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

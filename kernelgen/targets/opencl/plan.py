@@ -166,13 +166,14 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
         dest = _activation(config, "output" if last else f"temp{j}", config.ops[j - 1].output_layout.bind(geo.out_shape),
                            images)
         if geo.pool:
-            if "image" in (source.kind, dest.kind):
+            scale = sides[geo.scale_by] if geo.scale_by else None
+            if "image" in (source.kind, dest.kind, scale.kind if scale else "buffer"):
                 raise _error(config, f"ops[{j - 1}]", f"{geo.label} reads and writes buffers; the texture variant "
                                                       f"keeps its {'input' if source.kind == 'image' else 'output'} "
                                                       f"in an image2d (opencl.variant: buffer, or a layout without "
                                                       f"an axis separator)")
             storages.append(dest)
-            ops.append(PoolOp(geo=geo, source=source, dest=dest))
+            ops.append(PoolOp(geo=geo, source=source, dest=dest, scale=scale))
             source = dest
             chain.append(dest)
             continue

@@ -28,16 +28,23 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
                   in_bounds)
     dest = flat(op.dest.layout, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow"), "c": E.Var("c")}, out_bounds)
     kh, kw = geo.kernel
+    scale = {}
+    if op.scale is not None:
+        channel = {"n": E.Var("n"), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}
+        scale = dict(scale=op.scale.name, scale_offset=c_text(flat(op.scale.layout, channel, out_bounds)))
     body = PoolBody(types=t, total=total, decode=(("n", oh * ow * c, n), ("oh", ow * c, oh), ("ow", c, ow),
                                                   ("c", 1, c)),
                     kernel=geo.kernel, stride=geo.stride, pad=(geo.pad[0], geo.pad[1]), extent=(h, w),
                     maximum=geo.kind == "maxpool",
                     divisor=c_float(kh * kw) if geo.count_include_pad else "(float)count",
-                    source=op.source.name, source_offset=c_text(source), dest=op.dest.name, dest_offset=c_text(dest))
+                    source=op.source.name, source_offset=c_text(source), dest=op.dest.name, dest_offset=c_text(dest),
+                    **scale)
+    reads = (op.source, *([op.scale] if op.scale is not None else []))
     doc = (f"{geo.label}: {list(geo.in_shape)} -> {list(geo.out_shape)}, window {kh}x{kw}, stride "
            f"{list(geo.stride)}, pad {list(geo.pad)}; one work-item per output element; NDRange [{glob}] / "
            f"[{POOL_LOCAL}]")
     return Kernel(name=f"{name}_{geo.kind}{geo.index}", doc=doc, element=t.element,
-                  params=(Param(name=op.source.name, kind=op.source.kind, write=False),
+                  params=(*(Param(name=s.name, kind=s.kind, write=False) for s in reads),
                           Param(name=op.dest.name, kind=op.dest.kind, write=True)),
-                  args=(op.source.name, op.dest.name), global_size=(glob,), local_size=(POOL_LOCAL,), body=body)
+                  args=(*(s.name for s in reads), op.dest.name), global_size=(glob,), local_size=(POOL_LOCAL,),
+                  body=body)

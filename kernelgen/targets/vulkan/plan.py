@@ -258,7 +258,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         src_name = "input" if j == 1 else f"temp{j - 1}"
         dst_name = "output" if j == n_ops else f"temp{j}"
         if op.pool:
-            ops.append(plan_pool(op, layouts[src_name], layouts[dst_name], number[src_name], number[dst_name]))
+            scale = f"side_{op.scale_by}" if op.scale_by else None
+            ops.append(plan_pool(op, layouts[src_name], layouts[dst_name], number[src_name], number[dst_name],
+                                 (layouts[scale], number[scale]) if scale else None))
             continue
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,

@@ -30,6 +30,8 @@ class VulkanPool:
     y_index: str  # GLSL index of dst at (n, oh, ow, c)
     maximum: bool
     divisor: str  # a float literal (count_include_pad) or "float(count)"
+    scale: int = -1  # mul: the buffer of the side input each channel is multiplied by (binding 2)
+    scale_index: str = ""  # GLSL index of that buffer at (n, c)
     is_pool: bool = True
     pair_index: str = ""  # (no 64-bit stores)
 
@@ -40,7 +42,8 @@ class VulkanPool:
                 f"/Stride[{self.geo.stride[0]}x{self.geo.stride[1]}]/WGSize[{self.wg_size[0]}x1x1]")
 
 
-def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: int, dst: int) -> VulkanPool:
+def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: int, dst: int,
+              scale: tuple[TensorLayout, int] | None = None) -> VulkanPool:
     n, oh, ow, c = geo.out_shape
     _, h, w, _ = geo.in_shape
     total = n * oh * ow * c
@@ -55,7 +58,11 @@ def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: 
     y = E.simplify(dst_tl.flat_offset({"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow"), "c": E.Var("c")},
                                       out_bounds), out_bounds)
     count_all = f"{float(kh * kw)!r}"
+    factor = {}
+    if scale is not None:
+        at = {"n": E.Var("n"), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}
+        factor = dict(scale=scale[1], scale_index=E.to_c(E.simplify(scale[0].flat_offset(at, out_bounds), out_bounds)))
     return VulkanPool(index=geo.index, src=src, dst=dst, geo=geo, wg_size=(POOL_WORKGROUP, 1, 1),
                       groups=(gx, gy, 1), row_items=gx * POOL_WORKGROUP, total=total, trips=kh * (kw + 1),
                       x_index=E.to_c(x), y_index=E.to_c(y), maximum=geo.kind == "maxpool",
-                      divisor=count_all if geo.count_include_pad else "float(count)")
+                      divisor=count_all if geo.count_include_pad else "float(count)", **factor)

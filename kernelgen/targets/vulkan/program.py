@@ -49,8 +49,9 @@ def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list[Stage]:
     """One dispatch per op. Bindings 0-2: src, flt, dst; 3: the bias; 4: the residual, when the op has them."""
     out = []
     for op, code in zip(vk.ops, spirv):
-        if op.is_pool:  # bindings 0, 1: src, dst
-            out.append(Stage(code, (op.src, op.dst), op.groups, kinds=("storage", "storage")))
+        if op.is_pool:  # bindings 0, 1: src, dst; 2: a mul's factors
+            factors = (op.scale,) if op.scale >= 0 else ()
+            out.append(Stage(code, (op.src, op.dst, *factors), op.groups, kinds=("storage",) * (2 + len(factors))))
             continue
         extra = [b for b in (op.bias, op.res_buffer) if b >= 0]
         out.append(Stage(code, (op.src, op.filter, op.dst, *extra), op.groups,
