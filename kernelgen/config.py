@@ -250,7 +250,7 @@ class _Checker:
             channels = op.out_channels
             self.shapes.append((n, height, width, channels))
         read = {op.residual for op in ops} | {op.scale_by for op in ops}
-        for side in self.sides:
+        for side in self.sides if not self.problems else ():  # (an op refused may have named it)
             if side.name not in read:
                 self.problem(("side_inputs", side.name), f"expected a side input an op's residual or mul names; no "
                                                          f"op reads {side.name!r}")
