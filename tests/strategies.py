@@ -41,7 +41,10 @@ ACTIVATION_LAYOUTS = [
     {"map": "nhwc-8c", "pad_value": 0},
 ]
 # What each target fuses (issue 19: all of it, in float; "residual_op" is residual: K).
-FEATURES = {t: {"groups", "bias", "residual", "residual_op", "activation"} for t in ("c", "hvx", "opencl", "vulkan")}
+FEATURES = {t: {"groups", "bias", "residual", "residual_op", "activation", "pools", "sides"}
+            for t in ("c", "hvx", "opencl", "vulkan")}  # issue 29: pools, mul, side inputs and the hard gates too
+ACTIVATIONS = ["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0], "hardswish", "hardsigmoid",
+               {"hardsigmoid": {"alpha": 0.1666667, "beta": 0.5}}]
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 
@@ -84,8 +87,16 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
     shapes = [(n, h, w, c)]
     strides: list[tuple[int, int]] = []
     ops, flops = [], 0
+    sides: dict = {}
     for index in range(draw(st.integers(1, chain))):
         _, height, width, channels = shapes[-1]
+        if "pools" in FEATURES[target] and draw(st.integers(0, 4)) == 0:  # a pool or a mul instead of a conv
+            op, out, taps = draw(_between(n, height, width, channels, sides, layouts))
+            ops.append(op)
+            strides.append((1, 1) if "mul" in op or "global_avgpool" in op else tuple(op[next(iter(op))]["stride"]))
+            flops += math.prod(out) * taps
+            shapes.append(out)
+            continue
         kernel = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
         dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
         stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
@@ -120,15 +131,46 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
             if "residual_op" in FEATURES[target] else [])
         if "residual" in FEATURES[target] and sources and draw(st.booleans()):
             op["residual"] = draw(st.sampled_from(sources))
+        elif "sides" in FEATURES[target] and draw(st.integers(0, 5)) == 0:  # the other branch of an add
+            side = f"branch{len(sides) + 1}"
+            sides[side] = {"shape": list(out), "layout": draw(st.sampled_from(layouts))}
+            op["residual"] = side
         if "activation" in FEATURES[target]:
-            op["activation"] = draw(st.sampled_from(["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0]]))
+            op["activation"] = draw(st.sampled_from(ACTIVATIONS))
         ops.append({"conv2d": op})
         flops += 2 * math.prod(out) * channels // groups * kernel[0] * kernel[1]
         shapes.append(out)
     data = {"name": name, "dtype": dtype, "input": {"shape": [n, h, w, c], "layout": draw(st.sampled_from(layouts))},
+            **({"side_inputs": sides} if sides else {}),
             "ops": ops, "output": {"layout": draw(st.sampled_from(layouts))}, "targets": [target]}
     data["schedule"] = draw(_schedules(shapes[-1], max(s[3] for s in shapes[1:])))
     return ValidCase(data=data, shapes=tuple(shapes), flops=flops)
+
+
+@st.composite
+def _between(draw, n: int, height: int, width: int, channels: int, sides: dict, layouts):
+    """An op between convs: a max or average pool (pads below the window, count_include_pad either way), a global
+    average pool, or a mul by a side input of one factor per image and channel (added to `sides`). Returns (its
+    list item, its output shape, operations per output element)."""
+    kind = draw(st.sampled_from(["maxpool", "avgpool", "global_avgpool", "mul"]))
+    if kind == "global_avgpool":
+        return {kind: {}}, (n, 1, 1, channels), height * width
+    if kind == "mul":
+        side = f"scale{len(sides) + 1}"
+        sides[side] = {"shape": [n, 1, 1, channels], "layout": draw(st.sampled_from(layouts))}
+        return {kind: {"by": side}}, (n, height, width, channels), 1
+    kernel = (draw(st.integers(1, min(3, height + 1))), draw(st.integers(1, min(3, width + 1))))
+    pad = [draw(st.integers(0, k - 1)) for k in (kernel[0], kernel[1], kernel[0], kernel[1])]
+    padded = (height + pad[0] + pad[2], width + pad[1] + pad[3])
+    if kernel[0] > padded[0] or kernel[1] > padded[1]:
+        kernel, pad = (1, 1), [0, 0, 0, 0]
+        padded = (height, width)
+    stride = (min(draw(st.integers(1, 2)), padded[0]), min(draw(st.integers(1, 2)), padded[1]))
+    spec = {"kernel": list(kernel), "stride": list(stride), "pad": pad}
+    if kind == "avgpool":
+        spec["count_include_pad"] = draw(st.booleans())
+    out = (n, (padded[0] - kernel[0]) // stride[0] + 1, (padded[1] - kernel[1]) // stride[1] + 1, channels)
+    return {kind: spec}, out, kernel[0] * kernel[1]
 
 
 @st.composite

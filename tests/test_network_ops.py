@@ -51,6 +51,18 @@ ops:
 """
 
 
+# pools writing layouts whose channel padding must hold pad_value (a consumer reads it against zero filter channels)
+POOL_PADDING = """\
+name: pool_padding
+input: {shape: [2, 7, 6, 6], layout: {map: nhwc-8c, pad_value: 0}}
+ops:
+  - maxpool: {kernel: 3, stride: 2, pad: 1}
+  - conv2d: {out_channels: 5, kernel: 3, pad: 1}
+  - avgpool: {kernel: 2}
+output: {layout: {map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}}
+"""
+
+
 def _config(text: str, target: str):
     return api.parse_config(text + f"targets: [{target}]\n", "ops.yaml")
 
@@ -68,7 +80,7 @@ def test_the_pools_plan_as_a_chain():
     assert [t.name for t in sides.tensors] == ["input", "filter2", "bias2", "side_scale", "side_shortcut", "output"]
 
 
-@pytest.mark.parametrize("text", [POOLS, SIDES], ids=["pools", "sides"])
+@pytest.mark.parametrize("text", [POOLS, SIDES, POOL_PADDING], ids=["pools", "sides", "padding"])
 @pytest.mark.parametrize("target", ["c", "hvx", "opencl", "vulkan"])
 def test_every_target_matches_numpy(target, text):
     require_tools(*TOOLS[target])

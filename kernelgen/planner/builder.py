@@ -40,9 +40,9 @@ class StripeBuilder:
         out_layout = tensors[-1].layout
         c_axis = out_layout.layout.dims.index("c")
         self.output_pad_by_overcompute = False
-        # (an epilogue would turn those zeros into bias values or a clamp's bound)
+        # (an epilogue would turn those zeros into bias values or a clamp's bound; a pool has no zero filter)
         if (out_layout.layout.pad_kind is PadKind.VALUE and out_layout.layout.pad_value == 0.0
-                and not config.ops[-1].epilogue):
+                and not config.ops[-1].epilogue and not config.ops[-1].pool):
             try:
                 cover = padding_cover(out_layout)
             except LayoutError:  # padding not enumerable per dim: the fill pass decides (and reports it)

@@ -344,6 +344,8 @@ class PoolBody:
     dest: str
     dest_offset: str  # C expression in n, oh, ow, c
     scale: str | None = None  # mul: the side input multiplied in (1x1 window, no division)
+    channels: int = 0  # with pad_value: the real channels; work-items past them store pad_value (channel padding)
+    pad_value: str = ""
     scale_offset: str = ""  # C expression in n, c
 
 

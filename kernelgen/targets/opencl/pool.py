@@ -8,6 +8,8 @@ import math
 
 import kernelgen.expr as E
 from ...plan import OpGeometry
+from ...layout import PadKind
+from ...planner.geometry import channel_cover
 from ...planner.packing import c_float
 from .addressing import c_text, flat
 from .model import Kernel, Param, PoolBody, PoolOp, Types
@@ -20,9 +22,12 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
     t = Types(half_math=False, half_storage=half_storage)
     n, oh, ow, c = geo.out_shape
     _, h, w, _ = geo.in_shape
-    total = n * oh * ow * c
+    # a layout whose channel padding holds a value gets it here (a consumer may read the padding against zero
+    # filter channels): the work-items walk the padded channels too
+    walked = channel_cover(op.dest.layout) if op.dest.layout.layout.pad_kind is PadKind.VALUE else c
+    total = n * oh * ow * walked
     glob = math.ceil(total / POOL_LOCAL) * POOL_LOCAL
-    out_bounds = {"n": (0, n - 1), "oh": (0, oh - 1), "ow": (0, ow - 1), "c": (0, c - 1)}
+    out_bounds = {"n": (0, n - 1), "oh": (0, oh - 1), "ow": (0, ow - 1), "c": (0, walked - 1)}
     in_bounds = {"n": (0, n - 1), "ih": (0, h - 1), "iw": (0, w - 1), "c": (0, c - 1)}
     source = flat(op.source.layout, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
                   in_bounds)
@@ -32,8 +37,9 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
     if op.scale is not None:
         channel = {"n": E.Var("n"), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}
         scale = dict(scale=op.scale.name, scale_offset=c_text(flat(op.scale.layout, channel, out_bounds)))
-    body = PoolBody(types=t, total=total, decode=(("n", oh * ow * c, n), ("oh", ow * c, oh), ("ow", c, ow),
-                                                  ("c", 1, c)),
+    pad = dict(channels=c, pad_value=c_float(op.dest.layout.layout.pad_value)) if walked > c else {}
+    body = PoolBody(types=t, total=total, decode=(("n", oh * ow * walked, n), ("oh", ow * walked, oh),
+                                                  ("ow", walked, ow), ("c", 1, walked)), **pad,
                     kernel=geo.kernel, stride=geo.stride, pad=(geo.pad[0], geo.pad[1]), extent=(h, w),
                     maximum=geo.kind == "maxpool",
                     divisor=c_float(kh * kw) if geo.count_include_pad else "(float)count",

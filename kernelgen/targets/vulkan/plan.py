@@ -260,7 +260,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         if op.pool:
             scale = f"side_{op.scale_by}" if op.scale_by else None
             ops.append(plan_pool(op, layouts[src_name], layouts[dst_name], number[src_name], number[dst_name],
-                                 (layouts[scale], number[scale]) if scale else None))
+                                 (layouts[scale], number[scale]) if scale else None,
+                                 _pool_pad(config, layouts[dst_name], j, scalar)))
             continue
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
@@ -277,6 +278,18 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+
+
+def _pool_pad(config: Config, y_tl: TensorLayout, j: int, scalar: str) -> str:
+    """A pool's output padding: pad_value into channel padding up to the next multiple of 4 (as a conv's store
+    writes it); any other padding that must hold a value is refused, as for a conv."""
+    if y_tl.layout.pad_kind is not PadKind.VALUE or not y_tl.padding:
+        return ""
+    if not channel_padding_only(y_tl):
+        raise _problem(config, output_layout_key(config, j - 1),
+                       f"the vulkan target writes pad_value only into channel padding (channels rounded up to 4); "
+                       f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")
+    return f"{scalar}({y_tl.layout.pad_value!r})"
 
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
