@@ -12,8 +12,10 @@ import resource
 import signal
 from contextlib import contextmanager
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import given
+from conftest import requires_tool
 from strategies import fuzz_settings, hostile_texts
 
 from kernelgen.cli import main
@@ -156,3 +158,24 @@ def test_hostile_onnx_convs_import_only_what_onnxruntime_runs(conv, tmp_path_fac
         _run(["plan", str(folder / "out" / "conv.yaml")])
     else:
         assert "not imported: Conv conv: " in result.stdout, result.output
+
+
+@pytest.mark.slow
+@requires_tool("py:vulkan", "glslangValidator")
+@fuzz_settings(ci_examples=6)
+@given(case=valid_configs(max_side=8, max_channels=24, chain=3, target="vulkan"),
+       tile=st.tuples(st.integers(1, 12), st.integers(1, 12), st.sampled_from([4, 8, 16, 32, 64])))
+def test_rdna2_builds_of_random_tiles_end(case, tile, tmp_path_factory):
+    """Issue 32 item 2: an explicit invocation tile on the rdna2 profile (the ACO compiler's statistics in a child)
+    either is refused at vulkan.ivc_tile (past the accumulator bound) or builds; `build` never runs past the child's
+    time limit (a killed compile is a note, not a hang), whatever the tile."""
+    data = dict(case.data, vulkan={"device": "rdna2", "ivc_tile": list(tile)})
+    path = tmp_path_factory.mktemp("tile") / "tile.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = CliRunner().invoke(main, ["build", str(path), "-o", str(path.parent / "out")])
+    if result.exit_code == 2:  # the tile bound, or a documented limit of the random config itself
+        assert ": error: vulkan.ivc_tile: " in result.output or "writes pad_value only into channel padding" in \
+            result.output, result.output
+        return
+    assert result.exit_code == 0, result.output
+    assert (path.parent / "out" / "fuzz" / "vulkan" / "fuzz.comp").is_file()
