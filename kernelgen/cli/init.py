@@ -20,8 +20,10 @@ input:
 ops:                             # one conv2d, or a chain (each op reads the previous op's output)
   - conv2d: {{out_channels: 64, kernel: 3, stride: 1, pad: 1, dilation: 1, filter_layout: oihw-8i32o4i,
               groups: 1, bias: true, activation: relu}}   # groups: 64 = depthwise; activation: none |
-                                 # relu | relu6 | [lo, hi]; residual: input (or K, op K's output) adds
-                                 # a tensor of the op's output shape before the activation
+                                 # relu | relu6 | [lo, hi] | hardswish | hardsigmoid; residual: input (or
+                                 # K, op K's output, or a side input's name) adds a tensor of the op's
+                                 # output shape before the activation; between convs: maxpool, avgpool,
+                                 # global_avgpool, mul (see the README)
 output:
   layout: nhwc-8h8w32c
 schedule:
