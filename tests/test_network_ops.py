@@ -196,3 +196,20 @@ def test_imported_networks_have_no_host_step_and_match_onnxruntime(net, target, 
     assert all(r.ran and r.record.passed for r in runs), [r.record.detail for r in runs if r.record]
     # float32 kernels against onnxruntime's float32: a few roundings per layer apart (measured ~1e-7)
     assert all(a.passed and a.relative < 1e-5 for r in runs for a in r.agreement)
+
+
+def test_vulkan_bounds_the_gathers_of_a_grouped_conv_on_scalar_reads():
+    """MobileNetV3's 5x5 stride-2 depthwise conv on NCHW (scalar reads, gathered lane by lane, all unrolled): the
+    default tile shrinks until a kernel row gathers at most GROUPED_GATHER_LIMIT chunks (at 4x14x8 lavapipe did
+    not compile it in 600 s; at 1x3x8 both ops of its block compile cold in about 10 s); an explicit tile stays."""
+    from kernelgen.targets.vulkan.plan import GROUPED_GATHER_LIMIT
+
+    text = ("name: dw\ninput: {shape: [1, 28, 28, 96], layout: NCHW}\nops:\n"
+            "  - conv2d: {out_channels: 96, kernel: 5, stride: 2, pad: 2, groups: 96}\n")
+    op = api.jobs(_config(text, "vulkan"), ("vulkan",))["vulkan"].target_plan.ops[0]
+    ioh, iow, chunks = op.ivc_tile
+    assert ioh * iow * chunks * 5 <= GROUPED_GATHER_LIMIT < 4 * 14 * 2 * 5
+    explicit = api.jobs(_config(text + "vulkan: {ivc_tile: [4, 14, 8]}\n", "vulkan"), ("vulkan",))["vulkan"]
+    assert explicit.target_plan.ops[0].ivc_tile[:2] == (4, 14)
+    nhwc = api.jobs(_config(text.replace("NCHW", "NHWC"), "vulkan"), ("vulkan",))["vulkan"]  # vec4 reads: as before
+    assert nhwc.target_plan.ops[0].ivc_tile[0] * nhwc.target_plan.ops[0].ivc_tile[1] > ioh * iow

@@ -227,6 +227,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
             raise _problem(config, "vulkan.wg_tile", f"expected a multiple of [wg_size z, y, {4 * lanes} * x] = "
                                                      f"[{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}], got {list(t)}")
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
+    default_tile = ivc is None and options.wg_tile is None
     if ivc is None:  # the default, shrunk to small problems so few invocations idle
         last = plan.ops[-1].out_shape
         tile = defaults.ivc_tile
@@ -265,7 +266,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
             continue
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
-                           unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64)
+                           unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
+                           default_tile=default_tile)
         lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
@@ -278,6 +280,23 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+
+
+# A grouped conv whose input is read as scalars gathers each (pixel, chunk, kw tap) of a kernel row lane by lane,
+# all unrolled. Measured on lavapipe (MESA_SHADER_CACHE_DISABLE=true): MobileNetV3-small's features.4 depthwise (5x5,
+# stride 2, NCHW) at the default 4x14x8 tile, 560 gathers a row, did not compile within 600 s; at 1x4x8 (40), 4 s.
+GROUPED_GATHER_LIMIT = 64
+
+
+def _grouped_tile(op: OpGeometry, ivc: tuple[int, int, int], x_tl: TensorLayout) -> tuple[int, int, int]:
+    """The default tile, halved in rows then columns until a grouped conv on scalar reads gathers at most
+    GROUPED_GATHER_LIMIT chunks per kernel row (an explicit tile is left as given)."""
+    ioh, iow, ioc = ivc
+    if op.groups == 1 or vec_ok(x_tl, 3):
+        return ivc
+    while ioh * iow * (ioc // 4) * op.kernel[1] > GROUPED_GATHER_LIMIT and (ioh > 1 or iow > 1):
+        ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
+    return ioh, iow, ioc
 
 
 def _pool_pad(config: Config, y_tl: TensorLayout, j: int, scalar: str) -> str:
@@ -294,12 +313,13 @@ def _pool_pad(config: Config, y_tl: TensorLayout, j: int, scalar: str) -> str:
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
-             scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True) -> VulkanOp:
+             scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True,
+             default_tile: bool = False) -> VulkanOp:
     j = op.index
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
     kh, kw = op.kernel
-    ioh, iow, ioc = ivc
+    ioh, iow, ioc = _grouped_tile(op, ivc, x_tl) if default_tile else ivc
     k4 = ioc // 4
     oc4 = -(-out_c // 4)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
