@@ -310,5 +310,5 @@ def test_validate_network_takes_jsonl_as_its_json(tmp_path):
                                   "--seed", "3"])
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [r["step"] for r in lines[:-1]] == list(range(6)) and lines[-1]["status"] == "pass"
+    assert [r["step"] for r in lines[:-1]] == list(range(5)) and lines[-1]["status"] == "pass"
     assert all(r["failure"] == [] for r in lines[:-1])
