@@ -1,0 +1,93 @@
+"""What of a real network kernelgen generates, and the share of its time in each kind of op (issue 29).
+
+    python benchmarks/network_ops.py [--models mobilenet_v2 resnet18 mobilenet_v3_small] [--work build/qdq_models]
+                                     [--repeat 3] [--json results.json]
+
+For torchvision's networks (exported by benchmarks/qdq_models.py when missing: needs torch and torchvision), float:
+the nodes of the model, the nodes `kernelgen import` leaves to the host (by op type), then the network imported with
+one op per kernel (`--max-group-ops 1`) and benched on c (`kernelgen bench network.yaml`), each kernel's time
+summed by the kind of its op: convs, 1x1 convs on a pooled 1x1 image (squeeze-excite's and the classifier), max and
+average pools, squeeze-excite's multiplies. Hard gates ride in the conv stores and are not separable. One run on
+one host: read the shares, not the milliseconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import qdq_models  # noqa: E402
+
+from kernelgen import api  # noqa: E402
+from kernelgen.onnx.graph import read_graph  # noqa: E402
+from kernelgen.onnx.importer import Fusion, import_model  # noqa: E402
+
+MODELS = ("mobilenet_v2", "resnet18", "mobilenet_v3_small")
+
+
+def _write(imported, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for config in imported.configs:
+        (out / f"{config.name}.yaml").write_text(config.text)
+    (out / "network.yaml").write_text(imported.manifest)
+
+
+def _kind(config) -> str:
+    op = config.ops[0]
+    if op.pool:
+        return op.kind
+    return "1x1 conv on a pooled image" if config.input_shape[1:3] == (1, 1) else "conv"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--work", type=Path, default=Path("build/qdq_models"))
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for model in args.models:
+        path = args.work / f"{model}_{args.size}.onnx"
+        if not path.exists():
+            qdq_models.export(model, args.size, path)
+        graph = read_graph(path)
+        nodes = [n for i, n in enumerate(graph.nodes) if not graph.computes_constant(i)]
+        whole = import_model(path, args.work / f"ops_{model}", ("c",),
+                             Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx")))
+        host = Counter(op for _, op, _ in whole.skipped)
+        split = args.work / f"ops_{model}_split"
+        _write(import_model(path, split, ("c",), Fusion(coster=api.fusion_coster("c"), max_ops=1)), split)
+        run = subprocess.run([sys.executable, "-m", "kernelgen", "bench", str(split / "network.yaml"), "--target", "c",
+                              "--repeat", str(args.repeat), "--json"], capture_output=True, text=True, check=True)
+        report = json.loads(run.stdout)
+        seconds: Counter = Counter()
+        for step in report["steps"]:
+            kind = _kind(api.load_config(split / f"{step['name']}.yaml")) if step["kind"] == "kernel" else "host"
+            seconds[kind] += step["seconds"]
+        total = sum(seconds.values())
+        rows.append({"network": model, "nodes": len(nodes), "host_nodes": dict(host),
+                     "kernels": len(whole.configs), "seconds": dict(seconds), "total_seconds": total,
+                     "onnxruntime_seconds": report.get("onnxruntime_seconds")})
+        print(json.dumps(rows[-1]), flush=True)
+    print("\n| network | nodes | left to the host | time by op kind on c (one op per kernel) |")
+    print("|---|---|---|---|")
+    for r in rows:
+        left = ", ".join(f"{op} x{k}" for op, k in sorted(r["host_nodes"].items())) or "none"
+        shares = ", ".join(f"{kind} {s * 1e3:.1f} ms ({s / r['total_seconds']:.1%})"
+                           for kind, s in sorted(r["seconds"].items(), key=lambda kv: -kv[1]))
+        print(f"| {r['network']} | {r['nodes']} | {left} | {shares} |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
