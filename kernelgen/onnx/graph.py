@@ -6,7 +6,7 @@ The `onnx` package is an optional dependency (`pip install 'kernelgen[onnx]'`): 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ class Graph:
     shapes: dict[str, tuple[int, ...]]  # static shapes only (a symbolic batch dimension read as 1)
     consumers: dict[str, tuple[int, ...]]  # tensor -> indices of the nodes reading it
     outputs: frozenset[str]  # the graph's outputs
+    producers: dict[str, int] = field(default_factory=dict)  # tensor -> index of the node computing it
 
     def sole_consumer(self, tensor: str) -> int | None:
         """The one node reading `tensor`, when exactly one does and it is not a graph output."""
@@ -75,8 +76,10 @@ class Graph:
 
     def made_by(self, tensor: str) -> str:
         """Where a tensor comes from, for messages: the node computing it, or a graph input."""
-        maker = next((n for n in self.nodes if tensor in n.output), None)
-        return "a graph input" if maker is None else f"computed by {maker.op_type} node {node_id(maker)!r}"
+        if tensor not in self.producers:
+            return "a graph input"
+        maker = self.nodes[self.producers[tensor]]
+        return f"computed by {maker.op_type} node {node_id(maker)!r}"
 
     def computes_constant(self, index: int) -> bool:
         """A node whose every output is a constant of the model (Constant, Identity of a constant): no step."""
@@ -220,6 +223,7 @@ def read_graph(path: str | Path) -> Graph:
                 consumers.setdefault(name, []).append(index)
     return Graph(path=path, model=model, nodes=tuple(graph.node), constants=constants, shapes=shapes,
                  consumers={k: tuple(v) for k, v in consumers.items()},
+                 producers={o: i for i, node in enumerate(graph.node) for o in node.output if o},
                  outputs=frozenset(o.name for o in graph.output))
 
 

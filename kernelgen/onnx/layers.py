@@ -127,8 +127,7 @@ def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int
 
 
 def _dequantized(graph: Graph, tensor: str) -> bool:
-    maker = next((n for n in graph.nodes if tensor in n.output), None)
-    return maker is not None and maker.op_type == "DequantizeLinear"
+    return tensor in graph.producers and graph.nodes[graph.producers[tensor]].op_type == "DequantizeLinear"
 
 
 def _channel_scale(graph: Graph, index: int, source: str | None) -> tuple[list[int], int, ConvNode] | None:

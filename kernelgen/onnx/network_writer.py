@@ -38,7 +38,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
     written = {k.output: k for k in kernels}
     read = {t: k for k in kernels for t in (k.input, *k.sides)}
     available = set(graph.constants) | set(_graph_inputs(graph)) | set(written)
-    producer = {o: i for i, n in enumerate(graph.nodes) for o in n.output if o}
+    producer = graph.producers
     host: set[int] = set()
     stack = [*sorted(graph.outputs), *read]
     while stack:

@@ -305,10 +305,14 @@ def _pool_pad(config: Config, y_tl: TensorLayout, j: int, scalar: str) -> str:
     if y_tl.layout.pad_kind is not PadKind.VALUE or not y_tl.padding:
         return ""
     if not channel_padding_only(y_tl):
-        raise _problem(config, output_layout_key(config, j - 1),
-                       f"the vulkan target writes pad_value only into channel padding (channels rounded up to 4); "
-                       f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")
+        raise _padding_problem(config, y_tl, j)
     return f"{scalar}({y_tl.layout.pad_value!r})"
+
+
+def _padding_problem(config: Config, y_tl: TensorLayout, j: int) -> ConfigError:
+    return _problem(config, output_layout_key(config, j - 1),
+                    f"the vulkan target writes pad_value only into channel padding (channels rounded up to 4); "
+                    f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")
 
 
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
@@ -383,9 +387,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
         pair_index = index_text(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
     if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and channel_padding_only(y_tl)):
-        raise _problem(config, output_layout_key(config, j - 1),
-                       f"the vulkan target writes pad_value only into channel padding (channels rounded up to 4); "
-                       f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")
+        raise _padding_problem(config, y_tl, j)
     out_pad = ""
     if pad_kind is PadKind.VALUE and out_c % 4:
         out_pad = f"{scalar}({y_tl.layout.pad_value!r})"
