@@ -76,6 +76,8 @@ class SideInput:
     name: str  # as the config names it; the kernel's parameter is `param`
     shape: tuple[int, int, int, int]  # logical NHWC
     layout: Layout
+    scale: float | None = None  # dtype uint8: real = scale * (q - zero_point)
+    zero_point: int | None = None
 
     @property
     def param(self) -> str:
@@ -277,8 +279,16 @@ class _Checker:
             if not self.fits((*keys, "shape"), shape, f"side input {name!r}"):
                 continue
             layout = self.layout((*keys, "layout"), side.layout, ACTIVATION_DIMS, shape)
+            quantized = m.dtype == "uint8"
+            for key in ("scale", "zero_point"):
+                if quantized and getattr(side, key) is None:
+                    self.problem(keys, f"expected {key}: with dtype uint8 (the side input's quantization: real = "
+                                       f"scale * (q - zero_point)), got none")
+                elif not quantized and getattr(side, key) is not None:
+                    self.problem((*keys, key), f"expected {key} only with dtype uint8, got {m.dtype}")
             if layout is not None:
-                sides.append(SideInput(name=name, shape=shape, layout=layout))
+                sides.append(SideInput(name=name, shape=shape, layout=layout, scale=side.scale,
+                                       zero_point=side.zero_point))
         return tuple(sides)
 
     def targets(self, m: M.ConfigModel) -> None:
@@ -344,9 +354,6 @@ class _Checker:
                                             [*(op.stride for op in self.ops), stride], out_shape,
                                             {side.name: side.shape for side in self.sides})
         uint8 = self.model.dtype == "uint8"
-        if uint8 and isinstance(residual, str):
-            self.problem((*keys, "residual"), f"expected 'input' or an earlier op with dtype uint8 (a side input's "
-                                              f"quantized add is not generated yet), got {residual!r}")
         if uint8 and act.hard is not None:
             self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp with dtype uint8 (the store "
                                                 f"clamps bytes; {act.name} needs a table of bytes, not generated yet), "

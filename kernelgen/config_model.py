@@ -142,7 +142,18 @@ class AvgPoolModel(MaxPoolModel):
                                    "the input (false, ONNX AveragePool's default)")
 
 
+class PoolQuantModel(StrictModel):
+    """dtype uint8: a global average pool's output quantization (default: the top-level quant's)."""
+
+    output_scale: Union[Scale, None] = Field(default=None, description="a positive number: the scale of this op's "
+                                                                       "output")
+    output_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255]")
+
+
 class GlobalAvgPoolModel(StrictModel):
+    quant: Union[PoolQuantModel, None] = Field(
+        default=None, description="dtype uint8: {output_scale: ..., output_zero_point: ...} (onnxruntime's "
+                                  "QLinearGlobalAveragePool: the byte sum requantized by s_in / (s_out * pixels))")
     output_layout: Union[LayoutSpec, None] = Field(
         default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
                                                 "tensor, output.layout for the last op)")
@@ -224,6 +235,13 @@ class ScheduleModel(StrictModel):
                                               "less traffic; needs a budget)")
 
 
+class SideInputModel(InputModel):
+    scale: Union[Scale, None] = Field(default=None, description="dtype uint8: a positive number, the side input's "
+                                                                "scale (required with uint8)")
+    zero_point: Union[ZeroPoint, None] = Field(default=None, description="dtype uint8: an int in [0, 255] "
+                                                                         "(required with uint8)")
+
+
 class QuantModel(StrictModel):
     """Per-tensor affine quantization for dtype uint8: real = scale * (q - zero_point)."""
 
@@ -265,9 +283,9 @@ class ConfigModel(StrictModel):
     dtype: Literal["float32", "float16", "uint8"] = Field(default="float32",
                                                         description="one of: float32, float16, uint8")
     input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...}")
-    side_inputs: dict[Name, InputModel] = Field(
+    side_inputs: dict[Name, SideInputModel] = Field(
         default_factory=dict, description="named tensors the kernel reads besides its input, each {shape: [n, h, w, "
-                                          "c], layout: ...}: what an op's residual may name (the other branch of a "
+                                          "c], layout: ..., and with uint8 scale: ..., zero_point: ...}: what an op's residual may name (the other branch of a "
                                           "two-branch add)")
     ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...}, - maxpool: "
                                                             "{...}, - avgpool: {...}, - global_avgpool: {}, - mul: {...})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import kernelgen.config_model as M
 from .layout import Layout
 
 Shape = tuple[int, int, int, int]
@@ -16,9 +17,10 @@ def pool(checker: Any, keys: tuple, model, last: bool, input_layout: Layout | No
     (its problem, pair, window and output_layout)."""
     kind = keys[-1]
     n, height, width, channels = in_shape
-    if checker.model.dtype == "uint8":
-        checker.problem(keys, f"expected conv2d ops with dtype uint8 (a quantized {kind} is not generated yet), "
-                              f"got {kind}")
+    uint8 = checker.model.dtype == "uint8"
+    if uint8 and kind not in ("maxpool", "global_avgpool"):
+        checker.problem(keys, f"expected conv2d, maxpool or global_avgpool ops with dtype uint8 (a quantized {kind} "
+                              f"is not generated yet), got {kind}")
         return None
     scale_by = None
     if kind == "mul":
@@ -52,7 +54,13 @@ def pool(checker: Any, keys: tuple, model, last: bool, input_layout: Layout | No
     output_layout = checker.output_layout(keys, model.output_layout, last, input_layout, out_shape)
     if output_layout is None:
         return None
-    return dict(out_channels=channels, kernel=kernel, stride=stride, pad=pad, dilation=(1, 1), filter_layout=None,
+    quant = getattr(model, "quant", None)
+    if quant is not None and not uint8:
+        checker.problem((*keys, "quant"), f"expected a quant block only with dtype uint8, got {checker.model.dtype}")
+        return None
+    return dict(quant=None if quant is None else M.OpQuantModel(output_scale=quant.output_scale,
+                                                                output_zero_point=quant.output_zero_point),
+                out_channels=channels, kernel=kernel, stride=stride, pad=pad, dilation=(1, 1), filter_layout=None,
                 output_layout=output_layout, groups=channels,
                 kind={"maxpool": "maxpool", "mul": "mul"}.get(kind, "avgpool"),
                 count_include_pad=bool(getattr(model, "count_include_pad", False)), scale_by=scale_by)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .config import Config
-from .quant_float import FloatRequant, float_requantization
+from .quant_float import MAX_SCALE, MIN_SCALE, FloatRequant, float_requantization, of_scale
 
 
 # Power-of-two multipliers (real = 2^-t) skip the multiply: x >> t rounded half to even, one rounding, what a
@@ -118,31 +120,43 @@ def quant_params(config: Config) -> list[tuple[float, int, float, int]]:
 
 def op_quants(config: Config) -> list[OpQuant]:
     """Per op: an op's own `quant:` block, else the top-level quant (intermediates: intermediate_*, else output_*);
-    each op's input is the previous op's output."""
+    each op's input is the previous op's output. A max pool keeps its input's quantization (a maximum of bytes is
+    the byte of the maximum); a global average pool requantizes its byte sums (pool_quant)."""
     q = config.quant
     mid_scale = q.intermediate_scale or q.output_scale
     mid_zp = q.output_zero_point if q.intermediate_zero_point is None else q.intermediate_zero_point
     n = len(config.ops)
+    sides = {side.name: side for side in config.side_inputs}
     out: list[OpQuant] = []
     for j, op in enumerate(config.ops):
         own = op.quant
         s_in, z_in = (q.input_scale, q.input_zero_point) if j == 0 else (out[-1].s_out, out[-1].z_out)
+        if op.kind == "maxpool":
+            out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=(), z_w=0, s_out=s_in, z_out=z_in, q_min=0, q_max=255,
+                               requants=(), s_conv=s_in, z_conv=z_in))
+            continue
         s_out = own.output_scale if own and own.output_scale is not None else (q.output_scale if j == n - 1
                                                                                else mid_scale)
         z_out = own.output_zero_point if own and own.output_zero_point is not None else (
             q.output_zero_point if j == n - 1 else mid_zp)
+        out_key = _output_scale_key(config, j)
+        if op.pool:
+            out.append(pool_quant(config, op, s_in, z_in, s_out, z_out, out_key))
+            continue
         scales = own.weight_scale if own and own.weight_scale is not None else q.weight_scale
         s_w = tuple(scales) if isinstance(scales, list) else (scales,)
         s_w = s_w * op.out_channels if len(s_w) == 1 else s_w
         s_conv, z_conv, add = s_out, z_out, None
-        out_key = _output_scale_key(config, j)
         conv_key = out_key
         if op.residual is not None:
             s_conv = own.conv_scale if own and own.conv_scale is not None else s_out
             z_conv = own.conv_zero_point if own and own.conv_zero_point is not None else z_out
             conv_key = f"ops[{j}].conv2d.quant.conv_scale" if own and own.conv_scale is not None else out_key
-            s_res, z_res = (q.input_scale, q.input_zero_point) if op.residual == 0 else (
-                out[op.residual - 1].s_out, out[op.residual - 1].z_out)
+            if isinstance(op.residual, str):  # a side input: its own quantization
+                s_res, z_res = sides[op.residual].scale, sides[op.residual].zero_point
+            else:
+                s_res, z_res = (q.input_scale, q.input_zero_point) if op.residual == 0 else (
+                    out[op.residual - 1].s_out, out[op.residual - 1].z_out)
             twice = 2 * max(s_conv, s_res)
             # the add's operands relate the conv's scale to the residual's (blamed on this op's key), its result
             # the larger one to the output's
@@ -160,11 +174,30 @@ def op_quants(config: Config) -> list[OpQuant]:
     return out
 
 
+def pool_quant(config: Config, op, s_in: float, z_in: int, s_out: float, z_out: int, key: str) -> OpQuant:
+    """A global average pool as onnxruntime's QLinearGlobalAveragePool computes it: the int32 sum of its n bytes
+    less n * z_in, requantized by s_in / (s_out * n) (float32: S = f32(s_in / f32(s_out * n)), MLAS's one rounding
+    half to even; fixed point: quant.py's multiplier and shift), plus z_out."""
+    pixels = op.kernel[0] * op.kernel[1]
+    requant = requantization(s_in / (s_out * pixels), key, config)
+    floats: tuple[FloatRequant, ...] = ()
+    if config.quant.requantization == "float32":
+        with np.errstate(all="ignore"):
+            scale = float(np.float32(s_in) / np.float32(np.float32(s_out) * np.float32(pixels)))
+        if not MIN_SCALE <= scale < MAX_SCALE:
+            raise config.problem(key, f"quant.requantization float32 needs s_in / (s_out * {pixels} pixels) in "
+                                      f"[2^-16, 0.5), got {scale:.6g}; use requantization: fixed_point")
+        floats = (of_scale(scale),) * op.out_channels
+    return OpQuant(s_in=s_in, z_in=z_in, s_w=(), z_w=0, s_out=s_out, z_out=z_out, q_min=0, q_max=255,
+                   requants=(requant,) * op.out_channels, s_conv=s_out, z_conv=z_out, float_requants=floats)
+
+
 def _output_scale_key(config: Config, j: int) -> str:
     """The key that gives op j's output scale: its own quant.output_scale, else the top-level one (an
     intermediate's: quant.intermediate_scale when set)."""
-    if f"ops[{j}].conv2d.quant.output_scale" in config.marks:
-        return f"ops[{j}].conv2d.quant.output_scale"
+    for kind in ("conv2d", "global_avgpool"):
+        if f"ops[{j}].{kind}.quant.output_scale" in config.marks:
+            return f"ops[{j}].{kind}.quant.output_scale"
     if j < len(config.ops) - 1 and config.quant.intermediate_scale:
         return "quant.intermediate_scale"
     return "quant.output_scale"

@@ -9,12 +9,14 @@ corrections); integer arithmetic makes the orders agree exactly.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from .config import Config
 from .quant import LEFT_SHIFT, OpQuant, Requant, ResidualAdd, op_quants, shift_only
 from .quant_float import requantize_float
-from .reference import conv2d
+from .reference import conv2d, pool2d
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 
@@ -83,29 +85,36 @@ def conv2d_acc(x: np.ndarray, w: np.ndarray, zx: int, zw: int, op, bias: np.ndar
     return acc
 
 
-def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
-          biases: list[np.ndarray | None]) -> np.ndarray:
-    return chain_outputs(config, x, filters, biases)[-1]
+def chain(config: Config, x: np.ndarray, filters: list[np.ndarray | None], biases: list[np.ndarray | None],
+          sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    return chain_outputs(config, x, filters, biases, sides)[-1]
 
 
-def chain_outputs(config: Config, x: np.ndarray, filters: list[np.ndarray],
-                  biases: list[np.ndarray | None]) -> list[np.ndarray]:
-    """[x, op 1's output, ..., op n's output]: every tensor of the chain."""
+def chain_outputs(config: Config, x: np.ndarray, filters: list[np.ndarray | None], biases: list[np.ndarray | None],
+                  sides: Mapping[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """[x, op 1's output, ..., op n's output]: every tensor of the chain (sides: the side inputs by name)."""
     sources = [x]  # the chain's input, then each op's output: what a residual names
     quants = op_quants(config)
     for j in range(len(config.ops)):
-        sources.append(op_output(config, j, sources, filters[j], biases[j], quants[j]))
+        sources.append(op_output(config, j, sources, filters[j], biases[j], quants[j], sides))
     return sources
 
 
-def op_output(config: Config, j: int, sources: list[np.ndarray], w: np.ndarray, b: np.ndarray | None,
-              oq: OpQuant | None = None) -> np.ndarray:
+def op_output(config: Config, j: int, sources: list[np.ndarray], w: np.ndarray | None, b: np.ndarray | None,
+              oq: OpQuant | None = None, sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """Op j (0-based) on sources[j] (its input) and, with a residual, the source it names: the op alone, for
     the op-by-op check on the kernel's own intermediates."""
     op = config.ops[j]
     oq = oq or op_quants(config)[j]
+    if op.kind == "maxpool":  # padding is never the maximum; the bytes keep their quantization
+        return pool2d(sources[j], op).astype(np.uint8)
+    if op.pool:  # a global average pool (QLinearGlobalAveragePool): sum(a) - n * za, requantized
+        pixels = op.kernel[0] * op.kernel[1]
+        acc = np.rint(pool2d(sources[j], op) * pixels).astype(np.int64) - pixels * oq.z_in
+        return requantize_op(acc, oq, oq.z_out)
     acc = conv2d_acc(sources[j], w, oq.z_in, oq.z_w, op, b)
     if oq.add is None:
         return requantize_op(acc, oq, oq.z_out, oq.q_min, oq.q_max)
     conv = requantize_op(acc, oq, oq.z_conv)
-    return quantized_add(conv, sources[op.residual], oq.add, oq.z_out, oq.q_min, oq.q_max)
+    residual = sides[op.residual] if isinstance(op.residual, str) else sources[op.residual]
+    return quantized_add(conv, np.asarray(residual), oq.add, oq.z_out, oq.q_min, oq.q_max)

@@ -41,7 +41,7 @@ def reference_output(config: Config, args: KernelArgs) -> np.ndarray:
     """The numpy reference of the config's chain on these inputs, in the output's logical layout (NHWC)."""
     x, filters, biases = args.logical["input"], args.filters(len(config.ops)), args.biases(len(config.ops))
     if config.dtype == "uint8":
-        return reference_quant.chain(config, x, filters, biases)
+        return reference_quant.chain(config, x, filters, biases, args.sides())
     return reference.chain(config, x.astype(np.float64), [f.astype(np.float64) for f in filters],
                            [None if b is None else b.astype(np.float64) for b in biases], args.sides())
 
@@ -173,22 +173,24 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     worst = 0
     quants = op_quants(config)
     if intermediates is None:
-        sources = reference_quant.chain_outputs(config, x, filters, biases)
+        sources = reference_quant.chain_outputs(config, x, filters, biases, args.sides())
     else:
         sources = [x, *intermediates]
         read = _read_positions(config, plan)
         for j in range(len(intermediates)):  # op j + 1 on the kernel's own input (and residual) to it
-            want = reference_quant.op_output(config, j, sources, filters[j], biases[j], quants[j]).astype(np.int32)
+            want = reference_quant.op_output(config, j, sources, filters[j], biases[j], quants[j],
+                                              args.sides()).astype(np.int32)
             # only where a later op reads it: the rest the fused chain need not compute (it stays poisoned)
             diff = (sources[j + 1].astype(np.int32) != want) & read[j + 1]
             if diff.any():
                 where = np.unravel_index(int(np.argmax(diff)), want.shape)
                 worst = max(worst, int((np.abs(sources[j + 1].astype(np.int32) - want) * read[j + 1]).max()))
-                problems.append((f"conv2d #{j + 1}", f"conv2d #{j + 1}: output{list(map(int, where))} = "
+                label = plan.ops[j].label
+                problems.append((label, f"{label}: output{list(map(int, where))} = "
                                  f"{int(sources[j + 1][where])}, numpy {int(want[where])} on the kernel's own input "
                                  f"({int(diff.sum())} of {diff.size} differ)"))
         sources.append(reference_quant.op_output(config, len(config.ops) - 1, sources, filters[-1], biases[-1],
-                                                 quants[-1]))
+                                                 quants[-1], args.sides()))
     expected = sources[-1].astype(np.int32)
     layout = plan.tensors[-1].layout
     mask = layout.padding_mask().reshape(-1)

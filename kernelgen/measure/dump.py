@@ -35,7 +35,7 @@ def dump(folder: Path, config, plan: Plan, target: str, args: KernelArgs, output
         for j in range(n):
             files[f"op{j + 1}.npy"] = intermediates[j] if j + 1 < n else got
             files[f"op{j + 1}.reference.npy"] = reference_quant.op_output(config, j, sources, args.filters(len(config.ops))[j],
-                                                                          args.biases(n)[j])
+                                                                          args.biases(n)[j], sides=args.sides())
     else:
         stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates)]
         for j, op in enumerate(config.ops):

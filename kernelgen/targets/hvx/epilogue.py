@@ -20,6 +20,9 @@ def qf32_epilogue(op: Conv2d, earlier: list, shape_list: list, src_c: int, out_k
     if e.residual == 0:
         _, h, w, c = shape_list[0]
         out |= dict(res_wb=-(-w // 8), res_cb=-(-c // 32), res_image=-(-h // 8) * -(-w // 8) * -(-c // 32) * BLOCK)
+    elif isinstance(e.residual, str):  # a side input of the op's output shape, read where the output is written
+        _, h, w, c = shape_list[len(earlier) + 1]
+        out |= dict(res_wb=-(-w // 8), res_cb=-(-c // 32), res_image=-(-h // 8) * -(-w // 8) * -(-c // 32) * BLOCK)
     elif e.residual_op:
         k = earlier[e.residual_op - 1]
         out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)

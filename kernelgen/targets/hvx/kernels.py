@@ -79,13 +79,19 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         calls[Step(Phase.INPUT_READ)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {rows}{ci});"
     # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch); only a dense
     # op reads them (a grouped one corrects its input zero point per output channel instead).
-    dense = [op.groups == 1 for op in config.ops]
+    dense = [op.groups == 1 and not op.pool for op in config.ops]
     before: dict[Anchor, str] = {"ko_outer_1" if n > 1 else Step(Phase.FILTER_READ, 1):
                                  f"{NAMES.pixel_sums(0)}(input_cache, pixel_sums);"} if dense[0] else {}
     after = {}
     for j in range(1, n + 1):
         ko = "ko_outer" if j == n else f"ko_outer_{j}"
         dst = "output_cache" if j == n else temp_names[j - 1]
+        if j < n:  # once the stripe holds all of op j's channels: the next op's sums, the validation trace
+            sums = f"{NAMES.pixel_sums(j)}({dst}, pixel_sums); " if dense[j] else ""
+            after[f"ko_outer_{j}"] = f"{sums}KG_TRACE_OP({j}, {dst}, {nb}, ho_outer);"
+        if config.ops[j - 1].pool:  # a pool reads its source window alone: no filter, no sums
+            calls[Step(Phase.CONV, j)] = f"{NAMES.conv(j)}({sources[j - 1]}, {dst}, {ko}, ho_outer);"
+            continue
         b = f"bias{j}" if config.ops[j - 1].epilogue.bias else "0"
         if chunked and config.ops[j - 1].epilogue.bias:  # the bias once, with the first chunk
             b = f"ci_outer ? 0 : bias{j}"
@@ -95,17 +101,17 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
             read = f"if (widened_ko != {ko}) {{ {read} widened_ko = {ko}; }}"
         calls[Step(Phase.FILTER_READ, j)] = read
         residual = config.ops[j - 1].epilogue.residual
-        res = "" if residual is None else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0"
+        res = ("" if residual is None else f", side_{residual}, {nb}" if isinstance(residual, str)
+               else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0")
         calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
-        if j < n:  # once the stripe holds all of op j's channels: the next op's sums, the validation trace
-            sums = f"{NAMES.pixel_sums(j)}({dst}, pixel_sums); " if dense[j] else ""
-            after[f"ko_outer_{j}"] = f"{sums}KG_TRACE_OP({j}, {dst}, {nb}, ho_outer);"
+    # as the plan's tensors list them: the input, a filter per conv, the int32 biases, the side inputs
     params = [Param(name="input", ctype="const uint8_t *restrict")]
-    params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j in range(1, n + 1)]
-    # int32 biases after the filters, one per op that has one (as the plan's tensors list them)
+    params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j, op in enumerate(config.ops, start=1)
+               if not op.pool]
     params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j, op in enumerate(config.ops, start=1)
                if op.bias]
+    params += [Param(name=side.param, ctype="const uint8_t *restrict") for side in config.side_inputs]
     params += [Param(name="output", ctype="uint8_t *restrict"), Param(name="workspace", ctype="uint8_t *restrict")]
     return Function(name=plan.kernel.name, doc=plan.kernel.doc + "; HVX vrmpy compute", params=tuple(params),
                     prologue=plan.kernel.prologue + (

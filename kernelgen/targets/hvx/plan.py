@@ -42,7 +42,7 @@ from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, ResidualAdd, op_quants
 from .epilogue import BLOCK, qf32_epilogue
-from .requantizer import FloatSplit, Requantizer
+from .requantizer import FloatSplit, PoolRequant, Requantizer
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
@@ -116,6 +116,14 @@ class OpGeo:
     gate_alpha: str = ""  # hardsigmoid min(1, max(0, alpha v + beta)) (C float literals; "": none), hardswish * v
     gate_beta: str = ""
     gate_times_value: bool = False
+    # uint8 pools: "max" or "avg" (a global average pool; "": a conv), the op's input extent and padding (a max
+    # skips taps outside the input), an average's requantization
+    pool: str = ""
+    src_h: int = 0
+    src_w: int = 0
+    pad_top: int = 0
+    pad_left: int = 0
+    pool_rq: PoolRequant | None = None
 
     # The kernel's taps, strides and dilations under the short names the HVX templates use.
     @property
@@ -324,8 +332,11 @@ def _unblocked_key(config: Config) -> str | None:
 
     if not plain(config.input_layout, ACTIVATION_LAYOUT):
         return "input.layout"
+    for side in config.side_inputs:
+        if not plain(side.layout, ACTIVATION_LAYOUT):
+            return f"side_inputs.{side.name}.layout"
     for i, op in enumerate(config.ops):
-        if not plain(op.filter_layout, FILTER_LAYOUT):
+        if not op.pool and not plain(op.filter_layout, FILTER_LAYOUT):
             return f"ops[{i}].conv2d.filter_layout"
         if not plain(op.output_layout, ACTIVATION_LAYOUT):
             own = f"ops[{i}].conv2d.output_layout"
@@ -381,7 +392,14 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
         col_lo = 0 if last else -geo.col_start[j].value
         taps = op.kernel[0] * op.kernel[1] * src_cb * 32
         z_in, z_out, requant, per_channel = 0, 0, None, {}
-        if uint8:
+        pooling = {}
+        if uint8 and op.pool:
+            oq = quants[j - 1]
+            z_in, z_out = oq.z_in, oq.z_out
+            pooling = dict(pool="max" if op.kind == "maxpool" else "avg", src_h=shape_list[j - 1][1],
+                           src_w=shape_list[j - 1][2], pad_top=op.pad[0], pad_left=op.pad[1],
+                           pool_rq=PoolRequant.of(oq.requants[0], oq.float_requants) if oq.requants else None)
+        elif uint8:
             oq = quants[j - 1]
             z_in, z_out, requant = oq.z_in, oq.z_out, oq.requants[0]
             for value, key in ((z_in, "quant.input_zero_point"), (z_out, "quant.output_zero_point")):
@@ -405,7 +423,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
             taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
             filter_stride=filter_stride,
-            zp_w_raw=q.weight_zero_point,
+            zp_w_raw=q.weight_zero_point, **pooling,
             **qf32_epilogue(op, ops, shape_list, src_c, out_k)))
     return tuple(ops)
 

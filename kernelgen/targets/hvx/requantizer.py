@@ -132,3 +132,26 @@ class Requantizer:
         added too (half to even, shift_only); plus the zero point << shift when folds_zero_point."""
         base = (1 << requant.shift) - 1 if self.shift_only else requant.rounding
         return base + (self.zp_out << self.shift_of(requant) if self.folds_zero_point else 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolRequant:
+    """A uint8 global average pool's requantization of its 32 channel sums per block, in scalar C (a pool is a
+    sliver of a network's time): float32 (rint(f32(f32(acc) * S)), the literal S as C spells it), a rounding shift
+    (half to even) for a power-of-two scale, or the fixed-point multiply; mirrors reference_quant bit for bit."""
+
+    form: str  # "float", "shift" or "fixed"
+    scale: str = ""  # float: S as a C hexadecimal float literal
+    m_lo: int = 0
+    m_hi: int = 0
+    rounding: int = 0
+    shift: int = 0
+
+    @classmethod
+    def of(cls, requant: Requant, floats: tuple[FloatRequant, ...]) -> "PoolRequant":
+        if floats:
+            return cls(form="float", scale=float(np.float32(floats[0].scale)).hex() + "f")
+        if shift_only((requant,)):
+            return cls(form="shift", shift=requant.shift + 1)
+        return cls(form="fixed", m_lo=requant.m_lo, m_hi=requant.m_hi, rounding=requant.rounding,
+                   shift=requant.shift)
