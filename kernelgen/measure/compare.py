@@ -215,7 +215,7 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     oracles, ort_note = ("numpy",), ""
     if config.source is not None:
         try:
-            ort_problems, ort_note, compared = _onnxruntime_ops(config, sources, filters)
+            ort_problems, ort_note, compared = _onnxruntime_ops(config, sources, filters, args.sides())
         except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
             ort_problems, ort_note, compared = [str(error)], "", False
         problems += [("onnxruntime", p) for p in ort_problems]
@@ -248,19 +248,19 @@ def _read_positions(config: Config, plan: Plan) -> list[np.ndarray]:
             taps = np.arange(op.kernel[axis]) * op.dilation[axis] - op.pad[axis]
             at = (out[:, None] * op.stride[axis] + taps[None, :]).reshape(-1)
             src[at[(at >= 0) & (at < src.size)]] = True
-        if op.residual is not None:
+        if isinstance(op.residual, int):  # (a side input is no tensor of the chain)
             rows[op.residual] |= rows[j + 1]
             cols[op.residual] |= cols[j + 1]
     return [r[None, :, None, None] & c[None, None, :, None] for r, c in zip(rows, cols)]
 
 
-def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray]
-                     ) -> tuple[list[str], str, bool]:
+def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray],
+                     sides: dict[str, np.ndarray]) -> tuple[list[str], str, bool]:
     """Each op against onnxruntime running that op's nodes alone on the op's own input (the kernel's stored
     intermediates where it kept them, else numpy's, which its output matched bit for bit): a conv requantized
     in float32 (onnxruntime's own arithmetic) must agree exactly; a fixed-point requantization, and a residual add (onnxruntime's QLinearAdd rounds by the
     platform: float with FMA on x86, fixed point on ARM), within 1. Returns (problems, note, compared)."""
-    theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1])
+    theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1], sides)
     quants = op_quants(config)
     maxima, shares, over = [], [], []
     for j, (oq, mine, ort) in enumerate(zip(quants, sources[1:], theirs), start=1):
@@ -269,7 +269,7 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
         maxima.append(int(apart.max()))
         shares.append(float(np.mean(apart > 0)))
         if apart.max() > allowed:
-            over.append(f"conv2d #{j}: onnxruntime differs by up to {int(apart.max())} in {np.mean(apart > 0):.3%} "
+            over.append(f"op #{j} ({config.ops[j - 1].kind}): onnxruntime differs by up to {int(apart.max())} in {np.mean(apart > 0):.3%} "
                         f"of its outputs (expected {'exactly its result' if allowed == 0 else 'at most 1'}: "
                         f"{_form(oq)})")
     if over:

@@ -11,7 +11,8 @@ from ..config import Config
 from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
 from .layers import gemm_filter
-from .quant import QConv, qconv, with_residual
+from .qlayers import qop
+from .quant import QConv, with_residual
 
 
 class OracleFailed(KernelgenError):
@@ -89,19 +90,26 @@ def _filter_shape(config: Config, index: int) -> tuple[int, int, int, int]:
     return (op.out_channels, channels // op.groups, *op.kernel)
 
 
-def _quantized_weights(config: Config, graph: Graph) -> dict[str, np.ndarray]:
-    """filter<j> (int8 or uint8 OIHW) and bias<j> (int32) of each quantized conv (QLinearConv or QDQ)."""
+def _quantized_ops(config: Config, graph: Graph) -> list[QConv]:
+    """The config's quantized ops (convs, pools, Gemms) as the importer read them, one per op, in order."""
     wanted = set(config.source.nodes)
-    found = [q for i, n in enumerate(graph.nodes) if node_id(n) in wanted and n.op_type in ("Conv", "QLinearConv")
-             for q in (qconv(graph, i),) if isinstance(q, QConv)]
+    found = [q for i, n in enumerate(graph.nodes) if node_id(n) in wanted
+             for q in (qop(graph, i),) if isinstance(q, QConv)]
     if len(found) != len(config.ops):
-        raise config.problem("source.nodes", f"expected {len(config.ops)} quantized convs (one per op), got {len(found)}")
+        raise config.problem("source.nodes", f"expected {len(config.ops)} quantized ops (one per op), got {len(found)}")
+    return found
+
+
+def _quantized_weights(config: Config, graph: Graph) -> dict[str, np.ndarray]:
+    """filter<j> (int8 or uint8 OIHW) and bias<j> (int32) of each quantized conv (QLinearConv, QDQ, a Gemm)."""
     out = {}
-    for j, (q, op) in enumerate(zip(found, config.ops), start=1):
-        if q.weights.shape != _filter_shape(config, j - 1):
-            raise config.problem("source.nodes", f"conv {node_id(graph.nodes[q.start])!r} has weights of shape "
-                                                 f"{list(q.weights.shape)}; ops[{j - 1}] expects "
-                                                 f"{list(_filter_shape(config, j - 1))}")
+    for j, (q, op) in enumerate(zip(_quantized_ops(config, graph), config.ops), start=1):
+        if op.pool:
+            continue
+        if q.weights is None or q.weights.shape != _filter_shape(config, j - 1):
+            raise config.problem("source.nodes", f"{node_id(graph.nodes[q.start])!r} has weights of shape "
+                                                 f"{None if q.weights is None else list(q.weights.shape)}; ops[{j - 1}] "
+                                                 f"expects {list(_filter_shape(config, j - 1))}")
         out[f"filter{j}"] = q.weights
         if op.bias and q.bias is not None:
             out[f"bias{j}"] = q.bias.astype(np.int32)
@@ -128,21 +136,24 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     return _session(config, graph, nodes, feeds, nodes[-1].output[0], given)
 
 
-def run_onnxruntime_ops(config: Config, sources: list[np.ndarray]) -> list[np.ndarray]:
-    """A uint8 config op by op: op j's nodes alone (its quantized conv, and its residual add) run by onnxruntime
-    on sources[j - 1] (the chain's input or op j - 1's output, NHWC bytes) and, for a residual, on the source it
-    names; each op's result in NHWC. What each of kernelgen's requantizations is held to on its own input."""
+def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[str, np.ndarray] | None = None
+                        ) -> list[np.ndarray]:
+    """A uint8 config op by op: op j's nodes alone (its quantized conv, pool or Gemm, and its residual add) run by
+    onnxruntime on sources[j - 1] (the chain's input or op j - 1's output, NHWC bytes) and, for a residual, on the
+    tensor it names (sources[K], or a side input by its config name); each op's result in NHWC. What each of
+    kernelgen's requantizations is held to on its own input."""
     graph = _graph(config)
-    index_of = {node_id(n): i for i, n in enumerate(graph.nodes)}
-    convs = [q for n in _nodes(config, graph) if n.op_type in ("Conv", "QLinearConv")
-             for q in (qconv(graph, index_of[node_id(n)]),) if isinstance(q, QConv)]
-    first = convs[0]
+    wanted = set(config.source.nodes)
+    outside = {i for i, n in enumerate(graph.nodes) if node_id(n) not in wanted}  # an Add another config folded
+    ops = [with_residual(graph, op, outside) for op in _quantized_ops(config, graph)]  # as the importer read them
+    tensors = {ops[0].in_q: 0, **{q.out_q: k for k, q in enumerate(ops, start=1)}}
+    side_of = {tensor: name for name, tensor in config.source.sides.items()}
     out = []
-    for j, conv in enumerate(convs):
-        q = with_residual(graph, conv, first.in_q, first.x_scale, first.x_zero_point)  # as the importer read it
+    for j, q in enumerate(ops):
         feeds = {q.in_q: sources[j]}
         if q.residual is not None:
-            feeds.setdefault(first.in_q, sources[0])  # the block's input, the chain's
+            feeds.setdefault(q.residual, sides[side_of[q.residual]] if q.residual in side_of else
+                             sources[tensors[q.residual]])
         out.append(_session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {}))
     return out
 
@@ -198,14 +209,9 @@ def _ort_message(error: Exception) -> str:
 
 def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
     """The tensor the first node reads: a float op's input (a Mul's image, not its side input of factors), or the
-    uint8 tensor a quantized conv reads."""
+    uint8 tensor a quantized config's first op reads."""
     if config.dtype == "uint8":
-        index_of = {node_id(n): i for i, n in enumerate(graph.nodes)}
-        for node in nodes:
-            if node.op_type in ("Conv", "QLinearConv"):
-                q = qconv(graph, index_of[node_id(node)])
-                if isinstance(q, QConv):
-                    return q.in_q
+        return _quantized_ops(config, graph)[0].in_q
     sides = set(config.source.sides.values())
     return next(t for t in nodes[0].input if t not in sides)  # a mul's image, not its factors
 

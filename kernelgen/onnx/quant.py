@@ -22,7 +22,7 @@ class QConv:
     out_q: str  # the uint8 tensor it writes
     x_scale: float
     x_zero_point: int
-    weights: np.ndarray  # int8 or uint8, OIHW
+    weights: np.ndarray | None  # int8 or uint8, OIHW (a Gemm's B as a 1x1 conv's); None: a pool
     weight_scales: tuple[float, ...]  # one, or one per output channel
     weight_zero_point: int
     bias: np.ndarray | None  # int32 at x_scale * weight_scale[k]
@@ -30,7 +30,9 @@ class QConv:
     y_zero_point: int
     activation: str | list[float] = "none"
     # with a residual add folded in: y_* are the add's output, conv_* the conv's own quantized result
-    residual: str | None = None  # "input": the block's input tensor
+    residual: str | None = None  # the uint8 tensor the add dequantizes besides the conv's result
+    residual_scale: float | None = None
+    residual_zero_point: int | None = None
     conv_scale: float | None = None
     conv_zero_point: int | None = None
 
@@ -145,26 +147,33 @@ def _qdq(graph: Graph, index: int, dq_x: int) -> QConv | str | None:
                  y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
 
 
-def with_residual(graph: Graph, op: QConv, block_input: str, input_scale: float, input_zero_point: int) -> QConv:
-    """op with the quantized add of the block's input that follows it folded in, when the graph has one:
-    its result -> DequantizeLinear -> Add <- DequantizeLinear <- the block's input (at the input's scale and zero
-    point) -> [Relu | Clip] -> QuantizeLinear. op unchanged otherwise (an activation before the add, another
-    operand, other scales: the add stays out, and the importer lists it)."""
-    if op.activation != "none":
+def with_residual(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozenset()) -> QConv:
+    """op with the quantized add that follows it folded in, when the graph has one: its result -> DequantizeLinear ->
+    Add <- DequantizeLinear <- another uint8 tensor of the same shape (dequantized as it was quantized) -> [Relu |
+    Clip] -> QuantizeLinear. Which tensor that is (the group's input, an earlier op's result, or a side input: the
+    other branch of a two-branch add) the importer decides per group. op unchanged otherwise (an activation before
+    the add, other scales, an Add an earlier group folded (`taken`): the add stays out, and the importer lists
+    it)."""
+    if op.activation != "none" or op.weights is None:
         return op
     dq_c = graph.sole_consumer(op.out_q)
     if dq_c is None or graph.nodes[dq_c].op_type != "DequantizeLinear":
         return op
     add = graph.sole_consumer(graph.nodes[dq_c].output[0])
-    if add is None or graph.nodes[add].op_type != "Add" or len(graph.nodes[add].input) != 2:
+    if add is None or add in taken or graph.nodes[add].op_type != "Add" or len(graph.nodes[add].input) != 2:
         return op
     other = next(t for t in graph.nodes[add].input if t != graph.nodes[dq_c].output[0])
     dq_r = _producer(graph, other)
-    if dq_r is None or graph.nodes[dq_r].op_type != "DequantizeLinear" or graph.nodes[dq_r].input[0] != block_input:
+    if dq_r is None or graph.nodes[dq_r].op_type != "DequantizeLinear":
         return op
     r = graph.nodes[dq_r]
-    if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (input_scale,
-                                                                                                  input_zero_point):
+    scale, zero_point = _scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0
+    made = _producer(graph, r.input[0])
+    if made is not None and graph.nodes[made].op_type == "QuantizeLinear":  # dequantized as it was quantized
+        q = graph.nodes[made]
+        if (_scalar(graph, q.input[1]), _scalar(graph, q.input[2]) if len(q.input) > 2 else 0) != (scale, zero_point):
+            return op
+    if None in (scale, zero_point) or graph.shapes.get(r.input[0]) != graph.shapes.get(graph.nodes[add].output[0]):
         return op
     quantized = _requantized(graph, graph.nodes[add].output[0])
     if quantized is None or None in quantized[3:]:
@@ -172,4 +181,5 @@ def with_residual(graph: Graph, op: QConv, block_input: str, input_scale: float,
     tail, activation, q, y_scale, y_zp = quantized
     return replace(op, members=op.members + tuple(m for m in (dq_c, add, dq_r, *tail) if m not in op.members),
                    out_q=q.output[0], y_scale=y_scale, y_zero_point=int(y_zp), activation=activation,
-                   residual="input", conv_scale=op.y_scale, conv_zero_point=op.y_zero_point)
+                   residual=r.input[0], residual_scale=scale, residual_zero_point=int(zero_point),
+                   conv_scale=op.y_scale, conv_zero_point=op.y_zero_point)

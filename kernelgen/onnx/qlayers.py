@@ -1,0 +1,150 @@
+"""The quantized ops between a QDQ model's convs, as the QConv records a uint8 chain holds: a MaxPool or a
+GlobalAveragePool between DequantizeLinear and QuantizeLinear (onnxruntime runs the first on the bytes, the second
+as QLinearGlobalAveragePool), and the classifier, DequantizeLinear -> [Flatten -> QuantizeLinear ->
+DequantizeLinear ->] Gemm on int8 weights -> QuantizeLinear, as a 1x1 conv on a 1x1 image. qop says which quantized
+op a node is; qnext finds the one that reads a uint8 tensor."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import layers
+from .graph import ConvNode, Graph, _attributes
+from .quant import QConv, _requantized, _scalar, _weight_parts, qconv
+
+
+def qop(graph: Graph, index: int) -> QConv | str | None:
+    """The quantized op whose own node is `index` (a conv, a pool, a Gemm); why kernelgen cannot take it; None when
+    the node is no quantized op."""
+    op_type = graph.nodes[index].op_type
+    if op_type in ("Conv", "QLinearConv"):
+        return qconv(graph, index)
+    if op_type in ("MaxPool", "GlobalAveragePool"):
+        return _qpool(graph, index)
+    if op_type == "Gemm":
+        return _qgemm(graph, index)
+    return None
+
+
+def qnext(graph: Graph, tensor: str) -> tuple[int, tuple[int, ...]] | None:
+    """The node of the quantized op reading uint8 `tensor` (through its DequantizeLinear; a Flatten of a 1x1 image
+    re-quantized on the way to a Gemm is passed through) and the nodes passed on the way that are not its own
+    pattern's; None when no single op reads it. Other readers of the dequantized tensor may only be Adds (a later
+    op's residual)."""
+    dq = graph.sole_consumer(tensor)
+    if dq is None or graph.nodes[dq].op_type != "DequantizeLinear":
+        return None
+    readers = [r for r in graph.consumers.get(graph.nodes[dq].output[0], ()) if graph.nodes[r].op_type != "Add"]
+    if len(readers) != 1 or graph.nodes[dq].output[0] in graph.outputs:
+        return None
+    reader = readers[0]
+    if graph.nodes[reader].op_type != "Flatten":
+        return reader, ()
+    gemm = _through_flatten(graph, reader)
+    return None if gemm is None else (gemm[0], (reader, *gemm[1]))
+
+
+def _through_flatten(graph: Graph, flatten: int) -> tuple[int, tuple[int, ...]] | None:
+    """Flatten of [N, C, 1, 1] -> QuantizeLinear -> DequantizeLinear -> Gemm: the Gemm and the two nodes between."""
+    node = graph.nodes[flatten]
+    shape = graph.shapes.get(node.input[0])
+    if shape is None or len(shape) != 4 or shape[2:] != (1, 1) or int(_attributes(node).get("axis", 1)) != 1:
+        return None
+    q = graph.sole_consumer(node.output[0])
+    dq = graph.sole_consumer(graph.nodes[q].output[0]) if q is not None else None
+    gemm = graph.sole_consumer(graph.nodes[dq].output[0]) if dq is not None else None
+    if gemm is None or (graph.nodes[q].op_type, graph.nodes[dq].op_type, graph.nodes[gemm].op_type) != (
+            "QuantizeLinear", "DequantizeLinear", "Gemm"):
+        return None
+    return gemm, (q, dq)
+
+
+def _dequantized_input(graph: Graph, tensor: str) -> tuple[int, float, int] | None:
+    """The DequantizeLinear computing `tensor` and its scale and zero point (scalar constants), or None."""
+    dq = graph.producers.get(tensor)
+    if dq is None or graph.nodes[dq].op_type != "DequantizeLinear":
+        return None
+    node = graph.nodes[dq]
+    scale, zero_point = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
+    return None if None in (scale, zero_point) else (dq, scale, int(zero_point))
+
+
+def _qpool(graph: Graph, index: int) -> QConv | str | None:
+    node = graph.nodes[index]
+    dq = _dequantized_input(graph, node.input[0])
+    if dq is None:
+        return None
+    pooled = layers.pool(graph, index)
+    if isinstance(pooled, str):
+        return pooled
+    quantized = _requantized(graph, node.output[0])
+    if quantized is None:
+        return f"a {node.op_type} on dequantized bytes whose result is not quantized again (QuantizeLinear)"
+    tail, activation, q, y_scale, y_zp = quantized
+    if activation != "none" or None in (y_scale, y_zp):
+        return f"a quantized {node.op_type} followed by an activation, or with scales that are not constants"
+    dq_x, x_scale, x_zp = dq
+    if pooled.kind == "maxpool" and (y_scale, int(y_zp)) != (x_scale, x_zp):
+        return ("a quantized MaxPool whose output scale or zero point is not its input's (kernelgen's uint8 max "
+                "pool keeps the bytes' quantization, as onnxruntime does when they agree)")
+    return QConv(start=index, conv=pooled, members=(index, *tail, dq_x), in_q=graph.nodes[dq_x].input[0],
+                 out_q=q.output[0], x_scale=x_scale, x_zero_point=x_zp, weights=None, weight_scales=(),
+                 weight_zero_point=0, bias=None, y_scale=y_scale, y_zero_point=int(y_zp))
+
+
+def _qgemm(graph: Graph, index: int) -> QConv | str | None:
+    node = graph.nodes[index]
+    dq = _dequantized_input(graph, node.input[0])
+    if dq is None:
+        return None
+    dq_x, x_scale, x_zp = dq
+    lead: tuple[int, ...] = ()
+    in_q = graph.nodes[dq_x].input[0]
+    q_flat = graph.producers.get(in_q)
+    if q_flat is not None and graph.nodes[q_flat].op_type == "QuantizeLinear":  # after a Flatten of a 1x1 image
+        flatten = graph.producers.get(graph.nodes[q_flat].input[0])
+        if flatten is not None and graph.nodes[flatten].op_type == "Flatten":
+            inner = _dequantized_input(graph, graph.nodes[flatten].input[0])
+            if inner is not None and inner[1:] == (x_scale, x_zp):
+                lead, in_q = (inner[0], flatten, q_flat), graph.nodes[inner[0]].input[0]
+    attrs = _attributes(node)
+    if float(attrs.get("alpha", 1.0)) != 1.0 or float(attrs.get("beta", 1.0)) != 1.0 or int(attrs.get("transA", 0)):
+        return "a quantized Gemm with alpha or beta other than 1, or transA 1"
+    dq_w = graph.producers.get(node.input[1])
+    if dq_w is None or graph.nodes[dq_w].op_type != "DequantizeLinear":
+        return "a Gemm on dequantized activations whose weights are not a DequantizeLinear of constants"
+    w = graph.nodes[dq_w]
+    b = graph.constants.get(w.input[0])
+    trans_b = bool(int(attrs.get("transB", 0)))
+    if b is None or b.ndim != 2:
+        return f"its weights {w.input[0]!r} are not a constant matrix of the model ({graph.made_by(w.input[0])})"
+    axis = int(_attributes(w).get("axis", 1))
+    scales = graph.constants.get(w.input[1])
+    if scales is not None and scales.size > 1 and axis != (0 if trans_b else 1):
+        return "per-channel weight scales along the Gemm's input channels (one per output only)"
+    filters = layers.gemm_filter(b, trans_b)
+    parts = _weight_parts(filters, scales, graph.constants.get(w.input[2]) if len(w.input) > 2 else None)
+    if isinstance(parts, str):
+        return parts
+    members = [index, dq_w]
+    bias = None
+    if len(node.input) > 2 and node.input[2]:
+        dq_b = graph.producers.get(node.input[2])
+        if dq_b is not None and graph.nodes[dq_b].op_type == "DequantizeLinear":
+            bias, members = graph.constants.get(graph.nodes[dq_b].input[0]), members + [dq_b]
+        elif node.input[2] in graph.constants:  # a float bias: quantized at x_scale * w_scale, as the quantizers do
+            bias = np.rint(graph.constants[node.input[2]].astype(np.float64).reshape(-1)
+                           / (np.array(parts[0]) * x_scale)).astype(np.int64)
+        if bias is None or bias.size != filters.shape[0]:
+            return "its bias is neither one constant per output nor a DequantizeLinear of one"
+    quantized = _requantized(graph, node.output[0])
+    if quantized is None:
+        return "a Gemm on dequantized activations whose result is not quantized again (QuantizeLinear)"
+    tail, activation, q, y_scale, y_zp = quantized
+    if None in (y_scale, y_zp):
+        return "its activation scales and zero points are not scalar constants"
+    conv = ConvNode(weight=w.input[0], bias=None, out_channels=int(filters.shape[0]), kernel=(1, 1), stride=(1, 1),
+                    pad=(0, 0, 0, 0), dilation=(1, 1), groups=1, trans_b=trans_b)
+    return QConv(start=index, conv=conv, members=(*members, *tail, dq_x, *lead), in_q=in_q, out_q=q.output[0],
+                 x_scale=x_scale, x_zero_point=x_zp, weights=filters, weight_scales=parts[0],
+                 weight_zero_point=parts[1], bias=None if bias is None else np.asarray(bias).astype(np.int32),
+                 y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
