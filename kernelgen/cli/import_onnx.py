@@ -182,6 +182,8 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
+    if imported.converted:
+        click.echo(f"converted by kernelgen (convert steps in network.yaml): {', '.join(imported.converted)}")
     for line in _left_lines(imported.skipped, bool(imported.manifest)):
         click.echo(line)
     if not imported.configs:

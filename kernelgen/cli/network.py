@@ -78,7 +78,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
         if as_json:
             click.echo(json.dumps({
                 "network": network.name, "target": target, "step": run.step.index, "kind":
-                "kernel" if run.step.is_kernel else "host", "name": run.step.label, "status": status,
+                "kernel" if run.step.is_kernel else "convert" if run.step.convert else "host", "name": run.step.label, "status": status,
                 "seconds": round(run.seconds, 4), "seed": record.seed if record is not None else None,
                 "checked": record.checked if record is not None else "onnxruntime",
                 "max_abs_error": number(record.max_abs_error) if record is not None else None,
@@ -138,7 +138,8 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
                 start = time.perf_counter()
                 host(expected | feeds)
                 times.append(time.perf_counter() - start)
-            rows.append({"step": step.index, "kind": "host", "name": step.label, "seconds": statistics.median(times),
+            rows.append({"step": step.index, "kind": "convert" if step.convert else "host", "name": step.label,
+                         "seconds": statistics.median(times),
                          "flops": 0, "executed_flops": 0, "bytes": 0, "packets": None})
     timed = [r for r in rows if r["seconds"] == r["seconds"]]
     total = sum(r["seconds"] for r in timed)
@@ -257,7 +258,8 @@ def _network_summary(network: Network) -> dict:
                          "workspace_bytes": p.workspace_bytes, "inputs": list(step.inputs),
                          "outputs": list(step.outputs)})
         else:
-            rows.append({"step": step.index, "kind": "host", "name": step.label, "nodes": list(step.nodes),
+            rows.append({"step": step.index, "kind": "convert" if step.convert else "host", "name": step.label,
+                         "nodes": list(step.nodes),
                          "inputs": list(step.inputs), "outputs": list(step.outputs)})
     return {"network": network.name, "model": str(network.model), "steps": rows, "arena_bytes": arena.size_bytes,
             "naive_bytes": arena.naive_bytes, "peak_bytes": arena.peak_bytes}

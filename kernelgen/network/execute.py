@@ -83,7 +83,10 @@ def reference(network: Network, feeds: dict[str, np.ndarray]) -> dict[str, np.nd
 
 
 def host_runner(network: Network, step: Step):
-    """A host step as a function {input name: array} -> {output name: array} (one onnxruntime session)."""
+    """A host or convert step as a function {input name: array} -> {output name: array} (a host step: one
+    onnxruntime session)."""
+    if step.convert:
+        return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
     graph = subgraph.graph_of(network.model)
     inputs = {t: np.dtype(network.tensors[t].dtype) for t in step.inputs}
     outputs = {t: np.dtype(network.tensors[t].dtype) for t in step.outputs}
@@ -116,6 +119,18 @@ def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunn
         seconds = time.perf_counter() - start
         agreement = tuple(agree(network, t, values[t], expected[t]) for t in step.outputs) if expected else ()
         yield StepRun(step, seconds, record, agreement, True)
+
+
+def convert(network: Network, step: Step, value: np.ndarray) -> np.ndarray:
+    """ONNX's QuantizeLinear (saturate(rint(x / scale) + zero_point), rounding half to even) or DequantizeLinear
+    ((q - zero_point) * scale), per tensor, in float32 as onnxruntime computes them."""
+    quantized = network.tensors[step.outputs[0] if step.convert == "quantize" else step.inputs[0]]
+    scale = np.float32(quantized.scale)
+    if step.convert == "quantize":
+        with np.errstate(all="ignore"):
+            q = np.rint(value.astype(np.float32) / scale) + np.float32(quantized.zero_point)
+        return np.clip(np.nan_to_num(q), 0, 255).astype(np.uint8)
+    return ((value.astype(np.int32) - quantized.zero_point).astype(np.float32) * scale).astype(np.float32)
 
 
 def _image(value: np.ndarray) -> np.ndarray:

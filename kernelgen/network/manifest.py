@@ -43,6 +43,10 @@ class StepModel(StrictModel):
     kernel: Union[Name, None] = Field(default=None, description="a config name: <name>.yaml beside the manifest")
     host: Union[conlist(NodeName, min_length=1), None] = Field(
         default=None, description="a list of ONNX node names run by onnxruntime")
+    convert: Union[Literal["quantize", "dequantize"], None] = Field(
+        default=None, description="'quantize' or 'dequantize': ONNX's QuantizeLinear or DequantizeLinear of one tensor "
+                                  "at the uint8 side's scale and zero point, run by kernelgen (a quantized network's "
+                                  "float input and output)")
     ops: Union[conlist(Annotated[str, Field(strict=True)]), None] = Field(
         default=None, description="the host nodes' ONNX op types (for the reader)")
     inputs: conlist(TensorName, min_length=1) = Field(description="a list of tensor names the step reads")
@@ -85,6 +89,7 @@ class Step:
     config: Config | None = None  # a kernel step's config
     nodes: tuple[str, ...] = ()  # a host step's ONNX nodes
     op_types: tuple[str, ...] = ()
+    convert: str = ""  # "quantize" or "dequantize": a conversion kernelgen runs (quantize.py)
 
     @property
     def is_kernel(self) -> bool:
@@ -94,6 +99,8 @@ class Step:
     def label(self) -> str:
         if self.config is not None:
             return self.config.name
+        if self.convert:
+            return self.convert
         return "host " + "+".join(dict.fromkeys(self.op_types or ("nodes",)))
 
 
@@ -182,8 +189,9 @@ class _Checker:
                        outputs=tuple(m.outputs), tensors=tensors, steps=tuple(steps), marks=marks)
 
     def _step(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> Step:
-        if (s.kernel is None) == (s.host is None):
-            self.fail(("steps", k), "expected exactly one of kernel: (a config name) or host: (ONNX nodes)")
+        if sum(x is not None for x in (s.kernel, s.host, s.convert)) != 1:
+            self.fail(("steps", k), "expected exactly one of kernel: (a config name), host: (ONNX nodes) or convert: "
+                                    "(quantize or dequantize)")
         for where in ("inputs", "outputs"):
             for i, name in enumerate(getattr(s, where)):
                 if name not in tensors:
@@ -202,8 +210,31 @@ class _Checker:
                     config = None
                 if config is not None:
                     self._wiring(k, s, config, tensors)
+        if s.convert is not None:
+            self._conversion(k, s, tensors)
         return Step(index=k, inputs=tuple(s.inputs), outputs=tuple(s.outputs), config=config,
-                    nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()))
+                    nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()), convert=s.convert or "")
+
+    def _conversion(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
+        """quantize: one float32 tensor to one uint8 tensor of the same shape with a scale and zero point;
+        dequantize the other way."""
+        if len(s.inputs) != 1 or len(s.outputs) != 1:
+            self.fail(("steps", k), f"expected one input and one output for convert: {s.convert}, got "
+                                    f"{len(s.inputs)} and {len(s.outputs)}")
+            return
+        source, result = tensors.get(s.inputs[0]), tensors.get(s.outputs[0])
+        if source is None or result is None:
+            return
+        quantized, where = (result, ("outputs", 0)) if s.convert == "quantize" else (source, ("inputs", 0))
+        real = source if s.convert == "quantize" else result
+        if quantized.dtype != "uint8" or quantized.scale is None or quantized.zero_point is None:
+            self.fail(("steps", k, *where), f"expected a uint8 tensor with a scale and zero point for convert: "
+                                            f"{s.convert}, got {quantized.name!r} ({quantized.dtype})")
+        if real.dtype != "float32":
+            self.fail(("steps", k, "inputs" if s.convert == "quantize" else "outputs", 0),
+                      f"expected a float32 tensor for convert: {s.convert}, got {real.name!r} ({real.dtype})")
+        if source.shape != result.shape:
+            self.fail(("steps", k, "outputs", 0), f"shape mismatch: {list(source.shape)} in, {list(result.shape)} out")
 
     def _wiring(self, k: int, s: StepModel, config: Config, tensors: dict[str, Tensor]) -> None:
         """A kernel reads its input, then its side inputs in the config's order, and writes one tensor: their shapes

@@ -57,6 +57,7 @@ class Imported:
     skipped: tuple[tuple[str, str, str], ...]  # (node, op type, why)
     notes: tuple[str, ...] = field(default=())
     manifest: str = ""  # network.yaml (network.py); "" when the network cannot be described
+    converted: tuple[str, ...] = ()  # QuantizeLinear / DequantizeLinear nodes the network's convert steps run
 
 
 QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
@@ -149,10 +150,12 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
               notes)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
-    manifest, why = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
+    manifest, why, converted = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
     if why:
         notes.append(f"no network.yaml: {why}")
-    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest)
+    skipped = tuple(s for s in skipped if s[0] not in converted)  # kernelgen runs those: the network's conversions
+    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest,
+                    converted=converted)
 
 
 def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targets: tuple[str, ...], fusion: Fusion,

@@ -30,10 +30,10 @@ class Kernel(Protocol):
     text: str
 
 
-def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str]:
-    """(the manifest's text, "") or ("", why the network cannot be described)."""
+def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str, tuple[str, ...]]:
+    """(the manifest's text, "", the nodes its convert steps run) or ("", why the network cannot be described, ())."""
     if not kernels:
-        return "", "no kernel was imported"
+        return "", "no kernel was imported", ()
     types = _element_types(graph)
     written = {k.output: k for k in kernels}
     read = {t: k for k in kernels for t in (k.input, *k.sides)}
@@ -51,22 +51,23 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
     steps = _steps(graph, kernels, host, producer)
     if steps is None:
-        return "", "the kernels and the nodes between them form a cycle"
+        return "", "the kernels and the nodes between them form a cycle", ()
     tensors: dict[str, None] = dict.fromkeys([*_graph_inputs(graph)])
     for step in steps:
         tensors.update(dict.fromkeys([*step[1], *step[2]]))
     tensors.update(dict.fromkeys(sorted(graph.outputs)))
     missing = [t for t in tensors if t not in graph.shapes or types.get(t) not in _DTYPES]
     if missing:
-        return "", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name"
+        return "", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name", ()
     layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
                | {k.output: k.layout for k in kernels})
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
     name = name.strip("_")[:40].rstrip("_")
     name = name if name and name[0].isalpha() else f"net_{name}".rstrip("_")
     lines = [f"# written by `kernelgen import` from {os.path.basename(model_path)}: the network as kernelgen runs it.",
-             "# Steps run in order: kernels (a config <name>.yaml beside this file) and host steps (ONNX nodes kernelgen",
-             "# does not generate, run by onnxruntime). Tensors by their ONNX names and shapes; weights stay in the model.",
+             "# Steps run in order: kernels (a config <name>.yaml beside this file), conversions of a quantized network's",
+             "# float input and output, and host steps (ONNX nodes kernelgen does not generate, run by onnxruntime).",
+             "# Tensors by their ONNX names and shapes; weights stay in the model.",
              f"network: {name}", f"model: {json.dumps(model_path)}",
              f"inputs: [{', '.join(json.dumps(t) for t in _graph_inputs(graph))}]",
              f"outputs: [{', '.join(json.dumps(t) for t in sorted(graph.outputs))}]", "tensors:"]
@@ -77,16 +78,37 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
         keys += [f"scale: {quant[0]!r}, zero_point: {quant[1]}"] if quant else []
         lines.append(f"  {json.dumps(tensor)}: {{{', '.join(keys)}}}")
     lines.append("steps:")
+    converted: list[str] = []
     for what, inputs, outputs in steps:
         if isinstance(what, int):
             kernel = kernels[what]
             lines.append(f"  - kernel: {kernel.name}")
+        elif _conversion(graph, what, types):
+            node = graph.nodes[next(iter(what))]
+            converted.append(node_id(node))
+            lines.append(f"  - convert: {'quantize' if node.op_type == 'QuantizeLinear' else 'dequantize'}  # "
+                         f"{json.dumps(node_id(node))}")
         else:
             lines.append(f"  - host: [{', '.join(json.dumps(node_id(graph.nodes[i])) for i in what)}]")
             lines.append(f"    ops: [{', '.join(graph.nodes[i].op_type for i in what)}]")
         lines.append(f"    inputs: [{', '.join(json.dumps(t) for t in inputs)}]")
         lines.append(f"    outputs: [{', '.join(json.dumps(t) for t in outputs)}]")
-    return "\n".join(lines) + "\n", ""
+    return "\n".join(lines) + "\n", "", tuple(converted)
+
+
+def _conversion(graph: Graph, nodes, types: dict[str, int]) -> bool:
+    """A step of one QuantizeLinear of float32 to uint8 (or DequantizeLinear back) at one constant scale and zero
+    point: a quantized network's input or output conversion, which kernelgen runs itself (execute.convert)."""
+    if len(nodes) != 1:
+        return False
+    node = graph.nodes[next(iter(nodes))]
+    if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 3:
+        return False
+    scale, zero = graph.constants.get(node.input[1]), graph.constants.get(node.input[2])
+    uint8 = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
+    real = node.input[0] if node.op_type == "QuantizeLinear" else node.output[0]
+    return (scale is not None and scale.size == 1 and zero is not None and zero.size == 1
+            and types.get(uint8) == 2 and types.get(real) == 1)
 
 
 def _graph_inputs(graph: Graph) -> list[str]:

@@ -183,7 +183,7 @@ def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], w
     common = dict(index=step.index, nodes=tuple(c_string(n) for n in nodes),
                   node_comments=tuple(comment_text(n) for n in nodes), inputs=inputs, outputs=outputs)
     if plan is None:
-        ops = ", ".join(dict.fromkeys(step.op_types)) or "nodes"
+        ops = ", ".join(dict.fromkeys(step.op_types)) or step.convert or "nodes"
         return StepRow(host=True, name=c_string(ops), function="", label=f"host {comment_text(ops)}",
                        workspace_bytes=0, workspace_offset=-1, args=(), **common)
     workspace = arena.workspaces.get(step.index, 0)
