@@ -269,8 +269,8 @@ def small_resnet(seed: int = 8):
 
 def qdq_network(c: int = 16, size: int = 12, seed: int = 9):
     """A QDQ network as onnxruntime's quantizer writes one, float in and out: QuantizeLinear of the input, a 3x3
-    stem conv + ReLU (int8 per-channel weights), MaxPool between DequantizeLinear and QuantizeLinear (a host
-    step), a basic block whose residual add fuses, then DequantizeLinear -> GlobalAveragePool (host)."""
+    stem conv + ReLU (int8 per-channel weights), MaxPool between DequantizeLinear and QuantizeLinear (it fuses), a
+    basic block whose residual add fuses, then DequantizeLinear -> GlobalAveragePool of floats (a host step)."""
     rng = np.random.default_rng(seed)
     scales = {"x": (0.03, 128), "m": (0.04, 0), "a": (0.05, 0), "b": (0.06, 120), "y": (0.07, 0)}
     inits = [item for key, (s, z) in scales.items()

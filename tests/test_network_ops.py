@@ -133,8 +133,15 @@ BAD = {
         "no op reads 's'"),
     "two ops in one item": (
         "ops:\n  - {maxpool: {kernel: 2}, conv2d: {out_channels: 4}}\n", "ops[0]", "got conv2d and maxpool"),
-    "a quantized pool": (
-        "dtype: uint8\nops:\n  - maxpool: {kernel: 2}\ntargets: [hvx]\n", "ops[0].maxpool", "a quantized maxpool is not generated"),
+    "a quantized average pool": (
+        "dtype: uint8\nops:\n  - avgpool: {kernel: 2}\ntargets: [hvx]\n", "ops[0].avgpool",
+        "a quantized avgpool is not generated"),
+    "a quant block on a float pool": (
+        "ops:\n  - global_avgpool: {quant: {output_scale: 0.1}}\n", "ops[0].global_avgpool.quant",
+        "a quant block only with dtype uint8"),
+    "a uint8 side input without its quantization": (
+        "dtype: uint8\nside_inputs: {s: {shape: [1, 4, 4, 4], layout: nhwc-8h8w32c}}\nops:\n  - conv2d: "
+        "{out_channels: 4, residual: s}\ntargets: [hvx]\n", "side_inputs.s", "expected scale: with dtype uint8"),
 }
 
 

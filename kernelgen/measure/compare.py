@@ -269,7 +269,7 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
         maxima.append(int(apart.max()))
         shares.append(float(np.mean(apart > 0)))
         if apart.max() > allowed:
-            over.append(f"op #{j} ({config.ops[j - 1].kind}): onnxruntime differs by up to {int(apart.max())} in {np.mean(apart > 0):.3%} "
+            over.append(f"{config.ops[j - 1].kind} #{j}: onnxruntime differs by up to {int(apart.max())} in {np.mean(apart > 0):.3%} "
                         f"of its outputs (expected {'exactly its result' if allowed == 0 else 'at most 1'}: "
                         f"{_form(oq)})")
     if over:

@@ -15,15 +15,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
 from . import layers
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .names import Namer
 from .network_writer import network_yaml
-from .qlayers import qnext, qop
-from .quant import QConv, qconv, with_residual
+from .qchain import QUANT_LAYOUT, qchain, qfusable, qsides, quant_yaml
+from .quant import QConv, qconv
 
 
 @dataclass
@@ -60,7 +59,6 @@ class Imported:
     converted: tuple[str, ...] = ()  # QuantizeLinear / DequantizeLinear nodes the network's convert steps run
 
 
-QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
 GroupCoster = Callable[[str], GroupCost]  # a candidate group's config text (schedule: auto) -> its cost
 
 
@@ -127,11 +125,11 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
             why_not[index] = quantized
             continue
         if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
-            qchain = _qgroup(graph, quantized, taken)
-            taken.update(m for op in qchain for m in op.members)
+            chain = qchain(graph, quantized, taken)
+            taken.update(m for op in chain for m in op.members)
             model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-            for group in _qsplit(graph, qchain, model_path, fusion, quant_targets):
-                qops = qchain[group.start:group.stop]
+            for group in _qsplit(graph, chain, model_path, fusion, quant_targets):
+                qops = chain[group.start:group.stop]
                 members = _members(op.members for op in qops)
                 name = namer.name([op.start for op in qops])
                 ids = tuple(node_id(graph.nodes[m]) for m in members)
@@ -139,7 +137,7 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
                                                                          quant_targets),
                                               nodes=ids, group=group.cost, input=qops[0].in_q, output=qops[-1].out_q,
                                               members=members, layout=QUANT_LAYOUT, ops=_op_types(graph, members),
-                                              sides=tuple(_qsides(qops))))
+                                              sides=tuple(qsides(qops))))
                 notes += _group_notes(name, group)
             continue
         conv = graph.conv(index)
@@ -262,19 +260,8 @@ def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, t
     cut_ops = frozenset(k for k, op in enumerate(chain) if any(node_id(graph.nodes[m]) in fusion.cut_after
                                                                  for m in op.members))
 
-    made = {op.out_q: k for k, op in enumerate(chain)}  # a chain tensor -> the op computing it
-
     def fusable(start: int, stop: int) -> str:
-        for k in range(start, stop):
-            source = -1 if chain[k].residual == chain[0].in_q else made.get(chain[k].residual)
-            if source is None:  # a side input: the other branch, from outside the chain
-                continue
-            if source < start - 1:
-                return (f"op {k + 1} adds a tensor from before op {start + 1} (a kernel's residual is its own input, "
-                        f"one of its ops' results or a side input)")
-            if source >= start and any(op.conv.stride != (1, 1) for op in chain[source + 1:k + 1]):
-                return f"op {k + 1} adds op {source + 1}'s result across a stride"
-        return ""
+        return qfusable(chain, start, stop)
 
     def cost(start: int, stop: int) -> GroupCost:
         return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, (), targets))
@@ -386,103 +373,3 @@ def _input(graph: Graph, ops: list[_Op]) -> str:
     first = ops[0]
     lead = first.members[0] if first.members[0] != first.node else None
     return graph.nodes[lead].input[0] if lead is not None else layers.op_input(graph, first.node, first.conv)
-
-
-def _qgroup(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
-    """Quantized ops (convs, pools, the classifier) chained through uint8 tensors that only the next op reads
-    (directly, or through one DequantizeLinear; an Add a later op folds in may read it too), with the same weight
-    type and zero point (the config's top-level quant). Ends at the first op whose result escapes the chain."""
-    ops = [with_residual(graph, first, taken)]
-    while True:
-        following = qnext(graph, ops[-1].out_q)
-        op = qop(graph, following[0]) if following is not None else None
-        weighted = next(o for o in ops if o.weights is not None)
-        if not isinstance(op, QConv) or op.in_q != ops[-1].out_q or any(m in taken for m in op.members) or (
-                op.weights is not None and (op.weights.dtype != weighted.weights.dtype
-                                            or op.weight_zero_point != weighted.weight_zero_point)):
-            break
-        ops.append(with_residual(graph, op, taken))
-    return _qcut_escapes(graph, ops)
-
-
-def _qcut_escapes(graph: Graph, ops: list[QConv]) -> list[QConv]:
-    """Ends a quantized chain at the first op whose result (or its dequantized value) is read outside it."""
-    while True:
-        members = {m for op in ops for m in op.members}
-        escaping = None
-        for j, op in enumerate(ops[:-1]):
-            readers = set(graph.consumers.get(op.out_q, ()))
-            readers |= {r for d in readers if graph.nodes[d].op_type == "DequantizeLinear"
-                        for r in graph.consumers.get(graph.nodes[d].output[0], ())}
-            if op.out_q in graph.outputs or readers - members:
-                escaping = j
-                break
-        if escaping is None:
-            return ops
-        ops = ops[:escaping + 1]
-
-
-def _qsides(ops: list[QConv]) -> dict[str, str]:
-    """A quantized group's side inputs (an Add's other branch from outside the group), ONNX tensor -> config name."""
-    inside = {ops[0].in_q, *(op.out_q for op in ops)}
-    out: dict[str, str] = {}
-    for op in ops:
-        if op.residual is not None and op.residual not in inside and op.residual not in out:
-            out[op.residual] = "shortcut" if not out else f"shortcut_{len(out) + 1}"
-    return out
-
-
-def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...],
-               targets: tuple[str, ...]) -> str:
-    """A uint8 config (for a target that takes uint8: HVX's blocked layouts), the model's scales and zero points
-    per op."""
-    first = ops[0]
-    n, c, h, w = (*graph.shapes[first.in_q], 1, 1)[:4]  # [N, C]: a 1x1 image
-    weighted = next(op for op in ops if op.weights is not None) if any(op.weights is not None for op in ops) else None
-    weight_dtype = "uint8" if weighted is not None and weighted.weights.dtype == np.uint8 else "int8"
-    weight_zero_point = weighted.weight_zero_point if weighted is not None else 0
-    lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: quantized (uint8 activations, "
-             f"{weight_dtype} weights), the model's own scales, zero points, weights and biases",
-             f"name: {name}", "dtype: uint8", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: {QUANT_LAYOUT}}}"]
-    sides = _qsides(ops)
-    if sides:
-        lines.append("side_inputs:  # an Add's other branch, from outside the group")
-        for tensor, side in sides.items():
-            op = next(o for o in ops if o.residual == tensor)
-            sn, sc, sh, sw = graph.shapes[tensor]
-            lines.append(f"  {side}: {{shape: [{sn}, {sh}, {sw}, {sc}], layout: {QUANT_LAYOUT}, scale: "
-                         f"{op.residual_scale!r}, zero_point: {op.residual_zero_point}}}  # {json.dumps(tensor)}")
-    lines += [f"quant: {{input_scale: {first.x_scale!r}, input_zero_point: {first.x_zero_point}, weight_dtype: "
-              f"{weight_dtype}, weight_zero_point: {weight_zero_point},",
-              "       requantization: float32}  # onnxruntime's float scale and rounding: bit-exact with it", "ops:"]
-    results = {op.out_q: k for k, op in enumerate(ops, start=1)}
-    for op in ops:
-        cv = op.conv
-        if cv.kind == "maxpool":  # the bytes keep their quantization
-            lines.append(f"  - {layers.pool_yaml(cv)}")
-            continue
-        if cv.kind != "conv2d":
-            lines.append(f"  - global_avgpool: {{quant: {{output_scale: {op.y_scale!r}, output_zero_point: "
-                         f"{op.y_zero_point}}}}}")
-            continue
-        scales = op.weight_scales
-        scale_text = repr(scales[0]) if len(set(scales)) == 1 else "[" + ", ".join(repr(x) for x in scales) + "]"
-        keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
-                f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
-        keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
-        keys += ["bias: true"] if op.bias is not None else []
-        if op.residual is not None:
-            keys.append(f"residual: {'input' if op.residual == first.in_q else sides.get(op.residual) or results[op.residual]}")
-        if op.activation != "none":
-            keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
-        conv_quant = (f", conv_scale: {op.conv_scale!r}, conv_zero_point: {op.conv_zero_point}" if op.residual
-                      else "")
-        keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
-                                                 f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
-        lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", f"targets: [{', '.join(targets)}]"]
-    if nodes:  # a candidate group being costed has no source: it is planned, never run
-        mapped = f", sides: {{{', '.join(f'{v}: {json.dumps(t)}' for t, v in sides.items())}}}" if sides else ""
-        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]"
-                     f"{mapped}}}")
-    return "\n".join(lines) + "\n"

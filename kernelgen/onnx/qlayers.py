@@ -31,8 +31,10 @@ def qnext(graph: Graph, tensor: str) -> tuple[int, tuple[int, ...]] | None:
     pattern's; None when no single op reads it. Other readers of the dequantized tensor may only be Adds (a later
     op's residual)."""
     dq = graph.sole_consumer(tensor)
-    if dq is None or graph.nodes[dq].op_type != "DequantizeLinear":
+    if dq is None:
         return None
+    if graph.nodes[dq].op_type != "DequantizeLinear":  # an op reading the bytes themselves: a QLinearConv
+        return dq, ()
     readers = [r for r in graph.consumers.get(graph.nodes[dq].output[0], ()) if graph.nodes[r].op_type != "Add"]
     if len(readers) != 1 or graph.nodes[dq].output[0] in graph.outputs:
         return None
