@@ -246,6 +246,54 @@ def qdq_mobilenet_v2_block(c: int = 16, expand: int = 6, size: int = 9, seed: in
                       add_relu=False)
 
 
+def mobilenet_v2_classifier(seed: int = 12):
+    """MobileNetV2's ends at a small size: a stride-2 3x3 stem conv + ReLU6, an inverted residual block (1x1 expand
+    + ReLU6, 3x3 depthwise + ReLU6, 1x1 project, + the block's input), a 1x1 conv + ReLU6 to the head's channels,
+    then GlobalAveragePool, Flatten and the Gemm classifier; batch 2, channels no multiple of 4 or 32."""
+    b = Builder(seed)
+    t = b.clip("stem_relu6", b.conv("stem", "x", 3, 10, 3, stride=2, pad=1), 0.0, 6.0)
+    u = b.clip("expand_relu6", b.conv("expand", t, 10, 30, 1), 0.0, 6.0)
+    u = b.clip("dw_relu6", b.conv("depthwise", u, 30, 30, 3, pad=1, groups=30), 0.0, 6.0)
+    t = b.add("block_add", b.conv("project", u, 30, 10, 1), t)
+    t = b.clip("head_relu6", b.conv("head", t, 10, 45, 1), 0.0, 6.0)
+    t = b.node("Flatten", "flatten", [b.node("GlobalAveragePool", "gap", [t])])
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.3, 0.3, (9, 45)).astype(np.float32), "fc_w"))
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.2, 0.2, 9).astype(np.float32), "fc_b"))
+    t = b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1)
+    return b.model("x", [2, 3, 23, 19], t)
+
+
+def quantized(model, per_channel: bool, seed: int = 0):
+    """`model` as onnxruntime's quantize_static writes it in QDQ form (uint8 activations, int8 weights; 7-bit weights
+    on an x86 host without VNNI, whose uint8 x int8 kernels would saturate otherwise), calibrated on random
+    normal inputs."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from kernelgen.onnx.oracle import VNNI_FLAGS, cpu_flags
+
+    (x,) = model.graph.input
+    shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
+
+    class Random(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(seed)
+            self.batches = iter([{x.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = f"{folder}/float.onnx", f"{folder}/qdq.onnx"
+        onnx.save(model, source)
+        quantize_static(source, target, Random(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        reduce_range=not (cpu_flags() & set(VNNI_FLAGS)))
+        return onnx.load(target)
+
+
 def small_resnet(seed: int = 8):
     """ResNet18's structure at toy size: a stride-2 stem conv + ReLU, a MaxPool that also returns its argmax
     indices (a host step: kernelgen's pools return values only), a basic block (its residual add fuses), a

@@ -36,18 +36,16 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...config import Config
-from ...layout import PadKind
 from ...plan import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, ResidualAdd, op_quants
+from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
 from .epilogue import BLOCK, qf32_epilogue
 from .requantizer import FloatSplit, PoolRequant, Requantizer
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
-ACTIVATION_LAYOUT = "NHWC8h8w32c"
-FILTER_LAYOUT = "OIHW8i32o4i"
 FILTER_TAP_BLOCK = 1024  # elements of one 8i x 32o x 4i filter block (one (rh, rw) of 32 outputs x 32 inputs)
 DEFAULT_PIXELS = 8  # output pixels sharing each filter vector (register blocking)
 ALIGN = 2048
@@ -261,7 +259,7 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     arch = options.arch
     vtcm = options.vtcm_bytes or VTCM_DEFAULT_BYTES[arch]
     pixels = options.pixels or _default_pixels(config)
-    unblocked = _unblocked_key(config)
+    unblocked = unblocked_key(config)
     blocked = unblocked is None
     if config.dtype == "uint8" and unblocked is not None:
         _fail(config, unblocked, f"the hvx target computes uint8 on {ACTIVATION_LAYOUT} activations and "
@@ -323,26 +321,6 @@ def _fail(config: Config, key: str, message: str) -> None:
 
 def _aligned(size: int) -> int:
     return -(-size // ALIGN) * ALIGN
-
-
-def _unblocked_key(config: Config) -> str | None:
-    """The first config key that keeps the chain off the blocked HVX layouts (None: all blocked)."""
-    def plain(layout, name: str) -> bool:
-        return layout.name == name and layout.pad_kind is PadKind.NONE
-
-    if not plain(config.input_layout, ACTIVATION_LAYOUT):
-        return "input.layout"
-    for side in config.side_inputs:
-        if not plain(side.layout, ACTIVATION_LAYOUT):
-            return f"side_inputs.{side.name}.layout"
-    for i, op in enumerate(config.ops):
-        if not op.pool and not plain(op.filter_layout, FILTER_LAYOUT):
-            return f"ops[{i}].conv2d.filter_layout"
-        if not plain(op.output_layout, ACTIVATION_LAYOUT):
-            own = f"ops[{i}].conv2d.output_layout"
-            last = i == len(config.ops) - 1
-            return own if own in config.marks or not last else "output.layout"
-    return None if config.schedule.k_block == 32 else "schedule.k_block"
 
 
 # ---------------------------------------------------------------- geometry

@@ -1,0 +1,112 @@
+"""Issue 29's quantized ops on hvx: uint8 max pools and global average pools in a chain, a two-branch add's other
+branch as a side input with its own scale and zero point, and QDQ networks of MobileNetV2's and ResNet18's shapes
+(onnxruntime's own quantizer) imported whole and run end to end under qemu-hexagon, bit-exact with onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import kernelgen
+from conftest import require_tools, requires_tool
+from kernelgen.cli import main
+from kernelgen.api import parse_config
+from kernelgen.reference_quant import op_output
+
+TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
+ONNX = ("py:onnx", "py:onnxruntime")
+QUANT = ("quant: {{input_scale: 0.02, input_zero_point: 7, weight_scale: 0.004, weight_dtype: int8, output_scale: "
+         "0.03, output_zero_point: 100, intermediate_scale: 0.021, intermediate_zero_point: 9, requantization: {form}}}")
+
+# odd shapes: channels no multiple of 32 (or 4), widths no multiple of 8, batch 2, padded and stride-2 windows
+CHAINS = {
+    "conv, padded 3x3 stride-2 max pool, 1x1": (
+        "input: {{shape: [2, 13, 11, 40], layout: nhwc-8h8w32c}}\n" + QUANT + "\nops:\n"
+        "  - conv2d: {{out_channels: 36, kernel: 3, pad: 1, bias: true, activation: relu}}\n"
+        "  - maxpool: {{kernel: 3, stride: 2, pad: 1}}\n"
+        "  - conv2d: {{out_channels: 20, kernel: 1}}\n"),
+    "max pools first and last, asymmetric padding": (
+        "input: {{shape: [2, 15, 13, 33], layout: nhwc-8h8w32c}}\n" + QUANT + "\nops:\n"
+        "  - maxpool: {{kernel: 3, stride: 2, pad: 1}}\n"
+        "  - conv2d: {{out_channels: 20, kernel: 3, pad: 1, bias: true}}\n"
+        "  - maxpool: {{kernel: 2, stride: 2, pad: [0, 0, 1, 1]}}\n"),
+    "the classifier head: conv, global average pool, fc": (
+        "input: {{shape: [2, 7, 9, 70], layout: nhwc-8h8w32c}}\n" + QUANT + "\nops:\n"
+        "  - conv2d: {{out_channels: 45, kernel: 1, bias: true, activation: relu6}}\n"
+        "  - global_avgpool: {{quant: {{output_scale: 0.011, output_zero_point: 4}}}}\n"
+        "  - conv2d: {{out_channels: 37, kernel: 1, bias: true}}\n"),
+    "a two-branch add: stride-2 conv + a side input": (
+        "input: {{shape: [2, 9, 11, 40], layout: nhwc-8h8w32c}}\n"
+        "side_inputs: {{branch: {{shape: [2, 5, 6, 36], layout: nhwc-8h8w32c, scale: 0.04, zero_point: 130}}}}\n"
+        + QUANT + "\nops:\n"
+        "  - conv2d: {{out_channels: 36, kernel: 3, stride: 2, pad: 1, bias: true, residual: branch, activation: relu, "
+        "quant: {{conv_scale: 0.05, conv_zero_point: 120}}}}\n"),
+}
+
+
+def _config(case: str, form: str):
+    text = f"name: q\ndtype: uint8\n{CHAINS[case].format(form=form)}output: {{layout: nhwc-8h8w32c}}\ntargets: [hvx]\n"
+    return parse_config(text, "q.yaml")
+
+
+@requires_tool(*TOOLS)
+@pytest.mark.parametrize("form", ["float32", "fixed_point"])
+@pytest.mark.parametrize("case", sorted(CHAINS))
+def test_quantized_pools_and_side_inputs_are_bit_exact_on_hvx(case, form):
+    """Each chain compiled by clang-19 and run under qemu-hexagon on fresh random bytes, twice (two poison bytes),
+    every op checked bit for bit on the kernel's own input to it."""
+    result = kernelgen.validate(_config(case, form), "hvx", seed=int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.passed, result.detail
+    assert "bit-exact" in result.detail
+
+
+def test_global_average_pool_is_onnxruntimes_qlinear_form():
+    """QLinearGlobalAveragePool: sum(a) - n * za, times f32(s_in / f32(s_out * n)) in float32, rounded half to even,
+    plus z_out: the reference holds to it at a tie (a sum landing exactly on a half rounds to the even byte)."""
+    config = _config("the classifier head: conv, global average pool, fc", "float32")
+    x = np.full((2, 7, 9, 45), 9, dtype=np.uint8)  # za = 9: every sum is n * za, the mean exactly the zero point
+    x[0, 0, 0, :] += np.arange(45, dtype=np.uint8)  # channel c: sum - n * za = c
+    got = op_output(config, 1, [None, x], None, None)[..., :].astype(int)
+    scale = np.float32(np.float32(0.021) / np.float32(np.float32(0.011) * np.float32(63)))
+    want = np.clip(np.rint(np.arange(45, dtype=np.float32) * scale) + 4, 0, 255)
+    assert got.shape == (2, 1, 1, 45) and (got[0, 0, 0] == want).all() and (got[1] == 4).all()
+
+
+def test_uint8_max_pool_skips_padding_even_below_the_zero_point():
+    """ONNX MaxPool's padding is never the maximum: bytes below the zero point (negative reals) stay the maximum
+    of a window that is mostly padding, where a cache holding the zero point would win."""
+    config = _config("max pools first and last, asymmetric padding", "float32")
+    x = np.zeros((2, 15, 13, 33), dtype=np.uint8)  # 0 < za = 7: every real value negative
+    out = op_output(config, 0, [x], None, None)
+    assert out.shape == (2, 8, 7, 33) and (out == 0).all()
+
+
+@requires_tool(*ONNX, *TOOLS)
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+@pytest.mark.parametrize("shape", ["mobilenet_v2_classifier", "classifier_network"])
+def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, tmp_path):
+    """MobileNetV2's and ResNet18's shapes (inverted residual, padded max pool, a two-branch add with a stride-2
+    downsample branch, global average pool, Flatten, Gemm) quantized by onnxruntime: every node imported (the
+    input's QuantizeLinear and the output's DequantizeLinear are convert steps kernelgen runs), every tensor
+    bit-exact with onnxruntime running the whole model."""
+    import onnx
+    import onnx_models
+
+    path = tmp_path / f"{shape}.onnx"
+    onnx.save(onnx_models.quantized(getattr(onnx_models, shape)(), per_channel), str(path))
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "net")])
+    assert result.exit_code == 0, result.output
+    assert "not generated" not in result.output and "not imported" not in result.output, result.output
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    assert not [s for s in network.steps if not s.is_kernel and not s.convert]  # no host step
+    assert [s.convert for s in network.steps if s.convert] == ["quantize", "dequantize"]
+    kinds = {op.kind for s in network.kernels for op in s.config.ops}
+    assert kinds == {"conv2d", "avgpool"} | ({"maxpool"} if shape == "classifier_network" else set())
+    if shape == "classifier_network":  # the downsample branch is the block's side input
+        assert any(s.config.side_inputs for s in network.kernels)
+    require_tools(*TOOLS)
+    runs = list(kernelgen.validate_network(network, "hvx", seed=5))
+    assert all(r.ran for r in runs) and all(r.record.passed for r in runs if r.step.is_kernel)
+    uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
+    assert uint8 and all(a.max_abs == 0 and a.relative == 0 for a in uint8)  # every byte onnxruntime's
+    assert runs[-1].agreement[0].max_abs == 0.0  # the logits too: the same bytes, dequantized alike
