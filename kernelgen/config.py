@@ -354,10 +354,15 @@ class _Checker:
                                             [*(op.stride for op in self.ops), stride], out_shape,
                                             {side.name: side.shape for side in self.sides})
         uint8 = self.model.dtype == "uint8"
-        if uint8 and act.hard is not None:
-            self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp with dtype uint8 (the store "
-                                                f"clamps bytes; {act.name} needs a table of bytes, not generated yet), "
-                                                f"got {act.name}")
+        if uint8 and act.hard is not None and (c.quant is None or c.quant.conv_scale is None
+                                               or c.quant.conv_zero_point is None):
+            self.problem((*keys, "activation"), f"expected quant: {{conv_scale: ..., conv_zero_point: ...}} on the op "
+                                                f"with a {act.name} on dtype uint8 (the conv's own bytes, which a "
+                                                f"table maps through the {act.name} to the output's), got none")
+        elif uint8 and act.hard is not None and residual is not None:
+            self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp after a residual add with "
+                                                f"dtype uint8 (the add's bytes through a {act.name} table: not "
+                                                f"generated yet), got {act.name}")
         if c.quant is not None and (not uint8 or isinstance(c.quant.weight_scale, list)
                                     and len(c.quant.weight_scale) not in (1, out_channels)):
             self.problem((*keys, "quant") if not uint8 else (*keys, "quant", "weight_scale"),

@@ -143,7 +143,7 @@ class AvgPoolModel(MaxPoolModel):
 
 
 class PoolQuantModel(StrictModel):
-    """dtype uint8: a global average pool's output quantization (default: the top-level quant's)."""
+    """dtype uint8: a global average pool's or a mul's output quantization (default: the top-level quant's)."""
 
     output_scale: Union[Scale, None] = Field(default=None, description="a positive number: the scale of this op's "
                                                                        "output")
@@ -162,6 +162,10 @@ class GlobalAvgPoolModel(StrictModel):
 class MulModel(StrictModel):
     by: Name = Field(description="the name of a side input of shape [n, 1, 1, c]: each channel of the op's input "
                                  "times its value (squeeze-excite's scaling)")
+    quant: Union[PoolQuantModel, None] = Field(
+        default=None, description="dtype uint8: {output_scale: ..., output_zero_point: ...} (onnxruntime's "
+                                  "QLinearMul: (q - z_in) * (f - z_f) times s_in * s_f / s_out, plus z_out, rounded "
+                                  "once)")
     output_layout: Union[LayoutSpec, None] = Field(
         default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
                                                 "tensor, output.layout for the last op)")

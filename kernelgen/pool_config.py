@@ -18,9 +18,9 @@ def pool(checker: Any, keys: tuple, model, last: bool, input_layout: Layout | No
     kind = keys[-1]
     n, height, width, channels = in_shape
     uint8 = checker.model.dtype == "uint8"
-    if uint8 and kind not in ("maxpool", "global_avgpool"):
-        checker.problem(keys, f"expected conv2d, maxpool or global_avgpool ops with dtype uint8 (a quantized {kind} "
-                              f"is not generated yet), got {kind}")
+    if uint8 and kind not in ("maxpool", "global_avgpool", "mul"):
+        checker.problem(keys, f"expected conv2d, maxpool, global_avgpool or mul ops with dtype uint8 (a quantized "
+                              f"{kind} is not generated yet), got {kind}")
         return None
     scale_by = None
     if kind == "mul":

@@ -105,6 +105,8 @@ class OpQuant:
     add: "ResidualAdd | None" = None
     # quant.requantization float32: per output channel, onnxruntime's float scale (quant_float.py); else ()
     float_requants: tuple[FloatRequant, ...] = ()
+    # a hardswish / hardsigmoid: the output byte of each of the conv's bytes (at s_conv, z_conv); else ()
+    table: tuple[int, ...] = ()
 
     @property
     def per_channel(self) -> bool:
@@ -140,6 +142,9 @@ def op_quants(config: Config) -> list[OpQuant]:
         z_out = own.output_zero_point if own and own.output_zero_point is not None else (
             q.output_zero_point if j == n - 1 else mid_zp)
         out_key = _output_scale_key(config, j)
+        if op.kind == "mul":
+            out.append(mul_quant(config, sides[op.scale_by], s_in, z_in, s_out, z_out, out_key))
+            continue
         if op.pool:
             out.append(pool_quant(config, op, s_in, z_in, s_out, z_out, out_key))
             continue
@@ -148,6 +153,11 @@ def op_quants(config: Config) -> list[OpQuant]:
         s_w = s_w * op.out_channels if len(s_w) == 1 else s_w
         s_conv, z_conv, add = s_out, z_out, None
         conv_key = out_key
+        table: tuple[int, ...] = ()
+        if op.hard is not None:  # the conv's bytes at its own scale, through the gate's table (config checked both)
+            s_conv, z_conv = own.conv_scale, own.conv_zero_point
+            conv_key = f"ops[{j}].conv2d.quant.conv_scale"
+            table = hard_table(op.hard, s_conv, z_conv, s_out, z_out)
         if op.residual is not None:
             s_conv = own.conv_scale if own and own.conv_scale is not None else s_out
             z_conv = own.conv_zero_point if own and own.conv_zero_point is not None else z_out
@@ -170,8 +180,37 @@ def op_quants(config: Config) -> list[OpQuant]:
         q_min, q_max = activation_range(op.clamp, s_out, z_out)
         out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
                            q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,
-                           z_conv=z_conv, add=add, float_requants=tuple(floats[s] for s in s_w) if floats else ()))
+                           z_conv=z_conv, add=add, float_requants=tuple(floats[s] for s in s_w) if floats else (),
+                           table=table))
     return out
+
+
+def hard_table(hard, s_conv: float, z_conv: int, s_out: float, z_out: int) -> tuple[int, ...]:
+    """A hardswish or hardsigmoid between DequantizeLinear and QuantizeLinear, as onnxruntime runs it (float32:
+    v = (q - z) * s, g = min(1, max(0, alpha * v + beta)), v * g for hardswish, then rint(y / s_out) + z_out,
+    saturated), for each of the 256 bytes: checked against onnxruntime byte for byte in the tests."""
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        v = (np.arange(256, dtype=np.int32) - z_conv).astype(f32) * f32(s_conv)
+        gate = np.minimum(f32(1), np.maximum(f32(0), (f32(hard.alpha) * v).astype(f32) + f32(hard.beta)))
+        y = (v * gate).astype(f32) if hard.times_value else gate
+        q = np.rint((y / f32(s_out)).astype(f32)) + f32(z_out)
+    return tuple(int(b) for b in np.clip(q, 0, 255))
+
+
+def mul_quant(config: Config, side, s_in: float, z_in: int, s_out: float, z_out: int, key: str) -> OpQuant:
+    """A mul by a side input as onnxruntime's QLinearMul: (q - z_in) * (f - z_f), an exact int, times S = f32(f32(s_in *
+    s_f) / s_out) in float32, plus z_out in float32, rounded half to even once (float32), or quant.py's fixed-point
+    multiply then z_out (fixed_point)."""
+    floats: tuple[FloatRequant, ...] = ()
+    requants: tuple[Requant, ...] = ()
+    if config.quant.requantization == "float32":
+        with np.errstate(all="ignore"):
+            floats = (of_scale(float(np.float32(np.float32(s_in) * np.float32(side.scale)) / np.float32(s_out))),)
+    else:
+        requants = (requantization(s_in * side.scale / s_out, key, config),)
+    return OpQuant(s_in=s_in, z_in=z_in, s_w=(side.scale,), z_w=side.zero_point, s_out=s_out, z_out=z_out, q_min=0,
+                   q_max=255, requants=requants, s_conv=s_out, z_conv=z_out, float_requants=floats)
 
 
 def pool_quant(config: Config, op, s_in: float, z_in: int, s_out: float, z_out: int, key: str) -> OpQuant:
@@ -195,7 +234,7 @@ def pool_quant(config: Config, op, s_in: float, z_in: int, s_out: float, z_out: 
 def _output_scale_key(config: Config, j: int) -> str:
     """The key that gives op j's output scale: its own quant.output_scale, else the top-level one (an
     intermediate's: quant.intermediate_scale when set)."""
-    for kind in ("conv2d", "global_avgpool"):
+    for kind in ("conv2d", "global_avgpool", "mul"):
         if f"ops[{j}].{kind}.quant.output_scale" in config.marks:
             return f"ops[{j}].{kind}.quant.output_scale"
     if j < len(config.ops) - 1 and config.quant.intermediate_scale:

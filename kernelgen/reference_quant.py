@@ -108,11 +108,21 @@ def op_output(config: Config, j: int, sources: list[np.ndarray], w: np.ndarray |
     oq = oq or op_quants(config)[j]
     if op.kind == "maxpool":  # padding is never the maximum; the bytes keep their quantization
         return pool2d(sources[j], op).astype(np.uint8)
+    if op.kind == "mul":  # QLinearMul: the exact product of the centred bytes, requantized once
+        product = (sources[j].astype(np.int64) - oq.z_in) * (np.asarray(sides[op.scale_by]).astype(np.int64) - oq.z_w)
+        if not oq.float_requants:
+            return requantize(product, oq.requants, oq.z_out)
+        with np.errstate(all="ignore"):  # z_out added in float32 before the rounding, as MLAS does
+            y = (product.astype(np.float32) * np.float32(oq.float_requants[0].scale)).astype(np.float32)
+            y = (y + np.float32(oq.z_out)).astype(np.float32)
+        return np.clip(np.rint(y), 0, 255).astype(np.uint8)
     if op.pool:  # a global average pool (QLinearGlobalAveragePool): sum(a) - n * za, requantized
         pixels = op.kernel[0] * op.kernel[1]
         acc = np.rint(pool2d(sources[j], op) * pixels).astype(np.int64) - pixels * oq.z_in
         return requantize_op(acc, oq, oq.z_out)
     acc = conv2d_acc(sources[j], w, oq.z_in, oq.z_w, op, b)
+    if oq.table:  # the conv's own bytes, then the gate's table
+        return np.array(oq.table, dtype=np.uint8)[requantize_op(acc, oq, oq.z_conv)]
     if oq.add is None:
         return requantize_op(acc, oq, oq.z_out, oq.q_min, oq.q_max)
     conv = requantize_op(acc, oq, oq.z_conv)

@@ -89,8 +89,10 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
         if j < n:  # once the stripe holds all of op j's channels: the next op's sums, the validation trace
             sums = f"{NAMES.pixel_sums(j)}({dst}, pixel_sums); " if dense[j] else ""
             after[f"ko_outer_{j}"] = f"{sums}KG_TRACE_OP({j}, {dst}, {nb}, ho_outer);"
-        if config.ops[j - 1].pool:  # a pool reads its source window alone: no filter, no sums
-            calls[Step(Phase.CONV, j)] = f"{NAMES.conv(j)}({sources[j - 1]}, {dst}, {ko}, ho_outer);"
+        if config.ops[j - 1].pool:  # a pool reads its source window alone (a mul: and its factors): no filter, no sums
+            by = config.ops[j - 1].scale_by
+            factors = f", side_{by}, {nb}" if by else ""
+            calls[Step(Phase.CONV, j)] = f"{NAMES.conv(j)}({sources[j - 1]}, {dst}, {ko}, ho_outer{factors});"
             continue
         b = f"bias{j}" if config.ops[j - 1].epilogue.bias else "0"
         if chunked and config.ops[j - 1].epilogue.bias:  # the bias once, with the first chunk

@@ -122,6 +122,13 @@ class OpGeo:
     pad_top: int = 0
     pad_left: int = 0
     pool_rq: PoolRequant | None = None
+    # a uint8 hardswish / hardsigmoid: the output byte of each conv byte (the conv requantizes to zp_out = its own
+    # zero point; padding and channel tails hold zp_store, the output's)
+    table: tuple[int, ...] = ()
+    gate: str = ""  # its name, for the comment
+    zp_store: int = 0
+    side: str = ""  # a uint8 mul: the side input of its factors, and their zero point
+    zp_side: int = 0
 
     # The kernel's taps, strides and dilations under the short names the HVX templates use.
     @property
@@ -197,7 +204,8 @@ class OpGeo:
 
     @property
     def zp_out_splat(self) -> int:
-        return self.zp_out * 0x01010101
+        """The byte a consumer's padding and a block's channel tail hold (the output's zero point), 4 times."""
+        return self.zp_store * 0x01010101
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -374,9 +382,11 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
         if uint8 and op.pool:
             oq = quants[j - 1]
             z_in, z_out = oq.z_in, oq.z_out
-            pooling = dict(pool="max" if op.kind == "maxpool" else "avg", src_h=shape_list[j - 1][1],
+            pooling = dict(pool={"maxpool": "max", "mul": "mul"}.get(op.kind, "avg"), src_h=shape_list[j - 1][1],
                            src_w=shape_list[j - 1][2], pad_top=op.pad[0], pad_left=op.pad[1],
-                           pool_rq=PoolRequant.of(oq.requants[0], oq.float_requants) if oq.requants else None)
+                           pool_rq=None if op.kind == "maxpool" else PoolRequant.of(
+                               oq.requants[0] if oq.requants else None, oq.float_requants, op.kind == "mul"),
+                           zp_side=oq.z_w, side=op.scale_by or "")
         elif uint8:
             oq = quants[j - 1]
             z_in, z_out, requant = oq.z_in, oq.z_out, oq.requants[0]
@@ -392,6 +402,9 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             per_channel["floats"] = split = FloatSplit.padded(oq.float_requants, out_k, oq.per_channel)
             if isinstance(split, str):
                 _fail(config, "quant.requantization", split + "; use requantization: fixed_point")
+            if oq.table:  # the conv requantizes to its own zero point; the table maps those bytes to the output's
+                per_channel |= dict(table=oq.table, gate=op.activation)
+                z_out = oq.z_conv
         ops.append(OpGeo(
             geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
             src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
@@ -399,7 +412,8 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
             col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
-            taps=taps, zp_in=z_in, zp_w=zw_u, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
+            taps=taps, zp_in=z_in, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
+            zp_store=quants[j - 1].z_out if uint8 else 0, zp_w=zw_u,
             filter_stride=filter_stride,
             zp_w_raw=q.weight_zero_point, **pooling,
             **qf32_epilogue(op, ops, shape_list, src_c, out_k)))

@@ -141,6 +141,7 @@ class PoolRequant:
     (half to even) for a power-of-two scale, or the fixed-point multiply; mirrors reference_quant bit for bit."""
 
     form: str  # "float", "shift" or "fixed"
+    zero_inside: bool = False  # float: the zero point added in float32 before the rounding (QLinearMul's order)
     scale: str = ""  # float: S as a C hexadecimal float literal
     m_lo: int = 0
     m_hi: int = 0
@@ -148,9 +149,11 @@ class PoolRequant:
     shift: int = 0
 
     @classmethod
-    def of(cls, requant: Requant, floats: tuple[FloatRequant, ...]) -> "PoolRequant":
+    def of(cls, requant: Requant | None, floats: tuple[FloatRequant, ...], zero_inside: bool = False
+           ) -> "PoolRequant":
         if floats:
-            return cls(form="float", scale=float(np.float32(floats[0].scale)).hex() + "f")
+            return cls(form="float", scale=float(np.float32(floats[0].scale)).hex() + "f", zero_inside=zero_inside)
+        assert requant is not None
         if shift_only((requant,)):
             return cls(form="shift", shift=requant.shift + 1)
         return cls(form="fixed", m_lo=requant.m_lo, m_hi=requant.m_hi, rounding=requant.rounding,
