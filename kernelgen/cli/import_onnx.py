@@ -183,7 +183,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)
     if imported.converted:
-        click.echo(f"converted by kernelgen (convert steps in network.yaml): {', '.join(imported.converted)}")
+        shown = ", ".join(imported.converted[:3]) + (f" and {len(imported.converted) - 3} more"
+                                                     if len(imported.converted) > 3 else "")
+        click.echo(f"converted by kernelgen (convert steps in network.yaml): {shown}")
     for line in _left_lines(imported.skipped, bool(imported.manifest)):
         click.echo(line)
     if not imported.configs:

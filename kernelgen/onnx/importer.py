@@ -21,7 +21,8 @@ from . import layers
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .names import Namer
 from .network_writer import network_yaml
-from .qchain import QUANT_LAYOUT, qchain, qfusable, qsides, quant_yaml
+from .qchain import QUANT_LAYOUT, own_nodes, qchain, qfusable, qsides, quant_yaml
+from .qlayers import qop
 from .quant import QConv, qconv
 
 
@@ -113,6 +114,10 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
         if index in taken:
             continue
         if node.op_type not in ("Conv", "QLinearConv"):
+            quantized = qop(graph, index)  # a quantized pool, Mul or Gemm starts a uint8 chain too
+            if isinstance(quantized, QConv) and not taken & own_nodes(graph, quantized):
+                _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes)
+                continue
             start = layers.op_at(graph, index)
             if isinstance(start, str):
                 why_not[index] = start
@@ -125,20 +130,7 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
             why_not[index] = quantized
             continue
         if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
-            chain = qchain(graph, quantized, taken)
-            taken.update(m for op in chain for m in op.members)
-            model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-            for group in _qsplit(graph, chain, model_path, fusion, quant_targets):
-                qops = chain[group.start:group.stop]
-                members = _members(op.members for op in qops)
-                name = namer.name([op.start for op in qops])
-                ids = tuple(node_id(graph.nodes[m]) for m in members)
-                configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids,
-                                                                         quant_targets),
-                                              nodes=ids, group=group.cost, input=qops[0].in_q, output=qops[-1].out_q,
-                                              members=members, layout=QUANT_LAYOUT, ops=_op_types(graph, members),
-                                              sides=tuple(qsides(qops))))
-                notes += _group_notes(name, group)
+            _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes)
             continue
         conv = graph.conv(index)
         if isinstance(conv, str):
@@ -170,6 +162,25 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
         configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
                                       nodes=ids, group=group.cost, input=_input(graph, ops), output=ops[-1].out,
                                       members=members, ops=_op_types(graph, members), sides=tuple(_sides(ops))))
+        notes += _group_notes(name, group)
+
+
+def _take_quantized(graph: Graph, first: QConv, path: Path, out_dir: str | Path, targets: tuple[str, ...],
+                    fusion: Fusion, namer: Namer, taken: set[int], configs: list[ImportedConfig],
+                    notes: list[str]) -> None:
+    """The uint8 chain from `first` (qchain.py), cut where the cost model says on hvx: its configs appended."""
+    chain = qchain(graph, first, taken)
+    taken.update(m for op in chain for m in op.members)
+    model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
+    for group in _qsplit(graph, chain, model_path, fusion, targets):
+        qops = chain[group.start:group.stop]
+        members = _members(op.members for op in qops)
+        name = namer.name([op.start for op in qops])
+        ids = tuple(node_id(graph.nodes[m]) for m in members)
+        configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids, targets),
+                                      nodes=ids, group=group.cost, input=qops[0].in_q, output=qops[-1].out_q,
+                                      members=members, layout=QUANT_LAYOUT, ops=_op_types(graph, members),
+                                      sides=tuple(qsides(qops))))
         notes += _group_notes(name, group)
 
 

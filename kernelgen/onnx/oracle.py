@@ -12,7 +12,7 @@ from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
 from .layers import gemm_filter
 from .qlayers import qop
-from .quant import QConv, with_residual
+from .quant import QConv, with_gate, with_residual
 
 
 class OracleFailed(KernelgenError):
@@ -145,15 +145,16 @@ def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[s
     graph = _graph(config)
     wanted = set(config.source.nodes)
     outside = {i for i, n in enumerate(graph.nodes) if node_id(n) not in wanted}  # an Add another config folded
-    ops = [with_residual(graph, op, outside) for op in _quantized_ops(config, graph)]  # as the importer read them
+    ops = [with_gate(graph, with_residual(graph, op, outside), outside)  # as the importer read them
+           for op in _quantized_ops(config, graph)]
     tensors = {ops[0].in_q: 0, **{q.out_q: k for k, q in enumerate(ops, start=1)}}
     side_of = {tensor: name for name, tensor in config.source.sides.items()}
     out = []
     for j, q in enumerate(ops):
         feeds = {q.in_q: sources[j]}
-        if q.residual is not None:
-            feeds.setdefault(q.residual, sides[side_of[q.residual]] if q.residual in side_of else
-                             sources[tensors[q.residual]])
+        for read in (q.residual, q.conv.scale_by):  # an add's other operand, a mul's factors
+            if read is not None:
+                feeds.setdefault(read, sides[side_of[read]] if read in side_of else sources[tensors[read]])
         out.append(_session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {}))
     return out
 

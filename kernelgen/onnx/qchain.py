@@ -12,7 +12,7 @@ import numpy as np
 from . import layers
 from .graph import Graph
 from .qlayers import qnext, qop
-from .quant import QConv, with_residual
+from .quant import QConv, with_gate, with_residual
 
 QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
 
@@ -37,17 +37,23 @@ def qchain(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
     """Quantized ops (convs, pools, the classifier) chained through uint8 tensors that only the next op reads
     (directly, or through one DequantizeLinear; an Add a later op folds in may read it too), with the same weight
     type and zero point (the config's top-level quant). Ends at the first op whose result escapes the chain."""
-    ops = [with_residual(graph, first, taken)]
+    ops = [with_gate(graph, with_residual(graph, first, taken), taken)]
     while True:
         following = qnext(graph, ops[-1].out_q)
         op = qop(graph, following[0]) if following is not None else None
-        weighted = next(o for o in ops if o.weights is not None)
-        if not isinstance(op, QConv) or op.in_q != ops[-1].out_q or any(m in taken for m in op.members) or (
-                op.weights is not None and (op.weights.dtype != weighted.weights.dtype
-                                            or op.weight_zero_point != weighted.weight_zero_point)):
+        weighted = next((o for o in ops if o.weights is not None), None)
+        if not isinstance(op, QConv) or op.in_q != ops[-1].out_q or taken & own_nodes(graph, op) or (
+                op.weights is not None and weighted is not None and (
+                    op.weights.dtype != weighted.weights.dtype or op.weight_zero_point != weighted.weight_zero_point)):
             break
-        ops.append(with_residual(graph, op, taken))
+        ops.append(with_gate(graph, with_residual(graph, op, taken), taken))
     return _cut_escapes(graph, ops)
+
+
+def own_nodes(graph: Graph, op: QConv) -> set[int]:
+    """The nodes only this op computes: its members but the DequantizeLinear nodes, which the ops reading one tensor
+    (a block's input read by its global pool and its mul) share."""
+    return {m for m in op.members if graph.nodes[m].op_type != "DequantizeLinear"}
 
 
 def _cut_escapes(graph: Graph, ops: list[QConv]) -> list[QConv]:
@@ -72,9 +78,17 @@ def qsides(ops: list[QConv]) -> dict[str, str]:
     inside = {ops[0].in_q, *(op.out_q for op in ops)}
     out: dict[str, str] = {}
     for op in ops:
-        if op.residual is not None and op.residual not in inside and op.residual not in out:
-            out[op.residual] = "shortcut" if not out else f"shortcut_{len(out) + 1}"
+        for tensor, word in ((op.conv.scale_by, "scale"), (op.residual, "shortcut")):
+            if tensor is not None and tensor not in inside and tensor not in out:
+                taken = sum(name.startswith(word) for name in out.values())
+                out[tensor] = word if not taken else f"{word}_{taken + 1}"
     return out
+
+
+def side_quantization(ops: list[QConv], tensor: str) -> tuple[float, int]:
+    """A side input's scale and zero point, as the op reading it dequantizes it."""
+    op = next(o for o in ops if tensor in (o.residual, o.conv.scale_by))
+    return (op.residual_scale, op.residual_zero_point) if op.residual == tensor else (op.by_scale, op.by_zero_point)
 
 
 def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...],
@@ -93,10 +107,10 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
     if sides:
         lines.append("side_inputs:  # an Add's other branch, from outside the group")
         for tensor, side in sides.items():
-            op = next(o for o in ops if o.residual == tensor)
+            scale, zero_point = side_quantization(ops, tensor)
             sn, sc, sh, sw = graph.shapes[tensor]
             lines.append(f"  {side}: {{shape: [{sn}, {sh}, {sw}, {sc}], layout: {QUANT_LAYOUT}, scale: "
-                         f"{op.residual_scale!r}, zero_point: {op.residual_zero_point}}}  # {json.dumps(tensor)}")
+                         f"{scale!r}, zero_point: {zero_point}}}  # {json.dumps(tensor)}")
     lines += [f"quant: {{input_scale: {first.x_scale!r}, input_zero_point: {first.x_zero_point}, weight_dtype: "
               f"{weight_dtype}, weight_zero_point: {weight_zero_point},",
               "       requantization: float32}  # onnxruntime's float scale and rounding: bit-exact with it", "ops:"]
@@ -107,8 +121,8 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
             lines.append(f"  - {layers.pool_yaml(cv)}")
             continue
         if cv.kind != "conv2d":
-            lines.append(f"  - global_avgpool: {{quant: {{output_scale: {op.y_scale!r}, output_zero_point: "
-                         f"{op.y_zero_point}}}}}")
+            head = f"mul: {{by: {sides[cv.scale_by]}, " if cv.kind == "mul" else "global_avgpool: {"
+            lines.append(f"  - {head}quant: {{output_scale: {op.y_scale!r}, output_zero_point: {op.y_zero_point}}}}}")
             continue
         scales = op.weight_scales
         scale_text = repr(scales[0]) if len(set(scales)) == 1 else "[" + ", ".join(repr(x) for x in scales) + "]"
@@ -120,8 +134,8 @@ def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes
             keys.append(f"residual: {'input' if op.residual == first.in_q else sides.get(op.residual) or results[op.residual]}")
         if op.activation != "none":
             keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
-        conv_quant = (f", conv_scale: {op.conv_scale!r}, conv_zero_point: {op.conv_zero_point}" if op.residual
-                      else "")
+        conv_quant = (f", conv_scale: {op.conv_scale!r}, conv_zero_point: {op.conv_zero_point}"
+                      if op.conv_scale is not None else "")
         keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
                                                  f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
         lines.append(f"  - conv2d: {{{', '.join(keys)}}}")

@@ -35,6 +35,9 @@ class QConv:
     residual_zero_point: int | None = None
     conv_scale: float | None = None
     conv_zero_point: int | None = None
+    # a mul: its factors' uint8 tensor is conv.scale_by, at this scale and zero point
+    by_scale: float | None = None
+    by_zero_point: int | None = None
 
 
 def _scalar(graph: Graph, name: str) -> float | None:
@@ -72,8 +75,22 @@ def _requantized(graph: Graph, tensor: str) -> tuple[list[int], str | list[float
     return [*nodes, reader], activation, q, _scalar(graph, q.input[1]), zero_point
 
 
+def _identities(graph: Graph, tensor: str) -> list[int]:
+    """The Identity nodes between `tensor` and the node that computes it."""
+    found, index = [], graph.producers.get(tensor)
+    while index is not None and graph.nodes[index].op_type == "Identity":
+        found.append(index)
+        index = graph.producers.get(graph.nodes[index].input[0])
+    return found
+
+
 def _producer(graph: Graph, tensor: str) -> int | None:
-    return next((i for i, n in enumerate(graph.nodes) if tensor in n.output), None)
+    """The node computing `tensor`, looking through Identity nodes (exporters share one dequantized bias between
+    layers through them)."""
+    index = graph.producers.get(tensor)
+    while index is not None and graph.nodes[index].op_type == "Identity":
+        index = graph.producers.get(graph.nodes[index].input[0])
+    return index
 
 
 def _weight_parts(weights: np.ndarray | None, scales: np.ndarray | None, zero_points: np.ndarray | None
@@ -125,7 +142,7 @@ def _qdq(graph: Graph, index: int, dq_x: int) -> QConv | str | None:
         dq_b = _producer(graph, node.input[2])
         if dq_b is not None and graph.nodes[dq_b].op_type == "DequantizeLinear":
             bias = c.get(graph.nodes[dq_b].input[0])
-            members.append(dq_b)
+            members += [dq_b, *_identities(graph, node.input[2])]
         elif node.input[2] in c:  # a float bias: quantized at x_scale * w_scale, as the quantizers do
             scales = np.array(parts[0]) * x_scale
             bias = np.rint(c[node.input[2]].astype(np.float64) / scales).astype(np.int64)
@@ -183,3 +200,31 @@ def with_residual(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = fr
                    out_q=q.output[0], y_scale=y_scale, y_zero_point=int(y_zp), activation=activation,
                    residual=r.input[0], residual_scale=scale, residual_zero_point=int(zero_point),
                    conv_scale=op.y_scale, conv_zero_point=op.y_zero_point)
+
+
+def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozenset()) -> QConv:
+    """op with a quantized hardswish or hardsigmoid that follows it folded in: its result -> DequantizeLinear ->
+    HardSwish | HardSigmoid -> QuantizeLinear (onnxruntime runs the gate in float32 between them: a table of
+    bytes, quant.hard_table). op unchanged otherwise."""
+    if op.activation != "none" or op.residual is not None or op.weights is None:
+        return op
+    dq = graph.sole_consumer(op.out_q)
+    if dq is None or graph.nodes[dq].op_type != "DequantizeLinear":
+        return op
+    gate = graph.sole_consumer(graph.nodes[dq].output[0])
+    if gate is None or gate in taken or graph.nodes[gate].op_type not in ("HardSwish", "HardSigmoid"):
+        return op
+    r = graph.nodes[dq]
+    if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (op.y_scale,
+                                                                                             op.y_zero_point):
+        return op
+    q = graph.sole_consumer(graph.nodes[gate].output[0])
+    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+        return op
+    node = graph.nodes[q]
+    y_scale, y_zp = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
+    if None in (y_scale, y_zp):
+        return op
+    return replace(op, members=op.members + (dq, gate, q), out_q=node.output[0], y_scale=y_scale,
+                   y_zero_point=int(y_zp), activation=graph.activation(gate), conv_scale=op.y_scale,
+                   conv_zero_point=op.y_zero_point)
