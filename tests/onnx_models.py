@@ -263,6 +263,25 @@ def mobilenet_v2_classifier(seed: int = 12):
     return b.model("x", [2, 3, 23, 19], t)
 
 
+def squeeze_excite_network(seed: int = 6):
+    """MobileNetV3's block at a small size: 1x1 expand + HardSwish, 3x3 depthwise + ReLU, squeeze-excite (global
+    pool, 1x1 conv + ReLU, 1x1 conv + HardSigmoid, Mul with the block's tensor as torchvision writes it: scale *
+    input), 1x1 project + the block's input; then the head (1x1 conv + HardSwish, global pool, Flatten, Gemm)."""
+    b = Builder(seed)
+    t = b.node("HardSwish", "expand_hs", [b.conv("expand", "x", 6, 18, 1)])
+    t = b.relu("dw_relu", b.conv("dw", t, 18, 18, 3, pad=1, groups=18))
+    s = b.node("GlobalAveragePool", "se_pool", [t])
+    s = b.relu("se_relu", b.conv("se_fc1", s, 18, 8, 1))
+    s = b.node("HardSigmoid", "se_gate", [b.conv("se_fc2", s, 8, 18, 1)], alpha=1 / 6, beta=0.5)
+    t = b.node("Mul", "se_mul", [s, t])
+    t = b.add("block_add", b.conv("project", t, 18, 6, 1), "x")
+    t = b.node("HardSwish", "head_hs", [b.conv("head", t, 6, 12, 1)])
+    t = b.node("Flatten", "flatten", [b.node("GlobalAveragePool", "gap", [t])])
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.5, 0.5, (5, 12)).astype(np.float32), "fc_w"))
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.2, 0.2, 5).astype(np.float32), "fc_b"))
+    return b.model("x", [2, 6, 9, 7], b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1))
+
+
 def quantized(model, per_channel: bool, seed: int = 0):
     """`model` as onnxruntime's quantize_static writes it in QDQ form (uint8 activations, int8 weights; 7-bit weights
     on an x86 host without VNNI, whose uint8 x int8 kernels would saturate otherwise), calibrated on random

@@ -83,12 +83,13 @@ def test_uint8_max_pool_skips_padding_even_below_the_zero_point():
 
 @requires_tool(*ONNX, *TOOLS)
 @pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
-@pytest.mark.parametrize("shape", ["mobilenet_v2_classifier", "classifier_network"])
+@pytest.mark.parametrize("shape", ["mobilenet_v2_classifier", "classifier_network", "squeeze_excite_network"])
 def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, tmp_path):
-    """MobileNetV2's and ResNet18's shapes (inverted residual, padded max pool, a two-branch add with a stride-2
-    downsample branch, global average pool, Flatten, Gemm) quantized by onnxruntime: every node imported (the
-    input's QuantizeLinear and the output's DequantizeLinear are convert steps kernelgen runs), every tensor
-    bit-exact with onnxruntime running the whole model."""
+    """MobileNetV2's, ResNet18's and MobileNetV3's shapes (inverted residual, padded max pool, a two-branch add with
+    a stride-2 downsample branch, hardswish, squeeze-excite with its hardsigmoid and Mul, global average pool,
+    Flatten, Gemm) quantized by onnxruntime: every node imported (the input's QuantizeLinear and the output's
+    DequantizeLinear are convert steps kernelgen runs), every tensor bit-exact with onnxruntime running the whole
+    model."""
     import onnx
     import onnx_models
 
@@ -101,7 +102,11 @@ def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, 
     assert not [s for s in network.steps if not s.is_kernel and not s.convert]  # no host step
     assert [s.convert for s in network.steps if s.convert] == ["quantize", "dequantize"]
     kinds = {op.kind for s in network.kernels for op in s.config.ops}
-    assert kinds == {"conv2d", "avgpool"} | ({"maxpool"} if shape == "classifier_network" else set())
+    assert kinds == {"conv2d", "avgpool"} | {"classifier_network": {"maxpool"}, "squeeze_excite_network": {"mul"}}.get(
+        shape, set())
+    if shape == "squeeze_excite_network":  # the gates are byte tables after their convs
+        gates = [op.hard.name for s in network.kernels for op in s.config.ops if op.hard is not None]
+        assert sorted(gates) == ["hardsigmoid", "hardswish", "hardswish"]
     if shape == "classifier_network":  # the downsample branch is the block's side input
         assert any(s.config.side_inputs for s in network.kernels)
     require_tools(*TOOLS)
@@ -110,3 +115,36 @@ def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, 
     uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
     assert uint8 and all(a.max_abs == 0 and a.relative == 0 for a in uint8)  # every byte onnxruntime's
     assert runs[-1].agreement[0].max_abs == 0.0  # the logits too: the same bytes, dequantized alike
+
+
+@requires_tool(*ONNX)
+@pytest.mark.parametrize("gate", ["HardSwish", "HardSigmoid"])
+def test_gate_tables_are_onnxruntimes_bytes(gate):
+    """Every byte through DequantizeLinear -> HardSwish | HardSigmoid -> QuantizeLinear in onnxruntime against
+    quant.hard_table, for random scales and zero points (onnxruntime computes the gate in float32; so does the
+    table)."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from kernelgen.plan import HardSigmoid
+    from kernelgen.quant import hard_table
+
+    rng = np.random.default_rng(29)
+    alpha, beta = (1 / 6, 0.5) if gate == "HardSwish" else (0.2, 0.4)
+    attrs = {} if gate == "HardSwish" else {"alpha": alpha, "beta": beta}
+    x = np.arange(256, dtype=np.uint8).reshape(1, 1, 16, 16)
+    for _ in range(40):
+        s_in, s_out = (float(np.float32(rng.uniform(0.002, 0.2))) for _ in range(2))
+        z_in, z_out = (int(rng.integers(0, 256)) for _ in range(2))
+        inits = [numpy_helper.from_array(np.array(v, dtype=t), n) for n, v, t in (
+            ("si", s_in, np.float32), ("zi", z_in, np.uint8), ("so", s_out, np.float32), ("zo", z_out, np.uint8))]
+        nodes = [helper.make_node("DequantizeLinear", ["x", "si", "zi"], ["v"]),
+                 helper.make_node(gate, ["v"], ["g"], **attrs), helper.make_node("QuantizeLinear", ["g", "so", "zo"], ["y"])]
+        graph = helper.make_graph(nodes, "gate", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 16, 16])],
+                                  [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        (theirs,) = session.run(None, {"x": x})
+        table = hard_table(HardSigmoid(alpha=alpha, beta=beta, times_value=gate == "HardSwish"), s_in, z_in, s_out,
+                           z_out)
+        assert list(theirs.reshape(-1)) == list(table), (s_in, z_in, s_out, z_out)
