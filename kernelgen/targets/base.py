@@ -87,6 +87,11 @@ class Target(ABC):
         compiler's version), and a note when they cannot be made here ("": nothing to say)."""
         return {}, ""
 
+    def binary_names(self, config: Config) -> tuple[str, ...]:
+        """The names of the files binaries() would write for a config on this machine, without planning or compiling
+        (`build --list-outputs`, which a build system reads to know every file a build writes)."""
+        return ()
+
     # ------------------------------------------------------------ primitives on this machine
 
     @abstractmethod
