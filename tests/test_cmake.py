@@ -125,3 +125,139 @@ def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generato
     fixed = _build(build)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert HOST_LINE.match(_run(build / "host").stdout.strip())
+
+
+def _project(folder: Path, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION 3.20)\nproject(p C)\n{body}\n")
+    return folder
+
+
+@requires_tool("cmake", "ninja")
+@pytest.mark.parametrize("request_, found", [("0.1", True), ("0.1.0 EXACT", True), ("0", False), ("0.2", False),
+                                             ("1.0", False), ("0.0.9...0.3", True), ("0.2...<1.0", False)])
+def test_find_package_accepts_the_same_minor_before_1_0(request_, found, kernelgen_bin, tmp_path):
+    """0.x semantics: a minor release may break the config format or the generated API, so 0.1 accepts 0.1.z only
+    (from 1.0 on, the same major); a range accepts what it holds."""
+    source = _project(tmp_path / "p", f'find_package(kernelgen {request_} CONFIG)\n'
+                                      f'message(STATUS "found=${{kernelgen_FOUND}} version=${{kernelgen_VERSION}}")')
+    done = _configure(source, tmp_path / "b", kernelgen_bin)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (f"found=1 version=0.1.0" if found else "found=0") in done.stdout, done.stdout + done.stderr
+
+
+@requires_tool("cmake", "ninja")
+def test_find_package_refuses_a_kernelgen_of_another_install(kernelgen_bin, tmp_path):
+    other = tmp_path / "other" / "kernelgen"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\necho /somewhere/else/kernelgen/cmake\n")
+    other.chmod(0o755)
+    source = _project(tmp_path / "p", "find_package(kernelgen 0.1 CONFIG REQUIRED)")
+    done = _run("cmake", "-S", source, "-B", tmp_path / "b", "-G", "Ninja", f"-Dkernelgen_DIR={PACKAGE}",
+                f"-DKERNELGEN_EXECUTABLE={other}")
+    assert done.returncode != 0
+    message = " ".join(done.stderr.split())  # cmake wraps its messages
+    assert (f"KERNELGEN_EXECUTABLE={other} belongs to the kernelgen whose CMake package is "
+            f"/somewhere/else/kernelgen/cmake, not to this one ({PACKAGE})") in message, done.stderr
+
+
+TOOLCHAINS = {
+    # No aarch64 sysroot here: freestanding objects and static libraries only, nothing linked. The find modes are
+    # the NDK's: packages, libraries and headers only inside the sysroot, programs (kernelgen) on the build machine.
+    "aarch64": """set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_C_COMPILER_TARGET aarch64-linux-gnu)
+set(CMAKE_C_FLAGS_INIT "-ffreestanding")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+set(CMAKE_FIND_ROOT_PATH "${CMAKE_CURRENT_LIST_DIR}/sysroot")
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+""",
+    # The flags kernelgen's own Hexagon toolchain compiles with (targets/hvx/toolchain.py), the arch of the configs
+    "hexagon": """set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR hexagon)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_C_COMPILER_TARGET hexagon)
+set(CMAKE_C_FLAGS_INIT "-mcpu=hexagonv73 -ffreestanding -fno-stack-protector")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+""",
+}
+
+
+def _machines(archive: Path) -> set[int]:
+    """The ELF e_machine of every object in a static library (ar format: 60-byte member headers)."""
+    data, machines, at = archive.read_bytes(), set(), 8
+    while at + 60 <= len(data):
+        name, size = data[at:at + 16].decode().strip(), int(data[at + 48:at + 58].decode().strip())
+        body = data[at + 60:at + 60 + size]
+        if body[:4] == b"\x7fELF":
+            machines.add(int.from_bytes(body[18:20], "little"))
+        at += 60 + size + size % 2
+    return machines
+
+
+@requires_tool("cmake", "ninja", "clang-19")
+@pytest.mark.parametrize("machine", list(TOOLCHAINS))
+def test_a_cross_toolchain_generates_on_the_build_machine_and_compiles_for_the_target(machine, kernelgen_bin,
+                                                                                      tmp_path):
+    """kernelgen is found on PATH (with -Dkernelgen_DIR, as the NDK's package mode ONLY needs) and runs here; the c
+    kernels compile for the target; the hvx libraries are built by `all` for Hexagon only."""
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(float_kernels CONFIGS conv.yaml TARGETS c hvx)
+kernelgen_add_kernels(u8_kernels CONFIGS u8.yaml)""")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    shutil.copy2(REPO / "configs" / "hvx_seed000_3x3_u8.yaml", source / "u8.yaml")
+    toolchain = tmp_path / f"{machine}.cmake"
+    toolchain.write_text(TOOLCHAINS[machine])
+    (tmp_path / "sysroot").mkdir()
+    env = {**os.environ, "PATH": f"{kernelgen_bin}{os.pathsep}{os.environ['PATH']}"}
+    build = tmp_path / "b"
+    configured = _run("cmake", "-S", source, "-B", build, "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
+                      f"-Dkernelgen_DIR={PACKAGE}", env=env)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    assert f"KERNELGEN_EXECUTABLE:FILEPATH={kernelgen_bin / 'kernelgen'}" in cache
+    built = _run("cmake", "--build", build, "-j", "2", env=env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    expected = EM_AARCH64 if machine == "aarch64" else EM_HEXAGON
+    assert _machines(build / "libfloat_kernels.a") == {expected}
+    hvx = [build / "libfloat_kernels_hvx.a", build / "libu8_kernels_hvx.a"]
+    if machine == "hexagon":
+        assert all(_machines(library) == {EM_HEXAGON} for library in hvx)
+    else:
+        assert not any(library.exists() for library in hvx)  # not in `all` off Hexagon: its intrinsics need one
+    assert (build / "kernelgen" / "u8_kernels" / "hvx_seed000_3x3_u8" / "hvx" / "hvx_seed000_3x3_u8.c").is_file()
+
+
+@requires_tool("cmake", "ninja", "gcc", *ONNX)
+def test_a_network_manifest_is_a_config_like_any_other(kernelgen_bin, tmp_path):
+    """network.yaml from `kernelgen import`: every kernel and the network's driver in one library, whose include
+    folders are every kernel's (network.c includes each kernel's header); editing a kernel's config is a configure
+    dependency (its name and targets decide the files)."""
+    import onnx
+    import onnx_models
+
+    model = tmp_path / "sr.onnx"
+    onnx.save(onnx_models.small_resnet(), str(model))
+    imported = CliRunner().invoke(main, ["import", str(model), "-o", str(tmp_path / "sr")])
+    assert imported.exit_code == 0, imported.output
+    source = _project(tmp_path / "p", f"""find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(net CONFIGS {tmp_path / 'sr' / 'network.yaml'} TARGETS c)
+get_target_property(outputs net KERNELGEN_OUTPUTS)
+list(LENGTH outputs count)
+message(STATUS "net: ${{count}} files")""")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen_bin)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    listed = CliRunner().invoke(main, ["build", str(tmp_path / "sr" / "network.yaml"), "--target", "c", "-o",
+                                       str(build / "kernelgen" / "net"), "--list-outputs"])
+    assert f"net: {len(listed.output.split())} files" in configured.stdout
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    objects = {p.name for p in (build / "CMakeFiles" / "net.dir").rglob("*.o")}
+    assert {"network.c.o", "stem.c.o"} <= objects, objects
+    rerun_cmake = (build / "build.ninja").read_text().split("build build.ninja:")[1].split("\n\n")[0]
+    assert str(tmp_path / "sr" / "stem.yaml") in rerun_cmake and str(tmp_path / "sr" / "network.yaml") in rerun_cmake

@@ -154,7 +154,7 @@ function(_kernelgen_listing where config out options made_var inputs_var)
     endif()
     # An edit broke a config that built before: keep its last list (its key stays stale, so the next configure
     # asks again) and let the build fail on it, where the edit-build loop shows kernelgen's file:line:col: error.
-    message(NOTICE "${where}: ${config} does not load; the build will say why:\n${error}")
+    message(NOTICE "${where}: ${config} does not load; the build will say why")
     set(${made_var} "$CACHE{${slot}_OUTPUTS}" PARENT_SCOPE)
     set(${inputs_var} "$CACHE{${slot}_INPUTS}" PARENT_SCOPE)
     return()

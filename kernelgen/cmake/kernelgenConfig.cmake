@@ -44,7 +44,7 @@ endif()
 set(kernelgen_FOUND TRUE)
 if(NOT KERNELGEN_EXECUTABLE)
   set(kernelgen_FOUND FALSE)
-  set(kernelgen_NOT_FOUND_MESSAGE "no kernelgen command found beside ${_kernelgen_package} or on PATH; set "
+  string(CONCAT kernelgen_NOT_FOUND_MESSAGE "no kernelgen command found beside ${_kernelgen_package} or on PATH; set "
       "KERNELGEN_EXECUTABLE to the kernelgen of the install whose --cmake-dir is ${CMAKE_CURRENT_LIST_DIR}")
 elseif(NOT "${_KERNELGEN_CHECKED}" STREQUAL "${KERNELGEN_EXECUTABLE}|${_kernelgen_package}")
   # Another install's kernelgen (an older venv on PATH) would generate with other templates than this package
@@ -53,14 +53,14 @@ elseif(NOT "${_KERNELGEN_CHECKED}" STREQUAL "${KERNELGEN_EXECUTABLE}|${_kernelge
                   OUTPUT_VARIABLE _kernelgen_dir ERROR_VARIABLE _kernelgen_error OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT _kernelgen_status EQUAL 0)
     set(kernelgen_FOUND FALSE)
-    set(kernelgen_NOT_FOUND_MESSAGE "${KERNELGEN_EXECUTABLE} --cmake-dir failed (${_kernelgen_status}): "
+    string(CONCAT kernelgen_NOT_FOUND_MESSAGE "${KERNELGEN_EXECUTABLE} --cmake-dir failed (${_kernelgen_status}): "
         "${_kernelgen_error}")
   else()
     file(REAL_PATH "${_kernelgen_dir}" _kernelgen_dir)
     file(REAL_PATH "${CMAKE_CURRENT_LIST_DIR}" _kernelgen_here)
     if(NOT _kernelgen_dir STREQUAL _kernelgen_here)
       set(kernelgen_FOUND FALSE)
-      set(kernelgen_NOT_FOUND_MESSAGE "KERNELGEN_EXECUTABLE=${KERNELGEN_EXECUTABLE} belongs to the kernelgen whose "
+      string(CONCAT kernelgen_NOT_FOUND_MESSAGE "KERNELGEN_EXECUTABLE=${KERNELGEN_EXECUTABLE} belongs to the kernelgen whose "
           "CMake package is ${_kernelgen_dir}, not to this one (${_kernelgen_here}): set KERNELGEN_EXECUTABLE to "
           "this install's kernelgen, or kernelgen_DIR to that one's folder")
     else()
