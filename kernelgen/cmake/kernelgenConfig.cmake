@@ -4,7 +4,8 @@
 # It ships inside the Python package (kernelgen/cmake/), so it always belongs to one kernelgen install, and it looks
 # for that install's `kernelgen` command:
 #   KERNELGEN_EXECUTABLE   cache variable: the kernelgen command; found next to the package's site-packages
-#                          (<prefix>/bin, <prefix>/Scripts), else on PATH, and checked to belong to this package
+#                          (<prefix>/bin, <prefix>/Scripts; a checkout's .venv/bin), else on PATH, and checked to
+#                          belong to this package
 #   kernelgen::kernelgen   an imported executable target for the same command
 #   kernelgen_add_kernels  kernelgenAddKernels.cmake: generation at build time, the kernels as library targets
 #
@@ -33,6 +34,10 @@ if(NOT KERNELGEN_EXECUTABLE)
   if(_kernelgen_site_name MATCHES "^(site|dist)-packages$")
     find_program(KERNELGEN_EXECUTABLE NAMES kernelgen
                  HINTS "${_kernelgen_site}/../../../bin" "${_kernelgen_site}/../../Scripts"
+                 NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
+  else()
+    # a checkout (an editable install, or none): `make demo` installs it into the checkout's .venv
+    find_program(KERNELGEN_EXECUTABLE NAMES kernelgen HINTS "${_kernelgen_site}/.venv/bin"
                  NO_DEFAULT_PATH NO_CMAKE_FIND_ROOT_PATH)
   endif()
   find_program(KERNELGEN_EXECUTABLE NAMES kernelgen NO_CMAKE_FIND_ROOT_PATH
