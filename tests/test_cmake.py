@@ -1,11 +1,11 @@
 """Issue 34: the CMake package (kernelgen/cmake). examples/cmake configures, builds and runs with Ninja and with
-Unix Makefiles; a second build does nothing; touching the config regenerates and recompiles nothing; an edit that
-changes the kernel recompiles it; a bad config fails the build with kernelgen's file:line:col: error:; a network
-manifest is a config like any other; toolchain files for aarch64 and Hexagon generate and compile; and
-find_package's version check follows 0.x semantics.
+Unix Makefiles; a second build does nothing; touching the config or a template regenerates and recompiles nothing;
+an edit that changes the kernel recompiles it and not the host; a bad config fails the build with kernelgen's
+file:line:col: error:; a network manifest is a config like any other; toolchain files for aarch64 and Hexagon
+generate and compile; and find_package's version check follows 0.x semantics.
 
-Every build runs this checkout's kernelgen through a small wrapper (the `kernelgen` on PATH may be another
-install's, whose --cmake-dir is not this package: the package's own check would refuse it)."""
+Every build runs a copy of this checkout's kernelgen (its templates may be touched) through a small wrapper: the
+`kernelgen` on PATH may be another install's, whose --cmake-dir is not this package, which the package refuses."""
 import os
 import re
 import shutil
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
@@ -20,33 +21,45 @@ from conftest import REPO, require_tools, requires_tool
 
 from kernelgen.cli import main
 
-PACKAGE = REPO / "kernelgen" / "cmake"
 ONNX = ("py:onnx", "py:onnxruntime")
 GENERATORS = {"Ninja": ("cmake", "ninja", "gcc"), "Unix Makefiles": ("cmake", "make", "gcc")}
 HOST_LINE = re.compile(r"^example_conv: 4096 outputs, sum -?\d+\.\d{4}, sum of \|x\| (\d+\.\d{4}), output\[0\] \S+$")
 EM_AARCH64, EM_HEXAGON = 183, 164  # ELF e_machine
 
 
-@pytest.fixture
-def kernelgen_bin(tmp_path) -> Path:
-    """A folder holding `kernelgen`: this checkout's code on this interpreter."""
+class Install(NamedTuple):
+    bin: Path  # a folder holding `kernelgen`
+    package: Path  # its CMake package (kernelgen --cmake-dir)
+    root: Path  # the sources it runs
+
+
+@pytest.fixture(scope="module")
+def kernelgen(tmp_path_factory) -> Install:
+    """This checkout's kernelgen, copied (so a test may touch its templates) and run on this interpreter by a
+    `kernelgen` script; one copy for the module, whose bytecode the first run writes."""
+    tmp_path = tmp_path_factory.mktemp("kernelgen")
+    root = tmp_path / "kernelgen-src"
+    for name in ("kernelgen", "templates", "schema"):
+        shutil.copytree(REPO / name, root / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     folder = tmp_path / "bin"
     folder.mkdir()
     script = folder / "kernelgen"
-    script.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" '
-                      f'-m kernelgen "$@"\n')
+    # a console script's shape: sys.path starts with the script's folder, never the working folder (which, for
+    # `python -m kernelgen`, would put a checkout there ahead of the copy)
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(root)!r})\n"
+                      f"from kernelgen.cli import main\nsys.exit(main())\n")
     script.chmod(0o755)
-    return folder
+    return Install(folder, root / "kernelgen" / "cmake", root)
 
 
 def _run(*command: str | Path, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
-def _configure(source: Path, build: Path, kernelgen_bin: Path, *extra: str,
+def _configure(source: Path, build: Path, kernelgen: Install, *extra: str,
                generator: str = "Ninja") -> subprocess.CompletedProcess:
-    return _run("cmake", "-S", source, "-B", build, "-G", generator, f"-Dkernelgen_DIR={PACKAGE}",
-                f"-DKERNELGEN_EXECUTABLE={kernelgen_bin / 'kernelgen'}", *extra)
+    return _run("cmake", "-S", source, "-B", build, "-G", generator, f"-Dkernelgen_DIR={kernelgen.package}",
+                f"-DKERNELGEN_EXECUTABLE={kernelgen.bin / 'kernelgen'}", *extra)
 
 
 def _build(build: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -67,7 +80,7 @@ def _touch(path: Path) -> None:
 
 
 @pytest.mark.parametrize("generator", list(GENERATORS))
-def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generator, kernelgen_bin, tmp_path):
+def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generator, kernelgen, tmp_path):
     require_tools(*GENERATORS[generator])
     examples = tmp_path / "examples"
     examples.mkdir()
@@ -76,7 +89,7 @@ def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generato
     shutil.copytree(REPO / "examples" / "cmake", examples / "cmake", ignore=shutil.ignore_patterns("build*"))
     build, config = tmp_path / "build", examples / "conv.yaml"
 
-    configured = _configure(examples / "cmake", build, kernelgen_bin, generator=generator)
+    configured = _configure(examples / "cmake", build, kernelgen, generator=generator)
     assert configured.returncode == 0, configured.stdout + configured.stderr
     first = _build(build)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -101,6 +114,13 @@ def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generato
     assert {p for p in after if after[p] != built[p]} == {p for p in after if p.endswith(".stamp")}, \
         "touching the config rewrote or recompiled more than the stamp"
     assert _mtimes(build) == after and _build(build).returncode == 0 and _mtimes(build) == after
+
+    template = kernelgen.root / "templates" / "c" / "kernel.c.j2"  # named by kernelgen's depfile
+    _touch(template)
+    retouched = _build(build)
+    assert retouched.returncode == 0 and "kernelgen: generating example_kernels" in retouched.stdout
+    assert {p for p, t in _mtimes(build).items() if t != after[p]} == {p for p in after if p.endswith(".stamp")}
+    after = _mtimes(build)
 
     # an edit that changes the kernel's text but not its header: the kernel is recompiled and the program relinked,
     # the host's object (which includes the header) is not rebuilt
@@ -136,29 +156,29 @@ def _project(folder: Path, body: str) -> Path:
 @requires_tool("cmake", "ninja")
 @pytest.mark.parametrize("request_, found", [("0.1", True), ("0.1.0 EXACT", True), ("0", False), ("0.2", False),
                                              ("1.0", False), ("0.0.9...0.3", True), ("0.2...<1.0", False)])
-def test_find_package_accepts_the_same_minor_before_1_0(request_, found, kernelgen_bin, tmp_path):
+def test_find_package_accepts_the_same_minor_before_1_0(request_, found, kernelgen, tmp_path):
     """0.x semantics: a minor release may break the config format or the generated API, so 0.1 accepts 0.1.z only
     (from 1.0 on, the same major); a range accepts what it holds."""
     source = _project(tmp_path / "p", f'find_package(kernelgen {request_} CONFIG)\n'
                                       f'message(STATUS "found=${{kernelgen_FOUND}} version=${{kernelgen_VERSION}}")')
-    done = _configure(source, tmp_path / "b", kernelgen_bin)
+    done = _configure(source, tmp_path / "b", kernelgen)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (f"found=1 version=0.1.0" if found else "found=0") in done.stdout, done.stdout + done.stderr
 
 
 @requires_tool("cmake", "ninja")
-def test_find_package_refuses_a_kernelgen_of_another_install(kernelgen_bin, tmp_path):
+def test_find_package_refuses_a_kernelgen_of_another_install(kernelgen, tmp_path):
     other = tmp_path / "other" / "kernelgen"
     other.parent.mkdir()
     other.write_text("#!/bin/sh\necho /somewhere/else/kernelgen/cmake\n")
     other.chmod(0o755)
     source = _project(tmp_path / "p", "find_package(kernelgen 0.1 CONFIG REQUIRED)")
-    done = _run("cmake", "-S", source, "-B", tmp_path / "b", "-G", "Ninja", f"-Dkernelgen_DIR={PACKAGE}",
+    done = _run("cmake", "-S", source, "-B", tmp_path / "b", "-G", "Ninja", f"-Dkernelgen_DIR={kernelgen.package}",
                 f"-DKERNELGEN_EXECUTABLE={other}")
     assert done.returncode != 0
     message = " ".join(done.stderr.split())  # cmake wraps its messages
     assert (f"KERNELGEN_EXECUTABLE={other} belongs to the kernelgen whose CMake package is "
-            f"/somewhere/else/kernelgen/cmake, not to this one ({PACKAGE})") in message, done.stderr
+            f"/somewhere/else/kernelgen/cmake, not to this one ({kernelgen.package})") in message, done.stderr
 
 
 TOOLCHAINS = {
@@ -201,7 +221,7 @@ def _machines(archive: Path) -> set[int]:
 
 @requires_tool("cmake", "ninja", "clang-19")
 @pytest.mark.parametrize("machine", list(TOOLCHAINS))
-def test_a_cross_toolchain_generates_on_the_build_machine_and_compiles_for_the_target(machine, kernelgen_bin,
+def test_a_cross_toolchain_generates_on_the_build_machine_and_compiles_for_the_target(machine, kernelgen,
                                                                                       tmp_path):
     """kernelgen is found on PATH (with -Dkernelgen_DIR, as the NDK's package mode ONLY needs) and runs here; the c
     kernels compile for the target; the hvx libraries are built by `all` for Hexagon only."""
@@ -213,13 +233,13 @@ kernelgen_add_kernels(u8_kernels CONFIGS u8.yaml)""")
     toolchain = tmp_path / f"{machine}.cmake"
     toolchain.write_text(TOOLCHAINS[machine])
     (tmp_path / "sysroot").mkdir()
-    env = {**os.environ, "PATH": f"{kernelgen_bin}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{kernelgen.bin}{os.pathsep}{os.environ['PATH']}"}
     build = tmp_path / "b"
     configured = _run("cmake", "-S", source, "-B", build, "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
-                      f"-Dkernelgen_DIR={PACKAGE}", env=env)
+                      f"-Dkernelgen_DIR={kernelgen.package}", env=env)
     assert configured.returncode == 0, configured.stdout + configured.stderr
     cache = (build / "CMakeCache.txt").read_text()
-    assert f"KERNELGEN_EXECUTABLE:FILEPATH={kernelgen_bin / 'kernelgen'}" in cache
+    assert f"KERNELGEN_EXECUTABLE:FILEPATH={kernelgen.bin / 'kernelgen'}" in cache
     built = _run("cmake", "--build", build, "-j", "2", env=env)
     assert built.returncode == 0, built.stdout + built.stderr
     expected = EM_AARCH64 if machine == "aarch64" else EM_HEXAGON
@@ -233,7 +253,7 @@ kernelgen_add_kernels(u8_kernels CONFIGS u8.yaml)""")
 
 
 @requires_tool("cmake", "ninja", "gcc", *ONNX)
-def test_a_network_manifest_is_a_config_like_any_other(kernelgen_bin, tmp_path):
+def test_a_network_manifest_is_a_config_like_any_other(kernelgen, tmp_path):
     """network.yaml from `kernelgen import`: every kernel and the network's driver in one library, whose include
     folders are every kernel's (network.c includes each kernel's header); editing a kernel's config is a configure
     dependency (its name and targets decide the files)."""
@@ -250,7 +270,7 @@ get_target_property(outputs net KERNELGEN_OUTPUTS)
 list(LENGTH outputs count)
 message(STATUS "net: ${{count}} files")""")
     build = tmp_path / "b"
-    configured = _configure(source, build, kernelgen_bin)
+    configured = _configure(source, build, kernelgen)
     assert configured.returncode == 0, configured.stdout + configured.stderr
     listed = CliRunner().invoke(main, ["build", str(tmp_path / "sr" / "network.yaml"), "--target", "c", "-o",
                                        str(build / "kernelgen" / "net"), "--list-outputs"])

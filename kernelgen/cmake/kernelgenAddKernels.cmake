@@ -142,10 +142,12 @@ function(_kernelgen_listing where config out options made_var inputs_var)
     endif()
   endif()
   set(command "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${options})
-  execute_process(COMMAND ${command} --list-inputs RESULT_VARIABLE status OUTPUT_VARIABLE inputs ERROR_VARIABLE error)
+  # in the folder the build's command runs in, so both read the same files
+  execute_process(COMMAND ${command} --list-inputs WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE inputs ERROR_VARIABLE error)
   if(status EQUAL 0)
-    execute_process(COMMAND ${command} --list-outputs RESULT_VARIABLE status OUTPUT_VARIABLE made
-                    ERROR_VARIABLE error)
+    execute_process(COMMAND ${command} --list-outputs WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+                    RESULT_VARIABLE status OUTPUT_VARIABLE made ERROR_VARIABLE error)
   endif()
   if(NOT status EQUAL 0)
     string(STRIP "${error}" error)
