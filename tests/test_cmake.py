@@ -281,3 +281,55 @@ message(STATUS "net: ${{count}} files")""")
     assert {"network.c.o", "stem.c.o"} <= objects, objects
     rerun_cmake = (build / "build.ninja").read_text().split("build build.ninja:")[1].split("\n\n")[0]
     assert str(tmp_path / "sr" / "stem.yaml") in rerun_cmake and str(tmp_path / "sr" / "network.yaml") in rerun_cmake
+
+
+@requires_tool("cmake", "ninja")
+@pytest.mark.parametrize("call, message", [
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml TARGET c)", "CONFIGS names TARGET, which is no file: a misspelt "
+                                                            "keyword?"),
+    ("kernelgen_add_kernels(k OUTPUT_DIR a b CONFIGS conv.yaml)", "kernelgen_add_kernels(k): unknown arguments: b"),
+    ("kernelgen_add_kernels(k TARGETS c)", "kernelgen_add_kernels(k): CONFIGS names no file"),
+    ("kernelgen_add_kernels(k CONFIGS missing.yaml)", "cannot read config"),
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml DEVICE nowhere)", "Invalid value for '--device'"),
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml TARGETS cuda)", "unknown target 'cuda'"),
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml)\nkernelgen_add_kernels(k2 CONFIGS conv.yaml OUTPUT_DIR kernelgen/k)",
+     "which another config writes too"),
+    ("add_library(k INTERFACE)\nkernelgen_add_kernels(k CONFIGS conv.yaml)", "a target named k exists already"),
+])
+def test_a_wrong_call_or_config_fails_the_configure_naming_it(call, message, kernelgen, tmp_path):
+    source = _project(tmp_path / "p", f"find_package(kernelgen 0.1 CONFIG REQUIRED)\n{call}")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    done = _configure(source, tmp_path / "b", kernelgen)
+    assert done.returncode != 0
+    assert message in " ".join(done.stderr.split()), done.stderr
+
+
+@requires_tool("cmake", "ninja", "glslangValidator")
+def test_gpu_only_kernels_are_written_by_all_and_listed_in_properties(kernelgen, tmp_path):
+    """No c target: <name> is an interface library carrying the properties; the SPIR-V modules are byproducts like
+    the sources (a declared file the build did not write would make every build run kernelgen again)."""
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(gpu CONFIGS conv.yaml TARGETS opencl vulkan)
+get_target_property(type gpu TYPE)
+get_target_property(sources gpu KERNELGEN_GPU_SOURCES)
+get_target_property(files gpu KERNELGEN_GPU_FILES)
+message(STATUS "gpu: ${type}")
+message(STATUS "sources: ${sources}")
+message(STATUS "files: ${files}")""")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    lines = dict(line[3:].split(": ", 1) for line in configured.stdout.splitlines() if line.startswith("-- ")
+                 and line[3:].split(":")[0] in {"gpu", "sources", "files"})
+    folder = build / "kernelgen" / "gpu" / "example_conv"
+    sources = [folder / "opencl" / "example_conv.cl", folder / "vulkan" / "example_conv.comp",
+               folder / "vulkan" / "example_conv.op1.spv", folder / "vulkan" / "example_conv.op2.spv"]
+    assert lines["gpu"] == "INTERFACE_LIBRARY"
+    assert sorted(lines["sources"].split(";")) == sorted(map(str, sources))
+    assert sorted(lines["files"].split(";")) == sorted(map(str, [*sources, folder / "opencl" / "example_conv.launch.json",
+                                                                 folder / "vulkan" / "example_conv.dispatch.txt"]))
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert all(path.is_file() for path in sources)
+    assert "ninja: no work to do." in _build(build).stdout

@@ -60,12 +60,17 @@ function(kernelgen_add_kernels name)
   set(outputs "")
   set(index 0)
   foreach(config IN LISTS arg_CONFIGS)
+    if(config MATCHES "^[A-Z_]+$" AND NOT EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${config}")
+      message(FATAL_ERROR "${where}: CONFIGS names ${config}, which is no file: a misspelt keyword? (it takes "
+                          "CONFIGS, TARGETS, DEVICE, OUTPUT_DIR)")
+    endif()
     cmake_path(ABSOLUTE_PATH config BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE)
     _kernelgen_listing("${where}" "${config}" "${out}" "${options}" made inputs)
+    get_property(claimed GLOBAL PROPERTY _KERNELGEN_OUTPUTS)  # every call's, so two never write one file
     foreach(file IN LISTS made)
-      if(file IN_LIST outputs)
-        message(FATAL_ERROR "${where}: two configs would write ${file}; config names must be unique within an "
-                            "OUTPUT_DIR")
+      if(file IN_LIST outputs OR file IN_LIST claimed)
+        message(FATAL_ERROR "${where}: ${config} would write ${file}, which another config writes too: config "
+                            "names must be unique within an OUTPUT_DIR (give each kernelgen_add_kernels() its own)")
       endif()
     endforeach()
     list(APPEND outputs ${made})
@@ -87,6 +92,7 @@ function(kernelgen_add_kernels name)
     list(APPEND stamps "${stamp}")
   endforeach()
   add_custom_target(${name}_generate ALL DEPENDS ${stamps})
+  set_property(GLOBAL APPEND PROPERTY _KERNELGEN_OUTPUTS ${outputs})
 
   _kernelgen_sort_outputs("${out}" "${outputs}")  # sets c_sources, c_includes, hvx_sources, hvx_includes, gpu_*
   if(c_sources OR hvx_sources)
