@@ -65,9 +65,9 @@ elseif(NOT "${_KERNELGEN_CHECKED}" STREQUAL "${KERNELGEN_EXECUTABLE}|${_kernelge
     file(REAL_PATH "${CMAKE_CURRENT_LIST_DIR}" _kernelgen_here)
     if(NOT _kernelgen_dir STREQUAL _kernelgen_here)
       set(kernelgen_FOUND FALSE)
-      string(CONCAT kernelgen_NOT_FOUND_MESSAGE "KERNELGEN_EXECUTABLE=${KERNELGEN_EXECUTABLE} belongs to the kernelgen whose "
-          "CMake package is ${_kernelgen_dir}, not to this one (${_kernelgen_here}): set KERNELGEN_EXECUTABLE to "
-          "this install's kernelgen, or kernelgen_DIR to that one's folder")
+      string(CONCAT kernelgen_NOT_FOUND_MESSAGE "KERNELGEN_EXECUTABLE=${KERNELGEN_EXECUTABLE} belongs to the "
+          "kernelgen whose CMake package is ${_kernelgen_dir}, not to this one (${_kernelgen_here}): set "
+          "KERNELGEN_EXECUTABLE to this install's kernelgen, or kernelgen_DIR to that one's folder")
     else()
       set(_KERNELGEN_CHECKED "${KERNELGEN_EXECUTABLE}|${_kernelgen_package}" CACHE INTERNAL
           "the kernelgen command and package found to belong together")
