@@ -146,6 +146,12 @@ def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generato
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert HOST_LINE.match(_run(build / "host").stdout.strip())
 
+    # the example installs the OpenCL kernel and its launch description from the target's KERNELGEN_GPU_FILES
+    installed = _run("cmake", "--install", build, "--prefix", tmp_path / "prefix")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert sorted(p.name for p in (tmp_path / "prefix" / "share" / "kernelgen_example").iterdir()) == [
+        "example_conv.cl", "example_conv.launch.json"]
+
 
 def _project(folder: Path, body: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
