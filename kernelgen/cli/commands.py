@@ -130,13 +130,13 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
             click.echo(path)
         return
     if manifests_in(configs):
-        from .network import build_networks, write_all
+        from .network import build_networks, network_output_names, write_all
 
-        files, notes, rules = build_networks(configs, out_dir, targets, device)
         if list_outputs:
-            for rel in files:
+            for rel in network_output_names(configs, targets, device):
                 click.echo(str(root / rel))
             return
+        files, notes, rules = build_networks(configs, out_dir, targets, device)
         make_folder(root)
         written = write_all(root, files)
         for note in notes:

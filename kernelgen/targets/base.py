@@ -77,6 +77,9 @@ class Target(ABC):
         files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
         return Job(config=config, plan=plan, target_plan=tplan, files=files)
 
+    # the names of the files network_files writes (build --list-outputs lists them without planning a network)
+    network_file_names: ClassVar[tuple[str, ...]] = ()
+
     def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
         """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order:
         {file name: text}. Only a target that can call its kernels from one host program writes one."""
