@@ -340,3 +340,19 @@ message(STATUS "files: ${files}")""")
     assert built.returncode == 0, built.stdout + built.stderr
     assert all(path.is_file() for path in sources)
     assert "ninja: no work to do." in _build(build).stdout
+
+
+@requires_tool("cmake", "ninja", "gcc")
+def test_each_config_is_its_own_step_so_touching_one_regenerates_only_it(kernelgen, tmp_path):
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(k CONFIGS conv.yaml split.yaml TARGETS c)""")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    shutil.copy2(REPO / "configs" / "seed000_split.yaml", source / "split.yaml")
+    build = tmp_path / "b"
+    assert _configure(source, build, kernelgen).returncode == 0
+    first = _build(build)
+    assert first.returncode == 0 and first.stdout.count("kernelgen: generating k from") == 2, first.stdout
+    _touch(source / "split.yaml")
+    again = _build(build)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert re.findall(r"kernelgen: generating k from (\S+)", again.stdout) == ["split.yaml"], again.stdout
