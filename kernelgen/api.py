@@ -147,11 +147,13 @@ def binaries(built: Mapping[str, Job], targets: Targets | None = None) -> tuple[
 
 
 def output_names(config: Config, override: tuple[str, ...] = (), targets: Targets | None = None) -> tuple[str, ...]:
-    """The files a build would produce, without planning or rendering."""
+    """The files a build would produce on this machine (compiled ones included: SPIR-V when glslang is here), without
+    planning or rendering."""
     known = targets or TARGETS
     names = [f"{config.name}/plan.txt"]
     for name in chosen_targets(config, override, known):
-        names += [f"{config.name}/{name}/{f}" for f in file_names(known[name], config.name)]
+        made = (*file_names(known[name], config.name), *known[name].binary_names(config))
+        names += [f"{config.name}/{name}/{f}" for f in made]
     return tuple(names)
 
 

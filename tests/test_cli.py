@@ -49,6 +49,43 @@ def test_build_list_outputs_writes_nothing(repo, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@requires_tool("glslangValidator")
+def test_build_list_outputs_names_the_spirv_a_build_writes(repo, tmp_path):
+    """What a build system declares before building (CMake's byproducts) is every file the build then writes, the
+    compiled SPIR-V modules (one per op, pools too) included."""
+    configs = [str(repo / "configs" / name) for name in ("seed002_vulkan.yaml", "vulkan_chain_fp16.yaml",
+                                                        "mobilenet_v2_block.yaml")]
+    listed = []
+    for config in configs:
+        result = runner.invoke(main, ["build", config, "-o", str(tmp_path), "--target", "vulkan", "--list-outputs"])
+        assert result.exit_code == 0, result.output
+        listed += result.output.split()
+    assert any(name.endswith(".op2.spv") for name in listed)
+    built = runner.invoke(main, ["build", *configs, "-o", str(tmp_path), "--target", "vulkan"])
+    assert built.exit_code == 0, built.output
+    assert sorted(str(p) for p in tmp_path.rglob("*") if p.is_file()) == sorted(listed)
+
+
+def test_build_list_inputs_names_the_configs_and_checks_them(repo, tmp_path):
+    config = str(repo / "configs" / "seed000_3x3.yaml")
+    result = runner.invoke(main, ["build", config, "-o", str(tmp_path / "o"), "--list-inputs"])
+    assert result.exit_code == 0 and result.output.split() == [config] and not (tmp_path / "o").exists()
+    bad = repo / "tests" / "data" / "bad" / "zero_stride.yaml"
+    failed = runner.invoke(main, ["build", str(bad), "--list-inputs"])
+    assert failed.exit_code == 2 and f"{bad}:" in failed.output
+    both = runner.invoke(main, ["build", config, "--list-inputs", "--list-outputs"])
+    assert both.exit_code == 2 and "give one" in both.output
+
+
+def test_cmake_dir_names_the_packages_cmake_folder(repo):
+    result = runner.invoke(main, ["--cmake-dir"])
+    assert result.exit_code == 0
+    folder = result.output.strip()
+    assert folder == str((repo / "kernelgen" / "cmake").resolve())
+    assert (repo / "kernelgen" / "cmake" / "kernelgenConfig.cmake").is_file()
+    assert (repo / "kernelgen" / "cmake" / "kernelgenConfigVersion.cmake").is_file()
+
+
 def test_build_with_an_invalid_config_writes_nothing(repo, tmp_path):
     bad = repo / "tests" / "data" / "bad" / "zero_stride.yaml"
     result = runner.invoke(main, ["build", str(repo / "configs" / "seed000_3x3.yaml"), str(bad), "-o", str(tmp_path)])

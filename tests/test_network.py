@@ -238,6 +238,22 @@ def test_plan_of_a_network_lists_its_steps_and_arena(small_resnet):
     assert report["peak_bytes"] <= report["arena_bytes"] < report["naive_bytes"]
 
 
+@requires_tool(*ONNX, "glslangValidator")
+def test_a_network_lists_its_outputs_without_building_them_spirv_included(tmp_path):
+    """--list-outputs of a manifest names files without planning or compiling (CMake asks before every build):
+    the names must still be every file the build writes, each kernel's SPIR-V modules included."""
+    import onnx_models
+
+    manifest = _imported(tmp_path, "sr", onnx_models.small_resnet(), "--target", "vulkan")
+    out = tmp_path / "out"
+    listed = CliRunner().invoke(main, ["build", str(manifest), "-o", str(out), "--list-outputs"])
+    assert listed.exit_code == 0 and not out.exists(), listed.output
+    assert any(name.endswith(".spv") for name in listed.output.split())
+    built = CliRunner().invoke(main, ["build", str(manifest), "-o", str(out)])
+    assert built.exit_code == 0, built.output
+    assert sorted(str(p) for p in out.rglob("*") if p.is_file()) == sorted(listed.output.split())
+
+
 @requires_tool(*ONNX)
 def test_build_of_a_network_lists_its_outputs_and_writes_a_depfile(small_resnet, tmp_path):
     out = tmp_path / "out"

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, requires_tool
 
 SOURCES = ("pyproject.toml", "README.md", "kernelgen", "templates", "schema")
 MARK = "/* this checkout's template */"
@@ -152,3 +152,35 @@ def test_python_m_kernelgen_in_a_checkout_runs_on_its_own_templates(tmp_path):
                            cwd=source, env=_without_pythonpath(), capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stdout + built.stderr
     assert MARK in (source / "out" / "seed000_3x3" / "c" / "seed000_3x3.c").read_text()
+
+
+@requires_tool("cmake", "ninja")
+def test_the_wheel_installs_a_cmake_package_that_finds_its_own_kernelgen(wheel, tmp_path):
+    """Issue 34: `pip install` of the wheel into a fresh venv; `kernelgen --cmake-dir`, run from another folder, names
+    the package's CMake folder, and find_package(kernelgen) there finds that venv's kernelgen command by itself (it
+    is not on PATH), which checks out as belonging to the package."""
+    built, _ = wheel
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    (site,) = (venv / "lib").glob("python*/site-packages")
+    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # kernelgen's dependencies
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                           "--no-deps", "--no-index", str(built)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**_without_pythonpath(), "PATH": "/usr/bin:/bin"}
+    printed = subprocess.run([str(venv / "bin" / "kernelgen"), "--cmake-dir"], cwd=elsewhere, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    folder = Path(printed.stdout.strip())
+    assert folder == (site / "kernelgen" / "cmake").resolve()
+    assert {"kernelgenConfig.cmake", "kernelgenConfigVersion.cmake"} <= {p.name for p in folder.iterdir()}
+    (elsewhere / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(p NONE)\nfind_package(kernelgen 0.1 CONFIG REQUIRED)\n"
+        'message(STATUS "kernelgen ${kernelgen_VERSION}: ${KERNELGEN_EXECUTABLE}")\n')
+    configured = subprocess.run(["cmake", "-S", str(elsewhere), "-B", str(elsewhere / "build"), "-G", "Ninja",
+                                 f"-Dkernelgen_DIR={printed.stdout.strip()}"], env=env, capture_output=True,
+                                text=True, timeout=300)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    assert f"kernelgen 0.1.0: {venv / 'bin' / 'kernelgen'}" in " ".join(configured.stdout.split()), configured.stdout

@@ -58,7 +58,7 @@ def test_the_commands_section_lists_every_command():
     listed = {c.split()[1] for c in commands}
     from kernelgen.cli import main
 
-    assert listed == set(main.commands) | {"--version"}
+    assert listed == set(main.commands) | {"--version", "--cmake-dir"}
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from .run import run_command
 from .stats import devices_command, stats_command
 from ..config import Config
 from ..errors import ConfigError, KernelgenError  # noqa: F401
-from ..files import depfile_text, write_if_changed, write_if_changed_bytes
+from ..files import depfile_text, display_path, write_if_changed, write_if_changed_bytes
 from ..planner import plan as make_plan
 from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
@@ -33,8 +33,17 @@ from .validate_table import header as table_header, row_lines, skipped_lines, wi
 from .network import manifests_in, validate_networks
 
 
+def _print_cmake_dir(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(display_path(Path(__file__).resolve().parent.parent / "cmake"))
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kernelgen")
+@click.option("--cmake-dir", is_flag=True, is_eager=True, expose_value=False, callback=_print_cmake_dir,
+              help="Print the folder of kernelgen's CMake package (kernelgenConfig.cmake) and exit: "
+                   "cmake -Dkernelgen_DIR=\"$(kernelgen --cmake-dir)\".")
 def main() -> None:
     """Generate convolution kernels from YAML configs.
 
@@ -99,24 +108,35 @@ def plan(configs: tuple[str, ...], as_json: bool, fmt: str) -> None:
 @click.option("--depfile-target", metavar="FILE",
               help="Name this one file (a stamp) as the depfile's target instead of every output.")
 @click.option("--list-outputs", is_flag=True, help="Print the files a build would write, one per line; write nothing.")
+@click.option("--list-inputs", is_flag=True,
+              help="Print the files whose contents decide what --list-outputs prints (each config; a manifest and its "
+                   "kernels' configs), one per line; write nothing.")
 @handle_errors
 def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None, depfile: str | None,
-          depfile_target: str | None, list_outputs: bool) -> None:
+          depfile_target: str | None, list_outputs: bool, list_inputs: bool) -> None:
     """Generate sources and plan reports; unchanged files are not rewritten.
 
     \b
+    --list-outputs and --list-inputs are what a build system asks before
+    the build (CMake's kernelgen_add_kernels: kernelgen --cmake-dir).
     Example:
       kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
     """
+    if list_outputs and list_inputs:
+        raise click.UsageError("--list-outputs and --list-inputs: give one")
     root = Path(out_dir)
+    if list_inputs:
+        for path in _inputs(configs, targets, device):
+            click.echo(path)
+        return
     if manifests_in(configs):
-        from .network import build_networks, write_all
+        from .network import build_networks, network_output_names, write_all
 
-        files, notes, rules = build_networks(configs, out_dir, targets, device)
         if list_outputs:
-            for rel in files:
+            for rel in network_output_names(configs, targets, device):
                 click.echo(str(root / rel))
             return
+        files, notes, rules = build_networks(configs, out_dir, targets, device)
         make_folder(root)
         written = write_all(root, files)
         for note in notes:
@@ -153,6 +173,19 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
     total = sum(len(g) for g in generated.values())
     click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
                err=True)
+
+
+def _inputs(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> tuple[str, ...]:
+    """The files --list-outputs reads, each once: the names of the outputs come from the configs (name, targets) and,
+    for a manifest, from the manifest (its network's name) and its kernels' configs. Each is loaded and checked, so a
+    bad config is the same error (exit 2) here as in the build."""
+    if manifests_in(configs):
+        from .network import load_networks
+
+        networks = load_networks(configs, device)
+        return tuple(dict.fromkeys(path for network in networks for path in
+                                   (network.path, *(step.config.file or step.config.path for step in network.kernels))))
+    return tuple(dict.fromkeys(config.file or config.path for config in load_all(configs, targets, device)))
 
 
 def _write_depfile(depfile: str, stamp: str | None, rules: dict[str, tuple[str, ...]]) -> None:

@@ -219,6 +219,21 @@ def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...
     return files, notes, rules
 
 
+def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> tuple[str, ...]:
+    """The relative paths build_networks writes, by name only (no kernel planned or rendered, no SPIR-V compiled:
+    a build system asks this before every build of a large network): each kernel's files, then the drivers'."""
+    from ..api import output_names
+
+    names: dict[str, None] = {}
+    for network in load_networks(paths, device):
+        for target in targets_of(network, targets):
+            for step in network.kernels:
+                names.update(dict.fromkeys(output_names(step.config, (target,))))
+            drivers = TARGETS[target].network_file_names
+            names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in drivers))
+    return tuple(names)
+
+
 def write_all(root: Path, files: dict[str, str | bytes]) -> int:
     from ..files import write_if_changed_bytes
 

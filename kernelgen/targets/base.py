@@ -77,6 +77,9 @@ class Target(ABC):
         files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
         return Job(config=config, plan=plan, target_plan=tplan, files=files)
 
+    # the names of the files network_files writes (build --list-outputs lists them without planning a network)
+    network_file_names: ClassVar[tuple[str, ...]] = ()
+
     def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
         """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order:
         {file name: text}. Only a target that can call its kernels from one host program writes one."""
@@ -86,6 +89,11 @@ class Target(ABC):
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
         compiler's version), and a note when they cannot be made here ("": nothing to say)."""
         return {}, ""
+
+    def binary_names(self, config: Config) -> tuple[str, ...]:
+        """The names of the files binaries() would write for a config on this machine, without planning or compiling
+        (`build --list-outputs`, which a build system reads to know every file a build writes)."""
+        return ()
 
     # ------------------------------------------------------------ primitives on this machine
 

@@ -17,7 +17,7 @@ from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
 from ..base import Executable, Job, Target, Traced
-from .network import TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
+from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
 from .toolchain import CFLAGS, Library, build_shared, status
 
 
@@ -88,6 +88,8 @@ class C(Target):
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
+
+    network_file_names = NETWORK_FILES
 
     def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
         return network_driver(network, jobs)  # network.c/.h: the kernels in order over one arena (network.py)

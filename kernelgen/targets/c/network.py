@@ -31,6 +31,7 @@ NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical NHWC stored as ONNX stores it
 WEIGHT_ALIGNMENT = 16  # elements: each packed weight starts a multiple of 64 bytes (a cache line) into the buffer
 TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
+FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 # What network.h declares after `<net>_` (and `network`: its include guard): a kernel of such a name would clash.
 DECLARED = ("run", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network")
 
@@ -101,7 +102,7 @@ def network_files(network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
         packed_elements=weights[-1].offset + weights[-1].packed_elements if weights else 0,
         max_rank=max(len(t.shape) for t in tensors.values()), manifest=comment_text(Path(network.path).name))
-    return {Path(template).name.removesuffix(".j2"): _render(template, context) for template in TEMPLATES}
+    return {name: _render(template, context) for name, template in zip(FILES, TEMPLATES)}
 
 
 def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan:

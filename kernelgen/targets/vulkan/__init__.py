@@ -82,6 +82,12 @@ class Vulkan(Target):
         return {f"{job.config.name}.op{op.index}.spv": code for op, code in zip(vk.ops, spirv)}, \
             self._spill_note(job, spirv)
 
+    def binary_names(self, config: Config) -> tuple[str, ...]:
+        """binaries()'s names: one module per op of the config (plan_vulkan plans a dispatch per op, pools too)."""
+        if shutil.which("glslangValidator") is None:
+            return ()
+        return tuple(f"{config.name}.op{j}.spv" for j in range(1, len(config.ops) + 1))
+
     def _spill_note(self, job: Job, spirv: tuple[bytes, ...]) -> str:
         """For a profile whose compiler is here (rdna2), a warning naming each op that spills: an explicit tile
         still builds, but it would crawl on that GPU."""

@@ -1,0 +1,236 @@
+# kernelgen_add_kernels(<name> CONFIGS <file>... [TARGETS <target>...] [DEVICE <profile>] [OUTPUT_DIR <dir>])
+#
+# Generates kernels at build time and makes them targets:
+#   <name>            STATIC library of the c target's sources (network.c too, for a manifest), position-independent
+#                     (it usually ends up in an app's or a DSP skeleton's shared library); its include folders are a
+#                     usage requirement. An INTERFACE library when no config has the c target.
+#   <name>_hvx        STATIC library of the hvx target's sources, compiled with -mhvx -mhvx-length=128b (clang; the
+#                     toolchain file picks the Hexagon arch); built by default only when the toolchain targets
+#                     Hexagon, else when something links it. Absent when no config has the hvx target.
+#   <name>_generate   the generation itself (part of `all`, so GPU-only kernels are written too).
+# and these properties on <name>:
+#   KERNELGEN_GPU_SOURCES  the .cl, .comp and .spv files (.spv when glslangValidator is on the build machine)
+#   KERNELGEN_GPU_FILES    every file of the GPU targets: the sources and how to launch them (.launch.json, ...)
+#   KERNELGEN_OUTPUTS      every file generated, plan reports included
+#   KERNELGEN_OUTPUT_DIR   the folder they are written into: <dir>/<config>/<target>/...
+#
+# CONFIGS are configs or network manifests (network.yaml from `kernelgen import`), relative to the current source
+# folder. TARGETS (kernelgen's --target) overrides the configs' own `targets:`; DEVICE is --device. OUTPUT_DIR
+# defaults to ${CMAKE_CURRENT_BINARY_DIR}/kernelgen/<name>.
+#
+# How the build stays exact and quiet: each config is one custom command run at build time, whose output is a
+# stamp and whose byproducts are the generated files; kernelgen's depfile names the stamp and everything the
+# files depend on (the config, the templates, kernelgen's modules), so touching any of them regenerates, and
+# kernelgen rewrites only files whose text changed, so an unchanged generation recompiles nothing (Ninja restats
+# byproducts, make compares their unchanged times). add_library needs the file names at configure time: they come
+# from `kernelgen build --list-outputs`, and the configs it reads (--list-inputs) are configure dependencies. The
+# listing is kept in the cache under a key of those files' contents and the kernelgen command, so a reconfigure
+# runs kernelgen only for configs whose text changed.
+
+function(kernelgen_add_kernels name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "DEVICE;OUTPUT_DIR" "CONFIGS;TARGETS")
+  set(where "kernelgen_add_kernels(${name})")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "${where}: unknown arguments: ${arg_UNPARSED_ARGUMENTS} (it takes CONFIGS, TARGETS, DEVICE, "
+                        "OUTPUT_DIR)")
+  endif()
+  if(NOT arg_CONFIGS)
+    message(FATAL_ERROR "${where}: CONFIGS names no file; give one or more configs or network manifests")
+  endif()
+  foreach(target IN ITEMS ${name} ${name}_hvx ${name}_generate)
+    if(TARGET ${target})
+      message(FATAL_ERROR "${where}: a target named ${target} exists already")
+    endif()
+  endforeach()
+  if(arg_OUTPUT_DIR)
+    cmake_path(ABSOLUTE_PATH arg_OUTPUT_DIR BASE_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}" NORMALIZE OUTPUT_VARIABLE out)
+  else()
+    set(out "${CMAKE_CURRENT_BINARY_DIR}/kernelgen/${name}")
+  endif()
+  set(options "")
+  foreach(target IN LISTS arg_TARGETS)
+    list(APPEND options --target "${target}")
+  endforeach()
+  if(arg_DEVICE)
+    list(APPEND options --device "${arg_DEVICE}")
+  endif()
+
+  set(state "${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/${name}.kernelgen")  # stamps and depfiles, one per config
+  set(stamps "")
+  set(outputs "")
+  set(index 0)
+  foreach(config IN LISTS arg_CONFIGS)
+    if(config MATCHES "^[A-Z_]+$" AND NOT EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${config}")
+      message(FATAL_ERROR "${where}: CONFIGS names ${config}, which is no file: a misspelt keyword? (it takes "
+                          "CONFIGS, TARGETS, DEVICE, OUTPUT_DIR)")
+    endif()
+    cmake_path(ABSOLUTE_PATH config BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE)
+    _kernelgen_listing("${where}" "${config}" "${out}" "${options}" made inputs)
+    get_property(claimed GLOBAL PROPERTY _KERNELGEN_OUTPUTS)  # every call's, so two never write one file
+    foreach(file IN LISTS made)
+      if(file IN_LIST outputs OR file IN_LIST claimed)
+        message(FATAL_ERROR "${where}: ${config} would write ${file}, which another config writes too: config "
+                            "names must be unique within an OUTPUT_DIR (give each kernelgen_add_kernels() its own)")
+      endif()
+    endforeach()
+    list(APPEND outputs ${made})
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${inputs})
+    math(EXPR index "${index} + 1")
+    cmake_path(GET config STEM stem)
+    set(stamp "${state}/${index}_${stem}.stamp")
+    cmake_path(RELATIVE_PATH config BASE_DIRECTORY "${CMAKE_SOURCE_DIR}" OUTPUT_VARIABLE shown)
+    add_custom_command(
+      OUTPUT "${stamp}"
+      BYPRODUCTS ${made}
+      COMMAND "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${options}
+              --depfile "${stamp}.d" --depfile-target "${stamp}"
+      COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
+      DEPENDS ${inputs}  # the depfile names them too, but there is none before the first build
+      DEPFILE "${stamp}.d"
+      COMMENT "kernelgen: generating ${name} from ${shown}"
+      VERBATIM)
+    list(APPEND stamps "${stamp}")
+  endforeach()
+  add_custom_target(${name}_generate ALL DEPENDS ${stamps})
+  set_property(GLOBAL APPEND PROPERTY _KERNELGEN_OUTPUTS ${outputs})
+
+  _kernelgen_sort_outputs("${out}" "${outputs}")  # sets c_sources, c_includes, hvx_sources, hvx_includes, gpu_*
+  if(c_sources OR hvx_sources)
+    get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+    if(NOT "C" IN_LIST languages)
+      message(FATAL_ERROR "${where}: the generated kernels are C; enable the language (project(... C) or "
+                          "enable_language(C))")
+    endif()
+  endif()
+  if(c_sources)
+    add_library(${name} STATIC ${c_sources})
+    set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_compile_features(${name} PRIVATE c_std_99)  # restrict, declarations in for loops
+    # BUILD_INTERFACE: an install(EXPORT) of a target linking these kernels installs the headers where it wants
+    target_include_directories(${name} PUBLIC "$<BUILD_INTERFACE:${c_includes}>")
+  else()
+    add_library(${name} INTERFACE)
+  endif()
+  add_dependencies(${name} ${name}_generate)
+  set_target_properties(${name} PROPERTIES
+    KERNELGEN_GPU_SOURCES "${gpu_sources}"
+    KERNELGEN_GPU_FILES "${gpu_files}"
+    KERNELGEN_OUTPUTS "${outputs}"
+    KERNELGEN_OUTPUT_DIR "${out}")
+
+  if(hvx_sources)
+    add_library(${name}_hvx STATIC ${hvx_sources})
+    set_target_properties(${name}_hvx PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_compile_features(${name}_hvx PRIVATE c_std_99)
+    target_include_directories(${name}_hvx PUBLIC "$<BUILD_INTERFACE:${hvx_includes}>")
+    # 128-byte HVX vectors are what the kernels are written for (the generated code's HVX_Vector is 128 bytes)
+    target_compile_options(${name}_hvx PRIVATE "$<$<C_COMPILER_ID:Clang>:-mhvx;-mhvx-length=128b>")
+    add_dependencies(${name}_hvx ${name}_generate)
+    if(NOT (CMAKE_SYSTEM_PROCESSOR MATCHES "^[Hh]exagon" OR CMAKE_C_COMPILER_TARGET MATCHES "^hexagon"))
+      # a host build of configs that also target hvx: the HVX intrinsics need a Hexagon compiler
+      set_target_properties(${name}_hvx PROPERTIES EXCLUDE_FROM_ALL TRUE)
+    endif()
+  endif()
+endfunction()
+
+
+# The files kernelgen would write for one config (made_var) and the files deciding their names (inputs_var), from
+# the cache when none of those files, nor the kernelgen command, nor PATH (glslangValidator decides the .spv) changed.
+function(_kernelgen_listing where config out options made_var inputs_var)
+  string(MD5 slot "${config}|${out}|${options}")
+  set(slot "_KERNELGEN_LISTING_${slot}")
+  get_property(tool GLOBAL PROPERTY KERNELGEN_TOOL)
+  set(tool "${tool}|$ENV{PATH}")
+  if(DEFINED CACHE{${slot}_KEY})
+    _kernelgen_key("${tool}" "$CACHE{${slot}_INPUTS}" key)
+    if(key STREQUAL "$CACHE{${slot}_KEY}")
+      set(${made_var} "$CACHE{${slot}_OUTPUTS}" PARENT_SCOPE)
+      set(${inputs_var} "$CACHE{${slot}_INPUTS}" PARENT_SCOPE)
+      return()
+    endif()
+  endif()
+  set(command "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${options})
+  # in the folder the build's command runs in, so both read the same files
+  execute_process(COMMAND ${command} --list-inputs WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+                  RESULT_VARIABLE status OUTPUT_VARIABLE inputs ERROR_VARIABLE error)
+  if(status EQUAL 0)
+    execute_process(COMMAND ${command} --list-outputs WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+                    RESULT_VARIABLE status OUTPUT_VARIABLE made ERROR_VARIABLE error)
+  endif()
+  if(NOT status EQUAL 0)
+    string(STRIP "${error}" error)
+    if(NOT DEFINED CACHE{${slot}_OUTPUTS})
+      message(FATAL_ERROR "${where}: kernelgen cannot list the files of ${config}:\n${error}")
+    endif()
+    # An edit broke a config that built before: keep its last list (its key stays stale, so the next configure
+    # asks again) and let the build fail on it, where the edit-build loop shows kernelgen's file:line:col: error.
+    message(NOTICE "${where}: ${config} does not load; the build will say why")
+    set(${made_var} "$CACHE{${slot}_OUTPUTS}" PARENT_SCOPE)
+    set(${inputs_var} "$CACHE{${slot}_INPUTS}" PARENT_SCOPE)
+    return()
+  endif()
+  string(REGEX REPLACE "\n$" "" inputs "${inputs}")
+  string(REGEX REPLACE "\n$" "" made "${made}")
+  string(REPLACE "\n" ";" inputs "${inputs}")
+  string(REPLACE "\n" ";" made "${made}")
+  set(resolved "")
+  foreach(file IN LISTS inputs)  # kernelgen prints them as it was given them, relative to its working folder
+    cmake_path(ABSOLUTE_PATH file BASE_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}" NORMALIZE)
+    list(APPEND resolved "${file}")
+  endforeach()
+  _kernelgen_key("${tool}" "${resolved}" key)
+  set(${slot}_KEY "${key}" CACHE INTERNAL "")
+  set(${slot}_INPUTS "${resolved}" CACHE INTERNAL "")
+  set(${slot}_OUTPUTS "${made}" CACHE INTERNAL "")
+  set(${made_var} "${made}" PARENT_SCOPE)
+  set(${inputs_var} "${resolved}" PARENT_SCOPE)
+endfunction()
+
+
+function(_kernelgen_key tool files result_var)
+  set(key "${tool}")
+  foreach(file IN LISTS files)
+    set(hash "missing")
+    if(EXISTS "${file}")
+      file(SHA256 "${file}" hash)
+    endif()
+    string(APPEND key "|${file}=${hash}")
+  endforeach()
+  string(SHA256 key "${key}")
+  set(${result_var} "${key}" PARENT_SCOPE)
+endfunction()
+
+
+# Which target's files each output is, by its place: <out>/<config>/<target>/<file> (plan reports sit one level up).
+# Sets c_sources, c_includes, hvx_sources, hvx_includes, gpu_sources and gpu_files in the caller.
+function(_kernelgen_sort_outputs out outputs)
+  foreach(kind IN ITEMS c_sources c_includes hvx_sources hvx_includes gpu_sources gpu_files)
+    set(${kind} "")
+  endforeach()
+  foreach(file IN LISTS outputs)
+    cmake_path(RELATIVE_PATH file BASE_DIRECTORY "${out}" OUTPUT_VARIABLE relative)
+    string(REPLACE "/" ";" parts "${relative}")
+    list(LENGTH parts depth)
+    if(NOT depth EQUAL 3)
+      continue()
+    endif()
+    list(GET parts 1 target)
+    cmake_path(GET file PARENT_PATH folder)
+    cmake_path(GET file EXTENSION LAST_ONLY extension)
+    if(target STREQUAL "c" OR target STREQUAL "hvx")
+      list(APPEND ${target}_sources "${file}")  # headers too: IDEs show them, and nothing compiles them
+      if(extension STREQUAL ".h")
+        list(APPEND ${target}_includes "${folder}")
+      endif()
+    else()
+      list(APPEND gpu_files "${file}")
+      if(extension MATCHES "^\\.(cl|comp|spv)$")
+        list(APPEND gpu_sources "${file}")
+      endif()
+    endif()
+  endforeach()
+  foreach(kind IN ITEMS c_sources c_includes hvx_sources hvx_includes gpu_sources gpu_files)
+    list(REMOVE_DUPLICATES ${kind})
+    set(${kind} "${${kind}}" PARENT_SCOPE)
+  endforeach()
+endfunction()

@@ -1,0 +1,361 @@
+"""Issue 34: the CMake package (kernelgen/cmake). examples/cmake configures, builds and runs with Ninja and with
+Unix Makefiles; a second build does nothing; touching the config or a template regenerates and recompiles nothing;
+an edit that changes the kernel recompiles it and not the host; a bad config fails the build with kernelgen's
+file:line:col: error:; a network manifest is a config like any other; toolchain files for aarch64 and Hexagon
+generate and compile; and find_package's version check follows 0.x semantics.
+
+Every build runs a copy of this checkout's kernelgen (its templates may be touched) through a small wrapper: the
+`kernelgen` on PATH may be another install's, whose --cmake-dir is not this package, which the package refuses."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, require_tools, requires_tool
+
+from kernelgen.cli import main
+
+ONNX = ("py:onnx", "py:onnxruntime")
+GENERATORS = {"Ninja": ("cmake", "ninja", "gcc"), "Unix Makefiles": ("cmake", "make", "gcc")}
+HOST_LINE = re.compile(r"^example_conv: 4096 outputs, sum -?\d+\.\d{4}, sum of \|x\| (\d+\.\d{4}), output\[0\] \S+$")
+EM_AARCH64, EM_HEXAGON = 183, 164  # ELF e_machine
+
+
+class Install(NamedTuple):
+    bin: Path  # a folder holding `kernelgen`
+    package: Path  # its CMake package (kernelgen --cmake-dir)
+    root: Path  # the sources it runs
+
+
+@pytest.fixture(scope="module")
+def kernelgen(tmp_path_factory) -> Install:
+    """This checkout's kernelgen, copied (so a test may touch its templates) and run on this interpreter by a
+    `kernelgen` script; one copy for the module, whose bytecode the first run writes."""
+    tmp_path = tmp_path_factory.mktemp("kernelgen")
+    root = tmp_path / "kernelgen-src"
+    for name in ("kernelgen", "templates", "schema"):
+        shutil.copytree(REPO / name, root / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "kernelgen"
+    # a console script's shape: sys.path starts with the script's folder, never the working folder (which, for
+    # `python -m kernelgen`, would put a checkout there ahead of the copy)
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(root)!r})\n"
+                      f"from kernelgen.cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return Install(folder, root / "kernelgen" / "cmake", root)
+
+
+def _run(*command: str | Path, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in command], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def _configure(source: Path, build: Path, kernelgen: Install, *extra: str,
+               generator: str = "Ninja") -> subprocess.CompletedProcess:
+    return _run("cmake", "-S", source, "-B", build, "-G", generator, f"-Dkernelgen_DIR={kernelgen.package}",
+                f"-DKERNELGEN_EXECUTABLE={kernelgen.bin / 'kernelgen'}", *extra)
+
+
+def _build(build: Path, *extra: str) -> subprocess.CompletedProcess:
+    return _run("cmake", "--build", build, "-j", "2", *extra)
+
+
+def _mtimes(root: Path) -> dict[str, int]:
+    """What a build makes: the generated files, stamps, objects, libraries and the program (not the files a
+    reconfigure rewrites, which cmake's own dependencies decide)."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")
+            if p.is_file() and (p.relative_to(root).parts[0] == "kernelgen" or p.suffix in {".stamp", ".o", ".a"}
+                                or p.name == "host")}
+
+
+def _touch(path: Path) -> None:
+    time.sleep(0.05)  # newer than every stamp, and not in the future (the next stamp must be newer still)
+    os.utime(path)
+
+
+@pytest.mark.parametrize("generator", list(GENERATORS))
+def test_the_example_project_builds_runs_and_rebuilds_only_what_changed(generator, kernelgen, tmp_path):
+    require_tools(*GENERATORS[generator])
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    for name in ("conv.yaml", "host.c"):
+        shutil.copy2(REPO / "examples" / name, examples / name)
+    shutil.copytree(REPO / "examples" / "cmake", examples / "cmake", ignore=shutil.ignore_patterns("build*"))
+    build, config = tmp_path / "build", examples / "conv.yaml"
+
+    configured = _configure(examples / "cmake", build, kernelgen, generator=generator)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    first = _build(build)
+    assert first.returncode == 0, first.stdout + first.stderr
+    line = _run(build / "host").stdout.strip()
+    assert HOST_LINE.match(line) and float(HOST_LINE.match(line)[1]) > 0, line
+    kernel = build / "kernelgen" / "example_kernels" / "example_conv"
+    assert (kernel / "c" / "example_conv.c").is_file() and (kernel / "opencl" / "example_conv.cl").is_file()
+
+    built = _mtimes(build)
+    assert len([p for p in built if p.endswith(".o")]) == 2 and any(p.endswith(".stamp") for p in built)
+    again = _build(build)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "kernelgen" not in again.stdout and _mtimes(build) == built  # a second build does nothing
+    if generator == "Ninja":
+        assert "ninja: no work to do." in again.stdout
+
+    _touch(config)
+    touched = _build(build)
+    assert touched.returncode == 0, touched.stdout + touched.stderr
+    assert "kernelgen: generating example_kernels" in touched.stdout  # the depfile's config is newer: regenerate
+    after = _mtimes(build)
+    assert {p for p in after if after[p] != built[p]} == {p for p in after if p.endswith(".stamp")}, \
+        "touching the config rewrote or recompiled more than the stamp"
+    assert _mtimes(build) == after and _build(build).returncode == 0 and _mtimes(build) == after
+
+    template = kernelgen.root / "templates" / "c" / "kernel.c.j2"  # named by kernelgen's depfile
+    _touch(template)
+    retouched = _build(build)
+    assert retouched.returncode == 0 and "kernelgen: generating example_kernels" in retouched.stdout
+    assert {p for p, t in _mtimes(build).items() if t != after[p]} == {p for p in after if p.endswith(".stamp")}
+    after = _mtimes(build)
+
+    # an edit that changes the kernel's text but not its header: the kernel is recompiled and the program relinked,
+    # the host's object (which includes the header) is not rebuilt
+    config.write_text(config.read_text().replace("kernel: 1,", "kernel: 1, activation: relu,"))
+    _touch(config)
+    edited = _build(build)
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    changed = {p for p, t in _mtimes(build).items() if t != after.get(p)}
+    assert {"kernelgen/example_kernels/example_conv/c/example_conv.c", "host"} <= changed, changed
+    assert [p for p in changed if p.endswith(".o")] == [p for p in after if p.endswith("example_conv.c.o")], changed
+    assert not any(p.endswith(".h") for p in changed), changed
+    assert HOST_LINE.match(_run(build / "host").stdout.strip())
+
+    config.write_text(config.read_text().replace("kernel: 3, pad: 1", "kernel: 3, pad: -1"))
+    _touch(config)
+    broken = _build(build)
+    assert broken.returncode != 0
+    line_number = next(i for i, text in enumerate(config.read_text().splitlines(), 1) if "pad: -1" in text)
+    located = re.search(rf"{re.escape(str(config))}:{line_number}:\d+: error: ", broken.stdout + broken.stderr)
+    assert located, broken.stdout + broken.stderr
+    config.write_text(config.read_text().replace("pad: -1", "pad: 1"))
+    fixed = _build(build)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert HOST_LINE.match(_run(build / "host").stdout.strip())
+
+    # the example installs the OpenCL kernel and its launch description from the target's KERNELGEN_GPU_FILES
+    installed = _run("cmake", "--install", build, "--prefix", tmp_path / "prefix")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert sorted(p.name for p in (tmp_path / "prefix" / "share" / "kernelgen_example").iterdir()) == [
+        "example_conv.cl", "example_conv.launch.json"]
+
+
+def _project(folder: Path, body: str, languages: str = "C") -> Path:
+    """A CMakeLists.txt; languages NONE where nothing compiles (no compiler to detect: faster)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION 3.20)\nproject(p {languages})\n{body}\n")
+    return folder
+
+
+@requires_tool("cmake", "ninja")
+@pytest.mark.parametrize("request_, found", [("0.1", True), ("0.1.0 EXACT", True), ("0", False), ("0.2", False),
+                                             ("1.0", False), ("0.0.9...0.3", True), ("0.2...<1.0", False),
+                                             ("0.0.1...0.1.0", True), ("0.0.1...<0.1.0", False)])
+def test_find_package_accepts_the_same_minor_before_1_0(request_, found, kernelgen, tmp_path):
+    """0.x semantics: a minor release may break the config format or the generated API, so 0.1 accepts 0.1.z only
+    (from 1.0 on, the same major); a range accepts what it holds."""
+    source = _project(tmp_path / "p", f'find_package(kernelgen {request_} CONFIG)\n'
+                                      f'message(STATUS "found=${{kernelgen_FOUND}} version=${{kernelgen_VERSION}}")',
+                      "NONE")
+    done = _configure(source, tmp_path / "b", kernelgen)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (f"found=1 version=0.1.0" if found else "found=0") in done.stdout, done.stdout + done.stderr
+
+
+@requires_tool("cmake", "ninja")
+def test_find_package_refuses_a_kernelgen_of_another_install(kernelgen, tmp_path):
+    other = tmp_path / "other" / "kernelgen"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\necho /somewhere/else/kernelgen/cmake\n")
+    other.chmod(0o755)
+    source = _project(tmp_path / "p", "find_package(kernelgen 0.1 CONFIG REQUIRED)", "NONE")
+    done = _run("cmake", "-S", source, "-B", tmp_path / "b", "-G", "Ninja", f"-Dkernelgen_DIR={kernelgen.package}",
+                f"-DKERNELGEN_EXECUTABLE={other}")
+    assert done.returncode != 0
+    message = " ".join(done.stderr.split())  # cmake wraps its messages
+    assert (f"KERNELGEN_EXECUTABLE={other} belongs to the kernelgen whose CMake package is "
+            f"/somewhere/else/kernelgen/cmake, not to this one ({kernelgen.package})") in message, done.stderr
+
+
+TOOLCHAINS = {
+    # No aarch64 sysroot here: freestanding objects and static libraries only, nothing linked. The find modes are
+    # the NDK's: packages, libraries and headers only inside the sysroot, programs (kernelgen) on the build machine.
+    "aarch64": """set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_C_COMPILER_TARGET aarch64-linux-gnu)
+set(CMAKE_C_FLAGS_INIT "-ffreestanding")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+set(CMAKE_FIND_ROOT_PATH "${CMAKE_CURRENT_LIST_DIR}/sysroot")
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+""",
+    # The flags kernelgen's own Hexagon toolchain compiles with (targets/hvx/toolchain.py), the arch of the configs
+    "hexagon": """set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR hexagon)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_C_COMPILER_TARGET hexagon)
+set(CMAKE_C_FLAGS_INIT "-mcpu=hexagonv73 -ffreestanding -fno-stack-protector")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+""",
+}
+
+
+def _machines(archive: Path) -> set[int]:
+    """The ELF e_machine of every object in a static library (ar format: 60-byte member headers)."""
+    data, machines, at = archive.read_bytes(), set(), 8
+    while at + 60 <= len(data):
+        name, size = data[at:at + 16].decode().strip(), int(data[at + 48:at + 58].decode().strip())
+        body = data[at + 60:at + 60 + size]
+        if body[:4] == b"\x7fELF":
+            machines.add(int.from_bytes(body[18:20], "little"))
+        at += 60 + size + size % 2
+    return machines
+
+
+@requires_tool("cmake", "ninja", "clang-19")
+@pytest.mark.parametrize("machine", list(TOOLCHAINS))
+def test_a_cross_toolchain_generates_on_the_build_machine_and_compiles_for_the_target(machine, kernelgen,
+                                                                                      tmp_path):
+    """kernelgen is found on PATH (with -Dkernelgen_DIR, as the NDK's package mode ONLY needs) and runs here; the c
+    kernels compile for the target; the hvx libraries are built by `all` for Hexagon only."""
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(float_kernels CONFIGS conv.yaml TARGETS c hvx)
+kernelgen_add_kernels(u8_kernels CONFIGS u8.yaml)""")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    shutil.copy2(REPO / "configs" / "hvx_seed000_3x3_u8.yaml", source / "u8.yaml")
+    toolchain = tmp_path / f"{machine}.cmake"
+    toolchain.write_text(TOOLCHAINS[machine])
+    (tmp_path / "sysroot").mkdir()
+    env = {**os.environ, "PATH": f"{kernelgen.bin}{os.pathsep}{os.environ['PATH']}"}
+    build = tmp_path / "b"
+    configured = _run("cmake", "-S", source, "-B", build, "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
+                      f"-Dkernelgen_DIR={kernelgen.package}", env=env)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    assert f"KERNELGEN_EXECUTABLE:FILEPATH={kernelgen.bin / 'kernelgen'}" in cache
+    built = _run("cmake", "--build", build, "-j", "2", env=env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    expected = EM_AARCH64 if machine == "aarch64" else EM_HEXAGON
+    assert _machines(build / "libfloat_kernels.a") == {expected}
+    hvx = [build / "libfloat_kernels_hvx.a", build / "libu8_kernels_hvx.a"]
+    if machine == "hexagon":
+        assert all(_machines(library) == {EM_HEXAGON} for library in hvx)
+    else:
+        assert not any(library.exists() for library in hvx)  # not in `all` off Hexagon: its intrinsics need one
+    assert (build / "kernelgen" / "u8_kernels" / "hvx_seed000_3x3_u8" / "hvx" / "hvx_seed000_3x3_u8.c").is_file()
+
+
+@requires_tool("cmake", "ninja", "gcc", *ONNX)
+def test_a_network_manifest_is_a_config_like_any_other(kernelgen, tmp_path):
+    """network.yaml from `kernelgen import`: every kernel and the network's driver in one library, whose include
+    folders are every kernel's (network.c includes each kernel's header); editing a kernel's config is a configure
+    dependency (its name and targets decide the files)."""
+    import onnx
+    import onnx_models
+
+    model = tmp_path / "sr.onnx"
+    onnx.save(onnx_models.small_resnet(), str(model))
+    imported = CliRunner().invoke(main, ["import", str(model), "-o", str(tmp_path / "sr")])
+    assert imported.exit_code == 0, imported.output
+    source = _project(tmp_path / "p", f"""find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(net CONFIGS {tmp_path / 'sr' / 'network.yaml'} TARGETS c)
+get_target_property(outputs net KERNELGEN_OUTPUTS)
+list(LENGTH outputs count)
+message(STATUS "net: ${{count}} files")""")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    listed = CliRunner().invoke(main, ["build", str(tmp_path / "sr" / "network.yaml"), "--target", "c", "-o",
+                                       str(build / "kernelgen" / "net"), "--list-outputs"])
+    assert f"net: {len(listed.output.split())} files" in configured.stdout
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    objects = {p.name for p in (build / "CMakeFiles" / "net.dir").rglob("*.o")}
+    assert {"network.c.o", "stem.c.o"} <= objects, objects
+    rerun_cmake = (build / "build.ninja").read_text().split("build build.ninja:")[1].split("\n\n")[0]
+    assert str(tmp_path / "sr" / "stem.yaml") in rerun_cmake and str(tmp_path / "sr" / "network.yaml") in rerun_cmake
+
+
+@requires_tool("cmake", "ninja")
+@pytest.mark.parametrize("call, message", [
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml TARGET c)", "CONFIGS names TARGET, which is no file: a misspelt "
+                                                            "keyword?"),
+    ("kernelgen_add_kernels(k OUTPUT_DIR a b CONFIGS conv.yaml)", "kernelgen_add_kernels(k): unknown arguments: b"),
+    ("kernelgen_add_kernels(k TARGETS c)", "kernelgen_add_kernels(k): CONFIGS names no file"),
+    ("kernelgen_add_kernels(k CONFIGS missing.yaml)", "cannot read config"),
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml DEVICE nowhere)", "Invalid value for '--device'"),
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml TARGETS cuda)", "unknown target 'cuda'"),
+    ("kernelgen_add_kernels(k CONFIGS conv.yaml)\nkernelgen_add_kernels(k2 CONFIGS conv.yaml OUTPUT_DIR kernelgen/k)",
+     "which another config writes too"),
+    ("add_library(k INTERFACE)\nkernelgen_add_kernels(k CONFIGS conv.yaml)", "a target named k exists already"),
+])
+def test_a_wrong_call_or_config_fails_the_configure_naming_it(call, message, kernelgen, tmp_path):
+    source = _project(tmp_path / "p", f"find_package(kernelgen 0.1 CONFIG REQUIRED)\n{call}")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    done = _configure(source, tmp_path / "b", kernelgen)
+    assert done.returncode != 0
+    assert message in " ".join(done.stderr.split()), done.stderr
+
+
+@requires_tool("cmake", "ninja", "glslangValidator")
+def test_gpu_only_kernels_are_written_by_all_and_listed_in_properties(kernelgen, tmp_path):
+    """No c target: <name> is an interface library carrying the properties; the SPIR-V modules are byproducts like
+    the sources (a declared file the build did not write would make every build run kernelgen again)."""
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(gpu CONFIGS conv.yaml TARGETS opencl vulkan)
+get_target_property(type gpu TYPE)
+get_target_property(sources gpu KERNELGEN_GPU_SOURCES)
+get_target_property(files gpu KERNELGEN_GPU_FILES)
+message(STATUS "gpu: ${type}")
+message(STATUS "sources: ${sources}")
+message(STATUS "files: ${files}")""")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    lines = dict(line[3:].split(": ", 1) for line in configured.stdout.splitlines() if line.startswith("-- ")
+                 and line[3:].split(":")[0] in {"gpu", "sources", "files"})
+    folder = build / "kernelgen" / "gpu" / "example_conv"
+    sources = [folder / "opencl" / "example_conv.cl", folder / "vulkan" / "example_conv.comp",
+               folder / "vulkan" / "example_conv.op1.spv", folder / "vulkan" / "example_conv.op2.spv"]
+    assert lines["gpu"] == "INTERFACE_LIBRARY"
+    assert sorted(lines["sources"].split(";")) == sorted(map(str, sources))
+    launch = [folder / "opencl" / "example_conv.launch.json", folder / "vulkan" / "example_conv.dispatch.txt"]
+    assert sorted(lines["files"].split(";")) == sorted(map(str, [*sources, *launch]))
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert all(path.is_file() for path in sources)
+    assert "ninja: no work to do." in _build(build).stdout
+
+
+@requires_tool("cmake", "ninja", "gcc")
+def test_each_config_is_its_own_step_so_touching_one_regenerates_only_it(kernelgen, tmp_path):
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(k CONFIGS conv.yaml other.yaml TARGETS c)""")
+    conv = (REPO / "examples" / "conv.yaml").read_text()
+    (source / "conv.yaml").write_text(conv)
+    (source / "other.yaml").write_text(conv.replace("name: example_conv", "name: other_conv"))
+    build = tmp_path / "b"
+    assert _configure(source, build, kernelgen).returncode == 0
+    first = _build(build)
+    assert first.returncode == 0 and first.stdout.count("kernelgen: generating k from") == 2, first.stdout
+    _touch(source / "other.yaml")
+    again = _build(build)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert re.findall(r"kernelgen: generating k from (\S+)", again.stdout) == ["other.yaml"], again.stdout
