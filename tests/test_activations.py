@@ -65,14 +65,23 @@ def test_bad_gates_are_refused_at_their_key(spec, key, expected):
     assert key in message and expected in message, message
 
 
-def test_a_uint8_op_refuses_a_gate_at_its_key():
+def test_a_uint8_gate_without_a_quant_block_is_refused_at_its_key():
+    """A uint8 hardswish maps the conv's own bytes through a table: without the op's conv_scale and conv_zero_point
+    there are no such bytes (exit 2 at the activation); with them the config loads, and a gate after a residual
+    add is refused (the add's bytes through a table: not generated)."""
     text = ("name: q\ndtype: uint8\ninput: {shape: [1, 8, 8, 32], layout: nhwc-8h8w32c}\n"
             "quant: {input_scale: 0.05, input_zero_point: 128, weight_scale: 0.01, output_scale: 0.1, "
             "output_zero_point: 100}\nops:\n  - conv2d: {out_channels: 32,\n      activation: hardswish}\n"
             "targets: [hvx]\n")
-    with pytest.raises(ConfigError, match=r"^q\.yaml:7:19: error: ops\[0\]\.conv2d\.activation: expected none, "
-                                          r"relu, relu6 or a clamp with dtype uint8"):
+    with pytest.raises(ConfigError, match=r"^q\.yaml:7:19: error: ops\[0\]\.conv2d\.activation: expected quant: "
+                                          r"\{conv_scale: \.\.\., conv_zero_point: \.\.\.\} on the op with a hardswish"):
         api.parse_config(text, "q.yaml")
+    quantized = text.replace("activation: hardswish}", "activation: hardswish, quant: {conv_scale: 0.2, "
+                                                       "conv_zero_point: 120}}")
+    assert api.parse_config(quantized, "q.yaml").ops[0].hard.times_value
+    with pytest.raises(ConfigError, match=r"ops\[0\]\.conv2d\.activation: expected none, relu, relu6 or a clamp "
+                                          r"after a residual add with dtype uint8"):
+        api.parse_config(quantized.replace("out_channels: 32,", "out_channels: 32, residual: input,"), "q.yaml")
 
 
 @requires_tool("py:onnxruntime", "py:onnx")
