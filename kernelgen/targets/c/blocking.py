@@ -10,11 +10,12 @@ whose axes mix dims, a filter cache too small for the repacked block) keeps the 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 import kernelgen.expr as E
 from ...config import Config
-from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Plan, Section, Step, Stmt
+from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
 from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
 from .microkernel import ACCUMULATORS, LANES, Tile, channels_contiguous, part, separable, tile_nodes
@@ -51,11 +52,19 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     if plan.dtype != "float32" or not any(tiles):
         return CKernel(kernel=plan.kernel, tiles=tuple(tiles), notes=tuple(notes))
     parts = plan.stripe
-    rewritten = replace(parts, load=_rewrite(parts.load, tiles, cut, geo, threads),
+    rewritten = replace(parts, load=_unswitch(_rewrite(parts.load, tiles, cut, geo, threads)),
                         compute=_rewrite(parts.compute, tiles, cut, geo, threads),
                         store=_rewrite(parts.store, tiles, cut, geo, threads))
+    written = _write_back_index(parts.store + parts.compute)
+    direct = tiles[-1] is not None and parts.pipeline is Pipeline.NONE and parts.chunks == 1 and bool(written)
+    if direct:
+        # the last conv stores its epilogue straight into the output: no pass through the output cache
+        index = re.sub(r"\bok\b", f"(ko_inner*{cfg.schedule.k_block}+ki)", written)
+        rewritten = replace(rewritten, compute=_direct(rewritten.compute, index), store=_direct(rewritten.store, index))
+        notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
     rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
-    kernel = replace(plan.kernel, body=(*compose_stripes(rewritten), *rest),
+    unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
+    kernel = replace(plan.kernel, body=(*compose_stripes(rewritten), *rest), prologue=plan.kernel.prologue + unused,
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
     return CKernel(kernel=kernel, tiles=tuple(tiles), notes=tuple(notes))
 
@@ -138,6 +147,53 @@ def _rewrite(nodes: tuple[Node, ...], tiles: list, cut, geo, threads: int) -> tu
             out.append(replace(node, body=_rewrite(node.body, tiles, cut, geo, threads)))
         else:
             out.append(node)
+    return tuple(out)
+
+
+def _write_back_index(nodes: tuple[Node, ...]) -> str:
+    """The output index of the planner's write-back copy (in oh, ow, ok and the stripe indices), "" if none."""
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code.startswith("output[") and "] = output_cache[" in node.code:
+            return node.code[len("output["):node.code.index("] = output_cache[")]
+        if isinstance(node, (Loop, Guard, Block, Section)):
+            found = _write_back_index(node.body)
+            if found:
+                return found
+    return ""
+
+
+def _direct(nodes: tuple[Node, ...], index: str) -> tuple[Node, ...]:
+    """The last conv's stores into output[index] instead of the output cache, and no write-back section."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Section) and node.step == Step(Phase.WRITE_BACK):
+            continue
+        if isinstance(node, Stmt) and node.code.startswith("output_cache["):
+            value = node.code[node.code.index("] = ") + 4:]
+            out.append(Stmt(code=f"output[{index}] = {value}", summary=node.summary.replace("output_cache", "output")))
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_direct(node.body, index)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _unswitch(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """The input cache read with its bounds test taken out of the channel loop when it does not depend on the
+    channel (conv padding, stripe tails): two plain copy loops gcc vectorizes instead of a select per element."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Loop) and node.var == "ic" and len(node.body) == 1 and isinstance(node.body[0], Stmt):
+            stmt = node.body[0]
+            target, _, value = stmt.code.partition(" = ")
+            cond, sep, rest = value.partition(" ? input[")
+            if sep and cond.startswith("(") and rest.endswith(" : 0.0f;") and "ic" not in re.findall(r"\w+", cond):
+                read = Stmt(code=f"{target} = input[{rest[:-len(' : 0.0f;')]};", summary=stmt.summary)
+                zero = Stmt(code=f"{target} = 0.0f;", summary=stmt.summary)
+                out += [Guard(cond=cond, body=(replace(node, body=(read,)),)),
+                        Guard(cond=f"!{cond}", body=(replace(node, body=(zero,)),))]
+                continue
+        out.append(replace(node, body=_unswitch(node.body)) if isinstance(node, (Loop, Guard, Block, Section)) else node)
     return tuple(out)
 
 
