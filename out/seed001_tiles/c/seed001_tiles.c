@@ -6,6 +6,7 @@
 /* filter cache: 144 elements (576 bytes), window [4, 4, 3, 3] in OIHW */
 /* output cache: 4194304 elements (16777216 bytes), window [1, 1024, 1024, 4] in NHWC */
 
+/* conv2d #1: the planner's loops (k_block 4 is not a multiple of 8) */
 void seed001_tiles(const float *restrict input, const float *restrict filter1, float *restrict output, float *restrict workspace)
 {
   float *const input_cache = workspace + 0;
