@@ -84,7 +84,7 @@ class CLibrary(Executable):
 
 class C(Target):
     name = "c"
-    summary = "portable C99 (gcc), caches in a caller-provided workspace"
+    summary = "portable C99 (gcc -O3 -march=native), register-blocked micro-kernels, caches in a caller-provided workspace"
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
     # the micro-kernels' vector macros, and what `kernelgen build network.yaml` renders beside the kernels (depfiles)
@@ -97,7 +97,13 @@ class C(Target):
                           roofs=CPU_ROOFS, loop_orders=self.loop_orders)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
-        return status()
+        """gcc, and the flags kernels build with by default (what a validate/bench JSON context records)."""
+        found = status()
+        if not all(s.found for s in found):
+            return found
+        flags = " ".join(cflags(CModel()))
+        return (*found, ToolStatus(name="cflags", found=True, version=f"{flags} (default; c: {{cflags: [...]}} replaces "
+                                                                      f"the optimisation flags)", install_hint=""))
 
     def target_plan(self, config: Config, plan: Plan) -> CKernel:
         return c_kernel(config, plan, c_options(config).threads)
