@@ -56,6 +56,18 @@ CASES = {
     "rows_outer_chain": ([1, 10, 10, 16], ["{out_channels: 24, kernel: 1, activation: relu}",
                                            "{out_channels: 32, kernel: 3, pad: 1}"], "NHWC", "NHWC",
                          "{k_block: 8, order: rows_outer}", ["dense", "dense"]),
+    "depthwise_nchw_pixel_vectors_chain": ([2, 13, 19, 24], ["{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: "
+                                                             "true, activation: relu6}",
+                                                             "{out_channels: 24, kernel: 3, stride: 2, pad: 1, groups: 24}",
+                                                             "{out_channels: 24, kernel: 3, dilation: 2, pad: 2, "
+                                                             "groups: 24}"], "NCHW", "NCHW",
+                                           "{k_block: 8, h_block: 2}", ["columns", "columns", "columns"]),
+    # MobileNetV2's features.4 as imported: schedule auto picks h_block 2 and rows_outer, which the c target's
+    # geometry must follow (the stride-2 depthwise's window, then the 1x1 writing the output directly)
+    "imported_mobilenet_block_schedule_auto": ([1, 56, 56, 144], ["{out_channels: 144, kernel: 3, stride: 2, pad: 1, "
+                                                                  "groups: 144, bias: true, activation: relu6}",
+                                                                  "{out_channels: 32, kernel: 1, bias: true}"],
+                                               "NCHW", "NCHW", "auto", ["columns", "dense"]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
     "k_block_4_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 4}",
@@ -83,7 +95,8 @@ def _job(name: str, extra: str = ""):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_micro_kernel_is_taken_where_it_fits(name):
     _, job = _job(name)
-    kinds = [None if t is None else "depthwise" if t.depthwise else "dense" for t in job.target_plan.tiles]
+    kinds = [None if t is None else "columns" if t.columns else "depthwise" if t.depthwise else "dense"
+             for t in job.target_plan.tiles]
     assert kinds == CASES[name][-1]
     text = job.files[f"{name}.c"]
     ops = len(kinds)
@@ -96,6 +109,8 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert "KG_FMA(a0_0, x0[ch], w0);" in text
     if "depthwise" in kinds:
         assert "KG_FMAV(a0, x0, w0);" in text
+    if "columns" in kinds:
+        assert "KG_FMA(a0, w0_0, KG_" in text  # a filter tap broadcast against a vector of pixels
     planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
     assert ("acc[ki] += x * filter_cache" in text) == bool(planner_convs)  # the planner's scalar reduction
     assert ("#define KG_FMA" in text) == any(kinds)
@@ -130,7 +145,8 @@ def test_cflags_replace_the_default_flags(tmp_path):
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors"])
+@pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
+                                  "depthwise_nchw_pixel_vectors_chain"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
     """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
     config, job = _job(name)

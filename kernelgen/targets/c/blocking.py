@@ -18,7 +18,8 @@ from ...config import Config
 from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
 from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
-from .microkernel import ACCUMULATORS, LANES, Tile, channels_contiguous, part, separable, tile_nodes
+from .microkernel import (ACCUMULATORS, GROUP, LANES, Tile, channels_contiguous, columns_contiguous, part, separable,
+                          tile_nodes)
 
 DEPTHWISE_PIXELS = 8  # channel vectors in flight per tile row: 8 FMA chains hide the FMA latency
 
@@ -45,8 +46,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         tiles.append(tile)
         op = plan.ops[j - 1]
         if tile is not None:
-            notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {tile.width if not tile.depthwise else LANES}"
-                         f" channels in registers{' (depthwise)' if tile.depthwise else ''}")
+            channels = GROUP if tile.columns else LANES if tile.depthwise else tile.width
+            kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else ""
+            notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")
     if plan.dtype != "float32" or not any(tiles):
@@ -88,15 +90,17 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     src = layout.bind((1, geo.rows[j - 1], geo.cols[j - 1], channels))
     if not separable(src):
         return None, f"its source layout {layout.name} mixes dims in one axis"
-    if depthwise and (s.c_block or not channels_contiguous(src)):
-        return None, f"depthwise over a source layout ({layout.name}) without {LANES} consecutive channels"
+    columns = depthwise and not channels_contiguous(src)
+    if columns and (s.c_block or out_k % GROUP or not columns_contiguous(src)):
+        return None, (f"depthwise over a source layout ({layout.name}) with neither {LANES} consecutive channels "
+                      f"nor consecutive columns (or channels not a multiple of {GROUP})")
     taps = op.kernel[0] * op.kernel[1]
     vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
     if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
         return None, "the filter cache cannot hold the repacked block"
     cols = geo.cols[j]
     most = DEPTHWISE_PIXELS if depthwise else ACCUMULATORS // vectors
-    pixels = math.ceil(cols / math.ceil(cols / most))
+    pixels = LANES if columns else math.ceil(cols / math.ceil(cols / most))
     ko_var = "ko_outer" if last else f"ko_outer_{j}"
     produced = out_k if last else max(out_k, reduction_channels(cfg, shape_list)[j])
     width = vectors * LANES
@@ -111,10 +115,22 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
                             bounds | {"ih": (0, geo.rows[0] - 1)})
     col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
                      E.mul(geo.col_start[j - 1], -1))
-    count = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1 if depthwise else pixels
+    count = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1 if depthwise and not columns else (
+        0 if columns else pixels)
     bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(count)}
     k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), LANES))
-    if depthwise:
+    group: tuple[str, ...] = ()
+    inside = ""
+    if columns:  # GROUP channels per step of kv
+        k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
+                        E.mul(E.Var("kv"), GROUP))
+        bounds["kv"] = (0, s.k_block // GROUP - 1)
+        group = tuple(part(src, "c", E.add(k_first, E.Const(c)), bounds) for c in range(GROUP))
+        channel, block, tap = "", f"ko_inner * {s.k_block} + kv * {GROUP}", cut.channels
+        present = unproven([(k_first, "<", out_k)], bounds)
+        reach = (LANES - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1]
+        inside = f"xb >= 0 && xb + {reach} <= {geo.cols[j - 1] - 1}"
+    elif depthwise:
         channel, block, tap = part(src, "c", k_first, bounds), f"ko_inner * {s.k_block} + kv * {LANES}", cut.channels
         present = unproven([(k_first, "<", out_k)], bounds)
     else:
@@ -125,7 +141,8 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
                 stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *win.temp_names])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
-                channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else ""), ""
+                channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
+                columns=columns, channels=group, inside=inside), ""
 
 
 # ---------------------------------------------------------------- rewriting the planner's sections

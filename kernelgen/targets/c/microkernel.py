@@ -44,6 +44,12 @@ class Tile:
     filter_block: str  # C: the filter cache offset of the tile's first output channel block (dense: kv's)
     filter_tap: int  # filter cache elements between two taps (rh * kw + rw)
     present: str = ""  # depthwise, C: whether vector kv has source channels ("": always); else it sums to 0
+    # depthwise over a source whose columns are unit-stride but channels are not (NCHW): vectors of LANES
+    # pixels, GROUP channels at a time; `channels` their offsets (C, in kv), `inside` whether every column the
+    # tile reads lies in the window (then no clamps)
+    columns: bool = False
+    channels: tuple[str, ...] = ()
+    inside: str = ""
 
     @property
     def width(self) -> int:
@@ -76,9 +82,22 @@ def channels_contiguous(layout: TensorLayout) -> bool:
                for c in range(channels))
 
 
+GROUP = 4  # channels a column tile sums at once: four independent FMA chains
+
+
 def tile_nodes(t: Tile) -> tuple[Node, ...]:
     """Sums of the tile at output row oh, pixels owb * pixels + p, into tile[p * k_block + k]."""
+    if t.columns:
+        return _depthwise_columns(t)
     return _depthwise(t) if t.depthwise else _dense(t)
+
+
+def columns_contiguous(layout: TensorLayout) -> bool:
+    """Whether the window's columns are consecutive elements (NCHW, NHWC with one channel): pixel vectors."""
+    width = layout.logical_shape[2]
+    offset = layout.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Var("w"), "c": E.Const(0)},
+                                {"w": (0, width - 1)})
+    return all(E.evaluate(offset, {"w": w}) == w for w in range(width))
 
 
 def _clamp(name: str, offset: str, limit: int) -> Stmt:
@@ -140,3 +159,45 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
           for p in range(t.pixels)))
     return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
             Loop(var="kv", extent=t.k_block // LANES, body=body))
+
+
+def _depthwise_columns(t: Tile) -> tuple[Node, ...]:
+    """Depthwise on a source with unit-stride columns: each of GROUP channels keeps a vector of LANES pixels; per
+    tap one filter value is broadcast against the pixels' input vector. Tiles whose columns all lie in the window
+    load them straight (stride 1: one vector load per tap); edge tiles read each lane at its clamped column."""
+    lanes = range(LANES)
+    accs = [f"a{c}" for c in range(GROUP)]
+
+    def taps(inside: bool) -> Node:
+        body: list[Node] = [Stmt(code=f"const int xr = {t.row};", summary="xr = source row")]
+        for rw in range(t.kernel[1]):
+            body.append(Stmt(code="const float " + ", ".join(
+                f"w{c}_{rw} = filter_cache[{t.filter_block} + {c} + (rh * {t.kernel[1]} + {rw}) * {t.filter_tap}]"
+                for c in range(GROUP)) + ";", summary=f"w*_{rw} = taps (rh, {rw})"))
+        for c in range(GROUP):
+            for rw in range(t.kernel[1]):
+                at = f"xb + {rw * t.dilation}"
+                if inside and t.stride == 1:
+                    x = f"KG_LOAD(x{c} + xr + {at})"
+                elif inside:
+                    x = "KG_SET(" + ", ".join(f"x{c}[xr + {at} + {i * t.stride}]" for i in lanes) + ")"
+                else:
+                    x = "KG_SET(" + ", ".join(f"x{c}[xr + xc{i}_{rw}]" for i in lanes) + ")"
+                body.append(Stmt(code=f"KG_FMA({accs[c]}, w{c}_{rw}, {x});", summary=f"a{c} += w * x"))
+        return Loop(var="rh", extent=t.kernel[0], body=tuple(body))
+
+    clamps = [_clamp(f"xc{i}_{rw}", f"xb + {i * t.stride + rw * t.dilation}", t.col_limit)
+              for rw in range(t.kernel[1]) for i in lanes]
+    accumulate: tuple[Node, ...] = (
+        *(Stmt(code=f"const float *const x{c} = {t.src} + {t.channels[c]};", summary=f"x{c} = channel {c}")
+          for c in range(GROUP)),
+        Guard(cond=t.inside, body=(taps(True),)), Guard(cond=f"!({t.inside})", body=(taps(False),)))
+    if t.present:
+        accumulate = (Guard(cond=t.present, body=accumulate),)
+    body: tuple[Node, ...] = (
+        Stmt(code="kg_vf " + ", ".join(f"{a} = KG_ZERO" for a in accs) + ";", summary="accumulators = 0"),
+        *accumulate,
+        *(Stmt(code=" ".join(f"tile[{i * t.k_block} + kv * {GROUP} + {c}] = KG_LANE(a{c}, {i});" for i in lanes),
+               summary=f"tile[*][{c}] = a{c}") for c in range(GROUP)))
+    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
+            Loop(var="kv", extent=t.k_block // GROUP, body=body))

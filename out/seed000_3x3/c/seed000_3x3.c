@@ -22,6 +22,8 @@ typedef float kg_vf_unaligned __attribute__((vector_size(32), aligned(4), may_al
 #define KG_STORE(p, v) (*(kg_vf_unaligned *)(p) = (v))
 #define KG_FMA(acc, x, w) ((acc) += (x) * (w)) /* x a float, broadcast; one FMA with -ffp-contract=fast */
 #define KG_FMAV(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf */
+#define KG_SET(...) ((kg_vf){__VA_ARGS__})
+#define KG_LANE(v, i) ((v)[i])
 #else
 typedef struct { float lane[8]; } kg_vf;
 static inline kg_vf kg_load(const float *p) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = p[i]; return v; }
@@ -34,6 +36,8 @@ static const kg_vf kg_zero = {{0}};
 #define KG_STORE(p, v) kg_store((p), (v))
 #define KG_FMA(acc, x, w) kg_fma_s(&(acc), (x), (w))
 #define KG_FMAV(acc, x, w) kg_fma_v(&(acc), (x), (w))
+#define KG_SET(...) ((kg_vf){{__VA_ARGS__}})
+#define KG_LANE(v, i) ((v).lane[i])
 #endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
 
