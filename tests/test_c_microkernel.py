@@ -68,9 +68,15 @@ CASES = {
                                                                   "groups: 144, bias: true, activation: relu6}",
                                                                   "{out_channels: 32, kernel: 1, bias: true}"],
                                                "NCHW", "NCHW", "auto", ["columns", "dense"]),
+    # a k_block of 4 (schedule: auto fits one under rows_outer when a chain's filters are wide): half vectors
+    "dense_k_block_4_half_vectors_chain": ([1, 9, 11, 12], ["{out_channels: 20, kernel: 1, bias: true, activation: "
+                                                            "relu6}", "{out_channels: 20, kernel: 3, pad: 1, groups: 20}",
+                                                            "{out_channels: 6, kernel: 3, stride: 2, pad: 1}"],
+                                           "NCHW", "NCHW", "{k_block: 4, order: rows_outer}",
+                                           ["dense", "columns", "dense"]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
-    "k_block_4_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 4}",
+    "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
                              [None]),
     "grouped_and_odd_depthwise_fall_back": ([1, 8, 9, 12], ["{out_channels: 12, kernel: 3, pad: 1, groups: 4}",
                                                             "{out_channels: 12, kernel: 3, pad: 1, groups: 12}"],
@@ -106,7 +112,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert len(sections) == 1, sections
         assert ("register-blocked micro-kernel" in sections[0]) == (kind is not None)
     if "dense" in kinds:
-        assert "KG_FMA(a0_0, x0[ch], w0);" in text
+        assert ("KG_FMA4(a0_0, x0[ch], w0);" if "k_block: 4" in CASES[name][4] else "KG_FMA(a0_0, x0[ch], w0);") in text
     if "depthwise" in kinds:
         assert "KG_FMAV(a0, x0, w0);" in text
     if "columns" in kinds:
@@ -146,7 +152,7 @@ def test_cflags_replace_the_default_flags(tmp_path):
 
 @requires_tool("gcc")
 @pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
-                                  "depthwise_nchw_pixel_vectors_chain"])
+                                  "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
     """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
     config, job = _job(name)
@@ -163,9 +169,23 @@ def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
 
 def test_bad_c_options_exit_2_at_their_key(tmp_path):
     path = tmp_path / "threads.yaml"
-    path.write_text(_yaml("threads", CASES["k_block_4_falls_back"], "c: {threads: 0}\n"))
+    path.write_text(_yaml("threads", CASES["k_block_2_falls_back"], "c: {threads: 0}\n"))
     result = CliRunner().invoke(main, ["plan", str(path)])
     assert result.exit_code == 2 and "c.threads: expected a positive int" in result.output
-    path.write_text(_yaml("threads", CASES["k_block_4_falls_back"], "c: {cflags: []}\n"))
+    path.write_text(_yaml("threads", CASES["k_block_2_falls_back"], "c: {cflags: []}\n"))
     result = CliRunner().invoke(main, ["plan", str(path)])
     assert result.exit_code == 2 and "c.cflags" in result.output
+
+
+@requires_tool("clang-19")
+def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
+    """Both ways a compiler may read the macros, with every kind of tile in one file (dense, half, both depthwise)."""
+    import subprocess
+
+    for name in ("inverted_residual_hardswish_chain", "dense_k_block_4_half_vectors_chain"):
+        _, job = _job(name)
+        for file, text in job.files.items():
+            (tmp_path / file).write_text(text)
+        for extra in ((), ("-DKG_SCALAR",)):
+            subprocess.run(["clang-19", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *extra, "-c",
+                            str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)

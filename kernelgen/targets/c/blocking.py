@@ -18,7 +18,7 @@ from ...config import Config
 from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
 from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
-from .microkernel import (ACCUMULATORS, GROUP, LANES, Tile, channels_contiguous, columns_contiguous, part, separable,
+from .microkernel import (ACCUMULATORS, GROUP, HALF, LANES, Tile, channels_contiguous, columns_contiguous, part, separable,
                           tile_nodes)
 
 DEPTHWISE_PIXELS = 8  # channel vectors in flight per tile row: 8 FMA chains hide the FMA latency
@@ -83,19 +83,22 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     depthwise = op.groups > 1 and reduce == 1 and op.groups == out_k == shape_list[j - 1][3]
     if op.groups > 1 and not depthwise:
         return None, "a grouped conv that is not depthwise"
-    if s.k_block % LANES:
-        return None, f"k_block {s.k_block} is not a multiple of {LANES}"
+    if s.k_block % HALF:
+        return None, f"k_block {s.k_block} is not a multiple of {HALF}"
     layout = cfg.input_layout if j == 1 else cfg.ops[j - 2].output_layout
     channels = s.c_block if j == 1 and s.c_block else max(reduce, shape_list[j - 1][3])
     src = layout.bind((1, geo.rows[j - 1], geo.cols[j - 1], channels))
     if not separable(src):
         return None, f"its source layout {layout.name} mixes dims in one axis"
     columns = depthwise and not channels_contiguous(src)
+    if depthwise and not columns and s.k_block % LANES:
+        return None, f"depthwise channel vectors need a k_block that is a multiple of {LANES}, not {s.k_block}"
     if columns and (s.c_block or out_k % GROUP or not columns_contiguous(src)):
         return None, (f"depthwise over a source layout ({layout.name}) with neither {LANES} consecutive channels "
                       f"nor consecutive columns (or channels not a multiple of {GROUP})")
     taps = op.kernel[0] * op.kernel[1]
     vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
+    lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
     if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
         return None, "the filter cache cannot hold the repacked block"
     cols = geo.cols[j]
@@ -103,7 +106,7 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     pixels = LANES if columns else math.ceil(cols / math.ceil(cols / most))
     ko_var = "ko_outer" if last else f"ko_outer_{j}"
     produced = out_k if last else max(out_k, reduction_channels(cfg, shape_list)[j])
-    width = vectors * LANES
+    width = vectors * lanes
     bounds = {"ko_outer": (0, cut.ko_extent - 1), "ho_outer": (0, cut.ho_extent - 1), "wo_outer": (0, cut.wo_extent - 1),
               "nb": (0, shape_list[0][0] - 1), "ci_outer": (0, max(s.c_split, 1) - 1),
               ko_var: (0, math.ceil(produced / cut.channels) - 1), "ko_inner": (0, s.k_split - 1),
@@ -142,7 +145,7 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
-                columns=columns, channels=group, inside=inside), ""
+                columns=columns, channels=group, inside=inside, lanes=lanes), ""
 
 
 # ---------------------------------------------------------------- rewriting the planner's sections

@@ -20,6 +20,7 @@ from ...layout import TensorLayout
 from ...plan import Block, Guard, Loop, Node, Stmt
 
 LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
+HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit
 ACCUMULATORS = 12  # vector accumulators of a dense tile: 12 + filter vectors + a broadcast fit x86-64's 16 ymm
 
 
@@ -51,10 +52,17 @@ class Tile:
     channels: tuple[str, ...] = ()
     inside: str = ""
 
+    lanes: int = LANES  # floats per dense accumulator: LANES (kg_vf), or HALF (kg_vf4) for a k_block of 4
+
     @property
     def width(self) -> int:
         """Output channels one accumulator block covers (a step of the kv loop)."""
-        return self.vectors * LANES
+        return self.vectors * self.lanes
+
+    @property
+    def suffix(self) -> str:
+        """Of the vector type and its macros: "" (kg_vf, KG_LOAD) or "4" (kg_vf4, KG_LOAD4)."""
+        return "" if self.lanes == LANES else str(self.lanes)
 
 
 def separable(layout: TensorLayout) -> bool:
@@ -105,7 +113,7 @@ def _clamp(name: str, offset: str, limit: int) -> Stmt:
 
 
 def _dense(t: Tile) -> tuple[Node, ...]:
-    p_range, v_range = range(t.pixels), range(t.vectors)
+    p_range, v_range, x = range(t.pixels), range(t.vectors), t.suffix
     accs = [[f"a{p}_{v}" for v in v_range] for p in p_range]
     step = t.stride
     pointers: list[Node] = [_clamp(f"xc{p}", f"xb + {p * step} + rw * {t.dilation}", t.col_limit) for p in p_range]
@@ -113,21 +121,21 @@ def _dense(t: Tile) -> tuple[Node, ...]:
                  for p in p_range]
     pointers.append(Stmt(code=f"const float *const wt = wk + (rh * {t.kernel[1]} + rw) * {t.filter_tap};",
                          summary="wt = filter tap"))
-    loads = ", ".join(f"w{v} = KG_LOAD(wt + rc * {t.width} + {v * LANES})" for v in v_range)
-    macs = [Stmt(code=" ".join(f"KG_FMA(a{p}_{v}, x{p}[ch], w{v});" for v in v_range),
+    loads = ", ".join(f"w{v} = KG_LOAD{x}(wt + rc * {t.width} + {v * t.lanes})" for v in v_range)
+    macs = [Stmt(code=" ".join(f"KG_FMA{x}(a{p}_{v}, x{p}[ch], w{v});" for v in v_range),
                  summary=f"a{p}_* += x{p}[rc] * w*") for p in p_range]
     reduction = Loop(var="rc", extent=t.reduce, body=(
-        Stmt(code=f"const kg_vf {loads};", summary="w* = filter vectors"),
+        Stmt(code=f"const kg_vf{x} {loads};", summary="w* = filter vectors"),
         Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"), *macs))
     body: tuple[Node, ...] = (
         Stmt(code=f"const float *const wk = filter_cache + {t.filter_block};", summary="wk = filter block"),
-        *(Stmt(code="kg_vf " + ", ".join(f"{a} = KG_ZERO" for a in row) + ";", summary="accumulators = 0")
+        *(Stmt(code=f"kg_vf{x} " + ", ".join(f"{a} = KG_ZERO{x}" for a in row) + ";", summary="accumulators = 0")
           for row in accs),
         Loop(var="rh", extent=t.kernel[0], body=(
             Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
             Loop(var="rw", extent=t.kernel[1], body=(Block(label="one tap, every pixel", body=(
                 *pointers, reduction)),)),)),
-        *(Stmt(code=" ".join(f"KG_STORE(tile + {p * t.k_block} + kv * {t.width} + {v * LANES}, a{p}_{v});"
+        *(Stmt(code=" ".join(f"KG_STORE{x}(tile + {p * t.k_block} + kv * {t.width} + {v * t.lanes}, a{p}_{v});"
                              for v in v_range), summary=f"tile[{p}] = a{p}_*") for p in p_range))
     return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"),
             Loop(var="kv", extent=t.k_block // t.width, body=body))

@@ -24,20 +24,38 @@ typedef float kg_vf_unaligned __attribute__((vector_size(32), aligned(4), may_al
 #define KG_FMAV(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf */
 #define KG_SET(...) ((kg_vf){__VA_ARGS__})
 #define KG_LANE(v, i) ((v)[i])
+typedef float kg_vf4 __attribute__((vector_size(16))); /* half vectors: a k_block of 4 */
+typedef float kg_vf4_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
+#define KG_ZERO4 ((kg_vf4){0})
+#define KG_LOAD4(p) (*(const kg_vf4_unaligned *)(p))
+#define KG_STORE4(p, v) (*(kg_vf4_unaligned *)(p) = (v))
+#define KG_FMA4(acc, x, w) ((acc) += (x) * (w))
 #else
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_UNUSED __attribute__((unused)) /* -DKG_SCALAR: not every helper is called */
+#else
+#define KG_UNUSED
+#endif
 typedef struct { float lane[8]; } kg_vf;
-static inline kg_vf kg_load(const float *p) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = p[i]; return v; }
-static inline void kg_store(float *p, kg_vf v) { for (int i = 0; i < 8; ++i) p[i] = v.lane[i]; }
-static inline void kg_fma_s(kg_vf *acc, float x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x * w.lane[i]; }
-static inline void kg_fma_v(kg_vf *acc, kg_vf x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x.lane[i] * w.lane[i]; }
-static const kg_vf kg_zero = {{0}};
-#define KG_ZERO kg_zero
+static inline KG_UNUSED kg_vf kg_load(const float *p) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store(float *p, kg_vf v) { for (int i = 0; i < 8; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma_s(kg_vf *acc, float x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x * w.lane[i]; }
+static inline KG_UNUSED void kg_fma_v(kg_vf *acc, kg_vf x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x.lane[i] * w.lane[i]; }
+#define KG_ZERO ((kg_vf){{0}})
 #define KG_LOAD(p) kg_load(p)
 #define KG_STORE(p, v) kg_store((p), (v))
 #define KG_FMA(acc, x, w) kg_fma_s(&(acc), (x), (w))
 #define KG_FMAV(acc, x, w) kg_fma_v(&(acc), (x), (w))
 #define KG_SET(...) ((kg_vf){{__VA_ARGS__}})
 #define KG_LANE(v, i) ((v).lane[i])
+typedef struct { float lane[4]; } kg_vf4;
+static inline KG_UNUSED kg_vf4 kg_load4(const float *p) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store4(float *p, kg_vf4 v) { for (int i = 0; i < 4; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (int i = 0; i < 4; ++i) acc->lane[i] += x * w.lane[i]; }
+#define KG_ZERO4 ((kg_vf4){{0}})
+#define KG_LOAD4(p) kg_load4(p)
+#define KG_STORE4(p, v) kg_store4((p), (v))
+#define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
 #endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
 
