@@ -46,7 +46,8 @@ def _children(node):
 
 def _parse_kernel(source: str, name: str):
     # the micro-kernels' vector macros (GCC vector extensions or their fallback): one plain struct for pycparser
-    source = re.sub(r"#if \(defined\(__GNUC__\).*?\n#endif\n", "typedef struct { float lane[8]; } kg_vf;\n", source,
+    source = re.sub(r"#if \(defined\(__GNUC__\).*?\n(?=#define KG_CLAMP)",
+                    "typedef struct { float lane[8]; } kg_vf;\ntypedef struct { float lane[4]; } kg_vf4;\n", source,
                     flags=re.S)
     code = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
     code = "\n".join(line for line in code.splitlines() if not line.startswith("#"))
@@ -73,9 +74,11 @@ def test_chain_with_padding_and_batch_loops_match():
                        "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
                        "output: {layout: {map: nchw-4c, pad_value: 0.5}}\n")
     the_plan = plan(cfg)
-    kernel = _parse_kernel(TARGETS["c"].build(cfg, the_plan).files["t.c"], "t")
+    job = TARGETS["c"].build(cfg, the_plan)
+    kernel = _parse_kernel(job.files["t.c"], "t")
     tree = _c_tree(kernel.body)
-    assert tree == _plan_tree(the_plan.kernel.body)
+    assert tree == _plan_tree(job.target_plan.kernel.body)
+    assert [loop[:2] for loop in tree] == [loop[:2] for loop in _plan_tree(the_plan.kernel.body)]
     assert tree[0][:2] == ("nb", 2)  # batch loop outermost
     assert len(tree) == 2  # the stripe nest, then the pad_value pass
     # Channel padding that must hold 0 is stored by the conv itself (overcompute): no fill pass.
