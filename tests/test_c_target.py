@@ -188,7 +188,9 @@ def test_tolerance_catches_a_small_systematic_error(tmp_path):
     the_plan = plan(config)
     sources = TARGETS["c"].build(config, the_plan).files
     (tmp_path / "scaled.h").write_text(sources["scaled.h"])
-    (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace("acc[ki] += ", "acc[ki] += 1.0001f * "))
+    fma = "#define KG_FMA(acc, x, w) ((acc) += (x) * (w))"  # the micro-kernel's multiply-add
+    assert fma in sources["scaled.c"]
+    (tmp_path / "scaled.c").write_text(sources["scaled.c"].replace(fma, fma.replace("+= (x)", "+= 1.0001f * (x)")))
     from kernelgen.measure.compare import compare
     from kernelgen.measure.records import Status
     from kernelgen.measure.tensors import random_inputs

@@ -45,6 +45,10 @@ def _children(node):
 
 
 def _parse_kernel(source: str, name: str):
+    # the micro-kernels' vector macros (GCC vector extensions or their fallback): one plain struct for pycparser
+    source = re.sub(r"#if \(defined\(__GNUC__\).*?\n(?=#define KG_CLAMP)",
+                    "typedef struct { float lane[8]; } kg_vf;\ntypedef struct { float lane[4]; } kg_vf4;\n", source,
+                    flags=re.S)
     code = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
     code = "\n".join(line for line in code.splitlines() if not line.startswith("#"))
     ast = c_parser.CParser().parse(code)
@@ -55,10 +59,13 @@ def _parse_kernel(source: str, name: str):
 def test_emitted_loops_are_the_plan_loops(repo, name):
     config = load_config(repo / "configs" / f"{name}.yaml")
     the_plan = plan(config)
-    source = TARGETS["c"].build(config, the_plan).files[f"{name}.c"]
-    kernel = _parse_kernel(source, name)
-    assert _c_tree(kernel.body) == _plan_tree(the_plan.kernel.body)
+    job = TARGETS["c"].build(config, the_plan)
+    kernel = _parse_kernel(job.files[f"{name}.c"], name)
+    # the c target's loop tree: the plan's stripe loops, each conv's pixel loop cut into micro-kernel tiles
+    assert _c_tree(kernel.body) == _plan_tree(job.target_plan.kernel.body)
     assert _plan_tree(the_plan.kernel.body)[0][:2] == ("ko_outer", 2 if name != "seed000_baseline" else 4)
+    stripes = [(var, extent) for var, extent, _ in _c_tree(kernel.body)]
+    assert stripes == [(var, extent) for var, extent, _ in _plan_tree(the_plan.kernel.body)]
 
 
 def test_chain_with_padding_and_batch_loops_match():
@@ -67,9 +74,11 @@ def test_chain_with_padding_and_batch_loops_match():
                        "  - conv2d: {out_channels: 3, kernel: 3, stride: 2}\n"
                        "output: {layout: {map: nchw-4c, pad_value: 0.5}}\n")
     the_plan = plan(cfg)
-    kernel = _parse_kernel(TARGETS["c"].build(cfg, the_plan).files["t.c"], "t")
+    job = TARGETS["c"].build(cfg, the_plan)
+    kernel = _parse_kernel(job.files["t.c"], "t")
     tree = _c_tree(kernel.body)
-    assert tree == _plan_tree(the_plan.kernel.body)
+    assert tree == _plan_tree(job.target_plan.kernel.body)
+    assert [loop[:2] for loop in tree] == [loop[:2] for loop in _plan_tree(the_plan.kernel.body)]
     assert tree[0][:2] == ("nb", 2)  # batch loop outermost
     assert len(tree) == 2  # the stripe nest, then the pad_value pass
     # Channel padding that must hold 0 is stored by the conv itself (overcompute): no fill pass.
@@ -111,8 +120,9 @@ def test_environment_is_strict():
 def test_pipelined_kernel_loops_match_the_plan(repo):
     config = load_config(repo / "configs" / "seed000_3x3_double_buffer.yaml")
     the_plan = plan(config)
-    kernel = _parse_kernel(TARGETS["c"].build(config, the_plan).files["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
+    job = TARGETS["c"].build(config, the_plan)
+    kernel = _parse_kernel(job.files["seed000_3x3_double_buffer.c"], "seed000_3x3_double_buffer")
     tree = _c_tree(kernel.body)
-    assert tree == _plan_tree(the_plan.kernel.body)
+    assert tree == _plan_tree(job.target_plan.kernel.body)
     # prologue load, then the pipeline loop over all 8 stripes, then the epilogue store.
     assert [(var, extent) for var, extent, _ in tree] == [("ih", 20), ("s", 8), ("oh", 16)]

@@ -250,9 +250,11 @@ def test_c_kernel_loops_are_the_rows_outer_plan_loops():
 
     config = parse_config(CHAIN.format(name="rows", order="rows_outer"))
     the_plan = plan(config)
-    source = TARGETS["c"].build(config, the_plan).files["rows.c"]
-    tree = _c_tree(_parse_kernel(source, "rows").body)
-    assert tree == _tree(the_plan.kernel.body) and tree[0][:2] == ("ho_outer", 2)
+    job = TARGETS["c"].build(config, the_plan)
+    tree = _c_tree(_parse_kernel(job.files["rows.c"], "rows").body)
+    # the c target's loop tree (each conv's pixels in micro-kernel tiles) around the plan's stripe loops
+    assert tree == _tree(job.target_plan.kernel.body) and tree[0][:2] == ("ho_outer", 2)
+    assert [loop[:2] for loop in tree] == [loop[:2] for loop in _tree(the_plan.kernel.body)]
 
 
 HVX_TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")

@@ -99,10 +99,11 @@ def _c_op(text: str, op: int, old: str, new: str) -> str:
 
 C_MUTATIONS = {  # op 10: block 4's expand, op 11: its depthwise, in the middle of the 21 ops
     "bias dropped": lambda s: _c_op(s, 10, "bias10[", "0.0f * bias10["),
-    "one tap skipped": lambda s: _c_op(s, 11, "acc[ki] += x * filter_cache[",
-                                       "if (rh != 1 || rw != 2) acc[ki] += x * filter_cache["),
+    # the depthwise micro-kernel: tap (1, 2) is the kernel row rh == 1's third filter vector, w2
+    "one tap skipped": lambda s: _c_op(s, 11, ", w2);", ", w2 * (float)(rh != 1));"),
     "output scaled by 1.001": lambda s: _c_op(s, 11, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
-    "zeros written": lambda s: s.replace("] = output_cache[", "] = 0.0f * output_cache["),
+    # the last conv stores into the output directly (no write-back of the output cache)
+    "zeros written": lambda s: re.sub(r"^(\s*output\[.*?\] = )", r"\g<1>0.0f * ", s, flags=re.M),
 }
 
 
@@ -155,7 +156,8 @@ HVX_MUTATIONS = {  # the float32 hvx kernel is the plan's loop nest in scalar C,
     "one tap skipped": lambda s: _c_op(s, 2, "acc[ki] += x * filter_cache[",
                                        "if (rh != 1 || rw != 2) acc[ki] += x * filter_cache["),
     "output scaled by 1.001": lambda s: _c_op(s, 2, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
-    "zeros written": lambda s: s.replace("] = output_cache[", "] = 0.0f * output_cache["),
+    # the last conv stores into the output directly (no write-back of the output cache)
+    "zeros written": lambda s: re.sub(r"^(\s*output\[.*?\] = )", r"\g<1>0.0f * ", s, flags=re.M),
 }
 
 

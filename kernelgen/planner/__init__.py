@@ -53,11 +53,12 @@ ZERO = {"float32": "0.0f", "float16": "0.0f", "uint8": "0"}
 
 
 def fitted_config(config: Config, plan: Plan) -> Config:
-    """The config with the splits, channel block and loop order the plan chose (fitted to a budget or given), for
+    """The config with the splits, blocks and loop order the plan chose (fitted to a budget or given), for
     targets that re-derive the stripe geometry."""
     return replace(config, schedule=replace(config.schedule, k_split=plan.k_split, h_split=plan.h_split,
                                             w_split=plan.w_split, c_split=plan.c_split, c_block=plan.c_block,
-                                            k_block=plan.k_block, order=plan.order, orders=(plan.order,)))
+                                            k_block=plan.k_block, h_block=plan.h_block, w_block=plan.w_block,
+                                            order=plan.order, orders=(plan.order,)))
 
 
 def plan(config: Config) -> Plan:

@@ -1,4 +1,5 @@
-"""Portable C99: the plan's loop nest, literally, with caches carved from a workspace."""
+"""Portable C99: the plan's loop nest with caches carved from a workspace, each dense and depthwise conv's compute
+a register-blocked micro-kernel (blocking.py), built with the flags of the config's `c:` block (options.py)."""
 from __future__ import annotations
 
 import ctypes
@@ -9,6 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ...config import Config
 from ...roofs import Roofs
 from ...config_model import TargetInfo
 from ...emit import OutputFile
@@ -16,9 +18,13 @@ from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
+from ...plan import Plan
 from ..base import Executable, Job, Target, Traced
+from .blocking import CKernel, c_kernel
+from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
-from .toolchain import CFLAGS, Library, build_shared, status
+from .options import CModel, c_options, cflags
+from .toolchain import Library, build_shared, status
 
 
 # `schedule: auto` on the c target: the stripe caches should stay in one core's L2. 512 KiB is the largest L2 of
@@ -35,12 +41,13 @@ def l2_budget(options: object) -> tuple[int, str]:
 
 
 class CLibrary(Executable):
-    """The kernel built by gcc -O2 into a shared library, called through ctypes (and, for the op-by-op check of
-    a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate)."""
+    """The kernel built by gcc with the config's flags into a shared library, called through ctypes (and, for the
+    op-by-op check of a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate)."""
 
     def __init__(self, job: Job, workdir: Path):
         super().__init__(job)
         self.workdir = workdir
+        self.flags = cflags(c_options(job.config))
         self._library: Library | None = None
 
     @property
@@ -48,13 +55,14 @@ class CLibrary(Executable):
         """The kernel as shipped, built on first use: validating a chain runs only the traced build."""
         if self._library is None:
             name = self.job.plan.name
-            self._library = Library(build_shared([self.workdir / f"{name}.c"], self.workdir / f"lib{name}.so"))
+            self._library = Library(build_shared([self.workdir / f"{name}.c"], self.workdir / f"lib{name}.so",
+                                                 flags=self.flags))
         return self._library
 
     def traced(self, args: KernelArgs, poison: int) -> Traced:
         plan = self.job.plan
         path = build_shared([self.workdir / f"{plan.name}.c"], self.workdir / f"lib{plan.name}_trace.so",
-                            flags=(*CFLAGS, "-DKG_TRACE_INTERMEDIATES"))
+                            flags=(*self.flags, "-DKG_TRACE_INTERMEDIATES"))
         shapes = [op.out_shape for op in plan.ops[:-1]]
         buffers = [poisoned(math.prod(shape), np.dtype(np.float32), poison) for shape in shapes]
         pointers = (ctypes.c_void_p * len(buffers)).in_dll(ctypes.CDLL(str(path)), f"{plan.name}_trace")
@@ -76,18 +84,33 @@ class CLibrary(Executable):
 
 class C(Target):
     name = "c"
-    summary = "portable C99 (gcc), caches in a caller-provided workspace"
+    summary = "portable C99 (gcc -O3 -march=native), register-blocked micro-kernels, caches in a caller-provided workspace"
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
-    includes = NETWORK_TEMPLATES  # what `kernelgen build network.yaml` renders beside the kernels (depfiles)
-    loop_orders = ("channels_outer", "rows_outer")  # the plan's loop nest, literally
+    # the micro-kernels' vector macros, and what `kernelgen build network.yaml` renders beside the kernels (depfiles)
+    includes = ("c/vector.h.j2", *NETWORK_TEMPLATES)
+    loop_orders = ("channels_outer", "rows_outer")  # the plan's loop nest
+    options_model = CModel
 
     def info(self) -> TargetInfo:
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget,
                           roofs=CPU_ROOFS, loop_orders=self.loop_orders)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
-        return status()
+        """gcc, and the flags kernels build with by default (what a validate/bench JSON context records)."""
+        found = status()
+        if not all(s.found for s in found):
+            return found
+        flags = " ".join(cflags(CModel()))
+        return (*found, ToolStatus(name="cflags", found=True, version=f"{flags} (default; c: {{cflags: [...]}} replaces "
+                                                                      f"the optimisation flags)", install_hint=""))
+
+    def target_plan(self, config: Config, plan: Plan) -> CKernel:
+        return c_kernel(config, plan, c_options(config).threads)
+
+    def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
+        return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES,
+                      "tiled": any(t is not None for t in target_plan.tiles)}}
 
     network_file_names = NETWORK_FILES
 
@@ -115,6 +138,7 @@ class C(Target):
             start = time.perf_counter()
             executable.call(arrays)
             times.append(time.perf_counter() - start)
-        plan = executable.job.plan
-        return (Timings(label=f"{plan.name} (gcc -O2, 1 thread)", seconds=tuple(times),
-                        metrics={"executed_flops": plan.executed_flops}),)
+        plan, threads = executable.job.plan, c_options(executable.job.config).threads
+        flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
+        return (Timings(label=f"{plan.name} (gcc {flags}, {threads} thread{'s' if threads > 1 else ''})",
+                        seconds=tuple(times), metrics={"executed_flops": plan.executed_flops}),)

@@ -1,5 +1,8 @@
-"""Machine peaks of the project's own (an FMA-chain kernel, a large copy) and the roofline
-chart `kernelgen bench --plot` draws: achieved GFLOP/s against arithmetic intensity."""
+"""Machine peaks of the project's own (an FMA-chain kernel, a STREAM triad, a large copy) and the roofline
+chart `kernelgen bench --plot` draws: achieved GFLOP/s against arithmetic intensity.
+
+`Probes` keeps both probes built in one library so a benchmark can run them between the repeats of a kernel and
+pair each repeat with the peak and bandwidth measured next to it (a host shared with other work slows both)."""
 from __future__ import annotations
 
 import statistics
@@ -28,6 +31,45 @@ void peak(long iterations, float *out) {
     for (int k = 0; k < 8; ++k) out[k] = s[k];
 }
 """
+
+
+# STREAM's triad, a[i] = b[i] + s * c[i], over arrays far beyond the caches: the bandwidth one core reaches,
+# counted as STREAM counts it (two arrays read, one written; the written array's read for ownership not counted).
+_TRIAD_SOURCE = """
+void triad(long n, float *restrict a, const float *restrict b, const float *restrict c) {
+    for (long i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+}
+"""
+TRIAD_BYTES = 64 * 1024 * 1024  # per array: 4x a 16 MiB L3
+
+
+class Probes:
+    """The FMA-chain peak and the triad bandwidth of one core, compiled once (gcc -O3 -march=native)."""
+
+    def __init__(self, workdir: Path, iterations: int = 20_000_000):
+        import ctypes
+
+        source = workdir / "probes.c"
+        source.write_text(_PEAK_SOURCE + _TRIAD_SOURCE)
+        self._lib = ctypes.CDLL(str(build_shared([source], workdir / "libprobes.so",
+                                                 flags=("-O3", "-march=native", "-ffp-contract=fast"))))
+        self._lib.peak.argtypes = [ctypes.c_long, ctypes.c_void_p]
+        self._lib.triad.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self.iterations = iterations
+        self._out = np.zeros(8, dtype=np.float32)
+        n = TRIAD_BYTES // 4
+        self._a, self._b, self._c = np.zeros(n, np.float32), np.ones(n, np.float32), np.full(n, 2.0, np.float32)
+        self.peak_gflops(), self.triad_gbs()  # warm-up: page in the arrays
+
+    def peak_gflops(self) -> float:
+        start = time.perf_counter()
+        self._lib.peak(self.iterations, self._out.ctypes.data)
+        return 8 * 8 * 2 * self.iterations / (time.perf_counter() - start) / 1e9
+
+    def triad_gbs(self) -> float:
+        start = time.perf_counter()
+        self._lib.triad(self._a.size, self._a.ctypes.data, self._b.ctypes.data, self._c.ctypes.data)
+        return 3 * self._a.nbytes / (time.perf_counter() - start) / 1e9
 
 
 @dataclass(frozen=True, slots=True)

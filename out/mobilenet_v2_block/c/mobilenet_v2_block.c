@@ -8,6 +8,59 @@
 /* temp_output_2 cache: 18432 elements (73728 bytes), window [1, 8, 16, 144] in NHWC */
 /* output cache: 4096 elements (16384 bytes), window [1, 8, 16, 32] in NHWC, reuses input */
 
+/* conv2d #1: micro-kernel, 6 pixels x 16 channels in registers */
+/* conv2d #2: micro-kernel, 8 pixels x 8 channels in registers (depthwise) */
+/* conv2d #3: micro-kernel, 6 pixels x 16 channels in registers */
+/* conv2d #3: stores into the output directly (no write-back of the output cache) */
+
+/* The micro-kernels' vectors: 8 floats. GCC and Clang get their vector extensions (one AVX register, two
+   NEON registers; the compiler picks the instructions -march allows); other compilers, or -DKG_SCALAR, a struct
+   and loops over its lanes that compute the same sums in the same order. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+typedef float kg_vf __attribute__((vector_size(32)));
+typedef float kg_vf_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
+#define KG_ZERO ((kg_vf){0})
+#define KG_LOAD(p) (*(const kg_vf_unaligned *)(p))
+#define KG_STORE(p, v) (*(kg_vf_unaligned *)(p) = (v))
+#define KG_FMA(acc, x, w) ((acc) += (x) * (w)) /* x a float, broadcast; one FMA with -ffp-contract=fast */
+#define KG_FMAV(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf */
+#define KG_SET(...) ((kg_vf){__VA_ARGS__})
+#define KG_LANE(v, i) ((v)[i])
+typedef float kg_vf4 __attribute__((vector_size(16))); /* half vectors: a k_block of 4 */
+typedef float kg_vf4_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
+#define KG_ZERO4 ((kg_vf4){0})
+#define KG_LOAD4(p) (*(const kg_vf4_unaligned *)(p))
+#define KG_STORE4(p, v) (*(kg_vf4_unaligned *)(p) = (v))
+#define KG_FMA4(acc, x, w) ((acc) += (x) * (w))
+#else
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_UNUSED __attribute__((unused)) /* -DKG_SCALAR: not every helper is called */
+#else
+#define KG_UNUSED
+#endif
+typedef struct { float lane[8]; } kg_vf;
+static inline KG_UNUSED kg_vf kg_load(const float *p) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store(float *p, kg_vf v) { for (int i = 0; i < 8; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma_s(kg_vf *acc, float x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x * w.lane[i]; }
+static inline KG_UNUSED void kg_fma_v(kg_vf *acc, kg_vf x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x.lane[i] * w.lane[i]; }
+#define KG_ZERO ((kg_vf){{0}})
+#define KG_LOAD(p) kg_load(p)
+#define KG_STORE(p, v) kg_store((p), (v))
+#define KG_FMA(acc, x, w) kg_fma_s(&(acc), (x), (w))
+#define KG_FMAV(acc, x, w) kg_fma_v(&(acc), (x), (w))
+#define KG_SET(...) ((kg_vf){{__VA_ARGS__}})
+#define KG_LANE(v, i) ((v).lane[i])
+typedef struct { float lane[4]; } kg_vf4;
+static inline KG_UNUSED kg_vf4 kg_load4(const float *p) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store4(float *p, kg_vf4 v) { for (int i = 0; i < 4; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (int i = 0; i < 4; ++i) acc->lane[i] += x * w.lane[i]; }
+#define KG_ZERO4 ((kg_vf4){{0}})
+#define KG_LOAD4(p) kg_load4(p)
+#define KG_STORE4(p, v) kg_store4((p), (v))
+#define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
+#endif
+#define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into mobilenet_v2_block_trace[op - 1], and every op is checked on its own input. */
 #ifdef KG_TRACE_INTERMEDIATES
@@ -24,56 +77,104 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
   float *const temp_output_1 = workspace + 9216;
   float *const temp_output_2 = workspace + 35328;
   float *const output_cache = input_cache; /* reuses the input cache: dead once conv2d #1 has run */
+  (void)output_cache; /* the last conv stores into the output directly */
   for (int ko_outer = 0; ko_outer < 1; ++ko_outer) { /* output-channel stripes of 32 */
     for (int wo_outer = 0; wo_outer < 4; ++wo_outer) { /* output-column stripes of 16 */
       for (int ho_outer = 0; ho_outer < 7; ++ho_outer) { /* output-row stripes of 8 */
         /* input cache read: 10 rows x 18 columns x 24 channels */
         for (int ih = 0; ih < 10; ++ih) {
           for (int iw = 0; iw < 18; ++iw) {
-            for (int ic = 0; ic < 24; ++ic) {
-              input_cache[((ih*432)+(iw*24)+ic)] = (((ho_outer*8)+ih+(-1)) >= 0 && ((ho_outer*8)+ih+(-1)) < 56 && ((wo_outer*16)+iw+(-1)) >= 0 && ((wo_outer*16)+iw+(-1)) < 56) ? input[((ho_outer*10752)+(ih*1344)+(wo_outer*384)+(iw*24)+ic+(-1368))] : 0.0f;
+            if ((((ho_outer*8)+ih+(-1)) >= 0 && ((ho_outer*8)+ih+(-1)) < 56 && ((wo_outer*16)+iw+(-1)) >= 0 && ((wo_outer*16)+iw+(-1)) < 56)) {
+              for (int ic = 0; ic < 24; ++ic) {
+                input_cache[((ih*432)+(iw*24)+ic)] = input[((ho_outer*10752)+(ih*1344)+(wo_outer*384)+(iw*24)+ic+(-1368))];
+              }
+            }
+            if (!(((ho_outer*8)+ih+(-1)) >= 0 && ((ho_outer*8)+ih+(-1)) < 56 && ((wo_outer*16)+iw+(-1)) >= 0 && ((wo_outer*16)+iw+(-1)) < 56)) {
+              for (int ic = 0; ic < 24; ++ic) {
+                input_cache[((ih*432)+(iw*24)+ic)] = 0.0f;
+              }
             }
           }
         }
         for (int ko_outer_1 = 0; ko_outer_1 < 5; ++ko_outer_1) { /* all 144 output channels of conv2d #1 before conv2d #2 */
-          /* filter #1 cache read */
+          /* filter #1 cache read, repacked for the micro-kernel */
           for (int fk = 0; fk < 32; ++fk) {
             for (int fc = 0; fc < 24; ++fc) {
               for (int fh = 0; fh < 1; ++fh) {
                 for (int fw = 0; fw < 1; ++fw) {
-                  filter_cache[((fk*24)+fc+fh+fw)] = (((ko_outer_1*32)+fk) < 144) ? filter1[((ko_outer_1*768)+(fk*24)+fc+fh+fw)] : 0;
+                  filter_cache[(fk / 16) * 384 + ((fh * 1 + fw) * 24 + fc) * 16 + fk % 16] = (((ko_outer_1*32)+fk) < 144) ? filter1[((ko_outer_1*768)+(fk*24)+fc+fh+fw)] : 0;
                 }
               }
             }
           }
-          /* conv2d #1 into temp_output_1 */
+          /* conv2d #1 into temp_output_1 (register-blocked micro-kernel) */
           for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
             for (int oh = 0; oh < 10; ++oh) {
-              for (int ow = 0; ow < 18; ++ow) {
-                float acc[32];
-                for (int ki = 0; ki < 32; ++ki) {
-                  acc[ki] = 0;
-                }
-                if (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) {
+              for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
+                float tile[192];
+                const int xb = (owb*6);
+                for (int kv = 0; kv < 2; ++kv) {
+                  const float *const wk = filter_cache + (ko_inner * 2 + kv) * 384;
+                  kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                  kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                  kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                  kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                  kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                  kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
                   for (int rh = 0; rh < 1; ++rh) {
+                    const int xr = ((oh*432)+(rh*432));
                     for (int rw = 0; rw < 1; ++rw) {
-                      for (int rc = 0; rc < 24; ++rc) {
-                        const float x = input_cache[((oh*432)+(rh*432)+(ow*24)+(rw*24)+rc)];
-                        for (int ki = 0; ki < 32; ++ki) {
-                          acc[ki] += x * filter_cache[((ko_inner*768)+(ki*24)+rc+rh+rw)];
+                      { /* one tap, every pixel */
+                        const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 17);
+                        const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 17);
+                        const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 17);
+                        const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 17);
+                        const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 17);
+                        const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 17);
+                        const float *const x0 = input_cache + xr + (xc0*24);
+                        const float *const x1 = input_cache + xr + (xc1*24);
+                        const float *const x2 = input_cache + xr + (xc2*24);
+                        const float *const x3 = input_cache + xr + (xc3*24);
+                        const float *const x4 = input_cache + xr + (xc4*24);
+                        const float *const x5 = input_cache + xr + (xc5*24);
+                        const float *const wt = wk + (rh * 1 + rw) * 384;
+                        for (int rc = 0; rc < 24; ++rc) {
+                          const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                          const int ch = rc;
+                          KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                          KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                          KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                          KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                          KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                          KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
                         }
                       }
                     }
                   }
+                  KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                  KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                  KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                  KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                  KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                  KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
                 }
-                for (int ki = 0; ki < 32; ++ki) {
-                  if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
-                    /* epilogue of conv2d #1: bias, relu6 */
-                    float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                    v = v > 0.0f ? v : 0.0f;
-                    v = v < 6.0f ? v : 6.0f;
-                    temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                    KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                for (int pb = 0; pb < 6; ++pb) {
+                  const int ow = owb * 6 + pb;
+                  float *const acc = tile + pb * 32;
+                  if (!(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      acc[ki] = 0.0f;
+                    }
+                  }
+                  for (int ki = 0; ki < 32; ++ki) {
+                    if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                      /* epilogue of conv2d #1: bias, relu6 */
+                      float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                      v = v > 0.0f ? v : 0.0f;
+                      v = v < 6.0f ? v : 6.0f;
+                      temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
+                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                    }
                   }
                 }
               }
@@ -81,100 +182,169 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
           }
         }
         for (int ko_outer_2 = 0; ko_outer_2 < 5; ++ko_outer_2) { /* all 144 output channels of conv2d #2 before conv2d #3 */
-          /* filter #2 cache read (reusing the filter cache) */
+          /* filter #2 cache read (reusing the filter cache), repacked for the micro-kernel */
           for (int fk = 0; fk < 32; ++fk) {
             for (int fc = 0; fc < 1; ++fc) {
               for (int fh = 0; fh < 3; ++fh) {
                 for (int fw = 0; fw < 3; ++fw) {
-                  filter_cache[((fk*9)+(fc*9)+(fh*3)+fw)] = (((ko_outer_2*32)+fk) < 144) ? filter2[((ko_outer_2*288)+(fk*9)+(fc*9)+(fh*3)+fw)] : 0;
+                  filter_cache[(fh * 3 + fw) * 32 + fk] = (((ko_outer_2*32)+fk) < 144) ? filter2[((ko_outer_2*288)+(fk*9)+(fc*9)+(fh*3)+fw)] : 0;
                 }
               }
             }
           }
-          /* conv2d #2 into temp_output_2 */
+          /* conv2d #2 into temp_output_2 (register-blocked micro-kernel) */
           for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
             for (int oh = 0; oh < 8; ++oh) {
-              for (int ow = 0; ow < 16; ++ow) {
-                float acc[32];
-                for (int ki = 0; ki < 32; ++ki) {
-                  acc[ki] = 0;
-                }
-                if (((wo_outer*16)+ow) < 56) {
-                  for (int ki = 0; ki < 32; ++ki) {
-                    if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
-                      for (int rh = 0; rh < 3; ++rh) {
-                        for (int rw = 0; rw < 3; ++rw) {
-                          for (int rc = 0; rc < 1; ++rc) {
-                            const float x = temp_output_1[((oh*2592)+(rh*2592)+(ow*144)+(rw*144)+(ko_outer_2*32)+(ko_inner*32)+ki+rc)];
-                            acc[ki] += x * filter_cache[((ko_inner*288)+(ki*9)+(rc*9)+(rh*3)+rw)];
-                          }
-                        }
-                      }
+              for (int owb = 0; owb < 2; ++owb) { /* tiles of 8 pixels */
+                float tile[256];
+                const int xb = (owb*8);
+                const int xc0 = KG_CLAMP(xb + 0, 0, 17);
+                const int xc1 = KG_CLAMP(xb + 1, 0, 17);
+                const int xc2 = KG_CLAMP(xb + 2, 0, 17);
+                const int xc3 = KG_CLAMP(xb + 3, 0, 17);
+                const int xc4 = KG_CLAMP(xb + 4, 0, 17);
+                const int xc5 = KG_CLAMP(xb + 5, 0, 17);
+                const int xc6 = KG_CLAMP(xb + 6, 0, 17);
+                const int xc7 = KG_CLAMP(xb + 7, 0, 17);
+                const int xc8 = KG_CLAMP(xb + 8, 0, 17);
+                const int xc9 = KG_CLAMP(xb + 9, 0, 17);
+                for (int kv = 0; kv < 4; ++kv) {
+                  kg_vf a0 = KG_ZERO, a1 = KG_ZERO, a2 = KG_ZERO, a3 = KG_ZERO, a4 = KG_ZERO, a5 = KG_ZERO, a6 = KG_ZERO, a7 = KG_ZERO;
+                  if (((ko_outer_2*32)+(ko_inner*32)+(kv*8)) < 144) {
+                    const int ch = ((ko_outer_2*32)+(ko_inner*32)+(kv*8));
+                    for (int rh = 0; rh < 3; ++rh) {
+                      const int xr = ((oh*2592)+(rh*2592));
+                      const float *const xrow = temp_output_1 + xr + ch;
+                      const kg_vf x0 = KG_LOAD(xrow + (xc0*144));
+                      const kg_vf x1 = KG_LOAD(xrow + (xc1*144));
+                      const kg_vf x2 = KG_LOAD(xrow + (xc2*144));
+                      const kg_vf x3 = KG_LOAD(xrow + (xc3*144));
+                      const kg_vf x4 = KG_LOAD(xrow + (xc4*144));
+                      const kg_vf x5 = KG_LOAD(xrow + (xc5*144));
+                      const kg_vf x6 = KG_LOAD(xrow + (xc6*144));
+                      const kg_vf x7 = KG_LOAD(xrow + (xc7*144));
+                      const kg_vf x8 = KG_LOAD(xrow + (xc8*144));
+                      const kg_vf x9 = KG_LOAD(xrow + (xc9*144));
+                      const kg_vf w0 = KG_LOAD(filter_cache + ko_inner * 32 + kv * 8 + (rh * 3 + 0) * 32);
+                      const kg_vf w1 = KG_LOAD(filter_cache + ko_inner * 32 + kv * 8 + (rh * 3 + 1) * 32);
+                      const kg_vf w2 = KG_LOAD(filter_cache + ko_inner * 32 + kv * 8 + (rh * 3 + 2) * 32);
+                      KG_FMAV(a0, x0, w0); KG_FMAV(a0, x1, w1); KG_FMAV(a0, x2, w2);
+                      KG_FMAV(a1, x1, w0); KG_FMAV(a1, x2, w1); KG_FMAV(a1, x3, w2);
+                      KG_FMAV(a2, x2, w0); KG_FMAV(a2, x3, w1); KG_FMAV(a2, x4, w2);
+                      KG_FMAV(a3, x3, w0); KG_FMAV(a3, x4, w1); KG_FMAV(a3, x5, w2);
+                      KG_FMAV(a4, x4, w0); KG_FMAV(a4, x5, w1); KG_FMAV(a4, x6, w2);
+                      KG_FMAV(a5, x5, w0); KG_FMAV(a5, x6, w1); KG_FMAV(a5, x7, w2);
+                      KG_FMAV(a6, x6, w0); KG_FMAV(a6, x7, w1); KG_FMAV(a6, x8, w2);
+                      KG_FMAV(a7, x7, w0); KG_FMAV(a7, x8, w1); KG_FMAV(a7, x9, w2);
                     }
                   }
+                  KG_STORE(tile + 0 + kv * 8, a0);
+                  KG_STORE(tile + 32 + kv * 8, a1);
+                  KG_STORE(tile + 64 + kv * 8, a2);
+                  KG_STORE(tile + 96 + kv * 8, a3);
+                  KG_STORE(tile + 128 + kv * 8, a4);
+                  KG_STORE(tile + 160 + kv * 8, a5);
+                  KG_STORE(tile + 192 + kv * 8, a6);
+                  KG_STORE(tile + 224 + kv * 8, a7);
                 }
-                for (int ki = 0; ki < 32; ++ki) {
-                  if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
-                    /* epilogue of conv2d #2: bias, relu6 */
-                    float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
-                    v = v > 0.0f ? v : 0.0f;
-                    v = v < 6.0f ? v : 6.0f;
-                    temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
-                    KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                for (int pb = 0; pb < 8; ++pb) {
+                  const int ow = owb * 8 + pb;
+                  float *const acc = tile + pb * 32;
+                  if (!(((wo_outer*16)+ow) < 56)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      acc[ki] = 0.0f;
+                    }
+                  }
+                  for (int ki = 0; ki < 32; ++ki) {
+                    if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                      /* epilogue of conv2d #2: bias, relu6 */
+                      float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                      v = v > 0.0f ? v : 0.0f;
+                      v = v < 6.0f ? v : 6.0f;
+                      temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
+                      KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                    }
                   }
                 }
               }
             }
           }
         }
-        /* filter #3 cache read (reusing the filter cache) */
+        /* filter #3 cache read (reusing the filter cache), repacked for the micro-kernel */
         for (int fk = 0; fk < 32; ++fk) {
           for (int fc = 0; fc < 144; ++fc) {
             for (int fh = 0; fh < 1; ++fh) {
               for (int fw = 0; fw < 1; ++fw) {
-                filter_cache[((fk*144)+fc+fh+fw)] = (((ko_outer*32)+fk) < 24) ? filter3[((ko_outer*4608)+(fk*144)+fc+fh+fw)] : 0;
+                filter_cache[(fk / 16) * 2304 + ((fh * 1 + fw) * 144 + fc) * 16 + fk % 16] = (((ko_outer*32)+fk) < 24) ? filter3[((ko_outer*4608)+(fk*144)+fc+fh+fw)] : 0;
               }
             }
           }
         }
-        /* conv2d #3 */
+        /* conv2d #3 (register-blocked micro-kernel) */
         for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
           for (int oh = 0; oh < 8; ++oh) {
-            for (int ow = 0; ow < 16; ++ow) {
-              if (((wo_outer*16)+ow) < 56) {
-                float acc[32];
-                for (int ki = 0; ki < 32; ++ki) {
-                  acc[ki] = 0;
-                }
+            for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
+              float tile[192];
+              const int xb = (owb*6);
+              for (int kv = 0; kv < 2; ++kv) {
+                const float *const wk = filter_cache + (ko_inner * 2 + kv) * 2304;
+                kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
                 for (int rh = 0; rh < 1; ++rh) {
+                  const int xr = ((oh*2304)+(rh*2304));
                   for (int rw = 0; rw < 1; ++rw) {
-                    for (int rc = 0; rc < 144; ++rc) {
-                      const float x = temp_output_2[((oh*2304)+(rh*2304)+(ow*144)+(rw*144)+rc)];
-                      for (int ki = 0; ki < 32; ++ki) {
-                        acc[ki] += x * filter_cache[((ko_inner*4608)+(ki*144)+rc+rh+rw)];
+                    { /* one tap, every pixel */
+                      const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 15);
+                      const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 15);
+                      const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 15);
+                      const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 15);
+                      const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 15);
+                      const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 15);
+                      const float *const x0 = temp_output_2 + xr + (xc0*144);
+                      const float *const x1 = temp_output_2 + xr + (xc1*144);
+                      const float *const x2 = temp_output_2 + xr + (xc2*144);
+                      const float *const x3 = temp_output_2 + xr + (xc3*144);
+                      const float *const x4 = temp_output_2 + xr + (xc4*144);
+                      const float *const x5 = temp_output_2 + xr + (xc5*144);
+                      const float *const wt = wk + (rh * 1 + rw) * 2304;
+                      for (int rc = 0; rc < 144; ++rc) {
+                        const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                        const int ch = rc;
+                        KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                        KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                        KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                        KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                        KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                        KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
                       }
                     }
                   }
                 }
-                for (int ki = 0; ki < 32; ++ki) {
-                  if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
-                    /* epilogue of conv2d #3: bias, residual, none */
-                    float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                    v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
-                    output_cache[((oh*512)+(ow*32)+(ko_inner*32)+ki)] = v;
-                  }
-                }
+                KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
               }
-            }
-          }
-        }
-        /* write back output cache */
-        for (int oh = 0; oh < 8; ++oh) {
-          for (int ow = 0; ow < 16; ++ow) {
-            if (((wo_outer*16)+ow) < 56) {
-              for (int ok = 0; ok < 32; ++ok) {
-                if (((ko_outer*32)+ok) < 24) {
-                  output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+ok)] = output_cache[((oh*512)+(ow*32)+ok)];
+              for (int pb = 0; pb < 6; ++pb) {
+                if (owb * 6 + pb < 16) {
+                  const int ow = owb * 6 + pb;
+                  float *const acc = tile + pb * 32;
+                  if (((wo_outer*16)+ow) < 56) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
+                        /* epilogue of conv2d #3: bias, residual, none */
+                        float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                        output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                      }
+                    }
+                  }
                 }
               }
             }

@@ -9,6 +9,57 @@
 /* output_a cache: 65536 elements (262144 bytes), window [1, 16, 60, 64] in NHWC8h8w32c */
 /* output_b cache: 65536 elements (262144 bytes), window [1, 16, 60, 64] in NHWC8h8w32c */
 
+/* conv2d #1: micro-kernel, 6 pixels x 16 channels in registers */
+/* conv2d #2: micro-kernel, 6 pixels x 16 channels in registers */
+
+/* The micro-kernels' vectors: 8 floats. GCC and Clang get their vector extensions (one AVX register, two
+   NEON registers; the compiler picks the instructions -march allows); other compilers, or -DKG_SCALAR, a struct
+   and loops over its lanes that compute the same sums in the same order. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+typedef float kg_vf __attribute__((vector_size(32)));
+typedef float kg_vf_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
+#define KG_ZERO ((kg_vf){0})
+#define KG_LOAD(p) (*(const kg_vf_unaligned *)(p))
+#define KG_STORE(p, v) (*(kg_vf_unaligned *)(p) = (v))
+#define KG_FMA(acc, x, w) ((acc) += (x) * (w)) /* x a float, broadcast; one FMA with -ffp-contract=fast */
+#define KG_FMAV(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf */
+#define KG_SET(...) ((kg_vf){__VA_ARGS__})
+#define KG_LANE(v, i) ((v)[i])
+typedef float kg_vf4 __attribute__((vector_size(16))); /* half vectors: a k_block of 4 */
+typedef float kg_vf4_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
+#define KG_ZERO4 ((kg_vf4){0})
+#define KG_LOAD4(p) (*(const kg_vf4_unaligned *)(p))
+#define KG_STORE4(p, v) (*(kg_vf4_unaligned *)(p) = (v))
+#define KG_FMA4(acc, x, w) ((acc) += (x) * (w))
+#else
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_UNUSED __attribute__((unused)) /* -DKG_SCALAR: not every helper is called */
+#else
+#define KG_UNUSED
+#endif
+typedef struct { float lane[8]; } kg_vf;
+static inline KG_UNUSED kg_vf kg_load(const float *p) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store(float *p, kg_vf v) { for (int i = 0; i < 8; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma_s(kg_vf *acc, float x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x * w.lane[i]; }
+static inline KG_UNUSED void kg_fma_v(kg_vf *acc, kg_vf x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x.lane[i] * w.lane[i]; }
+#define KG_ZERO ((kg_vf){{0}})
+#define KG_LOAD(p) kg_load(p)
+#define KG_STORE(p, v) kg_store((p), (v))
+#define KG_FMA(acc, x, w) kg_fma_s(&(acc), (x), (w))
+#define KG_FMAV(acc, x, w) kg_fma_v(&(acc), (x), (w))
+#define KG_SET(...) ((kg_vf){{__VA_ARGS__}})
+#define KG_LANE(v, i) ((v).lane[i])
+typedef struct { float lane[4]; } kg_vf4;
+static inline KG_UNUSED kg_vf4 kg_load4(const float *p) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store4(float *p, kg_vf4 v) { for (int i = 0; i < 4; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (int i = 0; i < 4; ++i) acc->lane[i] += x * w.lane[i]; }
+#define KG_ZERO4 ((kg_vf4){{0}})
+#define KG_LOAD4(p) kg_load4(p)
+#define KG_STORE4(p, v) kg_store4((p), (v))
+#define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
+#endif
+#define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into seed000_3x3_double_buffer_trace[op - 1], and every op is checked on its own input. */
 #ifdef KG_TRACE_INTERMEDIATES
@@ -33,8 +84,15 @@ void seed000_3x3_double_buffer(const float *restrict input, const float *restric
     /* input cache read: 20 rows x 64 columns x 128 channels */
     for (int ih = 0; ih < 20; ++ih) {
       for (int iw = 0; iw < 64; ++iw) {
-        for (int ic = 0; ic < 128; ++ic) {
-          input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = (((ho_outer*16)+ih) < 64) ? input[((ho_outer*131072)+((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] : 0.0f;
+        if ((((ho_outer*16)+ih) < 64)) {
+          for (int ic = 0; ic < 128; ++ic) {
+            input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = input[((ho_outer*131072)+((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))];
+          }
+        }
+        if (!(((ho_outer*16)+ih) < 64)) {
+          for (int ic = 0; ic < 128; ++ic) {
+            input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = 0.0f;
+          }
         }
       }
     }
@@ -47,8 +105,15 @@ void seed000_3x3_double_buffer(const float *restrict input, const float *restric
       /* input cache read: 20 rows x 64 columns x 128 channels */
       for (int ih = 0; ih < 20; ++ih) {
         for (int iw = 0; iw < 64; ++iw) {
-          for (int ic = 0; ic < 128; ++ic) {
-            input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = (((ho_outer*16)+ih) < 64) ? input[((ho_outer*131072)+((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] : 0.0f;
+          if ((((ho_outer*16)+ih) < 64)) {
+            for (int ic = 0; ic < 128; ++ic) {
+              input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = input[((ho_outer*131072)+((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))];
+            }
+          }
+          if (!(((ho_outer*16)+ih) < 64)) {
+            for (int ic = 0; ic < 128; ++ic) {
+              input_cache[(((ih/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+((ih%8)*256)+((iw%8)*32)+(ic%32))] = 0.0f;
+            }
           }
         }
       }
@@ -59,75 +124,154 @@ void seed000_3x3_double_buffer(const float *restrict input, const float *restric
       float *const input_cache = ((s) & 1) ? input_cache_b : input_cache_a;
       float *const output_cache = ((s) & 1) ? output_cache_b : output_cache_a;
       for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1) { /* all 128 output channels of conv2d #1 before conv2d #2 */
-        /* filter #1 cache read */
+        /* filter #1 cache read, repacked for the micro-kernel */
         for (int fk = 0; fk < 64; ++fk) {
           for (int fc = 0; fc < 128; ++fc) {
             for (int fh = 0; fh < 3; ++fh) {
               for (int fw = 0; fw < 3; ++fw) {
-                filter_cache[(((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))] = filter1[((ko_outer_1*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
+                filter_cache[(fk / 16) * 18432 + ((fh * 3 + fw) * 128 + fc) * 16 + fk % 16] = filter1[((ko_outer_1*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
               }
             }
           }
         }
-        /* conv2d #1 into temp_output */
+        /* conv2d #1 into temp_output (register-blocked micro-kernel) */
         for (int ko_inner = 0; ko_inner < 2; ++ko_inner) {
           for (int oh = 0; oh < 18; ++oh) {
-            for (int ow = 0; ow < 62; ++ow) {
-              float acc[32];
-              for (int ki = 0; ki < 32; ++ki) {
-                acc[ki] = 0;
-              }
-              if (((ho_outer*16)+oh) < 62) {
+            for (int owb = 0; owb < 11; ++owb) { /* tiles of 6 pixels */
+              float tile[192];
+              const int xb = (owb*6);
+              for (int kv = 0; kv < 2; ++kv) {
+                const float *const wk = filter_cache + (ko_inner * 2 + kv) * 18432;
+                kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
                 for (int rh = 0; rh < 3; ++rh) {
+                  const int xr = ((((oh+rh)/8)*65536)+(((oh+rh)%8)*256));
                   for (int rw = 0; rw < 3; ++rw) {
-                    for (int rc = 0; rc < 128; ++rc) {
-                      const float x = input_cache[((((oh+rh)/8)*65536)+(((ow+rw)/8)*8192)+((rc/32)*2048)+(((oh+rh)%8)*256)+(((ow+rw)%8)*32)+(rc%32))];
-                      for (int ki = 0; ki < 32; ++ki) {
-                        acc[ki] += x * filter_cache[((ko_inner*36864)+((rc/32)*9216)+(rh*3072)+(rw*1024)+(((rc%32)/4)*128)+(ki*4)+(rc%4))];
+                    { /* one tap, every pixel */
+                      const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 63);
+                      const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 63);
+                      const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 63);
+                      const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 63);
+                      const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 63);
+                      const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 63);
+                      const float *const x0 = input_cache + xr + (((xc0/8)*8192)+((xc0%8)*32));
+                      const float *const x1 = input_cache + xr + (((xc1/8)*8192)+((xc1%8)*32));
+                      const float *const x2 = input_cache + xr + (((xc2/8)*8192)+((xc2%8)*32));
+                      const float *const x3 = input_cache + xr + (((xc3/8)*8192)+((xc3%8)*32));
+                      const float *const x4 = input_cache + xr + (((xc4/8)*8192)+((xc4%8)*32));
+                      const float *const x5 = input_cache + xr + (((xc5/8)*8192)+((xc5%8)*32));
+                      const float *const wt = wk + (rh * 3 + rw) * 2048;
+                      for (int rc = 0; rc < 128; ++rc) {
+                        const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                        const int ch = (((rc/32)*2048)+(rc%32));
+                        KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                        KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                        KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                        KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                        KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                        KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
                       }
                     }
                   }
                 }
+                KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
               }
-              for (int ki = 0; ki < 32; ++ki) {
-                temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
-                KG_TRACE(0, ((ho_outer*16)+oh) < 62, ((ho_outer*126976)+(oh*7936)+(ow*128)+(ko_outer_1*64)+(ko_inner*32)+ki), temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)]);
+              for (int pb = 0; pb < 6; ++pb) {
+                if (owb * 6 + pb < 62) {
+                  const int ow = owb * 6 + pb;
+                  float *const acc = tile + pb * 32;
+                  if (!(((ho_outer*16)+oh) < 62)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      acc[ki] = 0.0f;
+                    }
+                  }
+                  for (int ki = 0; ki < 32; ++ki) {
+                    temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
+                    KG_TRACE(0, ((ho_outer*16)+oh) < 62, ((ho_outer*126976)+(oh*7936)+(ow*128)+(ko_outer_1*64)+(ko_inner*32)+ki), temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)]);
+                  }
+                }
               }
             }
           }
         }
       }
-      /* filter #2 cache read (reusing the filter cache) */
+      /* filter #2 cache read (reusing the filter cache), repacked for the micro-kernel */
       for (int fk = 0; fk < 64; ++fk) {
         for (int fc = 0; fc < 128; ++fc) {
           for (int fh = 0; fh < 3; ++fh) {
             for (int fw = 0; fw < 3; ++fw) {
-              filter_cache[(((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))] = filter2[((ko_outer*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
+              filter_cache[(fk / 16) * 18432 + ((fh * 3 + fw) * 128 + fc) * 16 + fk % 16] = filter2[((ko_outer*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
             }
           }
         }
       }
-      /* conv2d #2 */
+      /* conv2d #2 (register-blocked micro-kernel) */
       for (int ko_inner = 0; ko_inner < 2; ++ko_inner) {
         for (int oh = 0; oh < 16; ++oh) {
           if (((ho_outer*16)+oh) < 60) {
-            for (int ow = 0; ow < 60; ++ow) {
-              float acc[32];
-              for (int ki = 0; ki < 32; ++ki) {
-                acc[ki] = 0;
-              }
-              for (int rh = 0; rh < 3; ++rh) {
-                for (int rw = 0; rw < 3; ++rw) {
-                  for (int rc = 0; rc < 128; ++rc) {
-                    const float x = temp_output[((((oh+rh)/8)*65536)+(((ow+rw)/8)*8192)+((rc/32)*2048)+(((oh+rh)%8)*256)+(((ow+rw)%8)*32)+(rc%32))];
-                    for (int ki = 0; ki < 32; ++ki) {
-                      acc[ki] += x * filter_cache[((ko_inner*36864)+((rc/32)*9216)+(rh*3072)+(rw*1024)+(((rc%32)/4)*128)+(ki*4)+(rc%4))];
+            for (int owb = 0; owb < 10; ++owb) { /* tiles of 6 pixels */
+              float tile[192];
+              const int xb = (owb*6);
+              for (int kv = 0; kv < 2; ++kv) {
+                const float *const wk = filter_cache + (ko_inner * 2 + kv) * 18432;
+                kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
+                for (int rh = 0; rh < 3; ++rh) {
+                  const int xr = ((((oh+rh)/8)*65536)+(((oh+rh)%8)*256));
+                  for (int rw = 0; rw < 3; ++rw) {
+                    { /* one tap, every pixel */
+                      const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 61);
+                      const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 61);
+                      const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 61);
+                      const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 61);
+                      const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 61);
+                      const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 61);
+                      const float *const x0 = temp_output + xr + (((xc0/8)*8192)+((xc0%8)*32));
+                      const float *const x1 = temp_output + xr + (((xc1/8)*8192)+((xc1%8)*32));
+                      const float *const x2 = temp_output + xr + (((xc2/8)*8192)+((xc2%8)*32));
+                      const float *const x3 = temp_output + xr + (((xc3/8)*8192)+((xc3%8)*32));
+                      const float *const x4 = temp_output + xr + (((xc4/8)*8192)+((xc4%8)*32));
+                      const float *const x5 = temp_output + xr + (((xc5/8)*8192)+((xc5%8)*32));
+                      const float *const wt = wk + (rh * 3 + rw) * 2048;
+                      for (int rc = 0; rc < 128; ++rc) {
+                        const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                        const int ch = (((rc/32)*2048)+(rc%32));
+                        KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                        KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                        KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                        KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                        KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                        KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
+                      }
                     }
                   }
                 }
+                KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
               }
-              for (int ki = 0; ki < 32; ++ki) {
-                output_cache[(((oh/8)*32768)+((ow/8)*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
+              for (int pb = 0; pb < 6; ++pb) {
+                const int ow = owb * 6 + pb;
+                float *const acc = tile + pb * 32;
+                for (int ki = 0; ki < 32; ++ki) {
+                  output_cache[(((oh/8)*32768)+((ow/8)*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
+                }
               }
             }
           }

@@ -6,61 +6,181 @@
 /* filter cache: 144 elements (576 bytes), window [4, 4, 3, 3] in OIHW */
 /* output cache: 4194304 elements (16777216 bytes), window [1, 1024, 1024, 4] in NHWC */
 
+/* conv2d #1: micro-kernel, 12 pixels x 4 channels in registers */
+/* conv2d #1: stores into the output directly (no write-back of the output cache) */
+
+/* The micro-kernels' vectors: 8 floats. GCC and Clang get their vector extensions (one AVX register, two
+   NEON registers; the compiler picks the instructions -march allows); other compilers, or -DKG_SCALAR, a struct
+   and loops over its lanes that compute the same sums in the same order. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+typedef float kg_vf __attribute__((vector_size(32)));
+typedef float kg_vf_unaligned __attribute__((vector_size(32), aligned(4), may_alias));
+#define KG_ZERO ((kg_vf){0})
+#define KG_LOAD(p) (*(const kg_vf_unaligned *)(p))
+#define KG_STORE(p, v) (*(kg_vf_unaligned *)(p) = (v))
+#define KG_FMA(acc, x, w) ((acc) += (x) * (w)) /* x a float, broadcast; one FMA with -ffp-contract=fast */
+#define KG_FMAV(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf */
+#define KG_SET(...) ((kg_vf){__VA_ARGS__})
+#define KG_LANE(v, i) ((v)[i])
+typedef float kg_vf4 __attribute__((vector_size(16))); /* half vectors: a k_block of 4 */
+typedef float kg_vf4_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
+#define KG_ZERO4 ((kg_vf4){0})
+#define KG_LOAD4(p) (*(const kg_vf4_unaligned *)(p))
+#define KG_STORE4(p, v) (*(kg_vf4_unaligned *)(p) = (v))
+#define KG_FMA4(acc, x, w) ((acc) += (x) * (w))
+#else
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_UNUSED __attribute__((unused)) /* -DKG_SCALAR: not every helper is called */
+#else
+#define KG_UNUSED
+#endif
+typedef struct { float lane[8]; } kg_vf;
+static inline KG_UNUSED kg_vf kg_load(const float *p) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store(float *p, kg_vf v) { for (int i = 0; i < 8; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma_s(kg_vf *acc, float x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x * w.lane[i]; }
+static inline KG_UNUSED void kg_fma_v(kg_vf *acc, kg_vf x, kg_vf w) { for (int i = 0; i < 8; ++i) acc->lane[i] += x.lane[i] * w.lane[i]; }
+#define KG_ZERO ((kg_vf){{0}})
+#define KG_LOAD(p) kg_load(p)
+#define KG_STORE(p, v) kg_store((p), (v))
+#define KG_FMA(acc, x, w) kg_fma_s(&(acc), (x), (w))
+#define KG_FMAV(acc, x, w) kg_fma_v(&(acc), (x), (w))
+#define KG_SET(...) ((kg_vf){{__VA_ARGS__}})
+#define KG_LANE(v, i) ((v).lane[i])
+typedef struct { float lane[4]; } kg_vf4;
+static inline KG_UNUSED kg_vf4 kg_load4(const float *p) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = p[i]; return v; }
+static inline KG_UNUSED void kg_store4(float *p, kg_vf4 v) { for (int i = 0; i < 4; ++i) p[i] = v.lane[i]; }
+static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (int i = 0; i < 4; ++i) acc->lane[i] += x * w.lane[i]; }
+#define KG_ZERO4 ((kg_vf4){{0}})
+#define KG_LOAD4(p) kg_load4(p)
+#define KG_STORE4(p, v) kg_store4((p), (v))
+#define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
+#endif
+#define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+
 void seed001_tiles(const float *restrict input, const float *restrict filter1, float *restrict output, float *restrict workspace)
 {
   float *const input_cache = workspace + 0;
   float *const filter_cache = workspace + 4211200;
   float *const output_cache = workspace + 4211712;
+  (void)output_cache; /* the last conv stores into the output directly */
   for (int ko_outer = 0; ko_outer < 1; ++ko_outer) { /* output-channel stripes of 4 */
     for (int wo_outer = 0; wo_outer < 2; ++wo_outer) { /* output-column stripes of 1024 */
       for (int ho_outer = 0; ho_outer < 2; ++ho_outer) { /* output-row stripes of 1024 */
         /* input cache read: 1026 rows x 1026 columns x 4 channels */
         for (int ih = 0; ih < 1026; ++ih) {
           for (int iw = 0; iw < 1026; ++iw) {
-            for (int ic = 0; ic < 4; ++ic) {
-              input_cache[((ih*4104)+(iw*4)+ic)] = (((ho_outer*1024)+ih+(-1)) >= 0 && ((ho_outer*1024)+ih+(-1)) < 2048 && ((wo_outer*1024)+iw+(-1)) >= 0 && ((wo_outer*1024)+iw+(-1)) < 2048) ? input[((ho_outer*8388608)+(ih*8192)+(wo_outer*4096)+(iw*4)+ic+(-8196))] : 0.0f;
+            if ((((ho_outer*1024)+ih+(-1)) >= 0 && ((ho_outer*1024)+ih+(-1)) < 2048 && ((wo_outer*1024)+iw+(-1)) >= 0 && ((wo_outer*1024)+iw+(-1)) < 2048)) {
+              for (int ic = 0; ic < 4; ++ic) {
+                input_cache[((ih*4104)+(iw*4)+ic)] = input[((ho_outer*8388608)+(ih*8192)+(wo_outer*4096)+(iw*4)+ic+(-8196))];
+              }
+            }
+            if (!(((ho_outer*1024)+ih+(-1)) >= 0 && ((ho_outer*1024)+ih+(-1)) < 2048 && ((wo_outer*1024)+iw+(-1)) >= 0 && ((wo_outer*1024)+iw+(-1)) < 2048)) {
+              for (int ic = 0; ic < 4; ++ic) {
+                input_cache[((ih*4104)+(iw*4)+ic)] = 0.0f;
+              }
             }
           }
         }
-        /* filter #1 cache read */
+        /* filter #1 cache read, repacked for the micro-kernel */
         for (int fk = 0; fk < 4; ++fk) {
           for (int fc = 0; fc < 4; ++fc) {
             for (int fh = 0; fh < 3; ++fh) {
               for (int fw = 0; fw < 3; ++fw) {
-                filter_cache[((fk*36)+(fc*9)+(fh*3)+fw)] = filter1[((ko_outer*144)+(fk*36)+(fc*9)+(fh*3)+fw)];
+                filter_cache[(fk / 4) * 144 + ((fh * 3 + fw) * 4 + fc) * 4 + fk % 4] = filter1[((ko_outer*144)+(fk*36)+(fc*9)+(fh*3)+fw)];
               }
             }
           }
         }
-        /* conv2d #1 */
+        /* conv2d #1 (register-blocked micro-kernel) */
         for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
           for (int oh = 0; oh < 1024; ++oh) {
-            for (int ow = 0; ow < 1024; ++ow) {
-              float acc[4];
-              for (int ki = 0; ki < 4; ++ki) {
-                acc[ki] = 0;
-              }
-              for (int rh = 0; rh < 3; ++rh) {
-                for (int rw = 0; rw < 3; ++rw) {
-                  for (int rc = 0; rc < 4; ++rc) {
-                    const float x = input_cache[((oh*4104)+(rh*4104)+(ow*4)+(rw*4)+rc)];
-                    for (int ki = 0; ki < 4; ++ki) {
-                      acc[ki] += x * filter_cache[((ko_inner*144)+(ki*36)+(rc*9)+(rh*3)+rw)];
+            for (int owb = 0; owb < 86; ++owb) { /* tiles of 12 pixels */
+              float tile[48];
+              const int xb = (owb*12);
+              for (int kv = 0; kv < 1; ++kv) {
+                const float *const wk = filter_cache + (ko_inner * 1 + kv) * 144;
+                kg_vf4 a0_0 = KG_ZERO4;
+                kg_vf4 a1_0 = KG_ZERO4;
+                kg_vf4 a2_0 = KG_ZERO4;
+                kg_vf4 a3_0 = KG_ZERO4;
+                kg_vf4 a4_0 = KG_ZERO4;
+                kg_vf4 a5_0 = KG_ZERO4;
+                kg_vf4 a6_0 = KG_ZERO4;
+                kg_vf4 a7_0 = KG_ZERO4;
+                kg_vf4 a8_0 = KG_ZERO4;
+                kg_vf4 a9_0 = KG_ZERO4;
+                kg_vf4 a10_0 = KG_ZERO4;
+                kg_vf4 a11_0 = KG_ZERO4;
+                for (int rh = 0; rh < 3; ++rh) {
+                  const int xr = ((oh*4104)+(rh*4104));
+                  for (int rw = 0; rw < 3; ++rw) {
+                    { /* one tap, every pixel */
+                      const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 1025);
+                      const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 1025);
+                      const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 1025);
+                      const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 1025);
+                      const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 1025);
+                      const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 1025);
+                      const int xc6 = KG_CLAMP(xb + 6 + rw * 1, 0, 1025);
+                      const int xc7 = KG_CLAMP(xb + 7 + rw * 1, 0, 1025);
+                      const int xc8 = KG_CLAMP(xb + 8 + rw * 1, 0, 1025);
+                      const int xc9 = KG_CLAMP(xb + 9 + rw * 1, 0, 1025);
+                      const int xc10 = KG_CLAMP(xb + 10 + rw * 1, 0, 1025);
+                      const int xc11 = KG_CLAMP(xb + 11 + rw * 1, 0, 1025);
+                      const float *const x0 = input_cache + xr + (xc0*4);
+                      const float *const x1 = input_cache + xr + (xc1*4);
+                      const float *const x2 = input_cache + xr + (xc2*4);
+                      const float *const x3 = input_cache + xr + (xc3*4);
+                      const float *const x4 = input_cache + xr + (xc4*4);
+                      const float *const x5 = input_cache + xr + (xc5*4);
+                      const float *const x6 = input_cache + xr + (xc6*4);
+                      const float *const x7 = input_cache + xr + (xc7*4);
+                      const float *const x8 = input_cache + xr + (xc8*4);
+                      const float *const x9 = input_cache + xr + (xc9*4);
+                      const float *const x10 = input_cache + xr + (xc10*4);
+                      const float *const x11 = input_cache + xr + (xc11*4);
+                      const float *const wt = wk + (rh * 3 + rw) * 16;
+                      for (int rc = 0; rc < 4; ++rc) {
+                        const kg_vf4 w0 = KG_LOAD4(wt + rc * 4 + 0);
+                        const int ch = rc;
+                        KG_FMA4(a0_0, x0[ch], w0);
+                        KG_FMA4(a1_0, x1[ch], w0);
+                        KG_FMA4(a2_0, x2[ch], w0);
+                        KG_FMA4(a3_0, x3[ch], w0);
+                        KG_FMA4(a4_0, x4[ch], w0);
+                        KG_FMA4(a5_0, x5[ch], w0);
+                        KG_FMA4(a6_0, x6[ch], w0);
+                        KG_FMA4(a7_0, x7[ch], w0);
+                        KG_FMA4(a8_0, x8[ch], w0);
+                        KG_FMA4(a9_0, x9[ch], w0);
+                        KG_FMA4(a10_0, x10[ch], w0);
+                        KG_FMA4(a11_0, x11[ch], w0);
+                      }
                     }
                   }
                 }
+                KG_STORE4(tile + 0 + kv * 4 + 0, a0_0);
+                KG_STORE4(tile + 4 + kv * 4 + 0, a1_0);
+                KG_STORE4(tile + 8 + kv * 4 + 0, a2_0);
+                KG_STORE4(tile + 12 + kv * 4 + 0, a3_0);
+                KG_STORE4(tile + 16 + kv * 4 + 0, a4_0);
+                KG_STORE4(tile + 20 + kv * 4 + 0, a5_0);
+                KG_STORE4(tile + 24 + kv * 4 + 0, a6_0);
+                KG_STORE4(tile + 28 + kv * 4 + 0, a7_0);
+                KG_STORE4(tile + 32 + kv * 4 + 0, a8_0);
+                KG_STORE4(tile + 36 + kv * 4 + 0, a9_0);
+                KG_STORE4(tile + 40 + kv * 4 + 0, a10_0);
+                KG_STORE4(tile + 44 + kv * 4 + 0, a11_0);
               }
-              for (int ki = 0; ki < 4; ++ki) {
-                output_cache[((oh*4096)+(ow*4)+(ko_inner*4)+ki)] = acc[ki];
+              for (int pb = 0; pb < 12; ++pb) {
+                if (owb * 12 + pb < 1024) {
+                  const int ow = owb * 12 + pb;
+                  float *const acc = tile + pb * 4;
+                  for (int ki = 0; ki < 4; ++ki) {
+                    output[((ho_outer*8388608)+(oh*8192)+(wo_outer*4096)+(ow*4)+(ko_outer*4)+(ko_inner*4+ki))] = acc[ki];
+                  }
+                }
               }
-            }
-          }
-        }
-        /* write back output cache */
-        for (int oh = 0; oh < 1024; ++oh) {
-          for (int ow = 0; ow < 1024; ++ow) {
-            for (int ok = 0; ok < 4; ++ok) {
-              output[((ho_outer*8388608)+(oh*8192)+(wo_outer*4096)+(ow*4)+(ko_outer*4)+ok)] = output_cache[((oh*4096)+(ow*4)+ok)];
             }
           }
         }

@@ -1,0 +1,284 @@
+"""The c target's kernel: the plan's stripe loop nest with each dense or depthwise conv's compute replaced by a
+register-blocked micro-kernel (microkernel.py) and its filter cache read repacking into the micro-kernel's layout.
+
+Everything else is the planner's, verbatim: the stripe loops (plain or pipelined, rows_outer), the input and
+write-back copies, pools, squeeze-excite multiplies, and each conv's per-pixel store (init of chunked partial
+sums, the epilogue, the consumer-padding zeros, the trace), which now reads `acc` from the tile. A conv the
+micro-kernel does not fit (grouped but not depthwise, k_block not a multiple of the vector width, a source layout
+whose axes mix dims, a filter cache too small for the repacked block) keeps the planner's loops; `notes` says so.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+import kernelgen.expr as E
+from ...config import Config
+from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Pipeline, Plan, Section, Step, Stmt
+from ...planner import compose_stripes, fitted_config
+from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
+from .microkernel import (ACCUMULATORS, GROUP, HALF, LANES, Tile, channels_contiguous, columns_contiguous, part, separable,
+                          tile_nodes)
+
+DEPTHWISE_PIXELS = 8  # channel vectors in flight per tile row: 8 FMA chains hide the FMA latency
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CKernel:
+    """The c target plan: the kernel function it emits, and per op how its compute runs."""
+
+    kernel: Function
+    tiles: tuple[Tile | None, ...]  # per op: its micro-kernel, or None (the planner's loops)
+    notes: tuple[str, ...]
+
+
+def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
+    cfg = fitted_config(config, plan)
+    shape_list = shapes(cfg)
+    cut = stripes(cfg, shape_list)
+    geo = geometry(cfg, shape_list, cut)
+    win = windows(cfg, shape_list, geo, cut)
+    filter_room = next((c.elements for c in plan.caches if c.name == "filter"), 0)
+    tiles, notes = [], []
+    for j in range(1, len(cfg.ops) + 1):
+        tile, why = _tile(cfg, plan, j, shape_list, cut, geo, win, filter_room)
+        tiles.append(tile)
+        op = plan.ops[j - 1]
+        if tile is not None:
+            channels = GROUP if tile.columns else LANES if tile.depthwise else tile.width
+            kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else ""
+            notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
+        elif why:
+            notes.append(f"{op.label}: the planner's loops ({why})")
+    if plan.dtype != "float32" or not any(tiles):
+        return CKernel(kernel=plan.kernel, tiles=tuple(tiles), notes=tuple(notes))
+    parts = plan.stripe
+    rewritten = replace(parts, load=_unswitch(_rewrite(parts.load, tiles, cut, geo, threads)),
+                        compute=_rewrite(parts.compute, tiles, cut, geo, threads),
+                        store=_rewrite(parts.store, tiles, cut, geo, threads))
+    written = _write_back_index(parts.store + parts.compute)
+    direct = tiles[-1] is not None and parts.pipeline is Pipeline.NONE and parts.chunks == 1 and bool(written)
+    if direct:
+        # the last conv stores its epilogue straight into the output: no pass through the output cache
+        index = re.sub(r"\bok\b", f"(ko_inner*{cfg.schedule.k_block}+ki)", written)
+        rewritten = replace(rewritten, compute=_direct(rewritten.compute, index), store=_direct(rewritten.store, index))
+        notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
+    rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
+    unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
+    kernel = replace(plan.kernel, body=(*compose_stripes(rewritten), *rest), prologue=plan.kernel.prologue + unused,
+                     doc=plan.kernel.doc + "; register-blocked micro-kernels")
+    return CKernel(kernel=kernel, tiles=tuple(tiles), notes=tuple(notes))
+
+
+def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filter_room: int
+          ) -> tuple[Tile | None, str]:
+    op, n = cfg.ops[j - 1], len(cfg.ops)
+    last = j == n
+    if op.kind != "conv2d" or plan.dtype != "float32":
+        return None, ""
+    s = cfg.schedule
+    out_k = shape_list[j][3]
+    reduce = reduction_channels(cfg, shape_list)[j - 1] // op.groups
+    depthwise = op.groups > 1 and reduce == 1 and op.groups == out_k == shape_list[j - 1][3]
+    if op.groups > 1 and not depthwise:
+        return None, "a grouped conv that is not depthwise"
+    if s.k_block % HALF:
+        return None, f"k_block {s.k_block} is not a multiple of {HALF}"
+    layout = cfg.input_layout if j == 1 else cfg.ops[j - 2].output_layout
+    channels = s.c_block if j == 1 and s.c_block else max(reduce, shape_list[j - 1][3])
+    src = layout.bind((1, geo.rows[j - 1], geo.cols[j - 1], channels))
+    if not separable(src):
+        return None, f"its source layout {layout.name} mixes dims in one axis"
+    columns = depthwise and not channels_contiguous(src)
+    if depthwise and not columns and s.k_block % LANES:
+        return None, f"depthwise channel vectors need a k_block that is a multiple of {LANES}, not {s.k_block}"
+    if columns and (s.c_block or out_k % GROUP or not columns_contiguous(src)):
+        return None, (f"depthwise over a source layout ({layout.name}) with neither {LANES} consecutive channels "
+                      f"nor consecutive columns (or channels not a multiple of {GROUP})")
+    taps = op.kernel[0] * op.kernel[1]
+    vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
+    lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
+    if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
+        return None, "the filter cache cannot hold the repacked block"
+    cols = geo.cols[j]
+    most = DEPTHWISE_PIXELS if depthwise else ACCUMULATORS // vectors
+    pixels = LANES if columns else math.ceil(cols / math.ceil(cols / most))
+    ko_var = "ko_outer" if last else f"ko_outer_{j}"
+    produced = out_k if last else max(out_k, reduction_channels(cfg, shape_list)[j])
+    width = vectors * lanes
+    bounds = {"ko_outer": (0, cut.ko_extent - 1), "ho_outer": (0, cut.ho_extent - 1), "wo_outer": (0, cut.wo_extent - 1),
+              "nb": (0, shape_list[0][0] - 1), "ci_outer": (0, max(s.c_split, 1) - 1),
+              ko_var: (0, math.ceil(produced / cut.channels) - 1), "ko_inner": (0, s.k_split - 1),
+              "oh": (0, geo.rows[j] - 1), "rh": (0, op.kernel[0] - 1), "rw": (0, op.kernel[1] - 1),
+              "rc": (0, reduce - 1), "kv": (0, s.k_block // width - 1), "owb": (0, math.ceil(cols / pixels) - 1)}
+    in_row = E.add(E.mul(E.Var("oh"), op.stride[0]), E.mul(E.Var("rh"), op.dilation[0]))
+    if j == 1 and s.halo is Halo.REUSE and geo.halo_rows > 0:  # the ring of input rows (planner.builder.ring_row)
+        in_row = E.floormod(E.add(E.mul(E.Var("ho_outer"), geo.row_step), in_row), geo.rows[0],
+                            bounds | {"ih": (0, geo.rows[0] - 1)})
+    col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
+                     E.mul(geo.col_start[j - 1], -1))
+    count = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1 if depthwise and not columns else (
+        0 if columns else pixels)
+    bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(count)}
+    k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), LANES))
+    group: tuple[str, ...] = ()
+    inside = ""
+    if columns:  # GROUP channels per step of kv
+        k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
+                        E.mul(E.Var("kv"), GROUP))
+        bounds["kv"] = (0, s.k_block // GROUP - 1)
+        group = tuple(part(src, "c", E.add(k_first, E.Const(c)), bounds) for c in range(GROUP))
+        channel, block, tap = "", f"ko_inner * {s.k_block} + kv * {GROUP}", cut.channels
+        present = unproven([(k_first, "<", out_k)], bounds)
+        reach = (LANES - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1]
+        inside = f"xb >= 0 && xb + {reach} <= {geo.cols[j - 1] - 1}"
+    elif depthwise:
+        channel, block, tap = part(src, "c", k_first, bounds), f"ko_inner * {s.k_block} + kv * {LANES}", cut.channels
+        present = unproven([(k_first, "<", out_k)], bounds)
+    else:
+        channel, block, present = part(src, "c", E.Var("rc"), bounds), "", []
+        tap = reduce * width
+        block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
+    return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=s.k_block, kernel=op.kernel,
+                stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *win.temp_names])[j - 1],
+                row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
+                col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
+                channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
+                columns=columns, channels=group, inside=inside, lanes=lanes), ""
+
+
+# ---------------------------------------------------------------- rewriting the planner's sections
+
+def _rewrite(nodes: tuple[Node, ...], tiles: list, cut, geo, threads: int) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Section) and node.step is not None and node.step.op and tiles[node.step.op - 1]:
+            tile = tiles[node.step.op - 1]
+            if node.step.phase is Phase.FILTER_READ:
+                out.append(replace(node, label=node.label + ", repacked for the micro-kernel",
+                                   body=_repack(node.body, tile, cut.channels)))
+                continue
+            if node.step.phase is Phase.CONV:
+                out.append(replace(node, label=node.label + " (register-blocked micro-kernel)",
+                                   body=_blocked(node.body, tile, geo.cols[node.step.op], threads)))
+                continue
+        if isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_rewrite(node.body, tiles, cut, geo, threads)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _write_back_index(nodes: tuple[Node, ...]) -> str:
+    """The output index of the planner's write-back copy (in oh, ow, ok and the stripe indices), "" if none."""
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code.startswith("output[") and "] = output_cache[" in node.code:
+            return node.code[len("output["):node.code.index("] = output_cache[")]
+        if isinstance(node, (Loop, Guard, Block, Section)):
+            found = _write_back_index(node.body)
+            if found:
+                return found
+    return ""
+
+
+def _direct(nodes: tuple[Node, ...], index: str) -> tuple[Node, ...]:
+    """The last conv's stores into output[index] instead of the output cache, and no write-back section."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Section) and node.step == Step(Phase.WRITE_BACK):
+            continue
+        if isinstance(node, Stmt) and node.code.startswith("output_cache["):
+            value = node.code[node.code.index("] = ") + 4:]
+            out.append(Stmt(code=f"output[{index}] = {value}", summary=node.summary.replace("output_cache", "output")))
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_direct(node.body, index)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _unswitch(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """The input cache read with its bounds test taken out of the channel loop when it does not depend on the
+    channel (conv padding, stripe tails): two plain copy loops gcc vectorizes instead of a select per element."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Loop) and node.var == "ic" and len(node.body) == 1 and isinstance(node.body[0], Stmt):
+            stmt = node.body[0]
+            target, _, value = stmt.code.partition(" = ")
+            cond, sep, rest = value.partition(" ? input[")
+            if sep and cond.startswith("(") and rest.endswith(" : 0.0f;") and "ic" not in re.findall(r"\w+", cond):
+                read = Stmt(code=f"{target} = input[{rest[:-len(' : 0.0f;')]};", summary=stmt.summary)
+                zero = Stmt(code=f"{target} = 0.0f;", summary=stmt.summary)
+                out += [Guard(cond=cond, body=(replace(node, body=(read,)),)),
+                        Guard(cond=f"!{cond}", body=(replace(node, body=(zero,)),))]
+                continue
+        out.append(replace(node, body=_unswitch(node.body)) if isinstance(node, (Loop, Guard, Block, Section)) else node)
+    return tuple(out)
+
+
+def _repack(nodes: tuple[Node, ...], t: Tile, channels: int) -> tuple[Node, ...]:
+    """The filter read with its store moved to the micro-kernel's layout: depthwise [tap][k], dense
+    [k / width][tap][c][k % width] (output channels innermost, unit stride)."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code.startswith("filter_cache["):
+            value = node.code[node.code.index("] = ") + 4:]
+            kw = t.kernel[1]
+            if t.depthwise:
+                index = f"(fh * {kw} + fw) * {channels} + fk"
+            else:
+                index = (f"(fk / {t.width}) * {t.kernel[0] * kw * t.reduce * t.width} + ((fh * {kw} + fw) * "
+                         f"{t.reduce} + fc) * {t.width} + fk % {t.width}")
+            out.append(Stmt(code=f"filter_cache[{index}] = {value}", summary=node.summary))
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_repack(node.body, t, channels)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple[Node, ...]:
+    """The conv section with its pixel loop (ow) cut into tiles: the micro-kernel sums a tile, then the planner's
+    store runs for each of its pixels with `acc` pointing at that pixel's sums."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Loop) and node.var == "ow":
+            out.append(_tiled_row(node, t, cols))
+        elif isinstance(node, Loop) and node.var == "oh" and threads > 1:
+            # rows of one conv are independent: each writes its own destination rows (tile, acc are per row)
+            out += [Stmt(code="#ifdef _OPENMP", summary=""),
+                    Stmt(code=f"#pragma omp parallel for num_threads({threads}) schedule(static)", summary=""),
+                    Stmt(code="#endif", summary=""), replace(node, body=_blocked(node.body, t, cols, threads))]
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_blocked(node.body, t, cols, threads)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
+    body, col_guard = ow.body, None
+    if len(body) == 1 and isinstance(body[0], Guard):
+        col_guard, body = body[0].cond, body[0].body
+    assert len(body) == 4 and isinstance(body[1], Loop) and isinstance(body[3], Loop), body  # decl, init, sum, store
+    _, init, reduction, stores = body
+    pixel: list[Node] = []
+    if isinstance(reduction, Guard):  # a position the planner does not sum (a consumer's padding) holds 0
+        pixel.append(Guard(cond=f"!({reduction.cond})", body=(
+            Loop(var="ki", extent=t.k_block, body=(Stmt(code="acc[ki] = 0.0f;", summary="acc[ki] = 0"),)),)))
+    (start,) = init.body
+    assert isinstance(start, Stmt) and start.code.startswith("acc[ki] = "), start
+    if start.code != "acc[ki] = 0;":  # a partial sum of earlier input-channel chunks: added to this chunk's
+        pixel.append(Loop(var="ki", extent=t.k_block, body=(
+            Stmt(code="acc[ki] += " + start.code[len("acc[ki] = "):], summary=start.summary),)))
+    pixel.append(stores)
+    here: tuple[Node, ...] = (Stmt(code=f"const int ow = owb * {t.pixels} + pb;", summary="ow = tile pixel"),
+                              Stmt(code=f"float *const acc = tile + pb * {t.k_block};", summary="acc = its sums"),
+                              *((Guard(cond=col_guard, body=tuple(pixel)),) if col_guard else pixel))
+    if cols % t.pixels:
+        here = (Guard(cond=f"owb * {t.pixels} + pb < {cols}", body=here),)
+    return Loop(var="owb", extent=math.ceil(cols / t.pixels), comment=f"tiles of {t.pixels} pixels", body=(
+        Stmt(code=f"float tile[{t.pixels * t.k_block}];", summary=f"tile[{t.pixels}][{t.k_block}]"),
+        *tile_nodes(t),
+        Loop(var="pb", extent=t.pixels, body=here)))

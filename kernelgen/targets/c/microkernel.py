@@ -1,0 +1,211 @@
+"""Register-blocked micro-kernels for the c target: the compute of one conv tile as loop-tree nodes. Pure.
+
+A tile is `pixels` output pixels of one output row by the planner's k_block output channels. Dense convs keep
+pixels x `lanes`-wide vectors of output channels in accumulators: each step of the reduction loads `vectors`
+filter vectors (the filter cache repacked with output channels innermost, unit stride) and one input value per
+pixel, broadcast into `pixels x vectors` multiply-adds. Depthwise convs keep one channel vector per pixel; the
+input row's vectors are loaded once per kernel row and reused by every tap of it (stride-1 neighbours share them).
+Sums land in `tile[pixels][k_block]`, from which the planner's own per-pixel store (epilogue, guards, trace) runs.
+
+Source positions are read through the window's layout split into a row, a column and a channel part (every
+string layout and index map whose axes each use one dim splits so); columns are clamped into the window, so the
+tile's tail pixels (past the row, or in a consumer's padding) read real cache data whose results the store drops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kernelgen.expr as E
+from ...layout import TensorLayout
+from ...plan import Block, Guard, Loop, Node, Stmt
+
+LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
+HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit
+ACCUMULATORS = 12  # vector accumulators of a dense tile: 12 + filter vectors + a broadcast fit x86-64's 16 ymm
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tile:
+    """How one op's tile is blocked and where its operands are (element offsets as C expressions)."""
+
+    depthwise: bool
+    pixels: int  # output pixels per tile
+    vectors: int  # kg_vf accumulators per pixel (dense); 1 for depthwise
+    k_block: int  # output channels of a tile (the planner's ki loop)
+    kernel: tuple[int, int]
+    stride: int  # column stride (rows are the planner's)
+    dilation: int
+    reduce: int  # input channels summed per tap (dense); 1 for depthwise
+    src: str  # the source cache pointer
+    row: str  # C: the source row offset of output row oh, kernel row rh
+    col_base: str  # C: the source window column of tap 0 of the tile's first pixel
+    col_limit: int  # the source window's last column
+    col: tuple[str, ...]  # C: the column offset of clamped column xc<i> (one per pixel or loaded column)
+    channel: str  # C: the channel offset of reduction channel rc (dense) or of the tile's vector kv (depthwise)
+    filter_block: str  # C: the filter cache offset of the tile's first output channel block (dense: kv's)
+    filter_tap: int  # filter cache elements between two taps (rh * kw + rw)
+    present: str = ""  # depthwise, C: whether vector kv has source channels ("": always); else it sums to 0
+    # depthwise over a source whose columns are unit-stride but channels are not (NCHW): vectors of LANES
+    # pixels, GROUP channels at a time; `channels` their offsets (C, in kv), `inside` whether every column the
+    # tile reads lies in the window (then no clamps)
+    columns: bool = False
+    channels: tuple[str, ...] = ()
+    inside: str = ""
+
+    lanes: int = LANES  # floats per dense accumulator: LANES (kg_vf), or HALF (kg_vf4) for a k_block of 4
+
+    @property
+    def width(self) -> int:
+        """Output channels one accumulator block covers (a step of the kv loop)."""
+        return self.vectors * self.lanes
+
+    @property
+    def suffix(self) -> str:
+        """Of the vector type and its macros: "" (kg_vf, KG_LOAD) or "4" (kg_vf4, KG_LOAD4)."""
+        return "" if self.lanes == LANES else str(self.lanes)
+
+
+def separable(layout: TensorLayout) -> bool:
+    """Whether every physical axis reads one logical dim (and position 0 is offset 0): then an offset is its row,
+    column and channel parts added."""
+    zero = {d: E.Const(0) for d in layout.layout.dims}
+    return (all(len(E.variables(out)) <= 1 for out in layout.layout.outputs)
+            and E.evaluate(layout.flat_offset(zero, {}), {}) == 0)
+
+
+def part(layout: TensorLayout, dim: str, expr: E.Expr, bounds: dict) -> str:
+    """The C offset of logical position `expr` along `dim` alone (the other dims at 0)."""
+    index = {d: E.Const(0) for d in layout.layout.dims} | {dim: expr}
+    return E.to_c(layout.flat_offset(index, bounds))
+
+
+def channels_contiguous(layout: TensorLayout) -> bool:
+    """Whether each aligned run of LANES channels is LANES consecutive elements (NHWC, 8c/16c/32c blocks)."""
+    channels = layout.logical_shape[3]
+    if channels % LANES:
+        return False
+    bounds = {"c": (0, channels - 1)}
+    offset = layout.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}, bounds)
+    return all(E.evaluate(offset, {"c": c}) - E.evaluate(offset, {"c": c - c % LANES}) == c % LANES
+               for c in range(channels))
+
+
+GROUP = 4  # channels a column tile sums at once: four independent FMA chains
+
+
+def tile_nodes(t: Tile) -> tuple[Node, ...]:
+    """Sums of the tile at output row oh, pixels owb * pixels + p, into tile[p * k_block + k]."""
+    if t.columns:
+        return _depthwise_columns(t)
+    return _depthwise(t) if t.depthwise else _dense(t)
+
+
+def columns_contiguous(layout: TensorLayout) -> bool:
+    """Whether the window's columns are consecutive elements (NCHW, NHWC with one channel): pixel vectors."""
+    width = layout.logical_shape[2]
+    offset = layout.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Var("w"), "c": E.Const(0)},
+                                {"w": (0, width - 1)})
+    return all(E.evaluate(offset, {"w": w}) == w for w in range(width))
+
+
+def _clamp(name: str, offset: str, limit: int) -> Stmt:
+    return Stmt(code=f"const int {name} = KG_CLAMP({offset}, 0, {limit});", summary=f"{name} = column in the window")
+
+
+def _dense(t: Tile) -> tuple[Node, ...]:
+    p_range, v_range, x = range(t.pixels), range(t.vectors), t.suffix
+    accs = [[f"a{p}_{v}" for v in v_range] for p in p_range]
+    step = t.stride
+    pointers: list[Node] = [_clamp(f"xc{p}", f"xb + {p * step} + rw * {t.dilation}", t.col_limit) for p in p_range]
+    pointers += [Stmt(code=f"const float *const x{p} = {t.src} + xr + {t.col[p]};", summary=f"x{p} = pixel {p}")
+                 for p in p_range]
+    pointers.append(Stmt(code=f"const float *const wt = wk + (rh * {t.kernel[1]} + rw) * {t.filter_tap};",
+                         summary="wt = filter tap"))
+    loads = ", ".join(f"w{v} = KG_LOAD{x}(wt + rc * {t.width} + {v * t.lanes})" for v in v_range)
+    macs = [Stmt(code=" ".join(f"KG_FMA{x}(a{p}_{v}, x{p}[ch], w{v});" for v in v_range),
+                 summary=f"a{p}_* += x{p}[rc] * w*") for p in p_range]
+    reduction = Loop(var="rc", extent=t.reduce, body=(
+        Stmt(code=f"const kg_vf{x} {loads};", summary="w* = filter vectors"),
+        Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"), *macs))
+    body: tuple[Node, ...] = (
+        Stmt(code=f"const float *const wk = filter_cache + {t.filter_block};", summary="wk = filter block"),
+        *(Stmt(code=f"kg_vf{x} " + ", ".join(f"{a} = KG_ZERO{x}" for a in row) + ";", summary="accumulators = 0")
+          for row in accs),
+        Loop(var="rh", extent=t.kernel[0], body=(
+            Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
+            Loop(var="rw", extent=t.kernel[1], body=(Block(label="one tap, every pixel", body=(
+                *pointers, reduction)),)),)),
+        *(Stmt(code=" ".join(f"KG_STORE{x}(tile + {p * t.k_block} + kv * {t.width} + {v * t.lanes}, a{p}_{v});"
+                             for v in v_range), summary=f"tile[{p}] = a{p}_*") for p in p_range))
+    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"),
+            Loop(var="kv", extent=t.k_block // t.width, body=body))
+
+
+def _depthwise(t: Tile) -> tuple[Node, ...]:
+    """Channel vectors: per kernel row, the columns the tile's pixels read are loaded once and each feeds every
+    tap that reads it (pixel p, tap rw reads loaded column p * stride + rw * dilation)."""
+    columns = (t.pixels - 1) * t.stride + (t.kernel[1] - 1) * t.dilation + 1
+    clamps = [_clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in range(columns)]
+    taps: list[Node] = [Stmt(code=f"const float *const xrow = {t.src} + xr + ch;", summary="xrow = source row")]
+    taps += [Stmt(code=f"const kg_vf x{i} = KG_LOAD(xrow + {t.col[i]});", summary=f"x{i} = column {i}")
+             for i in range(columns)]
+    for rw in range(t.kernel[1]):
+        taps.append(Stmt(code=f"const kg_vf w{rw} = KG_LOAD(filter_cache + {t.filter_block} + "
+                              f"(rh * {t.kernel[1]} + {rw}) * {t.filter_tap});", summary=f"w{rw} = tap (rh, {rw})"))
+    taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}, x{p * t.stride + rw * t.dilation}, w{rw});"
+                                for rw in range(t.kernel[1])), summary=f"a{p} += taps of row rh") for p in range(t.pixels)]
+    accumulate: tuple[Node, ...] = (
+        Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"),
+        Loop(var="rh", extent=t.kernel[0], body=(
+            Stmt(code=f"const int xr = {t.row};", summary="xr = source row"), *taps)))
+    if t.present:  # a channel stripe's tail past the op's channels: no source to read, the sums stay 0
+        accumulate = (Guard(cond=t.present, body=accumulate),)
+    body: tuple[Node, ...] = (
+        Stmt(code="kg_vf " + ", ".join(f"a{p} = KG_ZERO" for p in range(t.pixels)) + ";", summary="accumulators = 0"),
+        *accumulate,
+        *(Stmt(code=f"KG_STORE(tile + {p * t.k_block} + kv * {LANES}, a{p});", summary=f"tile[{p}] = a{p}")
+          for p in range(t.pixels)))
+    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
+            Loop(var="kv", extent=t.k_block // LANES, body=body))
+
+
+def _depthwise_columns(t: Tile) -> tuple[Node, ...]:
+    """Depthwise on a source with unit-stride columns: each of GROUP channels keeps a vector of LANES pixels; per
+    tap one filter value is broadcast against the pixels' input vector. Tiles whose columns all lie in the window
+    load them straight (stride 1: one vector load per tap); edge tiles read each lane at its clamped column."""
+    lanes = range(LANES)
+    accs = [f"a{c}" for c in range(GROUP)]
+
+    def taps(inside: bool) -> Node:
+        body: list[Node] = [Stmt(code=f"const int xr = {t.row};", summary="xr = source row")]
+        for rw in range(t.kernel[1]):
+            body.append(Stmt(code="const float " + ", ".join(
+                f"w{c}_{rw} = filter_cache[{t.filter_block} + {c} + (rh * {t.kernel[1]} + {rw}) * {t.filter_tap}]"
+                for c in range(GROUP)) + ";", summary=f"w*_{rw} = taps (rh, {rw})"))
+        for c in range(GROUP):
+            for rw in range(t.kernel[1]):
+                at = f"xb + {rw * t.dilation}"
+                if inside and t.stride == 1:
+                    x = f"KG_LOAD(x{c} + xr + {at})"
+                elif inside:
+                    x = "KG_SET(" + ", ".join(f"x{c}[xr + {at} + {i * t.stride}]" for i in lanes) + ")"
+                else:
+                    x = "KG_SET(" + ", ".join(f"x{c}[xr + xc{i}_{rw}]" for i in lanes) + ")"
+                body.append(Stmt(code=f"KG_FMA({accs[c]}, w{c}_{rw}, {x});", summary=f"a{c} += w * x"))
+        return Loop(var="rh", extent=t.kernel[0], body=tuple(body))
+
+    clamps = [_clamp(f"xc{i}_{rw}", f"xb + {i * t.stride + rw * t.dilation}", t.col_limit)
+              for rw in range(t.kernel[1]) for i in lanes]
+    accumulate: tuple[Node, ...] = (
+        *(Stmt(code=f"const float *const x{c} = {t.src} + {t.channels[c]};", summary=f"x{c} = channel {c}")
+          for c in range(GROUP)),
+        Guard(cond=t.inside, body=(taps(True),)), Guard(cond=f"!({t.inside})", body=(taps(False),)))
+    if t.present:
+        accumulate = (Guard(cond=t.present, body=accumulate),)
+    body: tuple[Node, ...] = (
+        Stmt(code="kg_vf " + ", ".join(f"{a} = KG_ZERO" for a in accs) + ";", summary="accumulators = 0"),
+        *accumulate,
+        *(Stmt(code=" ".join(f"tile[{i * t.k_block} + kv * {GROUP} + {c}] = KG_LANE(a{c}, {i});" for i in lanes),
+               summary=f"tile[*][{c}] = a{c}") for c in range(GROUP)))
+    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
+            Loop(var="kv", extent=t.k_block // GROUP, body=body))

@@ -1,0 +1,191 @@
+"""The c target's register-blocked micro-kernels (issue 30): taken for the convs they fit, checked in the emitted C,
+and matching numpy on shapes at and around the tile: channels below, at and above the vector width and the
+k_block, widths that are and are not multiples of the pixel block, batch 2, stride, dilation, padding, chains
+with residuals and hard gates, every stripe schedule (chunks, ring, pipeline, rows_outer), OpenMP threads, and the
+scalar fallback of the vector macros (-DKG_SCALAR). No timings here: benchmarks/c_speed.py measures speed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.api import jobs, parse_config, validate
+from kernelgen.cli import main
+from kernelgen.measure.compare import compare
+from kernelgen.measure.tensors import random_inputs
+from kernelgen.targets.c import C
+from kernelgen.targets.c.toolchain import Library, build_shared
+
+# name: (input shape, ops, input layout, output layout, schedule, micro-kernel per op: dense / depthwise / None)
+CASES = {
+    "dense_3x3_width13_k16": ([1, 9, 13, 16], ["{out_channels: 16, kernel: 3, pad: 1}"], "NHWC", "NHWC",
+                              "{k_block: 16}", ["dense"]),
+    "dense_channels_5_to_13_k8": ([1, 7, 11, 5], ["{out_channels: 13, kernel: 3, stride: 2, pad: 1}"], "NHWC", "NHWC",
+                                  "{k_block: 8}", ["dense"]),
+    "dense_1x1_batch2_blocked_tail": ([2, 6, 14, 40], ["{out_channels: 72, kernel: 1, bias: true, activation: relu6}"],
+                                      "nhwc-8h8w32c", "nhwc-8h8w32c", "{k_split: 2}", ["dense"]),
+    "dense_dilation2_nchw_w_split": ([1, 12, 17, 9], ["{out_channels: 24, kernel: 3, dilation: 2, pad: 2}"], "NCHW",
+                                     "NCHW", "{k_block: 8, w_block: 5, w_split: 1, h_block: 4}", ["dense"]),
+    "depthwise_24_stride2_width13": ([1, 11, 13, 24], ["{out_channels: 24, kernel: 3, stride: 2, pad: 1, groups: 24, "
+                                                       "bias: true, activation: relu6}"], "NHWC", "NHWC",
+                                     "{k_block: 8}", ["depthwise"]),
+    # 40 channels in stripes of 32: the second stripe's last three vectors have no source channels
+    "depthwise_40_blocked_tail_vectors": ([2, 9, 10, 40], ["{out_channels: 40, kernel: 3, pad: 1, groups: 40}"],
+                                          "nhwc-8h8w32c", "nhwc-8h8w32c", "{}", ["depthwise"]),
+    "depthwise_5x5_dilated": ([1, 14, 15, 16], ["{out_channels: 16, kernel: 5, dilation: 2, pad: 4, groups: 16}"],
+                              "NHWC", "NHWC", "{k_block: 16, h_block: 4}", ["depthwise"]),
+    "inverted_residual_hardswish_chain": ([1, 10, 11, 16], ["{out_channels: 48, kernel: 1, bias: true, "
+                                                            "activation: hardswish}",
+                                                            "{out_channels: 48, kernel: 3, pad: 1, groups: 48, bias: "
+                                                            "true, activation: hardsigmoid}",
+                                                            "{out_channels: 16, kernel: 1, bias: true, residual: input}"],
+                                          "NHWC", "NHWC", "{k_block: 16, h_block: 3}", ["dense", "depthwise", "dense"]),
+    "chain_through_maxpool": ([1, 12, 12, 8], ["{out_channels: 16, kernel: 3, pad: 1, activation: relu}",
+                                               "maxpool: {kernel: 2, stride: 2}",
+                                               "{out_channels: 16, kernel: 3, pad: 1, bias: true}"],
+                              "NHWC", "NHWC", "{k_block: 8}", ["dense", None, "dense"]),
+    "c_split_chunks_partial_sums": ([1, 9, 10, 64], ["{out_channels: 24, kernel: 3, pad: 1, bias: true, "
+                                                     "activation: relu}"], "NHWC", "NHWC",
+                                    "{k_block: 8, h_block: 4, c_split: 4}", ["dense"]),
+    "halo_reuse_chain": ([1, 14, 9, 8], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
+                                         "{out_channels: 16, kernel: 3, pad: 1}"], "NHWC", "NHWC",
+                         "{k_block: 8, h_block: 2, h_split: 2, halo: reuse}", ["dense", "dense"]),
+    "double_buffer_w_split": ([1, 12, 16, 8], ["{out_channels: 16, kernel: 3, pad: 1, bias: true}"], "NHWC", "NHWC",
+                              "{k_block: 8, h_block: 4, w_block: 4, w_split: 2, pipeline: double_buffer}", ["dense"]),
+    "rows_outer_chain": ([1, 10, 10, 16], ["{out_channels: 24, kernel: 1, activation: relu}",
+                                           "{out_channels: 32, kernel: 3, pad: 1}"], "NHWC", "NHWC",
+                         "{k_block: 8, order: rows_outer}", ["dense", "dense"]),
+    "depthwise_nchw_pixel_vectors_chain": ([2, 13, 19, 24], ["{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: "
+                                                             "true, activation: relu6}",
+                                                             "{out_channels: 24, kernel: 3, stride: 2, pad: 1, groups: 24}",
+                                                             "{out_channels: 24, kernel: 3, dilation: 2, pad: 2, "
+                                                             "groups: 24}"], "NCHW", "NCHW",
+                                           "{k_block: 8, h_block: 2}", ["columns", "columns", "columns"]),
+    # MobileNetV2's features.4 as imported: schedule auto picks h_block 2 and rows_outer, which the c target's
+    # geometry must follow (the stride-2 depthwise's window, then the 1x1 writing the output directly)
+    "imported_mobilenet_block_schedule_auto": ([1, 56, 56, 144], ["{out_channels: 144, kernel: 3, stride: 2, pad: 1, "
+                                                                  "groups: 144, bias: true, activation: relu6}",
+                                                                  "{out_channels: 32, kernel: 1, bias: true}"],
+                                               "NCHW", "NCHW", "auto", ["columns", "dense"]),
+    # a k_block of 4 (schedule: auto fits one under rows_outer when a chain's filters are wide): half vectors
+    "dense_k_block_4_half_vectors_chain": ([1, 9, 11, 12], ["{out_channels: 20, kernel: 1, bias: true, activation: "
+                                                            "relu6}", "{out_channels: 20, kernel: 3, pad: 1, groups: 20}",
+                                                            "{out_channels: 6, kernel: 3, stride: 2, pad: 1}"],
+                                           "NCHW", "NCHW", "{k_block: 4, order: rows_outer}",
+                                           ["dense", "columns", "dense"]),
+    # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
+    # an index map mixing h and w in one axis
+    "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
+                             [None]),
+    "grouped_and_odd_depthwise_fall_back": ([1, 8, 9, 12], ["{out_channels: 12, kernel: 3, pad: 1, groups: 4}",
+                                                            "{out_channels: 12, kernel: 3, pad: 1, groups: 12}"],
+                                            "NHWC", "NHWC", "{k_block: 8}", [None, None]),
+    "mixed_axis_map_falls_back": ([1, 6, 7, 8], ["{out_channels: 8, kernel: 3, pad: 1}"],
+                                  '"n, h, w, c -> n, h, w // 2, c * 2 + w % 2"', "NHWC", "{k_block: 8}", [None]),
+}
+
+
+def _yaml(name: str, case, extra: str = "") -> str:
+    shape, ops, in_layout, out_layout, schedule, _ = case
+    lines = "".join(f"  - {op}\n" if op.startswith("maxpool") else f"  - conv2d: {op}\n" for op in ops)
+    return (f"name: {name}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{lines}"
+            f"output: {{layout: {out_layout}}}\nschedule: {schedule}\ntargets: [c]\n{extra}")
+
+
+def _job(name: str, extra: str = ""):
+    config = parse_config(_yaml(name, CASES[name], extra), f"{name}.yaml")
+    return config, jobs(config, ("c",))["c"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_micro_kernel_is_taken_where_it_fits(name):
+    _, job = _job(name)
+    kinds = [None if t is None else "columns" if t.columns else "depthwise" if t.depthwise else "dense"
+             for t in job.target_plan.tiles]
+    assert kinds == CASES[name][-1]
+    text = job.files[f"{name}.c"]
+    ops = len(kinds)
+    for j, kind in enumerate(kinds, start=1):
+        label = f"{job.plan.ops[j - 1].kind} #{j}{'' if j == ops else ' into '}"
+        sections = [line for line in text.splitlines() if line.lstrip().startswith(f"/* {label}") and line[0] == " "]
+        assert len(sections) == 1, sections
+        assert ("register-blocked micro-kernel" in sections[0]) == (kind is not None)
+    if "dense" in kinds:
+        assert ("KG_FMA4(a0_0, x0[ch], w0);" if "k_block: 4" in CASES[name][4] else "KG_FMA(a0_0, x0[ch], w0);") in text
+    if "depthwise" in kinds:
+        assert "KG_FMAV(a0, x0, w0);" in text
+    if "columns" in kinds:
+        assert "KG_FMA(a0, w0_0, KG_" in text  # a filter tap broadcast against a vector of pixels
+    planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
+    assert ("acc[ki] += x * filter_cache" in text) == bool(planner_convs)  # the planner's scalar reduction
+    assert ("#define KG_FMA" in text) == any(kinds)
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_micro_kernels_match_numpy(name):
+    config, _ = _job(name)
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool("gcc")
+def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
+    config, job = _job("inverted_residual_hardswish_chain", "c: {threads: 2}\n")
+    text = job.files["inverted_residual_hardswish_chain.c"]
+    assert text.count("#pragma omp parallel for num_threads(2) schedule(static)") == 3
+    assert "-fopenmp" in C().compile(job, tmp_path).flags
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool("gcc")
+def test_cflags_replace_the_default_flags(tmp_path):
+    config, job = _job("dense_3x3_width13_k16", "c: {cflags: [-O1, -fno-tree-vectorize]}\n")
+    exe = C().compile(job, tmp_path)
+    assert exe.flags == ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-fno-tree-vectorize")
+    assert validate(config, "c").passed
+    _, default = _job("dense_3x3_width13_k16")
+    assert C().compile(default, tmp_path).flags[-3:] == ("-O3", "-march=native", "-ffp-contract=fast")
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
+                                  "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain"])
+def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
+    """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
+    config, job = _job(name)
+    for file, text in job.files.items():
+        (tmp_path / file).write_text(text)
+    exe = C().compile(job, tmp_path)
+    library = Library(build_shared([tmp_path / f"{name}.c"], tmp_path / "libscalar.so",
+                                   flags=(*exe.flags, "-DKG_SCALAR")))
+    args = random_inputs(config, job.plan, np.random.default_rng(3))
+    arrays = exe.arguments(args, 0xFF)
+    library.call(name, arrays)
+    assert compare(config, job.plan, "c", 3, args, {0xFF: arrays[-2]}).passed
+
+
+def test_bad_c_options_exit_2_at_their_key(tmp_path):
+    path = tmp_path / "threads.yaml"
+    path.write_text(_yaml("threads", CASES["k_block_2_falls_back"], "c: {threads: 0}\n"))
+    result = CliRunner().invoke(main, ["plan", str(path)])
+    assert result.exit_code == 2 and "c.threads: expected a positive int" in result.output
+    path.write_text(_yaml("threads", CASES["k_block_2_falls_back"], "c: {cflags: []}\n"))
+    result = CliRunner().invoke(main, ["plan", str(path)])
+    assert result.exit_code == 2 and "c.cflags" in result.output
+
+
+@requires_tool("clang-19")
+def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
+    """Both ways a compiler may read the macros, with every kind of tile in one file (dense, half, both depthwise)."""
+    import subprocess
+
+    for name in ("inverted_residual_hardswish_chain", "dense_k_block_4_half_vectors_chain"):
+        _, job = _job(name)
+        for file, text in job.files.items():
+            (tmp_path / file).write_text(text)
+        for extra in ((), ("-DKG_SCALAR",)):
+            subprocess.run(["clang-19", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *extra, "-c",
+                            str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)
