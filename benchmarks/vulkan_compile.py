@@ -10,8 +10,8 @@ default tiles (1x1 and 3x3 64x64x128 -> 128, 3x3 258x258x16 -> 256, 3x3 stride 2
    A child past --timeout is killed and shows as "> N".
 2. Speed (--speed): `kernelgen bench` of each workload in a child: GFLOP/s on lavapipe and the ratio to the FMA
    probe dispatched beside the kernel in the same command buffers.
-3. RDNA2 (--rdna2): the rdna2 profile's default tiles of each workload compiled by RADV's ACO on a null navi21
-   device (kernelgen stats --device rdna2): the most VGPRs of any op and the spilled VGPRs of all.
+3. RDNA2 (--rdna2): the rdna2 profile's default tiles of each workload (its vulkan block's tiles dropped) compiled
+   by RADV's ACO on a null navi21 device: the most VGPRs of any op and the spilled VGPRs of all.
 
 With --cache-dir the compile children fill that (emptied) Mesa cache instead of disabling it (each op's shader is
 distinct, so every compile is still cold) and the speed children read it: what measures a slow "before" once.
@@ -122,9 +122,16 @@ def op_count(config_path: Path) -> int:
 
 
 def rdna2(config_path: Path) -> tuple[int, int]:
-    from kernelgen.api import load_config, stats
+    """The rdna2 profile's kernels (its default tiles, as `kernelgen build --device rdna2` of a config without
+    tiles) on ACO: the most VGPRs of an op, the spilled VGPRs of all."""
+    from kernelgen.api import TARGETS, jobs, load_config
+    from kernelgen.config import with_options
+    from kernelgen.targets.vulkan.options import vulkan_options
 
-    ops = stats(load_config(config_path), "vulkan", "rdna2")
+    config = load_config(config_path)
+    config = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
+        "device": "rdna2", "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
+    ops = TARGETS["vulkan"].stats(jobs(config, ("vulkan",))["vulkan"], "rdna2")
     return max(o.vgprs for o in ops), sum(o.spilled_vgprs for o in ops)
 
 
