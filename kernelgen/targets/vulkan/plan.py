@@ -122,6 +122,7 @@ class VulkanOp:
     oc_tail: int  # valid channels of the last chunk (4 = full)
     oc_ragged: bool  # some invocations own chunks past the last output chunk
     bounds_check: bool  # input reads may fall outside the tensor (padding or ragged tiles)
+    zero_pad: bool  # some of those reads are spatial padding, which must read zeros (else only stores use them)
     store_guard: str  # GLSL condition for a tile element to be stored ("" = always)
     row: int  # input columns one output row of the invocation tile reads: all kw taps unrolled
     fh_block: int  # kernel rows unrolled per trip of the fh0 loop: kh, or 1 for large bodies
@@ -435,6 +436,6 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     return VulkanOp(index=j, src=src, filter=filt, dst=dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
                     groups=groups, groups_oh=groups_oh, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),
-                    oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
+                    oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, zero_pad=padded, store_guard=" && ".join(conds),
                     x=x, f=f, y=y, pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad,
                     **reduction)

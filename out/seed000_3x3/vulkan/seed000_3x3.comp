@@ -27,18 +27,17 @@ const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * s
 const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  // Spatial padding and ragged tiles read zeros: the read itself goes to a clamped pixel and a select drops it,
-  // with no branch (a branch per read leaves lavapipe's LLVM a phi per read, which mem2reg and the coroutine
-  // split take minutes over in a fully unrolled body).
-  bvec4 inside = bvec4(ih >= 0 && ih < 64 && iw >= 0 && iw < 64);
-  ih = clamp(ih, 0, 63);
-  iw = clamp(iw, 0, 63);
+  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
+  ih = min(ih, 63);
+  iw = min(iw, 63);
   vec4 v = vec4(src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))]);
-  return mix(vec4(0), v, inside);
+  return v;
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  return vec4(flt[((((oc4*4)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+(((oc4*4)%32)*4)+(ci%4))], flt[(((((oc4*4)+1)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+1)%32)*4)+(ci%4))], flt[(((((oc4*4)+2)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+2)%32)*4)+(ci%4))], flt[(((((oc4*4)+3)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+3)%32)*4)+(ci%4))]);
+  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
+  // per input read
+  return vec4(4 * oc4 + 0 < 128 ? flt[((((oc4*4)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+(((oc4*4)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 1 < 128 ? flt[(((((oc4*4)+1)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+1)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 2 < 128 ? flt[(((((oc4*4)+2)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+2)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 3 < 128 ? flt[(((((oc4*4)+3)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+3)%32)*4)+(ci%4))] : float(0));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -142,18 +141,17 @@ const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * s
 const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  // Spatial padding and ragged tiles read zeros: the read itself goes to a clamped pixel and a select drops it,
-  // with no branch (a branch per read leaves lavapipe's LLVM a phi per read, which mem2reg and the coroutine
-  // split take minutes over in a fully unrolled body).
-  bvec4 inside = bvec4(ih >= 0 && ih < 62 && iw >= 0 && iw < 62);
-  ih = clamp(ih, 0, 61);
-  iw = clamp(iw, 0, 61);
+  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
+  ih = min(ih, 61);
+  iw = min(iw, 61);
   vec4 v = vec4(src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))]);
-  return mix(vec4(0), v, inside);
+  return v;
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  return vec4(flt[((((oc4*4)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+(((oc4*4)%32)*4)+(ci%4))], flt[(((((oc4*4)+1)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+1)%32)*4)+(ci%4))], flt[(((((oc4*4)+2)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+2)%32)*4)+(ci%4))], flt[(((((oc4*4)+3)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+3)%32)*4)+(ci%4))]);
+  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
+  // per input read
+  return vec4(4 * oc4 + 0 < 128 ? flt[((((oc4*4)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+(((oc4*4)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 1 < 128 ? flt[(((((oc4*4)+1)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+1)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 2 < 128 ? flt[(((((oc4*4)+2)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+2)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 3 < 128 ? flt[(((((oc4*4)+3)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+3)%32)*4)+(ci%4))] : float(0));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
