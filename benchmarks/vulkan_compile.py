@@ -16,7 +16,8 @@ default tiles (1x1 and 3x3 64x64x128 -> 128, 3x3 258x258x16 -> 256, 3x3 stride 2
 With --cache-dir the compile children fill that (emptied) Mesa cache instead of disabling it (each op's shader is
 distinct, so every compile is still cold) and the speed children read it: what measures a slow "before" once.
 
-    .venv/bin/python benchmarks/vulkan_compile.py [--only NAME...] [--speed] [--rdna2] [--timeout 600] [--json F]
+    .venv/bin/python benchmarks/vulkan_compile.py [CONFIG...] [--only NAME,...] [--speed] [--rdna2] [--no-compile]
+                                                  [--timeout 600] [--json F]
 """
 from __future__ import annotations
 
@@ -138,7 +139,8 @@ def rdna2(config_path: Path) -> tuple[int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("extra", nargs="*", help="more config files to measure (after the bundled workloads)")
-    parser.add_argument("--only", nargs="*", help="workload names (config stems or bench workloads)")
+    parser.add_argument("--only", type=lambda text: text.split(","), help="comma-separated workload names (config "
+                                                                             "stems or bench workloads)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per compile child")
     parser.add_argument("--speed", action="store_true", help="also bench each workload on lavapipe")
     parser.add_argument("--repeat", type=int, default=5)
