@@ -17,6 +17,7 @@ from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
+from kernelgen.targets.vulkan.options import MAX_UNROLLED_BODY
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
 VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
@@ -222,8 +223,9 @@ def test_wide_store_needs_pairs_in_the_tile():
 @requires_tool(*VULKAN)
 def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minutes():
     """Issue 21: a 3x3 conv over 64x64x128 (no pad) with the default tile kept lavapipe's compiler busy for more
-    than 10 minutes. The body guard (BODY_LIMIT: kh stays a loop past it) keeps the unrolled body small; the
-    whole validation took 26 s here (not asserted: times belong to benchmarks)."""
+    than 10 minutes; its scalar filter reads (OIHW) were each a branch, which left LLVM a phi per read: 37 s CPU
+    for its cold compile before issue 30 made them branch-free, ~4 s after (benchmarks/vulkan_compile.py; not
+    asserted: times belong to benchmarks)."""
     config = parse_config("name: big3x3\ninput: {shape: [1, 64, 64, 128]}\n"
                           "ops: [{conv2d: {out_channels: 128, kernel: 3}}]\ntargets: [vulkan]\n", "big3x3.yaml")
     op = plan_vulkan(config, plan(config)).ops[0]
@@ -294,3 +296,95 @@ def test_bench_prints_seed002_style_rows():
     assert rows[0].peak_gflops > 0 and np.isfinite(rows[0].ratio) and rows[0].ratio > 0
     if Path("/proc/stat").exists():  # Linux: the hypervisor's share of the run is reported beside it
         assert 0.0 <= rows[0].steal["steal"] <= 1.0
+
+
+BENCH_WORKLOADS = [([1, 64, 64, 128], "{out_channels: 128, kernel: 1}"), ([1, 64, 64, 128], "{out_channels: 128, kernel: 3}"),
+                   ([1, 258, 258, 16], "{out_channels: 256, kernel: 3}"),
+                   ([1, 225, 225, 3], "{out_channels: 32, kernel: 3, stride: 2}")]
+
+
+def _default_tiles(config, device):
+    from kernelgen.config import with_options
+    from kernelgen.targets.vulkan.options import vulkan_options
+
+    return with_options(config, "vulkan", vulkan_options(config).model_copy(update={
+        "device": device, "ivc_tile": None, "wg_size": None, "wg_tile": None}))
+
+
+def test_every_default_kernel_unrolls_at_most_the_body_limit(repo):
+    """Issue 30: what one trip of the innermost kept loop unrolls bounds lavapipe's cold compile (options.py has
+    the measurements). Every bundled vulkan config (as written, and at each profile's default tiles) and issue
+    30's bench workloads stay under it, and each op's GLSL states its body and the limit."""
+    configs = [load_config(path) for path in sorted((repo / "configs").glob("*.yaml"))]
+    configs = [c for c in configs if "vulkan" in c.targets]
+    configs += [parse_config(f"name: w{i}\ninput: {{shape: {shape}}}\nops: [{{conv2d: {op}}}]\ntargets: [vulkan]\n",
+                             f"w{i}.yaml") for i, (shape, op) in enumerate(BENCH_WORKLOADS)]
+    assert len(configs) >= 12
+    for config in configs:
+        for variant in (config, _default_tiles(config, "lavapipe"), _default_tiles(config, "rdna2")):
+            job = TARGETS["vulkan"].build(variant, plan(variant))
+            glsl = job.files[f"{variant.name}.comp"]
+            for op in job.target_plan.ops:
+                if op.is_pool:
+                    continue
+                assert 0 < op.body <= MAX_UNROLLED_BODY, (variant.name, op.index, op.body)
+                assert f"// {op.body} vec4 multiply-adds unrolled per trip of the innermost loop kept (limit " \
+                       f"{MAX_UNROLLED_BODY})" in glsl
+                assert op.trips <= LOOP_LIMIT
+                # the kept loops are marked so (NIR must not unroll them into the body)
+                assert op.fh_block == op.geo.kernel[0] or "[[dont_unroll]] for (int fh" in glsl
+
+
+def test_the_body_counts_what_is_unrolled():
+    config = _config("k3_pad1_tiles_not_dividing")  # [2, 4, 8] tile, 3x3, all taps unrolled, 2 input chunks
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert op.fh_block == 3 and op.ic_unroll == 1 and op.body == 2 * 4 * 2 * 3 * 3 * 4
+
+
+WIDE_ROW = ("name: wide_row\ninput: {shape: [1, 20, 64, 32], layout: NHWC}\nops:\n"
+            "  - conv2d: {out_channels: 64, kernel: [1, 11], filter_layout: HWIO}\n"
+            "vulkan: {ivc_tile: [4, 16, 16]}\ntargets: [vulkan]\n")
+
+
+def test_an_explicit_tile_past_the_body_limit_is_refused_at_its_key(tmp_path):
+    """A 1x11 kernel row at 4x16 pixels x 16 channels unrolls 11,264 vec4 multiply-adds per channel chunk (each
+    tap of the row): refused when planned, exit 2 at vulkan.ivc_tile; the default tile fits."""
+    from click.testing import CliRunner
+
+    from kernelgen.cli import main
+
+    config = tmp_path / "wide_row.yaml"
+    config.write_text(WIDE_ROW)
+    result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"{config}:5:20: error: vulkan.ivc_tile: "), result.stderr
+    assert f"unrolls 11264 vec4 multiply-adds per loop trip; keep it <= {MAX_UNROLLED_BODY}" in result.stderr
+    config.write_text(WIDE_ROW.replace("vulkan: {ivc_tile: [4, 16, 16]}\n", ""))
+    assert CliRunner().invoke(main, ["plan", str(config)]).exit_code == 0
+    shrunk = plan_vulkan(load_config(config), plan(load_config(config))).ops[0]
+    assert shrunk.body <= MAX_UNROLLED_BODY
+
+
+def _load_src(glsl: str) -> str:
+    start = glsl.index("vec4 load_src(int n")
+    return glsl[start:glsl.index("\n}\n", start)]
+
+
+def test_texel_reads_past_the_tensor_do_not_branch():
+    """Issue 30: a branch per input read left lavapipe's LLVM a phi per read in the unrolled body (37 s of CPU
+    for the 3x3 64x64x128 default's cold compile, ~4 s without). Padded convs clamp and select zeros; unpadded
+    ragged tiles only clamp (their reads past the tensor feed outputs that are never stored); an input read as
+    scalars keeps its branch when unpadded (its per-lane read loops split the body anyway)."""
+    padded = _config("k3_pad1_tiles_not_dividing")  # NHWC texel reads, pad 1
+    src = _load_src(_glsl(padded))
+    assert "if (" not in src and "mix(vec4(0), v, inside)" in src and "clamp(ih, 0, 9)" in src
+    ragged = parse_config("name: ragged\ninput: {shape: [1, 64, 64, 128]}\nops: [{conv2d: {out_channels: 128, "
+                          "kernel: 3}}]\ntargets: [vulkan]\n", "ragged.yaml")  # 62 rows: 4-row tiles are ragged
+    op = plan_vulkan(ragged, plan(ragged)).ops[0]
+    assert op.bounds_check and not op.zero_pad and op.x.texel
+    src = _load_src(_glsl(ragged))
+    assert "if (" not in src and "ih = min(ih, 63);" in src and "mix(" not in src
+    scalar = load_config(Path(__file__).resolve().parent.parent / "configs" / "seed000_3x3.yaml")
+    op = plan_vulkan(scalar, plan(scalar)).ops[0]
+    assert op.bounds_check and not op.zero_pad and not op.x.texel
+    assert "if (ih >= 64 || iw >= 64)" in _load_src(_glsl(scalar))

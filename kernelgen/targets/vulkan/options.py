@@ -12,11 +12,18 @@ from ...devices import DeviceProfile
 
 NAME = "vulkan"
 # Accumulators one invocation may hold (oh * ow * oc of its tile): the shader unrolls every one of them. A CPU
-# profile (lavapipe): 2,048, as the opencl target. A GPU profile: 4x its register budget (rdna2: 512), past which
+# profile (lavapipe): 1,024. Its LLVM's cold compile grows much faster with the accumulators live across the body
+# than with the body (benchmarks/vulkan_compile.py, CPU s on a loaded 2-core host, 64x64x128 -> 128): a 1x1 conv
+# at 1,024 accumulators 6.4 s, at 2,048 27 s; a 3x3 at 1,024 (9,216 multiply-adds unrolled) 8.8 s, at 2,048
+# (6,144 per kernel row) 49 s, 1x7 at 2,048 100 s. A GPU profile: 4x its register budget (rdna2: 512), past which
 # each op spills hundreds of registers whatever the compiler does, and RADV's ACO needs minutes and gigabytes
 # (measured on a 3-op chain, three pipelines: 4 s at 32 accumulators, 8 s at 256 (655 VGPRs spilled), 12 s at
 # 512 (1,833), over 100 s at 1,024; issue 32's 4,096 ran past 600 s at 2.9 GB).
-MAX_TILE_ACCUMULATORS = 2048
+MAX_TILE_ACCUMULATORS = 1024
+# vec4 multiply-adds one trip of the innermost loop the shader keeps may unroll (taps, kernel rows, channel
+# chunks, accumulators): lavapipe's LLVM compiles it in time roughly proportional to it once no read branches
+# (benchmarks/vulkan_compile.py, CPU s cold: 1,152 ~2.5 s, 4,608 ~3.7 s, 9,216 ~9 s at 1,024 accumulators).
+MAX_UNROLLED_BODY = 9216
 GPU_TILE_REGISTERS = 4
 
 
@@ -51,9 +58,29 @@ def check_accumulators(config: Config, ivc: tuple[int, int, int], profile: Devic
     limit = MAX_TILE_ACCUMULATORS if budget is None else GPU_TILE_REGISTERS * budget
     if held <= limit:
         return
-    why = ("the shader unrolls every one" if budget is None else
+    why = ("lavapipe's LLVM compiles a tile past it for minutes" if budget is None else
            f"{GPU_TILE_REGISTERS} x its {budget}-register budget in kernelgen devices: past it every op spills "
            f"hundreds of registers, and a GPU compiler such as RADV's ACO takes minutes")
     key = "vulkan.ivc_tile" if explicit or vulkan_options(config).wg_tile is None else "vulkan.wg_tile"
     raise config.problem(key, f"the invocation tile {list(ivc)} holds {held} accumulators (oh * ow * oc); keep it "
                               f"<= {limit} on {profile.name} ({why})")
+
+
+def tile_key(config: Config, *, explicit: bool) -> str:
+    """The key that set the invocation tile: ivc_tile, or wg_tile (which sets it as wg_tile / wg_size); the vulkan
+    block when neither is set (a default tile)."""
+    options = vulkan_options(config)
+    if explicit or options.ivc_tile is not None:
+        return "vulkan.ivc_tile"
+    return "vulkan.wg_tile" if options.wg_tile is not None else "vulkan"
+
+
+def check_body(config: Config, op: int, ivc: tuple[int, int, int], body: int, *, explicit: bool) -> None:
+    """Refuse an op whose innermost kept loop unrolls more than MAX_UNROLLED_BODY vec4 multiply-adds per trip
+    (ops[op] with the invocation tile ivc [oh, ow, vec4 chunks]), at the key that set the tile."""
+    if body <= MAX_UNROLLED_BODY:
+        return
+    raise config.problem(tile_key(config, explicit=explicit),
+                         f"ops[{op}] with the invocation tile {[ivc[0], ivc[1], 4 * ivc[2]]} unrolls {body} vec4 "
+                         f"multiply-adds per loop trip; keep it <= {MAX_UNROLLED_BODY} (lavapipe's LLVM compile "
+                         f"time grows with it): use a smaller tile")

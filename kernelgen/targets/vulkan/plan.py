@@ -8,7 +8,9 @@ invocations touch adjacent 4-element chunks (seed 002). The filter of one input 
 group (for every tap) lives in registers, the output tile is accumulated in registers and
 written once. The taps are unrolled (kw always, kh while the body stays under BODY_LIMIT),
 so each input row segment is fetched once per channel group and serves every tap and
-output row that reads it.
+output row that reads it. What one trip of the innermost kept loop unrolls (VulkanOp.body)
+stays under options.MAX_UNROLLED_BODY: a default tile shrinks to it, an explicit one past it
+is refused at its key.
 
 Every index expression comes from the layout engine (TensorLayout.offsets), printed as
 GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
@@ -17,8 +19,8 @@ aligned, with physical slots up to the next multiple of 4; otherwise as scalars.
 
 lavapipe stops every invocation after 65,535 loop back-edges in total (a loop's exit
 counts too) without an error, so the planner counts each invocation's back-edges (the
-fh0 loop and the input-channel loop; the taps are [[unroll]] loops, which NIR removes) and
-unrolls the input-channel loop until the count fits, or rejects the config.
+fh0 loop and the input-channel loop, both [[dont_unroll]]; the taps are [[unroll]] loops, which
+NIR removes) and unrolls the input-channel loop until the count fits, or rejects the config.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from ...layout import PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, residual_access,
                      vec_ok)
-from .options import check_accumulators, vulkan_options
+from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, tile_key, vulkan_options
 from .pool import VulkanPool, plan_pool
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
@@ -54,8 +56,8 @@ DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per w
 # stores, 14% with wide_store); the multiply-add region touches ~36 KiB of stack (the L1d
 # is 32 KiB on some hosts, 48 KiB on this one).
 DEFAULT_IVC_TILE = (4, 16, 8)
-# Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop: lavapipe
-# compiles a 4,608-FMA body in ~2 s; twice that took minutes.
+# Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop (the sweep's
+# fastest tiles unroll 4,608; options.MAX_UNROLLED_BODY bounds any body for compile time).
 BODY_LIMIT = 4608
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
 
@@ -120,11 +122,13 @@ class VulkanOp:
     oc_tail: int  # valid channels of the last chunk (4 = full)
     oc_ragged: bool  # some invocations own chunks past the last output chunk
     bounds_check: bool  # input reads may fall outside the tensor (padding or ragged tiles)
+    zero_pad: bool  # some of those reads are spatial padding, which must read zeros (else only stores use them)
     store_guard: str  # GLSL condition for a tile element to be stored ("" = always)
     row: int  # input columns one output row of the invocation tile reads: all kw taps unrolled
     fh_block: int  # kernel rows unrolled per trip of the fh0 loop: kh, or 1 for large bodies
     rows: int  # input rows the invocation tile reads per fh0 trip
     trips: int  # loop back-edges per invocation
+    body: int  # vec4 multiply-adds unrolled in one trip of the innermost loop the shader keeps
     x: Access
     f: Access
     y: Access
@@ -189,6 +193,7 @@ class VulkanPlan:
     buffers: tuple[Buffer, ...]
     ops: tuple[VulkanOp | VulkanPool, ...]
     loop_limit: int
+    body_limit: int = MAX_UNROLLED_BODY
 
     @property
     def int64(self) -> bool:
@@ -203,6 +208,41 @@ def _problem(config: Config, key: str, message: str) -> ConfigError:
 def _tile_key(config: Config) -> str:
     """The tile key the user set (the workgroup count follows from it), else the vulkan block."""
     return next((k for k in ("vulkan.ivc_tile", "vulkan.wg_tile") if k in config.marks), "vulkan")
+
+
+@dataclass(frozen=True, slots=True)
+class _Reduction:
+    fh_block: int  # kernel rows unrolled per fh0 trip
+    ic_unroll: int  # input-channel chunks per trip of the channel loop
+    trips: int  # loop back-edges per invocation
+    body: int  # vec4 multiply-adds per trip of the innermost kept loop
+
+
+def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll_rows: bool) -> _Reduction:
+    """How a dense conv's reduction runs for an invocation tile: kh unrolled too when the body stays small
+    enough for lavapipe's LLVM to compile quickly and both reads are texel fetches (a scalar storage read is a
+    per-lane loop of its own: unrolled by the hundreds it bloats the code for little gain); the input-channel
+    loop unrolled until one invocation's loop back-edges fit lavapipe's limit. A grouped conv keeps its rc and
+    fh loops and unrolls the kw taps."""
+    kh, kw = op.kernel
+    if op.groups > 1:
+        group_in = op.in_shape[3] // op.groups
+        return _Reduction(fh_block=1, ic_unroll=1, trips=2 + group_in * (kh + 1), body=ioh * iow * k4 * kw)
+    ic4_full = op.in_shape[3] // 4
+    body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
+    fh_block = kh if unroll_rows and body <= BODY_LIMIT and texels else 1
+    # Back-edges of one invocation: the fh0 loop (kh / fh_block trips), per trip the
+    # input-channel loop's trips and its exit.
+    unroll = 1
+    while True:
+        trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
+        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
+            break
+        unroll *= 2
+    while ic4_full % unroll:
+        unroll //= 2
+    return _Reduction(fh_block=fh_block, ic_unroll=unroll, trips=1 + kh // fh_block * (2 + ic4_full // unroll),
+                      body=unroll * body // kh * fh_block)
 
 
 def _choice(value, default):
@@ -323,9 +363,22 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
     kh, kw = op.kernel
+    oc4 = -(-out_c // 4)
+    # The largest input coordinates a tile touches (for index simplification only).
+    in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
+                 "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
+                 "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
     ioh, iow, ioc = _grouped_tile(op, ivc, x_tl) if default_tile else ivc
     k4 = ioc // 4
-    oc4 = -(-out_c // 4)
+    use_x4 = vec_ok(x_tl, 3)
+    x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
+    use_f4 = vec_ok(f_tl, 0)
+    f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
+    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows)
+    while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
+        ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows)
+    check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
     groups_oh = -(-out_h // wg_tile[0])
     groups = (-(-oc4 // (k4 * wg[0])), -(-out_w // wg_tile[1]), n * groups_oh)
@@ -336,14 +389,6 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     ragged = out_h % wg_tile[0] or out_w % wg_tile[1]
     padded = any(op.pad)
     bounds_check = bool(padded or ragged)
-    # The largest input coordinates a tile touches (for index simplification only).
-    in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
-                 "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
-                 "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
-    use_x4 = vec_ok(x_tl, 3)
-    x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
-    use_f4 = vec_ok(f_tl, 0)
-    f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4, read=True)
     grouped = {}
     if op.groups > 1:
         # the rc loop (group_in trips), per trip the fh loop (kh) and its exit, and main's own
@@ -358,22 +403,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
                                         in_bounds | {"c": (0, in_c - 1)}),
                        fast_chunks=out_c // 4 if group_in == group_out == 1 else 0,
                        group_read="shared" if group_out % 4 == 0 else "pair" if group_out > 1 else "lanes")
-    # kh is unrolled too when the body stays small enough for lavapipe's LLVM to compile
-    # quickly and both reads are texel fetches (a scalar storage read is a per-lane loop of
-    # its own: unrolled by the hundreds it bloats the code for little gain).
-    body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
-    fh_block = kh if unroll_rows and body <= BODY_LIMIT and x.texel and f.texel else 1
-    # Back-edges of one invocation: the fh0 loop (kh / fh_block trips), per trip the
-    # input-channel loop's trips and its exit.
-    unroll = 1
-    while True:
-        trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
-        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
-            break
-        unroll *= 2
-    while ic4_full % unroll:
-        unroll //= 2
-    trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
+    fh_block, unroll, trips = red.fh_block, red.ic_unroll, red.trips
     if trips > LOOP_LIMIT and not grouped:
         raise _problem(config, f"ops[{j - 1}]", f"each invocation would take {trips} loop back-edges, more than "
                                                 f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
@@ -398,14 +428,14 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         conds.append(f"ow < {out_w}")
     if oc4 % (k4 * wg[0]):
         conds.append(f"oc4 < {oc4}")
-    reduction = dict(ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, fh_block=fh_block, trips=trips,
+    reduction = dict(ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, fh_block=fh_block, trips=trips, body=red.body,
                      row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
                      rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1)
     if grouped:
-        reduction = dict(ic4_full=0, ic_tail=0, ic_unroll=1, row=0, rows=0, **grouped)
+        reduction = dict(ic4_full=0, ic_tail=0, ic_unroll=1, row=0, rows=0, body=red.body, **grouped)
     return VulkanOp(index=j, src=src, filter=filt, dst=dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
                     groups=groups, groups_oh=groups_oh, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),
-                    oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, store_guard=" && ".join(conds),
+                    oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, zero_pad=padded, store_guard=" && ".join(conds),
                     x=x, f=f, y=y, pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad,
                     **reduction)

@@ -10,6 +10,7 @@
 // in [1, 258, 258, 16] -> out [1, 256, 256, 256], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
 // dispatch [4, 16, 64] workgroups of [8, 1, 1]; 7 loop back-edges per invocation (limit 65535)
+// 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -27,7 +28,8 @@ const int ROWS = 6;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * s
 const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  return vec4(texelFetch(src, ((n*266256)+(ih*1032)+(iw*4)+ic4)));
+  vec4 v = vec4(texelFetch(src, ((n*266256)+(ih*1032)+(iw*4)+ic4)));
+  return v;
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
@@ -69,7 +71,7 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    for (int icb = 0; icb < 4; icb += 1) {
+    [[dont_unroll]] for (int icb = 0; icb < 4; icb += 1) {
       [[unroll]] for (int u = 0; u < 1; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.

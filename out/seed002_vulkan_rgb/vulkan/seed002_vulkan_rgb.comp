@@ -9,6 +9,7 @@
 // in [1, 33, 33, 3] -> out [1, 16, 16, 32], kernel [3, 3], stride [2, 2], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [2, 8, 32], invocation tile [oh, ow, vec4 chunks] = [1, 4, 4]
 // dispatch [1, 2, 8] workgroups of [2, 2, 2]; 3 loop back-edges per invocation (limit 65535)
+// 576 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -26,12 +27,14 @@ const int ROWS = 3;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * s
 const int ROW = 9;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  return vec4(texelFetch(src, ((n*1089)+(ih*33)+iw+ic4)));
+  vec4 v = vec4(texelFetch(src, ((n*1089)+(ih*33)+iw+ic4)));
+  return v;
 }
 
 vec4 load_src_tail(int n, int ih, int iw, int ic4) {  // the last 3 channel(s)
   vec4 v = vec4(texelFetch(src, ((n*1089)+(ih*33)+iw+ic4)));
-  return vec4(v[0], v[1], v[2], 0);
+  v = vec4(v[0], v[1], v[2], 0);
+  return v;
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {

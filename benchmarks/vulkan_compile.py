@@ -1,0 +1,199 @@
+"""Cold compile time of every vulkan kernel on lavapipe (issue 30), its speed and what RDNA2's compiler makes of it.
+
+Workloads: every config of configs/ that targets vulkan, as written, and issue 30's four bench workloads at the
+default tiles (1x1 and 3x3 64x64x128 -> 128, 3x3 258x258x16 -> 256, 3x3 stride 2 225x225x3 -> 32).
+
+1. Compile: one child process per op, with Mesa's shader cache off (MESA_SHADER_CACHE_DISABLE=true), that builds
+   the config, creates the op's pipeline on lavapipe and dispatches it once (lavapipe's LLVM compiles there).
+   Reported: the child's wall time and its CPU time (user + sys of the child and all its threads, from
+   getrusage(RUSAGE_CHILDREN)): on a shared host wall time also counts other processes' turns, CPU time does not.
+   A child past --timeout is killed and shows as "> N".
+2. Speed (--speed): `kernelgen bench` of each workload in a child: GFLOP/s on lavapipe and the ratio to the FMA
+   probe dispatched beside the kernel in the same command buffers.
+3. RDNA2 (--rdna2): the rdna2 profile's default tiles of each workload (its vulkan block's tiles dropped) compiled
+   by RADV's ACO on a null navi21 device: the most VGPRs of any op and the spilled VGPRs of all.
+
+With --cache-dir the compile children fill that (emptied) Mesa cache instead of disabling it (each op's shader is
+distinct, so every compile is still cold) and the speed children read it: what measures a slow "before" once.
+
+    .venv/bin/python benchmarks/vulkan_compile.py [CONFIG...] [--only NAME,...] [--speed] [--rdna2] [--no-compile]
+                                                  [--timeout 600] [--json F]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# issue 30's bench workloads, at the default tiles (no vulkan block)
+WORKLOADS = {
+    "conv1x1_64x64x128": ([1, 64, 64, 128], "{out_channels: 128, kernel: 1}"),
+    "conv3x3_64x64x128": ([1, 64, 64, 128], "{out_channels: 128, kernel: 3}"),
+    "conv3x3_258x258x16": ([1, 258, 258, 16], "{out_channels: 256, kernel: 3}"),
+    "conv3x3s2_225x225x3": ([1, 225, 225, 3], "{out_channels: 32, kernel: 3, stride: 2}"),
+}
+WORKLOAD_YAML = """name: {name}
+input: {{shape: {shape}, layout: NHWC}}
+ops: [{{conv2d: {op}}}]
+output: {{layout: NHWC}}
+targets: [vulkan]
+"""
+
+
+def workloads(folder: Path) -> dict[str, Path]:
+    """name -> config file: the bundled vulkan configs, then the bench workloads (written into folder)."""
+    import yaml
+
+    out = {}
+    for path in sorted((REPO / "configs").glob("*.yaml")):
+        if "vulkan" in yaml.safe_load(path.read_text()).get("targets", []):
+            out[path.stem] = path
+    for name, (shape, op) in WORKLOADS.items():
+        path = folder / f"{name}.yaml"
+        path.write_text(WORKLOAD_YAML.format(name=name, shape=shape, op=op))
+        out[name] = path
+    return out
+
+
+def child_compile(config_path: str, op: int) -> None:
+    """In the child: build, compile op `op` (0-based) to SPIR-V, create its pipeline and dispatch it once."""
+    import numpy as np
+
+    from kernelgen.api import load_config
+    from kernelgen.measure.tensors import poisons, random_inputs
+    from kernelgen.planner import plan as make_plan
+    from kernelgen.targets import TARGETS
+    from kernelgen.targets.vulkan.program import compile_program
+
+    config = load_config(config_path)
+    job = TARGETS["vulkan"].build(config, make_plan(config))
+    args = random_inputs(config, job.plan, np.random.default_rng(0))
+    start = time.perf_counter()
+    with compile_program(job, None) as program:
+        glslang = time.perf_counter() - start
+        start = time.perf_counter()
+        result = program.runner.run_sequence([program.stages[op]], program.buffers(args, poisons(config.dtype)[0]))
+        first = time.perf_counter() - start
+    vk = job.target_plan
+    print(json.dumps({"glslang_s": glslang, "first_dispatch_s": first, "kernel_s": result.gpu_times_ns[0] * 1e-9,
+                      "label": vk.ops[op].label, "ivc_tile": list(vk.ops[op].ivc_tile),
+                      "fh_block": getattr(vk.ops[op], "fh_block", None)}))
+
+
+def child_speed(config_path: str, repeat: int) -> None:
+    from kernelgen.api import bench, load_config
+
+    (row, *_) = bench(load_config(config_path), "vulkan", repeat=repeat)
+    print(json.dumps({"gflops": row.gflops, "peak_gflops": row.peak_gflops, "ratio": row.ratio,
+                      "ms": row.seconds * 1e3}))
+
+
+def run_child(argv: list[str], env: dict[str, str], timeout: float) -> tuple[dict | None, float, float, str]:
+    """(the child's JSON or None, wall s, CPU s of the child and its threads, error text)."""
+    from kernelgen.children import run_child as run
+    from kernelgen.errors import ToolchainError
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    try:
+        done = run([sys.executable, __file__, *argv], what="the child", verb="finish", timeout=timeout, env=env,
+                   text=True)
+        error = "" if done.returncode == 0 else done.stderr.strip().splitlines()[-1:]
+        result = json.loads(done.stdout.strip().splitlines()[-1]) if not error else None
+    except ToolchainError:
+        result, error = None, f"> {timeout:g} s"
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result, wall, cpu, error if isinstance(error, str) else " ".join(error)
+
+
+def op_count(config_path: Path) -> int:
+    from kernelgen.api import load_config
+
+    return len(load_config(config_path).ops)
+
+
+def rdna2(config_path: Path) -> tuple[int, int]:
+    """The rdna2 profile's kernels (its default tiles, as `kernelgen build --device rdna2` of a config without
+    tiles) on ACO: the most VGPRs of an op, the spilled VGPRs of all."""
+    from kernelgen.api import TARGETS, jobs, load_config
+    from kernelgen.config import with_options
+    from kernelgen.targets.vulkan.options import vulkan_options
+
+    config = load_config(config_path)
+    config = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
+        "device": "rdna2", "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
+    ops = TARGETS["vulkan"].stats(jobs(config, ("vulkan",))["vulkan"], "rdna2")
+    return max(o.vgprs for o in ops), sum(o.spilled_vgprs for o in ops)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("extra", nargs="*", help="more config files to measure (after the bundled workloads)")
+    parser.add_argument("--only", type=lambda text: text.split(","), help="comma-separated workload names (config "
+                                                                             "stems or bench workloads)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per compile child")
+    parser.add_argument("--speed", action="store_true", help="also bench each workload on lavapipe")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rdna2", action="store_true", help="also the rdna2 profile's VGPRs and spills (ACO)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the cold compiles")
+    parser.add_argument("--cache-dir", help="fill this Mesa shader cache (emptied first) instead of disabling it")
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    cold = dict(env, MESA_SHADER_CACHE_DISABLE="true")
+    warm = env
+    if args.cache_dir:
+        shutil.rmtree(args.cache_dir, ignore_errors=True)
+        cold = warm = dict(env, MESA_SHADER_CACHE_DIR=args.cache_dir)
+        cold.pop("MESA_SHADER_CACHE_DISABLE", None)
+    rows = []
+    print("| kernel | op | tile [oh, ow, oc4] | cold compile CPU s | wall s | GFLOP/s | of probe (GFLOP/s) | "
+          "rdna2 VGPRs / spilled |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="vulkan-compile-") as tmp:
+        extra = {Path(p).stem: Path(p) for p in args.extra}
+        for name, path in {**workloads(Path(tmp)), **extra}.items():
+            if args.only and name not in args.only:
+                continue
+            ops = []
+            for op in range(0 if args.no_compile else op_count(path)):
+                result, wall, cpu, error = run_child(["--child-compile", str(path), str(op)], cold, args.timeout)
+                ops.append({"op": op + 1, "wall_s": wall, "cpu_s": cpu, "error": error, **(result or {})})
+            speed = {}
+            if args.speed:
+                result, wall, cpu, error = run_child(["--child-speed", str(path), str(args.repeat)], warm,
+                                                     max(args.timeout, 600.0) * 2)
+                speed = result or {"error": error}
+            regs = rdna2(path) if args.rdna2 else None
+            rows.append({"kernel": name, "ops": ops, "speed": speed, "rdna2": regs})
+            for i, o in enumerate(ops or [{}]):
+                first = i == 0
+                gflops = f"{speed['gflops']:.1f}" if first and "gflops" in speed else ""
+                ratio = (f"{speed['ratio']:.3f} ({speed['peak_gflops']:.0f})" if first and speed.get("ratio")
+                         else speed.get("error", "") if first else "")
+                cpu = o.get("error") or (f"{o['cpu_s']:.1f}" if o else "")
+                print(f"| {name if first else ''} | {o.get('op', '')} | {o.get('ivc_tile', '')} | {cpu} | "
+                      f"{o.get('wall_s', 0):.1f} | {gflops} | {ratio} | "
+                      f"{f'{regs[0]} / {regs[1]}' if first and regs else ''} |", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-compile":
+        child_compile(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--child-speed":
+        child_speed(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit(main())
