@@ -71,7 +71,7 @@ def _quantized(model: str, args) -> dict:
             packets[_kind(api.load_config(split / f"{step['name']}.yaml"))] += step["packets"] or 0
     return {"network": f"{model} (QDQ, hvx)", "nodes": len(nodes),
             "host_nodes": dict(Counter(op for _, op, _ in whole.skipped)), "kernels": len(whole.configs),
-            "converted": len(whole.converted), "packets": dict(packets), "total_packets": sum(packets.values())}
+            "converted": len(whole.converted), "packets": dict(packets), "total": sum(packets.values())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,55 +84,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    rows = []
     if args.quantized:
-        for model in args.models:
-            rows.append(_quantized(model, args))
-            print(json.dumps(rows[-1]), flush=True)
-        print("\n| network | nodes | left to the host | packets by op kind on hvx (one op per kernel) |")
-        print("|---|---|---|---|")
-        for r in rows:
-            left = ", ".join(f"{op} x{k}" for op, k in sorted(r["host_nodes"].items())) or "none"
-            shares = ", ".join(f"{kind} {p / 1e6:.2f} M ({p / r['total_packets']:.1%})"
-                               for kind, p in sorted(r["packets"].items(), key=lambda kv: -kv[1]))
-            print(f"| {r['network']} | {r['nodes']} | {left} | {shares} |")
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=2))
-        return 0
-    for model in args.models:
-        path = args.work / f"{model}_{args.size}.onnx"
-        if not path.exists():
-            qdq_models.export(model, args.size, path)
-        graph = read_graph(path)
-        nodes = [n for i, n in enumerate(graph.nodes) if not graph.computes_constant(i)]
-        whole = import_model(path, args.work / f"ops_{model}", ("c",),
-                             Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx")))
-        host = Counter(op for _, op, _ in whole.skipped)
-        split = args.work / f"ops_{model}_split"
-        _write(import_model(path, split, ("c",), Fusion(coster=api.fusion_coster("c"), max_ops=1)), split)
-        run = subprocess.run([sys.executable, "-m", "kernelgen", "bench", str(split / "network.yaml"), "--target", "c",
-                              "--repeat", str(args.repeat), "--json"], capture_output=True, text=True, check=True)
-        report = json.loads(run.stdout)
-        seconds: Counter = Counter()
-        for step in report["steps"]:
-            kind = _kind(api.load_config(split / f"{step['name']}.yaml")) if step["kind"] == "kernel" else "host"
-            seconds[kind] += step["seconds"]
-        total = sum(seconds.values())
-        rows.append({"network": model, "nodes": len(nodes), "host_nodes": dict(host),
-                     "kernels": len(whole.configs), "seconds": dict(seconds), "total_seconds": total,
-                     "onnxruntime_seconds": report.get("onnxruntime_seconds")})
-        print(json.dumps(rows[-1]), flush=True)
-    print("\n| network | nodes | left to the host | time by op kind on c (one op per kernel) |")
-    print("|---|---|---|---|")
-    for r in rows:
-        left = ", ".join(f"{op} x{k}" for op, k in sorted(r["host_nodes"].items())) or "none"
-        shares = ", ".join(f"{kind} {s * 1e3:.1f} ms ({s / r['total_seconds']:.1%})"
-                           for kind, s in sorted(r["seconds"].items(), key=lambda kv: -kv[1]))
-        print(f"| {r['network']} | {r['nodes']} | {left} | {shares} |")
+        rows = [_report(_quantized(model, args)) for model in args.models]
+        _table(rows, "packets by op kind on hvx", "packets", lambda p: f"{p / 1e6:.2f} M")
+    else:
+        rows = [_report(_float(model, args)) for model in args.models]
+        _table(rows, "time by op kind on c", "seconds", lambda s: f"{s * 1e3:.1f} ms")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0
 
+
+def _report(row: dict) -> dict:
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _float(model: str, args) -> dict:
+    """The float network on c: nodes, what is left to the host, seconds by kind of op."""
+    path = args.work / f"{model}_{args.size}.onnx"
+    if not path.exists():
+        qdq_models.export(model, args.size, path)
+    graph = read_graph(path)
+    nodes = [n for i, n in enumerate(graph.nodes) if not graph.computes_constant(i)]
+    whole = import_model(path, args.work / f"ops_{model}", ("c",),
+                         Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx")))
+    split = args.work / f"ops_{model}_split"
+    _write(import_model(path, split, ("c",), Fusion(coster=api.fusion_coster("c"), max_ops=1)), split)
+    run = subprocess.run([sys.executable, "-m", "kernelgen", "bench", str(split / "network.yaml"), "--target", "c",
+                          "--repeat", str(args.repeat), "--json"], capture_output=True, text=True, check=True)
+    report = json.loads(run.stdout)
+    seconds: Counter = Counter()
+    for step in report["steps"]:
+        kind = _kind(api.load_config(split / f"{step['name']}.yaml")) if step["kind"] == "kernel" else "host"
+        seconds[kind] += step["seconds"]
+    return {"network": model, "nodes": len(nodes), "host_nodes": dict(Counter(op for _, op, _ in whole.skipped)),
+            "kernels": len(whole.configs), "seconds": dict(seconds), "total": sum(seconds.values()),
+            "onnxruntime_seconds": report.get("onnxruntime_seconds")}
+
+
+def _table(rows: list[dict], what: str, key: str, unit) -> None:
+    """The markdown table the note quotes: per network its nodes, what the host runs, each kind's share of `key`."""
+    print(f"\n| network | nodes | left to the host | {what} (one op per kernel) |")
+    print("|---|---|---|---|")
+    for r in rows:
+        left = ", ".join(f"{op} x{k}" for op, k in sorted(r["host_nodes"].items())) or "none"
+        shares = ", ".join(f"{kind} {unit(v)} ({v / r['total']:.1%})"
+                           for kind, v in sorted(r[key].items(), key=lambda kv: -kv[1]))
+        print(f"| {r['network']} | {r['nodes']} | {left} | {shares} |")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -134,18 +134,29 @@ def _channel_scale(graph: Graph, index: int, source: str | None) -> tuple[list[i
     """A Mul of an image by one computed value per image and channel (squeeze-excite's scaling) as a mul op whose
     factors are a side input; None for any other Mul (a constant factor, a broadcast of another shape)."""
     node = graph.nodes[index]
+    found = channel_factors(graph, index)
+    if found is None:
+        return None
+    image, factor = found
+    if node.input[factor] in graph.constants or source not in (None, node.input[image]):
+        return None
+    channels = graph.shapes[node.input[image]][1]
+    return [], index, ConvNode(weight="", bias=None, out_channels=channels, kernel=(1, 1), stride=(1, 1),
+                               pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels, kind="mul",
+                               scale_by=node.input[factor])
+
+
+def channel_factors(graph: Graph, index: int) -> tuple[int, int] | None:
+    """A Mul of an image [N, C, H, W] by one value per image and channel [N, C, 1, 1]: the positions of the image
+    and of the factors among its inputs; None for any other Mul."""
+    node = graph.nodes[index]
     if len(node.input) != 2:
         return None
     shapes = [graph.shapes.get(t) for t in node.input]
     for image, factor in ((0, 1), (1, 0)):
         x, s = shapes[image], shapes[factor]
-        if x is None or s is None or len(x) != 4 or x[2:] == (1, 1) or s != (x[0], x[1], 1, 1):
-            continue
-        if node.input[factor] in graph.constants or source not in (None, node.input[image]):
-            return None
-        return [], index, ConvNode(weight="", bias=None, out_channels=x[1], kernel=(1, 1), stride=(1, 1),
-                                   pad=(0, 0, 0, 0), dilation=(1, 1), groups=x[1], kind="mul",
-                                   scale_by=node.input[factor])
+        if x is not None and s is not None and len(x) == 4 and x[2:] != (1, 1) and s == (x[0], x[1], 1, 1):
+            return image, factor
     return None
 
 

@@ -158,25 +158,21 @@ def _qmul(graph: Graph, index: int) -> QConv | str | None:
     """A Mul of a dequantized image by dequantized factors of shape [N, C, 1, 1] (squeeze-excite's scaling), quantized
     again: a `mul` op whose factors are a side input."""
     node = graph.nodes[index]
-    if len(node.input) != 2:
+    found = layers.channel_factors(graph, index)
+    if found is None:
         return None
-    shapes = [graph.shapes.get(t) for t in node.input]
-    for image, factor in ((0, 1), (1, 0)):
-        x, f = shapes[image], shapes[factor]
-        if x is None or f is None or len(x) != 4 or x[2:] == (1, 1) or f != (x[0], x[1], 1, 1):
-            continue
-        dq_x, dq_f = _dequantized_input(graph, node.input[image]), _dequantized_input(graph, node.input[factor])
-        if dq_x is None or dq_f is None:
-            return None
-        quantized = _requantized(graph, node.output[0])
-        if quantized is None or quantized[1] != "none" or None in quantized[3:]:
-            return "a quantized Mul whose result is not quantized again (QuantizeLinear) without an activation"
-        tail, _, q, y_scale, y_zp = quantized
-        factors = graph.nodes[dq_f[0]].input[0]
-        conv = ConvNode(weight="", bias=None, out_channels=x[1], kernel=(1, 1), stride=(1, 1), pad=(0, 0, 0, 0),
-                        dilation=(1, 1), groups=x[1], kind="mul", scale_by=factors)
-        return QConv(start=index, conv=conv, members=(index, *tail, dq_x[0], dq_f[0]),
-                     in_q=graph.nodes[dq_x[0]].input[0], out_q=q.output[0], x_scale=dq_x[1], x_zero_point=dq_x[2],
-                     weights=None, weight_scales=(), weight_zero_point=0, bias=None, y_scale=y_scale,
-                     y_zero_point=int(y_zp), by_scale=dq_f[1], by_zero_point=dq_f[2])
-    return None
+    image, factor = found
+    dq_x, dq_f = _dequantized_input(graph, node.input[image]), _dequantized_input(graph, node.input[factor])
+    if dq_x is None or dq_f is None:
+        return None
+    quantized = _requantized(graph, node.output[0])
+    if quantized is None or quantized[1] != "none" or None in quantized[3:]:
+        return "a quantized Mul whose result is not quantized again (QuantizeLinear) without an activation"
+    tail, _, q, y_scale, y_zp = quantized
+    channels = graph.shapes[node.input[image]][1]
+    conv = ConvNode(weight="", bias=None, out_channels=channels, kernel=(1, 1), stride=(1, 1), pad=(0, 0, 0, 0),
+                    dilation=(1, 1), groups=channels, kind="mul", scale_by=graph.nodes[dq_f[0]].input[0])
+    return QConv(start=index, conv=conv, members=(index, *tail, dq_x[0], dq_f[0]), in_q=graph.nodes[dq_x[0]].input[0],
+                 out_q=q.output[0], x_scale=dq_x[1], x_zero_point=dq_x[2], weights=None, weight_scales=(),
+                 weight_zero_point=0, bias=None, y_scale=y_scale, y_zero_point=int(y_zp), by_scale=dq_f[1],
+                 by_zero_point=dq_f[2])
