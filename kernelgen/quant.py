@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import Config
-from .quant_float import MAX_SCALE, MIN_SCALE, FloatRequant, float_requantization, of_scale
+from .quant_float import FloatRequant, float_requantization, of_scale
 
 
 # Power-of-two multipliers (real = 2^-t) skip the multiply: x >> t rounded half to even, one rounding, what a
@@ -218,17 +218,15 @@ def pool_quant(config: Config, op, s_in: float, z_in: int, s_out: float, z_out: 
     less n * z_in, requantized by s_in / (s_out * n) (float32: S = f32(s_in / f32(s_out * n)), MLAS's one rounding
     half to even; fixed point: quant.py's multiplier and shift), plus z_out."""
     pixels = op.kernel[0] * op.kernel[1]
-    requant = requantization(s_in / (s_out * pixels), key, config)
     floats: tuple[FloatRequant, ...] = ()
-    if config.quant.requantization == "float32":
+    requants: tuple[Requant, ...] = ()
+    if config.quant.requantization == "float32":  # scalar float32 in the kernel: any scale (|sum| < 2^24 is exact)
         with np.errstate(all="ignore"):
-            scale = float(np.float32(s_in) / np.float32(np.float32(s_out) * np.float32(pixels)))
-        if not MIN_SCALE <= scale < MAX_SCALE:
-            raise config.problem(key, f"quant.requantization float32 needs s_in / (s_out * {pixels} pixels) in "
-                                      f"[2^-16, 0.5), got {scale:.6g}; use requantization: fixed_point")
-        floats = (of_scale(scale),) * op.out_channels
+            floats = (of_scale(float(np.float32(s_in) / np.float32(np.float32(s_out) * np.float32(pixels)))),)
+    else:
+        requants = (requantization(s_in / (s_out * pixels), key, config),)
     return OpQuant(s_in=s_in, z_in=z_in, s_w=(), z_w=0, s_out=s_out, z_out=z_out, q_min=0, q_max=255,
-                   requants=(requant,) * op.out_channels, s_conv=s_out, z_conv=z_out, float_requants=floats)
+                   requants=requants, s_conv=s_out, z_conv=z_out, float_requants=floats)
 
 
 def _output_scale_key(config: Config, j: int) -> str:

@@ -11,6 +11,8 @@ import kernelgen
 from conftest import require_tools, requires_tool
 from kernelgen.cli import main
 from kernelgen.api import parse_config
+from kernelgen.errors import ConfigError
+from kernelgen.quant import op_quants
 from kernelgen.reference_quant import op_output
 
 TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
@@ -70,6 +72,21 @@ def test_global_average_pool_is_onnxruntimes_qlinear_form():
     scale = np.float32(np.float32(0.021) / np.float32(np.float32(0.011) * np.float32(63)))
     want = np.clip(np.rint(np.arange(45, dtype=np.float32) * scale) + 4, 0, 255)
     assert got.shape == (2, 1, 1, 45) and (got[0, 0, 0] == want).all() and (got[1] == 4).all()
+
+
+def test_global_average_pool_takes_any_scale_in_float32():
+    """The pool's float32 requantization is scalar float in the kernel: a scale past 1 (an output scale finer than
+    the input's over the pixels) is no error there, as it is for the fixed-point form's Q31 multiplier."""
+    def text(form: str) -> str:
+        return ("name: q\ndtype: uint8\ninput: {shape: [1, 2, 2, 40], layout: nhwc-8h8w32c}\n"
+                f"quant: {{input_scale: 0.02, input_zero_point: 7, requantization: {form}}}\n"
+                "ops:\n  - global_avgpool: {quant: {output_scale: 0.0001, output_zero_point: 4}}\n"
+                "output: {layout: nhwc-8h8w32c}\ntargets: [hvx]\n")
+
+    (gap,) = op_quants(parse_config(text("float32"), "q.yaml"))
+    assert gap.float_requants[0].scale == pytest.approx(0.02 / (0.0001 * 4)) and not gap.requants
+    with pytest.raises(ConfigError, match=r"global_avgpool\.quant\.output_scale: the requantization multiplier"):
+        op_quants(parse_config(text("fixed_point"), "q.yaml"))
 
 
 def test_uint8_max_pool_skips_padding_even_below_the_zero_point():
