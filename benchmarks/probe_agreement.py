@@ -33,14 +33,15 @@ def vulkan(rounds: int) -> tuple[str, float, float]:
     from kernelgen.targets.vulkan.runtime import VulkanRunner
 
     with VulkanRunner() as runner:
-        best = probe.best_accumulators(runner)
-        first = probe.fma_probe(accumulators=best)
-        second = probe.fma_probe(accumulators=best, local_size=256, groups=32)
+        best = probe.best_shape(runner)
+        first = probe.fma_probe(shape=best)
+        second = probe.fma_probe(shape=best, local_size=256, groups=32)
         peaks, others = [], []
         for _ in range(rounds):
             peaks.append(probe.probe_gflops(runner, first, repeat=3))
             others.append(probe.probe_gflops(runner, second, repeat=3))
-        return f"vulkan {runner.info.name} {best} vec4 accumulators", max(peaks), max(others)
+        return (f"vulkan {runner.info.name} {best.accumulators} {'vec4' if best.components == 4 else 'float'} "
+                f"accumulators x {best.unroll} per trip"), max(peaks), max(others)
 
 
 def main() -> None:

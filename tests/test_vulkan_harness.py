@@ -15,7 +15,7 @@ import pytest
 from conftest import requires_tool
 
 from kernelgen.errors import ToolchainError
-from kernelgen.targets.vulkan import device, runtime, toolchain
+from kernelgen.targets.vulkan import device, probe, runtime, toolchain
 
 GLSL_TOOLS = ("glslangValidator", "spirv-val")
 DEVICE_TOOLS = (*GLSL_TOOLS, "py:vulkan")
@@ -210,6 +210,20 @@ def test_gpu_times_has_one_positive_entry_per_repeat(runner):
     assert len(result.gpu_times_ns) == 4
     assert all(t > 0 for t in result.gpu_times_ns)
     np.testing.assert_array_equal(result.outputs[1], 4 * x)  # in-place: applied 4 times
+
+
+@requires_tool(*DEVICE_TOOLS)
+@pytest.mark.parametrize("shape", probe.CANDIDATES, ids=lambda s: f"{s.accumulators}x{s.components}x{s.unroll}")
+def test_every_fma_probe_shape_runs_the_steps_it_counts(runner, shape):
+    """Each accumulator a_n = m * a_{n-1} + c with m = 0.999, c = 0.001 tends to c / (1 - m) = 1 as
+    1 + (a_0 - 1) * m^n: after the 16,384 steps the flop count assumes, |a - 1| < 1e-7 * |a_0 - 1|; a probe that
+    lavapipe stopped early (its 65,535 back-edge limit) or that skipped trips stays visibly below 1 (1,000 steps:
+    0.37 of the distance left). The result sums the accumulators."""
+    assert shape.trips * shape.unroll == 16384 and shape.trips < 65535
+    fma = probe.fma_probe(shape=shape, groups=2)
+    assert fma.flops == 2 * 64 * 16384 * shape.accumulators * shape.components * 2
+    result = runner.run_sequence([fma.stage], [fma.buffer], repeat=1)
+    np.testing.assert_allclose(result.outputs[0], shape.accumulators, rtol=1e-4)
 
 
 @requires_tool(*DEVICE_TOOLS)

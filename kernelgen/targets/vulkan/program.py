@@ -18,7 +18,7 @@ from ...measure.tensors import KernelArgs, poisoned
 from ..base import Executable, Job, Traced
 from .code import compile_ops
 from .plan import VulkanPlan
-from .probe import best_accumulators, fma_probe
+from .probe import best_shape, fma_probe
 from .runtime import Stage, VulkanRunner
 
 
@@ -104,7 +104,7 @@ def timings(program: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timi
     if not runner.info.timestamps:
         raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
     arrays = program.buffers(args, 0)
-    probe = fma_probe(binding=len(arrays), accumulators=best_accumulators(runner))
+    probe = fma_probe(binding=len(arrays), shape=best_shape(runner))
     result = runner.run_sequence([probe.stage, *program.stages], [*arrays, probe.buffer], repeat=repeat + 1)
     if not np.isfinite(result.outputs[-1]).all():
         raise ToolchainError("the FMA probe produced non-finite values")
