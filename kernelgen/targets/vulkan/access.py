@@ -78,7 +78,12 @@ def access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chu
     texts = tuple(index_text(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
                          {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
                   for e in range(4))
-    return Access(buffer=name, vec4=False, index=texts, elements=math.prod(tl.flat_shape))
+    # Scalars are read through texels too (element i is lane i % 4 of texel i / 4): a texelFetch is one gather,
+    # a storage-buffer read a per-lane loop. An RGB conv (3 channels, 3 scalars per pixel) ran 0.04 of the probe
+    # with storage reads.
+    elements = math.prod(tl.flat_shape)
+    return Access(buffer=name, vec4=False, index=texts, elements=elements,
+                  texel=read and -(-elements // 4) <= TEXEL_LIMIT)
 
 
 def residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:

@@ -38,6 +38,7 @@ from ...plan import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, residual_access,
                      vec_ok)
 from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, tile_key, vulkan_options
+from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
@@ -181,6 +182,7 @@ class VulkanOp:
 class Buffer:
     name: str  # input, filter1, temp1, output
     elements: int  # scalars
+    packing: TensorLayout | None = None  # a filter in the target's own order (filters.py), not the config's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,10 +291,11 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     sides = [side.param for side in config.side_inputs]
     names = (["input"] + [f"filter{j}" for j, op in enumerate(plan.ops, start=1) if not op.pool] + biases + sides
              + [f"temp{j}" for j in range(1, n_ops)] + ["output"])
-    layouts = {**tensors, **inter}
+    packed = {nm: own for nm in names if nm.startswith("filter") and (own := packed_filter(tensors[nm])) is not None}
+    layouts = {**tensors, **inter, **packed}
     # a bias is read a vec4 chunk (wide_store: a pair) at a time: zero-padded to whole pairs of chunks
     buffers = tuple(Buffer(name=nm, elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
-                           math.prod(layouts[nm].flat_shape)) for nm in names)
+                           math.prod(layouts[nm].flat_shape), packing=packed.get(nm)) for nm in names)
     number = {nm: i for i, nm in enumerate(names)}
     ops = []
     for j, op in enumerate(plan.ops, start=1):
@@ -317,9 +320,12 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
                            **gate_literals(op.epilogue.hard)))
+    # a source read as scalars through 4-element texels (access.py) is bound as whole texels
+    texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4}
+    buffers = tuple(replace(b, elements=-(-b.elements // 4) * 4) if i in texel_scalars else b
+                    for i, b in enumerate(buffers))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
-                      words=WORD_TYPES[config.dtype],
-                      buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
+                      words=WORD_TYPES[config.dtype], buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
 
 
 # A grouped conv whose input is read as scalars gathers each (pixel, chunk, kw tap) of a kernel row lane by lane,

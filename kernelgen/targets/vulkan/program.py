@@ -36,10 +36,12 @@ class VulkanProgram(Executable):
 
     def buffers(self, args: KernelArgs, poison: int) -> list[np.ndarray]:
         """input, filter1.., (bias..), temp1.., output as flat arrays of the storage type: inputs padded with
-        zeros up to their buffer (a bias to whole pairs of vec4 chunks), the rest filled with the poison byte."""
+        zeros up to their buffer (a bias to whole pairs of vec4 chunks), a filter the target packs itself packed
+        from its logical values, the rest filled with the poison byte."""
         vk: VulkanPlan = self.job.target_plan
         dtype = np.dtype(np.float16 if vk.dtype == "float16" else np.float32)
-        physical = args.physical_list()
+        physical = [args.logical[b.name] if b.packing else a for a, b in zip(args.physical_list(), vk.buffers)]
+        physical = [b.packing.pack(a) if b.packing else a for a, b in zip(physical, vk.buffers)]
         arrays = [np.pad(np.asarray(a, dtype=dtype).reshape(-1), (0, b.elements - a.size))
                   for a, b in zip(physical, vk.buffers)]
         return arrays + [poisoned(b.elements, dtype, poison) for b in vk.buffers[len(physical):]]

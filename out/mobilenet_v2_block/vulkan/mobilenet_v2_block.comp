@@ -10,10 +10,10 @@
 // workgroup tile [oh, ow, oc] = [4, 16, 32], invocation tile [oh, ow, vec4 chunks] = [4, 16, 1]
 // dispatch [5, 4, 14] workgroups of [8, 1, 1]; 9 loop back-edges per invocation (limit 65535)
 // 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = input (vec4), flt = filter1 (scalar), dst = temp1 (vec4)
+// buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
-layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias1, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
@@ -37,9 +37,7 @@ vec4 load_src(int n, int ih, int iw, int ic4) {
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
   oc4 = min(oc4, 35);  // chunks past the last are computed, never stored
-  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
-  // per input read
-  return vec4(4 * oc4 + 0 < 144 ? flt[((oc4*96)+ci+fh+fw)] : float(0), 4 * oc4 + 1 < 144 ? flt[((oc4*96)+ci+fh+fw+24)] : float(0), 4 * oc4 + 2 < 144 ? flt[((oc4*96)+ci+fh+fw+48)] : float(0), 4 * oc4 + 3 < 144 ? flt[((oc4*96)+ci+fh+fw+72)] : float(0));
+  return vec4(texelFetch(flt, ((fh*864)+(fw*864)+(ci*36)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -132,10 +130,10 @@ void main() {
 // workgroup tile [oh, ow, oc] = [4, 16, 32], invocation tile [oh, ow, vec4 chunks] = [4, 16, 1]
 // dispatch [5, 4, 14] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
 // 192 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = temp1 (vec4), flt = filter2 (scalar), dst = temp2 (vec4)
+// buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = temp2 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
-layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias2, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
@@ -184,9 +182,7 @@ vec4 load_group(int n, int ih, int iw, int oc4, int rc) {
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
   oc4 = min(oc4, 35);  // chunks past the last are computed, never stored
-  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
-  // per input read
-  return vec4(4 * oc4 + 0 < 144 ? flt[((oc4*36)+(ci*9)+(fh*3)+fw)] : float(0), 4 * oc4 + 1 < 144 ? flt[((oc4*36)+(ci*9)+(fh*3)+fw+9)] : float(0), 4 * oc4 + 2 < 144 ? flt[((oc4*36)+(ci*9)+(fh*3)+fw+18)] : float(0), 4 * oc4 + 3 < 144 ? flt[((oc4*36)+(ci*9)+(fh*3)+fw+27)] : float(0));
+  return vec4(texelFetch(flt, ((fh*108)+(fw*36)+(ci*36)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -254,10 +250,10 @@ void main() {
 // workgroup tile [oh, ow, oc] = [4, 16, 32], invocation tile [oh, ow, vec4 chunks] = [4, 16, 1]
 // dispatch [1, 4, 14] workgroups of [8, 1, 1]; 39 loop back-edges per invocation (limit 65535)
 // 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = temp2 (vec4), flt = filter3 (scalar), dst = output (vec4)
+// buffers: src = temp2 (vec4), flt = filter3 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
-layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias3, zero-padded
 // the chain's input, added where this op's output is written
 layout(std430, binding = 4) readonly buffer Res { vec4 res[]; };
@@ -283,9 +279,7 @@ vec4 load_src(int n, int ih, int iw, int ic4) {
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
   oc4 = min(oc4, 5);  // chunks past the last are computed, never stored
-  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
-  // per input read
-  return vec4(4 * oc4 + 0 < 24 ? flt[((oc4*576)+ci+fh+fw)] : float(0), 4 * oc4 + 1 < 24 ? flt[((oc4*576)+ci+fh+fw+144)] : float(0), 4 * oc4 + 2 < 24 ? flt[((oc4*576)+ci+fh+fw+288)] : float(0), 4 * oc4 + 3 < 24 ? flt[((oc4*576)+ci+fh+fw+432)] : float(0));
+  return vec4(texelFetch(flt, ((fh*864)+(fw*864)+(ci*6)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {

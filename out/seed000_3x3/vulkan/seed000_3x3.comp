@@ -8,12 +8,12 @@
 // conv2d #1: Input[1x64x64x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 62, 62, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [2, 4, 16] workgroups of [8, 1, 1]; 103 loop back-edges per invocation (limit 65535)
-// 1536 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = input (scalar), flt = filter1 (scalar), dst = temp1 (scalar)
+// dispatch [2, 4, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
+// 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// buffers: src = input (scalar), flt = filter1 (vec4), dst = temp1 (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
-layout(std430, binding = 0) readonly buffer Src { float src[]; };
-layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
+layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
 const int IVC_OH = 4;
@@ -22,24 +22,20 @@ const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
-const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 6;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  // scalar reads past a ragged tile's edge (unpadded): a branch, as the per-lane read loops split the body
-  // anyway (measured 8% faster than a clamp on seed000_3x3, 12 s cold compile instead of 9)
-  if (ih >= 64 || iw >= 64) {
-    return vec4(0);
-  }
-  vec4 v = vec4(src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))]);
+  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
+  ih = min(ih, 63);
+  iw = min(iw, 63);
+  vec4 v = vec4(texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) % 4]);
   return v;
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
-  // per input read
-  return vec4(4 * oc4 + 0 < 128 ? flt[((((oc4*4)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+(((oc4*4)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 1 < 128 ? flt[(((((oc4*4)+1)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+1)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 2 < 128 ? flt[(((((oc4*4)+2)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+2)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 3 < 128 ? flt[(((((oc4*4)+3)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+3)%32)*4)+(ci%4))] : float(0));
+  return vec4(texelFetch(flt, ((fh*12288)+(fw*4096)+(ci*32)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -71,7 +67,8 @@ void main() {
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
-  [[dont_unroll]] for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
+  {
+    const int fh0 = 0;
     [[dont_unroll]] for (int icb = 0; icb < 32; icb += 1) {
       [[unroll]] for (int u = 0; u < 1; ++u) {
         int ic4 = icb + u;
@@ -124,12 +121,12 @@ void main() {
 // conv2d #2: Input[1x62x62x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
 // in [1, 62, 62, 128] -> out [1, 60, 60, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [2, 4, 15] workgroups of [8, 1, 1]; 103 loop back-edges per invocation (limit 65535)
-// 1536 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = temp1 (scalar), flt = filter2 (scalar), dst = output (scalar)
+// dispatch [2, 4, 15] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
+// 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// buffers: src = temp1 (scalar), flt = filter2 (vec4), dst = output (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
-layout(std430, binding = 0) readonly buffer Src { float src[]; };
-layout(std430, binding = 1) readonly buffer Flt { float flt[]; };
+layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
+layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
 const int IVC_OH = 4;
@@ -138,24 +135,20 @@ const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
-const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 6;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  // scalar reads past a ragged tile's edge (unpadded): a branch, as the per-lane read loops split the body
-  // anyway (measured 8% faster than a clamp on seed000_3x3, 12 s cold compile instead of 9)
-  if (ih >= 62 || iw >= 62) {
-    return vec4(0);
-  }
-  vec4 v = vec4(src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))], src[((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))]);
+  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
+  ih = min(ih, 61);
+  iw = min(iw, 61);
+  vec4 v = vec4(texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) % 4]);
   return v;
 }
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
-  // a branch per lane (not a select): measured ~7% faster on lavapipe, and cheap for its LLVM, unlike a branch
-  // per input read
-  return vec4(4 * oc4 + 0 < 128 ? flt[((((oc4*4)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+(((oc4*4)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 1 < 128 ? flt[(((((oc4*4)+1)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+1)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 2 < 128 ? flt[(((((oc4*4)+2)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+2)%32)*4)+(ci%4))] : float(0), 4 * oc4 + 3 < 128 ? flt[(((((oc4*4)+3)/32)*36864)+((ci/32)*9216)+(fh*3072)+(fw*1024)+(((ci%32)/4)*128)+((((oc4*4)+3)%32)*4)+(ci%4))] : float(0));
+  return vec4(texelFetch(flt, ((fh*12288)+(fw*4096)+(ci*32)+oc4)));
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
@@ -187,7 +180,8 @@ void main() {
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
-  [[dont_unroll]] for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
+  {
+    const int fh0 = 0;
     [[dont_unroll]] for (int icb = 0; icb < 32; icb += 1) {
       [[unroll]] for (int u = 0; u < 1; ++u) {
         int ic4 = icb + u;
