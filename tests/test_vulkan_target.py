@@ -224,13 +224,15 @@ def test_wide_store_needs_pairs_in_the_tile():
 def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minutes():
     """Issue 21: a 3x3 conv over 64x64x128 (no pad) with the default tile kept lavapipe's compiler busy for more
     than 10 minutes; its scalar filter reads (OIHW) were each a branch, which left LLVM a phi per read: 37 s CPU
-    for its cold compile before issue 30 made them branch-free, ~4 s after (benchmarks/vulkan_compile.py; not
-    asserted: times belong to benchmarks)."""
+    for its cold compile before issue 30 made them branch-free, ~4 s after; since the target packs an OIHW
+    filter into vec4s of output channels both reads are texel fetches and the kernel rows unroll too (4,608 vec4
+    multiply-adds per trip): 8.4 s (benchmarks/vulkan_compile.py; not asserted: times belong to benchmarks)."""
     config = parse_config("name: big3x3\ninput: {shape: [1, 64, 64, 128]}\n"
                           "ops: [{conv2d: {out_channels: 128, kernel: 3}}]\ntargets: [vulkan]\n", "big3x3.yaml")
-    op = plan_vulkan(config, plan(config)).ops[0]
-    # the default tile's all-taps body would be over BODY_LIMIT unrolled vec4 multiply-adds: kh stays a loop
-    assert op.fh_block == 1 and op.trips <= LOOP_LIMIT
+    vk = plan_vulkan(config, plan(config))
+    op = vk.ops[0]
+    assert vk.buffers[op.filter].packing is not None and op.f.vec4 and op.f.texel
+    assert op.fh_block == 3 and op.body == 4 * 16 * 2 * 9 * 4 <= MAX_UNROLLED_BODY and op.trips <= LOOP_LIMIT
     result = validate(config, "vulkan")
     assert result.passed, result.detail
 
@@ -388,3 +390,32 @@ def test_texel_reads_past_the_tensor_do_not_branch():
     op = plan_vulkan(scalar, plan(scalar)).ops[0]
     assert op.bounds_check and not op.zero_pad and not op.x.texel
     assert "if (ih >= 64 || iw >= 64)" in _load_src(_glsl(scalar))
+
+
+@requires_tool(*VULKAN)
+@pytest.mark.parametrize("text", [
+    # an RGB input (3 scalars per pixel through texels), padded (the zero select), stride 2, 10 output channels
+    # (the packed filter's last vec4 holds 2 zero lanes), OIHW
+    "input: {shape: [2, 13, 11, 3]}\nops: [{conv2d: {out_channels: 10, kernel: 3, stride: 2, pad: 1}}]",
+    # a blocked input (scalars), a blocked filter, then a depthwise conv reading the first conv's output
+    "input: {shape: [1, 9, 10, 64], layout: nhwc-8h8w32c}\nops:\n"
+    "  - conv2d: {out_channels: 32, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}\n"
+    "  - conv2d: {out_channels: 32, kernel: 3, groups: 32, pad: 1}",
+], ids=["rgb_oihw", "blocked_then_depthwise"])
+def test_target_packed_filters_and_scalar_texel_reads_validate(text):
+    """Issue 30: filters without a vec4 of output channels are packed by the target (h, w, i, o // 4, o % 4,
+    zero-padded), said in the dispatch notes; activations without a vec4 of channels are read as scalars through
+    4-float texels, their buffer rounded up to whole texels."""
+    config = parse_config(f"name: packed\n{text}\ntargets: [vulkan]\n", "packed.yaml")
+    vk = plan_vulkan(config, plan(config))
+    conv = vk.ops[0]
+    packing = vk.buffers[conv.filter].packing
+    assert packing is not None and conv.f.vec4 and conv.f.texel
+    out_c, in_c = plan(config).tensors[1].layout.logical_shape[:2]
+    assert packing.physical_shape == (3, 3, in_c, -(-out_c // 4), 4)
+    assert conv.x.texel and not conv.x.vec4 and vk.buffers[conv.src].elements % 4 == 0
+    job = TARGETS["vulkan"].build(config, plan(config))
+    notes = job.files["packed.dispatch.txt"]
+    assert 'filter1: bind it packed by the vulkan target as "o, i, h, w -> h, w, i, o // 4, o % 4"' in notes
+    result = validate(config, "vulkan")
+    assert result.passed, result.detail
