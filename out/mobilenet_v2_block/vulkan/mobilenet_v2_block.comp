@@ -133,7 +133,7 @@ void main() {
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = temp2 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
-layout(binding = 1) uniform samplerBuffer flt;
+layout(std430, binding = 1) readonly buffer Flt { vec4 flt[]; };
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias2, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
@@ -182,7 +182,7 @@ vec4 load_group(int n, int ih, int iw, int oc4, int rc) {
 
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
   oc4 = min(oc4, 35);  // chunks past the last are computed, never stored
-  return vec4(texelFetch(flt, ((fh*108)+(fw*36)+(ci*36)+oc4)));
+  return flt[((fh*108)+(fw*36)+(ci*36)+oc4)];
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
