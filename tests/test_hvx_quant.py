@@ -274,7 +274,7 @@ def test_depthwise_vector_path_is_bit_exact_under_qemu(shape, stride, extra, qua
     config = parse_config(_depthwise(shape, stride, extra, quant, weights), "dw.yaml")
     hvx = TARGETS["hvx"]
     job = hvx.build(config, plan(config))
-    assert "Q6_Wh_vmpy_VubVb" in job.files[f"dw{shape[3]}.c"]
+    assert "Q6_Vw_vrmpyacc_VwVubVb(acc[" in job.files[f"dw{shape[3]}.c"]
     result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
@@ -286,14 +286,27 @@ def test_depthwise_vector_path_is_bit_exact_under_qemu(shape, stride, extra, qua
     ((1, 12, 10, 40), 1, "weight_dtype: int8, weight_zero_point: 3", False),
 ])
 def test_depthwise_convs_take_the_vector_path_when_their_weights_fit_int8(shape, stride, weights, vector):
-    """The kernel multiplies taps with vmpy(ub, b) and reads each row as aligned vectors (no per-tap gather of
-    4 pixels into bytes[], no vunpack to halfwords); weights whose w - zw may leave int8 keep the generic path."""
+    """A depthwise first op reads the input cache transposed (a word per channel holds 4 neighbouring pixels) with
+    vrmpy(ub, b), 3 taps of a row per instruction, each row loaded once as aligned vectors (no per-tap gather of 4
+    pixels into bytes[], no vunpack to halfwords); weights whose w - zw may leave int8 keep the generic path."""
     config = parse_config(_depthwise(shape, stride, weights=weights), "dw.yaml")
     source = TARGETS["hvx"].build(config, plan(config)).files["dw40.c"]
-    assert ("Q6_Wh_vmpy_VubVb" in source) is vector
+    assert ("Q6_Vw_vrmpyacc_VwVubVb(acc[" in source) is vector and ("kg_transpose4(Q6_V_valign" in source) is vector
     assert ("Q6_Wuh_vunpack_Vub(gathered)" in source) is not vector
     reads = [line for line in source.splitlines() if "kg_input_read(input" in line]
     assert all(line.endswith(", ko_outer);") is vector for line in reads) and reads  # stripe ko: its channels
+
+
+def test_a_depthwise_op_after_another_multiplies_its_taps_with_vmpy():
+    """After a 1x1 (the MobileNetV2 block), the depthwise op reads the 1x1's output cache as stored (4 pixels x 32
+    channels per vector): vmpy(ub, b) per tap, two taps summed into words at once; the input cache is not transposed."""
+    config = parse_config(_config([
+        "out_channels: 64, kernel: 1, quant: {weight_scale: 0.003, output_scale: 0.05, output_zero_point: 0}",
+        "out_channels: 64, kernel: 3, pad: 1, groups: 64, quant: {weight_scale: 0.01, output_scale: 0.04, "
+        "output_zero_point: 128}"], shape=(1, 10, 9, 24)), "pw_dw.yaml")
+    source = TARGETS["hvx"].build(config, plan(config)).files["q.c"]
+    assert "Q6_Wh_vmpy_VubVb" in source and "Q6_Wuh_vunpack_Vub(gathered)" not in source
+    assert "kg_transpose4" not in source and "Q6_Vw_vrmpyacc_VwVubVb(acc[" not in source
 
 
 def test_channel_multiplier_2_and_grouped_convs_keep_the_generic_path():

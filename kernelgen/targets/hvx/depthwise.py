@@ -27,9 +27,10 @@ class Depthwise:
     # a chain of one depthwise op: its channel stripe ko reads input channel blocks [ko * k, ko * k + k) only,
     # so the input cache read copies those (k = k_split); 0: every channel block
     input_blocks: int
-    # conv #1 takes the vector path: it weighs the input cache's channel padding lanes 0, so the input read copies
-    # a channel tail block whole (as vectors) instead of pixel by pixel with the zero point in those lanes
-    whole_blocks: bool
+    # conv #1 takes the vector path, and reads the input cache alone: the input read stores each 4-pixel vector
+    # transposed (byte 4c + p: a word per channel holds 4 neighbouring pixels, what vrmpy(Vu.ub, Vv.b) reduces),
+    # and copies a channel tail block whole (the path weighs the padding lanes 0)
+    transposed: bool
 
 
 def vector_op(config: Config, j: int) -> bool:
@@ -50,7 +51,7 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
     chosen = tuple(o.index for o in ops if not o.pool and vector_op(config, o.index) and o.col_lo == 0
                    and (o.index > 1 or plan.c_split == 1))
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
-                     whole_blocks=1 in chosen)
+                     transposed=1 in chosen)
 
 
 def single_input_stripe(config: Config, plan: Plan) -> bool:
