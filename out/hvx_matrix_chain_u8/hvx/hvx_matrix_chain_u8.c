@@ -114,6 +114,15 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
   for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
     const int ch = ih;
+    if (gh < 0 || gh >= 18) { /* a padding row: the zero point, two whole vectors per block */
+      for (int wb = 0; wb < 3; ++wb) {
+        for (int cb = 0; cb < 1; ++cb) {
+          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
+          d[0] = d[1] = Q6_V_vsplat_R(2021161080u);
+        }
+      }
+      continue;
+    }
     for (int wb = 0; wb < 3; ++wb) {
       for (int iw = wb * 8; iw < wb * 8 + 8 && iw < 22; ++iw) {
         const int gw = iw - 1;

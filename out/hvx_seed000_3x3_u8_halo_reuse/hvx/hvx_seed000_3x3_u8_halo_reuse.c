@@ -116,6 +116,15 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
   for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
     const int ch = (ho_outer * 16 + ih) % 20; /* ring row */
+    if (gh < 0 || gh >= 64) { /* a padding row: the zero point, two whole vectors per block */
+      for (int wb = 0; wb < 8; ++wb) {
+        for (int cb = 0; cb < 4; ++cb) {
+          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 8, 4) + cb * 2048);
+          d[0] = d[1] = Q6_V_vsplat_R(2155905152u);
+        }
+      }
+      continue;
+    }
     for (int wb = 0; wb < 8; ++wb) {
       const int gw0 = wb * 8 - 0;
       /* the window ends inside the input: a last, partial block is copied whole too (its columns past the
