@@ -41,9 +41,9 @@ from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, ResidualAdd, op_quants
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
+from .depthwise import depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .requantizer import FloatSplit, PoolRequant, Requantizer
-from .depthwise import depthwise_pixels
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 
