@@ -1,14 +1,21 @@
 """Which uint8 depthwise convs the HVX vector path computes (templates/hvx/depthwise_uint8.c.j2). Pure.
 
 A depthwise conv (channel multiplier 1) has one weight per channel and tap, so its weights are per lane:
-vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data. The vector path
-multiplies each input vector (4 pixels x 32 channels, bytes) by the tap's 32 weights repeated 4 times,
-`vmpy(Vu.ub, Vv.b)`: 128 exact int16 products per instruction; two taps' products are summed into int32
-with one `vadd(Vu.h, Vv.h)` accumulate. That needs the weights minus their zero point as int8 (int8
-weights at zero point 0, uint8 weights at 128); the input zero point is folded into the per-channel
-correction (bias - za * sum(w - zw)), so the loop is products and sums only. Neighbouring taps of a row
-are the aligned vectors of that row joined with valign (stride 1) or dealt into even and odd pixels
-(stride 2), never gathered. Everything else keeps the generic grouped path.
+vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data as stored. Two forms:
+
+- conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
+  a word per channel holding 4 neighbouring pixels). `vrmpy(Vu.ub, Vv.b)` with the row's weights [w0, w1, w2, 0]
+  or [0, w0, w1, w2] per word is then 3 taps of one output pixel for 32 channels, in channel order; the words
+  of pixels 4q+2..4q+5 come from two vectors with one shift and one vshuffo (templates/hvx/depthwise_weights_uint8.c.j2
+  reads the weights as vectors).
+- a later op reads its producer's cache as stored (4 pixels x 32 channels per vector): `vmpy(Vu.ub, Vv.b)`
+  per tap (128 exact int16 products) and two taps' products summed into int32 with one `vadd(Vu.h, Vv.h)`
+  accumulate; neighbouring taps are the row's aligned vectors joined with valign (stride 1) or dealt into even
+  and odd pixels (stride 2), never gathered.
+
+Both need the weights minus their zero point as int8 (int8 weights at zero point 0, uint8 weights at 128); the
+input zero point is folded into the per-channel correction (bias - za * sum(w - zw)), so the loops are products
+and sums only. Everything else keeps the generic grouped path.
 """
 from __future__ import annotations
 
