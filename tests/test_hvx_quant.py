@@ -279,6 +279,24 @@ def test_depthwise_vector_path_is_bit_exact_under_qemu(shape, stride, extra, qua
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
+@requires_tool(*HVX)
+@pytest.mark.parametrize("shape, stride, schedule", [
+    ((1, 13, 11, 72), 1, "{k_split: 2, h_block: 2, halo: reuse}"),  # the input cache a ring of rows
+    ((1, 13, 11, 72), 2, "{k_split: 2, h_block: 2, halo: reuse}"),
+    ((2, 12, 10, 64), 1, "{k_split: 2, h_block: 4, pipeline: double_buffer}"),
+])
+def test_depthwise_vector_path_under_halo_reuse_and_double_buffering_is_bit_exact(shape, stride, schedule):
+    """The transposed input cache with kept ring rows (a channel stripe keeps only its own channels' rows) and
+    with two input caches, k_split 2 (two channel blocks per stripe)."""
+    text = _depthwise(shape, stride, ", activation: relu6").replace("{k_split: 1, h_block: 2, h_split: 2}", schedule)
+    config = parse_config(text, "dw.yaml")
+    hvx = TARGETS["hvx"]
+    job = hvx.build(config, plan(config))
+    assert "Q6_Vw_vrmpyacc_VwVubVb(acc[" in job.files[f"dw{shape[3]}.c"]
+    result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
+
+
 @pytest.mark.parametrize("shape, stride, weights, vector", [
     ((1, 12, 10, 40), 1, "weight_dtype: int8", True),
     ((1, 12, 10, 40), 2, "weight_dtype: int8", True),
