@@ -248,9 +248,10 @@ def test_depthwise_grouped_and_mobilenet_blocks_are_bit_exact_under_qemu(name, s
 
 # ---------------------------------------------------------------- the depthwise vector path (issue 30)
 
-def _depthwise(shape, stride, extra: str = "", quant: str = "", weights: str = "weight_dtype: int8") -> str:
+def _depthwise(shape, stride, extra: str = "", quant: str = "", weights: str = "weight_dtype: int8",
+               pad: int = 1) -> str:
     c = shape[3]
-    text = _config([f"out_channels: {c}, kernel: 3, stride: {stride}, pad: 1, groups: {c}, bias: true{extra}, "
+    text = _config([f"out_channels: {c}, kernel: 3, stride: {stride}, pad: {pad}, groups: {c}, bias: true{extra}, "
                     f"quant: {{weight_scale: {_scales(c, c)}, output_scale: 0.03, output_zero_point: 5}}"],
                    shape=shape).replace("name: q", f"name: dw{c}")
     return text.replace("weight_dtype: int8}", f"{weights}{quant}}}")
@@ -264,6 +265,18 @@ DEPTHWISE_CASES = [  # (input shape, stride, epilogue, requantization, weights)
     ((2, 8, 8, 64), [2, 1], ", activation: relu6", "", "weight_dtype: uint8, weight_zero_point: 128"),
     ((1, 12, 10, 48), 1, ", residual: input, activation: relu", "", "weight_dtype: int8"),  # + the input
 ]
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("shape, stride", [((1, 12, 19, 40), 1), ((1, 13, 21, 64), 2)])
+def test_depthwise_vector_path_without_padding_is_bit_exact_under_qemu(shape, stride):
+    """pad 0: the window starts at an input block, so the input read copies (and transposes) whole blocks."""
+    config = parse_config(_depthwise(shape, stride, ", activation: relu6", pad=0), "dw.yaml")
+    hvx = TARGETS["hvx"]
+    job = hvx.build(config, plan(config))
+    assert "kg_transpose4(s[0])" in job.files[f"dw{shape[3]}.c"]
+    result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
 @requires_tool(*HVX)
