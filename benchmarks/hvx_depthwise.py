@@ -8,7 +8,11 @@ counters: `packets` and `useful MACs/packet` for the whole kernel (cache reads, 
 `compute` for the stripe compute alone. QEMU's counters are deterministic: one run says it all.
 
 The "before" columns are quoted, not measured here: the same configs on commit 5fb6bad (the generic grouped path:
-4 pixels gathered per tap, widened to halfwords, vmpy h x h), measured once with this script's --json output.
+4 pixels gathered per tap, widened to halfwords, vmpy h x h; every input channel copied for each channel stripe),
+measured once with this script's --json output (PYTHONPATH at that commit's tree); v66 and v73 gave the same
+counts to the packet there. "after": a depthwise first op reads the input cache transposed and multiplies with
+vrmpy(ub, b), 3 taps per instruction (kernelgen/targets/hvx/depthwise.py). The requantization shared with the
+dense path (vmpye + vmpyo per 32 outputs) and vrmpy's 4th byte (0) bound the compute near 57 MACs/packet.
 
     .venv/bin/python benchmarks/hvx_depthwise.py [--arch v66 v73]
 """
