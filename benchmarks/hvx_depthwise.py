@@ -11,8 +11,9 @@ The "before" columns are quoted, not measured here: the same configs on commit 5
 4 pixels gathered per tap, widened to halfwords, vmpy h x h; every input channel copied for each channel stripe),
 measured once with this script's --json output (PYTHONPATH at that commit's tree); v66 and v73 gave the same
 counts to the packet there. "after": a depthwise first op reads the input cache transposed and multiplies with
-vrmpy(ub, b), 3 taps per instruction (kernelgen/targets/hvx/depthwise.py). The requantization shared with the
-dense path (vmpye + vmpyo per 32 outputs) and vrmpy's 4th byte (0) bound the compute near 57 MACs/packet.
+vrmpy(ub, b), 3 taps per instruction (kernelgen/targets/hvx/depthwise.py). In clang's schedule no packet holds
+two of these vector-by-vector vrmpy, nor two of the shared requantization's vmpye / vmpyo: 12 vrmpy + 8 of those
+per 4 pixels x 32 channels (1152 MACs) bound the stride-1 compute near 57 MACs/packet.
 
     .venv/bin/python benchmarks/hvx_depthwise.py [--arch v66 v73]
 """
