@@ -246,6 +246,107 @@ def test_depthwise_grouped_and_mobilenet_blocks_are_bit_exact_under_qemu(name, s
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
 
+# ---------------------------------------------------------------- the depthwise vector path (issue 30)
+
+def _depthwise(shape, stride, extra: str = "", quant: str = "", weights: str = "weight_dtype: int8",
+               pad: int = 1) -> str:
+    c = shape[3]
+    text = _config([f"out_channels: {c}, kernel: 3, stride: {stride}, pad: {pad}, groups: {c}, bias: true{extra}, "
+                    f"quant: {{weight_scale: {_scales(c, c)}, output_scale: 0.03, output_zero_point: 5}}"],
+                   shape=shape).replace("name: q", f"name: dw{c}")
+    return text.replace("weight_dtype: int8}", f"{weights}{quant}}}")
+
+
+DEPTHWISE_CASES = [  # (input shape, stride, epilogue, requantization, weights)
+    ((2, 13, 11, 104), 1, ", activation: relu6", "", "weight_dtype: int8"),  # batch 2, odd sizes, a tail of 8
+    ((1, 15, 13, 96), 2, ", activation: relu", ", requantization: float32", "weight_dtype: int8"),
+    ((1, 9, 7, 40), 1, "", ", requantization: float32", "weight_dtype: int8"),  # a tail of 8, no activation
+    ((1, 10, 17, 33), [1, 2], ", activation: relu6", "", "weight_dtype: int8"),  # stride 2 across only, a tail of 1
+    ((2, 8, 8, 64), [2, 1], ", activation: relu6", "", "weight_dtype: uint8, weight_zero_point: 128"),
+    ((1, 12, 10, 48), 1, ", residual: input, activation: relu", "", "weight_dtype: int8"),  # + the input
+]
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("shape, stride", [((1, 12, 19, 40), 1), ((1, 13, 21, 64), 2)])
+def test_depthwise_vector_path_without_padding_is_bit_exact_under_qemu(shape, stride):
+    """pad 0: the window starts at an input block, so the input read copies (and transposes) whole blocks."""
+    config = parse_config(_depthwise(shape, stride, ", activation: relu6", pad=0), "dw.yaml")
+    hvx = TARGETS["hvx"]
+    job = hvx.build(config, plan(config))
+    assert "kg_transpose4(s[0])" in job.files[f"dw{shape[3]}.c"]
+    result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("shape, stride, extra, quant, weights", DEPTHWISE_CASES)
+def test_depthwise_vector_path_is_bit_exact_under_qemu(shape, stride, extra, quant, weights):
+    """Stride 1 and 2, channel tails, odd sizes, batch 2, fixed-point and float32 requantization (per channel),
+    relu / relu6 / none, a residual, int8 and uint8 weights: the vmpy path against the numpy reference."""
+    config = parse_config(_depthwise(shape, stride, extra, quant, weights), "dw.yaml")
+    hvx = TARGETS["hvx"]
+    job = hvx.build(config, plan(config))
+    assert "Q6_Vw_vrmpyacc_VwVubVb(acc[" in job.files[f"dw{shape[3]}.c"]
+    result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*HVX)
+@pytest.mark.parametrize("shape, stride, schedule", [
+    ((1, 13, 11, 72), 1, "{k_split: 2, h_block: 2, halo: reuse}"),  # the input cache a ring of rows
+    ((1, 13, 11, 72), 2, "{k_split: 2, h_block: 2, halo: reuse}"),
+    ((2, 12, 10, 64), 1, "{k_split: 1, h_block: 4, pipeline: double_buffer}"),  # prefetches cross stripes ko
+])
+def test_depthwise_vector_path_under_halo_reuse_and_double_buffering_is_bit_exact(shape, stride, schedule):
+    """The transposed input cache with kept ring rows (a channel stripe keeps only its own channels' rows) and
+    with two input caches (the prefetch of the next channel stripe reads its channels), k_split 1 and 2."""
+    text = _depthwise(shape, stride, ", activation: relu6").replace("{k_split: 1, h_block: 2, h_split: 2}", schedule)
+    config = parse_config(text, "dw.yaml")
+    hvx = TARGETS["hvx"]
+    job = hvx.build(config, plan(config))
+    assert "Q6_Vw_vrmpyacc_VwVubVb(acc[" in job.files[f"dw{shape[3]}.c"]
+    result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
+    assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
+
+
+@pytest.mark.parametrize("shape, stride, weights, vector", [
+    ((1, 12, 10, 40), 1, "weight_dtype: int8", True),
+    ((1, 12, 10, 40), 2, "weight_dtype: int8", True),
+    ((1, 12, 10, 40), 1, "weight_dtype: uint8, weight_zero_point: 100", False),  # w - zw can leave int8
+    ((1, 12, 10, 40), 1, "weight_dtype: int8, weight_zero_point: 3", False),
+])
+def test_depthwise_convs_take_the_vector_path_when_their_weights_fit_int8(shape, stride, weights, vector):
+    """A depthwise first op reads the input cache transposed (a word per channel holds 4 neighbouring pixels) with
+    vrmpy(ub, b), 3 taps of a row per instruction, each row loaded once as aligned vectors (no per-tap gather of 4
+    pixels into bytes[], no vunpack to halfwords); weights whose w - zw may leave int8 keep the generic path."""
+    config = parse_config(_depthwise(shape, stride, weights=weights), "dw.yaml")
+    source = TARGETS["hvx"].build(config, plan(config)).files["dw40.c"]
+    assert ("Q6_Vw_vrmpyacc_VwVubVb(acc[" in source) is vector and ("kg_transpose4(Q6_V_valign" in source) is vector
+    assert ("Q6_Wuh_vunpack_Vub(gathered)" in source) is not vector
+    reads = [line for line in source.splitlines() if "kg_input_read(input" in line]
+    assert all(line.endswith(", ko_outer);") is vector for line in reads) and reads  # stripe ko: its channels
+
+
+def test_a_depthwise_op_after_another_multiplies_its_taps_with_vmpy():
+    """After a 1x1 (the MobileNetV2 block), the depthwise op reads the 1x1's output cache as stored (4 pixels x 32
+    channels per vector): vmpy(ub, b) per tap, two taps summed into words at once; the input cache is not transposed."""
+    config = parse_config(_config([
+        "out_channels: 64, kernel: 1, quant: {weight_scale: 0.003, output_scale: 0.05, output_zero_point: 0}",
+        "out_channels: 64, kernel: 3, pad: 1, groups: 64, quant: {weight_scale: 0.01, output_scale: 0.04, "
+        "output_zero_point: 128}"], shape=(1, 10, 9, 24)), "pw_dw.yaml")
+    source = TARGETS["hvx"].build(config, plan(config)).files["q.c"]
+    assert "Q6_Wh_vmpy_VubVb" in source and "Q6_Wuh_vunpack_Vub(gathered)" not in source
+    assert "kg_transpose4" not in source and "Q6_Vw_vrmpyacc_VwVubVb(acc[" not in source
+
+
+def test_channel_multiplier_2_and_grouped_convs_keep_the_generic_path():
+    config = parse_config(_config(["out_channels: 40, kernel: 3, pad: 1, groups: 20, quant: {weight_scale: 0.01, "
+                                   "output_scale: 0.04, output_zero_point: 128}"], shape=(1, 10, 9, 20)), "m2.yaml")
+    source = TARGETS["hvx"].build(config, plan(config)).files["q.c"]
+    assert "Q6_Wh_vmpy_VubVb" not in source and "Q6_Wuh_vunpack_Vub(gathered)" in source
+
+
 # ---------------------------------------------------------------- a residual left of a padded consumer (issue 32)
 
 def _residual_then_padded(shape, second: str, weights: str) -> str:

@@ -21,6 +21,7 @@ from ...measure.tensors import KernelArgs
 from ...plan import Plan
 from ...toolstatus import ToolStatus
 from ..base import Job, Target
+from .depthwise import depthwise
 from .names import NAMES
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
@@ -34,7 +35,8 @@ class Hvx(Target):
     files = (OutputFile(pattern="{name}.h", template="hvx/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="hvx/kernel.c.j2"))
     dtypes = ("float32", "uint8")
-    includes = ("hvx/conv2d_uint8.c.j2", "hvx/pool_uint8.c.j2", "hvx/conv2d_float32.c.j2", "hvx/helpers.c.j2")
+    includes = ("hvx/conv2d_uint8.c.j2", "hvx/depthwise_uint8.c.j2", "hvx/depthwise_weights_uint8.c.j2",
+                "hvx/pool_uint8.c.j2", "hvx/conv2d_float32.c.j2", "hvx/helpers.c.j2")
     options_model = HvxModel
     # the plan's stripe loops with HVX section bodies; rows_outer keeps ko_outer (now inside the row stripe) and the
     # write-back of one channel stripe, so the helpers' calls are the same
@@ -51,7 +53,8 @@ class Hvx(Target):
         return hvx_plan(config, plan)
 
     def context(self, config: Config, plan: Plan, target_plan: HvxPlan) -> dict[str, Any]:
-        return {"hvx": target_plan, "helpers": NAMES}  # helpers: the functions kernels.py calls, by name
+        # helpers: the functions kernels.py calls, by name; depthwise: the convs of the vector depthwise path
+        return {"hvx": target_plan, "helpers": NAMES, "depthwise": depthwise(config, plan, target_plan.ops)}
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

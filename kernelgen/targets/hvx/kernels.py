@@ -8,6 +8,7 @@ from ...config import Config
 from ...errors import KernelgenError
 from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes
+from .depthwise import single_input_stripe
 from .names import NAMES
 
 
@@ -71,12 +72,13 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
     rows = plan.cache("input_a" if plan.pipeline is Pipeline.DOUBLE_BUFFER else "input").logical_shape[1]
     chunked = plan.c_split > 1  # input-channel chunks: ci_outer picks one; partial sums in acc_cache
     ci = ", ci_outer" if chunked else ""
+    ko = ", ko_outer" if single_input_stripe(config, plan) else ""  # a lone depthwise op: ko reads its channels
     if keep:
-        calls[Step(Phase.INPUT_READ_KEPT)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {keep});"
+        calls[Step(Phase.INPUT_READ_KEPT)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {keep}{ko});"
         calls[Step(Phase.INPUT_READ_NEW)] = (
-            f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep});")
+            f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep}{ko});")
     else:
-        calls[Step(Phase.INPUT_READ)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {rows}{ci});"
+        calls[Step(Phase.INPUT_READ)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {rows}{ci}{ko});"
     # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch); only a dense
     # op reads them (a grouped one corrects its input zero point per output channel instead).
     dense = [op.groups == 1 and not op.pool for op in config.ops]

@@ -41,6 +41,7 @@ from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, ResidualAdd, op_quants
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
+from .depthwise import depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .requantizer import FloatSplit, PoolRequant, Requantizer
 from .kernels import qf32_kernel, uint8_kernel
@@ -266,7 +267,7 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     options = hvx_options(config)
     arch = options.arch
     vtcm = options.vtcm_bytes or VTCM_DEFAULT_BYTES[arch]
-    pixels = options.pixels or _default_pixels(config)
+    pixels = options.pixels or depthwise_pixels(config) or _default_pixels(config)
     unblocked = unblocked_key(config)
     blocked = unblocked is None
     if config.dtype == "uint8" and unblocked is not None:

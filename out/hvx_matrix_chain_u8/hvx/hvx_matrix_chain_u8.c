@@ -114,6 +114,15 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
   for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
     const int ch = ih;
+    if (gh < 0 || gh >= 18) { /* a padding row: the zero point, two whole vectors per block */
+      for (int wb = 0; wb < 3; ++wb) {
+        for (int cb = 0; cb < 1; ++cb) {
+          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
+          d[0] = d[1] = Q6_V_vsplat_R(2021161080u);
+        }
+      }
+      continue;
+    }
     for (int wb = 0; wb < 3; ++wb) {
       for (int iw = wb * 8; iw < wb * 8 + 8 && iw < 22; ++iw) {
         const int gw = iw - 1;
@@ -511,13 +520,23 @@ static void kg_write_back(const uint8_t *restrict cache, uint8_t *restrict outpu
           d[1] = s[1];
           continue;
         }
-        for (int ow = ow0; ow < ow0 + 8 && ow < 20; ++ow) {
+        int ow = ow0;
+        if (left >= 32 && ow0 + 4 <= 20) { /* 4 whole pixels: 128 contiguous bytes on both sides */
+          *(HVX_UVector *)(image + kg_pixel(gh, ow0, 3, 3) + kb * 2048) =
+              *(const HVX_Vector *)(cache + kg_pixel(oh, ow0, 3, 2) + ki * 2048);
+          ow = ow0 + 4;
+        }
+        for (; ow < ow0 + 8 && ow < 20; ++ow) {
           const uint8_t *restrict s = cache + kg_pixel(oh, ow, 3, 2) + ki * 2048;
           uint8_t *restrict d = image + kg_pixel(gh, ow, 3, 3) + kb * 2048;
           if (left >= 32) {
             kg_copy_pixel(d, s, 32, 0);
           } else {
-            for (int i = 0; i < left; ++i) { /* channels past 72 are layout padding: untouched */
+            /* the last block's 8 channels (channels past 72 are layout padding: untouched), 8 at a time */
+            for (int i = 0; i < 1; ++i) {
+              ((uint64_t *)d)[i] = ((const uint64_t *)s)[i];
+            }
+            for (int i = 8; i < 8; ++i) { /* channels past 72 are layout padding: untouched */
               d[i] = s[i];
             }
           }

@@ -116,6 +116,15 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
   for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
     const int ch = (ho_outer * 16 + ih) % 20; /* ring row */
+    if (gh < 0 || gh >= 64) { /* a padding row: the zero point, two whole vectors per block */
+      for (int wb = 0; wb < 8; ++wb) {
+        for (int cb = 0; cb < 4; ++cb) {
+          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 8, 4) + cb * 2048);
+          d[0] = d[1] = Q6_V_vsplat_R(2155905152u);
+        }
+      }
+      continue;
+    }
     for (int wb = 0; wb < 8; ++wb) {
       const int gw0 = wb * 8 - 0;
       /* the window ends inside the input: a last, partial block is copied whole too (its columns past the
@@ -519,16 +528,16 @@ static void kg_write_back(const uint8_t *restrict cache, uint8_t *restrict outpu
           d[1] = s[1];
           continue;
         }
-        for (int ow = ow0; ow < ow0 + 8 && ow < 60; ++ow) {
+        int ow = ow0;
+        if (left >= 32 && ow0 + 4 <= 60) { /* 4 whole pixels: 128 contiguous bytes on both sides */
+          *(HVX_UVector *)(image + kg_pixel(gh, ow0, 8, 4) + kb * 2048) =
+              *(const HVX_Vector *)(cache + kg_pixel(oh, ow0, 8, 2) + ki * 2048);
+          ow = ow0 + 4;
+        }
+        for (; ow < ow0 + 8 && ow < 60; ++ow) {
           const uint8_t *restrict s = cache + kg_pixel(oh, ow, 8, 2) + ki * 2048;
           uint8_t *restrict d = image + kg_pixel(gh, ow, 8, 4) + kb * 2048;
-          if (left >= 32) {
-            kg_copy_pixel(d, s, 32, 0);
-          } else {
-            for (int i = 0; i < left; ++i) { /* channels past 128 are layout padding: untouched */
-              d[i] = s[i];
-            }
-          }
+          kg_copy_pixel(d, s, 32, 0);
         }
       }
     }
