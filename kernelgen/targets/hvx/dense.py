@@ -25,6 +25,7 @@ class DenseBlocking:
     groups: int  # groups per row
     row: KernelRow  # one kernel row's schedule for the group
     cols: tuple[int, ...]  # groups x kw x row.column_stride byte offsets from the source row
+    vector_sums: bool  # the group's columns span under 32 source pixels: its input sums are one vector per tap
 
     def __post_init__(self) -> None:
         assert len(self.cols) == self.groups * self.row.taps * self.row.column_stride
@@ -65,4 +66,5 @@ def dense_blocking(op, forced: int | None = None) -> DenseBlocking | None:
                 c = min(max(first + g * pixels + min(p, pixels - 1), op.col_lo), op.last_col)
                 iw = (c - op.col_lo) * op.sw + rw * op.dw
                 cols.append((iw >> 3) * op.src_col_stride + (iw & 7) * 32)
-    return DenseBlocking(pixels=pixels, first_group=first, groups=groups, row=row, cols=tuple(cols))
+    return DenseBlocking(pixels=pixels, first_group=first, groups=groups, row=row, cols=tuple(cols),
+                         vector_sums=(pixels - 1) * op.sw < 32)
