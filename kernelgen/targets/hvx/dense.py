@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .vrmpy_asm import MAX_PIXELS, KernelRow
+from .vrmpy_asm import MAX_PIXELS, MIN_PIXELS, KernelRow
 
-MIN_PIXELS = 4  # below this, the 8 filter loads per step crowd the packets' two load slots
 PREFERRED_MAX = 8  # 8 accumulators + 8 filter vectors + the compiler's own: measured spill-free up to here
 
 
@@ -52,7 +51,7 @@ def choose_pixels(columns: int, forced: int | None = None) -> int:
 def dense_blocking(op, forced: int | None = None) -> DenseBlocking | None:
     """The blocking of a dense conv op (plan.OpGeo), or None for ops the assembly does not compute (grouped convs,
     pools, and a forced pixel count past the scalar registers it has)."""
-    if op.pool or op.group_in or (forced is not None and forced > MAX_PIXELS):
+    if op.pool or op.group_in or (forced is not None and not MIN_PIXELS <= forced <= MAX_PIXELS):
         return None
     columns = op.col_hi - op.col_lo
     pixels = choose_pixels(columns, forced)

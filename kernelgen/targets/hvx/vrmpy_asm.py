@@ -27,6 +27,7 @@ OFFSET_PAIRS = ((7, 6), (9, 8))  # two pixels' column offsets, rotating
 POINTER_REGS = tuple(f"r{18 + i}" for i in range(10))  # one per pixel: r18-r27
 CLOBBERS = tuple(f"r{i}" for i in range(6, 28)) + FILTER_REGS
 MAX_PIXELS = len(POINTER_REGS)
+MIN_PIXELS = 4  # a step of 4 x pixels packets must hold the next step's 8 filter loads (one HVX load per packet)
 MEMD_REACH = 8192  # memd(Rs + #s11:3) reaches [-8192, 8184]: a pointer serves 4 channel blocks of 2048 bytes
 
 
@@ -78,8 +79,8 @@ class KernelRow:
     block_bytes: int = 2048
 
     def __post_init__(self) -> None:
-        if not 1 <= self.pixels <= MAX_PIXELS:
-            raise ValueError(f"pixels: expected 1..{MAX_PIXELS}, got {self.pixels}")
+        if not MIN_PIXELS <= self.pixels <= MAX_PIXELS:
+            raise ValueError(f"pixels: expected {MIN_PIXELS}..{MAX_PIXELS}, got {self.pixels}")
         if self.block_bytes * 4 != MEMD_REACH:
             raise ValueError("block_bytes: the schedule moves each pixel pointer every 4 blocks of 2048 bytes")
 
