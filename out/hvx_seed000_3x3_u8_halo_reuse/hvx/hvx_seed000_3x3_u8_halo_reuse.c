@@ -194,16 +194,32 @@ static void kg_filter_read_1(const uint8_t *restrict filter, uint8_t *restrict c
     const HVX_UVector *restrict src = (const HVX_UVector *)(filter + kb * 36864);
     HVX_Vector *restrict dst = (HVX_Vector *)(cache + ki * 36864);
     HVX_Vector usum = Q6_V_vzero();
-    /* stored tap-major (tap, channel block, vector): the order kg_row_1 reads them, one post-increment each */
-    for (int cb = 0; cb < 4; ++cb) {
-      for (int t = 0; t < 9; ++t) {
-        const HVX_UVector *restrict s = src + (cb * 9 + t) * 8;
-        HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+    /* stored tap-major (tap, channel block, vector): the order kg_row_1 reads them, one post-increment each;
+       a filter tensor aligned to 128 bytes (as the driver allocates it) is read a whole vector per load */
+    if (((uintptr_t)src & 127) == 0) {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 9; ++t) {
+          const HVX_Vector *restrict s = (const HVX_Vector *)src + (cb * 9 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
 #pragma clang loop unroll(full)
-        for (int v = 0; v < 8; ++v) {
-          const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
-          d[v] = u;
-          usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
+        }
+      }
+    } else {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 9; ++t) {
+          const HVX_UVector *restrict s = (const HVX_UVector *)src + (cb * 9 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+#pragma clang loop unroll(full)
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
         }
       }
     }
@@ -729,16 +745,32 @@ static void kg_filter_read_2(const uint8_t *restrict filter, uint8_t *restrict c
     const HVX_UVector *restrict src = (const HVX_UVector *)(filter + kb * 36864);
     HVX_Vector *restrict dst = (HVX_Vector *)(cache + ki * 36864);
     HVX_Vector usum = Q6_V_vzero();
-    /* stored tap-major (tap, channel block, vector): the order kg_row_2 reads them, one post-increment each */
-    for (int cb = 0; cb < 4; ++cb) {
-      for (int t = 0; t < 9; ++t) {
-        const HVX_UVector *restrict s = src + (cb * 9 + t) * 8;
-        HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+    /* stored tap-major (tap, channel block, vector): the order kg_row_2 reads them, one post-increment each;
+       a filter tensor aligned to 128 bytes (as the driver allocates it) is read a whole vector per load */
+    if (((uintptr_t)src & 127) == 0) {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 9; ++t) {
+          const HVX_Vector *restrict s = (const HVX_Vector *)src + (cb * 9 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
 #pragma clang loop unroll(full)
-        for (int v = 0; v < 8; ++v) {
-          const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
-          d[v] = u;
-          usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
+        }
+      }
+    } else {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 9; ++t) {
+          const HVX_UVector *restrict s = (const HVX_UVector *)src + (cb * 9 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+#pragma clang loop unroll(full)
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
         }
       }
     }
