@@ -406,8 +406,9 @@ def test_a_512_channel_3x3_plans_under_v66_by_splitting_input_channels():
 
 @requires_tool(*HVX)
 def test_a_512_channel_3x3_is_bit_exact_and_fast_under_qemu():
-    """Bit-exact, and the vrmpy loop keeps its throughput through the chunks: at least 150 useful MACs per
-    packet (QEMU's packet count is deterministic for a given binary)."""
+    """Bit-exact, and the vrmpy loop keeps its throughput through the chunks: at least 218 useful MACs per
+    packet, 0.85 of the vrmpy limit (issue 30; QEMU's packet count is deterministic for a given binary: 225 with
+    the scheduled kernel rows, 177 before them)."""
     import tempfile
     from pathlib import Path
 
@@ -422,7 +423,7 @@ def test_a_512_channel_3x3_is_bit_exact_and_fast_under_qemu():
     with tempfile.TemporaryDirectory() as tmp:
         program = compile_program(job, Path(tmp))
         c = counters(program, random_inputs(config, job.plan, np.random.default_rng(0)))
-    assert c["kernel.packets"] > 0 and 14 * 14 * 512 * 512 * 9 / c["kernel.packets"] >= 150, c
+    assert c["kernel.packets"] > 0 and 14 * 14 * 512 * 512 * 9 / c["kernel.packets"] >= 218, c
 
 
 # ---------------------------------------------------------------- onnxruntime's float32 requantization

@@ -28,7 +28,8 @@ class HvxModel(StrictModel):
         default=None, description="a positive int: the VTCM budget in bytes (default depends on arch)")
     pixels: Union[Count, None] = Field(
         default=None, description="a positive multiple of 4: output pixels sharing each filter vector (default 8; "
-                                  "4 for uint8 when every output width is 1-4 past a multiple of 8)")
+                                  "4 for uint8 when every output width is 1-4 past a multiple of 8; a dense uint8 "
+                                  "conv picks 4-8 from its row width unless this is set)")
     float_compute: Literal["scalar", "qf32"] = Field(
         default="scalar", description="'scalar' or 'qf32': which float32 kernel validate checks (qf32 needs "
                                       "v68+ and is compile-only under QEMU 7.2)")

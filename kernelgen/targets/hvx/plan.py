@@ -1,11 +1,10 @@
 """hvx_plan(config, plan) -> HvxPlan: the arithmetic the Hexagon HVX templates need. Pure.
 
-The `hvx` target keeps the plan's schedule (seed 000: ko_outer x ho_outer stripes, the
-input cache with its halo, a ko_outer_<j> loop per earlier op, one shared filter cache,
-temp-output caches, the output cache aliasing the input cache, the write-back) and
-replaces the bodies of its sections with calls to HVX helpers. Everything the helpers
-need (window extents, block strides, zero points, the requantization multiplier) is
-computed here, as plain ints, so the templates only substitute.
+The `hvx` target keeps the plan's schedule (seed 000: ko_outer x ho_outer stripes, the input cache with its
+halo, a ko_outer_<j> loop per earlier op, one shared filter cache, temp-output caches, the output cache aliasing
+the input cache, the write-back) and replaces the bodies of its sections with calls to HVX helpers. Everything
+the helpers need (window extents, block strides, zero points, the requantization multiplier) is computed here,
+as plain ints, so the templates only substitute.
 
 uint8 arithmetic (per conv op, per output element; `a` activations, `u` weights as
 unsigned bytes with zero point `zu`, n taps including channel padding):
@@ -41,6 +40,7 @@ from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, ResidualAdd, op_quants
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
+from .dense import DenseBlocking, dense_blocking
 from .depthwise import depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .requantizer import FloatSplit, PoolRequant, Requantizer
@@ -247,6 +247,7 @@ class HvxPlan:
     wcorr_offset: int  # bytes: per-output-channel corrections, k_split x 32 int32
     grouped_offset: int  # bytes: a grouped conv's int16 weights (0: no grouped op)
     pixels: int  # output pixels sharing each filter vector
+    dense: tuple[DenseBlocking | None, ...]  # per op: a dense uint8 conv's vrmpy blocking (dense.py), else None
     ring_rows: int  # halo reuse: the input cache is a ring of this many rows (0: no ring)
     ring_step: int  # halo reuse: input rows between vertically adjacent stripes
     k_split: int
@@ -314,7 +315,7 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
         notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
     return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=workspace_bytes,
                    scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, grouped_offset=grouped_offset,
-                   pixels=pixels,
+                   pixels=pixels, dense=tuple(dense_blocking(o, options.pixels) if uint8 else None for o in ops),
                    ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
                    k_split=plan.k_split, batch=config.input_shape[0], ops=ops, io=io,
                    weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and any(op.bias for op in config.ops),

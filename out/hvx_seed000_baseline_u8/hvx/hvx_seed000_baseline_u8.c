@@ -201,10 +201,34 @@ static void kg_filter_read_1(const uint8_t *restrict filter, uint8_t *restrict c
     const HVX_UVector *restrict src = (const HVX_UVector *)(filter + kb * 4096);
     HVX_Vector *restrict dst = (HVX_Vector *)(cache + ki * 4096);
     HVX_Vector usum = Q6_V_vzero();
-    for (int v = 0; v < 32; ++v) {
-      const HVX_Vector u = Q6_V_vxor_VV(src[v], Q6_V_vsplat_R(0x80808080));
-      dst[v] = u;
-      usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+    /* stored tap-major (tap, channel block, vector): the order kg_row_1 reads them, one post-increment each;
+       a filter tensor aligned to 128 bytes (as the driver allocates it) is read a whole vector per load */
+    if (((uintptr_t)src & 127) == 0) {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 1; ++t) {
+          const HVX_Vector *restrict s = (const HVX_Vector *)src + (cb * 1 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+#pragma clang loop unroll(full)
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
+        }
+      }
+    } else {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 1; ++t) {
+          const HVX_UVector *restrict s = (const HVX_UVector *)src + (cb * 1 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+#pragma clang loop unroll(full)
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
+        }
+      }
     }
     int32_t s[32] __attribute__((aligned(128)));
     *(HVX_Vector *)s = usum;
@@ -215,6 +239,164 @@ static void kg_filter_read_1(const uint8_t *restrict filter, uint8_t *restrict c
   }
 }
 
+/* Pixel p's tap rw of group g reads the source row at byte kg_cols_1[(g * 1 + rw) * 8 + p] (dense.py). */
+static const int32_t kg_cols_1[64] __attribute__((aligned(8))) = {
+0, 32, 64, 96, 128, 160, 192, 224,
+8192, 8224, 8256, 8288, 8320, 8352, 8384, 8416,
+16384, 16416, 16448, 16480, 16512, 16544, 16576, 16608,
+24576, 24608, 24640, 24672, 24704, 24736, 24768, 24800,
+32768, 32800, 32832, 32864, 32896, 32928, 32960, 32992,
+40960, 40992, 41024, 41056, 41088, 41120, 41152, 41184,
+49152, 49184, 49216, 49248, 49280, 49312, 49344, 49376,
+57344, 57376, 57408, 57440, 57472, 57504, 57536, 57568
+};
+
+/* One kernel row of a group of 8 pixels: 1 tap(s) x 4 channel block(s) x 8 filter vectors, 128 packets
+   of two vrmpy after a 4-packet prologue (vrmpy_asm.py: pixels in pairs by each filter vector;
+   every load and pointer update in the packets' free slots). f: the filter cache, tap-major, advanced past the row's vectors. */
+static inline __attribute__((always_inline)) void kg_row_1(HVX_Vector *restrict acc, const HVX_Vector *restrict *restrict f,
+                                                       const uint8_t *row, const int32_t *cols)
+{
+  __asm__(
+    "{ r7:6 = memd(%[cols]+#0) }\n"
+    "{ r18 = add(%[row],r6); r19 = add(%[row],r7); r9:8 = memd(%[cols]+#8) }\n"
+    "{ r11:10 = memd(r18+#0); r13:12 = memd(r19+#0) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#8); r20 = add(%[row],r8); r21 = add(%[row],r9) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#24); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#24); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#0); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#0); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#8); r17:16 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#16); r13:12 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ r7:6 = memd(%[cols]+#16); %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#24); r17:16 = memd(r21+#24); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ r22 = add(%[row],r6); r23 = add(%[row],r7); %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#0); r13:12 = memd(r23+#0); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#8); r17:16 = memd(r23+#8); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#16); r13:12 = memd(r23+#16); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ r9:8 = memd(%[cols]+#24); %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#24); r17:16 = memd(r23+#24); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ r24 = add(%[row],r8); r25 = add(%[row],r9); %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#0); r13:12 = memd(r25+#0); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#8); r17:16 = memd(r25+#8); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#16); r13:12 = memd(r25+#16); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#24); r17:16 = memd(r25+#24); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r18+#2048); r13:12 = memd(r19+#2048); %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#2056); %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#2056); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#2064); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#2064); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#2072); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#2072); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#2048); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#2048); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#2056); r17:16 = memd(r21+#2056); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#2064); r13:12 = memd(r21+#2064); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#2072); r17:16 = memd(r21+#2072); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#2048); r13:12 = memd(r23+#2048); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#2056); r17:16 = memd(r23+#2056); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#2064); r13:12 = memd(r23+#2064); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#2072); r17:16 = memd(r23+#2072); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#2048); r13:12 = memd(r25+#2048); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#2056); r17:16 = memd(r25+#2056); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#2064); r13:12 = memd(r25+#2064); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#2072); r17:16 = memd(r25+#2072); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r18+#4096); r13:12 = memd(r19+#4096); %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#4104); %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#4104); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#4112); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#4112); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#4120); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#4120); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#4096); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#4096); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#4104); r17:16 = memd(r21+#4104); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#4112); r13:12 = memd(r21+#4112); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#4120); r17:16 = memd(r21+#4120); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#4096); r13:12 = memd(r23+#4096); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#4104); r17:16 = memd(r23+#4104); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#4112); r13:12 = memd(r23+#4112); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#4120); r17:16 = memd(r23+#4120); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#4096); r13:12 = memd(r25+#4096); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#4104); r17:16 = memd(r25+#4104); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#4112); r13:12 = memd(r25+#4112); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#4120); r17:16 = memd(r25+#4120); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r18+#6144); r13:12 = memd(r19+#6144); %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#6152); %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#6152); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#6160); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#6160); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#6168); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#6168); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#6144); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#6144); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#6152); r17:16 = memd(r21+#6152); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#6160); r13:12 = memd(r21+#6160); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#6168); r17:16 = memd(r21+#6168); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#6144); r13:12 = memd(r23+#6144); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#6152); r17:16 = memd(r23+#6152); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#6160); r13:12 = memd(r23+#6160); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#6168); r17:16 = memd(r23+#6168); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#6144); r13:12 = memd(r25+#6144); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#6152); r17:16 = memd(r25+#6152); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#6160); r13:12 = memd(r25+#6160); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#6168); r17:16 = memd(r25+#6168); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    : [a0] "+v"(acc[0]), [a1] "+v"(acc[1]), [a2] "+v"(acc[2]), [a3] "+v"(acc[3]), [a4] "+v"(acc[4]), [a5] "+v"(acc[5]), [a6] "+v"(acc[6]), [a7] "+v"(acc[7]), [f] "+r"(*f)
+    : [row] "r"(row), [cols] "r"(cols)
+    : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "r16", "r17", "r18", "r19", "r20", "r21", "r22", "r23", "r24", "r25", "r26", "r27", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31", "memory");
+}
+
+#undef KG_P
+#define KG_P 8 /* this conv's output pixels per group */
 /* The stripe compute: 1 x 32 output channels x 8 rows x columns [0, 64) of temp_output. */
 static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt, const int32_t *restrict sums,
                         const int32_t *restrict wcorr, uint8_t *restrict dst, int ko, int ho_outer)
@@ -241,7 +423,7 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
         continue;
       }
       for (int ow0 = 0; ow0 < 64; ow0 += KG_P) {
-        HVX_Vector acc[KG_P];
+        HVX_Vector acc[KG_P + 1]; /* + an odd group's second accumulator of its last pixel */
         int icol[KG_P];
 #pragma clang loop unroll(full)
         for (int p = 0; p < KG_P; ++p) { /* tail pixels repeat a valid one and are not stored */
@@ -252,18 +434,20 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
           acc[p] = Q6_V_vzero();
         }
         int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
-#pragma clang loop unroll(full)
-        for (int p = 0; p < KG_P; ++p) {
-          asum[p] = 0;
-        }
+        /* the group's columns span under 32 sums: per tap, one unaligned vector of 32 neighbouring pixels' sums
+           (lanes past the window's row are never read back), summed; pixel p's is lane icol[p] - icol[0] */
+        HVX_Vector wsum = Q6_V_vzero();
         for (int rh = 0; rh < 1; ++rh) {
           const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 64;
           for (int rw = 0; rw < 1; ++rw) {
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              asum[p] += ssum[icol[p] + rw * 1];
-            }
+            wsum = Q6_Vw_vadd_VwVw(wsum, *(const HVX_UVector *)(ssum + icol[0] + rw * 1));
           }
+        }
+        int32_t lanes[32] __attribute__((aligned(128)));
+        *(HVX_Vector *)lanes = wsum;
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          asum[p] = lanes[icol[p] - icol[0]];
         }
         /* The sum starts from its zero-point corrections: the weights' sums and the bias (corr, per channel) and
            the input's (per pixel), so the epilogue after the reduction is the requantization alone. */
@@ -271,48 +455,19 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
         for (int p = 0; p < KG_P; ++p) {
           acc[p] = Q6_Vw_vadd_VwVw(corr, Q6_V_vsplat_R(-128 * asum[p]));
         }
+        const HVX_Vector *restrict fv = (const HVX_Vector *)fblock;
+        const int32_t *restrict cols = kg_cols_1 + (ow0 - 0) / KG_P * 8;
         for (int rh = 0; rh < 1; ++rh) {
           const int ih = oh * 1 + rh * 1;
-          const uint8_t *restrict srow = src + (ih >> 3) * 65536 + (ih & 7) * 256;
-          for (int rw = 0; rw < 1; ++rw) {
-            const uint8_t *px[KG_P];
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              const int iw = icol[p] + rw * 1;
-              px[p] = srow + (iw >> 3) * 8192 + (iw & 7) * 32;
-            }
-            const HVX_Vector *restrict f = (const HVX_Vector *)(fblock + (rh * 1 + rw) * 1024);
-            /* 1x1: one channel block per iteration, or the scheduler hoists all blocks' filters and spills. */
-#pragma clang loop unroll(disable)
-            for (int cb = 0; cb < 4; ++cb) {
-              const HVX_Vector f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3];
-              const HVX_Vector f4 = f[4], f5 = f[5], f6 = f[6], f7 = f[7];
-#pragma clang loop unroll(full)
-              for (int p = 0; p < KG_P; ++p) { /* 4 doubleword loads feed 8 vrmpy */
-                const uint64_t *restrict a = (const uint64_t *)(px[p] + cb * 2048);
-                const uint64_t a01 = a[0], a23 = a[1], a45 = a[2], a67 = a[3];
-                HVX_Vector x = acc[p];
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f0, (uint32_t)a01);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f1, (uint32_t)(a01 >> 32));
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f2, (uint32_t)a23);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f3, (uint32_t)(a23 >> 32));
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f4, (uint32_t)a45);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f5, (uint32_t)(a45 >> 32));
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f6, (uint32_t)a67);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f7, (uint32_t)(a67 >> 32));
-                acc[p] = x;
-              }
-              f += 8;
-            }
-          }
+          kg_row_1(acc, &fv, src + (ih >> 3) * 65536 + (ih & 7) * 256, cols);
         }
-        HVX_Vector packed[KG_P / 4];
+        HVX_Vector packed[(KG_P + 3) / 4];
 #pragma clang loop unroll(full)
-        for (int g = 0; g < KG_P / 4; ++g) {
+        for (int g = 0; g < (KG_P + 3) / 4; ++g) {
           HVX_Vector v[4];
 #pragma clang loop unroll(full)
           for (int q = 0; q < 4; ++q) {
-            const int p = 4 * g + q;
+            const int p = 4 * g + q < KG_P ? 4 * g + q : KG_P - 1; /* past the group: its last pixel, not stored */
             HVX_Vector x = acc[p]; /* the corrections were the sum's start */
             x = Q6_Vw_vmpyoacc_VwVwVh_s1_rnd_sat_shift(Q6_Vw_vmpye_VwVuh(x, mult), x, mult);
             v[q] = x; /* rounded, shifted and narrowed two vectors at a time below */
@@ -324,18 +479,25 @@ static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt,
           const HVX_Vector h13 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[3], v[1], 10), zo_h);
           packed[g] = Q6_Vb_vdeal_Vb(Q6_Vub_vpack_VhVh_sat(h13, h02));
         }
-        if (ow0 >= 0 && ow0 + KG_P <= 64) { /* 4 pixels = one aligned 128-byte store */
+        if (KG_P % 4 == 0 && ow0 >= 0 && ow0 + KG_P <= 64) { /* 4 pixels = one aligned 128-byte store */
 #pragma clang loop unroll(full)
           for (int g = 0; g < KG_P / 4; ++g) {
             *(HVX_Vector *)(dblock + kg_pixel(oh, ow0 + 4 * g, 8, 4)) = packed[g];
           }
         } else {
-          const uint8_t *restrict bytes = (const uint8_t *)packed;
-          for (int p = 0; p < KG_P; ++p) {
-            const int ow = ow0 + p;
-            if (ow >= 0 && ow < 64) {
-              kg_copy_pixel(dblock + kg_pixel(oh, ow, 8, 4), bytes + 32 * p, 32, 0);
-            }
+          /* the group's columns [lo, hi) line by line (4 pixels, 128 bytes of the destination): the packed bytes
+             from the line's first column on, one unaligned load, stored under a mask of the line's columns */
+          HVX_Vector bytes[(KG_P + 3) / 4 + 2]; /* one vector before the packed ones: a line may start 3 pixels early */
+#pragma clang loop unroll(full)
+          for (int g = 0; g < (KG_P + 3) / 4; ++g) {
+            bytes[g + 1] = packed[g];
+          }
+          const int lo = ow0 < 0 ? 0 : ow0, hi = ow0 + KG_P < 64 ? ow0 + KG_P : 64;
+          for (int line = lo >> 2; line <= (hi - 1) >> 2; ++line) {
+            const int first = 4 * line < lo ? lo : 4 * line, last = 4 * line + 4 < hi ? 4 * line + 4 : hi;
+            const HVX_Vector v = *(const HVX_UVector *)((const uint8_t *)bytes + 128 + 32 * (4 * line - ow0));
+            const HVX_VectorPred q = Q6_Q_and_QQn(Q6_Q_vsetq2_R(32 * (last - 4 * line)), Q6_Q_vsetq_R(32 * (first - 4 * line)));
+            Q6_vmem_QRIV(q, dblock + kg_pixel(oh, 4 * line, 8, 4), v);
           }
         }
       }
@@ -361,10 +523,34 @@ static void kg_filter_read_2(const uint8_t *restrict filter, uint8_t *restrict c
     const HVX_UVector *restrict src = (const HVX_UVector *)(filter + kb * 4096);
     HVX_Vector *restrict dst = (HVX_Vector *)(cache + ki * 4096);
     HVX_Vector usum = Q6_V_vzero();
-    for (int v = 0; v < 32; ++v) {
-      const HVX_Vector u = Q6_V_vxor_VV(src[v], Q6_V_vsplat_R(0x80808080));
-      dst[v] = u;
-      usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+    /* stored tap-major (tap, channel block, vector): the order kg_row_2 reads them, one post-increment each;
+       a filter tensor aligned to 128 bytes (as the driver allocates it) is read a whole vector per load */
+    if (((uintptr_t)src & 127) == 0) {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 1; ++t) {
+          const HVX_Vector *restrict s = (const HVX_Vector *)src + (cb * 1 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+#pragma clang loop unroll(full)
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
+        }
+      }
+    } else {
+      for (int cb = 0; cb < 4; ++cb) {
+        for (int t = 0; t < 1; ++t) {
+          const HVX_UVector *restrict s = (const HVX_UVector *)src + (cb * 1 + t) * 8;
+          HVX_Vector *restrict d = dst + (t * 4 + cb) * 8;
+#pragma clang loop unroll(full)
+          for (int v = 0; v < 8; ++v) {
+            const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
+            d[v] = u;
+            usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
+          }
+        }
+      }
     }
     int32_t s[32] __attribute__((aligned(128)));
     *(HVX_Vector *)s = usum;
@@ -375,6 +561,164 @@ static void kg_filter_read_2(const uint8_t *restrict filter, uint8_t *restrict c
   }
 }
 
+/* Pixel p's tap rw of group g reads the source row at byte kg_cols_2[(g * 1 + rw) * 8 + p] (dense.py). */
+static const int32_t kg_cols_2[64] __attribute__((aligned(8))) = {
+0, 32, 64, 96, 128, 160, 192, 224,
+8192, 8224, 8256, 8288, 8320, 8352, 8384, 8416,
+16384, 16416, 16448, 16480, 16512, 16544, 16576, 16608,
+24576, 24608, 24640, 24672, 24704, 24736, 24768, 24800,
+32768, 32800, 32832, 32864, 32896, 32928, 32960, 32992,
+40960, 40992, 41024, 41056, 41088, 41120, 41152, 41184,
+49152, 49184, 49216, 49248, 49280, 49312, 49344, 49376,
+57344, 57376, 57408, 57440, 57472, 57504, 57536, 57568
+};
+
+/* One kernel row of a group of 8 pixels: 1 tap(s) x 4 channel block(s) x 8 filter vectors, 128 packets
+   of two vrmpy after a 4-packet prologue (vrmpy_asm.py: pixels in pairs by each filter vector;
+   every load and pointer update in the packets' free slots). f: the filter cache, tap-major, advanced past the row's vectors. */
+static inline __attribute__((always_inline)) void kg_row_2(HVX_Vector *restrict acc, const HVX_Vector *restrict *restrict f,
+                                                       const uint8_t *row, const int32_t *cols)
+{
+  __asm__(
+    "{ r7:6 = memd(%[cols]+#0) }\n"
+    "{ r18 = add(%[row],r6); r19 = add(%[row],r7); r9:8 = memd(%[cols]+#8) }\n"
+    "{ r11:10 = memd(r18+#0); r13:12 = memd(r19+#0) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#8); r20 = add(%[row],r8); r21 = add(%[row],r9) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#24); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#24); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#0); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#0); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#8); r17:16 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#16); r13:12 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ r7:6 = memd(%[cols]+#16); %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#24); r17:16 = memd(r21+#24); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ r22 = add(%[row],r6); r23 = add(%[row],r7); %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#0); r13:12 = memd(r23+#0); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#8); r17:16 = memd(r23+#8); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#16); r13:12 = memd(r23+#16); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ r9:8 = memd(%[cols]+#24); %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#24); r17:16 = memd(r23+#24); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ r24 = add(%[row],r8); r25 = add(%[row],r9); %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#0); r13:12 = memd(r25+#0); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#8); r17:16 = memd(r25+#8); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#16); r13:12 = memd(r25+#16); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#24); r17:16 = memd(r25+#24); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r18+#2048); r13:12 = memd(r19+#2048); %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#2056); %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#2056); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#2064); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#2064); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#2072); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#2072); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#2048); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#2048); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#2056); r17:16 = memd(r21+#2056); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#2064); r13:12 = memd(r21+#2064); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#2072); r17:16 = memd(r21+#2072); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#2048); r13:12 = memd(r23+#2048); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#2056); r17:16 = memd(r23+#2056); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#2064); r13:12 = memd(r23+#2064); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#2072); r17:16 = memd(r23+#2072); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#2048); r13:12 = memd(r25+#2048); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#2056); r17:16 = memd(r25+#2056); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#2064); r13:12 = memd(r25+#2064); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#2072); r17:16 = memd(r25+#2072); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r18+#4096); r13:12 = memd(r19+#4096); %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#4104); %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#4104); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#4112); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#4112); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#4120); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#4120); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#4096); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#4096); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#4104); r17:16 = memd(r21+#4104); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#4112); r13:12 = memd(r21+#4112); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#4120); r17:16 = memd(r21+#4120); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#4096); r13:12 = memd(r23+#4096); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#4104); r17:16 = memd(r23+#4104); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#4112); r13:12 = memd(r23+#4112); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#4120); r17:16 = memd(r23+#4120); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#4096); r13:12 = memd(r25+#4096); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#4104); r17:16 = memd(r25+#4104); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#4112); r13:12 = memd(r25+#4112); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#4120); r17:16 = memd(r25+#4120); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r18+#6144); r13:12 = memd(r19+#6144); %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#6152); %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#6152); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#6160); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#6160); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#6168); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#6168); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#6144); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#6144); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#6152); r17:16 = memd(r21+#6152); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#6160); r13:12 = memd(r21+#6160); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#6168); r17:16 = memd(r21+#6168); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#6144); r13:12 = memd(r23+#6144); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#6152); r17:16 = memd(r23+#6152); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v25.ub, r11.ub); %[a5].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#6160); r13:12 = memd(r23+#6160); %[a4].uw += vrmpy(v26.ub, r14.ub); %[a5].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v27.ub, r15.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#6168); r17:16 = memd(r23+#6168); %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a4].uw += vrmpy(v29.ub, r11.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#6144); r13:12 = memd(r25+#6144); %[a4].uw += vrmpy(v30.ub, r14.ub); %[a5].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a4].uw += vrmpy(v31.ub, r15.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#6152); r17:16 = memd(r25+#6152); %[a6].uw += vrmpy(v24.ub, r10.ub); %[a7].uw += vrmpy(v24.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v25.ub, r11.ub); %[a7].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r24+#6160); r13:12 = memd(r25+#6160); %[a6].uw += vrmpy(v26.ub, r14.ub); %[a7].uw += vrmpy(v26.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v27.ub, r15.ub); %[a7].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r24+#6168); r17:16 = memd(r25+#6168); %[a6].uw += vrmpy(v28.ub, r10.ub); %[a7].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a6].uw += vrmpy(v29.ub, r11.ub); %[a7].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ %[a6].uw += vrmpy(v30.ub, r14.ub); %[a7].uw += vrmpy(v30.ub, r16.ub) }\n"
+    "{ %[a6].uw += vrmpy(v31.ub, r15.ub); %[a7].uw += vrmpy(v31.ub, r17.ub) }\n"
+    : [a0] "+v"(acc[0]), [a1] "+v"(acc[1]), [a2] "+v"(acc[2]), [a3] "+v"(acc[3]), [a4] "+v"(acc[4]), [a5] "+v"(acc[5]), [a6] "+v"(acc[6]), [a7] "+v"(acc[7]), [f] "+r"(*f)
+    : [row] "r"(row), [cols] "r"(cols)
+    : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "r16", "r17", "r18", "r19", "r20", "r21", "r22", "r23", "r24", "r25", "r26", "r27", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31", "memory");
+}
+
+#undef KG_P
+#define KG_P 8 /* this conv's output pixels per group */
 /* The stripe compute: 1 x 32 output channels x 8 rows x columns [0, 64) of output_cache. */
 static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt, const int32_t *restrict sums,
                         const int32_t *restrict wcorr, uint8_t *restrict dst, int ko, int ho_outer)
@@ -397,7 +741,7 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
         continue;
       }
       for (int ow0 = 0; ow0 < 64; ow0 += KG_P) {
-        HVX_Vector acc[KG_P];
+        HVX_Vector acc[KG_P + 1]; /* + an odd group's second accumulator of its last pixel */
         int icol[KG_P];
 #pragma clang loop unroll(full)
         for (int p = 0; p < KG_P; ++p) { /* tail pixels repeat a valid one and are not stored */
@@ -408,18 +752,20 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
           acc[p] = Q6_V_vzero();
         }
         int32_t asum[KG_P]; /* sum(a) over each pixel's receptive field, from the per-pixel channel sums */
-#pragma clang loop unroll(full)
-        for (int p = 0; p < KG_P; ++p) {
-          asum[p] = 0;
-        }
+        /* the group's columns span under 32 sums: per tap, one unaligned vector of 32 neighbouring pixels' sums
+           (lanes past the window's row are never read back), summed; pixel p's is lane icol[p] - icol[0] */
+        HVX_Vector wsum = Q6_V_vzero();
         for (int rh = 0; rh < 1; ++rh) {
           const int32_t *restrict ssum = sums + (oh * 1 + rh * 1) * 64;
           for (int rw = 0; rw < 1; ++rw) {
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              asum[p] += ssum[icol[p] + rw * 1];
-            }
+            wsum = Q6_Vw_vadd_VwVw(wsum, *(const HVX_UVector *)(ssum + icol[0] + rw * 1));
           }
+        }
+        int32_t lanes[32] __attribute__((aligned(128)));
+        *(HVX_Vector *)lanes = wsum;
+#pragma clang loop unroll(full)
+        for (int p = 0; p < KG_P; ++p) {
+          asum[p] = lanes[icol[p] - icol[0]];
         }
         /* The sum starts from its zero-point corrections: the weights' sums and the bias (corr, per channel) and
            the input's (per pixel), so the epilogue after the reduction is the requantization alone. */
@@ -427,48 +773,19 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
         for (int p = 0; p < KG_P; ++p) {
           acc[p] = Q6_Vw_vadd_VwVw(corr, Q6_V_vsplat_R(-128 * asum[p]));
         }
+        const HVX_Vector *restrict fv = (const HVX_Vector *)fblock;
+        const int32_t *restrict cols = kg_cols_2 + (ow0 - 0) / KG_P * 8;
         for (int rh = 0; rh < 1; ++rh) {
           const int ih = oh * 1 + rh * 1;
-          const uint8_t *restrict srow = src + (ih >> 3) * 65536 + (ih & 7) * 256;
-          for (int rw = 0; rw < 1; ++rw) {
-            const uint8_t *px[KG_P];
-#pragma clang loop unroll(full)
-            for (int p = 0; p < KG_P; ++p) {
-              const int iw = icol[p] + rw * 1;
-              px[p] = srow + (iw >> 3) * 8192 + (iw & 7) * 32;
-            }
-            const HVX_Vector *restrict f = (const HVX_Vector *)(fblock + (rh * 1 + rw) * 1024);
-            /* 1x1: one channel block per iteration, or the scheduler hoists all blocks' filters and spills. */
-#pragma clang loop unroll(disable)
-            for (int cb = 0; cb < 4; ++cb) {
-              const HVX_Vector f0 = f[0], f1 = f[1], f2 = f[2], f3 = f[3];
-              const HVX_Vector f4 = f[4], f5 = f[5], f6 = f[6], f7 = f[7];
-#pragma clang loop unroll(full)
-              for (int p = 0; p < KG_P; ++p) { /* 4 doubleword loads feed 8 vrmpy */
-                const uint64_t *restrict a = (const uint64_t *)(px[p] + cb * 2048);
-                const uint64_t a01 = a[0], a23 = a[1], a45 = a[2], a67 = a[3];
-                HVX_Vector x = acc[p];
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f0, (uint32_t)a01);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f1, (uint32_t)(a01 >> 32));
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f2, (uint32_t)a23);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f3, (uint32_t)(a23 >> 32));
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f4, (uint32_t)a45);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f5, (uint32_t)(a45 >> 32));
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f6, (uint32_t)a67);
-                x = Q6_Vuw_vrmpyacc_VuwVubRub(x, f7, (uint32_t)(a67 >> 32));
-                acc[p] = x;
-              }
-              f += 8;
-            }
-          }
+          kg_row_2(acc, &fv, src + (ih >> 3) * 65536 + (ih & 7) * 256, cols);
         }
-        HVX_Vector packed[KG_P / 4];
+        HVX_Vector packed[(KG_P + 3) / 4];
 #pragma clang loop unroll(full)
-        for (int g = 0; g < KG_P / 4; ++g) {
+        for (int g = 0; g < (KG_P + 3) / 4; ++g) {
           HVX_Vector v[4];
 #pragma clang loop unroll(full)
           for (int q = 0; q < 4; ++q) {
-            const int p = 4 * g + q;
+            const int p = 4 * g + q < KG_P ? 4 * g + q : KG_P - 1; /* past the group: its last pixel, not stored */
             HVX_Vector x = acc[p]; /* the corrections were the sum's start */
             x = Q6_Vw_vmpyoacc_VwVwVh_s1_rnd_sat_shift(Q6_Vw_vmpye_VwVuh(x, mult), x, mult);
             v[q] = x; /* rounded, shifted and narrowed two vectors at a time below */
@@ -480,18 +797,25 @@ static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt,
           const HVX_Vector h13 = Q6_Vh_vadd_VhVh_sat(Q6_Vh_vasr_VwVwR_rnd_sat(v[3], v[1], 9), zo_h);
           packed[g] = Q6_Vb_vdeal_Vb(Q6_Vub_vpack_VhVh_sat(h13, h02));
         }
-        if (ow0 >= 0 && ow0 + KG_P <= 64) { /* 4 pixels = one aligned 128-byte store */
+        if (KG_P % 4 == 0 && ow0 >= 0 && ow0 + KG_P <= 64) { /* 4 pixels = one aligned 128-byte store */
 #pragma clang loop unroll(full)
           for (int g = 0; g < KG_P / 4; ++g) {
             *(HVX_Vector *)(dblock + kg_pixel(oh, ow0 + 4 * g, 8, 1)) = packed[g];
           }
         } else {
-          const uint8_t *restrict bytes = (const uint8_t *)packed;
-          for (int p = 0; p < KG_P; ++p) {
-            const int ow = ow0 + p;
-            if (ow >= 0 && ow < 64) {
-              kg_copy_pixel(dblock + kg_pixel(oh, ow, 8, 1), bytes + 32 * p, 32, 0);
-            }
+          /* the group's columns [lo, hi) line by line (4 pixels, 128 bytes of the destination): the packed bytes
+             from the line's first column on, one unaligned load, stored under a mask of the line's columns */
+          HVX_Vector bytes[(KG_P + 3) / 4 + 2]; /* one vector before the packed ones: a line may start 3 pixels early */
+#pragma clang loop unroll(full)
+          for (int g = 0; g < (KG_P + 3) / 4; ++g) {
+            bytes[g + 1] = packed[g];
+          }
+          const int lo = ow0 < 0 ? 0 : ow0, hi = ow0 + KG_P < 64 ? ow0 + KG_P : 64;
+          for (int line = lo >> 2; line <= (hi - 1) >> 2; ++line) {
+            const int first = 4 * line < lo ? lo : 4 * line, last = 4 * line + 4 < hi ? 4 * line + 4 : hi;
+            const HVX_Vector v = *(const HVX_UVector *)((const uint8_t *)bytes + 128 + 32 * (4 * line - ow0));
+            const HVX_VectorPred q = Q6_Q_and_QQn(Q6_Q_vsetq2_R(32 * (last - 4 * line)), Q6_Q_vsetq_R(32 * (first - 4 * line)));
+            Q6_vmem_QRIV(q, dblock + kg_pixel(oh, 4 * line, 8, 1), v);
           }
         }
       }
