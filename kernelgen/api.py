@@ -213,13 +213,15 @@ def run(config: Config, target: str, inputs: Mapping[str, np.ndarray]) -> dict[s
     return _run.run(TARGETS[target], job, _run.checked_inputs(config, job.plan, inputs)).outputs
 
 
-def stats(config: Config, target: str, device: str | None = None) -> tuple[DeviceStats, ...]:
+def stats(config: Config, target: str, device: str | None = None, gpu: str | None = None) -> tuple[DeviceStats, ...]:
     """Per op, what the compiler behind the target's device profile makes of its kernel (registers, spills,
     occupancy): the config's own profile, or `device`, which becomes the profile first (as --device does on every
-    command: its tiles are compiled, by its compiler). Raises KernelgenError when no compiler here judges it."""
+    command: its tiles are compiled, by its compiler); `gpu` picks one part of a profile that covers several
+    (adreno-7xx: a740, a730; adreno-6xx: a660, a630, a618; mali-valhall: g610). Raises KernelgenError when no
+    compiler here judges it."""
     config = with_device(config, device) if device else config
     judge = stats_profile(config, target, device)
-    return TARGETS[target].stats(jobs(config, (target,))[target], judge)
+    return TARGETS[target].stats(jobs(config, (target,))[target], judge, gpu)
 
 
 def stats_profile(config: Config, target: str, device: str | None = None) -> str:

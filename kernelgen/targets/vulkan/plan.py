@@ -90,6 +90,7 @@ DEVICE_DEFAULTS = {
     # registers are fewer still (48 and 32 per invocation for full occupancy, kernelgen devices): 1x2 pixels
     # x 4 channels, one subgroup per workgroup. Not measured: no Adreno or Mali compiler here.
     "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
+    "adreno-6xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
     "mali-valhall": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False),
 }
 # wide_store: the 8 channels of a chunk pair as 64-bit words (4 for float32, 2 for float16).
