@@ -1,0 +1,129 @@
+"""`kernelgen stats --device adreno-7xx | adreno-6xx | mali-valhall` (issue 31): each Vulkan op compiled by Mesa's
+Turnip (ir3) or PanVK (Valhall) compiler over the noop DRM shims `make mesa-compilers` builds, no GPU needed.
+Shapes are small where the shape does not matter: PanVK takes minutes on a large unrolled kernel."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.cli import main
+from kernelgen.targets.vulkan.mobilestats import parse_shaderdb, parse_turnip
+
+VULKAN = ("glslangValidator", "py:vulkan")
+TURNIP = (*VULKAN, "mesa:turnip")
+PANVK = (*VULKAN, "mesa:panvk")
+SMALL = ("name: small_conv\ninput: {shape: [1, 8, 8, 16]}\nops:\n  - conv2d: {out_channels: 16, kernel: 3, pad: 1}\n"
+         "targets: [vulkan]\n")
+# (profile, part, tools, the occupancy the profile targets: Adreno waves per core, Mali threads per slot)
+PARTS = [("adreno-7xx", "a740", TURNIP, 8), ("adreno-6xx", "a660", TURNIP, 8), ("mali-valhall", "g610", PANVK, 2)]
+# An explicit tile past each register file but under the profile's accumulator limit (4 x its budget):
+# Adreno 64 vec4 accumulators (ir3 allocates at most 48 vec4 registers), Mali 32 (64 work registers at most).
+OVERSIZED = {"adreno-7xx": [2, 8, 16], "adreno-6xx": [2, 8, 16], "mali-valhall": [2, 4, 16]}
+SHADERDB = ("shader: 1630 inst, 1.031250 cycles, 1.031250 fma, 0.312500 cvt, 0.000000 sfu, 0.000000 v, "
+            "0.000000 t, 0.562500 ls, 1744 quadwords, 1 threads, 2 loops, 117:2331 spills:fills")
+
+
+def test_the_valhall_shaderdb_line_is_parsed_field_by_field():
+    stats = parse_shaderdb("noise\nCompute " + SHADERDB + "\nmore noise\n")
+    assert stats == {"vgprs": 64, "sgprs": 0, "spilled_vgprs": 117, "spilled_sgprs": 0, "scratch_bytes": 0,
+                     "waves": 1, "code_bytes": 1744 * 16, "latency": 0, "inverse_throughput": 1.03125,
+                     "instructions": 1630, "fills": 2331}
+    assert parse_shaderdb("Compute " + SHADERDB.replace("1 threads", "2 threads"))["vgprs"] == 32
+
+
+def test_turnip_statistics_are_parsed_by_name():
+    names = {"Registers used": 48, "Max Waves Per Core": 4, "Instruction Count": 46890, "Code size": 1000,
+             "STP Count": 3049, "LDP Count": 4380, "Estimated cycles stalled on SS": 7,
+             "Estimated cycles stalled on SY": 5, "Half-registers used": 3}
+    stats = parse_turnip({k: float(v) for k, v in names.items()})
+    assert (stats["vgprs"], stats["waves"], stats["spilled_vgprs"], stats["fills"]) == (48, 4, 3049, 4380)
+    assert (stats["code_bytes"], stats["latency"], stats["instructions"]) == (4000, 12, 46890)
+
+
+def _stats(config, device, gpu=None):
+    args = ["stats", str(config), "--target", "vulkan", "--device", device, "--json"] + (["--gpu", gpu] if gpu else [])
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr
+
+
+@pytest.mark.parametrize("device, gpu, tools, occupancy", PARTS)
+def test_a_small_conv_compiles_spill_free_at_the_profiles_occupancy(tmp_path, device, gpu, tools, occupancy):
+    from conftest import require_tools
+
+    require_tools(*tools)
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL)
+    answer, stderr = _stats(config, device, gpu)
+    context = answer["context"]["devices"]["vulkan-stats"]
+    assert context.startswith(f"{device} (Mesa 25.0.7-2+deb13u1 ") and f" as {gpu} " in context, context
+    (op,) = answer["results"][0]["ops"]
+    assert op["vgprs"] > 0 and op["instructions"] > 0 and op["code_bytes"] > 0 and op["inverse_throughput"] > 0
+    assert op["spilled_vgprs"] == op["fills"] == 0 and "warning" not in stderr
+    assert op["waves"] >= occupancy
+    if device == "mali-valhall":
+        assert op["vgprs"] == 32  # 2 threads per slot: at most 32 work registers
+
+
+@pytest.mark.parametrize("device, gpu, tools, occupancy", PARTS)
+def test_an_oversized_tile_is_reported_spilling(tmp_path, device, gpu, tools, occupancy):
+    from conftest import require_tools
+
+    require_tools(*tools)
+    config = tmp_path / "big.yaml"
+    config.write_text(SMALL.replace("kernel: 3, pad: 1", "kernel: 1").replace("out_channels: 16", "out_channels: 32")
+                      .replace("targets:", f"vulkan: {{ivc_tile: {OVERSIZED[device]}}}\ntargets:"))
+    answer, stderr = _stats(config, device, gpu)
+    (op,) = answer["results"][0]["ops"]
+    assert op["spilled_vgprs"] > 0 and op["fills"] > 0, op
+    assert op["waves"] < occupancy
+    assert f"warning: op 1 spills {op['spilled_vgprs']} registers and fills {op['fills']}" in stderr
+
+
+@requires_tool(*TURNIP, "spirv-val")
+def test_build_with_a_spilling_explicit_tile_warns_with_the_counts(tmp_path):
+    config = tmp_path / "spilly.yaml"
+    text = SMALL.replace("name: small_conv", "name: spilly").replace("kernel: 3, pad: 1", "kernel: 1") \
+        .replace("out_channels: 16", "out_channels: 32").replace("targets:", "vulkan: {device: adreno-7xx, "
+                                                                             "ivc_tile: [2, 8, 16]}\ntargets:")
+    config.write_text(text)
+    result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "warning: spilly: on adreno-7xx (turnip (Adreno ir3) as a740) op 1 spills " in result.stderr
+    assert " fills, " in result.stderr
+    config.write_text(text.replace(", ivc_tile: [2, 8, 16]", ""))  # the profile's default: no warning
+    result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out2")])
+    assert result.exit_code == 0 and "spills" not in result.stderr, result.stderr
+
+
+def test_gpu_must_belong_to_the_profile(repo):
+    config = str(repo / "configs" / "seed002_vulkan.yaml")
+    result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "adreno-7xx",
+                                       "--gpu", "g610"])
+    assert result.exit_code == 2 and "g610 is a part of the mali-valhall profile, not of adreno-7xx" in result.output
+
+
+@pytest.mark.parametrize("device, gpu, tools, occupancy", PARTS)
+def test_profile_defaults_compile_spill_free_for_every_bundled_vulkan_config(repo, device, gpu, tools, occupancy):
+    """Each profile's default tiles (no tile options), for every Vulkan config in configs/: no spill, and the
+    occupancy the profile targets (Adreno: 8 waves per core; Mali: 2 threads, at most 32 work registers)."""
+    from conftest import require_tools
+
+    from kernelgen.api import load_config, stats
+    from kernelgen.config import with_options
+    from kernelgen.targets.vulkan.options import vulkan_options
+
+    require_tools(*tools)
+    configs = [load_config(p) for p in sorted((repo / "configs").glob("*.yaml"))]
+    worst = []
+    for config in (c for c in configs if "vulkan" in c.targets):
+        defaults = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
+            "device": device, "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
+        for op in stats(defaults, "vulkan", device, gpu):
+            worst.append((op.spilled_vgprs + op.fills, -op.waves, config.name, op.op))
+    assert len(worst) >= 8
+    assert max(worst)[0] == 0, max(worst)
+    assert -max(worst, key=lambda w: w[1])[1] >= occupancy, max(worst, key=lambda w: w[1])
