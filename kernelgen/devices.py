@@ -86,15 +86,18 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
                            "int64": "no shaderInt64 in the profile: wide_store (64-bit words) is off",
                            "vector_width": "vec4 registers"}),
     DeviceProfile(name="adreno-6xx", description="Qualcomm Adreno 6xx (Snapdragon 845-888: A630, A660)",
-                  subgroup=64, register_budget=64, local_memory_bytes=32768, max_workgroup=1024,
+                  subgroup=64, register_budget=84, local_memory_bytes=32768, max_workgroup=1024,
                   max_image=(16384, 16384), fp16_arithmetic=True, int64=False, vector_width=4, textures=True,
                   texture_filters=True,
                   sources={"subgroup": FREEDRENO6 + " (threadsize_base 64; double threadsize 128)",
                            "textures": "as adreno-7xx (TVM's Adreno schedules cover both generations)",
                            "texture_filters": "as adreno-7xx (TVM's Adreno schedules cover both generations)",
                            "register_budget": IR3_WAVES + "; a6xx gen4 (A660) reg_size_vec4 = 64, gen1 (A618, "
-                                                          "A630) 96: 8 waves on A660 at <= 16 vec4 registers = 64 "
-                                                          "32-bit registers; " + MOBILE_STATS,
+                                                          "A630) 96: 6 waves on A660 (8 on A630) at <= 21 vec4 "
+                                                          "registers = 84 32-bit registers, what a 3x3 kernel's "
+                                                          "filter slice takes at 1x2x4 (8 waves would need the "
+                                                          "filter loaded at each use: 1.9x ir3's instructions); "
+                                                          + MOBILE_STATS,
                            "local_memory_bytes": FREEDRENO6 + " (cs_shared_mem_size = 32 * 1024)",
                            "max_workgroup": "assumed (not verified on a device): 1024, the common Vulkan limit",
                            "max_image": "OpenCL image2d limit of Adreno-class GPUs (kernelgen opencl default notes)",

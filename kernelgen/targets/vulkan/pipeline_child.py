@@ -87,20 +87,24 @@ def _pipeline(vk: Any, scope: Scope, device: Any, spirv: bytes, kinds: list[str]
 
 def _statistics(vk: Any, device: Any, pipeline: Any) -> dict[str, float]:
     """The first executable's statistics (a compute pipeline has one), by name."""
-    properties = vk.vkGetDeviceProcAddr(device, "vkGetPipelineExecutablePropertiesKHR")
     statistics = vk.vkGetDeviceProcAddr(device, "vkGetPipelineExecutableStatisticsKHR")
-    properties(device, vk.VkPipelineInfoKHR(pipeline=pipeline))
     executable = vk.VkPipelineExecutableInfoKHR(pipeline=pipeline, executableIndex=0)
-    out: dict[str, float] = {}
-    for stat in statistics(device, executable):
-        value = stat.value
-        number = {vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: lambda: value.b32,
-                  vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: lambda: value.i64,
-                  vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: lambda: value.u64,
-                  vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: lambda: value.f64}[stat.format]()
-        out[vk.ffi.string(stat.name).decode()] = float(number)
-    return out
+    return {_text(vk, stat.name): _number(vk, stat) for stat in statistics(device, executable)}
 
+
+def _number(vk: Any, stat: Any) -> float:
+    if stat.format == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+        return float(stat.value.b32)
+    if stat.format == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+        return float(stat.value.i64)
+    if stat.format == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+        return float(stat.value.u64)
+    return float(stat.value.f64)
+
+
+def _text(vk: Any, name: Any) -> str:
+    """The binding hands char arrays back as str through its wrapper, or as cdata."""
+    return name if isinstance(name, str) else vk.ffi.string(name).decode()
 
 if __name__ == "__main__":
     print(json.dumps(compile_statistics(Path(sys.argv[1]).read_bytes(), sys.argv[2:])))

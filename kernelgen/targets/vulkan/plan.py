@@ -69,6 +69,9 @@ class DeviceDefaults:
     ivc_tile: tuple[int, int, int]  # [oh, ow, oc] of one invocation
     wg_size: tuple[int, int, int]
     unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
+    # kernels up to this wide hold their kw x 4-chunk filter slice ahead; wider ones load each filter vec4 at its
+    # multiply-add (VulkanOp.filter_at_use); None: always held
+    filter_slice_max_kw: int | None = None
 
 
 def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
@@ -87,11 +90,14 @@ DEVICE_DEFAULTS = {
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
     "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
-    # registers are fewer still (48 and 32 per invocation for full occupancy, kernelgen devices): 1x2 pixels
-    # x 4 channels, one subgroup per workgroup. Not measured: no Adreno or Mali compiler here.
-    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
-    "adreno-6xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
-    "mali-valhall": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False),
+    # Adreno (Turnip's ir3 as A740/A660, issue 31): a 5-wide kernel's held filter slice took 48 vec4 registers
+    # (4 waves), loaded at use 16 (12 waves, 1.9x the instructions); a 3x3's 21-24 (8 waves on A740, 6 on A660)
+    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3),
+    "adreno-6xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3),
+    # Mali (PanVK's Valhall compiler as a G610, issue 31): any held filter slice spills (3x3 at 1x1x4: 4:13
+    # spills:fills at 64 registers); loaded at use it does not, and 1x1 kernels fit 32 registers (2 threads)
+    "mali-valhall": DeviceDefaults(ivc_tile=(1, 1, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False,
+                                   filter_slice_max_kw=0),
 }
 # wide_store: the 8 channels of a chunk pair as 64-bit words (4 for float32, 2 for float16).
 # lavapipe stores a storage-buffer vector with a loop over the subgroup's 8 lanes, one
@@ -148,6 +154,7 @@ class VulkanOp:
     gate_alpha: str = ""
     gate_beta: str = ""
     gate_times_value: bool = False
+    filter_at_use: bool = False  # each filter vec4 loaded at its multiply-add, not a kw x chunk slice held ahead
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
     # (rc < group_in), element by element at x_element (the flat index of (n, ih, iw, c)), except for the
     # first fast_chunks chunks of a depthwise conv with multiplier 1, which read their own chunk (load_src).
@@ -317,7 +324,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
-                           **gate_literals(op.epilogue.hard)))
+                           filter_at_use=defaults.filter_slice_max_kw is not None
+                           and op.kernel[1] > defaults.filter_slice_max_kw, **gate_literals(op.epilogue.hard)))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype],
                       buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
