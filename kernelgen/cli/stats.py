@@ -6,15 +6,14 @@ import json
 
 import click
 
-from ..api import TARGETS, load_config, stats, stats_profile, with_device
+from ..api import TARGETS, load_config, stats, stats_parts, stats_profile, with_device
 from ..errors import KernelgenError
 from ..measure.context import run_context
 from ..measure.records import DeviceStats
-from ..targets.vulkan.mobilestats import GPUS
 from .common import device_choice, handle_errors, json_option
 
 KEYS = DeviceStats.statistics()
-GPU_PROFILE = {name: gpu.profile for name, gpu in GPUS.items()}  # --gpu: each part and its profile
+GPU_PROFILE = stats_parts()  # --gpu: each part and its profile
 
 
 @click.command("stats")
