@@ -112,7 +112,9 @@ def mobile_stats(gpu: MobileGpu, spirv: list[bytes], kinds: list[tuple[str, ...]
 
 def parse_turnip(statistics: dict[str, float]) -> dict[str, float]:
     """Turnip's pipeline-executable statistics -> DeviceStats' fields. Registers are vec4 full registers
-    (ir3's max_reg + 1); the waves a core holds follow from them (reg_size_vec4 / registers x 2 per wave pair)."""
+    (ir3's max_reg + 1); the waves a core holds follow from them (reg_size_vec4 / registers x 2 per wave pair).
+    ir3 counts instructions and code size in 16 bits: on a huge kernel (tens of thousands of instructions) they
+    wrap (issue 31), so those two rank only kernels of sane size."""
     missing = [name for name in TURNIP_FIELDS if name not in statistics]
     if missing:
         raise ToolchainError(f"Turnip's pipeline statistics lack {', '.join(missing)}")
