@@ -161,3 +161,34 @@ def test_an_adreno_sweep_ranks_by_ir3_and_puts_spilling_variants_last(monkeypatc
     assert small.metrics["spilled_vgprs"] == 0 and big.metrics["spilled_vgprs"] > 0
     assert small.best and not big.best and small.rank < big.rank and small.metrics["ir3_cycles"] > 0
     assert small.seconds != small.seconds and "(ir3 estimate)" in small.label  # no wall time: an estimate
+
+
+@requires_tool("mesa:turnip", "mesa:panvk")
+def test_targets_lists_the_built_compilers_and_the_install_step_is_a_no_op_once_built(repo):
+    import subprocess
+    import sys
+
+    result = CliRunner().invoke(main, ["targets"])
+    assert result.exit_code == 0
+    lines = {line.split()[0]: line for line in result.output.splitlines() if line.strip().startswith("mesa:")}
+    assert set(lines) == {"mesa:turnip", "mesa:panvk"}
+    assert all(" found   " in line and "Mesa 25.0.7-2+deb13u1" in line for line in lines.values()), lines
+    done = subprocess.run([sys.executable, str(repo / "tools" / "mesa_compilers.py")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("mesa-compilers: Mesa 25.0.7-2+deb13u1 (turnip, panvk"), \
+        done.stdout + done.stderr
+    assert len(done.stdout.splitlines()) == 1
+
+
+def test_a_missing_build_is_listed_with_what_to_run(tmp_path, monkeypatch):
+    from kernelgen.targets.vulkan.mobilestats import compiler_status
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    statuses = compiler_status()
+    assert [(s.name, s.found, s.install_hint, s.stats_only) for s in statuses] == [
+        ("mesa:turnip", False, "make mesa-compilers", True), ("mesa:panvk", False, "make mesa-compilers", True)]
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL)
+    result = CliRunner().invoke(main, ["stats", str(config), "--target", "vulkan", "--device", "mali-valhall"])
+    assert result.exit_code == 1
+    assert "panvk (Mali Valhall) compiler is not built: run `make mesa-compilers`" in result.output, result.output
