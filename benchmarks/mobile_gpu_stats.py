@@ -97,7 +97,7 @@ def main() -> int:
     for r in rows:
         print(f"{r['config']:<{width}}  " + "  ".join(f"{text(r[h], h.split()[0], args.timeout):>20}" for h in heads))
     tiles = {(r["config"], gpu): r[f"{gpu} after"].get("tiles") for r in rows for gpu in parts if r[f"{gpu} after"]}
-    print("after tiles (ivc_tile per op): " + "; ".join(f"{c} {g}: {' '.join(t)}" for (c, g), t in tiles.items()
+    print("after tiles (ivc_tile per op: [oh, ow, vec4 output chunks]): " + "; ".join(f"{c} {g}: {' '.join(t)}" for (c, g), t in tiles.items()
                                                         if t and g in ("a740", "g610")))
     if args.json:
         Path(args.json).write_text(json.dumps({"mesa": DEBIAN_VERSION, "rows": rows}, indent=2) + "\n")
