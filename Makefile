@@ -6,7 +6,7 @@ KG := $(VENV)/bin/kernelgen
 APT_PACKAGES := gcc g++ clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev glslang-tools spirv-tools \
 	mesa-vulkan-drivers libvulkan1 vulkan-validationlayers cmake ninja-build
 
-.PHONY: demo test toolchains goldens clean
+.PHONY: demo test toolchains mesa-compilers goldens clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,13 @@ toolchains:
 	else echo "toolchains: not root, so not installing. Missing:$$missing"; \
 		echo "  run: sudo apt-get install$$missing   (tests needing them are skipped until then)"; fi
 
-test: toolchains $(VENV)/.installed
+# Mesa's Adreno (Turnip) and Mali (PanVK) compilers with their noop DRM shims, built from a pinned Debian source
+# package into ~/.cache/kernelgen (kernelgen stats --device adreno-7xx|adreno-6xx|mali-valhall); rebuilt only when
+# the pin changes; one line saying what is missing when it cannot.
+mesa-compilers: $(VENV)/.installed
+	$(VENV)/bin/python tools/mesa_compilers.py
+
+test: toolchains mesa-compilers $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q
 
 demo: $(VENV)/.installed

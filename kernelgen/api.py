@@ -38,7 +38,7 @@ from .toolstatus import ToolStatus
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
            "jobs", "json_schema", "load_config", "load_network", "network_files", "output_files", "output_names", "parse_config", "plan",
-           "roofline_chart", "run", "skipped", "stats", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
+           "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
 
 Targets = Mapping[str, Target]
 
@@ -213,13 +213,22 @@ def run(config: Config, target: str, inputs: Mapping[str, np.ndarray]) -> dict[s
     return _run.run(TARGETS[target], job, _run.checked_inputs(config, job.plan, inputs)).outputs
 
 
-def stats(config: Config, target: str, device: str | None = None) -> tuple[DeviceStats, ...]:
+def stats(config: Config, target: str, device: str | None = None, gpu: str | None = None) -> tuple[DeviceStats, ...]:
     """Per op, what the compiler behind the target's device profile makes of its kernel (registers, spills,
     occupancy): the config's own profile, or `device`, which becomes the profile first (as --device does on every
-    command: its tiles are compiled, by its compiler). Raises KernelgenError when no compiler here judges it."""
+    command: its tiles are compiled, by its compiler); `gpu` picks one part of a profile that covers several
+    (adreno-7xx: a740, a730; adreno-6xx: a660, a630, a618; mali-valhall: g610). Raises KernelgenError when no
+    compiler here judges it."""
     config = with_device(config, device) if device else config
     judge = stats_profile(config, target, device)
-    return TARGETS[target].stats(jobs(config, (target,))[target], judge)
+    return TARGETS[target].stats(jobs(config, (target,))[target], judge, gpu)
+
+
+def stats_parts() -> dict[str, str]:
+    """The GPUs `stats` can compile for where a profile covers several (--gpu), each with its profile."""
+    from .targets.vulkan.mobilestats import GPUS
+
+    return {name: gpu.profile for name, gpu in GPUS.items()}
 
 
 def stats_profile(config: Config, target: str, device: str | None = None) -> str:

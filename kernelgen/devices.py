@@ -11,6 +11,10 @@ POCL = "measured here: PoCL 3.1 (Debian 12, pthread device), clGetDeviceInfo"
 FREEDRENO = "Mesa src/freedreno/common/a7xx_gpu.py (A7XX: cs_shared_mem_size, reg_size_vec4, threadsize)"
 PANFROST = "Mesa src/panfrost (pan_subgroup_size, panfrost_max_thread_count) and panvk physical-device limits"
 CPU = "none: a CPU device, whose registers are the host's"
+FREEDRENO6 = "Mesa src/freedreno/common/freedreno_devices.py (a6xx: cs_shared_mem_size, reg_size_vec4, threadsize)"
+IR3_WAVES = ("ir3 (src/freedreno/ir3/ir3.c, ir3_get_reg_dependent_max_waves): waves per core = reg_size_vec4 / "
+             "vec4 registers x 2")
+MOBILE_STATS = "measured here with `kernelgen stats` (Mesa 25.0.7 Turnip/PanVK over their noop DRM shims)"
 STATS = "measured here with `kernelgen stats` (ACO): 8+ waves per SIMD at <= 128 VGPRs"
 
 
@@ -65,19 +69,39 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
                            "fp16_arithmetic": MESA_RADV + " (shaderFloat16)", "int64": MESA_RADV + " (shaderInt64)",
                            "vector_width": "vec4: 4 VGPRs per vec4 accumulator"}),
     DeviceProfile(name="adreno-7xx", description="Qualcomm Adreno 7xx (Snapdragon 8 Gen 1-3)", subgroup=64,
-                  register_budget=48, local_memory_bytes=32768, max_workgroup=1024, max_image=(16384, 16384),
+                  register_budget=96, local_memory_bytes=32768, max_workgroup=1024, max_image=(16384, 16384),
                   fp16_arithmetic=True, int64=False, vector_width=4, textures=True, texture_filters=True,
                   sources={"subgroup": FREEDRENO + " (threadsize_base 64; double threadsize 128)",
                            "textures": "TVM's Adreno conv2d schedules (python/tvm/topi/adreno) keep activations in "
                                        "textures (the global.texture scope): the texture cache and its 2-D locality",
                            "texture_filters": "TVM's Adreno conv2d schedules (python/tvm/topi/adreno) keep weights "
                                               "in textures (the global.texture-weight scope): the texture cache",
-                           "register_budget": FREEDRENO + " (reg_size_vec4 = 96 per fiber slot: 12 vec4 = 48 "
-                                                          "registers for 8 waves, our target occupancy)",
+                           "register_budget": IR3_WAVES + "; a7xx reg_size_vec4 = 96: 8 waves at <= 24 vec4 "
+                                                          "registers = 96 32-bit registers, our target occupancy; "
+                                                          + MOBILE_STATS,
                            "local_memory_bytes": FREEDRENO + " (cs_shared_mem_size = 32 * 1024)",
                            "max_workgroup": "assumed (not verified on a device): 1024, the common Vulkan limit",
                            "max_image": "OpenCL image2d limit of Adreno-class GPUs (kernelgen opencl default notes)",
                            "fp16_arithmetic": FREEDRENO + " (storage_16bit, fp16 ALUs)",
+                           "int64": "no shaderInt64 in the profile: wide_store (64-bit words) is off",
+                           "vector_width": "vec4 registers"}),
+    DeviceProfile(name="adreno-6xx", description="Qualcomm Adreno 6xx (Snapdragon 845-888: A630, A660)",
+                  subgroup=64, register_budget=84, local_memory_bytes=32768, max_workgroup=1024,
+                  max_image=(16384, 16384), fp16_arithmetic=True, int64=False, vector_width=4, textures=True,
+                  texture_filters=True,
+                  sources={"subgroup": FREEDRENO6 + " (threadsize_base 64; double threadsize 128)",
+                           "textures": "as adreno-7xx (TVM's Adreno schedules cover both generations)",
+                           "texture_filters": "as adreno-7xx (TVM's Adreno schedules cover both generations)",
+                           "register_budget": IR3_WAVES + "; a6xx gen4 (A660) reg_size_vec4 = 64, gen1 (A618, "
+                                                          "A630) 96: 6 waves on A660 (8 on A630) at <= 21 vec4 "
+                                                          "registers = 84 32-bit registers, what a 3x3 kernel's "
+                                                          "filter slice takes at 1x2x4 (8 waves would need the "
+                                                          "filter loaded at each use: 1.9x ir3's instructions); "
+                                                          + MOBILE_STATS,
+                           "local_memory_bytes": FREEDRENO6 + " (cs_shared_mem_size = 32 * 1024)",
+                           "max_workgroup": "assumed (not verified on a device): 1024, the common Vulkan limit",
+                           "max_image": "OpenCL image2d limit of Adreno-class GPUs (kernelgen opencl default notes)",
+                           "fp16_arithmetic": FREEDRENO6 + " (storage_16bit from gen3, fp16 ALUs)",
                            "int64": "no shaderInt64 in the profile: wide_store (64-bit words) is off",
                            "vector_width": "vec4 registers"}),
     DeviceProfile(name="mali-valhall", description="Arm Mali Valhall (G57, G77, G710, G715)", subgroup=16,
@@ -88,7 +112,8 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
                            "texture_filters": "assumed (no Mali OpenCL device here): Arm's guides favour buffers "
                                               "for compute on Valhall",
                            "register_budget": PANFROST + " (panfrost_max_thread_count: more than 32 work "
-                                                         "registers halves the threads, 1024 -> 512)",
+                                                         "registers halves the threads, 1024 -> 512); "
+                                                         + MOBILE_STATS + ": G610 shaderdb '2 threads'",
                            "local_memory_bytes": PANFROST + " (maxComputeSharedMemorySize = 32768)",
                            "max_workgroup": PANFROST + " (1024 threads at <= 32 registers)",
                            "max_image": PANFROST + " (framebuffer limit 1 << 14)",

@@ -10,6 +10,9 @@ class ToolStatus:
     found: bool
     version: str
     install_hint: str
+    # A compiler only `kernelgen stats` (and build --device's spill warnings) use, such as Mesa's Turnip and PanVK:
+    # validate --skip-missing runs the target without it.
+    stats_only: bool = False
 
 
 def install_text(missing: list[ToolStatus]) -> str:

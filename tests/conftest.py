@@ -27,7 +27,12 @@ def tool_missing(*tools: str) -> list[str]:
     """Names of tools (executables, or python modules written 'py:name') not found."""
     missing = []
     for tool in tools:
-        if tool.startswith("py:"):
+        if tool.startswith("mesa:"):  # a compiler `make mesa-compilers` builds (mesa:turnip, mesa:panvk)
+            from kernelgen.targets.vulkan.mesa_pin import DRIVERS, is_installed
+
+            if not any(d.tool == tool[5:] and is_installed(d) for d in DRIVERS):
+                missing.append(tool)
+        elif tool.startswith("py:"):
             if not _python_module_available(tool[3:]):
                 missing.append(tool)
         elif shutil.which(tool) is None:

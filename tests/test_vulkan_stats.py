@@ -13,7 +13,7 @@ from kernelgen.targets.vulkan.shaderstats import parse_stats
 
 VULKAN = ("glslangValidator", "py:vulkan")
 KEYS = ["vgprs", "sgprs", "spilled_vgprs", "spilled_sgprs", "scratch_bytes", "waves", "code_bytes", "latency",
-        "inverse_throughput"]
+        "inverse_throughput", "instructions", "fills"]
 SAMPLE = """Compute Shader:
 *** SHADER STATS ***
 Driver pipeline hash: 1
@@ -36,7 +36,8 @@ Inverse Throughput: 437705
 def test_radv_statistics_are_parsed_field_by_field():
     (stats,) = parse_stats("noise before\n" + SAMPLE)
     assert stats == {"vgprs": 240, "sgprs": 128, "spilled_vgprs": 180, "spilled_sgprs": 3, "scratch_bytes": 37888,
-                     "waves": 4, "code_bytes": 32956, "latency": 109426, "inverse_throughput": 437705}
+                     "waves": 4, "code_bytes": 32956, "latency": 109426, "inverse_throughput": 437705,
+                     "instructions": 4672}
     assert DeviceStats(op=1, label="conv", **stats).spills == 183
 
 
@@ -70,9 +71,6 @@ def test_stats_refuses_a_device_it_cannot_compile_for(repo):
     config = str(repo / "configs" / "seed002_vulkan.yaml")
     result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "mali"])
     assert result.exit_code == 2 and "'mali' is not one of" in result.output  # not a profile at all
-    result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "mali-valhall"])
-    assert result.exit_code == 2
-    assert "the vulkan target has compiler statistics for the rdna2 profile only, got 'mali-valhall'" in result.output
     result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan", "--device", "pocl-cpu"])
     assert result.exit_code == 2 and "the vulkan target takes no 'pocl-cpu' profile" in result.output
     result = CliRunner().invoke(main, ["stats", config, "--target", "vulkan"])  # the config's profile: lavapipe

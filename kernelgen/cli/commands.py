@@ -296,7 +296,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     with StatusLine() as status:
         for index, (target, job) in enumerate(work, start=1):
             status.start(f"validate [{index}/{len(work)}] {job.config.name} on {target}")
-            missing = [s for s in TARGETS[target].toolchain() if not s.found] if skip_missing else []
+            missing = [s for s in TARGETS[target].toolchain() if not s.found and not s.stats_only] \
+                if skip_missing else []
             result = skipped(job.config, target, install_text(missing), seed or 0) if missing else \
                 validate_job(job, target, seed=seed, dump=Path(dump) if dump else None, phase=status.set_phase)
             results.append(result)
@@ -352,6 +353,7 @@ def targets() -> None:
         for status in target.toolchain():
             state = (f"found   {status.version}" if status.found else
                      f"missing{f' ({status.version})' if status.version else ''}; {status.install_hint}")
+            state += " [kernelgen stats only]" if status.stats_only else ""
             click.echo(f"         {status.name:<18} {state}")
 
 

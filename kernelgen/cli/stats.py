@@ -6,15 +6,14 @@ import json
 
 import click
 
-from ..api import TARGETS, load_config, stats, stats_profile, with_device
+from ..api import TARGETS, load_config, stats, stats_parts, stats_profile, with_device
 from ..errors import KernelgenError
 from ..measure.context import run_context
 from ..measure.records import DeviceStats
 from .common import device_choice, handle_errors, json_option
 
 KEYS = DeviceStats.statistics()
-# The compiler behind each statistics device (the JSON context names it).
-STATS_COMPILERS = {"rdna2": "Mesa RADV/ACO, null navi21 device (RADV_FORCE_FAMILY=navi21)"}
+GPU_PROFILE = stats_parts()  # --gpu: each part and its profile
 
 
 @click.command("stats")
@@ -22,10 +21,14 @@ STATS_COMPILERS = {"rdna2": "Mesa RADV/ACO, null navi21 device (RADV_FORCE_FAMIL
 @click.option("--target", "target", required=True, metavar="NAME",
               help="The target whose kernels are compiled (one with a device compiler).")
 @device_choice("The device profile (kernelgen devices) as on every command: its tiles are compiled, and its own "
-               "compiler judges them (rdna2: RADV's ACO). Default: the config's own vulkan/opencl.device.")
+               "compiler judges them (rdna2: RADV's ACO; adreno-7xx, adreno-6xx: Turnip's ir3; mali-valhall: "
+               "PanVK's Valhall compiler). Default: the config's own vulkan/opencl.device.")
+@click.option("--gpu", type=click.Choice(sorted(GPU_PROFILE)), default=None,
+              help="The part a profile covering several is compiled for (adreno-7xx: a740 (default), a730; "
+                   "adreno-6xx: a660 (default), a630, a618; mali-valhall: g610).")
 @json_option
 @handle_errors
-def stats_command(config: str, target: str, device: str | None, as_json: bool) -> None:
+def stats_command(config: str, target: str, device: str | None, gpu: str | None, as_json: bool) -> None:
     """Registers, spills, occupancy and code size of each op, from the device's own compiler.
 
     \b
@@ -35,6 +38,12 @@ def stats_command(config: str, target: str, device: str | None, as_json: bool) -
     (--json: "profile", and "config_sets", the options the config sets itself).
     Without --device the config's own profile is compiled, if a compiler here
     judges it.
+    adreno-7xx / adreno-6xx: Turnip's ir3 compiler over Mesa's noop DRM shim (make
+    mesa-compilers builds it), as --gpu a740 or a730 / a660, a630 or a618: vec4
+    registers, max waves per core, instructions, spill stores and fills.
+    mali-valhall: PanVK's Valhall compiler as a Mali G610 (shaderdb): work
+    registers (32 or 64), threads (2 = full occupancy), instructions, cycle
+    estimate, spills and fills.
     rdna2: Mesa's RADV compiles for a null RDNA2 device (no GPU needed) and its ACO compiler reports
     VGPRs, SGPRs, spilled VGPRs/SGPRs, scratch bytes, waves per SIMD, code bytes and its static latency
     and inverse-throughput estimates. A kernel that spills here would crawl on a real GPU.
@@ -51,8 +60,11 @@ def stats_command(config: str, target: str, device: str | None, as_json: bool) -
     except KernelgenError as error:
         raise (click.BadParameter(str(error), param_hint="--device") if device else click.UsageError(str(error))) \
             from None
-    rows = stats(loaded, target)
-    compiler = STATS_COMPILERS.get(profile, profile)
+    if gpu is not None and GPU_PROFILE[gpu] != profile:
+        raise click.BadParameter(f"{gpu} is a part of the {GPU_PROFILE[gpu]} profile, not of {profile}",
+                                 param_hint="--gpu")
+    rows = stats(loaded, target, gpu=gpu)
+    compiler = TARGETS[target].stats_compiler(profile, gpu)
     options = TARGETS[target].options(loaded)
     given = sorted((options.model_fields_set if options is not None else set()) - {"device"})
     tiles = (f"the {profile} profile's defaults and the config's {', '.join(given)}" if given
@@ -70,7 +82,11 @@ def stats_command(config: str, target: str, device: str | None, as_json: bool) -
         for row in rows:
             click.echo(f"{row.op:>3} " + " ".join(f"{getattr(row, k):>18}" for k in KEYS))
     for row in rows:
-        if row.spills:
+        if row.spills and profile != "rdna2":
+            click.echo(f"warning: op {row.op} spills {row.spilled_vgprs} registers and fills {row.fills} at "
+                       f"{row.vgprs} registers, occupancy {row.waves}, on {profile} ({compiler}): a smaller "
+                       f"vulkan.ivc_tile (or the profile's default) keeps the accumulators in registers", err=True)
+        elif row.spills:
             click.echo(f"warning: op {row.op} spills {row.spilled_vgprs} VGPRs and {row.spilled_sgprs} SGPRs "
                        f"({row.scratch_bytes} bytes of scratch) on {profile}: a smaller vulkan.ivc_tile (or the "
                        f"profile's default) keeps the accumulators in registers", err=True)

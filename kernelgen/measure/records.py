@@ -137,8 +137,16 @@ class BenchRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceStats:
-    """What a real GPU compiler made of one op's kernel (RADV's ACO for rdna2): registers, spills, occupancy
-    (waves per SIMD), code size and the compiler's static latency and inverse throughput, in cycles."""
+    """What a real GPU compiler made of one op's kernel, each number in that compiler's own unit:
+    - rdna2 (RADV's ACO): VGPRs and SGPRs, spilled VGPRs/SGPRs, scratch bytes, waves per SIMD, code bytes,
+      static latency and inverse throughput in cycles, instructions;
+    - Adreno (Turnip's ir3): vgprs = vec4 full registers, waves = max waves per core, spilled_vgprs = spill
+      stores (STP) and fills = spill loads (LDP), latency = estimated sync-stall cycles, inverse_throughput =
+      instructions issued per wave;
+    - Mali Valhall (PanVK): vgprs = work registers (32 or 64, the only two the allocator gives), waves = threads
+      per slot (2: full occupancy, 1: half), spills and fills, inverse_throughput = the compiler's cycle
+      estimate of its busiest unit.
+    A number the compiler does not report is 0."""
 
     op: int
     label: str
@@ -150,7 +158,9 @@ class DeviceStats:
     waves: int
     code_bytes: int
     latency: int
-    inverse_throughput: int
+    inverse_throughput: float
+    instructions: int = 0
+    fills: int = 0
 
     @property
     def spills(self) -> int:

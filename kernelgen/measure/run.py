@@ -78,7 +78,7 @@ def run(target: Primitives, job: Job, args: KernelArgs) -> RunResult:
                                  f"{exe.compile_only or exe.cannot_run}")
         output = target.run(exe, args, poisons(config.dtype)[0])
     tools = "; ".join(s.version if s.version.lower().startswith(s.name.lower()) else f"{s.name} {s.version}"
-                      for s in target.toolchain() if s.found)  # its compilers, and the device
+                      for s in target.toolchain() if s.found and not s.stats_only)  # its compilers, and the device
     logical = job.plan.tensors[-1].layout.unpack(output)
     return RunResult(outputs={"output": np.ascontiguousarray(logical)},
                      ran=f"{config.name}: {target.name} kernel ({tools})")

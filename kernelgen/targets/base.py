@@ -129,9 +129,14 @@ class Target(ABC):
         float16 with float32 arithmetic by default)."""
         return Roundoff(storage=HALF_UNIT_ROUNDOFF if job.config.dtype == "float16" else 0.0)
 
-    def stats(self, job: Job, device: str) -> tuple[DeviceStats, ...]:
-        """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size)."""
+    def stats(self, job: Job, device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
+        """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size), for
+        `gpu`, one part of the profile where it covers several (None: its default part)."""
         raise NotImplementedError(f"the {self.name} target has no compiler statistics")
+
+    def stats_compiler(self, device: str, gpu: str | None = None) -> str:
+        """The compiler (and part) behind `stats` for `device`, as reports name it."""
+        return device
 
     def estimate(self, job: Job) -> Timings | None:
         """A static estimate instead of a clock when the job's device is not here but its compiler is (a sweep

@@ -34,7 +34,7 @@ class Vulkan(Target):
              OutputFile(pattern="{name}.dispatch.txt", template="vulkan/dispatch.txt.j2"))
     dtypes = ("float32", "float16")
     options_model = VulkanModel
-    stats_devices = ("rdna2",)
+    stats_devices = ("rdna2", "adreno-7xx", "adreno-6xx", "mali-valhall")
     loop_orders = None  # a dispatch per conv2d over the whole tensor: no stripe loops, schedule.order does not apply
 
     def target_plan(self, config: Config, plan: Plan) -> VulkanPlan:
@@ -44,7 +44,9 @@ class Vulkan(Target):
         return {"vk": target_plan}  # tiles, dispatch sizes, index text
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
-        return status()
+        from .mobilestats import compiler_status
+
+        return status() + compiler_status()
 
     def compile(self, job: Job, workdir: Path, device: str | None = None) -> VulkanProgram:
         return compile_program(job, device)
@@ -89,27 +91,64 @@ class Vulkan(Target):
         return tuple(f"{config.name}.op{j}.spv" for j in range(1, len(config.ops) + 1))
 
     def _spill_note(self, job: Job, spirv: tuple[bytes, ...]) -> str:
-        """For a profile whose compiler is here (rdna2), a warning naming each op that spills: an explicit tile
-        still builds, but it would crawl on that GPU."""
-        device = vulkan_options(job.config).device
-        if device not in self.stats_devices:
+        """For a profile whose compiler is here (rdna2, the Adreno and Mali profiles), a warning naming each op
+        that spills: an explicit tile still builds, but it would crawl on that GPU."""
+        options = vulkan_options(job.config)
+        device = options.device
+        explicit = options.ivc_tile is not None or options.wg_tile is not None
+        # the mobile profiles' defaults are spill-free (tests/test_mobile_stats.py), and PanVK takes seconds a kernel
+        if device not in self.stats_devices or device != "rdna2" and not explicit:
             return ""
         try:
-            stats = self._compiled_stats(job, spirv)
-        except KernelgenError as error:  # no radeon driver here: the sources and SPIR-V are still right
+            stats = self._compiled_stats(job, spirv, device)
+        except KernelgenError as error:  # no driver here: the sources and SPIR-V are still right
             return f"vulkan: {job.config.name}: no {device} compiler statistics ({error})"
-        spills = [f"op {s.op} spills {s.spilled_vgprs} VGPRs and {s.spilled_sgprs} SGPRs" for s in stats if s.spills]
-        return (f"warning: {job.config.name}: on {device} (RADV's ACO) {'; '.join(spills)}: a smaller "
+        if device == "rdna2":
+            spills = [f"op {s.op} spills {s.spilled_vgprs} VGPRs and {s.spilled_sgprs} SGPRs" for s in stats
+                      if s.spills]
+        else:
+            spills = [f"op {s.op} spills {s.spilled_vgprs} registers ({s.fills} fills, {s.vgprs} registers, "
+                      f"occupancy {s.waves})" for s in stats if s.spills]
+        return (f"warning: {job.config.name}: on {device} ({short_compiler(device)}) {'; '.join(spills)}: a smaller "
                 f"vulkan.ivc_tile (or the profile's default) keeps the accumulators in registers" if spills else "")
 
-    def stats(self, job: Job, device: str) -> tuple[DeviceStats, ...]:
-        """Each op compiled by RADV's ACO for a null RDNA2 device (registers, spills, waves per SIMD, code
-        size, ACO's static latency and inverse throughput)."""
-        return self._compiled_stats(job, compile_ops(job.files[f"{job.config.name}.comp"], job.target_plan))
+    def stats_compiler(self, device: str, gpu: str | None = None) -> str:
+        return stats_compiler(device, gpu)
 
-    def _compiled_stats(self, job: Job, spirv: tuple[bytes, ...]) -> tuple[DeviceStats, ...]:
+    def stats(self, job: Job, device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
+        """Each op compiled by the device's own compiler without the GPU: RADV's ACO for a null RDNA2 device;
+        Turnip's ir3 (Adreno) or PanVK's Valhall compiler (Mali) over Mesa's noop DRM shims, as `gpu` (one
+        part of the profile; default its first)."""
+        return self._compiled_stats(job, compile_ops(job.files[f"{job.config.name}.comp"], job.target_plan),
+                                    device, gpu)
+
+    def _compiled_stats(self, job: Job, spirv: tuple[bytes, ...], device: str,
+                        gpu: str | None = None) -> tuple[DeviceStats, ...]:
+        from .mobilestats import gpu_for, mobile_stats
         from .shaderstats import rdna2_stats
 
         vk: VulkanPlan = job.target_plan
-        stats = rdna2_stats(list(spirv), [stage.kinds for stage in stages(vk, spirv)])
+        kinds = [stage.kinds for stage in stages(vk, spirv)]
+        stats = rdna2_stats(list(spirv), kinds) if device == "rdna2" else \
+            mobile_stats(gpu_for(device, gpu), list(spirv), kinds)
         return tuple(DeviceStats(op=op.index, label=op.label, **s) for op, s in zip(vk.ops, stats))
+
+
+def short_compiler(device: str) -> str:
+    """The compiler behind a statistics profile in a few words (warnings)."""
+    from .mobilestats import gpu_for
+
+    if device == "rdna2":
+        return "RADV's ACO"
+    gpu = gpu_for(device, None)
+    return f"{gpu.driver.compiler} as {gpu.name}"
+
+
+def stats_compiler(device: str, gpu: str | None = None) -> str:
+    """The compiler behind a statistics profile, as reports name it."""
+    from .mobilestats import compiler_name, gpu_for
+    from .shaderstats import RDNA2_FAMILY
+
+    if device == "rdna2":
+        return f"Mesa RADV/ACO, null {RDNA2_FAMILY} device (RADV_FORCE_FAMILY={RDNA2_FAMILY})"
+    return compiler_name(gpu_for(device, gpu))

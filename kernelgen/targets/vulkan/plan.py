@@ -37,62 +37,18 @@ from ...layout import PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, residual_access,
                      vec_ok)
-from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, tile_key, vulkan_options
+from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
+from .defaults import DEVICE_DEFAULTS, default_tile_for
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
-DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
-# [oh, ow, oc]: 64 pixels x 2 vec4 chunks. lavapipe (Mesa 22.3) pays ~20 ns per fetched vec4
-# per subgroup and core (texelFetch; its storage-buffer loads cost 3-4x more) while an
-# 8-lane vec4 multiply-add costs ~1.6 ns, so the tile that fetches least per multiply-add
-# wins: per input-channel chunk an invocation fetches kh * kw * oc (filter) +
-# (oh + kh - 1) * (ow + kw - 1) (input, stride 1) vec4s for oh * ow * oc * kh * kw
-# multiply-adds. More than ~128 vec4 accumulators spill out of L1 and lose; the bench
-# sweep's best on lavapipe.
-# What bounds it there (benchmarks/lavapipe_profile.py on seed 002's workload): NIR lowers
-# fma to a multiply and an add (the FMA probe's too, so its peak is one pair per cycle);
-# texelFetch is an out-of-line call after which every live vector register is reloaded; a
-# storage-buffer store is a loop over lanes and components (23% of the JIT samples with vec4
-# stores, 14% with wide_store); the multiply-add region touches ~36 KiB of stack (the L1d
-# is 32 KiB on some hosts, 48 KiB on this one).
-DEFAULT_IVC_TILE = (4, 16, 8)
 # Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop (the sweep's
 # fastest tiles unroll 4,608; options.MAX_UNROLLED_BODY bounds any body for compile time).
 BODY_LIMIT = 4608
 GLSL_TYPES = {"float32": ("float", "vec4"), "float16": ("float16_t", "f16vec4")}
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceDefaults:
-    """What a device profile (kernelgen.devices) sets when the config leaves it open."""
-
-    ivc_tile: tuple[int, int, int]  # [oh, ow, oc] of one invocation
-    wg_size: tuple[int, int, int]
-    unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
-
-
-def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
-    """A register-bound GPU keeps one kernel row's filter slice in registers (kw taps x 4 vec4 per output
-    chunk): past 3 taps the pixels make room for it. Measured with kernelgen stats on RADV's ACO: a 1x5 kernel
-    at 2x4 pixels needed 152 VGPRs, at 1x2 128; a 5x5 one 176, at 1x1 128 (8 waves per SIMD)."""
-    kh = max(op.kernel[0] for op in plan.ops)
-    kw = max(op.kernel[1] for op in plan.ops)
-    if kw <= 3:
-        return tile
-    return (1, 1 if kh > 3 else min(tile[1], 2), tile[2])
-
-
-DEVICE_DEFAULTS = {
-    "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True),
-    # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
-    # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
-    "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
-    # registers are fewer still (48 and 32 per invocation for full occupancy, kernelgen devices): 1x2 pixels
-    # x 4 channels, one subgroup per workgroup. Not measured: no Adreno or Mali compiler here.
-    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
-    "mali-valhall": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False),
-}
 # wide_store: the 8 channels of a chunk pair as 64-bit words (4 for float32, 2 for float16).
 # lavapipe stores a storage-buffer vector with a loop over the subgroup's 8 lanes, one
 # scalar store per component inside; what costs is the loop, not the scalars, so one
@@ -148,6 +104,7 @@ class VulkanOp:
     gate_alpha: str = ""
     gate_beta: str = ""
     gate_times_value: bool = False
+    filter_at_use: bool = False  # each filter vec4 loaded at its multiply-add, not a kw x chunk slice held ahead
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
     # (rc < group_in), element by element at x_element (the flat index of (n, ih, iw, c)), except for the
     # first fast_chunks chunks of a depthwise conv with multiplier 1, which read their own chunk (load_src).
@@ -270,14 +227,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                                                      f"[{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}], got {list(t)}")
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
     default_tile = ivc is None and options.wg_tile is None
-    if ivc is None:  # the default, shrunk to small problems so few invocations idle
-        last = plan.ops[-1].out_shape
-        tile = defaults.ivc_tile
-        if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
-            tile = (tile[0], max(1, tile[1] // max(op.stride[1] for op in plan.ops)), tile[2])
-            tile = _wide_kernel_tile(tile, plan)
-        ivc = (min(tile[0], last[1]), min(tile[1], last[2]),
-               4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
+    if ivc is None:
+        ivc = default_tile_for(defaults, plan, wg, lanes)
     if min(ivc) < 1 or ivc[2] % (4 * lanes):
         raise _problem(config, "vulkan.ivc_tile", f"expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
@@ -319,7 +270,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
-                           **gate_literals(op.epilogue.hard)))
+                           filter_at_use=defaults.filter_slice_max_kw is not None
+                           and op.kernel[1] > defaults.filter_slice_max_kw, **gate_literals(op.epilogue.hard)))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4}
     buffers = tuple(replace(b, elements=-(-b.elements // 4) * 4) if i in texel_scalars else b

@@ -25,7 +25,7 @@ RDNA2_FAMILY = "navi21"  # Radeon RX 6800/6900; Samsung's Xclipse 920 is RDNA2 a
 # ACO's statistics, as RADV prints them, and the JSON key each becomes
 FIELDS = {"VGPRs": "vgprs", "SGPRs": "sgprs", "Spilled VGPRs": "spilled_vgprs", "Spilled SGPRs": "spilled_sgprs",
           "Scratch size": "scratch_bytes", "Subgroups per SIMD": "waves", "Code size": "code_bytes",
-          "Latency": "latency", "Inverse Throughput": "inverse_throughput"}
+          "Latency": "latency", "Inverse Throughput": "inverse_throughput", "Instructions": "instructions"}
 # Three ops of a 512-accumulator tile (the most plan.py allows on rdna2) compile in ~12 s on a loaded 2-core host.
 TIMEOUT_S = 120.0
 

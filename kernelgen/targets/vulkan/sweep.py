@@ -27,6 +27,8 @@ SWEEP_WG = ((8, 1, 1), (8, 4, 1), (4, 2, 2))
 GPU_SWEEP_TILES = ((1, 2, 4), (2, 2, 4), (2, 4, 4), (1, 4, 8), (2, 4, 8), (4, 4, 4))
 GPU_SWEEP_WG = ((16, 4, 1), (64, 1, 1), (8, 8, 1))
 SUBGROUP = {name: p.subgroup for name, p in PROFILES.items()}
+# Whose static estimate ranks a profile's variants (the compiler behind kernelgen stats --device).
+ESTIMATORS = {"rdna2": "ACO", "adreno-7xx": "ir3", "adreno-6xx": "ir3", "mali-valhall": "Valhall"}
 SPILLS_LAST = 1e18  # added to a spilling variant's estimate: it ranks after every one that does not spill
 
 
@@ -40,15 +42,17 @@ def sweep_variants(config: Config) -> list[tuple[str, Config]]:
 
 
 def static_estimate(vk: VulkanPlan, device: str, stats: tuple[DeviceStats, ...]) -> Timings:
-    """A variant judged by ACO instead of a clock (a profile whose GPU is not here): the dispatch's cost as ACO's
-    inverse throughput (cycles per wave, latency hidden by occupancy) times the waves each op launches, summed
-    over the ops; a variant that spills ranks after every one that does not."""
+    """A variant judged by the profile's compiler instead of a clock (its GPU is not here): the dispatch's cost as
+    the compiler's per-wave estimate (ACO's inverse throughput; ir3's instructions issued; the Valhall compiler's
+    cycles of its busiest unit) times the waves each op launches, summed over the ops; a variant that spills
+    ranks after every one that does not."""
     cycles = 0.0
     for op, s in zip(vk.ops, stats):
         invocations = math.prod(op.groups) * math.prod(op.wg_size)
         cycles += s.inverse_throughput * math.ceil(invocations / SUBGROUP[device])
     spills = sum(s.spills for s in stats)
-    metrics = {"aco_cycles": round(cycles), "vgprs": max(s.vgprs for s in stats),
+    estimator = ESTIMATORS[device]
+    metrics = {f"{estimator.lower()}_cycles": round(cycles), "vgprs": max(s.vgprs for s in stats),
                "spilled_vgprs": sum(s.spilled_vgprs for s in stats), "waves": min(s.waves for s in stats)}
-    return Timings(label=label(vk) + " (ACO estimate)", rank=cycles + (SPILLS_LAST if spills else 0.0),
+    return Timings(label=label(vk) + f" ({estimator} estimate)", rank=cycles + (SPILLS_LAST if spills else 0.0),
                    metrics=metrics)

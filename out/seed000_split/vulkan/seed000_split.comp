@@ -5,10 +5,10 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 64, 64, 128], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [2, 4, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
+// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
 // 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (scalar), flt = filter1 (vec4), dst = temp1 (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -17,14 +17,14 @@ layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
 const int IVC_OH = 4;
-const int IVC_OW = 16;
-const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OW = 8;
+const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
 const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 16;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   vec4 v = vec4(texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) % 4]);
@@ -49,10 +49,10 @@ int owned_chunk(int first, int k) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 16;
   int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -114,10 +114,10 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 64, 64, 128], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [2, 4, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
+// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
 // 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (scalar), flt = filter2 (vec4), dst = output (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -126,14 +126,14 @@ layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
 const int IVC_OH = 4;
-const int IVC_OW = 16;
-const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OW = 8;
+const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
 const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 16;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   vec4 v = vec4(texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) % 4]);
@@ -158,10 +158,10 @@ int owned_chunk(int first, int k) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 16;
   int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];

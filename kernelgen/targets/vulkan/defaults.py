@@ -1,0 +1,81 @@
+"""What each device profile sets for the vulkan target when the config leaves it open: invocation tiles,
+workgroup sizes, whether kernel rows unroll and filter slices stay in registers. Pure."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...plan import Plan
+
+DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
+# [oh, ow, oc]: 64 pixels x 2 vec4 chunks. lavapipe (Mesa 22.3) pays ~20 ns per fetched vec4
+# per subgroup and core (texelFetch; its storage-buffer loads cost 3-4x more) while an
+# 8-lane vec4 multiply-add costs ~1.6 ns, so the tile that fetches least per multiply-add
+# wins: per input-channel chunk an invocation fetches kh * kw * oc (filter) +
+# (oh + kh - 1) * (ow + kw - 1) (input, stride 1) vec4s for oh * ow * oc * kh * kw
+# multiply-adds. More than ~128 vec4 accumulators spill out of L1 and lose; the bench
+# sweep's best on lavapipe.
+# What bounds it there (benchmarks/lavapipe_profile.py on seed 002's workload): NIR lowers
+# fma to a multiply and an add (the FMA probe's too, so its peak is one pair per cycle);
+# texelFetch is an out-of-line call after which every live vector register is reloaded; a
+# storage-buffer store is a loop over lanes and components (23% of the JIT samples with vec4
+# stores, 14% with wide_store); the multiply-add region touches ~36 KiB of stack (the L1d
+# is 32 KiB on some hosts, 48 KiB on this one).
+DEFAULT_IVC_TILE = (4, 16, 8)
+# A 1x1 conv fetches oh * ow input vec4s and 4 * oc / 4 filter vec4s per input-channel chunk for oh * ow * oc
+# multiply-adds: at 128 accumulators 4x8x16 fetches a third less per multiply-add than 4x16x8 (1/16 + 1/32
+# against 1/8 + 1/64) and ran 0.43-0.51 of the probe against 0.35-0.44 (three pairs, one run, busy host); with
+# kernel taps the input rows serve kw taps and 4x16x8 stays ahead (3x3: 0.78-0.80 against 0.66-0.75).
+POINTWISE_IVC_TILE = (4, 8, 16)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceDefaults:
+    """What a device profile (kernelgen.devices) sets when the config leaves it open."""
+
+    ivc_tile: tuple[int, int, int]  # [oh, ow, oc] of one invocation
+    wg_size: tuple[int, int, int]
+    unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
+    # kernels up to this wide hold their kw x 4-chunk filter slice ahead; wider ones load each filter vec4 at its
+    # multiply-add (VulkanOp.filter_at_use); None: always held
+    filter_slice_max_kw: int | None = None
+
+
+def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
+    """A register-bound GPU keeps one kernel row's filter slice in registers (kw taps x 4 vec4 per output
+    chunk): past 3 taps the pixels make room for it. Measured with kernelgen stats on RADV's ACO: a 1x5 kernel
+    at 2x4 pixels needed 152 VGPRs, at 1x2 128; a 5x5 one 176, at 1x1 128 (8 waves per SIMD)."""
+    kh = max(op.kernel[0] for op in plan.ops)
+    kw = max(op.kernel[1] for op in plan.ops)
+    if kw <= 3:
+        return tile
+    return (1, 1 if kh > 3 else min(tile[1], 2), tile[2])
+
+
+DEVICE_DEFAULTS = {
+    "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True),
+    # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
+    # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
+    "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
+    # Adreno (Turnip's ir3 as A740/A660, issue 31): a 5-wide kernel's held filter slice took 48 vec4 registers
+    # (4 waves), loaded at use 16 (12 waves, 1.9x the instructions); a 3x3's 21-24 (8 waves on A740, 6 on A660)
+    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3),
+    "adreno-6xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3),
+    # Mali (PanVK's Valhall compiler as a G610, issue 31): any held filter slice spills (3x3 at 1x1x4: 4:13
+    # spills:fills at 64 registers); loaded at use it does not, and 1x1 kernels fit 32 registers (2 threads)
+    "mali-valhall": DeviceDefaults(ivc_tile=(1, 1, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False,
+                                   filter_slice_max_kw=0),
+}
+
+
+def default_tile_for(defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, int], lanes: int
+                     ) -> tuple[int, int, int]:
+    """The profile's invocation tile for this plan, shrunk to small problems so few invocations idle."""
+    last = plan.ops[-1].out_shape
+    tile = defaults.ivc_tile
+    if defaults.unroll_kernel_rows and all(op.kernel == (1, 1) for op in plan.ops if not op.pool):
+        tile = POINTWISE_IVC_TILE
+    if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
+        tile = (tile[0], max(1, tile[1] // max(op.stride[1] for op in plan.ops)), tile[2])
+        tile = _wide_kernel_tile(tile, plan)
+    return (min(tile[0], last[1]), min(tile[1], last[2]),
+            4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
