@@ -70,6 +70,14 @@ def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
     assert ROW_RUN in text
 
 
+def test_a_store_whose_block_lies_inside_the_channels_runs_without_the_channel_test():
+    # 40 channels in stripes of 16: the third stripe's second block is past them; the others store unguarded
+    text = _text("s2_pad_0_channel_stripes")
+    fast = text.index("if (KG_LIKELY(")
+    assert "for (int ki = 0; ki < 8; ++ki)" in text[fast:fast + 200]
+    assert "if (!(" in text[fast:] and "< 40)" in text[fast:]
+
+
 def test_the_input_read_keeps_the_planners_loops_where_a_row_is_not_one_run():
     # NCHW: a window row's columns of one channel are a run, but not its channels: per-pixel reads stay
     text = _text("nchw_pixel_vectors_fall_back")

@@ -265,6 +265,36 @@ def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple
     return tuple(out)
 
 
+def _unswitched_channels(stores: Loop, block: int) -> list[Node]:
+    """The per-pixel store with its channel test (k < the channels stored) taken out of the ki loop when the block's
+    last channel passes it (KG_LIKELY: else gcc deems that loop cold): a loop gcc vectorizes. Kept inside, the
+    test made the epilogue scalar and its relu a branch on the sum's sign, mispredicted half the time (144
+    channels in blocks of 32: 0.3 GB/s)."""
+    (guard,) = stores.body if len(stores.body) == 1 else (None,)
+    if not isinstance(guard, Guard) or len(re.findall(r"\bki\b", guard.cond)) != 1 or \
+            not re.search(r"\+ki\) < \d+\)?$", guard.cond):
+        return [stores]
+    whole = re.sub(r"\bki\b", str(block - 1), guard.cond)
+    test = guard.cond[1:-1] if guard.cond.startswith("(") and guard.cond.endswith(")") else guard.cond
+    inside = _substituted(guard.body, test, "1")  # the same test on a bias or residual read: true here
+    return [Guard(cond=f"KG_LIKELY({whole})", body=(replace(stores, body=inside),)),
+            Guard(cond=f"!({whole})", body=(stores,))]
+
+
+def _substituted(nodes: tuple[Node, ...], text: str, by: str) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt):
+            out.append(replace(node, code=node.code.replace(text, by)))
+        elif isinstance(node, Guard):
+            out.append(replace(node, cond=node.cond.replace(text, by), body=_substituted(node.body, text, by)))
+        elif isinstance(node, (Loop, Block, Section)):
+            out.append(replace(node, body=_substituted(node.body, text, by)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
 def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
     body, col_guard = ow.body, None
     if len(body) == 1 and isinstance(body[0], Guard):
@@ -281,7 +311,7 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
     if start.code != "acc[ki] = 0;":  # a partial sum of earlier input-channel chunks: added to this chunk's
         pixel.append(Loop(var="ki", extent=block, body=(
             Stmt(code="acc[ki] += " + start.code[len("acc[ki] = "):], summary=start.summary),)))
-    pixel.append(stores)
+    pixel += _unswitched_channels(stores, block)
     sums = f"tile + pb * {t.k_block}" + (" + ko_inner * " + str(block) if t.folded else "")
     pixel = [Stmt(code=f"float *const acc = {sums};", summary="acc = its sums"), *pixel]
     if t.folded:  # the planner's channel blocks of this pixel, each stored as the planner stores it

@@ -60,6 +60,13 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
 #endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+/* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
+   does not vectorize it (the store of 144 channels in blocks of 32 ran scalar, its relu a mispredicted branch). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
+#else
+#define KG_LIKELY(cond) (cond)
+#endif
 
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into mobilenet_v2_block_trace[op - 1], and every op is checked on its own input. */
@@ -165,14 +172,26 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                       acc[ki] = 0.0f;
                     }
                   }
-                  for (int ki = 0; ki < 32; ++ki) {
-                    if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                  if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #1: bias, relu6 */
-                      float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                      float v = acc[ki] + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
                       v = v > 0.0f ? v : 0.0f;
                       v = v < 6.0f ? v : 6.0f;
                       temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                    }
+                  }
+                  if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
+                        KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
                     }
                   }
                 }
@@ -254,14 +273,26 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                       acc[ki] = 0.0f;
                     }
                   }
-                  for (int ki = 0; ki < 32; ++ki) {
-                    if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                  if (KG_LIKELY(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #2: bias, relu6 */
-                      float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                      float v = acc[ki] + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
                       v = v > 0.0f ? v : 0.0f;
                       v = v < 6.0f ? v : 6.0f;
                       temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
-                      KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                      KG_TRACE(1, ((wo_outer*16)+ow) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                    }
+                  }
+                  if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                        /* epilogue of conv2d #2: bias, relu6 */
+                        float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
+                        KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                      }
                     }
                   }
                 }
@@ -335,12 +366,22 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   const int ow = owb * 6 + pb;
                   if (((wo_outer*16)+ow) < 56) {
                     float *const acc = tile + pb * 32;
-                    for (int ki = 0; ki < 32; ++ki) {
-                      if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
+                    if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                      for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #3: bias, residual, none */
-                        float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                        v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                        float v = acc[ki] + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v += (1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
                         output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                      }
+                    }
+                    if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
+                          /* epilogue of conv2d #3: bias, residual, none */
+                          float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                          output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                        }
                       }
                     }
                   }
