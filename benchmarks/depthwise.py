@@ -4,8 +4,8 @@ bandwidth probe measured in the same run, beside onnxruntime on one thread for t
     PYTHONPATH=. python benchmarks/depthwise.py [--repeat 7] [--targets c,opencl,vulkan] [--only 96x112s1,...]
                                                 [--sources DIR] [--json results.json]
 
-Every row is depthwise 3x3 (pad 1) + bias + relu6, NHWC float32, schedule: auto (576x14s2: a 1 MiB budget). Per target and row: validated
-once (api.validate_job: fresh inputs against numpy), then the target's own time primitive, which runs a STREAM
+Every row is depthwise 3x3 (pad 1) + bias + relu6, NHWC float32, schedule: auto (576x14s2: a 1 MiB budget). Per
+target and row: validated once (api.validate_job: fresh inputs against numpy), then the target's own time primitive, which runs a STREAM
 triad right before every repeat of a memory-bound kernel (c: roofline.Probes, 3 x 64 MiB; opencl: the first
 launch of the kernel's sequence, 3 x 32 MiB; vulkan: a stage of the kernel's command buffer, 3 x 32 MiB), so the
 kernel's tensors come from memory, not the caches. GB/s counts every tensor once (input, filter, bias, output),
@@ -15,13 +15,27 @@ work on a shared host. The onnxruntime table pairs each repeat with the C triad 
 `cold` right after the triad, `warm` at once again (the tensors where the first run left them, in L3).
 
 --sources DIR takes the kernel sources from `kernelgen build` output made by another checkout (DIR/<name>/<target>/),
-with this checkout's plans, probes and timing: how the "before" rows below were measured (the c kernels of
-commit 5fb6bad, whose plans are the same; opencl and vulkan kernels are unchanged since):
+with this checkout's plans, probes and timing. The "before" rows (commit 5fb6bad's kernels):
     git archive 5fb6bad | tar -x -C /tmp/before
-    PYTHONPATH=/tmp/before python -m kernelgen build /tmp/dwcfg/*.yaml -o /tmp/before-out   (--write-configs)
+    PYTHONPATH=. python benchmarks/depthwise.py --write-configs /tmp/dwcfg
+    PYTHONPATH=/tmp/before python -m kernelgen build /tmp/dwcfg/*.yaml -o /tmp/before-out
+    PYTHONPATH=. python benchmarks/depthwise.py --sources /tmp/before-out
 
-Before (5fb6bad's c kernels; PoCL and lavapipe kernels unchanged), measured on this 2-core host under load:
-see the note; the script prints its own table.
+Before, on this 2-core host shared with three other sessions (GB/s, the probe's GB/s in brackets, the paired
+ratio; c: two runs of --targets c --repeat 21 with this checkout's timing, whose library call no longer costs
+~0.8 ms; opencl and vulkan: one run, repeat 11, under a load average of ~10, lavapipe's FMA probe at 2-5 GFLOP/s
+instead of its ~110-200, so its triad is starved too):
+| row | c, two runs | opencl | vulkan |
+|---|---|---|---|
+| 96x112s1 | 5.30 (11.6) 0.47 / 5.69 (21.5) 0.26 | 0.47 (7.7) 0.06 | 0.04 (0.20) 0.22 |
+| 96x112s2 | 5.70 (11.9) 0.48 / 5.45 (20.2) 0.26 | 3.13 (4.1) 0.52 | 0.11 (0.22) 0.51 |
+| 144x56s1 | 0.48 (12.0) 0.04 / 0.48 (11.4) 0.04 | 0.15 (4.5) 0.03 | 0.03 (0.18) 0.17 |
+| 144x56s2 | 2.06 (12.0) 0.17 / 1.95 (10.5) 0.16 | 1.64 (6.0) 0.20 | 0.06 (0.15) 0.36 |
+| 384x28s1 | 3.82 (11.7) 0.33 / 3.81 (12.0) 0.32 | 4.20 (4.6) 0.91 | 0.04 (0.18) 0.22 |
+| 576x14s1 | 3.02 (10.5) 0.29 / 2.91 (11.8) 0.25 | 4.23 (3.6) 1.13 | 0.02 (0.09) 0.18 |
+| 576x14s2 | 2.92 (9.7) 0.29 / 2.64 (11.6) 0.23 | 6.21 (3.6) 1.55 | 0.15 (0.18) 1.11 |
+The triad read 11-12 GB/s in most of these runs and 20-22 GB/s when the other sessions paused: a ratio is only
+as steady as the host, so compare GB/s run against run, and read each ratio with its probe.
 """
 from __future__ import annotations
 
