@@ -5,14 +5,15 @@ bandwidth probe measured in the same run, beside onnxruntime on one thread for t
                                                 [--sources DIR] [--json results.json]
 
 Every row is depthwise 3x3 (pad 1) + bias + relu6, NHWC float32, schedule: auto (576x14s2: a 1 MiB budget). Per
-target and row: validated once (api.validate_job: fresh inputs against numpy), then the target's own time primitive, which runs a STREAM
-triad right before every repeat of a memory-bound kernel (c: roofline.Probes, 3 x 64 MiB; opencl: the first
-launch of the kernel's sequence, 3 x 32 MiB; vulkan: a stage of the kernel's command buffer, 3 x 32 MiB), so the
-kernel's tensors come from memory, not the caches. GB/s counts every tensor once (input, filter, bias, output),
-as `kernelgen bench` does; `probe` is the triad's GB/s (median); `ratio` the median of the per-repeat paired
-ratios; `best/best` the fastest repeat against the highest probe reading, the two least disturbed by the other
-work on a shared host. The onnxruntime table pairs each repeat with the C triad the same way (c_speed.timed):
-`cold` right after the triad, `warm` at once again (the tensors where the first run left them, in L3).
+target and row: validated once (api.validate_job: fresh inputs against numpy), then the target's own time
+primitive, which runs a STREAM triad right before every repeat of a memory-bound kernel (c: roofline.Probes, 3 x 64
+MiB; opencl: the first launch of the kernel's sequence, 3 x 32 MiB; vulkan: a stage of the kernel's command buffer,
+3 x 32 MiB), so the kernel's tensors come from memory, not the caches. GB/s counts every tensor once (input,
+filter, bias, output), as `kernelgen bench` does; `probe` is the triad's GB/s (median); `ratio` the median of the
+per-repeat paired ratios; `best/best` the fastest repeat against the highest probe reading, the two least disturbed
+by the other work on a shared host. The onnxruntime table pairs each repeat with the C triad the same way
+(c_speed.timed): `cold` right after the triad, `warm` at once again (the tensors where the first run left them, in
+L3).
 
 --sources DIR takes the kernel sources from `kernelgen build` output made by another checkout (DIR/<name>/<target>/),
 with this checkout's plans, probes and timing. The "before" rows (commit 5fb6bad's kernels):
