@@ -144,13 +144,15 @@ def test_the_vulkan_triad_moves_the_bytes_it_claims():
     from kernelgen.targets.vulkan.bandwidth import bandwidth_probe
     from kernelgen.targets.vulkan.runtime import VulkanRunner
 
-    probe = bandwidth_probe(array_bytes=1 << 20)
     with VulkanRunner() as runner:
-        result = runner.run_sequence([probe.stage], list(probe.arrays), repeat=2)
-    assert probe.bytes == 3 * result.outputs[0].nbytes
-    assert np.all(result.outputs[0] == 7.0)
-    gbs = probe.gbs(result.stage_times_ns[-1][0])
-    assert math.isfinite(gbs) and gbs > 0
+        for texels in (0, runner.info.max_texel_buffer_elements):  # storage-buffer reads, texel-buffer reads
+            probe = bandwidth_probe(array_bytes=1 << 20, max_texels=texels)
+            result = runner.run_sequence([probe.stage], list(probe.arrays), repeat=2)
+            assert probe.stage.kinds == (("storage", "texel", "texel") if texels else ("storage",) * 3)
+            assert probe.bytes == 3 * result.outputs[0].nbytes
+            assert np.all(result.outputs[0] == 7.0)
+            gbs = probe.gbs(result.stage_times_ns[-1][0])
+            assert math.isfinite(gbs) and gbs > 0
 
 
 def _bench_json(tmp_path, ops: str, target: str) -> dict:

@@ -108,7 +108,8 @@ def timings(program: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timi
     probe = fma_probe(binding=len(arrays), accumulators=best_accumulators(runner))
     stages, buffers = [probe.stage, *program.stages], [*arrays, probe.buffer]
     # a memory-bound kernel: the bandwidth triad dispatched right before it, after the FMA probe
-    bandwidth = bandwidth_probe(len(buffers)) if program.job.plan.memory_bound else None
+    bandwidth = bandwidth_probe(len(buffers), max_texels=runner.info.max_texel_buffer_elements) \
+        if program.job.plan.memory_bound else None
     if bandwidth is not None:
         stages, buffers = [probe.stage, bandwidth.stage, *program.stages], [*buffers, *bandwidth.arrays]
     result = runner.run_sequence(stages, buffers, repeat=repeat + 1)
