@@ -306,6 +306,11 @@ class OpGeometry:
         return self.in_shape[3]
 
     @property
+    def depthwise(self) -> bool:
+        """One filter per channel: a handful of multiply-adds per byte moved, so memory bound."""
+        return self.kind == "conv2d" and self.groups > 1 and self.groups == self.in_channels == self.out_channels
+
+    @property
     def out_channels(self) -> int:
         return self.out_shape[3]
 
@@ -378,6 +383,16 @@ class Plan:
     @property
     def workspace_bytes(self) -> int:
         return self.workspace_elements * self.element_bytes
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """Every tensor (input, filters, biases, output) moved once: what a memory-bound kernel is judged by."""
+        return sum(t.elements for t in self.tensors) * self.element_bytes
+
+    @property
+    def memory_bound(self) -> bool:
+        """Depthwise convs (and pools between them) only: judged by GB/s against a bandwidth probe, not GFLOP/s."""
+        return any(op.depthwise for op in self.ops) and all(op.depthwise or op.pool for op in self.ops)
 
     def tensor(self, name: str) -> Tensor:
         return next(t for t in self.tensors if t.name == name)

@@ -1,7 +1,9 @@
 """Benchmarks, once for every target: inputs -> the target compiles the job -> its time primitive -> one row per
 timed kernel with the median, the spread of the repeats, GFLOP/s and, where the target measures its device's FMA
 peak beside each repeat, the median of the paired ratios (a busy host slows probe and kernel alike only when
-they run at the same moment). `steal` says how much of the host a hypervisor took meanwhile (host_steal).
+they run at the same moment); for a memory-bound kernel (plan.memory_bound: depthwise) also its GB/s against
+the device's bandwidth probe run right before each repeat. `steal` says how much of the host a hypervisor took
+meanwhile (host_steal).
 
 torch's CPU conv2d is timed beside a target that asks for it (Primitives.torch_reference) when torch happens to be
 installed; it is never required.
@@ -49,10 +51,15 @@ def row_of(job: Job, target: str, timings: Timings, steal: dict[str, float]) -> 
     if timings.peak_gflops:
         peak = statistics.median(timings.peak_gflops)
         ratio = statistics.median(flops / s / 1e9 / p for s, p in zip(seconds, timings.peak_gflops))
+    bandwidth = bandwidth_ratio = None
+    if timings.peak_gbs:  # a memory-bound kernel: its bytes (each tensor once) over the probe's, repeat by repeat
+        moved = job.plan.compulsory_bytes
+        bandwidth = statistics.median(timings.peak_gbs)
+        bandwidth_ratio = statistics.median(moved / s / 1e9 / b for s, b in zip(seconds, timings.peak_gbs))
     return BenchRow(config=job.config.name, target=target, label=timings.label,
                     seconds=statistics.median(seconds) if seconds else nan, flops=flops,
                     spread=(min(seconds), max(seconds)) if seconds else (nan, nan), peak_gflops=peak, ratio=ratio,
-                    steal=dict(steal), rank=timings.rank, metrics=dict(timings.metrics))
+                    peak_gbs=bandwidth, bandwidth_ratio=bandwidth_ratio, steal=dict(steal), rank=timings.rank, metrics=dict(timings.metrics))
 
 
 def _torch_row(config: Config, args: KernelArgs, repeat: int, flops: int, target: str) -> BenchRow | None:

@@ -86,17 +86,20 @@ class Timings:
 
     seconds: one wall time per repeat ((): no wall time, counters or an estimate instead);
     peak_gflops: the device's FMA peak measured beside each repeat, paired with it (() when the target has none);
+    peak_gbs: the device's bandwidth (a STREAM-like probe) right before each repeat of a memory-bound kernel;
     rank: a static estimate that orders sweep variants when the device is not here (lower is better);
     metrics: what only this target measures (QEMU's packet counters, spilled vector registers)."""
 
     label: str
     seconds: tuple[float, ...] = ()
     peak_gflops: tuple[float, ...] = ()
+    peak_gbs: tuple[float, ...] = ()
     rank: float | None = None
     metrics: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         assert not self.peak_gflops or len(self.peak_gflops) == len(self.seconds), "peaks pair with repeats"
+        assert not self.peak_gbs or len(self.peak_gbs) == len(self.seconds), "bandwidths pair with repeats"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +112,8 @@ class BenchRow:
     spread: tuple[float, float] = (math.nan, math.nan)  # fastest and slowest of the repeats
     peak_gflops: float | None = None  # the device's FMA peak, measured in the same run
     ratio: float | None = None  # GFLOP/s over that peak (median of the paired per-repeat ratios)
+    peak_gbs: float | None = None  # the device's bandwidth probe, measured in the same run (memory-bound kernels)
+    bandwidth_ratio: float | None = None  # GB/s (each tensor once) over that bandwidth, median of the paired ratios
     steal: Mapping[str, float] = field(default_factory=dict)  # host_steal's share of the run the hypervisor took
     rank: float | None = None  # a compiler's static estimate (sweeps on a device that is not here)
     metrics: Mapping[str, float] = field(default_factory=dict)  # target-specific counters
@@ -130,6 +135,10 @@ class BenchRow:
             out["peak_gflops"] = self.peak_gflops
         if self.ratio is not None:
             out["ratio"] = self.ratio
+        if self.peak_gbs is not None:
+            out["peak_gbs"] = self.peak_gbs
+        if self.bandwidth_ratio is not None:
+            out["bandwidth_ratio"] = self.bandwidth_ratio
         if self.rank is not None:
             out["rank"] = self.rank
         return {**out, **self.steal, **self.metrics}

@@ -24,6 +24,7 @@ from .blocking import CKernel, c_kernel
 from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
 from .options import CModel, c_options, cflags
+from .roofline import Probes
 from .toolchain import Library, build_shared, status
 
 
@@ -133,12 +134,17 @@ class C(Target):
     def time(self, executable: CLibrary, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         arrays = executable.arguments(args, 0)
         executable.call(arrays)  # warm-up: page in the workspace
-        times = []
+        # a memory-bound kernel runs right after the triad (roofline.Probes), which leaves its tensors in memory,
+        # not the caches: GB/s against the bandwidth that triad measured, repeat by repeat
+        probes = Probes(executable.workdir, iterations=1000) if executable.job.plan.memory_bound else None
+        times, bandwidths = [], []
         for _ in range(repeat):
+            if probes is not None:
+                bandwidths.append(probes.triad_gbs())
             start = time.perf_counter()
             executable.call(arrays)
             times.append(time.perf_counter() - start)
         plan, threads = executable.job.plan, c_options(executable.job.config).threads
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
         return (Timings(label=f"{plan.name} (gcc {flags}, {threads} thread{'s' if threads > 1 else ''})",
-                        seconds=tuple(times), metrics={"executed_flops": plan.executed_flops}),)
+                        seconds=tuple(times), peak_gbs=tuple(bandwidths), metrics={"executed_flops": plan.executed_flops}),)

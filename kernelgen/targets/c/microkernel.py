@@ -53,6 +53,15 @@ class Tile:
     inside: str = ""
 
     lanes: int = LANES  # floats per dense accumulator: LANES (kg_vf), or HALF (kg_vf4) for a k_block of 4
+    # channel-vector depthwise: the tile holds every channel of the stripe, the planner's k_split blocks of
+    # k_block / k_split (its ko_inner loop moves from around the rows to around each pixel's store), so a tile
+    # writes whole output pixels at once rather than a third of each pixel per pass over the stripe
+    k_split: int = 1
+
+    @property
+    def folded(self) -> bool:
+        """Whether the tile holds the stripe's channels (see k_split)."""
+        return self.depthwise and not self.columns
 
     @property
     def width(self) -> int:

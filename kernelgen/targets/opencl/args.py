@@ -112,6 +112,8 @@ class Launch:
 class RunResult:
     outputs: Mapping[Key, np.ndarray]  # images come back as [height, width*4] of their dtype
     kernel_times_ns: tuple[float, ...]  # one per repeat, summed over the kernels of a sequence
+    # per repeat, one time per launch of the sequence: a probe launched first is timed apart from the kernels
+    launch_times_ns: tuple[tuple[float, ...], ...] = ()
 
     @property
     def median_ns(self) -> float:

@@ -3,7 +3,8 @@
 the device between launches; intermediates and the output start from the poison byte.
 
 Timing: each repeat's kernel time from profiling events, interleaved with the device's FMA peak (probe.py), so
-both are taken over the same stretch of a busy host's load.
+both are taken over the same stretch of a busy host's load; a memory-bound (depthwise) kernel's also right after
+the bandwidth triad (bandwidth.py) in the same sequence.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .args import Arg, BufferArg, ImageArg, Launch
 from .model import Role, StorageKind
 from .options import half_arithmetic
 from .plan import OpenCLPlan, check_device_limit
+from .bandwidth import bandwidth_probe
 from .probe import fma_peak_gflops
 from .toolchain import OpenCLRunner
 
@@ -105,12 +107,21 @@ def timings(program: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timi
     runner, tensors = program.runner, program.tensors(args, 0)
     launches = program.timed_launches
     runner.run_sequence(launches, tensors)  # warms PoCL's JIT and caches
-    times, peaks = [], []
+    # a memory-bound kernel runs right after the bandwidth triad, in the same sequence on the same queue
+    probe = bandwidth_probe() if program.job.plan.memory_bound else None
+    if probe is not None:
+        launches, tensors = [probe.launch, *launches], {**tensors, **probe.tensors}
+        runner.run_sequence(launches, tensors)  # the triad's JIT
+    times, peaks, bandwidths = [], [], []
     for _ in range(repeat):
         # Kernel runs interleaved with peak runs: with other jobs on the 2 cores, both are taken over the same
         # stretch of load.
-        times.append(runner.run_sequence(launches, tensors).kernel_times_ns[0] * 1e-9)
+        launch_ns = runner.run_sequence(launches, tensors).launch_times_ns[0]
+        if probe is not None:
+            bandwidths.append(probe.gbs(launch_ns[0]))
+            launch_ns = launch_ns[1:]
+        times.append(sum(launch_ns) * 1e-9)
         peaks.append(fma_peak_gflops(runner, runs=2))
     cplan: OpenCLPlan = program.job.target_plan
     return (Timings(label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
-                    seconds=tuple(times), peak_gflops=tuple(peaks)),)
+                    seconds=tuple(times), peak_gflops=tuple(peaks), peak_gbs=tuple(bandwidths)),)

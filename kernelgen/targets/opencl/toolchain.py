@@ -202,7 +202,7 @@ class OpenCLRunner:
             for key, arg in tensors.items():
                 if isinstance(arg, (BufferArg, ImageArg)):
                     memory[key] = self._allocate(key, arg)
-            times = []
+            times, per_launch = [], []
             for _ in range(repeat):
                 # Every repeat starts from the caller's arrays, so sentinels and accumulators
                 # are the same on each run and the outputs read back come from one clean run.
@@ -210,7 +210,8 @@ class OpenCLRunner:
                     self._copy(mem, tensors[key].array, to_device=True)
                 events = [self._enqueue(k, l, tensors, memory) for k, l in zip(kernels, launches)]
                 cl.wait_for_events(events)
-                times.append(float(sum(e.profile.end - e.profile.start for e in events)))
+                per_launch.append(tuple(float(e.profile.end - e.profile.start) for e in events))
+                times.append(sum(per_launch[-1]))
             outputs = {}
             for key, arg in tensors.items():
                 if isinstance(arg, (BufferArg, ImageArg)) and arg.output:
@@ -222,7 +223,7 @@ class OpenCLRunner:
         finally:
             for mem in memory.values():
                 mem.release()  # free device memory now rather than at garbage collection
-        return RunResult(outputs, tuple(times))
+        return RunResult(outputs, tuple(times), tuple(per_launch))
 
     def _kernel(self, launch: Launch) -> cl.Kernel:
         program = self.compile(launch.source, launch.options)

@@ -18,6 +18,7 @@ from ...measure.tensors import KernelArgs, poisoned
 from ..base import Executable, Job, Traced
 from .code import compile_ops
 from .plan import VulkanPlan
+from .bandwidth import bandwidth_probe
 from .probe import best_shape, fma_probe
 from .runtime import Stage, VulkanRunner
 
@@ -107,12 +108,20 @@ def timings(program: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timi
         raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
     arrays = program.buffers(args, 0)
     probe = fma_probe(binding=len(arrays), shape=best_shape(runner))
-    result = runner.run_sequence([probe.stage, *program.stages], [*arrays, probe.buffer], repeat=repeat + 1)
-    if not np.isfinite(result.outputs[-1]).all():
+    stages, buffers = [probe.stage, *program.stages], [*arrays, probe.buffer]
+    # a memory-bound kernel: the bandwidth triad dispatched right before it, after the FMA probe
+    bandwidth = bandwidth_probe(len(buffers), max_texels=runner.info.max_texel_buffer_elements) \
+        if program.job.plan.memory_bound else None
+    if bandwidth is not None:
+        stages, buffers = [probe.stage, bandwidth.stage, *program.stages], [*buffers, *bandwidth.arrays]
+    result = runner.run_sequence(stages, buffers, repeat=repeat + 1)
+    if not np.isfinite(result.outputs[len(arrays)]).all():
         raise ToolchainError("the FMA probe produced non-finite values")
-    kernel = tuple(sum(t[1:]) * 1e-9 for t in result.stage_times_ns[1:])
+    first = 1 if bandwidth is None else 2  # the kernel's first stage
+    kernel = tuple(sum(t[first:]) * 1e-9 for t in result.stage_times_ns[1:])
     peak = tuple(probe.flops / (t[0] * 1e-9) / 1e9 for t in result.stage_times_ns[1:])
-    return (Timings(label=label(program.job.target_plan), seconds=kernel, peak_gflops=peak),)
+    moved = tuple(bandwidth.gbs(t[1]) for t in result.stage_times_ns[1:]) if bandwidth is not None else ()
+    return (Timings(label=label(program.job.target_plan), seconds=kernel, peak_gflops=peak, peak_gbs=moved),)
 
 
 def label(vk: VulkanPlan) -> str:

@@ -60,6 +60,13 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
 #endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+/* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
+   does not vectorize it (the store of 144 channels in blocks of 32 ran scalar, its relu a mispredicted branch). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
+#else
+#define KG_LIKELY(cond) (cond)
+#endif
 
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into mobilenet_v2_block_trace[op - 1], and every op is checked on its own input. */
@@ -83,17 +90,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
       for (int ho_outer = 0; ho_outer < 7; ++ho_outer) { /* output-row stripes of 8 */
         /* input cache read: 10 rows x 18 columns x 24 channels */
         for (int ih = 0; ih < 10; ++ih) {
-          for (int iw = 0; iw < 18; ++iw) {
-            if ((((ho_outer*8)+ih+(-1)) >= 0 && ((ho_outer*8)+ih+(-1)) < 56 && ((wo_outer*16)+iw+(-1)) >= 0 && ((wo_outer*16)+iw+(-1)) < 56)) {
-              for (int ic = 0; ic < 24; ++ic) {
-                input_cache[((ih*432)+(iw*24)+ic)] = input[((ho_outer*10752)+(ih*1344)+(wo_outer*384)+(iw*24)+ic+(-1368))];
-              }
-            }
-            if (!(((ho_outer*8)+ih+(-1)) >= 0 && ((ho_outer*8)+ih+(-1)) < 56 && ((wo_outer*16)+iw+(-1)) >= 0 && ((wo_outer*16)+iw+(-1)) < 56)) {
-              for (int ic = 0; ic < 24; ++ic) {
-                input_cache[((ih*432)+(iw*24)+ic)] = 0.0f;
-              }
-            }
+          { /* one run of consecutive elements per window row */
+            int iw_lo = 0, iw_hi = 18;
+            if (0 - ((wo_outer*16)+(-1)) > iw_lo) iw_lo = 0 - ((wo_outer*16)+(-1));
+            if (56 - ((wo_outer*16)+(-1)) < iw_hi) iw_hi = 56 - ((wo_outer*16)+(-1));
+            if (iw_lo > 18) iw_lo = 18;
+            if (!(((ho_outer*8)+ih+(-1)) >= 0 && ((ho_outer*8)+ih+(-1)) < 56) || iw_hi < iw_lo) iw_hi = iw_lo;
+            float *const row = input_cache + ((ih*432));
+            for (int e = 0; e < iw_lo * 24; ++e) row[e] = 0.0f;
+            for (int e = iw_lo * 24; e < iw_hi * 24; ++e) row[e] = input[((ho_outer*10752)+(ih*1344)+(wo_outer*384)+(-1368)) + e];
+            for (int e = iw_hi * 24; e < 432; ++e) row[e] = 0.0f;
           }
         }
         for (int ko_outer_1 = 0; ko_outer_1 < 5; ++ko_outer_1) { /* all 144 output channels of conv2d #1 before conv2d #2 */
@@ -166,14 +172,26 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                       acc[ki] = 0.0f;
                     }
                   }
-                  for (int ki = 0; ki < 32; ++ki) {
-                    if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                  if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #1: bias, relu6 */
-                      float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                      float v = acc[ki] + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
                       v = v > 0.0f ? v : 0.0f;
                       v = v < 6.0f ? v : 6.0f;
                       temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                    }
+                  }
+                  if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
+                        KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
                     }
                   }
                 }
@@ -193,76 +211,88 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
             }
           }
           /* conv2d #2 into temp_output_2 (register-blocked micro-kernel) */
-          for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
-            for (int oh = 0; oh < 8; ++oh) {
-              for (int owb = 0; owb < 2; ++owb) { /* tiles of 8 pixels */
-                float tile[256];
-                const int xb = (owb*8);
-                const int xc0 = KG_CLAMP(xb + 0, 0, 17);
-                const int xc1 = KG_CLAMP(xb + 1, 0, 17);
-                const int xc2 = KG_CLAMP(xb + 2, 0, 17);
-                const int xc3 = KG_CLAMP(xb + 3, 0, 17);
-                const int xc4 = KG_CLAMP(xb + 4, 0, 17);
-                const int xc5 = KG_CLAMP(xb + 5, 0, 17);
-                const int xc6 = KG_CLAMP(xb + 6, 0, 17);
-                const int xc7 = KG_CLAMP(xb + 7, 0, 17);
-                const int xc8 = KG_CLAMP(xb + 8, 0, 17);
-                const int xc9 = KG_CLAMP(xb + 9, 0, 17);
-                for (int kv = 0; kv < 4; ++kv) {
-                  kg_vf a0 = KG_ZERO, a1 = KG_ZERO, a2 = KG_ZERO, a3 = KG_ZERO, a4 = KG_ZERO, a5 = KG_ZERO, a6 = KG_ZERO, a7 = KG_ZERO;
-                  if (((ko_outer_2*32)+(ko_inner*32)+(kv*8)) < 144) {
-                    const int ch = ((ko_outer_2*32)+(ko_inner*32)+(kv*8));
-                    for (int rh = 0; rh < 3; ++rh) {
-                      const int xr = ((oh*2592)+(rh*2592));
-                      const float *const xrow = temp_output_1 + xr + ch;
-                      const kg_vf x0 = KG_LOAD(xrow + (xc0*144));
-                      const kg_vf x1 = KG_LOAD(xrow + (xc1*144));
-                      const kg_vf x2 = KG_LOAD(xrow + (xc2*144));
-                      const kg_vf x3 = KG_LOAD(xrow + (xc3*144));
-                      const kg_vf x4 = KG_LOAD(xrow + (xc4*144));
-                      const kg_vf x5 = KG_LOAD(xrow + (xc5*144));
-                      const kg_vf x6 = KG_LOAD(xrow + (xc6*144));
-                      const kg_vf x7 = KG_LOAD(xrow + (xc7*144));
-                      const kg_vf x8 = KG_LOAD(xrow + (xc8*144));
-                      const kg_vf x9 = KG_LOAD(xrow + (xc9*144));
-                      const kg_vf w0 = KG_LOAD(filter_cache + ko_inner * 32 + kv * 8 + (rh * 3 + 0) * 32);
-                      const kg_vf w1 = KG_LOAD(filter_cache + ko_inner * 32 + kv * 8 + (rh * 3 + 1) * 32);
-                      const kg_vf w2 = KG_LOAD(filter_cache + ko_inner * 32 + kv * 8 + (rh * 3 + 2) * 32);
-                      KG_FMAV(a0, x0, w0); KG_FMAV(a0, x1, w1); KG_FMAV(a0, x2, w2);
-                      KG_FMAV(a1, x1, w0); KG_FMAV(a1, x2, w1); KG_FMAV(a1, x3, w2);
-                      KG_FMAV(a2, x2, w0); KG_FMAV(a2, x3, w1); KG_FMAV(a2, x4, w2);
-                      KG_FMAV(a3, x3, w0); KG_FMAV(a3, x4, w1); KG_FMAV(a3, x5, w2);
-                      KG_FMAV(a4, x4, w0); KG_FMAV(a4, x5, w1); KG_FMAV(a4, x6, w2);
-                      KG_FMAV(a5, x5, w0); KG_FMAV(a5, x6, w1); KG_FMAV(a5, x7, w2);
-                      KG_FMAV(a6, x6, w0); KG_FMAV(a6, x7, w1); KG_FMAV(a6, x8, w2);
-                      KG_FMAV(a7, x7, w0); KG_FMAV(a7, x8, w1); KG_FMAV(a7, x9, w2);
-                    }
+          for (int oh = 0; oh < 8; ++oh) {
+            for (int owb = 0; owb < 2; ++owb) { /* tiles of 8 pixels */
+              float tile[256];
+              const int xb = (owb*8);
+              const int xc0 = KG_CLAMP(xb + 0, 0, 17);
+              const int xc1 = KG_CLAMP(xb + 1, 0, 17);
+              const int xc2 = KG_CLAMP(xb + 2, 0, 17);
+              const int xc3 = KG_CLAMP(xb + 3, 0, 17);
+              const int xc4 = KG_CLAMP(xb + 4, 0, 17);
+              const int xc5 = KG_CLAMP(xb + 5, 0, 17);
+              const int xc6 = KG_CLAMP(xb + 6, 0, 17);
+              const int xc7 = KG_CLAMP(xb + 7, 0, 17);
+              const int xc8 = KG_CLAMP(xb + 8, 0, 17);
+              const int xc9 = KG_CLAMP(xb + 9, 0, 17);
+              for (int kv = 0; kv < 4; ++kv) {
+                kg_vf a0 = KG_ZERO, a1 = KG_ZERO, a2 = KG_ZERO, a3 = KG_ZERO, a4 = KG_ZERO, a5 = KG_ZERO, a6 = KG_ZERO, a7 = KG_ZERO;
+                if (((ko_outer_2*32)+(kv*8)) < 144) {
+                  const int ch = ((ko_outer_2*32)+(kv*8));
+                  for (int rh = 0; rh < 3; ++rh) {
+                    const int xr = ((oh*2592)+(rh*2592));
+                    const float *const xrow = temp_output_1 + xr + ch;
+                    const kg_vf x0 = KG_LOAD(xrow + (xc0*144));
+                    const kg_vf x1 = KG_LOAD(xrow + (xc1*144));
+                    const kg_vf x2 = KG_LOAD(xrow + (xc2*144));
+                    const kg_vf x3 = KG_LOAD(xrow + (xc3*144));
+                    const kg_vf x4 = KG_LOAD(xrow + (xc4*144));
+                    const kg_vf x5 = KG_LOAD(xrow + (xc5*144));
+                    const kg_vf x6 = KG_LOAD(xrow + (xc6*144));
+                    const kg_vf x7 = KG_LOAD(xrow + (xc7*144));
+                    const kg_vf x8 = KG_LOAD(xrow + (xc8*144));
+                    const kg_vf x9 = KG_LOAD(xrow + (xc9*144));
+                    const kg_vf w0 = KG_LOAD(filter_cache + kv * 8 + (rh * 3 + 0) * 32);
+                    const kg_vf w1 = KG_LOAD(filter_cache + kv * 8 + (rh * 3 + 1) * 32);
+                    const kg_vf w2 = KG_LOAD(filter_cache + kv * 8 + (rh * 3 + 2) * 32);
+                    KG_FMAV(a0, x0, w0); KG_FMAV(a0, x1, w1); KG_FMAV(a0, x2, w2);
+                    KG_FMAV(a1, x1, w0); KG_FMAV(a1, x2, w1); KG_FMAV(a1, x3, w2);
+                    KG_FMAV(a2, x2, w0); KG_FMAV(a2, x3, w1); KG_FMAV(a2, x4, w2);
+                    KG_FMAV(a3, x3, w0); KG_FMAV(a3, x4, w1); KG_FMAV(a3, x5, w2);
+                    KG_FMAV(a4, x4, w0); KG_FMAV(a4, x5, w1); KG_FMAV(a4, x6, w2);
+                    KG_FMAV(a5, x5, w0); KG_FMAV(a5, x6, w1); KG_FMAV(a5, x7, w2);
+                    KG_FMAV(a6, x6, w0); KG_FMAV(a6, x7, w1); KG_FMAV(a6, x8, w2);
+                    KG_FMAV(a7, x7, w0); KG_FMAV(a7, x8, w1); KG_FMAV(a7, x9, w2);
                   }
-                  KG_STORE(tile + 0 + kv * 8, a0);
-                  KG_STORE(tile + 32 + kv * 8, a1);
-                  KG_STORE(tile + 64 + kv * 8, a2);
-                  KG_STORE(tile + 96 + kv * 8, a3);
-                  KG_STORE(tile + 128 + kv * 8, a4);
-                  KG_STORE(tile + 160 + kv * 8, a5);
-                  KG_STORE(tile + 192 + kv * 8, a6);
-                  KG_STORE(tile + 224 + kv * 8, a7);
                 }
-                for (int pb = 0; pb < 8; ++pb) {
-                  const int ow = owb * 8 + pb;
-                  float *const acc = tile + pb * 32;
+                KG_STORE(tile + 0 + kv * 8, a0);
+                KG_STORE(tile + 32 + kv * 8, a1);
+                KG_STORE(tile + 64 + kv * 8, a2);
+                KG_STORE(tile + 96 + kv * 8, a3);
+                KG_STORE(tile + 128 + kv * 8, a4);
+                KG_STORE(tile + 160 + kv * 8, a5);
+                KG_STORE(tile + 192 + kv * 8, a6);
+                KG_STORE(tile + 224 + kv * 8, a7);
+              }
+              for (int pb = 0; pb < 8; ++pb) {
+                const int ow = owb * 8 + pb;
+                for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
+                  float *const acc = tile + pb * 32 + ko_inner * 32;
                   if (!(((wo_outer*16)+ow) < 56)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       acc[ki] = 0.0f;
                     }
                   }
-                  for (int ki = 0; ki < 32; ++ki) {
-                    if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                  if (KG_LIKELY(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #2: bias, relu6 */
-                      float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                      float v = acc[ki] + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
                       v = v > 0.0f ? v : 0.0f;
                       v = v < 6.0f ? v : 6.0f;
                       temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
-                      KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                      KG_TRACE(1, ((wo_outer*16)+ow) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                    }
+                  }
+                  if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                        /* epilogue of conv2d #2: bias, relu6 */
+                        float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
+                        KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                      }
                     }
                   }
                 }
@@ -334,14 +364,24 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
               for (int pb = 0; pb < 6; ++pb) {
                 if (owb * 6 + pb < 16) {
                   const int ow = owb * 6 + pb;
-                  float *const acc = tile + pb * 32;
                   if (((wo_outer*16)+ow) < 56) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
+                    float *const acc = tile + pb * 32;
+                    if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                      for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #3: bias, residual, none */
-                        float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                        v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                        float v = acc[ki] + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v += (1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
                         output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                      }
+                    }
+                    if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
+                          /* epilogue of conv2d #3: bias, residual, none */
+                          float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                          output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                        }
                       }
                     }
                   }

@@ -1,0 +1,189 @@
+"""Depthwise convs as memory-bound ops (issue 30): the bandwidth probes of every target move the bytes they claim and
+read a positive, finite GB/s; `kernelgen bench` reports peak_gbs and bandwidth_ratio for depthwise kernels only;
+the c target's depthwise path (a tile over the stripe's channels, the input cache read as row runs) matches numpy
+around its edges and falls back where it does not fit. No timings are asserted: benchmarks/depthwise.py measures."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import requires_tool
+
+from kernelgen.api import jobs, parse_config, validate
+from kernelgen.cli import main
+from kernelgen.measure.compare import compare
+from kernelgen.measure.tensors import random_inputs
+from kernelgen.targets.c import C
+from kernelgen.targets.c.toolchain import Library, build_shared
+
+VULKAN = ("glslangValidator", "py:vulkan")
+ROW_RUN = "/* one run of consecutive elements per window row */"
+
+# name: (input shape, conv2d ops, input layout, schedule)
+CASES = {
+    "s1_channels_20_odd_size": ([1, 13, 11, 20], ["{out_channels: 20, kernel: 3, pad: 1, groups: 20, bias: true, "
+                                                  "activation: relu6}"], "NHWC", "auto"),
+    "s2_channels_96_k_split_3": ([1, 15, 17, 96], ["{out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, "
+                                                   "bias: true, activation: relu6}"], "NHWC",
+                                 "{k_block: 16, k_split: 3, h_block: 4}"),
+    # channels no vector width divides: the planner's loops (channel vectors need whole runs of 8), still right
+    "s2_channels_100_planner_loops": ([1, 15, 17, 100], ["{out_channels: 100, kernel: 3, stride: 2, pad: 1, "
+                                                         "groups: 100, bias: true, activation: relu6}"], "NHWC", "auto"),
+    "pad_0_no_epilogue": ([1, 9, 14, 24], ["{out_channels: 24, kernel: 3, groups: 24}"], "NHWC",
+                          "{k_block: 8, k_split: 2}"),
+    "dilation_2_batch_2": ([2, 12, 9, 16], ["{out_channels: 16, kernel: 3, dilation: 2, pad: 2, groups: 16, "
+                                            "bias: true}"], "NHWC", "{k_block: 8, w_block: 4, w_split: 1}"),
+    "s2_pad_0_channel_stripes": ([1, 16, 16, 40], ["{out_channels: 40, kernel: 3, stride: 2, groups: 40, "
+                                                   "activation: relu6}"], "NHWC", "{k_block: 8, k_split: 2}"),
+    "depthwise_chain_residual": ([1, 10, 11, 24], ["{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, "
+                                                   "activation: relu6}",
+                                                   "{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, "
+                                                   "residual: input}"], "NHWC", "{k_block: 8, k_split: 3, h_block: 3}"),
+    "nchw_pixel_vectors_fall_back": ([1, 9, 12, 16], ["{out_channels: 16, kernel: 3, pad: 1, groups: 16, "
+                                                      "bias: true, activation: relu6}"], "NCHW", "{k_block: 8}"),
+}
+
+
+def _config(name: str, extra: str = ""):
+    shape, ops, layout, schedule = CASES[name]
+    lines = "".join(f"  - conv2d: {op}\n" for op in ops)
+    text = (f"name: {name}\ninput: {{shape: {shape}, layout: {layout}}}\nops:\n{lines}output: {{layout: {layout}}}\n"
+            f"schedule: {schedule}\ntargets: [c]\n{extra}")
+    return parse_config(text, f"{name}.yaml")
+
+
+def _text(name: str) -> str:
+    return jobs(_config(name), ("c",))["c"].files[f"{name}.c"]
+
+
+def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
+    text = _text("s2_channels_96_k_split_3")
+    tile = text.index("for (int owb = 0;")
+    pixel = text.index("for (int pb = 0;", tile)
+    # the planner's ko_inner loop runs per pixel store, inside the tile, not around the rows
+    assert "for (int ko_inner = 0; ko_inner < 3; ++ko_inner)" in text[pixel:]
+    assert "for (int ko_inner" not in text[text.index("(register-blocked micro-kernel)"):tile]
+    assert "float tile[" in text and "const float *const xrow" in text
+    assert ROW_RUN in text
+
+
+def test_a_store_whose_block_lies_inside_the_channels_runs_without_the_channel_test():
+    # 40 channels in stripes of 16: the third stripe's second block is past them; the others store unguarded
+    text = _text("s2_pad_0_channel_stripes")
+    fast = text.index("if (KG_LIKELY(")
+    assert "for (int ki = 0; ki < 8; ++ki)" in text[fast:fast + 200]
+    assert "if (!(" in text[fast:] and "< 40)" in text[fast:]
+
+
+def test_the_input_read_keeps_the_planners_loops_where_a_row_is_not_one_run():
+    # NCHW: a window row's columns of one channel are a run, but not its channels: per-pixel reads stay
+    text = _text("nchw_pixel_vectors_fall_back")
+    assert ROW_RUN not in text
+    assert "for (int ko_inner = 0;" in text[text.index("(register-blocked micro-kernel)"):]
+    # input-channel chunks: the window holds a chunk of the channels, a row of the input more
+    chunked = parse_config("name: chunked\ninput: {shape: [1, 8, 8, 32], layout: NHWC}\nops:\n"
+                           "  - conv2d: {out_channels: 8, kernel: 3, pad: 1}\noutput: {layout: NHWC}\n"
+                           "schedule: {k_block: 8, c_split: 2}\ntargets: [c]\n", "chunked.yaml")
+    assert ROW_RUN not in jobs(chunked, ("c",))["c"].files["chunked.c"]
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_depthwise_tiles_match_numpy(name):
+    result = validate(_config(name), "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("name", ["s2_channels_96_k_split_3", "depthwise_chain_residual"])
+def test_the_scalar_vector_macros_match_numpy(tmp_path, name):
+    config = _config(name)
+    job = jobs(config, ("c",))["c"]
+    exe = C().compile(job, tmp_path)
+    library = Library(build_shared([tmp_path / f"{name}.c"], tmp_path / "libscalar.so",
+                                   flags=(*exe.flags, "-DKG_SCALAR")))
+    args = random_inputs(config, job.plan, np.random.default_rng(5))
+    arrays = exe.arguments(args, 0xFF)
+    library.call(name, arrays)
+    assert compare(config, job.plan, "c", 5, args, {0xFF: arrays[-2]}).passed
+
+
+@requires_tool("gcc")
+def test_the_c_triad_moves_its_arrays(tmp_path):
+    from kernelgen.targets.c.roofline import Probes
+
+    probes = Probes(tmp_path, iterations=1000)
+    gbs = probes.triad_gbs()
+    assert math.isfinite(gbs) and gbs > 0
+    assert np.all(probes._a == 7.0)  # a = b + 3 c with b = 1, c = 2: every element written
+
+
+@requires_tool("py:pyopencl")
+def test_the_opencl_triad_moves_the_bytes_it_claims():
+    from kernelgen.targets.opencl.bandwidth import bandwidth_probe
+    from kernelgen.targets.opencl.toolchain import OpenCLRunner
+
+    probe = bandwidth_probe(array_bytes=1 << 20, read_back=True)
+    runner = OpenCLRunner()
+    try:
+        result = runner.run_sequence([probe.launch], probe.tensors, repeat=2)
+    finally:
+        runner.close()
+    written = result.outputs["bandwidth_a"]
+    assert probe.bytes == 3 * written.nbytes
+    assert np.all(written == 7.0)
+    gbs = probe.gbs(result.launch_times_ns[-1][0])
+    assert math.isfinite(gbs) and gbs > 0
+
+
+@requires_tool(*VULKAN)
+def test_the_vulkan_triad_moves_the_bytes_it_claims():
+    from kernelgen.targets.vulkan.bandwidth import bandwidth_probe
+    from kernelgen.targets.vulkan.runtime import VulkanRunner
+
+    with VulkanRunner() as runner:
+        for texels in (0, runner.info.max_texel_buffer_elements):  # storage-buffer reads, texel-buffer reads
+            probe = bandwidth_probe(array_bytes=1 << 20, max_texels=texels)
+            result = runner.run_sequence([probe.stage], list(probe.arrays), repeat=2)
+            assert probe.stage.kinds == (("storage", "texel", "texel") if texels else ("storage",) * 3)
+            assert probe.bytes == 3 * result.outputs[0].nbytes
+            assert np.all(result.outputs[0] == 7.0)
+            gbs = probe.gbs(result.stage_times_ns[-1][0])
+            assert math.isfinite(gbs) and gbs > 0
+
+
+def _bench_json(tmp_path, ops: str, target: str) -> dict:
+    config = tmp_path / "bw.yaml"
+    config.write_text(f"name: bw\ninput: {{shape: [1, 10, 12, 16], layout: NHWC}}\nops:\n  - conv2d: {ops}\n"
+                      f"output: {{layout: NHWC}}\ntargets: [c, opencl, vulkan]\n")
+    result = CliRunner().invoke(main, ["bench", str(config), "--target", target, "--repeat", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    (row, *_) = json.loads(result.output)["results"]
+    return row
+
+
+DEPTHWISE = "{out_channels: 16, kernel: 3, pad: 1, groups: 16, bias: true, activation: relu6}"
+
+
+@requires_tool("gcc")
+def test_bench_reports_bandwidth_for_depthwise_only(tmp_path):
+    row = _bench_json(tmp_path, DEPTHWISE, "c")
+    assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["gbs"] > 0
+    assert math.isclose(row["bytes"], 4 * (10 * 12 * 16 * 2 + 16 * 9 + 16))
+    dense = _bench_json(tmp_path, "{out_channels: 16, kernel: 3, pad: 1}", "c")
+    assert "peak_gbs" not in dense and "bandwidth_ratio" not in dense and dense["gbs"] > 0
+
+
+@requires_tool("py:pyopencl")
+def test_opencl_bench_reports_bandwidth_for_depthwise(tmp_path):
+    row = _bench_json(tmp_path, DEPTHWISE, "opencl")
+    assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["peak_gflops"] > 0
+
+
+@requires_tool(*VULKAN)
+def test_vulkan_bench_reports_bandwidth_for_depthwise(tmp_path):
+    row = _bench_json(tmp_path, DEPTHWISE, "vulkan")
+    assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["peak_gflops"] > 0
