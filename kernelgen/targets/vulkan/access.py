@@ -67,8 +67,10 @@ def index_text(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tup
 
 
 def access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
-            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False) -> Access:
-    """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`."""
+            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False, scalar_texels: bool = False
+            ) -> Access:
+    """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`; `read`: vec4 reads go
+    through texels, and scalar reads too with `scalar_texels` (a device profile's choice)."""
     dim = tl.layout.dims[axis]
     if use_vec4:
         text = index_text(tl, {**index, dim: E.mul(E.Var(chunk), 4)}, bounds, divide=4)
@@ -78,12 +80,13 @@ def access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chu
     texts = tuple(index_text(tl, {**index, dim: E.add(E.mul(E.Var(chunk), 4), E.Const(e))},
                          {**bounds, chunk: (0, max(0, (tl.logical_shape[axis] - 1 - e) // 4))})
                   for e in range(4))
-    # Scalars are read through texels too (element i is lane i % 4 of texel i / 4): a texelFetch is one gather,
-    # a storage-buffer read a per-lane loop. An RGB conv (3 channels, 3 scalars per pixel) ran 0.04 of the probe
-    # with storage reads.
+    # Scalars through texels (element i is lane i % 4 of texel i / 4): on lavapipe a texelFetch is one gather, a
+    # storage-buffer read a per-lane loop (an RGB conv, 3 scalars per pixel, ran 0.04 of the probe with storage
+    # reads, 0.65 through texels); on Adreno's ir3 the same kernel took 32 registers instead of 19 (6 waves, not
+    # 10), so GPU profiles keep storage reads.
     elements = math.prod(tl.flat_shape)
     return Access(buffer=name, vec4=False, index=texts, elements=elements,
-                  texel=read and -(-elements // 4) <= TEXEL_LIMIT)
+                  texel=read and scalar_texels and -(-elements // 4) <= TEXEL_LIMIT)
 
 
 def residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:

@@ -38,6 +38,7 @@ class DeviceDefaults:
     # kernels up to this wide hold their kw x 4-chunk filter slice ahead; wider ones load each filter vec4 at its
     # multiply-add (VulkanOp.filter_at_use); None: always held
     filter_slice_max_kw: int | None = None
+    scalar_texel_reads: bool = False  # activations without vec4 channels read as scalars through texels (access.py)
 
 
 def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
@@ -52,7 +53,8 @@ def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int,
 
 
 DEVICE_DEFAULTS = {
-    "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True),
+    "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True,
+                               scalar_texel_reads=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
     "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),

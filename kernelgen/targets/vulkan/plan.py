@@ -261,7 +261,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
                            unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
-                           default_tile=default_tile)
+                           default_tile=default_tile, scalar_texels=defaults.scalar_texel_reads)
         lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
@@ -316,7 +316,7 @@ def _padding_problem(config: Config, y_tl: TensorLayout, j: int) -> ConfigError:
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
              scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True,
-             default_tile: bool = False) -> VulkanOp:
+             default_tile: bool = False, scalar_texels: bool = False) -> VulkanOp:
     j = op.index
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
@@ -329,7 +329,8 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     ioh, iow, ioc = _grouped_tile(op, ivc, x_tl) if default_tile else ivc
     k4 = ioc // 4
     use_x4 = vec_ok(x_tl, 3)
-    x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True)
+    x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True,
+               scalar_texels=scalar_texels)
     use_f4 = vec_ok(f_tl, 0)
     # a grouped conv reads its filter from a storage buffer: 3 reads per kernel row, where texel fetches took the
     # depthwise 3x3 of configs/mobilenet_v2_block.yaml from 7.7 to 32 s of CPU to compile cold
