@@ -29,6 +29,10 @@ def _c_tree(node) -> list:
             var = child.init.decls[0].name
             assert isinstance(child.cond, c_ast.BinaryOp) and child.cond.op == "<"
             assert child.cond.left.name == var
+            if var == "e":
+                # an element loop inside one of the plan's statements (the c target's row copy of the input cache,
+                # bounded by the row's valid columns), not a loop of the plan's tree
+                continue
             out.append((var, int(child.cond.right.value), _c_tree(child.stmt)))
         elif isinstance(child, c_ast.If):
             assert child.iffalse is None
