@@ -26,6 +26,11 @@ DEFAULT_IVC_TILE = (4, 16, 8)
 # against 1/8 + 1/64) and ran 0.43-0.51 of the probe against 0.35-0.44 (three pairs, one run, busy host); with
 # kernel taps the input rows serve kw taps and 4x16x8 stays ahead (3x3: 0.78-0.80 against 0.66-0.75).
 POINTWISE_IVC_TILE = (4, 8, 16)
+# A stride-1 conv with kernel taps reads (oh + kh - 1) x (ow + kw - 1) input vec4s per channel chunk: the square
+# 8x8 fetches 100 where 4x16 fetches 108 (3x3), and ran 0.87 of the probe against 0.73 (3x3 64x64x128) and 0.61-0.62
+# against 0.53-0.55 (3x3 258x258x16 -> 256), quiet host, same runs. Strided convs keep 4x16x8: at stride 2 the 3x3
+# 225x225x3 -> 32 ran 0.19 with 8x8 against 0.24.
+SQUARE_IVC_TILE = (8, 8, 8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +79,11 @@ def default_tile_for(defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, i
     """The profile's invocation tile for this plan, shrunk to small problems so few invocations idle."""
     last = plan.ops[-1].out_shape
     tile = defaults.ivc_tile
-    if defaults.unroll_kernel_rows and all(op.kernel == (1, 1) for op in plan.ops if not op.pool):
+    convs = [op for op in plan.ops if not op.pool]
+    if defaults.unroll_kernel_rows and all(op.kernel == (1, 1) for op in convs):
         tile = POINTWISE_IVC_TILE
+    elif defaults.unroll_kernel_rows and all(op.stride == (1, 1) for op in convs):
+        tile = SQUARE_IVC_TILE
     if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
         tile = (tile[0], max(1, tile[1] // max(op.stride[1] for op in plan.ops)), tile[2])
         tile = _wide_kernel_tile(tile, plan)

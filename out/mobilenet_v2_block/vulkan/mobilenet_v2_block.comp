@@ -5,10 +5,10 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[4x16x4]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 24] -> out [1, 56, 56, 144], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 32], invocation tile [oh, ow, vec4 chunks] = [4, 16, 1]
-// dispatch [5, 4, 14] workgroups of [8, 1, 1]; 9 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
+// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 9 loop back-edges per invocation (limit 65535)
 // 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -17,20 +17,17 @@ layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias1, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 16;
+const int IVC_OH = 8;
+const int IVC_OW = 8;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 16;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 8;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
-  ih = min(ih, 55);
-  iw = min(iw, 55);
   vec4 v = vec4(texelFetch(src, ((n*18816)+(ih*336)+(iw*6)+ic4)));
   return v;
 }
@@ -60,9 +57,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 14;
-  int oh0 = (int(gl_WorkGroupID.z) % 14) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 7;
+  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -116,7 +113,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (ow < 56 && oc4 < 36)
+        if (oc4 < 36)
         store_dst(n, oh, ow, oc4, epilogue(O[i][j][k], n, oh, ow, oc4));
       }
     }
@@ -125,10 +122,10 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x56x56x144]xFilter[3x3x144x144]/Stride[1x1]/Tile[4x16x4]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x56x56x144]xFilter[3x3x144x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 144], kernel [3, 3], stride [1, 1], pad [1, 1, 1, 1], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 32], invocation tile [oh, ow, vec4 chunks] = [4, 16, 1]
-// dispatch [5, 4, 14] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
+// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
 // 192 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = temp2 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -137,8 +134,8 @@ layout(std430, binding = 1) readonly buffer Flt { vec4 flt[]; };
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias2, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 16;
+const int IVC_OH = 8;
+const int IVC_OW = 8;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
@@ -205,9 +202,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 14;
-  int oh0 = (int(gl_WorkGroupID.z) % 14) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 7;
+  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -236,7 +233,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (ow < 56 && oc4 < 36)
+        if (oc4 < 36)
         store_dst(n, oh, ow, oc4, epilogue(O[i][j][k], n, oh, ow, oc4));
       }
     }
@@ -245,10 +242,10 @@ void main() {
 #endif
 
 #if KG_OP == 3
-// conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[4x16x4]/WGSize[8x1x1]/f32
+// conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 24], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 32], invocation tile [oh, ow, vec4 chunks] = [4, 16, 1]
-// dispatch [1, 4, 14] workgroups of [8, 1, 1]; 39 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
+// dispatch [1, 7, 7] workgroups of [8, 1, 1]; 39 loop back-edges per invocation (limit 65535)
 // 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp2 (vec4), flt = filter3 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -259,20 +256,17 @@ layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias3, ze
 layout(std430, binding = 4) readonly buffer Res { vec4 res[]; };
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 16;
+const int IVC_OH = 8;
+const int IVC_OW = 8;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 16;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 8;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
-  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
-  ih = min(ih, 55);
-  iw = min(iw, 55);
   vec4 v = vec4(texelFetch(src, ((n*112896)+(ih*2016)+(iw*36)+ic4)));
   return v;
 }
@@ -301,9 +295,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 14;
-  int oh0 = (int(gl_WorkGroupID.z) % 14) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 7;
+  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -357,7 +351,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (ow < 56 && oc4 < 6)
+        if (oc4 < 6)
         store_dst(n, oh, ow, oc4, epilogue(O[i][j][k], n, oh, ow, oc4));
       }
     }

@@ -5,10 +5,10 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x64x64x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x64x64x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[8x8x8]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 62, 62, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [2, 4, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [8, 8, 64], invocation tile [oh, ow, vec4 chunks] = [8, 8, 2]
+// dispatch [2, 8, 8] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
 // 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (scalar), flt = filter1 (vec4), dst = temp1 (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -16,15 +16,15 @@ layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapi
 layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 16;
+const int IVC_OH = 8;
+const int IVC_OW = 8;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 6;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 10;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 10;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
@@ -53,9 +53,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 16;
-  int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 8;
+  int oh0 = (int(gl_WorkGroupID.z) % 8) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -118,10 +118,10 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x62x62x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[4x16x8]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x62x62x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[8x8x8]/WGSize[8x1x1]/f32
 // in [1, 62, 62, 128] -> out [1, 60, 60, 128], kernel [3, 3], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 16, 64], invocation tile [oh, ow, vec4 chunks] = [4, 16, 2]
-// dispatch [2, 4, 15] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
+// workgroup tile [oh, ow, oc] = [8, 8, 64], invocation tile [oh, ow, vec4 chunks] = [8, 8, 2]
+// dispatch [2, 8, 8] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
 // 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (scalar), flt = filter2 (vec4), dst = output (scalar)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
@@ -129,15 +129,15 @@ layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapi
 layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 16;
+const int IVC_OH = 8;
+const int IVC_OW = 8;
 const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 6;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 18;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 10;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 10;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
@@ -166,9 +166,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 15;
-  int oh0 = (int(gl_WorkGroupID.z) % 15) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 16 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 8;
+  int oh0 = (int(gl_WorkGroupID.z) % 8) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -222,7 +222,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (ow < 60)
+        if (oh < 60 && ow < 60)
         store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
     }
