@@ -36,6 +36,11 @@ def float_config(target: str) -> str:
     return FLOAT.format(target=target)
 
 
+def vulkan_config(target: str) -> str:
+    """A tile of 2x4 pixels, so that the 6x7 output takes several workgroups (lavapipe's default 8x8 takes one)."""
+    return FLOAT.format(target=target) + "vulkan: {ivc_tile: [2, 4, 8]}\n"
+
+
 def uint8_config(target: str) -> str:
     return SMALL_UINT8.format(name=f"contract_{target}", bias="").replace("[hvx]", f"[{target}]")
 
@@ -77,7 +82,7 @@ KERNELS = {
     "hvx": (uint8_config, ("clang-19", "ld.lld-19", "qemu-hexagon"),
             _drop_first(r"kg_write_back\(output_cache, output, 0, ko_outer, ho_outer\);")),
     "opencl": (float_config, ("py:pyopencl",), _drop_first(r"vstore\d*\([^;]*output \+[^;]*\);|write_imagef\(output,[^;]*\);")),
-    "vulkan": (float_config, ("glslangValidator", "py:vulkan"), _vulkan_too_few_workgroups),
+    "vulkan": (vulkan_config, ("glslangValidator", "py:vulkan"), _vulkan_too_few_workgroups),
 }
 TOOLS = {name: tools for name, (_, tools, _) in KERNELS.items()}
 
