@@ -41,8 +41,8 @@ class VulkanProgram(Executable):
         from its logical values, the rest filled with the poison byte."""
         vk: VulkanPlan = self.job.target_plan
         dtype = np.dtype(np.float16 if vk.dtype == "float16" else np.float32)
-        physical = [args.logical[b.name] if b.packing else a for a, b in zip(args.physical_list(), vk.buffers)]
-        physical = [b.packing.pack(a) if b.packing else a for a, b in zip(physical, vk.buffers)]
+        physical = [b.packing.pack(args.logical[b.name]) if b.packing else a
+                    for a, b in zip(args.physical_list(), vk.buffers)]
         arrays = [np.pad(np.asarray(a, dtype=dtype).reshape(-1), (0, b.elements - a.size))
                   for a, b in zip(physical, vk.buffers)]
         return arrays + [poisoned(b.elements, dtype, poison) for b in vk.buffers[len(physical):]]
