@@ -11,6 +11,7 @@ is a multiple of the divisor from a remainder whose range fits inside [0, diviso
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Mapping, Union
@@ -182,7 +183,22 @@ def _from_affine(const: int, terms: Mapping[Expr, int]) -> Expr:
 
 def add(*exprs: Expr) -> Expr:
     const, terms = _affine(Add(tuple(exprs)))
-    return _from_affine(const, terms)
+    return _from_affine(const, _rejoin_divmod(terms))
+
+
+def _rejoin_divmod(terms: dict[Expr, int]) -> dict[Expr, int]:
+    """k*d*(x // d) + k*(x % d) is k*x: a channel padded to 4 (`c // 4, c % 4`) flattens back to c."""
+    for atom, coef in list(terms.items()):
+        if isinstance(atom, FloorDiv) and coef % atom.divisor == 0:
+            rest = FloorMod(atom.expr, atom.divisor)
+            if terms.get(rest) == coef // atom.divisor:
+                c, inner = _affine(mul(atom.expr, coef // atom.divisor))
+                merged = {a: k for a, k in terms.items() if a not in (atom, rest)}
+                for a, k in inner.items():
+                    merged[a] = merged.get(a, 0) + k
+                if c == 0:
+                    return _rejoin_divmod({a: k for a, k in merged.items() if k})
+    return terms
 
 
 def mul(expr: Expr, factor: int) -> Expr:
@@ -212,11 +228,37 @@ def _divmod(expr: Expr, divisor: int, bounds: Bounds) -> tuple[Expr, Expr]:
         lo, hi = -1, divisor
     if 0 <= lo and hi < divisor:
         return _from_affine(q_const, quotient), remainder
+    blocked = _divmod_common_factor(const, terms, divisor, bounds)
+    if blocked is not None:
+        return blocked
     if lo >= 0 and (quotient or q_const):
         # floor((d*A + B) / d) = A + floor(B / d) for integer A; B >= 0 keeps C's `/` a floor division.
         return add(_from_affine(q_const, quotient), FloorDiv(remainder, divisor)), FloorMod(remainder, divisor)
     # The remainder may cross a multiple of the divisor: keep the operation whole.
     return FloorDiv(expr, divisor), FloorMod(expr, divisor)
+
+
+def _divmod_common_factor(const: int, terms: Mapping[Expr, int], divisor: int,
+                          bounds: Bounds) -> tuple[Expr, Expr] | None:
+    """(g*A + B) // d and % d with g dividing d and 0 <= B < g: A // (d/g) and g * (A % (d/g)) + B. The vec4
+    chunk 4*q + r of a channel blocked by 32 (nhwc-8h8w32c) is then chunk q % 8 of its block, lane r, which
+    keeps 4 channels one aligned vec4 (vulkan's vec_ok) and the index free of a division per lane."""
+    for g in sorted({math.gcd(k, divisor) for k in terms.values()} - {1, divisor}, reverse=True):
+        big = {a: k // g for a, k in terms.items() if k % g == 0}
+        small = {a: k for a, k in terms.items() if k % g != 0}
+        if not big:
+            continue
+        part = _from_affine(const % g, small)
+        whole = _from_affine(const // g, big)
+        try:
+            lo, hi = interval(part, bounds)
+            whole_lo, _ = interval(whole, bounds)
+        except KeyError:
+            return None
+        if 0 <= lo and hi < g and whole_lo >= 0:
+            div, mod = _divmod(whole, divisor // g, bounds)
+            return div, add(mul(mod, g), part)
+    return None
 
 
 def simplify(expr: Expr, bounds: Bounds | None = None) -> Expr:
@@ -300,19 +342,22 @@ def evaluate(expr: Expr, values: Mapping[str, np.ndarray | int]) -> np.ndarray |
 
 # ---------------------------------------------------------------- printing
 
-def to_c(expr: Expr) -> str:
-    """C source text in TIR's fully parenthesised style: ((wo*8192)+(co*2048)+ci)."""
+def to_c(expr: Expr, shifts: bool = False) -> str:
+    """C source text in TIR's fully parenthesised style: ((wo*8192)+(co*2048)+ci). With `shifts`, a division or
+    modulo by a power of two prints as `>>` / `&`: the floor the expression means, also below zero, and one
+    instruction where a GPU compiler (Mali's Valhall) expands a signed `/ 8` into five."""
     if isinstance(expr, Const):
         return str(expr.value) if expr.value >= 0 else f"({expr.value})"
     if isinstance(expr, Var):
         return expr.name
     if isinstance(expr, Mul):
-        return f"({to_c(expr.expr)}*{expr.factor})"
-    if isinstance(expr, FloorDiv):
-        return f"({to_c(expr.expr)}/{expr.divisor})"
-    if isinstance(expr, FloorMod):
-        return f"({to_c(expr.expr)}%{expr.divisor})"
-    return "(" + "+".join(to_c(t) for t in expr.terms) + ")"
+        return f"({to_c(expr.expr, shifts)}*{expr.factor})"
+    if isinstance(expr, (FloorDiv, FloorMod)):
+        inner, d = to_c(expr.expr, shifts), expr.divisor
+        if shifts and d & (d - 1) == 0:
+            return f"({inner}>>{d.bit_length() - 1})" if isinstance(expr, FloorDiv) else f"({inner}&{d - 1})"
+        return f"({inner}/{d})" if isinstance(expr, FloorDiv) else f"({inner}%{d})"
+    return "(" + "+".join(to_c(t, shifts) for t in expr.terms) + ")"
 
 
 def to_text(expr: Expr) -> str:

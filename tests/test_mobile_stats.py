@@ -8,8 +8,12 @@ import json
 import pytest
 from click.testing import CliRunner
 from conftest import requires_tool
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import fuzz_settings, valid_configs
 
 from kernelgen.cli import main
+from kernelgen.measure.records import Status
 from kernelgen.targets.vulkan.mobilestats import parse_shaderdb, parse_turnip
 
 VULKAN = ("glslangValidator", "py:vulkan")
@@ -31,10 +35,6 @@ OVERSIZED = {"adreno-7xx": ADRENO_BIG, "adreno-6xx": ADRENO_BIG,
              "mali-valhall": SMALL.replace("[1, 8, 8, 16]", "[1, 6, 6, 8]").replace("out_channels: 16, kernel: 1",
                                                                                     "out_channels: 32, kernel: 3")
              .replace("targets:", "vulkan: {ivc_tile: [2, 4, 16]}\ntargets:")}
-# Bundled configs whose Mali kernels take 64 work registers (1 thread) without spilling: seed 000's 3x3 chain,
-# whose blocked input (nhwc-8h8w32c) is read through scalar index arithmetic. (Its 1x1 chains reach 32 registers
-# since the vulkan target packs their oihw-8i32o4i filters into vec4s of output channels.)
-MALI_HALF_OCCUPANCY = {"seed000_3x3"}
 SHADERDB = ("shader: 1630 inst, 1.031250 cycles, 1.031250 fma, 0.312500 cvt, 0.000000 sfu, 0.000000 v, "
             "0.000000 t, 0.562500 ls, 1744 quadwords, 1 threads, 2 loops, 117:2331 spills:fills")
 
@@ -116,30 +116,90 @@ def test_gpu_must_belong_to_the_profile(repo):
     assert result.exit_code == 2 and "g610 is a part of the mali-valhall profile, not of adreno-7xx" in result.output
 
 
-@pytest.mark.parametrize("device, gpu, tools, occupancy", PARTS)
-def test_profile_defaults_compile_spill_free_for_every_bundled_vulkan_config(repo, device, gpu, tools, occupancy):
-    """Each profile's default tiles (no tile options), for every Vulkan config in configs/: no spill, and the
-    occupancy the profile targets (A740: 8 waves per core; A660: 6; Mali: 2 threads, at most 32 work registers,
-    except seed 000's blocked layouts: 1)."""
-    from conftest import require_tools
-
-    from kernelgen.api import load_config, stats
+def _at_profile_defaults(config, device):
+    """The config with the profile's default tiles: no tile options of its own."""
     from kernelgen.config import with_options
     from kernelgen.targets.vulkan.options import vulkan_options
 
+    return with_options(config, "vulkan", vulkan_options(config).model_copy(update={
+        "device": device, "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
+
+
+def _short_of_the_profile(configs, device, gpu, occupancy):
+    """Every op of the configs at the profile's defaults as (spills + fills, occupancy, config, op), and those that
+    spill or fall below the occupancy the profile targets."""
+    from kernelgen.api import stats
+
+    ops = [(op.spilled_vgprs + op.fills, op.waves, config.name, op.op)
+           for config in configs for op in stats(_at_profile_defaults(config, device), "vulkan", device, gpu)]
+    return ops, sorted(op for op in ops if op[0] or op[1] < occupancy)
+
+
+@pytest.mark.parametrize("device, gpu, tools, occupancy", PARTS)
+def test_profile_defaults_compile_spill_free_for_every_bundled_vulkan_config_and_matrix_case(repo, device, gpu,
+                                                                                            tools, occupancy):
+    """Each profile's default tiles (no tile options), for every Vulkan config in configs/ and every case of the
+    vulkan target's test matrix (padded, ragged, grouped, depthwise, residual, blocked nhwc-8h8w32c, 5-wide and
+    dilated kernels, float16): no spill, and the occupancy the profile targets (A740: 8 waves per core; A660: 6;
+    Mali: 2 threads, at most 32 work registers)."""
+    from conftest import require_tools
+    import test_vulkan_target
+
+    from kernelgen.api import load_config
+
     require_tools(*tools)
     configs = [load_config(p) for p in sorted((repo / "configs").glob("*.yaml"))]
-    worst = []
-    for config in (c for c in configs if "vulkan" in c.targets):
-        defaults = with_options(config, "vulkan", vulkan_options(config).model_copy(update={
-            "device": device, "ivc_tile": None, "wg_size": None, "wg_tile": None, "wide_store": False}))
-        for op in stats(defaults, "vulkan", device, gpu):
-            worst.append((op.spilled_vgprs + op.fills, op.waves, config.name, op.op))
-    assert len(worst) >= 8
-    assert max(worst)[0] == 0, max(worst)
-    low = {w[2] for w in worst if w[1] < occupancy}
-    assert low <= (MALI_HALF_OCCUPANCY if device == "mali-valhall" else set()), sorted(w for w in worst
-                                                                                      if w[1] < occupancy)
+    configs = [c for c in configs if "vulkan" in c.targets]
+    configs += [test_vulkan_target._config(name) for name in sorted(test_vulkan_target.MATRIX)]
+    ops, short = _short_of_the_profile(configs, device, gpu, occupancy)
+    assert len(ops) >= 55
+    assert short == [], short
+
+
+# Matrix cases whose mobile kernels take the paths the mobile profiles add: the taps in a kept loop (5-wide,
+# dilated, tail channels, a [3, 1] kernel over 5 scalar channels), grouped reads through the division-free group
+# lookup, blocked nhwc-8h8w32c read as vec4s.
+MOBILE_PATHS = ("k5_same_dilation2_tile_larger", "rect_1x5_padded_output", "fp16_chain_tail_channels",
+                "c5_k7_oihw_scalar", "grouped_3_ragged_pair", "grouped_4_chain_residual", "depthwise_dilated_c5_scalar",
+                "chain_of_three_blocked", "residual_blocked_batch2")
+
+
+@requires_tool(*VULKAN)
+@pytest.mark.parametrize("device", ["adreno-6xx", "mali-valhall"])
+@pytest.mark.parametrize("name", MOBILE_PATHS)
+def test_mobile_profile_kernels_compute_the_right_answer_on_lavapipe(device, name):
+    import test_vulkan_target
+
+    from kernelgen.api import validate
+
+    config = _at_profile_defaults(test_vulkan_target._config(name), device)
+    result = validate(config, "vulkan", seed=11)
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@pytest.mark.slow
+@fuzz_settings(ci_examples=12)
+@given(case=valid_configs(dtypes=("float32", "float16"), max_side=9, max_channels=24, chain=2, target="vulkan"),
+       part=st.sampled_from(PARTS))
+def test_random_configs_at_each_profiles_defaults_are_spill_free_at_its_occupancy_and_right(case, part):
+    """The randomized suite's Vulkan configs at a mobile profile's defaults: its compiler finds no spill and the
+    occupancy the profile targets, and the same kernels match numpy on lavapipe."""
+    from conftest import require_tools
+
+    from kernelgen.api import parse_config, validate
+    from kernelgen.errors import ConfigError
+
+    device, gpu, tools, occupancy = part
+    require_tools(*tools)
+    try:
+        config = _at_profile_defaults(parse_config(case.text, "fuzz.yaml"), device)
+        _, short = _short_of_the_profile([config], device, gpu, occupancy)
+    except ConfigError as error:  # what the vulkan target documents it cannot do (test_fuzz_valid.py)
+        assert "writes pad_value only into channel padding" in str(error), f"{error}\n{case.text}"
+        return
+    assert short == [], f"{short}\n{case.text}"
+    result = validate(config, "vulkan", seed=1234)
+    assert result.passed or result.status is Status.NOT_RUN, f"{result.detail}\n{case.text}"
 
 
 @requires_tool(*TURNIP)

@@ -386,27 +386,40 @@ def test_texel_reads_past_the_tensor_do_not_branch():
     assert op.bounds_check and not op.zero_pad and op.x.texel
     src = _load_src(_glsl(ragged))
     assert "if (" not in src and "ih = min(ih, 63);" in src and "mix(" not in src
-    scalar = load_config(Path(__file__).resolve().parent.parent / "configs" / "seed000_3x3.yaml")
+    scalar = parse_config("name: six\ninput: {shape: [1, 19, 19, 6]}\nops: [{conv2d: {out_channels: 8, kernel: 3}}]\n"
+                          "vulkan: {ivc_tile: [4, 4, 8]}\ntargets: [vulkan]\n", "six.yaml")  # 17 rows, 4-row tiles
     op = plan_vulkan(scalar, plan(scalar)).ops[0]
     assert op.bounds_check and not op.zero_pad and op.x.texel and not op.x.vec4
     src = _load_src(_glsl(scalar))
-    assert "if (" not in src and "ih = min(ih, 63);" in src and src.count("texelFetch(src, (") == 4
+    assert "if (" not in src and "ih = min(ih, 18);" in src and src.count("texelFetch(src, (") == 4
+    assert ") >> 2)[(" in src and ") & 3]" in src  # lane i & 3 of texel i >> 2: i >= 0, no signed division
+    # seed 000's blocked nhwc-8h8w32c: 32-channel blocks keep every 4 channels one aligned vec4 (expr's common
+    # factor rule), so the ragged conv reads one texel per chunk with shifts and masks for the blocks
+    blocked = load_config(Path(__file__).resolve().parent.parent / "configs" / "seed000_3x3.yaml")
+    op = plan_vulkan(blocked, plan(blocked)).ops[0]
+    assert op.bounds_check and not op.zero_pad and op.x.texel and op.x.vec4
+    src = _load_src(_glsl(blocked))
+    assert src.count("texelFetch(src, ") == 1 and "((ih>>3)*16384)" in src and "(ic4&7)" in src and "/8)" not in src and "%" not in src
 
 
 @requires_tool(*VULKAN)
-@pytest.mark.parametrize("text", [
-    # an RGB input (3 scalars per pixel through texels), padded (the zero select), stride 2, 10 output channels
-    # (the packed filter's last vec4 holds 2 zero lanes), OIHW
-    "input: {shape: [2, 13, 11, 3]}\nops: [{conv2d: {out_channels: 10, kernel: 3, stride: 2, pad: 1}}]",
-    # a blocked input (scalars), a blocked filter, then a depthwise conv reading the first conv's output
-    "input: {shape: [1, 9, 10, 64], layout: nhwc-8h8w32c}\nops:\n"
-    "  - conv2d: {out_channels: 32, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}\n"
-    "  - conv2d: {out_channels: 32, kernel: 3, groups: 32, pad: 1}",
-], ids=["rgb_oihw", "blocked_then_depthwise"])
-def test_target_packed_filters_and_scalar_texel_reads_validate(text):
+@pytest.mark.parametrize("text, read", [
+    # an RGB input (one 3-component texel per pixel), padded (the zero select), stride 2, 10 output channels (the
+    # packed filter's last vec4 holds 2 zero lanes), OIHW
+    ("input: {shape: [2, 13, 11, 3]}\nops: [{conv2d: {out_channels: 10, kernel: 3, stride: 2, pad: 1}}]", "rgb"),
+    # 6 channels (scalars through 4-float texels), a blocked filter, then a depthwise conv reading the first's output
+    ("input: {shape: [1, 9, 7, 6]}\nops:\n"
+     "  - conv2d: {out_channels: 32, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}\n"
+     "  - conv2d: {out_channels: 32, kernel: 3, groups: 32, pad: 1}", "scalars"),
+    # a blocked input whose 32-channel blocks keep vec4s of channels (expr's common factor rule)
+    ("input: {shape: [1, 9, 10, 64], layout: nhwc-8h8w32c}\nops:\n"
+     "  - conv2d: {out_channels: 32, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}", "vec4"),
+], ids=["rgb_oihw", "six_channels_then_depthwise", "blocked_vec4"])
+def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     """Issue 30: filters without a vec4 of output channels are packed by the target (h, w, i, o // 4, o % 4,
-    zero-padded), said in the dispatch notes; activations without a vec4 of channels are read as scalars through
-    4-float texels, their buffer rounded up to whole texels."""
+    zero-padded), said in the dispatch notes; activations without a vec4 of channels are read through texels on
+    lavapipe: a 3-channel NHWC input one RGB texel per pixel (its binding's view 3-component, said in the dispatch
+    notes), others as scalars through 4-float texels, their buffer rounded up to whole texels."""
     config = parse_config(f"name: packed\n{text}\ntargets: [vulkan]\n", "packed.yaml")
     vk = plan_vulkan(config, plan(config))
     conv = vk.ops[0]
@@ -414,9 +427,15 @@ def test_target_packed_filters_and_scalar_texel_reads_validate(text):
     assert packing is not None and conv.f.vec4 and conv.f.texel
     out_c, in_c = plan(config).tensors[1].layout.logical_shape[:2]
     assert packing.physical_shape == (3, 3, in_c, -(-out_c // 4), 4)
-    assert conv.x.texel and not conv.x.vec4 and vk.buffers[conv.src].elements % 4 == 0
+    assert conv.x.texel and conv.x.vec4 == (read == "vec4") and conv.x.rgb == (read == "rgb")
+    if read == "scalars":
+        assert vk.buffers[conv.src].elements % 4 == 0 and vk.buffers[conv.src].elements == 9 * 7 * 6 + 2
     job = TARGETS["vulkan"].build(config, plan(config))
     notes = job.files["packed.dispatch.txt"]
     assert 'filter1: bind it packed by the vulkan target as "o, i, h, w -> h, w, i, o // 4, o % 4"' in notes
+    assert ("op 1: bind input (binding 0) as a uniform texel buffer of 3-component texels "
+            "(VK_FORMAT_R32G32B32_SFLOAT)" in notes) == (read == "rgb")
+    source = job.files["packed.comp"]
+    assert (".xyz, 0);  // one RGB texel" in source) == (read == "rgb")
     result = validate(config, "vulkan")
     assert result.passed, result.detail

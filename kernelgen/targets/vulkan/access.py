@@ -25,6 +25,10 @@ class Access:
     index: tuple[str, ...]  # vec4 mode: one vec4 index; scalar mode: 4 scalar indices (channel + 0..3)
     elements: int  # buffer length in its GLSL element type
     texel: bool = False  # read through a uniform texel buffer (samplerBuffer + texelFetch), vec4 only
+    # a 3-channel tensor whose pixels are 3 contiguous elements, read one RGB texel per pixel (texel index `pixel`;
+    # the binding's view has 3-component texels): lavapipe gathers once per pixel instead of 3 times
+    rgb: bool = False
+    pixel: str = ""
 
 
 def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
@@ -63,12 +67,12 @@ def channel_padding_only(tl: TensorLayout) -> bool:
 
 def index_text(tl: TensorLayout, index: dict[str, E.Expr], bounds: dict[str, tuple[int, int]], divide: int = 1) -> str:
     flat = E.simplify(tl.flat_offset(index, bounds), bounds)
-    return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat)
+    return E.to_c(E.floordiv(flat, divide, bounds) if divide > 1 else flat, shifts=True)
 
 
 def access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chunk: str,
-            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False, scalar_texels: bool = False
-            ) -> Access:
+            bounds: dict[str, tuple[int, int]], use_vec4: bool, read: bool = False, scalar_texels: bool = False,
+            rgb_ok: bool = False) -> Access:
     """Index text for chunk `chunk` (a variable: channel = 4 * chunk + e) of `axis`; `read`: vec4 reads go
     through texels, and scalar reads too with `scalar_texels` (a device profile's choice)."""
     dim = tl.layout.dims[axis]
@@ -85,6 +89,11 @@ def access(tl: TensorLayout, name: str, axis: int, index: dict[str, E.Expr], chu
     # reads, 0.65 through texels); on Adreno's ir3 the same kernel took 32 registers instead of 19 (6 waves, not
     # 10), so GPU profiles keep storage reads.
     elements = math.prod(tl.flat_shape)
+    if read and scalar_texels and rgb_ok and tl.logical_shape[axis] == 3 and vec_ok(tl, axis, width=3) \
+            and elements // 3 <= TEXEL_LIMIT:
+        # an RGB conv's input (3x3 s2 225x225x3 -> 32) gathered 3 scalars per pixel through 4-element texels
+        pixel = index_text(tl, {**index, dim: E.Const(0)}, bounds, divide=3)
+        return Access(buffer=name, vec4=False, index=texts, elements=elements, texel=True, rgb=True, pixel=pixel)
     return Access(buffer=name, vec4=False, index=texts, elements=elements,
                   texel=read and scalar_texels and -(-elements // 4) <= TEXEL_LIMIT)
 
@@ -110,3 +119,22 @@ def glsl_float(value: float) -> str:
     """A GLSL float literal that round-trips (repr keeps every digit; GLSL wants a point or exponent)."""
     text = repr(float(value))
     return text if any(ch in text for ch in ".e") else text + ".0"
+
+
+def quotient_text(name: str, divisor: int, limit: int) -> str:
+    """GLSL for `name / divisor` over 0 <= name < limit without a division: a shift, or a multiply by
+    ceil(2^s / divisor) and a shift, the first s exact over the whole range. A GPU compiler emits the signed
+    division of a variable as a multiply-high, which Mali's Valhall has not: a grouped conv's two group
+    lookups per load took it from 32 to 64 work registers (half occupancy)."""
+    if divisor == 1:
+        return name
+    if divisor & (divisor - 1) == 0:
+        return f"({name} >> {divisor.bit_length() - 1})"
+    values = range(limit)
+    for shift in range(1, 31):
+        factor = -(-(1 << shift) // divisor)
+        if (limit - 1) * factor >= 1 << 31:
+            break
+        if all((v * factor) >> shift == v // divisor for v in values):
+            return f"(({name} * {factor}) >> {shift})"
+    return f"({name} / {divisor})"

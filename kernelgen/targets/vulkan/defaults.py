@@ -44,6 +44,9 @@ class DeviceDefaults:
     # multiply-add (VulkanOp.filter_at_use); None: always held
     filter_slice_max_kw: int | None = None
     scalar_texel_reads: bool = False  # activations without vec4 channels read as scalars through texels (access.py)
+    # the kw taps in a loop the compiler keeps, each input vec4 fetched at its use (with filter_at_use); unrolled,
+    # a compiler that issues every fetch of the row ahead holds them all (VulkanOp.taps_at_use)
+    taps_in_loop: bool = False
 
 
 def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
@@ -64,13 +67,19 @@ DEVICE_DEFAULTS = {
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
     "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),
     # Adreno (Turnip's ir3 as A740/A660, issue 31): a 5-wide kernel's held filter slice took 48 vec4 registers
-    # (4 waves), loaded at use 16 (12 waves, 1.9x the instructions); a 3x3's 21-24 (8 waves on A740, 6 on A660)
-    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3),
-    "adreno-6xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3),
+    # (4 waves), loaded at use 16 (12 waves, 1.9x the instructions); a 3x3's 21-24 (8 waves on A740, 6 on A660).
+    # Those wide kernels' taps in a loop: a padded 1x5 on A660 32 -> 12 registers (4 -> 10 waves), 640 -> 539
+    # instructions; the dilated 5x5 on A740 19 -> 9 (10 -> 16 waves), 413 -> 259.
+    "adreno-7xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3,
+                                 taps_in_loop=True),
+    "adreno-6xx": DeviceDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3,
+                                 taps_in_loop=True),
     # Mali (PanVK's Valhall compiler as a G610, issue 31): any held filter slice spills (3x3 at 1x1x4: 4:13
     # spills:fills at 64 registers); loaded at use it does not, and 1x1 kernels fit 32 registers (2 threads)
+    # Its taps in a loop: unrolled, a 5-wide kernel's row of fetches (and a grouped conv's 3 taps x 2 texel
+    # reads) took 64 work registers (1 thread); in a loop 32 (2 threads) and half the instructions.
     "mali-valhall": DeviceDefaults(ivc_tile=(1, 1, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False,
-                                   filter_slice_max_kw=0),
+                                   filter_slice_max_kw=0, taps_in_loop=True),
 }
 
 

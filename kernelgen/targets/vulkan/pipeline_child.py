@@ -5,7 +5,7 @@ pipeline-executable statistics the driver reports (empty when it has none: PanVK
 Not VulkanRunner: that takes Vulkan 1.2 devices only (it reads the 1.1/1.2 property structs), and PanVK 25.0.7
 advertises 1.1. Creating a pipeline needs nothing past 1.0 plus the statistics extension.
 
-    python -m kernelgen.targets.vulkan.pipeline_child MODULE.spv KIND...   (KIND: storage, uniform or texel)
+    python -m kernelgen.targets.vulkan.pipeline_child MODULE.spv KIND...   (KIND: storage, uniform, texel or texel3)
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _device(vk: Any, scope: Scope, handle: Any) -> tuple[Any, bool]:
 def _pipeline(vk: Any, scope: Scope, device: Any, spirv: bytes, kinds: list[str], statistics: bool) -> Any:
     compute = vk.VK_SHADER_STAGE_COMPUTE_BIT
     types = {"storage": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "uniform": vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
-             "texel": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER}
+             "texel": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, "texel3": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER}
     module = vk.vkCreateShaderModule(device, scope.hold(vk.VkShaderModuleCreateInfo(
         codeSize=len(spirv), pCode=spirv)), None)
     scope.on_close(lambda: vk.vkDestroyShaderModule(device, module, None))

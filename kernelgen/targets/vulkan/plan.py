@@ -35,8 +35,8 @@ from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
-from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, residual_access,
-                     vec_ok)
+from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, quotient_text,
+                     residual_access, vec_ok)
 from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
 from .defaults import DEVICE_DEFAULTS, default_tile_for
 from .filters import packed_filter
@@ -105,6 +105,7 @@ class VulkanOp:
     gate_beta: str = ""
     gate_times_value: bool = False
     filter_at_use: bool = False  # each filter vec4 loaded at its multiply-add, not a kw x chunk slice held ahead
+    taps_at_use: bool = False  # the kw taps in a kept loop, each input vec4 fetched at its use (needs filter_at_use)
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
     # (rc < group_in), element by element at x_element (the flat index of (n, ih, iw, c)), except for the
     # first fast_chunks chunks of a depthwise conv with multiplier 1, which read their own chunk (load_src).
@@ -118,6 +119,7 @@ class VulkanOp:
     x_element: str = ""
     fast_chunks: int = 0
     group_read: str = "lanes"
+    group_of: str = ""  # GLSL for k / group_out (0 <= k < out_c), in multiplies and shifts
 
     is_pool = False
 
@@ -177,31 +179,36 @@ class _Reduction:
     body: int  # vec4 multiply-adds per trip of the innermost kept loop
 
 
-def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll_rows: bool) -> _Reduction:
+def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll_rows: bool,
+               taps_loop: bool = False) -> _Reduction:
     """How a dense conv's reduction runs for an invocation tile: kh unrolled too when the body stays small
     enough for lavapipe's LLVM to compile quickly and both reads are texel fetches (a scalar storage read is a
     per-lane loop of its own: unrolled by the hundreds it bloats the code for little gain); the input-channel
     loop unrolled until one invocation's loop back-edges fit lavapipe's limit. A grouped conv keeps its rc and
-    fh loops and unrolls the kw taps."""
+    fh loops and unrolls the kw taps. `taps_loop`: the kw taps stay a loop too (a profile's taps_in_loop)."""
     kh, kw = op.kernel
+    taps = kw + 1 if taps_loop else 0  # the kw loop's back-edges and exit, per instance
     if op.groups > 1:
         group_in = op.in_shape[3] // op.groups
-        return _Reduction(fh_block=1, ic_unroll=1, trips=2 + group_in * (kh + 1), body=ioh * iow * k4 * kw)
+        return _Reduction(fh_block=1, ic_unroll=1, trips=2 + group_in * (kh + 1 + kh * taps),
+                          body=ioh * iow * k4 * (1 if taps_loop else kw))
     ic4_full = op.in_shape[3] // 4
     body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
-    fh_block = kh if unroll_rows and body <= BODY_LIMIT and texels else 1
-    # Back-edges of one invocation: the fh0 loop (kh / fh_block trips), per trip the
-    # input-channel loop's trips and its exit.
+    fh_block = kh if unroll_rows and body <= BODY_LIMIT and texels and not taps_loop else 1
+    tail = ioh * fh_block * taps if op.in_shape[3] % 4 else 0
+
+    def trips_at(unroll: int) -> int:
+        """The fh0 loop (kh / fh_block trips), per trip the input-channel loop's trips and exit (with a taps
+        loop, per channel trip its kw loops), the tail channels' kw loops."""
+        return 1 + kh // fh_block * (2 + ic4_full // unroll * (1 + unroll * ioh * fh_block * taps) + tail)
+
     unroll = 1
-    while True:
-        trips = 1 + kh // fh_block * (2 + ic4_full // unroll)
-        if trips <= LOOP_LIMIT or unroll >= max(ic4_full, 1):
-            break
+    while trips_at(unroll) > LOOP_LIMIT and unroll < max(ic4_full, 1):
         unroll *= 2
     while ic4_full % unroll:
         unroll //= 2
-    return _Reduction(fh_block=fh_block, ic_unroll=unroll, trips=1 + kh // fh_block * (2 + ic4_full // unroll),
-                      body=unroll * body // kh * fh_block)
+    body = iow * k4 * 4 if taps_loop else unroll * body // kh * fh_block
+    return _Reduction(fh_block=fh_block, ic_unroll=unroll, trips=trips_at(unroll), body=body)
 
 
 def _choice(value, default):
@@ -258,10 +265,13 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                                  (layouts[scale], number[scale]) if scale else None,
                                  _pool_pad(config, layouts[dst_name], j, scalar)))
             continue
+        filter_at_use = defaults.filter_slice_max_kw is not None and op.kernel[1] > defaults.filter_slice_max_kw
+        taps_loop = defaults.taps_in_loop and filter_at_use and op.kernel[1] > 1
         planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
                            unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
-                           default_tile=default_tile, scalar_texels=defaults.scalar_texel_reads)
+                           default_tile=default_tile, scalar_texels=defaults.scalar_texel_reads,
+                           taps_loop=taps_loop)
         lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
@@ -270,10 +280,10 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
-                           filter_at_use=defaults.filter_slice_max_kw is not None
-                           and op.kernel[1] > defaults.filter_slice_max_kw, **gate_literals(op.epilogue.hard)))
+                           filter_at_use=filter_at_use, taps_at_use=taps_loop,
+                           **gate_literals(op.epilogue.hard)))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
-    texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4}
+    texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}
     buffers = tuple(replace(b, elements=-(-b.elements // 4) * 4) if i in texel_scalars else b
                     for i, b in enumerate(buffers))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
@@ -316,7 +326,7 @@ def _padding_problem(config: Config, y_tl: TensorLayout, j: int) -> ConfigError:
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
              scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True,
-             default_tile: bool = False, scalar_texels: bool = False) -> VulkanOp:
+             default_tile: bool = False, scalar_texels: bool = False, taps_loop: bool = False) -> VulkanOp:
     j = op.index
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
@@ -330,16 +340,16 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     k4 = ioc // 4
     use_x4 = vec_ok(x_tl, 3)
     x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True,
-               scalar_texels=scalar_texels)
+               scalar_texels=scalar_texels, rgb_ok=op.groups == 1)  # grouped convs read single elements
     use_f4 = vec_ok(f_tl, 0)
     # a grouped conv reads its filter from a storage buffer: 3 reads per kernel row, where texel fetches took the
     # depthwise 3x3 of configs/mobilenet_v2_block.yaml from 7.7 to 32 s of CPU to compile cold
     f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4,
                read=op.groups == 1)
-    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows)
+    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop)
     while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
     groups_oh = -(-out_h // wg_tile[0])
@@ -355,15 +365,15 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     if op.groups > 1:
         # the rc loop (group_in trips), per trip the fh loop (kh) and its exit, and main's own
         group_in, group_out = in_c // op.groups, out_c // op.groups
-        trips = 2 + group_in * (kh + 1)
-        if trips > LOOP_LIMIT:
-            raise _problem(config, f"ops[{j - 1}].conv2d.groups", f"each invocation would take {trips} loop "
+        if red.trips > LOOP_LIMIT:
+            raise _problem(config, f"ops[{j - 1}].conv2d.groups", f"each invocation would take {red.trips} loop "
                                                                   f"back-edges, more than lavapipe's {LOOP_LIMIT}; use "
                                                                   f"fewer channels per group")
-        grouped = dict(group_in=group_in, group_out=group_out, fh_block=1, trips=trips,
+        grouped = dict(group_in=group_in, group_out=group_out, fh_block=1, trips=red.trips,
                        x_element=index_text(x_tl, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw"), "c": E.Var("c")},
                                         in_bounds | {"c": (0, in_c - 1)}),
                        fast_chunks=out_c // 4 if group_in == group_out == 1 else 0,
+                       group_of=quotient_text("k", group_out, out_c),
                        group_read="shared" if group_out % 4 == 0 else "pair" if group_out > 1 else "lanes")
     fh_block, unroll, trips = red.fh_block, red.ic_unroll, red.trips
     if trips > LOOP_LIMIT and not grouped:

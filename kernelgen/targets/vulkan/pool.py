@@ -65,9 +65,9 @@ def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: 
     factor = {}
     if scale is not None:
         at = {"n": E.Var("n"), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}
-        factor = dict(scale=scale[1], scale_index=E.to_c(E.simplify(scale[0].flat_offset(at, out_bounds), out_bounds)))
+        factor = dict(scale=scale[1], scale_index=E.to_c(E.simplify(scale[0].flat_offset(at, out_bounds), out_bounds), shifts=True))
     return VulkanPool(index=geo.index, src=src, dst=dst, geo=geo, wg_size=(POOL_WORKGROUP, 1, 1),
                       groups=(gx, gy, 1), row_items=gx * POOL_WORKGROUP, total=total, channels=walked,
                       pad_value=pad_value, trips=kh * (kw + 1),
-                      x_index=E.to_c(x), y_index=E.to_c(y), maximum=geo.kind == "maxpool",
+                      x_index=E.to_c(x, shifts=True), y_index=E.to_c(y, shifts=True), maximum=geo.kind == "maxpool",
                       divisor=count_all if geo.count_include_pad else "float(count)", **factor)

@@ -58,7 +58,7 @@ def stages(vk: VulkanPlan, spirv: tuple[bytes, ...]) -> list[Stage]:
             continue
         extra = [b for b in (op.bias, op.res_buffer) if b >= 0]
         out.append(Stage(code, (op.src, op.filter, op.dst, *extra), op.groups,
-                         kinds=("texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage",
+                         kinds=("texel3" if op.x.rgb else "texel" if op.x.texel else "storage", "texel" if op.f.texel else "storage", "storage",
                                 *("storage",) * len(extra))))
     return out
 

@@ -31,10 +31,13 @@ DEFAULT_TIMEOUT_S = 600.0
 SpecValue = int | float | bool | np.generic
 # How a stage binds a buffer (Stage.kinds): a storage buffer (the default), a uniform
 # buffer (at most the device's maxUniformBufferRange bytes) or a uniform texel buffer of
-# 4-component texels of the array's dtype (GLSL samplerBuffer + texelFetch). lavapipe
-# loads the last two through gathers instead of its per-lane storage-buffer loop.
-BINDING_KINDS = ("storage", "uniform", "texel")
+# 4-component texels of the array's dtype (GLSL samplerBuffer + texelFetch), or of 3 ("texel3": one RGB pixel of
+# a 3-channel tensor per fetch). lavapipe loads the last ones through gathers instead of its per-lane
+# storage-buffer loop.
+BINDING_KINDS = ("storage", "uniform", "texel", "texel3")
+TEXEL_KINDS = {"texel": 4, "texel3": 3}  # components per texel
 _TEXEL_FORMATS = {"float32": "VK_FORMAT_R32G32B32A32_SFLOAT", "float16": "VK_FORMAT_R16G16B16A16_SFLOAT"}
+_TEXEL3_FORMATS = {"float32": "VK_FORMAT_R32G32B32_SFLOAT", "float16": "VK_FORMAT_R16G16B16_SFLOAT"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +112,7 @@ def _check(stages: Sequence[Stage], buffers: Sequence[np.ndarray], repeat: int) 
         raise ToolchainError("object arrays cannot be copied to a Vulkan buffer")
     for i, stage in enumerate(stages):
         for b, kind in zip(stage.bindings, stage.kinds):
-            if kind == "texel" and np.asarray(buffers[b]).dtype.name not in _TEXEL_FORMATS:
+            if kind in TEXEL_KINDS and np.asarray(buffers[b]).dtype.name not in _TEXEL_FORMATS:
                 raise ToolchainError(f"stage {i}: texel buffers hold {sorted(_TEXEL_FORMATS)}, "
                                      f"not {np.asarray(buffers[b]).dtype}")
 
@@ -232,7 +235,7 @@ class VulkanRunner:
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
         if "uniform" in kinds:
             usage |= vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT
-        if "texel" in kinds:
+        if kinds & set(TEXEL_KINDS):
             usage |= vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
         buf = self._create(run, "Buffer", vk.VkBufferCreateInfo(
             size=size, usage=usage,
@@ -266,7 +269,8 @@ class VulkanRunner:
         compute = vk.VK_SHADER_STAGE_COMPUTE_BIT
         types = {"storage": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                  "uniform": vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER,
-                 "texel": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER}
+                 "texel": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                 "texel3": vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER}
         module = self._create(run, "ShaderModule", vk.VkShaderModuleCreateInfo(
             codeSize=len(stage.spirv), pCode=stage.spirv))
         slots = [vk.VkDescriptorSetLayoutBinding(binding=j, descriptorType=types[kind],
@@ -321,14 +325,15 @@ class VulkanRunner:
         if kind == "uniform" and view.nbytes > self.info.max_uniform_buffer_bytes:
             raise ToolchainError(f"binding {j}: a {view.nbytes}-byte uniform buffer exceeds the "
                                  f"device's {self.info.max_uniform_buffer_bytes}")
-        if kind == "texel":
-            texel = 4 * np.dtype(dtype).itemsize
+        if kind in TEXEL_KINDS:
+            texel = TEXEL_KINDS[kind] * np.dtype(dtype).itemsize
             texels = view.nbytes // texel
             if texels > self.info.max_texel_buffer_elements:
                 raise ToolchainError(f"binding {j}: {texels} texels exceed the device's "
                                      f"{self.info.max_texel_buffer_elements}")
+            formats = _TEXEL3_FORMATS if kind == "texel3" else _TEXEL_FORMATS
             texel_view = self._create(run, "BufferView", self._vk.VkBufferViewCreateInfo(
-                buffer=handle, format=getattr(vk, _TEXEL_FORMATS[dtype]), offset=0,
+                buffer=handle, format=getattr(vk, formats[dtype]), offset=0,
                 range=texels * texel))
             return run.hold(vk.VkWriteDescriptorSet(
                 dstSet=dset, dstBinding=j, descriptorCount=1, descriptorType=dtype_code,

@@ -158,12 +158,16 @@ vec4 load_src(int n, int ih, int iw, int ic4) {
 
 float src_at(int n, int ih, int iw, int c) {  // one input element
   int i = ((n*451584)+(ih*8064)+(iw*144)+c);
-  return float(texelFetch(src, i / 4)[i % 4]);
+  return float(texelFetch(src, i >> 2)[i & 3]);  // i >= 0: shifts, not a signed division
 }
 
 // groups 144: output channel k reads input channels k / 1 * 1 + rc, so each output chunk
 // has input elements of its own (not one input value against a filter chunk). texelFetch is an out-of-line call on
 // lavapipe: one element per lane
+int group_of(int k) {  // k / 1 for 0 <= k < 144: no division (Valhall has no multiply-high)
+  return k;
+}
+
 vec4 load_group(int n, int ih, int iw, int oc4, int rc) {
   if (ih < 0 || ih >= 56 || iw < 0 || iw >= 56) {
     return vec4(0);  // spatial padding: zeros
@@ -172,7 +176,7 @@ vec4 load_group(int n, int ih, int iw, int oc4, int rc) {
   vec4 v = vec4(0);
   [[unroll]] for (int e = 0; e < 4; ++e) {
     int k = 4 * oc4 + e;
-    if (k < 144) v[e] = src_at(n, ih, iw, k / 1 * 1 + rc);
+    if (k < 144) v[e] = src_at(n, ih, iw, group_of(k) * 1 + rc);
   }
   return v;
 }

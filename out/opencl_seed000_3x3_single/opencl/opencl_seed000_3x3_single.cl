@@ -34,7 +34,7 @@ void opencl_seed000_3x3_single_conv1(__global const float *restrict input, __glo
       const int xb3 = (((ih0/8)*65536)+((iw3/8)*8192)+((ih0%8)*256)+((iw3%8)*32));
       const int fb = ((ko*73728)+(kh*24576)+(kw*8192));
       for (int c4 = 0; c4 < 32; ++c4) {
-        const int xc = ((((c4*4)/32)*2048)+((c4*4)%32));
+        const int xc = (((c4/8)*2048)+((c4%8)*4));
         const int fc = c4*256;
         const float4 x0 = vload4(0, input + xb0 + xc);
         const float4 x1 = vload4(0, input + xb1 + xc);
@@ -123,7 +123,7 @@ void opencl_seed000_3x3_single_conv1(__global const float *restrict input, __glo
       }
     }
   }
-  const int ob0 = (((oht/8)*65536)+(((owt*4)/8)*8192)+(ko*4096)+((oht%8)*256)+(((owt*4)%8)*32));
+  const int ob0 = (((oht/8)*65536)+((owt/2)*8192)+(ko*4096)+((oht%8)*256)+((owt%2)*128));
   vstore4(acc0_0.s0123, 0, output + ob0);
   vstore4(acc0_0.s4567, 0, output + ob0 + 4);
   vstore4(acc0_0.s89ab, 0, output + ob0 + 8);
@@ -140,7 +140,7 @@ void opencl_seed000_3x3_single_conv1(__global const float *restrict input, __glo
   vstore4(acc0_3.s4567, 0, output + ob0 + 2068);
   vstore4(acc0_3.s89ab, 0, output + ob0 + 2072);
   vstore4(acc0_3.scdef, 0, output + ob0 + 2076);
-  const int ob1 = (((oht/8)*65536)+((((owt*4)+1)/8)*8192)+(ko*4096)+((oht%8)*256)+((((owt*4)+1)%8)*32));
+  const int ob1 = (((oht/8)*65536)+((owt/2)*8192)+(ko*4096)+((oht%8)*256)+((owt%2)*128)+32);
   vstore4(acc1_0.s0123, 0, output + ob1);
   vstore4(acc1_0.s4567, 0, output + ob1 + 4);
   vstore4(acc1_0.s89ab, 0, output + ob1 + 8);
@@ -158,7 +158,7 @@ void opencl_seed000_3x3_single_conv1(__global const float *restrict input, __glo
   vstore4(acc1_3.s89ab, 0, output + ob1 + 2072);
   vstore4(acc1_3.scdef, 0, output + ob1 + 2076);
   if (((owt*4)+2) < 62) {
-    const int ob2 = (((oht/8)*65536)+((((owt*4)+2)/8)*8192)+(ko*4096)+((oht%8)*256)+((((owt*4)+2)%8)*32));
+    const int ob2 = (((oht/8)*65536)+((owt/2)*8192)+(ko*4096)+((oht%8)*256)+((owt%2)*128)+64);
     vstore4(acc2_0.s0123, 0, output + ob2);
     vstore4(acc2_0.s4567, 0, output + ob2 + 4);
     vstore4(acc2_0.s89ab, 0, output + ob2 + 8);
@@ -177,7 +177,7 @@ void opencl_seed000_3x3_single_conv1(__global const float *restrict input, __glo
     vstore4(acc2_3.scdef, 0, output + ob2 + 2076);
   }
   if (((owt*4)+3) < 62) {
-    const int ob3 = (((oht/8)*65536)+((((owt*4)+3)/8)*8192)+(ko*4096)+((oht%8)*256)+((((owt*4)+3)%8)*32));
+    const int ob3 = (((oht/8)*65536)+((owt/2)*8192)+(ko*4096)+((oht%8)*256)+((owt%2)*128)+96);
     vstore4(acc3_0.s0123, 0, output + ob3);
     vstore4(acc3_0.s4567, 0, output + ob3 + 4);
     vstore4(acc3_0.s89ab, 0, output + ob3 + 8);

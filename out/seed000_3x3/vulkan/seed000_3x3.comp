@@ -10,11 +10,11 @@
 // workgroup tile [oh, ow, oc] = [8, 8, 64], invocation tile [oh, ow, vec4 chunks] = [8, 8, 2]
 // dispatch [2, 8, 8] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
 // 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = input (scalar), flt = filter1 (vec4), dst = temp1 (scalar)
+// buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
 const int IVC_OH = 8;
 const int IVC_OW = 8;
@@ -30,7 +30,7 @@ vec4 load_src(int n, int ih, int iw, int ic4) {
   // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
   ih = min(ih, 63);
   iw = min(iw, 63);
-  vec4 v = vec4(texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) % 4]);
+  vec4 v = vec4(texelFetch(src, ((n*131072)+((ih>>3)*16384)+((iw>>3)*2048)+((ic4>>3)*512)+((ih&7)*64)+((iw&7)*8)+(ic4&7))));
   return v;
 }
 
@@ -39,10 +39,7 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+(((oc4*4)/32)*2048)+((oh%8)*256)+((ow%8)*32)+((oc4*4)%32))] = v[0];
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+1)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+1)%32))] = v[1];
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+2)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+2)%32))] = v[2];
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+3)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+3)%32))] = v[3];
+  dst[((n*131072)+((oh>>3)*16384)+((ow>>3)*2048)+((oc4>>3)*512)+((oh&7)*64)+((ow&7)*8)+(oc4&7))] = v;
 }
 
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
@@ -123,11 +120,11 @@ void main() {
 // workgroup tile [oh, ow, oc] = [8, 8, 64], invocation tile [oh, ow, vec4 chunks] = [8, 8, 2]
 // dispatch [2, 8, 8] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
 // 4608 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
-// buffers: src = temp1 (scalar), flt = filter2 (vec4), dst = output (scalar)
+// buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { float dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
 const int IVC_OH = 8;
 const int IVC_OW = 8;
@@ -143,7 +140,7 @@ vec4 load_src(int n, int ih, int iw, int ic4) {
   // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
   ih = min(ih, 61);
   iw = min(iw, 61);
-  vec4 v = vec4(texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+(((ic4*4)/32)*2048)+((ih%8)*256)+((iw%8)*32)+((ic4*4)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+1)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+1)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+2)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+2)%32))) % 4], texelFetch(src, (((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) / 4)[(((n*524288)+((ih/8)*65536)+((iw/8)*8192)+((((ic4*4)+3)/32)*2048)+((ih%8)*256)+((iw%8)*32)+(((ic4*4)+3)%32))) % 4]);
+  vec4 v = vec4(texelFetch(src, ((n*131072)+((ih>>3)*16384)+((iw>>3)*2048)+((ic4>>3)*512)+((ih&7)*64)+((iw&7)*8)+(ic4&7))));
   return v;
 }
 
@@ -152,10 +149,7 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
 }
 
 void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+(((oc4*4)/32)*2048)+((oh%8)*256)+((ow%8)*32)+((oc4*4)%32))] = v[0];
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+1)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+1)%32))] = v[1];
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+2)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+2)%32))] = v[2];
-  dst[((n*524288)+((oh/8)*65536)+((ow/8)*8192)+((((oc4*4)+3)/32)*2048)+((oh%8)*256)+((ow%8)*32)+(((oc4*4)+3)%32))] = v[3];
+  dst[((n*131072)+((oh>>3)*16384)+((ow>>3)*2048)+((oc4>>3)*512)+((oh&7)*64)+((ow&7)*8)+(oc4&7))] = v;
 }
 
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over

@@ -89,7 +89,7 @@ void seed000_3x3_halo_reuse(const float *restrict input, const float *restrict f
         for (int ih = 0; ih < 4; ++ih) {
           for (int iw = 0; iw < 64; ++iw) {
             for (int ic = 0; ic < 128; ++ic) {
-              input_cache[((((((ho_outer*16)+ih)%20)/8)*65536)+((iw/8)*8192)+((ic/32)*2048)+(((((ho_outer*16)+ih)%20)%8)*256)+((iw%8)*32)+(ic%32))] = input[((ho_outer*131072)+((iw/8)*8192)+((ic/32)*2048)+(ih*256)+((iw%8)*32)+(ic%32))];
+              input_cache[(((((ho_outer*4)%5)/2)*65536)+((iw/8)*8192)+((ic/32)*2048)+((((ho_outer*4)%5)%2)*1024)+(ih*256)+((iw%8)*32)+(ic%32))] = input[((ho_outer*131072)+((iw/8)*8192)+((ic/32)*2048)+(ih*256)+((iw%8)*32)+(ic%32))];
             }
           }
         }
