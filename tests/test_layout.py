@@ -1,6 +1,8 @@
 """Layout engine: seed 004's worked examples, seed 000's index expressions, round trips."""
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernelgen import expr as E
 from kernelgen.layout import (ACTIVATION_DIMS, FILTER_DIMS, LayoutError, PadKind, TensorLayout, padding_cover,
@@ -128,3 +130,35 @@ def test_simplifier_splits_blocked_index():
     assert E.floormod(h, 8, bounds) == V("hi")
     # Without a bound on hi, nothing can be split.
     assert isinstance(E.floordiv(h, 8), E.FloorDiv)
+
+
+def test_simplifier_keeps_a_vec4_of_a_32_channel_block_whole():
+    """(4*q + r) // 32 and % 32 with 0 <= r < 4: q // 8 and 4 * (q % 8) + r (the common factor rule), so vulkan's
+    vec_ok sees nhwc-8h8w32c's 4 channels as one aligned vec4; k*d*(x // d) + k*(x % d) flattens back to k*x."""
+    bounds = {"q": (0, 31), "r": (0, 3)}
+    c = E.add(E.mul(V("q"), 4), V("r"))
+    assert E.floordiv(c, 32, bounds) == E.FloorDiv(V("q"), 8)
+    assert E.floormod(c, 32, bounds) == E.add(E.mul(E.FloorMod(V("q"), 8), 4), V("r"))
+    assert E.add(E.mul(E.FloorDiv(V("c"), 4), 12), E.mul(E.FloorMod(V("c"), 4), 3)) == E.mul(V("c"), 3)
+    assert E.to_c(E.floormod(c, 32, bounds), shifts=True) == "(((q&7)*4)+r)"
+    assert E.to_c(E.floordiv(c, 32, bounds)) == "(q/8)"
+
+
+@given(coefs=st.lists(st.integers(1, 64), min_size=1, max_size=3), highs=st.lists(st.integers(0, 40), min_size=3,
+                                                                                  max_size=3),
+       const=st.integers(0, 100), divisor=st.sampled_from([2, 3, 4, 6, 8, 12, 16, 32, 96]))
+def test_simplified_division_and_modulo_and_their_c_text_mean_the_floor(coefs, highs, const, divisor):
+    """Every rule of the simplifier, and the C text with and without shifts, agree with Python's floor division
+    and modulo over the whole (non-negative) domain."""
+    names = ("a", "b", "d")[:len(coefs)]
+    bounds = {n: (0, h) for n, h in zip(names, highs)}
+    expr = E.add(*(E.mul(V(n), k) for n, k in zip(names, coefs)), E.Const(const))
+    grid = np.meshgrid(*(np.arange(bounds[n][1] + 1) for n in names), indexing="ij")
+    values = dict(zip(names, grid))
+    whole = E.evaluate(expr, values)
+    for op, expect in ((E.floordiv, whole // divisor), (E.floormod, whole % divisor)):
+        simple = op(expr, divisor, bounds)
+        assert np.array_equal(np.broadcast_to(E.evaluate(simple, values), whole.shape), expect)
+        for shifts in (False, True):
+            text = E.to_c(simple, shifts).replace("/", "//")
+            assert np.array_equal(np.broadcast_to(eval(text, {}, dict(values)), whole.shape), expect), text
