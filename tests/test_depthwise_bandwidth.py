@@ -1,6 +1,6 @@
 """Depthwise convs as memory-bound ops (issue 30): the bandwidth probes of every target move the bytes they claim and
 read a positive, finite GB/s; `kernelgen bench` reports peak_gbs and bandwidth_ratio for depthwise kernels only;
-the c target's depthwise path (a tile over the stripe's channels, the input cache read as row runs) matches numpy
+the c target's depthwise path (a tile over the stripe's channels, the input read in place) matches numpy
 around its edges and falls back where it does not fit. No timings are asserted: benchmarks/depthwise.py measures."""
 from __future__ import annotations
 
@@ -66,8 +66,14 @@ def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
     # the planner's ko_inner loop runs per pixel store, inside the tile, not around the rows
     assert "for (int ko_inner = 0; ko_inner < 3; ++ko_inner)" in text[pixel:]
     assert "for (int ko_inner" not in text[text.index("(register-blocked micro-kernel)"):tile]
-    assert "float tile[" in text and "const float *const xrow" in text
-    assert ROW_RUN in text
+    assert "float tile[" in text and "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text
+    # op 1 reads the input itself, zeros for the padding taps: no input cache read at all
+    assert "kg_zeros" in text and ROW_RUN not in text and "input_cache[" not in text
+    # a dense conv over the same input still reads its window as row runs
+    dense = parse_config("name: dense\ninput: {shape: [1, 15, 17, 96], layout: NHWC}\nops:\n"
+                         "  - conv2d: {out_channels: 16, kernel: 3, pad: 1}\noutput: {layout: NHWC}\n"
+                         "schedule: {k_block: 16}\ntargets: [c]\n", "dense.yaml")
+    assert ROW_RUN in jobs(dense, ("c",))["c"].files["dense.c"]
 
 
 def test_a_store_whose_block_lies_inside_the_channels_runs_without_the_channel_test():

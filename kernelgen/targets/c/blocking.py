@@ -19,10 +19,8 @@ from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Pipeline, P
 from ...planner import compose_stripes, fitted_config
 from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
 from .rowcopy import row_reads
-from .microkernel import (ACCUMULATORS, GROUP, HALF, LANES, Tile, channels_contiguous, columns_contiguous, part, separable,
-                          tile_nodes)
-
-DEPTHWISE_PIXELS = 8  # channel vectors in flight per tile row: 8 FMA chains hide the FMA latency
+from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, Direct, Tile, channels_contiguous,
+                          columns_contiguous, part, separable, tile_nodes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,8 +40,10 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     win = windows(cfg, shape_list, geo, cut)
     filter_room = next((c.elements for c in plan.caches if c.name == "filter"), 0)
     tiles, notes = [], []
+    parts = plan.stripe
+    reads_input = _reads_input(cfg, plan)
     for j in range(1, len(cfg.ops) + 1):
-        tile, why = _tile(cfg, plan, j, shape_list, cut, geo, win, filter_room)
+        tile, why = _tile(cfg, plan, j, shape_list, cut, geo, win, filter_room, reads_input and j == 1)
         tiles.append(tile)
         op = plan.ops[j - 1]
         if tile is not None:
@@ -54,8 +54,11 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
             notes.append(f"{op.label}: the planner's loops ({why})")
     if plan.dtype != "float32" or not any(tiles):
         return CKernel(kernel=plan.kernel, tiles=tuple(tiles), notes=tuple(notes))
-    parts = plan.stripe
-    rewritten = replace(parts, load=_unswitch(row_reads(_rewrite(parts.load, tiles, cut, geo, threads))),
+    load = parts.load
+    if tiles[0] is not None and tiles[0].direct is not None:
+        load = tuple(n for n in load if not (isinstance(n, Section) and n.step == Step(Phase.INPUT_READ)))
+        notes.append(f"{plan.ops[0].label}: reads the input directly (no input cache: zeros for the padding taps)")
+    rewritten = replace(parts, load=_unswitch(row_reads(_rewrite(load, tiles, cut, geo, threads))),
                         compute=_rewrite(parts.compute, tiles, cut, geo, threads),
                         store=_rewrite(parts.store, tiles, cut, geo, threads))
     written = _write_back_index(parts.store + parts.compute)
@@ -67,12 +70,45 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
     rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
     unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
+    if tiles[0] is not None and tiles[0].direct is not None:
+        unused += ("(void)input_cache; /* the first conv reads the input directly */",)
     kernel = replace(plan.kernel, body=(*compose_stripes(rewritten), *rest), prologue=plan.kernel.prologue + unused,
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
     return CKernel(kernel=kernel, tiles=tuple(tiles), notes=tuple(notes))
 
 
-def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filter_room: int
+def _reads_input(cfg: Config, plan: Plan) -> bool:
+    """Whether op 1 may read the kernel's input in place of the input cache: the cache is the whole window, read
+    once per stripe by op 1 alone (no ring of rows, pipeline or channel chunks), of an input whose channels are
+    consecutive elements. Whether op 1 is a channel-vector depthwise conv, _tile decides."""
+    s, parts = cfg.schedule, plan.stripe
+    reads = [n for n in parts.load if isinstance(n, Section) and n.step is not None
+             and n.step.phase in (Phase.INPUT_READ, Phase.INPUT_READ_KEPT, Phase.INPUT_READ_NEW)]
+    if len(reads) != 1 or reads[0].step != Step(Phase.INPUT_READ) or s.halo is Halo.REUSE or s.c_block:
+        return False
+    if parts.pipeline is not Pipeline.NONE or parts.chunks != 1:
+        return False
+    full = cfg.input_layout.bind(tuple(plan.ops[0].in_shape))
+    channels = full.logical_shape[3]
+    bounds = {"c": (0, channels - 1)}
+    offset = full.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}, bounds)
+    return all(E.evaluate(offset, {"c": c}) == c for c in range(channels))
+
+
+def _groups(vectors: int, cols: int, channel_offset) -> tuple[int, int]:
+    """(channel vectors per group, pixels) of a channel-vector depthwise tile: the largest group of at most
+    DEPTHWISE_ACCUMULATORS vectors that divides the stripe's, whose vectors lie at the same offsets from the
+    group's first in every group; as many pixels as fill the accumulators (at most the row's)."""
+    for g in range(min(vectors, DEPTHWISE_ACCUMULATORS), 0, -1):
+        if vectors % g:
+            continue
+        steps = {tuple(channel_offset(k + i) - channel_offset(k) for i in range(g)) for k in range(0, vectors, g)}
+        if len(steps) == 1:
+            return g, max(1, min(DEPTHWISE_ACCUMULATORS // g, cols))
+    return 1, min(DEPTHWISE_ACCUMULATORS, cols)
+
+
+def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filter_room: int, direct: bool = False
           ) -> tuple[Tile | None, str]:
     op, n = cfg.ops[j - 1], len(cfg.ops)
     last = j == n
@@ -103,7 +139,7 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
         return None, "the filter cache cannot hold the repacked block"
     cols = geo.cols[j]
-    most = DEPTHWISE_PIXELS if depthwise else ACCUMULATORS // vectors
+    most = ACCUMULATORS // vectors
     pixels = LANES if columns else math.ceil(cols / math.ceil(cols / most))
     ko_var = "ko_outer" if last else f"ko_outer_{j}"
     produced = out_k if last else max(out_k, reduction_channels(cfg, shape_list)[j])
@@ -124,10 +160,21 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(count)}
     k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), LANES))
     k_block, k_split = s.k_block, 1
+    groups, vector_channels, loaded = 1, ("0",), None
     if depthwise and not columns:  # the tile holds the stripe's channels: ko_inner runs per pixel store
         k_block, k_split = cut.channels, s.k_split
         bounds["kv"] = (0, cut.channels // LANES - 1)
         k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("kv"), LANES))
+        present = unproven([(k_first, "<", out_k)], bounds)
+
+        def offset(kv: int) -> int:
+            return E.evaluate(src.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0),
+                                               "c": E.Const(kv * LANES)}, {}), {})
+        groups, pixels = _groups(cut.channels // LANES, cols, offset) if not present else (1, min(8, cols))
+        vector_channels = tuple(str(offset(i) - offset(0)) for i in range(groups))
+        loaded = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1
+        bounds["owb"] = (0, math.ceil(cols / pixels) - 1)
+        bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(loaded)}
     group: tuple[str, ...] = ()
     inside = ""
     if columns:  # GROUP channels per step of kv
@@ -146,12 +193,27 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
         channel, block, present = part(src, "c", E.Var("rc"), bounds), "", []
         tap = reduce * width
         block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
+    found = None
+    if direct and depthwise and not columns and not present:  # op 1 reads the input: positions in the input
+        full = cfg.input_layout.bind(tuple(plan.ops[0].in_shape))
+        wide = bounds | {"ih": (-op.pad[0], shape_list[0][1] - 1), "iw": (-op.pad[1], shape_list[0][2] - 1)}
+        found = Direct(row=E.to_c(E.simplify(E.add(geo.row_start[0], in_row), bounds)),
+                       col=E.to_c(E.simplify(geo.col_start[0], bounds)), rows=shape_list[0][1], cols=shape_list[0][2],
+                       row_offset=part(full, "h", E.Var("ih"), wide) + (
+                           f" + {part(full, 'n', E.Var('nb'), bounds)}" if shape_list[0][0] > 1 else ""),
+                       col_offset=part(full, "w", E.Var("iw"), wide))
+        channel = part(full, "c", k_first, bounds)
+    col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
+                     E.mul(geo.col_start[j - 1], -1))
+    if loaded is not None:
+        count = loaded
     return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
                 stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *win.temp_names])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
-                columns=columns, channels=group, inside=inside, lanes=lanes), ""
+                columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
+                vector_channels=vector_channels, direct=found), ""
 
 
 # ---------------------------------------------------------------- rewriting the planner's sections
