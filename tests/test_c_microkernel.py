@@ -205,3 +205,6 @@ def test_a_first_depthwise_conv_reads_the_input_directly(name, direct):
     text = job.files[f"{name}.c"]
     assert (job.target_plan.tiles[0].direct is not None) == direct
     assert ("input_cache[" not in text and "kg_zeros" in text) == direct
+    if name == "depthwise_direct_batch2_w_split":  # no cache bounds a column stripe: each row runs across them
+        row = text.index("for (int oh = 0;")
+        assert "inside each row */" in text[row:] and "for (int wo_outer" not in text[:row]

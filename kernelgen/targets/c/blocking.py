@@ -68,6 +68,11 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         index = re.sub(r"\bok\b", f"(ko_inner*{cfg.schedule.k_block}+ki)", written)
         rewritten = replace(rewritten, compute=_direct(rewritten.compute, index), store=_direct(rewritten.store, index))
         notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
+    if direct and tiles[0] is not None and tiles[0].direct is not None:
+        rows = _whole_rows(rewritten)
+        if rows is not rewritten:
+            notes.append(f"{plan.ops[0].label}: each output row runs across the column stripes (no cache bounds them)")
+        rewritten = rows
     rest = plan.kernel.body[len(compose_stripes(parts)):]  # after the stripes: layout padding fills
     unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
     if tiles[0] is not None and tiles[0].direct is not None:
@@ -75,6 +80,45 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     kernel = replace(plan.kernel, body=(*compose_stripes(rewritten), *rest), prologue=plan.kernel.prologue + unused,
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
     return CKernel(kernel=kernel, tiles=tuple(tiles), notes=tuple(notes))
+
+
+def _whole_rows(parts):
+    """A conv that reads the input in place and stores into the output directly uses no cache a column stripe must
+    fit: each output row then runs across every column stripe (the wo_outer loop moved inside the row loop), so
+    the input and the output stream through whole rows, which the prefetchers follow (24-column stripes of a
+    112x112x96 depthwise: runs of 10 KB; whole rows: 43 KB; ~10% less time). Anything else keeps the stripes."""
+    if parts.wo_extent == 1 or parts.store or any(_mentions(n, "wo_outer") for n in parts.load):
+        return parts
+    rows = _wrapped_rows(parts.compute, Loop(var="wo_outer", extent=parts.wo_extent, body=(),
+                                             comment=f"output-column stripes of {parts.cols}, inside each row"))
+    return parts if rows is None else replace(parts, compute=rows, wo_extent=1)
+
+
+def _wrapped_rows(nodes: tuple[Node, ...], around: Loop) -> tuple[Node, ...] | None:
+    """`nodes` with the body of the one conv section's row loop (oh) inside `around`, None if there is not one."""
+    convs = [n for n in nodes if isinstance(n, Section) and n.step is not None and n.step.phase is Phase.CONV]
+    if len(convs) != 1 or any(_mentions(n, "wo_outer") for n in nodes if n is not convs[0]):
+        return None
+    conv = convs[0]
+    if len(conv.body) != 1 or not isinstance(conv.body[0], Loop) or conv.body[0].var != "oh":
+        return None
+    oh = conv.body[0]
+    if len(oh.body) != 1:
+        return None
+    inner = oh.body[0]
+    if isinstance(inner, Guard) and not re.search(r"\bwo_outer\b", inner.cond):  # the row's test stays outside
+        inner = replace(inner, body=(replace(around, body=inner.body),))
+    else:
+        inner = replace(around, body=oh.body)
+    return tuple(replace(conv, body=(replace(oh, body=(inner,)),)) if n is conv else n for n in nodes)
+
+
+def _mentions(node: Node, var: str) -> bool:
+    if isinstance(node, Stmt):
+        return bool(re.search(rf"\b{var}\b", node.code))
+    if isinstance(node, Guard) and re.search(rf"\b{var}\b", node.cond):
+        return True
+    return isinstance(node, (Loop, Guard, Block, Section)) and any(_mentions(n, var) for n in node.body)
 
 
 def _reads_input(cfg: Config, plan: Plan) -> bool:
