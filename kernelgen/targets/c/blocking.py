@@ -6,6 +6,9 @@ write-back copies, pools, squeeze-excite multiplies, and each conv's per-pixel s
 sums, the epilogue, the consumer-padding zeros, the trace), which now reads `acc` from the tile. A conv the
 micro-kernel does not fit (grouped but not depthwise, k_block not a multiple of the vector width, a source layout
 whose axes mix dims, a filter cache too small for the repacked block) keeps the planner's loops; `notes` says so.
+Two exceptions, for a first depthwise conv over an input with consecutive channels (memory bound: every byte
+counts): it reads the input in place, without the input cache copy, and when it also stores into the output
+directly, each output row runs across the column stripes (no cache bounds them).
 """
 from __future__ import annotations
 
