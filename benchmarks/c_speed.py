@@ -14,7 +14,7 @@ two least disturbed by other work on a shared host. Dense convs are judged by GF
 depthwise conv by GB/s (input, filter, bias and output counted once each, as `kernelgen bench` counts them) against
 the triad. Ratios, not milliseconds, compare runs. The kernels' tensors start on 64-byte boundaries, as the network
 arena places them (CLibrary.arguments); --numpy-placement keeps numpy's (16 bytes: half the vector loads and stores
-of a depthwise conv then split across cache lines, ~15-20% slower). onnxruntime reads numpy's arrays either way.
+of a depthwise conv then split across cache lines: 5-10% slower). onnxruntime reads numpy's arrays either way.
 """
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ class CLibrary(Executable):
         """The kernel's arguments: the inputs, then the output and the workspace filled with `poison`; each starting
         on a 64-byte boundary, as the network arena places every tensor (network/arena.ALIGNMENT), unless
         `aligned` is False (numpy's own placement: 16 bytes; a depthwise 112x112x96 then splits half its vector
-        loads and stores across cache lines, ~15-20% slower)."""
+        loads and stores across cache lines: 5-10% slower in benchmarks/c_speed.py, 15-20% in a C harness)."""
         plan = self.job.plan
         arrays = [*args.physical_list(), poisoned(plan.tensors[-1].elements, np.dtype(np.float32), poison),
                   poisoned(plan.workspace_elements, np.dtype(np.float32), poison)]
