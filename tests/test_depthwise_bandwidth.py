@@ -29,6 +29,9 @@ CASES = {
     "s2_channels_96_k_split_3": ([1, 15, 17, 96], ["{out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, "
                                                    "bias: true, activation: relu6}"], "NHWC",
                                  "{k_block: 16, k_split: 3, h_block: 4}"),
+    # one channel stripe wider than the op (5 blocks of 32 > 144): only the op's 18 vectors are summed, read in place
+    "s1_channels_144_stripe_160": ([1, 9, 10, 144], ["{out_channels: 144, kernel: 3, pad: 1, groups: 144, bias: true, "
+                                                     "activation: relu6}"], "NHWC", "{k_block: 32, k_split: 5}"),
     # channels no vector width divides: the planner's loops (channel vectors need whole runs of 8), still right
     "s2_channels_100_planner_loops": ([1, 15, 17, 100], ["{out_channels: 100, kernel: 3, stride: 2, pad: 1, "
                                                          "groups: 100, bias: true, activation: relu6}"], "NHWC", "auto"),
@@ -193,3 +196,10 @@ def test_opencl_bench_reports_bandwidth_for_depthwise(tmp_path):
 def test_vulkan_bench_reports_bandwidth_for_depthwise(tmp_path):
     row = _bench_json(tmp_path, DEPTHWISE, "vulkan")
     assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["peak_gflops"] > 0
+
+
+def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
+    job = jobs(_config("s1_channels_144_stripe_160"), ("c",))["c"]
+    (tile,) = job.target_plan.tiles
+    assert (tile.k_block, tile.live_vectors, tile.groups, tile.direct is not None) == (160, 18, 9, True)
+    assert "for (int kg = 0; kg < 2; ++kg)" in job.files["s1_channels_144_stripe_160.c"]

@@ -50,7 +50,7 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         tiles.append(tile)
         op = plan.ops[j - 1]
         if tile is not None:
-            channels = GROUP if tile.columns else LANES if tile.depthwise else tile.width
+            channels = GROUP if tile.columns else LANES * tile.groups if tile.depthwise else tile.width
             kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else ""
             notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
         elif why:
@@ -207,17 +207,23 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(count)}
     k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), LANES))
     k_block, k_split = s.k_block, 1
-    groups, vector_channels, loaded = 1, ("0",), None
+    groups, vector_channels, loaded, live = 1, ("0",), None, 0
     if depthwise and not columns:  # the tile holds the stripe's channels: ko_inner runs per pixel store
-        k_block, k_split = cut.channels, s.k_split
-        bounds["kv"] = (0, cut.channels // LANES - 1)
+        k_block, k_split, live = cut.channels, s.k_split, cut.channels // LANES
+        bounds["kv"] = (0, live - 1)
         k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("kv"), LANES))
         present = unproven([(k_first, "<", out_k)], bounds)
+        if present and last and bounds[ko_var] == (0, 0) and out_k % LANES == 0:
+            # one channel stripe wider than the op (144 channels in 5 blocks of 32): only the op's vectors are
+            # summed; the store's channel test reads no others
+            live = out_k // LANES
+            bounds["kv"] = (0, live - 1)
+            present = unproven([(k_first, "<", out_k)], bounds)
 
         def offset(kv: int) -> int:
             return E.evaluate(src.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0),
                                                "c": E.Const(kv * LANES)}, {}), {})
-        groups, pixels = _groups(cut.channels // LANES, cols, offset) if not present else (1, min(8, cols))
+        groups, pixels = _groups(live, cols, offset) if not present else (1, min(8, cols))
         vector_channels = tuple(str(offset(i) - offset(0)) for i in range(groups))
         loaded = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1
         bounds["owb"] = (0, math.ceil(cols / pixels) - 1)
@@ -260,7 +266,7 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
-                vector_channels=vector_channels, direct=found), ""
+                vector_channels=vector_channels, direct=found, live_vectors=live), ""
 
 
 # ---------------------------------------------------------------- rewriting the planner's sections

@@ -80,6 +80,7 @@ class Tile:
     groups: int = 1  # channel-vector depthwise: channel vectors per pixel in accumulators at once
     vector_channels: tuple[str, ...] = ()  # ... and the channel offset of each (C, in kv: the group's first vector)
     direct: Direct | None = None
+    live_vectors: int = 0  # channel-vector depthwise: the vectors summed (0: all of k_block; fewer: the op's)
 
     @property
     def folded(self) -> bool:
@@ -226,7 +227,7 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
     zeros = [Stmt(code=f"static const float kg_zeros[{g * LANES}] = {{0}};", summary="kg_zeros = the conv padding")
              ] if t.direct is not None else []
     return (*zeros, Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
-            Loop(var="kg", extent=t.k_block // (g * LANES), body=body))
+            Loop(var="kg", extent=(t.live_vectors or t.k_block // LANES) // g, body=body))
 
 
 def _depthwise_columns(t: Tile) -> tuple[Node, ...]:
