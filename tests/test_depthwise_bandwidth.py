@@ -202,4 +202,8 @@ def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
     job = jobs(_config("s1_channels_144_stripe_160"), ("c",))["c"]
     (tile,) = job.target_plan.tiles
     assert (tile.k_block, tile.live_vectors, tile.groups, tile.direct is not None) == (160, 18, 9, True)
-    assert "for (int kg = 0; kg < 2; ++kg)" in job.files["s1_channels_144_stripe_160.c"]
+    text = job.files["s1_channels_144_stripe_160.c"]
+    assert "for (int kg = 0; kg < 2; ++kg)" in text
+    # the last block's 16 channels: a loop over them alone, without the channel test, vectorized like the others
+    tail = text.index("if (KG_LIKELY(!(")
+    assert "for (int ki = 0; ki < 16; ++ki)" in text[tail:tail + 200]
