@@ -1,7 +1,7 @@
 """The c target against one core of this host (issue 30): each conv validated, then timed beside the core's FMA
 peak and STREAM triad bandwidth measured in the same run, next to onnxruntime on one thread on the same conv.
 
-    python benchmarks/c_speed.py [--repeat 15] [--json results.json]
+    python benchmarks/c_speed.py [--repeat 15] [--json results.json] [--numpy-placement]
 
 Rows per conv, every repeat paired with the probes run right before it (a host shared with other work slows a
 probe and a kernel alike only when they run at the same moment; the medians of the paired ratios are printed):
@@ -10,8 +10,11 @@ probe and a kernel alike only when they run at the same moment; the medians of t
   micro-kernel what the c target emits now (register-blocked micro-kernels), default flags
   onnxruntime  its Conv (+ Clip for relu6) on NCHW, intra_op_num_threads=1
 `ratio` is the median of the paired ratios; `best/best` the fastest repeat against the highest probe reading, the
-two least disturbed by other work on a shared host. Dense convs are judged by GFLOP/s against the FMA peak, the depthwise conv by GB/s (input, filter, bias and output
-counted once each, as `kernelgen bench` counts them) against the triad. Ratios, not milliseconds, compare runs.
+two least disturbed by other work on a shared host. Dense convs are judged by GFLOP/s against the FMA peak, the
+depthwise conv by GB/s (input, filter, bias and output counted once each, as `kernelgen bench` counts them) against
+the triad. Ratios, not milliseconds, compare runs. The kernels' tensors start on 64-byte boundaries, as the network
+arena places them (CLibrary.arguments); --numpy-placement keeps numpy's (16 bytes: half the vector loads and stores
+of a depthwise conv then split across cache lines: 5-10% slower). onnxruntime reads numpy's arrays either way.
 """
 from __future__ import annotations
 
@@ -115,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--numpy-placement", action="store_true",
+                        help="the tensors where numpy puts them (16-byte aligned), not on 64-byte boundaries")
     options = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="kernelgen-c-speed-") as tmp:
@@ -127,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(tmp) / f"speed{index}"
             work.mkdir()
             exe = C().compile(job, work)
-            arrays = exe.arguments(args, 0)
+            arrays = exe.arguments(args, 0, aligned=not options.numpy_placement)
             name = job.plan.name
             before, loops = planner_loops(job, work, BEFORE_FLAGS, "before"), planner_loops(job, work, exe.flags, "loops")
             runs = {"before (loops, gcc -O2)": lambda: before.call(name, arrays),

@@ -33,6 +33,10 @@ CASES = {
     # 40 channels in stripes of 32: the second stripe's last three vectors have no source channels
     "depthwise_40_blocked_tail_vectors": ([2, 9, 10, 40], ["{out_channels: 40, kernel: 3, pad: 1, groups: 40}"],
                                           "nhwc-8h8w32c", "nhwc-8h8w32c", "{}", ["depthwise"]),
+    # op 1 reads the input itself (no input cache): batch 2, column stripes, stride 2 with uneven padding
+    "depthwise_direct_batch2_w_split": ([2, 10, 13, 16], ["{out_channels: 16, kernel: 3, stride: 2, pad: [0, 1, 1, 2], "
+                                                          "groups: 16, bias: true}"], "NHWC", "NHWC",
+                                        "{k_block: 8, h_block: 2, w_block: 3, w_split: 1}", ["depthwise"]),
     "depthwise_5x5_dilated": ([1, 14, 15, 16], ["{out_channels: 16, kernel: 5, dilation: 2, pad: 4, groups: 16}"],
                               "NHWC", "NHWC", "{k_block: 16, h_block: 4}", ["depthwise"]),
     "inverted_residual_hardswish_chain": ([1, 10, 11, 16], ["{out_channels: 48, kernel: 1, bias: true, "
@@ -114,7 +118,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
     if "dense" in kinds:
         assert ("KG_FMA4(a0_0, x0[ch], w0);" if "k_block: 4" in CASES[name][4] else "KG_FMA(a0_0, x0[ch], w0);") in text
     if "depthwise" in kinds:
-        assert "KG_FMAV(a0, x0, w0);" in text
+        assert "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text  # pixel by pixel, channel vectors
     if "columns" in kinds:
         assert "KG_FMA(a0, w0_0, KG_" in text  # a filter tap broadcast against a vector of pixels
     planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
@@ -189,3 +193,18 @@ def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
         for extra in ((), ("-DKG_SCALAR",)):
             subprocess.run(["clang-19", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *extra, "-c",
                             str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)
+
+
+@pytest.mark.parametrize("name, direct", [("depthwise_24_stride2_width13", True), ("depthwise_direct_batch2_w_split", True),
+                                          ("depthwise_5x5_dilated", True), ("depthwise_40_blocked_tail_vectors", False),
+                                          ("inverted_residual_hardswish_chain", False)])
+def test_a_first_depthwise_conv_reads_the_input_directly(name, direct):
+    """Op 1 depthwise over an input with consecutive channels reads the input itself: no input cache read, zeros for
+    the padding taps; a blocked input layout, or a depthwise conv later in a chain, keeps its source cache."""
+    _, job = _job(name)
+    text = job.files[f"{name}.c"]
+    assert (job.target_plan.tiles[0].direct is not None) == direct
+    assert ("input_cache[" not in text and "kg_zeros" in text) == direct
+    if name == "depthwise_direct_batch2_w_split":  # no cache bounds a column stripe: each row runs across them
+        row = text.index("for (int oh = 0;")
+        assert "inside each row */" in text[row:] and "for (int wo_outer" not in text[:row]

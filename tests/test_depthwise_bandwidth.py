@@ -1,6 +1,6 @@
 """Depthwise convs as memory-bound ops (issue 30): the bandwidth probes of every target move the bytes they claim and
 read a positive, finite GB/s; `kernelgen bench` reports peak_gbs and bandwidth_ratio for depthwise kernels only;
-the c target's depthwise path (a tile over the stripe's channels, the input cache read as row runs) matches numpy
+the c target's depthwise path (a tile over the stripe's channels, the input read in place) matches numpy
 around its edges and falls back where it does not fit. No timings are asserted: benchmarks/depthwise.py measures."""
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ CASES = {
     "s2_channels_96_k_split_3": ([1, 15, 17, 96], ["{out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, "
                                                    "bias: true, activation: relu6}"], "NHWC",
                                  "{k_block: 16, k_split: 3, h_block: 4}"),
+    # one channel stripe wider than the op (5 blocks of 32 > 144): only the op's 18 vectors are summed, read in place
+    "s1_channels_144_stripe_160": ([1, 9, 10, 144], ["{out_channels: 144, kernel: 3, pad: 1, groups: 144, bias: true, "
+                                                     "activation: relu6}"], "NHWC", "{k_block: 32, k_split: 5}"),
     # channels no vector width divides: the planner's loops (channel vectors need whole runs of 8), still right
     "s2_channels_100_planner_loops": ([1, 15, 17, 100], ["{out_channels: 100, kernel: 3, stride: 2, pad: 1, "
                                                          "groups: 100, bias: true, activation: relu6}"], "NHWC", "auto"),
@@ -66,8 +69,14 @@ def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
     # the planner's ko_inner loop runs per pixel store, inside the tile, not around the rows
     assert "for (int ko_inner = 0; ko_inner < 3; ++ko_inner)" in text[pixel:]
     assert "for (int ko_inner" not in text[text.index("(register-blocked micro-kernel)"):tile]
-    assert "float tile[" in text and "const float *const xrow" in text
-    assert ROW_RUN in text
+    assert "float tile[" in text and "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text
+    # op 1 reads the input itself, zeros for the padding taps: no input cache read at all
+    assert "kg_zeros" in text and ROW_RUN not in text and "input_cache[" not in text
+    # a dense conv over the same input still reads its window as row runs
+    dense = parse_config("name: dense\ninput: {shape: [1, 15, 17, 96], layout: NHWC}\nops:\n"
+                         "  - conv2d: {out_channels: 16, kernel: 3, pad: 1}\noutput: {layout: NHWC}\n"
+                         "schedule: {k_block: 16}\ntargets: [c]\n", "dense.yaml")
+    assert ROW_RUN in jobs(dense, ("c",))["c"].files["dense.c"]
 
 
 def test_a_store_whose_block_lies_inside_the_channels_runs_without_the_channel_test():
@@ -187,3 +196,14 @@ def test_opencl_bench_reports_bandwidth_for_depthwise(tmp_path):
 def test_vulkan_bench_reports_bandwidth_for_depthwise(tmp_path):
     row = _bench_json(tmp_path, DEPTHWISE, "vulkan")
     assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["peak_gflops"] > 0
+
+
+def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
+    job = jobs(_config("s1_channels_144_stripe_160"), ("c",))["c"]
+    (tile,) = job.target_plan.tiles
+    assert (tile.k_block, tile.live_vectors, tile.groups, tile.direct is not None) == (160, 18, 9, True)
+    text = job.files["s1_channels_144_stripe_160.c"]
+    assert "for (int kg = 0; kg < 2; ++kg)" in text
+    # the last block's 16 channels: a loop over them alone, without the channel test, vectorized like the others
+    tail = text.index("if (KG_LIKELY(!(")
+    assert "for (int ki = 0; ki < 16; ++ki)" in text[tail:tail + 200]

@@ -99,8 +99,8 @@ def _c_op(text: str, op: int, old: str, new: str) -> str:
 
 C_MUTATIONS = {  # op 10: block 4's expand, op 11: its depthwise, in the middle of the 21 ops
     "bias dropped": lambda s: _c_op(s, 10, "bias10[", "0.0f * bias10["),
-    # the depthwise micro-kernel: tap (1, 2) is the kernel row rh == 1's third filter vector, w2
-    "one tap skipped": lambda s: _c_op(s, 11, ", w2);", ", w2 * (float)(rh != 1));"),
+    # the depthwise micro-kernel: tap (1, 2) is the kernel row rh == 1's third filter pointer, w2
+    "one tap skipped": lambda s: _c_op(s, 11, "KG_LOAD(w2 + ", "(float)(rh != 1) * KG_LOAD(w2 + "),
     "output scaled by 1.001": lambda s: _c_op(s, 11, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
     # the last conv stores into the output directly (no write-back of the output cache)
     "zeros written": lambda s: re.sub(r"^(\s*output\[.*?\] = )", r"\g<1>0.0f * ", s, flags=re.M),

@@ -3,9 +3,15 @@
 A tile is `pixels` output pixels of one output row by the planner's k_block output channels. Dense convs keep
 pixels x `lanes`-wide vectors of output channels in accumulators: each step of the reduction loads `vectors`
 filter vectors (the filter cache repacked with output channels innermost, unit stride) and one input value per
-pixel, broadcast into `pixels x vectors` multiply-adds. Depthwise convs keep one channel vector per pixel; the
-input row's vectors are loaded once per kernel row and reused by every tap of it (stride-1 neighbours share them).
+pixel, broadcast into `pixels x vectors` multiply-adds. Depthwise convs keep `groups` channel vectors of each of
+the tile's pixels in accumulators (up to DEPTHWISE_ACCUMULATORS) and sum the 9 taps of a pixel before moving on, so
+the source is read pixel after pixel, in memory order (NHWC): the hardware prefetchers follow such a stream while
+the FMAs run, where a tile of pixels read one channel vector at a time (stride one pixel) kept them behind.
 Sums land in `tile[pixels][k_block]`, from which the planner's own per-pixel store (epilogue, guards, trace) runs.
+
+A depthwise conv that reads the kernel's input straight (`direct`) skips the input cache: each tap's pointer is
+the input pixel, or a zero vector where the tap falls in the conv padding, so every input byte is read from memory
+once and the copy into the cache (memory bound, then the compute: the two in sequence) is gone.
 
 Source positions are read through the window's layout split into a row, a column and a channel part (every
 string layout and index map whose axes each use one dim splits so); columns are clamped into the window, so the
@@ -13,6 +19,7 @@ tile's tail pixels (past the row, or in a consumer's padding) read real cache da
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import kernelgen.expr as E
@@ -22,6 +29,19 @@ from ...plan import Block, Guard, Loop, Node, Stmt
 LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
 HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit
 ACCUMULATORS = 12  # vector accumulators of a dense tile: 12 + filter vectors + a broadcast fit x86-64's 16 ymm
+DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, two pipes), input and filter from memory
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Direct:
+    """A depthwise tile reading the kernel's input itself: where each tap's input pixel lies (C expressions)."""
+
+    row: str  # the input row of output row oh, kernel row rh
+    col: str  # the input column of window column 0
+    rows: int  # the input's rows and columns: taps outside read zeros (the conv padding)
+    cols: int
+    row_offset: str  # the element offset of input row `ih` (and of the batch)
+    col_offset: str  # the element offset of input column `iw`
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +77,10 @@ class Tile:
     # k_block / k_split (its ko_inner loop moves from around the rows to around each pixel's store), so a tile
     # writes whole output pixels at once rather than a third of each pixel per pass over the stripe
     k_split: int = 1
+    groups: int = 1  # channel-vector depthwise: channel vectors per pixel in accumulators at once
+    vector_channels: tuple[str, ...] = ()  # ... and the channel offset of each (C, in kv: the group's first vector)
+    direct: Direct | None = None
+    live_vectors: int = 0  # channel-vector depthwise: the vectors summed (0: all of k_block; fewer: the op's)
 
     @property
     def folded(self) -> bool:
@@ -151,31 +175,59 @@ def _dense(t: Tile) -> tuple[Node, ...]:
 
 
 def _depthwise(t: Tile) -> tuple[Node, ...]:
-    """Channel vectors: per kernel row, the columns the tile's pixels read are loaded once and each feeds every
-    tap that reads it (pixel p, tap rw reads loaded column p * stride + rw * dilation)."""
-    columns = (t.pixels - 1) * t.stride + (t.kernel[1] - 1) * t.dilation + 1
-    clamps = [_clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in range(columns)]
-    taps: list[Node] = [Stmt(code=f"const float *const xrow = {t.src} + xr + ch;", summary="xrow = source row")]
-    taps += [Stmt(code=f"const kg_vf x{i} = KG_LOAD(xrow + {t.col[i]});", summary=f"x{i} = column {i}")
-             for i in range(columns)]
+    """Channel vectors, pixel by pixel: per group of `groups` vectors, each pixel's 9 taps summed into its
+    accumulators (input and filter vectors straight from memory: one FMA per two loads), the tile's pixels side by
+    side."""
+    g, p_range, i_range = t.groups, range(t.pixels), range(t.groups)
+    span = (t.kernel[1] - 1) * t.dilation
+    taps: list[Node] = []
+    if t.direct is not None:
+        d = t.direct
+        taps.append(Stmt(code=f"const int ih = {d.row};", summary="ih = input row"))
+        taps.append(Stmt(code=f"const int row_in = ih >= 0 && ih < {d.rows};", summary="row_in = ih in the input"))
+    else:
+        taps.append(Stmt(code=f"const int xr = {t.row};", summary="xr = source row"))
+    for p in p_range:
+        for rw in range(t.kernel[1]):
+            column = p * t.stride + rw * t.dilation
+            if t.direct is not None:
+                d = t.direct
+                at = re.sub(r"\biw\b", f"iw{p}_{rw}", d.col_offset)
+                taps += [Stmt(code=f"const int iw{p}_{rw} = {d.col} + xb + {column};", summary="iw = input column"),
+                         Stmt(code=f"const float *x{p}_{rw} = row_in && iw{p}_{rw} >= 0 && iw{p}_{rw} < {d.cols} "
+                                   f"? input + {d.row_offset} + {at} + ch "
+                                   f": kg_zeros;", summary="x = input pixel, or zeros (padding)"),
+                         # opaque: else gcc turns the select into branches that copy the 12 vectors to the stack
+                         Stmt(code=f"KG_OPAQUE(x{p}_{rw});", summary="x, opaque: a select, not branches")]
+            else:
+                taps.append(Stmt(code=f"const float *const x{p}_{rw} = {t.src} + xr + {t.col[column]} + ch;",
+                                 summary="x = source pixel"))
     for rw in range(t.kernel[1]):
-        taps.append(Stmt(code=f"const kg_vf w{rw} = KG_LOAD(filter_cache + {t.filter_block} + "
-                              f"(rh * {t.kernel[1]} + {rw}) * {t.filter_tap});", summary=f"w{rw} = tap (rh, {rw})"))
-    taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}, x{p * t.stride + rw * t.dilation}, w{rw});"
-                                for rw in range(t.kernel[1])), summary=f"a{p} += taps of row rh") for p in range(t.pixels)]
+        taps.append(Stmt(code=f"const float *const w{rw} = wk + (rh * {t.kernel[1]} + {rw}) * {t.filter_tap};",
+                         summary=f"w{rw} = tap (rh, {rw})"))
+        taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}_{i}, KG_LOAD(x{p}_{rw} + {t.vector_channels[i]}), "
+                                    f"KG_LOAD(w{rw} + {i * LANES}));" for i in i_range),
+                      summary=f"a{p}_* += tap (rh, {rw})") for p in p_range]
     accumulate: tuple[Node, ...] = (
         Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"),
-        Loop(var="rh", extent=t.kernel[0], body=(
-            Stmt(code=f"const int xr = {t.row};", summary="xr = source row"), *taps)))
+        Loop(var="rh", extent=t.kernel[0], body=tuple(taps)))
     if t.present:  # a channel stripe's tail past the op's channels: no source to read, the sums stay 0
         accumulate = (Guard(cond=t.present, body=accumulate),)
     body: tuple[Node, ...] = (
-        Stmt(code="kg_vf " + ", ".join(f"a{p} = KG_ZERO" for p in range(t.pixels)) + ";", summary="accumulators = 0"),
+        Stmt(code=f"const int kv = kg * {g};", summary="kv = the group's first channel vector"),
+        Stmt(code=f"const float *wk = filter_cache + {t.filter_block};", summary="wk = the group's filter vectors"),
+        Stmt(code="KG_OPAQUE(wk);", summary="wk, opaque: its loads stay in the pixel loop"),
+        *(Stmt(code="kg_vf " + ", ".join(f"a{p}_{i} = KG_ZERO" for i in i_range) + ";", summary="accumulators = 0")
+          for p in p_range),
         *accumulate,
-        *(Stmt(code=f"KG_STORE(tile + {p * t.k_block} + kv * {LANES}, a{p});", summary=f"tile[{p}] = a{p}")
-          for p in range(t.pixels)))
-    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
-            Loop(var="kv", extent=t.k_block // LANES, body=body))
+        *(Stmt(code=" ".join(f"KG_STORE(tile + {p * t.k_block} + (kv + {i}) * {LANES}, a{p}_{i});" for i in i_range),
+               summary=f"tile[{p}] = a{p}_*") for p in p_range))
+    clamps = [] if t.direct is not None else [
+        _clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in range((t.pixels - 1) * t.stride + span + 1)]
+    zeros = [Stmt(code=f"static const float kg_zeros[{g * LANES}] = {{0}};", summary="kg_zeros = the conv padding")
+             ] if t.direct is not None else []
+    return (*zeros, Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *clamps,
+            Loop(var="kg", extent=(t.live_vectors or t.k_block // LANES) // g, body=body))
 
 
 def _depthwise_columns(t: Tile) -> tuple[Node, ...]:

@@ -67,7 +67,14 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #else
 #define KG_LIKELY(cond) (cond)
 #endif
-
+/* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
+   the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
+   a copy per FMA; its input pointer (a pixel, or zeros for the padding): else a select becomes branches. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+#define KG_OPAQUE(p) __asm__ volatile("" : "+r"(p))
+#else
+#define KG_OPAQUE(p) ((void)0)
+#endif
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into mobilenet_v2_block_trace[op - 1], and every op is checked on its own input. */
 #ifdef KG_TRACE_INTERMEDIATES
@@ -225,44 +232,83 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
               const int xc7 = KG_CLAMP(xb + 7, 0, 17);
               const int xc8 = KG_CLAMP(xb + 8, 0, 17);
               const int xc9 = KG_CLAMP(xb + 9, 0, 17);
-              for (int kv = 0; kv < 4; ++kv) {
-                kg_vf a0 = KG_ZERO, a1 = KG_ZERO, a2 = KG_ZERO, a3 = KG_ZERO, a4 = KG_ZERO, a5 = KG_ZERO, a6 = KG_ZERO, a7 = KG_ZERO;
+              for (int kg = 0; kg < 4; ++kg) {
+                const int kv = kg * 1;
+                const float *wk = filter_cache + kv * 8;
+                KG_OPAQUE(wk);
+                kg_vf a0_0 = KG_ZERO;
+                kg_vf a1_0 = KG_ZERO;
+                kg_vf a2_0 = KG_ZERO;
+                kg_vf a3_0 = KG_ZERO;
+                kg_vf a4_0 = KG_ZERO;
+                kg_vf a5_0 = KG_ZERO;
+                kg_vf a6_0 = KG_ZERO;
+                kg_vf a7_0 = KG_ZERO;
                 if (((ko_outer_2*32)+(kv*8)) < 144) {
                   const int ch = ((ko_outer_2*32)+(kv*8));
                   for (int rh = 0; rh < 3; ++rh) {
                     const int xr = ((oh*2592)+(rh*2592));
-                    const float *const xrow = temp_output_1 + xr + ch;
-                    const kg_vf x0 = KG_LOAD(xrow + (xc0*144));
-                    const kg_vf x1 = KG_LOAD(xrow + (xc1*144));
-                    const kg_vf x2 = KG_LOAD(xrow + (xc2*144));
-                    const kg_vf x3 = KG_LOAD(xrow + (xc3*144));
-                    const kg_vf x4 = KG_LOAD(xrow + (xc4*144));
-                    const kg_vf x5 = KG_LOAD(xrow + (xc5*144));
-                    const kg_vf x6 = KG_LOAD(xrow + (xc6*144));
-                    const kg_vf x7 = KG_LOAD(xrow + (xc7*144));
-                    const kg_vf x8 = KG_LOAD(xrow + (xc8*144));
-                    const kg_vf x9 = KG_LOAD(xrow + (xc9*144));
-                    const kg_vf w0 = KG_LOAD(filter_cache + kv * 8 + (rh * 3 + 0) * 32);
-                    const kg_vf w1 = KG_LOAD(filter_cache + kv * 8 + (rh * 3 + 1) * 32);
-                    const kg_vf w2 = KG_LOAD(filter_cache + kv * 8 + (rh * 3 + 2) * 32);
-                    KG_FMAV(a0, x0, w0); KG_FMAV(a0, x1, w1); KG_FMAV(a0, x2, w2);
-                    KG_FMAV(a1, x1, w0); KG_FMAV(a1, x2, w1); KG_FMAV(a1, x3, w2);
-                    KG_FMAV(a2, x2, w0); KG_FMAV(a2, x3, w1); KG_FMAV(a2, x4, w2);
-                    KG_FMAV(a3, x3, w0); KG_FMAV(a3, x4, w1); KG_FMAV(a3, x5, w2);
-                    KG_FMAV(a4, x4, w0); KG_FMAV(a4, x5, w1); KG_FMAV(a4, x6, w2);
-                    KG_FMAV(a5, x5, w0); KG_FMAV(a5, x6, w1); KG_FMAV(a5, x7, w2);
-                    KG_FMAV(a6, x6, w0); KG_FMAV(a6, x7, w1); KG_FMAV(a6, x8, w2);
-                    KG_FMAV(a7, x7, w0); KG_FMAV(a7, x8, w1); KG_FMAV(a7, x9, w2);
+                    const float *const x0_0 = temp_output_1 + xr + (xc0*144) + ch;
+                    const float *const x0_1 = temp_output_1 + xr + (xc1*144) + ch;
+                    const float *const x0_2 = temp_output_1 + xr + (xc2*144) + ch;
+                    const float *const x1_0 = temp_output_1 + xr + (xc1*144) + ch;
+                    const float *const x1_1 = temp_output_1 + xr + (xc2*144) + ch;
+                    const float *const x1_2 = temp_output_1 + xr + (xc3*144) + ch;
+                    const float *const x2_0 = temp_output_1 + xr + (xc2*144) + ch;
+                    const float *const x2_1 = temp_output_1 + xr + (xc3*144) + ch;
+                    const float *const x2_2 = temp_output_1 + xr + (xc4*144) + ch;
+                    const float *const x3_0 = temp_output_1 + xr + (xc3*144) + ch;
+                    const float *const x3_1 = temp_output_1 + xr + (xc4*144) + ch;
+                    const float *const x3_2 = temp_output_1 + xr + (xc5*144) + ch;
+                    const float *const x4_0 = temp_output_1 + xr + (xc4*144) + ch;
+                    const float *const x4_1 = temp_output_1 + xr + (xc5*144) + ch;
+                    const float *const x4_2 = temp_output_1 + xr + (xc6*144) + ch;
+                    const float *const x5_0 = temp_output_1 + xr + (xc5*144) + ch;
+                    const float *const x5_1 = temp_output_1 + xr + (xc6*144) + ch;
+                    const float *const x5_2 = temp_output_1 + xr + (xc7*144) + ch;
+                    const float *const x6_0 = temp_output_1 + xr + (xc6*144) + ch;
+                    const float *const x6_1 = temp_output_1 + xr + (xc7*144) + ch;
+                    const float *const x6_2 = temp_output_1 + xr + (xc8*144) + ch;
+                    const float *const x7_0 = temp_output_1 + xr + (xc7*144) + ch;
+                    const float *const x7_1 = temp_output_1 + xr + (xc8*144) + ch;
+                    const float *const x7_2 = temp_output_1 + xr + (xc9*144) + ch;
+                    const float *const w0 = wk + (rh * 3 + 0) * 32;
+                    KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a1_0, KG_LOAD(x1_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a2_0, KG_LOAD(x2_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a3_0, KG_LOAD(x3_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a4_0, KG_LOAD(x4_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a5_0, KG_LOAD(x5_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a6_0, KG_LOAD(x6_0 + 0), KG_LOAD(w0 + 0));
+                    KG_FMAV(a7_0, KG_LOAD(x7_0 + 0), KG_LOAD(w0 + 0));
+                    const float *const w1 = wk + (rh * 3 + 1) * 32;
+                    KG_FMAV(a0_0, KG_LOAD(x0_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a1_0, KG_LOAD(x1_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a2_0, KG_LOAD(x2_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a3_0, KG_LOAD(x3_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a4_0, KG_LOAD(x4_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a5_0, KG_LOAD(x5_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a6_0, KG_LOAD(x6_1 + 0), KG_LOAD(w1 + 0));
+                    KG_FMAV(a7_0, KG_LOAD(x7_1 + 0), KG_LOAD(w1 + 0));
+                    const float *const w2 = wk + (rh * 3 + 2) * 32;
+                    KG_FMAV(a0_0, KG_LOAD(x0_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a1_0, KG_LOAD(x1_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a2_0, KG_LOAD(x2_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a3_0, KG_LOAD(x3_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a4_0, KG_LOAD(x4_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a5_0, KG_LOAD(x5_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a6_0, KG_LOAD(x6_2 + 0), KG_LOAD(w2 + 0));
+                    KG_FMAV(a7_0, KG_LOAD(x7_2 + 0), KG_LOAD(w2 + 0));
                   }
                 }
-                KG_STORE(tile + 0 + kv * 8, a0);
-                KG_STORE(tile + 32 + kv * 8, a1);
-                KG_STORE(tile + 64 + kv * 8, a2);
-                KG_STORE(tile + 96 + kv * 8, a3);
-                KG_STORE(tile + 128 + kv * 8, a4);
-                KG_STORE(tile + 160 + kv * 8, a5);
-                KG_STORE(tile + 192 + kv * 8, a6);
-                KG_STORE(tile + 224 + kv * 8, a7);
+                KG_STORE(tile + 0 + (kv + 0) * 8, a0_0);
+                KG_STORE(tile + 32 + (kv + 0) * 8, a1_0);
+                KG_STORE(tile + 64 + (kv + 0) * 8, a2_0);
+                KG_STORE(tile + 96 + (kv + 0) * 8, a3_0);
+                KG_STORE(tile + 128 + (kv + 0) * 8, a4_0);
+                KG_STORE(tile + 160 + (kv + 0) * 8, a5_0);
+                KG_STORE(tile + 192 + (kv + 0) * 8, a6_0);
+                KG_STORE(tile + 224 + (kv + 0) * 8, a7_0);
               }
               for (int pb = 0; pb < 8; ++pb) {
                 const int ow = owb * 8 + pb;

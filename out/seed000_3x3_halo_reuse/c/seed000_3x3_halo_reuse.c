@@ -65,7 +65,14 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #else
 #define KG_LIKELY(cond) (cond)
 #endif
-
+/* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
+   the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
+   a copy per FMA; its input pointer (a pixel, or zeros for the padding): else a select becomes branches. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+#define KG_OPAQUE(p) __asm__ volatile("" : "+r"(p))
+#else
+#define KG_OPAQUE(p) ((void)0)
+#endif
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into seed000_3x3_halo_reuse_trace[op - 1], and every op is checked on its own input. */
 #ifdef KG_TRACE_INTERMEDIATES
