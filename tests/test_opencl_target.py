@@ -383,9 +383,12 @@ def test_channel_lanes_are_adjacent_only_when_every_channel_is():
     assert not contiguous4(bound("nhwc-8h8w", (1, 8, 8, 3)))
     assert contiguous4(bound("nchw-4c", (1, 3, 3, 6)))  # the partial group 4, 5 sits in its own block
     assert not contiguous4(bound("nchw-2c", (1, 3, 3, 6)))  # blocks of 2 channels
-    mixed = "n, h, w, c -> n, h, (w * 6 + c) // 4, (w * 6 + c) % 4"
+    mixed = "n, h, w, c -> n, h, (w * 6 + c) // 8, (w * 6 + c) % 8 // 4, (w * 6 + c) % 4"
     assert contiguous4(bound(mixed, (1, 7, 6, 6)))  # checked element by element
     assert not contiguous4(bound(mixed, (1, EXHAUSTIVE_LIMIT // 36 + 1, 6, 6)))  # past the limit: lane by lane
+    # the simplifier flattens 4 * ((6w + c) // 4) + (6w + c) % 4 back to 6w + c: proven at any size
+    two_level = "n, h, w, c -> n, h, (w * 6 + c) // 4, (w * 6 + c) % 4"
+    assert contiguous4(bound(two_level, (1, EXHAUSTIVE_LIMIT // 36 + 1, 6, 6)))
 
 
 def test_half_arithmetic_launches_the_fp16_convs_then_the_pad_kernel():
