@@ -407,6 +407,7 @@ def test_texel_reads_past_the_tensor_do_not_branch():
     # an RGB input (one 3-component texel per pixel), padded (the zero select), stride 2, 10 output channels (the
     # packed filter's last vec4 holds 2 zero lanes), OIHW
     ("input: {shape: [2, 13, 11, 3]}\nops: [{conv2d: {out_channels: 10, kernel: 3, stride: 2, pad: 1}}]", "rgb"),
+    ("dtype: float16\ninput: {shape: [1, 9, 8, 3]}\nops: [{conv2d: {out_channels: 8, kernel: 3, pad: 1}}]", "rgb"),
     # 6 channels (scalars through 4-float texels), a blocked filter, then a depthwise conv reading the first's output
     ("input: {shape: [1, 9, 7, 6]}\nops:\n"
      "  - conv2d: {out_channels: 32, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}\n"
@@ -414,7 +415,7 @@ def test_texel_reads_past_the_tensor_do_not_branch():
     # a blocked input whose 32-channel blocks keep vec4s of channels (expr's common factor rule)
     ("input: {shape: [1, 9, 10, 64], layout: nhwc-8h8w32c}\nops:\n"
      "  - conv2d: {out_channels: 32, kernel: 3, pad: 1, filter_layout: oihw-8i32o4i}", "vec4"),
-], ids=["rgb_oihw", "six_channels_then_depthwise", "blocked_vec4"])
+], ids=["rgb_oihw", "rgb_float16", "six_channels_then_depthwise", "blocked_vec4"])
 def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     """Issue 30: filters without a vec4 of output channels are packed by the target (h, w, i, o // 4, o % 4,
     zero-padded), said in the dispatch notes; activations without a vec4 of channels are read through texels on
@@ -433,8 +434,9 @@ def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     job = TARGETS["vulkan"].build(config, plan(config))
     notes = job.files["packed.dispatch.txt"]
     assert 'filter1: bind it packed by the vulkan target as "o, i, h, w -> h, w, i, o // 4, o % 4"' in notes
-    assert ("op 1: bind input (binding 0) as a uniform texel buffer of 3-component texels "
-            "(VK_FORMAT_R32G32B32_SFLOAT)" in notes) == (read == "rgb")
+    texel3 = "VK_FORMAT_R16G16B16_SFLOAT" if config.dtype == "float16" else "VK_FORMAT_R32G32B32_SFLOAT"
+    assert (f"op 1: bind input (binding 0) as a uniform texel buffer of 3-component texels ({texel3})"
+            in notes) == (read == "rgb")
     source = job.files["packed.comp"]
     assert (".xyz, 0);  // one RGB texel" in source) == (read == "rgb")
     result = validate(config, "vulkan")
