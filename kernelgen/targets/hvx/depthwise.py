@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Config
-from ...plan import Plan
+from ...plan import Halo, Pipeline, Plan
 from ...planner.geometry import shapes
 
 
@@ -38,6 +38,17 @@ class Depthwise:
     # transposed (byte 4c + p: a word per channel holds 4 neighbouring pixels, what vrmpy(Vu.ub, Vv.b) reduces),
     # and copies a channel tail block whole (the path weighs the padding lanes 0)
     transposed: bool
+    # conv #1 takes the vrmpy path as a row-pair sweep (templates/hvx/depthwise_sweep_uint8.c.j2): the input cache
+    # stays as stored (a plain copy) and the sweep transposes each row's vectors in registers, once per 2 output
+    # rows; taken when its requantization is the fixed-point one with no residual add or gate table
+    sweep: bool = False
+    sweep_rows: int = 2  # output rows per sweep
+
+    @property
+    def vrmpy(self) -> bool:
+        """conv #1 multiplies with vrmpy(Vu.ub, Vv.b) on 4-pixel words (either form): its weights are the row
+        vectors of depthwise_weights_uint8.c.j2, and it weighs a channel tail block's padding lanes 0."""
+        return self.transposed or self.sweep
 
 
 def vector_op(config: Config, j: int) -> bool:
@@ -57,8 +68,12 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
     path, as does a first op whose input channels come in chunks."""
     chosen = tuple(o.index for o in ops if not o.pool and vector_op(config, o.index) and o.col_lo == 0
                    and (o.index > 1 or plan.c_split == 1))
+    first = ops[0] if ops else None
+    sweep = (1 in chosen and first.last and config.ops[0].pad[1] == 1 and plan.halo is not Halo.REUSE
+             and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None and not first.table
+             and not first.requantizer.shift_only)
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
-                     transposed=1 in chosen)
+                     transposed=1 in chosen and not sweep, sweep=sweep)
 
 
 def single_input_stripe(config: Config, plan: Plan | None) -> bool:
