@@ -317,15 +317,18 @@ def test_depthwise_vector_path_under_halo_reuse_and_double_buffering_is_bit_exac
     ((1, 12, 10, 40), 1, "weight_dtype: int8, weight_zero_point: 3", False),
 ])
 def test_depthwise_convs_take_the_vector_path_when_their_weights_fit_int8(shape, stride, weights, vector):
-    """A depthwise first op reads the input cache transposed (a word per channel holds 4 neighbouring pixels) with
-    vrmpy(ub, b), 3 taps of a row per instruction, each row loaded once as aligned vectors (no per-tap gather of 4
-    pixels into bytes[], no vunpack to halfwords); weights whose w - zw may leave int8 keep the generic path."""
+    """A lone depthwise op (pad 1, fixed-point requantization) sweeps its rows straight from the input tensor, each
+    vector transposed in registers (a word per channel holds 4 neighbouring pixels), with vrmpy(ub, b), 3 taps of
+    a row per instruction (no per-tap gather of 4 pixels into bytes[], no vunpack to halfwords, no input cache
+    read); weights whose w - zw may leave int8 keep the generic path, whose input read copies every channel."""
     config = parse_config(_depthwise(shape, stride, weights=weights), "dw.yaml")
     source = TARGETS["hvx"].build(config, plan(config)).files["dw40.c"]
-    assert ("Q6_Vw_vrmpyacc_VwVubVb(acc[" in source) is vector and ("kg_transpose4(Q6_V_valign" in source) is vector
+    assert ("Q6_Vw_vrmpyacc_VwVubVb(acc[" in source) is vector
+    assert ("kg_transpose4(*(const HVX_Vector *)(srow[r]" in source) is vector
     assert ("Q6_Wuh_vunpack_Vub(gathered)" in source) is not vector
     reads = [line for line in source.splitlines() if "kg_input_read(input" in line]
-    assert all(line.endswith(", ko_outer);") is vector for line in reads) and reads  # stripe ko: its channels
+    assert ("kg_conv_1(input, " in source and not reads) is vector
+    assert all(not line.endswith(", ko_outer);") for line in reads)  # the generic path: every channel
 
 
 def test_a_depthwise_op_after_another_multiplies_its_taps_with_vmpy():
