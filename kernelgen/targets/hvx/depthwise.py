@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ...config import Config
 from ...plan import Halo, Pipeline, Plan
 from ...planner.geometry import shapes
+from .depthwise_asm import RowAsm, row_asm
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +44,8 @@ class Depthwise:
     # rows; taken when its requantization is the fixed-point one with no residual add or gate table
     sweep: bool = False
     sweep_rows: int = 2  # output rows per sweep
+    # whole 32-channel blocks of the sweep, one output row at a time: the row's packet schedule (depthwise_asm.py)
+    asm: RowAsm | None = None
 
     @property
     def vrmpy(self) -> bool:
@@ -72,8 +75,13 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
     sweep = (1 in chosen and first.last and config.ops[0].pad[1] == 1 and plan.halo is not Halo.REUSE
              and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None and not first.table
              and not first.requantizer.shift_only)
+    # the scheduled rows requantize with the per-channel form's instructions (a uniform shift as a vector), the
+    # output zero point in the rounding
+    asm = None
+    if sweep and first.requantizer.folds_zero_point and not first.requantizer.narrows:
+        asm = row_asm(first.sw, config.input_shape[2], first.out_w, (first.q_min > 0, first.q_max < 255))
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
-                     transposed=1 in chosen and not sweep, sweep=sweep)
+                     transposed=1 in chosen and not sweep, sweep=sweep, asm=asm)
 
 
 def single_input_stripe(config: Config, plan: Plan | None) -> bool:
