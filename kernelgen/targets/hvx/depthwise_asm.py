@@ -76,7 +76,8 @@ class _Program:
         self.instrs.append(Instr(text=text, unit=unit, reads=reads, writes=writes))
 
 
-def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], interleave: bool) -> list[Instr]:
+def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], interleave: bool,
+             shifted_mids: bool) -> list[Instr]:
     nf, nq = in_w // 4, (in_w + 3) // 4
     groups = (out_w + 3) // 4
     prog = _Program()
@@ -101,17 +102,24 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
         return t
 
     def mid(left: str, right: str) -> str:
-        """M: the odd halfwords of left next to the even ones of right."""
+        """M: the odd halfwords of left next to the even ones of right, by a vshuffo (the permute resource) or, with
+        shifted_mids, as (left >> 16) | (right << 16) per word (two shifts and an ALU op)."""
         s = prog.temp()
         emit(f"{{{s}}}.w = vasl({{{right}}}.w,{{k16}})", SHIFT, (right, "k16"), (s,))
-        emit(f"{{{s}}}.h = vshuffo({{{s}}}.h,{{{left}}}.h)", PERM, (s, left), (s,))
+        if not shifted_mids:
+            emit(f"{{{s}}}.h = vshuffo({{{s}}}.h,{{{left}}}.h)", PERM, (s, left), (s,))
+            return s
+        low = prog.temp()
+        emit(f"{{{low}}}.uw = vlsr({{{left}}}.uw,{{k16}})", SHIFT, (left, "k16"), (low,))
+        emit(f"{{{s}}} = vor({{{s}}},{{{low}}})", ALU, (s, low), (s,))
         return s
 
     x = [load(r, 0) for r in range(3)]
     m = [mid("zp", x[r]) for r in range(3)]  # M(-2): pixels -2, -1 are padding
 
     def taps(g: int) -> list[str]:
-        acc = [prog.temp() for _ in range(4)]
+        """Group g's sums of the pixels the output holds (the last group's others are neither summed nor stored)."""
+        acc = [prog.temp() for _ in range(min(4, out_w - 4 * g))]
         for a in acc:
             emit(f"{{{a}}} = {{corr}}", ALU, ("corr",), (a,))
         for r in range(3):
@@ -125,7 +133,7 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
                 m0, m1 = mid(x[r], x1), mid(x1, x2)  # M(8g+2), M(8g+6)
                 words = ((m[r], "wb"), (x[r], "wb"), (m0, "wb"), (x1, "wb"))
                 m[r], x[r] = m1, x2
-            for a, (word, w) in zip(acc, words):
+            for a, (word, w) in zip(acc, words):  # zip: the pixels summed
                 emit(f"{{{a}}}.w += vrmpy({{{word}}}.ub,{{{w}{r}}}.b)", MPY, (a, word, f"{w}{r}"), (a,))
         return acc
 
@@ -138,9 +146,12 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
             emit(f"{{{t}}}.w += vmpyo({{{a}}}.w,{{mult}}.h):<<1:rnd:sat:shift", MPY, (t, a, "mult"), (t,))
             emit(f"{{{t}}}.w = vadd({{{t}}}.w,{{rnd}}.w):sat", ALU, (t, "rnd"), (t,))
             emit(f"{{{t}}}.w = vasr({{{t}}}.w,{{shift}}.w)", SHIFT, (t, "shift"), (t,))
+        e += [e[-1]] * (4 - len(e))  # pixels not stored: any bytes
+        if len(set(e)) > 2:
+            emit(f"{{{e[2]}}}.h = vpack({{{e[3]}}}.w,{{{e[2]}}}.w):sat", PERM, (e[3], e[2]), (e[2],))
         emit(f"{{{e[0]}}}.h = vpack({{{e[1]}}}.w,{{{e[0]}}}.w):sat", PERM, (e[1], e[0]), (e[0],))
-        emit(f"{{{e[2]}}}.h = vpack({{{e[3]}}}.w,{{{e[2]}}}.w):sat", PERM, (e[3], e[2]), (e[2],))
-        emit(f"{{{e[0]}}}.ub = vpack({{{e[2]}}}.h,{{{e[0]}}}.h):sat", PERM, (e[2], e[0]), (e[0],))
+        high = e[2] if len(set(e)) > 2 else e[0]
+        emit(f"{{{e[0]}}}.ub = vpack({{{high}}}.h,{{{e[0]}}}.h):sat", PERM, (high, e[0]), (e[0],))
         if clamps[0]:
             emit(f"{{{e[0]}}}.ub = vmax({{{e[0]}}}.ub,{{qmin}}.ub)", ALU, (e[0], "qmin"), (e[0],))
         if clamps[1]:
@@ -164,7 +175,20 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
         pending = acc
     if interleave:
         requant(groups - 1, pending)
-    return prog.instrs
+    return _live(prog.instrs)
+
+
+def _live(instrs: list[Instr]) -> list[Instr]:
+    """Without the instructions whose values nothing stored reads (the last group's loads and mids past the output,
+    pointer steps past the last load)."""
+    live: set[str] = set()
+    kept = []
+    for instr in reversed(instrs):
+        if instr.unit == STORE or set(instr.writes) & live:
+            live -= set(instr.writes)
+            live |= set(instr.reads)
+            kept.append(instr)
+    return kept[::-1]
 
 
 def _allocate(instrs: list[Instr], temps: int) -> list[Instr]:
@@ -187,8 +211,9 @@ def _allocate(instrs: list[Instr], temps: int) -> list[Instr]:
     return out
 
 
-def _schedule(instrs: list[Instr]) -> list[list[Instr]]:
-    """List scheduling in priority order (longest chain of reads to the end first, then program order)."""
+def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
+    """List scheduling in priority order: the longest chain of reads to the end first (or the multiplies first,
+    the bottleneck, then the longest chain), then program order."""
     n = len(instrs)
     preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (earlier instr, 1: strictly after / 0: same ok)
     last_write: dict[str, int] = {}
@@ -210,7 +235,7 @@ def _schedule(instrs: list[Instr]) -> list[list[Instr]]:
     for j in reversed(range(n)):
         for i, gap in preds[j]:
             height[i] = max(height[i], height[j] + gap)
-    order = sorted(range(n), key=lambda i: (-height[i], i))
+    order = sorted(range(n), key=lambda i: (multiplies_first and instrs[i].unit != MPY, -height[i], i))
     packet_of: dict[int, int] = {}
     packets: list[list[int]] = []
     t = 0
@@ -229,18 +254,21 @@ def _schedule(instrs: list[Instr]) -> list[list[Instr]]:
 
 
 def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool]) -> RowAsm:
-    """The shorter of two program orders (each group's requantization right after its taps, or after the next
-    group's), among those whose values fit the registers the operands leave."""
+    """The shortest schedule of two program orders (each group's requantization right after its taps, or after the
+    next group's), two forms of the mids (permutes or shifts: stride 2 has more permutes than packets) and two
+    priorities, among the programs whose values fit the registers the operands leave."""
     vectors = vector_operands(stride, clamps, in_w % 4 != 0)
     temps = 32 - len(vectors)
     best = None
-    for interleave in (False, True):
+    for interleave, shifted_mids in ((False, False), (True, False), (False, True), (True, True)):
         try:
-            packets = _schedule(_allocate(_program(stride, in_w, out_w, clamps, interleave), temps))
+            instrs = _allocate(_program(stride, in_w, out_w, clamps, interleave, shifted_mids), temps)
         except ValueError:
             continue
-        if best is None or len(packets) < len(best):
-            best = packets
+        for multiplies_first in (False, True):
+            packets = _schedule(instrs, multiplies_first)
+            if best is None or len(packets) < len(best):
+                best = packets
     if best is None:
         raise ValueError(f"no register allocation of the depthwise row fits {temps} temporaries")
     names = {name: f"%[{name}]" for name in (*vectors, *SCALARS)} | {f"v{i}": f"v{i}" for i in range(temps)}
