@@ -44,8 +44,9 @@ class Depthwise:
     # rows; taken when its requantization is the fixed-point one with no residual add or gate table
     sweep: bool = False
     sweep_rows: int = 2  # output rows per sweep
-    # whole 32-channel blocks of the sweep, one output row at a time: the row's packet schedule (depthwise_asm.py)
-    asm: RowAsm | None = None
+    # whole 32-channel blocks of the sweep, two output rows at a time (a stripe's last odd one alone): the rows'
+    # packet schedules (depthwise_asm.py), one row and two
+    asm: tuple[RowAsm, ...] = ()
 
     @property
     def vrmpy(self) -> bool:
@@ -77,9 +78,10 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
              and not first.requantizer.shift_only)
     # the scheduled rows requantize with the per-channel form's instructions (a uniform shift as a vector), the
     # output zero point in the rounding
-    asm = None
+    asm: tuple[RowAsm, ...] = ()
     if sweep and first.requantizer.folds_zero_point and not first.requantizer.narrows:
-        asm = row_asm(first.sw, config.input_shape[2], first.out_w, (first.q_min > 0, first.q_max < 255))
+        clamps = (first.q_min > 0, first.q_max < 255)
+        asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows) for rows in (1, 2))
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
                      transposed=1 in chosen and not sweep, sweep=sweep, asm=asm)
 

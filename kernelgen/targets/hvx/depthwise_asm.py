@@ -17,8 +17,8 @@ s + 1 and B = [0, w0, w1, w2] output s + 2, or with stride 2, B on W(s) is outpu
 takes B on M(4g-2), A and B on W(4g), A on M(4g+2); stride 2, B on M(8g-2), W(8g), M(8g+2), W(8g+4). Vectors past the
 input are the zero point; a partial last one keeps its pixels and takes the zero point for the rest.
 
-Operands (%[name]): the scalars p0-p2 (each input row's first 8-column block, advanced here by c0-c2, the bytes
-between blocks: 0 for a padding row, whose "row" is a 256-byte row of the zero point), out (the output row's first
+Operands (%[name]): the scalars p0-p2 (p3-p5 for a second output row; each input row's first 8-column block, advanced here by c0-c5, the bytes
+between blocks: 0 for a padding row, whose "row" is a 256-byte row of the zero point), out0 / out1 (the output rows' first
 block, advanced by ostep), k16 (16), qbytes (the last group's stored bytes, when the output ends inside it); the
 vectors wa0-wa2 / wb0-wb2 (A and B of kernel row r), corr (the sums' start), mult, rnd, shift, qmin / qmax (the
 activation's clamp), zp, and keep / fill (a partial vector's pixels, and the zero point in the others). The rest of
@@ -33,7 +33,7 @@ MPY, PERM, SHIFT, ALU, LOAD, STORE, SCALAR = "mpy", "perm", "shift", "alu", "loa
 LIMITS = {MPY: 1, PERM: 1, SHIFT: 1, ALU: 2, LOAD: 1, STORE: 1, SCALAR: 2}
 HVX_UNITS = {MPY: 2, PERM: 1, SHIFT: 1, ALU: 1, LOAD: 1, STORE: 1, SCALAR: 0}
 SLOTS = 4
-SCALARS = ("p0", "p1", "p2", "c0", "c1", "c2", "out", "ostep", "k16", "qbytes")
+SCALARS = (*(f"p{i}" for i in range(6)), *(f"c{i}" for i in range(6)), "out0", "out1", "ostep", "k16", "qbytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ class Instr:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RowAsm:
-    """The packets of one output row and the registers they name."""
+    """The packets of one output row (or two) and the registers they name."""
 
     packets: tuple[tuple[str, ...], ...]  # instruction texts, registers as %[operand], vN or q0
     vectors: tuple[str, ...]  # the vector operands it reads, in the order the template binds them
@@ -157,12 +157,12 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
         if clamps[1]:
             emit(f"{{{e[0]}}}.ub = vmin({{{e[0]}}}.ub,{{qmax}}.ub)", ALU, (e[0], "qmax"), (e[0],))
         if 4 * g + 4 <= out_w:
-            emit(f"vmem({{out}}+#{g % 2}) = {{{e[0]}}}", STORE, (e[0], "out"), ())
+            emit(f"vmem({{out0}}+#{g % 2}) = {{{e[0]}}}", STORE, (e[0], "out0"), ())
         else:  # the output's columns alone
             emit("{q0} = vsetq({qbytes})", PERM, ("qbytes",), ("q0",))
-            emit(f"if ({{q0}}) vmem({{out}}+#{g % 2}) = {{{e[0]}}}", STORE, ("q0", e[0], "out"), ())
+            emit(f"if ({{q0}}) vmem({{out0}}+#{g % 2}) = {{{e[0]}}}", STORE, ("q0", e[0], "out0"), ())
         if g % 2:
-            emit("{out} = add({out},{ostep})", SCALAR, ("out", "ostep"), ("out",))
+            emit("{out0} = add({out0},{ostep})", SCALAR, ("out0", "ostep"), ("out0",))
 
     pending = None
     for g in range(groups):
@@ -176,6 +176,17 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
     if interleave:
         requant(groups - 1, pending)
     return _live(prog.instrs)
+
+
+def _second_row(instrs: list[Instr]) -> list[Instr]:
+    """The same row's instructions for a second output row: input rows p3-p5 (c3-c5), out1, its own temporaries."""
+    rename = {**{f"p{r}": f"p{r + 3}" for r in range(3)}, **{f"c{r}": f"c{r + 3}" for r in range(3)}, "out0": "out1"}
+    out = []
+    for instr in instrs:
+        names = {n: rename.get(n, "t1_" + n[1:] if n[0] == "t" else n) for n in (*instr.reads, *instr.writes)}
+        out.append(Instr(text=instr.text.format(**{n: "{" + names[n] + "}" for n in names}), unit=instr.unit,
+                         reads=tuple(names[n] for n in instr.reads), writes=tuple(names[n] for n in instr.writes)))
+    return out
 
 
 def _live(instrs: list[Instr]) -> list[Instr]:
@@ -253,16 +264,18 @@ def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
     return [[instrs[j] for j in sorted(p)] for p in packets]
 
 
-def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool]) -> RowAsm:
+def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], rows: int = 1) -> RowAsm:
     """The shortest schedule of two program orders (each group's requantization right after its taps, or after the
     next group's), two forms of the mids (permutes or shifts: stride 2 has more permutes than packets) and two
-    priorities, among the programs whose values fit the registers the operands leave."""
+    priorities, among the programs whose values fit the registers the operands leave. rows 2: two output rows,
+    one after the other in program order (the scheduler overlaps the first's last groups with the second's first)."""
     vectors = vector_operands(stride, clamps, in_w % 4 != 0)
     temps = 32 - len(vectors)
     best = None
     for interleave, shifted_mids in ((False, False), (True, False), (False, True), (True, True)):
         try:
-            instrs = _allocate(_program(stride, in_w, out_w, clamps, interleave, shifted_mids), temps)
+            program = _program(stride, in_w, out_w, clamps, interleave, shifted_mids)
+            instrs = _allocate(program + (_second_row(program) if rows == 2 else []), temps)
         except ValueError:
             continue
         for multiplies_first in (False, True):
