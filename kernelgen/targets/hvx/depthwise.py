@@ -45,7 +45,7 @@ class Depthwise:
     sweep: bool = False
     sweep_rows: int = 2  # output rows per sweep
     # whole 32-channel blocks of the sweep, two output rows at a time (a stripe's last odd one alone): the rows'
-    # packet schedules (depthwise_asm.py), one row and two
+    # packet schedules (depthwise_asm.py), one row and two, then the same storing a tail block's channels alone
     asm: tuple[RowAsm, ...] = ()
 
     @property
@@ -81,7 +81,8 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
     asm: tuple[RowAsm, ...] = ()
     if sweep and first.requantizer.folds_zero_point and not first.requantizer.narrows:
         clamps = (first.q_min > 0, first.q_max < 255)
-        asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows) for rows in (1, 2))
+        asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows, lanes)
+                    for lanes in (False, True) for rows in (1, 2))
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
                      transposed=1 in chosen and not sweep, sweep=sweep, asm=asm)
 

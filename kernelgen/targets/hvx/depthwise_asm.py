@@ -22,7 +22,8 @@ between blocks: 0 for a padding row, whose "row" is a 256-byte row of the zero p
 block, advanced by ostep), k16 (16), qbytes (the last group's stored bytes, when the output ends inside it); the
 vectors wa0-wa2 / wb0-wb2 (A and B of kernel row r), corr (the sums' start), mult, rnd, shift, qmin / qmax (the
 activation's clamp), zp, and keep / fill (a partial vector's pixels, and the zero point in the others). The rest of
-the vector registers are temporaries, declared clobbered (with q0 for a masked store)."""
+the vector registers are temporaries, declared clobbered (with q0 / q1 for masked stores); a tail block's store
+keeps its channels: lanes (0xff per channel byte held), ones (0x01010101)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ MPY, PERM, SHIFT, ALU, LOAD, STORE, SCALAR = "mpy", "perm", "shift", "alu", "loa
 LIMITS = {MPY: 1, PERM: 1, SHIFT: 1, ALU: 2, LOAD: 1, STORE: 1, SCALAR: 2}
 HVX_UNITS = {MPY: 2, PERM: 1, SHIFT: 1, ALU: 1, LOAD: 1, STORE: 1, SCALAR: 0}
 SLOTS = 4
-SCALARS = (*(f"p{i}" for i in range(6)), *(f"c{i}" for i in range(6)), "out0", "out1", "ostep", "k16", "qbytes")
+SCALARS = (*(f"p{i}" for i in range(6)), *(f"c{i}" for i in range(6)), "out0", "out1", "ostep", "k16", "qbytes",
+           "ones")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +53,15 @@ class RowAsm:
     packets: tuple[tuple[str, ...], ...]  # instruction texts, registers as %[operand], vN or q0
     vectors: tuple[str, ...]  # the vector operands it reads, in the order the template binds them
     temps: tuple[str, ...]  # the temporaries it writes (declared clobbered)
-    masked_store: bool  # the last group stores under q0 (qbytes)
+    predicates: tuple[str, ...]  # the predicate registers it writes (declared clobbered): q0 the last group's
+    # columns (qbytes), q1 the block's channels (lanes)
 
 
-def vector_operands(stride: int, clamps: tuple[bool, bool], partial: bool) -> tuple[str, ...]:
+def vector_operands(stride: int, clamps: tuple[bool, bool], partial: bool, lanes: bool) -> tuple[str, ...]:
     rows = range(3)
     names = ([f"wa{r}" for r in rows] if stride == 1 else []) + [f"wb{r}" for r in rows]
     names += ["corr", "mult", "rnd", "shift"] + (["qmin"] if clamps[0] else []) + (["qmax"] if clamps[1] else [])
-    return (*names, "zp", *(("keep", "fill") if partial else ()))
+    return (*names, "zp", *(("keep", "fill") if partial else ()), *(("lanes",) if lanes else ()))
 
 
 class _Program:
@@ -77,7 +80,7 @@ class _Program:
 
 
 def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], interleave: bool,
-             shifted_mids: bool) -> list[Instr]:
+             shifted_mids: bool, lanes: bool) -> list[Instr]:
     nf, nq = in_w // 4, (in_w + 3) // 4
     groups = (out_w + 3) // 4
     prog = _Program()
@@ -114,6 +117,8 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
         emit(f"{{{s}}} = vor({{{s}}},{{{low}}})", ALU, (s, low), (s,))
         return s
 
+    if lanes:  # a tail block: its channels as a predicate (takes a multiply resource, the assembler finds)
+        emit("{q1} = vand({lanes},{ones})", MPY, ("lanes", "ones"), ("q1",))
     x = [load(r, 0) for r in range(3)]
     m = [mid("zp", x[r]) for r in range(3)]  # M(-2): pixels -2, -1 are padding
 
@@ -156,10 +161,14 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
             emit(f"{{{e[0]}}}.ub = vmax({{{e[0]}}}.ub,{{qmin}}.ub)", ALU, (e[0], "qmin"), (e[0],))
         if clamps[1]:
             emit(f"{{{e[0]}}}.ub = vmin({{{e[0]}}}.ub,{{qmax}}.ub)", ALU, (e[0], "qmax"), (e[0],))
-        if 4 * g + 4 <= out_w:
+        if 4 * g + 4 <= out_w and not lanes:
             emit(f"vmem({{out0}}+#{g % 2}) = {{{e[0]}}}", STORE, (e[0], "out0"), ())
-        else:  # the output's columns alone
+        elif 4 * g + 4 <= out_w:
+            emit(f"if ({{q1}}) vmem({{out0}}+#{g % 2}) = {{{e[0]}}}", STORE, ("q1", e[0], "out0"), ())
+        else:  # the output's columns alone (and the block's channels)
             emit("{q0} = vsetq({qbytes})", PERM, ("qbytes",), ("q0",))
+            if lanes:
+                emit("{q0} = and({q0},{q1})", ALU, ("q0", "q1"), ("q0",))
             emit(f"if ({{q0}}) vmem({{out0}}+#{g % 2}) = {{{e[0]}}}", STORE, ("q0", e[0], "out0"), ())
         if g % 2:
             emit("{out0} = add({out0},{ostep})", SCALAR, ("out0", "ostep"), ("out0",))
@@ -264,17 +273,18 @@ def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
     return [[instrs[j] for j in sorted(p)] for p in packets]
 
 
-def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], rows: int = 1) -> RowAsm:
+def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], rows: int = 1,
+            lanes: bool = False) -> RowAsm:
     """The shortest schedule of two program orders (each group's requantization right after its taps, or after the
     next group's), two forms of the mids (permutes or shifts: stride 2 has more permutes than packets) and two
     priorities, among the programs whose values fit the registers the operands leave. rows 2: two output rows,
     one after the other in program order (the scheduler overlaps the first's last groups with the second's first)."""
-    vectors = vector_operands(stride, clamps, in_w % 4 != 0)
+    vectors = vector_operands(stride, clamps, in_w % 4 != 0, lanes)
     temps = 32 - len(vectors)
     best = None
     for interleave, shifted_mids in ((False, False), (True, False), (False, True), (True, True)):
         try:
-            program = _program(stride, in_w, out_w, clamps, interleave, shifted_mids)
+            program = _program(stride, in_w, out_w, clamps, interleave, shifted_mids, lanes)
             instrs = _allocate(program + (_second_row(program) if rows == 2 else []), temps)
         except ValueError:
             continue
@@ -285,7 +295,8 @@ def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], rows:
     if best is None:
         raise ValueError(f"no register allocation of the depthwise row fits {temps} temporaries")
     names = {name: f"%[{name}]" for name in (*vectors, *SCALARS)} | {f"v{i}": f"v{i}" for i in range(temps)}
-    names["q0"] = "q0"
+    names |= {"q0": "q0", "q1": "q1"}
     used = sorted({w for p in best for i in p for w in i.writes if w[0] == "v"}, key=lambda r: int(r[1:]))
     return RowAsm(packets=tuple(tuple(i.text.format(**names) for i in p) for p in best), vectors=vectors,
-                  temps=tuple(used), masked_store=out_w % 4 != 0)
+                  temps=tuple(used), predicates=tuple(sorted({w for p in best for i in p for w in i.writes
+                                                             if w[0] == "q"})))
