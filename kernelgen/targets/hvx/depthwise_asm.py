@@ -29,10 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MPY, PERM, SHIFT, ALU, LOAD, STORE, SCALAR = "mpy", "perm", "shift", "alu", "load", "store", "scalar"
+ALONE = "alone"  # a predicate and: which packets the assembler takes it in is not modelled, so it issues alone
 # per packet (mpy: a vector-by-vector multiply takes both multiply resources); of the 4 HVX resources a packet
 # has, each HVX instruction and vector load or store takes HVX_UNITS (as the assembler's packet checks find)
-LIMITS = {MPY: 1, PERM: 1, SHIFT: 1, ALU: 2, LOAD: 1, STORE: 1, SCALAR: 2}
-HVX_UNITS = {MPY: 2, PERM: 1, SHIFT: 1, ALU: 1, LOAD: 1, STORE: 1, SCALAR: 0}
+LIMITS = {MPY: 1, PERM: 1, SHIFT: 1, ALU: 2, LOAD: 1, STORE: 1, SCALAR: 2, ALONE: 1}
+HVX_UNITS = {MPY: 2, PERM: 1, SHIFT: 1, ALU: 1, LOAD: 1, STORE: 1, SCALAR: 0, ALONE: 4}
 SLOTS = 4
 SCALARS = (*(f"p{i}" for i in range(6)), *(f"c{i}" for i in range(6)), "out0", "out1", "ostep", "k16", "qbytes",
            "ones")
@@ -168,7 +169,7 @@ def _program(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], inte
         else:  # the output's columns alone (and the block's channels)
             emit("{q0} = vsetq({qbytes})", PERM, ("qbytes",), ("q0",))
             if lanes:
-                emit("{q0} = and({q0},{q1})", ALU, ("q0", "q1"), ("q0",))
+                emit("{q0} = and({q0},{q1})", ALONE, ("q0", "q1"), ("q0",))
             emit(f"if ({{q0}}) vmem({{out0}}+#{g % 2}) = {{{e[0]}}}", STORE, ("q0", e[0], "out0"), ())
         if g % 2:
             emit("{out0} = add({out0},{ostep})", SCALAR, ("out0", "ostep"), ("out0",))
@@ -266,7 +267,7 @@ def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
                 continue
             units = [instrs[i].unit for i in packets[t]] + [instrs[j].unit]
             if (len(units) <= SLOTS and all(units.count(u) <= LIMITS[u] for u in LIMITS)
-                    and sum(HVX_UNITS[u] for u in units) <= 4):
+                    and sum(HVX_UNITS[u] for u in units) <= 4 and (ALONE not in units or len(units) == 1)):
                 packets[t].append(j)
                 packet_of[j] = t
         t += 1
