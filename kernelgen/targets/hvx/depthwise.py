@@ -39,13 +39,13 @@ class Depthwise:
     # transposed (byte 4c + p: a word per channel holds 4 neighbouring pixels, what vrmpy(Vu.ub, Vv.b) reduces),
     # and copies a channel tail block whole (the path weighs the padding lanes 0)
     transposed: bool
-    # conv #1 takes the vrmpy path as a row-pair sweep (templates/hvx/depthwise_sweep_uint8.c.j2): the input cache
-    # stays as stored (a plain copy) and the sweep transposes each row's vectors in registers, once per 2 output
-    # rows; taken when its requantization is the fixed-point one with no residual add or gate table
+    # conv #1, the chain's only op, sweeps its output rows straight from the input tensor to the output tensor
+    # (templates/hvx/depthwise_sweep_uint8.c.j2: no cache copy, no write-back), each pair of rows of a 32-channel
+    # block one block of scheduled packets (depthwise_asm.py): `asm` holds one row's and two rows' schedules, then
+    # the same storing a tail block's channels alone. Taken with one column of left padding and the fixed-point
+    # requantization that folds the output zero point into its rounding (per-channel scales, or one scale with a
+    # shift past the narrowing form's), no residual add or gate table, no halo ring or prefetch.
     sweep: bool = False
-    sweep_rows: int = 2  # output rows per sweep
-    # whole 32-channel blocks of the sweep, two output rows at a time (a stripe's last odd one alone): the rows'
-    # packet schedules (depthwise_asm.py), one row and two, then the same storing a tail block's channels alone
     asm: tuple[RowAsm, ...] = ()
 
     @property
@@ -74,15 +74,12 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
                    and (o.index > 1 or plan.c_split == 1))
     first = ops[0] if ops else None
     sweep = (1 in chosen and first.last and config.ops[0].pad[1] == 1 and plan.halo is not Halo.REUSE
-             and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None and not first.table
-             and not first.requantizer.shift_only)
-    # the scheduled rows requantize with the per-channel form's instructions (a uniform shift as a vector), the
-    # output zero point in the rounding
-    asm: tuple[RowAsm, ...] = ()
-    if sweep and first.requantizer.folds_zero_point and not first.requantizer.narrows:
-        clamps = (first.q_min > 0, first.q_max < 255)
-        asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows, lanes)
-                    for lanes in (False, True) for rows in (1, 2))
+             and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None
+             and not first.table and not first.requantizer.shift_only and first.requantizer.folds_zero_point
+             and not first.requantizer.narrows)
+    clamps = (first.q_min > 0, first.q_max < 255) if sweep else (False, False)
+    asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows, lanes)
+                for lanes in (False, True) for rows in (1, 2)) if sweep else ()
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
                      transposed=1 in chosen and not sweep, sweep=sweep, asm=asm)
 

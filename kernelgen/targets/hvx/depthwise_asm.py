@@ -26,6 +26,7 @@ the vector registers are temporaries, declared clobbered (with q0 / q1 for maske
 keeps its channels: lanes (0xff per channel byte held), ones (0x01010101)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 MPY, PERM, SHIFT, ALU, LOAD, STORE, SCALAR = "mpy", "perm", "shift", "alu", "load", "store", "scalar"
@@ -274,6 +275,7 @@ def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
     return [[instrs[j] for j in sorted(p)] for p in packets]
 
 
+@functools.lru_cache(maxsize=64)
 def row_asm(stride: int, in_w: int, out_w: int, clamps: tuple[bool, bool], rows: int = 1,
             lanes: bool = False) -> RowAsm:
     """The shortest schedule of two program orders (each group's requantization right after its taps, or after the
