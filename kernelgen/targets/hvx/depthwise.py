@@ -1,9 +1,14 @@
 """Which uint8 depthwise convs the HVX vector path computes (templates/hvx/depthwise_uint8.c.j2). Pure.
 
 A depthwise conv (channel multiplier 1) has one weight per channel and tap, so its weights are per lane:
-vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data as stored. Two forms:
+vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data as stored. Three forms:
 
-- conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
+- conv #1 as the chain's only op, with one column of left padding and the fixed-point requantization that folds
+  the output zero point into its rounding: the sweep (templates/hvx/depthwise_sweep_uint8.c.j2) reads the input
+  tensor and stores into the output tensor, no cache copy, no write-back; each pair of output rows of a 32-channel
+  block is one block of packets list-scheduled by depthwise_asm.py, each input vector transposed in registers as
+  below, once per output row.
+- another conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
   a word per channel holding 4 neighbouring pixels). `vrmpy(Vu.ub, Vv.b)` with the row's weights [w0, w1, w2, 0]
   or [0, w0, w1, w2] per word is then 3 taps of one output pixel for 32 channels, in channel order; the words
   of pixels 4q+2..4q+5 come from two vectors with one shift and one vshuffo (templates/hvx/depthwise_weights_uint8.c.j2
@@ -13,7 +18,7 @@ vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last 
   accumulate; neighbouring taps are the row's aligned vectors joined with valign (stride 1) or dealt into even
   and odd pixels (stride 2), never gathered.
 
-Both need the weights minus their zero point as int8 (int8 weights at zero point 0, uint8 weights at 128); the
+All need the weights minus their zero point as int8 (int8 weights at zero point 0, uint8 weights at 128); the
 input zero point is folded into the per-channel correction (bias - za * sum(w - zw)), so the loops are products
 and sums only. Everything else keeps the generic grouped path.
 """
