@@ -73,7 +73,8 @@ def test_every_scheduled_row_assembles(stride, tmp_path):
             names = {n: f"v{len(row.temps) + i}" for i, n in enumerate(row.vectors)}
             names |= {n: f"r{i + 1}" for i, n in enumerate(SCALARS)}
             for packet in row.packets:
-                text.append("{ " + "; ".join(re.sub(r"%\[(\w+)\]", lambda m: names[m.group(1)], i) for i in packet) + " }")
+                bound = (re.sub(r"%\[(\w+)\]", lambda m: names[m.group(1)], i) for i in packet)
+                text.append("{ " + "; ".join(bound) + " }")
     (tmp_path / "rows.s").write_text("\n".join(text) + "\n")
     for arch in ("v66", "v73"):
         result = subprocess.run(["clang-19", "--target=hexagon", f"-mcpu=hexagon{arch}", "-mhvx", "-mhvx-length=128b",

@@ -17,13 +17,13 @@ s + 1 and B = [0, w0, w1, w2] output s + 2, or with stride 2, B on W(s) is outpu
 takes B on M(4g-2), A and B on W(4g), A on M(4g+2); stride 2, B on M(8g-2), W(8g), M(8g+2), W(8g+4). Vectors past the
 input are the zero point; a partial last one keeps its pixels and takes the zero point for the rest.
 
-Operands (%[name]): the scalars p0-p2 (p3-p5 for a second output row; each input row's first 8-column block, advanced here by c0-c5, the bytes
-between blocks: 0 for a padding row, whose "row" is a 256-byte row of the zero point), out0 / out1 (the output rows' first
-block, advanced by ostep), k16 (16), qbytes (the last group's stored bytes, when the output ends inside it); the
-vectors wa0-wa2 / wb0-wb2 (A and B of kernel row r), corr (the sums' start), mult, rnd, shift, qmin / qmax (the
-activation's clamp), zp, and keep / fill (a partial vector's pixels, and the zero point in the others). The rest of
-the vector registers are temporaries, declared clobbered (with q0 / q1 for masked stores); a tail block's store
-keeps its channels: lanes (0xff per channel byte held), ones (0x01010101)."""
+Operands (%[name]): the scalars p0-p2 (p3-p5 for a second output row; each input row's first 8-column block,
+advanced here by c0-c5, the bytes between blocks: 0 for a padding row, whose "row" is a 256-byte row of the zero
+point), out0 / out1 (the output rows' first block, advanced by ostep), k16 (16), qbytes (the last group's stored
+bytes, when the output ends inside it); the vectors wa0-wa2 / wb0-wb2 (A and B of kernel row r), corr (the sums'
+start), mult, rnd, shift, qmin / qmax (the activation's clamp), zp, and keep / fill (a partial vector's pixels, and
+the zero point in the others). The rest of the vector registers are temporaries, declared clobbered (with q0 / q1
+for masked stores); a tail block's store keeps its channels: lanes (0xff per channel byte held), ones (0x01010101)."""
 from __future__ import annotations
 
 import functools

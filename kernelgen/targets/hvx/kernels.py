@@ -115,7 +115,8 @@ def uint8_kernel(config: Config, plan: Plan, keep: int, direct: bool = False) ->
         calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
         if direct:
-            calls[Step(Phase.CONV, j)] = f"{NAMES.conv(j)}(input, {weights}, pixel_sums, wcorr, output, {ko}, ho_outer, {nb});"
+            calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}(input, {weights}, pixel_sums, wcorr, output, {ko}, "
+                                          f"ho_outer, {nb});")
     # as the plan's tensors list them: the input, a filter per conv, the int32 biases, the side inputs
     params = [Param(name="input", ctype="const uint8_t *restrict")]
     params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j, op in enumerate(config.ops, start=1)
