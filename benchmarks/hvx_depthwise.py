@@ -1,19 +1,28 @@
 """Useful MACs per packet of uint8 depthwise 3x3 convs on HVX (issue 30's depthwise row: >= 40, bit-exact),
-before and after the vector depthwise path (templates/hvx/depthwise_uint8.c.j2). Prints a Markdown table.
+before and after the depthwise sweep (templates/hvx/depthwise_sweep_uint8.c.j2). Prints a Markdown table.
 
 Each case is one conv: input [1, size, size, channels] NHWC8h8w32c, 3x3, pad 1, groups = channels, + bias,
 relu6, int8 weights with per-channel scales (fixed-point requantization), `schedule: {k_split: 1, h_block: 4}`.
 Every case is validated bit-exact first, then `kernelgen bench --target hvx --json` reads qemu-hexagon's packet
-counters: `packets` and `useful MACs/packet` for the whole kernel (cache reads, filter read, compute, write-back),
-`compute` for the stripe compute alone. QEMU's counters are deterministic: one run says it all.
+counters: `packets` and `useful MACs/packet` for the whole kernel (as the bench builds it, with the counter reads
+around each stripe compute: ~20 packets a call), `compute` for the stripe compute alone. QEMU's counters are
+deterministic: one run says it all.
 
-The "before" columns are quoted, not measured here: the same configs on commit 5fb6bad (the generic grouped path:
-4 pixels gathered per tap, widened to halfwords, vmpy h x h; every input channel copied for each channel stripe),
-measured once with this script's --json output (PYTHONPATH at that commit's tree); v66 and v73 gave the same
-counts to the packet there. "after": a depthwise first op reads the input cache transposed and multiplies with
-vrmpy(ub, b), 3 taps per instruction (kernelgen/targets/hvx/depthwise.py). In clang's schedule no packet holds
-two of these vector-by-vector vrmpy, nor two of the shared requantization's vmpye / vmpyo: 12 vrmpy + 8 of those
-per 4 pixels x 32 channels (1152 MACs) bound the stride-1 compute near 57 MACs/packet.
+"before" is quoted, not measured here: commit 02ef58f (this script's --json output with PYTHONPATH at that tree).
+There a depthwise first op read an input cache that the input read had transposed (valign + two vshuff per
+vector, 4.4 packets per vector), computed one output row at a time with vrmpy(ub, b), 3 taps per instruction,
+into an output cache, and a write-back copied that out: on 256 ch 28x28 (v66) the cache read took 11840 of 55843
+packets, the write-back 3640. "after": the sweep reads the input tensor and stores into the output tensor (no
+cache copy, no write-back), each pair of output rows of a 32-channel block one block of inline assembly that
+kernelgen/targets/hvx/depthwise_asm.py list-schedules (each input vector loaded and transposed once per output row,
+the last group's pixels past the output neither summed nor stored). The bound of this form: no packet holds two
+vector-by-vector vrmpy, nor two of the requantization's vmpye / vmpyo (the assembler rejects both: one multiply
+pair per packet), so 12 vrmpy + 8 of those per 4 pixels x 32 channels (1152 MACs) allow 57.6 MACs/packet. The
+schedules reach 20-22 packets per 4 x 32 outputs at stride 1; stride 2 needs 21 permutes per group (4 vshuff for
+its 2 new vectors, 2 mids, 3 packs per row of 3) and fills the 4 HVX resources of a packet (a multiply takes 2):
+~22 packets is its bound, the schedule takes 24.6. Where a row is short the per-row start (3 rows' first loads and
+transposes before the first vrmpy), the bench's counter reads (~20 packets per stripe call) and the filter read
+weigh more: 576 channels at 7x7 out (stride 2) is 2 groups per row, one of them 3/4 used.
 
     .venv/bin/python benchmarks/hvx_depthwise.py [--arch v66 v73]
 """
@@ -29,21 +38,21 @@ from pathlib import Path
 import numpy as np
 
 CASES = ((96, 56, 1), (144, 56, 2), (256, 28, 1), (576, 14, 1), (576, 14, 2))  # (channels, size, stride)
-# commit 5fb6bad, per arch and case: (packets, useful MACs/packet, compute MACs/packet)
+# commit 02ef58f, per arch and case: (packets, useful MACs/packet, compute MACs/packet)
 BEFORE = {
     "v66": {
-        "96,56,1": (160638, 16.87, 33.76),
-        "144,56,2": (3071308, 0.33, 1.79),
-        "256,28,1": (236744, 7.63, 15.80),
-        "576,14,1": (461467, 2.20, 4.09),
-        "576,14,2": (252475, 1.01, 2.28),
+        "96,56,1": (75967, 35.67, 49.3),
+        "144,56,2": (56818, 17.88, 42.4),
+        "256,28,1": (55843, 32.35, 46.0),
+        "576,14,1": (65089, 15.61, 23.2),
+        "576,14,2": (23599, 10.76, 30.9),
     },
     "v73": {
-        "96,56,1": (160638, 16.87, 33.76),
-        "144,56,2": (3071308, 0.33, 1.79),
-        "256,28,1": (236744, 7.63, 15.80),
-        "576,14,1": (461467, 2.20, 4.09),
-        "576,14,2": (252475, 1.01, 2.28),
+        "96,56,1": (69168, 39.17, 55.95),
+        "144,56,2": (55463, 18.32, 45.01),
+        "256,28,1": (52748, 34.24, 51.86),
+        "576,14,1": (61057, 16.64, 25.57),
+        "576,14,2": (22717, 11.18, 34.59),
     },
 }
 

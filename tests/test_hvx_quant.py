@@ -257,6 +257,11 @@ def _depthwise(shape, stride, extra: str = "", quant: str = "", weights: str = "
     return text.replace("weight_dtype: int8}", f"{weights}{quant}}}")
 
 
+def _vrmpy_path(source: str) -> bool:
+    """vrmpy(ub, b) on 4-pixel words: the transposed input cache's loop, or the sweep's scheduled rows."""
+    return "Q6_Vw_vrmpyacc_VwVubVb(acc[" in source or (".w += vrmpy(" in source and "__asm__(" in source)
+
+
 DEPTHWISE_CASES = [  # (input shape, stride, epilogue, requantization, weights)
     ((2, 13, 11, 104), 1, ", activation: relu6", "", "weight_dtype: int8"),  # batch 2, odd sizes, a tail of 8
     ((1, 15, 13, 96), 2, ", activation: relu", ", requantization: float32", "weight_dtype: int8"),
@@ -287,7 +292,7 @@ def test_depthwise_vector_path_is_bit_exact_under_qemu(shape, stride, extra, qua
     config = parse_config(_depthwise(shape, stride, extra, quant, weights), "dw.yaml")
     hvx = TARGETS["hvx"]
     job = hvx.build(config, plan(config))
-    assert "Q6_Vw_vrmpyacc_VwVubVb(acc[" in job.files[f"dw{shape[3]}.c"]
+    assert _vrmpy_path(job.files[f"dw{shape[3]}.c"])
     result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
@@ -305,7 +310,7 @@ def test_depthwise_vector_path_under_halo_reuse_and_double_buffering_is_bit_exac
     config = parse_config(text, "dw.yaml")
     hvx = TARGETS["hvx"]
     job = hvx.build(config, plan(config))
-    assert "Q6_Vw_vrmpyacc_VwVubVb(acc[" in job.files[f"dw{shape[3]}.c"]
+    assert _vrmpy_path(job.files[f"dw{shape[3]}.c"])
     result = validate(hvx, job, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
 
@@ -317,15 +322,18 @@ def test_depthwise_vector_path_under_halo_reuse_and_double_buffering_is_bit_exac
     ((1, 12, 10, 40), 1, "weight_dtype: int8, weight_zero_point: 3", False),
 ])
 def test_depthwise_convs_take_the_vector_path_when_their_weights_fit_int8(shape, stride, weights, vector):
-    """A depthwise first op reads the input cache transposed (a word per channel holds 4 neighbouring pixels) with
-    vrmpy(ub, b), 3 taps of a row per instruction, each row loaded once as aligned vectors (no per-tap gather of 4
-    pixels into bytes[], no vunpack to halfwords); weights whose w - zw may leave int8 keep the generic path."""
+    """A lone depthwise op (pad 1, per-channel fixed-point requantization) sweeps its rows straight from the input
+    tensor in scheduled assembly, each vector transposed in registers (a word per channel holds 4 neighbouring
+    pixels), with vrmpy(ub, b), 3 taps of a row per instruction (no per-tap gather of 4 pixels into bytes[], no
+    vunpack to halfwords, no input cache read); weights whose w - zw may leave int8 keep the generic path, whose
+    input read copies every channel."""
     config = parse_config(_depthwise(shape, stride, weights=weights), "dw.yaml")
     source = TARGETS["hvx"].build(config, plan(config)).files["dw40.c"]
-    assert ("Q6_Vw_vrmpyacc_VwVubVb(acc[" in source) is vector and ("kg_transpose4(Q6_V_valign" in source) is vector
+    assert _vrmpy_path(source) is vector and ("__asm__(" in source) is vector  # the sweep's scheduled rows
     assert ("Q6_Wuh_vunpack_Vub(gathered)" in source) is not vector
     reads = [line for line in source.splitlines() if "kg_input_read(input" in line]
-    assert all(line.endswith(", ko_outer);") is vector for line in reads) and reads  # stripe ko: its channels
+    assert ("kg_conv_1(input, " in source and not reads) is vector
+    assert all(not line.endswith(", ko_outer);") for line in reads)  # the generic path: every channel
 
 
 def test_a_depthwise_op_after_another_multiplies_its_taps_with_vmpy():

@@ -35,7 +35,8 @@ class Hvx(Target):
     files = (OutputFile(pattern="{name}.h", template="hvx/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="hvx/kernel.c.j2"))
     dtypes = ("float32", "uint8")
-    includes = ("hvx/conv2d_uint8.c.j2", "hvx/depthwise_uint8.c.j2", "hvx/depthwise_weights_uint8.c.j2",
+    includes = ("hvx/conv2d_uint8.c.j2", "hvx/depthwise_uint8.c.j2", "hvx/depthwise_sweep_uint8.c.j2",
+                "hvx/depthwise_weights_uint8.c.j2",
                 "hvx/pool_uint8.c.j2", "hvx/conv2d_float32.c.j2", "hvx/helpers.c.j2")
     options_model = HvxModel
     # the plan's stripe loops with HVX section bodies; rows_outer keeps ko_outer (now inside the row stripe) and the

@@ -1,9 +1,14 @@
 """Which uint8 depthwise convs the HVX vector path computes (templates/hvx/depthwise_uint8.c.j2). Pure.
 
 A depthwise conv (channel multiplier 1) has one weight per channel and tap, so its weights are per lane:
-vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data as stored. Two forms:
+vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data as stored. Three forms:
 
-- conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
+- conv #1 as the chain's only op, with one column of left padding and the fixed-point requantization that folds
+  the output zero point into its rounding: the sweep (templates/hvx/depthwise_sweep_uint8.c.j2) reads the input
+  tensor and stores into the output tensor, no cache copy, no write-back; each pair of output rows of a 32-channel
+  block is one block of packets list-scheduled by depthwise_asm.py, each input vector transposed in registers as
+  below, once per output row.
+- another conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
   a word per channel holding 4 neighbouring pixels). `vrmpy(Vu.ub, Vv.b)` with the row's weights [w0, w1, w2, 0]
   or [0, w0, w1, w2] per word is then 3 taps of one output pixel for 32 channels, in channel order; the words
   of pixels 4q+2..4q+5 come from two vectors with one shift and one vshuffo (templates/hvx/depthwise_weights_uint8.c.j2
@@ -13,7 +18,7 @@ vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last 
   accumulate; neighbouring taps are the row's aligned vectors joined with valign (stride 1) or dealt into even
   and odd pixels (stride 2), never gathered.
 
-Both need the weights minus their zero point as int8 (int8 weights at zero point 0, uint8 weights at 128); the
+All need the weights minus their zero point as int8 (int8 weights at zero point 0, uint8 weights at 128); the
 input zero point is folded into the per-channel correction (bias - za * sum(w - zw)), so the loops are products
 and sums only. Everything else keeps the generic grouped path.
 """
@@ -22,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Config
-from ...plan import Plan
+from ...plan import Halo, Pipeline, Plan
 from ...planner.geometry import shapes
+from .depthwise_asm import RowAsm, row_asm
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +44,20 @@ class Depthwise:
     # transposed (byte 4c + p: a word per channel holds 4 neighbouring pixels, what vrmpy(Vu.ub, Vv.b) reduces),
     # and copies a channel tail block whole (the path weighs the padding lanes 0)
     transposed: bool
+    # conv #1, the chain's only op, sweeps its output rows straight from the input tensor to the output tensor
+    # (templates/hvx/depthwise_sweep_uint8.c.j2: no cache copy, no write-back), each pair of rows of a 32-channel
+    # block one block of scheduled packets (depthwise_asm.py): `asm` holds one row's and two rows' schedules, then
+    # the same storing a tail block's channels alone. Taken with one column of left padding and the fixed-point
+    # requantization that folds the output zero point into its rounding (per-channel scales, or one scale with a
+    # shift past the narrowing form's), no residual add or gate table, no halo ring or prefetch.
+    sweep: bool = False
+    asm: tuple[RowAsm, ...] = ()
+
+    @property
+    def vrmpy(self) -> bool:
+        """conv #1 multiplies with vrmpy(Vu.ub, Vv.b) on 4-pixel words (either form): its weights are the row
+        vectors of depthwise_weights_uint8.c.j2, and it weighs a channel tail block's padding lanes 0."""
+        return self.transposed or self.sweep
 
 
 def vector_op(config: Config, j: int) -> bool:
@@ -57,8 +77,16 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
     path, as does a first op whose input channels come in chunks."""
     chosen = tuple(o.index for o in ops if not o.pool and vector_op(config, o.index) and o.col_lo == 0
                    and (o.index > 1 or plan.c_split == 1))
+    first = ops[0] if ops else None
+    sweep = (1 in chosen and first.last and config.ops[0].pad[1] == 1 and plan.halo is not Halo.REUSE
+             and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None
+             and not first.table and not first.requantizer.shift_only and first.requantizer.folds_zero_point
+             and not first.requantizer.narrows)
+    clamps = (first.q_min > 0, first.q_max < 255) if sweep else (False, False)
+    asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows, lanes)
+                for lanes in (False, True) for rows in (1, 2)) if sweep else ()
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
-                     transposed=1 in chosen)
+                     transposed=1 in chosen and not sweep, sweep=sweep, asm=asm)
 
 
 def single_input_stripe(config: Config, plan: Plan | None) -> bool:

@@ -62,8 +62,10 @@ def _rewrite(nodes: tuple[Node, ...], calls: dict[Step, str], after: dict[str, s
     return tuple(out)
 
 
-def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
-    """uint8: vrmpy helpers; `keep`: input rows a stripe keeps for the next with halo reuse (0: none)."""
+def uint8_kernel(config: Config, plan: Plan, keep: int, direct: bool = False) -> Function:
+    """uint8: vrmpy helpers; `keep`: input rows a stripe keeps for the next with halo reuse (0: none); `direct`:
+    a lone depthwise conv swept from the input tensor to the output tensor (depthwise.Depthwise.sweep), so the
+    stripe has no cache read or write-back to call."""
     n = len(config.ops)
     nb = "nb" if config.input_shape[0] > 1 else "0"
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
@@ -79,6 +81,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
             f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, {keep}, {rows - keep}{ko});")
     else:
         calls[Step(Phase.INPUT_READ)] = f"{NAMES.input_read()}(input, input_cache, {nb}, ho_outer, 0, {rows}{ci}{ko});"
+    if direct:
+        calls[Step(Phase.INPUT_READ)] = "/* none: the depthwise sweep reads its rows from the input */"
+        calls[Step(Phase.WRITE_BACK)] = "/* none: the depthwise sweep stores into the output */"
     # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch); only a dense
     # op reads them (a grouped one corrects its input zero point per output channel instead).
     dense = [op.groups == 1 and not op.pool for op in config.ops]
@@ -109,6 +114,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int) -> Function:
                else f", input, {nb}" if residual == 0 else f", {temp_names[residual - 1]}, 0")
         calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}({sources[j - 1]}, {weights}, pixel_sums, wcorr, {dst}, {ko}, "
                                  f"ho_outer{res}{', (int32_t *)acc_cache, ci_outer' if chunked else ''});")
+        if direct:
+            calls[Step(Phase.CONV, j)] = (f"{NAMES.conv(j)}(input, {weights}, pixel_sums, wcorr, output, {ko}, "
+                                          f"ho_outer, {nb});")
     # as the plan's tensors list them: the input, a filter per conv, the int32 biases, the side inputs
     params = [Param(name="input", ctype="const uint8_t *restrict")]
     params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j, op in enumerate(config.ops, start=1)

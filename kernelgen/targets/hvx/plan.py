@@ -41,7 +41,7 @@ from ...planner.geometry import Geometry, geometry, shapes, stripes
 from ...quant import Requant, ResidualAdd, op_quants
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
 from .dense import DenseBlocking, dense_blocking
-from .depthwise import depthwise_pixels
+from .depthwise import depthwise, depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .requantizer import FloatSplit, PoolRequant, Requantizer
 from .kernels import qf32_kernel, uint8_kernel
@@ -296,7 +296,7 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
               f"the workspace needs {workspace_bytes} bytes of VTCM (caches {plan.workspace_bytes} + helper "
               f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
               + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
-    kernel = uint8_kernel(config, plan, _ring_keep(config, plan)) if uint8 else plan.kernel
+    kernel = uint8_kernel(config, plan, _ring_keep(config, plan), depthwise(config, plan, ops).sweep) if uint8 else plan.kernel
     qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo is not Halo.REUSE
                                                 and plan.c_split == 1 and not config.side_inputs
                                                 and not any(op.pool for op in config.ops)) else None)
