@@ -120,6 +120,9 @@ class VulkanOp:
     fast_chunks: int = 0
     group_read: str = "lanes"
     group_of: str = ""  # GLSL for k / group_out (0 <= k < out_c), in multiplies and shifts
+    # a depthwise conv with multiplier 1 and whole chunks, its taps unrolled: per kernel row each output row's input
+    # segment (ROW vec4s) is fetched once and shared by the taps of the pixels it serves, as the dense path does
+    depthwise_rows: bool = False
 
     is_pool = False
 
@@ -404,7 +407,9 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
                      row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
                      rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1)
     if grouped:
-        reduction = dict(ic4_full=0, ic_tail=0, ic_unroll=1, row=0, rows=0, body=red.body, **grouped)
+        rows = grouped["fast_chunks"] == oc4 and not taps_loop
+        reduction = dict(ic4_full=0, ic_tail=0, ic_unroll=1, rows=0, body=red.body, depthwise_rows=rows,
+                         row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1 if rows else 0, **grouped)
     return VulkanOp(index=j, src=src, filter=filt, dst=dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
                     groups=groups, groups_oh=groups_oh, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),

@@ -42,9 +42,8 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 }
 
 
-// epilogue: conv + bias, then clamp to [0.0, 6.0]
+// epilogue: conv (+ bias, which started the accumulators), then clamp to [0.0, 6.0]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
-  v += bias[oc4];
   v = max(v, vec4(0.0));
   v = min(v, vec4(6.0));
   return v;
@@ -63,10 +62,14 @@ void main() {
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
-  [[unroll]] for (int i = 0; i < IVC_OH; ++i)
-    [[unroll]] for (int j = 0; j < IVC_OW; ++j)
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-        O[i][j][k] = vec4(0);
+  // The bias starts the accumulators: one read per owned chunk, not one per pixel in the epilogue (a storage
+  // read is a loop over the lanes on lavapipe; depthwise convs, 9 multiply-adds per output, felt it most).
+  [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+    vec4 b = bias[min(owned_chunk(wg_oc4, k), 35)];
+    [[unroll]] for (int i = 0; i < IVC_OH; ++i)
+      [[unroll]] for (int j = 0; j < IVC_OW; ++j)
+        O[i][j][k] = b;
+  }
 
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
@@ -142,7 +145,7 @@ const int KH = 3;
 const int KW = 3;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
 const int ROWS = 0;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 0;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROW = 10;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   // Spatial padding reads zeros: the read itself goes to a clamped pixel and a select drops it, with no branch
@@ -155,32 +158,6 @@ vec4 load_src(int n, int ih, int iw, int ic4) {
   return mix(vec4(0), v, inside);
 }
 
-
-float src_at(int n, int ih, int iw, int c) {  // one input element
-  int i = ((n*451584)+(ih*8064)+(iw*144)+c);
-  return float(texelFetch(src, i >> 2)[i & 3]);  // i >= 0: shifts, not a signed division
-}
-
-// groups 144: output channel k reads input channels k / 1 * 1 + rc, so each output chunk
-// has input elements of its own (not one input value against a filter chunk). texelFetch is an out-of-line call on
-// lavapipe: one element per lane
-int group_of(int k) {  // k / 1 for 0 <= k < 144: no division (Valhall has no multiply-high)
-  return k;
-}
-
-vec4 load_group(int n, int ih, int iw, int oc4, int rc) {
-  if (ih < 0 || ih >= 56 || iw < 0 || iw >= 56) {
-    return vec4(0);  // spatial padding: zeros
-  }
-  if (oc4 < 36) return load_src(n, ih, iw, oc4);  // depthwise, multiplier 1: the same chunk
-  vec4 v = vec4(0);
-  [[unroll]] for (int e = 0; e < 4; ++e) {
-    int k = 4 * oc4 + e;
-    if (k < 144) v[e] = src_at(n, ih, iw, group_of(k) * 1 + rc);
-  }
-  return v;
-}
-
 vec4 load_flt(int fh, int fw, int ci, int oc4) {
   oc4 = min(oc4, 35);  // chunks past the last are computed, never stored
   return flt[((fh*108)+(fw*36)+(ci*36)+oc4)];
@@ -191,9 +168,8 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 }
 
 
-// epilogue: conv + bias, then clamp to [0.0, 6.0]
+// epilogue: conv (+ bias, which started the accumulators), then clamp to [0.0, 6.0]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
-  v += bias[oc4];
   v = max(v, vec4(0.0));
   v = min(v, vec4(6.0));
   return v;
@@ -212,23 +188,31 @@ void main() {
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
-  [[unroll]] for (int i = 0; i < IVC_OH; ++i)
-    [[unroll]] for (int j = 0; j < IVC_OW; ++j)
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-        O[i][j][k] = vec4(0);
+  // The bias starts the accumulators: one read per owned chunk, not one per pixel in the epilogue (a storage
+  // read is a loop over the lanes on lavapipe; depthwise convs, 9 multiply-adds per output, felt it most).
+  [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+    vec4 b = bias[min(owned_chunk(wg_oc4, k), 35)];
+    [[unroll]] for (int i = 0; i < IVC_OH; ++i)
+      [[unroll]] for (int j = 0; j < IVC_OW; ++j)
+        O[i][j][k] = b;
+  }
 
-  // Per group channel rc and kernel row fh: each owned chunk's filter, then its input chunk at every
-  // pixel of the tile (kw unrolled); a depthwise 3x3 is 9 vec4 fmas per output chunk.
-  [[dont_unroll]] for (int rc = 0; rc < 1; ++rc) {
-    [[dont_unroll]] for (int fh = 0; fh < KH; ++fh) {
-      [[unroll]] for (int fw = 0; fw < KW; ++fw) {
-        [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-          int oc4 = owned_chunk(wg_oc4, k);
-          vec4 f = load_flt(fh, fw, rc, oc4);
-          [[unroll]] for (int i = 0; i < IVC_OH; ++i)
-            [[unroll]] for (int j = 0; j < IVC_OW; ++j)
-              O[i][j][k] = fma(load_group(n, (oh0 + i) * 1 + fh * 1 - 1, (ow0 + j) * 1 + fw * 1 - 1, oc4, rc), f, O[i][j][k]);
-        }
+  // Depthwise, multiplier 1: per kernel row, each owned chunk's KW taps, then each output row's input segment
+  // (ROW vec4s, padding read as zeros without a branch) fetched once for the KW taps of all its pixels: on
+  // lavapipe a fetch per multiply-add left the 112x112x96 conv at 0.03 of the memory bandwidth.
+  [[dont_unroll]] for (int fh = 0; fh < KH; ++fh) {
+    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+      int oc4 = min(owned_chunk(wg_oc4, k), 35);  // chunks past the last are computed, never stored
+      vec4 F[KW];
+      [[unroll]] for (int fw = 0; fw < KW; ++fw)
+        F[fw] = load_flt(fh, fw, 0, oc4);
+      [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
+        vec4 R[ROW];
+        [[unroll]] for (int r = 0; r < ROW; ++r)
+          R[r] = load_src(n, (oh0 + i) * 1 + fh * 1 - 1, ow0 * 1 - 1 + r, oc4);
+        [[unroll]] for (int j = 0; j < IVC_OW; ++j)
+          [[unroll]] for (int fw = 0; fw < KW; ++fw)
+            O[i][j][k] = fma(R[j * 1 + fw * 1], F[fw], O[i][j][k]);
       }
     }
   }
@@ -285,9 +269,8 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 }
 
 
-// epilogue: conv + bias + input, then clamp to [-inf, inf]
+// epilogue: conv (+ bias, which started the accumulators) + input, then clamp to [-inf, inf]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
-  v += bias[oc4];
   v += res[((n*18816)+(oh*336)+(ow*6)+oc4)];
   return v;
 }
@@ -305,10 +288,14 @@ void main() {
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
-  [[unroll]] for (int i = 0; i < IVC_OH; ++i)
-    [[unroll]] for (int j = 0; j < IVC_OW; ++j)
-      [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-        O[i][j][k] = vec4(0);
+  // The bias starts the accumulators: one read per owned chunk, not one per pixel in the epilogue (a storage
+  // read is a loop over the lanes on lavapipe; depthwise convs, 9 multiply-adds per output, felt it most).
+  [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+    vec4 b = bias[min(owned_chunk(wg_oc4, k), 5)];
+    [[unroll]] for (int i = 0; i < IVC_OH; ++i)
+      [[unroll]] for (int j = 0; j < IVC_OW; ++j)
+        O[i][j][k] = b;
+  }
 
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
