@@ -33,12 +33,13 @@ OP_START = {"opencl": r"__kernel ", "vulkan": r"#if KG_OP == \d+"}
 SOURCE = {"opencl": "chain4.cl", "vulkan": "chain4.comp"}
 # mutation -> (op, {target: (old, new)}): the text in that op's code and what it becomes
 MUTATIONS = {
-    "bias dropped": (2, {"opencl": ("acc0_0 + bias_0", "acc0_0"), "vulkan": ("  v += bias[oc4];", "")}),
+    "bias dropped": (2, {"opencl": ("acc0_0 + bias_0", "acc0_0"),  # vulkan: the bias starts the accumulators
+                         "vulkan": ("b = bias[min(owned_chunk(wg_oc4, k), ", "b = 0.0 * bias[min(owned_chunk(wg_oc4, k), ")}),
     "one channel's taps skipped": (2, {
         "opencl": ("acc0_0 = fma((float16)(x0.s1), w1_0, acc0_0);", ";"),
         "vulkan": ("O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);", ";")}),
     "output scaled by 1.001": (2, {"opencl": ("  acc0_0 = fmin(", "  acc0_0 = 1.001f * fmin("),
-                                   "vulkan": ("  v += bias[oc4];", "  v += bias[oc4];\n  v *= 1.001;")}),
+                                   "vulkan": ("store_dst(n, oh, ow, oc4, epilogue(", "store_dst(n, oh, ow, oc4, 1.001 * epilogue(")}),
     "zeros written": (4, {"opencl": ("vstore4(acc", "vstore4(0.0f * acc"),
                           "vulkan": ("store_dst(n, oh, ow, oc4, epilogue(", "store_dst(n, oh, ow, oc4, 0.0 * epilogue(")}),
 }
