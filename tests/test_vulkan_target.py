@@ -18,6 +18,7 @@ from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
 from kernelgen.targets.vulkan.options import MAX_UNROLLED_BODY
+from kernelgen.targets.vulkan.defaults import DEVICE_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
 VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
@@ -164,7 +165,9 @@ def test_plan_tiles_dispatch_and_loop_count():
     assert op.wg_tile == (2, 8, 16) and op.ivc_tile == (2, 4, 2)
     assert op.groups == (2, 2, 5)  # 5 of 4 chunks of 16 channels, 9 of 8 columns, 10 of 2 rows
     assert op.fh_block == 3 and op.rows == 4 and op.row == 6  # every tap unrolled: 2 rows + 2, 4 columns + 2
-    assert op.trips == 1 + 1 * (2 + 2) and op.trips <= LOOP_LIMIT
+    # both input-channel chunks in one trip: 2 x 576 multiply-adds stay within lavapipe's trip_body (2,048)
+    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 9 * 4 <= DEVICE_DEFAULTS["lavapipe"].trip_body
+    assert op.trips == 1 + 1 * (2 + 2 // 2) and op.trips <= LOOP_LIMIT
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 
 
@@ -340,7 +343,43 @@ def test_every_default_kernel_unrolls_at_most_the_body_limit(repo):
 def test_the_body_counts_what_is_unrolled():
     config = _config("k3_pad1_tiles_not_dividing")  # [2, 4, 8] tile, 3x3, all taps unrolled, 2 input chunks
     op = plan_vulkan(config, plan(config)).ops[0]
-    assert op.fh_block == 3 and op.ic_unroll == 1 and op.body == 2 * 4 * 2 * 3 * 3 * 4
+    assert op.fh_block == 3 and op.ic_unroll == 2 and op.body == 2 * (2 * 4 * 2 * 3 * 3 * 4)
+
+
+def _pointwise(channels: int, out_channels: int, vulkan: str = "") -> str:
+    return (f"name: pw\ninput: {{shape: [1, 16, 16, {channels}], layout: NHWC}}\n"
+            f"ops: [{{conv2d: {{out_channels: {out_channels}, kernel: 1}}}}]\n{vulkan}targets: [vulkan]\n")
+
+
+@pytest.mark.parametrize("channels, unroll", [(128, 4), (96, 4), (40, 2), (36, 1), (4, 1)])
+def test_lavapipe_unrolls_input_chunks_to_its_trip_body(channels, unroll):
+    """A 1x1 conv at lavapipe's 4x8x16 tile: 512 multiply-adds per input chunk, so 4 chunks per trip (2,048, the
+    profile's trip_body) where the chunks divide by 4, else the largest power of two that divides them; a GPU
+    profile keeps one chunk per trip."""
+    config = parse_config(_pointwise(channels, 128), "pw.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert op.ivc_tile == (4, 8, 4) and op.ic_unroll == unroll and op.body == 512 * unroll <= 2048
+    assert f"icb += {unroll})" in TARGETS["vulkan"].build(config, plan(config)).files["pw.comp"]
+    gpu = parse_config(_pointwise(channels, 128, "vulkan: {device: rdna2}\n"), "pw.yaml")
+    assert plan_vulkan(gpu, plan(gpu)).ops[0].ic_unroll == 1
+
+
+@pytest.mark.parametrize("out_channels, vulkan, pairs", [
+    (128, "", True),  # 16 pairs: each of the 8 lanes owns 2
+    (64, "", True),
+    (32, "", False),  # pairs would fill 4 of the 8 lanes
+    (96, "", False),  # 12 pairs for 8 lanes: a quarter of the last step idle, where 24 chunks fill 8 x 3
+    (192, "", True),
+    (128, "vulkan: {wide_store: false}\n", False),
+    (32, "vulkan: {wide_store: true}\n", True),
+    (128, "vulkan: {ivc_tile: [4, 8, 4]}\n", False),  # an explicit tile of one chunk
+    (128, "vulkan: {device: rdna2}\n", False),
+])
+def test_wide_store_is_lavapipes_default_where_pairs_fill_the_lanes(out_channels, vulkan, pairs):
+    config = parse_config(_pointwise(16, out_channels, vulkan), "pw.yaml")
+    vk = plan_vulkan(config, plan(config))
+    assert vk.ops[0].lane_chunks == (2 if pairs else 1)
+    assert bool(vk.ops[0].pair_index) == pairs
 
 
 WIDE_ROW = ("name: wide_row\ninput: {shape: [1, 20, 64, 32], layout: NHWC}\nops:\n"

@@ -31,6 +31,16 @@ POINTWISE_IVC_TILE = (4, 8, 16)
 # against 0.53-0.55 (3x3 258x258x16 -> 256), quiet host, same runs. Strided convs keep 4x16x8: at stride 2 the 3x3
 # 225x225x3 -> 32 ran 0.19 with 8x8 against 0.24.
 SQUARE_IVC_TILE = (8, 8, 8)
+# llvmpipe runs a kept loop as a divergent one: at each back-edge every value the loop carries is copied under
+# the lanes' mask, a load, a vblendvps and a store per 8-lane vector, 512 of them for 128 vec4 accumulators. A 1x1
+# conv's trip over one input-channel chunk holds 512 multiply-adds (4 per accumulator) and those copies took a
+# quarter of its time (benchmarks/lavapipe_profile.py); 4 chunks per trip (2,048) ran 0.56 of the probe against
+# 0.51, 8 chunks (4,096) 0.53 (1x1 64x64x128, alternating runs, busy host). A 3x3's 8x8x8 tile already holds
+# 4,608 per chunk.
+LAVAPIPE_TRIP_BODY = 2048
+# lavapipe's storage-buffer store is a loop over the 8 lanes per vector stored; a pair of chunks as one vector of
+# 64-bit words halves those loops (wide_store): 1x1 64x64x128 0.49 -> 0.53 of the probe, 3x3 64x64x128
+# 0.82 -> 0.90, 3x3 258x258x16 -> 256 0.60 -> 0.68 (same runs, busy host).
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,11 @@ class DeviceDefaults:
     # the kw taps in a loop the compiler keeps, each input vec4 fetched at its use (with filter_at_use); unrolled,
     # a compiler that issues every fetch of the row ahead holds them all (VulkanOp.taps_at_use)
     taps_in_loop: bool = False
+    # input-channel chunks per trip of the channel loop until a trip holds this many vec4 multiply-adds (0: one
+    # chunk, or as the loop-count limit needs): VulkanOp.ic_unroll
+    trip_body: int = 0
+    # vulkan.wide_store when the config leaves it unset (plan._wide_store says where it applies)
+    wide_store: bool = False
 
 
 def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
@@ -62,7 +77,7 @@ def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int,
 
 DEVICE_DEFAULTS = {
     "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True,
-                               scalar_texel_reads=True),
+                               scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
     "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),

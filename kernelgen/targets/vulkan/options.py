@@ -40,10 +40,12 @@ class VulkanModel(StrictModel):
         default="lavapipe", description="the device profile the defaults come from (kernelgen devices): 'lavapipe' "
                                         "(tuned on Mesa's CPU driver), 'rdna2', 'adreno-7xx', 'adreno-6xx' or "
                                         "'mali-valhall'")
-    wide_store: StrictBool = Field(
-        default=False, description="true or false: with true, an invocation owns pairs of adjacent vec4 channel "
-                                   "chunks and stores each pair as one vector of 64-bit words (chunk by chunk on a "
-                                   "profile without shaderInt64)")
+    wide_store: Union[StrictBool, None] = Field(
+        default=None, description="true or false: with true, an invocation owns pairs of adjacent vec4 channel "
+                                  "chunks and stores each pair as one vector of 64-bit words (chunk by chunk on a "
+                                  "profile without shaderInt64); unset: the device profile's choice (lavapipe: true "
+                                  "where every conv's output channels are a multiple of 8 and fill the workgroup's "
+                                  "lanes with pairs)")
 
 
 def vulkan_options(config: Config) -> VulkanModel:

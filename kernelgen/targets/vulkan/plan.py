@@ -37,8 +37,8 @@ from ...layout import PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, quotient_text,
                      residual_access, vec_ok)
-from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
-from .defaults import DEVICE_DEFAULTS, default_tile_for
+from .options import MAX_UNROLLED_BODY, VulkanModel, check_accumulators, check_body, vulkan_options
+from .defaults import DEVICE_DEFAULTS, DeviceDefaults, default_tile_for
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
 
@@ -183,12 +183,14 @@ class _Reduction:
 
 
 def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll_rows: bool,
-               taps_loop: bool = False) -> _Reduction:
+               taps_loop: bool = False, trip_body: int = 0) -> _Reduction:
     """How a dense conv's reduction runs for an invocation tile: kh unrolled too when the body stays small
     enough for lavapipe's LLVM to compile quickly and both reads are texel fetches (a scalar storage read is a
     per-lane loop of its own: unrolled by the hundreds it bloats the code for little gain); the input-channel
     loop unrolled until one invocation's loop back-edges fit lavapipe's limit. A grouped conv keeps its rc and
-    fh loops and unrolls the kw taps. `taps_loop`: the kw taps stay a loop too (a profile's taps_in_loop)."""
+    fh loops and unrolls the kw taps. `taps_loop`: the kw taps stay a loop too (a profile's taps_in_loop).
+    `trip_body` (a profile's, 0: none): more input-channel chunks per trip while a trip's multiply-adds stay
+    within it (DeviceDefaults.trip_body says why)."""
     kh, kw = op.kernel
     taps = kw + 1 if taps_loop else 0  # the kw loop's back-edges and exit, per instance
     if op.groups > 1:
@@ -210,12 +212,29 @@ def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll
         unroll *= 2
     while ic4_full % unroll:
         unroll //= 2
-    body = iow * k4 * 4 if taps_loop else unroll * body // kh * fh_block
+    chunk_body = body // kh * fh_block  # multiply-adds of one chunk's trip
+    while trip_body and not taps_loop and ic4_full % (2 * unroll) == 0 and 2 * unroll * chunk_body <= trip_body:
+        unroll *= 2
+    body = iow * k4 * 4 if taps_loop else unroll * chunk_body
     return _Reduction(fh_block=fh_block, ic_unroll=unroll, trips=trips_at(unroll), body=body)
 
 
 def _choice(value, default):
     return tuple(value) if value is not None else default
+
+
+def _wide_store(options: VulkanModel, defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, int],
+                ivc: tuple[int, int, int] | None) -> bool:
+    """The config's wide_store, else the profile's where chunk pairs suit every conv: its output channels in
+    whole pairs for each of the workgroup's x lanes (on lavapipe a 32-channel conv would leave half its 8 lanes
+    idle: 3x3 s2 225x225x3 -> 32 fell from 0.32 to 0.24 of the probe; 96 channels would leave a quarter of the
+    last step's lanes idle, where single chunks fill them) and, when the config sets the tile, whole pairs."""
+    if options.wide_store is not None:
+        return options.wide_store
+    pairs = 8 * wg[0]
+    convs = [op for op in plan.ops if not op.pool]
+    return (defaults.wide_store and all(op.out_shape[3] % pairs == 0 for op in convs)
+            and (ivc is None or ivc[2] % 8 == 0) and (options.wg_tile is None or options.wg_tile[2] % pairs == 0))
 
 
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
@@ -226,7 +245,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     profile = device_profile(options.device)
     wg = wg_size or _choice(options.wg_size, defaults.wg_size)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
-    lanes = 2 if options.wide_store else 1
+    lanes = 2 if _wide_store(options, defaults, plan, wg, ivc) else 1
     if min(wg) < 1 or math.prod(wg) > profile.max_workgroup:
         raise _problem(config, "vulkan.wg_size", f"expected 3 positive ints with a product <= {profile.max_workgroup} "
                                f"({profile.name}'s workgroup limit), got {list(wg)}")
@@ -274,7 +293,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
                            unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
                            default_tile=default_tile, scalar_texels=defaults.scalar_texel_reads,
-                           taps_loop=taps_loop)
+                           taps_loop=taps_loop, trip_body=defaults.trip_body)
         lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
@@ -329,7 +348,8 @@ def _padding_problem(config: Config, y_tl: TensorLayout, j: int) -> ConfigError:
 def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
              ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
              scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True,
-             default_tile: bool = False, scalar_texels: bool = False, taps_loop: bool = False) -> VulkanOp:
+             default_tile: bool = False, scalar_texels: bool = False, taps_loop: bool = False,
+             trip_body: int = 0) -> VulkanOp:
     j = op.index
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
@@ -349,10 +369,10 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     # depthwise 3x3 of configs/mobilenet_v2_block.yaml from 7.7 to 32 s of CPU to compile cold
     f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4,
                read=op.groups == 1)
-    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop)
+    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop, trip_body)
     while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop, trip_body)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
     groups_oh = -(-out_h // wg_tile[0])

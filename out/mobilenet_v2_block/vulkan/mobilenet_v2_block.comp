@@ -8,8 +8,8 @@
 // conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 24] -> out [1, 56, 56, 144], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
-// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 9 loop back-edges per invocation (limit 65535)
-// 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
+// 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -76,8 +76,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 6; icb += 1) {
-      [[unroll]] for (int u = 0; u < 1; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 6; icb += 2) {
+      [[unroll]] for (int u = 0; u < 2; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];
@@ -233,8 +233,8 @@ void main() {
 // conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 24], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
-// dispatch [1, 7, 7] workgroups of [8, 1, 1]; 39 loop back-edges per invocation (limit 65535)
-// 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 7, 7] workgroups of [8, 1, 1]; 12 loop back-edges per invocation (limit 65535)
+// 1024 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp2 (vec4), flt = filter3 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -302,8 +302,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 36; icb += 1) {
-      [[unroll]] for (int u = 0; u < 1; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 36; icb += 4) {
+      [[unroll]] for (int u = 0; u < 4; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];

@@ -3,23 +3,24 @@
    Do not edit: change the config or the template and run `kernelgen build`. */
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_ARB_gpu_shader_int64 : require
 
 #if KG_OP == 1
 // conv2d #1: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 64, 64, 128], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
-// 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 11 loop back-edges per invocation (limit 65535)
+// 2048 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
 
 const int IVC_OH = 4;
 const int IVC_OW = 8;
 const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
-const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
+const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -35,14 +36,21 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
   return vec4(texelFetch(flt, ((fh*4096)+(fw*4096)+(ci*32)+oc4)));
 }
 
-void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
-  dst[((n*131072)+((oh>>3)*16384)+((ow>>3)*2048)+((oc4>>3)*512)+((oh&7)*64)+((ow&7)*8)+(oc4&7))] = v;
+// wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
+// one store where two vec4 stores would each run lavapipe's per-lane store loop.
+uint64_t word(vec2 v) {  // 2 channels
+  return packUint2x32(floatBitsToUint(v));
+}
+
+void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
+  int oc8 = oc4 / 2;
+  dst[((n*65536)+((oh>>3)*8192)+((ow>>3)*1024)+((oc8>>2)*256)+((oh&7)*32)+((ow&7)*4)+(oc8&3))] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
-  return first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+  return first + 16 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
 }
 
 void main() {
@@ -63,8 +71,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 1) {
-      [[unroll]] for (int u = 0; u < 1; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 4) {
+      [[unroll]] for (int u = 0; u < 4; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];
@@ -101,9 +109,9 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 2) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        store_dst(n, oh, ow, oc4, O[i][j][k]);
+        store_pair(n, oh, ow, oc4, O[i][j][k], O[i][j][k + 1]);
       }
     }
   }
@@ -114,18 +122,18 @@ void main() {
 // conv2d #2: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 64, 64, 128], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 35 loop back-edges per invocation (limit 65535)
-// 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 11 loop back-edges per invocation (limit 65535)
+// 2048 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
 
 const int IVC_OH = 4;
 const int IVC_OW = 8;
 const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
-const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
+const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -141,14 +149,21 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
   return vec4(texelFetch(flt, ((fh*4096)+(fw*4096)+(ci*32)+oc4)));
 }
 
-void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
-  dst[((n*131072)+((oh>>3)*16384)+((ow>>3)*2048)+((oc4>>3)*512)+((oh&7)*64)+((ow&7)*8)+(oc4&7))] = v;
+// wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
+// one store where two vec4 stores would each run lavapipe's per-lane store loop.
+uint64_t word(vec2 v) {  // 2 channels
+  return packUint2x32(floatBitsToUint(v));
+}
+
+void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
+  int oc8 = oc4 / 2;
+  dst[((n*65536)+((oh>>3)*8192)+((ow>>3)*1024)+((oc8>>2)*256)+((oh&7)*32)+((ow&7)*4)+(oc8&3))] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
-  return first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+  return first + 16 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
 }
 
 void main() {
@@ -169,8 +184,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 1) {
-      [[unroll]] for (int u = 0; u < 1; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 4) {
+      [[unroll]] for (int u = 0; u < 4; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];
@@ -207,9 +222,9 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 2) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        store_dst(n, oh, ow, oc4, O[i][j][k]);
+        store_pair(n, oh, ow, oc4, O[i][j][k], O[i][j][k + 1]);
       }
     }
   }

@@ -3,23 +3,24 @@
    Do not edit: change the config or the template and run `kernelgen build`. */
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_ARB_gpu_shader_int64 : require
 
 #if KG_OP == 1
 // conv2d #1: Input[1x33x33x3]xFilter[3x3x3x32]/Stride[2x2]/Tile[1x4x16]/WGSize[2x2x2]/f32
 // in [1, 33, 33, 3] -> out [1, 16, 16, 32], kernel [3, 3], stride [2, 2], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [2, 8, 32], invocation tile [oh, ow, vec4 chunks] = [1, 4, 4]
 // dispatch [1, 2, 8] workgroups of [2, 2, 2]; 3 loop back-edges per invocation (limit 65535)
-// 576 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// 1152 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
 
 const int IVC_OH = 1;
 const int IVC_OW = 4;
 const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
-const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
+const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
@@ -41,14 +42,21 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
   return vec4(texelFetch(flt, ((fh*72)+(fw*24)+(ci*8)+oc4)));
 }
 
-void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
-  dst[((n*2048)+(oh*128)+(ow*8)+oc4)] = v;
+// wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
+// one store where two vec4 stores would each run lavapipe's per-lane store loop.
+uint64_t word(vec2 v) {  // 2 channels
+  return packUint2x32(floatBitsToUint(v));
+}
+
+void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
+  int oc8 = oc4 / 2;
+  dst[((n*1024)+(oh*64)+(ow*4)+oc8)] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
-  return first + 2 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+  return first + 4 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
 }
 
 void main() {
@@ -103,9 +111,9 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 2) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        store_dst(n, oh, ow, oc4, O[i][j][k]);
+        store_pair(n, oh, ow, oc4, O[i][j][k], O[i][j][k + 1]);
       }
     }
   }

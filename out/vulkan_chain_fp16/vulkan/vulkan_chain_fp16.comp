@@ -169,8 +169,8 @@ void main() {
 // conv2d #2: Input[1x20x18x10]xFilter[3x3x10x16]/Stride[2x2]/Tile[2x4x8]/WGSize[2x2x2]/f16
 // in [1, 20, 18, 10] -> out [1, 10, 9, 16], kernel [3, 3], stride [2, 2], pad [1, 1, 1, 1], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 16], invocation tile [oh, ow, vec4 chunks] = [2, 4, 2]
-// dispatch [1, 2, 3] workgroups of [2, 2, 2]; 5 loop back-edges per invocation (limit 65535)
-// 576 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 2, 3] workgroups of [2, 2, 2]; 4 loop back-edges per invocation (limit 65535)
+// 1152 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -242,8 +242,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 2; icb += 1) {
-      [[unroll]] for (int u = 0; u < 1; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 2; icb += 2) {
+      [[unroll]] for (int u = 0; u < 2; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         f16vec4 F[FHB][KW][4][IVC_OC];
