@@ -144,7 +144,6 @@ const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_stor
 const int KH = 3;
 const int KW = 3;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 0;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 10;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
