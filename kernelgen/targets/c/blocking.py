@@ -23,7 +23,7 @@ from ...planner import compose_stripes, fitted_config
 from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
 from .rowcopy import row_reads
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
-                          Tile, channels_contiguous, columns_contiguous, part, separable, tile_nodes)
+                          Tile, channels_contiguous, columns_contiguous, fresh_rows, part, separable, tile_nodes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,10 +254,7 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
                        col=E.to_c(E.simplify(geo.col_start[0], bounds)), rows=shape_list[0][1], cols=shape_list[0][2],
                        row_offset=part(full, "h", E.Var("ih"), wide) + (
                            f" + {part(full, 'n', E.Var('nb'), bounds)}" if shape_list[0][0] > 1 else ""),
-                       col_offset=part(full, "w", E.Var("iw"), wide),
-                       # rows the output row before did not read (the last `stride` kernel rows at dilation 1)
-                       fresh_rows=tuple(r for r in range(op.kernel[0])
-                                        if r * op.dilation[0] + op.stride[0] > (op.kernel[0] - 1) * op.dilation[0]),
+                       col_offset=part(full, "w", E.Var("iw"), wide), fresh_rows=fresh_rows(op),
                        ahead=PREFETCH_TILES * pixels * op.stride[1], lines=-(-live * LANES // LINE_FLOATS),
                        channel=part(full, "c", E.mul(E.Var(ko_var), cut.channels), bounds))
         channel = part(full, "c", k_first, bounds)

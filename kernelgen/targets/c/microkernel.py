@@ -11,7 +11,8 @@ Sums land in `tile[pixels][k_block]`, from which the planner's own per-pixel sto
 
 A depthwise conv that reads the kernel's input straight (`direct`) skips the input cache: each tap's pointer is
 the input pixel, or a zero vector where the tap falls in the conv padding, so every input byte is read from memory
-once and the copy into the cache (memory bound, then the compute: the two in sequence) is gone.
+once and the copy into the cache (memory bound, then the compute: the two in sequence) is gone. Such a tile also
+prefetches the input rows that come from memory (`fresh_rows`) a few tiles ahead (see PREFETCH_TILES).
 
 Source positions are read through the window's layout split into a row, a column and a channel part (every
 string layout and index map whose axes each use one dim splits so); columns are clamped into the window, so the
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...layout import TensorLayout
-from ...plan import Block, Guard, Loop, Node, Stmt
+from ...plan import Block, Guard, Loop, Node, OpGeometry, Stmt
 
 LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
 HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit
@@ -240,6 +241,12 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
              ] if t.direct is not None else []
     return (*zeros, Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *_prefetch(t), *clamps,
             Loop(var="kg", extent=(t.live_vectors or t.k_block // LANES) // g, body=body))
+
+
+def fresh_rows(op: OpGeometry) -> tuple[int, ...]:
+    """The kernel rows whose input row the output row before did not read: the last `stride` at dilation 1."""
+    (kh, _), stride, dilation = op.kernel, op.stride[0], op.dilation[0]
+    return tuple(r for r in range(kh) if r * dilation + stride > (kh - 1) * dilation)
 
 
 def _prefetch(t: Tile) -> tuple[Node, ...]:
