@@ -21,7 +21,7 @@ tile's tail pixels (past the row, or in a consumer's padding) read real cache da
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import kernelgen.expr as E
 from ...layout import TensorLayout
@@ -55,6 +55,7 @@ class Direct:
     ahead: int = 0
     lines: int = 0
     channel: str = "0"  # the element offset of the tile's first channel
+    col_step: int = 0  # elements between two input columns, where that is one number (NHWC: the channels); else 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +155,15 @@ def columns_contiguous(layout: TensorLayout) -> bool:
     return all(E.evaluate(offset, {"w": w}) == w for w in range(width))
 
 
+def column_step(layout: TensorLayout) -> int:
+    """Elements between two consecutive columns, where every column is that far from the one before (else 0)."""
+    width = layout.logical_shape[2]
+    offsets = [E.evaluate(layout.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(w), "c": E.Const(0)},
+                                             {}), {}) for w in range(width)]
+    step = offsets[1] - offsets[0] if width > 1 else 0
+    return step if all(b - a == step for a, b in zip(offsets, offsets[1:])) else 0
+
+
 def _clamp(name: str, offset: str, limit: int) -> Stmt:
     return Stmt(code=f"const int {name} = KG_CLAMP({offset}, 0, {limit});", summary=f"{name} = column in the window")
 
@@ -221,13 +231,33 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
         taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}_{i}, KG_LOAD(x{p}_{rw} + {t.vector_channels[i]}), "
                                     f"KG_LOAD(w{rw} + {i * LANES}));" for i in i_range),
                       summary=f"a{p}_* += tap (rh, {rw})") for p in p_range]
+    loop = Loop(var="kg", extent=(t.live_vectors or t.k_block // LANES) // g, body=_group(t, tuple(taps)))
+    loops: tuple[Node, ...] = (loop,)
+    if t.direct is not None and t.direct.col_step:
+        # a tile whose window lies inside the input (all but the border tiles): one pointer per input row and taps
+        # at constant offsets from it, where the others select each tap's pixel or the zeros (112x112x96 in a C
+        # harness, cold 0.79 -> 0.76 ms on huge pages)
+        inside = _inside(t)
+        loops = (Guard(cond=f"KG_LIKELY({inside})", body=(replace(loop, body=_group(t, _inside_taps(t))),)),
+                 Guard(cond=f"!({inside})", body=(loop,)))
+    clamps = [] if t.direct is not None else [
+        _clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in range((t.pixels - 1) * t.stride + span + 1)]
+    zeros = [Stmt(code=f"static const float kg_zeros[{g * LANES}] = {{0}};", summary="kg_zeros = the conv padding")
+             ] if t.direct is not None else []
+    return (*zeros, Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *_prefetch(t), *clamps,
+            *loops)
+
+
+def _group(t: Tile, taps: tuple[Node, ...]) -> tuple[Node, ...]:
+    """One group of channel vectors: accumulators zeroed, every kernel row's `taps`, the sums stored in the tile."""
+    p_range, i_range = range(t.pixels), range(t.groups)
     accumulate: tuple[Node, ...] = (
         Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"),
-        Loop(var="rh", extent=t.kernel[0], body=tuple(taps)))
+        Loop(var="rh", extent=t.kernel[0], body=taps))
     if t.present:  # a channel stripe's tail past the op's channels: no source to read, the sums stay 0
         accumulate = (Guard(cond=t.present, body=accumulate),)
-    body: tuple[Node, ...] = (
-        Stmt(code=f"const int kv = kg * {g};", summary="kv = the group's first channel vector"),
+    return (
+        Stmt(code=f"const int kv = kg * {t.groups};", summary="kv = the group's first channel vector"),
         Stmt(code=f"const float *wk = filter_cache + {t.filter_block};", summary="wk = the group's filter vectors"),
         Stmt(code="KG_OPAQUE(wk);", summary="wk, opaque: its loads stay in the pixel loop"),
         *(Stmt(code="kg_vf " + ", ".join(f"a{p}_{i} = KG_ZERO" for i in i_range) + ";", summary="accumulators = 0")
@@ -235,12 +265,31 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
         *accumulate,
         *(Stmt(code=" ".join(f"KG_STORE(tile + {p * t.k_block} + (kv + {i}) * {LANES}, a{p}_{i});" for i in i_range),
                summary=f"tile[{p}] = a{p}_*") for p in p_range))
-    clamps = [] if t.direct is not None else [
-        _clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in range((t.pixels - 1) * t.stride + span + 1)]
-    zeros = [Stmt(code=f"static const float kg_zeros[{g * LANES}] = {{0}};", summary="kg_zeros = the conv padding")
-             ] if t.direct is not None else []
-    return (*zeros, Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *_prefetch(t), *clamps,
-            Loop(var="kg", extent=(t.live_vectors or t.k_block // LANES) // g, body=body))
+
+
+def _inside(t: Tile) -> str:
+    """C: whether every tap of the tile reads an input pixel (rows grow with rh, columns with the pixel and rw)."""
+    d = t.direct
+    reach = (t.pixels - 1) * t.stride + (t.kernel[1] - 1) * t.dilation
+    first, last = (re.sub(r"\brh\b", str(r), d.row) for r in (0, t.kernel[0] - 1))
+    return f"{first} >= 0 && {last} < {d.rows} && {d.col} + xb >= 0 && {d.col} + xb + {reach} < {d.cols}"
+
+
+def _inside_taps(t: Tile) -> tuple[Node, ...]:
+    """A kernel row of a tile inside the input: its first pixel's pointer, every tap at a constant offset."""
+    d = t.direct
+    first = re.sub(r"\biw\b", f"({d.col} + xb)", d.col_offset)
+    taps: list[Node] = [Stmt(code=f"const int ih = {d.row};", summary="ih = input row"),
+                        Stmt(code=f"const float *const x = input + {d.row_offset} + {first} + ch;",
+                             summary="x = the tile's first input pixel in row ih")]
+    for rw in range(t.kernel[1]):
+        taps.append(Stmt(code=f"const float *const w{rw} = wk + (rh * {t.kernel[1]} + {rw}) * {t.filter_tap};",
+                         summary=f"w{rw} = tap (rh, {rw})"))
+        taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}_{i}, KG_LOAD(x + {(p * t.stride + rw * t.dilation) * d.col_step} + "
+                                    f"{t.vector_channels[i]}), KG_LOAD(w{rw} + {i * LANES}));"
+                                    for i in range(t.groups)),
+                      summary=f"a{p}_* += tap (rh, {rw})") for p in range(t.pixels)]
+    return tuple(taps)
 
 
 def fresh_rows(op: OpGeometry) -> tuple[int, ...]:
