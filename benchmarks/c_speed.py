@@ -1,7 +1,7 @@
 """The c target against one core of this host (issue 30): each conv validated, then timed beside the core's FMA
 peak and STREAM triad bandwidth measured in the same run, next to onnxruntime on one thread on the same conv.
 
-    python benchmarks/c_speed.py [--repeat 15] [--json results.json] [--numpy-placement]
+    python benchmarks/c_speed.py [--repeat 15] [--json results.json] [--small-pages] [--numpy-placement]
 
 Rows per conv, every repeat paired with the probes run right before it (a host shared with other work slows a
 probe and a kernel alike only when they run at the same moment; the medians of the paired ratios are printed):
@@ -12,9 +12,16 @@ probe and a kernel alike only when they run at the same moment; the medians of t
 `ratio` is the median of the paired ratios; `best/best` the fastest repeat against the highest probe reading, the
 two least disturbed by other work on a shared host. Dense convs are judged by GFLOP/s against the FMA peak, the
 depthwise conv by GB/s (input, filter, bias and output counted once each, as `kernelgen bench` counts them) against
-the triad. Ratios, not milliseconds, compare runs. The kernels' tensors start on 64-byte boundaries, as the network
-arena places them (CLibrary.arguments); --numpy-placement keeps numpy's (16 bytes: half the vector loads and stores
-of a depthwise conv then split across cache lines: 5-10% slower). onnxruntime reads numpy's arrays either way.
+the triad. Ratios, not milliseconds, compare runs.
+
+Placement (CLibrary.arguments, targets/c/placement.py): the kernels' tensors start on 64-byte boundaries, as the
+network arena places them, and those of 2 MiB or more on transparent huge pages, as the triad's arrays; onnxruntime's
+input too. Before, the probe ran on huge pages (numpy advises every allocation of 4 MiB or more) and a 4.6 MiB tensor
+had them only for the 2 MiB-aligned part inside its allocation, a different part each run: the hardware prefetchers
+stop at each 4 KiB page, so a kernel streaming its input from memory was judged on small pages against a probe on
+huge ones. --small-pages puts the kernels' tensors on 4 KiB pages, the probe keeping its huge pages (that unequal
+comparison, made the same every run). --numpy-placement keeps numpy's placement (16 bytes: half the
+vector loads and stores of a depthwise conv then split across cache lines: 5-10% slower).
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from kernelgen import api
 from kernelgen.emit import render
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets.c import C
+from kernelgen.targets.c.placement import placed
 from kernelgen.targets.c.roofline import Probes
 from kernelgen.targets.c.toolchain import Library, build_shared
 
@@ -65,7 +73,7 @@ def planner_loops(job, workdir: Path, flags: tuple[str, ...], tag: str) -> Libra
     return Library(build_shared([workdir / f"{tag}.c"], workdir / f"lib{tag}.so", flags=flags))
 
 
-def onnxruntime_run(shape: list[int], job, args) -> Callable[[], None]:
+def onnxruntime_run(shape: list[int], job, args, aligned: bool, huge_pages: bool) -> Callable[[], None]:
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -73,6 +81,7 @@ def onnxruntime_run(shape: list[int], job, args) -> Callable[[], None]:
     op = job.plan.ops[0]
     n, h, w, c = shape
     x = np.ascontiguousarray(args.logical["input"].transpose(0, 3, 1, 2))
+    x = placed(x, huge_pages) if aligned else x  # as the kernels' input (its output is onnxruntime's own)
     inits = [numpy_helper.from_array(args.logical["filter1"], "W")]
     inputs = ["x", "W"]
     if op.epilogue.bias:
@@ -120,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--numpy-placement", action="store_true",
                         help="the tensors where numpy puts them (16-byte aligned), not on 64-byte boundaries")
+    parser.add_argument("--small-pages", action="store_true",
+                        help="the kernels' tensors on 4 KiB pages (the probe keeps its huge pages)")
     options = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="kernelgen-c-speed-") as tmp:
@@ -132,14 +143,16 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(tmp) / f"speed{index}"
             work.mkdir()
             exe = C().compile(job, work)
-            arrays = exe.arguments(args, 0, aligned=not options.numpy_placement)
+            arrays = exe.arguments(args, 0, aligned=not options.numpy_placement, huge_pages=not options.small_pages)
             name = job.plan.name
             before, loops = planner_loops(job, work, BEFORE_FLAGS, "before"), planner_loops(job, work, exe.flags, "loops")
-            runs = {"before (loops, gcc -O2)": lambda: before.call(name, arrays),
-                    "loops -O3 -march=native": lambda: loops.call(name, arrays),
-                    "micro-kernel (now)": lambda: exe.call(arrays)}
+            # each call bound before timing (Library.bind): after the probe, the Python on the way to the call
+            # misses the caches too (~0.1 ms, counted against the kernel before)
+            runs = {"before (loops, gcc -O2)": before.bind(name, arrays),
+                    "loops -O3 -march=native": loops.bind(name, arrays), "micro-kernel (now)": exe.bind(arrays)}
             try:
-                runs["onnxruntime, 1 thread"] = onnxruntime_run(shape, job, args)
+                runs["onnxruntime, 1 thread"] = onnxruntime_run(shape, job, args, not options.numpy_placement,
+                                                                not options.small_pages)
             except ImportError as error:
                 print(f"onnxruntime row skipped: {error}")
             plan = job.plan

@@ -15,6 +15,7 @@ from kernelgen.cli import main
 from kernelgen.measure.compare import compare
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets.c import C
+from kernelgen.targets.c.microkernel import PREFETCH_TILES, column_step
 from kernelgen.targets.c.toolchain import Library, build_shared
 
 # name: (input shape, ops, input layout, output layout, schedule, micro-kernel per op: dense / depthwise / None)
@@ -37,6 +38,12 @@ CASES = {
     "depthwise_direct_batch2_w_split": ([2, 10, 13, 16], ["{out_channels: 16, kernel: 3, stride: 2, pad: [0, 1, 1, 2], "
                                                           "groups: 16, bias: true}"], "NHWC", "NHWC",
                                         "{k_block: 8, h_block: 2, w_block: 3, w_split: 1}", ["depthwise"]),
+    # stride 1, one stripe of 48 channels (three lines a pixel), and of 40 (the third line half used): a row narrower
+    # than the prefetch distance (every prefetch falls past it) and one wider (tiles prefetch, the last ones not)
+    "depthwise_direct_width3": ([1, 5, 3, 48], ["{out_channels: 48, kernel: 3, pad: 1, groups: 48, bias: true}"],
+                                "NHWC", "NHWC", "{k_block: 48}", ["depthwise"]),
+    "depthwise_direct_width21": ([1, 6, 21, 40], ["{out_channels: 40, kernel: 3, pad: 1, groups: 40, bias: true, "
+                                                  "activation: relu6}"], "NHWC", "NHWC", "{k_block: 40}", ["depthwise"]),
     "depthwise_5x5_dilated": ([1, 14, 15, 16], ["{out_channels: 16, kernel: 5, dilation: 2, pad: 4, groups: 16}"],
                               "NHWC", "NHWC", "{k_block: 16, h_block: 4}", ["depthwise"]),
     "inverted_residual_hardswish_chain": ([1, 10, 11, 16], ["{out_channels: 48, kernel: 1, bias: true, "
@@ -193,6 +200,51 @@ def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
         for extra in ((), ("-DKG_SCALAR",)):
             subprocess.run(["clang-19", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *extra, "-c",
                             str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)
+
+
+@pytest.mark.parametrize("name, step, pixels", [("depthwise_direct_width3", 48, 2), ("depthwise_direct_width21", 40, 2),
+                                                ("depthwise_24_stride2_width13", 24, 7),
+                                                ("depthwise_direct_batch2_w_split", 16, 3),
+                                                ("depthwise_5x5_dilated", 16, 6)])
+def test_a_direct_depthwise_tile_inside_the_input_reads_taps_at_constant_offsets(name, step, pixels):
+    """Tiles whose window lies inside the input take one pointer per input row (taps at column_step multiples);
+    border tiles keep the per-tap selects. test_micro_kernels_match_numpy runs both (2 to 7 pixels a tile, strides
+    1 and 2, dilation 2, batch 2, uneven padding; width 3: no tile inside, each reaches the padding)."""
+    _, job = _job(name)
+    tile = job.target_plan.tiles[0]
+    assert (tile.direct.col_step, tile.pixels) == (step, pixels)
+    text = job.files[f"{name}.c"]
+    op = job.plan.ops[0]
+    reach = (pixels - 1) * tile.stride + (tile.kernel[1] - 1) * tile.dilation  # the last pixel's last tap
+    assert text.count(f"+ xb + {reach} < {op.in_shape[2]})) {{") == 2  # if (KG_LIKELY(inside)) and if (!(inside))
+    assert "const float *const x = input + " in text and "kg_zeros;" in text
+    assert f"KG_FMAV(a{pixels - 1}_0, KG_LOAD(x + {reach * step} + 0), KG_LOAD(w{tile.kernel[1] - 1} + 0));" in text
+
+
+def test_column_step_is_the_distance_between_columns_or_zero():
+    nhwc = parse_config(_yaml("depthwise_direct_width21", CASES["depthwise_direct_width21"]), "a.yaml").input_layout
+    blocked = parse_config(_yaml("depthwise_40_blocked_tail_vectors", CASES["depthwise_40_blocked_tail_vectors"]),
+                           "b.yaml").input_layout
+    assert column_step(nhwc.bind((1, 6, 21, 40))) == 40
+    assert column_step(nhwc.bind((1, 6, 1, 40))) == 0  # one column: no step
+    assert column_step(blocked.bind((2, 9, 10, 40))) == 0  # 8-column blocks: 32 apart inside, farther across
+
+
+@pytest.mark.parametrize("name, rows, lines", [("depthwise_direct_width3", (2,), 3), ("depthwise_direct_width21", (2,), 3),
+                                               ("depthwise_24_stride2_width13", (1, 2), 1),
+                                               ("depthwise_direct_batch2_w_split", (1, 2), 1),
+                                               ("depthwise_5x5_dilated", (4,), 1)])
+def test_a_direct_depthwise_tile_prefetches_the_rows_that_come_from_memory(name, rows, lines):
+    """The kernel rows the output row before did not read (the last `stride` at dilation 1; the last at dilation 2),
+    PREFETCH_TILES tiles ahead, every line of the tile's channels; guarded by the input's rows and columns."""
+    _, job = _job(name)
+    tile = job.target_plan.tiles[0]
+    assert (tile.direct.fresh_rows, tile.direct.lines) == (rows, lines)
+    assert tile.direct.ahead == PREFETCH_TILES * tile.pixels * tile.stride
+    text = job.files[f"{name}.c"]
+    assert text.count("KG_PREFETCH(input + ") == len(rows) * lines
+    for r in rows:
+        assert f"if (ih_ahead{r} >= 0 && ih_ahead{r} < {job.plan.ops[0].in_shape[1]} && iw_ahead < " in text
 
 
 @pytest.mark.parametrize("name, direct", [("depthwise_24_stride2_width13", True), ("depthwise_direct_batch2_w_split", True),

@@ -6,7 +6,7 @@ import ctypes
 import math
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -16,7 +16,6 @@ from ...config_model import TargetInfo
 from ...emit import OutputFile
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
-from ...network.arena import ALIGNMENT as ARENA_ALIGNMENT
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
 from ...plan import Plan
@@ -25,6 +24,7 @@ from .blocking import CKernel, c_kernel
 from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
 from .options import CModel, c_options, cflags
+from .placement import placed
 from .roofline import Probes
 from .toolchain import Library, build_shared, status
 
@@ -40,15 +40,6 @@ CPU_ROOFS = Roofs(flops_per_second=116.7e9, bytes_per_second=22.9e9,
 
 def l2_budget(options: object) -> tuple[int, str]:
     return L2_BYTES, "c: one CPU core's L2 (512 KiB, a Cortex-A76/A78)"
-
-
-def _aligned(array: np.ndarray) -> np.ndarray:
-    """A copy of `array` whose first element lies on an ARENA_ALIGNMENT-byte boundary."""
-    room = np.empty(array.nbytes + ARENA_ALIGNMENT, dtype=np.uint8)
-    start = -room.ctypes.data % ARENA_ALIGNMENT
-    out = room[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
-    out[...] = array
-    return out
 
 
 class CLibrary(Executable):
@@ -83,18 +74,25 @@ class CLibrary(Executable):
         Library(path).call(plan.name, arrays)
         return Traced(output=arrays[-2], intermediates=tuple(b.reshape(s) for b, s in zip(buffers, shapes)))
 
-    def arguments(self, args: KernelArgs, poison: int, aligned: bool = True) -> list[np.ndarray]:
+    def arguments(self, args: KernelArgs, poison: int, aligned: bool = True, huge_pages: bool = True
+                  ) -> list[np.ndarray]:
         """The kernel's arguments: the inputs, then the output and the workspace filled with `poison`; each starting
-        on a 64-byte boundary, as the network arena places every tensor (network/arena.ALIGNMENT), unless
-        `aligned` is False (numpy's own placement: 16 bytes; a depthwise 112x112x96 then splits half its vector
-        loads and stores across cache lines: 5-10% slower in benchmarks/c_speed.py, 15-20% in a C harness)."""
+        on a 64-byte boundary, as the network arena places every tensor (network/arena.ALIGNMENT), and one of 2 MiB
+        or more on transparent huge pages, as the bandwidth probe's arrays (placement.py; `huge_pages` False: 4 KiB
+        pages), unless `aligned` is False (numpy's own placement: 16 bytes; a depthwise 112x112x96 then splits half
+        its vector loads and stores across cache lines: 5-10% slower in benchmarks/c_speed.py, 15-20% in a C
+        harness)."""
         plan = self.job.plan
         arrays = [*args.physical_list(), poisoned(plan.tensors[-1].elements, np.dtype(np.float32), poison),
                   poisoned(plan.workspace_elements, np.dtype(np.float32), poison)]
-        return [_aligned(a) for a in arrays] if aligned else arrays
+        return [placed(a, huge_pages) for a in arrays] if aligned else arrays
 
     def call(self, arrays: list[np.ndarray]) -> None:
         self.library.call(self.job.plan.name, arrays)
+
+    def bind(self, arrays: list[np.ndarray]) -> Callable[[], None]:
+        """The call with its pointers ready, for a timed region (Library.bind)."""
+        return self.library.bind(self.job.plan.name, arrays)
 
 
 class C(Target):
@@ -147,7 +145,8 @@ class C(Target):
 
     def time(self, executable: CLibrary, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         arrays = executable.arguments(args, 0)
-        executable.call(arrays)  # warm-up: page in the workspace
+        call = executable.bind(arrays)
+        call()  # warm-up: page in the workspace
         # a memory-bound kernel runs right after the triad (roofline.Probes), which leaves its tensors in memory,
         # not the caches: GB/s against the bandwidth that triad measured, repeat by repeat
         probes = Probes(executable.workdir, iterations=1000) if executable.job.plan.memory_bound else None
@@ -156,7 +155,7 @@ class C(Target):
             if probes is not None:
                 bandwidths.append(probes.triad_gbs())
             start = time.perf_counter()
-            executable.call(arrays)
+            call()
             times.append(time.perf_counter() - start)
         plan, threads = executable.job.plan, c_options(executable.job.config).threads
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))

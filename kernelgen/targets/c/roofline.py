@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .placement import placed
 from .toolchain import Library, build_shared
 
 # Eight independent 8-wide FMA chains: enough in flight to hide FMA latency on current x86 and
@@ -58,7 +59,8 @@ class Probes:
         self.iterations = iterations
         self._out = np.zeros(8, dtype=np.float32)
         n = TRIAD_BYTES // 4
-        self._a, self._b, self._c = np.zeros(n, np.float32), np.ones(n, np.float32), np.full(n, 2.0, np.float32)
+        # on huge pages as the kernels' tensors (placement.py), not as numpy happens to place them
+        self._a, self._b, self._c = (placed(np.full(n, v, np.float32)) for v in (0.0, 1.0, 2.0))
         self.peak_gflops(), self.triad_gbs()  # warm-up: page in the arrays
 
     def peak_gflops(self) -> float:

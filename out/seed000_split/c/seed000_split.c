@@ -73,6 +73,12 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #else
 #define KG_OPAQUE(p) ((void)0)
 #endif
+/* A hint to bring a line of a direct depthwise tile's input into the caches ahead of use (it never faults). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_PREFETCH(p) __builtin_prefetch((p), 0, 1)
+#else
+#define KG_PREFETCH(p) ((void)0)
+#endif
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into seed000_split_trace[op - 1], and every op is checked on its own input. */
 #ifdef KG_TRACE_INTERMEDIATES
