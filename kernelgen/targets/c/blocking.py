@@ -23,8 +23,7 @@ from ...planner import compose_stripes, fitted_config
 from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
 from .rowcopy import row_reads
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
-                          Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable,
-                          tile_nodes)
+                          Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable, tile_nodes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
