@@ -6,6 +6,7 @@ tiles equal to, dividing, smaller and larger than the output, single convs and c
 batch > 1, blocked and channel-padded (pad_value) layouts, float32 and float16, and wide_store
 (chunk pairs stored as 64-bit words, with ragged pairs and a channel count that leaves no pair whole).
 """
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -480,3 +481,38 @@ def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     assert (".xyz, 0);  // one RGB texel" in source) == (read == "rgb")
     result = validate(config, "vulkan")
     assert result.passed, result.detail
+
+
+@pytest.mark.parametrize("ops, vulkan, lanes", [
+    (["{out_channels: 128, kernel: 1}"], "", 8),  # lavapipe's 8 lanes along x over output channels
+    (["{out_channels: 32, kernel: 3, stride: 2, pad: 1}"], "vulkan: {wg_size: [4, 2, 1]}\n", 4),
+    (["{out_channels: 32, kernel: 3, pad: 1, groups: 32}"], "", 0),  # each lane reads its own channels
+    (["{out_channels: 32, kernel: 3, pad: 1}"], "vulkan: {wg_size: [1, 8, 1]}\n", 0),  # one lane along x
+    (["{out_channels: 32, kernel: 1}"], "vulkan: {ivc_tile: [4, 1, 4]}\n", 0),  # a one-column row
+    (["{out_channels: 128, kernel: 1}"], "vulkan: {device: rdna2}\n", 0),  # a GPU profile
+])
+def test_lavapipe_dense_convs_shuffle_input_columns_between_lanes(ops, vulkan, lanes):
+    """A dense conv's lanes along x (output channels) read the same input row segments: on lavapipe each fetches
+    one column of every `lanes` and subgroupShuffle hands each lane all of them (the matrix above validates the
+    shuffles at wg_size x 2, 4 and 8, ragged rows, tails and strides); the .dispatch.txt states the subgroup size
+    they need, and a device whose subgroups would split a row of x lanes is refused."""
+    from kernelgen.errors import ToolchainError
+    from kernelgen.targets.vulkan.device import DeviceInfo
+    from kernelgen.targets.vulkan.program import check_device
+
+    text = (f"name: sh\ninput: {{shape: [1, 12, 12, 32], layout: NHWC}}\nops:\n"
+            + "".join(f"  - conv2d: {op}\n" for op in ops) + f"{vulkan}targets: [vulkan]\n")
+    config = parse_config(text, "sh.yaml")
+    vk = plan_vulkan(config, plan(config))
+    assert vk.ops[0].shuffle_lanes == lanes
+    files = TARGETS["vulkan"].build(config, plan(config)).files
+    assert ("shuffled(C[r / %d]" % lanes in files["sh.comp"]) == bool(lanes)
+    assert ("GL_KHR_shader_subgroup_shuffle" in files["sh.comp"]) == bool(lanes)
+    assert (f"a subgroup size that is a multiple of {lanes}" in files["sh.dispatch.txt"]) == bool(lanes)
+    if lanes:
+        info = DeviceInfo(index=0, name="narrow", driver="", shader_float16=True, storage_16bit=True,
+                          subgroup_size=lanes // 2, timestamp_period_ns=1.0, max_workgroup_size=(1024, 1024, 64),
+                          max_workgroup_invocations=1024, shader_int64=True)
+        with pytest.raises(ToolchainError, match="subgroups of"):
+            check_device(vk, info)
+        check_device(vk, replace(info, subgroup_size=2 * lanes))

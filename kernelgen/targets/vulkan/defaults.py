@@ -38,6 +38,10 @@ SQUARE_IVC_TILE = (8, 8, 8)
 # 0.51, 8 chunks (4,096) 0.53 (1x1 64x64x128, alternating runs, busy host). A 3x3's 8x8x8 tile already holds
 # 4,608 per chunk.
 LAVAPIPE_TRIP_BODY = 2048
+# lavapipe's texelFetch is an out-of-line call that gathers the 8 lanes' texels (~46 instructions, and the caller
+# spills around it); a dense conv's lanes (output channels) all read the same input pixels, so each fetched the
+# same texel. Fetching a column per lane and passing the columns round by subgroupShuffle (one vpermd per component
+# on AVX2) takes a row of 8 columns in one call: 1x1 64x64x128 0.56 -> 0.61 of the probe (alternating runs).
 # lavapipe's storage-buffer store is a loop over the 8 lanes per vector stored; a pair of chunks as one vector of
 # 64-bit words halves those loops (wide_store): 1x1 64x64x128 0.49 -> 0.53 of the probe, 3x3 64x64x128
 # 0.82 -> 0.90, 3x3 258x258x16 -> 256 0.60 -> 0.68 (same runs, busy host).
@@ -62,6 +66,9 @@ class DeviceDefaults:
     trip_body: int = 0
     # vulkan.wide_store when the config leaves it unset (plan._wide_store says where it applies)
     wide_store: bool = False
+    # a dense conv's x lanes, which read the same input rows, fetch a row segment a column each and pass the
+    # columns round by subgroupShuffle (plan.shuffle_rows says where)
+    shuffle_rows: bool = False
 
 
 def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
@@ -77,7 +84,8 @@ def _wide_kernel_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int,
 
 DEVICE_DEFAULTS = {
     "lavapipe": DeviceDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True,
-                               scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True),
+                               scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True,
+                               shuffle_rows=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
     "rdna2": DeviceDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),

@@ -123,6 +123,9 @@ class VulkanOp:
     # a depthwise conv with multiplier 1 and whole chunks, its taps unrolled: per kernel row each output row's input
     # segment (ROW vec4s) is fetched once and shared by the taps of the pixels it serves, as the dense path does
     depthwise_rows: bool = False
+    # lanes along the workgroup's x that share each input row segment and fetch it a column each, passing the
+    # columns round by subgroup shuffles (DeviceDefaults.shuffle_rows); 0: every lane fetches every column
+    shuffle_lanes: int = 0
 
     is_pool = False
 
@@ -163,6 +166,11 @@ class VulkanPlan:
     def int64(self) -> bool:
         """Some op stores chunk pairs as 64-bit words: the shader needs shaderInt64."""
         return any(op.pair_index for op in self.ops)
+
+    @property
+    def shuffles(self) -> bool:
+        """Some op passes input columns between lanes: the shader needs subgroup shuffles."""
+        return any(not op.is_pool and op.shuffle_lanes for op in self.ops)
 
 
 def _problem(config: Config, key: str, message: str) -> ConfigError:
@@ -221,6 +229,13 @@ def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll
 
 def _choice(value, default):
     return tuple(value) if value is not None else default
+
+
+def shuffle_rows(defaults: DeviceDefaults, op: VulkanOp, taps_loop: bool) -> bool:
+    """The profile shuffles input columns and the op reads input rows shared by its x lanes: a dense conv's row
+    segments (every lane reads the same input channels; a grouped conv's lanes read their own), more than one lane
+    along x, and at least two columns for them."""
+    return (defaults.shuffle_rows and op.group_in == 0 and not taps_loop and op.wg_size[0] > 1 and op.row > 1)
 
 
 def _wide_store(options: VulkanModel, defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, int],
@@ -303,6 +318,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
                            filter_at_use=filter_at_use, taps_at_use=taps_loop,
+                           shuffle_lanes=wg[0] if shuffle_rows(defaults, planned, taps_loop) else 0,
                            **gate_literals(op.epilogue.hard)))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}

@@ -70,6 +70,9 @@ def check_device(vk: VulkanPlan, info) -> None:
         raise ToolchainError(f"{info.name} lacks shaderInt64, which vulkan.wide_store's 64-bit-word stores need; "
                              f"set wide_store: false")
     for op in vk.ops:
+        if not op.is_pool and op.shuffle_lanes and info.subgroup_size % op.shuffle_lanes:
+            raise ToolchainError(f"{info.name}'s subgroups of {info.subgroup_size} do not hold whole rows of "
+                                 f"{op.shuffle_lanes} invocations, which op {op.index}'s input shuffles need")
         if any(s > m for s, m in zip(op.wg_size, info.max_workgroup_size)) or \
                 np.prod(op.wg_size) > info.max_workgroup_invocations:
             raise ToolchainError(f"workgroup {list(op.wg_size)} exceeds {info.name}'s limits")

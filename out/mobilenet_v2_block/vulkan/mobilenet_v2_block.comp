@@ -3,6 +3,7 @@
    Do not edit: change the config or the template and run `kernelgen build`. */
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
 // conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
@@ -41,6 +42,10 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
   dst[((n*112896)+(oh*2016)+(ow*36)+oc4)] = v;
 }
 
+vec4 shuffled(vec4 v, uint lane) {
+  return subgroupShuffle(v, lane);
+}
+
 
 // epilogue: conv (+ bias, which started the accumulators), then clamp to [0.0, 6.0]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
@@ -59,6 +64,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 7;
   int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -87,9 +94,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 8 lanes along x read the same row segment: each fetches one column of
+          // every 8 and the shuffles hand each lane all of them.
+          vec4 C[1];
+          [[unroll]] for (int q = 0; q < 1; ++q)
+            C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
+            R[r] = shuffled(C[r / 8], lane0 + uint(r % 8));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 1 + b * 1 == h) {  // constant after unrolling
@@ -267,6 +279,10 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
   dst[((n*18816)+(oh*336)+(ow*6)+oc4)] = v;
 }
 
+vec4 shuffled(vec4 v, uint lane) {
+  return subgroupShuffle(v, lane);
+}
+
 
 // epilogue: conv (+ bias, which started the accumulators) + input, then clamp to [-inf, inf]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
@@ -284,6 +300,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 7;
   int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -312,9 +330,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 8 lanes along x read the same row segment: each fetches one column of
+          // every 8 and the shuffles hand each lane all of them.
+          vec4 C[1];
+          [[unroll]] for (int q = 0; q < 1; ++q)
+            C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
+            R[r] = shuffled(C[r / 8], lane0 + uint(r % 8));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 1 + b * 1 == h) {  // constant after unrolling

@@ -4,6 +4,7 @@
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_ARB_gpu_shader_int64 : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
 // conv2d #1: Input[1x64x64x128]xFilter[3x3x128x128]/Stride[1x1]/Tile[8x8x8]/WGSize[8x1x1]/f32
@@ -50,6 +51,10 @@ void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
   dst[((n*65536)+((oh>>3)*8192)+((ow>>3)*1024)+((oc8>>2)*256)+((oh&7)*32)+((ow&7)*4)+(oc8&3))] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
+vec4 shuffled(vec4 v, uint lane) {
+  return subgroupShuffle(v, lane);
+}
+
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
@@ -61,6 +66,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 8;
   int oh0 = (int(gl_WorkGroupID.z) % 8) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -85,9 +92,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 8 lanes along x read the same row segment: each fetches one column of
+          // every 8 and the shuffles hand each lane all of them.
+          vec4 C[2];
+          [[unroll]] for (int q = 0; q < 2; ++q)
+            C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
+            R[r] = shuffled(C[r / 8], lane0 + uint(r % 8));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 1 + b * 1 == h) {  // constant after unrolling
@@ -167,6 +179,10 @@ void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
   dst[((n*65536)+((oh>>3)*8192)+((ow>>3)*1024)+((oc8>>2)*256)+((oh&7)*32)+((ow&7)*4)+(oc8&3))] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
+vec4 shuffled(vec4 v, uint lane) {
+  return subgroupShuffle(v, lane);
+}
+
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
@@ -178,6 +194,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 8;
   int oh0 = (int(gl_WorkGroupID.z) % 8) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -202,9 +220,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 8 lanes along x read the same row segment: each fetches one column of
+          // every 8 and the shuffles hand each lane all of them.
+          vec4 C[2];
+          [[unroll]] for (int q = 0; q < 2; ++q)
+            C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + r, ic4);
+            R[r] = shuffled(C[r / 8], lane0 + uint(r % 8));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 1 + b * 1 == h) {  // constant after unrolling

@@ -4,6 +4,7 @@
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_ARB_gpu_shader_int64 : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
 // conv2d #1: Input[1x33x33x3]xFilter[3x3x3x32]/Stride[2x2]/Tile[1x4x16]/WGSize[2x2x2]/f32
@@ -53,6 +54,10 @@ void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
   dst[((n*1024)+(oh*64)+(ow*4)+oc8)] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
 }
 
+vec4 shuffled(vec4 v, uint lane) {
+  return subgroupShuffle(v, lane);
+}
+
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
@@ -64,6 +69,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 8;
   int oh0 = (int(gl_WorkGroupID.z) % 8) * 2 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -87,9 +94,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 2 lanes along x read the same row segment: each fetches one column of
+          // every 2 and the shuffles hand each lane all of them.
+          vec4 C[5];
+          [[unroll]] for (int q = 0; q < 5; ++q)
+            C[q] = load_src_tail(n, oh0 * 2 + fh0 * 1 - 0 + h, ow0 * 2 - 0 + min(2 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src_tail(n, oh0 * 2 + fh0 * 1 - 0 + h, ow0 * 2 - 0 + r, ic4);
+            R[r] = shuffled(C[r / 2], lane0 + uint(r % 2));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 2 + b * 1 == h) {  // constant after unrolling

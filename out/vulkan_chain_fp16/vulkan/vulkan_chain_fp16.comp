@@ -5,6 +5,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
 // conv2d #1: Input[1x20x18x6]xFilter[3x3x6x10]/Stride[1x1]/Tile[2x4x8]/WGSize[2x2x2]/f16
@@ -63,6 +64,12 @@ void store_dst(int n, int oh, int ow, int oc4, f16vec4 v) {
   dst[((n*1080)+(oh*54)+(ow*3)+oc4)] = v;
 }
 
+// 16-bit shuffles need shaderSubgroupExtendedTypes: the channels go round as 32-bit words instead.
+f16vec4 shuffled(f16vec4 v, uint lane) {
+  uvec2 words = subgroupShuffle(uvec2(packFloat2x16(v.xy), packFloat2x16(v.zw)), lane);
+  return f16vec4(unpackFloat2x16(words.x), unpackFloat2x16(words.y));
+}
+
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
@@ -74,6 +81,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 5;
   int oh0 = (int(gl_WorkGroupID.z) % 5) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   f16vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -98,9 +107,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 2 lanes along x read the same row segment: each fetches one column of
+          // every 2 and the shuffles hand each lane all of them.
+          f16vec4 C[3];
+          [[unroll]] for (int q = 0; q < 3; ++q)
+            C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 1 + h, ow0 * 1 - 1 + min(2 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          f16vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src(n, oh0 * 1 + fh0 * 1 - 1 + h, ow0 * 1 - 1 + r, ic4);
+            R[r] = shuffled(C[r / 2], lane0 + uint(r % 2));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 1 + b * 1 == h) {  // constant after unrolling
@@ -131,9 +145,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 2 lanes along x read the same row segment: each fetches one column of
+          // every 2 and the shuffles hand each lane all of them.
+          f16vec4 C[3];
+          [[unroll]] for (int q = 0; q < 3; ++q)
+            C[q] = load_src_tail(n, oh0 * 1 + fh0 * 1 - 1 + h, ow0 * 1 - 1 + min(2 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          f16vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src_tail(n, oh0 * 1 + fh0 * 1 - 1 + h, ow0 * 1 - 1 + r, ic4);
+            R[r] = shuffled(C[r / 2], lane0 + uint(r % 2));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 1 + b * 1 == h) {  // constant after unrolling
@@ -218,6 +237,12 @@ void store_dst(int n, int oh, int ow, int oc4, f16vec4 v) {
   dst[((n*360)+(oh*36)+(ow*4)+oc4)] = v;
 }
 
+// 16-bit shuffles need shaderSubgroupExtendedTypes: the channels go round as 32-bit words instead.
+f16vec4 shuffled(f16vec4 v, uint lane) {
+  uvec2 words = subgroupShuffle(uvec2(packFloat2x16(v.xy), packFloat2x16(v.zw)), lane);
+  return f16vec4(unpackFloat2x16(words.x), unpackFloat2x16(words.y));
+}
+
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
@@ -229,6 +254,8 @@ void main() {
   int n = int(gl_WorkGroupID.z) / 3;
   int oh0 = (int(gl_WorkGroupID.z) % 3) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
+  uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
   // The output tile, accumulated in registers and written once.
   f16vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -253,9 +280,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 2 lanes along x read the same row segment: each fetches one column of
+          // every 2 and the shuffles hand each lane all of them.
+          f16vec4 C[5];
+          [[unroll]] for (int q = 0; q < 5; ++q)
+            C[q] = load_src(n, oh0 * 2 + fh0 * 1 - 1 + h, ow0 * 2 - 1 + min(2 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          f16vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src(n, oh0 * 2 + fh0 * 1 - 1 + h, ow0 * 2 - 1 + r, ic4);
+            R[r] = shuffled(C[r / 2], lane0 + uint(r % 2));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 2 + b * 1 == h) {  // constant after unrolling
@@ -286,9 +318,14 @@ void main() {
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
                 F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          f16vec4 R[ROW];  // rows and columns no tap reads are dead code, never fetched
+          // The 2 lanes along x read the same row segment: each fetches one column of
+          // every 2 and the shuffles hand each lane all of them.
+          f16vec4 C[5];
+          [[unroll]] for (int q = 0; q < 5; ++q)
+            C[q] = load_src_tail(n, oh0 * 2 + fh0 * 1 - 1 + h, ow0 * 2 - 1 + min(2 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          f16vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[r] = load_src_tail(n, oh0 * 2 + fh0 * 1 - 1 + h, ow0 * 2 - 1 + r, ic4);
+            R[r] = shuffled(C[r / 2], lane0 + uint(r % 2));
           [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
             [[unroll]] for (int b = 0; b < FHB; ++b) {
               if (i * 2 + b * 1 == h) {  // constant after unrolling
