@@ -81,9 +81,13 @@ def _allocate(instrs: list[Instr], temps: int) -> list[Instr]:
     return out
 
 
-def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
-    """List scheduling in priority order: the longest chain of reads to the end first (or the multiplies first,
-    the bottleneck, then the longest chain), then program order."""
+PRIORITIES = ("chain", "multiplies", "weighted")
+
+
+def _schedule(instrs: list[Instr], priority: str) -> list[list[Instr]]:
+    """List scheduling in priority order: the longest chain of reads to the end first ("chain"; "multiplies": the
+    multiplies first, the bottleneck, then the longest chain; "weighted": the chain with each multiply and permute,
+    the two resources one packet holds one of, counted 2 longer), then program order."""
     n = len(instrs)
     preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # (earlier instr, 1: strictly after / 0: same ok)
     last_write: dict[str, int] = {}
@@ -105,7 +109,9 @@ def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
     for j in reversed(range(n)):
         for i, gap in preds[j]:
             height[i] = max(height[i], height[j] + gap)
-    order = sorted(range(n), key=lambda i: (multiplies_first and instrs[i].unit != MPY, -height[i], i))
+    weight = [2 if priority == "weighted" and instr.unit in (MPY, PERM) else 0 for instr in instrs]
+    order = sorted(range(n), key=lambda i: (priority == "multiplies" and instrs[i].unit != MPY,
+                                            -height[i] - weight[i], i))
     rank = {j: k for k, j in enumerate(order)}
     succs: list[list[int]] = [[] for _ in range(n)]
     waiting = [len(p) for p in preds]  # predecessors not yet placed
@@ -149,7 +155,7 @@ def _schedule(instrs: list[Instr], multiplies_first: bool) -> list[list[Instr]]:
 def block_asm(block: Block) -> RowAsm:
     """The shortest schedule over the program forms (input rows shared by the block's output rows or read by each;
     rows one after the other or group by group; each group's requantization right after its taps or after the
-    next group's; mids by permutes or shifts: stride 2 has more permutes than packets) and two priorities, among
+    next group's; mids by permutes or shifts: stride 2 has more permutes than packets) and three priorities, among
     the programs whose values fit the registers the operands leave. The scheduler overlaps one row's last groups
     with the next row's first: the per-row start (3 rows' first loads and transposes before the first vrmpy)
     hides behind the previous row's work."""
@@ -167,8 +173,8 @@ def block_asm(block: Block) -> RowAsm:
                 instrs = _allocate(program(block, share, shifted_mids, by_row, interleave), temps)
             except ValueError:
                 continue
-            for multiplies_first in (False, True):
-                packets = _schedule(instrs, multiplies_first)
+            for priority in PRIORITIES:
+                packets = _schedule(instrs, priority)
                 if best is None or len(packets) < len(best):
                     best, best_share = packets, share
     if best is None:
