@@ -13,16 +13,21 @@ There a depthwise first op read an input cache that the input read had transpose
 vector, 4.4 packets per vector), computed one output row at a time with vrmpy(ub, b), 3 taps per instruction,
 into an output cache, and a write-back copied that out: on 256 ch 28x28 (v66) the cache read took 11840 of 55843
 packets, the write-back 3640. "after": the sweep reads the input tensor and stores into the output tensor (no
-cache copy, no write-back), each pair of output rows of a 32-channel block one block of inline assembly that
-kernelgen/targets/hvx/depthwise_asm.py list-schedules (each input vector loaded and transposed once per output row,
-the last group's pixels past the output neither summed nor stored). The bound of this form: no packet holds two
-vector-by-vector vrmpy, nor two of the requantization's vmpye / vmpyo (the assembler rejects both: one multiply
-pair per packet), so 12 vrmpy + 8 of those per 4 pixels x 32 channels (1152 MACs) allow 57.6 MACs/packet. The
-schedules reach 20-22 packets per 4 x 32 outputs at stride 1; stride 2 needs 21 permutes per group (4 vshuff for
-its 2 new vectors, 2 mids, 3 packs per row of 3) and fills the 4 HVX resources of a packet (a multiply takes 2):
-~22 packets is its bound, the schedule takes 24.6. Where a row is short the per-row start (3 rows' first loads and
-transposes before the first vrmpy), the bench's counter reads (~20 packets per stripe call) and the filter read
-weigh more: 576 channels at 7x7 out (stride 2) is 2 groups per row, one of them 3/4 used.
+cache copy, no write-back), each block of up to 4 output rows of a 32-channel block one block of inline assembly
+that kernelgen/targets/hvx/depthwise_asm.py list-schedules (depthwise_program.py: each input row loaded and
+transposed once per block for every output row that reads it, so at stride 2 down neighbouring rows share one;
+a padding row has no loads, its taps start the sums; the last group's pixels past the output neither summed nor
+stored). Rows of at most 2 groups at stride 2 across take blocks of 4 rows (the per-row start, 3 rows' first
+loads and transposes before the first vrmpy, overlaps the previous row's work), the others blocks of 2. The bound
+of this form: no packet holds two vector-by-vector vrmpy, nor two of the requantization's vmpye / vmpyo (the
+assembler rejects both: one multiply pair per packet), so 12 vrmpy + 8 of those per 4 pixels x 32 channels (1152
+MACs) allow 57.6 MACs/packet. The schedules reach 20-22 packets per 4 x 32 outputs at stride 1; stride 2 needs 21
+permutes per group (4 vshuff for its 2 new vectors, 2 mids, 3 packs per row of 3; 3/4 of that with a shared
+row) and fills the 4 HVX resources of a packet (a multiply takes 2). 576 channels 14x14 stride 2 (7x7 out, 2
+groups per row, one 3/4 used) in stripes of 4 rows takes per 32-channel block 148 packets for rows 0-3 and 124
+for rows 4-6 (the multiplies alone need 239), then per stripe call ~50 more (the bench's counter reads, the
+operand loads, the row pointers) and ~36 per block for the filter read: 37.3 useful MACs/packet; in one stripe of
+8 rows (`h_block: 8`, the planner's default for it) 43.0.
 
     .venv/bin/python benchmarks/hvx_depthwise.py [--arch v66 v73]
 """

@@ -5,9 +5,9 @@ vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last 
 
 - conv #1 as the chain's only op, with one column of left padding and the fixed-point requantization that folds
   the output zero point into its rounding: the sweep (templates/hvx/depthwise_sweep_uint8.c.j2) reads the input
-  tensor and stores into the output tensor, no cache copy, no write-back; each pair of output rows of a 32-channel
-  block is one block of packets list-scheduled by depthwise_asm.py, each input vector transposed in registers as
-  below, once per output row.
+  tensor and stores into the output tensor, no cache copy, no write-back; each block of up to 4 output rows of a
+  32-channel block is one block of packets list-scheduled by depthwise_asm.py, each input vector transposed in
+  registers as below, once per block (depthwise_program.py).
 - another conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
   a word per channel holding 4 neighbouring pixels). `vrmpy(Vu.ub, Vv.b)` with the row's weights [w0, w1, w2, 0]
   or [0, w0, w1, w2] per word is then 3 taps of one output pixel for 32 channels, in channel order; the words
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ...config import Config
 from ...plan import Halo, Pipeline, Plan
 from ...planner.geometry import shapes
-from .depthwise_asm import RowAsm, row_asm
+from .depthwise_asm import MAX_ROWS, Block, RowAsm, block_asm
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,12 +45,14 @@ class Depthwise:
     # and copies a channel tail block whole (the path weighs the padding lanes 0)
     transposed: bool
     # conv #1, the chain's only op, sweeps its output rows straight from the input tensor to the output tensor
-    # (templates/hvx/depthwise_sweep_uint8.c.j2: no cache copy, no write-back), each pair of rows of a 32-channel
-    # block one block of scheduled packets (depthwise_asm.py): `asm` holds one row's and two rows' schedules, then
-    # the same storing a tail block's channels alone. Taken with one column of left padding and the fixed-point
-    # requantization that folds the output zero point into its rounding (per-channel scales, or one scale with a
-    # shift past the narrowing form's), no residual add or gate table, no halo ring or prefetch.
+    # (templates/hvx/depthwise_sweep_uint8.c.j2: no cache copy, no write-back), each block of up to `rows` output
+    # rows of a 32-channel block one block of scheduled packets (depthwise_asm.py): `asm` holds a schedule for each
+    # kind of block the stripes have (its rows, its padding input rows above and below the input, whole or tail
+    # channel block). Taken with one column of left padding and the fixed-point requantization that folds the
+    # output zero point into its rounding (per-channel scales, or one scale with a shift past the narrowing
+    # form's), no residual add or gate table, no halo ring or prefetch.
     sweep: bool = False
+    rows: int = 0
     asm: tuple[RowAsm, ...] = ()
 
     @property
@@ -82,11 +84,49 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
              and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None
              and not first.table and not first.requantizer.shift_only and first.requantizer.folds_zero_point
              and not first.requantizer.narrows)
-    clamps = (first.q_min > 0, first.q_max < 255) if sweep else (False, False)
-    asm = tuple(row_asm(first.sw, config.input_shape[2], first.out_w, clamps, rows, lanes)
-                for lanes in (False, True) for rows in (1, 2)) if sweep else ()
+    rows, asm = block_rows(first.sw, first.out_w) if sweep else 0, ()
+    while sweep and not asm:
+        try:
+            asm = tuple(block_asm(b) for b in sweep_blocks(config, first, rows))
+        except ValueError:  # its values do not fit the registers: fewer rows
+            if rows == 1:
+                raise
+            rows -= 1
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
-                     transposed=1 in chosen and not sweep, sweep=sweep, asm=asm)
+                     transposed=1 in chosen and not sweep, sweep=sweep, rows=rows, asm=asm)
+
+
+def block_rows(stride: int, out_w: int) -> int:
+    """Output rows per scheduled block: 4 for short rows at stride 2 across (the per-row start, 3 rows' first loads
+    and transposes, overlaps the previous row's work, and at stride 2 down the rows share an input row), else 2
+    (one row's program is long enough to hide the next one's start). Measured (the schedule's packets per row,
+    v66's 576 channels 14x14 stride 2, 7 wide: 1 row 51, 2 rows 44.5, 4 rows 40.3; 144 channels 56x56 stride 2, 28
+    wide: 2 rows 159, 3 rows 162.3, 4 rows 162.8)."""
+    return MAX_ROWS if stride == 2 and out_w <= 8 else 2
+
+
+def sweep_blocks(config: Config, first, rows: int) -> tuple[Block, ...]:
+    """Each kind of block of the sweep's stripes: output rows gh0.. gh0 + n - 1 (n <= rows, a stripe's rows past
+    the output not computed) read input rows down * gh0 - pad .. down * (gh0 + n - 1) - pad + 2, those outside
+    the input being padding; whole and tail channel blocks."""
+    op = config.ops[0]
+    down, pad, in_h = first.sh, op.pad[0], config.input_shape[1]
+    clamps = (first.q_min > 0, first.q_max < 255)
+    kinds = []
+    stripe = 0
+    while (row0 := stripe * first.row_a + first.row_b) < first.out_h:
+        for oh in range(0, first.dst_rows, rows):
+            if row0 + oh >= first.out_h:
+                break
+            n = min(rows, first.dst_rows - oh, first.out_h - row0 - oh)
+            ih0 = (row0 + oh) * down - pad
+            pads = tuple(k for k in range(down * (n - 1) + 3) if not 0 <= ih0 + k < in_h)
+            if (n, pads) not in kinds:
+                kinds.append((n, pads))
+        stripe += 1
+    return tuple(Block(stride=first.sw, down=down, in_w=config.input_shape[2], out_w=first.out_w, clamps=clamps,
+                       rows=n, pads=pads, lanes=lanes)
+                 for lanes in ((False, True) if first.k_tail else (False,)) for n, pads in kinds)
 
 
 def single_input_stripe(config: Config, plan: Plan | None) -> bool:
