@@ -121,3 +121,24 @@ def default_tile_for(defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, i
         tile = _wide_kernel_tile(tile, plan)
     return (min(tile[0], last[1]), min(tile[1], last[2]),
             4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
+
+
+def shuffle_rows(defaults: DeviceDefaults, group_in: int, taps_loop: bool, wg: tuple[int, int, int], row: int) -> bool:
+    """The profile shuffles input columns and the op reads input rows shared by its x lanes: a dense conv's row
+    segments (every lane reads the same input channels; a grouped conv's lanes read their own), more than one lane
+    along x, and at least two columns for them."""
+    return defaults.shuffle_rows and group_in == 0 and not taps_loop and wg[0] > 1 and row > 1
+
+
+def wide_store(option: bool | None, wg_tile: list[int] | None, defaults: DeviceDefaults, plan: Plan,
+               wg: tuple[int, int, int], ivc: tuple[int, int, int] | None) -> bool:
+    """The config's wide_store, else the profile's where chunk pairs suit every conv: its output channels in
+    whole pairs for each of the workgroup's x lanes (on lavapipe a 32-channel conv would leave half its 8 lanes
+    idle: 3x3 s2 225x225x3 -> 32 fell from 0.32 to 0.24 of the probe; 96 channels would leave a quarter of the
+    last step's lanes idle, where single chunks fill them) and, when the config sets the tile, whole pairs."""
+    if option is not None:
+        return option
+    pairs = 8 * wg[0]
+    convs = [op for op in plan.ops if not op.pool]
+    return (defaults.wide_store and all(op.out_shape[3] % pairs == 0 for op in convs)
+            and (ivc is None or ivc[2] % 8 == 0) and (wg_tile is None or wg_tile[2] % pairs == 0))

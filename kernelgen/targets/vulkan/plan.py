@@ -37,8 +37,8 @@ from ...layout import PadKind, TensorLayout
 from ...plan import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, quotient_text,
                      residual_access, vec_ok)
-from .options import MAX_UNROLLED_BODY, VulkanModel, check_accumulators, check_body, vulkan_options
-from .defaults import DEVICE_DEFAULTS, DeviceDefaults, default_tile_for
+from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
+from .defaults import DEVICE_DEFAULTS, default_tile_for, shuffle_rows, wide_store
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
 
@@ -231,27 +231,6 @@ def _choice(value, default):
     return tuple(value) if value is not None else default
 
 
-def shuffle_rows(defaults: DeviceDefaults, op: VulkanOp, taps_loop: bool) -> bool:
-    """The profile shuffles input columns and the op reads input rows shared by its x lanes: a dense conv's row
-    segments (every lane reads the same input channels; a grouped conv's lanes read their own), more than one lane
-    along x, and at least two columns for them."""
-    return (defaults.shuffle_rows and op.group_in == 0 and not taps_loop and op.wg_size[0] > 1 and op.row > 1)
-
-
-def _wide_store(options: VulkanModel, defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, int],
-                ivc: tuple[int, int, int] | None) -> bool:
-    """The config's wide_store, else the profile's where chunk pairs suit every conv: its output channels in
-    whole pairs for each of the workgroup's x lanes (on lavapipe a 32-channel conv would leave half its 8 lanes
-    idle: 3x3 s2 225x225x3 -> 32 fell from 0.32 to 0.24 of the probe; 96 channels would leave a quarter of the
-    last step's lanes idle, where single chunks fill them) and, when the config sets the tile, whole pairs."""
-    if options.wide_store is not None:
-        return options.wide_store
-    pairs = 8 * wg[0]
-    convs = [op for op in plan.ops if not op.pool]
-    return (defaults.wide_store and all(op.out_shape[3] % pairs == 0 for op in convs)
-            and (ivc is None or ivc[2] % 8 == 0) and (options.wg_tile is None or options.wg_tile[2] % pairs == 0))
-
-
 def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | None = None,
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
@@ -260,7 +239,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     profile = device_profile(options.device)
     wg = wg_size or _choice(options.wg_size, defaults.wg_size)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
-    lanes = 2 if _wide_store(options, defaults, plan, wg, ivc) else 1
+    lanes = 2 if wide_store(options.wide_store, options.wg_tile, defaults, plan, wg, ivc) else 1
     if min(wg) < 1 or math.prod(wg) > profile.max_workgroup:
         raise _problem(config, "vulkan.wg_size", f"expected 3 positive ints with a product <= {profile.max_workgroup} "
                                f"({profile.name}'s workgroup limit), got {list(wg)}")
@@ -318,7 +297,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
                            filter_at_use=filter_at_use, taps_at_use=taps_loop,
-                           shuffle_lanes=wg[0] if shuffle_rows(defaults, planned, taps_loop) else 0,
+                           shuffle_lanes=wg[0] if shuffle_rows(defaults, planned.group_in, taps_loop, wg, planned.row) else 0,
                            **gate_literals(op.epilogue.hard)))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}
