@@ -4,11 +4,13 @@ before and after the depthwise sweep (templates/hvx/depthwise_sweep_uint8.c.j2).
 Each case is one conv: input [1, size, size, channels] NHWC8h8w32c, 3x3, pad 1, groups = channels, + bias,
 relu6, int8 weights with per-channel scales (fixed-point requantization), `schedule: {k_split: 1, h_block: 4}`.
 Every case is validated bit-exact first, then `kernelgen bench --target hvx --json` reads qemu-hexagon's packet
-counters: `packets` and `useful MACs/packet` for the whole kernel (as the bench builds it, with the counter reads
-around each stripe compute: ~20 packets a call), `compute` for the stripe compute alone. QEMU's counters are
-deterministic: one run says it all.
+counters: `packets` and `useful MACs/packet` for the whole kernel as a user builds it, `compute` for the stripe
+compute alone (from a second build with counter reads around each stripe compute, ~20 packets a call; until
+issue 30's last session the whole kernel was counted in that build too, which cost 576/14 stride 2 17%). QEMU's
+counters are deterministic: one run says it all.
 
-"before" is quoted, not measured here: commit 02ef58f (this script's --json output with PYTHONPATH at that tree).
+"before" is quoted, not measured here: commit 02ef58f (this script's --json output with PYTHONPATH at that tree,
+counted as now: runtime.counters' plain build patched in).
 There a depthwise first op read an input cache that the input read had transposed (valign + two vshuff per
 vector, 4.4 packets per vector), computed one output row at a time with vrmpy(ub, b), 3 taps per instruction,
 into an output cache, and a write-back copied that out: on 256 ch 28x28 (v66) the cache read took 11840 of 55843
@@ -25,9 +27,9 @@ MACs) allow 57.6 MACs/packet. The schedules reach 20-22 packets per 4 x 32 outpu
 permutes per group (4 vshuff for its 2 new vectors, 2 mids, 3 packs per row of 3; 3/4 of that with a shared
 row) and fills the 4 HVX resources of a packet (a multiply takes 2). 576 channels 14x14 stride 2 (7x7 out, 2
 groups per row, one 3/4 used) in stripes of 4 rows takes per 32-channel block 148 packets for rows 0-3 and 124
-for rows 4-6 (the multiplies alone need 239), then per stripe call ~50 more (the bench's counter reads, the
-operand loads, the row pointers) and ~36 per block for the filter read: 37.3 useful MACs/packet; in one stripe of
-8 rows (`h_block: 8`, the planner's default for it) 43.0.
+for rows 4-6 (the multiplies alone need 239), then a few packets per stripe call (the operand loads, the row
+pointers) and ~36 per block for the filter read: 45.0 useful MACs/packet (37.3 with the counter reads; 33.0
+before the row blocks, counted as now).
 
     .venv/bin/python benchmarks/hvx_depthwise.py [--arch v66 v73]
 """
