@@ -488,6 +488,7 @@ def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     (["{out_channels: 32, kernel: 3, stride: 2, pad: 1}"], "vulkan: {wg_size: [4, 2, 1]}\n", 4),
     (["{out_channels: 32, kernel: 3, pad: 1, groups: 32}"], "", 0),  # each lane reads its own channels
     (["{out_channels: 32, kernel: 3, pad: 1}"], "vulkan: {wg_size: [1, 8, 1]}\n", 0),  # one lane along x
+    (["{out_channels: 128, kernel: 1}"], "vulkan: {wg_size: [16, 1, 1]}\n", 0),  # more than lavapipe's subgroup
     (["{out_channels: 32, kernel: 1}"], "vulkan: {ivc_tile: [4, 1, 4]}\n", 0),  # a one-column row
     (["{out_channels: 128, kernel: 1}"], "vulkan: {device: rdna2}\n", 0),  # a GPU profile
 ])

@@ -123,11 +123,13 @@ def default_tile_for(defaults: DeviceDefaults, plan: Plan, wg: tuple[int, int, i
             4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-last[3] // (4 * lanes * wg[0])))))
 
 
-def shuffle_rows(defaults: DeviceDefaults, group_in: int, taps_loop: bool, wg: tuple[int, int, int], row: int) -> bool:
+def shuffle_rows(defaults: DeviceDefaults, subgroup: int, group_in: int, taps_loop: bool, wg: tuple[int, int, int],
+                 row: int) -> bool:
     """The profile shuffles input columns and the op reads input rows shared by its x lanes: a dense conv's row
     segments (every lane reads the same input channels; a grouped conv's lanes read their own), more than one lane
-    along x, and at least two columns for them."""
-    return defaults.shuffle_rows and group_in == 0 and not taps_loop and wg[0] > 1 and row > 1
+    along x, each row of them inside one of the profile's subgroups, and at least two columns for them."""
+    return (defaults.shuffle_rows and group_in == 0 and not taps_loop and wg[0] > 1 and subgroup % wg[0] == 0
+            and row > 1)
 
 
 def wide_store(option: bool | None, wg_tile: list[int] | None, defaults: DeviceDefaults, plan: Plan,
