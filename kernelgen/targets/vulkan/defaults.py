@@ -64,10 +64,10 @@ class DeviceDefaults:
     # input-channel chunks per trip of the channel loop until a trip holds this many vec4 multiply-adds (0: one
     # chunk, or as the loop-count limit needs): VulkanOp.ic_unroll
     trip_body: int = 0
-    # vulkan.wide_store when the config leaves it unset (plan._wide_store says where it applies)
+    # vulkan.wide_store when the config leaves it unset (wide_store below says where it applies)
     wide_store: bool = False
     # a dense conv's x lanes, which read the same input rows, fetch a row segment a column each and pass the
-    # columns round by subgroupShuffle (plan.shuffle_rows says where)
+    # columns round by subgroupShuffle (shuffle_rows below says where)
     shuffle_rows: bool = False
 
 

@@ -127,6 +127,11 @@ class VulkanOp:
     # columns round by subgroup shuffles (DeviceDefaults.shuffle_rows); 0: every lane fetches every column
     shuffle_lanes: int = 0
 
+    @property
+    def shuffle_fetches(self) -> int:
+        """Fetches per input row segment with shuffles: one for every shuffle_lanes columns."""
+        return -(-self.row // self.shuffle_lanes)
+
     is_pool = False
 
     @property
@@ -297,7 +302,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            clamp_lo=glsl_float(lo) if lo > -math.inf else "",
                            clamp_hi=glsl_float(hi) if hi < math.inf else "",
                            filter_at_use=filter_at_use, taps_at_use=taps_loop,
-                           shuffle_lanes=wg[0] if shuffle_rows(defaults, profile.subgroup, planned.group_in, taps_loop, wg, planned.row) else 0,
+                           shuffle_lanes=wg[0] if shuffle_rows(defaults, profile.subgroup, planned.group_in,
+                                                               taps_loop, wg, planned.row) else 0,
                            **gate_literals(op.epilogue.hard)))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}
