@@ -1,7 +1,7 @@
 """An imported float config is checked against its model op by op: each op's own nodes of the ONNX graph, run by
 onnxruntime on the kernel's own input to that op, held to that op's rounding bound. numpy reads the config, so it
 cannot see a config that differs from its model; the chain-wide bound against onnxruntime grows by sum|w| per op
-and, in MobileNetV3-small's classifier tail, is ten times the outputs. Op by op, a dropped bias fails at its op.
+and, in MobileNetV3-small's classifier tail, is 60 times the outputs (benchmarks/model_drift.py). Op by op, a dropped bias fails at its op.
 """
 from __future__ import annotations
 
