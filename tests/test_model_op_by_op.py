@@ -102,25 +102,3 @@ def test_the_unmutated_tail_passes_op_by_op_against_the_model(tail, target, tmp_
     result = api.validate(config, target, seed=3)
     assert result.passed, result.detail
     assert result.oracles == ("numpy", "onnxruntime") and result.checked == "op-by-op"
-
-
-def test_the_chain_wide_bound_would_not_have_seen_it(tail, tmp_path):
-    """Why op by op: the dropped bias moves the outputs by less than the chain-wide bound the check used before,
-    which on this tail is several times the outputs themselves."""
-    require_tools(*ONNX, *TOOLS["c"])
-    from kernelgen import reference
-    from kernelgen.measure.tensors import random_inputs
-    from kernelgen.onnx import oracle
-
-    mutated = _beside_the_model(tail, tmp_path)
-    good, bad = api.load_config(tail), api.load_config(mutated)
-    args = random_inputs(bad, api.plan(bad), np.random.default_rng(3))
-    n = len(bad.ops)
-    _, bound = reference.chain_error_bound(bad, args.logical["input"], args.filters(n), biases=args.biases(n),
-                                           sides=args.sides())
-    wrong = reference.chain(bad, args.logical["input"].astype(np.float64),
-                            [None if f is None else f.astype(np.float64) for f in args.filters(n)],
-                            [None if b is None else b.astype(np.float64) for b in args.biases(n)], args.sides())
-    model = oracle.run_onnxruntime(good, args.logical["input"], dict(args.logical))
-    assert np.abs(wrong - model).max() > 0.05 * np.abs(model).max()  # the outputs are visibly off...
-    assert (np.abs(wrong - model) < 2 * bound).all()  # ...yet inside the chain-wide bound (kernel + onnxruntime)
