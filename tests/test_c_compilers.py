@@ -12,6 +12,7 @@ tunes for 128-bit vectors (as this Zen 1 EPYC's does): a max of floats is exact,
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from kernelgen.targets.c.options import DEFAULT_CFLAGS
 from kernelgen.targets.c.toolchain import COMPILER_VARIABLE
 
 COMPILERS = ("gcc", "clang-19")
+# What the random suite's sanitizer run builds with (tests/test_fuzz_valid.py): a finding ends the kernel's process
+SANITIZED = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
 
 
 def _host_has(*features: str) -> bool:
@@ -70,7 +73,7 @@ def _pool_config(rows: int, cols: int, channels: int, kernel: int, stride: int, 
     return parse_config(
         f"name: pool_{rows}x{cols}x{channels}\ninput: {{shape: [1, {rows}, {cols}, {channels}]}}\nops:\n{conv_line}"
         f"  - maxpool: {{kernel: {kernel}, stride: {stride}, pad: {pad}}}\n"
-        f"c: {{cflags: [{', '.join(flags)}]}}\ntargets: [c]\n", "pool.yaml")
+        f"c: {{cflags: {json.dumps(list(flags))}}}\ntargets: [c]\n", "pool.yaml")
 
 
 def _pool_is_exact(rows, cols, channels, kernel, stride, pad, flags) -> None:
@@ -84,11 +87,11 @@ def _pool_is_exact(rows, cols, channels, kernel, stride, pad, flags) -> None:
     assert not len(wrong), f"{len(wrong)} of {got.size} outputs differ from numpy's max, first at {wrong[0]}"
 
 
-# the issue's case at channel counts below, at and above a vector and a k_block
+# the issue's case with fewer channels than a vector, a vector's and two vectors'
 @requires_tool(*COMPILERS)
 @pytest.mark.parametrize("flag_set", sorted(FLAG_SETS))
 @pytest.mark.parametrize("cc", COMPILERS)
-@pytest.mark.parametrize("channels", [3, 8, 16, 40])
+@pytest.mark.parametrize("channels", [3, 8, 16])
 def test_the_9x8_max_pool_equals_numpy(channels, cc, flag_set):
     with compiler(cc):
         _pool_is_exact(9, 8, channels, 3, 2, 1, FLAG_SETS[flag_set])
@@ -99,16 +102,15 @@ def test_the_9x8_max_pool_equals_numpy(channels, cc, flag_set):
 @requires_tool(*COMPILERS)
 @pytest.mark.parametrize("flag_set", sorted(FLAG_SETS))
 @pytest.mark.parametrize("cc", COMPILERS)
-@pytest.mark.parametrize("channels", [8, 16])
-def test_the_9x8_max_pool_after_a_conv_matches_numpy(channels, cc, flag_set):
+def test_the_9x8_max_pool_after_a_conv_matches_numpy(cc, flag_set):
     with compiler(cc):
-        result = validate(_pool_config(9, 8, channels, 3, 2, 1, FLAG_SETS[flag_set], conv=True), "c", seed=44)
+        result = validate(_pool_config(9, 8, 8, 3, 2, 1, FLAG_SETS[flag_set], conv=True), "c", seed=44)
     assert result.passed, result.detail
     assert result.checked == "op-by-op"
 
 
 NEIGHBOURS = [(rows, cols, kernel, stride, pad) for rows, cols in ((9, 8), (8, 9), (9, 9), (8, 8))
-              for kernel, stride, pad in ((3, 2, 1), (3, 1, 0), (2, 2, 0), (2, 1, 1), (3, 2, 0), (2, 2, 1))]
+              for kernel, stride, pad in ((3, 2, 1), (3, 1, 0), (2, 2, 0), (2, 1, 1))]
 
 
 @requires_tool(*COMPILERS)
@@ -145,3 +147,34 @@ def test_compiler_choice_is_one_variable(monkeypatch):
     monkeypatch.delenv(COMPILER_VARIABLE)
     require_tools("gcc")
     assert Path(toolchain.compiler()).name in ("gcc", "cc")
+
+
+# an edit the sanitizer build must catch, in the kernel's first line: a write one element past the output, and a
+# signed overflow (volatile: the compiler cannot fold it away)
+INJECTED = {"heap-buffer-overflow": "output[{upper}_OUTPUT_ELEMENTS] = 0.0f;",
+            "signed integer overflow": "{{ volatile int big = 2147483647; big = big + 1; (void)big; }}"}
+
+
+@requires_tool("gcc")
+@pytest.mark.parametrize("finding", sorted(INJECTED))
+def test_the_sanitizer_build_fails_on_undefined_behaviour(finding):
+    """What the random suite's sanitizer run rests on: a kernel with one bad line fails validation with the
+    sanitizer's report, and the same kernel without it passes (each argument has an allocation of exactly its
+    size, so one element past the output is outside it)."""
+    from dataclasses import replace
+
+    from kernelgen.api import jobs
+    from kernelgen.errors import ToolchainError
+    from kernelgen.measure.validate import validate as validate_job
+    from kernelgen.targets import TARGETS
+
+    config = _pool_config(9, 8, 8, 3, 2, 1, SANITIZED)
+    job = jobs(config, ("c",))["c"]
+    assert validate_job(TARGETS["c"], job, seed=44).passed
+    name = f"{job.plan.name}.c"
+    signature = next(line for line in job.files[name].splitlines() if line.startswith(f"void {job.plan.name}("))
+    line = INJECTED[finding].format(upper=job.plan.name.upper())
+    edited = job.files[name].replace(f"{signature}\n{{\n", f"{signature}\n{{\n  {line}\n", 1)
+    assert edited != job.files[name]
+    with pytest.raises(ToolchainError, match=finding):
+        validate_job(TARGETS["c"], replace(job, files={**job.files, name: edited}), seed=44)
