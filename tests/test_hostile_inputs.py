@@ -106,7 +106,7 @@ SOFTMAX = '"softmax_out": {shape: [1, 4], dtype: float32}'
 def test_1_validate_a_manifest_shape_the_model_disagrees_with(net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 5], dtype: float32}')
     found = error_at(cli("validate", net), net, "tensors.softmax_out.shape")
-    assert int(found["line"]) == line_of(net, '"softmax_out"')
+    assert int(found["line"]) == line_of(net, '"softmax_out": {')
     assert "[1, 4]" in found["message"] and "model" in found["message"]
 
 
@@ -114,7 +114,7 @@ def test_1_validate_a_manifest_shape_the_model_disagrees_with(net):
 def test_2_validate_a_manifest_dtype_the_model_disagrees_with(net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 4], dtype: float16}')
     found = error_at(cli("validate", net), net, "tensors.softmax_out.dtype")
-    assert int(found["line"]) == line_of(net, '"softmax_out"')
+    assert int(found["line"]) == line_of(net, '"softmax_out": {')
     assert "float32" in found["message"]
 
 
@@ -127,7 +127,7 @@ def test_3_validate_a_manifest_pointing_at_another_model(net, tmp_path):
     result = cli("validate", net)
     found = error_at(result, net, "tensors.stem_relu_out")
     assert "other.onnx has no tensor" in found["message"]
-    assert int(found["line"]) == line_of(net, '"stem_relu_out"')
+    assert int(found["line"]) == line_of(net, '"stem_relu_out": {')
 
 
 @requires_tool("gcc")
@@ -168,7 +168,7 @@ def test_8_a_manifest_tensor_with_a_layout_that_does_not_parse(net, tmp_path):
          '"lrn_out": {shape: [1, 8, 8, 8], dtype: float32, layout: NCHQ}')
     for args in (("plan", net), ("build", net, "-o", tmp_path / "out")):
         found = error_at(cli(*args), net, "tensors.lrn_out.layout")
-        assert int(found["line"]) == line_of(net, '"lrn_out"')
+        assert int(found["line"]) == line_of(net, '"lrn_out": {')
     assert not (tmp_path / "out").exists()
 
 
@@ -188,7 +188,7 @@ def test_20_a_bad_tensor_value_is_blamed_on_that_tensor(net, edit_to):
     old, new, key = edit_to
     edit(net, f'"lrn_out": {{{old}', f'"lrn_out": {{{new}')
     found = error_at(cli("plan", net), net, f"tensors.lrn_out.{key}")
-    assert int(found["line"]) == line_of(net, '"lrn_out"')
+    assert int(found["line"]) == line_of(net, '"lrn_out": {')
 
 
 @requires_tool("gcc")
