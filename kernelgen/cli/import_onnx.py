@@ -10,10 +10,11 @@ import click
 
 from ..api import TARGETS
 from ..config_model import ConfigModel
-from ..errors import KernelgenError
-from ..files import write_if_changed
+from ..errors import ConfigError, KernelgenError
+from ..files import display_path, write_if_changed
 from ..onnx.fusion import DEFAULT_MAX_OPS, GroupCost
 from ..onnx.graph import OnnxError
+from .common import echo_problems
 
 PLUMBING = ("QuantizeLinear", "DequantizeLinear")  # the Q/DQ around a quantized model's ops: nothing to act on
 CONVS = ("Conv", "QLinearConv")
@@ -179,6 +180,12 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             click.echo(f"note: the {floats[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "
                        f"in device memory), so a chain costs the same however it is cut; each chain the graph allows "
                        f"is one config (--target {costed} cut by cost, and take --max-group-ops and --cut)")
+    except ConfigError as error:
+        echo_problems(error)
+        sys.exit(2)
+    except OnnxError as error:  # the model as a whole: at its file
+        click.echo(f"{display_path(model)}:1:1: error: {error}", err=True)
+        sys.exit(error.exit_code)
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)

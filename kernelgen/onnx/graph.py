@@ -5,7 +5,10 @@ The `onnx` package is an optional dependency (`pip install 'kernelgen[onnx]'`): 
 """
 from __future__ import annotations
 
+import io
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from .checks import conv_problem
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
 FLOAT32_MAX = 3.4028234663852886e38
+# protobuf's limit on one serialized message: an ONNX file (weights beyond it are external data files) is smaller
+MAX_MODEL_BYTES = 2 << 30
 
 
 class OnnxError(KernelgenError):
@@ -184,10 +189,10 @@ def read_graph(path: str | Path) -> Graph:
     from onnx import numpy_helper, shape_inference
 
     path = Path(path)
+    data = _model_bytes(path)
     try:
-        model = onnx.load(str(path))
-    except FileNotFoundError:
-        raise OnnxError(f"{path}: no such file") from None
+        model = onnx.load_model(io.BytesIO(data), format="protobuf", load_external_data=False)
+        onnx.load_external_data_for_model(model, str(path.parent))  # weights in files beside it, if any
     except Exception as error:  # protobuf's DecodeError and friends: not a model
         raise OnnxError(f"{path}: not an ONNX model ({type(error).__name__}: {error})") from None
     if not model.HasField("graph"):  # protobuf reads any bytes that hold no fields (an empty file) as a model
@@ -225,6 +230,31 @@ def read_graph(path: str | Path) -> Graph:
                  consumers={k: tuple(v) for k, v in consumers.items()},
                  producers={o: i for i, node in enumerate(graph.node) for o in node.output if o},
                  outputs=frozenset(o.name for o in graph.output))
+
+
+def _model_bytes(path: Path) -> bytes:
+    """The bytes of a model file, read only when it is a regular file no larger than an ONNX file can be (a
+    symlink to /dev/zero, a FIFO or a folder is refused before a byte is read: O_NONBLOCK opens a FIFO at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise OnnxError(f"{path}: no such file") from None
+    except OSError as error:
+        raise OnnxError(f"{path}: cannot read it ({error.strerror or error})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else \
+            "a device or socket"
+        raise OnnxError(f"{path}: expected a regular file (an ONNX model), got {kind}")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_MODEL_BYTES:
+            raise OnnxError(f"{path}: {info.st_size:,} bytes: larger than an ONNX file can be ({MAX_MODEL_BYTES:,} "
+                            f"bytes, protobuf's limit; larger weights live in external data files)")
+        data = handle.read(MAX_MODEL_BYTES + 1)
+    if len(data) > MAX_MODEL_BYTES:
+        raise OnnxError(f"{path}: it grew past {MAX_MODEL_BYTES:,} bytes while being read")
+    return data
 
 
 def _distinct_ids(nodes) -> None:
