@@ -242,6 +242,8 @@ def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops:
     if len(inputs) != 2 or tensor not in inputs:
         return None
     other = inputs[1] if inputs[0] == tensor else inputs[0]
+    if other == tensor:  # Add(c, c) is 2c: no other tensor to add (as a side input it would be the op's own result)
+        return None
     if graph.shapes.get(other) != graph.shapes.get(graph.nodes[add].output[0]) or other in graph.constants:
         return None
     if other not in chain:
