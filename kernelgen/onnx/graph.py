@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import KernelgenError
 from .checks import conv_problem
+from .short_names import shorten_long_names
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
@@ -197,6 +198,7 @@ def read_graph(path: str | Path) -> Graph:
         raise OnnxError(f"{path}: not an ONNX model ({type(error).__name__}: {error})") from None
     if not model.HasField("graph"):  # protobuf reads any bytes that hold no fields (an empty file) as a model
         raise OnnxError(f"{path}: not an ONNX model ({'an empty file' if not path.stat().st_size else 'no graph'})")
+    shorten_long_names(model)
     try:
         model = shape_inference.infer_shapes(model)
     except Exception as error:
