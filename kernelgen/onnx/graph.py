@@ -164,7 +164,10 @@ class Graph:
             return "hardswish"
         if gates and node.op_type == "HardSigmoid":
             attrs = _attributes(node)
-            return {"hardsigmoid": {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))}}
+            alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+            if not (math.isfinite(alpha) and math.isfinite(beta)):
+                return None  # not a gate a config can hold: onnxruntime runs it (a host step)
+            return {"hardsigmoid": {"alpha": alpha, "beta": beta}}
         if node.op_type != "Clip":
             return None
         attrs = _attributes(node)
@@ -177,6 +180,8 @@ class Graph:
                 bounds.append(float(value.reshape(-1)[0]))
             else:  # opset 6: attributes
                 bounds.append(float(attrs.get(name, default)))
+        if any(math.isnan(b) for b in bounds):
+            return None
         lo, hi = max(bounds[0], -FLOAT32_MAX), min(bounds[1], FLOAT32_MAX)
         if (lo, hi) == (0.0, 6.0):
             return "relu6"
