@@ -183,8 +183,11 @@ def _onnxruntime_time(network: Network, feeds, repeat: int) -> tuple[float, str]
 
     from ..onnx import subgraph
 
-    session = subgraph.session(network.model.read_bytes(), threads=1)
-    subgraph.run(session, feeds)  # warm-up
+    try:
+        session = subgraph.session(network.model.read_bytes(), threads=1)
+        subgraph.run(session, feeds)  # warm-up
+    except subgraph.OnnxError as error:  # the manifest's model: check_against_model read it, onnxruntime may not
+        raise network.problem("model", str(error)) from None
     times = []
     for _ in range(max(repeat, 3)):
         start = time.perf_counter()
