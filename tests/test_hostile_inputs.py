@@ -102,43 +102,48 @@ def edit(manifest: Path, old: str, new: str) -> None:
     manifest.write_text(text.replace(old, new, 1))
 
 
+RUNS = [("validate",), ("bench", "--repeat", "1")]  # the commands that run the model
 SOFTMAX = '"softmax_out": {shape: [1, 4], dtype: float32}'
 
 
 @requires_tool("gcc")
-def test_1_validate_a_manifest_shape_the_model_disagrees_with(net):
+@pytest.mark.parametrize("command", RUNS)
+def test_1_a_manifest_shape_the_model_disagrees_with(command, net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 5], dtype: float32}')
-    found = error_at(cli("validate", net), net, "tensors.softmax_out.shape")
+    found = error_at(cli(*command, net), net, "tensors.softmax_out.shape")
     assert int(found["line"]) == line_of(net, '"softmax_out": {')
     assert "[1, 4]" in found["message"] and "model" in found["message"]
 
 
 @requires_tool("gcc")
-def test_2_validate_a_manifest_dtype_the_model_disagrees_with(net):
+@pytest.mark.parametrize("command", RUNS)
+def test_2_a_manifest_dtype_the_model_disagrees_with(command, net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 4], dtype: float16}')
-    found = error_at(cli("validate", net), net, "tensors.softmax_out.dtype")
+    found = error_at(cli(*command, net), net, "tensors.softmax_out.dtype")
     assert int(found["line"]) == line_of(net, '"softmax_out": {')
     assert "float32" in found["message"]
 
 
 @requires_tool("gcc")
-def test_3_validate_a_manifest_pointing_at_another_model(net, tmp_path):
+@pytest.mark.parametrize("command", RUNS)
+def test_3_a_manifest_pointing_at_another_model(command, net, tmp_path):
     from onnx_models import resnet_basic_block
 
     save(resnet_basic_block(), tmp_path / "other.onnx")
     edit(net, 'model: "../model.onnx"', 'model: "../other.onnx"')
-    result = cli("validate", net)
+    result = cli(*command, net)
     found = error_at(result, net, "tensors.stem_relu_out")
     assert "other.onnx has no tensor" in found["message"]
     assert int(found["line"]) == line_of(net, '"stem_relu_out": {')
 
 
 @requires_tool("gcc")
-def test_4_validate_a_host_step_onnxruntime_refuses(net):
+@pytest.mark.parametrize("command", RUNS)
+def test_4_a_host_step_onnxruntime_refuses(command, net):
     # the Softmax step fed a tensor it does not read: its nodes cut out read fc_out, which nothing gives them
     edit(net, '    inputs: ["fc_out"]\n    outputs: ["softmax_out"]',
          '    inputs: ["lrn_out"]\n    outputs: ["softmax_out"]')
-    result = cli("validate", net)
+    result = cli(*command, net)
     found = error_at(result, net, "steps[3].host")
     assert "onnxruntime" in found["message"]
 
@@ -205,9 +210,10 @@ def test_22_validate_dump_into_a_folder_that_cannot_be_made(net, tmp_path):
 
 
 @requires_tool("gcc")
-def test_23_a_host_node_the_model_lacks(net):
+@pytest.mark.parametrize("command", RUNS)
+def test_23_a_host_node_the_model_lacks(command, net):
     edit(net, 'host: ["lrn"]', 'host: ["no_such_node"]')
-    found = error_at(cli("validate", net), net, "steps[1].host[0]")
+    found = error_at(cli(*command, net), net, "steps[1].host[0]")
     assert "no_such_node" in found["message"]
     assert int(found["line"]) == line_of(net, 'no_such_node')
 
