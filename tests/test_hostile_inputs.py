@@ -406,6 +406,27 @@ def test_17_to_19_one_bad_candidate_does_not_abort_the_import(tmp_path, middle, 
         assert cli("plan", config).exit_code == 0, config
 
 
+def test_17_to_19_a_quantized_op_the_planner_refuses_is_left_to_onnxruntime(tmp_path):
+    """qconv1 reads a [1, 32, 40000, 40000] uint8 input (more elements than a kernel indexes) with stride 20000;
+    qconv2 reads its [1, 48, 2, 2] result: it is imported, qconv1 left out with the planner's reason."""
+    from onnx_models import qlinear_chain
+
+    model = qlinear_chain()
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_value = dims[3].dim_value = 40000
+    from onnx import helper
+
+    model.graph.node[0].attribute.append(helper.make_attribute("strides", [20000, 20000]))
+    result = _import(model, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "not imported: QLinearConv qconv1: it cannot be a kernel (input.shape: the input [1, 40000, 40000, 32] " \
+           "has 51200000000 elements" in result.output
+    text = (tmp_path / "out" / "network.yaml").read_text()
+    assert 'host: ["qconv1"]' in text
+    for path in (tmp_path / "out").glob("*.yaml"):
+        assert cli("plan", path).exit_code == 0, path
+
+
 @requires_tool("gcc")
 def test_17_to_19_the_network_around_a_broadcast_add_validates(tmp_path):
     assert _import(_chain_with(_broadcast_add), tmp_path).exit_code == 0

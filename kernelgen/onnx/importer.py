@@ -23,6 +23,7 @@ from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .names import Namer
 from .network_writer import network_yaml
 from .qchain import QUANT_LAYOUT, own_nodes, qchain, qfusable, qsides, quant_yaml
+from .qchain import _cut_escapes as cut_quantized_escapes
 from .qlayers import qop
 from .quant import QConv, qconv
 
@@ -117,7 +118,8 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
         if node.op_type not in ("Conv", "QLinearConv"):
             quantized = qop(graph, index)  # a quantized pool, Mul or Gemm starts a uint8 chain too
             if isinstance(quantized, QConv) and not taken & own_nodes(graph, quantized):
-                _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes)
+                _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes,
+                                why_not)
                 continue
             start = layers.op_at(graph, index)
             if isinstance(start, str):
@@ -131,7 +133,8 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
             why_not[index] = quantized
             continue
         if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
-            _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes)
+            _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes,
+                            why_not)
             continue
         conv = graph.conv(index)
         if isinstance(conv, str):
@@ -179,12 +182,20 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
 
 def _take_quantized(graph: Graph, first: QConv, path: Path, out_dir: str | Path, targets: tuple[str, ...],
                     fusion: Fusion, namer: Namer, taken: set[int], configs: list[ImportedConfig],
-                    notes: list[str]) -> None:
-    """The uint8 chain from `first` (qchain.py), cut where the cost model says on hvx: its configs appended."""
+                    notes: list[str], why_not: dict[int, str]) -> None:
+    """The uint8 chain from `first` (qchain.py), cut where the cost model says on hvx: its configs appended. An op
+    the planner rejects even alone ends the chain before it, as in _take."""
     chain = qchain(graph, first, taken)
-    taken.update(m for op in chain for m in op.members)
     model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-    for group in _qsplit(graph, chain, model_path, fusion, targets):
+    while chain:
+        groups = _qsplit(graph, chain, model_path, fusion, targets)
+        bad = next((g for g in groups if g.cost is not None and g.cost.error), None)
+        if bad is None:
+            break
+        why_not[chain[bad.start].start] = f"it cannot be a kernel ({bad.cost.error})"
+        chain = cut_quantized_escapes(graph, chain[:bad.start]) if bad.start else []
+    taken.update(m for op in chain for m in op.members)
+    for group in groups if chain else ():
         qops = chain[group.start:group.stop]
         members = _members(op.members for op in qops)
         name = namer.name([op.start for op in qops])
@@ -292,10 +303,9 @@ def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, t
     def cost(start: int, stop: int) -> GroupCost:
         try:
             return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, (), targets))
-        except ConfigError as error:  # never a group of several ops (fusion.choose); one op alone still fails
-            if stop - start == 1:
-                raise
-            return unplannable(error.problems[0].message)
+        except ConfigError as error:  # never a group of several ops (fusion.choose); one op alone is left out
+            problem = error.problems[0]
+            return unplannable(f"{problem.key}: {problem.message}" if problem.key else problem.message)
 
     return choose(len(chain), fusable, Grouping(cost=cost, max_ops=fusion.max_ops, cuts=cut_ops))
 
