@@ -107,7 +107,7 @@ SOFTMAX = '"softmax_out": {shape: [1, 4], dtype: float32}'
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_1_a_manifest_shape_the_model_disagrees_with(command, net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 5], dtype: float32}')
     found = error_at(cli(*command, net), net, "tensors.softmax_out.shape")
@@ -116,7 +116,7 @@ def test_1_a_manifest_shape_the_model_disagrees_with(command, net):
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_2_a_manifest_dtype_the_model_disagrees_with(command, net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 4], dtype: float16}')
     found = error_at(cli(*command, net), net, "tensors.softmax_out.dtype")
@@ -125,7 +125,7 @@ def test_2_a_manifest_dtype_the_model_disagrees_with(command, net):
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_3_a_manifest_pointing_at_another_model(command, net, tmp_path):
     from onnx_models import resnet_basic_block
 
@@ -138,7 +138,7 @@ def test_3_a_manifest_pointing_at_another_model(command, net, tmp_path):
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_4_a_host_step_onnxruntime_refuses(command, net):
     # the Softmax step fed a tensor it does not read: its nodes cut out read fc_out, which nothing gives them
     edit(net, '    inputs: ["fc_out"]\n    outputs: ["softmax_out"]',
@@ -210,7 +210,7 @@ def test_22_validate_dump_into_a_folder_that_cannot_be_made(net, tmp_path):
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_23_a_host_node_the_model_lacks(command, net):
     edit(net, 'host: ["lrn"]', 'host: ["no_such_node"]')
     found = error_at(cli(*command, net), net, "steps[1].host[0]")
