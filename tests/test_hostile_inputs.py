@@ -406,6 +406,16 @@ def test_17_to_19_one_bad_candidate_does_not_abort_the_import(tmp_path, middle, 
         assert cli("plan", config).exit_code == 0, config
 
 
+def test_17_to_19_an_op_the_planner_refuses_on_a_target_without_a_fusion_cost(tmp_path):
+    """opencl cuts no chain by cost (one kernel per conv2d): the op is still planned alone before it is written."""
+    result = _import(_chain_with(_huge_input), tmp_path, "--target", "opencl")
+    assert result.exit_code == 0, result.output
+    assert "not imported: Conv chuge: it cannot be a kernel (input.shape: the input [1, 32768, 32768, 4]" \
+        in result.output
+    for path in (tmp_path / "out").glob("*.yaml"):
+        assert cli("plan", path).exit_code == 0, path
+
+
 def test_17_to_19_a_quantized_op_the_planner_refuses_is_left_to_onnxruntime(tmp_path):
     """qconv1 reads a [1, 32, 40000, 40000] uint8 input (more elements than a kernel indexes) with stride 20000;
     qconv2 reads its [1, 48, 2, 2] result: it is imported, qconv1 left out with the planner's reason."""

@@ -74,6 +74,9 @@ class Fusion:
     max_ops: int = DEFAULT_MAX_OPS
     cut_after: frozenset[str] = frozenset()  # node names (or first outputs) a group must end at
     quant_coster: GroupCoster | None = None  # quantized chains: their (hvx) configs' cost
+    # without a coster: a config's text -> why the planner rejects it ("" : it plans), so that an op it rejects
+    # alone still ends its chain and is left to onnxruntime
+    check: Callable[[str], str] | None = None
 
 
 def conv_dtypes(graph: Graph) -> dict[str, tuple[str, ...]]:
@@ -160,6 +163,13 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
     to onnxruntime with the planner's reason (why_not), and the nodes after it start chains of their own."""
     model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
     cost = _chain_cost(graph, chain, model_path, targets, fusion)
+    if cost is None and fusion.check is not None:  # no cost search (one group): each op alone must plan
+        alone = (k for k, op in enumerate(chain) if op.residual is None or op.residual >= k or op.side)
+        why = next(((k, w) for k in alone for w in (fusion.check(_yaml(graph, "group", _sub(chain, k, k + 1),
+                                                                         model_path, (), targets)),) if w), None)
+        if why is not None:
+            why_not[chain[why[0]].node] = f"it cannot be a kernel ({why[1]})"
+            chain = _cut_escapes(graph, chain[:why[0]])
     while chain:
         groups = _split(graph, chain, fusion, cost)
         bad = next((g for g in groups if g.cost is not None and g.cost.error), None)
