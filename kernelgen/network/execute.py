@@ -19,6 +19,7 @@ End to end, every tensor a step wrote is compared with the model's own value of 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from ..config import Config
 from ..onnx import subgraph
+from ..onnx.graph import OnnxError
 from .manifest import Network, Step
 
 FLOAT_AGREEMENT = 1e-3  # of the tensor's largest magnitude
@@ -77,9 +79,10 @@ def network_input(network: Network, seed: int) -> dict[str, np.ndarray]:
 
 def reference(network: Network, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """onnxruntime running the whole model, every tensor the manifest names among its outputs."""
-    graph = subgraph.graph_of(network.model)
-    inner = {t: np.dtype(network.tensors[t].dtype) for t in network.tensors if t not in network.inputs}
-    return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner)), feeds)
+    with _blamed_on(network, "model"):
+        graph = subgraph.graph_of(network.model)
+        inner = {t: np.dtype(network.tensors[t].dtype) for t in network.tensors if t not in network.inputs}
+        return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner)), feeds)
 
 
 def host_runner(network: Network, step: Step):
@@ -87,11 +90,26 @@ def host_runner(network: Network, step: Step):
     onnxruntime session)."""
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
-    graph = subgraph.graph_of(network.model)
-    inputs = {t: np.dtype(network.tensors[t].dtype) for t in step.inputs}
-    outputs = {t: np.dtype(network.tensors[t].dtype) for t in step.outputs}
-    session = subgraph.session(subgraph.nodes_model(graph, step.nodes, inputs, outputs))
-    return lambda values: subgraph.run(session, {t: values[t] for t in step.inputs})
+    key = f"steps[{step.index}].host"
+    with _blamed_on(network, key):
+        graph = subgraph.graph_of(network.model)
+        inputs = {t: np.dtype(network.tensors[t].dtype) for t in step.inputs}
+        outputs = {t: np.dtype(network.tensors[t].dtype) for t in step.outputs}
+        session = subgraph.session(subgraph.nodes_model(graph, step.nodes, inputs, outputs))
+
+    def run(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with _blamed_on(network, key):
+            return subgraph.run(session, {t: values[t] for t in step.inputs})
+    return run
+
+
+@contextmanager
+def _blamed_on(network: Network, key: str):
+    """onnxruntime refusing a model kernelgen made from the manifest is the manifest's problem, at `key`."""
+    try:
+        yield
+    except OnnxError as error:
+        raise network.problem(key, str(error)) from None
 
 
 def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunner,

@@ -68,6 +68,8 @@ def weights(config: Config) -> dict[str, np.ndarray]:
             if len(node.input) < 3 or node.input[2] not in graph.constants:
                 raise config.problem(f"ops[{j - 1}].conv2d.bias", f"Conv {node_id(node)!r} has no bias")
             bias = graph.constants[node.input[2]]
+            if node.op_type == "Gemm" and bias.shape == (1, op.out_channels):  # C broadcast to [N, K]: one per output
+                bias = bias.reshape(-1)
             if bias.shape != (op.out_channels,):
                 raise config.problem("source.nodes", f"Conv {node_id(node)!r} has a bias of shape {list(bias.shape)}; "
                                                      f"ops[{j - 1}] expects [{op.out_channels}]")
