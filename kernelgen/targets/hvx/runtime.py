@@ -27,7 +27,7 @@ from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisons
 from ..base import Executable, Job
 from .options import QF32_ARCHES, hvx_options
-from .toolchain import assembly, build, parse_counters, run, vector_spills
+from .toolchain import assembly, assembly_noted, build_noted, parse_counters, run, vector_spills
 
 QF32_MULTIPLY = re.compile(r"\.qf32\s*=\s*vmpy\(")
 VRMPY_MACS_PER_PACKET = 256  # two 128-MAC vrmpy per packet (the two HVX multiply slots)
@@ -91,10 +91,16 @@ class HvxProgram(Executable):
             (self.workdir / f"{name}.c").write_text(source)
             defines = {"KG_PROFILE_COMPUTE": 1} if profile else {}
             defines |= {"KG_TRACE_INTERMEDIATES": 1} if trace else {}
-            self._binaries[key] = build([self.workdir / f"{name}.c", self.workdir / f"{plan.name}.c"],
-                                        self.workdir / name, arch=self.arch, include_dirs=[self.workdir],
-                                        defines=defines or None)
+            built = build_noted([self.workdir / f"{name}.c", self.workdir / f"{plan.name}.c"], self.workdir / name,
+                                arch=self.arch, include_dirs=[self.workdir], defines=defines or None)
+            self._note(built.workaround)
+            self._binaries[key] = Path(built.output)
         return self._binaries[key]
+
+    def _note(self, workaround: str) -> None:
+        """A compiler crash worked around (toolchain.py) is said beside the verdict, once."""
+        if workaround and workaround not in self.notes:
+            self.notes = (*self.notes, workaround)
 
     def execute(self, args: KernelArgs, runs: tuple[int, ...], profile: bool = False, trace: bool = False
                 ) -> tuple[list[np.ndarray], str, tuple[np.ndarray, ...]]:
@@ -132,12 +138,12 @@ def _qf32_check(job: Job, workdir: Path, arch: str) -> str:
         raise ToolchainError(f"qf32 needs hvx.arch v68 or later, got {arch}")
     if job.target_plan.qf32 is None:
         raise ToolchainError("no qf32 variant for these layouts")
-    multiplies = len(QF32_MULTIPLY.findall(assembly(workdir / f"{job.plan.name}.c", arch=arch,
-                                                    include_dirs=[workdir])))
+    compiled = assembly_noted(workdir / f"{job.plan.name}.c", arch=arch, include_dirs=[workdir])
+    multiplies = len(QF32_MULTIPLY.findall(compiled.output))
     if not multiplies:
         raise ToolchainError(f"the qf32 variant built for {arch} has no qf32 vmpy in its assembly")
     return (f"compile-only: QEMU 7.2 has no HVX float; qf32 variant built for {arch}, {multiplies} qf32 vmpy in "
-            f"its assembly")
+            f"its assembly{f'; {compiled.workaround}' if compiled.workaround else ''}")
 
 
 def counters(program: HvxProgram, args: KernelArgs) -> dict[str, int]:
