@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,10 @@ def test_dir_may_be_the_config_folder_or_builds_output_and_the_api_takes_it(buil
     for given in (built / "out" / "chain3", built / "out"):
         result, (row,) = _validate(built, "c", given)
         assert row["status"] == "pass" and f"sources from {built / 'out' / 'chain3' / 'c'}/" in row["detail"]
+    # a copy of one's own, anywhere (here in a folder named like the config, as build's layout is)
+    shutil.copytree(built / "out" / "chain3" / "c", built / "chain3" / "tuned")
+    result, (row,) = _validate(built, "c", built / "chain3" / "tuned")
+    assert row["status"] == "pass" and f"sources from {built / 'chain3' / 'tuned'}/ (as generated)" in row["detail"]
     config = load_config(built / "chain3.yaml")
     assert kernelgen.validate(config, "c", seed=3, sources=built / "out").passed
 

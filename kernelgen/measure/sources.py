@@ -37,8 +37,10 @@ def sources_folder(root: Path, config_name: str, target: str, names: tuple[str, 
     root = Path(root)
     if not root.is_dir():
         raise SourcesError(f"{root}: no such folder")
-    if root.parent.name == config_name and root.name != target and not (root / target).is_dir():
-        # out/<name>/c/ given for hvx: both write <name>.c and <name>.h, and one's C is not the other's
+    if root.parent.name == config_name and (root.parent / "plan.txt").is_file() and root.name != target \
+            and not (root / target).is_dir():
+        # out/<name>/c/ (build's layout: plan.txt beside it) given for hvx: both write <name>.c and <name>.h, and one
+        # target's C is not the other's
         raise SourcesError(f"{root} is where `kernelgen build` writes {config_name}'s {root.name} sources; the "
                            f"{target} target's are in {root.parent / target}/")
     for folder in (root / config_name / target, root / target, root):
