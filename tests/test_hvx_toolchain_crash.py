@@ -157,3 +157,46 @@ def test_validate_passes_a_kernel_whose_build_crashed_and_says_so(tmp_path, monk
     # every build of the driver crashed once and was built again: the verdict says so once
     assert result.detail.count("crashed in") == 1
     assert any("-enable-pipeliner=false" in call for call in _calls(tmp_path / "bin"))
+
+
+# ---- the real crash (clang-19 19.1.7, Debian 12) ---------------------------------------------
+
+# Found by compiling random valid hvx configs (tests/strategies.py's hvx_uint8_configs plus hvx.pixels and
+# schedule keys; 3 of ~330 uint8 chains): a 1x1 conv with its residual, then a strided 3x1 depthwise conv with a
+# dilated column, on an 18x3x14 input. With the defaults (v73, 8 pixels) only the op-by-op check's build
+# (-DKG_TRACE_INTERMEDIATES) crashes; with 24 pixels on v67 the kernel as shipped does too. Before the workaround
+# `kernelgen validate` reported both FAIL `toolchain`.
+CRASHING = """\
+name: {name}
+dtype: uint8
+input: {{shape: [1, 18, 3, 14], layout: nhwc-8h8w32c}}
+quant: {{input_scale: 0.05, input_zero_point: 97, weight_dtype: {weights}, weight_scale: 0.004,
+        weight_zero_point: {zero}, intermediate_scale: 0.2, intermediate_zero_point: 155, output_scale: 0.1,
+        output_zero_point: 172, bias: true}}
+ops:
+  - conv2d: {{out_channels: 14, kernel: 1, residual: input, bias: {bias}{activation}}}
+  - conv2d: {{out_channels: 14, kernel: {kernel}, stride: {stride}, dilation: {dilation}, groups: 14}}
+output: {{layout: nhwc-8h8w32c}}
+targets: [hvx]
+{hvx}"""
+TRACE_ONLY = CRASHING.format(name="crash_trace", weights="uint8", zero=128, bias="true",
+                             activation=", activation: relu6", kernel="[3, 1]", stride=3, dilation="[1, 2]", hvx="")
+SHIPPED = CRASHING.format(name="crash_shipped", weights="int8", zero=0, bias="false", activation="", kernel=3,
+                          stride="[2, 3]", dilation=1, hvx="hvx: {arch: v67, pixels: 24}\n")
+
+
+@pytest.mark.slow
+@requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
+@pytest.mark.parametrize("text, note", [
+    (TRACE_ONLY, "clang-19 crashed in Modulo Software Pipelining on the kernel built with -DKG_TRACE_INTERMEDIATES "
+                 "(not on the kernel as shipped, which built as usual); that build was made with the pipeliner off"),
+    (SHIPPED, "clang-19 crashed in Modulo Software Pipelining; built with the pipeliner off (add -mllvm "
+              "-enable-pipeliner=false where you compile this kernel)"),
+], ids=["trace_build", "shipped_build"])
+def test_valid_configs_that_crash_clang_19_pass_bit_exact_and_say_which_build_crashed(text, note):
+    config = load_config(text)
+    hvx = TARGETS["hvx"]
+    result = validate_safely(hvx, hvx.build(config, plan(config)), seed=11)
+    assert result.status is Status.PASS and result.failure == (), result.detail
+    assert result.detail.startswith("bit-exact in 2 poisoned runs") and result.checked == "bit-exact op-by-op"
+    assert result.detail.endswith(f"; {note}") and result.detail.count("crashed") == 1, result.detail

@@ -84,6 +84,7 @@ class Compiled:
 
     output: str
     workaround: str = ""
+    crashed: str = ""  # what crashed before the workaround, "clang-19 crashed in Modulo Software Pipelining"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ def build_noted(
             str(output),
         ]
         done = _compile(command, f"build {output.name}")
-    return Compiled(str(output), done.workaround)
+    return Compiled(str(output), done.workaround, done.crashed)
 
 
 def assembly(
@@ -340,7 +341,8 @@ def _compile(command: list[str], what: str) -> Compiled:
     retry = [command[0], *PIPELINER_OFF, *command[1:]]
     again = _run_clang(retry, what)
     if again.returncode == 0:
-        return Compiled(_decode(again.stdout), workaround_note(Path(command[0]).name, crash))
+        compiler = Path(command[0]).name
+        return Compiled(_decode(again.stdout), workaround_note(compiler, crash), f"{compiler} {crash}")
     raise ToolchainError(
         f"{command[0]} {crash} (a compiler bug, not an error in the kernel) to {what}, and failed again with the "
         f"pipeliner off\ncommand: {_quote(command)}\n{diagnostics}\nwith the pipeliner off: {_quote(retry)}\n"
