@@ -162,7 +162,7 @@ def test_validate_passes_a_kernel_whose_build_crashed_and_says_so(tmp_path, monk
 # ---- the real crash (clang-19 19.1.7, Debian 12) ---------------------------------------------
 
 # Found by compiling random valid hvx configs (clang -c of the kernel, plain, -DKG_TRACE_INTERMEDIATES and
-# -DKG_PROFILE_COMPUTE): 2 of ~90 uint8 chains from tests/strategies.py's hvx_uint8_configs with hvx.pixels, arch and
+# -DKG_PROFILE_COMPUTE): 2 of 118 uint8 chains from tests/strategies.py's hvx_uint8_configs with hvx.pixels, arch and
 # schedule keys drawn too; none in 150 uint8 chains without those keys, 300 float32 configs (qf32 on v68+ in half) or
 # the 28 configs imported from MobileNetV2 and ResNet18 QDQ models. Both: a 1x1 conv with its residual, then a
 # strided depthwise conv, on an 18x3x14 input; the first minimised to the defaults. With the defaults (v73, 8 pixels) only the op-by-op check's build
