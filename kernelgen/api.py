@@ -26,6 +26,7 @@ from .config import Config, with_options
 from .errors import ConfigError, ConfigProblem, KernelgenError
 from .measure import bench as _bench
 from .measure import run as _run
+from .measure import sources as _sources
 from .measure import validate as _validate
 from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, not_built, unmeasured
 from .plan import Plan
@@ -38,7 +39,8 @@ from .toolstatus import ToolStatus
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
            "jobs", "json_schema", "load_config", "load_network", "network_files", "output_files", "output_names", "parse_config", "plan",
-           "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device"]
+           "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device",
+           "with_sources"]
 
 Targets = Mapping[str, Target]
 
@@ -171,10 +173,22 @@ def toolchain(target: str) -> tuple[ToolStatus, ...]:
     return TARGETS[target].toolchain()
 
 
-def validate(config: Config, target: str, seed: int | None = None) -> ValidationResult:
+def validate(config: Config, target: str, seed: int | None = None, sources: str | Path | None = None
+             ) -> ValidationResult:
     """Build, run on fresh inputs (or `seed`'s), compare with numpy (and onnxruntime for an imported model);
-    `.passed` says whether it matched. Toolchain failures raise."""
-    return _validate.validate(TARGETS[target], jobs(config, (target,))[target], _seed(seed))
+    `.passed` says whether it matched. With `sources`, the kernel sources in that folder (as `kernelgen build` wrote
+    them, perhaps edited: see with_sources) instead of generated ones. Toolchain failures raise."""
+    job = jobs(config, (target,))[target]
+    job = with_sources(job, target, sources) if sources is not None else job
+    return _validate.validate(TARGETS[target], job, _seed(seed))
+
+
+def with_sources(job: Job, target: str, folder: str | Path) -> Job:
+    """The job with the kernel sources found in `folder` (`kernelgen build`'s <output>/<name>/<target>/, its
+    <output>/<name>/ or its <output>/) in place of the rendered ones (measure/sources.py); the files that describe
+    the launch must be as rendered. Raises SourcesError (exit 2 at the command line) when the folder lacks a file the
+    target writes or holds another config's."""
+    return _sources.with_sources(job, target, Path(folder))
 
 
 def validate_job(job: Job, target: str, seed: int | None = None, dump: Path | None = None,

@@ -14,7 +14,7 @@ import click
 
 from ..version import __version__
 from ..api import TARGETS, binaries, dependencies, jobs, json_schema, output_files, output_names, skipped, \
-    validate_job
+    validate_job, with_sources
 from .bench import bench_command
 from .common import (StatusLine, configs_argument, device_option, echo_problems, handle_errors,  # noqa: F401
                      json_option, load_all, make_folder, number, progress, target_option)
@@ -252,6 +252,10 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
               help="Report targets whose toolchain this machine lacks as 'skipped' instead of failing.")
 @click.option("--dump", type=click.Path(file_okay=False), metavar="DIR",
               help="Write each op's output and numpy's for it as .npy: DIR/<config>/<target>/op<j>[.reference].npy.")
+@click.option("--sources", type=click.Path(file_okay=False), metavar="DIR",
+              help="Validate the kernel sources in DIR (as `kernelgen build` wrote them, perhaps edited by hand) "
+                   "instead of generating them: DIR is build's <output>/<name>/<target>/, <output>/<name>/ or "
+                   "<output>/ (several configs or targets).")
 @click.option("--json", "as_json", is_flag=True,
               help='Print one JSON object when every result is in: {"context": ..., "results": [...]}.')
 @click.option("--jsonl", "as_jsonl", is_flag=True,
@@ -259,7 +263,7 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
                    'target), the objects of --json\'s results.')
 @handle_errors
 def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
-             skip_missing: bool, dump: str | None, as_json: bool, as_jsonl: bool) -> None:
+             skip_missing: bool, dump: str | None, sources: str | None, as_json: bool, as_jsonl: bool) -> None:
     """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
 
     \b
@@ -276,20 +280,29 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     Rows are printed as each result arrives; on a terminal a status line on
     stderr names the config, its phase (compiling, running, comparing) and the
     time so far. For a network.yaml, --jsonl is its --json (a line per step).
+    With --sources DIR the kernels compiled are the sources in DIR, as build
+    wrote them under <output>/<name>/<target>/ and perhaps edited by hand
+    (the launch files, .launch.json and .dispatch.txt, must be as built);
+    a folder that lacks one of them is exit 2 before anything runs.
     Example:
       kernelgen validate configs/*.yaml --target c
       kernelgen validate configs/*.yaml --jsonl > results.jsonl
+      kernelgen validate configs/seed000_3x3.yaml --target c --sources out/seed000_3x3/c
     """
     if as_json and as_jsonl:
         raise click.UsageError("--json and --jsonl: give one (--jsonl streams the objects --json prints at the end)")
     if manifests_in(configs):
+        if sources:
+            raise click.UsageError("--sources takes kernel configs, not a network manifest (give each kernel's config)")
         return validate_networks(configs, targets, device, seed, as_json or as_jsonl)
     loaded = load_all(configs, targets, device)
     if dump:
         prepare_dump(Path(dump))
     # Plan and render first, once: a config the planner or a target rejects is a config error (exit 2), reported
-    # before anything runs, not a FAIL row; the same jobs are then compiled and run.
+    # before anything runs, not a FAIL row; the same jobs are then compiled and run (with --sources, each with the
+    # sources read from its folder, every folder checked before the first runs).
     work = [(target, job) for config in loaded for target, job in jobs(config, targets).items()]
+    work = [(target, with_sources(job, target, sources)) for target, job in work] if sources else work
     size = table_width([c.name for c in loaded])
     if as_jsonl:
         click.echo(json.dumps({"context": run_context(t for t, _ in work)}))

@@ -25,6 +25,9 @@ class Job:
     plan: Plan
     target_plan: Any  # the target's tiling (None when the core plan is all it needs)
     files: Mapping[str, str]  # file name -> text, as `kernelgen build` writes them
+    # where the files were read from instead of rendered, and which of them differ from the rendered ones
+    # (`validate --sources DIR`, measure/sources.py); said beside the verdict. "": rendered from the config
+    origin: str = ""
 
 
 @dataclass(frozen=True, slots=True)

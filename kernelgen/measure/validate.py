@@ -46,9 +46,11 @@ def validate_with_output(target: Primitives, job: Job, seed: int, args: KernelAr
             target.compile(job, Path(tmp)) as exe:
         phase("running")
         if exe.compile_only:
-            return unmeasured(config.name, target.name, seed, Status.COMPILED, exe.compile_only), None
+            return _noted(unmeasured(config.name, target.name, seed, Status.COMPILED, exe.compile_only),
+                          (job.origin,)), None
         if exe.cannot_run:
-            return unmeasured(config.name, target.name, seed, Status.NOT_RUN, exe.cannot_run), None
+            return _noted(unmeasured(config.name, target.name, seed, Status.NOT_RUN, exe.cannot_run),
+                          (job.origin,)), None
         traced = target.run_traced(exe, args, poisons(config.dtype)[0]) if len(config.ops) > 1 else None
         # uint8 is checked from two poisons (an unwritten byte differs between them): the traced run is one more
         outputs = {poisons(config.dtype)[0]: traced.output} if traced and config.dtype != "uint8" else \
@@ -61,9 +63,7 @@ def validate_with_output(target: Primitives, job: Job, seed: int, args: KernelAr
     result = compare(config, job.plan, target.name, seed, args, outputs, target.roundoff(job),
                      intermediates=intermediates)
     output = job.plan.tensors[-1].layout.unpack(next(iter(outputs.values())))
-    if notes and result.passed:
-        return replace(result, detail="; ".join((result.detail, *notes) if result.detail else notes)), output
-    return result, output
+    return _noted(result, (*notes, job.origin)), output
 
 
 def validate_safely(target: Primitives, job: Job, seed: int, dump: Path | None = None,
@@ -75,4 +75,11 @@ def validate_safely(target: Primitives, job: Job, seed: int, dump: Path | None =
     except ConfigError:
         raise
     except KernelgenError as error:
-        return not_built(job.config.name, target.name, seed, error)
+        return _noted(not_built(job.config.name, target.name, seed, error), (job.origin,))
+
+
+def _noted(result: ValidationResult, notes: tuple[str, ...]) -> ValidationResult:
+    """The result with what its executable noted (a compiler crash worked around, fp16 kernels a device could not
+    run) and where its sources came from said after its detail, beside any verdict."""
+    notes = tuple(note for note in notes if note)
+    return replace(result, detail="; ".join((result.detail, *notes) if result.detail else notes)) if notes else result

@@ -27,7 +27,7 @@ from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisons
 from ..base import Executable, Job
 from .options import QF32_ARCHES, hvx_options
-from .toolchain import assembly, build, parse_counters, run, vector_spills
+from .toolchain import Compiled, assembly, assembly_noted, build_noted, parse_counters, run, vector_spills
 
 QF32_MULTIPLY = re.compile(r"\.qf32\s*=\s*vmpy\(")
 VRMPY_MACS_PER_PACKET = 256  # two 128-MAC vrmpy per packet (the two HVX multiply slots)
@@ -55,6 +55,7 @@ class HvxProgram(Executable):
         self.workdir = workdir
         self.arch = hvx_options(job.config).arch
         self._binaries: dict[tuple[tuple[int, ...], bool, bool], Path] = {}
+        self._shipped_crashed = False  # the kernel as shipped needed the pipeliner off (toolchain.py)
 
     @property
     def uint8(self) -> bool:
@@ -91,10 +92,28 @@ class HvxProgram(Executable):
             (self.workdir / f"{name}.c").write_text(source)
             defines = {"KG_PROFILE_COMPUTE": 1} if profile else {}
             defines |= {"KG_TRACE_INTERMEDIATES": 1} if trace else {}
-            self._binaries[key] = build([self.workdir / f"{name}.c", self.workdir / f"{plan.name}.c"],
-                                        self.workdir / name, arch=self.arch, include_dirs=[self.workdir],
-                                        defines=defines or None)
+            built = build_noted([self.workdir / f"{name}.c", self.workdir / f"{plan.name}.c"], self.workdir / name,
+                                arch=self.arch, include_dirs=[self.workdir], defines=defines or None)
+            self._note(built, defines)
+            self._binaries[key] = Path(built.output)
         return self._binaries[key]
+
+    def _note(self, built: Compiled, defines: dict[str, int]) -> None:
+        """A compiler crash worked around (toolchain.py) is said beside the verdict, once. A crash of a build with
+        the check's or the profile's defines only (-DKG_TRACE_INTERMEDIATES: seen on a valid chain whose shipped
+        build compiled) says so: the user's build of the kernel needs no workaround then."""
+        if not built.crashed:
+            return
+        if not defines:
+            note, self._shipped_crashed = built.workaround, True
+        elif self._shipped_crashed:
+            return  # the shipped build's note says it
+        else:
+            flags = " ".join(f"-D{name}" for name in defines)
+            note = (f"{built.crashed} on the kernel built with {flags} (not on the kernel as shipped, which built "
+                    f"as usual); that build was made with the pipeliner off")
+        if note not in self.notes:
+            self.notes = (*self.notes, note)
 
     def execute(self, args: KernelArgs, runs: tuple[int, ...], profile: bool = False, trace: bool = False
                 ) -> tuple[list[np.ndarray], str, tuple[np.ndarray, ...]]:
@@ -132,12 +151,12 @@ def _qf32_check(job: Job, workdir: Path, arch: str) -> str:
         raise ToolchainError(f"qf32 needs hvx.arch v68 or later, got {arch}")
     if job.target_plan.qf32 is None:
         raise ToolchainError("no qf32 variant for these layouts")
-    multiplies = len(QF32_MULTIPLY.findall(assembly(workdir / f"{job.plan.name}.c", arch=arch,
-                                                    include_dirs=[workdir])))
+    compiled = assembly_noted(workdir / f"{job.plan.name}.c", arch=arch, include_dirs=[workdir])
+    multiplies = len(QF32_MULTIPLY.findall(compiled.output))
     if not multiplies:
         raise ToolchainError(f"the qf32 variant built for {arch} has no qf32 vmpy in its assembly")
     return (f"compile-only: QEMU 7.2 has no HVX float; qf32 variant built for {arch}, {multiplies} qf32 vmpy in "
-            f"its assembly")
+            f"its assembly{f'; {compiled.workaround}' if compiled.workaround else ''}")
 
 
 def counters(program: HvxProgram, args: KernelArgs) -> dict[str, int]:

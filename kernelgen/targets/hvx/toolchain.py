@@ -10,10 +10,15 @@ QEMU 7.2 (Debian 12) implements only the v67 CPU with integer HVX, and maps only
 flags to a CPU, so binaries of any other arch run with "-cpu v67": that works while they
 contain no newer instruction. HVX floating point (qf32, sf, hf) needs v68+ and can be
 compiled and inspected with assembly(), never run there.
+
+The compiler is clang-19, or the one KERNELGEN_HEXAGON_CLANG names (another build of clang, or a wrapper around
+one). A compiler crash is retried once with the pipeliner off (crash.py); build_noted() and assembly_noted() say
+when that happened.
 """
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shlex
 import shutil
@@ -29,8 +34,10 @@ from pathlib import Path
 from ...children import run_child
 from ...errors import ToolchainError
 from ...toolstatus import ToolStatus
+from .crash import PIPELINER_OFF, compiler_crash, workaround_note
 
 CLANG = "clang-19"
+CLANG_VARIABLE = "KERNELGEN_HEXAGON_CLANG"  # another clang (a path or a name on PATH) instead of clang-19
 LLD = "ld.lld-19"
 QEMU = "qemu-hexagon"
 INSTALL_HINT = "apt-get install clang-19 lld-19 qemu-user"
@@ -56,6 +63,8 @@ _COMMON_FLAGS = (
     "-spill-func-threshold=1000000",
     "-mllvm",
     "-spill-func-threshold-Os=1000000",
+    # a crash's preprocessed copy of the kernel would stay in /tmp each time (the message keeps the stack dump)
+    "-fno-crash-diagnostics",
 )
 _LINK_FLAGS = ("-nostdlib", "-static", "-fuse-ld=lld")
 _VERSION_TIMEOUT = 10.0
@@ -63,9 +72,19 @@ _COMPILE_TIMEOUT = 600.0  # clang on one generated kernel and its driver: second
 _COUNTER_LINE = re.compile(r"^kg_counters (\S+)((?: \w+=\d+)+)\s*$")
 
 __all__ = [
-    "ARCHES", "FLOAT_ARCHES", "OPT_LEVELS", "RunResult", "ToolStatus", "assembly", "available",
-    "build", "parse_counters", "qemu_cpu", "run", "runtime_dir", "status", "vector_spills",
+    "ARCHES", "FLOAT_ARCHES", "OPT_LEVELS", "Compiled", "RunResult", "ToolStatus", "assembly", "assembly_noted",
+    "available", "build", "build_noted", "clang", "parse_counters", "qemu_cpu", "run", "runtime_dir", "status",
+    "vector_spills",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """What one compiler run made (an executable's path, or assembly text) and the workaround it needed ("": none)."""
+
+    output: str
+    workaround: str = ""
+    crashed: str = ""  # what crashed before the workaround, "clang-19 crashed in Modulo Software Pipelining"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +96,14 @@ class RunResult:
     stderr: str
 
 
+def clang() -> str:
+    """The compiler: clang-19, or the one KERNELGEN_HEXAGON_CLANG names."""
+    return os.environ.get(CLANG_VARIABLE) or CLANG
+
+
 def status() -> tuple[ToolStatus, ...]:
-    """Status of clang-19, ld.lld-19 and qemu-hexagon; never raises."""
-    return tuple(_tool_status(tool) for tool in (CLANG, LLD, QEMU))
+    """Status of clang-19 (or KERNELGEN_HEXAGON_CLANG's), ld.lld-19 and qemu-hexagon; never raises."""
+    return tuple(_tool_status(tool) for tool in (clang(), LLD, QEMU))
 
 
 def available() -> bool:
@@ -102,13 +126,28 @@ def build(
     Sources include "kg_runtime.h" and define main(argc, argv). Raises ToolchainError
     with the compiler's output when a tool is missing or compiling or linking fails.
     """
+    return Path(build_noted(sources, output, arch=arch, include_dirs=include_dirs, defines=defines, opt=opt,
+                            extra_flags=extra_flags).output)
+
+
+def build_noted(
+    sources: Sequence[Path],
+    output: Path,
+    *,
+    arch: str = "v67",
+    include_dirs: Sequence[Path] = (),
+    defines: Mapping[str, str | int] | None = None,
+    opt: str = "-O2",
+    extra_flags: Sequence[str] = (),
+) -> Compiled:
+    """build(), and whether it took a workaround for a compiler crash (Compiled.workaround says which)."""
     _check_options(arch, opt)
-    _require(CLANG, LLD)
+    _require(clang(), LLD)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with runtime_dir() as runtime:
         command = [
-            CLANG,
+            clang(),
             *_compile_flags(arch, include_dirs, defines, opt, runtime),
             *_LINK_FLAGS,
             *extra_flags,
@@ -117,8 +156,8 @@ def build(
             "-o",
             str(output),
         ]
-        _compile(command, f"build {output.name}")
-    return output
+        done = _compile(command, f"build {output.name}")
+    return Compiled(str(output), done.workaround, done.crashed)
 
 
 def assembly(
@@ -134,11 +173,25 @@ def assembly(
 
     Keep LLVM's verbose comments (no -fno-verbose-asm in extra_flags): vector_spills reads them.
     """
+    return assembly_noted(source, arch=arch, include_dirs=include_dirs, defines=defines, opt=opt,
+                          extra_flags=extra_flags).output
+
+
+def assembly_noted(
+    source: Path,
+    *,
+    arch: str,
+    include_dirs: Sequence[Path] = (),
+    defines: Mapping[str, str | int] | None = None,
+    opt: str = "-O2",
+    extra_flags: Sequence[str] = (),
+) -> Compiled:
+    """assembly(), and whether it took a workaround for a compiler crash (Compiled.workaround says which)."""
     _check_options(arch, opt)
-    _require(CLANG)
+    _require(clang())
     with runtime_dir() as runtime:
         command = [
-            CLANG,
+            clang(),
             *_compile_flags(arch, include_dirs, defines, opt, runtime),
             *extra_flags,
             "-S",
@@ -272,20 +325,36 @@ def _check_options(arch: str, opt: str = "-O2") -> None:
         raise ToolchainError(f"optimisation level {opt!r} is not supported; use one of {choices}")
 
 
-def _compile(command: list[str], what: str) -> str:
-    """Run clang and return its stdout, or raise with its diagnostics and any symbol hint."""
-    try:
-        done = run_child(command, what=f"{CLANG} ({what})", timeout=_COMPILE_TIMEOUT)
-    except OSError as exc:
-        tool = command[0]
-        raise ToolchainError(f"cannot run {tool}: {exc}; install with: {INSTALL_HINT}") from None
+def _compile(command: list[str], what: str) -> Compiled:
+    """Run clang and return its stdout, or raise with its diagnostics and any symbol hint. A crash (not a
+    diagnostic) is retried once with the pipeliner off; Compiled.workaround then says so."""
+    done = _run_clang(command, what)
     if done.returncode == 0:
-        return _decode(done.stdout)
+        return Compiled(_decode(done.stdout))
     diagnostics = _decode(done.stderr)
+    crash = compiler_crash(done.returncode, diagnostics)
+    if crash is None:
+        raise ToolchainError(
+            f"{command[0]} failed to {what}\ncommand: {_quote(command)}\n"
+            f"{diagnostics}{_missing_symbol_hint(diagnostics)}"
+        )
+    retry = [command[0], *PIPELINER_OFF, *command[1:]]
+    again = _run_clang(retry, what)
+    if again.returncode == 0:
+        compiler = Path(command[0]).name
+        return Compiled(_decode(again.stdout), workaround_note(compiler, crash), f"{compiler} {crash}")
     raise ToolchainError(
-        f"{CLANG} failed to {what}\ncommand: {_quote(command)}\n"
-        f"{diagnostics}{_missing_symbol_hint(diagnostics)}"
+        f"{command[0]} {crash} (a compiler bug, not an error in the kernel) to {what}, and failed again with the "
+        f"pipeliner off\ncommand: {_quote(command)}\n{diagnostics}\nwith the pipeliner off: {_quote(retry)}\n"
+        f"{_decode(again.stderr)}"
     )
+
+
+def _run_clang(command: list[str], what: str):
+    try:
+        return run_child(command, what=f"{command[0]} ({what})", timeout=_COMPILE_TIMEOUT)
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {command[0]}: {exc}; install with: {INSTALL_HINT}") from None
 
 
 def _missing_symbol_hint(diagnostics: str) -> str:
