@@ -4,16 +4,19 @@ torchvision's MobileNetV2 and ResNet18 (random weights, `weights=None`, seeded, 
 so that the folded biases are nonzero and distinct as in a trained network; an untrained one's are all zero and
 the exporter shares them through Identity nodes, which the quantizer leaves in float), exported by
 `torch.onnx.export(..., dynamo=False)` at opset 17 (BatchNorm folded in eval mode), quantized by
-`onnxruntime.quantization.quantize_static` in QDQ form (uint8 activations, int8 weights), per tensor and per
-channel; every config `kernelgen import` makes of them validated on hvx under qemu-hexagon (bit-exact against
-kernelgen's numpy reference, and compared with onnxruntime running the same nodes).
+`onnxruntime.quantization.quantize_static` in QDQ form with its defaults (uint8 activations, full-range int8
+weights, no reduce_range), per tensor and per channel; every config `kernelgen import` makes of them validated on
+hvx under qemu-hexagon (bit-exact against kernelgen's numpy reference, and op by op against onnxruntime running
+the same nodes in the session that is exact on this host: kernelgen/onnx/u8s8.py).
 
     python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18] [--size 224] [--work build/qdq_models]
-                                    [--no-validate] [--json results.json]
+                                    [--reduce-range] [--no-validate] [--json results.json]
 
-Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). On an x86 host
-without VNNI the weights are quantized to 7 bits (reduce_range): onnxruntime's uint8 x int8 kernels there add
-pairs of products in 16 bits and saturate on full-range int8 weights (its quantization guide says so).
+Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). The weights are
+quantize_static's defaults on every host: on x86 without VNNI, onnxruntime's default uint8 x int8 kernels add
+pairs of products in 16 bits and saturate on them, and kernelgen's checks then run onnxruntime in its exact u8u8
+precision mode (session.x64quantprecision) and say so. --reduce-range quantizes to 7-bit weights instead (what
+onnxruntime's quantization guide recommends for deploying on such a CPU); its models are kept apart (`_7bit`).
 """
 from __future__ import annotations
 
@@ -27,7 +30,6 @@ import numpy as np
 
 from kernelgen import api
 from kernelgen.onnx.importer import import_model
-from kernelgen.onnx.oracle import VNNI_FLAGS, cpu_flags
 
 MODELS = ("mobilenet_v2", "resnet18")
 TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align",
@@ -63,7 +65,7 @@ def export(model: str, size: int, path: Path) -> None:
                       input_names=["input"], output_names=["logits"])
 
 
-def quantize(float_path: Path, path: Path, per_channel: bool, size: int) -> None:
+def quantize(float_path: Path, path: Path, per_channel: bool, size: int, reduce_range: bool = False) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Random(CalibrationDataReader):
@@ -76,8 +78,7 @@ def quantize(float_path: Path, path: Path, per_channel: bool, size: int) -> None
             return next(self.batches, None)
 
     quantize_static(str(float_path), str(path), Random(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    reduce_range=not (cpu_flags() & set(VNNI_FLAGS)))
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--work", type=Path, default=Path("build/qdq_models"))
+    parser.add_argument("--reduce-range", action="store_true",
+                        help="7-bit int8 weights (quantize_static's reduce_range) instead of its full-range default")
     parser.add_argument("--no-validate", action="store_true", help="import only")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--json", type=Path)
@@ -96,10 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         if not float_path.exists():
             export(model, args.size, float_path)
         for per_channel in (False, True):
-            tag = f"{model}_{args.size}_{'per_channel' if per_channel else 'per_tensor'}"
+            tag = (f"{model}_{args.size}_{'per_channel' if per_channel else 'per_tensor'}"
+                   f"{'_7bit' if args.reduce_range else ''}")
             q_path = args.work / f"{tag}.onnx"
             if not q_path.exists():
-                quantize(float_path, q_path, per_channel, args.size)
+                quantize(float_path, q_path, per_channel, args.size, args.reduce_range)
             folder = args.work / tag
             folder.mkdir(exist_ok=True)
             imported = import_model(q_path, folder, ("hvx",))
