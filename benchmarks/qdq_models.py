@@ -38,13 +38,21 @@ TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_alig
 
 
 def _torchvision():
-    """torchvision from PyPI next to a CPU torch wheel lacks its compiled ops, and its import registers shapes
-    for them; placeholder schemas let the pure-Python classification models load (none of these ops is used)."""
+    """torchvision from PyPI next to a CPU torch wheel may lack its compiled ops, and its import registers shapes
+    for them; placeholder schemas then let the pure-Python classification models load (none of these ops is used).
+    A torchvision that ships its compiled library (`_C*.so`, as a wheel built for this torch does) registers them
+    itself, and placeholders would clash with its own."""
+    import importlib.util
+
     import torch
 
-    library = torch.library.Library("torchvision", "DEF")
-    for name in TORCHVISION_OPS:
-        library.define(f"{name}(Tensor x) -> Tensor")
+    spec = importlib.util.find_spec("torchvision")
+    folder = Path(spec.origin).parent if spec and spec.origin else None
+    library = None
+    if folder is None or not any(folder.glob("_C*.so")):
+        library = torch.library.Library("torchvision", "DEF")
+        for name in TORCHVISION_OPS:
+            library.define(f"{name}(Tensor x) -> Tensor")
     import torchvision
 
     return torch, torchvision, library

@@ -151,7 +151,7 @@ def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunn
                               for t in step.outputs)
             for a in agreement:
                 if a.max_abs and a.dtype in ("uint8", "int8"):
-                    differs[a.tensor] = carried or f"{step.label}'s {allowance}"
+                    differs[a.tensor] = carried or (f"{step.label}'s {allowance}" if allowance else step.label)
         yield StepRun(step, seconds, record, agreement, True)
 
 
