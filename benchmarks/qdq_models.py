@@ -5,9 +5,9 @@ so that the folded biases are nonzero and distinct as in a trained network; an u
 the exporter shares them through Identity nodes, which the quantizer leaves in float), exported by
 `torch.onnx.export(..., dynamo=False)` at opset 17 (BatchNorm folded in eval mode), quantized by
 `onnxruntime.quantization.quantize_static` in QDQ form with its defaults (uint8 activations, full-range int8
-weights, no reduce_range), per tensor and per channel; every config `kernelgen import` makes of them validated on
-hvx under qemu-hexagon (bit-exact against kernelgen's numpy reference, and op by op against onnxruntime running
-the same nodes in the session that is exact on this host: kernelgen/onnx/u8s8.py).
+weights, no reduce_range), per tensor and per channel; every config `kernelgen import --target hvx` makes of
+them, and the whole network, validated on hvx under qemu-hexagon (bit-exact against kernelgen's numpy reference,
+and against onnxruntime in the session that is exact on this host, named in the output: kernelgen/onnx/u8s8.py).
 
     python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18] [--size 224] [--work build/qdq_models]
                                     [--reduce-range] [--no-validate] [--json results.json]
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelgen import api
-from kernelgen.onnx.importer import import_model
+from kernelgen.onnx.importer import Fusion, import_model
 
 MODELS = ("mobilenet_v2", "resnet18")
 TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align",
@@ -89,6 +89,26 @@ def quantize(float_path: Path, path: Path, per_channel: bool, size: int, reduce_
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
 
 
+def _validate_network(path: Path, seed: int, rows: list[dict], tag: str) -> int:
+    """The whole network on hvx (kernelgen validate network.yaml): 1 when it does not pass."""
+    from kernelgen.network.execute import network_oracle
+
+    network = api.load_network(path)
+    start = time.perf_counter()
+    runs = list(api.validate_network(network, "hvx", seed))
+    seconds = time.perf_counter() - start
+    uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
+    passed = all(r.ran for r in runs) and all(a.passed for r in runs for a in r.agreement) and all(
+        r.record.passed for r in runs if r.record is not None)
+    oracle = network_oracle(network)
+    exact = sum(not a.max_abs for a in uint8)
+    rows.append(dict(model=tag, config="network.yaml", status="pass" if passed else "FAIL", steps=len(runs),
+                     bit_exact_uint8=exact, uint8_tensors=len(uint8), oracle=oracle.text, seconds=round(seconds, 1)))
+    print(f"  network: {'pass' if passed else 'FAIL'} {seconds:6.1f} s  {exact} of {len(uint8)} uint8 tensors "
+          f"bit-exact; oracle: {oracle.text}", flush=True)
+    return 0 if passed else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
@@ -114,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                 quantize(float_path, q_path, per_channel, args.size, args.reduce_range)
             folder = args.work / tag
             folder.mkdir(exist_ok=True)
-            imported = import_model(q_path, folder, ("hvx",))
+            # cut by cost as `kernelgen import --target hvx` cuts (without a coster the whole chain is one config)
+            fusion = Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx"))
+            imported = import_model(q_path, folder, ("c",), fusion, ("hvx",))
+            (folder / "network.yaml").write_text(imported.manifest)
             print(f"{tag}: {len(imported.configs)} configs", flush=True)
             for item in imported.configs:
                 path = folder / f"{item.name}.yaml"
@@ -131,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
                                  seconds=round(seconds, 1)))
                 print(f"  {item.name:<44} {len(config.ops):>2} ops  {result.status.value:<5} {seconds:6.1f} s  "
                       f"{result.detail}", flush=True)
+            if not args.no_validate:
+                failures += _validate_network(folder / "network.yaml", args.seed, rows, tag)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"{len(rows)} configs validated, {failures} not passing")
+    print(f"{len(rows)} configs and networks validated, {failures} not passing")
     return 1 if failures else 0
 
 

@@ -261,17 +261,19 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
     intermediates where it kept them, else numpy's, which its output matched bit for bit), in the session that is
     exact on this host (u8s8.quant_oracle: the default one, or its u8u8 precision mode where the default u8s8
     convolution saturates), held to each op's allowed difference (u8s8.allowed_difference: none for a float32
-    requantization, 1 for a fixed-point one or a residual add). filters: None for an op without weights (a pool,
-    a mul). Returns (problems, note, the oracles that decided)."""
+    requantization, 1 for a fixed-point one, a residual add, or an op onnxruntime kept in float32). filters: None
+    for an op without weights (a pool, a mul). Returns (problems, note, the oracles that decided)."""
     oracle = onnx_oracle.quant_oracle(filters)
     if not oracle.compared:  # no onnxruntime session is exact here: numpy alone decides, and we say why
         return [], f"; onnxruntime {oracle.why}", ()
     theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1], sides, oracle)
     quants = op_quants(config)
     maxima, shares, over = [], [], []
-    for j, (oq, mine, ort) in enumerate(zip(quants, sources[1:], theirs), start=1):
-        apart = np.abs(ort - mine.astype(np.int32))
-        allowed, form = allowed_difference(oq)
+    forms = []
+    for j, (oq, mine, ran) in enumerate(zip(quants, sources[1:], theirs), start=1):
+        apart = np.abs(ran.output - mine.astype(np.int32))
+        allowed, form = allowed_difference(oq, ran.in_float)
+        forms.append(form)
         maxima.append(int(apart.max()))
         shares.append(float(np.mean(apart > 0)))
         if apart.max() > allowed:
@@ -283,8 +285,8 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
         return [text + decided for text in over], "", (oracle.name,)
     if not any(maxima):
         return [], f"; {oracle.name} op by op: bit-exact in all {len(maxima)} ops{decided}", (oracle.name,)
-    differing = "; ".join(f"#{j} within 1 ({share:.3%} of its outputs; {allowed_difference(oq)[1]})"
-                          for j, (m, share, oq) in enumerate(zip(maxima, shares, quants), start=1) if m)
+    differing = "; ".join(f"#{j} within 1 ({share:.3%} of its outputs; {form})"
+                          for j, (m, share, form) in enumerate(zip(maxima, shares, forms), start=1) if m)
     exact = sum(m == 0 for m in maxima)
     return [], f"; {oracle.name} op by op: bit-exact in {exact} of {len(maxima)} ops; {differing}{decided}", \
         (oracle.name,)

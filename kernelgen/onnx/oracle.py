@@ -3,6 +3,8 @@ same nodes on the same input. Independent of kernelgen's numpy reference: anothe
 Conv, Add, Relu and Clip, fed the ONNX graph itself rather than kernelgen's reading of it."""
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -138,8 +140,24 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     return _session(config, graph, nodes, feeds, nodes[-1].output[0], given)
 
 
+@dataclass(frozen=True, slots=True)
+class OpRun:
+    """One op of a uint8 config as onnxruntime ran it: its output (NHWC), and the float32 arithmetic its optimized
+    graph kept (the op types of a DequantizeLinear -> Conv -> QuantizeLinear it did not fuse into QLinearConv, as
+    with a float bias and a Clip between: a sum of dequantized products rounded in float32, not integers)."""
+
+    output: np.ndarray
+    in_float: tuple[str, ...] = ()
+
+
+# the nodes whose float32 arithmetic rounds a sum or product differently from the integer operators (a max, a
+# clip or a transpose changes no value; a HardSwish or HardSigmoid gate is a table of onnxruntime's float bytes)
+FLOAT_ARITHMETIC = frozenset({"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "Add", "Sum", "Mul",
+                              "AveragePool", "GlobalAveragePool"})
+
+
 def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[str, np.ndarray] | None = None,
-                        oracle: QuantOracle = DEFAULT) -> list[np.ndarray]:
+                        oracle: QuantOracle = DEFAULT) -> list[OpRun]:
     """A uint8 config op by op: op j's nodes alone (its quantized conv, pool or Gemm, and its residual add) run by
     onnxruntime on sources[j - 1] (the chain's input or op j - 1's output, NHWC bytes) and, for a residual, on the
     tensor it names (sources[K], or a side input by its config name); each op's result in NHWC. What each of
@@ -158,17 +176,32 @@ def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[s
         for read in (q.residual, q.conv.scale_by):  # an add's other operand, a mul's factors
             if read is not None:
                 feeds.setdefault(read, sides[side_of[read]] if read in side_of else sources[tensors[read]])
-        out.append(_session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {},
-                            oracle.entries))
+        kept: list[str] = []
+        y = _session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {}, oracle.entries,
+                     kept)
+        out.append(OpRun(y, tuple(dict.fromkeys(t for t in kept if t in FLOAT_ARITHMETIC))))
     return out
 
 
+def float_arithmetic(config: Config, oracle: QuantOracle = DEFAULT) -> tuple[str, ...]:
+    """The float32 arithmetic (FLOAT_ARITHMETIC op types) onnxruntime's optimized graph keeps for a uint8 config's
+    nodes: what its whole-model reference computes in float for them (a network's step, execute.py)."""
+    graph = _graph(config)
+    nodes = _nodes(config, graph)
+    feeds = {_chain_input(config, graph, nodes): np.zeros(config.input_shape, np.uint8)}
+    feeds |= {config.source.sides[side.name]: np.zeros(side.shape, np.uint8) for side in config.side_inputs}
+    kept: list[str] = []
+    _session(config, graph, nodes, feeds, _quantized_ops(config, graph)[-1].out_q, {}, oracle.entries, kept)
+    return tuple(dict.fromkeys(t for t in kept if t in FLOAT_ARITHMETIC))
+
+
 def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndarray], output: str,
-             given: dict[str, np.ndarray], entries: tuple[tuple[str, str], ...] = ()) -> np.ndarray:
+             given: dict[str, np.ndarray], entries: tuple[tuple[str, str], ...] = (),
+             optimized: list[str] | None = None) -> np.ndarray:
     """`nodes` as a model of their own (feeds: NHWC arrays for the tensors they read from outside), run by
     onnxruntime's CPU provider with its default optimizations (a DequantizeLinear -> Conv -> QuantizeLinear
     group becomes the QLinearConv the deployed model runs); `output` in NHWC. entries: session config entries (a
-    quantized oracle's, u8s8.QuantOracle)."""
+    quantized oracle's, u8s8.QuantOracle); optimized: a list that gets the op types of the graph onnxruntime ran."""
     onnx_module()  # the package, or a clear error naming the extra
     from onnx import TensorProto, helper, numpy_helper
 
@@ -197,12 +230,20 @@ def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndar
     for key, value in entries:
         options.add_session_config_entry(key, value)
     options.log_severity_level = 4  # fatal only: an error it logs is the message OracleFailed carries
-    try:
-        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        (y,) = session.run(None, arrays)
-    except Exception as error:  # onnxruntime raises its own Exception subclasses (Fail, InvalidArgument, ...)
-        raise OracleFailed(f"onnxruntime could not run {', '.join(node_id(n) for n in nodes)}: "
-                           f"{_ort_message(error)}") from None
+    with tempfile.TemporaryDirectory() as folder:
+        if optimized is not None:
+            options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        try:
+            session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                                   providers=["CPUExecutionProvider"])
+            (y,) = session.run(None, arrays)
+        except Exception as error:  # onnxruntime raises its own Exception subclasses (Fail, InvalidArgument, ...)
+            raise OracleFailed(f"onnxruntime could not run {', '.join(node_id(n) for n in nodes)}: "
+                               f"{_ort_message(error)}") from None
+        if optimized is not None:
+            import onnx
+
+            optimized += [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
     y = np.asarray(y, dtype=np.int32 if uint8 else np.float64)
     if y.ndim == 2:  # a Gemm's [N, K]: the 1x1 image the kernel writes
         y = y[:, :, None, None]

@@ -97,13 +97,17 @@ def quant_oracle(weights: Iterable[np.ndarray | None], flags: set[str] | None = 
                        why=f"{PRECISION_ENTRY}: exact uint8 x uint8 products, because {saturates}")
 
 
-def allowed_difference(oq) -> tuple[int, str]:
-    """How far one op's bytes may lie from onnxruntime's on the same input (oq: its quant.OpQuant), and what form
-    the op's arithmetic takes. 0 for a float32 requantization: onnxruntime's own (f32(acc * f32 scale), one rounding,
-    quant_float.py). 1 for a fixed-point requantization (TFLite's: a 31-bit multiplier rounds the product once
-    more) and for a residual add, which kernelgen computes in fixed point as TFLite does while onnxruntime's
-    QLinearAdd rounds as its platform does (float with FMA on x86, fixed point on ARM): each rounds the same
-    real sum once, so they part only where it lies within a rounding of a half, by one step."""
+def allowed_difference(oq, in_float: tuple[str, ...] = ()) -> tuple[int, str]:
+    """How far one op's bytes may lie from onnxruntime's on the same input (oq: its quant.OpQuant; in_float: the
+    float32 arithmetic onnxruntime's optimized graph kept for it, oracle.OpRun), and what form the op's arithmetic
+    takes. 0 for a float32 requantization: onnxruntime's own (f32(acc * f32 scale), one rounding, quant_float.py).
+    1 for a fixed-point requantization (TFLite's: a 31-bit multiplier rounds the product once more), for a residual
+    add, which kernelgen computes in fixed point as TFLite does while onnxruntime's QLinearAdd rounds as its
+    platform does (float with FMA on x86, fixed point on ARM), and for an op onnxruntime did not fuse into its
+    integer operator (a hand-built QDQ conv with a float bias and a Clip: a float32 sum of dequantized products):
+    each rounds the same real value once, so they part only where it lies within a rounding of a half, by one."""
+    if in_float:
+        return 1, f"onnxruntime kept it in float32 ({', '.join(in_float)})"
     if oq.add is not None:
         return 1, "a residual add" + ("" if oq.float_requants else ", fixed-point requantization")
     if oq.float_requants:
