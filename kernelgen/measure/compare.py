@@ -268,25 +268,25 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
         return [], f"; onnxruntime {oracle.why}", ()
     theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1], sides, oracle)
     quants = op_quants(config)
-    maxima, shares, over = [], [], []
+    maxima, counts, over = [], [], []
     forms = []
     for j, (oq, mine, ran) in enumerate(zip(quants, sources[1:], theirs), start=1):
         apart = np.abs(ran.output - mine.astype(np.int32))
         allowed, form = allowed_difference(oq, ran.in_float)
         forms.append(form)
         maxima.append(int(apart.max()))
-        shares.append(float(np.mean(apart > 0)))
+        counts.append((int((apart > 0).sum()), apart.size))
         if apart.max() > allowed:
             over.append(f"{config.ops[j - 1].kind} #{j}: {oracle.name} differs by up to {int(apart.max())} in "
-                        f"{np.mean(apart > 0):.3%} of its outputs (expected "
+                        f"{counts[-1][0]} of {apart.size} outputs (expected "
                         f"{'exactly its result' if allowed == 0 else 'at most 1'}: {form})")
     decided = f" ({oracle.why})" if oracle.why else ""
     if over:
         return [text + decided for text in over], "", (oracle.name,)
     if not any(maxima):
         return [], f"; {oracle.name} op by op: bit-exact in all {len(maxima)} ops{decided}", (oracle.name,)
-    differing = "; ".join(f"#{j} within 1 ({share:.3%} of its outputs; {form})"
-                          for j, (m, share, form) in enumerate(zip(maxima, shares, forms), start=1) if m)
+    differing = "; ".join(f"#{j} within 1 ({n} of {size} outputs; {form})"
+                          for j, (m, (n, size), form) in enumerate(zip(maxima, counts, forms), start=1) if m)
     exact = sum(m == 0 for m in maxima)
     return [], f"; {oracle.name} op by op: bit-exact in {exact} of {len(maxima)} ops; {differing}{decided}", \
         (oracle.name,)
