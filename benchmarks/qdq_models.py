@@ -38,21 +38,23 @@ TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_alig
 
 
 def _torchvision():
-    """torchvision from PyPI next to a CPU torch wheel may lack its compiled ops, and its import registers shapes
-    for them; placeholder schemas then let the pure-Python classification models load (none of these ops is used).
-    A torchvision that ships its compiled library (`_C*.so`, as a wheel built for this torch does) registers them
-    itself, and placeholders would clash with its own."""
+    """torchvision, as installed: a release matching torch imports as it is (its compiled ops define their own
+    schemas, and a placeholder of the same name would abort the process). From PyPI next to a CPU torch wheel it
+    lacks its compiled ops, and its import registers shapes for them; placeholder schemas then let the
+    pure-Python classification models load (none of these ops is used)."""
     import importlib.util
+    import subprocess
 
     import torch
 
-    spec = importlib.util.find_spec("torchvision")
-    folder = Path(spec.origin).parent if spec and spec.origin else None
-    library = None
-    if folder is None or not any(folder.glob("_C*.so")):
-        library = torch.library.Library("torchvision", "DEF")
-        for name in TORCHVISION_OPS:
-            library.define(f"{name}(Tensor x) -> Tensor")
+    plain = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True)
+    if plain.returncode == 0 or importlib.util.find_spec("torchvision") is None:
+        import torchvision
+
+        return torch, torchvision, None
+    library = torch.library.Library("torchvision", "DEF")
+    for name in TORCHVISION_OPS:
+        library.define(f"{name}(Tensor x) -> Tensor")
     import torchvision
 
     return torch, torchvision, library

@@ -57,13 +57,18 @@ def _locate(loc: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
     keys: list[str | int] = []
     description = "a config mapping"
     field = None
+    mapping = False  # the last field is a {name: {...}} mapping: the next item is one of its names
     for item in loc:
-        if isinstance(item, int):
+        if mapping:
+            keys.append(item)
+            mapping = False
+        elif isinstance(item, int):
             keys.append(item)
         elif model is not None and item in model.model_fields:
             field = model.model_fields[item]
             keys.append(item)
             description = field.description or description
+            mapping = typing.get_origin(field.annotation) is dict
             model = _model_in(field.annotation)
             if model is not None and _branch_model(field.annotation, model.__name__) is not None:
                 model = None  # a union of a model and scalars: the error's branch tag says which

@@ -58,7 +58,7 @@ def test_an_explicit_target_that_cannot_take_a_quantized_model_is_exit_2_naming_
 
     result, configs = _import(tmp_path, "q", onnx_models.qdq_resnet_block(), "--target", "c")
     assert result.exit_code == 2 and configs == [], result.output
-    assert result.stderr == (f"error: q.onnx has 2 quantized convs (uint8) and no --target given takes uint8 (c "
+    assert result.stderr == (f"{tmp_path / 'q.onnx'}:1:1: error: q.onnx has 2 quantized convs (uint8) and no --target given takes uint8 (c "
                              f"takes float32); {UINT8[0]} does: add --target {UINT8[0]}, or leave --target out\n")
     result, configs = _import(tmp_path, "q2", onnx_models.qdq_resnet_block(), "--target", "c", "--target", UINT8[0])
     assert result.exit_code == 0, result.output

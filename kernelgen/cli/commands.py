@@ -28,6 +28,7 @@ from ..files import depfile_text, display_path, write_if_changed, write_if_chang
 from ..planner import plan as make_plan
 from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
+from ..measure.dump import prepare as prepare_dump
 from ..toolstatus import install_text
 from .validate_table import header as table_header, row_lines, skipped_lines, width as table_width
 from .network import manifests_in, validate_networks
@@ -284,6 +285,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     if manifests_in(configs):
         return validate_networks(configs, targets, device, seed, as_json or as_jsonl)
     loaded = load_all(configs, targets, device)
+    if dump:
+        prepare_dump(Path(dump))
     # Plan and render first, once: a config the planner or a target rejects is a config error (exit 2), reported
     # before anything runs, not a FAIL row; the same jobs are then compiled and run.
     work = [(target, job) for config in loaded for target, job in jobs(config, targets).items()]

@@ -10,10 +10,11 @@ import click
 
 from ..api import TARGETS
 from ..config_model import ConfigModel
-from ..errors import KernelgenError
-from ..files import write_if_changed
+from ..errors import ConfigError, KernelgenError
+from ..files import display_path, write_if_changed
 from ..onnx.fusion import DEFAULT_MAX_OPS, GroupCost
 from ..onnx.graph import OnnxError
+from .common import echo_problems
 
 PLUMBING = ("QuantizeLinear", "DequantizeLinear")  # the Q/DQ around a quantized model's ops: nothing to act on
 CONVS = ("Conv", "QLinearConv")
@@ -112,6 +113,19 @@ def _size(count: int) -> str:
     return f"{count / 1e6:.2f} MB" if count >= 1e6 else f"{count / 1e3:.1f} kB"
 
 
+def _plan_problem(text: str) -> str:
+    """Why the planner rejects a candidate config ("" when it plans): for a target without a fusion cost, whose
+    chains are not planned while they are cut."""
+    from ..api import parse_config, plan
+
+    try:
+        plan(parse_config(text, "<candidate group>"))
+    except ConfigError as error:
+        problem = error.problems[0]
+        return f"{problem.key}: {problem.message}" if problem.key else problem.message
+    return ""
+
+
 @click.command("import")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out_dir", default="configs", show_default=True, type=click.Path(file_okay=False),
@@ -160,7 +174,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             click.echo(line)
         floats, quantized = chosen.get("float32", DEFAULT_FLOAT), chosen.get("uint8", ())
         fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
-                        quant_coster=fusion_coster(quantized[0]) if quantized else None)
+                        quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem)
         imported = import_graph(graph, out_dir, floats, fusion, quantized)
         for config in imported.configs:
             path = Path(out_dir) / f"{config.name}.yaml"
@@ -179,6 +193,12 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             click.echo(f"note: the {floats[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "
                        f"in device memory), so a chain costs the same however it is cut; each chain the graph allows "
                        f"is one config (--target {costed} cut by cost, and take --max-group-ops and --cut)")
+    except ConfigError as error:
+        echo_problems(error)
+        sys.exit(2)
+    except OnnxError as error:  # the model as a whole: at its file
+        click.echo(f"{display_path(model)}:1:1: error: {error}", err=True)
+        sys.exit(error.exit_code)
     except KernelgenError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(error.exit_code)

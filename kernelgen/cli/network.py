@@ -26,11 +26,17 @@ def manifests_in(paths: tuple[str, ...]) -> bool:
     return bool(paths) and all(is_manifest(p) for p in paths)
 
 
-def load_networks(paths: tuple[str, ...], device: str | None) -> list[Network]:
+def load_networks(paths: tuple[str, ...], device: str | None, *, model: bool = False) -> list[Network]:
+    """Every manifest loaded, all problems reported together; with `model` (the commands that run it) each also
+    checked against its model (network/model_check.py)."""
+    from ..network.model_check import check_against_model
+
     problems, networks = [], []
     for path in paths:
         try:
             networks.append(load_network(path))
+            if model:
+                check_against_model(networks[-1])
         except ConfigError as error:
             problems += error.problems
     if problems:
@@ -58,7 +64,7 @@ def targets_of(network: Network, targets: tuple[str, ...]) -> tuple[str, ...]:
 def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
                       as_json: bool) -> None:
     failed = False
-    for network in load_networks(paths, device):
+    for network in load_networks(paths, device, model=True):
         for target in targets_of(network, targets):
             failed |= _validate_one(network, target, seed, as_json)
     if failed:
@@ -121,7 +127,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
 
 def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int,
                    as_json: bool) -> None:
-    for network in load_networks(paths, device):
+    for network in load_networks(paths, device, model=True):
         for target in targets_of(network, targets):
             _bench_one(network, target, repeat, as_json)
 
@@ -188,8 +194,11 @@ def _onnxruntime_time(network: Network, feeds, repeat: int) -> tuple[float, str]
 
     from ..onnx import subgraph
 
-    session = subgraph.session(network.model.read_bytes(), threads=1)
-    subgraph.run(session, feeds)  # warm-up
+    try:
+        session = subgraph.session(network.model.read_bytes(), threads=1)
+        subgraph.run(session, feeds)  # warm-up
+    except subgraph.OnnxError as error:  # the manifest's model: check_against_model read it, onnxruntime may not
+        raise network.problem("model", str(error)) from None
     times = []
     for _ in range(max(repeat, 3)):
         start = time.perf_counter()

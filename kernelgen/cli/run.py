@@ -2,6 +2,7 @@
 Registered by commands.py; prints and exits like the other commands."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -9,7 +10,8 @@ import numpy as np
 
 from ..api import TARGETS, jobs
 from ..files import write_if_changed_bytes
-from ..measure.run import checked_inputs, load_npy, run
+from ..measure.run import checked_inputs, run
+from ..measure.tensors import input_tensors, read_npy
 from .common import device_option, handle_errors, load_all, make_folder
 
 
@@ -48,7 +50,10 @@ def run_command(config: str, target: str, inputs: dict[str, Path], out_dir: str,
     """
     (loaded,) = load_all((config,), (target,), device)
     job = jobs(loaded, (target,))[target]
-    given = {name: load_npy(name, path) for name, path in inputs.items()}
+    # each file read only up to what its tensor can need; a name the kernel does not take is reported unread
+    sizes = {t.name: math.prod(t.logical_shape) for t in input_tensors(job.plan)}
+    given = {name: read_npy(f"--input {name}", path, sizes[name]) if name in sizes else np.empty(0)
+             for name, path in inputs.items()}
     args = checked_inputs(loaded, job.plan, given)
     result = run(TARGETS[target], job, args)
     root = Path(out_dir)

@@ -71,10 +71,12 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
         stored = [args.logical["input"].astype(np.float64), *(i.astype(np.float64) for i in intermediates), got]
         zeros = [np.zeros_like(s) for s in stored]
         ratio = 0.0
+        op_bounds = []  # each op's own rounding bound on its stored input: what onnxruntime's op is held to too
         for j, op in enumerate(config.ops):
             expected_j, bound_j = reference.op_error_bound(op, filters[j], biases[j], stored[:j + 1], zeros[:j + 1],
                                                            roundoff.accumulate, roundoff.storage, roundoff.underflow,
                                                            args.sides())
+            op_bounds.append(bound_j)
             with np.errstate(invalid="ignore"):
                 over = np.abs(stored[j + 1] - expected_j) / np.maximum(bound_j, 1e-300)
             if j + 1 < len(config.ops):
@@ -113,21 +115,22 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
     problems += [("padding", p) for p in _float_padding_problems(layout, output)]
     oracles = ("numpy",)
     ort = None
-    if config.source is not None and not unwritten:
+    if config.source is not None and not unwritten and intermediates is not None:
+        ort_problem, ort_ratio = _onnxruntime_float_ops(config, args, stored, op_bounds, roundoff)
+        problems += [("onnxruntime", ort_problem)] if ort_problem else []
+        oracles, ratio = ("numpy", "onnxruntime"), max(ratio, ort_ratio)
+    elif config.source is not None and not unwritten:
         try:
             ort = onnx_oracle.run_onnxruntime(config, args.logical["input"], dict(args.logical))
         except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
             problems.append(("onnxruntime", str(error)))
     if ort is not None:
-        # onnxruntime's float32 result errs from the exact value by at most the float32 bound as well
-        # (any summation order, with or without FMA), so kernel and onnxruntime differ by at most twice it.
-        # (onnxruntime runs the whole chain from the input: the chain-wide bounds, whichever check numpy's was)
-        chain_bound = bound if intermediates is None else reference.chain_error_bound(
-            config, args.logical["input"], filters, roundoff.accumulate, roundoff.storage, biases=biases,
-            underflow=roundoff.underflow, sides=args.sides())[1]
-        float32_bound = chain_bound if roundoff.storage == 0.0 else reference.chain_error_bound(
+        # A kernel without stored intermediates (one op, or a target that keeps none): onnxruntime runs the whole
+        # chain from the input. Its float32 result errs from the exact value by at most the float32 bound (any
+        # summation order, with or without FMA), so kernel and onnxruntime differ by at most the sum of the two.
+        float32_bound = bound if roundoff.storage == 0.0 else reference.chain_error_bound(
             config, args.logical["input"], filters, biases=biases, sides=args.sides())[1]
-        ort_ratio = float((np.abs(got - ort) / np.maximum(chain_bound + float32_bound, 1e-300)).max())
+        ort_ratio = float((np.abs(got - ort) / np.maximum(bound + float32_bound, 1e-300)).max())
         oracles = ("numpy", "onnxruntime")
         ratio = max(ratio, ort_ratio)
         if ort_ratio > 1.0:
@@ -138,6 +141,44 @@ def _compare_float(config: Config, plan: Plan, target: str, seed: int, args: Ker
                             detail="; ".join(text for _, text in problems), oracles=oracles, threshold=threshold,
                             checked="op-by-op" if intermediates is not None else "chain",
                             failure=tuple(dict.fromkeys(kind for kind, _ in problems)))
+
+
+def _onnxruntime_float_ops(config: Config, args: KernelArgs, stored: list[np.ndarray], op_bounds: list[np.ndarray],
+                           roundoff: Roundoff) -> tuple[str, float]:
+    """Each op of an imported float chain against onnxruntime running that op's own nodes of the model on the
+    kernel's own input to it (onnx.oracle.run_onnxruntime_float_ops): (the first op over its bound, as a finding, or
+    ""; the largest error over bound). onnxruntime's float32 op errs from the exact value by at most the op's float32
+    bound (any summation order, with or without FMA) and the kernel's stored result by at most its own op bound, so
+    the two differ by at most their sum: as tight at op 50, after pools and FCs, as at op 1, where the chain-wide
+    bound grows by sum|w| per op and can hide a dropped bias in a deep tail."""
+    try:
+        theirs = onnx_oracle.run_onnxruntime_float_ops(config, stored, dict(args.logical))
+    except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
+        return str(error), float("nan")
+    filters, biases, zeros = args.filters(len(config.ops)), args.biases(len(config.ops)), [np.zeros_like(s) for s in stored]
+    worst, finding = 0.0, ""
+    for j, (op, ort, bound) in enumerate(zip(config.ops, theirs, op_bounds)):
+        if roundoff.storage or roundoff.accumulate != reference.FLOAT32_UNIT_ROUNDOFF:
+            bound = bound + reference.op_error_bound(op, filters[j], biases[j], stored[:j + 1], zeros[:j + 1],
+                                                     sides=args.sides())[1]
+        else:
+            bound = 2 * bound
+        got = stored[j + 1]
+        if ort.shape != got.shape:
+            return (f"{op.kind} #{j + 1}: onnxruntime's nodes make shape {list(ort.shape)}, the kernel "
+                    f"{list(got.shape)}: the config no longer matches its model"), float("inf")
+        written = ~np.isnan(got)  # an intermediate position no later op reads stays poisoned
+        with np.errstate(invalid="ignore"):
+            over = np.nan_to_num(np.abs(got - ort) / np.maximum(bound, 1e-300), nan=np.inf)[written]
+        worst = max(worst, float(over.max(initial=0.0)))
+        if over.max(initial=0.0) > 1.0 and not finding:
+            apart = float(np.nanmax(np.abs(got - ort)[written], initial=0.0))
+            finding = (f"{op.kind} #{j + 1} differs from onnxruntime (the model's nodes for it, run on the kernel's "
+                       f"own input to it) by up to {apart:.3g}: "
+                       + _worst("output", np.where(written, got, ort), ort, bound).replace(", expected ",
+                                                                                            ", onnxruntime ")
+                       + ": the config differs from its model here")
+    return finding, worst
 
 
 def _worst(what: str, got: np.ndarray, expected: np.ndarray, bound: np.ndarray) -> str:

@@ -15,10 +15,21 @@ import numpy as np
 
 import kernelgen.reference as reference
 import kernelgen.reference_quant as reference_quant
-from ..files import write_if_changed_bytes
+from ..errors import ConfigError, ConfigProblem
+from ..files import display_path, write_if_changed_bytes
 from ..plan import Plan
 from .compare import reference_output
 from .tensors import KernelArgs
+
+
+def prepare(folder: Path) -> None:
+    """Make the dump folder before anything runs: one that cannot be made (a file in its path, no permission) is
+    the user's error at --dump (exit 2), not a kernel that failed after it ran."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError([ConfigProblem(display_path(folder), 1, 1, "--dump", f"cannot create the folder: "
+                                                                           f"{error.strerror or error}")]) from None
 
 
 def dump(folder: Path, config, plan: Plan, target: str, args: KernelArgs, output: np.ndarray,

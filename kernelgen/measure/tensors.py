@@ -7,12 +7,18 @@ an output taken from never-written memory differs between the runs (XNNPACK's se
 """
 from __future__ import annotations
 
+import io
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from ..config import Config
+from ..errors import ConfigError, ConfigProblem
+from ..files import display_path
 from ..onnx import oracle as onnx_oracle
 from ..plan import Plan, Tensor
 
@@ -127,3 +133,70 @@ def _random_quantized(config: Config, tensor: Tensor, rng: np.random.Generator) 
     weight = expected_dtype(config, tensor)
     info = np.iinfo(weight)
     return rng.integers(info.min, info.max + 1, size=shape).astype(weight)
+
+
+# `kernelgen run --input NAME=FILE.npy`: a file is read only when it is a regular file no larger than the tensor it
+# gives could need: its elements at the widest type run takes (float64 values to convert or quantize) plus a
+# header (numpy writes 128 bytes; its own reader allows 10,000). A FIFO, a device or a folder is refused before a
+# byte is read (a FIFO nobody writes blocks forever); a pickle never loads.
+NPY_MAGIC = b"\x93NUMPY"
+NPY_HEADER_BYTES = 10_000
+WIDEST_ITEMSIZE = 8
+
+
+def read_npy(key: str, path: Path, elements: int) -> np.ndarray:
+    """The array in a .npy file the user named for a tensor of `elements` values; ConfigError at the file (key:
+    `--input NAME`) when it is not a regular file, too large for that tensor, or not a .npy of numbers."""
+    def refuse(message: str) -> ConfigError:
+        return ConfigError([ConfigProblem(display_path(path), 1, 1, key, message)])
+
+    if path.suffix != ".npy":
+        raise refuse(f"expected a .npy file (numpy.save), got {display_path(path.name)!r}")
+    limit = elements * WIDEST_ITEMSIZE + NPY_HEADER_BYTES
+    try:
+        # O_NONBLOCK: opening a FIFO returns at once (without it, it waits for a writer)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise refuse(f"cannot read it: {error.strerror or error}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else \
+            "a device or socket"
+        raise refuse(f"expected a regular file, got {kind}")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > limit:
+            raise refuse(f"{info.st_size:,} bytes: larger than a .npy of the {elements:,} values this tensor takes "
+                         f"can be (at most {limit:,} bytes)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise refuse(f"it grew past {limit:,} bytes while being read")
+    return _parse_npy(data, refuse)
+
+
+def _parse_npy(data: bytes, refuse) -> np.ndarray:
+    if not data:
+        raise refuse("an empty file (expected a .npy file written by numpy.save)")
+    if not data.startswith(NPY_MAGIC):
+        raise refuse("the file is not a readable .npy file: it does not start with numpy's magic string \\x93NUMPY (numpy.save writes "
+                     "one)")
+    buffer = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buffer)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(buffer, max_header_size=NPY_HEADER_BYTES)
+    except (ValueError, EOFError, OSError) as error:
+        raise refuse(f"the file is not a readable .npy file: {' '.join(str(error).split())[:200]}") from None
+    if dtype.hasobject:
+        raise refuse(f"it holds Python objects (dtype {dtype}, loaded by unpickling, which kernelgen never does): "
+                     f"expected numbers")
+    count = 1
+    for extent in shape:
+        count *= extent
+    start = buffer.tell()
+    if len(data) - start != count * dtype.itemsize:
+        raise refuse(f"its header says {list(shape)} {dtype} ({count * dtype.itemsize:,} bytes), but "
+                     f"{len(data) - start:,} bytes follow it")
+    values = np.frombuffer(data, dtype=dtype, count=count, offset=start)
+    return values.reshape(shape, order="F" if fortran else "C").copy()

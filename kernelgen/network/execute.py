@@ -24,6 +24,7 @@ End to end, every tensor a step wrote is compared with the model's own value of 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -31,7 +32,8 @@ import numpy as np
 
 from ..config import Config
 from ..onnx import subgraph
-from ..onnx.oracle import float_arithmetic
+from ..onnx.graph import OnnxError
+from ..onnx.oracle import OracleFailed, float_arithmetic
 from ..onnx.u8s8 import QuantOracle, allowed_difference, quant_oracle
 from ..quant import op_quants
 from .manifest import Network, Step
@@ -90,17 +92,19 @@ def network_input(network: Network, seed: int) -> dict[str, np.ndarray]:
 def network_oracle(network: Network) -> QuantOracle:
     """The onnxruntime session that is exact for this model on this host (u8s8.quant_oracle over every int8
     constant of the model: a QDQ model's weights; a float model has none and gets the default session)."""
-    return quant_oracle(subgraph.graph_of(network.model).constants.values())
+    with _blamed_on(network, "model"):
+        return quant_oracle(subgraph.graph_of(network.model).constants.values())
 
 
 def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracle | None = None
               ) -> dict[str, np.ndarray]:
     """onnxruntime running the whole model (in `oracle`'s session, by default network_oracle's), every tensor the
     manifest names among its outputs."""
-    graph = subgraph.graph_of(network.model)
     entries = (oracle or network_oracle(network)).entries
-    inner = {t: np.dtype(network.tensors[t].dtype) for t in network.tensors if t not in network.inputs}
-    return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner), entries=entries), feeds)
+    with _blamed_on(network, "model"):
+        graph = subgraph.graph_of(network.model)
+        inner = {t: np.dtype(network.tensors[t].dtype) for t in network.tensors if t not in network.inputs}
+        return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner), entries=entries), feeds)
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):
@@ -109,12 +113,27 @@ def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None)
     the reference does)."""
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
-    graph = subgraph.graph_of(network.model)
-    inputs = {t: np.dtype(network.tensors[t].dtype) for t in step.inputs}
-    outputs = {t: np.dtype(network.tensors[t].dtype) for t in step.outputs}
-    session = subgraph.session(subgraph.nodes_model(graph, step.nodes, inputs, outputs),
-                               entries=(oracle or network_oracle(network)).entries)
-    return lambda values: subgraph.run(session, {t: values[t] for t in step.inputs})
+    key = f"steps[{step.index}].host"
+    entries = (oracle or network_oracle(network)).entries
+    with _blamed_on(network, key):
+        graph = subgraph.graph_of(network.model)
+        inputs = {t: np.dtype(network.tensors[t].dtype) for t in step.inputs}
+        outputs = {t: np.dtype(network.tensors[t].dtype) for t in step.outputs}
+        session = subgraph.session(subgraph.nodes_model(graph, step.nodes, inputs, outputs), entries=entries)
+
+    def run(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with _blamed_on(network, key):
+            return subgraph.run(session, {t: values[t] for t in step.inputs})
+    return run
+
+
+@contextmanager
+def _blamed_on(network: Network, key: str):
+    """onnxruntime refusing a model kernelgen made from the manifest is the manifest's problem, at `key`."""
+    try:
+        yield
+    except OnnxError as error:
+        raise network.problem(key, str(error)) from None
 
 
 def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunner,
@@ -165,7 +184,10 @@ def _allowance(step: Step, oracle: QuantOracle) -> str:
     if step.config is None or step.config.dtype != "uint8":
         return ""
     if step.config.source is not None:
-        kept = float_arithmetic(step.config, oracle)
+        try:
+            kept = float_arithmetic(step.config, oracle)
+        except OracleFailed:  # onnxruntime refuses the step's nodes alone: its own check says so; none known here
+            kept = ()
         if kept:
             return f"float32 arithmetic onnxruntime kept for its nodes ({', '.join(kept)}; within 1 op by op)"
     for j, oq in enumerate(op_quants(step.config), start=1):

@@ -22,6 +22,7 @@ from ..config import Config
 from ..config_model import Name, Scale, StrictModel, ZeroPoint, Count, LayoutText
 from ..errors import ConfigError, ConfigProblem
 from ..files import display_path, read_head
+from ..layout import ACTIVATION_DIMS, LayoutError, parse_layout
 from ..schema_errors import key_text, schema_problems
 from ..yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
 
@@ -176,17 +177,37 @@ class _Checker:
                                   f"folder)")
         tensors = {name: Tensor(name, tuple(t.shape), t.dtype, t.layout, t.scale, t.zero_point)
                    for name, t in m.tensors.items()}
+        for name, tensor in tensors.items():
+            self._layout(tensor)
         for where in ("inputs", "outputs"):
             for k, name in enumerate(getattr(m, where)):
                 if name not in tensors:
                     self.fail((where, k), f"{name!r} is not in tensors:")
+        for k, name in enumerate(m.outputs):
+            if name in m.inputs:  # network.c writes each output through the step producing it: none produces this
+                self.fail(("outputs", k), f"{name!r} is the network input: an output is written by a step (a copy "
+                                          f"of the input is the caller's)")
         steps = [self._step(k, s, tensors) for k, s in enumerate(m.steps)]
+        if not any(s.kernel is not None for s in m.steps):
+            self.fail(("steps",), "expected at least one kernel step (kernel: a config name): with host and convert "
+                                  "steps only, kernelgen has nothing to generate or check (onnxruntime runs the model)")
         self._order(steps)
         if self.problems:
             raise ConfigError(self.problems)
         marks = {key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k}
         return Network(name=m.network, path=self.path_text, model=model_file, inputs=tuple(m.inputs),
                        outputs=tuple(m.outputs), tensors=tensors, steps=tuple(steps), marks=marks)
+
+    def _layout(self, tensor: Tensor) -> None:
+        """A 4-D tensor's layout must be one the layout engine reads for an NCHW image (the arena sizes it by it)."""
+        if tensor.layout is None or len(tensor.shape) != 4:
+            return
+        n, c, h, w = tensor.shape
+        try:
+            parse_layout(tensor.layout, ACTIVATION_DIMS).bind((n, h, w, c))
+        except LayoutError as error:
+            self.fail(("tensors", tensor.name, "layout"), f"expected a layout of an NCHW image (NCHW, NHWC, "
+                                                          f"nhwc-8h8w32c, ...), got {tensor.layout!r}: {error}")
 
     def _step(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> Step:
         if sum(x is not None for x in (s.kernel, s.host, s.convert)) != 1:

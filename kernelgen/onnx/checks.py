@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+INT32_MAX = 2 ** 31 - 1
 
 
 def conv_problem(attrs: dict[str, Any], weight: tuple[int, ...], bias: tuple[int, ...] | None,
@@ -73,6 +74,8 @@ def _attribute_problem(attrs: dict[str, Any], kernel: tuple[int, int]) -> str:
         if min(values) < least:
             return f"{name} {list(values)}: expected {'positive' if least else 'non-negative'} values " \
                    f"(onnxruntime: attribute {name} {rule})"
+        if max(values) > INT32_MAX:
+            return f"{name} {list(values)}: beyond {INT32_MAX} (kernels index with 32-bit ints)"
     if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:
         return (f"kernel_shape {list(attrs['kernel_shape'])} does not match its {kernel[0]}x{kernel[1]} weights "
                 f"(onnxruntime: kernel_shape is not compatible with W shape)")

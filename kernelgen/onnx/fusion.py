@@ -33,6 +33,7 @@ class GroupCost:
     refused: str = ""  # why the group may not be a kernel ("" : it may)
     activation_bytes: int = 0  # the group's input and output through memory (halo and stripe reloads included)
     unfused_activation_bytes: int = 0  # its ops run one by one: each op's input and output once
+    error: str = ""  # the planner rejects the group's config: it cannot be a kernel at all (seconds: inf)
 
     @property
     def recompute(self) -> float:
@@ -68,11 +69,22 @@ def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: i
                      unfused_activation_bytes=activations[1])
 
 
+def unplannable(why: str) -> GroupCost:
+    """The cost of a group the planner rejects (a value kernelgen's configs cannot hold): never chosen when
+    another cover exists; a single op's is chosen and its error set, for the caller to leave the op out."""
+    return GroupCost(useful_flops=0, executed_flops=0, traffic_bytes=0, workspace_bytes=0, budget_bytes=None,
+                     seconds=float("inf"), refused=why, error=why)
+
+
 def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tuple[Group, ...]:
     """The groups covering ops 0..n-1 with the least estimated time. fusable(j, i): "" when the graph lets ops
     j..i-1 be one kernel, else why not (an op whose residual comes from before j cannot start a kernel, even
-    alone). A single op is never refused for its cost: it is a kernel either way."""
+    alone). A single op is never refused for its cost: it is a kernel either way. A group of several ops the
+    planner rejects (cost.error) is never one: the graph's rule is as hard."""
     costs: dict[tuple[int, int], GroupCost] = {}
+
+    def hard(j: int, i: int) -> str:
+        return fusable(j, i) or (cost(j, i).error if i - j > 1 else "")
 
     def why_not(j: int, i: int) -> str:
         """Why ops j..i-1 should not be one group ("" : they may)."""
@@ -97,7 +109,7 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
         start_of = [0] * (n + 1)
         for i in range(1, n + 1):
             for j in range(max(0, i - window), i):
-                if best[j][0] > n * n or fusable(j, i):
+                if best[j][0] > n * n or hard(j, i):
                     continue
                 total = (best[j][0] + (i - j) * bool(why_not(j, i)), best[j][1] + cost(j, i).seconds)
                 if total < best[i]:
@@ -114,7 +126,7 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
         reason = ""
         if k + 1 < len(bounds):
             stop = bounds[k + 1][1]
-            reason = fusable(j, stop) or why_not(j, stop)
+            reason = hard(j, stop) or why_not(j, stop)
             if not reason:
                 merged, apart = cost(j, stop).seconds, cost(j, i).seconds + cost(i, stop).seconds
                 slower = round(merged * 1e6) > round(apart * 1e6)  # as printed: equal estimates are no gain

@@ -5,7 +5,10 @@ The `onnx` package is an optional dependency (`pip install 'kernelgen[onnx]'`): 
 """
 from __future__ import annotations
 
+import io
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,10 +17,13 @@ import numpy as np
 
 from ..errors import KernelgenError
 from .checks import conv_problem
+from .short_names import shorten_long_names
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
 FLOAT32_MAX = 3.4028234663852886e38
+# protobuf's limit on one serialized message: an ONNX file (weights beyond it are external data files) is smaller
+MAX_MODEL_BYTES = 2 << 30
 
 
 class OnnxError(KernelgenError):
@@ -158,7 +164,10 @@ class Graph:
             return "hardswish"
         if gates and node.op_type == "HardSigmoid":
             attrs = _attributes(node)
-            return {"hardsigmoid": {"alpha": float(attrs.get("alpha", 0.2)), "beta": float(attrs.get("beta", 0.5))}}
+            alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+            if not (math.isfinite(alpha) and math.isfinite(beta)):
+                return None  # not a gate a config can hold: onnxruntime runs it (a host step)
+            return {"hardsigmoid": {"alpha": alpha, "beta": beta}}
         if node.op_type != "Clip":
             return None
         attrs = _attributes(node)
@@ -171,6 +180,8 @@ class Graph:
                 bounds.append(float(value.reshape(-1)[0]))
             else:  # opset 6: attributes
                 bounds.append(float(attrs.get(name, default)))
+        if any(math.isnan(b) for b in bounds):
+            return None
         lo, hi = max(bounds[0], -FLOAT32_MAX), min(bounds[1], FLOAT32_MAX)
         if (lo, hi) == (0.0, 6.0):
             return "relu6"
@@ -184,14 +195,15 @@ def read_graph(path: str | Path) -> Graph:
     from onnx import numpy_helper, shape_inference
 
     path = Path(path)
+    data = _model_bytes(path)
     try:
-        model = onnx.load(str(path))
-    except FileNotFoundError:
-        raise OnnxError(f"{path}: no such file") from None
+        model = onnx.load_model(io.BytesIO(data), format="protobuf", load_external_data=False)
+        onnx.load_external_data_for_model(model, str(path.parent))  # weights in files beside it, if any
     except Exception as error:  # protobuf's DecodeError and friends: not a model
         raise OnnxError(f"{path}: not an ONNX model ({type(error).__name__}: {error})") from None
     if not model.HasField("graph"):  # protobuf reads any bytes that hold no fields (an empty file) as a model
         raise OnnxError(f"{path}: not an ONNX model ({'an empty file' if not path.stat().st_size else 'no graph'})")
+    shorten_long_names(model)
     try:
         model = shape_inference.infer_shapes(model)
     except Exception as error:
@@ -225,6 +237,31 @@ def read_graph(path: str | Path) -> Graph:
                  consumers={k: tuple(v) for k, v in consumers.items()},
                  producers={o: i for i, node in enumerate(graph.node) for o in node.output if o},
                  outputs=frozenset(o.name for o in graph.output))
+
+
+def _model_bytes(path: Path) -> bytes:
+    """The bytes of a model file, read only when it is a regular file no larger than an ONNX file can be (a
+    symlink to /dev/zero, a FIFO or a folder is refused before a byte is read: O_NONBLOCK opens a FIFO at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise OnnxError(f"{path}: no such file") from None
+    except OSError as error:
+        raise OnnxError(f"{path}: cannot read it ({error.strerror or error})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else \
+            "a device or socket"
+        raise OnnxError(f"{path}: expected a regular file (an ONNX model), got {kind}")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_MODEL_BYTES:
+            raise OnnxError(f"{path}: {info.st_size:,} bytes: larger than an ONNX file can be ({MAX_MODEL_BYTES:,} "
+                            f"bytes, protobuf's limit; larger weights live in external data files)")
+        data = handle.read(MAX_MODEL_BYTES + 1)
+    if len(data) > MAX_MODEL_BYTES:
+        raise OnnxError(f"{path}: it grew past {MAX_MODEL_BYTES:,} bytes while being read")
+    return data
 
 
 def _distinct_ids(nodes) -> None:

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 
-from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose
+from ..errors import ConfigError
+from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose, unplannable
 from . import layers
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .names import Namer
 from .network_writer import network_yaml
 from .qchain import QUANT_LAYOUT, own_nodes, qchain, qfusable, qsides, quant_yaml
+from .qchain import _cut_escapes as cut_quantized_escapes
 from .qlayers import qop
 from .quant import QConv, qconv
 
@@ -72,6 +74,9 @@ class Fusion:
     max_ops: int = DEFAULT_MAX_OPS
     cut_after: frozenset[str] = frozenset()  # node names (or first outputs) a group must end at
     quant_coster: GroupCoster | None = None  # quantized chains: their (hvx) configs' cost
+    # without a coster: a config's text -> why the planner rejects it ("" : it plans), so that an op it rejects
+    # alone still ends its chain and is left to onnxruntime
+    check: Callable[[str], str] | None = None
 
 
 def conv_dtypes(graph: Graph) -> dict[str, tuple[str, ...]]:
@@ -111,33 +116,35 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
     configs: list[ImportedConfig] = []
     notes: list[str] = []
     for index, node in enumerate(graph.nodes):
-        if index in taken:
+        if index in taken or index in why_not:  # why_not: an op a chain before left out (it cannot be a kernel)
             continue
         if node.op_type not in ("Conv", "QLinearConv"):
             quantized = qop(graph, index)  # a quantized pool, Mul or Gemm starts a uint8 chain too
             if isinstance(quantized, QConv) and not taken & own_nodes(graph, quantized):
-                _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes)
+                _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes,
+                                why_not)
                 continue
             start = layers.op_at(graph, index)
             if isinstance(start, str):
                 why_not[index] = start
             elif start is not None and not taken & {*start[0], start[1]}:
                 _take(graph, _group(graph, start, taken), path, out_dir, targets, fusion, namer, taken, configs,
-                      notes)
+                      notes, why_not)
             continue
         quantized = qconv(graph, index)
         if isinstance(quantized, str):
             why_not[index] = quantized
             continue
         if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
-            _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes)
+            _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes,
+                            why_not)
             continue
         conv = graph.conv(index)
         if isinstance(conv, str):
             why_not[index] = conv
             continue
         _take(graph, _group(graph, ([], index, conv), taken), path, out_dir, targets, fusion, namer, taken, configs,
-              notes)
+              notes, why_not)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
     manifest, why, converted = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
@@ -149,11 +156,29 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
 
 
 def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targets: tuple[str, ...], fusion: Fusion,
-          namer: Namer, taken: set[int], configs: list[ImportedConfig], notes: list[str]) -> None:
-    """A float chain's configs, cut where the cost model says, appended to `configs`; its nodes marked taken."""
-    taken.update(m for op in chain for m in op.members)
+          namer: Namer, taken: set[int], configs: list[ImportedConfig], notes: list[str],
+          why_not: dict[int, str]) -> None:
+    """A float chain's configs, cut where the cost model says, appended to `configs`; its nodes marked taken. An op
+    the planner rejects even alone (a value kernelgen's configs cannot hold) ends the chain before it: it is left
+    to onnxruntime with the planner's reason (why_not), and the nodes after it start chains of their own."""
     model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-    for group in _split(graph, chain, model_path, targets, fusion):
+    cost = _chain_cost(graph, chain, model_path, targets, fusion)
+    if cost is None and fusion.check is not None:  # no cost search (one group): each op alone must plan
+        alone = (k for k, op in enumerate(chain) if op.residual is None or op.residual >= k or op.side)
+        why = next(((k, w) for k in alone for w in (fusion.check(_yaml(graph, "group", _sub(chain, k, k + 1),
+                                                                         model_path, (), targets)),) if w), None)
+        if why is not None:
+            why_not[chain[why[0]].node] = f"it cannot be a kernel ({why[1]})"
+            chain = _cut_escapes(graph, chain[:why[0]])
+    while chain:
+        groups = _split(graph, chain, fusion, cost)
+        bad = next((g for g in groups if g.cost is not None and g.cost.error), None)
+        if bad is None:
+            break
+        why_not[chain[bad.start].node] = f"it cannot be a kernel ({bad.cost.error})"
+        chain = _cut_escapes(graph, chain[:bad.start]) if bad.start else []
+    taken.update(m for op in chain for m in op.members)
+    for group in groups if chain else ():
         ops = _sub(chain, group.start, group.stop)
         name = namer.name([op.node for op in ops])
         members = _members(op.members for op in ops)
@@ -167,12 +192,20 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
 
 def _take_quantized(graph: Graph, first: QConv, path: Path, out_dir: str | Path, targets: tuple[str, ...],
                     fusion: Fusion, namer: Namer, taken: set[int], configs: list[ImportedConfig],
-                    notes: list[str]) -> None:
-    """The uint8 chain from `first` (qchain.py), cut where the cost model says on hvx: its configs appended."""
+                    notes: list[str], why_not: dict[int, str]) -> None:
+    """The uint8 chain from `first` (qchain.py), cut where the cost model says on hvx: its configs appended. An op
+    the planner rejects even alone ends the chain before it, as in _take."""
     chain = qchain(graph, first, taken)
-    taken.update(m for op in chain for m in op.members)
     model_path = os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
-    for group in _qsplit(graph, chain, model_path, fusion, targets):
+    while chain:
+        groups = _qsplit(graph, chain, model_path, fusion, targets)
+        bad = next((g for g in groups if g.cost is not None and g.cost.error), None)
+        if bad is None:
+            break
+        why_not[chain[bad.start].start] = f"it cannot be a kernel ({bad.cost.error})"
+        chain = cut_quantized_escapes(graph, chain[:bad.start]) if bad.start else []
+    taken.update(m for op in chain for m in op.members)
+    for group in groups if chain else ():
         qops = chain[group.start:group.stop]
         members = _members(op.members for op in qops)
         name = namer.name([op.start for op in qops])
@@ -237,13 +270,16 @@ def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops:
                      ) -> int | str | None:
     """Which tensor of the group the Add's other operand is (0: the input, K: op K's result), or the tensor itself
     when it comes from outside the group (a side input: the other branch of a two-branch add), when kernelgen can
-    fuse it: same shape (no broadcast), not a constant, and (for op K) only stride-1 convs after op K."""
+    fuse it: both of the sum's shape (no broadcast), not a constant, and (for op K) only stride-1 convs after op K."""
     inputs = list(graph.nodes[add].input)
     if len(inputs) != 2 or tensor not in inputs:
         return None
     other = inputs[1] if inputs[0] == tensor else inputs[0]
-    if graph.shapes.get(other) != graph.shapes.get(graph.nodes[add].output[0]) or other in graph.constants:
+    if other == tensor:  # Add(c, c) is 2c: no other tensor to add (as a side input it would be the op's own result)
         return None
+    out = graph.shapes.get(graph.nodes[add].output[0])
+    if graph.shapes.get(other) != out or graph.shapes.get(tensor) != out or other in graph.constants:
+        return None  # a broadcast (valid ONNX) is no residual: both operands have the sum's shape
     if other not in chain:
         return other
     source = chain.index(other)
@@ -275,7 +311,11 @@ def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, t
         return qfusable(chain, start, stop)
 
     def cost(start: int, stop: int) -> GroupCost:
-        return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, (), targets))
+        try:
+            return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, (), targets))
+        except ConfigError as error:  # never a group of several ops (fusion.choose); one op alone is left out
+            problem = error.problems[0]
+            return unplannable(f"{problem.key}: {problem.message}" if problem.key else problem.message)
 
     return choose(len(chain), fusable, Grouping(cost=cost, max_ops=fusion.max_ops, cuts=cut_ops))
 
@@ -285,10 +325,29 @@ def _sub(chain: list[_Op], start: int, stop: int) -> list[_Op]:
     return [replace(op, residual=None if op.residual is None else op.residual - start) for op in chain[start:stop]]
 
 
-def _split(graph: Graph, chain: list[_Op], model_path: str, targets: tuple[str, ...], fusion: Fusion
-           ) -> tuple[Group, ...] | list:
-    """The chain's groups: chosen by cost (fusion.choose) when the caller can cost them, else the whole chain."""
+def _chain_cost(graph: Graph, chain: list[_Op], model_path: str, targets: tuple[str, ...], fusion: Fusion):
+    """(start, stop) -> the cost of ops start..stop-1 of the chain as one config, each planned once (None: no
+    coster); a group the planner rejects costs fusion.unplannable(its first problem)."""
     if fusion.coster is None:
+        return None
+    costs: dict[tuple[int, int], GroupCost] = {}
+
+    def cost(start: int, stop: int) -> GroupCost:
+        if (start, stop) not in costs:
+            try:
+                yaml = _yaml(graph, "group", _sub(chain, start, stop), model_path, (), targets, "auto")
+                costs[(start, stop)] = fusion.coster(yaml)
+            except ConfigError as error:
+                problem = error.problems[0]
+                costs[(start, stop)] = unplannable(f"{problem.key}: {problem.message}" if problem.key
+                                                   else problem.message)
+        return costs[(start, stop)]
+    return cost
+
+
+def _split(graph: Graph, chain: list[_Op], fusion: Fusion, cost) -> tuple[Group, ...] | list:
+    """The chain's groups: chosen by cost (fusion.choose) when the caller can cost them, else the whole chain."""
+    if cost is None:
         return [_Whole(0, len(chain))]
     cut_ops = frozenset(k for k, op in enumerate(chain) if any(node_id(graph.nodes[m]) in fusion.cut_after
                                                                  for m in op.members))
@@ -298,10 +357,6 @@ def _split(graph: Graph, chain: list[_Op], model_path: str, targets: tuple[str, 
                       and chain[k].side is None), None)
         return "" if needs is None else (f"op {needs + 1} adds a tensor from before op {start + 1} (a kernel's "
                                          f"residual is its own input or one of its ops' results)")
-
-    def cost(start: int, stop: int) -> GroupCost:
-        ops = _sub(chain, start, stop)
-        return fusion.coster(_yaml(graph, "group", ops, model_path, (), targets, "auto"))
 
     return choose(len(chain), fusable, Grouping(cost=cost, max_ops=fusion.max_ops, cuts=cut_ops))
 

@@ -84,10 +84,19 @@ def gemm(graph: Graph, index: int, channels: int) -> ConvNode | str:
     k, c = b.shape if trans_b else b.shape[::-1]
     if c != channels:
         return f"its weight {list(b.shape)} does not take the {channels} channels it is given"
-    if bias is not None and graph.constants[bias].size != k:
-        return f"a bias of {graph.constants[bias].size} values for {k} outputs (only one per output)"
+    if bias is not None and gemm_bias_problem(graph.constants[bias].shape, int(k)):
+        return gemm_bias_problem(graph.constants[bias].shape, int(k))
     return ConvNode(weight=weight, bias=bias, out_channels=int(k), kernel=(1, 1), stride=(1, 1), pad=(0, 0, 0, 0),
                     dilation=(1, 1), groups=1, trans_b=trans_b)
+
+
+def gemm_bias_problem(shape: tuple[int, ...], k: int) -> str:
+    """Why a Gemm's bias C is not one value per output ("" when it is): ONNX broadcasts C to [N, K], so [K] and
+    [1, K] are both one per output (the kernel's bias; the oracle reads either as [K]); a single value, or [N, K],
+    is not."""
+    if tuple(shape) in ((k,), (1, k)):
+        return ""
+    return f"a bias of shape {list(shape)} for {k} outputs (one per output: [{k}] or [1, {k}])"
 
 
 def gemm_filter(b: np.ndarray, trans_b: bool) -> np.ndarray:

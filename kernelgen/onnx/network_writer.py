@@ -14,6 +14,7 @@ import os
 import re
 from typing import Protocol
 
+from ..reserved import RESERVED
 from .graph import Graph, node_id
 
 # ONNX TensorProto element types the manifest names
@@ -59,11 +60,15 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
     missing = [t for t in tensors if t not in graph.shapes or types.get(t) not in _DTYPES]
     if missing:
         return "", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name", ()
+    empty = [t for t in tensors if min(graph.shapes[t], default=0) < 1]
+    if empty:
+        return "", (f"tensor {empty[0]!r} has shape {list(graph.shapes[empty[0]])}: a manifest's tensors hold at "
+                    f"least one element"), ()
     layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
                | {k.output: k.layout for k in kernels})
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
     name = name.strip("_")[:40].rstrip("_")
-    name = name if name and name[0].isalpha() else f"net_{name}".rstrip("_")
+    name = name if name and name[0].isalpha() and name not in RESERVED else f"net_{name}".rstrip("_")
     lines = [f"# written by `kernelgen import` from {os.path.basename(model_path)}: the network as kernelgen runs it.",
              "# Steps run in order: kernels (a config <name>.yaml beside this file), conversions of a quantized network's",
              "# float input and output, and host steps (ONNX nodes kernelgen does not generate, run by onnxruntime).",
@@ -93,7 +98,27 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
             lines.append(f"    ops: [{', '.join(graph.nodes[i].op_type for i in what)}]")
         lines.append(f"    inputs: [{', '.join(json.dumps(t) for t in inputs)}]")
         lines.append(f"    outputs: [{', '.join(json.dumps(t) for t in outputs)}]")
-    return "\n".join(lines) + "\n", "", tuple(converted)
+    text = "\n".join(lines) + "\n"
+    problem = _schema_problem(text)
+    return ("", f"it would not load ({problem})", ()) if problem else (text, "", tuple(converted))
+
+
+def _schema_problem(text: str) -> str:
+    """Why the manifest text fails the manifest's own schema ("" when it passes): the import never writes a
+    network.yaml its own plan rejects (a value the model allows and the manifest cannot hold)."""
+    from pydantic import ValidationError
+
+    from ..network.manifest import NetworkModel
+    from ..yamlmarks import YamlProblem, load
+
+    try:
+        NetworkModel.model_validate(load(text).data)
+    except YamlProblem as problem:
+        return problem.message
+    except ValidationError as error:
+        first = error.errors()[0]
+        return f"{'.'.join(str(k) for k in first['loc'])}: {first['msg']}"
+    return ""
 
 
 def _conversion(graph: Graph, nodes, types: dict[str, int]) -> bool:

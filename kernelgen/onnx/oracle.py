@@ -12,7 +12,7 @@ import numpy as np
 from ..config import Config
 from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
-from .layers import gemm_filter
+from .layers import gemm_filter, op_at
 from .qlayers import qop
 from .quant import QConv, with_gate, with_residual
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
@@ -72,6 +72,8 @@ def weights(config: Config) -> dict[str, np.ndarray]:
             if len(node.input) < 3 or node.input[2] not in graph.constants:
                 raise config.problem(f"ops[{j - 1}].conv2d.bias", f"Conv {node_id(node)!r} has no bias")
             bias = graph.constants[node.input[2]]
+            if node.op_type == "Gemm" and bias.shape == (1, op.out_channels):  # C broadcast to [N, K]: one per output
+                bias = bias.reshape(-1)
             if bias.shape != (op.out_channels,):
                 raise config.problem("source.nodes", f"Conv {node_id(node)!r} has a bias of shape {list(bias.shape)}; "
                                                      f"ops[{j - 1}] expects [{op.out_channels}]")
@@ -126,6 +128,63 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     weights and bias: what the kernel was given (the model's, rounded to half for float16 storage)."""
     graph = _graph(config)
     nodes = _nodes(config, graph)
+    feeds = {_chain_input(config, graph, nodes): x_nhwc} | _side_feeds(config, tensors)
+    return _session(config, graph, nodes, feeds, nodes[-1].output[0], _given(config, nodes, tensors))
+
+
+def run_onnxruntime_float_ops(config: Config, stored: list[np.ndarray], tensors: dict[str, np.ndarray]
+                              ) -> list[np.ndarray]:
+    """A float config op by op: op j's own nodes (its Conv, pool, Gemm or Mul, and the Add and activation it folds
+    in) cut out of the model and run by onnxruntime on what the kernel stored: stored[0] is the chain's input,
+    stored[K] op K's output (NHWC; NaN where the kernel never wrote), each residual and side input read from there
+    too. The model's own graph decides what each op computes, so a config that differs from its model (a dropped
+    bias, a wrong activation, another pad) differs at that op however deep it sits. Each op's result in NHWC."""
+    graph = _graph(config)
+    nodes = _nodes(config, graph)
+    per_op = float_op_nodes(config, graph, nodes)
+    given = _given(config, nodes, tensors)
+    known = {_chain_input(config, graph, nodes): stored[0]} | _side_feeds(config, tensors)
+    out = []
+    for j, members in enumerate(per_op):
+        produced = {o for n in members for o in n.output}
+        reads = dict.fromkeys(t for n in members for t in n.input
+                              if t and t not in produced and t not in graph.constants)
+        unknown = [t for t in reads if t not in known]
+        if unknown:
+            raise OracleFailed(f"{config.ops[j].kind} #{j + 1}: its nodes ({', '.join(node_id(n) for n in members)}) "
+                               f"read {unknown[0]!r}, which is neither the chain's input, an earlier op's result "
+                               f"nor a side input of the config")
+        output = members[-1].output[0]
+        out.append(_session(config, graph, members, {t: known[t] for t in reads}, output, given))
+        if j + 1 < len(stored):
+            known[output] = stored[j + 1]
+    return out
+
+
+def float_op_nodes(config: Config, graph: Graph, nodes: list) -> list[list]:
+    """The config's nodes (graph order) split into its ops: each op starts at a node that starts a float op (a
+    Conv, a pool, a Mul by channel factors, a Gemm, or the Flatten before one) and holds the nodes up to the next
+    such start (the Add and activation it folds in). The importer wrote source.nodes this way (importer._group)."""
+    index_of = {node_id(n): i for i, n in enumerate(graph.nodes)}
+    starts, own = [], set()
+    for position, node in enumerate(nodes):
+        index = index_of[node_id(node)]
+        if index in own:  # a Gemm its Flatten already started
+            continue
+        found = op_at(graph, index)
+        if found is not None and not isinstance(found, str):
+            own.add(found[1])
+            starts.append(position)
+    if len(starts) != len(config.ops) or (starts and starts[0] != 0):
+        raise OracleFailed(f"the config has {len(config.ops)} ops, but its source.nodes start {len(starts)} "
+                           f"(Conv, pool, Gemm or Mul nodes, graph order): the config no longer matches its model")
+    return [nodes[a:b] for a, b in zip(starts, [*starts[1:], len(nodes)])]
+
+
+def _given(config: Config, nodes: list, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What each Conv or Gemm of a float config runs with in place of the model's weights and bias: the kernel's
+    own filter<j> and bias<j> (the model's, rounded to half for float16 storage). A bias the config does not
+    declare stays the model's: then the model says what the config left out."""
     given = {}
     weighted = [n for n in nodes if n.op_type in WEIGHTED and config.dtype != "uint8"]
     for j, node in zip(conv_ops(config), weighted):
@@ -135,9 +194,12 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
         given[node.input[1]] = w
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]
-    feeds = {_chain_input(config, graph, nodes): x_nhwc}
-    feeds |= {config.source.sides[side.name]: tensors[side.param] for side in config.side_inputs}
-    return _session(config, graph, nodes, feeds, nodes[-1].output[0], given)
+    return given
+
+
+def _side_feeds(config: Config, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The config's side inputs by the model's tensor names (NHWC, as the kernel was given them)."""
+    return {config.source.sides[side.name]: tensors[side.param] for side in config.side_inputs}
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,8 +138,8 @@ def _qgemm(graph: Graph, index: int) -> QConv | str | None:
         elif node.input[2] in graph.constants:  # a float bias: quantized at x_scale * w_scale, as the quantizers do
             bias = np.rint(graph.constants[node.input[2]].astype(np.float64).reshape(-1)
                            / (np.array(parts[0]) * x_scale)).astype(np.int64)
-        if bias is None or bias.size != filters.shape[0]:
-            return "its bias is neither one constant per output nor a DequantizeLinear of one"
+        if bias is None or layers.gemm_bias_problem(np.shape(bias), int(filters.shape[0])):
+            return "its bias is neither one constant per output ([K] or [1, K]) nor a DequantizeLinear of one"
     quantized = _requantized(graph, node.output[0])
     if quantized is None:
         return "a Gemm on dequantized activations whose result is not quantized again (QuantizeLinear)"
@@ -150,7 +150,7 @@ def _qgemm(graph: Graph, index: int) -> QConv | str | None:
                     pad=(0, 0, 0, 0), dilation=(1, 1), groups=1, trans_b=trans_b)
     return QConv(start=index, conv=conv, members=(*members, *tail, dq_x, *lead), in_q=in_q, out_q=q.output[0],
                  x_scale=x_scale, x_zero_point=x_zp, weights=filters, weight_scales=parts[0],
-                 weight_zero_point=parts[1], bias=None if bias is None else np.asarray(bias).astype(np.int32),
+                 weight_zero_point=parts[1], bias=None if bias is None else np.asarray(bias).astype(np.int32).reshape(-1),
                  y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
 
 

@@ -177,11 +177,11 @@ def with_residual(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = fr
     if dq_c is None or graph.nodes[dq_c].op_type != "DequantizeLinear":
         return op
     add = graph.sole_consumer(graph.nodes[dq_c].output[0])
-    if add is None or add in taken or graph.nodes[add].op_type != "Add" or len(graph.nodes[add].input) != 2:
-        return op
+    if add is None or add in taken or graph.nodes[add].op_type != "Add" or len(set(graph.nodes[add].input)) != 2:
+        return op  # Add(c, c) too: 2c, no other tensor to add
     other = next(t for t in graph.nodes[add].input if t != graph.nodes[dq_c].output[0])
     dq_r = _producer(graph, other)
-    if dq_r is None or graph.nodes[dq_r].op_type != "DequantizeLinear":
+    if dq_r is None or graph.nodes[dq_r].op_type != "DequantizeLinear" or graph.nodes[dq_r].input[0] == op.out_q:
         return op
     r = graph.nodes[dq_r]
     scale, zero_point = _scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0

@@ -30,6 +30,11 @@ def _runtime():
     return onnxruntime
 
 
+class RuntimeRefused(OnnxError):
+    """onnxruntime would not load or run a model kernelgen cut out or extended (its own message): the caller
+    knows which manifest key is to blame (execute.py)."""
+
+
 def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str], ...] = ()):
     """An onnxruntime CPU session with its default optimizations (what a deployment runs); threads 0: its own
     choice (one per core); entries: session config entries (a quantized oracle's, u8s8.QuantOracle)."""
@@ -41,7 +46,10 @@ def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str]
     if threads:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    try:
+        return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # its pybind Fail, InvalidGraph, NotImplemented...: all RuntimeError or bare
+        raise RuntimeRefused(f"onnxruntime refuses the model: {_first_line(error)}") from None
 
 
 def nodes_model(graph: Graph, nodes: tuple[str, ...], inputs: dict[str, np.dtype], outputs: dict[str, np.dtype]
@@ -81,4 +89,13 @@ def whole_model(graph: Graph, extra_outputs: dict[str, np.dtype]) -> bytes:
 
 def run(session_, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     names = [o.name for o in session_.get_outputs()]
-    return dict(zip(names, session_.run(names, feeds)))
+    try:
+        return dict(zip(names, session_.run(names, feeds)))
+    except Exception as error:  # a feed of the wrong shape or type, a node failing on these values
+        raise RuntimeRefused(f"onnxruntime fails to run it: {_first_line(error)}") from None
+
+
+def _first_line(error: Exception) -> str:
+    """onnxruntime's message without its source-file prefix, on one line."""
+    text = " ".join(str(error).split())
+    return text.split("] : ", 1)[-1] if text.startswith("[ONNXRuntimeError]") else text

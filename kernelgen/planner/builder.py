@@ -9,7 +9,7 @@ from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
-from .pooling import divisor as pool_divisor, tap as pool_tap
+from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
 from .packing import c_float
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
@@ -219,17 +219,15 @@ class StripeBuilder:
             tap: tuple[Node, ...] = (load, Stmt(code=f"acc[ki] = x * side_{op.scale_by}[{factor}];",
                                                 summary=f"acc[ki] = x * {op.scale_by}[n, c]"))
         elif op.pool:
-            tap = pool_tap(op, self.shape_list[j - 1], row, col, bounds, load)
+            tap = pool_tap(op, load)
         else:
             f_layout = self.win.filters[j - 1]
             f_index = f_layout.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)
             mac = Stmt(code=f"acc[ki] += x * filter_cache[{f_index}];", summary="acc[ki] += x * filter_cache[...]")
         reduction: Node
-        if op.pool:  # the tap guards its own load
-            window: Node = Loop(var="rh", extent=op.kernel[0], body=(Loop(var="rw", extent=op.kernel[1], body=tap),))
-            k_checks = _cond([(k_global, "<", out_k)], bounds)
-            reduction = Loop(var="ki", extent=k_block, body=(Guard(cond=k_checks[0], body=(window,)) if k_checks
-                                                             else window,))
+        if op.pool:  # the taps outside the channel loop, each guarding its own loads (pooling.window)
+            reduction = pool_window(op, self.shape_list[j - 1], row, col, bounds, tap, k_block,
+                                    _cond([(k_global, "<", out_k)], bounds))
         elif groups == 1:
             reduction = Loop(var="rh", extent=op.kernel[0], body=(
                 Loop(var="rw", extent=op.kernel[1], body=(

@@ -11,6 +11,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ...config import Config
+from ...errors import ToolchainError
 from ...roofs import Roofs
 from ...config_model import TargetInfo
 from ...emit import OutputFile
@@ -26,7 +27,8 @@ from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, net
 from .options import CModel, c_options, cflags
 from .placement import placed
 from .roofline import Probes
-from .toolchain import Library, build_shared, status
+from . import process
+from .toolchain import Library, build_shared, compiler_name, status
 
 
 # `schedule: auto` on the c target: the stripe caches should stay in one core's L2. 512 KiB is the largest L2 of
@@ -43,18 +45,24 @@ def l2_budget(options: object) -> tuple[int, str]:
 
 
 class CLibrary(Executable):
-    """The kernel built by gcc with the config's flags into a shared library, called through ctypes (and, for the
-    op-by-op check of a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate)."""
+    """The kernel built with the config's flags into a shared library, called through ctypes (and, for the op-by-op
+    check of a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate). Flags with a
+    sanitizer build it with a driver into an executable that runs in a child process instead (process.py)."""
 
     def __init__(self, job: Job, workdir: Path):
         super().__init__(job)
         self.workdir = workdir
         self.flags = cflags(c_options(job.config))
+        self.in_process = process.in_process(self.flags)
         self._library: Library | None = None
+        self._driven: process.Driven | None = None
 
     @property
     def library(self) -> Library:
         """The kernel as shipped, built on first use: validating a chain runs only the traced build."""
+        if self.in_process:
+            raise ToolchainError(f"{self.job.plan.name}: a build with a sanitizer runs in a child process (validate, "
+                                 f"run), not in this one (bench): {' '.join(self.flags)}")
         if self._library is None:
             name = self.job.plan.name
             self._library = Library(build_shared([self.workdir / f"{name}.c"], self.workdir / f"lib{name}.so",
@@ -63,15 +71,19 @@ class CLibrary(Executable):
 
     def traced(self, args: KernelArgs, poison: int) -> Traced:
         plan = self.job.plan
-        path = build_shared([self.workdir / f"{plan.name}.c"], self.workdir / f"lib{plan.name}_trace.so",
-                            flags=(*self.flags, "-DKG_TRACE_INTERMEDIATES"))
+        flags = (*self.flags, "-DKG_TRACE_INTERMEDIATES")
         shapes = [op.out_shape for op in plan.ops[:-1]]
         buffers = [poisoned(math.prod(shape), np.dtype(np.float32), poison) for shape in shapes]
-        pointers = (ctypes.c_void_p * len(buffers)).in_dll(ctypes.CDLL(str(path)), f"{plan.name}_trace")
-        for j, buffer in enumerate(buffers):
-            pointers[j] = buffer.ctypes.data
         arrays = self.arguments(args, poison)
-        Library(path).call(plan.name, arrays)
+        if self.in_process:
+            process.build(plan, self.workdir, flags, arrays, buffers, tag="_trace").call(arrays, buffers)
+        else:
+            path = build_shared([self.workdir / f"{plan.name}.c"], self.workdir / f"lib{plan.name}_trace.so",
+                                flags=flags)
+            pointers = (ctypes.c_void_p * len(buffers)).in_dll(ctypes.CDLL(str(path)), f"{plan.name}_trace")
+            for j, buffer in enumerate(buffers):
+                pointers[j] = buffer.ctypes.data
+            Library(path).call(plan.name, arrays)
         return Traced(output=arrays[-2], intermediates=tuple(b.reshape(s) for b, s in zip(buffers, shapes)))
 
     def arguments(self, args: KernelArgs, poison: int, aligned: bool = True, huge_pages: bool = True
@@ -88,7 +100,12 @@ class CLibrary(Executable):
         return [placed(a, huge_pages) for a in arrays] if aligned else arrays
 
     def call(self, arrays: list[np.ndarray]) -> None:
-        self.library.call(self.job.plan.name, arrays)
+        if self.in_process:
+            if self._driven is None:
+                self._driven = process.build(self.job.plan, self.workdir, self.flags, arrays)
+            self._driven.call(arrays)
+        else:
+            self.library.call(self.job.plan.name, arrays)
 
     def bind(self, arrays: list[np.ndarray]) -> Callable[[], None]:
         """The call with its pointers ready, for a timed region (Library.bind)."""
@@ -159,5 +176,5 @@ class C(Target):
             times.append(time.perf_counter() - start)
         plan, threads = executable.job.plan, c_options(executable.job.config).threads
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
-        return (Timings(label=f"{plan.name} (gcc {flags}, {threads} thread{'s' if threads > 1 else ''})",
+        return (Timings(label=f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})",
                         seconds=tuple(times), peak_gbs=tuple(bandwidths), metrics={"executed_flops": plan.executed_flops}),)

@@ -1,4 +1,5 @@
-"""gcc: builds emitted C into a shared library and runs the kernel through ctypes."""
+"""The C compiler (gcc, or $KERNELGEN_CC): builds emitted C into a shared library and runs the kernel through ctypes
+(or, for a sanitizer's build, into an executable that process.py runs)."""
 from __future__ import annotations
 
 import ctypes
@@ -6,7 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,28 +18,47 @@ from ...toolstatus import ToolStatus
 
 CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")
 INSTALL_HINT = "apt-get install gcc"
+# The one way to pick another compiler (a name on PATH or a path): the tests build every random kernel with gcc and
+# with clang-19, since a kernel must be right under both (issue 44: a gcc 12 bug gave a max pool wrong outputs).
+COMPILER_VARIABLE = "KERNELGEN_CC"
+
+
+def compiler_name() -> str:
+    return os.environ.get(COMPILER_VARIABLE) or "gcc"
 
 
 def compiler() -> str:
+    chosen = os.environ.get(COMPILER_VARIABLE)
+    if chosen:
+        return shutil.which(chosen) or ""
     return shutil.which("gcc") or shutil.which("cc") or ""
 
 
 def status() -> tuple[ToolStatus, ...]:
-    cc = compiler()
+    cc, name = compiler(), compiler_name()
+    hint = INSTALL_HINT if name == "gcc" else f"install {name}, or unset {COMPILER_VARIABLE}"
     if not cc:
-        return (ToolStatus(name="gcc", found=False, version="", install_hint=INSTALL_HINT),)
+        return (ToolStatus(name=name, found=False, version="", install_hint=hint),)
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    return (ToolStatus(name="gcc", found=True, version=version, install_hint=INSTALL_HINT),)
+    return (ToolStatus(name=name, found=True, version=version, install_hint=hint),)
 
 
 def build_shared(sources: list[Path], output: Path, *, flags: tuple[str, ...] = CFLAGS) -> Path:
-    cc = compiler()
+    return _build(sources, output, (*flags, "-shared", "-fPIC"))
+
+
+def build_executable(sources: list[Path], output: Path, *, flags: Sequence[str] = CFLAGS) -> Path:
+    return _build(sources, output, tuple(flags))
+
+
+def _build(sources: list[Path], output: Path, flags: tuple[str, ...]) -> Path:
+    cc, name = compiler(), compiler_name()
     if not cc:
-        raise ToolchainError(f"gcc not found: {INSTALL_HINT}")
-    cmd = [cc, *flags, "-shared", "-fPIC", "-o", str(output), *map(str, sources)]
+        raise ToolchainError(f"{name} not found: {status()[0].install_hint}")
+    cmd = [cc, *flags, "-o", str(output), *map(str, sources)]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        raise ToolchainError(f"gcc failed ({' '.join(cmd)}):\n{result.stderr.strip()}")
+        raise ToolchainError(f"{name} failed ({' '.join(cmd)}):\n{result.stderr.strip()}")
     return output
 
 
