@@ -5,8 +5,9 @@ c kernels timed beside onnxruntime in the same run.
     python benchmarks/networks.py [--models mobilenet_v2 resnet18] [--work build/qdq_models]
                                   [--float-targets c opencl vulkan] [--no-bench] [--json results.json]
 
-The models come from benchmarks/qdq_models.py (exported and quantized there when missing: needs torch and
-torchvision). Prints one Markdown table row per (network, target): kernels and host steps, the worst group's
+The models come from benchmarks/qdq_models.py (exported and quantized there when missing, with quantize_static's
+defaults: needs torch and torchvision); a quantized network's bytes are held to the onnxruntime session that is
+exact on this host, named in its row's `oracle`. Prints one Markdown table row per (network, target): kernels and host steps, the worst group's
 executed/useful FLOPs, activation bytes fused against op by op, the c arena against every tensor alone, the
 end-to-end agreement of the network's output, and the c time beside onnxruntime's (one thread each).
 """
@@ -55,6 +56,10 @@ def _row(name: str, imported, network, target: str, bench: bool) -> dict:
     row["all_boundaries_agree"] = all(a.passed for r in runs for a in r.agreement)
     uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
     row["uint8_boundaries_bit_exact"] = f"{sum(a.max_abs == 0 for a in uint8)}/{len(uint8)}" if uint8 else None
+    if uint8:  # which onnxruntime session the bytes are held to on this host, and why (kernelgen/onnx/u8s8.py)
+        from kernelgen.network.execute import network_oracle
+
+        row["oracle"] = network_oracle(network).text
     if target == "c":
         built = {s.config.name: api.jobs(s.config, ("c",))["c"] for s in network.kernels}
         arena = plan_arena(network, {s.index: built[s.config.name].plan.workspace_bytes for s in network.kernels})

@@ -4,16 +4,19 @@ torchvision's MobileNetV2 and ResNet18 (random weights, `weights=None`, seeded, 
 so that the folded biases are nonzero and distinct as in a trained network; an untrained one's are all zero and
 the exporter shares them through Identity nodes, which the quantizer leaves in float), exported by
 `torch.onnx.export(..., dynamo=False)` at opset 17 (BatchNorm folded in eval mode), quantized by
-`onnxruntime.quantization.quantize_static` in QDQ form (uint8 activations, int8 weights), per tensor and per
-channel; every config `kernelgen import` makes of them validated on hvx under qemu-hexagon (bit-exact against
-kernelgen's numpy reference, and compared with onnxruntime running the same nodes).
+`onnxruntime.quantization.quantize_static` in QDQ form with its defaults (uint8 activations, full-range int8
+weights, no reduce_range), per tensor and per channel; every config `kernelgen import --target hvx` makes of
+them, and the whole network, validated on hvx under qemu-hexagon (bit-exact against kernelgen's numpy reference,
+and against onnxruntime in the session that is exact on this host, named in the output: kernelgen/onnx/u8s8.py).
 
     python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18] [--size 224] [--work build/qdq_models]
-                                    [--no-validate] [--json results.json]
+                                    [--reduce-range] [--no-validate] [--json results.json]
 
-Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). On an x86 host
-without VNNI the weights are quantized to 7 bits (reduce_range): onnxruntime's uint8 x int8 kernels there add
-pairs of products in 16 bits and saturate on full-range int8 weights (its quantization guide says so).
+Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). The weights are
+quantize_static's defaults on every host: on x86 without VNNI, onnxruntime's default uint8 x int8 kernels add
+pairs of products in 16 bits and saturate on them, and kernelgen's checks then run onnxruntime in its exact u8u8
+precision mode (session.x64quantprecision) and say so. --reduce-range quantizes to 7-bit weights instead (what
+onnxruntime's quantization guide recommends for deploying on such a CPU); its models are kept apart (`_7bit`).
 """
 from __future__ import annotations
 
@@ -26,8 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from kernelgen import api
-from kernelgen.onnx.importer import import_model
-from kernelgen.onnx.oracle import VNNI_FLAGS, cpu_flags
+from kernelgen.onnx.importer import Fusion, import_model
 
 MODELS = ("mobilenet_v2", "resnet18")
 TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align",
@@ -73,7 +75,7 @@ def export(model: str, size: int, path: Path) -> None:
                       input_names=["input"], output_names=["logits"])
 
 
-def quantize(float_path: Path, path: Path, per_channel: bool, size: int) -> None:
+def quantize(float_path: Path, path: Path, per_channel: bool, size: int, reduce_range: bool = False) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Random(CalibrationDataReader):
@@ -86,8 +88,27 @@ def quantize(float_path: Path, path: Path, per_channel: bool, size: int) -> None
             return next(self.batches, None)
 
     quantize_static(str(float_path), str(path), Random(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    reduce_range=not (cpu_flags() & set(VNNI_FLAGS)))
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
+
+
+def _validate_network(path: Path, seed: int, rows: list[dict], tag: str) -> int:
+    """The whole network on hvx (kernelgen validate network.yaml): 1 when it does not pass."""
+    from kernelgen.network.execute import network_oracle
+
+    network = api.load_network(path)
+    start = time.perf_counter()
+    runs = list(api.validate_network(network, "hvx", seed))
+    seconds = time.perf_counter() - start
+    uint8 = [a for r in runs for a in r.agreement if a.dtype == "uint8"]
+    passed = all(r.ran for r in runs) and all(a.passed for r in runs for a in r.agreement) and all(
+        r.record.passed for r in runs if r.record is not None)
+    oracle = network_oracle(network)
+    exact = sum(not a.max_abs for a in uint8)
+    rows.append(dict(model=tag, config="network.yaml", status="pass" if passed else "FAIL", steps=len(runs),
+                     bit_exact_uint8=exact, uint8_tensors=len(uint8), oracle=oracle.text, seconds=round(seconds, 1)))
+    print(f"  network: {'pass' if passed else 'FAIL'} {seconds:6.1f} s  {exact} of {len(uint8)} uint8 tensors "
+          f"bit-exact; oracle: {oracle.text}", flush=True)
+    return 0 if passed else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--work", type=Path, default=Path("build/qdq_models"))
+    parser.add_argument("--reduce-range", action="store_true",
+                        help="7-bit int8 weights (quantize_static's reduce_range) instead of its full-range default")
     parser.add_argument("--no-validate", action="store_true", help="import only")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--json", type=Path)
@@ -106,13 +129,17 @@ def main(argv: list[str] | None = None) -> int:
         if not float_path.exists():
             export(model, args.size, float_path)
         for per_channel in (False, True):
-            tag = f"{model}_{args.size}_{'per_channel' if per_channel else 'per_tensor'}"
+            tag = (f"{model}_{args.size}_{'per_channel' if per_channel else 'per_tensor'}"
+                   f"{'_7bit' if args.reduce_range else ''}")
             q_path = args.work / f"{tag}.onnx"
             if not q_path.exists():
-                quantize(float_path, q_path, per_channel, args.size)
+                quantize(float_path, q_path, per_channel, args.size, args.reduce_range)
             folder = args.work / tag
             folder.mkdir(exist_ok=True)
-            imported = import_model(q_path, folder, ("hvx",))
+            # cut by cost as `kernelgen import --target hvx` cuts (without a coster the whole chain is one config)
+            fusion = Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx"))
+            imported = import_model(q_path, folder, ("c",), fusion, ("hvx",))
+            (folder / "network.yaml").write_text(imported.manifest)
             print(f"{tag}: {len(imported.configs)} configs", flush=True)
             for item in imported.configs:
                 path = folder / f"{item.name}.yaml"
@@ -129,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
                                  seconds=round(seconds, 1)))
                 print(f"  {item.name:<44} {len(config.ops):>2} ops  {result.status.value:<5} {seconds:6.1f} s  "
                       f"{result.detail}", flush=True)
+            if not args.no_validate:
+                failures += _validate_network(folder / "network.yaml", args.seed, rows, tag)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"{len(rows)} configs validated, {failures} not passing")
+    print(f"{len(rows)} configs and networks validated, {failures} not passing")
     return 1 if failures else 0
 
 

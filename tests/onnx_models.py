@@ -282,10 +282,10 @@ def squeeze_excite_network(seed: int = 6):
     return b.model("x", [2, 6, 9, 7], b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1))
 
 
-def quantized(model, per_channel: bool, seed: int = 0):
+def quantized(model, per_channel: bool, seed: int = 0, full_range: bool = False):
     """`model` as onnxruntime's quantize_static writes it in QDQ form (uint8 activations, int8 weights; 7-bit weights
-    on an x86 host without VNNI, whose uint8 x int8 kernels would saturate otherwise), calibrated on random
-    normal inputs."""
+    on an x86 host without VNNI, whose uint8 x int8 kernels would saturate otherwise, unless full_range: then
+    quantize_static's defaults, weights up to +-127 on every host), calibrated on random normal inputs."""
     import tempfile
 
     import onnx
@@ -309,7 +309,7 @@ def quantized(model, per_channel: bool, seed: int = 0):
         onnx.save(model, source)
         quantize_static(source, target, Random(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        reduce_range=not (cpu_flags() & set(VNNI_FLAGS)))
+                        reduce_range=not full_range and not (cpu_flags() & set(VNNI_FLAGS)))
         return onnx.load(target)
 
 

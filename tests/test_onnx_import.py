@@ -187,12 +187,12 @@ def test_quantized_models_import_as_uint8_configs_and_validate_against_onnxrunti
 
 
 @requires_tool(*ONNX, "clang-19", "qemu-hexagon")
-def test_full_range_int8_weights_say_why_onnxruntime_is_not_compared_on_a_cpu_without_vnni(tmp_path):
-    """quantize_static's default full-range int8 weights: onnxruntime's own result on an x86 CPU without VNNI
-    saturates (pairs of products in 16 bits); kernelgen stays bit-exact against numpy and says why onnxruntime was
-    not compared, instead of failing a correct kernel. With VNNI (or weights within +-64) onnxruntime is compared."""
+def test_full_range_int8_weights_are_checked_by_the_session_that_is_exact_on_this_cpu(tmp_path):
+    """quantize_static's default full-range int8 weights: onnxruntime's default session on an x86 CPU without VNNI
+    saturates (pairs of products in 16 bits), so the check runs its u8u8 precision mode there, which is exact, and
+    says so; with VNNI (or weights within +-64) the default session is the oracle. Either way bit for bit."""
     import onnx_models
-    from kernelgen.onnx.oracle import u8s8_saturation
+    from kernelgen.onnx.oracle import quant_oracle, u8s8_saturation
 
     result, chain = _import(tmp_path, "full", onnx_models.qlinear_chain(weight_bound=127))
     assert result.exit_code == 0, result.output
@@ -201,10 +201,11 @@ def test_full_range_int8_weights_say_why_onnxruntime_is_not_compared_on_a_cpu_wi
     (row,) = json.loads(shown.stdout)["results"]
     assert row["status"] == "pass" and "bit-exact in 2 poisoned runs" in row["detail"]
     full = np.full((4, 4, 1, 1), 127, np.int8)
+    oracle = quant_oracle([full])
+    assert row["oracles"] == ["numpy", oracle.name] and f"{oracle.name} op by op: bit-exact in all 2 ops" in \
+        row["detail"], row
     if u8s8_saturation([full]):  # this host
-        assert row["oracles"] == ["numpy"] and "onnxruntime not compared (this x86 CPU has no VNNI" in row["detail"]
-    else:
-        assert row["oracles"] == ["numpy", "onnxruntime"]
+        assert oracle.name == "onnxruntime u8u8" and "this x86 CPU has no VNNI" in row["detail"]
     # the rule itself: only int8 weights beyond +-64, only x86 without VNNI
     assert u8s8_saturation([full], {"avx2", "fma"}) if platform.machine() in ("x86_64", "AMD64") else True
     assert not u8s8_saturation([full], {"avx2", "avx512_vnni"}) and not u8s8_saturation([full // 2], {"avx2"})

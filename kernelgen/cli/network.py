@@ -73,8 +73,12 @@ def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: 
 
 def _validate_one(network: Network, target: str, seed: int | None, as_json: bool) -> bool:
     """One line (or JSON record) per step as it finishes, then the network's verdict; True when it failed."""
+    from ..network import execute
+
     total, failed, stopped, last = len(network.steps), False, "", None
+    quantized = []  # every uint8 tensor's agreement: the verdict says how many are bit-exact, against which oracle
     for run in validate_network(network, target, seed):
+        quantized += [a for a in run.agreement if a.dtype in ("uint8", "int8")]
         record = run.record
         status = record.status.value if record is not None else ("pass" if all(a.passed for a in run.agreement)
                                                                  else "FAIL")
@@ -92,7 +96,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                 "detail": record.detail if record is not None else "",
                 "failure": list(record.failure) if record is not None else [],
                 "agreement": [{"tensor": a.tensor, "max_abs": number(a.max_abs), "relative": number(a.relative),
-                               "passed": a.passed} for a in run.agreement]}))
+                               "passed": a.passed, "oracle": a.oracle, "why": a.why} for a in run.agreement]}))
         else:
             agreement = "; ".join(a.text() for a in run.agreement)
             click.echo(f"[{run.step.index + 1}/{total}] {run.step.label:<48} {target:<7} {status:<8} "
@@ -104,9 +108,16 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
     verdict = ("FAIL" if failed else "pass") if not stopped else ("FAIL" if failed else "incomplete")
     summary = (f"network {network.name} on {target}: {verdict}; "
                + (stopped or "; ".join(f"output {a.tensor!r} {a.text()}" for a in outputs)))
+    oracle = None
+    if quantized:
+        oracle = execute.network_oracle(network)
+        exact = sum(not a.max_abs for a in quantized)
+        summary += (f"; {exact} of {len(quantized)} uint8 tensors bit-exact"
+                    + (f" (the rest: {next(a.why for a in quantized if a.max_abs)})" if exact < len(quantized) else "")
+                    + f"; oracle: {oracle.text if oracle.why else oracle.name + ' (its default session)'}")
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "status": verdict,
-                               "summary": summary}))
+                               "summary": summary, "oracle": oracle.text if oracle else None}))
     else:
         click.echo(summary)
     return failed

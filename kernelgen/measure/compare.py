@@ -16,6 +16,7 @@ import kernelgen.reference_quant as reference_quant
 from ..config import Config
 from ..layout import PadKind, TensorLayout
 from ..onnx import oracle as onnx_oracle
+from ..onnx.u8s8 import allowed_difference
 from ..plan import Plan
 from ..quant import op_quants
 from .records import Status, ValidationResult
@@ -256,11 +257,11 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     oracles, ort_note = ("numpy",), ""
     if config.source is not None:
         try:
-            ort_problems, ort_note, compared = _onnxruntime_ops(config, sources, filters, args.sides())
+            ort_problems, ort_note, decided = _onnxruntime_ops(config, sources, filters, args.sides())
         except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
-            ort_problems, ort_note, compared = [str(error)], "", False
+            ort_problems, ort_note, decided = [str(error)], "", ()
         problems += [("onnxruntime", p) for p in ort_problems]
-        oracles = ("numpy", "onnxruntime") if compared else oracles
+        oracles = ("numpy", *decided)
     saturated = float(np.mean((expected == 0) | (expected == 255)))
     detail = "; ".join(text for _, text in problems) if problems else \
         f"bit-exact in {len(outputs)} poisoned runs ({saturated:.0%} of outputs saturated){ort_note}"
@@ -295,38 +296,38 @@ def _read_positions(config: Config, plan: Plan) -> list[np.ndarray]:
     return [r[None, :, None, None] & c[None, None, :, None] for r, c in zip(rows, cols)]
 
 
-def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray],
-                     sides: dict[str, np.ndarray]) -> tuple[list[str], str, bool]:
+def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray | None],
+                     sides: dict[str, np.ndarray]) -> tuple[list[str], str, tuple[str, ...]]:
     """Each op against onnxruntime running that op's nodes alone on the op's own input (the kernel's stored
-    intermediates where it kept them, else numpy's, which its output matched bit for bit): a conv requantized
-    in float32 (onnxruntime's own arithmetic) must agree exactly; a fixed-point requantization, and a residual add (onnxruntime's QLinearAdd rounds by the
-    platform: float with FMA on x86, fixed point on ARM), within 1. Returns (problems, note, compared)."""
-    theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1], sides)
+    intermediates where it kept them, else numpy's, which its output matched bit for bit), in the session that is
+    exact on this host (u8s8.quant_oracle: the default one, or its u8u8 precision mode where the default u8s8
+    convolution saturates), held to each op's allowed difference (u8s8.allowed_difference: none for a float32
+    requantization, 1 for a fixed-point one, a residual add, or an op onnxruntime kept in float32). filters: None
+    for an op without weights (a pool, a mul). Returns (problems, note, the oracles that decided)."""
+    oracle = onnx_oracle.quant_oracle(filters)
+    if not oracle.compared:  # no onnxruntime session is exact here: numpy alone decides, and we say why
+        return [], f"; onnxruntime {oracle.why}", ()
+    theirs = onnx_oracle.run_onnxruntime_ops(config, sources[:-1], sides, oracle)
     quants = op_quants(config)
-    maxima, shares, over = [], [], []
-    for j, (oq, mine, ort) in enumerate(zip(quants, sources[1:], theirs), start=1):
-        apart = np.abs(ort - mine.astype(np.int32))
-        allowed = 0 if oq.float_requants and oq.add is None else 1
+    maxima, counts, over = [], [], []
+    forms = []
+    for j, (oq, mine, ran) in enumerate(zip(quants, sources[1:], theirs), start=1):
+        apart = np.abs(ran.output - mine.astype(np.int32))
+        allowed, form = allowed_difference(oq, ran.in_float)
+        forms.append(form)
         maxima.append(int(apart.max()))
-        shares.append(float(np.mean(apart > 0)))
+        counts.append((int((apart > 0).sum()), apart.size))
         if apart.max() > allowed:
-            over.append(f"{config.ops[j - 1].kind} #{j}: onnxruntime differs by up to {int(apart.max())} in {np.mean(apart > 0):.3%} "
-                        f"of its outputs (expected {'exactly its result' if allowed == 0 else 'at most 1'}: "
-                        f"{_form(oq)})")
+            over.append(f"{config.ops[j - 1].kind} #{j}: {oracle.name} differs by up to {int(apart.max())} in "
+                        f"{counts[-1][0]} of {apart.size} outputs (expected "
+                        f"{'exactly its result' if allowed == 0 else 'at most 1'}: {form})")
+    decided = f" ({oracle.why})" if oracle.why else ""
     if over:
-        saturates = onnx_oracle.u8s8_saturation(filters)
-        if saturates:  # onnxruntime is wrong here, not the kernel: numpy stays the one oracle, and we say why
-            return [], f"; onnxruntime not compared ({saturates}; it differs by up to {max(maxima)})", False
-        return over, "", True
+        return [text + decided for text in over], "", (oracle.name,)
     if not any(maxima):
-        return [], f"; onnxruntime op by op: bit-exact in all {len(maxima)} ops", True
-    differing = "; ".join(f"#{j} within 1 ({share:.3%} of its outputs; {_form(oq)})" for j, (m, share, oq)
-                          in enumerate(zip(maxima, shares, quants), start=1) if m)
+        return [], f"; {oracle.name} op by op: bit-exact in all {len(maxima)} ops{decided}", (oracle.name,)
+    differing = "; ".join(f"#{j} within 1 ({n} of {size} outputs; {form})"
+                          for j, (m, (n, size), form) in enumerate(zip(maxima, counts, forms), start=1) if m)
     exact = sum(m == 0 for m in maxima)
-    return [], f"; onnxruntime op by op: bit-exact in {exact} of {len(maxima)} ops; {differing}", True
-
-
-def _form(oq) -> str:
-    if oq.add is not None:
-        return "a residual add" + ("" if oq.float_requants else ", fixed-point requantization")
-    return "float32 requantization" if oq.float_requants else "fixed-point requantization"
+    return [], f"; {oracle.name} op by op: bit-exact in {exact} of {len(maxima)} ops; {differing}{decided}", \
+        (oracle.name,)

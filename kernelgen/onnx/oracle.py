@@ -3,6 +3,8 @@ same nodes on the same input. Independent of kernelgen's numpy reference: anothe
 Conv, Add, Relu and Clip, fed the ONNX graph itself rather than kernelgen's reading of it."""
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,8 @@ from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_modu
 from .layers import gemm_filter, op_at
 from .qlayers import qop
 from .quant import QConv, with_gate, with_residual
+from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
+                   u8s8_saturation)
 
 
 class OracleFailed(KernelgenError):
@@ -198,12 +202,29 @@ def _side_feeds(config: Config, tensors: dict[str, np.ndarray]) -> dict[str, np.
     return {config.source.sides[side.name]: tensors[side.param] for side in config.side_inputs}
 
 
-def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[str, np.ndarray] | None = None
-                        ) -> list[np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class OpRun:
+    """One op of a uint8 config as onnxruntime ran it: its output (NHWC), and the float32 arithmetic its optimized
+    graph kept (the op types of a DequantizeLinear -> Conv -> QuantizeLinear it did not fuse into QLinearConv, as
+    with a float bias and a Clip between: a sum of dequantized products rounded in float32, not integers)."""
+
+    output: np.ndarray
+    in_float: tuple[str, ...] = ()
+
+
+# the nodes whose float32 arithmetic rounds a sum or product differently from the integer operators (a max, a
+# clip or a transpose changes no value; a HardSwish or HardSigmoid gate is a table of onnxruntime's float bytes)
+FLOAT_ARITHMETIC = frozenset({"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "Add", "Sum", "Mul",
+                              "AveragePool", "GlobalAveragePool"})
+
+
+def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[str, np.ndarray] | None = None,
+                        oracle: QuantOracle = DEFAULT) -> list[OpRun]:
     """A uint8 config op by op: op j's nodes alone (its quantized conv, pool or Gemm, and its residual add) run by
     onnxruntime on sources[j - 1] (the chain's input or op j - 1's output, NHWC bytes) and, for a residual, on the
     tensor it names (sources[K], or a side input by its config name); each op's result in NHWC. What each of
-    kernelgen's requantizations is held to on its own input."""
+    kernelgen's requantizations is held to on its own input. `oracle`: the session that is exact on this host
+    (u8s8.quant_oracle)."""
     graph = _graph(config)
     wanted = set(config.source.nodes)
     outside = {i for i, n in enumerate(graph.nodes) if node_id(n) not in wanted}  # an Add another config folded
@@ -217,15 +238,32 @@ def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[s
         for read in (q.residual, q.conv.scale_by):  # an add's other operand, a mul's factors
             if read is not None:
                 feeds.setdefault(read, sides[side_of[read]] if read in side_of else sources[tensors[read]])
-        out.append(_session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {}))
+        kept: list[str] = []
+        y = _session(config, graph, [graph.nodes[i] for i in sorted(q.members)], feeds, q.out_q, {}, oracle.entries,
+                     kept)
+        out.append(OpRun(y, tuple(dict.fromkeys(t for t in kept if t in FLOAT_ARITHMETIC))))
     return out
 
 
+def float_arithmetic(config: Config, oracle: QuantOracle = DEFAULT) -> tuple[str, ...]:
+    """The float32 arithmetic (FLOAT_ARITHMETIC op types) onnxruntime's optimized graph keeps for a uint8 config's
+    nodes: what its whole-model reference computes in float for them (a network's step, execute.py)."""
+    graph = _graph(config)
+    nodes = _nodes(config, graph)
+    feeds = {_chain_input(config, graph, nodes): np.zeros(config.input_shape, np.uint8)}
+    feeds |= {config.source.sides[side.name]: np.zeros(side.shape, np.uint8) for side in config.side_inputs}
+    kept: list[str] = []
+    _session(config, graph, nodes, feeds, _quantized_ops(config, graph)[-1].out_q, {}, oracle.entries, kept)
+    return tuple(dict.fromkeys(t for t in kept if t in FLOAT_ARITHMETIC))
+
+
 def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndarray], output: str,
-             given: dict[str, np.ndarray]) -> np.ndarray:
+             given: dict[str, np.ndarray], entries: tuple[tuple[str, str], ...] = (),
+             optimized: list[str] | None = None) -> np.ndarray:
     """`nodes` as a model of their own (feeds: NHWC arrays for the tensors they read from outside), run by
     onnxruntime's CPU provider with its default optimizations (a DequantizeLinear -> Conv -> QuantizeLinear
-    group becomes the QLinearConv the deployed model runs); `output` in NHWC."""
+    group becomes the QLinearConv the deployed model runs); `output` in NHWC. entries: session config entries (a
+    quantized oracle's, u8s8.QuantOracle); optimized: a list that gets the op types of the graph onnxruntime ran."""
     onnx_module()  # the package, or a clear error naming the extra
     from onnx import TensorProto, helper, numpy_helper
 
@@ -251,13 +289,23 @@ def _session(config: Config, graph: Graph, nodes: list, feeds: dict[str, np.ndar
         [helper.make_tensor_value_info(output, element, None)], initializers)
     model = helper.make_model(sub, opset_imports=graph.model.opset_import, ir_version=graph.model.ir_version)
     options = onnxruntime.SessionOptions()
+    for key, value in entries:
+        options.add_session_config_entry(key, value)
     options.log_severity_level = 4  # fatal only: an error it logs is the message OracleFailed carries
-    try:
-        session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        (y,) = session.run(None, arrays)
-    except Exception as error:  # onnxruntime raises its own Exception subclasses (Fail, InvalidArgument, ...)
-        raise OracleFailed(f"onnxruntime could not run {', '.join(node_id(n) for n in nodes)}: "
-                           f"{_ort_message(error)}") from None
+    with tempfile.TemporaryDirectory() as folder:
+        if optimized is not None:
+            options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+        try:
+            session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                                   providers=["CPUExecutionProvider"])
+            (y,) = session.run(None, arrays)
+        except Exception as error:  # onnxruntime raises its own Exception subclasses (Fail, InvalidArgument, ...)
+            raise OracleFailed(f"onnxruntime could not run {', '.join(node_id(n) for n in nodes)}: "
+                               f"{_ort_message(error)}") from None
+        if optimized is not None:
+            import onnx
+
+            optimized += [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
     y = np.asarray(y, dtype=np.int32 if uint8 else np.float64)
     if y.ndim == 2:  # a Gemm's [N, K]: the 1x1 image the kernel writes
         y = y[:, :, None, None]
@@ -277,38 +325,3 @@ def _chain_input(config: Config, graph: Graph, nodes: list) -> str:
         return _quantized_ops(config, graph)[0].in_q
     sides = set(config.source.sides.values())
     return next(t for t in nodes[0].input if t not in sides)  # a mul's image, not its factors
-
-
-# |w| up to 64: a pair of products 255 * 64 * 2 = 32640 still fits the int16 sums of x86's vpmaddubsw.
-PAIR_SAFE_WEIGHT = 64
-VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
-
-
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def u8s8_saturation(filters: list[np.ndarray], flags: set[str] | None = None) -> str:
-    """Why onnxruntime's quantized convolution cannot be an oracle on this host for these int8 filters, or "".
-
-    On x86 without VNNI, onnxruntime's uint8 x int8 kernels (MLAS, vpmaddubsw) add each pair of products in 16
-    bits, which saturates once weights pass +-64 against full-range bytes: onnxruntime's quantization guide
-    documents it and recommends reduce_range (7-bit weights) or uint8 weights there."""
-    import platform
-
-    flags = cpu_flags() if flags is None else flags
-    if platform.machine().lower() not in ("x86_64", "amd64") or any(f in flags for f in VNNI_FLAGS):
-        return ""
-    widest = max((int(np.abs(f.astype(np.int32)).max()) for f in filters if f.dtype == np.int8), default=0)
-    if widest <= PAIR_SAFE_WEIGHT:
-        return ""
-    return (f"this x86 CPU has no VNNI, so onnxruntime's uint8 x int8 convolution adds pairs of products in 16 "
-            f"bits and saturates with weights beyond +-{PAIR_SAFE_WEIGHT} (these reach {widest}; onnxruntime's "
-            f"quantization guide: reduce_range or uint8 weights)")

@@ -35,11 +35,13 @@ class RuntimeRefused(OnnxError):
     knows which manifest key is to blame (execute.py)."""
 
 
-def session(model_bytes: bytes, threads: int = 0):
+def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str], ...] = ()):
     """An onnxruntime CPU session with its default optimizations (what a deployment runs); threads 0: its own
-    choice (one per core)."""
+    choice (one per core); entries: session config entries (a quantized oracle's, u8s8.QuantOracle)."""
     onnxruntime = _runtime()
     options = onnxruntime.SessionOptions()
+    for key, value in entries:
+        options.add_session_config_entry(key, value)
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
