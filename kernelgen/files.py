@@ -4,6 +4,7 @@ config's bytes (bounded); file names as text that can always be printed."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,36 @@ def read_head(path: str | Path, limit: int) -> bytes:
     """At most limit + 1 bytes of a file: enough to tell it is too big, and /dev/zero ends."""
     with open(path, "rb") as handle:
         return handle.read(limit + 1)
+
+
+class FileRefused(Exception):
+    """Why read_regular read no file: the message, without the path (each caller places it)."""
+
+
+def read_regular(path: str | Path, limit: int, expected: str, limit_reason: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Anything else is refused before a byte is read: a
+    folder, a device (a link to /dev/zero would read until memory ran out), a FIFO (opened with O_NONBLOCK, so
+    the open returns at once instead of waiting for a writer), a file larger than `limit` (`limit_reason` says
+    why that is the limit), or one that grows past it while being read. `expected` names what the file should be."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise FileRefused("no such file") from None
+    except OSError as error:
+        raise FileRefused(f"cannot read it ({error.strerror or error})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else \
+            "a device or socket"
+        raise FileRefused(f"expected a regular file ({expected}), got {kind}")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > limit:
+            raise FileRefused(f"{info.st_size:,} bytes: larger than {limit_reason} ({limit:,} bytes at most)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileRefused(f"it grew past {limit:,} bytes while being read")
+    return data
 
 
 def write_if_changed(path: Path, text: str) -> bool:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,23 @@ targets: [hvx]
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+# ---------------------------------------------------------------- hostile inputs: a command that hangs
+
+class Hang(BaseException):
+    """A command ran too long. Not an OSError (as TimeoutError is): the code under test must not catch it."""
+
+
+@contextmanager
+def time_limit(seconds: int):
+    def expired(signum, frame):
+        raise Hang(f"a command ran longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

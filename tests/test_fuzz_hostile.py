@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import re
 import resource
-import signal
-from contextlib import contextmanager
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
-from conftest import requires_tool
+from conftest import requires_tool, time_limit
 from strategies import fuzz_settings, hostile_texts
 
 from kernelgen.cli import main
@@ -23,20 +21,6 @@ from kernelgen.cli import main
 SECONDS_PER_COMMAND = 20  # plan and build of a small config take well under a second
 MAX_RSS_BYTES = 3 << 30  # the whole test process; numpy arrays sized by a huge dimension blow past it
 POSITION = re.compile(r"^\S.*:\d+:\d+: ", re.MULTILINE)
-
-
-@contextmanager
-def time_limit(seconds: int):
-    def expired(signum, frame):
-        raise TimeoutError(f"a command ran longer than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _run(args: list[str]):

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,31 +17,13 @@ import pytest
 from click.testing import CliRunner
 from onnx import numpy_helper
 
-from conftest import requires_tool
+from conftest import requires_tool, time_limit
 from onnx_models import Builder, save, with_unsupported_nodes
 
 from kernelgen.cli import main
 
 SECONDS_PER_COMMAND = 120  # a network validate compiles two small c kernels: seconds; a hang is caught
 ERROR = re.compile(r"^(?P<path>\S.*?):(?P<line>\d+):(?P<col>\d+): error: (?P<rest>.*)$", re.MULTILINE)
-
-
-class Hang(BaseException):
-    """A command ran too long. Not an OSError (as TimeoutError is): the code under test must not catch it."""
-
-
-@contextmanager
-def time_limit(seconds: int):
-    def expired(signum, frame):
-        raise Hang(f"a command ran longer than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def cli(*args: str, seconds: int = SECONDS_PER_COMMAND):

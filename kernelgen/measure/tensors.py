@@ -8,8 +8,6 @@ an output taken from never-written memory differs between the runs (XNNPACK's se
 from __future__ import annotations
 
 import io
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -18,7 +16,7 @@ import numpy as np
 
 from ..config import Config
 from ..errors import ConfigError, ConfigProblem
-from ..files import display_path
+from ..files import FileRefused, display_path, read_regular
 from ..onnx import oracle as onnx_oracle
 from ..plan import Plan, Tensor
 
@@ -154,23 +152,9 @@ def read_npy(key: str, path: Path, elements: int) -> np.ndarray:
         raise refuse(f"expected a .npy file (numpy.save), got {display_path(path.name)!r}")
     limit = elements * WIDEST_ITEMSIZE + NPY_HEADER_BYTES
     try:
-        # O_NONBLOCK: opening a FIFO returns at once (without it, it waits for a writer)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise refuse(f"cannot read it: {error.strerror or error}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else \
-            "a device or socket"
-        raise refuse(f"expected a regular file, got {kind}")
-    with os.fdopen(fd, "rb") as handle:
-        if info.st_size > limit:
-            raise refuse(f"{info.st_size:,} bytes: larger than a .npy of the {elements:,} values this tensor takes "
-                         f"can be (at most {limit:,} bytes)")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise refuse(f"it grew past {limit:,} bytes while being read")
+        data = read_regular(path, limit, "a .npy file", f"a .npy of the {elements:,} values this tensor takes can be")
+    except FileRefused as error:
+        raise refuse(str(error)) from None
     return _parse_npy(data, refuse)
 
 

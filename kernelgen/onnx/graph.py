@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import KernelgenError
+from ..files import FileRefused, read_regular
 from .checks import conv_problem
 from .short_names import shorten_long_names
 
@@ -240,28 +239,13 @@ def read_graph(path: str | Path) -> Graph:
 
 
 def _model_bytes(path: Path) -> bytes:
-    """The bytes of a model file, read only when it is a regular file no larger than an ONNX file can be (a
-    symlink to /dev/zero, a FIFO or a folder is refused before a byte is read: O_NONBLOCK opens a FIFO at once)."""
+    """The bytes of a model file, read only when it is a regular file no larger than an ONNX file can be
+    (files.read_regular: a symlink to /dev/zero, a FIFO or a folder is refused before a byte is read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise OnnxError(f"{path}: no such file") from None
-    except OSError as error:
-        raise OnnxError(f"{path}: cannot read it ({error.strerror or error})") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) else \
-            "a device or socket"
-        raise OnnxError(f"{path}: expected a regular file (an ONNX model), got {kind}")
-    with os.fdopen(fd, "rb") as handle:
-        if info.st_size > MAX_MODEL_BYTES:
-            raise OnnxError(f"{path}: {info.st_size:,} bytes: larger than an ONNX file can be ({MAX_MODEL_BYTES:,} "
-                            f"bytes, protobuf's limit; larger weights live in external data files)")
-        data = handle.read(MAX_MODEL_BYTES + 1)
-    if len(data) > MAX_MODEL_BYTES:
-        raise OnnxError(f"{path}: it grew past {MAX_MODEL_BYTES:,} bytes while being read")
-    return data
+        return read_regular(path, MAX_MODEL_BYTES, "an ONNX model",
+                            "an ONNX file can be (protobuf's limit; larger weights live in external data files)")
+    except FileRefused as error:
+        raise OnnxError(f"{path}: {error}") from None
 
 
 def _distinct_ids(nodes) -> None:
