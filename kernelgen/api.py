@@ -328,7 +328,8 @@ def validate_network(network, target: str, seed: int | None = None):
 
     seed = _seed(seed)
     feeds = execute.network_input(network, seed)
-    expected = execute.reference(network, feeds)
+    oracle = execute.network_oracle(network)  # one scan of the model's weights for the reference and every step
+    expected = execute.reference(network, feeds, oracle)
 
     def kernel(config: Config, arrays: dict[str, np.ndarray]):
         job = jobs(config, (target,))[target]
@@ -340,7 +341,7 @@ def validate_network(network, target: str, seed: int | None = None):
         except KernelgenError as error:
             return None, not_built(config.name, target, seed, error)
 
-    yield from execute.run_steps(network, feeds, kernel, expected)
+    yield from execute.run_steps(network, feeds, kernel, expected, oracle)
 
 
 def network_files(network, target: str, built: Mapping[str, Job]) -> tuple[dict[str, str], str] | None:
