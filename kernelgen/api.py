@@ -6,8 +6,9 @@
     result = kernelgen.validate(config, "c")                    # result.passed
     outputs = kernelgen.run(config, "c", {"input": x, "filter1": w1, "filter2": w2})
 
-This module and the command line are the only ones outside kernelgen/targets/ that know the registry; what they
-call in the core takes targets as arguments. Each config is planned once and each target renders once per call
+The registry is kernelgen/registry.py; this module names no target: what one target alone has (the --gpu parts of
+its stats profiles, the host's peaks for a roofline) comes through the Target interface. What this module calls in
+the core takes targets as arguments. Each config is planned once and each target renders once per call
 (`jobs`); the command line hands those jobs down instead of planning again.
 """
 from __future__ import annotations
@@ -32,8 +33,8 @@ from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, Valida
 from .plan import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes
-from .targets import TARGETS, Target, catalog
-from .targets.base import Job, file_names, templates
+from .registry import TARGETS, catalog
+from .targets.base import Job, Target, file_names, templates
 from .toolstatus import ToolStatus
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
@@ -240,9 +241,7 @@ def stats(config: Config, target: str, device: str | None = None, gpu: str | Non
 
 def stats_parts() -> dict[str, str]:
     """The GPUs `stats` can compile for where a profile covers several (--gpu), each with its profile."""
-    from .targets.vulkan.mobilestats import GPUS
-
-    return {name: gpu.profile for name, gpu in GPUS.items()}
+    return {part: profile for target in TARGETS.values() for part, profile in target.stats_parts().items()}
 
 
 def stats_profile(config: Config, target: str, device: str | None = None) -> str:
@@ -273,10 +272,12 @@ def _profiles(options) -> tuple[str, ...]:
 
 def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_peaks: dict[str, float]):
     """Draw the roofline (PNG) of (label, FLOP per byte, GFLOP/s) points under this CPU's measured peaks and each
-    target's device peak; returns the CPU peaks."""
-    from .targets.c.roofline import measure_peaks, plot_roofline
+    target's device peak; returns the CPU peaks (measured by the first target that probes the host: Target.host_peaks)."""
+    from .measure.roofline import plot_roofline
 
-    peaks = measure_peaks()
+    peaks = next((p for p in (t.host_peaks() for t in TARGETS.values()) if p is not None), None)
+    if peaks is None:
+        raise KernelgenError("no registered target measures this CPU's peaks (the c target does, with gcc)")
     plot_roofline(path, points, peaks, device_peaks)
     return peaks
 

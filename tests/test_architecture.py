@@ -9,8 +9,11 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "kernelgen"
 MAX_LINES = 450
-# Outside kernelgen/targets/, only these know the registry.
+# Outside kernelgen/targets/, only these import a target's code (kernelgen/registry.py names them as text only).
 REGISTRY_USERS = {"kernelgen.cli.commands", "kernelgen.api", "kernelgen.__main__"}
+# The public API sits above everything but the command line and the package itself: only these import it.
+API = "kernelgen.api"
+ABOVE_API = ("kernelgen", "kernelgen.__main__", "kernelgen.cli")
 
 
 def _modules() -> dict[str, Path]:
@@ -25,8 +28,12 @@ MODULES = _modules()
 
 
 def _imports(name: str) -> set[str]:
-    """kernelgen modules `name` imports anywhere in its file (function-level imports too)."""
-    path = MODULES[name]
+    return _imports_of(name, MODULES[name])
+
+
+def _imports_of(name: str, path: Path) -> set[str]:
+    """kernelgen modules `name` (whose source is `path`) imports anywhere in its file (function-level imports too);
+    `from .. import api` counts as an import of the module kernelgen.api."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -76,6 +83,24 @@ def test_the_core_never_imports_a_target():
                  for name, deps in GRAPH.items() if not name.startswith("kernelgen.targets")
                  and name not in REGISTRY_USERS}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def _is_above_api(name: str) -> bool:
+    return name in ABOVE_API or name.startswith("kernelgen.cli.")
+
+
+def test_nothing_below_the_api_imports_it():
+    """However spelled: `import kernelgen.api`, `from .. import api`, `from ..api import x`, `from kernelgen import
+    api`, at module level or inside a function."""
+    assert sorted(name for name, deps in GRAPH.items() if API in deps and not _is_above_api(name)) == []
+
+
+@pytest.mark.parametrize("source", ["import kernelgen.api", "from .. import api", "from ..api import TARGETS",
+                                    "from kernelgen import api", "def f():\n    from kernelgen.api import jobs"])
+def test_every_spelling_of_an_import_of_the_api_is_seen(source, tmp_path):
+    path = tmp_path / "context.py"
+    path.write_text(source + "\n", encoding="utf-8")
+    assert API in _imports_of("kernelgen.measure.context", path)
 
 
 def test_no_module_is_oversized():

@@ -212,7 +212,7 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
     Example:
       kernelgen check configs/*.yaml --golden out/
     """
-    from ..goldens import orphans, remove, stale_files
+    from .goldens import orphans, remove, stale_files
 
     root = Path(golden)
     stale, produced = stale_files(load_all(configs, targets), root, targets)

@@ -16,6 +16,15 @@ KEYS = DeviceStats.statistics()
 GPU_PROFILE = stats_parts()  # --gpu: each part and its profile
 
 
+def _parts_help() -> str:
+    """Each profile's parts, its default (the first) marked: "adreno-6xx: a660 (default), a630; ..."."""
+    parts: dict[str, list[str]] = {}
+    for part, profile in GPU_PROFILE.items():
+        parts.setdefault(profile, []).append(part)
+    return "; ".join(f"{profile}: {', '.join([f'{names[0]} (default)', *names[1:]] if len(names) > 1 else names)}"
+                     for profile, names in parts.items())
+
+
 @click.command("stats")
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--target", "target", required=True, metavar="NAME",
@@ -24,8 +33,7 @@ GPU_PROFILE = stats_parts()  # --gpu: each part and its profile
                "compiler judges them (rdna2: RADV's ACO; adreno-7xx, adreno-6xx: Turnip's ir3; mali-valhall: "
                "PanVK's Valhall compiler). Default: the config's own vulkan/opencl.device.")
 @click.option("--gpu", type=click.Choice(sorted(GPU_PROFILE)), default=None,
-              help="The part a profile covering several is compiled for (adreno-7xx: a740 (default), a730; "
-                   "adreno-6xx: a660 (default), a630, a618; mali-valhall: g610).")
+              help=f"The part a profile covering several is compiled for ({_parts_help()}).")
 @json_option
 @handle_errors
 def stats_command(config: str, target: str, device: str | None, gpu: str | None, as_json: bool) -> None:
@@ -82,14 +90,9 @@ def stats_command(config: str, target: str, device: str | None, gpu: str | None,
         for row in rows:
             click.echo(f"{row.op:>3} " + " ".join(f"{getattr(row, k):>18}" for k in KEYS))
     for row in rows:
-        if row.spills and profile != "rdna2":
-            click.echo(f"warning: op {row.op} spills {row.spilled_vgprs} registers and fills {row.fills} at "
-                       f"{row.vgprs} registers, occupancy {row.waves}, on {profile} ({compiler}): a smaller "
-                       f"vulkan.ivc_tile (or the profile's default) keeps the accumulators in registers", err=True)
-        elif row.spills:
-            click.echo(f"warning: op {row.op} spills {row.spilled_vgprs} VGPRs and {row.spilled_sgprs} SGPRs "
-                       f"({row.scratch_bytes} bytes of scratch) on {profile}: a smaller vulkan.ivc_tile (or the "
-                       f"profile's default) keeps the accumulators in registers", err=True)
+        warning = TARGETS[target].spill_warning(row, profile, compiler)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
 
 
 @click.command("devices")

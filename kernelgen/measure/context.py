@@ -12,6 +12,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
+from ..registry import TARGETS
 from ..version import __version__
 
 # A target's ToolStatus rows named like this are devices, not compilers.
@@ -34,8 +35,6 @@ def run_context(targets: Iterable[str], extra_devices: dict[str, str] | None = N
     """The context of one run over `targets`: kernelgen, host, Python, each target's tool versions and device.
 
     `extra_devices` names devices a command chose itself (bench --device, stats --device)."""
-    from ..api import TARGETS  # the registry imports every target; only needed when a context is asked for
-
     toolchains: dict[str, dict[str, str]] = {}
     devices: dict[str, str] = {}
     for target in dict.fromkeys(targets):

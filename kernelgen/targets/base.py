@@ -5,7 +5,7 @@ makes a `Job`: config, plan, target plan and files, computed once per command), 
 `compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself. The loops over these
 (inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure,
 which defines Job, Executable and the primitives it calls (measure/primitives.py); a target never makes inputs or
-compares outputs. The registry in targets/__init__.py is the only list of targets.
+compares outputs. The registry in kernelgen/registry.py is the only list of targets.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ..errors import KernelgenError
 from ..measure.compare import Roundoff
 from ..measure.primitives import Executable, Job, Traced  # noqa: F401 - targets import them from here
 from ..measure.records import DeviceStats, Timings
+from ..measure.roofline import MachinePeaks
 from ..measure.tensors import KernelArgs
 from ..plan import Plan
 from ..reference import HALF_UNIT_ROUNDOFF
@@ -137,6 +138,20 @@ class Target(ABC):
     def stats_compiler(self, device: str, gpu: str | None = None) -> str:
         """The compiler (and part) behind `stats` for `device`, as reports name it."""
         return device
+
+    def stats_parts(self) -> dict[str, str]:
+        """The parts `stats` can compile for where one of its profiles covers several (--gpu): {part: profile}."""
+        return {}
+
+    def spill_warning(self, row: DeviceStats, device: str, compiler: str) -> str:
+        """What `stats` warns of an op that spills on `device` (compiled by `compiler`): the numbers that
+        compiler reports and the option that would keep the op in registers; "" when it does not spill."""
+        return f"op {row.op} spills {row.spills} registers on {device} ({compiler})" if row.spills else ""
+
+    def host_peaks(self) -> MachinePeaks | None:
+        """This host CPU's FMA peak and copy bandwidth, measured by this target's own probes (the roofs of
+        `bench --plot`); None when it has none."""
+        return None
 
     def estimate(self, job: Job) -> Timings | None:
         """A static estimate instead of a clock when the job's device is not here but its compiler is (a sweep

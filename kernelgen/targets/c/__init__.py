@@ -26,7 +26,7 @@ from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
 from .options import CModel, c_options, cflags
 from .placement import placed
-from .roofline import Probes
+from .roofline import MachinePeaks, Probes, measure_peaks
 from . import process
 from .toolchain import Library, build_shared, compiler_name, status
 
@@ -134,6 +134,9 @@ class C(Target):
         flags = " ".join(cflags(CModel()))
         return (*found, ToolStatus(name="cflags", found=True, version=f"{flags} (default; c: {{cflags: [...]}} replaces "
                                                                       f"the optimisation flags)", install_hint=""))
+
+    def host_peaks(self) -> MachinePeaks:
+        return measure_peaks()
 
     def target_plan(self, config: Config, plan: Plan) -> CKernel:
         return c_kernel(config, plan, c_options(config).threads)

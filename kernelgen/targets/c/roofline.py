@@ -1,5 +1,5 @@
-"""Machine peaks of the project's own (an FMA-chain kernel, a STREAM triad, a large copy) and the roofline
-chart `kernelgen bench --plot` draws: achieved GFLOP/s against arithmetic intensity.
+"""Machine peaks of the project's own (an FMA-chain kernel, a STREAM triad, a large copy): the roofs of the
+chart `kernelgen bench --plot` draws (measure/roofline.py).
 
 `Probes` keeps both probes built in one library so a benchmark can run them between the repeats of a kernel and
 pair each repeat with the peak and bandwidth measured next to it (a host shared with other work slows both)."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ...measure.roofline import MachinePeaks
 from .placement import placed
 from .toolchain import Library, build_shared
 
@@ -74,12 +74,6 @@ class Probes:
         return 3 * self._a.nbytes / (time.perf_counter() - start) / 1e9
 
 
-@dataclass(frozen=True, slots=True)
-class MachinePeaks:
-    gflops: float  # single-core FP32 FMA peak (2 FLOPs per lane per FMA)
-    bandwidth_gbs: float  # main-memory copy bandwidth (read + write bytes)
-
-
 def measure_peaks(repeat: int = 5) -> MachinePeaks:
     with tempfile.TemporaryDirectory(prefix="kernelgen-peak-") as tmp:
         source = Path(tmp) / "peak.c"
@@ -108,32 +102,3 @@ def measure_peaks(repeat: int = 5) -> MachinePeaks:
         copies.append(time.perf_counter() - start)
     bandwidth = 2 * source_array.nbytes / statistics.median(copies) / 1e9
     return MachinePeaks(gflops=gflops, bandwidth_gbs=bandwidth)
-
-
-def plot_roofline(path: Path, points: list[tuple[str, float, float]], peaks: MachinePeaks,
-                  device_peaks: dict[str, float]) -> None:
-    """points: (label, FLOPs per byte of compulsory traffic, achieved GFLOP/s)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: render straight to the file
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    intensities = np.logspace(-2, 4, 200)
-    ax.loglog(intensities, np.minimum(peaks.gflops, peaks.bandwidth_gbs * intensities), "k-",
-              label=f"CPU roofline: {peaks.gflops:.0f} GFLOP/s, {peaks.bandwidth_gbs:.1f} GB/s")
-    for name, value in sorted(device_peaks.items()):
-        ax.axhline(value, linestyle="--", linewidth=1, label=f"{name} FMA peak {value:.0f} GFLOP/s")
-    for label, intensity, gflops in points:
-        ax.plot([intensity], [gflops], "o")
-        # both measures: a memory-bound layer (depthwise) is judged by its GB/s against the bandwidth roof
-        ax.annotate(f"{label}\n{gflops:.2f} GFLOP/s, {gflops / intensity:.2f} GB/s", (intensity, gflops), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("arithmetic intensity (FLOPs per byte of compulsory traffic)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title("kernelgen bench: achieved vs machine peaks")
-    ax.grid(True, which="both", linewidth=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -103,14 +103,23 @@ class Vulkan(Target):
             stats = self._compiled_stats(job, spirv, device)
         except KernelgenError as error:  # no driver here: the sources and SPIR-V are still right
             return f"vulkan: {job.config.name}: no {device} compiler statistics ({error})"
+        spills = [_spills(s, device) for s in stats if s.spills]
+        return (f"warning: {job.config.name}: on {device} ({short_compiler(device)}) {'; '.join(spills)}: "
+                f"{_SMALLER_TILE}" if spills else "")
+
+    def spill_warning(self, row: DeviceStats, device: str, compiler: str) -> str:
+        if not row.spills:
+            return ""
         if device == "rdna2":
-            spills = [f"op {s.op} spills {s.spilled_vgprs} VGPRs and {s.spilled_sgprs} SGPRs" for s in stats
-                      if s.spills]
-        else:
-            spills = [f"op {s.op} spills {s.spilled_vgprs} registers ({s.fills} fills, {s.vgprs} registers, "
-                      f"occupancy {s.waves})" for s in stats if s.spills]
-        return (f"warning: {job.config.name}: on {device} ({short_compiler(device)}) {'; '.join(spills)}: a smaller "
-                f"vulkan.ivc_tile (or the profile's default) keeps the accumulators in registers" if spills else "")
+            return (f"op {row.op} spills {row.spilled_vgprs} VGPRs and {row.spilled_sgprs} SGPRs ({row.scratch_bytes} "
+                    f"bytes of scratch) on {device}: {_SMALLER_TILE}")
+        return (f"op {row.op} spills {row.spilled_vgprs} registers and fills {row.fills} at {row.vgprs} registers, "
+                f"occupancy {row.waves}, on {device} ({compiler}): {_SMALLER_TILE}")
+
+    def stats_parts(self) -> dict[str, str]:
+        from .mobilestats import GPUS
+
+        return {name: gpu.profile for name, gpu in GPUS.items()}
 
     def stats_compiler(self, device: str, gpu: str | None = None) -> str:
         return stats_compiler(device, gpu)
@@ -132,6 +141,17 @@ class Vulkan(Target):
         stats = rdna2_stats(list(spirv), kinds) if device == "rdna2" else \
             mobile_stats(gpu_for(device, gpu), list(spirv), kinds)
         return tuple(DeviceStats(op=op.index, label=op.label, **s) for op, s in zip(vk.ops, stats))
+
+
+_SMALLER_TILE = "a smaller vulkan.ivc_tile (or the profile's default) keeps the accumulators in registers"
+
+
+def _spills(row: DeviceStats, device: str) -> str:
+    """One op's spills as a build warning names them, in the units of `device`'s compiler."""
+    if device == "rdna2":
+        return f"op {row.op} spills {row.spilled_vgprs} VGPRs and {row.spilled_sgprs} SGPRs"
+    return (f"op {row.op} spills {row.spilled_vgprs} registers ({row.fills} fills, {row.vgprs} registers, "
+            f"occupancy {row.waves})")
 
 
 def short_compiler(device: str) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from .api import jobs, output_files
-from .config import Config
+from ..api import jobs, output_files
+from ..config import Config
 
 NOT_GOLDEN = {".spv"}
 
