@@ -1,4 +1,4 @@
-"""Errors raised as data by the library; cli.py alone turns them into messages and exit codes."""
+"""Errors raised as data by the library; the command line (kernelgen/cli/) alone turns them into messages and exit codes."""
 from __future__ import annotations
 
 from dataclasses import dataclass

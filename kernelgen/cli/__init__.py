@@ -1,4 +1,4 @@
-"""The command line: a click group (main.py) with one module per command family; the only package that prints
+"""The command line: a click group (commands.py, `main`) with one module per command family; the only package that prints
 or exits."""
 from .commands import main
 

@@ -1,6 +1,5 @@
 """`kernelgen bench`: time the generated kernels (GFLOP/s, GB/s counting each tensor once), or with --sweep try a
-target's permutations one process each (sweep.py), streaming each result to --output. Split from cli.py, which
-registers it."""
+target's permutations one process each (sweep.py), streaming each result to --output. Registered by commands.py."""
 from __future__ import annotations
 
 import json

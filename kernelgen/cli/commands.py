@@ -1,7 +1,8 @@
-"""The command line: the only modules (this one, cli_common, and cli_bench, cli_import, cli_init and cli_stats,
-which it registers) that print or exit.
+"""The command line's group, `main`, and the commands of its own (plan, build, check, validate, schema, targets):
+with common.py and the modules of the commands it registers (bench, run, import_onnx, init, stats; network.py,
+which plan, build and validate hand manifests to), the only modules that print or exit.
 
-Library errors become exit codes here and nowhere else (cli_common.handle_errors): ConfigError -> 2 (one line per
+Library errors become exit codes here and nowhere else (common.handle_errors): ConfigError -> 2 (one line per
 problem: file:line:col: error: key: message), any other KernelgenError -> 1.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`kernelgen import MODEL.onnx -o DIR`: the command line of the ONNX importer (kernelgen.onnx.importer),
-split from cli.py, which registers it. Prints and exits like the other commands."""
+registered by commands.py. Prints and exits like the other commands."""
 from __future__ import annotations
 
 import sys

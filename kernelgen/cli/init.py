@@ -1,4 +1,4 @@
-"""`kernelgen init NAME`: a commented starter config. Split from cli.py, which registers it."""
+"""`kernelgen init NAME`: a commented starter config. Registered by commands.py."""
 from __future__ import annotations
 
 import sys

@@ -1,5 +1,5 @@
 """`kernelgen stats CONFIG --target vulkan --device rdna2`: what a real GPU compiler makes of each op's kernel,
-split from cli.py, which registers it. Prints and exits like the other commands."""
+registered by commands.py. Prints and exits like the other commands."""
 from __future__ import annotations
 
 import json

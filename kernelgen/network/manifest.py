@@ -90,7 +90,7 @@ class Step:
     config: Config | None = None  # a kernel step's config
     nodes: tuple[str, ...] = ()  # a host step's ONNX nodes
     op_types: tuple[str, ...] = ()
-    convert: str = ""  # "quantize" or "dequantize": a conversion kernelgen runs (quantize.py)
+    convert: str = ""  # "quantize" or "dequantize": a conversion kernelgen runs (network/execute.py convert)
 
     @property
     def is_kernel(self) -> bool:
