@@ -2,10 +2,14 @@
 
 `requires_tool("gcc")` skips a test when the tool is missing locally, and turns that
 skip into a failure when KERNELGEN_REQUIRE_TOOLCHAINS=1 (CI), so nothing is silently
-skipped there.
+skipped there. A test that needs an emulated device's tool (EMULATORS) is marked `slow` by it, and so is a
+test parametrized over a target that runs on one (EMULATED_TARGETS) which asks for its tools inside
+(require_tools): `pytest -m 'not slow'` runs no kernel under QEMU, PoCL or lavapipe.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import shutil
 import signal
@@ -17,6 +21,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 REQUIRE_TOOLCHAINS = os.environ.get("KERNELGEN_REQUIRE_TOOLCHAINS") == "1"
+
+
+# The tools that stand for an emulated device: qemu-hexagon (hvx), PoCL behind pyopencl, lavapipe behind vulkan.
+EMULATORS = frozenset({"qemu-hexagon", "py:pyopencl", "py:vulkan"})
+# The targets whose kernels run on one of them here (every target but c, which runs natively).
+EMULATED_TARGETS = frozenset({"hvx", "opencl", "vulkan"})
 
 
 def _python_module_available(name: str) -> bool:
@@ -47,6 +57,8 @@ def requires_tool(*tools: str):
     missing = tool_missing(*tools)
 
     def decorate(fn):
+        if EMULATORS & set(tools):
+            fn = pytest.mark.slow(fn)
         if not missing:
             return fn
         reason = f"missing toolchain: {', '.join(missing)}"
@@ -124,3 +136,24 @@ def time_limit(seconds: int):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# ---------------------------------------------------------------- the slow marker, kept by the tools a test needs
+
+@functools.cache
+def _asks_for_tools(fn) -> bool:
+    try:
+        return "require_tools(" in inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test parametrized over an emulated target that asks for that target's tools itself (require_tools,
+    whose tools depend on the parameter) runs a kernel on the emulator: slow, as requires_tool marks the rest."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.get_closest_marker("slow") is None and EMULATED_TARGETS & {v for v in params.values()
+                                                                          if isinstance(v, str)} \
+                and _asks_for_tools(getattr(item, "function", None)):
+            item.add_marker(pytest.mark.slow)
