@@ -1,0 +1,227 @@
+"""The c target's rewrites of the planner's loop nest: each micro-kernel op's filter read repacked and its
+conv section register-blocked (tiles.py chose the tiles), the last conv's stores sent straight into the output,
+the input row copies unswitched, and a conv that streams whole rows moved inside the row loop."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+
+from ...plan import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
+from .microkernel import LANES, Tile, tile_nodes
+
+
+def whole_rows(parts):
+    """A conv that reads the input in place and stores into the output directly uses no cache a column stripe must
+    fit: each output row then runs across every column stripe (the wo_outer loop moved inside the row loop), so
+    the input and the output stream through whole rows, which the prefetchers follow (24-column stripes of a
+    112x112x96 depthwise: runs of 10 KB; whole rows: 43 KB; ~10% less time). Anything else keeps the stripes."""
+    if parts.wo_extent == 1 or parts.store or any(_mentions(n, "wo_outer") for n in parts.load):
+        return parts
+    rows = _wrapped_rows(parts.compute, Loop(var="wo_outer", extent=parts.wo_extent, body=(),
+                                             comment=f"output-column stripes of {parts.cols}, inside each row"))
+    return parts if rows is None else replace(parts, compute=rows, wo_extent=1)
+
+
+def _wrapped_rows(nodes: tuple[Node, ...], around: Loop) -> tuple[Node, ...] | None:
+    """`nodes` with the body of the one conv section's row loop (oh) inside `around`, None if there is not one."""
+    convs = [n for n in nodes if isinstance(n, Section) and n.step is not None and n.step.phase is Phase.CONV]
+    if len(convs) != 1 or any(_mentions(n, "wo_outer") for n in nodes if n is not convs[0]):
+        return None
+    conv = convs[0]
+    if len(conv.body) != 1 or not isinstance(conv.body[0], Loop) or conv.body[0].var != "oh":
+        return None
+    oh = conv.body[0]
+    if len(oh.body) != 1:
+        return None
+    inner = oh.body[0]
+    if isinstance(inner, Guard) and not re.search(r"\bwo_outer\b", inner.cond):  # the row's test stays outside
+        inner = replace(inner, body=(replace(around, body=inner.body),))
+    else:
+        inner = replace(around, body=oh.body)
+    return tuple(replace(conv, body=(replace(oh, body=(inner,)),)) if n is conv else n for n in nodes)
+
+
+def _mentions(node: Node, var: str) -> bool:
+    if isinstance(node, Stmt):
+        return bool(re.search(rf"\b{var}\b", node.code))
+    if isinstance(node, Guard) and re.search(rf"\b{var}\b", node.cond):
+        return True
+    return isinstance(node, (Loop, Guard, Block, Section)) and any(_mentions(n, var) for n in node.body)
+
+
+def rewrite(nodes: tuple[Node, ...], tiles: list, cut, geo, threads: int) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Section) and node.step is not None and node.step.op and tiles[node.step.op - 1]:
+            tile = tiles[node.step.op - 1]
+            if node.step.phase is Phase.FILTER_READ:
+                out.append(replace(node, label=node.label + ", repacked for the micro-kernel",
+                                   body=_repack(node.body, tile, cut.channels)))
+                continue
+            if node.step.phase is Phase.CONV:
+                out.append(replace(node, label=node.label + " (register-blocked micro-kernel)",
+                                   body=_blocked(node.body, tile, geo.cols[node.step.op], threads)))
+                continue
+        if isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=rewrite(node.body, tiles, cut, geo, threads)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def write_back_index(nodes: tuple[Node, ...]) -> str:
+    """The output index of the planner's write-back copy (in oh, ow, ok and the stripe indices), "" if none."""
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code.startswith("output[") and "] = output_cache[" in node.code:
+            return node.code[len("output["):node.code.index("] = output_cache[")]
+        if isinstance(node, (Loop, Guard, Block, Section)):
+            found = write_back_index(node.body)
+            if found:
+                return found
+    return ""
+
+
+def direct_stores(nodes: tuple[Node, ...], index: str) -> tuple[Node, ...]:
+    """The last conv's stores into output[index] instead of the output cache, and no write-back section."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Section) and node.step == Step(Phase.WRITE_BACK):
+            continue
+        if isinstance(node, Stmt) and node.code.startswith("output_cache["):
+            value = node.code[node.code.index("] = ") + 4:]
+            out.append(Stmt(code=f"output[{index}] = {value}", summary=node.summary.replace("output_cache", "output")))
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=direct_stores(node.body, index)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def unswitch(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """The input cache read with its bounds test taken out of the channel loop when it does not depend on the
+    channel (conv padding, stripe tails): two plain copy loops gcc vectorizes instead of a select per element."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Loop) and node.var == "ic" and len(node.body) == 1 and isinstance(node.body[0], Stmt):
+            stmt = node.body[0]
+            target, _, value = stmt.code.partition(" = ")
+            cond, sep, rest = value.partition(" ? input[")
+            if sep and cond.startswith("(") and rest.endswith(" : 0.0f;") and "ic" not in re.findall(r"\w+", cond):
+                read = Stmt(code=f"{target} = input[{rest[:-len(' : 0.0f;')]};", summary=stmt.summary)
+                zero = Stmt(code=f"{target} = 0.0f;", summary=stmt.summary)
+                out += [Guard(cond=cond, body=(replace(node, body=(read,)),)),
+                        Guard(cond=f"!{cond}", body=(replace(node, body=(zero,)),))]
+                continue
+        out.append(replace(node, body=unswitch(node.body)) if isinstance(node, (Loop, Guard, Block, Section)) else node)
+    return tuple(out)
+
+
+def _repack(nodes: tuple[Node, ...], t: Tile, channels: int) -> tuple[Node, ...]:
+    """The filter read with its store moved to the micro-kernel's layout: depthwise [tap][k], dense
+    [k / width][tap][c][k % width] (output channels innermost, unit stride)."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code.startswith("filter_cache["):
+            value = node.code[node.code.index("] = ") + 4:]
+            kw = t.kernel[1]
+            if t.depthwise:
+                index = f"(fh * {kw} + fw) * {channels} + fk"
+            else:
+                index = (f"(fk / {t.width}) * {t.kernel[0] * kw * t.reduce * t.width} + ((fh * {kw} + fw) * "
+                         f"{t.reduce} + fc) * {t.width} + fk % {t.width}")
+            out.append(Stmt(code=f"filter_cache[{index}] = {value}", summary=node.summary))
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_repack(node.body, t, channels)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple[Node, ...]:
+    """The conv section with its pixel loop (ow) cut into tiles: the micro-kernel sums a tile, then the planner's
+    store runs for each of its pixels with `acc` pointing at that pixel's sums."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Loop) and node.var == "ow":
+            out.append(_tiled_row(node, t, cols))
+        elif isinstance(node, Loop) and node.var == "ko_inner" and t.folded:
+            out += _blocked(node.body, t, cols, threads)  # its channels are the tile's: ko_inner runs per pixel
+        elif isinstance(node, Loop) and node.var == "oh" and threads > 1:
+            # rows of one conv are independent: each writes its own destination rows (tile, acc are per row)
+            out += [Stmt(code="#ifdef _OPENMP", summary=""),
+                    Stmt(code=f"#pragma omp parallel for num_threads({threads}) schedule(static)", summary=""),
+                    Stmt(code="#endif", summary=""), replace(node, body=_blocked(node.body, t, cols, threads))]
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=_blocked(node.body, t, cols, threads)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _unswitched_channels(stores: Loop, block: int, tail: int = 0) -> list[Node]:
+    """The per-pixel store with its channel test (k < the channels stored) taken out of the ki loop when the block's
+    last channel passes it (KG_LIKELY: else gcc deems that loop cold): a loop gcc vectorizes. Kept inside, the
+    test made the epilogue scalar and its relu a branch on the sum's sign, mispredicted half the time (144
+    channels in blocks of 32: 0.3 GB/s). `tail`: the channels of the one block that does not pass it, when that is
+    known (a single channel stripe): its loop then runs over them alone, without the test, vectorized too."""
+    (guard,) = stores.body if len(stores.body) == 1 else (None,)
+    if not isinstance(guard, Guard) or len(re.findall(r"\bki\b", guard.cond)) != 1 or \
+            not re.search(r"\+ki\) < \d+\)?$", guard.cond):
+        return [stores]
+    whole = re.sub(r"\bki\b", str(block - 1), guard.cond)
+    test = guard.cond[1:-1] if guard.cond.startswith("(") and guard.cond.endswith(")") else guard.cond
+    inside = _substituted(guard.body, test, "1")  # the same test on a bias or residual read: true here
+    if tail:  # KG_LIKELY here too: a branch gcc deems cold it leaves scalar (144x56: 0.75 -> 0.38 ms)
+        return [Guard(cond=f"KG_LIKELY({whole})", body=(replace(stores, body=inside),)),
+                Guard(cond=f"KG_LIKELY(!({whole}))", body=(replace(stores, extent=tail, body=inside),))]
+    return [Guard(cond=f"KG_LIKELY({whole})", body=(replace(stores, body=inside),)),
+            Guard(cond=f"!({whole})", body=(stores,))]
+
+
+def _substituted(nodes: tuple[Node, ...], text: str, by: str) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt):
+            out.append(replace(node, code=node.code.replace(text, by)))
+        elif isinstance(node, Guard):
+            out.append(replace(node, cond=node.cond.replace(text, by), body=_substituted(node.body, text, by)))
+        elif isinstance(node, (Loop, Block, Section)):
+            out.append(replace(node, body=_substituted(node.body, text, by)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
+    body, col_guard = ow.body, None
+    if len(body) == 1 and isinstance(body[0], Guard):
+        col_guard, body = body[0].cond, body[0].body
+    assert len(body) == 4 and isinstance(body[1], Loop) and isinstance(body[3], Loop), body  # decl, init, sum, store
+    _, init, reduction, stores = body
+    block = t.k_block // t.k_split  # the planner's k_block: what acc[ki] indexes
+    pixel: list[Node] = []
+    if isinstance(reduction, Guard):  # a position the planner does not sum (a consumer's padding) holds 0
+        pixel.append(Guard(cond=f"!({reduction.cond})", body=(
+            Loop(var="ki", extent=block, body=(Stmt(code="acc[ki] = 0.0f;", summary="acc[ki] = 0"),)),)))
+    (start,) = init.body
+    assert isinstance(start, Stmt) and start.code.startswith("acc[ki] = "), start
+    if start.code != "acc[ki] = 0;":  # a partial sum of earlier input-channel chunks: added to this chunk's
+        pixel.append(Loop(var="ki", extent=block, body=(
+            Stmt(code="acc[ki] += " + start.code[len("acc[ki] = "):], summary=start.summary),)))
+    tail, live = 0, t.live_vectors * LANES
+    if t.folded and 0 < live < t.k_block and -(-live // block) == t.k_split:  # one partial block, the last
+        tail = live - (t.k_split - 1) * block
+    pixel += _unswitched_channels(stores, block, tail)
+    sums = f"tile + pb * {t.k_block}" + (" + ko_inner * " + str(block) if t.folded else "")
+    pixel = [Stmt(code=f"float *const acc = {sums};", summary="acc = its sums"), *pixel]
+    if t.folded:  # the planner's channel blocks of this pixel, each stored as the planner stores it
+        pixel = [Loop(var="ko_inner", extent=t.k_split, body=tuple(pixel))]
+    here: tuple[Node, ...] = (Stmt(code=f"const int ow = owb * {t.pixels} + pb;", summary="ow = tile pixel"),
+                              *((Guard(cond=col_guard, body=tuple(pixel)),) if col_guard else pixel))
+    if cols % t.pixels:
+        here = (Guard(cond=f"owb * {t.pixels} + pb < {cols}", body=here),)
+    return Loop(var="owb", extent=math.ceil(cols / t.pixels), comment=f"tiles of {t.pixels} pixels", body=(
+        Stmt(code=f"float tile[{t.pixels * t.k_block}];", summary=f"tile[{t.pixels}][{t.k_block}]"),
+        *tile_nodes(t),
+        Loop(var="pb", extent=t.pixels, body=here)))

@@ -1,0 +1,161 @@
+"""Which register-blocked micro-kernel tile each op of the c target gets (microkernel.Tile), or why it keeps the
+planner's loops: the fit tests (dtype, groups, k_block, source layout, filter cache room), the tile's pixels and
+channel vectors, and the index expressions it reads its source and filter with. blocking.py puts the tiles in the
+loop nest (rewrite.py)."""
+from __future__ import annotations
+
+import math
+
+import kernelgen.expr as E
+from ...config import Config
+from ...plan import Halo, Phase, Pipeline, Plan, Section, Step
+from ...planner.geometry import reduction_channels, unproven
+from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
+                          Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable)
+
+
+def reads_input(cfg: Config, plan: Plan) -> bool:
+    """Whether op 1 may read the kernel's input in place of the input cache: the cache is the whole window, read
+    once per stripe by op 1 alone (no ring of rows, pipeline or channel chunks), of an input whose channels are
+    consecutive elements. Whether op 1 is a channel-vector depthwise conv, _tile decides."""
+    s, parts = cfg.schedule, plan.stripe
+    reads = [n for n in parts.load if isinstance(n, Section) and n.step is not None
+             and n.step.phase in (Phase.INPUT_READ, Phase.INPUT_READ_KEPT, Phase.INPUT_READ_NEW)]
+    if len(reads) != 1 or reads[0].step != Step(Phase.INPUT_READ) or s.halo is Halo.REUSE or s.c_block:
+        return False
+    if parts.pipeline is not Pipeline.NONE or parts.chunks != 1:
+        return False
+    full = cfg.input_layout.bind(tuple(plan.ops[0].in_shape))
+    channels = full.logical_shape[3]
+    bounds = {"c": (0, channels - 1)}
+    offset = full.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}, bounds)
+    return all(E.evaluate(offset, {"c": c}) == c for c in range(channels))
+
+
+def _groups(vectors: int, cols: int, channel_offset) -> tuple[int, int]:
+    """(channel vectors per group, pixels) of a channel-vector depthwise tile: the largest group of at most
+    DEPTHWISE_ACCUMULATORS vectors that divides the stripe's, whose vectors lie at the same offsets from the
+    group's first in every group; as many pixels as fill the accumulators (at most the row's)."""
+    for g in range(min(vectors, DEPTHWISE_ACCUMULATORS), 0, -1):
+        if vectors % g:
+            continue
+        steps = {tuple(channel_offset(k + i) - channel_offset(k) for i in range(g)) for k in range(0, vectors, g)}
+        if len(steps) == 1:
+            return g, max(1, min(DEPTHWISE_ACCUMULATORS // g, cols))
+    return 1, min(DEPTHWISE_ACCUMULATORS, cols)
+
+
+def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filter_room: int, direct: bool = False
+          ) -> tuple[Tile | None, str]:
+    op, n = cfg.ops[j - 1], len(cfg.ops)
+    last = j == n
+    if op.kind != "conv2d" or plan.dtype != "float32":
+        return None, ""
+    s = cfg.schedule
+    out_k = shape_list[j][3]
+    reduce = reduction_channels(cfg, shape_list)[j - 1] // op.groups
+    depthwise = op.groups > 1 and reduce == 1 and op.groups == out_k == shape_list[j - 1][3]
+    if op.groups > 1 and not depthwise:
+        return None, "a grouped conv that is not depthwise"
+    if s.k_block % HALF:
+        return None, f"k_block {s.k_block} is not a multiple of {HALF}"
+    layout = cfg.input_layout if j == 1 else cfg.ops[j - 2].output_layout
+    channels = s.c_block if j == 1 and s.c_block else max(reduce, shape_list[j - 1][3])
+    src = layout.bind((1, geo.rows[j - 1], geo.cols[j - 1], channels))
+    if not separable(src):
+        return None, f"its source layout {layout.name} mixes dims in one axis"
+    columns = depthwise and not channels_contiguous(src)
+    if depthwise and not columns and s.k_block % LANES:
+        return None, f"depthwise channel vectors need a k_block that is a multiple of {LANES}, not {s.k_block}"
+    if columns and (s.c_block or out_k % GROUP or not columns_contiguous(src)):
+        return None, (f"depthwise over a source layout ({layout.name}) with neither {LANES} consecutive channels "
+                      f"nor consecutive columns (or channels not a multiple of {GROUP})")
+    taps = op.kernel[0] * op.kernel[1]
+    vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
+    lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
+    if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
+        return None, "the filter cache cannot hold the repacked block"
+    cols = geo.cols[j]
+    most = ACCUMULATORS // vectors
+    pixels = LANES if columns else math.ceil(cols / math.ceil(cols / most))
+    ko_var = "ko_outer" if last else f"ko_outer_{j}"
+    produced = out_k if last else max(out_k, reduction_channels(cfg, shape_list)[j])
+    width = vectors * lanes
+    bounds = {"ko_outer": (0, cut.ko_extent - 1), "ho_outer": (0, cut.ho_extent - 1), "wo_outer": (0, cut.wo_extent - 1),
+              "nb": (0, shape_list[0][0] - 1), "ci_outer": (0, max(s.c_split, 1) - 1),
+              ko_var: (0, math.ceil(produced / cut.channels) - 1), "ko_inner": (0, s.k_split - 1),
+              "oh": (0, geo.rows[j] - 1), "rh": (0, op.kernel[0] - 1), "rw": (0, op.kernel[1] - 1),
+              "rc": (0, reduce - 1), "kv": (0, s.k_block // width - 1), "owb": (0, math.ceil(cols / pixels) - 1)}
+    in_row = E.add(E.mul(E.Var("oh"), op.stride[0]), E.mul(E.Var("rh"), op.dilation[0]))
+    if j == 1 and s.halo is Halo.REUSE and geo.halo_rows > 0:  # the ring of input rows (planner.builder.ring_row)
+        in_row = E.floormod(E.add(E.mul(E.Var("ho_outer"), geo.row_step), in_row), geo.rows[0],
+                            bounds | {"ih": (0, geo.rows[0] - 1)})
+    col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
+                     E.mul(geo.col_start[j - 1], -1))
+    count = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1 if depthwise and not columns else (
+        0 if columns else pixels)
+    bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(count)}
+    k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), LANES))
+    k_block, k_split = s.k_block, 1
+    groups, vector_channels, loaded, live = 1, ("0",), None, 0
+    if depthwise and not columns:  # the tile holds the stripe's channels: ko_inner runs per pixel store
+        k_block, k_split, live = cut.channels, s.k_split, cut.channels // LANES
+        bounds["kv"] = (0, live - 1)
+        k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("kv"), LANES))
+        present = unproven([(k_first, "<", out_k)], bounds)
+        if present and last and bounds[ko_var] == (0, 0) and out_k % LANES == 0:
+            # one channel stripe wider than the op (144 channels in 5 blocks of 32): only the op's vectors are
+            # summed; the store's channel test reads no others
+            live = out_k // LANES
+            bounds["kv"] = (0, live - 1)
+            present = unproven([(k_first, "<", out_k)], bounds)
+
+        def offset(kv: int) -> int:
+            return E.evaluate(src.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0),
+                                               "c": E.Const(kv * LANES)}, {}), {})
+        groups, pixels = _groups(live, cols, offset) if not present else (1, min(8, cols))
+        vector_channels = tuple(str(offset(i) - offset(0)) for i in range(groups))
+        loaded = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1
+        bounds["owb"] = (0, math.ceil(cols / pixels) - 1)
+        bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(loaded)}
+    group: tuple[str, ...] = ()
+    inside = ""
+    if columns:  # GROUP channels per step of kv
+        k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
+                        E.mul(E.Var("kv"), GROUP))
+        bounds["kv"] = (0, s.k_block // GROUP - 1)
+        group = tuple(part(src, "c", E.add(k_first, E.Const(c)), bounds) for c in range(GROUP))
+        channel, block, tap = "", f"ko_inner * {s.k_block} + kv * {GROUP}", cut.channels
+        present = unproven([(k_first, "<", out_k)], bounds)
+        reach = (LANES - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1]
+        inside = f"xb >= 0 && xb + {reach} <= {geo.cols[j - 1] - 1}"
+    elif depthwise:
+        channel, block, tap = part(src, "c", k_first, bounds), f"kv * {LANES}", cut.channels
+        present = unproven([(k_first, "<", out_k)], bounds)
+    else:
+        channel, block, present = part(src, "c", E.Var("rc"), bounds), "", []
+        tap = reduce * width
+        block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
+    found = None
+    if direct and depthwise and not columns and not present:  # op 1 reads the input: positions in the input
+        full = cfg.input_layout.bind(tuple(plan.ops[0].in_shape))
+        wide = bounds | {"ih": (-op.pad[0], shape_list[0][1] - 1), "iw": (-op.pad[1], shape_list[0][2] - 1)}
+        found = Direct(row=E.to_c(E.simplify(E.add(geo.row_start[0], in_row), bounds)),
+                       col=E.to_c(E.simplify(geo.col_start[0], bounds)), rows=shape_list[0][1], cols=shape_list[0][2],
+                       row_offset=part(full, "h", E.Var("ih"), wide) + (
+                           f" + {part(full, 'n', E.Var('nb'), bounds)}" if shape_list[0][0] > 1 else ""),
+                       col_offset=part(full, "w", E.Var("iw"), wide), fresh_rows=fresh_rows(op),
+                       ahead=PREFETCH_TILES * pixels * op.stride[1], lines=-(-live * LANES // LINE_FLOATS),
+                       channel=part(full, "c", E.mul(E.Var(ko_var), cut.channels), bounds), col_step=column_step(full))
+        channel = part(full, "c", k_first, bounds)
+    col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
+                     E.mul(geo.col_start[j - 1], -1))
+    if loaded is not None:
+        count = loaded
+    return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
+                stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *win.temp_names])[j - 1],
+                row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
+                col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
+                channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
+                columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
+                vector_channels=vector_channels, direct=found, live_vectors=live), ""
