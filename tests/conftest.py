@@ -2,9 +2,13 @@
 
 `requires_tool("gcc")` skips a test when the tool is missing locally, and turns that
 skip into a failure when KERNELGEN_REQUIRE_TOOLCHAINS=1 (CI), so nothing is silently
-skipped there. A test that needs an emulated device's tool (EMULATORS) is marked `slow` by it, and so is a
-test parametrized over a target that runs on one (EMULATED_TARGETS) which asks for its tools inside
-(require_tools): `pytest -m 'not slow'` runs no kernel under QEMU, PoCL or lavapipe.
+skipped there.
+
+The tools a test needs also mark it `slow` (at collection, pytest_collection_modifyitems): one that needs an
+emulated device's tool (EMULATORS: QEMU, PoCL, lavapipe) always, so `pytest -m 'not slow'` runs no kernel on an
+emulator; one that needs a compiler (BUILDERS: gcc, clang, cmake) unless it is marked `quick` (the few that keep
+the c target's compile-and-run in the quick set); and one that asks for tools inside (require_tools, whose tools
+depend on its parameters) likewise unless `quick`.
 """
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ REQUIRE_TOOLCHAINS = os.environ.get("KERNELGEN_REQUIRE_TOOLCHAINS") == "1"
 
 # The tools that stand for an emulated device: qemu-hexagon (hvx), PoCL behind pyopencl, lavapipe behind vulkan.
 EMULATORS = frozenset({"qemu-hexagon", "py:pyopencl", "py:vulkan"})
-# The targets whose kernels run on one of them here (every target but c, which runs natively).
-EMULATED_TARGETS = frozenset({"hvx", "opencl", "vulkan"})
+# The tools that build native code: a test needing one compiles (seconds each on a busy two-core host).
+BUILDERS = frozenset({"gcc", "g++", "clang-19", "ld.lld-19", "cmake", "make", "ninja"})
 
 
 def _python_module_available(name: str) -> bool:
@@ -57,8 +61,7 @@ def requires_tool(*tools: str):
     missing = tool_missing(*tools)
 
     def decorate(fn):
-        if EMULATORS & set(tools):
-            fn = pytest.mark.slow(fn)
+        fn.kernelgen_tools = (*getattr(fn, "kernelgen_tools", ()), *tools)  # the slow marker reads them
         if not missing:
             return fn
         reason = f"missing toolchain: {', '.join(missing)}"
@@ -148,12 +151,15 @@ def _asks_for_tools(fn) -> bool:
         return False
 
 
+def _is_slow(item) -> bool:
+    fn = getattr(item, "function", None)
+    tools = set(getattr(fn, "kernelgen_tools", ()))
+    if EMULATORS & tools:
+        return True
+    return (bool(BUILDERS & tools) or _asks_for_tools(fn)) and item.get_closest_marker("quick") is None
+
+
 def pytest_collection_modifyitems(config, items):
-    """A test parametrized over an emulated target that asks for that target's tools itself (require_tools,
-    whose tools depend on the parameter) runs a kernel on the emulator: slow, as requires_tool marks the rest."""
     for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if item.get_closest_marker("slow") is None and EMULATED_TARGETS & {v for v in params.values()
-                                                                          if isinstance(v, str)} \
-                and _asks_for_tools(getattr(item, "function", None)):
+        if item.get_closest_marker("slow") is None and _is_slow(item):
             item.add_marker(pytest.mark.slow)

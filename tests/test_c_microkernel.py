@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from builders import Case, config_text, make_config, with_quick
 from conftest import requires_tool
 
-from kernelgen.api import jobs, parse_config, validate
+from kernelgen.api import jobs, validate
 from kernelgen.cli import main
 from kernelgen.measure.compare import compare
 from kernelgen.measure.tensors import random_inputs
@@ -19,7 +20,7 @@ from kernelgen.targets.c.microkernel import PREFETCH_TILES, column_step
 from kernelgen.targets.c.toolchain import Library, build_shared
 
 # name: (input shape, ops, input layout, output layout, schedule, micro-kernel per op: dense / depthwise / None)
-CASES = {
+CASES = {name: Case(*row[:5], targets="[c]", expect=row[5]) for name, row in {
     "dense_3x3_width13_k16": ([1, 9, 13, 16], ["{out_channels: 16, kernel: 3, pad: 1}"], "NHWC", "NHWC",
                               "{k_block: 16}", ["dense"]),
     "dense_channels_5_to_13_k8": ([1, 7, 11, 5], ["{out_channels: 13, kernel: 3, stride: 2, pad: 1}"], "NHWC", "NHWC",
@@ -94,18 +95,13 @@ CASES = {
                                             "NHWC", "NHWC", "{k_block: 8}", [None, None]),
     "mixed_axis_map_falls_back": ([1, 6, 7, 8], ["{out_channels: 8, kernel: 3, pad: 1}"],
                                   '"n, h, w, c -> n, h, w // 2, c * 2 + w % 2"', "NHWC", "{k_block: 8}", [None]),
-}
+}.items()}
 
 
-def _yaml(name: str, case, extra: str = "") -> str:
-    shape, ops, in_layout, out_layout, schedule, _ = case
-    lines = "".join(f"  - {op}\n" if op.startswith("maxpool") else f"  - conv2d: {op}\n" for op in ops)
-    return (f"name: {name}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{lines}"
-            f"output: {{layout: {out_layout}}}\nschedule: {schedule}\ntargets: [c]\n{extra}")
-
-
-def _job(name: str, extra: str = ""):
-    config = parse_config(_yaml(name, CASES[name], extra), f"{name}.yaml")
+def _job(name: str, c_options: str | None = None):
+    """The case's config (with `c_options` as its c: block) and its c job."""
+    case = CASES[name] if c_options is None else CASES[name].with_block("c", c_options)
+    config = make_config(name, case)
     return config, jobs(config, ("c",))["c"]
 
 
@@ -114,7 +110,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
     _, job = _job(name)
     kinds = [None if t is None else "columns" if t.columns else "depthwise" if t.depthwise else "dense"
              for t in job.target_plan.tiles]
-    assert kinds == CASES[name][-1]
+    assert kinds == CASES[name].expect
     text = job.files[f"{name}.c"]
     ops = len(kinds)
     for j, kind in enumerate(kinds, start=1):
@@ -123,7 +119,8 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert len(sections) == 1, sections
         assert ("register-blocked micro-kernel" in sections[0]) == (kind is not None)
     if "dense" in kinds:
-        assert ("KG_FMA4(a0_0, x0[ch], w0);" if "k_block: 4" in CASES[name][4] else "KG_FMA(a0_0, x0[ch], w0);") in text
+        fma = "KG_FMA4" if "k_block: 4" in CASES[name].schedule else "KG_FMA"
+        assert f"{fma}(a0_0, x0[ch], w0);" in text
     if "depthwise" in kinds:
         assert "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text  # pixel by pixel, channel vectors
     if "columns" in kinds:
@@ -134,7 +131,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", with_quick(sorted(CASES), "inverted_residual_hardswish_chain"))
 def test_micro_kernels_match_numpy(name):
     config, _ = _job(name)
     result = validate(config, "c")
@@ -143,7 +140,7 @@ def test_micro_kernels_match_numpy(name):
 
 @requires_tool("gcc")
 def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
-    config, job = _job("inverted_residual_hardswish_chain", "c: {threads: 2}\n")
+    config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
     text = job.files["inverted_residual_hardswish_chain.c"]
     assert text.count("#pragma omp parallel for num_threads(2) schedule(static)") == 3
     assert "-fopenmp" in C().compile(job, tmp_path).flags
@@ -153,7 +150,7 @@ def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
 
 @requires_tool("gcc")
 def test_cflags_replace_the_default_flags(tmp_path):
-    config, job = _job("dense_3x3_width13_k16", "c: {cflags: [-O1, -fno-tree-vectorize]}\n")
+    config, job = _job("dense_3x3_width13_k16", "{cflags: [-O1, -fno-tree-vectorize]}")
     exe = C().compile(job, tmp_path)
     assert exe.flags == ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-fno-tree-vectorize")
     assert validate(config, "c").passed
@@ -180,10 +177,10 @@ def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
 
 def test_bad_c_options_exit_2_at_their_key(tmp_path):
     path = tmp_path / "threads.yaml"
-    path.write_text(_yaml("threads", CASES["k_block_2_falls_back"], "c: {threads: 0}\n"))
+    path.write_text(config_text("threads", CASES["k_block_2_falls_back"].with_block("c", "{threads: 0}")))
     result = CliRunner().invoke(main, ["plan", str(path)])
     assert result.exit_code == 2 and "c.threads: expected a positive int" in result.output
-    path.write_text(_yaml("threads", CASES["k_block_2_falls_back"], "c: {cflags: []}\n"))
+    path.write_text(config_text("threads", CASES["k_block_2_falls_back"].with_block("c", "{cflags: []}")))
     result = CliRunner().invoke(main, ["plan", str(path)])
     assert result.exit_code == 2 and "c.cflags" in result.output
 
@@ -222,9 +219,8 @@ def test_a_direct_depthwise_tile_inside_the_input_reads_taps_at_constant_offsets
 
 
 def test_column_step_is_the_distance_between_columns_or_zero():
-    nhwc = parse_config(_yaml("depthwise_direct_width21", CASES["depthwise_direct_width21"]), "a.yaml").input_layout
-    blocked = parse_config(_yaml("depthwise_40_blocked_tail_vectors", CASES["depthwise_40_blocked_tail_vectors"]),
-                           "b.yaml").input_layout
+    nhwc = make_config("depthwise_direct_width21", CASES["depthwise_direct_width21"]).input_layout
+    blocked = make_config("depthwise_40_blocked_tail_vectors", CASES["depthwise_40_blocked_tail_vectors"]).input_layout
     assert column_step(nhwc.bind((1, 6, 21, 40))) == 40
     assert column_step(nhwc.bind((1, 6, 1, 40))) == 0  # one column: no step
     assert column_step(blocked.bind((2, 9, 10, 40))) == 0  # 8-column blocks: 32 apart inside, farther across

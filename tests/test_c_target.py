@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import Case, make_config, with_quick
 from conftest import requires_tool
 
-from kernelgen.api import load_config, parse_config
+from kernelgen.api import load_config
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.targets.c import toolchain as gcc
@@ -22,7 +23,7 @@ FILTER = "oihw-8i32o4i"
 TEXTURE = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'
 
 # name: (input shape, [ops as conv2d flow maps], input layout, output layout, schedule)
-MATRIX = {
+MATRIX = {name: Case(*row) for name, row in {
     "k1_c32_equal_block": ([1, 8, 8, 32], ["{out_channels: 32, kernel: 1}"], BLOCKED, BLOCKED, "{}"),
     "k3_pad1_c16_below_k48_above": ([1, 10, 9, 16], ["{out_channels: 48, kernel: 3, pad: 1}"], BLOCKED, BLOCKED,
                                     "{k_split: 2, h_split: 1}"),
@@ -134,20 +135,13 @@ MATRIX = {
                                   '{map: "n, h, w, c -> n, h, w, c", pad_value: 0}', "{}"),
     "texture_layouts": ([1, 9, 8, 6], ["{out_channels: 10, kernel: 3, pad: 1}", "{out_channels: 5, kernel: 3}"],
                         TEXTURE, TEXTURE, "{k_block: 4, h_block: 4, h_split: 1}"),
-}
-
-
-def _yaml(name: str, case) -> str:
-    shape, ops, in_layout, out_layout, schedule = case
-    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
-    return (f"name: {name}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
-            f"output: {{layout: {out_layout}}}\nschedule: {schedule}\n")
+}.items()}
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("name", sorted(MATRIX))
+@pytest.mark.parametrize("name", with_quick(sorted(MATRIX), "mobilenet_v2_block_residual", "chain_of_three"))
 def test_matrix_matches_numpy(name):
-    config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+    config = make_config(name, MATRIX[name])
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
     assert result.bound_ratio <= 1.0
@@ -162,7 +156,7 @@ def test_bundled_seed_configs_match_numpy(repo, name):
 
 @requires_tool("gcc")
 def test_emitted_pack_helpers_match_the_layout_engine(tmp_path):
-    config = parse_config(_yaml("packs", MATRIX["batch2_nchw4c_pad_value"]), "packs.yaml")
+    config = make_config("packs", MATRIX["batch2_nchw4c_pad_value"])
     the_plan = plan(config)
     for name, text in TARGETS["c"].build(config, the_plan).files.items():
         (tmp_path / name).write_text(text)
@@ -184,7 +178,7 @@ def test_emitted_pack_helpers_match_the_layout_engine(tmp_path):
 def test_tolerance_catches_a_small_systematic_error(tmp_path):
     """Scaling every product by (1 + 1e-4) stays far below any sane absolute tolerance, yet the
     rounding bound (about 144 * 2^-24 = 8.6e-6 relative here) must reject it."""
-    config = parse_config(_yaml("scaled", MATRIX["dilation2_same"]), "scaled.yaml")
+    config = make_config("scaled", MATRIX["dilation2_same"])
     the_plan = plan(config)
     sources = TARGETS["c"].build(config, the_plan).files
     (tmp_path / "scaled.h").write_text(sources["scaled.h"])
