@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from builders import Case, make_config
 from conftest import requires_tool
 
 from kernelgen.targets import TARGETS
@@ -36,8 +37,35 @@ from kernelgen.targets.hvx.runtime import compile_program
 TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
 BLOCKED, FILTER = "nhwc-8h8w32c", "oihw-8i32o4i"
 
+
+def _scales(shape: list[int], ops: list[str]) -> str:
+    """Scales that keep full-range random data mostly inside uint8 after each conv."""
+    def taps(op: str, channels: int) -> int:
+        k = 3 if "kernel: 3" in op else 1
+        return k * k * channels
+
+    channels = [shape[3]] + [int(op.split("out_channels: ")[1].split(",")[0]) for op in ops]
+    s_in, s_w, spread = 0.05, 0.01, 74.0
+    scale, std = s_in, spread  # activation std in uint8 steps
+    out = []
+    for j, op in enumerate(ops):
+        acc_std = math.sqrt(taps(op, channels[j])) * std * spread
+        scale = scale * s_w * acc_std / 40.0
+        out.append(scale)
+        std = 40.0
+    mid = f"intermediate_scale: {out[0]:.6g}, " if len(ops) > 1 else ""
+    return f"input_scale: {s_in}, weight_scale: {s_w}, {mid}output_scale: {out[-1]:.6g}"
+
+
+def _case(shape, ops, schedule: str, extra: str) -> Case:
+    """A uint8 case in HVX's packed layouts, its quant scales chosen for its ops (_scales) plus `extra`."""
+    quant = _scales(shape, ops) + (f", {extra}" if extra else "")
+    return Case(shape, [f"{{{op[1:-1]}, filter_layout: {FILTER}}}" for op in ops], BLOCKED, BLOCKED, schedule,
+                dtype="uint8", blocks=(("quant", f"{{{quant}}}"),), targets="[hvx]")
+
+
 # name: (input shape, ops, schedule, quant extras)
-MATRIX = {
+MATRIX = {name: _case(*row) for name, row in {
     "k1_c32_equal_block": ([1, 8, 8, 32], ["{out_channels: 32, kernel: 1}"], "{}", ""),
     "k3_pad1_c16_below_k48_above": ([1, 10, 9, 16], ["{out_channels: 48, kernel: 3, pad: 1}"],
                                     "{k_split: 2, h_split: 1}", ""),
@@ -65,34 +93,7 @@ MATRIX = {
                                              "{h_block: 2, pipeline: double_buffer}", ""),
     "batch2_k3_stride2_halo_reuse": ([2, 19, 9, 10], ["{out_channels: 6, kernel: 3, stride: 2, pad: 1}"],
                                      "{h_block: 2, halo: reuse}", ""),
-}
-
-
-def _scales(shape: list[int], ops: list[str]) -> str:
-    """Scales that keep full-range random data mostly inside uint8 after each conv."""
-    def taps(op: str, channels: int) -> int:
-        k = 3 if "kernel: 3" in op else 1
-        return k * k * channels
-
-    channels = [shape[3]] + [int(op.split("out_channels: ")[1].split(",")[0]) for op in ops]
-    s_in, s_w, spread = 0.05, 0.01, 74.0
-    scale, std = s_in, spread  # activation std in uint8 steps
-    out = []
-    for j, op in enumerate(ops):
-        acc_std = math.sqrt(taps(op, channels[j])) * std * spread
-        scale = scale * s_w * acc_std / 40.0
-        out.append(scale)
-        std = 40.0
-    mid = f"intermediate_scale: {out[0]:.6g}, " if len(ops) > 1 else ""
-    return f"input_scale: {s_in}, weight_scale: {s_w}, {mid}output_scale: {out[-1]:.6g}"
-
-
-def _yaml(name: str, case) -> str:
-    shape, ops, schedule, extra = case
-    op_lines = "".join(f"  - conv2d: {{{op[1:-1]}, filter_layout: {FILTER}}}\n" for op in ops)
-    quant = _scales(shape, ops) + (f", {extra}" if extra else "")
-    return (f"name: {name}\ndtype: uint8\ninput: {{shape: {shape}, layout: {BLOCKED}}}\nops:\n{op_lines}"
-            f"output: {{layout: {BLOCKED}}}\nschedule: {schedule}\nquant: {{{quant}}}\ntargets: [hvx]\n")
+}.items()}
 
 
 def _validate(config, seed: int):
@@ -158,7 +159,7 @@ def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
 @requires_tool(*TOOLS)
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_uint8_matrix_is_bit_exact(name):
-    config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+    config = make_config(name, MATRIX[name])
     result = _validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
     assert "100% of outputs saturated" not in result.detail
@@ -262,7 +263,7 @@ def test_bench_prints_counters(repo):
 
 def test_matrix_configs_are_valid():
     for name, case in MATRIX.items():
-        config = parse_config(_yaml(name, case), f"{name}.yaml")
+        config = make_config(name, case)
         assert hvx_plan(config, plan(config)).ops
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from builders import Case, make_config, with_quick
 from conftest import requires_tool
 
 from kernelgen.api import parse_config, validate
@@ -197,7 +198,7 @@ def test_order_combinations_that_cannot_work_are_refused(schedule, message):
 # ---- kernels on the real toolchains ------------------------------------------------
 
 # name: (input shape, ops, input layout, output layout, schedule), each under order: rows_outer
-MATRIX = {
+MATRIX = {name: Case(*row) for name, row in {
     "chain_4_channel_blocks": ([1, 8, 8, 16], ["{out_channels: 32, kernel: 3, pad: 1}",
                                                "{out_channels: 64, kernel: 3, pad: 1}"], "NHWC", "NCHW",
                                "{k_block: 16, h_block: 4, h_split: 1}"),
@@ -225,21 +226,17 @@ MATRIX = {
     "pad_value0_output_overcompute": ([1, 8, 7, 12], ["{out_channels: 12, kernel: 3, pad: 1}",
                                                       "{out_channels: 12, kernel: 1}"], "NHWC",
                                       "{map: nhwc-8c, pad_value: 0}", "{k_block: 8, h_block: 4}"),
-}
+}.items()}
 
 
-def _yaml(name: str, case) -> str:
-    """test_c_target's config text, with rows_outer added to the schedule."""
-    from test_c_target import _yaml as c_yaml
-
-    *rest, schedule = case
-    return c_yaml(name, (*rest, f"{{order: rows_outer, {schedule[1:]}"))
+def _rows_outer(case: Case) -> Case:
+    return case.with_(schedule=f"{{order: rows_outer, {case.schedule[1:]}")
 
 
 @requires_tool("gcc")
-@pytest.mark.parametrize("name", sorted(MATRIX))
+@pytest.mark.parametrize("name", with_quick(sorted(MATRIX), "resnet_residual_batch2_relu"))
 def test_c_kernel_under_rows_outer_matches_numpy(name):
-    config = parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+    config = make_config(name, _rows_outer(MATRIX[name]))
     assert plan(config).order is LoopOrder.ROWS_OUTER
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
@@ -265,10 +262,9 @@ HVX_TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
                                   "chain_stride2_dilation2_halo_reuse"])
 def test_hvx_uint8_kernel_under_rows_outer_is_bit_exact(name):
     """hvx keeps its helpers: ko_outer is the same loop inside the row stripe, the write-back one channel stripe."""
-    from test_hvx_target import MATRIX as HVX_MATRIX, _validate, _yaml as hvx_yaml
+    from test_hvx_target import MATRIX as HVX_MATRIX, _validate
 
-    text = hvx_yaml(name, HVX_MATRIX[name]).replace("schedule: {", "schedule: {order: rows_outer, ")
-    config = parse_config(text, f"{name}.yaml")
+    config = make_config(name, _rows_outer(HVX_MATRIX[name]))
     assert plan(config).order is LoopOrder.ROWS_OUTER
     result = _validate(config, int(np.random.SeedSequence().entropy % 2 ** 32))
     assert result.status is Status.PASS, f"{result.detail} (seed {result.seed})"
