@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import REPO, require_tools, requires_tool
 
 from kernelgen.api import parse_config, run, validate
@@ -122,7 +123,7 @@ def test_max_pool_neighbours_equal_numpy(rows, cols, kernel, stride, pad, cc):
             _pool_is_exact(rows, cols, 8, kernel, stride, pad, flags)
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_the_gcc_12_reduction_still_builds_and_says_what_it_shows(tmp_path):
     """tests/data/gcc12_masked_gather.c is the bug without kernelgen: it must stay a C99 program that runs (right
     under -O2 on any gcc; wrong under gcc 12.2 -O3 -mavx2 -mtune=haswell, which this test does not require)."""
@@ -137,16 +138,16 @@ def test_the_gcc_12_reduction_still_builds_and_says_what_it_shows(tmp_path):
 
 
 def test_compiler_choice_is_one_variable(monkeypatch):
-    from kernelgen.targets.c import toolchain
+    from kernelgen.targets.c import toolchain as c_toolchain
 
     monkeypatch.setenv(COMPILER_VARIABLE, "no-such-compiler-kg")
-    assert toolchain.compiler() == ""
-    assert toolchain.status()[0].name == "no-such-compiler-kg" and not toolchain.status()[0].found
+    assert c_toolchain.compiler() == ""
+    assert c_toolchain.status()[0].name == "no-such-compiler-kg" and not c_toolchain.status()[0].found
     with pytest.raises(Exception, match="no-such-compiler-kg not found"):
-        toolchain.build_shared([Path("x.c")], Path("x.so"))
+        c_toolchain.build_shared([Path("x.c")], Path("x.so"))
     monkeypatch.delenv(COMPILER_VARIABLE)
-    require_tools("gcc")
-    assert Path(toolchain.compiler()).name in ("gcc", "cc")
+    require_tools(*toolchain("c"))
+    assert Path(c_toolchain.compiler()).name in ("gcc", "cc")
 
 
 # an edit the sanitizer build must catch, in the kernel's first line: a write one element past the output, and a
@@ -155,7 +156,7 @@ INJECTED = {"heap-buffer-overflow": "output[{upper}_OUTPUT_ELEMENTS] = 0.0f;",
             "signed integer overflow": "{{ volatile int big = 2147483647; big = big + 1; (void)big; }}"}
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("finding", sorted(INJECTED))
 def test_the_sanitizer_build_fails_on_undefined_behaviour(finding):
     """What the random suite's sanitizer run rests on: a kernel with one bad line fails validation with the

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from builders import Case, config_text, make_config, with_quick
+from builders import Case, config_text, make_config, toolchain, with_quick
 from conftest import requires_tool
 
 from kernelgen.api import jobs, validate
@@ -130,7 +130,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
     assert ("#define KG_FMA" in text) == any(kinds)
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", with_quick(sorted(CASES), "inverted_residual_hardswish_chain"))
 def test_micro_kernels_match_numpy(name):
     config, _ = _job(name)
@@ -138,7 +138,7 @@ def test_micro_kernels_match_numpy(name):
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
     config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
     text = job.files["inverted_residual_hardswish_chain.c"]
@@ -148,7 +148,7 @@ def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_cflags_replace_the_default_flags(tmp_path):
     config, job = _job("dense_3x3_width13_k16", "{cflags: [-O1, -fno-tree-vectorize]}")
     exe = C().compile(job, tmp_path)
@@ -158,7 +158,7 @@ def test_cflags_replace_the_default_flags(tmp_path):
     assert C().compile(default, tmp_path).flags[-3:] == ("-O3", "-march=native", "-ffp-contract=fast")
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
                                   "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):

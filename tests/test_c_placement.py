@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import requires_tool
 
 from kernelgen.targets.c.placement import HUGE_PAGE, placed
@@ -50,7 +51,7 @@ def test_large_arrays_are_advised_huge_or_small_pages():
     assert "nh" in _vm_flags(placed(array, False))
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_a_bound_call_is_the_call(tmp_path):
     """Library.bind resolves the function and the pointers once; calling it runs the kernel on the same arrays."""
     source = tmp_path / "scale.c"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import Case, make_config, with_quick
+from builders import Case, make_config, toolchain, with_quick
 from conftest import requires_tool
 
 from kernelgen.api import load_config
@@ -138,7 +138,7 @@ MATRIX = {name: Case(*row) for name, row in {
 }.items()}
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", with_quick(sorted(MATRIX), "mobilenet_v2_block_residual", "chain_of_three"))
 def test_matrix_matches_numpy(name):
     config = make_config(name, MATRIX[name])
@@ -147,14 +147,14 @@ def test_matrix_matches_numpy(name):
     assert result.bound_ratio <= 1.0
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", ["seed000_baseline", "seed000_split", "seed000_3x3"])
 def test_bundled_seed_configs_match_numpy(repo, name):
     result = validate(load_config(repo / "configs" / f"{name}.yaml"), "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_emitted_pack_helpers_match_the_layout_engine(tmp_path):
     config = make_config("packs", MATRIX["batch2_nchw4c_pad_value"])
     the_plan = plan(config)
@@ -174,7 +174,7 @@ def test_emitted_pack_helpers_match_the_layout_engine(tmp_path):
     np.testing.assert_array_equal(logical, out.layout.unpack(physical))
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_tolerance_catches_a_small_systematic_error(tmp_path):
     """Scaling every product by (1 + 1e-4) stays far below any sane absolute tolerance, yet the
     rounding bound (about 144 * 2^-24 = 8.6e-6 relative here) must reject it."""

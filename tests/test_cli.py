@@ -2,6 +2,7 @@
 import json
 
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import requires_tool
 
 from kernelgen import __version__
@@ -116,7 +117,7 @@ def test_check_json_and_bad_config(repo, tmp_path):
     assert runner.invoke(main, ["check", str(bad), "--golden", str(tmp_path)]).exit_code == 2
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_validate_prints_a_table_and_exits_0(tmp_path):
     config = tmp_path / "small.yaml"
     config.write_text("name: small\ninput: {shape: [1, 6, 6, 8]}\nops: [{conv2d: {out_channels: 4, kernel: 3}}]\n")
@@ -128,7 +129,7 @@ def test_validate_prints_a_table_and_exits_0(tmp_path):
     assert data["results"][0]["status"] == "pass"
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_validate_exits_1_when_the_toolchain_fails(tmp_path, monkeypatch):
     from kernelgen.targets.c import toolchain as gcc
 
@@ -174,7 +175,7 @@ def test_committed_schema_is_current(repo):
         assert config.read_text().startswith("# yaml-language-server: $schema=../schema/kernelgen.schema.json")
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_bench_prints_gflops_json_and_a_roofline(tmp_path):
     config = tmp_path / "small.yaml"
     config.write_text("name: small\ninput: {shape: [1, 10, 10, 16]}\nops: [{conv2d: {out_channels: 16, kernel: 3}}]\n")
@@ -210,7 +211,7 @@ def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
     assert lines[3:] == ["c: skipped for 2 config(s), missing gcc; install: apt-get install gcc"]
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_json_answers_carry_the_context_of_the_run(tmp_path, monkeypatch):
     """validate, bench and stats print {"context": ..., "results": [...]}: results from two machines differ in it."""
     import platform
@@ -310,7 +311,7 @@ def test_every_target_builds_groups_and_epilogues(tmp_path):
     assert result.exit_code == 0, result.output + config.read_text()
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_bench_reports_min_median_max_in_json_and_csv(repo):
     import csv
     import io

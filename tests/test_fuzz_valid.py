@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from builders import toolchain
 from conftest import requires_tool
 from hypothesis import given
 from hypothesis import strategies as st
@@ -84,7 +85,7 @@ def test_random_configs_plan_soundly_and_match_numpy_on_c(case):
         assert result.passed, f"{cc}: {result.detail}\n{case.text}"
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @fuzz_settings(ci_examples=24)
 @given(case=valid_configs())
 def test_random_configs_run_clean_under_sanitizers_on_c(case):

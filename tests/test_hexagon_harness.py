@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import REPO, requires_tool
 
 from kernelgen.errors import ToolchainError
 from kernelgen.targets.hvx import toolchain as hexagon
 
 DATA = REPO / "tests" / "data" / "hexagon"
-TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
+TOOLS = toolchain("hvx")
 
 
 def fresh_rng() -> tuple[int, np.random.Generator]:

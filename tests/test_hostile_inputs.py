@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import numpy_helper
 
+from builders import toolchain
 from conftest import requires_tool, time_limit
 from onnx_models import Builder, save, with_unsupported_nodes
 
@@ -86,7 +87,7 @@ RUNS = [("validate",), ("bench", "--repeat", "1")]  # the commands that run the 
 SOFTMAX = '"softmax_out": {shape: [1, 4], dtype: float32}'
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_1_a_manifest_shape_the_model_disagrees_with(command, net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 5], dtype: float32}')
@@ -95,7 +96,7 @@ def test_1_a_manifest_shape_the_model_disagrees_with(command, net):
     assert "[1, 4]" in found["message"] and "model" in found["message"]
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_2_a_manifest_dtype_the_model_disagrees_with(command, net):
     edit(net, SOFTMAX, '"softmax_out": {shape: [1, 4], dtype: float16}')
@@ -104,7 +105,7 @@ def test_2_a_manifest_dtype_the_model_disagrees_with(command, net):
     assert "float32" in found["message"]
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_3_a_manifest_pointing_at_another_model(command, net, tmp_path):
     from onnx_models import resnet_basic_block
@@ -117,7 +118,7 @@ def test_3_a_manifest_pointing_at_another_model(command, net, tmp_path):
     assert int(found["line"]) == line_of(net, '"stem_relu_out": {')
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_4_a_host_step_onnxruntime_refuses(command, net):
     # the Softmax step fed a tensor it does not read: its nodes cut out read fc_out, which nothing gives them
@@ -179,7 +180,7 @@ def test_20_a_bad_tensor_value_is_blamed_on_that_tensor(net, edit_to):
     assert int(found["line"]) == line_of(net, '"lrn_out": {')
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_22_validate_dump_into_a_folder_that_cannot_be_made(net, tmp_path):
     (tmp_path / "file").write_text("a file, not a folder")
     config = net.parent / "stem.yaml"
@@ -189,7 +190,7 @@ def test_22_validate_dump_into_a_folder_that_cannot_be_made(net, tmp_path):
     assert "cannot create" in found["message"]
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("command", RUNS, ids=["validate", "bench"])
 def test_23_a_host_node_the_model_lacks(command, net):
     edit(net, 'host: ["lrn"]', 'host: ["no_such_node"]')
@@ -274,7 +275,7 @@ def _gap_fc(b: Builder, t: str, channels: int, bias_shape: tuple[int, ...]) -> s
     return b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1)
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_14_a_gemm_with_a_1_by_k_bias_imports_and_validates(tmp_path):
     b = Builder(5)
     t = _gap_fc(b, b.relu("r", b.conv("c", "x", 3, 8, 3, pad=1)), 8, (1, 7))
@@ -417,7 +418,7 @@ def test_17_to_19_a_quantized_op_the_planner_refuses_is_left_to_onnxruntime(tmp_
         assert cli("plan", path).exit_code == 0, path
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_17_to_19_the_network_around_a_broadcast_add_validates(tmp_path):
     assert _import(_chain_with(_broadcast_add), tmp_path).exit_code == 0
     result = cli("validate", tmp_path / "out" / "network.yaml")
@@ -438,7 +439,7 @@ def test_21_add_of_a_conv_to_itself_imports_the_conv_once(tmp_path):
     assert "side_inputs" not in "".join(p.read_text() for p in out.glob("*.yaml"))
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_21_add_of_a_conv_to_itself_network_validates(tmp_path):
     b = Builder(9)
     t = b.add("twice", b.conv("c1", "x", 4, 4, 3, pad=1), "c1_out")

@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import requires_tool
 
 from kernelgen.api import parse_config
@@ -19,7 +20,7 @@ from kernelgen.targets import TARGETS
 from kernelgen.targets.hvx.dense import choose_pixels
 from kernelgen.targets.hvx.vrmpy_asm import KernelRow
 
-HVX = ("clang-19", "ld.lld-19", "qemu-hexagon")
+HVX = toolchain("hvx")
 
 
 @pytest.mark.parametrize("columns, pixels", [(14, 7), (28, 7), (56, 8), (8, 8), (16, 8), (7, 7), (12, 6),

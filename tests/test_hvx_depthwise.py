@@ -16,6 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import requires_tool
 
 from kernelgen.api import parse_config
@@ -27,7 +28,7 @@ from kernelgen.targets import TARGETS
 from kernelgen.targets.hvx.depthwise import depthwise
 from kernelgen.targets.hvx.depthwise_asm import SCALARS, Block, block_asm
 
-HVX = ("clang-19", "ld.lld-19", "qemu-hexagon")
+HVX = toolchain("hvx")
 
 
 def _config(shape, stride, schedule: str = "{k_split: 1, h_block: 4}", extra: str = ", activation: relu6",

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import requires_tool
 
 from kernelgen import reference_quant
@@ -18,7 +19,7 @@ from kernelgen.planner import plan
 from kernelgen.quant import activation_range, op_quants
 from kernelgen.targets import TARGETS
 
-HVX = ("clang-19", "ld.lld-19", "qemu-hexagon")
+HVX = toolchain("hvx")
 BLOCKED = "filter_layout: oihw-8i32o4i"
 
 

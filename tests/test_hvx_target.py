@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from builders import Case, make_config
+from builders import Case, make_config, toolchain
 from conftest import requires_tool
 
 from kernelgen.targets import TARGETS
@@ -34,7 +34,7 @@ from kernelgen.measure.validate import validate
 from kernelgen.targets.hvx import toolchain as hexagon
 from kernelgen.targets.hvx.runtime import compile_program
 
-TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
+TOOLS = toolchain("hvx")
 BLOCKED, FILTER = "nhwc-8h8w32c", "oihw-8i32o4i"
 
 

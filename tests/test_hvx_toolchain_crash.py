@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from builders import toolchain
 from conftest import REPO, SMALL_UINT8, requires_tool
 
 from kernelgen.api import TARGETS, load_config, plan
@@ -97,7 +98,7 @@ def test_the_flag_turns_clang_19s_pipeliner_off():
 # ---- the toolchain ------------------------------------------------------------------------
 
 
-@requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
+@requires_tool(*toolchain("hvx"))
 @pytest.mark.parametrize("play", ["report", "signal"])
 def test_a_crash_is_built_again_with_the_pipeliner_off(play, tmp_path, monkeypatch):
     fake = _fake_clang(tmp_path / "bin", play)
@@ -141,7 +142,7 @@ def test_the_compiler_variable_names_the_clang_status_reports(tmp_path, monkeypa
 
 
 @pytest.mark.slow
-@requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
+@requires_tool(*toolchain("hvx"))
 def test_validate_passes_a_kernel_whose_build_crashed_and_says_so(tmp_path, monkeypatch):
     """The kernel is built without the pipeliner, run under QEMU and found bit-exact: a pass, whose detail says
     which crash was worked around and what to add to one's own build, never FAIL `toolchain`."""
@@ -188,7 +189,7 @@ SHIPPED = CRASHING.format(name="crash_shipped", weights="int8", zero=0, bias="fa
 
 
 @pytest.mark.slow
-@requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
+@requires_tool(*toolchain("hvx"))
 @pytest.mark.parametrize("text, note", [
     (TRACE_ONLY, "clang-19 crashed in Modulo Software Pipelining on the kernel built with -DKG_TRACE_INTERMEDIATES "
                  "(not on the kernel as shipped, which built as usual); that build was made with the pipeliner off"),

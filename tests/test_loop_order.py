@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from builders import Case, make_config, with_quick
+from builders import Case, make_config, toolchain, with_quick
 from conftest import requires_tool
 
 from kernelgen.api import parse_config, validate
@@ -155,7 +155,7 @@ def test_schedule_auto_fits_the_row_block_of_a_960_channel_block_into_the_c_budg
     assert round(the_plan.executed_flops / the_plan.flops, 2) == 1.14
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_the_row_block_the_search_fitted_runs_right_on_c():
     result = validate(parse_config(WIDE_BLOCK), "c", seed=5)
     assert result.passed and result.checked == "op-by-op", result.detail
@@ -233,7 +233,7 @@ def _rows_outer(case: Case) -> Case:
     return case.with_(schedule=f"{{order: rows_outer, {case.schedule[1:]}")
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", with_quick(sorted(MATRIX), "resnet_residual_batch2_relu"))
 def test_c_kernel_under_rows_outer_matches_numpy(name):
     config = make_config(name, _rows_outer(MATRIX[name]))
@@ -254,7 +254,7 @@ def test_c_kernel_loops_are_the_rows_outer_plan_loops():
     assert [loop[:2] for loop in tree] == [loop[:2] for loop in _tree(the_plan.kernel.body)]
 
 
-HVX_TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
+HVX_TOOLS = toolchain("hvx")
 
 
 @requires_tool(*HVX_TOOLS)

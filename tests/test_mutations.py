@@ -9,6 +9,7 @@ import re
 from dataclasses import replace
 
 import pytest
+from builders import toolchain
 from conftest import require_tools
 
 from kernelgen import api
@@ -27,7 +28,6 @@ ops:
 targets: [opencl, vulkan]
 opencl: {variant: buffer}
 """
-TOOLS = {"opencl": ("py:pyopencl",), "vulkan": ("glslangValidator", "py:vulkan")}
 # Where op j's code starts: each __kernel of the .cl (op order), each #if KG_OP == j block of the .comp.
 OP_START = {"opencl": r"__kernel ", "vulkan": r"#if KG_OP == \d+"}
 SOURCE = {"opencl": "chain4.cl", "vulkan": "chain4.comp"}
@@ -60,7 +60,7 @@ def _job(target: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["opencl", "vulkan"])
 def test_the_generated_chain_passes_op_by_op(target):
-    require_tools(*TOOLS[target])
+    require_tools(*toolchain(target))
     result = validate(TARGETS[target], _job(target), seed=11)
     assert result.status is Status.PASS and result.checked == "op-by-op", result.detail
 
@@ -69,7 +69,7 @@ def test_the_generated_chain_passes_op_by_op(target):
 @pytest.mark.parametrize("mutation", list(MUTATIONS))
 @pytest.mark.parametrize("target", ["opencl", "vulkan"])
 def test_a_broken_chain_fails(target, mutation):
-    require_tools(*TOOLS[target])
+    require_tools(*toolchain(target))
     job = _job(target)
     op, edits = MUTATIONS[mutation]
     name = SOURCE[target]
@@ -111,7 +111,7 @@ C_MUTATIONS = {  # op 10: block 4's expand, op 11: its depthwise, in the middle 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutation", [None, *C_MUTATIONS])
 def test_a_21_op_chain_on_c_fails_where_it_is_broken(mutation):
-    require_tools("gcc")
+    require_tools(*toolchain("c"))
     job = api.jobs(api.load_config(_mobilenet_chain()), ("c",))["c"]
     assert len(job.config.ops) == 21
     result = _validate_mutated("c", job, "mbv2_chain.c", C_MUTATIONS.get(mutation), seed=5)
@@ -129,7 +129,7 @@ def test_dump_writes_each_op_beside_its_reference_and_shows_where_a_chain_goes_w
 
     from kernelgen.cli import main
 
-    require_tools("gcc")
+    require_tools(*toolchain("c"))
     path = tmp_path / "chain4.yaml"
     path.write_text(CHAIN.replace("targets: [opencl, vulkan]", "targets: [c]"))
     shown = CliRunner().invoke(main, ["validate", str(path), "--dump", str(tmp_path / "dump"), "--seed", "3"])
@@ -166,7 +166,7 @@ HVX_MUTATIONS = {  # the float32 hvx kernel is the plan's loop nest in scalar C,
 @pytest.mark.parametrize("mutation", [None, *HVX_MUTATIONS])
 def test_a_4_op_float_chain_on_hvx_fails_where_it_is_broken(mutation):
     """Under QEMU the driver built with KG_TRACE_INTERMEDIATES writes each intermediate as the kernel stored it."""
-    require_tools("clang-19", "ld.lld-19", "qemu-hexagon")
+    require_tools(*toolchain("hvx"))
     job = api.jobs(api.load_config(CHAIN.replace("targets: [opencl, vulkan]", "targets: [hvx]")), ("hvx",))["hvx"]
     result = _validate_mutated("hvx", job, "chain4.c", HVX_MUTATIONS.get(mutation), seed=12)
     if mutation not in (None, "zeros written"):
@@ -208,7 +208,7 @@ targets: [hvx]
 def test_a_uint8_hvx_chain_is_checked_op_by_op_on_its_own_intermediates(broken):
     """The uint8 kernel built with KG_TRACE_INTERMEDIATES stores each intermediate once a stripe holds all its
     channels; an op one step off in the middle of the chain fails there, named by its op."""
-    require_tools("clang-19", "ld.lld-19", "qemu-hexagon")
+    require_tools(*toolchain("hvx"))
     job = api.jobs(api.load_config(U8_CHAIN), ("hvx",))["hvx"]
     text = job.files["u8chain.c"]
     if broken:

@@ -29,6 +29,7 @@ from kernelgen.onnx.importer import import_model
 from kernelgen.onnx.oracle import weights as model_weights
 from kernelgen.targets.c.toolchain import build_shared
 
+from builders import toolchain
 from conftest import SMALL_UINT8, requires_tool
 from onnx_models import Builder
 
@@ -259,7 +260,7 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(apart.max() / np.abs(want).max())
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_network_c_matches_onnxruntime(imported, driver):
     network, _ = imported
     for seed in (1, 2):
@@ -278,7 +279,7 @@ def test_network_c_matches_onnxruntime(imported, driver):
             assert error <= FLOAT_TOLERANCE, f"seed {seed}: {name} off by {error:.2e} of its largest magnitude"
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_network_h_states_the_arena_plan(imported, driver):
     network, jobs = imported
     arena = plan_arena(network, workspaces(network, jobs))
@@ -287,7 +288,7 @@ def test_network_h_states_the_arena_plan(imported, driver):
     assert driver.macro("HOST_STEPS") == sum(not s.is_kernel for s in network.steps)
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_a_host_step_that_fails_stops_the_run(imported, driver):
     network, _ = imported
     first_host = next(s.index for s in network.steps if not s.is_kernel)

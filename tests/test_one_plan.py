@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import SMALL_UINT8, requires_tool
 
 import kernelgen.api as api
@@ -48,7 +49,7 @@ def test_nothing_outside_the_api_calls_the_planner():
     assert callers == {"api.py", "cli/commands.py", "measure/sweep.py"}
 
 
-@requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
+@requires_tool(*toolchain("hvx"))
 def test_validate_plans_and_renders_once(counts, tmp_path):
     path = tmp_path / "counted.yaml"
     path.write_text(CONFIG)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from builders import toolchain
 from conftest import requires_tool
 
 import kernelgen
@@ -42,7 +43,7 @@ def test_load_plan_and_generate_from_text_and_from_a_file(repo, tmp_path):
     assert callable(kernelgen.plan) and callable(kernelgen.validate)  # importing the modules rebinds nothing
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_validate_and_bench_from_python():
     config = kernelgen.load_config(TEXT)
     result = kernelgen.validate(config, "c", seed=7)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import toolchain
 from conftest import REPO, requires_tool
 
 README = (REPO / "README.md").read_text()
@@ -74,7 +75,7 @@ def test_each_command_runs_as_written(command, scratch):
 
 
 @pytest.mark.slow
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_the_python_api_example_runs_as_written(scratch):
     example = _block("Python API", "python")
     done = _run([sys.executable, "-c", example + "\nassert result.passed and files and rows and outputs['output'].shape == (1, 60, 60, 128)\n"], scratch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import SMALL_UINT8, require_tools
 
 import kernelgen
@@ -24,12 +25,10 @@ ops:
 targets: [{target}]
 """
 UINT8 = SMALL_UINT8.format(name="run_hvx", bias=", bias: true")
-TOOLS = {"c": ("gcc",), "opencl": ("py:pyopencl",), "vulkan": ("glslangValidator", "py:vulkan"),
-         "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon")}
 
 
 def _require(target: str) -> None:
-    require_tools(*TOOLS[target])
+    require_tools(*toolchain(target))
 
 
 def _tensors(config) -> dict[str, np.ndarray]:

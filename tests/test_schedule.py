@@ -1,6 +1,7 @@
 """Issue 7: budget search, software pipelining, halo reuse and pad-value strategies in the planner."""
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import requires_tool
 
 from kernelgen.api import validate
@@ -162,7 +163,7 @@ def _run_c(config, tmp_path, seed: int):
     return job.plan, inputs, output
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_overcompute_changes_no_valid_output_and_padding_holds_its_value(tmp_path):
     over_cfg = parse_config(PADS.format(name="over", inp="{map: nhwc-8c, pad_value: 1.5}",
                                         out="{map: nhwc-8c, pad_value: 0}"))
@@ -180,14 +181,14 @@ def test_overcompute_changes_no_valid_output_and_padding_holds_its_value(tmp_pat
     assert compare(over_cfg, over, "c", 7, inputs, {0xFF: over_out}).passed
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", ["seed000_3x3_double_buffer", "seed000_3x3_halo_reuse"])
 def test_seed000_3x3_pipeline_and_ring_match_numpy_on_c(repo, name):
     result = validate(load_config(repo / "configs" / f"{name}.yaml"), "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-@requires_tool("clang-19", "ld.lld-19", "qemu-hexagon")
+@requires_tool(*toolchain("hvx"))
 @pytest.mark.parametrize("name", ["hvx_seed000_3x3_u8_double_buffer", "hvx_seed000_3x3_u8_halo_reuse"])
 def test_seed000_3x3_pipeline_and_ring_are_bit_exact_on_hvx(repo, name):
     result = validate(load_config(repo / "configs" / f"{name}.yaml"), "hvx")

@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import SMALL_UINT8, require_tools
 from plugin_target import CArgs
 
@@ -77,12 +78,12 @@ def _vulkan_too_few_workgroups(job: Job) -> Job:
 
 # target -> (config template, tools it needs, how to break its kernel so that outputs go unwritten)
 KERNELS = {
-    "c": (float_config, ("gcc",), _c_store_into_the_cache),
-    "c_args": (float_config, ("gcc",), _c_store_into_the_cache),
-    "hvx": (uint8_config, ("clang-19", "ld.lld-19", "qemu-hexagon"),
+    "c": (float_config, toolchain("c"), _c_store_into_the_cache),
+    "c_args": (float_config, toolchain("c"), _c_store_into_the_cache),
+    "hvx": (uint8_config, toolchain("hvx"),
             _drop_first(r"kg_write_back\(output_cache, output, 0, ko_outer, ho_outer\);")),
-    "opencl": (float_config, ("py:pyopencl",), _drop_first(r"vstore\d*\([^;]*output \+[^;]*\);|write_imagef\(output,[^;]*\);")),
-    "vulkan": (vulkan_config, ("glslangValidator", "py:vulkan"), _vulkan_too_few_workgroups),
+    "opencl": (float_config, toolchain("opencl"), _drop_first(r"vstore\d*\([^;]*output \+[^;]*\);|write_imagef\(output,[^;]*\);")),
+    "vulkan": (vulkan_config, toolchain("vulkan"), _vulkan_too_few_workgroups),
 }
 TOOLS = {name: tools for name, (_, tools, _) in KERNELS.items()}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import requires_tool
 from plugin_target import CArgs
 
@@ -75,7 +76,7 @@ def test_build_writes_the_plugin_files_beside_the_bundled_ones(registered, tmp_p
     assert "c_args" in targets.output and "struct of tensor pointers" in targets.output
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_validate_and_bench_run_the_plugin_kernel(registered, tmp_path):
     path = tmp_path / "plugged.yaml"
     path.write_text(CONFIG)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import require_tools, requires_tool
 
 import kernelgen
@@ -39,8 +40,6 @@ SECOND_CONV = {"c": ("/* conv2d #2 into", "KG_FMA(a0_0, x0[ch], w0);", "KG_FMA(a
                "hvx": ("/* conv2d #2 into", "acc[ki] += x *", "acc[ki] -= x *"),
                "opencl": ("/* conv2d #2:", "= fma(", "= fma(-"),
                "vulkan": ("// conv2d #2:", "= fma(", "= fma(-")}
-TOOLS = {"c": ("gcc",), "hvx": ("clang-19", "qemu-hexagon"), "opencl": ("py:pyopencl",),
-         "vulkan": ("py:vulkan", "glslangValidator")}
 
 
 @pytest.fixture
@@ -79,12 +78,12 @@ def _fresh_passes_and_flipped_sign_fails(root: Path, target: str) -> None:
     assert f"{SOURCE[target]} edited" in row["detail"]
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_c_sources_pass_fresh_and_fail_at_the_op_whose_accumulation_is_flipped(built):
     _fresh_passes_and_flipped_sign_fails(built, "c")
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_c_every_accumulation_flipped_fails_at_the_first_op(built):
     """The edit the issue names: `+=` -> `-=` in the c kernel's accumulation (its FMA macros, every op's)."""
     path = built / "out" / "chain3" / "c" / "chain3.c"
@@ -99,11 +98,11 @@ def test_c_every_accumulation_flipped_fails_at_the_first_op(built):
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["hvx", "opencl", "vulkan"])
 def test_sources_pass_fresh_and_fail_edited_on(target, built):
-    require_tools(*TOOLS[target])
+    require_tools(*toolchain(target))
     _fresh_passes_and_flipped_sign_fails(built, target)
 
 
-@requires_tool("gcc")
+@requires_tool(*toolchain("c"))
 def test_dir_may_be_the_config_folder_or_builds_output_and_the_api_takes_it(built):
     for given in (built / "out" / "chain3", built / "out"):
         result, (row,) = _validate(built, "c", given)
