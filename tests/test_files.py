@@ -23,7 +23,8 @@ def test_write_if_changed_keeps_mtime(tmp_path):
 
 
 def test_building_twice_gives_identical_bytes_and_keeps_mtimes(repo, tmp_path):
-    configs = sorted(str(p) for p in (repo / "configs").glob("*.yaml"))
+    # mobilenet_v2_block has all four targets (SPIR-V too): every kind of file a build writes
+    configs = [str(repo / "configs" / "mobilenet_v2_block.yaml"), str(repo / "configs" / "seed000_3x3.yaml")]
     assert CliRunner().invoke(main, ["build", *configs, "-o", str(tmp_path)]).exit_code == 0
     first = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.rglob("*") if p.is_file()}
     time.sleep(0.01)
@@ -45,21 +46,22 @@ def test_depfile_lists_config_templates_and_modules(repo, tmp_path):
 
 
 def test_parallel_builds_into_one_folder_match_a_serial_build(repo, tmp_path):
-    """16 configs, 8 processes at once, one out/: every file complete and equal to a serial build."""
+    """8 configs, 4 processes at once (twice this host's cores), one out/: every file complete and equal to a
+    serial build."""
     configs = []
-    for i in range(16):
+    for i in range(8):
         path = tmp_path / f"cfg{i}.yaml"
         path.write_text(f"name: cfg{i}\ninput: {{shape: [1, {8 + i}, 12, 16], layout: nhwc-8h8w32c}}\n"
                         f"ops: [{{conv2d: {{out_channels: {4 + i}, kernel: 3, pad: 1}}}}]\n")
         configs.append(str(path))
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
     assert CliRunner().invoke(main, ["build", *configs, "-o", str(serial)]).exit_code == 0
-    # Each process builds every config, so all 8 race on every file.
+    # Each process builds every config, so all 4 race on every file.
     procs = [subprocess.Popen([sys.executable, "-m", "kernelgen", "build", *configs, "-o", str(parallel)],
-                              stderr=subprocess.PIPE) for _ in range(8)]
+                              stderr=subprocess.PIPE) for _ in range(4)]
     assert all(p.wait() == 0 for p in procs)
     want = {p.relative_to(serial): p.read_bytes() for p in serial.rglob("*") if p.is_file()}
     got = {p.relative_to(parallel): p.read_bytes() for p in parallel.rglob("*") if p.is_file()}
-    assert got == want and len(want) == 16 * 3
+    assert got == want and len(want) == 8 * 3
     assert not [p for p in parallel.rglob(".*.tmp")]
     os.sync()

@@ -36,6 +36,7 @@ def _run(args: list[str]):
     return result
 
 
+@pytest.mark.slow  # 250 plans and builds; test_hostile_inputs.py holds the hostile cases found, one by one
 @fuzz_settings(ci_examples=250)
 @given(raw=hostile_texts())
 def test_hostile_configs_end_in_exit_0_or_a_clean_exit_2(raw, tmp_path_factory):
@@ -78,6 +79,7 @@ def _options_texts(draw):
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
+@pytest.mark.slow  # 40 builds for every target; test_error_places.py holds the places one by one
 @fuzz_settings(ci_examples=40)
 @given(text=_options_texts())
 def test_each_error_is_at_its_own_key_in_the_file(text, tmp_path_factory):

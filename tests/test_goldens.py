@@ -2,6 +2,8 @@
 (they depend on the installed glslang's version, so they are never goldens)."""
 import shutil
 
+import pytest
+
 from click.testing import CliRunner
 
 from kernelgen.cli import main
@@ -11,6 +13,7 @@ def _configs(repo):
     return sorted(str(p) for p in (repo / "configs").glob("*.yaml"))
 
 
+@pytest.mark.slow  # every config built, SPIR-V compiled; test_check_passes_on_goldens renders the same text
 def test_goldens_are_up_to_date(repo, tmp_path):
     result = CliRunner().invoke(main, ["build", *_configs(repo), "-o", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -443,6 +443,7 @@ def _float_requants(scales) -> tuple:
     return tuple(of_scale(scale) for scale in scales)
 
 
+@pytest.mark.slow  # every accumulator up to 2^24 and beyond, for 18 scales: tens of millions of values
 def test_float_split_computes_onnxruntimes_rounding_for_every_accumulator():
     """The hvx kernel's integer steps (FloatSplit.emulate, the same sequence the template emits) against numpy's
     float32 rint(f32(acc) * S) on every accumulator whose result is not saturated, for scales over the whole
@@ -512,6 +513,7 @@ def _tie_case(per_channel: bool):
     return parse_config(text, "ties.yaml"), x, w, bias, (s_x, s_w, s_y)
 
 
+@pytest.mark.slow  # the search for accumulators whose float32 product is exactly half-way (_half_way)
 @requires_tool("py:onnx", "py:onnxruntime")
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_float32_reference_is_onnxruntimes_qlinearconv_at_its_double_roundings(per_channel):

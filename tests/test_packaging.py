@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, requires_tool
 
+# Each test builds a wheel, an editable install or a fresh checkout copy and runs kernelgen from it in a child
+# process (seconds of pip and interpreter start-up each): slow.
+pytestmark = pytest.mark.slow
+
 SOURCES = ("pyproject.toml", "README.md", "kernelgen", "templates", "schema")
 MARK = "/* this checkout's template */"
 
