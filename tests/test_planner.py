@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from builders import Case, make_config
 
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
@@ -49,15 +50,14 @@ def test_plan_json_has_the_contract_keys(repo):
     assert report["loops"][0]["var"] == "ko_outer" and report["loops"][0]["extent"] == 2
 
 
-def _config(ops: str, shape="[1, 20, 18, 40]", layout="NHWC", out="NHWC", schedule="{}") -> str:
-    return f"name: t\ninput: {{shape: {shape}, layout: {layout}}}\nops:\n{ops}\noutput: {{layout: {out}}}\n" \
-           f"schedule: {schedule}\n"
+def _config(ops: list[str], schedule: str):
+    """conv2d `ops` over a 20x18x40 NHWC input, under `schedule`."""
+    return make_config("t", Case([1, 20, 18, 40], ops, schedule=schedule))
 
 
 def test_halo_rows_follow_stride_dilation_and_chain():
-    cfg = parse_config(_config("  - conv2d: {out_channels: 8, kernel: 3, stride: 2, pad: 1}\n"
-                               "  - conv2d: {out_channels: 8, kernel: 3, dilation: 2, pad: 2}",
-                               schedule="{h_split: 1, h_block: 4}"))
+    cfg = _config(["{out_channels: 8, kernel: 3, stride: 2, pad: 1}",
+                   "{out_channels: 8, kernel: 3, dilation: 2, pad: 2}"], schedule="{h_split: 1, h_block: 4}")
     p = plan(cfg)
     # 4 output rows of conv #2 need (4-1)*1 + 5 = 8 rows of conv #1, which need (8-1)*2 + 3 = 17 input rows.
     assert p.cache("temp_output").logical_shape[1] == 8
@@ -68,7 +68,7 @@ def test_halo_rows_follow_stride_dilation_and_chain():
 
 
 def test_splits_that_do_not_divide_get_guards():
-    cfg = parse_config(_config("  - conv2d: {out_channels: 40, kernel: 3}", schedule="{k_split: 1, h_split: 2, k_block: 16}"))
+    cfg = _config(["{out_channels: 40, kernel: 3}"], schedule="{k_split: 1, h_split: 2, k_block: 16}")
     p = plan(cfg)
     guards = []
 
@@ -92,7 +92,7 @@ def test_executed_work_counts_recompute(repo):
 
 def test_k_split_larger_than_the_tensor_is_rejected():
     with pytest.raises(ConfigError, match=r"schedule.k_split: expected at most 1"):
-        parse_config(_config("  - conv2d: {out_channels: 20, kernel: 1}", schedule="{k_split: 2}"))
+        _config(["{out_channels: 20, kernel: 1}"], schedule="{k_split: 2}")
 
 
 def _seed_3x3(repo, schedule: str) -> str:
