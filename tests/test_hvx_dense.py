@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from builders import toolchain
+from builders import Case, config_text, toolchain
 from conftest import requires_tool
 
 from kernelgen.api import parse_config
@@ -111,10 +111,10 @@ def test_a_kernel_row_needs_4_pixels_for_the_next_steps_filter_loads():
 
 def _config(shape, ops: list[str], *, schedule: str = "{k_split: 1, h_split: 1}", hvx: str = "{arch: v66}",
             extra: str = "") -> str:
-    lines = "".join(f"  - conv2d: {{{op}, filter_layout: oihw-8i32o4i}}\n" for op in ops)
-    return (f"name: dense\ndtype: uint8\ninput: {{shape: {list(shape)}, layout: nhwc-8h8w32c}}\n"
-            f"quant: {{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8{extra}}}\nops:\n{lines}"
-            f"output: {{layout: nhwc-8h8w32c}}\nschedule: {schedule}\nhvx: {hvx}\ntargets: [hvx]\n")
+    quant = f"{{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8{extra}}}"
+    return config_text("dense", Case(shape, [f"{{{op}, filter_layout: oihw-8i32o4i}}" for op in ops], "nhwc-8h8w32c",
+                                     "nhwc-8h8w32c", schedule, dtype="uint8", blocks=(("quant", quant), ("hvx", hvx)),
+                                     targets="[hvx]"))
 
 
 def _scales(k: int, seed: int = 0) -> str:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from builders import toolchain
+from builders import Case, config_text, toolchain
 from conftest import requires_tool
 
 from kernelgen import reference_quant
@@ -24,10 +24,10 @@ BLOCKED = "filter_layout: oihw-8i32o4i"
 
 
 def _config(ops: list[str], shape=(1, 12, 10, 40), extra: str = "") -> str:
-    lines = "".join(f"  - conv2d: {{{op}, {BLOCKED}}}\n" for op in ops)
-    return (f"name: q\ndtype: uint8\ninput: {{shape: {list(shape)}, layout: nhwc-8h8w32c}}\n"
-            f"quant: {{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8}}\n{extra}ops:\n{lines}"
-            "output: {layout: nhwc-8h8w32c}\nschedule: {k_split: 1, h_block: 2, h_split: 2}\ntargets: [hvx]\n")
+    case = Case(shape, [f"{{{op}, {BLOCKED}}}" for op in ops], "nhwc-8h8w32c", "nhwc-8h8w32c",
+                "{k_split: 1, h_block: 2, h_split: 2}", dtype="uint8", targets="[hvx]",
+                blocks=(("quant", "{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8}"),))
+    return config_text("q", case) + extra
 
 
 def _validate(config, seed: int):
