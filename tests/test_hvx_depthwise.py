@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from builders import toolchain
+from builders import Case, config_text, toolchain
 from conftest import requires_tool
 
 from kernelgen.api import parse_config
@@ -35,12 +35,12 @@ def _config(shape, stride, schedule: str = "{k_split: 1, h_block: 4}", extra: st
             arch: str = "v66", uniform: bool = False) -> str:
     n, h, w, c = shape
     scales = ", ".join(f"{s:.5f}" for s in np.random.default_rng(c).uniform(0.0015, 0.004, 1 if uniform else c))
-    return (f"name: dw{c}\ndtype: uint8\ninput: {{shape: [{n}, {h}, {w}, {c}], layout: nhwc-8h8w32c}}\n"
-            "quant: {input_scale: 0.05, input_zero_point: 128, weight_dtype: int8}\nops:\n"
-            f"  - conv2d: {{out_channels: {c}, kernel: 3, stride: {stride}, pad: 1, groups: {c}, bias: true{extra}, "
-            f"filter_layout: oihw-8i32o4i, quant: {{weight_scale: [{scales}], output_scale: 0.03, "
-            "output_zero_point: 5}}\n"
-            f"output: {{layout: nhwc-8h8w32c}}\nschedule: {schedule}\nhvx: {{arch: {arch}}}\ntargets: [hvx]\n")
+    op = (f"{{out_channels: {c}, kernel: 3, stride: {stride}, pad: 1, groups: {c}, bias: true{extra}, "
+          f"filter_layout: oihw-8i32o4i, quant: {{weight_scale: [{scales}], output_scale: 0.03, "
+          "output_zero_point: 5}}")
+    quant = "{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8}"
+    return config_text(f"dw{c}", Case([n, h, w, c], [op], "nhwc-8h8w32c", "nhwc-8h8w32c", schedule, dtype="uint8",
+                                      blocks=(("quant", quant), ("hvx", f"{{arch: {arch}}}")), targets="[hvx]"))
 
 
 SWEEP_CASES = [  # (input shape, stride, schedule)
