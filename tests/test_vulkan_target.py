@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import Case, config_text, make_config
 from conftest import requires_tool
 
 from kernelgen.api import load_config, parse_config
@@ -26,8 +27,13 @@ VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
 PAD4 = '{map: "n, h, w, c -> n, h, w, c // 4, c % 4", pad_value: 0}'
 PAD4_OUT = '{map: "n, h, w, c -> n, h, w, c // 4, c % 4", pad_value: -2.5}'
 
+def _case(shape, ops, input_layout: str, output_layout: str, options: str, dtype: str) -> Case:
+    return Case(shape, ops, input_layout, output_layout, None, dtype=dtype, blocks=(("vulkan", options),),
+                targets="[vulkan]")
+
+
 # name: (input shape, [conv2d flow maps], input layout, output layout, vulkan options, dtype)
-MATRIX = {
+MATRIX = {name: _case(*row) for name, row in {
     "k1_tile_equal": ([1, 8, 16, 16], ["{out_channels: 64, kernel: 1, filter_layout: HWIO}"], "NHWC", "NHWC",
                       "{ivc_tile: [2, 8, 8], wg_size: [8, 1, 1]}", "float32"),
     "k3_pad1_tiles_not_dividing": ([1, 10, 9, 8], ["{out_channels: 20, kernel: 3, pad: 1, filter_layout: HWIO}"],
@@ -126,18 +132,11 @@ MATRIX = {
     "fp16_chain_tail_channels": ([1, 9, 10, 6], ["{out_channels: 10, kernel: 3, filter_layout: HWIO}",
                                                  "{out_channels: 5, kernel: 3, stride: 2, pad: 1}"], PAD4, "NHWC",
                                  "{ivc_tile: [2, 2, 4]}", "float16"),
-}
-
-
-def _yaml(name: str, case) -> str:
-    shape, ops, in_layout, out_layout, options, dtype = case
-    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
-    return (f"name: {name}\ndtype: {dtype}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
-            f"output: {{layout: {out_layout}}}\nvulkan: {options}\ntargets: [vulkan]\n")
+}.items()}
 
 
 def _config(name):
-    return parse_config(_yaml(name, MATRIX[name]), f"{name}.yaml")
+    return make_config(name, MATRIX[name])
 
 
 def _glsl(config) -> str:
@@ -211,13 +210,13 @@ def test_wide_store_without_shader_int64_stores_each_chunk_of_a_pair():
     vk = plan_vulkan(config, plan(config))
     assert [(op.lane_chunks, op.pair_index, op.store_chunks) for op in vk.ops] == [(2, "", 1), (2, "", 1)]
     assert not vk.int64 and "GL_ARB_gpu_shader_int64" not in _glsl(config) and "uint64_t" not in _glsl(config)
-    lavapipe = parse_config(_yaml("wide", MATRIX["wide_store_without_int64"]).replace("mali-valhall", "lavapipe"),
+    lavapipe = parse_config(config_text("wide", MATRIX["wide_store_without_int64"]).replace("mali-valhall", "lavapipe"),
                             "wide.yaml")
     assert plan_vulkan(lavapipe, plan(lavapipe)).int64  # where the profile has it: 64-bit words
 
 
 def test_wide_store_needs_pairs_in_the_tile():
-    text = _yaml("bad", MATRIX["wide_store_ragged"]).replace("ivc_tile: [2, 4, 16]", "ivc_tile: [2, 4, 12]")
+    text = config_text("bad", MATRIX["wide_store_ragged"]).replace("ivc_tile: [2, 4, 16]", "ivc_tile: [2, 4, 12]")
     config = parse_config(text, "bad.yaml")
     with pytest.raises(ConfigError, match="multiple of 8 .wide_store owns chunk pairs."):
         plan_vulkan(config, plan(config))
@@ -261,14 +260,14 @@ def test_layout_vec4_detection():
 
 
 def test_bad_tile_is_a_config_error():
-    text = _yaml("bad", MATRIX["k1_tile_equal"]).replace("ivc_tile: [2, 8, 8]", "ivc_tile: [2, 8, 6]")
+    text = config_text("bad", MATRIX["k1_tile_equal"]).replace("ivc_tile: [2, 8, 8]", "ivc_tile: [2, 8, 6]")
     config = parse_config(text, "bad.yaml")
     with pytest.raises(ConfigError, match="multiple of 4"):
         plan_vulkan(config, plan(config))
 
 
 def test_pad_value_beyond_channel_padding_is_a_config_error():
-    text = _yaml("blocked_pad", MATRIX["k1_tile_equal"]).replace(
+    text = config_text("blocked_pad", MATRIX["k1_tile_equal"]).replace(
         "output: {layout: NHWC}", "output: {layout: {map: nhwc-8h8w32c, pad_value: 1.0}}")
     config = parse_config(text.replace("shape: [1, 8, 16, 16]", "shape: [1, 6, 16, 16]"), "blocked_pad.yaml")
     with pytest.raises(ConfigError, match="only into channel padding"):
