@@ -12,10 +12,11 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
+from builders import Case, config_text, make_config
 from conftest import requires_tool
 
 from kernelgen.cli import main
-from kernelgen.api import load_config, parse_config
+from kernelgen.api import load_config
 from kernelgen.errors import ConfigError
 from kernelgen.targets.opencl.plan import plan_opencl
 from kernelgen.planner import plan
@@ -147,19 +148,18 @@ MATRIX = {
 }
 
 
-def _yaml(name: str, case, targets: str = "[opencl]") -> str:
-    shape, ops, in_layout, out_layout, options, dtype = case
+def _case(shape, ops, in_layout: str, out_layout: str, options: str, dtype: str) -> Case:
+    """A matrix row as a Case, under schedule {k_block: 4}."""
     if "|" in in_layout and "variant" not in options and "device" not in options:
         # pocl-cpu's profile puts texture maps in buffers; a matrix case with one runs the texture variant
         options = "{variant: texture" + (", " + options[1:] if options != "{}" else "}")
-    op_lines = "".join(f"  - conv2d: {op}\n" for op in ops)
-    return (f"name: {name}\ndtype: {dtype}\ninput: {{shape: {shape}, layout: {in_layout}}}\nops:\n{op_lines}"
-            f"output: {{layout: {out_layout}}}\nschedule: {{k_block: 4}}\nopencl: {options}\ntargets: {targets}\n")
+    return Case(shape, ops, in_layout, out_layout, "{k_block: 4}", dtype=dtype, blocks=(("opencl", options),),
+                targets="[opencl]")
 
 
 def _config(name: str, **overrides):
     case = dict(zip(("shape", "ops", "in_layout", "out_layout", "options", "dtype"), MATRIX[name])) | overrides
-    return parse_config(_yaml(name, tuple(case.values())), f"{name}.yaml")
+    return make_config(name, _case(*case.values()))
 
 
 @requires_tool("py:pyopencl")
@@ -246,8 +246,9 @@ def test_global_size_is_a_multiple_of_the_local_size_and_covers_the_output():
 def test_texture_over_the_image_limit_is_a_config_error(tmp_path):
     """Seed 002's output in NCHW4c is 256 x 16384 texels; the same shape of error, scaled down, where folding
     cannot help either (twice as wide is over the width): an explicit `variant: texture` is refused."""
-    (tmp_path / "big.yaml").write_text(_yaml("big", ([1, 40, 30, 16], ["{out_channels: 64, kernel: 3}"], NCHW4C,
-                                                     NCHW4C, "{variant: texture, image_limit: [40, 512]}", "float32")))
+    big = _case([1, 40, 30, 16], ["{out_channels: 64, kernel: 3}"], NCHW4C, NCHW4C,
+                "{variant: texture, image_limit: [40, 512]}", "float32")
+    (tmp_path / "big.yaml").write_text(config_text("big", big))
     result = CliRunner().invoke(main, ["build", str(tmp_path / "big.yaml"), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert "output texture would be 28x608 texels" in result.output and "limit 40x512" in result.output
