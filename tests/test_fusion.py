@@ -65,7 +65,7 @@ def _import(tmp_path, *args: str, size: int = 56) -> tuple[object, list]:
 
 
 # Slow: ~90 candidate groups planned by the budget search at 56x56. The quick set keeps the cuts by
-# --max-group-ops and --cut (below, at 14x14) and hvx's grouping by cost (test_network.py).
+# --max-group-ops and --cut (below, at 8x8) and hvx's grouping by cost (test_network.py).
 @pytest.mark.slow
 @requires_tool("py:onnx")
 def test_a_mobilenet_stage_is_cut_by_cost_within_the_budget(tmp_path):
@@ -86,12 +86,12 @@ def test_a_mobilenet_stage_is_cut_by_cost_within_the_budget(tmp_path):
 
 @requires_tool("py:onnx")
 def test_max_group_ops_and_cuts_narrow_the_choice(tmp_path):
-    result, paths = _import(tmp_path, "--max-group-ops", "1", size=14)
+    result, paths = _import(tmp_path, "--max-group-ops", "1", size=8)
     assert result.exit_code == 0, result.output
     # one conv per kernel, but a block with a residual add keeps its three convs (the add reads the block input)
     assert sorted(len(load_config(p).ops) for p in paths) == [1] * 6 + [3, 3]
     assert result.output.count("one kernel although more than --max-group-ops 1 ops") == 2
-    result, paths = _import(tmp_path / "cut", "--max-group-ops", "3", "--cut", "b0_dw", "--cut", "b2_dw", size=14)
+    result, paths = _import(tmp_path / "cut", "--max-group-ops", "3", "--cut", "b0_dw", "--cut", "b2_dw", size=8)
     assert result.exit_code == 0, result.output
     configs = [load_config(p) for p in paths]
     assert all(len(c.ops) <= 3 for c in configs)
