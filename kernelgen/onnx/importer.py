@@ -19,13 +19,14 @@ from typing import Callable
 from ..errors import ConfigError
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose, unplannable
 from . import layers
+from .activations import activation as fused_activation
+from .converters import float_op, is_conv, quantized_op
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
 from .names import Namer
 from .network_writer import network_yaml
 from .qchain import QUANT_LAYOUT, own_nodes, qchain, qfusable, qsides, quant_yaml
 from .qchain import _cut_escapes as cut_quantized_escapes
-from .qlayers import qop
-from .quant import QConv, qconv
+from .quant import QConv
 
 
 @dataclass
@@ -84,12 +85,12 @@ def conv_dtypes(graph: Graph) -> dict[str, tuple[str, ...]]:
     (a dtype with none is left out). What the command line chooses targets by."""
     found: dict[str, list[str]] = {}
     for index, node in enumerate(graph.nodes):
-        if node.op_type not in ("Conv", "QLinearConv"):
+        if not is_conv(graph, index):
             continue
-        quantized = qconv(graph, index)
+        quantized = quantized_op(graph, index)
         if isinstance(quantized, QConv):
             found.setdefault("uint8", []).append(node_id(node))
-        elif quantized is None and isinstance(graph.conv(index), ConvNode):
+        elif quantized is None and isinstance(float_op(graph, index), tuple):
             found.setdefault("float32", []).append(node_id(node))
     return {dtype: tuple(ids) for dtype, ids in found.items()}
 
@@ -115,36 +116,24 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
     why_not: dict[int, str] = {}
     configs: list[ImportedConfig] = []
     notes: list[str] = []
-    for index, node in enumerate(graph.nodes):
+    for index in range(len(graph.nodes)):
         if index in taken or index in why_not:  # why_not: an op a chain before left out (it cannot be a kernel)
             continue
-        if node.op_type not in ("Conv", "QLinearConv"):
-            quantized = qop(graph, index)  # a quantized pool, Mul or Gemm starts a uint8 chain too
-            if isinstance(quantized, QConv) and not taken & own_nodes(graph, quantized):
-                _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes,
-                                why_not)
-                continue
-            start = layers.op_at(graph, index)
-            if isinstance(start, str):
-                why_not[index] = start
-            elif start is not None and not taken & {*start[0], start[1]}:
-                _take(graph, _group(graph, start, taken), path, out_dir, targets, fusion, namer, taken, configs,
-                      notes, why_not)
-            continue
-        quantized = qconv(graph, index)
-        if isinstance(quantized, str):
-            why_not[index] = quantized
-            continue
-        if quantized is not None:  # QLinearConv, or DequantizeLinear -> Conv -> QuantizeLinear: a uint8 config
+        conv = is_conv(graph, index)
+        quantized = quantized_op(graph, index)  # QLinearConv, a QDQ conv, pool, Mul or Gemm: a uint8 chain
+        if isinstance(quantized, QConv) and (conv or not taken & own_nodes(graph, quantized)):
             _take_quantized(graph, quantized, path, out_dir, quant_targets, fusion, namer, taken, configs, notes,
                             why_not)
             continue
-        conv = graph.conv(index)
-        if isinstance(conv, str):
-            why_not[index] = conv
+        if isinstance(quantized, str) and conv:
+            why_not[index] = quantized
             continue
-        _take(graph, _group(graph, ([], index, conv), taken), path, out_dir, targets, fusion, namer, taken, configs,
-              notes, why_not)
+        start = float_op(graph, index)
+        if isinstance(start, str):
+            why_not[index] = start
+        elif start is not None and not taken & {*start[0], start[1]}:
+            _take(graph, _group(graph, start, taken), path, out_dir, targets, fusion, namer, taken, configs,
+                  notes, why_not)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
     manifest, why, converted = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
@@ -246,8 +235,8 @@ def _group(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
                 tensor = graph.nodes[reader].output[0]
                 op.members.append(reader)
                 reader = graph.sole_consumer(tensor)
-        if not pool and reader is not None and graph.activation(reader) is not None:
-            op.activation = graph.activation(reader)
+        if not pool and reader is not None and fused_activation(graph, reader) is not None:
+            op.activation = fused_activation(graph, reader)
             op.members.append(reader)
             tensor = graph.nodes[reader].output[0]
         op.out = tensor
@@ -256,7 +245,7 @@ def _group(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
         # the next op: the one conv, pool or classifier reading this result; other readers must be Adds a later
         # op folds in
         readers = graph.consumers.get(tensor, ())
-        following = [(r, found) for r in readers for found in (layers.op_at(graph, r, tensor),) if found is not None]
+        following = [(r, found) for r in readers for found in (float_op(graph, r, tensor),) if found is not None]
         if len(following) != 1 or tensor in graph.outputs or any(
                 graph.nodes[r].op_type != "Add" for r in readers if r != following[0][0]):
             break

@@ -11,7 +11,8 @@ import numpy as np
 
 from . import layers
 from .graph import Graph
-from .qlayers import qnext, qop
+from .converters import quantized_op
+from .qlayers import qnext
 from .quant import QConv, with_gate, with_residual
 
 QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
@@ -40,7 +41,7 @@ def qchain(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
     ops = [with_gate(graph, with_residual(graph, first, taken), taken)]
     while True:
         following = qnext(graph, ops[-1].out_q)
-        op = qop(graph, following[0]) if following is not None else None
+        op = quantized_op(graph, following[0]) if following is not None else None
         weighted = next((o for o in ops if o.weights is not None), None)
         if not isinstance(op, QConv) or op.in_q != ops[-1].out_q or taken & own_nodes(graph, op) or (
                 op.weights is not None and weighted is not None and (
