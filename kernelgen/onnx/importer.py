@@ -9,7 +9,6 @@ Configs are named by names.py.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,10 +20,12 @@ from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose, unplann
 from . import layers
 from .activations import activation as fused_activation
 from .converters import float_op, is_conv, quantized_op
+from .config_text import config_text
 from .graph import ConvNode, Graph, OnnxError, node_id, read_graph
+from .group_config import GroupConfig, Op, Side
 from .names import Namer
 from .network_writer import network_yaml
-from .qchain import QUANT_LAYOUT, own_nodes, qchain, qfusable, qsides, quant_yaml
+from .qchain import QUANT_LAYOUT, own_nodes, qchain, qfusable, qsides, quant_group
 from .qchain import _cut_escapes as cut_quantized_escapes
 from .quant import QConv
 
@@ -43,7 +44,7 @@ class _Op:
 @dataclass(frozen=True, slots=True)
 class ImportedConfig:
     name: str
-    text: str  # the YAML file
+    config: GroupConfig  # what its YAML file says (config_text)
     nodes: tuple[str, ...]  # source.nodes: each node once, graph order
     group: GroupCost | None = None  # a cost-chosen group's estimate (fusion.py)
     input: str = ""  # the ONNX tensor the kernel reads (a uint8 config: the quantized one)
@@ -52,6 +53,11 @@ class ImportedConfig:
     members: tuple[int, ...] = ()  # indices of the graph nodes it computes
     layout: str = "NCHW"  # how it holds its input and output
     ops: tuple[str, ...] = ()  # the op type of each node, parallel to nodes
+
+    @property
+    def text(self) -> str:
+        """The YAML file."""
+        return config_text(self.config)
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ class Imported:
     converted: tuple[str, ...] = ()  # QuantizeLinear / DequantizeLinear nodes the network's convert steps run
 
 
-GroupCoster = Callable[[str], GroupCost]  # a candidate group's config text (schedule: auto) -> its cost
+GroupCoster = Callable[[GroupConfig], GroupCost]  # a candidate group (schedule: auto) -> its cost
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,9 @@ class Fusion:
     max_ops: int = DEFAULT_MAX_OPS
     cut_after: frozenset[str] = frozenset()  # node names (or first outputs) a group must end at
     quant_coster: GroupCoster | None = None  # quantized chains: their (hvx) configs' cost
-    # without a coster: a config's text -> why the planner rejects it ("" : it plans), so that an op it rejects
+    # without a coster: a candidate group -> why the planner rejects it ("" : it plans), so that an op it rejects
     # alone still ends its chain and is left to onnxruntime
-    check: Callable[[str], str] | None = None
+    check: Callable[[GroupConfig], str] | None = None
 
 
 def conv_dtypes(graph: Graph) -> dict[str, tuple[str, ...]]:
@@ -154,8 +160,8 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
     cost = _chain_cost(graph, chain, model_path, targets, fusion)
     if cost is None and fusion.check is not None:  # no cost search (one group): each op alone must plan
         alone = (k for k, op in enumerate(chain) if op.residual is None or op.residual >= k or op.side)
-        why = next(((k, w) for k in alone for w in (fusion.check(_yaml(graph, "group", _sub(chain, k, k + 1),
-                                                                         model_path, (), targets)),) if w), None)
+        why = next(((k, w) for k in alone for w in (fusion.check(_group_config(graph, "group", _sub(chain, k, k + 1),
+                                                                                 model_path, (), targets)),) if w), None)
         if why is not None:
             why_not[chain[why[0]].node] = f"it cannot be a kernel ({why[1]})"
             chain = _cut_escapes(graph, chain[:why[0]])
@@ -173,7 +179,8 @@ def _take(graph: Graph, chain: list[_Op], path: Path, out_dir: str | Path, targe
         members = _members(op.members for op in ops)
         ids = tuple(node_id(graph.nodes[m]) for m in members)
         schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
-        configs.append(ImportedConfig(name=name, text=_yaml(graph, name, ops, model_path, ids, targets, schedule),
+        configs.append(ImportedConfig(name=name, config=_group_config(graph, name, ops, model_path, ids, targets,
+                                                                      schedule),
                                       nodes=ids, group=group.cost, input=_input(graph, ops), output=ops[-1].out,
                                       members=members, ops=_op_types(graph, members), sides=tuple(_sides(ops))))
         notes += _group_notes(name, group)
@@ -199,7 +206,7 @@ def _take_quantized(graph: Graph, first: QConv, path: Path, out_dir: str | Path,
         members = _members(op.members for op in qops)
         name = namer.name([op.start for op in qops])
         ids = tuple(node_id(graph.nodes[m]) for m in members)
-        configs.append(ImportedConfig(name=name, text=quant_yaml(graph, name, qops, model_path, ids, targets),
+        configs.append(ImportedConfig(name=name, config=quant_group(graph, name, qops, model_path, ids, targets),
                                       nodes=ids, group=group.cost, input=qops[0].in_q, output=qops[-1].out_q,
                                       members=members, layout=QUANT_LAYOUT, ops=_op_types(graph, members),
                                       sides=tuple(qsides(qops))))
@@ -301,7 +308,7 @@ def _qsplit(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, t
 
     def cost(start: int, stop: int) -> GroupCost:
         try:
-            return fusion.quant_coster(quant_yaml(graph, "group", chain[start:stop], model_path, (), targets))
+            return fusion.quant_coster(quant_group(graph, "group", chain[start:stop], model_path, (), targets))
         except ConfigError as error:  # never a group of several ops (fusion.choose); one op alone is left out
             problem = error.problems[0]
             return unplannable(f"{problem.key}: {problem.message}" if problem.key else problem.message)
@@ -324,8 +331,8 @@ def _chain_cost(graph: Graph, chain: list[_Op], model_path: str, targets: tuple[
     def cost(start: int, stop: int) -> GroupCost:
         if (start, stop) not in costs:
             try:
-                yaml = _yaml(graph, "group", _sub(chain, start, stop), model_path, (), targets, "auto")
-                costs[(start, stop)] = fusion.coster(yaml)
+                group = _group_config(graph, "group", _sub(chain, start, stop), model_path, (), targets, "auto")
+                costs[(start, stop)] = fusion.coster(group)
             except ConfigError as error:
                 problem = error.problems[0]
                 costs[(start, stop)] = unplannable(f"{problem.key}: {problem.message}" if problem.key
@@ -372,43 +379,30 @@ def _cut_escapes(graph: Graph, ops: list[_Op]) -> list[_Op]:
         # a residual folded into a later op that was just cut off is gone with it; nothing else changes
 
 
-def _yaml(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
-          targets: tuple[str, ...], schedule: str | None = None) -> str:
-    n, c, h, w = (*graph.shapes[_input(graph, ops)], 1, 1)[:4]  # [N, C]: a 1x1 image
-    lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: the model's own weights, "
-             f"NCHW tensors as ONNX stores them",
-             f"name: {name}", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: NCHW}}"]
+def _group_config(graph: Graph, name: str, ops: list[_Op], model_path: str, nodes: tuple[str, ...],
+                  targets: tuple[str, ...], schedule: str | None = None) -> GroupConfig:
     sides = _sides(ops)
-    if sides:
-        lines.append("side_inputs:  # tensors from outside the group: an Add's other branch, a Mul's factors")
-        for tensor, side in sides.items():
-            sn, sc, sh, sw = graph.shapes[tensor]
-            lines.append(f"  {side}: {{shape: [{sn}, {sh}, {sw}, {sc}], layout: NCHW}}  # {json.dumps(tensor)}")
-    lines.append("ops:")
+    entries = []
     for op in ops:
         cv = op.conv
         if cv.kind == "mul":
-            lines.append(f"  - mul: {{by: {sides[cv.scale_by]}}}")
+            entries.append(Op(kind="mul", keys=(("by", sides[cv.scale_by]),)))
             continue
         if cv.kind != "conv2d":
-            lines.append(f"  - {layers.pool_yaml(cv)}")
+            entries.append(layers.pool_entry(cv))
             continue
-        keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
-                f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
-        keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
-        keys += ["bias: true"] if cv.bias else []
-        keys += [f"residual: {'input' if op.residual == 0 else op.residual}"] if op.residual is not None else []
-        keys += [f"residual: {sides[op.side]}"] if op.side else []
-        if op.activation != "none":
-            keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
-        lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += ["output: {layout: NCHW}", *([f"schedule: {schedule}"] if schedule else []),
-              f"targets: [{', '.join(targets)}]"]
-    if nodes:  # a candidate group being costed has no source: it is planned, never run
-        mapped = f", sides: {{{', '.join(f'{v}: {json.dumps(t)}' for t, v in sides.items())}}}" if sides else ""
-        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]"
-                     f"{mapped}}}")
-    return "\n".join(lines) + "\n"
+        keys = [("out_channels", cv.out_channels), ("kernel", cv.kernel), ("stride", cv.stride), ("pad", cv.pad),
+                ("dilation", cv.dilation)]
+        keys += [("groups", cv.groups)] if cv.groups > 1 else []
+        keys += [("bias", True)] if cv.bias else []
+        keys += [("residual", "input" if op.residual == 0 else op.residual)] if op.residual is not None else []
+        keys += [("residual", sides[op.side])] if op.side else []
+        keys += [("activation", op.activation)] if op.activation != "none" else []
+        entries.append(Op(kind="conv2d", keys=tuple(keys)))
+    return GroupConfig(name=name, model=model_path, input_shape=graph.shapes[_input(graph, ops)], layout="NCHW",
+                       ops=tuple(entries), targets=targets, schedule=schedule, nodes=nodes,
+                       sides=tuple(Side(name=side, tensor=tensor, shape=graph.shapes[tensor])
+                                   for tensor, side in sides.items()))
 
 
 def _sides(ops: list[_Op]) -> dict[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import ConvNode, Graph, _attributes
+from .group_config import Op
 
 def pool(graph: Graph, index: int) -> ConvNode | str:
     node = graph.nodes[index]
@@ -172,10 +173,10 @@ def op_input(graph: Graph, index: int, op: ConvNode) -> str:
     return next(t for t in node.input if t != op.scale_by) if op.kind == "mul" else node.input[0]
 
 
-def pool_yaml(pool: ConvNode) -> str:
-    """A pool op's line of a config's ops list."""
+def pool_entry(pool: ConvNode) -> Op:
+    """A pool op's entry of a config's ops list."""
     if pool.kind == "global_avgpool":
-        return "global_avgpool: {}"
-    keys = [f"kernel: {list(pool.kernel)}", f"stride: {list(pool.stride)}", f"pad: {list(pool.pad)}"]
-    keys += [f"count_include_pad: {'true' if pool.count_include_pad else 'false'}"] if pool.kind == "avgpool" else []
-    return f"{pool.kind}: {{{', '.join(keys)}}}"
+        return Op(kind="global_avgpool")
+    keys = [("kernel", pool.kernel), ("stride", pool.stride), ("pad", pool.pad)]
+    keys += [("count_include_pad", pool.count_include_pad)] if pool.kind == "avgpool" else []
+    return Op(kind=pool.kind, keys=tuple(keys))
