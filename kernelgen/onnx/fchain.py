@@ -15,7 +15,7 @@ from .group_config import GroupConfig, Op, Side
 @dataclass
 class ChainOp:
     conv: ConvNode
-    members: list[int]  # node indices folded into this op: [a Flatten,] the Conv, then an Add, then a Relu or Clip
+    members: list[int]  # node indices folded into this op: [a Flatten,] the Conv, then an Add, then an activation
     node: int = -1  # the op's own node (the Conv, pool or Gemm): what names it
     out: str = ""  # the tensor this op's result is in the graph (after the folded nodes)
     residual: int | None = None  # 0: the group's input, K: op K's result

@@ -6,6 +6,10 @@ operand is the group's input or an earlier conv's result folds into `residual` (
 that Add folds in after it: conv, + bias, + residual, activation). Quantized convs (QLinearConv, or QDQ) become
 uint8 configs. Every other node is returned as not imported, with its name, op type and, for a conv, why.
 Configs are named by names.py.
+
+This module walks the model; converters.py says which op types become which ops (float and QDQ forms), fchain.py
+and qchain.py follow float and uint8 chains and make their groups' configs (group_config.GroupConfig), cuts.py
+cuts chains into groups by cost, and config_text.py writes the files.
 """
 from __future__ import annotations
 
@@ -22,8 +26,7 @@ from .graph import Graph, OnnxError, node_id, read_graph
 from .group_config import GroupConfig
 from .names import Namer
 from .network_writer import network_yaml
-from .qchain import QUANT_LAYOUT, own_nodes, qchain, qsides, quant_group
-from .qchain import _cut_escapes as cut_quantized_escapes
+from .qchain import QUANT_LAYOUT, cut_quantized_escapes, own_nodes, qchain, qsides, quant_group
 from .quant import QConv
 
 __all__ = ["Fusion", "GroupCoster", "Imported", "ImportedConfig", "conv_dtypes", "import_graph", "import_model"]

@@ -46,7 +46,7 @@ def qchain(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
                     op.weights.dtype != weighted.weights.dtype or op.weight_zero_point != weighted.weight_zero_point)):
             break
         ops.append(with_gate(graph, with_residual(graph, op, taken), taken))
-    return _cut_escapes(graph, ops)
+    return cut_quantized_escapes(graph, ops)
 
 
 def own_nodes(graph: Graph, op: QConv) -> set[int]:
@@ -55,7 +55,7 @@ def own_nodes(graph: Graph, op: QConv) -> set[int]:
     return {m for m in op.members if graph.nodes[m].op_type != "DequantizeLinear"}
 
 
-def _cut_escapes(graph: Graph, ops: list[QConv]) -> list[QConv]:
+def cut_quantized_escapes(graph: Graph, ops: list[QConv]) -> list[QConv]:
     """Ends a quantized chain at the first op whose result (or its dequantized value) is read outside it."""
     while True:
         members = {m for op in ops for m in op.members}
