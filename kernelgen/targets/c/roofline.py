@@ -68,10 +68,18 @@ class Probes:
         self._lib.peak(self.iterations, self._out.ctypes.data)
         return 8 * 8 * 2 * self.iterations / (time.perf_counter() - start) / 1e9
 
+    @property
+    def triad_bytes(self) -> int:
+        return 3 * self._a.nbytes  # b and c read, a written
+
+    def triad(self) -> None:
+        """One run of the triad: what a benchmark times beside a kernel (measure/probes.py)."""
+        self._lib.triad(self._a.size, self._a.ctypes.data, self._b.ctypes.data, self._c.ctypes.data)
+
     def triad_gbs(self) -> float:
         start = time.perf_counter()
-        self._lib.triad(self._a.size, self._a.ctypes.data, self._b.ctypes.data, self._c.ctypes.data)
-        return 3 * self._a.nbytes / (time.perf_counter() - start) / 1e9
+        self.triad()
+        return self.triad_bytes / (time.perf_counter() - start) / 1e9
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .probes import FmaShape
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeSizes:
+    """The probes' grids on one API's device: the FMA probe's work-groups (a fixed count, or so many per compute
+    unit) and the triad's work-group size."""
+
+    fma_work_group: int
+    fma_groups: int
+    per_compute_unit: bool  # fma_groups per compute unit (OpenCL reports them), else in all
+    triad_work_group: int
+
+    def fma_items(self, compute_units: int = 1) -> int:
+        return self.fma_work_group * self.fma_groups * (compute_units if self.per_compute_unit else 1)
+
 
 @dataclass(frozen=True, slots=True)
 class SweepSpace:
@@ -36,3 +52,27 @@ LAVAPIPE_SWEEP = SweepSpace(((1, 16, 16), (2, 8, 16), (4, 4, 16), (8, 2, 16), (1
 GPU_SWEEP = SweepSpace(((1, 2, 4), (2, 2, 4), (2, 4, 4), (1, 4, 8), (2, 4, 8), (4, 4, 4)),
                        ((16, 4, 1), (64, 1, 1), (8, 8, 1)))
 VULKAN_SWEEPS = {"lavapipe": LAVAPIPE_SWEEP}  # every other Vulkan profile: GPU_SWEEP
+
+
+# The FMA probe's candidate shapes on each API's device here (gpu/probes.py FmaShape: lanes, accumulators, unroll,
+# steps); the core times each once per device and keeps the fastest (measure/probes.py).
+# PoCL: 128 lanes of independent chains each: 8 x float16 (AVX-512's 16 lanes), 16 x float8 (AVX2's 8). On an
+# AVX-512 CPU float16 chains run at twice the rate of float8 ones (424 against 226 GFLOP/s on 2 cores here), on an
+# AVX2 CPU a float16 is two registers.
+OPENCL_FMA_SHAPES = (FmaShape(16, 8, 1, 4096), FmaShape(8, 16, 1, 4096))
+# lavapipe runs 8 (AVX2) or 16 (AVX-512) invocations per vector register, so a vec4 accumulator takes 4 registers
+# and a float one 1:
+# - AVX-512 (32 registers, Mesa with FMA): 3 vec4 accumulators ran at 152 GFLOP/s against 121 for 2 (72 for 1;
+#   4 spilled: 66).
+# - AVX2 Zen2 with Mesa 22.3 / LLVM 15: lavapipe lowers fma() to vmulps + vaddps (no vfmadd in the JIT's code),
+#   and LLVM emits each accumulator's chain back to back, so the core overlaps only the chains its reorder window
+#   holds: one vec4 (4 chains of 64 steps) read 67 GFLOP/s where 2 and 3 vec4 read 23, and 12 float chains of 4
+#   steps per trip 33-41.
+# 16,384 steps per accumulator for every shape: far below lavapipe's 65,535 back-edges a loop.
+VULKAN_FMA_SHAPES = (FmaShape(4, 1, 64, 16384), FmaShape(4, 2, 64, 16384), FmaShape(4, 3, 64, 16384),
+                     FmaShape(1, 8, 8, 16384), FmaShape(1, 12, 4, 16384))
+
+# PoCL: many more groups than compute units, so every core stays busy.
+OPENCL_PROBE_SIZES = ProbeSizes(fma_work_group=64, fma_groups=16, per_compute_unit=True, triad_work_group=256)
+# lavapipe: 0.5-3.2 GFLOP per FMA dispatch: 20-50 ms here.
+VULKAN_PROBE_SIZES = ProbeSizes(fma_work_group=64, fma_groups=128, per_compute_unit=False, triad_work_group=64)

@@ -93,11 +93,6 @@ def status() -> tuple[ToolStatus, ...]:
             _device_status())
 
 
-def available() -> bool:
-    """Whether compile_glsl, disassemble and VulkanRunner can all work here."""
-    return all(s.found for s in status())
-
-
 def compile_glsl(source: str, *, stage: str = "comp",
                  defines: dict[str, str] | None = None) -> bytes:
     """GLSL source -> validated SPIR-V bytes, cached on disk by content (like ccache).
