@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from conftest import requires_tool
 
 from kernelgen.errors import ToolchainError
-from kernelgen.targets.gpu.profiles import VULKAN_FMA_SHAPES
+from kernelgen.targets.gpu.profiles import VULKAN_FMA_SHAPES, VULKAN_PROBE_SIZES
 from kernelgen.targets.vulkan import device, probes, runtime, toolchain
 
 GLSL_TOOLS = ("glslangValidator", "spirv-val")
@@ -221,7 +222,7 @@ def test_every_fma_probe_shape_runs_the_steps_it_counts(runner, shape):
     lavapipe stopped early (its 65,535 back-edge limit) or that skipped trips stays visibly below 1 (1,000 steps:
     0.37 of the distance left). The result sums the accumulators."""
     assert shape.trips * shape.unroll == 16384 and shape.trips < 65535
-    fma = probes.fma_probe(runner.info, shape, groups=2)
+    fma = probes.fma_probe(runner.info, shape, replace(VULKAN_PROBE_SIZES, fma_groups=2))
     assert fma.work == 2 * 64 * 16384 * shape.accumulators * shape.lanes * 2
     result = runner.run_sequence([fma.kernel.stage(0)], list(fma.kernel.arrays), repeat=1)
     np.testing.assert_allclose(result.outputs[0], shape.accumulators, rtol=1e-4)

@@ -14,7 +14,7 @@ from ...measure.primitives import BANDWIDTH, FMA, Probe
 from ..gpu.api import OPENCL
 from ..gpu.probes import (FMA_C, FMA_M, OPENCL_TEXT, TRIAD_ARRAY_BYTES, TRIAD_VALUES, FmaShape, ProbeKernels,
                           fma_source, triad_grid)
-from ..gpu.profiles import OPENCL_FMA_SHAPES, OPENCL_PROBE_SIZES
+from ..gpu.profiles import OPENCL_FMA_SHAPES, OPENCL_PROBE_SIZES, ProbeSizes
 from .args import BufferArg, Launch, ScalarArg
 from .toolchain import DeviceInfo
 
@@ -26,12 +26,12 @@ class ProbeLaunch:
     tensors: dict[str, BufferArg]
 
 
-def fma_probe(info: DeviceInfo, shape: FmaShape) -> Probe:
-    work_items = OPENCL_PROBE_SIZES.fma_items(info.compute_units)
+def fma_probe(info: DeviceInfo, shape: FmaShape, sizes: ProbeSizes = OPENCL_PROBE_SIZES) -> Probe:
+    work_items = sizes.fma_items(info.compute_units)
     tensors = {"probe_fma": BufferArg(np.zeros((work_items, shape.lanes), np.float32))}
     launch = Launch(fma_source(OPENCL, OPENCL_TEXT, shape), "fma_peak",
                     ("probe_fma", ScalarArg(FMA_M), ScalarArg(FMA_C), ScalarArg(shape.trips, "int32")),
-                    (work_items,), (OPENCL_PROBE_SIZES.fma_work_group,))
+                    (work_items,), (sizes.fma_work_group,))
     return Probe(kind=FMA, work=shape.flops(work_items), device=info.name, shape=shape.name,
                  kernel=ProbeLaunch(launch, tensors))
 

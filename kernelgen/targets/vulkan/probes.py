@@ -15,7 +15,7 @@ from ...measure.primitives import BANDWIDTH, FMA, Probe
 from ..gpu.api import VULKAN
 from ..gpu.probes import (FMA_C, FMA_M, STORAGE_READS, TEXEL_READS, TRIAD_ARRAY_BYTES, TRIAD_VALUES, VULKAN_TEXT,
                           FmaShape, ProbeKernels, fma_source, triad_grid)
-from ..gpu.profiles import VULKAN_FMA_SHAPES, VULKAN_PROBE_SIZES
+from ..gpu.profiles import VULKAN_FMA_SHAPES, VULKAN_PROBE_SIZES, ProbeSizes
 from .device import DeviceInfo
 from .runtime import Stage
 from .toolchain import compile_glsl
@@ -42,11 +42,11 @@ def _spirv(source: str) -> bytes:
     return compile_glsl(source)
 
 
-def fma_probe(info: DeviceInfo, shape: FmaShape, groups: int = VULKAN_PROBE_SIZES.fma_groups) -> Probe:
+def fma_probe(info: DeviceInfo, shape: FmaShape, sizes: ProbeSizes = VULKAN_PROBE_SIZES) -> Probe:
     push = np.array([FMA_M, FMA_C], np.float32).tobytes() + np.uint32(shape.trips).tobytes()
-    invocations = VULKAN_PROBE_SIZES.fma_work_group * groups
-    stage = ProbeStage(_spirv(fma_source(VULKAN, VULKAN_TEXT, shape)), (groups, 1, 1),
-                       (np.zeros((invocations, 4), np.float32),), VULKAN_PROBE_SIZES.fma_work_group, push)
+    invocations = sizes.fma_items()
+    stage = ProbeStage(_spirv(fma_source(VULKAN, VULKAN_TEXT, shape)), (sizes.fma_groups, 1, 1),
+                       (np.zeros((invocations, 4), np.float32),), sizes.fma_work_group, push)
     return Probe(kind=FMA, work=shape.flops(invocations), device=info.name, shape=shape.name, kernel=stage)
 
 
