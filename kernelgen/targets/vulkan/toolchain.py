@@ -1,6 +1,6 @@
 """Vulkan toolchain: GLSL -> SPIR-V (glslangValidator, spirv-val, spirv-dis) and the status
-of every tool the target needs. Devices: device.py; dispatches: runtime.py; the FMA peak
-probe: probe.py.
+of every tool the target needs. Devices: device.py; dispatches: runtime.py; the FMA and
+bandwidth probes: probes.py.
 """
 from __future__ import annotations
 
