@@ -3,6 +3,11 @@ pool grid, one sweep, one probe description for both APIs, each API's difference
 chooses a probe's fastest shape once per device and turns each repeat's probe time into the peak it pairs with."""
 from __future__ import annotations
 
+import json
+import math
+import re
+from pathlib import Path
+
 import pytest
 
 from kernelgen import api
@@ -10,6 +15,7 @@ from kernelgen.measure import probes as core_probes
 from kernelgen.measure.bench import bench, row_of
 from kernelgen.measure.primitives import BANDWIDTH, FMA, Executable, Probe
 from kernelgen.measure.records import BenchOptions, Timings
+from kernelgen.targets import TARGETS
 from kernelgen.targets.base import Target
 from kernelgen.targets.gpu.api import OPENCL, VULKAN
 from kernelgen.targets.gpu.pool import pool_work
@@ -126,3 +132,36 @@ def test_probe_times_become_the_peaks_a_row_pairs():
                                    "  - conv2d: {out_channels: 3, kernel: 3, pad: 1}\n"), ("c",))["c"]
     row = row_of(job, "x", paired, {})
     assert row.peak_gflops == 3.0 and row.ratio == (job.plan.flops / 1e9 / 2.0 + job.plan.flops / 2 / 1e9 / 4.0) / 2
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _golden_configs(target: str) -> list[Path]:
+    return sorted(p for p in (REPO / "configs").glob("*.yaml") if (REPO / "out" / p.stem / target).is_dir())
+
+
+@pytest.mark.parametrize("config", _golden_configs("opencl"), ids=lambda p: p.stem)
+def test_opencl_launches_are_the_ndranges_its_launch_json_lists(config):
+    """The API-neutral records against the committed launch file (written by a template from the same plan):
+    groups x work-group = the NDRange, the tensors its arguments, in order."""
+    job = api.jobs(api.load_config(config.read_text()), ("opencl",))["opencl"]
+    tensors, dispatches = TARGETS["opencl"].launches(job)
+    launch = json.loads((REPO / "out" / config.stem / "opencl" / f"{config.stem}.launch.json").read_text())["launch"]
+    assert [(d.kernel, list(d.tensors), list(d.global_size), list(d.work_group)) for d in dispatches] == \
+        [(k["name"], k["args"], [*k["global_size"], *[1] * (3 - len(k["global_size"]))],
+          [*k["local_size"], *[1] * (3 - len(k["local_size"]))]) for k in launch["kernels"]]
+    assert [(t.name, t.kind, t.elements) for t in tensors] == \
+        [(t["name"], t["kind"], math.prod(t["shape"])) for t in launch["tensors"]]
+
+
+@pytest.mark.parametrize("config", _golden_configs("vulkan"), ids=lambda p: p.stem)
+def test_vulkan_launches_are_the_dispatches_its_dispatch_file_lists(config):
+    job = api.jobs(api.load_config(config.read_text()), ("vulkan",))["vulkan"]
+    tensors, dispatches = TARGETS["vulkan"].launches(job)
+    text = (REPO / "out" / config.stem / "vulkan" / f"{config.stem}.dispatch.txt").read_text()
+    listed = [(int(op), [int(v) for v in groups.split(",")], [int(v) for v in local.split(",")])
+              for op, groups, local in re.findall(r"op (\d+): dispatch \[([\d, ]+)\] x local \[([\d, ]+)\]", text)]
+    assert listed and [(j + 1, list(d.groups), list(d.work_group)) for j, d in enumerate(dispatches)] == listed
+    names = {t.name for t in tensors}
+    assert all(set(d.tensors) <= names for d in dispatches) and "output" in dispatches[-1].tensors

@@ -15,6 +15,7 @@ from ...measure.primitives import Executable, Job, Probe, Traced
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs
 from ..base import Target
+from .dispatch import GpuDispatch, GpuTensor
 from .probes import ProbeKernels
 
 
@@ -66,6 +67,10 @@ class GpuTarget(Target):
 
     dtypes = ("float32", "float16")
     loop_orders = None  # a kernel per op over the whole tensor: no stripe loops, schedule.order does not apply
+
+    @abstractmethod
+    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+        """The job's tensors and its kernels' launches in order, in API-neutral terms (dispatch.py)."""
 
     def run(self, executable: GpuProgram, args: KernelArgs, poison: int) -> np.ndarray:
         return executable.output(args, poison)

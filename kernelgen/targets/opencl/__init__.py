@@ -12,10 +12,11 @@ from ...plan import Plan
 from ...reference import FLOAT32_UNIT_ROUNDOFF, HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job
+from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
 from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
-from .runtime import OpenCLProgram, open_program
+from .runtime import OpenCLProgram, launches, open_program
 from .sweep import sweep_variants
 from .toolchain import status
 
@@ -40,6 +41,9 @@ class OpenCL(GpuTarget):
 
     def compile(self, job: Job, workdir: Path, device: str | None = None) -> OpenCLProgram:
         return open_program(job, device)  # PoCL compiles each program on its first launch
+
+    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+        return launches(job.target_plan)
 
     def roundoff(self, job: Job) -> Roundoff:
         """float16 stores in half; with half arithmetic (the profile's or opencl.half_arithmetic) it also

@@ -13,6 +13,7 @@ import numpy as np
 from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
+from ..gpu.dispatch import GpuDispatch, GpuTensor, three
 from ..gpu.program import GpuProgram
 from .args import Arg, BufferArg, ImageArg, Launch
 from .model import Role, StorageKind
@@ -108,3 +109,11 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
         kept = s.role is Role.OUTPUT or keep_temps and s.role is Role.TEMP
         tensors[s.name] = wrap(np.ascontiguousarray(array), output=kept)
     return tensors
+
+
+def launches(cplan: OpenCLPlan) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    """The storages (images or buffers) and the fp32-arithmetic kernels' NDRanges, API-neutral."""
+    tensors = tuple(GpuTensor(name=s.name, elements=int(np.prod(s.shape)), kind=s.kind.value) for s in cplan.storages)
+    return tensors, tuple(GpuDispatch(kernel=k.name, tensors=k.args, work_group=k.work_group_3d,
+                                      groups=three(tuple(g // w for g, w in zip(k.global_size, k.local_size))))
+                          for k in cplan.kernels)

@@ -16,11 +16,12 @@ from ...plan import Plan
 from ...reference import HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job
+from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
 from .code import COMP_TEMPLATE, compile_ops
 from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
-from .program import VulkanProgram, compile_program, stages
+from .program import VulkanProgram, compile_program, launches, stages
 from .sweep import static_estimate, sweep_variants
 from .toolchain import status
 
@@ -46,6 +47,9 @@ class Vulkan(GpuTarget):
 
     def compile(self, job: Job, workdir: Path, device: str | None = None) -> VulkanProgram:
         return compile_program(job, device)
+
+    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+        return launches(job)
 
     def roundoff(self, job: Job) -> Roundoff:
         """float16 kernels store every tensor in half and accumulate in f16vec4 arithmetic: both round by at

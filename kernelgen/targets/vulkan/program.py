@@ -16,6 +16,7 @@ from ...errors import ToolchainError
 from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
+from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuProgram
 from .code import compile_ops
 from .plan import VulkanPlan
@@ -119,3 +120,15 @@ def compile_program(job: Job, device: str | None) -> VulkanProgram:
 def label(vk: VulkanPlan) -> str:
     """Seed 002's style: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[2x8x16]/WGSize[4x2x2]/f32."""
     return " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
+
+
+def launches(job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    """The buffers and one dispatch per op (its SPIR-V module, <name>.op<j>.spv), API-neutral; how each binding is
+    read (storage or texel) is the stage's (stages())."""
+    vk: VulkanPlan = job.target_plan
+    names = [b.name for b in vk.buffers]
+    bound = [(op.src, op.dst, *((op.scale,) if op.scale >= 0 else ())) if op.is_pool else
+             (op.src, op.filter, op.dst, *(b for b in (op.bias, op.res_buffer) if b >= 0)) for op in vk.ops]
+    return (tuple(GpuTensor(name=b.name, elements=b.elements, kind="buffer") for b in vk.buffers),
+            tuple(GpuDispatch(kernel=f"{job.config.name}.op{op.index}", tensors=tuple(names[i] for i in binding),
+                              work_group=op.wg_size, groups=op.groups) for op, binding in zip(vk.ops, bound)))
