@@ -153,6 +153,10 @@ def test_opencl_launches_are_the_ndranges_its_launch_json_lists(config):
           [*k["local_size"], *[1] * (3 - len(k["local_size"]))]) for k in launch["kernels"]]
     assert [(t.name, t.kind, t.elements) for t in tensors] == \
         [(t["name"], t["kind"], math.prod(t["shape"])) for t in launch["tensors"]]
+    k = launch["kernels"][0]
+    ndrange, local = (k[key] + [1] * (3 - len(k[key])) for key in ("global_size", "local_size"))
+    assert dispatches[0].describe(TARGETS["opencl"].api) == \
+        f"{k['name']}: NDRange {ndrange} / local size {local}"  # OpenCL counts work-items
 
 
 @pytest.mark.parametrize("config", _golden_configs("vulkan"), ids=lambda p: p.stem)
@@ -163,5 +167,8 @@ def test_vulkan_launches_are_the_dispatches_its_dispatch_file_lists(config):
     listed = [(int(op), [int(v) for v in groups.split(",")], [int(v) for v in local.split(",")])
               for op, groups, local in re.findall(r"op (\d+): dispatch \[([\d, ]+)\] x local \[([\d, ]+)\]", text)]
     assert listed and [(j + 1, list(d.groups), list(d.work_group)) for j, d in enumerate(dispatches)] == listed
+    (_, groups, local) = listed[0]
+    assert dispatches[0].describe(TARGETS["vulkan"].api) == \
+        f"{config.stem}.op1: dispatch {groups} / workgroup size {local}"  # Vulkan counts groups
     names = {t.name for t in tensors}
     assert all(set(d.tensors) <= names for d in dispatches) and "output" in dispatches[-1].tensors

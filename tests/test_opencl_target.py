@@ -377,7 +377,7 @@ def test_channel_lanes_are_adjacent_only_when_every_channel_is():
     """contiguous4 decides vstore4 / base + lane addressing: it must look at every channel,
     the partial last group included, and stay bounded for layouts it cannot reason about."""
     from kernelgen.layout import parse_layout
-    from kernelgen.targets.opencl.addressing import EXHAUSTIVE_LIMIT, contiguous4
+    from kernelgen.targets.gpu.vectors import EXHAUSTIVE_LIMIT, lanes_together as contiguous4
 
     def bound(text, shape):
         return parse_layout(text, ("n", "h", "w", "c")).bind(shape)

@@ -2,7 +2,8 @@
 
 A target plans its own tiling on top of the core plan (`target_plan`), renders files from both (`build`, which
 makes a `Job`: config, plan, target plan and files, computed once per command), and, where this machine can,
-`compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself. The loops over these
+`compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself, and says which `probes`
+measure its device (FMA peak, bandwidth), which the core times through the same `time`. The loops over these
 (inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure,
 which defines Job, Executable and the primitives it calls (measure/primitives.py); a target never makes inputs or
 compares outputs. The registry in targets/__init__.py is the only list of targets.

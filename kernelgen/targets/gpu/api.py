@@ -1,5 +1,7 @@
 """Each GPU API's differences from the other, as data: how its language spells a float literal, a vector type and
-an index; what it calls a work-group and a launch; how its kernels read tensors; the option keys its sweep sets.
+an index; what it calls a work-group and a launch, and how many groups one axis takes; the option keys its sweep
+sets. (Which tensors go to images or texel buffers is each target's plan: OpenCL's StorageKind, Vulkan's
+binding kinds; dispatch.py's records carry it.)
 The shared GPU code (pool.py, sweep.py, probes.py) is written once against these records."""
 from __future__ import annotations
 
@@ -13,10 +15,9 @@ from ...planner.packing import c_float
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuApi:
     name: str  # the target's name: its option block in a config
-    language: str
     launch: str  # what the API calls running a kernel over a grid
+    grid_in_groups: bool  # the launch counts work-groups (Vulkan's dispatch), not work-items (OpenCL's NDRange)
     work_group: str  # what it calls the invocations that share local memory
-    tensor_reads: str  # where its kernels read tensors from (a note for reports)
     float_literal: Callable[[float], str]
     count_as_float: str  # a window's count of inside positions as a float expression
     index_text: Callable[[E.Expr], str]  # an index expression in the language
@@ -38,14 +39,14 @@ def glsl_float(value: float) -> str:
     return text if any(ch in text for ch in ".e") else text + ".0"
 
 
-OPENCL = GpuApi(name="opencl", language="OpenCL C", launch="NDRange", work_group="local size",
-                tensor_reads="image2d textures or __global buffers", float_literal=c_float,
+# OpenCL C: float literals with an f, C casts, floatN vectors; an NDRange of any number of work-groups
+OPENCL = GpuApi(name="opencl", launch="NDRange", grid_in_groups=False, work_group="local size", float_literal=c_float,
                 count_as_float="(float)count", index_text=c_index,
                 vector_type=lambda n: f"float{n}" if n > 1 else "float", max_groups=None,
                 sweep_tile=("tile", "tile"), sweep_size=("local_size", "local"))
 
-VULKAN = GpuApi(name="vulkan", language="GLSL 450", launch="dispatch", work_group="workgroup size",
-                tensor_reads="uniform texel buffers or storage buffers", float_literal=glsl_float,
+# GLSL 450: constructor casts, vecN vectors, shifts for power-of-two divisions; at least 65,535 groups an axis
+VULKAN = GpuApi(name="vulkan", launch="dispatch", grid_in_groups=True, work_group="workgroup size", float_literal=glsl_float,
                 count_as_float="float(count)", index_text=lambda expr: E.to_c(expr, shifts=True),
                 vector_type=lambda n: f"vec{n}" if n > 1 else "float", max_groups=65_535,
                 sweep_tile=("ivc_tile", "ivc_tile"), sweep_size=("wg_size", "wg_size"))

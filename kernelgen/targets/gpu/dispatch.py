@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .api import GpuApi
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuTensor:
@@ -32,6 +34,12 @@ class GpuDispatch:
     @property
     def invocations(self) -> int:
         return math.prod(self.global_size)
+
+    def describe(self, api: GpuApi) -> str:
+        """In the API's words: `NDRange [8, 32, 4] / local size [8, 1, 1]`, `dispatch [4, 2, 8] / workgroup size
+        [8, 1, 1]` (OpenCL counts work-items, Vulkan groups)."""
+        grid = self.groups if api.grid_in_groups else self.global_size
+        return f"{self.kernel}: {api.launch} {list(grid)} / {api.work_group} {list(self.work_group)}"
 
 
 def three(size: tuple[int, ...]) -> tuple[int, int, int]:

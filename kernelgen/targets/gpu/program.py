@@ -15,6 +15,7 @@ from ...measure.primitives import Executable, Job, Probe, Traced
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs
 from ..base import Target
+from .api import GpuApi
 from .dispatch import GpuDispatch, GpuTensor
 from .probes import ProbeKernels
 
@@ -65,6 +66,7 @@ class GpuTarget(Target):
     """The primitives of a GPU target that are the same for every API: run, trace, time and probe through the
     program compile() opened."""
 
+    api: ClassVar[GpuApi]  # its differences from the other API, as data
     dtypes = ("float32", "float16")
     loop_orders = None  # a kernel per op over the whole tensor: no stripe loops, schedule.order does not apply
 

@@ -12,6 +12,7 @@ from ...plan import Plan
 from ...reference import FLOAT32_UNIT_ROUNDOFF, HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job
+from ..gpu.api import OPENCL
 from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
 from .options import NAME, OpenCLModel, half_arithmetic
@@ -23,6 +24,7 @@ from .toolchain import status
 
 class OpenCL(GpuTarget):
     name = NAME
+    api = OPENCL
     summary = "OpenCL C (pyopencl/PoCL): image2d textures or float8/16 buffers, one kernel per conv2d"
     files = (OutputFile(pattern="{name}.cl", template="opencl/kernels.cl.j2"),
              OutputFile(pattern="{name}.launch.json", template="opencl/launch.json.j2"))

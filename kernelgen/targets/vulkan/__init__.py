@@ -16,6 +16,7 @@ from ...plan import Plan
 from ...reference import HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job
+from ..gpu.api import VULKAN
 from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
 from .code import COMP_TEMPLATE, compile_ops
@@ -28,6 +29,7 @@ from .toolchain import status
 
 class Vulkan(GpuTarget):
     name = NAME
+    api = VULKAN
     summary = "Vulkan GLSL 450 compute (glslangValidator -> SPIR-V, lavapipe): seed 002 tiles, vec4 channels"
     files = (OutputFile(pattern="{name}.comp", template=COMP_TEMPLATE),
              OutputFile(pattern="{name}.dispatch.txt", template="vulkan/dispatch.txt.j2"))
