@@ -24,7 +24,7 @@ from .version import __version__
 import kernelgen.config as _config
 import kernelgen.config_model as config_model
 from .config import Config, with_options
-from .errors import ConfigError, ConfigProblem, KernelgenError
+from .errors import ConfigError, ConfigProblem, KernelgenError, NoScheduleFits
 from .measure import bench as _bench
 from .measure import run as _run
 from .measure import sources as _sources
@@ -283,21 +283,24 @@ def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_pe
 
 
 def fusion_coster(target: str):
-    """For `kernelgen import`: a candidate group's config text (schedule: auto) -> its cost on `target`
+    """For `kernelgen import`: a candidate group (onnx/group_config.py, schedule: auto) -> its cost on `target`
     (onnx/fusion.py), or None when the target has no roofs or budget to estimate with."""
     from .onnx.fusion import estimate
+    from .onnx.group_config import config_of
 
     info = TARGETS[target].info()
     if info.roofs is None or info.default_budget is None:
         return None
 
-    def cost(text: str):
-        config = parse_config(text, "<candidate group>")
+    def cost(group):
+        config = config_of(group, catalog())
         try:
             planned, refused = plan(config), ""
         except ConfigError as error:  # no schedule fits the budget: the default one, refused as a group
-            planned = plan(parse_config(text.replace("schedule: auto\n", ""), "<candidate group>"))
-            refused = f"no schedule fits the budget ({error.problems[0].message.split(': the smallest')[0]})"
+            planned = plan(config_of(replace(group, schedule=None), catalog()))
+            why = (f"expected a budget of at least {error.needed} bytes" if isinstance(error, NoScheduleFits)
+                   else error.problems[0].message)
+            refused = f"no schedule fits the budget ({why})"
         budget = planned.search.budget if planned.search is not None else None
         activations = (planned.traffic.input_bytes + planned.traffic.output_bytes,
                        unfused_activation_bytes(planned))

@@ -25,7 +25,7 @@ from .schedule_config import Schedule
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from .files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
-from .yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
+from .yamlmarks import MAX_BYTES, Mark, MarkedDocument, YamlProblem, decode, load
 
 # The largest finite value of each float dtype (IEEE 754 binary32 and binary16).
 FLOAT_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0}
@@ -129,6 +129,26 @@ def parse_config(text: str, path: str, catalog: M.Catalog) -> Config:
         document = load(text)
     except YamlProblem as problem:
         raise ConfigError([ConfigProblem(path, problem.mark.line, problem.mark.column, "", problem.message)]) from None
+    return _checked(document, path, catalog)
+
+
+def config_from_data(data: dict, path: str, catalog: M.Catalog) -> Config:
+    """A config from its keys as loading its YAML would give them, built by a program (kernelgen import's candidate
+    groups) without text: each value marked in the order a file lists it, so that problems sort as the file's
+    would (the marks' lines count values, not lines)."""
+    values: dict = {}
+
+    def mark(value: Any, keys: tuple) -> None:
+        values[keys] = Mark(len(values) + 1, 1)
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            mark(item, (*keys, key))
+
+    mark(data, ())
+    return _checked(MarkedDocument(data, values, values), path, catalog)
+
+
+def _checked(document: MarkedDocument, path: str, catalog: M.Catalog) -> Config:
     if not isinstance(document.data, dict):
         raise ConfigError([ConfigProblem(path, 1, 1, "", "expected a mapping of config keys (name, input, ops, ...)")])
     schema = M.config_model(catalog)

@@ -35,6 +35,14 @@ class ConfigError(KernelgenError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class NoScheduleFits(ConfigError):
+    """`schedule: auto` found no schedule whose caches fit the budget: the smallest needs `needed` bytes."""
+
+    def __init__(self, problems: list[ConfigProblem] | tuple[ConfigProblem, ...], needed: int, budget: int):
+        super().__init__(problems)
+        self.needed, self.budget = needed, budget
+
+
 class ToolchainError(KernelgenError):
     """A compiler, runtime or device failed or is missing; the message says what to install."""
 

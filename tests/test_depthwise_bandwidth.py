@@ -132,35 +132,35 @@ def test_the_c_triad_moves_its_arrays(tmp_path):
 
 @requires_tool("py:pyopencl")
 def test_the_opencl_triad_moves_the_bytes_it_claims():
-    from kernelgen.targets.opencl.bandwidth import bandwidth_probe
+    from kernelgen.targets.opencl.probes import bandwidth_probe
     from kernelgen.targets.opencl.toolchain import OpenCLRunner
 
-    probe = bandwidth_probe(array_bytes=1 << 20, read_back=True)
-    runner = OpenCLRunner()
-    try:
-        result = runner.run_sequence([probe.launch], probe.tensors, repeat=2)
-    finally:
-        runner.close()
+    with OpenCLRunner() as runner:
+        probe = bandwidth_probe(runner.info, array_bytes=1 << 20, read_back=True)
+        result = runner.run_sequence([probe.kernel.launch], probe.kernel.tensors, repeat=2)
     written = result.outputs["bandwidth_a"]
-    assert probe.bytes == 3 * written.nbytes
+    assert probe.kind == "bandwidth" and probe.work == 3 * written.nbytes == 3 << 20
     assert np.all(written == 7.0)
-    gbs = probe.gbs(result.launch_times_ns[-1][0])
+    gbs = probe.work / result.launch_times_ns[-1][0]
     assert math.isfinite(gbs) and gbs > 0
 
 
 @requires_tool(*VULKAN)
 def test_the_vulkan_triad_moves_the_bytes_it_claims():
-    from kernelgen.targets.vulkan.bandwidth import bandwidth_probe
+    from dataclasses import replace
+
+    from kernelgen.targets.vulkan.probes import bandwidth_probe
     from kernelgen.targets.vulkan.runtime import VulkanRunner
 
     with VulkanRunner() as runner:
         for texels in (0, runner.info.max_texel_buffer_elements):  # storage-buffer reads, texel-buffer reads
-            probe = bandwidth_probe(array_bytes=1 << 20, max_texels=texels)
-            result = runner.run_sequence([probe.stage], list(probe.arrays), repeat=2)
-            assert probe.stage.kinds == (("storage", "texel", "texel") if texels else ("storage",) * 3)
-            assert probe.bytes == 3 * result.outputs[0].nbytes
+            probe = bandwidth_probe(replace(runner.info, max_texel_buffer_elements=texels), array_bytes=1 << 20)
+            stage = probe.kernel.stage(0)
+            result = runner.run_sequence([stage], list(probe.kernel.arrays), repeat=2)
+            assert stage.kinds == (("storage", "texel", "texel") if texels else ("storage",) * 3)
+            assert probe.work == 3 * result.outputs[0].nbytes == 3 << 20
             assert np.all(result.outputs[0] == 7.0)
-            gbs = probe.gbs(result.stage_times_ns[-1][0])
+            gbs = probe.work / result.stage_times_ns[-1][0]
             assert math.isfinite(gbs) and gbs > 0
 
 

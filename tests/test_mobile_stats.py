@@ -209,10 +209,10 @@ def test_an_adreno_sweep_ranks_by_ir3_and_puts_spilling_variants_last(monkeypatc
     from kernelgen.api import TARGETS, parse_config
     from kernelgen.measure.records import BenchOptions
     from kernelgen.measure.sweep import sweep
+    from kernelgen.targets.gpu.profiles import SweepSpace
     from kernelgen.targets.vulkan import sweep as vulkan_sweep
 
-    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_TILES", ((1, 2, 4), (2, 8, 16)))
-    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_WG", ((16, 4, 1),))
+    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP", SweepSpace(((1, 2, 4), (2, 8, 16)), ((16, 4, 1),)))
     config = parse_config(SMALL.replace("out_channels: 16", "out_channels: 32")
                           .replace("targets:", "vulkan: {device: adreno-7xx}\ntargets:"), "s.yaml")
     target = TARGETS["vulkan"]

@@ -350,14 +350,18 @@ def test_bench_reports_time_flops_and_the_fma_peak():
 
 
 def test_sweep_covers_tiles_times_work_groups_of_the_variant():
-    from kernelgen.targets.opencl.sweep import SWEEP_LOCAL, SWEEP_TILES, sweep_variants
+    from kernelgen.targets.gpu.profiles import OPENCL_SWEEPS
+    from kernelgen.targets.opencl.sweep import sweep_variants
     from kernelgen.targets.opencl.options import opencl_options
 
     config = _config("batch2_texture")  # texture variant, filters in buffers
     variants = sweep_variants(config)
-    assert len(variants) == len(SWEEP_TILES["vectors+images"]) * len(SWEEP_LOCAL)
+    space = OPENCL_SWEEPS["vectors+images"]
+    assert len(variants) == len(space.tiles) * len(space.sizes) == 12
     options = [opencl_options(c) for _, c in variants]
-    assert {tuple(o.tile) for o in options} == set(SWEEP_TILES["vectors+images"])
+    assert {tuple(o.tile) for o in options} == set(space.tiles)
+    assert {tuple(o.local_size) for o in options} == set(space.sizes)
+    assert variants[0][0] == "tile=[1, 4, 16] local=[8, 1, 1]"  # the key a resumed sweep matches, as before
     assert all(o.variant == "texture" and not o.filters_in_textures for o in options)
     assert len({key for key, _ in variants}) == len(variants)  # keys tell variants apart (resume matches them)
 
@@ -374,7 +378,7 @@ def test_channel_lanes_are_adjacent_only_when_every_channel_is():
     """contiguous4 decides vstore4 / base + lane addressing: it must look at every channel,
     the partial last group included, and stay bounded for layouts it cannot reason about."""
     from kernelgen.layout import parse_layout
-    from kernelgen.targets.opencl.addressing import EXHAUSTIVE_LIMIT, contiguous4
+    from kernelgen.targets.gpu.vectors import EXHAUSTIVE_LIMIT, lanes_together as contiguous4
 
     def bound(text, shape):
         return parse_layout(text, ("n", "h", "w", "c")).bind(shape)

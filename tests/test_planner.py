@@ -5,7 +5,7 @@ import pytest
 from builders import Case, make_config
 
 from kernelgen.api import load_config, parse_config
-from kernelgen.errors import ConfigError
+from kernelgen.errors import ConfigError, NoScheduleFits
 from kernelgen.plan import Guard, Loop, Section
 from kernelgen.planner import plan
 from kernelgen.report import json_report
@@ -122,6 +122,9 @@ def test_budget_too_small_points_at_the_key(repo):
     problem = caught.value.problems[0]
     assert problem.key == "schedule.budget" and problem.line == 10
     assert problem.message.startswith("expected a budget of at least ") and "got 1000" in problem.message
+    # the same as data (the importer's coster reads these, never the message)
+    assert isinstance(caught.value, NoScheduleFits) and caught.value.budget == 1000
+    assert problem.message.startswith(f"expected a budget of at least {caught.value.needed} bytes: ")
 
 
 def test_plan_reports_the_activation_traffic_fusion_saves():

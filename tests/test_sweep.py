@@ -14,6 +14,7 @@ from kernelgen.measure.records import BenchOptions, Timings
 from kernelgen.cli import main
 from kernelgen.measure.sweep import VariantStatus, read_records, sweep
 from kernelgen.targets import TARGETS
+from kernelgen.targets.gpu.profiles import SweepSpace
 from kernelgen.targets.base import Executable, Target
 
 SMALL = ("name: small\ninput: {shape: [1, 8, 8, 16]}\nops: [{conv2d: {out_channels: 16, kernel: 3, pad: 1}}]\n"
@@ -100,7 +101,8 @@ def test_cli_sweep_streams_jsonl_and_resumes(tmp_path, monkeypatch):
     from kernelgen.targets.opencl import sweep as opencl_sweep
 
     # the variants are listed in this process (the command's), so the patch holds; each one runs in a child
-    monkeypatch.setattr(opencl_sweep, "SWEEP_TILES", {k: v[:1] for k, v in opencl_sweep.SWEEP_TILES.items()})
+    monkeypatch.setattr(opencl_sweep, "OPENCL_SWEEPS", {k: SweepSpace(v.tiles[:1], v.sizes)
+                                                        for k, v in opencl_sweep.OPENCL_SWEEPS.items()})
     config = tmp_path / "small.yaml"
     config.write_text(SMALL)
     output = tmp_path / "sweep.jsonl"
@@ -109,7 +111,7 @@ def test_cli_sweep_streams_jsonl_and_resumes(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in output.read_text().splitlines()]
-    assert len(lines) == len(opencl_sweep.SWEEP_LOCAL) and all(r["status"] == "measured" for r in lines)
+    assert len(lines) == len(opencl_sweep.OPENCL_SWEEPS["vectors"].sizes) and all(r["status"] == "measured" for r in lines)
     rows = [r for r in json.loads(result.stdout)["results"] if r["target"] == "opencl"]
     assert sum(r["best"] for r in rows) == 1 and all(r["seconds"] > 0 for r in rows)
     again = CliRunner().invoke(main, args)
@@ -124,8 +126,7 @@ def test_a_rdna2_sweep_ranks_by_aco_and_puts_spilling_variants_last(tmp_path, mo
     from kernelgen.targets.vulkan import sweep as vulkan_sweep
 
     # the variants are listed in this process (target.sweep_variants below), so the patch holds
-    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_TILES", ((2, 4, 4), (4, 8, 8)))
-    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP_WG", ((16, 4, 1),))
+    monkeypatch.setattr(vulkan_sweep, "GPU_SWEEP", SweepSpace(((2, 4, 4), (4, 8, 8)), ((16, 4, 1),)))
     config = parse_config(SMALL.replace("targets: [opencl, vulkan]", "vulkan: {device: rdna2}\ntargets: [vulkan]")
                           .replace("shape: [1, 8, 8, 16]", "shape: [1, 34, 34, 64]").replace("out_channels: 16",
                                                                                           "out_channels: 64"), "r.yaml")

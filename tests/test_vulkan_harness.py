@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ import pytest
 from conftest import requires_tool
 
 from kernelgen.errors import ToolchainError
-from kernelgen.targets.vulkan import device, probe, runtime, toolchain
+from kernelgen.targets.gpu.profiles import VULKAN_FMA_SHAPES, VULKAN_PROBE_SIZES
+from kernelgen.targets.vulkan import device, probes, runtime, toolchain
 
 GLSL_TOOLS = ("glslangValidator", "spirv-val")
 DEVICE_TOOLS = (*GLSL_TOOLS, "py:vulkan")
@@ -83,7 +85,7 @@ def test_status_never_raises_and_names_every_tool():
 
 
 def test_importing_the_toolchain_does_not_import_the_binding():
-    code = "import sys, kernelgen.targets.vulkan.toolchain, kernelgen.targets.vulkan.runtime, kernelgen.targets.vulkan.probe; print('vulkan' in sys.modules)"
+    code = "import sys, kernelgen.targets.vulkan.toolchain, kernelgen.targets.vulkan.runtime, kernelgen.targets.vulkan.probes; print('vulkan' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -213,16 +215,16 @@ def test_gpu_times_has_one_positive_entry_per_repeat(runner):
 
 
 @requires_tool(*DEVICE_TOOLS)
-@pytest.mark.parametrize("shape", probe.CANDIDATES, ids=lambda s: f"{s.accumulators}x{s.components}x{s.unroll}")
+@pytest.mark.parametrize("shape", VULKAN_FMA_SHAPES, ids=lambda s: s.name)
 def test_every_fma_probe_shape_runs_the_steps_it_counts(runner, shape):
     """Each accumulator a_n = m * a_{n-1} + c with m = 0.999, c = 0.001 tends to c / (1 - m) = 1 as
     1 + (a_0 - 1) * m^n: after the 16,384 steps the flop count assumes, |a - 1| < 1e-7 * |a_0 - 1|; a probe that
     lavapipe stopped early (its 65,535 back-edge limit) or that skipped trips stays visibly below 1 (1,000 steps:
     0.37 of the distance left). The result sums the accumulators."""
     assert shape.trips * shape.unroll == 16384 and shape.trips < 65535
-    fma = probe.fma_probe(shape=shape, groups=2)
-    assert fma.flops == 2 * 64 * 16384 * shape.accumulators * shape.components * 2
-    result = runner.run_sequence([fma.stage], [fma.buffer], repeat=1)
+    fma = probes.fma_probe(runner.info, shape, replace(VULKAN_PROBE_SIZES, fma_groups=2))
+    assert fma.work == 2 * 64 * 16384 * shape.accumulators * shape.lanes * 2
+    result = runner.run_sequence([fma.kernel.stage(0)], list(fma.kernel.arrays), repeat=1)
     np.testing.assert_allclose(result.outputs[0], shape.accumulators, rtol=1e-4)
 
 
@@ -269,12 +271,14 @@ _VALIDATED_RUNS = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 import test_vulkan_harness as t
-from kernelgen.targets.vulkan import device, probe, runtime, toolchain
+from kernelgen.targets.vulkan import device, probes, runtime, toolchain
+from kernelgen.targets.gpu.profiles import VULKAN_FMA_SHAPES
 with runtime.VulkanRunner() as runner:
     t.test_saxpy_matches_numpy_exactly(runner)
     t.test_buffers_keep_dtype_and_shape(runner)
     t.test_two_stage_sequence_reads_the_first_stage_output(runner)
-    probe.fma_peak_gflops(runner, repeat=1)
+    fma = probes.fma_probe(runner.info, VULKAN_FMA_SHAPES[0])
+    runner.run_sequence([fma.kernel.stage(0)], list(fma.kernel.arrays), repeat=2)
 print("runs done")
 """
 

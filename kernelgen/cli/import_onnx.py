@@ -113,13 +113,14 @@ def _size(count: int) -> str:
     return f"{count / 1e6:.2f} MB" if count >= 1e6 else f"{count / 1e3:.1f} kB"
 
 
-def _plan_problem(text: str) -> str:
-    """Why the planner rejects a candidate config ("" when it plans): for a target without a fusion cost, whose
+def _plan_problem(group) -> str:
+    """Why the planner rejects a candidate group ("" when it plans): for a target without a fusion cost, whose
     chains are not planned while they are cut."""
-    from ..api import parse_config, plan
+    from ..api import catalog, plan
+    from ..onnx.group_config import config_of
 
     try:
-        plan(parse_config(text, "<candidate group>"))
+        plan(config_of(group, catalog()))
     except ConfigError as error:
         problem = error.problems[0]
         return f"{problem.key}: {problem.message}" if problem.key else problem.message

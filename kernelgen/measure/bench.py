@@ -1,7 +1,7 @@
 """Benchmarks, once for every target: inputs -> the target compiles the job -> its time primitive -> one row per
-timed kernel with the median, the spread of the repeats, GFLOP/s and, where the target measures its device's FMA
-peak beside each repeat, the median of the paired ratios (a busy host slows probe and kernel alike only when
-they run at the same moment); for a memory-bound kernel (plan.memory_bound: depthwise) also its GB/s against
+timed kernel with the median, the spread of the repeats, GFLOP/s and, where the target has an FMA probe (timed
+beside each repeat, measure/probes.py), the median of the paired ratios (a busy host slows probe and kernel alike
+only when they run at the same moment); for a memory-bound kernel (plan.memory_bound: depthwise) also its GB/s against
 the device's bandwidth probe run right before each repeat. `steal` says how much of the host a hypervisor took
 meanwhile (host_steal).
 
@@ -21,6 +21,7 @@ import numpy as np
 from ..config import Config
 from .host_steal import measure_steal
 from .primitives import Job, Primitives
+from .probes import beside, peaks
 from .records import BenchOptions, BenchRow, Timings
 from .tensors import KernelArgs, random_inputs
 
@@ -34,9 +35,12 @@ def bench(target: Primitives, job: Job, options: BenchOptions) -> list[BenchRow]
     args = random_inputs(job.config, job.plan, np.random.default_rng(0))
     with tempfile.TemporaryDirectory(prefix=f"kernelgen-bench-{target.name}-{job.config.name}-") as tmp, \
             target.compile(job, Path(tmp), options.device) as exe:
+        probes = beside(target, exe, job)
         with measure_steal() as steal:
-            timings = target.time(exe, args, options.repeat)
-    rows = [row_of(job, target.name, t, steal if t.seconds else {}) for t in timings]
+            # a target that runs no probes keeps the three-argument primitive (hvx, a plugin)
+            timings = target.time(exe, args, options.repeat, probes) if probes else \
+                target.time(exe, args, options.repeat)
+    rows = [row_of(job, target.name, peaks(t, probes), steal if t.seconds else {}) for t in timings]
     if target.torch_reference:
         reference = _torch_row(job.config, args, options.repeat, job.plan.flops, target.name)
         rows += [reference] if reference else []

@@ -38,6 +38,23 @@ class Traced:
     intermediates: tuple[np.ndarray, ...]  # ops 1 .. n-1's outputs, logical NHWC, as the next op read them
 
 
+FMA = "fma"  # a probe kind: the device's multiply-add peak, `work` FLOPs a run
+BANDWIDTH = "bandwidth"  # the device's memory bandwidth (STREAM's triad), `work` bytes a run
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Probe:
+    """A kernel that measures the device rather than a config (kind FMA or BANDWIDTH): the target says what to run
+    (`kernel`, its own record: a launch and its buffers, a compiled function); the core times it with the target's
+    time primitive, the kernels' own, right before each repeat (measure/probes.py)."""
+
+    kind: str
+    work: int  # FLOPs (FMA) or bytes moved (BANDWIDTH) per run
+    device: str  # the device it measures: a target's candidates are chosen among once per device
+    shape: str  # which of the target's candidates
+    kernel: Any
+
+
 class Executable:
     """A compiled job on this machine's device. Targets subclass it with what their run needs (a library, a
     binary, an open device); the core closes it when done (`with target.compile(...) as exe:`)."""
@@ -77,7 +94,10 @@ class Primitives(Protocol):
 
     def run_traced(self, executable: Executable, args: KernelArgs, poison: int) -> Traced | None: ...
 
-    def time(self, executable: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]: ...
+    def time(self, executable: Executable, args: KernelArgs | None, repeat: int,
+             probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]: ...
+
+    def probes(self, executable: Executable, kind: str) -> tuple[Probe, ...]: ...
 
     def roundoff(self, job: Job) -> Roundoff: ...
 

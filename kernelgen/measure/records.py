@@ -87,6 +87,8 @@ class Timings:
     seconds: one wall time per repeat ((): no wall time, counters or an estimate instead);
     peak_gflops: the device's FMA peak measured beside each repeat, paired with it (() when the target has none);
     peak_gbs: the device's bandwidth (a STREAM-like probe) right before each repeat of a memory-bound kernel;
+    probe_seconds: what the target's time primitive returns for the probes the core gave it (measure/probes.py):
+    each probe's kind -> its time per repeat, which the core turns into peak_gflops and peak_gbs;
     rank: a static estimate that orders sweep variants when the device is not here (lower is better);
     metrics: what only this target measures (QEMU's packet counters, spilled vector registers)."""
 
@@ -94,12 +96,15 @@ class Timings:
     seconds: tuple[float, ...] = ()
     peak_gflops: tuple[float, ...] = ()
     peak_gbs: tuple[float, ...] = ()
+    probe_seconds: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     rank: float | None = None
     metrics: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         assert not self.peak_gflops or len(self.peak_gflops) == len(self.seconds), "peaks pair with repeats"
         assert not self.peak_gbs or len(self.peak_gbs) == len(self.seconds), "bandwidths pair with repeats"
+        assert not self.seconds or all(len(t) == len(self.seconds) for t in self.probe_seconds.values()), \
+            "probe times pair with repeats"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

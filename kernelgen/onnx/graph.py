@@ -1,5 +1,5 @@
-"""Reading an ONNX model: its constant tensors, static shapes, who consumes what, and what a Conv, Relu
-or Clip node means in kernelgen's terms. Shared by `kernelgen import` and the onnxruntime oracle.
+"""Reading an ONNX model: its constant tensors, static shapes, who consumes what, and what a Conv node means in
+kernelgen's terms (activations: activations.py). Shared by `kernelgen import` and the onnxruntime oracle.
 
 The `onnx` package is an optional dependency (`pip install 'kernelgen[onnx]'`): imported here, lazily.
 """
@@ -19,8 +19,6 @@ from .checks import conv_problem
 from .short_names import shorten_long_names
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
-# The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
-FLOAT32_MAX = 3.4028234663852886e38
 # protobuf's limit on one serialized message: an ONNX file (weights beyond it are external data files) is smaller
 MAX_MODEL_BYTES = 2 << 30
 
@@ -152,41 +150,6 @@ class Graph:
         return ConvNode(weight=weight, bias=bias, out_channels=int(w.shape[0]), kernel=kernel,
                         stride=(int(stride[0]), int(stride[1])), pad=tuple(int(p) for p in pads),
                         dilation=(int(dilation[0]), int(dilation[1])), groups=groups)
-
-    def activation(self, index: int, gates: bool = True) -> str | list[float] | dict | None:
-        """A Relu or Clip node as kernelgen's activation (relu, relu6, [lo, hi]), with `gates` also HardSwish and
-        HardSigmoid (hardswish, {hardsigmoid: {alpha, beta}}); None for anything else."""
-        node = self.nodes[index]
-        if node.op_type == "Relu":
-            return "relu"
-        if gates and node.op_type == "HardSwish":
-            return "hardswish"
-        if gates and node.op_type == "HardSigmoid":
-            attrs = _attributes(node)
-            alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-            if not (math.isfinite(alpha) and math.isfinite(beta)):
-                return None  # not a gate a config can hold: onnxruntime runs it (a host step)
-            return {"hardsigmoid": {"alpha": alpha, "beta": beta}}
-        if node.op_type != "Clip":
-            return None
-        attrs = _attributes(node)
-        bounds = []
-        for position, name, default in ((1, "min", -FLOAT32_MAX), (2, "max", FLOAT32_MAX)):
-            if len(node.input) > position and node.input[position]:  # opset 11+: optional constant inputs
-                value = self.constants.get(node.input[position])
-                if value is None or value.size != 1:
-                    return None
-                bounds.append(float(value.reshape(-1)[0]))
-            else:  # opset 6: attributes
-                bounds.append(float(attrs.get(name, default)))
-        if any(math.isnan(b) for b in bounds):
-            return None
-        lo, hi = max(bounds[0], -FLOAT32_MAX), min(bounds[1], FLOAT32_MAX)
-        if (lo, hi) == (0.0, 6.0):
-            return "relu6"
-        if lo == 0.0 and hi == FLOAT32_MAX:
-            return "relu"
-        return [lo, hi]
 
 
 def read_graph(path: str | Path) -> Graph:

@@ -1,14 +1,13 @@
-"""The ONNX nodes that start an op of a float chain (graph.ConvNode): a Conv, MaxPool, AveragePool and
-GlobalAveragePool as pools, and a Gemm on a flattened 1x1 image (the classifier after a global pool) as a 1x1
-conv. Each function returns the op, or why kernelgen cannot take the node; op_at says which a node starts."""
+"""The float forms of the ONNX nodes that start an op of a float chain (graph.ConvNode): a Conv, MaxPool,
+AveragePool and GlobalAveragePool as pools, a Gemm on a flattened 1x1 image (the classifier after a global pool) as
+a 1x1 conv, and a Mul by channel factors. Each *_op function returns the op, or why kernelgen cannot take the node,
+or None when the node is not that op after all; converters.py says which op type each one converts."""
 from __future__ import annotations
 
 import numpy as np
 
 from .graph import ConvNode, Graph, _attributes
-
-POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool")
-
+from .group_config import Op
 
 def pool(graph: Graph, index: int) -> ConvNode | str:
     node = graph.nodes[index]
@@ -105,41 +104,39 @@ def gemm_filter(b: np.ndarray, trans_b: bool) -> np.ndarray:
     return np.ascontiguousarray(rows).reshape(rows.shape[0], rows.shape[1], 1, 1)
 
 
-def op_at(graph: Graph, index: int, source: str | None = None) -> tuple[list[int], int, ConvNode] | str | None:
-    """The float op a node starts: a Conv, a pool, or a classifier (Flatten of a 1x1 image -> Gemm, or a Gemm on
-    [N, C]), as (the nodes before the op's own, its node, the op); why not, for such a node kernelgen refuses; None
-    for any other node. `source`: the tensor the op must read (the chain's last result)."""
-    node = graph.nodes[index]
-    if source is not None and (not node.input or node.input[0] != source):
+FloatOp = tuple[list[int], int, ConvNode]  # (the nodes before the op's own, its node, the op)
+
+
+def conv_op(graph: Graph, index: int, source: str | None) -> FloatOp | str:
+    conv = graph.conv(index)
+    return conv if isinstance(conv, str) else ([], index, conv)
+
+
+def pool_op(graph: Graph, index: int, source: str | None) -> FloatOp | str:
+    pooled = pool(graph, index)
+    return pooled if isinstance(pooled, str) else ([], index, pooled)
+
+
+def flatten_op(graph: Graph, index: int, source: str | None) -> FloatOp | str | None:
+    """A Flatten of a 1x1 image feeding a Gemm alone: the classifier, a 1x1 conv whose lead node is the Flatten."""
+    classifier = flattened_gemm(graph, index)
+    if classifier is None:
         return None
-    if node.op_type != "Conv" and node.input and _dequantized(graph, node.input[0]):
-        return None  # between DequantizeLinear and QuantizeLinear: a quantized model's op (uint8 pools: host steps)
-    if node.op_type == "Conv":
-        conv = graph.conv(index)
-        return conv if isinstance(conv, str) else ([], index, conv)
-    if node.op_type in POOLS:
-        pooled = pool(graph, index)
-        return pooled if isinstance(pooled, str) else ([], index, pooled)
-    if node.op_type == "Flatten":
-        classifier = flattened_gemm(graph, index)
-        if classifier is None:
-            return None
-        fc = gemm(graph, classifier, graph.shapes[node.input[0]][1])
-        return fc if isinstance(fc, str) else ([index], classifier, fc)
-    if node.op_type == "Mul":
-        return _channel_scale(graph, index, source)
+    fc = gemm(graph, classifier, graph.shapes[graph.nodes[index].input[0]][1])
+    return fc if isinstance(fc, str) else ([index], classifier, fc)
+
+
+def gemm_op(graph: Graph, index: int, source: str | None) -> FloatOp | str | None:
+    """A Gemm on [N, C] (a classifier without a Flatten before it) as a 1x1 conv."""
+    node = graph.nodes[index]
     shape = graph.shapes.get(node.input[0]) if node.input else None
-    if node.op_type == "Gemm" and shape is not None and len(shape) == 2:
-        fc = gemm(graph, index, shape[1])
-        return fc if isinstance(fc, str) else ([], index, fc)
-    return None
+    if shape is None or len(shape) != 2:
+        return None
+    fc = gemm(graph, index, shape[1])
+    return fc if isinstance(fc, str) else ([], index, fc)
 
 
-def _dequantized(graph: Graph, tensor: str) -> bool:
-    return tensor in graph.producers and graph.nodes[graph.producers[tensor]].op_type == "DequantizeLinear"
-
-
-def _channel_scale(graph: Graph, index: int, source: str | None) -> tuple[list[int], int, ConvNode] | None:
+def channel_scale(graph: Graph, index: int, source: str | None) -> FloatOp | None:
     """A Mul of an image by one computed value per image and channel (squeeze-excite's scaling) as a mul op whose
     factors are a side input; None for any other Mul (a constant factor, a broadcast of another shape)."""
     node = graph.nodes[index]
@@ -176,10 +173,10 @@ def op_input(graph: Graph, index: int, op: ConvNode) -> str:
     return next(t for t in node.input if t != op.scale_by) if op.kind == "mul" else node.input[0]
 
 
-def pool_yaml(pool: ConvNode) -> str:
-    """A pool op's line of a config's ops list."""
+def pool_entry(pool: ConvNode) -> Op:
+    """A pool op's entry of a config's ops list."""
     if pool.kind == "global_avgpool":
-        return "global_avgpool: {}"
-    keys = [f"kernel: {list(pool.kernel)}", f"stride: {list(pool.stride)}", f"pad: {list(pool.pad)}"]
-    keys += [f"count_include_pad: {'true' if pool.count_include_pad else 'false'}"] if pool.kind == "avgpool" else []
-    return f"{pool.kind}: {{{', '.join(keys)}}}"
+        return Op(kind="global_avgpool")
+    keys = [("kernel", pool.kernel), ("stride", pool.stride), ("pad", pool.pad)]
+    keys += [("count_include_pad", pool.count_include_pad)] if pool.kind == "avgpool" else []
+    return Op(kind=pool.kind, keys=tuple(keys))

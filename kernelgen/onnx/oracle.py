@@ -12,8 +12,8 @@ import numpy as np
 from ..config import Config
 from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
-from .layers import gemm_filter, op_at
-from .qlayers import qop
+from .converters import float_op, quantized_op
+from .layers import gemm_filter
 from .quant import QConv, with_gate, with_residual
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
                    u8s8_saturation)
@@ -100,7 +100,7 @@ def _quantized_ops(config: Config, graph: Graph) -> list[QConv]:
     """The config's quantized ops (convs, pools, Gemms) as the importer read them, one per op, in order."""
     wanted = set(config.source.nodes)
     found = [q for i, n in enumerate(graph.nodes) if node_id(n) in wanted
-             for q in (qop(graph, i),) if isinstance(q, QConv)]
+             for q in (quantized_op(graph, i),) if isinstance(q, QConv)]
     if len(found) != len(config.ops):
         raise config.problem("source.nodes", f"expected {len(config.ops)} quantized ops (one per op), got {len(found)}")
     return found
@@ -171,7 +171,7 @@ def float_op_nodes(config: Config, graph: Graph, nodes: list) -> list[list]:
         index = index_of[node_id(node)]
         if index in own:  # a Gemm its Flatten already started
             continue
-        found = op_at(graph, index)
+        found = float_op(graph, index)
         if found is not None and not isinstance(found, str):
             own.add(found[1])
             starts.append(position)

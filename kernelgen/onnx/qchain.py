@@ -4,14 +4,13 @@ one of its results or a side input), and the uint8 config of a group (HVX's bloc
 and zero points per op)."""
 from __future__ import annotations
 
-import json
-import os
-
 import numpy as np
 
 from . import layers
 from .graph import Graph
-from .qlayers import qnext, qop
+from .group_config import GroupConfig, GroupQuant, Op, Side
+from .converters import quantized_op
+from .qlayers import qnext
 from .quant import QConv, with_gate, with_residual
 
 QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
@@ -40,14 +39,14 @@ def qchain(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
     ops = [with_gate(graph, with_residual(graph, first, taken), taken)]
     while True:
         following = qnext(graph, ops[-1].out_q)
-        op = qop(graph, following[0]) if following is not None else None
+        op = quantized_op(graph, following[0]) if following is not None else None
         weighted = next((o for o in ops if o.weights is not None), None)
         if not isinstance(op, QConv) or op.in_q != ops[-1].out_q or taken & own_nodes(graph, op) or (
                 op.weights is not None and weighted is not None and (
                     op.weights.dtype != weighted.weights.dtype or op.weight_zero_point != weighted.weight_zero_point)):
             break
         ops.append(with_gate(graph, with_residual(graph, op, taken), taken))
-    return _cut_escapes(graph, ops)
+    return cut_quantized_escapes(graph, ops)
 
 
 def own_nodes(graph: Graph, op: QConv) -> set[int]:
@@ -56,7 +55,7 @@ def own_nodes(graph: Graph, op: QConv) -> set[int]:
     return {m for m in op.members if graph.nodes[m].op_type != "DequantizeLinear"}
 
 
-def _cut_escapes(graph: Graph, ops: list[QConv]) -> list[QConv]:
+def cut_quantized_escapes(graph: Graph, ops: list[QConv]) -> list[QConv]:
     """Ends a quantized chain at the first op whose result (or its dequantized value) is read outside it."""
     while True:
         members = {m for op in ops for m in op.members}
@@ -91,57 +90,51 @@ def side_quantization(ops: list[QConv], tensor: str) -> tuple[float, int]:
     return (op.residual_scale, op.residual_zero_point) if op.residual == tensor else (op.by_scale, op.by_zero_point)
 
 
-def quant_yaml(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...],
-               targets: tuple[str, ...]) -> str:
+def quant_group(graph: Graph, name: str, ops: list[QConv], model_path: str, nodes: tuple[str, ...],
+                targets: tuple[str, ...]) -> GroupConfig:
     """A uint8 config (for a target that takes uint8: HVX's blocked layouts), the model's scales and zero points
     per op."""
     first = ops[0]
-    n, c, h, w = (*graph.shapes[first.in_q], 1, 1)[:4]  # [N, C]: a 1x1 image
-    weighted = next(op for op in ops if op.weights is not None) if any(op.weights is not None for op in ops) else None
+    weighted = next((op for op in ops if op.weights is not None), None)
     weight_dtype = "uint8" if weighted is not None and weighted.weights.dtype == np.uint8 else "int8"
-    weight_zero_point = weighted.weight_zero_point if weighted is not None else 0
-    lines = [f"# imported by `kernelgen import` from {os.path.basename(model_path)}: quantized (uint8 activations, "
-             f"{weight_dtype} weights), the model's own scales, zero points, weights and biases",
-             f"name: {name}", "dtype: uint8", f"input: {{shape: [{n}, {h}, {w}, {c}], layout: {QUANT_LAYOUT}}}"]
     sides = qsides(ops)
-    if sides:
-        lines.append("side_inputs:  # an Add's other branch, from outside the group")
-        for tensor, side in sides.items():
-            scale, zero_point = side_quantization(ops, tensor)
-            sn, sc, sh, sw = graph.shapes[tensor]
-            lines.append(f"  {side}: {{shape: [{sn}, {sh}, {sw}, {sc}], layout: {QUANT_LAYOUT}, scale: "
-                         f"{scale!r}, zero_point: {zero_point}}}  # {json.dumps(tensor)}")
-    lines += [f"quant: {{input_scale: {first.x_scale!r}, input_zero_point: {first.x_zero_point}, weight_dtype: "
-              f"{weight_dtype}, weight_zero_point: {weight_zero_point},",
-              "       requantization: float32}  # onnxruntime's float scale and rounding: bit-exact with it", "ops:"]
     results = {op.out_q: k for k, op in enumerate(ops, start=1)}
+    entries = []
     for op in ops:
         cv = op.conv
+        out = {"output_scale": op.y_scale, "output_zero_point": op.y_zero_point}
         if cv.kind == "maxpool":  # the bytes keep their quantization
-            lines.append(f"  - {layers.pool_yaml(cv)}")
-            continue
-        if cv.kind != "conv2d":
-            head = f"mul: {{by: {sides[cv.scale_by]}, " if cv.kind == "mul" else "global_avgpool: {"
-            lines.append(f"  - {head}quant: {{output_scale: {op.y_scale!r}, output_zero_point: {op.y_zero_point}}}}}")
-            continue
-        scales = op.weight_scales
-        scale_text = repr(scales[0]) if len(set(scales)) == 1 else "[" + ", ".join(repr(x) for x in scales) + "]"
-        keys = [f"out_channels: {cv.out_channels}", f"kernel: {list(cv.kernel)}", f"stride: {list(cv.stride)}",
-                f"pad: {list(cv.pad)}", f"dilation: {list(cv.dilation)}"]
-        keys += [f"groups: {cv.groups}"] if cv.groups > 1 else []
-        keys += ["bias: true"] if op.bias is not None else []
-        if op.residual is not None:
-            keys.append(f"residual: {'input' if op.residual == first.in_q else sides.get(op.residual) or results[op.residual]}")
-        if op.activation != "none":
-            keys.append(f"activation: {op.activation if isinstance(op.activation, str) else json.dumps(op.activation)}")
-        conv_quant = (f", conv_scale: {op.conv_scale!r}, conv_zero_point: {op.conv_zero_point}"
-                      if op.conv_scale is not None else "")
-        keys += ["filter_layout: oihw-8i32o4i", f"quant: {{weight_scale: {scale_text}, output_scale: {op.y_scale!r}, "
-                                                 f"output_zero_point: {op.y_zero_point}{conv_quant}}}"]
-        lines.append(f"  - conv2d: {{{', '.join(keys)}}}")
-    lines += [f"output: {{layout: {QUANT_LAYOUT}}}", "schedule: auto", f"targets: [{', '.join(targets)}]"]
-    if nodes:  # a candidate group being costed has no source: it is planned, never run
-        mapped = f", sides: {{{', '.join(f'{v}: {json.dumps(t)}' for t, v in sides.items())}}}" if sides else ""
-        lines.append(f"source: {{onnx: {json.dumps(model_path)}, nodes: [{', '.join(json.dumps(i) for i in nodes)}]"
-                     f"{mapped}}}")
-    return "\n".join(lines) + "\n"
+            entries.append(layers.pool_entry(cv))
+        elif cv.kind == "mul":
+            entries.append(Op(kind="mul", keys=(("by", sides[cv.scale_by]), ("quant", out))))
+        elif cv.kind != "conv2d":
+            entries.append(Op(kind=cv.kind, keys=(("quant", out),)))
+        else:
+            entries.append(Op(kind="conv2d", keys=_qconv_keys(op, first, sides, results, out)))
+    return GroupConfig(name=name, model=model_path, input_shape=graph.shapes[first.in_q], layout=QUANT_LAYOUT,
+                       ops=tuple(entries), targets=targets, schedule="auto", nodes=nodes,
+                       quant=GroupQuant(input_scale=first.x_scale, input_zero_point=first.x_zero_point,
+                                        weight_dtype=weight_dtype,
+                                        weight_zero_point=weighted.weight_zero_point if weighted is not None else 0),
+                       sides=tuple(_side(graph, ops, tensor, side) for tensor, side in sides.items()))
+
+
+def _side(graph: Graph, ops: list[QConv], tensor: str, name: str) -> Side:
+    scale, zero_point = side_quantization(ops, tensor)
+    return Side(name=name, tensor=tensor, shape=graph.shapes[tensor], scale=scale, zero_point=zero_point)
+
+
+def _qconv_keys(op: QConv, first: QConv, sides: dict[str, str], results: dict[str, int], out: dict
+                ) -> tuple[tuple[str, object], ...]:
+    cv, scales = op.conv, op.weight_scales
+    keys = [("out_channels", cv.out_channels), ("kernel", cv.kernel), ("stride", cv.stride), ("pad", cv.pad),
+            ("dilation", cv.dilation)]
+    keys += [("groups", cv.groups)] if cv.groups > 1 else []
+    keys += [("bias", True)] if op.bias is not None else []
+    if op.residual is not None:
+        keys.append(("residual", "input" if op.residual == first.in_q else sides.get(op.residual)
+                     or results[op.residual]))
+    keys += [("activation", op.activation)] if op.activation != "none" else []
+    conv = {"conv_scale": op.conv_scale, "conv_zero_point": op.conv_zero_point} if op.conv_scale is not None else {}
+    quant = {"weight_scale": scales[0] if len(set(scales)) == 1 else scales, **out, **conv}
+    return (*keys, ("filter_layout", "oihw-8i32o4i"), ("quant", quant))

@@ -1,30 +1,15 @@
 """The quantized ops between a QDQ model's convs, as the QConv records a uint8 chain holds: a MaxPool or a
 GlobalAveragePool between DequantizeLinear and QuantizeLinear (onnxruntime runs the first on the bytes, the second
 as QLinearGlobalAveragePool), and the classifier, DequantizeLinear -> [Flatten -> QuantizeLinear ->
-DequantizeLinear ->] Gemm on int8 weights -> QuantizeLinear, as a 1x1 conv on a 1x1 image. qop says which quantized
-op a node is; qnext finds the one that reads a uint8 tensor."""
+DequantizeLinear ->] Gemm on int8 weights -> QuantizeLinear, as a 1x1 conv on a 1x1 image. converters.py says
+which op type each one converts; qnext finds the op that reads a uint8 tensor."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import layers
 from .graph import ConvNode, Graph, _attributes
-from .quant import QConv, _requantized, _scalar, _weight_parts, qconv
-
-
-def qop(graph: Graph, index: int) -> QConv | str | None:
-    """The quantized op whose own node is `index` (a conv, a pool, a Gemm); why kernelgen cannot take it; None when
-    the node is no quantized op."""
-    op_type = graph.nodes[index].op_type
-    if op_type in ("Conv", "QLinearConv"):
-        return qconv(graph, index)
-    if op_type in ("MaxPool", "GlobalAveragePool"):
-        return _qpool(graph, index)
-    if op_type == "Gemm":
-        return _qgemm(graph, index)
-    if op_type == "Mul":
-        return _qmul(graph, index)
-    return None
+from .quant import QConv, _requantized, _scalar, _weight_parts
 
 
 def qnext(graph: Graph, tensor: str) -> tuple[int, tuple[int, ...]] | None:
@@ -72,7 +57,7 @@ def _dequantized_input(graph: Graph, tensor: str) -> tuple[int, float, int] | No
     return None if None in (scale, zero_point) else (dq, scale, int(zero_point))
 
 
-def _qpool(graph: Graph, index: int) -> QConv | str | None:
+def qpool(graph: Graph, index: int) -> QConv | str | None:
     node = graph.nodes[index]
     dq = _dequantized_input(graph, node.input[0])
     if dq is None:
@@ -95,7 +80,7 @@ def _qpool(graph: Graph, index: int) -> QConv | str | None:
                  weight_zero_point=0, bias=None, y_scale=y_scale, y_zero_point=int(y_zp))
 
 
-def _qgemm(graph: Graph, index: int) -> QConv | str | None:
+def qgemm(graph: Graph, index: int) -> QConv | str | None:
     node = graph.nodes[index]
     dq = _dequantized_input(graph, node.input[0])
     if dq is None:
@@ -154,7 +139,7 @@ def _qgemm(graph: Graph, index: int) -> QConv | str | None:
                  y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
 
 
-def _qmul(graph: Graph, index: int) -> QConv | str | None:
+def qmul(graph: Graph, index: int) -> QConv | str | None:
     """A Mul of a dequantized image by dequantized factors of shape [N, C, 1, 1] (squeeze-excite's scaling), quantized
     again: a `mul` op whose factors are a side input."""
     node = graph.nodes[index]

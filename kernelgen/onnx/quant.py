@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .activations import activation as fused_activation, is_gate
 from .graph import ConvNode, Graph
 
 
@@ -64,8 +65,8 @@ def _requantized(graph: Graph, tensor: str) -> tuple[list[int], str | list[float
     QuantizeLinear node, its scale, its zero point); None when the result is not quantized again."""
     nodes, activation = [], "none"
     reader = graph.sole_consumer(tensor)
-    if reader is not None and graph.activation(reader, gates=False) is not None:  # uint8 stores clamp bytes
-        activation = graph.activation(reader, gates=False)
+    if reader is not None and fused_activation(graph, reader, gates=False) is not None:  # uint8 stores clamp bytes
+        activation = fused_activation(graph, reader, gates=False)
         nodes.append(reader)
         reader = graph.sole_consumer(graph.nodes[reader].output[0])
     if reader is None or graph.nodes[reader].op_type != "QuantizeLinear":
@@ -212,7 +213,7 @@ def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozen
     if dq is None or graph.nodes[dq].op_type != "DequantizeLinear":
         return op
     gate = graph.sole_consumer(graph.nodes[dq].output[0])
-    if gate is None or gate in taken or graph.nodes[gate].op_type not in ("HardSwish", "HardSigmoid"):
+    if gate is None or gate in taken or not is_gate(graph.nodes[gate].op_type):
         return op
     r = graph.nodes[dq]
     if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (op.y_scale,
@@ -226,5 +227,5 @@ def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozen
     if None in (y_scale, y_zp):
         return op
     return replace(op, members=op.members + (dq, gate, q), out_q=node.output[0], y_scale=y_scale,
-                   y_zero_point=int(y_zp), activation=graph.activation(gate), conv_scale=op.y_scale,
+                   y_zero_point=int(y_zp), activation=fused_activation(graph, gate), conv_scale=op.y_scale,
                    conv_zero_point=op.y_zero_point)

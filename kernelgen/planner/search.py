@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..config import Config
+from ..errors import NoScheduleFits
 from ..plan import LoopOrder
 from .geometry import ELEMENT_BYTES, allocate, geometry, shapes, stripes, windows, workspace_elements
 from .work import count_work
@@ -226,10 +227,11 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
         ("h_block",) if len({grid[1] for grid in grids}) > 1 else ())
     if not fits:
         assert smallest is not None
-        raise config.problem("schedule.budget" if s.budget_source == "schedule.budget" else "schedule",
-                             f"expected a budget of at least {smallest.workspace} bytes: the smallest schedule "
-                             f"({_splits(smallest, fitted)}) needs that much for its caches, got {s.budget} "
-                             f"({s.budget_source})")
+        error = config.problem("schedule.budget" if s.budget_source == "schedule.budget" else "schedule",
+                               f"expected a budget of at least {smallest.workspace} bytes: the smallest schedule "
+                               f"({_splits(smallest, fitted)}) needs that much for its caches, got {s.budget} "
+                               f"({s.budget_source})")
+        raise NoScheduleFits(error.problems, needed=smallest.workspace, budget=s.budget)
     fits.sort()
     best = fits[0]
     chosen = _candidate(best, "chosen")

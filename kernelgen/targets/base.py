@@ -2,7 +2,8 @@
 
 A target plans its own tiling on top of the core plan (`target_plan`), renders files from both (`build`, which
 makes a `Job`: config, plan, target plan and files, computed once per command), and, where this machine can,
-`compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself. The loops over these
+`compile`s a job into an `Executable` that `run`s on the core's tensors and `time`s itself, and says which `probes`
+measure its device (FMA peak, bandwidth), which the core times through the same `time`. The loops over these
 (inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure,
 which defines Job, Executable and the primitives it calls (measure/primitives.py); a target never makes inputs or
 compares outputs. The registry in kernelgen/registry.py is the only list of targets.
@@ -21,7 +22,8 @@ from ..config_model import TargetInfo
 from ..emit import Comment, OutputFile, render, template_files
 from ..errors import KernelgenError
 from ..measure.compare import Roundoff
-from ..measure.primitives import Executable, Job, Traced  # noqa: F401 - targets import them from here
+# targets import these from here
+from ..measure.primitives import BANDWIDTH, FMA, Executable, Job, Probe, Traced  # noqa: F401
 from ..measure.records import DeviceStats, Timings
 from ..measure.roofline import MachinePeaks
 from ..measure.tensors import KernelArgs
@@ -121,9 +123,18 @@ class Target(ABC):
         the kernel keeps them only in its caches (the chain is then checked end to end)."""
         return None
 
-    def time(self, executable: Executable, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
-        """The kernel timed `repeat` times (first), and any row the target measures beside it."""
+    def time(self, executable: Executable, args: KernelArgs | None, repeat: int,
+             probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:
+        """The kernel timed `repeat` times (first), and any row the target measures beside it. Each of `probes`
+        runs right before each repeat, timed as the kernel is (its first row's probe_seconds); args None: the
+        probes alone. A target without probes may keep the three-argument form."""
         raise NotImplementedError(f"the {self.name} target has no timer")
+
+    def probes(self, executable: Executable, kind: str) -> tuple[Probe, ...]:
+        """What measures this device's FMA peak (kind FMA) or bandwidth (BANDWIDTH): the candidate shapes of the
+        probe kernel, ready to run on the executable's device; the core chooses among them and times them
+        (measure/probes.py). (): no such probe."""
+        return ()
 
     def roundoff(self, job: Job) -> Roundoff:
         """The unit roundoffs of this target's arithmetic and storage for a float config (half storage for

@@ -20,7 +20,7 @@ from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
 from ...plan import Plan
-from ..base import Executable, Job, Target, Traced
+from ..base import BANDWIDTH, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
@@ -56,6 +56,7 @@ class CLibrary(Executable):
         self.in_process = process.in_process(self.flags)
         self._library: Library | None = None
         self._driven: process.Driven | None = None
+        self.probes: Probes | None = None  # the triad, built when a benchmark first asks for it
 
     @property
     def library(self) -> Library:
@@ -163,21 +164,38 @@ class C(Target):
     def run_traced(self, executable: CLibrary, args: KernelArgs, poison: int) -> Traced:
         return executable.traced(args, poison)  # intermediates live in the stripe caches: a -DKG_TRACE_INTERMEDIATES build
 
-    def time(self, executable: CLibrary, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
-        arrays = executable.arguments(args, 0)
-        call = executable.bind(arrays)
-        call()  # warm-up: page in the workspace
-        # a memory-bound kernel runs right after the triad (roofline.Probes), which leaves its tensors in memory,
-        # not the caches: GB/s against the bandwidth that triad measured, repeat by repeat
-        probes = Probes(executable.workdir, iterations=1000) if executable.job.plan.memory_bound else None
-        times, bandwidths = [], []
+    def probes(self, executable: CLibrary, kind: str) -> tuple[Probe, ...]:
+        """The STREAM triad of one core (roofline.Probes), built once per library. No FMA probe beside the
+        kernels: the c rows carry no peak ratio (the roofline chart measures the CPU's peak on its own)."""
+        if kind != BANDWIDTH:
+            return ()
+        if executable.probes is None:
+            executable.probes = Probes(executable.workdir, iterations=1000)
+        triad = executable.probes
+        return (Probe(kind=BANDWIDTH, work=triad.triad_bytes, device="host", shape="triad", kernel=triad.triad),)
+
+    def time(self, executable: CLibrary, args: KernelArgs | None, repeat: int,
+             probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:
+        arrays = executable.arguments(args, 0) if args is not None else None  # alive while the call runs on them
+        call = executable.bind(arrays) if arrays is not None else None
+        if call is not None:
+            call()  # warm-up: page in the workspace
+        # a memory-bound kernel runs right after the triad, which leaves its tensors in memory, not the caches
+        times: list[float] = []
+        beside: dict[str, list[float]] = {p.kind: [] for p in probes}
         for _ in range(repeat):
-            if probes is not None:
-                bandwidths.append(probes.triad_gbs())
-            start = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - start)
+            for p in probes:
+                start = time.perf_counter()
+                p.kernel()
+                beside[p.kind].append(time.perf_counter() - start)
+            if call is not None:
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+        seconds = {kind: tuple(t) for kind, t in beside.items()}
+        if call is None:
+            return (Timings(label="probes", probe_seconds=seconds),)
         plan, threads = executable.job.plan, c_options(executable.job.config).threads
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
         return (Timings(label=f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})",
-                        seconds=tuple(times), peak_gbs=tuple(bandwidths), metrics={"executed_flops": plan.executed_flops}),)
+                        seconds=tuple(times), probe_seconds=seconds, metrics={"executed_flops": plan.executed_flops}),)

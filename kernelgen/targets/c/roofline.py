@@ -14,7 +14,7 @@ import numpy as np
 
 from ...measure.roofline import MachinePeaks
 from .placement import placed
-from .toolchain import Library, build_shared
+from .toolchain import build_shared
 
 # Eight independent 8-wide FMA chains: enough in flight to hide FMA latency on current x86 and
 # ARM cores, few enough to stay in registers. GCC's vector extension keeps it portable C.
@@ -68,31 +68,26 @@ class Probes:
         self._lib.peak(self.iterations, self._out.ctypes.data)
         return 8 * 8 * 2 * self.iterations / (time.perf_counter() - start) / 1e9
 
+    @property
+    def triad_bytes(self) -> int:
+        return 3 * self._a.nbytes  # b and c read, a written
+
+    def triad(self) -> None:
+        """One run of the triad: what a benchmark times beside a kernel (measure/probes.py)."""
+        self._lib.triad(self._a.size, self._a.ctypes.data, self._b.ctypes.data, self._c.ctypes.data)
+
     def triad_gbs(self) -> float:
         start = time.perf_counter()
-        self._lib.triad(self._a.size, self._a.ctypes.data, self._b.ctypes.data, self._c.ctypes.data)
-        return 3 * self._a.nbytes / (time.perf_counter() - start) / 1e9
+        self.triad()
+        return self.triad_bytes / (time.perf_counter() - start) / 1e9
 
 
 def measure_peaks(repeat: int = 5) -> MachinePeaks:
+    """This core's FMA peak (Probes.peak_gflops, the c target's one FMA probe: the median of `repeat` runs) and
+    its copy bandwidth, for the roofline chart."""
     with tempfile.TemporaryDirectory(prefix="kernelgen-peak-") as tmp:
-        source = Path(tmp) / "peak.c"
-        source.write_text(_PEAK_SOURCE)
-        library = Library(build_shared([source], Path(tmp) / "libpeak.so",
-                                               flags=("-O2", "-march=native", "-ffp-contract=fast")))
-        out = np.zeros(8, dtype=np.float32)
-        iterations = np.array([20_000_000], dtype=np.int64)
-        import ctypes
-
-        lib = ctypes.CDLL(str(library.path))
-        lib.peak.argtypes = [ctypes.c_long, ctypes.c_void_p]
-        lib.peak(1000, out.ctypes.data)
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            lib.peak(int(iterations[0]), out.ctypes.data)
-            times.append(time.perf_counter() - start)
-    gflops = 8 * 8 * 2 * int(iterations[0]) / statistics.median(times) / 1e9
+        probes = Probes(Path(tmp))
+        gflops = statistics.median(probes.peak_gflops() for _ in range(repeat))
     source_array = np.ones(64 * 1024 * 1024 // 4, dtype=np.float32)  # 64 MiB: far beyond the caches
     target = np.empty_like(source_array)
     copies = []

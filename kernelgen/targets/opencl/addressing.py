@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import numpy as np
-
 import kernelgen.expr as E
 from ...layout import TensorLayout
+from ..gpu.api import c_index as c_text  # noqa: F401 - the kernels' modules import it from here
+from ..gpu.vectors import lanes_together as contiguous4  # noqa: F401 - likewise
 from .model import Storage
 
 C4 = "c4"
@@ -45,37 +45,6 @@ def split(expr: E.Expr, var: str) -> tuple[E.Expr, E.Expr] | None:
     return E.add(*fixed, E.Const(0)), E.add(*moving, E.Const(0))
 
 
-EXHAUSTIVE_LIMIT = 1 << 20  # elements a non-separable layout is checked at, one by one
-
-
-@lru_cache(maxsize=64)
-def contiguous4(layout: TensorLayout, n: int = 4) -> bool:
-    """Does every channel c sit (c % 4) elements after channel c - c % 4 of the same pixel, so that
-    a group of 4 (or the partial last group) is one vload4/vstore4 or base + lane offsets?
-
-    Every channel counts, the partial last group included: a tensor with 2 channels stored NCHW
-    has no full group, and its lanes are still far apart. Exact when each term of the offset
-    depends on one dim at most (only the channel terms matter); otherwise checked element by
-    element up to EXHAUSTIVE_LIMIT elements, and answered False past it (lane by lane addressing
-    is always correct, only slower). `n`: the same for groups of n channels (a float8/16 vload).
-    """
-    shape = layout.logical_shape
-    bounds = {d: (0, e - 1) for d, e in zip("nhwc", shape)}
-    offset = flat(layout, {d: E.Var(d) for d in "nhwc"}, bounds)
-    terms = offset.terms if isinstance(offset, E.Add) else (offset,)
-    if all(len(E.variables(t)) <= 1 for t in terms):
-        channel = np.arange(shape[3])
-        values = np.broadcast_to(np.asarray(E.evaluate(E.add(*(t for t in terms if "c" in E.variables(t)),
-                                                                E.Const(0)), {"c": channel})), channel.shape)
-        return bool(np.array_equal(values - channel % n, values[channel - channel % n]))
-    if layout.logical_size > EXHAUSTIVE_LIMIT:
-        return False
-    grid = np.meshgrid(*(np.arange(e) for e in shape), indexing="ij")
-    values = np.broadcast_to(np.asarray(E.evaluate(offset, dict(zip("nhwc", grid)))), grid[0].shape)
-    channel = np.arange(shape[3])
-    return bool(np.array_equal(values - channel % n, values[..., channel - channel % n]))
-
-
 def conditions(checks: list[tuple[E.Expr, str, int]], bounds: dict) -> list[str]:
     """C comparisons the bounds cannot prove (as planner._cond)."""
     out = []
@@ -95,11 +64,3 @@ def when(checks: list[tuple[E.Expr, str, int]], bounds: dict) -> str | bool:
         if (op == "<" and lo >= limit) or (op == ">=" and hi < limit):
             return False
     return " && ".join(needed) if needed else True
-
-
-def c_text(expr: E.Expr) -> str:
-    """C text of an expression, without one pair of outer parentheses."""
-    text = E.to_c(expr)
-    return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
-
-

@@ -23,7 +23,7 @@ def grouped_step(op: ConvOp, pixels: list[tuple[int, int]], rows: dict[int, str]
                  masked: set[int]) -> tuple[GroupedStep, tuple[str, ...]]:
     """(the rc loop's body, the filter base fb per tap)."""
     geo = op.geo
-    _, in_h, in_w, in_c = geo.in_shape
+    in_h, in_w, in_c = geo.in_shape[1:]
     out_c = geo.out_channels
     per_group_in, per_group_out = in_c // geo.groups, out_c // geo.groups
     bounds = bounds | {RC: (0, per_group_in - 1)} | {v: (0, in_h - 1) for v in rows.values()} | {

@@ -2,33 +2,37 @@
 `kernelgen build` writes, its kernels launched in the plan's order with the plan's NDRange on tensors that stay on
 the device between launches; intermediates and the output start from the poison byte.
 
-Timing: each repeat's kernel time from profiling events, interleaved with the device's FMA peak (probe.py), so
-both are taken over the same stretch of a busy host's load; a memory-bound (depthwise) kernel's also right after
-the bandwidth triad (bandwidth.py) in the same sequence.
+Timing: each repeat's kernel time from profiling events, the probes the core asks for (probes.py: the FMA peak,
+and the bandwidth triad for a memory-bound kernel) launched first in the same sequence, so both are taken over
+the same stretch of a busy host's load.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...measure.records import Timings
+from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
-from ..base import Executable, Job, Traced
+from ..base import Job, Traced
+from ..gpu.dispatch import GpuDispatch, GpuTensor, three
+from ..gpu.program import GpuProgram
 from .args import Arg, BufferArg, ImageArg, Launch
 from .model import Role, StorageKind
 from .options import half_arithmetic
 from .plan import OpenCLPlan, check_device_limit
-from .bandwidth import bandwidth_probe
-from .probe import fma_peak_gflops
+from .probes import PROBES
 from .toolchain import OpenCLRunner
 
 
-class OpenCLProgram(Executable):
+class OpenCLProgram(GpuProgram):
     """The job's kernels on an open device (its context and queue), launched in order."""
 
+    runner: OpenCLRunner
+    probe_kernels = PROBES
+
     def __init__(self, job: Job, runner: OpenCLRunner, *, notes: tuple[str, ...] = (), cannot_run: str = ""):
-        super().__init__(job, notes=notes, cannot_run=cannot_run)
-        self.runner = runner
         cplan: OpenCLPlan = job.target_plan
+        super().__init__(job, runner, label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
+                         notes=notes, cannot_run=cannot_run)
         half = half_arithmetic(job.config)
         source = job.files[f"{job.config.name}.cl"]
         # fp16: the half convs and, in their places, the pools (fp32 math on half storage either way), then padding
@@ -39,11 +43,30 @@ class OpenCLProgram(Executable):
         self.timed_launches = self.launches if not cannot_run else [
             Launch(source, k.name, k.args, k.global_size, k.local_size) for k in cplan.kernels]
 
-    def close(self) -> None:
-        self.runner.close()
-
     def tensors(self, args: KernelArgs, poison: int, keep_temps: bool = False) -> dict[str, Arg]:
         return host_arrays(self.job.target_plan, args, poison, keep_temps)
+
+    def output(self, args: KernelArgs, poison: int) -> np.ndarray:
+        return self.runner.run_sequence(self.launches, self.tensors(args, poison)).outputs["output"].reshape(-1)
+
+    def traced(self, args: KernelArgs, poison: int) -> Traced:
+        """One run with every intermediate read back, each unpacked by its storage's layout (image or buffer)."""
+        result = self.runner.run_sequence(self.launches, self.tensors(args, poison, keep_temps=True))
+        cplan: OpenCLPlan = self.job.target_plan
+        temps = {s.name: s for s in cplan.storages if s.role is Role.TEMP}
+        inter = tuple(temps[f"temp{j}"].layout.unpack(result.outputs[f"temp{j}"]).astype(np.float32)
+                      for j in range(1, len(self.job.config.ops)))
+        return Traced(output=result.outputs["output"].reshape(-1), intermediates=inter)
+
+    def sequence_times(self, args: KernelArgs | None, probes: tuple[Probe, ...], repeat: int) -> list[tuple[float, ...]]:
+        # a device without cl_khr_fp16 times the float-arithmetic kernels on the same half storage
+        launches, tensors = ([*self.timed_launches], self.tensors(args, 0)) if args is not None else ([], {})
+        launches = [p.kernel.launch for p in probes] + launches
+        for p in probes:
+            tensors |= p.kernel.tensors
+        self.runner.run_sequence(launches, tensors)  # warms PoCL's JIT and caches
+        return [tuple(ns * 1e-9 for ns in self.runner.run_sequence(launches, tensors).launch_times_ns[0])
+                for _ in range(repeat)]
 
 
 def open_program(job: Job, device: str | None) -> OpenCLProgram:
@@ -88,40 +111,9 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
     return tensors
 
 
-def run(program: OpenCLProgram, args: KernelArgs, poison: int) -> np.ndarray:
-    result = program.runner.run_sequence(program.launches, program.tensors(args, poison))
-    return result.outputs["output"].reshape(-1)
-
-
-def run_traced(program: OpenCLProgram, args: KernelArgs, poison: int) -> Traced:
-    """One run with every intermediate read back, each unpacked by its storage's layout (image or buffer)."""
-    result = program.runner.run_sequence(program.launches, program.tensors(args, poison, keep_temps=True))
-    cplan: OpenCLPlan = program.job.target_plan
-    temps = {s.name: s for s in cplan.storages if s.role is Role.TEMP}
-    inter = tuple(temps[f"temp{j}"].layout.unpack(result.outputs[f"temp{j}"]).astype(np.float32)
-                  for j in range(1, len(program.job.config.ops)))
-    return Traced(output=result.outputs["output"].reshape(-1), intermediates=inter)
-
-
-def timings(program: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
-    runner, tensors = program.runner, program.tensors(args, 0)
-    launches = program.timed_launches
-    runner.run_sequence(launches, tensors)  # warms PoCL's JIT and caches
-    # a memory-bound kernel runs right after the bandwidth triad, in the same sequence on the same queue
-    probe = bandwidth_probe() if program.job.plan.memory_bound else None
-    if probe is not None:
-        launches, tensors = [probe.launch, *launches], {**tensors, **probe.tensors}
-        runner.run_sequence(launches, tensors)  # the triad's JIT
-    times, peaks, bandwidths = [], [], []
-    for _ in range(repeat):
-        # Kernel runs interleaved with peak runs: with other jobs on the 2 cores, both are taken over the same
-        # stretch of load.
-        launch_ns = runner.run_sequence(launches, tensors).launch_times_ns[0]
-        if probe is not None:
-            bandwidths.append(probe.gbs(launch_ns[0]))
-            launch_ns = launch_ns[1:]
-        times.append(sum(launch_ns) * 1e-9)
-        peaks.append(fma_peak_gflops(runner, runs=2))
-    cplan: OpenCLPlan = program.job.target_plan
-    return (Timings(label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
-                    seconds=tuple(times), peak_gflops=tuple(peaks), peak_gbs=tuple(bandwidths)),)
+def launches(cplan: OpenCLPlan) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    """The storages (images or buffers) and the fp32-arithmetic kernels' NDRanges, API-neutral."""
+    tensors = tuple(GpuTensor(name=s.name, elements=int(np.prod(s.shape)), kind=s.kind.value) for s in cplan.storages)
+    return tensors, tuple(GpuDispatch(kernel=k.name, tensors=k.args, work_group=k.work_group_3d,
+                                      groups=three(tuple(g // w for g, w in zip(k.global_size, k.local_size))))
+                          for k in cplan.kernels)

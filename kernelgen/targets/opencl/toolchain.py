@@ -20,6 +20,8 @@ from ...errors import ToolchainError
 from .args import (Arg, BufferArg, ImageArg, Key, Launch, LocalArg, RunResult, ScalarArg,  # noqa: F401
                           check_args as _check_args, resolve as _resolve)
 from ...toolstatus import ToolStatus
+from ..gpu.binding import import_binding
+from ..gpu.program import DeviceRunner
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -39,11 +41,7 @@ ALWAYS_BUILD_OPTIONS = ("-cl-kernel-arg-info", "-w")
 
 
 def _import_cl() -> ModuleType:
-    try:
-        import pyopencl
-    except ImportError as exc:
-        raise ToolchainError(f"OpenCL needs the Python package pyopencl: {PYOPENCL_HINT}") from exc
-    return pyopencl
+    return import_binding("pyopencl", f"OpenCL needs the Python package pyopencl: {PYOPENCL_HINT}")
 
 
 def _devices(cl: ModuleType) -> list[cl.Device]:
@@ -87,10 +85,6 @@ def status() -> tuple[ToolStatus, ...]:
     return (found, *(ToolStatus("opencl-device", True, _describe(d), ICD_HINT) for d in devices))
 
 
-def available() -> bool:
-    return all(s.found for s in status())
-
-
 @dataclass(frozen=True, slots=True)
 class DeviceInfo:
     name: str
@@ -108,7 +102,7 @@ class DeviceInfo:
 # ---------------------------------------------------------------- runner
 
 
-class OpenCLRunner:
+class OpenCLRunner(DeviceRunner):
     """One device, its context and an in-order profiling queue; programs cached by source."""
 
     def __init__(self, device: int | str | None = None) -> None:
@@ -123,12 +117,6 @@ class OpenCLRunner:
             raise ToolchainError(f"cannot open {_describe(self._device)}: {exc}") from exc
         self.info = _device_info(cl, self._device, self._context)
         self._programs: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
-
-    def __enter__(self) -> OpenCLRunner:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def close(self) -> None:
         self._queue.finish()

@@ -7,35 +7,34 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...config import Config
 from ...emit import OutputFile
 from ...errors import KernelgenError
 from ...measure.compare import Roundoff
 from ...measure.records import DeviceStats, Timings
-from ...measure.tensors import KernelArgs
 from ...plan import Plan
 from ...reference import HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
-from ..base import Job, Target, Traced
+from ..base import Job
+from ..gpu.api import VULKAN
+from ..gpu.dispatch import GpuDispatch, GpuTensor
+from ..gpu.program import GpuTarget
 from .code import COMP_TEMPLATE, compile_ops
 from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
-from .program import VulkanProgram, compile_program, run, run_traced, stages, timings
+from .program import VulkanProgram, compile_program, launches, stages
 from .sweep import static_estimate, sweep_variants
 from .toolchain import status
 
 
-class Vulkan(Target):
+class Vulkan(GpuTarget):
     name = NAME
+    api = VULKAN
     summary = "Vulkan GLSL 450 compute (glslangValidator -> SPIR-V, lavapipe): seed 002 tiles, vec4 channels"
     files = (OutputFile(pattern="{name}.comp", template=COMP_TEMPLATE),
              OutputFile(pattern="{name}.dispatch.txt", template="vulkan/dispatch.txt.j2"))
-    dtypes = ("float32", "float16")
     options_model = VulkanModel
     stats_devices = ("rdna2", "adreno-7xx", "adreno-6xx", "mali-valhall")
-    loop_orders = None  # a dispatch per conv2d over the whole tensor: no stripe loops, schedule.order does not apply
 
     def target_plan(self, config: Config, plan: Plan) -> VulkanPlan:
         return plan_vulkan(config, plan)
@@ -51,14 +50,8 @@ class Vulkan(Target):
     def compile(self, job: Job, workdir: Path, device: str | None = None) -> VulkanProgram:
         return compile_program(job, device)
 
-    def run(self, executable: VulkanProgram, args: KernelArgs, poison: int) -> np.ndarray:
-        return run(executable, args, poison)
-
-    def run_traced(self, executable: VulkanProgram, args: KernelArgs, poison: int) -> Traced:
-        return run_traced(executable, args, poison)  # intermediates are device buffers: read them back
-
-    def time(self, executable: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
-        return timings(executable, args, repeat)
+    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+        return launches(job)
 
     def roundoff(self, job: Job) -> Roundoff:
         """float16 kernels store every tensor in half and accumulate in f16vec4 arithmetic: both round by at

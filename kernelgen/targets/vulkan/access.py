@@ -6,8 +6,10 @@ import math
 from dataclasses import dataclass
 
 import kernelgen.expr as E
-from ...layout import LayoutError, PadKind, TensorLayout
+from ...layout import PadKind, TensorLayout
 from ...plan import HardSigmoid, OpGeometry
+from ..gpu.api import glsl_float  # noqa: F401 - plan.py imports it from here
+from ..gpu.vectors import aligned as vec_ok  # the vec4 proof; plan.py and filters.py import it from here
 
 # vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
 # gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
@@ -29,34 +31,6 @@ class Access:
     # the binding's view has 3-component texels): lavapipe gathers once per pixel instead of 3 times
     rgb: bool = False
     pixel: str = ""
-
-
-def vec_ok(tl: TensorLayout, axis: int, width: int = 4) -> bool:
-    """`width` consecutive elements along `axis` (from a multiple of `width`) are contiguous and
-    aligned to `width` elements, and the layout has slots up to the next multiple of `width`.
-
-    Decided symbolically: with the dim written width*q + r (r in [0, width)), the flattened
-    offset must simplify to r plus terms that are all multiples of `width`.
-    """
-    shape = list(tl.logical_shape)
-    shape[axis] = -(-shape[axis] // width) * width
-    try:
-        grown = tl.layout.bind(tuple(shape))
-    except LayoutError:  # a layout the grown shape does not fit
-        return False
-    if grown.flat_shape != tl.flat_shape:
-        return False
-    dims = tl.layout.dims
-    bounds = {d: (0, n - 1) for d, n in zip(dims, shape)} | {"q_": (0, shape[axis] // width - 1),
-                                                             "r_": (0, width - 1)}
-    index = {d: E.Var(d) for d in dims} | {dims[axis]: E.add(E.mul(E.Var("q_"), width), E.Var("r_"))}
-    const, terms = E._affine(E.simplify(grown.flat_offset(index, bounds), bounds))
-    lane = {atom: coef for atom, coef in terms.items() if "r_" in E.variables(atom)}
-    if any(E.variables(atom) != {"r_"} for atom in lane):
-        return False  # the lane offset would depend on other coordinates
-    rest_aligned = const % width == 0 and all(coef % width == 0 for atom, coef in terms.items() if atom not in lane)
-    lanes = [sum(coef * E.evaluate(atom, {"r_": r}) for atom, coef in lane.items()) for r in range(width)]
-    return rest_aligned and lanes == list(range(width))
 
 
 def channel_padding_only(tl: TensorLayout) -> bool:
@@ -113,12 +87,6 @@ def gate_literals(hard: HardSigmoid | None) -> dict:
         return {}
     return dict(gate_alpha=glsl_float(hard.alpha), gate_beta=glsl_float(hard.beta),
                 gate_times_value=hard.times_value)
-
-
-def glsl_float(value: float) -> str:
-    """A GLSL float literal that round-trips (repr keeps every digit; GLSL wants a point or exponent)."""
-    text = repr(float(value))
-    return text if any(ch in text for ch in ".e") else text + ".0"
 
 
 def quotient_text(name: str, divisor: int, limit: int) -> str:

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from ...errors import ToolchainError
+from ..gpu.binding import import_binding
 
 _API_1_2 = 1 << 22 | 2 << 12
 # Features a generated kernel may use (f16/i8 arithmetic and storage), enabled when
@@ -39,14 +40,8 @@ _FEATURES = {
 
 def import_vulkan() -> ModuleType:
     """The `vulkan` binding, or a ToolchainError saying what to install."""
-    try:
-        import vulkan
-    except ImportError as exc:
-        raise ToolchainError("python package 'vulkan' is missing: pip install 'kernelgen[vulkan]'") from exc
-    except OSError as exc:  # the binding dlopens libvulkan.so.1 while importing
-        raise ToolchainError(f"the Vulkan loader cannot be loaded ({exc}): "
-                             "apt-get install libvulkan1 mesa-vulkan-drivers") from exc
-    return vulkan
+    return import_binding("vulkan", "python package 'vulkan' is missing: pip install 'kernelgen[vulkan]'",
+                          loader=("Vulkan", "apt-get install libvulkan1 mesa-vulkan-drivers"))
 
 
 @contextmanager

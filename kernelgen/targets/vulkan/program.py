@@ -3,7 +3,7 @@ by glslangValidator, dispatched in order with a barrier between dispatches on a 
 Intermediates and the output start from the poison byte.
 
 Timing: GPU time from timestamp queries (the first repeat dropped: lavapipe compiles each pipeline lazily). Each
-repeat dispatches the FMA probe right before the kernel in one command buffer, so on a CPU device another
+repeat dispatches the probes the core asks for (probes.py) right before the kernel in one command buffer, so on a CPU device another
 process on a shared core slows probe and kernel alike only when both run at the same moment: a peak taken
 seconds apart from the kernel gave ratios from 0.28 to 0.48 for the same kernel (seed 002's table measured
 0.43-0.46 with the probe at ~80 GFLOP/s and 0.27-0.38 with it at 53-63 GFLOP/s: read the ratio with the peak).
@@ -13,27 +13,54 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ToolchainError
-from ...measure.records import Timings
+from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
-from ..base import Executable, Job, Traced
+from ..base import Job, Traced
+from ..gpu.dispatch import GpuDispatch, GpuTensor
+from ..gpu.program import GpuProgram
 from .code import compile_ops
 from .plan import VulkanPlan
-from .bandwidth import bandwidth_probe
-from .probe import best_shape, fma_probe
+from .probes import PROBES
 from .runtime import Stage, VulkanRunner
 
 
-class VulkanProgram(Executable):
+class VulkanProgram(GpuProgram):
     """The job's SPIR-V modules on an open Vulkan device."""
 
+    runner: VulkanRunner
+    probe_kernels = PROBES
+
     def __init__(self, job: Job, spirv: tuple[bytes, ...], runner: VulkanRunner):
-        super().__init__(job)
+        super().__init__(job, runner, label=label(job.target_plan))
         self.spirv = spirv
-        self.runner = runner
         self.stages = stages(job.target_plan, spirv)
 
-    def close(self) -> None:
-        self.runner.close()
+    def output(self, args: KernelArgs, poison: int) -> np.ndarray:
+        return self.runner.run_sequence(self.stages, self.buffers(args, poison)).outputs[-1].reshape(-1)
+
+    def traced(self, args: KernelArgs, poison: int) -> Traced:
+        """One run with every intermediate (temp<j>, in the core plan's intermediate layouts) unpacked."""
+        result = self.runner.run_sequence(self.stages, self.buffers(args, poison))
+        vk: VulkanPlan = self.job.target_plan
+        index = {b.name: i for i, b in enumerate(vk.buffers)}
+        inter = tuple(t.layout.unpack(result.outputs[index[t.name]][:t.elements].astype(np.float32))
+                      for t in self.job.plan.intermediates)
+        return Traced(output=result.outputs[-1].reshape(-1), intermediates=inter)
+
+    def sequence_times(self, args: KernelArgs | None, probes: tuple[Probe, ...], repeat: int) -> list[tuple[float, ...]]:
+        runner = self.runner
+        if not runner.info.timestamps:
+            raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
+        buffers = self.buffers(args, 0) if args is not None else []
+        firsts = []  # each probe's first buffer
+        for p in probes:
+            firsts.append(len(buffers))
+            buffers += p.kernel.arrays
+        stages = [p.kernel.stage(first) for p, first in zip(probes, firsts)] + (self.stages if args is not None else [])
+        result = runner.run_sequence(stages, buffers, repeat=repeat + 1)  # the first repeat: lavapipe's pipelines
+        if not all(np.isfinite(result.outputs[first]).all() for first in firsts):
+            raise ToolchainError("a probe produced non-finite values")
+        return [tuple(ns * 1e-9 for ns in times) for times in result.stage_times_ns[1:]]
 
     def buffers(self, args: KernelArgs, poison: int) -> list[np.ndarray]:
         """input, filter1.., (bias..), temp1.., output as flat arrays of the storage type: inputs padded with
@@ -90,43 +117,18 @@ def compile_program(job: Job, device: str | None) -> VulkanProgram:
     return VulkanProgram(job, spirv, runner)
 
 
-def run(program: VulkanProgram, args: KernelArgs, poison: int) -> np.ndarray:
-    result = program.runner.run_sequence(program.stages, program.buffers(args, poison))
-    return result.outputs[-1].reshape(-1)
-
-
-def run_traced(program: VulkanProgram, args: KernelArgs, poison: int) -> Traced:
-    """One run with every intermediate (temp<j>, in the core plan's intermediate layouts) unpacked."""
-    result = program.runner.run_sequence(program.stages, program.buffers(args, poison))
-    vk: VulkanPlan = program.job.target_plan
-    index = {b.name: i for i, b in enumerate(vk.buffers)}
-    inter = tuple(t.layout.unpack(result.outputs[index[t.name]][:t.elements].astype(np.float32))
-                  for t in program.job.plan.intermediates)
-    return Traced(output=result.outputs[-1].reshape(-1), intermediates=inter)
-
-
-def timings(program: VulkanProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
-    runner = program.runner
-    if not runner.info.timestamps:
-        raise ToolchainError(f"{runner.info.name} cannot write timestamps; nothing to time")
-    arrays = program.buffers(args, 0)
-    probe = fma_probe(binding=len(arrays), shape=best_shape(runner))
-    stages, buffers = [probe.stage, *program.stages], [*arrays, probe.buffer]
-    # a memory-bound kernel: the bandwidth triad dispatched right before it, after the FMA probe
-    bandwidth = bandwidth_probe(len(buffers), max_texels=runner.info.max_texel_buffer_elements) \
-        if program.job.plan.memory_bound else None
-    if bandwidth is not None:
-        stages, buffers = [probe.stage, bandwidth.stage, *program.stages], [*buffers, *bandwidth.arrays]
-    result = runner.run_sequence(stages, buffers, repeat=repeat + 1)
-    if not np.isfinite(result.outputs[len(arrays)]).all():
-        raise ToolchainError("the FMA probe produced non-finite values")
-    first = 1 if bandwidth is None else 2  # the kernel's first stage
-    kernel = tuple(sum(t[first:]) * 1e-9 for t in result.stage_times_ns[1:])
-    peak = tuple(probe.flops / (t[0] * 1e-9) / 1e9 for t in result.stage_times_ns[1:])
-    moved = tuple(bandwidth.gbs(t[1]) for t in result.stage_times_ns[1:]) if bandwidth is not None else ()
-    return (Timings(label=label(program.job.target_plan), seconds=kernel, peak_gflops=peak, peak_gbs=moved),)
-
-
 def label(vk: VulkanPlan) -> str:
     """Seed 002's style: Input[1x258x258x16]xFilter[3x3x16x256]/Stride[1x1]/Tile[2x8x16]/WGSize[4x2x2]/f32."""
     return " -> ".join(op.label for op in vk.ops) + f"/{vk.short}"
+
+
+def launches(job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    """The buffers and one dispatch per op (its SPIR-V module, <name>.op<j>.spv), API-neutral; how each binding is
+    read (storage or texel) is the stage's (stages())."""
+    vk: VulkanPlan = job.target_plan
+    names = [b.name for b in vk.buffers]
+    bound = [(op.src, op.dst, *((op.scale,) if op.scale >= 0 else ())) if op.is_pool else
+             (op.src, op.filter, op.dst, *(b for b in (op.bias, op.res_buffer) if b >= 0)) for op in vk.ops]
+    return (tuple(GpuTensor(name=b.name, elements=b.elements, kind="buffer") for b in vk.buffers),
+            tuple(GpuDispatch(kernel=f"{job.config.name}.op{op.index}", tensors=tuple(names[i] for i in binding),
+                              work_group=op.wg_size, groups=op.groups) for op, binding in zip(vk.ops, bound)))

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ToolchainError
+from ..gpu.program import DeviceRunner
 from .device import (
     DeviceInfo,
     Scope,
@@ -126,7 +127,7 @@ class _Dispatch:
     groups: tuple[int, int, int]
 
 
-class VulkanRunner:
+class VulkanRunner(DeviceRunner):
     """Owns one Vulkan instance, device, queue and command pool; use as a context manager.
 
     Each run creates its buffers, pipelines and query pool, submits one command buffer,
@@ -168,12 +169,6 @@ class VulkanRunner:
         memory = vk.vkGetPhysicalDeviceMemoryProperties(phys.handle)
         self._memory_types = [int(memory.memoryTypes[i].propertyFlags)
                               for i in range(memory.memoryTypeCount)]
-
-    def __enter__(self) -> VulkanRunner:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Destroy the command pool, device and instance; safe to call twice."""

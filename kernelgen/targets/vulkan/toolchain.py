@@ -1,6 +1,6 @@
 """Vulkan toolchain: GLSL -> SPIR-V (glslangValidator, spirv-val, spirv-dis) and the status
-of every tool the target needs. Devices: device.py; dispatches: runtime.py; the FMA peak
-probe: probe.py.
+of every tool the target needs. Devices: device.py; dispatches: runtime.py; the FMA and
+bandwidth probes: probes.py.
 """
 from __future__ import annotations
 
@@ -91,11 +91,6 @@ def status() -> tuple[ToolStatus, ...]:
             _tool_version("spirv-dis", "--version"),
             _binding_status(),
             _device_status())
-
-
-def available() -> bool:
-    """Whether compile_glsl, disassemble and VulkanRunner can all work here."""
-    return all(s.found for s in status())
 
 
 def compile_glsl(source: str, *, stage: str = "comp",

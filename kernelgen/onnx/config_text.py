@@ -1,0 +1,62 @@
+"""The YAML file of an imported group's config (group_config.GroupConfig): the one writer, used only when the
+configs are written (candidate groups are costed as records, never as text). Flow mappings one line per top-level
+key and per op, as a person would write them, with comments saying where each value came from."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .group_config import GroupConfig
+
+FLOAT_HEADER = "the model's own weights, NCHW tensors as ONNX stores them"
+QUANT_HEADER = ("quantized (uint8 activations, {} weights), the model's own scales, zero points, weights and "
+                "biases")
+FLOAT_SIDES = "tensors from outside the group: an Add's other branch, a Mul's factors"
+QUANT_SIDES = "an Add's other branch, from outside the group"
+
+
+def config_text(group: GroupConfig) -> str:
+    data = group.data()
+    what = FLOAT_HEADER if group.quant is None else QUANT_HEADER.format(group.quant.weight_dtype)
+    lines = [f"# imported by `kernelgen import` from {os.path.basename(group.model)}: {what}", f"name: {group.name}"]
+    if group.quant is not None:
+        lines.append("dtype: uint8")
+    lines.append(f"input: {_flow(data['input'])}")
+    if group.sides:
+        lines.append(f"side_inputs:  # {FLOAT_SIDES if group.quant is None else QUANT_SIDES}")
+        for side in group.sides:
+            lines.append(f"  {side.name}: {_flow(data['side_inputs'][side.name])}  # {json.dumps(side.tensor)}")
+    if group.quant is not None:
+        first, _, rest = _flow(data["quant"]).rpartition(", requantization: ")
+        lines += [f"quant: {first},", f"       requantization: {rest}  # onnxruntime's float scale and rounding: "
+                                      f"bit-exact with it"]
+    lines.append("ops:")
+    lines += [f"  - {kind}: {_flow(keys)}" for op in data["ops"] for kind, keys in op.items()]
+    lines.append(f"output: {_flow(data['output'])}")
+    if "schedule" in data:
+        lines.append(f"schedule: {data['schedule']}")
+    lines.append(f"targets: {_flow(data['targets'])}")
+    if "source" in data:  # names from the model: JSON strings, whatever characters they hold
+        source = data["source"]
+        mapped = f", sides: {{{', '.join(f'{k}: {json.dumps(t)}' for k, t in source['sides'].items())}}}" \
+            if "sides" in source else ""
+        lines.append(f"source: {{onnx: {json.dumps(source['onnx'])}, nodes: "
+                     f"[{', '.join(json.dumps(n) for n in source['nodes'])}]{mapped}}}")
+    return "\n".join(lines) + "\n"
+
+
+def _flow(value: Any, key: str = "") -> str:
+    """A value in YAML's flow style: floats as Python's shortest round-trip repr, an activation that is no name as
+    JSON (a clamp's [lo, hi], {"hardsigmoid": {...}})."""
+    if key == "activation" and not isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return f"[{', '.join(_flow(v) for v in value)}]"
+    if isinstance(value, dict):
+        return f"{{{', '.join(f'{k}: {_flow(v, k)}' for k, v in value.items())}}}"
+    return str(value)

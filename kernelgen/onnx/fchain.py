@@ -1,0 +1,158 @@
+"""Float chains of `kernelgen import`: ops (convs, pools, the classifier, a Mul by channel factors: converters.py)
+linked through float tensors, each conv with the Add (residual) and the activation it folds in, which groups of them
+one kernel may compute, and the float config of a group (NCHW tensors as ONNX stores them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from . import layers
+from .activations import Activation, activation as fused_activation
+from .converters import float_op
+from .graph import ConvNode, Graph
+from .group_config import GroupConfig, Op, Side
+
+
+@dataclass
+class ChainOp:
+    conv: ConvNode
+    members: list[int]  # node indices folded into this op: [a Flatten,] the Conv, then an Add, then an activation
+    node: int = -1  # the op's own node (the Conv, pool or Gemm): what names it
+    out: str = ""  # the tensor this op's result is in the graph (after the folded nodes)
+    residual: int | None = None  # 0: the group's input, K: op K's result
+    side: str | None = None  # or the residual is this tensor from outside the group (a side input)
+    activation: Activation = "none"
+
+
+def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]) -> list[ChainOp]:
+    """The chain of ops from `start` ((lead nodes, the op's node, the op)), each conv with the Add and the activation
+    it folds in (nodes an earlier group took stay its: the other branch of a two-branch add meets an Add its partner
+    branch already folded)."""
+    lead, index, conv = start
+    # tensor j of the group: its input, then each op's result
+    chain = [graph.nodes[lead[0]].input[0] if lead else layers.op_input(graph, index, conv)]
+    ops: list[ChainOp] = []
+    while True:
+        op = ChainOp(conv=conv, members=[*lead, index], node=index)
+        tensor = graph.nodes[index].output[0]
+        reader = graph.sole_consumer(tensor)
+        pool = conv.kind != "conv2d"  # a pool adds nothing and has no activation
+        if not pool and reader is not None and graph.nodes[reader].op_type == "Add" and reader not in taken:
+            source = _residual_source(graph, reader, tensor, chain, ops, conv)
+            if source is not None:
+                op.residual, op.side = (None, source) if isinstance(source, str) else (source, None)
+                tensor = graph.nodes[reader].output[0]
+                op.members.append(reader)
+                reader = graph.sole_consumer(tensor)
+        if not pool and reader is not None and fused_activation(graph, reader) is not None:
+            op.activation = fused_activation(graph, reader)
+            op.members.append(reader)
+            tensor = graph.nodes[reader].output[0]
+        op.out = tensor
+        ops.append(op)
+        chain.append(tensor)
+        # the next op: the one conv, pool or classifier reading this result; other readers must be Adds a later
+        # op folds in
+        readers = graph.consumers.get(tensor, ())
+        following = [(r, found) for r in readers for found in (float_op(graph, r, tensor),) if found is not None]
+        if len(following) != 1 or tensor in graph.outputs or any(
+                graph.nodes[r].op_type != "Add" for r in readers if r != following[0][0]):
+            break
+        if isinstance(following[0][1], str):
+            break
+        lead, index, conv = following[0][1]
+    return cut_escapes(graph, ops)
+
+
+def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops: list[ChainOp], conv: ConvNode
+                     ) -> int | str | None:
+    """Which tensor of the group the Add's other operand is (0: the input, K: op K's result), or the tensor itself
+    when it comes from outside the group (a side input: the other branch of a two-branch add), when kernelgen can
+    fuse it: both of the sum's shape (no broadcast), not a constant, and (for op K) only stride-1 convs after op K."""
+    inputs = list(graph.nodes[add].input)
+    if len(inputs) != 2 or tensor not in inputs:
+        return None
+    other = inputs[1] if inputs[0] == tensor else inputs[0]
+    if other == tensor:  # Add(c, c) is 2c: no other tensor to add (as a side input it would be the op's own result)
+        return None
+    out = graph.shapes.get(graph.nodes[add].output[0])
+    if graph.shapes.get(other) != out or graph.shapes.get(tensor) != out or other in graph.constants:
+        return None  # a broadcast (valid ONNX) is no residual: both operands have the sum's shape
+    if other not in chain:
+        return other
+    source = chain.index(other)
+    strides = [op.conv.stride for op in ops[source:]] + [conv.stride]
+    if source and any(s != (1, 1) for s in strides):
+        return None
+    return source
+
+
+def cut_escapes(graph: Graph, ops: list[ChainOp]) -> list[ChainOp]:
+    """Ends the group at the first op whose result is read outside it (a fused chain keeps intermediates
+    in caches only): that op's result becomes the group's output."""
+    while True:
+        members = {m for op in ops for m in op.members}
+        escaping = next((j for j, op in enumerate(ops[:-1]) if op.out in graph.outputs or any(
+            r not in members for r in graph.consumers.get(op.out, ()))), None)
+        if escaping is None:
+            return ops
+        ops = ops[:escaping + 1]
+        # a residual folded into a later op that was just cut off is gone with it; nothing else changes
+
+
+def sub(chain: list[ChainOp], start: int, stop: int) -> list[ChainOp]:
+    """Ops start..stop-1 of a chain as a group of their own: residual sources counted from its input."""
+    return [replace(op, residual=None if op.residual is None else op.residual - start) for op in chain[start:stop]]
+
+
+def ffusable(chain: list[ChainOp], start: int, stop: int) -> str:
+    """Why ops start..stop-1 of a float chain cannot be one kernel ("" when they can): a residual from before the
+    group's input."""
+    needs = next((k for k in range(start, stop) if chain[k].residual is not None and chain[k].residual < start
+                  and chain[k].side is None), None)
+    return "" if needs is None else (f"op {needs + 1} adds a tensor from before op {start + 1} (a kernel's "
+                                     f"residual is its own input or one of its ops' results)")
+
+
+def float_group(graph: Graph, name: str, ops: list[ChainOp], model_path: str, nodes: tuple[str, ...],
+                  targets: tuple[str, ...], schedule: str | None = None) -> GroupConfig:
+    sides = fsides(ops)
+    entries = []
+    for op in ops:
+        cv = op.conv
+        if cv.kind == "mul":
+            entries.append(Op(kind="mul", keys=(("by", sides[cv.scale_by]),)))
+            continue
+        if cv.kind != "conv2d":
+            entries.append(layers.pool_entry(cv))
+            continue
+        keys = [("out_channels", cv.out_channels), ("kernel", cv.kernel), ("stride", cv.stride), ("pad", cv.pad),
+                ("dilation", cv.dilation)]
+        keys += [("groups", cv.groups)] if cv.groups > 1 else []
+        keys += [("bias", True)] if cv.bias else []
+        keys += [("residual", "input" if op.residual == 0 else op.residual)] if op.residual is not None else []
+        keys += [("residual", sides[op.side])] if op.side else []
+        keys += [("activation", op.activation)] if op.activation != "none" else []
+        entries.append(Op(kind="conv2d", keys=tuple(keys)))
+    return GroupConfig(name=name, model=model_path, input_shape=graph.shapes[group_input(graph, ops)], layout="NCHW",
+                       ops=tuple(entries), targets=targets, schedule=schedule, nodes=nodes,
+                       sides=tuple(Side(name=side, tensor=tensor, shape=graph.shapes[tensor])
+                                   for tensor, side in sides.items()))
+
+
+def fsides(ops: list[ChainOp]) -> dict[str, str]:
+    """A group's side inputs, ONNX tensor -> config name, in the order the config declares them: a mul's factors
+    (scale, scale_2, ...) and the other branch of an Add (shortcut, shortcut_2, ...)."""
+    out: dict[str, str] = {}
+    for op in ops:
+        for tensor, word in ((op.conv.scale_by, "scale"), (op.side, "shortcut")):
+            if tensor and tensor not in out:
+                taken = sum(name.startswith(word) for name in out.values())
+                out[tensor] = word if not taken else f"{word}_{taken + 1}"
+    return out
+
+
+def group_input(graph: Graph, ops: list[ChainOp]) -> str:
+    """The tensor a group reads: its first op's input."""
+    first = ops[0]
+    lead = first.members[0] if first.members[0] != first.node else None
+    return graph.nodes[lead].input[0] if lead is not None else layers.op_input(graph, first.node, first.conv)

@@ -1,0 +1,52 @@
+"""Each GPU API's differences from the other, as data: how its language spells a float literal, a vector type and
+an index; what it calls a work-group and a launch, and how many groups one axis takes; the option keys its sweep
+sets. (Which tensors go to images or texel buffers is each target's plan: OpenCL's StorageKind, Vulkan's
+binding kinds; dispatch.py's records carry it.)
+The shared GPU code (pool.py, sweep.py, probes.py) is written once against these records."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import kernelgen.expr as E
+from ...planner.packing import c_float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuApi:
+    name: str  # the target's name: its option block in a config
+    launch: str  # what the API calls running a kernel over a grid
+    grid_in_groups: bool  # the launch counts work-groups (Vulkan's dispatch), not work-items (OpenCL's NDRange)
+    work_group: str  # what it calls the invocations that share local memory
+    float_literal: Callable[[float], str]
+    count_as_float: str  # a window's count of inside positions as a float expression
+    index_text: Callable[[E.Expr], str]  # an index expression in the language
+    vector_type: Callable[[int], str]  # a float vector of n lanes (n = 1: the scalar)
+    max_groups: int | None  # work-groups along one axis of a launch (None: no limit the API guarantees)
+    sweep_tile: tuple[str, str]  # (option key, label) of the per-work-item tile a sweep varies
+    sweep_size: tuple[str, str]  # (option key, label) of the work-group size
+
+
+def c_index(expr: E.Expr) -> str:
+    """C text of an expression, without one pair of outer parentheses."""
+    text = E.to_c(expr)
+    return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
+
+
+def glsl_float(value: float) -> str:
+    """A GLSL float literal that round-trips (repr keeps every digit; GLSL wants a point or exponent)."""
+    text = repr(float(value))
+    return text if any(ch in text for ch in ".e") else text + ".0"
+
+
+# OpenCL C: float literals with an f, C casts, floatN vectors; an NDRange of any number of work-groups
+OPENCL = GpuApi(name="opencl", launch="NDRange", grid_in_groups=False, work_group="local size", float_literal=c_float,
+                count_as_float="(float)count", index_text=c_index,
+                vector_type=lambda n: f"float{n}" if n > 1 else "float", max_groups=None,
+                sweep_tile=("tile", "tile"), sweep_size=("local_size", "local"))
+
+# GLSL 450: constructor casts, vecN vectors, shifts for power-of-two divisions; at least 65,535 groups an axis
+VULKAN = GpuApi(name="vulkan", launch="dispatch", grid_in_groups=True, work_group="workgroup size", float_literal=glsl_float,
+                count_as_float="float(count)", index_text=lambda expr: E.to_c(expr, shifts=True),
+                vector_type=lambda n: f"vec{n}" if n > 1 else "float", max_groups=65_535,
+                sweep_tile=("ivc_tile", "ivc_tile"), sweep_size=("wg_size", "wg_size"))
