@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from ..errors import KernelgenError
 from ..files import FileRefused, read_regular
 from .checks import conv_problem
@@ -154,19 +155,13 @@ class Graph:
                         dilation=(int(dilation[0]), int(dilation[1])), groups=groups)
 
     def activation(self, index: int, gates: bool = True) -> str | list[float] | dict | None:
-        """A Relu or Clip node as kernelgen's activation (relu, relu6, [lo, hi]), with `gates` also HardSwish and
-        HardSigmoid (hardswish, {hardsigmoid: {alpha, beta}}); None for anything else."""
+        """A Relu or Clip node as kernelgen's activation (relu, relu6, [lo, hi]), with `gates` also the kinds uint8
+        applies as a byte table (HardSwish: hardswish, HardSigmoid: {hardsigmoid: {alpha, beta}}, kernelgen/ops);
+        None for anything else."""
         node = self.nodes[index]
-        if node.op_type == "Relu":
-            return "relu"
-        if gates and node.op_type == "HardSwish":
-            return "hardswish"
-        if gates and node.op_type == "HardSigmoid":
-            attrs = _attributes(node)
-            alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-            if not (math.isfinite(alpha) and math.isfinite(beta)):
-                return None  # not a gate a config can hold: onnxruntime runs it (a host step)
-            return {"hardsigmoid": {"alpha": alpha, "beta": beta}}
+        kind = ops.BY_ONNX.get(node.op_type)  # the activation kinds' table: Relu, the gates, ...
+        if kind is not None and (gates or kind.UINT8 == "range"):
+            return kind.from_onnx(node.op_type, _attributes(node))
         if node.op_type != "Clip":
             return None
         attrs = _attributes(node)

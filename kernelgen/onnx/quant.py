@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .. import ops
 from .graph import ConvNode, Graph
 
 
@@ -203,16 +204,17 @@ def with_residual(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = fr
 
 
 def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozenset()) -> QConv:
-    """op with a quantized hardswish or hardsigmoid that follows it folded in: its result -> DequantizeLinear ->
-    HardSwish | HardSigmoid -> QuantizeLinear (onnxruntime runs the gate in float32 between them: a table of
-    bytes, quant.hard_table). op unchanged otherwise."""
+    """op with a quantized table activation (kernelgen/ops: a hardswish, a hardsigmoid) that follows it folded in:
+    its result -> DequantizeLinear -> the activation -> QuantizeLinear (onnxruntime runs it in float32 between
+    them: a table of bytes, the kind's byte_table). op unchanged otherwise."""
     if op.activation != "none" or op.residual is not None or op.weights is None:
         return op
     dq = graph.sole_consumer(op.out_q)
     if dq is None or graph.nodes[dq].op_type != "DequantizeLinear":
         return op
     gate = graph.sole_consumer(graph.nodes[dq].output[0])
-    if gate is None or gate in taken or graph.nodes[gate].op_type not in ("HardSwish", "HardSigmoid"):
+    kind = None if gate is None else ops.BY_ONNX.get(graph.nodes[gate].op_type)
+    if gate in taken or kind is None or kind.UINT8 != "table":
         return op
     r = graph.nodes[dq]
     if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (op.y_scale,

@@ -1,0 +1,25 @@
+"""An op is one unit: each kind is one record registered in one table. Today the epilogue's activations
+(activation.py says what a kind holds); a new one is its own module and one line in ACTIVATIONS."""
+from __future__ import annotations
+
+from .activation import FLOAT32_MAX, Activation, Params
+from .activations import IDENTITY, Clamp, Identity
+from .hard_gates import HardSigmoid
+
+# Every activation kind, by its config spelling: the one place the config schema, the importer and the uint8
+# check look a kind up.
+ACTIVATIONS: dict[str, type[Activation]] = {
+    "none": Identity,
+    "clamp": Clamp,
+    "hardsigmoid": HardSigmoid,
+}
+
+# the plain spellings ("relu", "hardswish") and the record each means
+NAMED: dict[str, Activation] = {name: record for kind in ACTIVATIONS.values() for name, record in kind.SPELLINGS.items()}
+# the {kind: {params}} forms' schemas, and the kind each belongs to
+SPECS: dict[type[Params], type[Activation]] = {kind.SPEC: kind for kind in ACTIVATIONS.values() if kind.SPEC}
+# ONNX op type -> the kind it folds into a conv as
+BY_ONNX: dict[str, type[Activation]] = {t: kind for kind in ACTIVATIONS.values() for t in kind.ONNX}
+
+__all__ = ["ACTIVATIONS", "BY_ONNX", "FLOAT32_MAX", "IDENTITY", "NAMED", "SPECS", "Activation", "Clamp", "HardSigmoid",
+           "Identity"]
