@@ -10,7 +10,7 @@ from typing import Annotated, Callable, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictStr, conlist, create_model
 
-from . import ops
+import kernelgen.ops as ops
 from .roofs import Roofs
 from .reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
-from . import ops
+import kernelgen.ops as ops
 
 Problem = Callable[[tuple, str], None]
 Shape = tuple[int, int, int, int]

@@ -145,6 +145,6 @@ def test_the_qf32_variant_compiles_the_gates(tmp_path):
     job = api.jobs(config, ("hvx",))["hvx"]
     assert job.target_plan.qf32 is not None, job.target_plan.notes
     text = "\n".join(job.files.values())
-    assert text.count("Q6_Vsf_vmax_VsfVsf(g, gate_zero)") == 4  # one gate per op
+    assert text.count("g = Q6_Vsf_vmax_VsfVsf(g, act_c2);") == 4  # one gate per op (its 0.0, the third literal)
     assert "v = Q6_Vsf_equals_Vqf32(Q6_Vqf32_vmpy_VsfVsf(v, g));" in text  # hardswish's product
     compile_program(job, tmp_path)

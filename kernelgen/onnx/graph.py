@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import ops
+import kernelgen.ops as ops
 from ..errors import KernelgenError
 from ..files import FileRefused, read_regular
 from .checks import conv_problem

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import ops
+import kernelgen.ops as ops
 from .graph import ConvNode, Graph
 
 

@@ -44,6 +44,10 @@ class Activation:
         """The kind, as a kernel's comments name it."""
         return self.KEY
 
+    def describe(self, literal: Callable[[float], str]) -> str:
+        """What a kernel's comment calls it, its parameters in the kernel's literals where they matter."""
+        return self.name
+
     def statements(self) -> tuple[Assign, ...]:
         """Its float32 arithmetic on `v`, in the kernels' order."""
         return ()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 from .activation import Activation
 from .statements import Assign, Lit, Var, op
@@ -17,6 +17,9 @@ class Identity(Activation):
     """No activation: the stored value is the biased (and residual-added) sum."""
 
     KEY: ClassVar[str] = "none"
+
+    def describe(self, literal: Callable[[float], str]) -> str:
+        return "no activation"
     DOC: ClassVar[str] = "'none'"
     UINT8: ClassVar[str] = "range"
 
@@ -37,6 +40,10 @@ class Clamp(Activation):
     @property
     def name(self) -> str:
         return f"clamp to [{self.lo:g}, {self.hi:g}]"
+
+    def describe(self, literal: Callable[[float], str]) -> str:
+        return (f"clamp to [{literal(self.lo) if self.lo > -math.inf else '-inf'}, "
+                f"{literal(self.hi) if self.hi < math.inf else 'inf'}]")
 
     @property
     def bounds(self) -> tuple[float, float]:

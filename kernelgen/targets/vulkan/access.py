@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...layout import LayoutError, PadKind, TensorLayout
-from ...plan import HardSigmoid, OpGeometry
+from ...ops.dialect import Dialect
+from ...plan import OpGeometry
 
 # vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
 # gathers, ~4x cheaper than its per-lane storage-buffer loop (measured: ~20 vs ~60-95 ns
@@ -108,11 +109,13 @@ def residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
     return access(input_tl, "res", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", bounds, use4)
 
 
-def gate_literals(hard: HardSigmoid | None) -> dict:
-    if hard is None:
-        return {}
-    return dict(gate_alpha=glsl_float(hard.alpha), gate_beta=glsl_float(hard.beta),
-                gate_times_value=hard.times_value)
+def glsl_dialect(scalar: str, vec: str) -> Dialect:
+    """GLSL's spelling of an activation's statements on a vec4 (f16vec4): a literal in the scalar type (float16_t
+    does not take a float literal implicitly), and a select as mix over a bvec (greaterThan wants two vectors)."""
+    literal = glsl_float if scalar == "float" else (lambda value: f"{scalar}({glsl_float(value)})")
+    return Dialect(literal=literal, decl=vec, forms={
+        "mul": "{0} * {1}", "add": "{0} + {1}", "muladd": "{0} * {1} + {2}", "max": "max({0}, {1})",
+        "min": "min({0}, {1})", "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))"})
 
 
 def glsl_float(value: float) -> str:
