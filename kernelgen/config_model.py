@@ -81,9 +81,9 @@ class OpQuantModel(StrictModel):
 
 
 # The activation's spellings come from the kinds' table (kernelgen/ops): each plain name, a clamp [lo, hi], and
-# each parametrised kind's {kind: {...}} block.
+# a parametrised kind's {kind: {...}} block.
 ACTIVATION_NAMES = tuple(ops.NAMED)
-ActivationSpec = Union[(Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), *ops.SPECS)]
+ActivationSpec = Union[Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), ops.Parameters]
 
 
 class Conv2dModel(StrictModel):

@@ -16,9 +16,13 @@ def activation(problem: Problem, keys: tuple, spec) -> Activation:
     [lo, hi], or a kind's parameter block ({hardsigmoid: {alpha, beta}}), with its report name."""
     if isinstance(spec, str):
         return Activation(ops.NAMED[spec], spec)
-    if isinstance(spec, ops.Params):
-        kind = ops.SPECS[type(spec)]
-        return Activation(*kind.from_params(problem, (*keys, kind.KEY), spec))
+    if isinstance(spec, ops.Parameters):
+        if len(spec.given) != 1:
+            kinds = " or ".join(f"{{{key}: {{...}}}}" for key in type(spec).model_fields)
+            problem(keys, f"expected one of {kinds}, got {len(spec.given)} of them")
+            return Activation(ops.IDENTITY, "none")
+        (kind,) = spec.given
+        return Activation(*ops.ACTIVATIONS[kind].from_params(problem, (*keys, kind), getattr(spec, kind)))
     lo, hi = float(spec[0]), float(spec[1])
     if max(abs(lo), abs(hi)) > ops.FLOAT32_MAX:
         problem(keys, f"expected clamp bounds a float32 holds, got [{lo:g}, {hi:g}]")

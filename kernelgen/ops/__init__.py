@@ -2,7 +2,9 @@
 (activation.py says what a kind holds); a new one is its own module and one line in ACTIVATIONS."""
 from __future__ import annotations
 
-from .activation import FLOAT32_MAX, Activation, Params
+from pydantic import Field, create_model
+
+from .activation import FLOAT32_MAX, Activation, OneKind, Params
 from .activations import IDENTITY, Clamp, Identity
 from .hard_gates import HardSigmoid
 
@@ -16,10 +18,12 @@ ACTIVATIONS: dict[str, type[Activation]] = {
 
 # the plain spellings ("relu", "hardswish") and the record each means
 NAMED: dict[str, Activation] = {name: record for kind in ACTIVATIONS.values() for name, record in kind.SPELLINGS.items()}
-# the {kind: {params}} forms' schemas, and the kind each belongs to
-SPECS: dict[type[Params], type[Activation]] = {kind.SPEC: kind for kind in ACTIVATIONS.values() if kind.SPEC}
+# the {kind: {params}} forms as one schema: each parametrised kind an optional key
+Parameters = create_model("ActivationParameters", __base__=OneKind, **{
+    key: (kind.SPEC, Field(default=None, description=kind.SPEC_DOC))  # None when absent (OneKind checks)
+    for key, kind in ACTIVATIONS.items() if kind.SPEC})
 # ONNX op type -> the kind it folds into a conv as
 BY_ONNX: dict[str, type[Activation]] = {t: kind for kind in ACTIVATIONS.values() for t in kind.ONNX}
 
-__all__ = ["ACTIVATIONS", "BY_ONNX", "FLOAT32_MAX", "IDENTITY", "NAMED", "SPECS", "Activation", "Clamp", "HardSigmoid",
+__all__ = ["ACTIVATIONS", "BY_ONNX", "FLOAT32_MAX", "IDENTITY", "NAMED", "Parameters", "Activation", "Clamp", "HardSigmoid",
            "Identity"]

@@ -20,22 +20,34 @@ Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class Params(BaseModel):
-    """A parametrised activation's {kind: {param: value}} block: unknown keys are errors, values never change."""
+    """A parametrised activation's {param: value} block: unknown keys are errors, values never change."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OneKind(Params):
+    """{kind: {...}}: the parametrised kinds as the optional keys of one mapping (one schema branch, so an error
+    speaks of the kind written, not of every other kind's missing key); the config check wants exactly one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"minProperties": 1, "maxProperties": 1})
+
+    @property
+    def given(self) -> list[str]:
+        return [key for key in type(self).model_fields if getattr(self, key) is not None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Activation:
     """The base of every kind. `KEY`: the kind's spelling (plain, and the key of its parameter block); `SPELLINGS`:
-    the plain names it takes and the record each means; `SPEC`: the schema of its {KEY: {...}} form (None: no
-    parameters); `ONNX`: the op types the importer folds into a conv as this kind; `UINT8`: how uint8 kernels apply
+    the plain names it takes and the record each means; `SPEC`: the schema of the block in its {KEY: {...}} form
+    (None: no parameters); `ONNX`: the op types the importer folds into a conv as this kind; `UINT8`: how uint8 kernels apply
     it ("range": a clamp of the output bytes; "table": 256 bytes of the conv's own bytes, quant.py)."""
 
     KEY: ClassVar[str] = ""
     DOC: ClassVar[str] = ""  # its spellings, for the schema's description of `activation`
     SPELLINGS: ClassVar[dict[str, "Activation"]] = {}
     SPEC: ClassVar[type[Params] | None] = None
+    SPEC_DOC: ClassVar[str] = ""  # what its {KEY: {...}} block holds, for the schema
     ONNX: ClassVar[tuple[str, ...]] = ()
     UINT8: ClassVar[str] = "table"
 
@@ -77,8 +89,8 @@ class Activation:
 
     @classmethod
     def from_params(cls, problem: Problem, keys: tuple, params: Params) -> tuple["Activation", str]:
-        """The record and its report name from a checked {KEY: {...}} block; a value a float32 cannot hold is a
-        problem at `keys` (the block's key)."""
+        """The record and its report name from its checked block (the {...} of {KEY: {...}}); a value a float32
+        cannot hold is a problem at `keys` (KEY's)."""
         raise NotImplementedError(cls)
 
     @classmethod

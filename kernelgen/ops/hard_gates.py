@@ -21,10 +21,6 @@ class HardSigmoidModel(Params):
     beta: Number = Field(default=0.5, description="a number: the offset (default 0.5)")
 
 
-class HardSigmoidSpec(Params):
-    hardsigmoid: HardSigmoidModel = Field(description="{alpha: ..., beta: ...}: min(1, max(0, alpha * x + beta))")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HardSigmoid(Activation):
     """g = min(1, max(0, alpha * v + beta)) (HardSigmoid), and v * g when `times_value` (HardSwish). Kernels
@@ -36,7 +32,8 @@ class HardSigmoid(Activation):
     KEY: ClassVar[str] = "hardsigmoid"
     DOC: ClassVar[str] = ("'hardswish' (x * min(1, max(0, x / 6 + 1 / 2))), 'hardsigmoid' or {hardsigmoid: {alpha: a, "
                           "beta: b}} (min(1, max(0, a * x + b)), ONNX's defaults a 0.2, b 0.5)")
-    SPEC: ClassVar[type] = HardSigmoidSpec
+    SPEC: ClassVar[type] = HardSigmoidModel
+    SPEC_DOC: ClassVar[str] = "{alpha: ..., beta: ...}: min(1, max(0, alpha * x + beta))"
     ONNX: ClassVar[tuple[str, ...]] = ("HardSigmoid", "HardSwish")
 
     @property
@@ -65,8 +62,8 @@ class HardSigmoid(Activation):
         return (size * (gate_error + unit_roundoff) + underflow) if self.times_value else gate_error
 
     @classmethod
-    def from_params(cls, problem: Problem, keys: tuple, params: HardSigmoidSpec) -> tuple[Activation, str]:
-        alpha, beta = float(params.hardsigmoid.alpha), float(params.hardsigmoid.beta)
+    def from_params(cls, problem: Problem, keys: tuple, params: HardSigmoidModel) -> tuple[Activation, str]:
+        alpha, beta = float(params.alpha), float(params.beta)
         float32_params(problem, keys, "alpha and beta", alpha, beta)
         return cls(alpha=alpha, beta=beta), f"hardsigmoid[{alpha:g}, {beta:g}]"
 
