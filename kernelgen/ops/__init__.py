@@ -7,6 +7,7 @@ from pydantic import Field, create_model
 from .activation import FLOAT32_MAX, Activation, OneKind, Params
 from .activations import IDENTITY, Clamp, Identity
 from .hard_gates import HardSigmoid
+from .leaky_relu import LeakyRelu
 
 # Every activation kind, by its config spelling: the one place the config schema, the importer and the uint8
 # check look a kind up.
@@ -14,6 +15,7 @@ ACTIVATIONS: dict[str, type[Activation]] = {
     "none": Identity,
     "clamp": Clamp,
     "hardsigmoid": HardSigmoid,
+    "leaky_relu": LeakyRelu,
 }
 
 # the plain spellings ("relu", "hardswish") and the record each means
@@ -26,4 +28,4 @@ Parameters = create_model("ActivationParameters", __base__=OneKind, **{
 BY_ONNX: dict[str, type[Activation]] = {t: kind for kind in ACTIVATIONS.values() for t in kind.ONNX}
 
 __all__ = ["ACTIVATIONS", "BY_ONNX", "FLOAT32_MAX", "IDENTITY", "NAMED", "Parameters", "Activation", "Clamp", "HardSigmoid",
-           "Identity"]
+           "Identity", "LeakyRelu"]
