@@ -113,12 +113,9 @@ def test_a_wrong_alpha_fails(target):
 def test_the_qf32_variant_compiles_it(tmp_path):
     """QEMU has no HVX float: the qf32 kernel is compiled (clang-19, v73), not run."""
     from kernelgen.targets.hvx.runtime import compile_program
+    from test_activations import qf32_job
 
-    blocked = CHAIN.replace("NHWC", "nhwc-8h8w32c").replace("bias: true", "bias: true, filter_layout: oihw-8i32o4i")
-    blocked = blocked.replace("residual: 3,", "residual: 3, filter_layout: oihw-8i32o4i,").replace("65536", "262144")
-    config = api.parse_config(blocked + "hvx: {arch: v73, float_compute: qf32}\ntargets: [hvx]\n", "leaky.yaml")
-    job = api.jobs(config, ("hvx",))["hvx"]
-    assert job.target_plan.qf32 is not None, job.target_plan.notes
+    job = qf32_job(CHAIN)
     text = "\n".join(job.files.values())
     assert text.count("v = Q6_V_vmux_QVV(Q6_Q_vcmp_gt_VsfVsf(v, act_c1), v, a);") == 4  # one select per op
     assert "HVX_Vector a = Q6_Vsf_equals_Vqf32(Q6_Vqf32_vmpy_VsfVsf(v, act_c0));" in text
