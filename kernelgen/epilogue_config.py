@@ -2,7 +2,6 @@
 a conv to do after the bias. Split from config.py, which calls these with its problem reporter."""
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple
 
 import kernelgen.ops as ops

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, create_model
 
-from .activation import FLOAT32_MAX, Activation, OneKind, Params
+from .activation import FLOAT32_MAX, Activation, OneKind
 from .activations import IDENTITY, Clamp, Identity
 from .hard_gates import HardSigmoid
 from .leaky_relu import LeakyRelu
@@ -19,7 +19,8 @@ ACTIVATIONS: dict[str, type[Activation]] = {
 }
 
 # the plain spellings ("relu", "hardswish") and the record each means
-NAMED: dict[str, Activation] = {name: record for kind in ACTIVATIONS.values() for name, record in kind.SPELLINGS.items()}
+NAMED: dict[str, Activation] = {name: record for kind in ACTIVATIONS.values()
+                                for name, record in kind.SPELLINGS.items()}
 # the {kind: {params}} forms as one schema: each parametrised kind an optional key
 Parameters = create_model("ActivationParameters", __base__=OneKind, **{
     key: (kind.SPEC, Field(default=None, description=kind.SPEC_DOC))  # None when absent (OneKind checks)
@@ -27,5 +28,5 @@ Parameters = create_model("ActivationParameters", __base__=OneKind, **{
 # ONNX op type -> the kind it folds into a conv as
 BY_ONNX: dict[str, type[Activation]] = {t: kind for kind in ACTIVATIONS.values() for t in kind.ONNX}
 
-__all__ = ["ACTIVATIONS", "BY_ONNX", "FLOAT32_MAX", "IDENTITY", "NAMED", "Parameters", "Activation", "Clamp", "HardSigmoid",
-           "Identity", "LeakyRelu"]
+__all__ = ["ACTIVATIONS", "BY_ONNX", "FLOAT32_MAX", "IDENTITY", "NAMED", "Parameters", "Activation", "Clamp",
+           "HardSigmoid", "Identity", "LeakyRelu"]

@@ -29,7 +29,8 @@ class OneKind(Params):
     """{kind: {...}}: the parametrised kinds as the optional keys of one mapping (one schema branch, so an error
     speaks of the kind written, not of every other kind's missing key); the config check wants exactly one."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra={"minProperties": 1, "maxProperties": 1})
+    model_config = ConfigDict(extra="forbid", frozen=True,
+                              json_schema_extra={"minProperties": 1, "maxProperties": 1})
 
     @property
     def given(self) -> list[str]:

@@ -115,7 +115,8 @@ def glsl_dialect(scalar: str, vec: str) -> Dialect:
     literal = glsl_float if scalar == "float" else (lambda value: f"{scalar}({glsl_float(value)})")
     return Dialect(literal=literal, decl=vec, forms={
         "mul": "{0} * {1}", "add": "{0} + {1}", "muladd": "{0} * {1} + {2}", "max": "max({0}, {1})",
-        "min": "min({0}, {1})", "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))"})
+        "min": "min({0}, {1})",
+        "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))"})
 
 
 def glsl_float(value: float) -> str:
