@@ -20,6 +20,7 @@ import kernelgen.epilogue_config as epilogue_config
 import kernelgen.pool_config as pool_config
 import kernelgen.schedule_config as schedule_config
 from .errors import ConfigError, ConfigProblem
+from .ops import IDENTITY, Activation
 from .plan import Epilogue, HardSigmoid
 from .schedule_config import Schedule
 from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
@@ -46,8 +47,7 @@ class Conv2d:
     groups: int = 1  # input and output channels split into this many independent convs
     bias: bool = False  # one value per output channel, added to the accumulator
     residual: int | str | None = None  # 0: the chain's input, K: op K's output (1-based), a side input's name
-    clamp: tuple[float, float] | None = None  # the activation as a clamp: relu (0, inf), relu6 (0, 6); None: none
-    hard: HardSigmoid | None = None  # hardsigmoid / hardswish (never with a clamp)
+    act: Activation = IDENTITY  # the activation's record (kernelgen/ops): a clamp (relu, relu6), a gate, ...
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
     quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
     filter_layout_by: str = ""  # the targets whose kernels read filter_layout, when the config names none
@@ -55,8 +55,15 @@ class Conv2d:
     @property
     def epilogue(self) -> Epilogue:
         """What the store does between the accumulator and the stored value (false when nothing)."""
-        return Epilogue(bias=self.bias, residual=self.residual, clamp=self.clamp, hard=self.hard,
-                        activation=self.activation)
+        return Epilogue(bias=self.bias, residual=self.residual, act=self.act, activation=self.activation)
+
+    @property
+    def clamp(self) -> tuple[float, float] | None:
+        return self.epilogue.clamp
+
+    @property
+    def hard(self) -> HardSigmoid | None:
+        return self.epilogue.hard
 
     @property
     def span(self) -> tuple[int, int]:
@@ -374,12 +381,12 @@ class _Checker:
                                             [*(op.stride for op in self.ops), stride], out_shape,
                                             {side.name: side.shape for side in self.sides})
         uint8 = self.model.dtype == "uint8"
-        if uint8 and act.hard is not None and (c.quant is None or c.quant.conv_scale is None
+        if uint8 and act.step.UINT8 == "table" and (c.quant is None or c.quant.conv_scale is None
                                                or c.quant.conv_zero_point is None):
             self.problem((*keys, "activation"), f"expected quant: {{conv_scale: ..., conv_zero_point: ...}} on the op "
                                                 f"with a {act.name} on dtype uint8 (the conv's own bytes, which a "
                                                 f"table maps through the {act.name} to the output's), got none")
-        elif uint8 and act.hard is not None and residual is not None:
+        elif uint8 and act.step.UINT8 == "table" and residual is not None:
             self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp after a residual add with "
                                                 f"dtype uint8 (the add's bytes through a {act.name} table: not "
                                                 f"generated yet), got {act.name}")
@@ -392,7 +399,7 @@ class _Checker:
         return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
                       filter_layout=filter_layout, output_layout=output_layout, groups=c.groups,
                       bias=c.bias or uint8 and self.model.quant.bias,  # quant.bias: every op (the older key)
-                      residual=residual, clamp=act.clamp, hard=act.hard, activation=act.name, quant=c.quant,
+                      residual=residual, act=act.step, activation=act.name, quant=c.quant,
                       filter_layout_by=filter_layout_by)
 
     def output_layout(self, keys: tuple, spec: M.LayoutSpec | None, last: bool, input_layout: Layout | None,

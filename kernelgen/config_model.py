@@ -10,6 +10,7 @@ from typing import Annotated, Callable, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictStr, conlist, create_model
 
+import kernelgen.ops as ops
 from .roofs import Roofs
 from .reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
 
@@ -79,17 +80,10 @@ class OpQuantModel(StrictModel):
                                                                               "output_zero_point)")
 
 
-class HardSigmoidModel(StrictModel):
-    alpha: Number = Field(default=0.2, description="a number: the slope (ONNX's default 0.2; PyTorch's "
-                                                   "Hardsigmoid exports 1/6)")
-    beta: Number = Field(default=0.5, description="a number: the offset (default 0.5)")
-
-
-class HardSigmoidSpec(StrictModel):
-    hardsigmoid: HardSigmoidModel = Field(description="{alpha: ..., beta: ...}: min(1, max(0, alpha * x + beta))")
-
-
-ACTIVATION_NAMES = ("none", "relu", "relu6", "hardswish", "hardsigmoid")
+# The activation's spellings come from the kinds' table (kernelgen/ops): each plain name, a clamp [lo, hi], and
+# a parametrised kind's {kind: {...}} block.
+ACTIVATION_NAMES = tuple(ops.NAMED)
+ActivationSpec = Union[Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), ops.Parameters]
 
 
 class Conv2dModel(StrictModel):
@@ -108,11 +102,9 @@ class Conv2dModel(StrictModel):
         default=None, description="'input' (add the chain's input), K (add the output of op K, an earlier op, "
                                   "1-based) or the name of a side input (the other branch of a two-branch add): a "
                                   "residual of the same shape, added after the bias")
-    activation: Union[Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), HardSigmoidSpec] = Field(
-        default="none", description="'none', 'relu', 'relu6', [lo, hi] (a clamp), 'hardswish' (x * min(1, max(0, "
-                                  "x / 6 + 1 / 2))), 'hardsigmoid' or {hardsigmoid: {alpha: a, beta: b}} (min(1, "
-                                  "max(0, a * x + b)), ONNX's defaults a 0.2, b 0.5), applied after the bias and the "
-                                  "residual")
+    activation: ActivationSpec = Field(
+        default="none", description=", ".join(kind.DOC for kind in ops.ACTIVATIONS.values()) + ", applied after "
+                                    "the bias and the residual")
     quant: Union[OpQuantModel, None] = Field(
         default=None, description="dtype uint8: {weight_scale: number or [one per output channel], output_scale: "
                                   "..., output_zero_point: ...}")

@@ -16,6 +16,7 @@ import jinja2
 
 from .version import __version__
 from .errors import KernelgenError
+from .ops.dialect import C
 from .plan import Block, Guard, Loop, Plan, Section
 
 
@@ -44,6 +45,7 @@ def environment(root: Path | None = None) -> jinja2.Environment:
     env.tests.update(loop=lambda n: isinstance(n, Loop), guard=lambda n: isinstance(n, Guard),
                      section=lambda n: isinstance(n, Section), block=lambda n: isinstance(n, Block))
     env.globals["require"] = _require
+    env.globals["c_dialect"] = C  # how _common/loops.j2 spells an activation's statements (kernelgen/ops)
     return env
 
 

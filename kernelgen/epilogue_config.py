@@ -2,53 +2,37 @@
 a conv to do after the bias. Split from config.py, which calls these with its problem reporter."""
 from __future__ import annotations
 
-import math
 from typing import Callable, NamedTuple
 
-import kernelgen.config_model as M
-from .plan import HardSigmoid
+import kernelgen.ops as ops
 
 Problem = Callable[[tuple, str], None]
 Shape = tuple[int, int, int, int]
 
-# The largest finite float32 (IEEE 754 binary32): a clamp bound past it cannot be stored in a kernel.
-FLOAT32_MAX = 3.4028234663852886e38
-
-
-# ONNX HardSwish: x * HardSigmoid(x) with alpha 1/6, beta 1/2 (fixed by the operator); HardSigmoid's defaults.
-HARDSWISH = HardSigmoid(alpha=1 / 6, beta=0.5, times_value=True)
-HARDSIGMOID = HardSigmoid(alpha=0.2, beta=0.5)
-
 
 def activation(problem: Problem, keys: tuple, spec) -> Activation:
-    """The activation: a clamp [lo, hi] of the biased accumulator (relu: [0, inf], relu6: [0, 6]) or one of ONNX's
-    hard gates (hardsigmoid, hardswish)."""
-    if spec == "none":
-        return Activation(None, None, "none")
-    if spec == "relu":
-        return Activation((0.0, math.inf), None, "relu")
-    if spec == "relu6":
-        return Activation((0.0, 6.0), None, "relu6")
-    if spec == "hardswish":
-        return Activation(None, HARDSWISH, "hardswish")
-    if spec == "hardsigmoid":
-        return Activation(None, HARDSIGMOID, "hardsigmoid")
-    if isinstance(spec, M.HardSigmoidSpec):
-        alpha, beta = float(spec.hardsigmoid.alpha), float(spec.hardsigmoid.beta)
-        if max(abs(alpha), abs(beta)) > FLOAT32_MAX:
-            problem((*keys, "hardsigmoid"), f"expected alpha and beta a float32 holds, got {alpha:g}, {beta:g}")
-        return Activation(None, HardSigmoid(alpha=alpha, beta=beta), f"hardsigmoid[{alpha:g}, {beta:g}]")
+    """The activation record (kernelgen/ops) a config's spelling means: a plain name (relu, hardswish), a clamp
+    [lo, hi], or a kind's parameter block ({hardsigmoid: {alpha, beta}}), with its report name."""
+    if isinstance(spec, str):
+        return Activation(ops.NAMED[spec], spec)
+    if isinstance(spec, ops.Parameters):
+        if len(spec.given) != 1:
+            kinds = " or ".join(f"{{{key}: {{...}}}}" for key in type(spec).model_fields)
+            problem(keys, f"expected one of {kinds}, got {len(spec.given)} of them")
+            return Activation(ops.IDENTITY, "none")
+        (kind,) = spec.given
+        return Activation(*ops.ACTIVATIONS[kind].from_params(problem, (*keys, kind), getattr(spec, kind)))
     lo, hi = float(spec[0]), float(spec[1])
-    if max(abs(lo), abs(hi)) > FLOAT32_MAX:
+    if max(abs(lo), abs(hi)) > ops.FLOAT32_MAX:
         problem(keys, f"expected clamp bounds a float32 holds, got [{lo:g}, {hi:g}]")
     elif lo > hi:
         problem(keys, f"expected a clamp [lo, hi] with lo <= hi, got [{lo:g}, {hi:g}]")
-    return Activation((lo, hi), None, f"clamp[{lo:g}, {hi:g}]")
+        return Activation(ops.IDENTITY, f"clamp[{lo:g}, {hi:g}]")
+    return Activation(ops.Clamp(lo=lo, hi=hi), f"clamp[{lo:g}, {hi:g}]")
 
 
 class Activation(NamedTuple):
-    clamp: tuple[float, float] | None
-    hard: HardSigmoid | None
+    step: ops.Activation
     name: str  # as reports print it
 
 

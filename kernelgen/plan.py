@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from .layout import PadKind, TensorLayout
+from .ops import IDENTITY, Activation, Clamp, HardSigmoid  # HardSigmoid: the record's older home
+from .ops.statements import Assign
 
 
 class TextEnum(str, enum.Enum):
@@ -152,8 +154,10 @@ class Section:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stmt:
-    code: str  # one C statement, with its semicolon
+    code: str  # one C statement, with its semicolon ("" when `assign` holds it)
     summary: str  # what the report prints: input_cache[...] = input[...]
+    # an activation's step as its record (kernelgen/ops), which the templates spell in their dialect
+    assign: Assign | None = None
 
 
 Node = Union[Loop, Guard, Block, Section, Stmt]
@@ -205,51 +209,32 @@ class StripeParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HardSigmoid:
-    """ONNX's piecewise-linear gates: g = min(1, max(0, alpha * v + beta)) (HardSigmoid), and v * g when
-    `times_value` (HardSwish: alpha 1/6, beta 1/2). Kernels compute them in float32 in this order."""
-
-    alpha: float
-    beta: float
-    times_value: bool = False  # hardswish
-
-    @property
-    def name(self) -> str:
-        return "hardswish" if self.times_value else "hardsigmoid"
-
-    def lipschitz(self) -> float:
-        """The largest slope of the activation: how much an error of its input can grow. hardsigmoid: |alpha|;
-        hardswish: g + v * alpha inside the linear part, at most |alpha| * |v| + 1 with |alpha * v + beta| <= 1."""
-        if not self.times_value:
-            return abs(self.alpha)
-        if self.alpha == 0:
-            return min(1.0, max(0.0, self.beta))
-        reach = (abs(self.beta) + 1) / abs(self.alpha)  # the largest |v| in the linear part
-        return 1.0 + abs(self.alpha) * reach
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Epilogue:
     """What the store of a conv does to its sum, in this order (ResNet's and MobileNetV2's): + bias<op> (one
-    value per output channel), + the residual, then the activation as a clamp. Every target renders its store from
-    this record; a new epilogue is a field here, a line of the numpy reference and one template block per target."""
+    value per output channel), + the residual, then the activation (a record of kernelgen/ops: its arithmetic
+    as statements every target renders the same way). Every target renders its store from this record."""
 
     bias: bool = False
     # 0: + the chain's input at the same position; K: + op K's output (1-based); a name: + that side input
     residual: int | str | None = None
-    clamp: tuple[float, float] | None = None  # relu: (0, inf), relu6: (0, 6)
-    hard: HardSigmoid | None = None  # hardsigmoid / hardswish (never together with a clamp)
+    act: Activation = IDENTITY
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
 
-    def __post_init__(self) -> None:
-        assert self.clamp is None or self.hard is None, self
-
     def __bool__(self) -> bool:
-        return self.bias or self.residual is not None or self.clamp is not None or self.hard is not None
+        return self.bias or self.residual is not None or self.activated
 
     @property
     def activated(self) -> bool:
-        return self.clamp is not None or self.hard is not None
+        return bool(self.act.statements())
+
+    @property
+    def clamp(self) -> tuple[float, float] | None:
+        """A clamp activation's bounds (relu: (0, inf)); None for any other."""
+        return self.act.bounds if isinstance(self.act, Clamp) else None
+
+    @property
+    def hard(self) -> HardSigmoid | None:
+        return self.act if isinstance(self.act, HardSigmoid) else None
 
     @property
     def steps(self) -> tuple[str, ...]:

@@ -105,7 +105,7 @@ class OpQuant:
     add: "ResidualAdd | None" = None
     # quant.requantization float32: per output channel, onnxruntime's float scale (quant_float.py); else ()
     float_requants: tuple[FloatRequant, ...] = ()
-    # a hardswish / hardsigmoid: the output byte of each of the conv's bytes (at s_conv, z_conv); else ()
+    # a table activation (a hard gate): the output byte of each of the conv's bytes (at s_conv, z_conv); else ()
     table: tuple[int, ...] = ()
 
     @property
@@ -154,10 +154,10 @@ def op_quants(config: Config) -> list[OpQuant]:
         s_conv, z_conv, add = s_out, z_out, None
         conv_key = out_key
         table: tuple[int, ...] = ()
-        if op.hard is not None:  # the conv's bytes at its own scale, through the gate's table (config checked both)
-            s_conv, z_conv = own.conv_scale, own.conv_zero_point
+        if op.act.UINT8 == "table":  # the conv's bytes at its own scale, through the activation's table (config
+            s_conv, z_conv = own.conv_scale, own.conv_zero_point  # checked both)
             conv_key = f"ops[{j}].conv2d.quant.conv_scale"
-            table = hard_table(op.hard, s_conv, z_conv, s_out, z_out)
+            table = op.act.byte_table(s_conv, z_conv, s_out, z_out)
         if op.residual is not None:
             s_conv = own.conv_scale if own and own.conv_scale is not None else s_out
             z_conv = own.conv_zero_point if own and own.conv_zero_point is not None else z_out
@@ -186,16 +186,9 @@ def op_quants(config: Config) -> list[OpQuant]:
 
 
 def hard_table(hard, s_conv: float, z_conv: int, s_out: float, z_out: int) -> tuple[int, ...]:
-    """A hardswish or hardsigmoid between DequantizeLinear and QuantizeLinear, as onnxruntime runs it (float32:
-    v = (q - z) * s, g = min(1, max(0, alpha * v + beta)), v * g for hardswish, then rint(y / s_out) + z_out,
-    saturated), for each of the 256 bytes: checked against onnxruntime byte for byte in the tests."""
-    f32 = np.float32
-    with np.errstate(all="ignore"):
-        v = (np.arange(256, dtype=np.int32) - z_conv).astype(f32) * f32(s_conv)
-        gate = np.minimum(f32(1), np.maximum(f32(0), (f32(hard.alpha) * v).astype(f32) + f32(hard.beta)))
-        y = (v * gate).astype(f32) if hard.times_value else gate
-        q = np.rint((y / f32(s_out)).astype(f32)) + f32(z_out)
-    return tuple(int(b) for b in np.clip(q, 0, 255))
+    """A hardswish or hardsigmoid's byte table (kernelgen/ops: every table activation's own byte_table), checked
+    against onnxruntime byte for byte in the tests."""
+    return hard.byte_table(s_conv, z_conv, s_out, z_out)
 
 
 def mul_quant(config: Config, side, s_in: float, z_in: int, s_out: float, z_out: int, key: str) -> OpQuant:

@@ -9,7 +9,7 @@ from typing import Mapping
 import numpy as np
 
 from .config import Config, Conv2d
-from .plan import HardSigmoid
+from .ops import IDENTITY, HardSigmoid
 
 # Unit roundoff of IEEE binary32: round-to-nearest of a float32 operation errs by at most this factor.
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
@@ -102,26 +102,18 @@ def residual_of(op: Conv2d, sources: list[np.ndarray], sides: Mapping[str, np.nd
 
 def epilogue(value: np.ndarray, op: Conv2d, bias: np.ndarray | None, sources: list[np.ndarray] | None = None,
              sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-    """conv + bias + residual, then the activation's clamp (ResNet's and MobileNetV2's order). sources[0] is
+    """conv + bias + residual, then the activation (ResNet's and MobileNetV2's order). sources[0] is
     the chain's input, sources[K] op K's output, sides the side inputs by name: op.residual names the one added."""
     if op.bias:
         value = value + bias.astype(np.float64)
     if op.residual is not None:
         value = value + residual_of(op, sources, sides).astype(np.float64)
-    if op.clamp is not None:
-        # the kernels clamp in float32, to the bounds rounded to float32 (0.1 -> 0.100000001...)
-        value = np.clip(value, *(float(np.float32(bound)) for bound in op.clamp))
-    if op.hard is not None:
-        value = hard_activation(value, op.hard)
-    return value
+    return op.act.reference(value)  # in float64, on the float32 literals the kernels hold (0.1 -> 0.100000001...)
 
 
 def hard_activation(value: np.ndarray, hard: HardSigmoid) -> np.ndarray:
-    """ONNX HardSigmoid min(1, max(0, alpha * x + beta)), times x for HardSwish, with alpha and beta rounded to
-    float32 as the kernels hold them."""
-    alpha, beta = float(np.float32(hard.alpha)), float(np.float32(hard.beta))
-    gate = np.clip(alpha * value + beta, 0.0, 1.0)
-    return value * gate if hard.times_value else gate
+    """ONNX HardSigmoid min(1, max(0, alpha * x + beta)), times x for HardSwish (the record's own reference)."""
+    return hard.reference(value)
 
 
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray],
@@ -145,8 +137,8 @@ def chain_error_bound(config: Config, x: np.ndarray, filters: list[np.ndarray],
     of Numerical Algorithms, 2nd ed., eq. 3.5), with or without FMA. In a chain, op j reads
     op j-1's rounded output, whose error passes through |W_j| and adds to op j's own.
     Storing a result in a narrower type (half storage) adds storage_roundoff * |value|.
-    A bias and a residual are one more term each of the sum (|b|, |residual| added to the magnitude); a clamp is
-    exact and moves no value further from the reference than it was, so the bound passes through.
+    A bias and a residual are one more term each of the sum (|b|, |residual| added to the magnitude); the
+    activation scales the bound by its slope and adds its own roundings (kernelgen/ops: a clamp is exact).
     """
     value = x.astype(np.float64)
     values, errors = [value], [np.zeros_like(value)]  # per chain tensor: the exact value, the stored one's bound
@@ -185,14 +177,9 @@ def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list
         inherited = inherited + carried
     error = gamma * magnitude + inherited + (n_terms + 1) * underflow
     pre = conv2d(value, w, op)
+    # the activation moves an error of its input by at most its slope and adds its own float32 steps, for an
+    # input of the kernel's size (a clamp: exact, the error passes through)
+    size = np.abs(epilogue(pre, replace(op, act=IDENTITY), b, values, sides)) + error
     value = epilogue(pre, op, b, values, sides)
-    if op.hard is not None:
-        # A hard gate moves an error of its input by at most its slope, and adds its own float32 steps: alpha * v
-        # + beta (two roundings of |alpha v| + |beta|, the gate then within 1), and for hardswish the product v * g
-        # (one rounding of |v|, plus |v| times the gate's error).
-        h = op.hard
-        size = np.abs(epilogue(pre, replace(op, hard=None), b, values, sides)) + error  # |the kernel's gate input|
-        gate_error = 2 * unit_roundoff * (abs(h.alpha) * size + abs(h.beta)) + 2 * underflow
-        own = (size * (gate_error + unit_roundoff) + underflow) if h.times_value else gate_error
-        error = h.lipschitz() * error + own
+    error = op.act.lipschitz() * error + op.act.own_error(size, unit_roundoff, underflow)
     return value, error + storage_roundoff * (np.abs(value) + error)

@@ -135,16 +135,22 @@ def test_a_wrong_gate_fails(target):
     assert result.status is Status.FAIL, result
 
 
-@requires_tool("clang-19")
-def test_the_qf32_variant_compiles_the_gates(tmp_path):
-    from kernelgen.targets.hvx.runtime import compile_program
-
-    blocked = CHAIN.replace("NHWC", "nhwc-8h8w32c").replace("bias: true", "bias: true, filter_layout: oihw-8i32o4i")
+def qf32_job(chain: str):
+    """A 4-op chain of CHAIN's shapes in HVX's blocked layouts, for v73's qf32 variant: its hvx job."""
+    blocked = chain.replace("NHWC", "nhwc-8h8w32c").replace("bias: true", "bias: true, filter_layout: oihw-8i32o4i")
     blocked = blocked.replace("residual: 3,", "residual: 3, filter_layout: oihw-8i32o4i,").replace("65536", "262144")
     config = api.parse_config(blocked + "hvx: {arch: v73, float_compute: qf32}\ntargets: [hvx]\n", "gates.yaml")
     job = api.jobs(config, ("hvx",))["hvx"]
     assert job.target_plan.qf32 is not None, job.target_plan.notes
+    return job
+
+
+@requires_tool("clang-19")
+def test_the_qf32_variant_compiles_the_gates(tmp_path):
+    from kernelgen.targets.hvx.runtime import compile_program
+
+    job = qf32_job(CHAIN)
     text = "\n".join(job.files.values())
-    assert text.count("Q6_Vsf_vmax_VsfVsf(g, gate_zero)") == 4  # one gate per op
+    assert text.count("g = Q6_Vsf_vmax_VsfVsf(g, act_c2);") == 4  # one gate per op (its 0.0, the third literal)
     assert "v = Q6_Vsf_equals_Vqf32(Q6_Vqf32_vmpy_VsfVsf(v, g));" in text  # hardswish's product
     compile_program(job, tmp_path)

@@ -1,23 +1,21 @@
 """The activations a conv folds in, by ONNX op type: what each node means as kernelgen's `activation` (relu, relu6,
 [lo, hi], hardswish, {hardsigmoid: {alpha, beta}}). A clamp (Relu, Clip) folds into a uint8 conv's store as well;
 a gate (HardSwish, HardSigmoid) into a uint8 conv only as DequantizeLinear -> gate -> QuantizeLinear (a table of
-bytes: quant.with_gate). Adding an activation's import is one entry in ACTIVATIONS and its function."""
+bytes: quant.with_gate). Every kind of kernelgen/ops brings its own ONNX form (its ONNX op types and from_onnx):
+an activation added there is imported with no line here; only Clip, whose bounds are graph inputs, is read here."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from typing import Callable
 
+import kernelgen.ops as ops
 from .graph import Graph, _attributes
 
 # The largest finite float32: a Clip with no upper (lower) bound clamps at +-this, which changes no value.
 FLOAT32_MAX = 3.4028234663852886e38
 
 Activation = str | list[float] | dict  # as a config's `activation` key holds it
-
-
-def _relu(graph: Graph, node) -> Activation | None:
-    return "relu"
 
 
 def _clip(graph: Graph, node) -> Activation | None:
@@ -41,29 +39,23 @@ def _clip(graph: Graph, node) -> Activation | None:
     return [lo, hi]
 
 
-def _hardswish(graph: Graph, node) -> Activation | None:
-    return "hardswish"
-
-
-def _hardsigmoid(graph: Graph, node) -> Activation | None:
-    attrs = _attributes(node)
-    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
-    if not (math.isfinite(alpha) and math.isfinite(beta)):
-        return None  # not a gate a config can hold: onnxruntime runs it (a host step)
-    return {"hardsigmoid": {"alpha": alpha, "beta": beta}}
-
-
 @dataclass(frozen=True, slots=True)
 class ActivationForm:
     convert: Callable[[Graph, object], Activation | None]  # the node's activation; None: not one a config holds
     gate: bool = False  # uint8: folded only between DequantizeLinear and QuantizeLinear (not a clamp of the bytes)
 
 
+def _of_kind(kind: type[ops.Activation]) -> ActivationForm:
+    """An activation kind's own ONNX form (kernelgen/ops: Relu, the gates, LeakyRelu): its attributes are all it
+    reads; uint8 folds it as a clamp of the bytes or, for a table kind, only between DequantizeLinear and
+    QuantizeLinear."""
+    return ActivationForm(lambda graph, node: kind.from_onnx(node.op_type, _attributes(node)),
+                          gate=kind.UINT8 == "table")
+
+
 ACTIVATIONS: dict[str, ActivationForm] = {
-    "Relu": ActivationForm(_relu),
-    "Clip": ActivationForm(_clip),
-    "HardSwish": ActivationForm(_hardswish, gate=True),
-    "HardSigmoid": ActivationForm(_hardsigmoid, gate=True),
+    **{op_type: _of_kind(kind) for op_type, kind in ops.BY_ONNX.items()},
+    "Clip": ActivationForm(_clip),  # its bounds may be constant inputs of the graph, not attributes
 }
 
 

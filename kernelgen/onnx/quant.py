@@ -204,9 +204,9 @@ def with_residual(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = fr
 
 
 def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozenset()) -> QConv:
-    """op with a quantized hardswish or hardsigmoid that follows it folded in: its result -> DequantizeLinear ->
-    HardSwish | HardSigmoid -> QuantizeLinear (onnxruntime runs the gate in float32 between them: a table of
-    bytes, quant.hard_table). op unchanged otherwise."""
+    """op with a quantized table activation (kernelgen/ops: a hardswish, a hardsigmoid, a leaky_relu) that follows it
+    folded in: its result -> DequantizeLinear -> the activation -> QuantizeLinear (onnxruntime runs it in float32
+    between them: a table of bytes, the kind's byte_table). op unchanged otherwise."""
     if op.activation != "none" or op.residual is not None or op.weights is None:
         return op
     dq = graph.sole_consumer(op.out_q)

@@ -10,7 +10,6 @@ from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
-from .packing import c_float
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
 
@@ -318,18 +317,8 @@ class StripeBuilder:
             lines.append(f"{ctype} v = acc[ki];")
         if e.residual is not None:
             lines.append(f"v += {self._residual(e.residual, k, at, bounds, padding)};")
-        if e.clamp is not None:
-            lo, hi = e.clamp
-            if lo > -math.inf:
-                lines.append(f"v = v > {c_float(lo)} ? v : {c_float(lo)};")
-            if hi < math.inf:
-                lines.append(f"v = v < {c_float(hi)} ? v : {c_float(hi)};")
-        if e.hard is not None:
-            lines += [f"{ctype} g = v * {c_float(e.hard.alpha)} + {c_float(e.hard.beta)};",
-                      "g = g > 0.0f ? g : 0.0f;", "g = g < 1.0f ? g : 1.0f;",
-                      "v = v * g;" if e.hard.times_value else "v = g;"]
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
-        lines.append(f"{dst}[{d_index}] = {value};")
+        store = f"{dst}[{d_index}] = {value};"
         added = ("" if e.residual is None else " + input" if e.residual == 0 else f" + {e.residual}"
                  if isinstance(e.residual, str) else f" + conv2d #{e.residual}")
         summary = (f"{dst}[...] = {e.activation}(acc[ki]{' + bias' if e.bias else ''}{added})"
@@ -338,8 +327,11 @@ class StripeBuilder:
             summary, steps = f"{dst}[...] = acc[ki]{' / count' if op.kind == 'avgpool' else ''}", [op.kind]
         else:
             steps = (["bias"] if e.bias else []) + (["residual"] if e.residual is not None else []) + [e.activation]
+        # the activation as its statement records (kernelgen/ops), spelled by the template's C dialect
         return Section(label=f"epilogue of {op.kind} #{j}: {', '.join(steps)}",
-                       body=tuple(Stmt(code=line, summary=summary) for line in lines))
+                       body=(*(Stmt(code=line, summary=summary) for line in lines),
+                             *(Stmt(code="", summary=summary, assign=a) for a in e.act.statements()),
+                             Stmt(code=store, summary=summary)))
 
     def _residual(self, source: int | str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict, padding: list[str]) -> str:
         """The residual at output position `at`, channel k: the chain's input read from memory where the output

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import kernelgen.expr as E
 from ..layout import PadKind, TensorLayout, padding_cover
+from ..ops.dialect import c_float  # noqa: F401 (its older home: other modules import it from here)
 from ..plan import Function, Guard, Loop, Node, Param, Section, Stmt
-
-
-def c_float(value: float) -> str:
-    text = repr(float(value))
-    return f"{text}f" if "e" in text or "." in text else f"{text}.0f"
 
 
 def _nest(dims: tuple[str, ...], extents: tuple[int, ...], body: tuple[Node, ...]) -> Node:

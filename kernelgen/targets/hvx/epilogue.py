@@ -1,11 +1,12 @@
 """The qf32 variant's epilogue of one op as HvxPlan's OpGeo fields: + bias, + residual (its blocked buffer's
-geometry), the clamp, the hard gates (C float literals). Split from plan.py."""
+geometry), the activation's statements in HVX's qf32 spelling. Split from plan.py."""
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 from ...config import Conv2d
-from ...planner.packing import c_float
+from ...ops import statements
+from ...ops.dialect import Dialect, c_float
 
 BLOCK = 2048  # elements of one 8h x 8w x 32c activation block
 
@@ -26,10 +27,18 @@ def qf32_epilogue(op: Conv2d, earlier: list, shape_list: list, src_c: int, out_k
     elif e.residual_op:
         k = earlier[e.residual_op - 1]
         out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)
-    if e.clamp is not None:
-        lo, hi = e.clamp
-        out |= dict(clamp_lo=c_float(lo) if lo > -math.inf else "", clamp_hi=c_float(hi) if hi < math.inf else "")
-    if e.hard is not None:
-        out |= dict(gate_alpha=c_float(e.hard.alpha), gate_beta=c_float(e.hard.beta),
-                    gate_times_value=e.hard.times_value)
+    literals = statements.literals(e.act.statements())
+    names = {value: f"act_c{i}" for i, value in enumerate(literals)}  # splatted once per call, before the loops
+    out |= dict(act=e.act, act_constants=tuple((names[value], c_float(value)) for value in literals),
+                dialect=replace(QF32, literal=names.__getitem__))
     return out
+
+
+# HVX qf32 (v68+): an activation's statements as sf vectors; a product or sum goes through qf32 and is rounded
+# back to sf at once (the kernels' float32 order); a literal is a vector splatted before the loops.
+QF32 = Dialect(literal=c_float, decl="HVX_Vector", forms={
+    "mul": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vmpy_VsfVsf({0}, {1}))",
+    "add": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vadd_VsfVsf({0}, {1}))",
+    "muladd": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vadd_Vqf32Vsf(Q6_Vqf32_vmpy_VsfVsf({0}, {1}), {2}))",
+    "max": "Q6_Vsf_vmax_VsfVsf({0}, {1})", "min": "Q6_Vsf_vmin_VsfVsf({0}, {1})",
+    "select_gt": "Q6_V_vmux_QVV(Q6_Q_vcmp_gt_VsfVsf({0}, {1}), {2}, {3})"})

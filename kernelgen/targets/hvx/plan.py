@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...config import Config
+from ...ops import IDENTITY, Activation
+from ...ops.dialect import Dialect
 from ...plan import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import Geometry, geometry, shapes, stripes
@@ -110,11 +112,9 @@ class OpGeo:
     res_row_a: int = 0
     res_row_b: int = 0
     res_col_lo: int = 0
-    clamp_lo: str = ""  # C float literals ("": no bound)
-    clamp_hi: str = ""
-    gate_alpha: str = ""  # hardsigmoid min(1, max(0, alpha v + beta)) (C float literals; "": none), hardswish * v
-    gate_beta: str = ""
-    gate_times_value: bool = False
+    act: Activation = IDENTITY  # the activation (kernelgen/ops) in `dialect`, its literals splatted into
+    act_constants: tuple[tuple[str, str], ...] = ()  # (name, C literal) vectors before the loops
+    dialect: Dialect | None = None
     # uint8 pools: "max" or "avg" (a global average pool; "": a conv), the op's input extent and padding (a max
     # skips taps outside the input), an average's requantization
     pool: str = ""

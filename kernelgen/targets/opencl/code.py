@@ -13,11 +13,16 @@ import math
 import kernelgen.expr as E
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
 from .grouped import grouped_step
-from .model import (Address, ConvBody, ConvOp, HardGate, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
+from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
                     Types)
 from .stores import pixel_stores
 from .names import NAMES
+from ...ops.dialect import C, Dialect
 from ...planner.packing import c_float
+
+# OpenCL C spells an activation as C does, with its min/max builtins (a vector's lanes at once; a literal of the
+# element type widens)
+OPENCL_C = Dialect(literal=c_float, decl="float", forms=C.forms | {"max": "fmax({0}, {1})", "min": "fmin({0}, {1})"})
 
 
 def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: tuple[int, int, int],
@@ -97,18 +102,12 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                                             masked)
         groups, tail, moving = 0, 0, {}
     stores = pixel_stores(t, op, pixels, vectors, width, per_item, n_var, ko_var, bounds, tile)
-    lo, hi = op.geo.epilogue.clamp if op.geo.epilogue.clamp is not None else (-math.inf, math.inf)
     epilogue = dict(bias=op.bias.name if op.bias else None,
                     residual=op.residual.name if op.residual else None,
                     residual_kind=op.residual.kind if op.residual else "",
                     bias_offsets=tuple(c_text(E.add(E.mul(ko_var, per_item), E.Const(v * width)))
                                        for v in range(vectors)) if op.bias else (),
-                    clamp_lo=t.literal(lo) if lo > -math.inf else None,
-                    clamp_hi=t.literal(hi) if hi < math.inf else None)
-    hard = op.geo.epilogue.hard
-    if hard is not None:
-        epilogue |= dict(hard=HardGate(alpha=t.literal(hard.alpha), beta=t.literal(hard.beta), zero=t.literal(0),
-                                       one=t.literal(1), times_value=hard.times_value))
+                    act=op.geo.epilogue.act, dialect=OPENCL_C.with_type(t.vec(width), t.literal))
     first_moving = next(iter(moving.values()), ((), ()))
     body = ConvBody(types=t, width=width, vectors=vectors, pixels=len(pixels),
                     early=tuple((v, e) for v, e, g in zip(("owt", "oht", "nk"), op.tiles, glob) if g > e),

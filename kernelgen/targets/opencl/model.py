@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...layout import TensorLayout
+from ...ops import IDENTITY, Activation
+from ...ops.dialect import Dialect
 from ...plan import OpGeometry, TextEnum
 from .names import NAMES, KernelNames
 from ...planner.packing import c_float
@@ -115,17 +117,6 @@ class Types:
 
     def literal(self, value: float) -> str:
         return f"(half){c_float(value)}" if self.half_math else c_float(value)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HardGate:
-    """hardsigmoid g = clamp(alpha * v + beta, 0, 1), or hardswish v * g: the literals in the kernel's type."""
-
-    alpha: str
-    beta: str
-    zero: str
-    one: str
-    times_value: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,14 +273,13 @@ class ConvBody:
     tail: Step | None  # the partial last group
     stores: tuple[PixelStore, ...]
     # The epilogue on the accumulators before they are stored: + bias vector v (its offset into the bias
-    # buffer, C text), then fmax with lo / fmin with hi (literals; None: no bound).
+    # buffer, C text), + the residual, then the activation's statements.
     bias: str | None = None
     bias_offsets: tuple[str, ...] = ()
     residual: str | None = None  # the storage read for residual: input
     residual_kind: str = ""  # image | buffer
-    clamp_lo: str | None = None
-    clamp_hi: str | None = None
-    hard: HardGate | None = None  # then, hardsigmoid / hardswish
+    act: Activation = IDENTITY  # then the activation (kernelgen/ops), spelled by `dialect` in the kernel's type
+    dialect: Dialect | None = None
     grouped: GroupedStep | None = None  # a grouped or depthwise conv's reduction (then no step or tail)
 
     @property

@@ -34,8 +34,10 @@ from ...config_keys import output_layout_key
 from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import PadKind, TensorLayout
+from ...ops import IDENTITY, Activation
+from ...ops.dialect import Dialect
 from ...plan import OpGeometry, Plan
-from .access import (Access, access, channel_padding_only, gate_literals, glsl_float, index_text, quotient_text,
+from .access import (Access, access, channel_padding_only, glsl_dialect, index_text, quotient_text,
                      residual_access, vec_ok)
 from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
 from .defaults import DEVICE_DEFAULTS, default_tile_for, shuffle_rows, wide_store
@@ -92,18 +94,14 @@ class VulkanOp:
     pair_index: str  # wide_store: index of a chunk pair's 64-bit-word vector in dst ("" = vec4 / scalar stores)
     store_chunks: int  # vec4 chunks per store: 2 with a pair_index, else 1
     out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
-    # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), then max/min with the
-    # clamp's bounds (GLSL literals; "" = no bound).
+    # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), + the residual, then the
+    # activation's statements.
     bias: int = -1
     residual: Access | None = None  # the chain's input, op K's output or a side input at this position (binding 4)
     res_buffer: int = -1
     res_name: str = ""  # the plan's name of that tensor (input, temp<K>, side_<name>)
-    clamp_lo: str = ""
-    clamp_hi: str = ""
-    # then hardsigmoid g = clamp(v * gate_alpha + gate_beta, 0, 1) (GLSL literals; "" = none), times v for hardswish
-    gate_alpha: str = ""
-    gate_beta: str = ""
-    gate_times_value: bool = False
+    act: Activation = IDENTITY  # then the activation (kernelgen/ops), spelled by `dialect` on the vec4
+    dialect: Dialect | None = None
     filter_at_use: bool = False  # each filter vec4 loaded at its multiply-add, not a kw x chunk slice held ahead
     taps_at_use: bool = False  # the kw taps in a kept loop, each input vec4 fetched at its use (needs filter_at_use)
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
@@ -136,7 +134,7 @@ class VulkanOp:
 
     @property
     def epilogue(self) -> bool:
-        return self.bias >= 0 or self.residual is not None or bool(self.clamp_lo or self.clamp_hi or self.gate_alpha)
+        return self.bias >= 0 or self.residual is not None or bool(self.act.statements())
 
     @property
     def label(self) -> str:
@@ -293,18 +291,16 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
                            default_tile=default_tile, scalar_texels=defaults.scalar_texel_reads,
                            taps_loop=taps_loop, trip_body=defaults.trip_body)
-        lo, hi = op.epilogue.clamp if op.epilogue.clamp is not None else (-math.inf, math.inf)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
         residual = residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
-                           clamp_lo=glsl_float(lo) if lo > -math.inf else "",
-                           clamp_hi=glsl_float(hi) if hi < math.inf else "",
+                           act=op.epilogue.act, dialect=glsl_dialect(scalar, vec),
                            filter_at_use=filter_at_use, taps_at_use=taps_loop,
                            shuffle_lanes=wg[0] if shuffle_rows(defaults, profile.subgroup, planned.group_in,
                                                                taps_loop, wg, planned.row) else 0,
-                           **gate_literals(op.epilogue.hard)))
+                           ))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}
     buffers = tuple(replace(b, elements=-(-b.elements // 4) * 4) if i in texel_scalars else b

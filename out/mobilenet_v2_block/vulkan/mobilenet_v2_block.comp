@@ -49,8 +49,8 @@ vec4 shuffled(vec4 v, uint lane) {
 
 // epilogue: conv (+ bias, which started the accumulators), then clamp to [0.0, 6.0]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
-  v = max(v, vec4(0.0));
-  v = min(v, vec4(6.0));
+  v = max(v, 0.0);
+  v = min(v, 6.0);
   return v;
 }
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
@@ -181,8 +181,8 @@ void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
 
 // epilogue: conv (+ bias, which started the accumulators), then clamp to [0.0, 6.0]
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
-  v = max(v, vec4(0.0));
-  v = min(v, vec4(6.0));
+  v = max(v, 0.0);
+  v = min(v, 6.0);
   return v;
 }
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
@@ -284,7 +284,7 @@ vec4 shuffled(vec4 v, uint lane) {
 }
 
 
-// epilogue: conv (+ bias, which started the accumulators) + input, then clamp to [-inf, inf]
+// epilogue: conv (+ bias, which started the accumulators) + input, then no activation
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
   v += res[((n*18816)+(oh*336)+(ow*6)+oc4)];
   return v;
