@@ -20,7 +20,7 @@ import kernelgen.expr as E
 from ...config import Config
 from ...plan import Block, Function, Guard, Halo, Loop, Node, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
-from ...planner.geometry import geometry, reduction_channels, shapes, stripes, unproven, windows
+from ...planner.geometry import reduction_channels, temp_names, unproven
 from .rowcopy import row_reads
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
                           Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable, tile_nodes)
@@ -37,16 +37,14 @@ class CKernel:
 
 def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     cfg = fitted_config(config, plan)
-    shape_list = shapes(cfg)
-    cut = stripes(cfg, shape_list)
-    geo = geometry(cfg, shape_list, cut)
-    win = windows(cfg, shape_list, geo, cut)
+    geo = plan.geometry
+    shape_list, cut = list(geo.shapes), geo.stripes
     filter_room = next((c.elements for c in plan.caches if c.name == "filter"), 0)
     tiles, notes = [], []
     parts = plan.stripe
     reads_input = _reads_input(cfg, plan)
     for j in range(1, len(cfg.ops) + 1):
-        tile, why = _tile(cfg, plan, j, shape_list, cut, geo, win, filter_room, reads_input and j == 1)
+        tile, why = _tile(cfg, plan, j, shape_list, cut, geo, filter_room, reads_input and j == 1)
         tiles.append(tile)
         op = plan.ops[j - 1]
         if tile is not None:
@@ -155,7 +153,7 @@ def _groups(vectors: int, cols: int, channel_offset) -> tuple[int, int]:
     return 1, min(DEPTHWISE_ACCUMULATORS, cols)
 
 
-def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filter_room: int, direct: bool = False
+def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_room: int, direct: bool = False
           ) -> tuple[Tile | None, str]:
     op, n = cfg.ops[j - 1], len(cfg.ops)
     last = j == n
@@ -263,7 +261,7 @@ def _tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filt
     if loaded is not None:
         count = loaded
     return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
-                stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *win.temp_names])[j - 1],
+                stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *temp_names(len(cfg.ops))])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
