@@ -22,7 +22,7 @@ def uint8_fields(config: Config, j: int, oq: OpQuant, src_shape: tuple[int, ...]
     """OpGeo's uint8 fields of op j (1-based) from its quantization `oq`; `src_shape`: its input's NHWC shape."""
     op = config.ops[j - 1]
     if op.pool:
-        return dict(zp_in=oq.z_in, zp_out=oq.z_out, zp_store=oq.z_out,
+        return dict(zp_in=oq.z_in, zp_out=oq.z_out, zp_store=oq.z_out, requant=None,
                     pool={"maxpool": "max", "mul": "mul"}.get(op.kind, "avg"), src_h=src_shape[1],
                     src_w=src_shape[2], pad_top=op.pad[0], pad_left=op.pad[1],
                     pool_rq=None if op.kind == "maxpool" else PoolRequant.of(
