@@ -23,7 +23,7 @@ from .sweep import sweep_variants
 from .toolchain import status
 
 
-class OpenCL(Target):
+class OpenCL(Target[OpenCLPlan, OpenCLProgram]):
     name = NAME
     summary = "OpenCL C (pyopencl/PoCL): image2d textures or float8/16 buffers, one kernel per conv2d"
     files = (OutputFile(pattern="{name}.cl", template="opencl/kernels.cl.j2"),
@@ -43,7 +43,7 @@ class OpenCL(Target):
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def compile(self, job: Job, workdir: Path, device: str | None = None) -> OpenCLProgram:
+    def compile(self, job: Job[OpenCLPlan], workdir: Path, device: str | None = None) -> OpenCLProgram:
         return open_program(job, device)  # PoCL compiles each program on its first launch
 
     def run(self, executable: OpenCLProgram, args: KernelArgs, poison: int) -> np.ndarray:
@@ -55,7 +55,7 @@ class OpenCL(Target):
     def time(self, executable: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timings, ...]:
         return timings(executable, args, repeat)
 
-    def roundoff(self, job: Job) -> Roundoff:
+    def roundoff(self, job: Job[OpenCLPlan]) -> Roundoff:
         """float16 stores in half; with half arithmetic (the profile's or opencl.half_arithmetic) it also
         computes in it."""
         half_math = half_arithmetic(job.config)

@@ -22,13 +22,13 @@ from .probe import fma_peak_gflops
 from .toolchain import OpenCLRunner
 
 
-class OpenCLProgram(Executable):
+class OpenCLProgram(Executable[OpenCLPlan]):
     """The job's kernels on an open device (its context and queue), launched in order."""
 
-    def __init__(self, job: Job, runner: OpenCLRunner, *, notes: tuple[str, ...] = (), cannot_run: str = ""):
+    def __init__(self, job: Job[OpenCLPlan], runner: OpenCLRunner, *, notes: tuple[str, ...] = (), cannot_run: str = ""):
         super().__init__(job, notes=notes, cannot_run=cannot_run)
         self.runner = runner
-        cplan: OpenCLPlan = job.target_plan
+        cplan = job.target_plan
         half = half_arithmetic(job.config)
         source = job.files[f"{job.config.name}.cl"]
         # fp16: the half convs and, in their places, the pools (fp32 math on half storage either way), then padding
@@ -46,9 +46,9 @@ class OpenCLProgram(Executable):
         return host_arrays(self.job.target_plan, args, poison, keep_temps)
 
 
-def open_program(job: Job, device: str | None) -> OpenCLProgram:
+def open_program(job: Job[OpenCLPlan], device: str | None) -> OpenCLProgram:
     runner = OpenCLRunner(int(device) if device is not None and device.isdigit() else device)
-    cplan: OpenCLPlan = job.target_plan
+    cplan = job.target_plan
     info = runner.info
     try:
         check_device_limit(job.config, cplan, info.image2d_max, info.name, info.max_work_group_size)
@@ -96,7 +96,7 @@ def run(program: OpenCLProgram, args: KernelArgs, poison: int) -> np.ndarray:
 def run_traced(program: OpenCLProgram, args: KernelArgs, poison: int) -> Traced:
     """One run with every intermediate read back, each unpacked by its storage's layout (image or buffer)."""
     result = program.runner.run_sequence(program.launches, program.tensors(args, poison, keep_temps=True))
-    cplan: OpenCLPlan = program.job.target_plan
+    cplan = program.job.target_plan
     temps = {s.name: s for s in cplan.storages if s.role is Role.TEMP}
     inter = tuple(temps[f"temp{j}"].layout.unpack(result.outputs[f"temp{j}"]).astype(np.float32)
                   for j in range(1, len(program.job.config.ops)))
@@ -122,6 +122,6 @@ def timings(program: OpenCLProgram, args: KernelArgs, repeat: int) -> tuple[Timi
             launch_ns = launch_ns[1:]
         times.append(sum(launch_ns) * 1e-9)
         peaks.append(fma_peak_gflops(runner, runs=2))
-    cplan: OpenCLPlan = program.job.target_plan
+    cplan = program.job.target_plan
     return (Timings(label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
                     seconds=tuple(times), peak_gflops=tuple(peaks), peak_gbs=tuple(bandwidths)),)

@@ -23,10 +23,10 @@ from .probe import best_shape, fma_probe
 from .runtime import Stage, VulkanRunner
 
 
-class VulkanProgram(Executable):
+class VulkanProgram(Executable[VulkanPlan]):
     """The job's SPIR-V modules on an open Vulkan device."""
 
-    def __init__(self, job: Job, spirv: tuple[bytes, ...], runner: VulkanRunner):
+    def __init__(self, job: Job[VulkanPlan], spirv: tuple[bytes, ...], runner: VulkanRunner):
         super().__init__(job)
         self.spirv = spirv
         self.runner = runner
@@ -39,7 +39,7 @@ class VulkanProgram(Executable):
         """input, filter1.., (bias..), temp1.., output as flat arrays of the storage type: inputs padded with
         zeros up to their buffer (a bias to whole pairs of vec4 chunks), a filter the target packs itself packed
         from its logical values, the rest filled with the poison byte."""
-        vk: VulkanPlan = self.job.target_plan
+        vk = self.job.target_plan
         dtype = np.dtype(np.float16 if vk.dtype == "float16" else np.float32)
         physical = [b.packing.pack(args.logical[b.name]) if b.packing else a
                     for a, b in zip(args.physical_list(), vk.buffers)]
@@ -78,8 +78,8 @@ def check_device(vk: VulkanPlan, info) -> None:
             raise ToolchainError(f"workgroup {list(op.wg_size)} exceeds {info.name}'s limits")
 
 
-def compile_program(job: Job, device: str | None) -> VulkanProgram:
-    vk: VulkanPlan = job.target_plan
+def compile_program(job: Job[VulkanPlan], device: str | None) -> VulkanProgram:
+    vk = job.target_plan
     spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
     runner = VulkanRunner(int(device) if device is not None and device.isdigit() else device)
     try:
@@ -98,7 +98,7 @@ def run(program: VulkanProgram, args: KernelArgs, poison: int) -> np.ndarray:
 def run_traced(program: VulkanProgram, args: KernelArgs, poison: int) -> Traced:
     """One run with every intermediate (temp<j>, in the core plan's intermediate layouts) unpacked."""
     result = program.runner.run_sequence(program.stages, program.buffers(args, poison))
-    vk: VulkanPlan = program.job.target_plan
+    vk = program.job.target_plan
     index = {b.name: i for i, b in enumerate(vk.buffers)}
     inter = tuple(t.layout.unpack(result.outputs[index[t.name]][:t.elements].astype(np.float32))
                   for t in program.job.plan.intermediates)
