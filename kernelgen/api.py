@@ -28,7 +28,7 @@ from .measure import bench as _bench
 from .measure import run as _run
 from .measure import sources as _sources
 from .measure import validate as _validate
-from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, not_built, unmeasured
+from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
 from .plan import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes

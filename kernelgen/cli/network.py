@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
@@ -110,7 +110,7 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
         click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(times.seconds),
                                "counted_packets": packets or None,
                                "onnxruntime_seconds": number(times.onnxruntime_seconds),
-                               "steps": [{**_fields(r), "seconds": number(r.seconds), "share": number(r.share)}
+                               "steps": [{**asdict(r), "seconds": number(r.seconds), "share": number(r.share)}
                                          for r in times.steps]}, indent=2))
         return
     click.echo(f"network {network.name} on {target}: {len(times.steps)} steps")
@@ -128,11 +128,6 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
     counted = f" (host steps; the kernels: {packets:,.0f} packets counted by the simulator)" if packets else ""
     click.echo(f"  whole network: {total * 1e3:.2f} ms{counted}; onnxruntime {times.onnxruntime} on the same model: "
                f"{reference * 1e3:.2f} ms" + (f" ({total / reference:.2f}x)" if not packets else ""))
-
-
-def _fields(record) -> dict:
-    """A record's fields by name, in their order (its JSON object)."""
-    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 # ---------------------------------------------------------------- build

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Mapping, Protocol, TypeVar
+from typing import Generic, Mapping, Protocol, TypeVar
 
 import numpy as np
 

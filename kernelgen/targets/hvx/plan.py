@@ -3,8 +3,9 @@
 The `hvx` target keeps the plan's schedule (seed 000: ko_outer x ho_outer stripes, the input cache with its
 halo, a ko_outer_<j> loop per earlier op, one shared filter cache, temp-output caches, the output cache aliasing
 the input cache, the write-back) and replaces the bodies of its sections with calls to HVX helpers. Everything
-the helpers need (window extents, block strides, zero points, the requantization multiplier) is computed here,
-as plain ints, so the templates only substitute.
+the helpers need (window extents, block strides, zero points, the requantization multiplier) is computed here
+from the plan's stripe geometry (plan.geometry), with io.py (the input read and write-back), quantized.py (each
+op's uint8 fields) and workspace.py (the VTCM scratch), as plain ints, so the templates only substitute.
 
 uint8 arithmetic (per conv op, per output element; `a` activations, `u` weights as
 unsigned bytes with zero point `zu`, n taps including channel padding):
