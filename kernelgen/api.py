@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
@@ -29,17 +29,23 @@ from .measure import bench as _bench
 from .measure import run as _run
 from .measure import sources as _sources
 from .measure import validate as _validate
-from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, not_built, unmeasured
+from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
 from .plan import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes
 from .registry import TARGETS, catalog
+from .target_choice import choose_targets
 from .targets.base import Job, Target, file_names, templates
 from .toolstatus import ToolStatus
 
+if TYPE_CHECKING:
+    from .measure.network_bench import NetworkTimes
+    from .measure.network_run import NetworkValidation
+    from .network.manifest import Network
+
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
-           "ValidationResult", "applicable", "bench", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
-           "jobs", "json_schema", "load_config", "load_network", "network_files", "output_files", "output_names", "parse_config", "plan",
+           "ValidationResult", "applicable", "bench", "bench_network", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
+           "jobs", "json_schema", "load_config", "load_network", "network_files", "network_targets", "output_files", "output_names", "parse_config", "plan",
            "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device",
            "with_sources"]
 
@@ -76,13 +82,12 @@ def chosen_targets(config: Config, override: tuple[str, ...] = (), targets: Targ
     if unknown:
         raise ConfigError([ConfigProblem(config.path, 1, 1, "targets",
                                          f"unknown target {unknown[0]!r} (expected one of: {', '.join(known)})")])
-    if override and any(config.dtype in known[name].dtypes for name in names):
-        names = tuple(name for name in names if config.dtype in known[name].dtypes)
-    for name in names:
-        if config.dtype not in known[name].dtypes:
-            raise ConfigError([ConfigProblem(config.path, 1, 1, "dtype", f"target {name!r} supports dtype "
-                                             f"{', '.join(known[name].dtypes)}, got {config.dtype!r}")])
-    return tuple(dict.fromkeys(names))
+    choice = choose_targets(config.dtype, names, known)
+    if choice.refused and not (override and choice.chosen):
+        name = choice.refused[0]
+        raise ConfigError([ConfigProblem(config.path, 1, 1, "dtype", f"target {name!r} supports dtype "
+                                         f"{', '.join(known[name].dtypes)}, got {config.dtype!r}")])
+    return choice.chosen
 
 
 def applicable(configs: list[Config], override: tuple[str, ...]) -> tuple[list[Config], list[Config]]:
@@ -90,7 +95,7 @@ def applicable(configs: list[Config], override: tuple[str, ...]) -> tuple[list[C
     --target every config is kept (its own `targets:` must take it)."""
     if not override:
         return configs, []
-    takes = [c for c in configs if any(t in TARGETS and c.dtype in TARGETS[t].dtypes for t in override)]
+    takes = [c for c in configs if choose_targets(c.dtype, override, TARGETS).chosen]
     return takes, [c for c in configs if c not in takes]
 
 
@@ -324,28 +329,39 @@ def load_network(path: str | Path, targets: Targets | None = None):
     return _load_network(path, lambda file: load_config(file, targets))
 
 
-def validate_network(network, target: str, seed: int | None = None):
-    """Run a network end to end (kernelgen/network/execute.py): each kernel validated on `target` on its real input
-    (the step before's output), host steps in onnxruntime, every tensor compared with onnxruntime running the whole
-    model on the same input. Yields one StepRun per step as it finishes; stops after a kernel that cannot run here."""
-    from .network import execute
+def validate_network(network: Network, target: str, seed: int | None = None) -> NetworkValidation:
+    """Run a network end to end (kernelgen/measure/network_run.py): each kernel validated on `target` on its real
+    input (the step before's output), host steps in onnxruntime, every tensor compared with onnxruntime running the
+    whole model on the same input. Iterating it yields one StepRun per step as it finishes (it stops after a kernel
+    that cannot run here); its verdict() then judges the network."""
+    from .measure.network_run import NetworkValidation
 
-    seed = _seed(seed)
-    feeds = execute.network_input(network, seed)
-    oracle = execute.network_oracle(network)  # one scan of the model's weights for the reference and every step
-    expected = execute.reference(network, feeds, oracle)
+    return NetworkValidation(TARGETS[network_targets(network, (target,))[0]], network, _seed(seed))
 
-    def kernel(config: Config, arrays: dict[str, np.ndarray]):
-        job = jobs(config, (target,))[target]
-        args = _run.checked_inputs(config, job.plan, arrays)
-        try:
-            return _validate.validate_with_output(TARGETS[target], job, seed, args)[::-1]
-        except ConfigError:
-            raise
-        except KernelgenError as error:
-            return None, not_built(config.name, target, seed, error)
 
-    yield from execute.run_steps(network, feeds, kernel, expected, oracle)
+def bench_network(network: Network, target: str, repeat: int = 5) -> NetworkTimes:
+    """Each step of a network timed on `target` (kernels by the target's timer, host steps in onnxruntime) and the
+    whole model in onnxruntime beside it (kernelgen/measure/network_bench.py)."""
+    from .measure.network_bench import bench_network as _bench_network
+
+    return _bench_network(TARGETS[network_targets(network, (target,))[0]], network, repeat)
+
+
+def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The targets a network's kernels run on: --target's (override), else the first kernel's own `targets:` (an
+    import writes one); every one must take every kernel's dtype (ConfigError at the step that it does not)."""
+    unknown = [t for t in override if t not in TARGETS]
+    if unknown:
+        raise KernelgenError(f"unknown target {unknown[0]!r} (expected one of: {', '.join(TARGETS)})")
+    chosen = override or network.kernels[0].config.targets[:1]
+    choices = {s.config.dtype: choose_targets(s.config.dtype, chosen, TARGETS) for s in network.kernels}
+    for target in chosen:
+        for step in network.kernels:
+            if target in choices[step.config.dtype].refused:
+                raise network.problem(f"steps[{step.index}].kernel", f"kernel {step.config.name} is "
+                                      f"{step.config.dtype}; the {target} target takes "
+                                      f"{', '.join(TARGETS[target].dtypes)}")
+    return chosen
 
 
 def network_files(network, target: str, built: Mapping[str, Job]) -> tuple[dict[str, str], str] | None:

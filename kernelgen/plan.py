@@ -11,9 +11,12 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .expr import Expr, evaluate
 from .layout import PadKind, TensorLayout
 from .ops import IDENTITY, Activation, Clamp, HardSigmoid  # HardSigmoid: the record's older home
 from .ops.statements import Assign
+
+Shape = tuple[int, int, int, int]  # logical NHWC
 
 
 class TextEnum(str, enum.Enum):
@@ -306,6 +309,46 @@ class OpGeometry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Stripes:
+    """How the last op's output is cut: channels x rows x columns per stripe, and how many."""
+
+    channels: int  # k_split * k_block
+    rows: int  # h_split * h_block
+    cols: int  # w_split * w_block, or the whole width
+    ko_extent: int
+    ho_extent: int
+    wo_extent: int  # 1: full-width stripes, and no wo_outer loop
+
+    @property
+    def count(self) -> int:
+        return self.ko_extent * self.ho_extent * self.wo_extent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StripeGeometry:
+    """The schedule's stripe windows, derived once by the planner: per tensor of the chain (index 0 = the input,
+    j = op j's output), the window one stripe needs and where it starts. Targets read it; none re-derives it."""
+
+    shapes: tuple[Shape, ...]  # whole tensors
+    stripes: Stripes
+    rows: tuple[int, ...]  # rows of tensor j one stripe needs (with halo)
+    cols: tuple[int, ...]  # columns held (for intermediates: with the consumer's padding)
+    row_start: tuple[Expr, ...]  # first global row of the window, in terms of ho_outer
+    col_start: tuple[Expr, ...]  # first global column, in terms of wo_outer (constant for full width)
+    row_step: int  # input rows between the windows of two vertically adjacent stripes
+
+    @property
+    def halo_rows(self) -> int:
+        """Input rows two vertically adjacent stripes share."""
+        return max(0, self.rows[0] - self.row_step)
+
+    def row_affine(self, j: int) -> tuple[int, int]:
+        """(a, b) with row_start[j] = ho_outer * a + b."""
+        b = int(evaluate(self.row_start[j], {"ho_outer": 0}))
+        return int(evaluate(self.row_start[j], {"ho_outer": 1})) - b, b
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Traffic:
     """Bytes moved between main memory and the caches over the whole kernel."""
 
@@ -341,6 +384,7 @@ class Plan:
     h_block: int
     w_block: int
     stripe_counts: tuple[int, int, int]  # ko_outer, ho_outer, wo_outer extents
+    geometry: StripeGeometry  # the stripe windows of every tensor of the chain
     ops: tuple[OpGeometry, ...]
     tensors: tuple[Tensor, ...]  # input, filter1.., output, in argument order
     intermediates: tuple[Tensor, ...]  # chain tensors that live only in caches

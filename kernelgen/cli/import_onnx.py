@@ -14,6 +14,7 @@ from ..errors import ConfigError, KernelgenError
 from ..files import display_path, write_if_changed
 from ..onnx.fusion import DEFAULT_MAX_OPS, GroupCost
 from ..onnx.graph import OnnxError
+from ..target_choice import choose_targets
 from .common import echo_problems
 
 PLUMBING = ("QuantizeLinear", "DequantizeLinear")  # the Q/DQ around a quantized model's ops: nothing to act on
@@ -21,11 +22,6 @@ CONVS = ("Conv", "QLinearConv")
 KIND = {"float32": "float", "uint8": "quantized"}
 # float convs without --target: the targets a config without `targets:` builds
 DEFAULT_FLOAT = tuple(ConfigModel.model_fields["targets"].default)
-
-
-def _takes(dtype: str) -> tuple[str, ...]:
-    """The registered targets whose dtypes include `dtype`, in registry order."""
-    return tuple(name for name, target in TARGETS.items() if dtype in target.dtypes)
 
 
 def _choose_targets(model: str, given: tuple[str, ...], found: dict[str, tuple[str, ...]]
@@ -37,11 +33,12 @@ def _choose_targets(model: str, given: tuple[str, ...], found: dict[str, tuple[s
     chosen, lines = {}, []
     for dtype, convs in found.items():
         kind = f"{len(convs)} {KIND.get(dtype, dtype)} conv{'s' if len(convs) > 1 else ''} ({dtype})"
-        takes = _takes(dtype)
+        choice = choose_targets(dtype, given, TARGETS)
+        takes = choice.takers
         if not takes:
             raise OnnxError(f"{Path(model).name} has {kind} and no registered target takes {dtype}")
         if given:
-            chosen[dtype] = tuple(t for t in given if t in takes)
+            chosen[dtype] = choice.chosen
             if not chosen[dtype]:
                 raise OnnxError(_none_given_takes(model, kind, dtype, given, takes, len(found)))
             why = "as given (--target)" if chosen[dtype] == given else \
@@ -134,7 +131,8 @@ def _plan_problem(group) -> str:
 @click.option("--target", "targets", multiple=True, metavar="NAME",
               help=f"The targets written into each config (repeatable): of those given, the ones that take the "
                    f"config's dtype; a kind of conv none of them takes is exit 2. Default: "
-                   f"{', '.join(DEFAULT_FLOAT)} for float convs, {(_takes('uint8') or ('none',))[0]} (the "
+                   f"{', '.join(DEFAULT_FLOAT)} for float convs, "
+                   f"{(choose_targets('uint8', (), TARGETS).takers or ('none',))[0]} (the "
                    f"target that takes uint8) for quantized ones. One of: {', '.join(TARGETS)}.")
 @click.option("--max-group-ops", "max_ops", type=click.IntRange(min=1), default=DEFAULT_MAX_OPS, show_default=True,
               help="The most convs one kernel fuses.")

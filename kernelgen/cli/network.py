@@ -3,19 +3,18 @@ commands.py and bench.py hand over to when their arguments are manifests rather 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 
-from ..api import TARGETS, jobs, load_network, output_files, validate_network, with_device
+from ..api import (TARGETS, bench_network, jobs, load_network, network_targets, output_files, validate_network,
+                   with_device)
 from ..errors import ConfigError
 from ..files import write_if_changed
-from ..measure.bench import bench as bench_job
-from ..measure.records import BenchOptions, Status
+from ..measure.network_run import step_status
+from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
 from .common import number
 
@@ -47,25 +46,13 @@ def load_networks(paths: tuple[str, ...], device: str | None, *, model: bool = F
     return networks
 
 
-def targets_of(network: Network, targets: tuple[str, ...]) -> tuple[str, ...]:
-    """--target's, else the first kernel's own `targets:` (an import writes one)."""
-    chosen = targets or network.kernels[0].config.targets[:1]
-    for target in chosen:
-        for step in network.kernels:
-            if step.config.dtype not in TARGETS[target].dtypes:
-                raise network.problem(f"steps[{step.index}].kernel", f"kernel {step.config.name} is "
-                                      f"{step.config.dtype}; the {target} target takes "
-                                      f"{', '.join(TARGETS[target].dtypes)}")
-    return chosen
-
-
 # ---------------------------------------------------------------- validate
 
 def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
                       as_json: bool) -> None:
     failed = False
     for network in load_networks(paths, device, model=True):
-        for target in targets_of(network, targets):
+        for target in network_targets(network, targets):
             failed |= _validate_one(network, target, seed, as_json)
     if failed:
         sys.exit(1)
@@ -73,18 +60,11 @@ def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: 
 
 def _validate_one(network: Network, target: str, seed: int | None, as_json: bool) -> bool:
     """One line (or JSON record) per step as it finishes, then the network's verdict; True when it failed."""
-    from ..network import execute
-
-    total, failed, stopped, last = len(network.steps), False, "", None
-    quantized = []  # every uint8 tensor's agreement: the verdict says how many are bit-exact, against which oracle
-    for run in validate_network(network, target, seed):
-        quantized += [a for a in run.agreement if a.dtype in ("uint8", "int8")]
+    total = len(network.steps)
+    validation = validate_network(network, target, seed)
+    for run in validation:
         record = run.record
-        status = record.status.value if record is not None else ("pass" if all(a.passed for a in run.agreement)
-                                                                 else "FAIL")
-        failed |= (record is not None and record.status.counts_as_failure) or not all(a.passed for a in run.agreement)
-        if not run.ran:
-            stopped = f"stopped at {run.step.label}: {record.detail}"
+        status, _ = step_status(run)
         if as_json:
             click.echo(json.dumps({
                 "network": network.name, "target": target, "step": run.step.index, "kind":
@@ -103,24 +83,13 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                        f"{run.seconds:6.1f} s  {agreement}")
             if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
                 click.echo(f"    {record.detail}")
-        last = run
-    outputs = [a for a in (last.agreement if last else ()) if a.tensor in network.outputs]
-    verdict = ("FAIL" if failed else "pass") if not stopped else ("FAIL" if failed else "incomplete")
-    summary = (f"network {network.name} on {target}: {verdict}; "
-               + (stopped or "; ".join(f"output {a.tensor!r} {a.text()}" for a in outputs)))
-    oracle = None
-    if quantized:
-        oracle = execute.network_oracle(network)
-        exact = sum(not a.max_abs for a in quantized)
-        summary += (f"; {exact} of {len(quantized)} uint8 tensors bit-exact"
-                    + (f" (the rest: {next(a.why for a in quantized if a.max_abs)})" if exact < len(quantized) else "")
-                    + f"; oracle: {oracle.text if oracle.why else oracle.name + ' (its default session)'}")
+    verdict = validation.verdict()
     if as_json:
-        click.echo(json.dumps({"network": network.name, "target": target, "status": verdict,
-                               "summary": summary, "oracle": oracle.text if oracle else None}))
+        click.echo(json.dumps({"network": network.name, "target": target, "status": verdict.status,
+                               "summary": verdict.summary, "oracle": verdict.oracle.text if verdict.oracle else None}))
     else:
-        click.echo(summary)
-    return failed
+        click.echo(verdict.summary)
+    return verdict.failed
 
 
 # ---------------------------------------------------------------- bench
@@ -128,83 +97,37 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
 def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int,
                    as_json: bool) -> None:
     for network in load_networks(paths, device, model=True):
-        for target in targets_of(network, targets):
+        for target in network_targets(network, targets):
             _bench_one(network, target, repeat, as_json)
 
 
 def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> None:
-    """Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
-    A kernel measured by counters instead of a clock (hvx under QEMU: packets) is shown by them, its share among
-    the counted kernels; the network's time is then the host steps' alone and says so."""
-    from ..network import execute
-
-    feeds = execute.network_input(network, 0)
-    expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
-    rows = []
-    for step in network.steps:
-        if step.config is not None:
-            job = jobs(step.config, (target,))[target]
-            row = bench_job(TARGETS[target], job, BenchOptions(repeat=repeat))[0]
-            rows.append({"step": step.index, "kind": "kernel", "name": step.label, "seconds": row.seconds,
-                         "flops": row.flops, "executed_flops": job.plan.executed_flops, "bytes": job.plan.traffic.total,
-                         "packets": row.metrics.get("packets")})
-        else:
-            host = execute.host_runner(network, step)
-            times = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                host(expected | feeds)
-                times.append(time.perf_counter() - start)
-            rows.append({"step": step.index, "kind": "convert" if step.convert else "host", "name": step.label,
-                         "seconds": statistics.median(times),
-                         "flops": 0, "executed_flops": 0, "bytes": 0, "packets": None})
-    timed = [r for r in rows if r["seconds"] == r["seconds"]]
-    total = sum(r["seconds"] for r in timed)
-    packets = sum(r["packets"] or 0 for r in rows if r["seconds"] != r["seconds"])
-    reference = _onnxruntime_time(network, feeds, repeat)  # this host's CPU, beside whatever device ran the kernels
-    for r in rows:
-        counted = r["seconds"] != r["seconds"]
-        r["share"] = (r["packets"] or 0) / packets if counted and packets else (r["seconds"] / total if total and
-                                                                                 not counted else None)
+    """Each step's time and share (measure/network_bench.py): a kernel measured by counters instead of a clock (hvx
+    under QEMU: packets) is shown by them, and the network's time is then the host steps' alone and says so."""
+    times = bench_network(network, target, repeat)
+    packets = times.packets
     if as_json:
-        click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(total),
-                               "counted_packets": packets or None, "onnxruntime_seconds": number(reference[0]),
-                               "steps": [{**r, "seconds": number(r["seconds"]), "share": number(r["share"])}
-                                         for r in rows]}, indent=2))
+        click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(times.seconds),
+                               "counted_packets": packets or None,
+                               "onnxruntime_seconds": number(times.onnxruntime_seconds),
+                               "steps": [{**asdict(r), "seconds": number(r.seconds), "share": number(r.share)}
+                                         for r in times.steps]}, indent=2))
         return
-    click.echo(f"network {network.name} on {target}: {len(rows)} steps")
-    for r in rows:
-        seconds = r["seconds"]
-        if seconds != seconds:  # counters, no clock
-            what = f"{r['packets']:>12,.0f} packets {r['share']:6.1%} of the kernels'" if r["packets"] else "not timed"
-            click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {what}  {r['flops'] / 2 / r['packets']:7.1f} "
-                       f"useful MACs/packet" if r["packets"] else f"  [{r['step'] + 1:>3}] {r['name']:<52} {what}")
+    click.echo(f"network {network.name} on {target}: {len(times.steps)} steps")
+    for r in times.steps:
+        seconds = r.seconds
+        if r.counted:  # counters, no clock
+            what = f"{r.packets:>12,.0f} packets {r.share:6.1%} of the kernels'" if r.packets else "not timed"
+            click.echo(f"  [{r.step + 1:>3}] {r.name:<52} {what}  {r.flops / 2 / r.packets:7.1f} "
+                       f"useful MACs/packet" if r.packets else f"  [{r.step + 1:>3}] {r.name:<52} {what}")
             continue
-        rates = (f"{r['flops'] / seconds / 1e9:7.2f} GFLOP/s {r['bytes'] / seconds / 1e9:6.2f} GB/s"
-                 if r["kind"] == "kernel" and seconds > 0 else "")
-        click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} {seconds * 1e3:9.3f} ms {r['share']:6.1%}  {rates}")
+        rates = (f"{r.flops / seconds / 1e9:7.2f} GFLOP/s {r.bytes / seconds / 1e9:6.2f} GB/s"
+                 if r.kind == "kernel" and seconds > 0 else "")
+        click.echo(f"  [{r.step + 1:>3}] {r.name:<52} {seconds * 1e3:9.3f} ms {r.share:6.1%}  {rates}")
+    total, reference = times.seconds, times.onnxruntime_seconds
     counted = f" (host steps; the kernels: {packets:,.0f} packets counted by the simulator)" if packets else ""
-    click.echo(f"  whole network: {total * 1e3:.2f} ms{counted}; onnxruntime {reference[1]} on the same model: "
-               f"{reference[0] * 1e3:.2f} ms" + (f" ({total / reference[0]:.2f}x)" if not packets else ""))
-
-
-def _onnxruntime_time(network: Network, feeds, repeat: int) -> tuple[float, str]:
-    """The whole model in onnxruntime on one thread (the c kernels run on one), median of `repeat` runs."""
-    import onnxruntime
-
-    from ..onnx import subgraph
-
-    try:
-        session = subgraph.session(network.model.read_bytes(), threads=1)
-        subgraph.run(session, feeds)  # warm-up
-    except subgraph.OnnxError as error:  # the manifest's model: check_against_model read it, onnxruntime may not
-        raise network.problem("model", str(error)) from None
-    times = []
-    for _ in range(max(repeat, 3)):
-        start = time.perf_counter()
-        subgraph.run(session, feeds)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), f"{onnxruntime.__version__} (CPU, 1 thread)"
+    click.echo(f"  whole network: {total * 1e3:.2f} ms{counted}; onnxruntime {times.onnxruntime} on the same model: "
+               f"{reference * 1e3:.2f} ms" + (f" ({total / reference:.2f}x)" if not packets else ""))
 
 
 # ---------------------------------------------------------------- build
@@ -219,7 +142,7 @@ def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...
     files: dict[str, str | bytes] = {}
     notes, rules = [], {}
     for network in load_networks(paths, device):
-        for target in targets_of(network, targets):
+        for target in network_targets(network, targets):
             built = {s.config.name: jobs(s.config, (target,)) for s in network.kernels}
             shaped_by: dict[str, None] = dict.fromkeys([network.path])
             for step in network.kernels:
@@ -246,7 +169,7 @@ def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], devic
 
     names: dict[str, None] = {}
     for network in load_networks(paths, device):
-        for target in targets_of(network, targets):
+        for target in network_targets(network, targets):
             for step in network.kernels:
                 names.update(dict.fromkeys(output_names(step.config, (target,))))
             drivers = TARGETS[target].network_file_names

@@ -1,11 +1,15 @@
 """What the core's loops need of a target, defined by the core: a `Job` (a config planned and rendered once), the
 `Executable` a target compiles it into, and the primitives (`Primitives`) every registered target supplies
-(kernelgen/targets/base.py's Target implements them). The loops know targets only through this interface."""
+(kernelgen/targets/base.py's Target implements them). The loops know targets only through this interface.
+
+A Job and an Executable are generic in the target plan they carry: a target declares its plan type once
+(`class Vulkan(Target[VulkanPlan])`), and its primitives, which take a `Job[VulkanPlan]` or a subclass of
+`Executable[VulkanPlan]`, read `job.target_plan` as that type. The loops hold them as `Job[Any]`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Generic, Mapping, Protocol, TypeVar
 
 import numpy as np
 
@@ -17,13 +21,16 @@ from .records import DeviceStats, Timings
 from .tensors import KernelArgs
 
 
+TargetPlan = TypeVar("TargetPlan")  # a target's own plan on top of the core plan (None: it needs none)
+
+
 @dataclass(frozen=True, slots=True)
-class Job:
+class Job(Generic[TargetPlan]):
     """One config's kernels for one target, planned and rendered once and handed down to every stage."""
 
     config: Config
     plan: Plan
-    target_plan: Any  # the target's tiling (None when the core plan is all it needs)
+    target_plan: TargetPlan  # the target's tiling, of the type its Target declares
     files: Mapping[str, str]  # file name -> text, as `kernelgen build` writes them
     # where the files were read from instead of rendered, and which of them differ from the rendered ones
     # (`validate --sources DIR`, measure/sources.py); said beside the verdict. "": rendered from the config
@@ -55,11 +62,11 @@ class Probe:
     kernel: Any
 
 
-class Executable:
+class Executable(Generic[TargetPlan]):
     """A compiled job on this machine's device. Targets subclass it with what their run needs (a library, a
     binary, an open device); the core closes it when done (`with target.compile(...) as exe:`)."""
 
-    def __init__(self, job: Job, *, notes: tuple[str, ...] = (), cannot_run: str = "", compile_only: str = ""):
+    def __init__(self, job: Job[TargetPlan], *, notes: tuple[str, ...] = (), cannot_run: str = "", compile_only: str = ""):
         self.job = job
         self.notes = notes  # said beside a pass (the fp16 kernels this device could not run)
         self.cannot_run = cannot_run  # why this device cannot run the kernel at all: a 'not run' row
@@ -68,7 +75,7 @@ class Executable:
     def close(self) -> None:
         """Release the device (a queue, a context); nothing by default."""
 
-    def __enter__(self) -> Executable:
+    def __enter__(self) -> Executable[TargetPlan]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -3,8 +3,8 @@ onnxruntime running the original model on the same input.
 
 Tensors live here in ONNX's own layout (NCHW) and type; a kernel step gets its input as the config's logical NHWC
 (the layout engine packs it into the kernel's physical layout and unpacks its output) and gives back NHWC. How a
-kernel runs is the caller's (kernelgen.api passes the registered target's run, or its validation); host steps run
-in onnxruntime on their nodes cut out of the model.
+kernel runs is the caller's (kernelgen/measure/network_run.py validates it on a target); host steps run in
+onnxruntime on their nodes cut out of the model.
 
 End to end, every tensor a step wrote is compared with the model's own value of it:
 - float: the largest difference over the tensor's largest magnitude must stay within FLOAT_AGREEMENT. Each kernel
@@ -31,6 +31,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ..config import Config
+from ..measure.records import ValidationResult
 from ..onnx import subgraph
 from ..onnx.graph import OnnxError
 from ..onnx.oracle import OracleFailed, float_arithmetic
@@ -40,10 +41,9 @@ from .manifest import Network, Step
 
 FLOAT_AGREEMENT = 1e-3  # of the tensor's largest magnitude
 
-# A kernel step: (its config, its input as logical NHWC) -> (its output as logical NHWC or None when the kernel could
-# not run here, a record of how it went)
-# (config, its input and side inputs by the plan's names, NHWC) -> (its output NHWC or None, the run's record)
-KernelRunner = Callable[[Config, dict[str, np.ndarray]], tuple[np.ndarray | None, object]]
+# A kernel step: (its config, its input and side inputs by the plan's names, logical NHWC) -> (its output as logical
+# NHWC, or None when the kernel could not run here; the validation's record, or None for a runner that keeps none)
+KernelRunner = Callable[[Config, dict[str, np.ndarray]], tuple[np.ndarray | None, ValidationResult | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class Agreement:
 class StepRun:
     step: Step
     seconds: float
-    record: object | None  # the kernel runner's record (a ValidationResult when validating)
+    record: ValidationResult | None  # the kernel's validation (None: a host step, or a runner that keeps none)
     agreement: tuple[Agreement, ...]  # its outputs against the whole model's
     ran: bool  # False: the kernel could not run here (the network stops)
 

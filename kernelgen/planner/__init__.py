@@ -33,9 +33,10 @@ from dataclasses import replace
 from ..config import Config
 from ..layout import PadKind, parse_layout
 from ..quant import op_quants
-from ..plan import Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeParts, Tensor
+from ..plan import (Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeGeometry, StripeParts,
+                    Stripes, Tensor)
 from .builder import StripeBuilder
-from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, Geometry, Stripes, allocate, geometry, shapes, stripes,
+from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, allocate, geometry, shapes, stripes,
                        windows, workspace_elements)
 from .packing import pack_function, padding_fill, unpack_function
 from .search import fit_schedule
@@ -148,7 +149,7 @@ def plan(config: Config) -> Plan:
     return Plan(name=config.name, config_path=config.path, dtype=config.dtype, ctype=ctype, element_bytes=ebytes,
                 k_split=s.k_split, h_split=s.h_split, w_split=s.w_split if cut.wo_extent > 1 else None,
                 k_block=s.k_block, h_block=s.h_block, w_block=s.w_block,
-                stripe_counts=(cut.ko_extent, cut.ho_extent, cut.wo_extent), ops=tuple(ops),
+                stripe_counts=(cut.ko_extent, cut.ho_extent, cut.wo_extent), geometry=geo, ops=tuple(ops),
                 tensors=tuple(tensors), intermediates=intermediates, caches=caches,
                 workspace_elements=workspace_elements(caches), alignment_bytes=ALIGNMENT_BYTES,
                 kernel=kernel, stripe=parts, helpers=tuple(helpers), flops=flops, executed_flops=work.executed_flops,
@@ -160,7 +161,7 @@ def plan(config: Config) -> Plan:
 
 # ---------------------------------------------------------------- notes
 
-def _notes(config: Config, caches: tuple[Cache, ...], geo: Geometry, cut: Stripes, n_ops: int, reload_bytes: int,
+def _notes(config: Config, caches: tuple[Cache, ...], geo: StripeGeometry, cut: Stripes, n_ops: int, reload_bytes: int,
            input_bytes: int) -> tuple[str, ...]:
     notes = []
     halo = geo.rows[0] - geo.rows[-1]

@@ -8,7 +8,7 @@ import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
-from .geometry import Geometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
+from .geometry import StripeGeometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
@@ -17,7 +17,7 @@ ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
 class StripeBuilder:
     """Builds the three parts of a stripe (load, compute, store) and records each loop's pad strategy."""
 
-    def __init__(self, config: Config, shape_list: list, cut: Stripes, geo: Geometry, win: Windows,
+    def __init__(self, config: Config, shape_list: list, cut: Stripes, geo: StripeGeometry, win: Windows,
                  tensors: list[Tensor], ctype: str, zero: str) -> None:
         self.config, self.shape_list, self.cut, self.geo, self.win = config, shape_list, cut, geo, win
         self.tensors, self.ctype, self.zero = tensors, ctype, zero

@@ -16,13 +16,11 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Cache, Halo, LoopOrder, Pipeline
+from ..plan import Cache, Halo, LoopOrder, Pipeline, Shape, StripeGeometry, Stripes
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
 # Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
 ALIGNMENT_BYTES = 2048
-
-Shape = tuple[int, int, int, int]
 
 
 def shapes(config: Config) -> list[Shape]:
@@ -36,22 +34,6 @@ def shapes(config: Config) -> list[Shape]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Stripes:
-    """How the last op's output is cut: channels x rows x columns per stripe, and how many."""
-
-    channels: int  # k_split * k_block
-    rows: int  # h_split * h_block
-    cols: int  # w_split * w_block, or the whole width
-    ko_extent: int
-    ho_extent: int
-    wo_extent: int  # 1: full-width stripes, and no wo_outer loop
-
-    @property
-    def count(self) -> int:
-        return self.ko_extent * self.ho_extent * self.wo_extent
-
-
 def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
     s = config.schedule
     _, out_h, out_w, out_k = shape_list[-1]
@@ -61,23 +43,7 @@ def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
                    ho_extent=math.ceil(out_h / rows), wo_extent=math.ceil(out_w / cols))
 
 
-@dataclass(frozen=True, slots=True)
-class Geometry:
-    """Per tensor of the chain (index 0 = input, j = output of op j): the stripe window."""
-
-    rows: tuple[int, ...]  # rows of tensor j one stripe needs (with halo)
-    cols: tuple[int, ...]  # columns held (for intermediates: with the consumer's padding)
-    row_start: tuple[E.Expr, ...]  # first global row of the window, in terms of ho_outer
-    col_start: tuple[E.Expr, ...]  # first global column, in terms of wo_outer (constant for full width)
-    row_step: int  # input rows between the windows of two vertically adjacent stripes
-
-    @property
-    def halo_rows(self) -> int:
-        """Input rows two vertically adjacent stripes share."""
-        return max(0, self.rows[0] - self.row_step)
-
-
-def geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> Geometry:
+def geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> StripeGeometry:
     n_ops = len(config.ops)
     rows, cols = [0] * (n_ops + 1), [0] * (n_ops + 1)
     row_start: list[E.Expr] = [E.Const(0)] * (n_ops + 1)
@@ -100,7 +66,8 @@ def geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> Geometry:
         else:
             cols[j - 1] = (cols[j] - 1) * sw + kw
             col_start[j - 1] = E.add(E.mul(col_start[j], sw), E.Const(-op.pad[1]))
-    return Geometry(tuple(rows), tuple(cols), tuple(row_start), tuple(col_start), row_step)
+    return StripeGeometry(shapes=tuple(shape_list), stripes=cut, rows=tuple(rows), cols=tuple(cols),
+                          row_start=tuple(row_start), col_start=tuple(col_start), row_step=row_step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +111,7 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
     return tuple(out)
 
 
-def windows(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes) -> Windows:
+def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes) -> Windows:
     n_ops = len(config.ops)
     reduce = reduction_channels(config, shape_list)
     temps = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shape_list[j][3]))

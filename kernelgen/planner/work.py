@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ..config import Config
-from .geometry import Geometry, Shape, Stripes
+from ..plan import Shape, StripeGeometry, Stripes
 from ..plan import Halo, LoopOrder, Traffic
 
 
@@ -74,7 +74,7 @@ class Work:
     reload_input_bytes: int  # input bytes without halo reuse (equal to traffic.input_bytes when reloading)
 
 
-def count_work(config: Config, shape_list: list[Shape], geo: Geometry, cut: Stripes, ebytes: int) -> Work:
+def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes, ebytes: int) -> Work:
     n_ops = len(config.ops)
     batch = shape_list[0][0]
     row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]

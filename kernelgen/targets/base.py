@@ -7,12 +7,16 @@ measure its device (FMA peak, bandwidth), which the core times through the same 
 (inputs, poisoning, references, oracles, comparison, repeats, statistics, sweeps) live once in kernelgen.measure,
 which defines Job, Executable and the primitives it calls (measure/primitives.py); a target never makes inputs or
 compares outputs. The registry in kernelgen/registry.py is the only list of targets.
+
+A target declares the type of its plan and of its compiled job once, as Target's parameters
+(`class Vulkan(Target[VulkanPlan, VulkanProgram])`); its primitives then take `Job[VulkanPlan]` and a
+VulkanProgram, and read `job.target_plan` as a VulkanPlan, with no cast.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Mapping, TypeVar, cast
 
 import numpy as np
 from pydantic import BaseModel
@@ -23,7 +27,7 @@ from ..emit import Comment, OutputFile, render, template_files
 from ..errors import KernelgenError
 from ..measure.compare import Roundoff
 # targets import these from here
-from ..measure.primitives import BANDWIDTH, FMA, Executable, Job, Probe, Traced  # noqa: F401
+from ..measure.primitives import BANDWIDTH, FMA, Executable, Job, Probe, TargetPlan, Traced  # noqa: F401
 from ..measure.records import DeviceStats, Timings
 from ..measure.roofline import MachinePeaks
 from ..measure.tensors import KernelArgs
@@ -34,8 +38,10 @@ from ..toolstatus import ToolStatus
 if TYPE_CHECKING:
     from ..network.manifest import Network
 
+Compiled = TypeVar("Compiled", bound=Executable)  # what a target's compile makes of a job
 
-class Target(ABC):
+
+class Target(ABC, Generic[TargetPlan, Compiled]):
     name: ClassVar[str]
     summary: ClassVar[str]
     files: ClassVar[tuple[OutputFile, ...]]
@@ -66,15 +72,15 @@ class Target(ABC):
 
     # ------------------------------------------------------------ generation
 
-    def target_plan(self, config: Config, plan: Plan) -> Any:
-        """The target's own tiling on top of the core plan (None: the core plan is all it needs)."""
-        return None
+    def target_plan(self, config: Config, plan: Plan) -> TargetPlan:
+        """The target's own tiling on top of the core plan. By default none: a Target[None]."""
+        return cast(TargetPlan, None)
 
-    def context(self, config: Config, plan: Plan, target_plan: Any) -> dict[str, Any]:
+    def context(self, config: Config, plan: Plan, target_plan: TargetPlan) -> dict[str, Any]:
         """Template data beyond the plan."""
         return {}
 
-    def build(self, config: Config, plan: Plan) -> Job:
+    def build(self, config: Config, plan: Plan) -> Job[TargetPlan]:
         """The target plan and every file this target writes for a config."""
         tplan = self.target_plan(config, plan)
         files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
@@ -83,12 +89,12 @@ class Target(ABC):
     # the names of the files network_files writes (build --list-outputs lists them without planning a network)
     network_file_names: ClassVar[tuple[str, ...]] = ()
 
-    def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
+    def network_files(self, network: Network, jobs: Mapping[str, Job[TargetPlan]]) -> dict[str, str]:
         """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order:
         {file name: text}. Only a target that can call its kernels from one host program writes one."""
         raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
 
-    def binaries(self, job: Job) -> tuple[dict[str, bytes], str]:
+    def binaries(self, job: Job[TargetPlan]) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
         compiler's version), and a note when they cannot be made here ("": nothing to say)."""
         return {}, ""
@@ -105,43 +111,44 @@ class Target(ABC):
         """The tools this target builds and runs with, found or not."""
 
     @abstractmethod
-    def compile(self, job: Job, workdir: Path, device: str | None = None) -> Executable:
+    def compile(self, job: Job[TargetPlan], workdir: Path, device: str | None = None) -> Compiled:
         """Write the job's files into workdir and build them for this machine's device (`device`: which one,
         for targets with several). Raises ToolchainError when a tool is missing or fails."""
 
     @abstractmethod
-    def run(self, executable: Executable, args: KernelArgs, poison: int) -> np.ndarray:
+    def run(self, executable: Compiled, args: KernelArgs, poison: int) -> np.ndarray:
         """Run once on `args` with the output (and any intermediate or workspace) pre-filled with the `poison`
         byte; the output, flat, in the plan's output layout and the config's element type."""
 
-    def run_poisoned(self, executable: Executable, args: KernelArgs, poisons: tuple[int, ...]) -> dict[int, np.ndarray]:
+    def run_poisoned(self, executable: Compiled, args: KernelArgs,
+                     poisons: tuple[int, ...]) -> dict[int, np.ndarray]:
         """One run per poison byte; a target whose device starts slowly overrides this to run them together."""
         return {poison: self.run(executable, args, poison) for poison in poisons}
 
-    def run_traced(self, executable: Executable, args: KernelArgs, poison: int) -> Traced | None:
+    def run_traced(self, executable: Compiled, args: KernelArgs, poison: int) -> Traced | None:
         """A run that also returns each op's output (a chain's intermediates), for the check op by op; None when
         the kernel keeps them only in its caches (the chain is then checked end to end)."""
         return None
 
-    def time(self, executable: Executable, args: KernelArgs | None, repeat: int,
+    def time(self, executable: Compiled, args: KernelArgs | None, repeat: int,
              probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:
         """The kernel timed `repeat` times (first), and any row the target measures beside it. Each of `probes`
         runs right before each repeat, timed as the kernel is (its first row's probe_seconds); args None: the
         probes alone. A target without probes may keep the three-argument form."""
         raise NotImplementedError(f"the {self.name} target has no timer")
 
-    def probes(self, executable: Executable, kind: str) -> tuple[Probe, ...]:
+    def probes(self, executable: Compiled, kind: str) -> tuple[Probe, ...]:
         """What measures this device's FMA peak (kind FMA) or bandwidth (BANDWIDTH): the candidate shapes of the
         probe kernel, ready to run on the executable's device; the core chooses among them and times them
         (measure/probes.py). (): no such probe."""
         return ()
 
-    def roundoff(self, job: Job) -> Roundoff:
+    def roundoff(self, job: Job[TargetPlan]) -> Roundoff:
         """The unit roundoffs of this target's arithmetic and storage for a float config (half storage for
         float16 with float32 arithmetic by default)."""
         return Roundoff(storage=HALF_UNIT_ROUNDOFF if job.config.dtype == "float16" else 0.0)
 
-    def stats(self, job: Job, device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
+    def stats(self, job: Job[TargetPlan], device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
         """Per op, what `device`'s compiler makes of the kernel (registers, spills, occupancy, code size), for
         `gpu`, one part of the profile where it covers several (None: its default part)."""
         raise NotImplementedError(f"the {self.name} target has no compiler statistics")
@@ -164,7 +171,7 @@ class Target(ABC):
         `bench --plot`); None when it has none."""
         return None
 
-    def estimate(self, job: Job) -> Timings | None:
+    def estimate(self, job: Job[TargetPlan]) -> Timings | None:
         """A static estimate instead of a clock when the job's device is not here but its compiler is (a sweep
         ranks by it); None: time it."""
         return None

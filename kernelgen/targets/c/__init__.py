@@ -44,12 +44,12 @@ def l2_budget(options: object) -> tuple[int, str]:
     return L2_BYTES, "c: one CPU core's L2 (512 KiB, a Cortex-A76/A78)"
 
 
-class CLibrary(Executable):
+class CLibrary(Executable[CKernel]):
     """The kernel built with the config's flags into a shared library, called through ctypes (and, for the op-by-op
     check of a chain, a second build with -DKG_TRACE_INTERMEDIATES that also stores each intermediate). Flags with a
     sanitizer build it with a driver into an executable that runs in a child process instead (process.py)."""
 
-    def __init__(self, job: Job, workdir: Path):
+    def __init__(self, job: Job[CKernel], workdir: Path):
         super().__init__(job)
         self.workdir = workdir
         self.flags = cflags(c_options(job.config))
@@ -113,7 +113,7 @@ class CLibrary(Executable):
         return self.library.bind(self.job.plan.name, arrays)
 
 
-class C(Target):
+class C(Target[CKernel, CLibrary]):
     name = "c"
     summary = "portable C99 (gcc -O3 -march=native), register-blocked micro-kernels, caches in a caller-provided workspace"
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
@@ -148,10 +148,10 @@ class C(Target):
 
     network_file_names = NETWORK_FILES
 
-    def network_files(self, network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
+    def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> dict[str, str]:
         return network_driver(network, jobs)  # network.c/.h: the kernels in order over one arena (network.py)
 
-    def compile(self, job: Job, workdir: Path, device: str | None = None) -> CLibrary:
+    def compile(self, job: Job[CKernel], workdir: Path, device: str | None = None) -> CLibrary:
         for name, text in job.files.items():
             (workdir / name).write_text(text)
         return CLibrary(job, workdir)  # gcc runs on first use: the shipped build, or the traced one for a chain

@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from ...config import Config
 from ...plan import Function, Phase, Pipeline, Plan, Section, Step
 from ...planner import compose_stripes, fitted_config
-from ...planner.geometry import geometry, shapes, stripes, windows
 from .microkernel import GROUP, LANES, Tile
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
@@ -36,16 +35,14 @@ class CKernel:
 
 def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     cfg = fitted_config(config, plan)
-    shape_list = shapes(cfg)
-    cut = stripes(cfg, shape_list)
-    geo = geometry(cfg, shape_list, cut)
-    win = windows(cfg, shape_list, geo, cut)
+    geo = plan.geometry
+    shape_list, cut = list(geo.shapes), geo.stripes
     filter_room = next((c.elements for c in plan.caches if c.name == "filter"), 0)
     tiles, notes = [], []
     parts = plan.stripe
     in_place = reads_input(cfg, plan)
     for j in range(1, len(cfg.ops) + 1):
-        tile, why = op_tile(cfg, plan, j, shape_list, cut, geo, win, filter_room, in_place and j == 1)
+        tile, why = op_tile(cfg, plan, j, shape_list, cut, geo, filter_room, in_place and j == 1)
         tiles.append(tile)
         op = plan.ops[j - 1]
         if tile is not None:

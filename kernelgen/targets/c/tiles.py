@@ -9,7 +9,7 @@ import math
 import kernelgen.expr as E
 from ...config import Config
 from ...plan import Halo, Phase, Pipeline, Plan, Section, Step
-from ...planner.geometry import reduction_channels, unproven
+from ...planner.geometry import reduction_channels, temp_names, unproven
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
                           Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable)
 
@@ -45,7 +45,7 @@ def _groups(vectors: int, cols: int, channel_offset) -> tuple[int, int]:
     return 1, min(DEPTHWISE_ACCUMULATORS, cols)
 
 
-def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, filter_room: int, direct: bool = False
+def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_room: int, direct: bool = False
           ) -> tuple[Tile | None, str]:
     op, n = cfg.ops[j - 1], len(cfg.ops)
     last = j == n
@@ -153,7 +153,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, win, fi
     if loaded is not None:
         count = loaded
     return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
-                stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *win.temp_names])[j - 1],
+                stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *temp_names(len(cfg.ops))])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",

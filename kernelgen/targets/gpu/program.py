@@ -7,11 +7,11 @@ times mean, the Timings) is written here once, or in the core (measure/probes.py
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from ...measure.primitives import Executable, Job, Probe, Traced
+from ...measure.primitives import Executable, Job, Probe, TargetPlan, Traced
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs
 from ..base import Target
@@ -34,10 +34,10 @@ class DeviceRunner(ABC):
     def close(self) -> None: ...
 
 
-class GpuProgram(Executable, ABC):
+class GpuProgram(Executable[TargetPlan], ABC):
     """The job's kernels on an open device."""
 
-    def __init__(self, job: Job, runner: DeviceRunner, *, label: str, **kwargs):
+    def __init__(self, job: Job[TargetPlan], runner: DeviceRunner, *, label: str, **kwargs):
         super().__init__(job, **kwargs)
         self.runner = runner
         self.label = label  # what a bench row calls the kernel (its tiles and work-group sizes)
@@ -62,28 +62,31 @@ class GpuProgram(Executable, ABC):
         in one sequence on the device's queue: after one warm-up sequence (the drivers compile lazily)."""
 
 
-class GpuTarget(Target):
+Program = TypeVar("Program", bound=GpuProgram)  # the API's compiled job
+
+
+class GpuTarget(Target[TargetPlan, Program], Generic[TargetPlan, Program]):
     """The primitives of a GPU target that are the same for every API: run, trace, time and probe through the
-    program compile() opened."""
+    program compile() opened. An API's target names its plan and program: GpuTarget[OpenCLPlan, OpenCLProgram]."""
 
     api: ClassVar[GpuApi]  # its differences from the other API, as data
     dtypes = ("float32", "float16")
     loop_orders = None  # a kernel per op over the whole tensor: no stripe loops, schedule.order does not apply
 
     @abstractmethod
-    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    def launches(self, job: Job[TargetPlan]) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
         """The job's tensors and its kernels' launches in order, in API-neutral terms (dispatch.py)."""
 
-    def run(self, executable: GpuProgram, args: KernelArgs, poison: int) -> np.ndarray:
+    def run(self, executable: Program, args: KernelArgs, poison: int) -> np.ndarray:
         return executable.output(args, poison)
 
-    def run_traced(self, executable: GpuProgram, args: KernelArgs, poison: int) -> Traced:
+    def run_traced(self, executable: Program, args: KernelArgs, poison: int) -> Traced:
         return executable.traced(args, poison)  # intermediates are device tensors: read them back
 
-    def probes(self, executable: GpuProgram, kind: str) -> tuple[Probe, ...]:
+    def probes(self, executable: Program, kind: str) -> tuple[Probe, ...]:
         return executable.probes(kind)
 
-    def time(self, executable: GpuProgram, args: KernelArgs | None, repeat: int,
+    def time(self, executable: Program, args: KernelArgs | None, repeat: int,
              probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:
         rows = executable.sequence_times(args, probes, repeat)
         beside = {p.kind: tuple(row[i] for row in rows) for i, p in enumerate(probes)}

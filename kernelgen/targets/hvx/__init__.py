@@ -29,7 +29,7 @@ from .runtime import HvxProgram, compile_program, timings
 from .toolchain import status
 
 
-class Hvx(Target):
+class Hvx(Target[HvxPlan, HvxProgram]):
     name = NAME
     summary = "Hexagon HVX C (clang-19, qemu-hexagon): uint8 vrmpy, float32 scalar + qf32 (v68+)"
     files = (OutputFile(pattern="{name}.h", template="hvx/kernel.h.j2"),
@@ -60,7 +60,7 @@ class Hvx(Target):
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def compile(self, job: Job, workdir: Path, device: str | None = None) -> HvxProgram:
+    def compile(self, job: Job[HvxPlan], workdir: Path, device: str | None = None) -> HvxProgram:
         return compile_program(job, workdir)
 
     def run(self, executable: HvxProgram, args: KernelArgs, poison: int) -> np.ndarray:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ...config import Config
 from ...errors import KernelgenError
-from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Pipeline, Plan, Section, Step, Stmt
+from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Plan, Section, Step, Stmt
 from ...planner import compose_stripes
 from .depthwise import single_input_stripe
 from .names import NAMES
@@ -71,7 +71,7 @@ def uint8_kernel(config: Config, plan: Plan, keep: int, direct: bool = False) ->
     temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
     sources = ["input_cache", *temp_names]
     calls = {Step(Phase.WRITE_BACK): f"{NAMES.write_back()}(output_cache, output, {nb}, ko_outer, ho_outer);"}
-    rows = plan.cache("input_a" if plan.pipeline is Pipeline.DOUBLE_BUFFER else "input").logical_shape[1]
+    rows = plan.geometry.rows[0]  # the input window
     chunked = plan.c_split > 1  # input-channel chunks: ci_outer picks one; partial sums in acc_cache
     ci = ", ci_outer" if chunked else ""
     ko = ", ko_outer" if single_input_stripe(config, plan) else ""  # a lone depthwise op: ko reads its channels

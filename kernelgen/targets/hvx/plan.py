@@ -3,8 +3,9 @@
 The `hvx` target keeps the plan's schedule (seed 000: ko_outer x ho_outer stripes, the input cache with its
 halo, a ko_outer_<j> loop per earlier op, one shared filter cache, temp-output caches, the output cache aliasing
 the input cache, the write-back) and replaces the bodies of its sections with calls to HVX helpers. Everything
-the helpers need (window extents, block strides, zero points, the requantization multiplier) is computed here,
-as plain ints, so the templates only substitute.
+the helpers need (window extents, block strides, zero points, the requantization multiplier) is computed here
+from the plan's stripe geometry (plan.geometry), with io.py (the input read and write-back), quantized.py (each
+op's uint8 fields) and workspace.py (the VTCM scratch), as plain ints, so the templates only substitute.
 
 uint8 arithmetic (per conv op, per output element; `a` activations, `u` weights as
 unsigned bytes with zero point `zu`, n taps including channel padding):
@@ -33,25 +34,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import kernelgen.expr as E
 from ...config import Config
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...plan import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
-from ...planner.geometry import Geometry, geometry, shapes, stripes
+from ...planner.geometry import temp_names
 from ...quant import Requant, ResidualAdd, op_quants
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
 from .dense import DenseBlocking, dense_blocking
 from .depthwise import depthwise, depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
-from .requantizer import FloatSplit, PoolRequant, Requantizer
+from .io import IoGeo, io_geometry
 from .kernels import qf32_kernel, uint8_kernel
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
+from .quantized import uint8_fields, weight_zero_point
+from .requantizer import FloatSplit, PoolRequant, Requantizer
+from .workspace import workspace
 
 FILTER_TAP_BLOCK = 1024  # elements of one 8i x 32o x 4i filter block (one (rh, rw) of 32 outputs x 32 inputs)
 DEFAULT_PIXELS = 8  # output pixels sharing each filter vector (register blocking)
-ALIGN = 2048
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,35 +212,6 @@ class OpGeo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IoGeo:
-    """The input cache read and the output write-back."""
-
-    in_rows: int
-    in_cols: int
-    in_wb: int  # window column blocks
-    in_cb: int
-    in_h: int
-    in_w: int
-    in_c: int
-    in_row_a: int
-    in_row_b: int
-    in_col_off: int  # window col = global col + in_col_off
-    in_g_wb: int  # column blocks of the global input tensor
-    in_image: int  # elements of one batch image of the input tensor
-    in_chunk_cb: int  # channel blocks the input cache holds: all of them, or one chunk's (schedule.c_split)
-    chunks: int  # input-channel chunks
-    out_rows: int
-    out_h: int
-    out_w: int
-    out_k: int
-    out_kb: int
-    out_row_a: int
-    out_win_wb: int
-    out_g_wb: int
-    out_image: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class HvxPlan:
     arch: str
     vtcm_bytes: int
@@ -264,187 +237,105 @@ class HvxPlan:
 
 
 def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
-    config = fitted_config(config, plan)
+    config = fitted_config(config, plan)  # the schedule the plan chose, for the checks below and their key lines
     options = hvx_options(config)
     arch = options.arch
     vtcm = options.vtcm_bytes or VTCM_DEFAULT_BYTES[arch]
-    pixels = options.pixels or depthwise_pixels(config) or _default_pixels(config)
+    pixels = options.pixels or depthwise_pixels(config) or _default_pixels(plan)
     unblocked = unblocked_key(config)
     blocked = unblocked is None
-    if config.dtype == "uint8" and unblocked is not None:
+    uint8 = config.dtype == "uint8"
+    if uint8 and unblocked is not None:
         _fail(config, unblocked, f"the hvx target computes uint8 on {ACTIVATION_LAYOUT} activations and "
                                  f"{FILTER_LAYOUT} filters (no pad_value), with k_block 32")
-    if config.dtype == "uint8" and plan.w_split is not None:
+    if uint8 and plan.w_split is not None:
         _fail(config, "schedule.w_split", "expected full-width stripes: the hvx uint8 kernel does not split the "
                                           "width (leave w_split out, or give a budget the full width fits)")
     if pixels < 4 or pixels % 4:
         _fail(config, "hvx.pixels", f"expected a positive multiple of 4, got {pixels}")
     ops = _ops(config, plan, pixels) if blocked else ()
-    io = _io(config, plan) if blocked else None
-    uint8 = config.dtype == "uint8"
-    # uint8 scratch after the plan's caches: int32 channel sums per source pixel, then the
-    # per-output-channel corrections of one stripe (k_split x 32 int32).
-    scratch_offset = plan.workspace_bytes
-    wcorr_offset = scratch_offset + _aligned(max((o.src_rows * o.src_cols * 4 for o in ops), default=0))
-    # a grouped conv's weights, widened to int16 (w - zw) and doubled: k_split x taps x group channels x 128 bytes
-    grouped_bytes = max((plan.k_split * o.kh * o.kw * o.group_in * 128 for o in ops if o.group_in), default=0)
-    grouped_offset = wcorr_offset + _aligned(plan.k_split * 32 * 4) if uint8 and grouped_bytes else 0
-    workspace_bytes = (wcorr_offset + _aligned(plan.k_split * 32 * 4) + _aligned(grouped_bytes) if uint8
-                       else plan.workspace_bytes)
-    if workspace_bytes > vtcm:
-        _fail(config, "hvx.vtcm_bytes",
-              f"the workspace needs {workspace_bytes} bytes of VTCM (caches {plan.workspace_bytes} + helper "
-              f"scratch), more than the {vtcm} bytes of {arch}" + ("" if options.vtcm_bytes else " (default)")
-              + ": lower schedule.k_split / h_split or raise hvx.vtcm_bytes")
-    kernel = uint8_kernel(config, plan, _ring_keep(config, plan), depthwise(config, plan, ops).sweep) if uint8 else plan.kernel
-    qf32 = (qf32_kernel(config, plan, ops) if (not uint8 and blocked and arch in QF32_ARCHES and plan.halo is not Halo.REUSE
-                                                and plan.c_split == 1 and not config.side_inputs
-                                                and not any(op.pool for op in config.ops)) else None)
-    notes = []
-    if not uint8 and arch in QF32_ARCHES and config.side_inputs:
-        notes.append("no qf32 variant with side inputs (its residual reads the chain's own buffers)")
-    if not uint8 and arch in QF32_ARCHES and any(op.pool for op in config.ops):
-        notes.append("no qf32 variant with pooling ops (its helpers are convs); the scalar float32 kernel pools")
-    if not uint8 and arch in QF32_ARCHES and plan.c_split > 1:
-        notes.append("no qf32 variant with input-channel chunks (its helpers accumulate a whole reduction)")
-    if not uint8 and arch in QF32_ARCHES and plan.halo is Halo.REUSE:
-        notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
-    keep = _ring_keep(config, plan)
-    geo = _stripe_geometry(config)
-    if not uint8 and arch in QF32_ARCHES and not blocked:
-        notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
-    return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=workspace_bytes,
-                   scratch_offset=scratch_offset, wcorr_offset=wcorr_offset, grouped_offset=grouped_offset,
+    space = workspace(config, plan, ops, vtcm, arch, explicit=bool(options.vtcm_bytes))
+    geo = plan.geometry
+    keep = geo.halo_rows if plan.halo is Halo.REUSE else 0  # input rows a stripe keeps for the next
+    kernel = uint8_kernel(config, plan, keep, depthwise(config, plan, ops).sweep) if uint8 else plan.kernel
+    no_qf32 = _no_qf32(config, plan, blocked) if not uint8 and arch in QF32_ARCHES else ()
+    qf32 = qf32_kernel(config, plan, ops) if not uint8 and arch in QF32_ARCHES and not no_qf32 else None
+    return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=space.bytes,
+                   scratch_offset=space.scratch_offset, wcorr_offset=space.wcorr_offset,
+                   grouped_offset=space.grouped_offset,
                    pixels=pixels, dense=tuple(dense_blocking(o, options.pixels) if uint8 else None for o in ops),
                    ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
-                   k_split=plan.k_split, batch=config.input_shape[0], ops=ops, io=io,
+                   k_split=plan.k_split, batch=geo.shapes[0][0], ops=ops, io=io_geometry(plan) if blocked else None,
                    weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and any(op.bias for op in config.ops),
                    kernel=kernel, qf32=qf32, macs=plan.flops // 2, executed_macs=plan.executed_flops // 2,
-                   notes=tuple(notes))
+                   notes=tuple(no_qf32))
 
 
-# ---------------------------------------------------------------- checks
+def _no_qf32(config: Config, plan: Plan, blocked: bool) -> list[str]:
+    """Why a float32 config on a v68+ arch gets no qf32 variant ([]: it gets one)."""
+    notes = []
+    if config.side_inputs:
+        notes.append("no qf32 variant with side inputs (its residual reads the chain's own buffers)")
+    if any(op.pool for op in config.ops):
+        notes.append("no qf32 variant with pooling ops (its helpers are convs); the scalar float32 kernel pools")
+    if plan.c_split > 1:
+        notes.append("no qf32 variant with input-channel chunks (its helpers accumulate a whole reduction)")
+    if plan.halo is Halo.REUSE:
+        notes.append("no qf32 variant with halo: reuse (its helpers address the input cache without the ring)")
+    if not blocked:
+        notes.append("no qf32 variant: it needs NHWC8h8w32c activations and OIHW8i32o4i filters")
+    return notes
+
 
 def _fail(config: Config, key: str, message: str) -> None:
     raise config.problem(key, message)  # points at the key's line in the config file
 
 
-def _aligned(size: int) -> int:
-    return -(-size // ALIGN) * ALIGN
-
-
-# ---------------------------------------------------------------- geometry
-
-def _affine(expr: E.Expr) -> tuple[int, int]:
-    """row_start = ho_outer * a + b."""
-    b = int(E.evaluate(expr, {"ho_outer": 0}))
-    return int(E.evaluate(expr, {"ho_outer": 1})) - b, b
-
-
-def _default_pixels(config: Config) -> int:
+def _default_pixels(plan: Plan) -> int:
     """8 output pixels per filter vector, or 4 for uint8 ops whose widths all end 1-4 columns past a multiple
     of 8: a group of 8 there computes up to 7 columns of nothing (28 wide: 32 computed, 12.5% wasted), a
     group of 4 none. Measured (qemu, v66, 1x1 128 -> 512 on 28x28): 55% of the vrmpy limit with 8, 61% with 4."""
-    widths = [shape[2] for shape in shapes(config)[1:]]
-    if config.dtype == "uint8" and all(1 <= w % DEFAULT_PIXELS <= 4 for w in widths):
+    widths = [shape[2] for shape in plan.geometry.shapes[1:]]
+    if plan.dtype == "uint8" and all(1 <= w % DEFAULT_PIXELS <= 4 for w in widths):
         return 4
     return DEFAULT_PIXELS
 
 
 def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
-    shape_list = shapes(config)
+    """Each op's windows (from the plan's stripe geometry), filter blocks, and uint8 or qf32 epilogue fields."""
+    geo = plan.geometry
+    shape_list = geo.shapes
     n = len(config.ops)
-    geo = _stripe_geometry(config)
     uint8 = config.dtype == "uint8"
-    q = config.quant
-    zw_u = q.weight_zero_point + (128 if q.weight_dtype == "int8" else 0)
-    if uint8 and not 0 <= zw_u <= 255:
-        _fail(config, "quant.weight_zero_point", f"expected an int in the range of {q.weight_dtype}, "
-                                                 f"got {q.weight_zero_point}")
+    zw_u = weight_zero_point(config)
     quants = op_quants(config) if uint8 else []
-    temp_names = ["temp_output"] if n == 2 else [f"temp_output_{j}" for j in range(1, n)]
-    sources = ["input_cache", *temp_names]
-    ops = []
+    temps = temp_names(n)
+    sources = ["input_cache", *temps]
+    ops: list[OpGeo] = []
     for j in range(1, n + 1):
         op = config.ops[j - 1]
         last = j == n
         _, out_h, out_w, out_k = shape_list[j]
         src_c = shape_list[j - 1][3]
         filter_stride = -(-(src_c // op.groups) // 32) * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK
-        if j == 1 and config.schedule.c_block:  # input-channel chunks: the caches hold one chunk
-            src_c = config.schedule.c_block
+        if j == 1 and plan.c_block:  # input-channel chunks: the caches hold one chunk
+            src_c = plan.c_block
         src_cb = -(-src_c // 32)
         f_cb = -(-(src_c // op.groups) // 32)  # input-channel blocks of the filter: one group's channels
-        a, b = _affine(geo.row_start[j])
+        a, b = geo.row_affine(j)
         dst_cols = out_w if last else geo.cols[j]
         col_lo = 0 if last else -geo.col_start[j].value
         taps = op.kernel[0] * op.kernel[1] * src_cb * 32
-        z_in, z_out, requant, per_channel = 0, 0, None, {}
-        pooling = {}
-        if uint8 and op.pool:
-            oq = quants[j - 1]
-            z_in, z_out = oq.z_in, oq.z_out
-            pooling = dict(pool={"maxpool": "max", "mul": "mul"}.get(op.kind, "avg"), src_h=shape_list[j - 1][1],
-                           src_w=shape_list[j - 1][2], pad_top=op.pad[0], pad_left=op.pad[1],
-                           pool_rq=None if op.kind == "maxpool" else PoolRequant.of(
-                               oq.requants[0] if oq.requants else None, oq.float_requants, op.kind == "mul"),
-                           zp_side=oq.z_w, side=op.scale_by or "")
-        elif uint8:
-            oq = quants[j - 1]
-            z_in, z_out, requant = oq.z_in, oq.z_out, oq.requants[0]
-            for value, key in ((z_in, "quant.input_zero_point"), (z_out, "quant.output_zero_point")):
-                if not 0 <= value <= 255:
-                    _fail(config, key, f"expected an int in [0, 255], got {value}")
-            if taps * 255 * 255 >= 2 ** 31 - 2 ** 24:
-                _fail(config, f"ops[{j - 1}].conv2d", f"{taps} taps can overflow the int32 accumulator")
-            # per output channel (padded to whole blocks): vectors of multipliers, roundings and shifts
-            padded = oq.requants + (oq.requants[-1],) * (-out_k % 32)
-            per_channel = dict(q_min=oq.q_min, q_max=oq.q_max, requants=padded if oq.per_channel else (),
-                               add=oq.add, zp_conv=oq.z_conv)
-            per_channel["floats"] = split = FloatSplit.padded(oq.float_requants, out_k, oq.per_channel)
-            if isinstance(split, str):
-                _fail(config, "quant.requantization", split + "; use requantization: fixed_point")
-            if oq.table:  # the conv requantizes to its own zero point; the table maps those bytes to the output's
-                per_channel |= dict(table=oq.table, gate=op.activation)
-                z_out = oq.z_conv
+        quantized = (uint8_fields(config, j, quants[j - 1], shape_list[j - 1], out_k, taps) if uint8
+                     else dict(zp_in=0, zp_out=0, requant=None))
         ops.append(OpGeo(
-            geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temp_names[j - 1],
+            geo=plan.ops[j - 1], last=last, src=sources[j - 1], dst="output_cache" if last else temps[j - 1],
             src_rows=geo.rows[j - 1], src_cols=geo.cols[j - 1],
             src_wb=-(-geo.cols[j - 1] // 8), src_cb=src_cb, src_c=src_c, dst_rows=geo.rows[j], dst_cols=dst_cols,
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
-            col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels, filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK,
-            taps=taps, zp_in=z_in, zp_out=z_out, requant=requant, **per_channel, f_cb=f_cb,
-            zp_store=quants[j - 1].z_out if uint8 else 0, zp_w=zw_u,
-            filter_stride=filter_stride,
-            zp_w_raw=q.weight_zero_point, **pooling,
-            **qf32_epilogue(op, ops, shape_list, src_c, out_k)))
+            col_hi=min(col_lo + out_w, dst_cols), first_group=col_lo - col_lo % pixels,
+            filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK, taps=taps, f_cb=f_cb, zp_w=zw_u,
+            filter_stride=filter_stride, zp_w_raw=config.quant.weight_zero_point, **quantized,
+            **qf32_epilogue(op, ops, list(shape_list), src_c, out_k)))
     return tuple(ops)
-
-
-def _io(config: Config, plan: Plan) -> IoGeo:
-    shape_list = shapes(config)
-    geo = _stripe_geometry(config)
-    _, h, w, c = shape_list[0]
-    _, oh, ow, ok = shape_list[-1]
-    a, b = _affine(geo.row_start[0])
-    out_a, _ = _affine(geo.row_start[-1])
-    in_tensor, out_tensor = plan.tensor("input").layout, plan.tensor("output").layout
-    chunk_cb = config.schedule.c_block // 32 if config.schedule.c_block else -(-c // 32)
-    return IoGeo(in_rows=geo.rows[0], in_cols=geo.cols[0], in_wb=-(-geo.cols[0] // 8), in_cb=-(-c // 32),
-                 in_chunk_cb=chunk_cb, chunks=config.schedule.c_split if config.schedule.c_block else 1,
-                 in_h=h, in_w=w, in_c=c, in_row_a=a, in_row_b=b, in_col_off=-geo.col_start[0].value,
-                 in_g_wb=-(-w // 8), in_image=in_tensor.size // shape_list[0][0], out_rows=geo.rows[-1], out_h=oh,
-                 out_w=ow, out_k=ok, out_kb=-(-ok // 32), out_row_a=out_a, out_win_wb=-(-ow // 8),
-                 out_g_wb=-(-ow // 8), out_image=out_tensor.size // shape_list[0][0])
-
-
-def _stripe_geometry(config: Config) -> Geometry:
-    """The plan's stripe windows (config with the plan's splits, see fitted_config)."""
-    shape_list = shapes(config)
-    return geometry(config, shape_list, stripes(config, shape_list))
-
-
-def _ring_keep(config: Config, plan: Plan) -> int:
-    """Input rows a stripe keeps for the next with halo reuse (0: every stripe loads its whole window)."""
-    return _stripe_geometry(config).halo_rows if plan.halo is Halo.REUSE else 0

@@ -27,6 +27,7 @@ from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisons
 from ..base import Executable, Job
 from .options import QF32_ARCHES, hvx_options
+from .plan import HvxPlan
 from .toolchain import Compiled, assembly, assembly_noted, build_noted, parse_counters, run, vector_spills
 
 QF32_MULTIPLY = re.compile(r"\.qf32\s*=\s*vmpy\(")
@@ -46,11 +47,11 @@ class Arg:
     elements: int
 
 
-class HvxProgram(Executable):
+class HvxProgram(Executable[HvxPlan]):
     """The kernel's sources in a work folder, and the drivers built so far (one per set of poisons and
     profiling), each a Hexagon executable for qemu-hexagon."""
 
-    def __init__(self, job: Job, workdir: Path, *, compile_only: str = ""):
+    def __init__(self, job: Job[HvxPlan], workdir: Path, *, compile_only: str = ""):
         super().__init__(job, compile_only=compile_only)
         self.workdir = workdir
         self.arch = hvx_options(job.config).arch
@@ -134,7 +135,7 @@ class HvxProgram(Executable):
         return [np.fromfile(self.workdir / name, dtype=dtype) for name in outs], done.stdout, kept
 
 
-def compile_program(job: Job, workdir: Path) -> HvxProgram:
+def compile_program(job: Job[HvxPlan], workdir: Path) -> HvxProgram:
     for name, text in job.files.items():
         (workdir / name).write_text(text)
     options = hvx_options(job.config)
@@ -145,7 +146,7 @@ def compile_program(job: Job, workdir: Path) -> HvxProgram:
     return program
 
 
-def _qf32_check(job: Job, workdir: Path, arch: str) -> str:
+def _qf32_check(job: Job[HvxPlan], workdir: Path, arch: str) -> str:
     """What the compile-only qf32 variant shows: its assembly holds qf32 multiplies (else ToolchainError)."""
     if arch not in QF32_ARCHES:
         raise ToolchainError(f"qf32 needs hvx.arch v68 or later, got {arch}")

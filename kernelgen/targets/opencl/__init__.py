@@ -22,7 +22,7 @@ from .sweep import sweep_variants
 from .toolchain import status
 
 
-class OpenCL(GpuTarget):
+class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
     name = NAME
     api = OPENCL
     summary = "OpenCL C (pyopencl/PoCL): image2d textures or float8/16 buffers, one kernel per conv2d"
@@ -41,13 +41,13 @@ class OpenCL(GpuTarget):
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
 
-    def compile(self, job: Job, workdir: Path, device: str | None = None) -> OpenCLProgram:
+    def compile(self, job: Job[OpenCLPlan], workdir: Path, device: str | None = None) -> OpenCLProgram:
         return open_program(job, device)  # PoCL compiles each program on its first launch
 
-    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    def launches(self, job: Job[OpenCLPlan]) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
         return launches(job.target_plan)
 
-    def roundoff(self, job: Job) -> Roundoff:
+    def roundoff(self, job: Job[OpenCLPlan]) -> Roundoff:
         """float16 stores in half; with half arithmetic (the profile's or opencl.half_arithmetic) it also
         computes in it."""
         half_math = half_arithmetic(job.config)

@@ -23,14 +23,15 @@ from .probes import PROBES
 from .toolchain import OpenCLRunner
 
 
-class OpenCLProgram(GpuProgram):
+class OpenCLProgram(GpuProgram[OpenCLPlan]):
     """The job's kernels on an open device (its context and queue), launched in order."""
 
     runner: OpenCLRunner
     probe_kernels = PROBES
 
-    def __init__(self, job: Job, runner: OpenCLRunner, *, notes: tuple[str, ...] = (), cannot_run: str = ""):
-        cplan: OpenCLPlan = job.target_plan
+    def __init__(self, job: Job[OpenCLPlan], runner: OpenCLRunner, *, notes: tuple[str, ...] = (),
+                 cannot_run: str = ""):
+        cplan = job.target_plan
         super().__init__(job, runner, label=f"{cplan.variant} tile={list(cplan.tile)} local={list(cplan.local_size)}",
                          notes=notes, cannot_run=cannot_run)
         half = half_arithmetic(job.config)
@@ -52,7 +53,7 @@ class OpenCLProgram(GpuProgram):
     def traced(self, args: KernelArgs, poison: int) -> Traced:
         """One run with every intermediate read back, each unpacked by its storage's layout (image or buffer)."""
         result = self.runner.run_sequence(self.launches, self.tensors(args, poison, keep_temps=True))
-        cplan: OpenCLPlan = self.job.target_plan
+        cplan = self.job.target_plan
         temps = {s.name: s for s in cplan.storages if s.role is Role.TEMP}
         inter = tuple(temps[f"temp{j}"].layout.unpack(result.outputs[f"temp{j}"]).astype(np.float32)
                       for j in range(1, len(self.job.config.ops)))
@@ -69,9 +70,9 @@ class OpenCLProgram(GpuProgram):
                 for _ in range(repeat)]
 
 
-def open_program(job: Job, device: str | None) -> OpenCLProgram:
+def open_program(job: Job[OpenCLPlan], device: str | None) -> OpenCLProgram:
     runner = OpenCLRunner(int(device) if device is not None and device.isdigit() else device)
-    cplan: OpenCLPlan = job.target_plan
+    cplan = job.target_plan
     info = runner.info
     try:
         check_device_limit(job.config, cplan, info.image2d_max, info.name, info.max_work_group_size)

@@ -27,7 +27,7 @@ from .sweep import static_estimate, sweep_variants
 from .toolchain import status
 
 
-class Vulkan(GpuTarget):
+class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
     name = NAME
     api = VULKAN
     summary = "Vulkan GLSL 450 compute (glslangValidator -> SPIR-V, lavapipe): seed 002 tiles, vec4 channels"
@@ -47,13 +47,13 @@ class Vulkan(GpuTarget):
 
         return status() + compiler_status()
 
-    def compile(self, job: Job, workdir: Path, device: str | None = None) -> VulkanProgram:
+    def compile(self, job: Job[VulkanPlan], workdir: Path, device: str | None = None) -> VulkanProgram:
         return compile_program(job, device)
 
-    def launches(self, job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
+    def launches(self, job: Job[VulkanPlan]) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
         return launches(job)
 
-    def roundoff(self, job: Job) -> Roundoff:
+    def roundoff(self, job: Job[VulkanPlan]) -> Roundoff:
         """float16 kernels store every tensor in half and accumulate in f16vec4 arithmetic: both round by at
         most 2^-11; float32 kernels: 2^-24 arithmetic, exact storage."""
         half = HALF_UNIT_ROUNDOFF if job.config.dtype == "float16" else None
@@ -62,17 +62,17 @@ class Vulkan(GpuTarget):
     def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
         return sweep_variants(config)
 
-    def estimate(self, job: Job) -> Timings | None:
+    def estimate(self, job: Job[VulkanPlan]) -> Timings | None:
         """For a profile whose compiler is here and GPU is not (rdna2), that compiler's static estimate."""
         device = vulkan_options(job.config).device
         return static_estimate(job.target_plan, device, self.stats(job, device)) if device in self.stats_devices \
             else None
 
-    def binaries(self, job: Job) -> tuple[dict[str, bytes], str]:
+    def binaries(self, job: Job[VulkanPlan]) -> tuple[dict[str, bytes], str]:
         """One SPIR-V module per op (<name>.op<j>.spv, entry point main), what a Vulkan application loads."""
         if shutil.which("glslangValidator") is None:
             return {}, "vulkan: glslangValidator not found, wrote the GLSL sources only (apt-get install glslang-tools)"
-        vk: VulkanPlan = job.target_plan
+        vk = job.target_plan
         spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
         return {f"{job.config.name}.op{op.index}.spv": code for op, code in zip(vk.ops, spirv)}, \
             self._spill_note(job, spirv)
@@ -83,7 +83,7 @@ class Vulkan(GpuTarget):
             return ()
         return tuple(f"{config.name}.op{j}.spv" for j in range(1, len(config.ops) + 1))
 
-    def _spill_note(self, job: Job, spirv: tuple[bytes, ...]) -> str:
+    def _spill_note(self, job: Job[VulkanPlan], spirv: tuple[bytes, ...]) -> str:
         """For a profile whose compiler is here (rdna2, the Adreno and Mali profiles), a warning naming each op
         that spills: an explicit tile still builds, but it would crawl on that GPU."""
         options = vulkan_options(job.config)
@@ -117,19 +117,19 @@ class Vulkan(GpuTarget):
     def stats_compiler(self, device: str, gpu: str | None = None) -> str:
         return stats_compiler(device, gpu)
 
-    def stats(self, job: Job, device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
+    def stats(self, job: Job[VulkanPlan], device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
         """Each op compiled by the device's own compiler without the GPU: RADV's ACO for a null RDNA2 device;
         Turnip's ir3 (Adreno) or PanVK's Valhall compiler (Mali) over Mesa's noop DRM shims, as `gpu` (one
         part of the profile; default its first)."""
         return self._compiled_stats(job, compile_ops(job.files[f"{job.config.name}.comp"], job.target_plan),
                                     device, gpu)
 
-    def _compiled_stats(self, job: Job, spirv: tuple[bytes, ...], device: str,
+    def _compiled_stats(self, job: Job[VulkanPlan], spirv: tuple[bytes, ...], device: str,
                         gpu: str | None = None) -> tuple[DeviceStats, ...]:
         from .mobilestats import gpu_for, mobile_stats
         from .shaderstats import rdna2_stats
 
-        vk: VulkanPlan = job.target_plan
+        vk = job.target_plan
         kinds = [stage.kinds for stage in stages(vk, spirv)]
         stats = rdna2_stats(list(spirv), kinds) if device == "rdna2" else \
             mobile_stats(gpu_for(device, gpu), list(spirv), kinds)

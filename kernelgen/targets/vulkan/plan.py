@@ -43,6 +43,7 @@ from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_o
 from .defaults import DEVICE_DEFAULTS, default_tile_for, shuffle_rows, wide_store
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
+from .tiling import ConvBuffers, Tiling
 
 LOOP_LIMIT = 65_535  # lavapipe: loop back-edges per invocation, all loops together
 # Unrolled vec4 multiply-adds per input-channel chunk above which kh stays a loop (the sweep's
@@ -260,6 +261,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
     check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
     scalar, vec = GLSL_TYPES[config.dtype]
+    tiling = Tiling(ivc=ivc, wg=wg, lanes=lanes, scalar=scalar, default_tile=default_tile,
+                    unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
+                    scalar_texels=defaults.scalar_texel_reads, trip_body=defaults.trip_body)
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}
     n_ops = len(config.ops)
@@ -286,11 +290,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
             continue
         filter_at_use = defaults.filter_slice_max_kw is not None and op.kernel[1] > defaults.filter_slice_max_kw
         taps_loop = defaults.taps_in_loop and filter_at_use and op.kernel[1] > 1
-        planned = _plan_op(config, op, layouts[src_name], layouts[f"filter{j}"], layouts[dst_name],
-                           ivc, wg, lanes, number[src_name], number[f"filter{j}"], number[dst_name], scalar, vec,
-                           unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
-                           default_tile=default_tile, scalar_texels=defaults.scalar_texel_reads,
-                           taps_loop=taps_loop, trip_body=defaults.trip_body)
+        operands = ConvBuffers(x=layouts[src_name], f=layouts[f"filter{j}"], y=layouts[dst_name],
+                               src=number[src_name], filter=number[f"filter{j}"], dst=number[dst_name])
+        planned = _plan_op(config, op, tiling, operands, taps_loop)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
         residual = residual_access(layouts[res_name], op) if res_name else None
@@ -342,12 +344,10 @@ def _padding_problem(config: Config, y_tl: TensorLayout, j: int) -> ConfigError:
                     f"layout {y_tl.layout.source!r} of ops[{j - 1}]'s output pads more")
 
 
-def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLayout, y_tl: TensorLayout,
-             ivc: tuple[int, int, int], wg: tuple[int, int, int], lanes: int, src: int, filt: int, dst: int,
-             scalar: str, vec: str, unroll_rows: bool = True, words64: bool = True,
-             default_tile: bool = False, scalar_texels: bool = False, taps_loop: bool = False,
-             trip_body: int = 0) -> VulkanOp:
+def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffers, taps_loop: bool) -> VulkanOp:
     j = op.index
+    x_tl, f_tl, y_tl = buffers.x, buffers.f, buffers.y
+    wg, lanes, scalar, default_tile = tiling.wg, tiling.lanes, tiling.scalar, tiling.default_tile
     n, in_h, in_w, in_c = op.in_shape
     _, out_h, out_w, out_c = op.out_shape
     kh, kw = op.kernel
@@ -356,20 +356,20 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
                  "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
                  "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
-    ioh, iow, ioc = _grouped_tile(op, ivc, x_tl) if default_tile else ivc
+    ioh, iow, ioc = _grouped_tile(op, tiling.ivc, x_tl) if default_tile else tiling.ivc
     k4 = ioc // 4
     use_x4 = vec_ok(x_tl, 3)
     x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True,
-               scalar_texels=scalar_texels, rgb_ok=op.groups == 1)  # grouped convs read single elements
+               scalar_texels=tiling.scalar_texels, rgb_ok=op.groups == 1)  # grouped convs read single elements
     use_f4 = vec_ok(f_tl, 0)
     # a grouped conv reads its filter from a storage buffer: 3 reads per kernel row, where texel fetches took the
     # depthwise 3x3 of configs/mobilenet_v2_block.yaml from 7.7 to 32 s of CPU to compile cold
     f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4,
                read=op.groups == 1)
-    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop, trip_body)
+    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, unroll_rows, taps_loop, trip_body)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
     groups_oh = -(-out_h // wg_tile[0])
@@ -405,7 +405,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
     y = access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
     pair_index = ""
     # else the pair's chunks are stored one by one (as on a profile without shaderInt64: no 64-bit words)
-    if lanes == 2 and words64 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):
+    if lanes == 2 and tiling.words64 and out_c % 8 == 0 and vec_ok(y_tl, 3, 8):
         pair_bounds = {**in_bounds, "oc8": (0, out_c // 8 - 1)}  # oc8: the pair's first chunk / 2
         pair_index = index_text(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
     if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and channel_padding_only(y_tl)):
@@ -427,7 +427,7 @@ def _plan_op(config: Config, op: OpGeometry, x_tl: TensorLayout, f_tl: TensorLay
         rows = grouped["fast_chunks"] == oc4 and not taps_loop
         reduction = dict(ic4_full=0, ic_tail=0, ic_unroll=1, rows=0, body=red.body, depthwise_rows=rows,
                          row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1 if rows else 0, **grouped)
-    return VulkanOp(index=j, src=src, filter=filt, dst=dst, geo=op, wg_size=wg,
+    return VulkanOp(index=j, src=buffers.src, filter=buffers.filter, dst=buffers.dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
                     groups=groups, groups_oh=groups_oh, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),
                     oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, zero_pad=padded, store_guard=" && ".join(conds),

@@ -24,13 +24,13 @@ from .probes import PROBES
 from .runtime import Stage, VulkanRunner
 
 
-class VulkanProgram(GpuProgram):
+class VulkanProgram(GpuProgram[VulkanPlan]):
     """The job's SPIR-V modules on an open Vulkan device."""
 
     runner: VulkanRunner
     probe_kernels = PROBES
 
-    def __init__(self, job: Job, spirv: tuple[bytes, ...], runner: VulkanRunner):
+    def __init__(self, job: Job[VulkanPlan], spirv: tuple[bytes, ...], runner: VulkanRunner):
         super().__init__(job, runner, label=label(job.target_plan))
         self.spirv = spirv
         self.stages = stages(job.target_plan, spirv)
@@ -41,7 +41,7 @@ class VulkanProgram(GpuProgram):
     def traced(self, args: KernelArgs, poison: int) -> Traced:
         """One run with every intermediate (temp<j>, in the core plan's intermediate layouts) unpacked."""
         result = self.runner.run_sequence(self.stages, self.buffers(args, poison))
-        vk: VulkanPlan = self.job.target_plan
+        vk = self.job.target_plan
         index = {b.name: i for i, b in enumerate(vk.buffers)}
         inter = tuple(t.layout.unpack(result.outputs[index[t.name]][:t.elements].astype(np.float32))
                       for t in self.job.plan.intermediates)
@@ -66,7 +66,7 @@ class VulkanProgram(GpuProgram):
         """input, filter1.., (bias..), temp1.., output as flat arrays of the storage type: inputs padded with
         zeros up to their buffer (a bias to whole pairs of vec4 chunks), a filter the target packs itself packed
         from its logical values, the rest filled with the poison byte."""
-        vk: VulkanPlan = self.job.target_plan
+        vk = self.job.target_plan
         dtype = np.dtype(np.float16 if vk.dtype == "float16" else np.float32)
         physical = [b.packing.pack(args.logical[b.name]) if b.packing else a
                     for a, b in zip(args.physical_list(), vk.buffers)]
@@ -105,8 +105,8 @@ def check_device(vk: VulkanPlan, info) -> None:
             raise ToolchainError(f"workgroup {list(op.wg_size)} exceeds {info.name}'s limits")
 
 
-def compile_program(job: Job, device: str | None) -> VulkanProgram:
-    vk: VulkanPlan = job.target_plan
+def compile_program(job: Job[VulkanPlan], device: str | None) -> VulkanProgram:
+    vk = job.target_plan
     spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
     runner = VulkanRunner(int(device) if device is not None and device.isdigit() else device)
     try:

@@ -1,0 +1,96 @@
+"""A network timed step by step on one target, beside the kernel bench loop (bench.py): each kernel by the
+target's own timer, each host step in onnxruntime (median of the repeats), the whole model in onnxruntime on this
+host's CPU for scale, and each step's share. Nothing here prints."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..network import execute
+from ..network.manifest import Network
+from ..planner import plan
+from .bench import bench
+from .primitives import Primitives
+from .records import BenchOptions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTime:
+    step: int
+    kind: str  # kernel, host, convert
+    name: str
+    seconds: float  # NaN: measured by counters, not a clock (hvx under QEMU: packets)
+    flops: int
+    executed_flops: int
+    bytes: int
+    packets: float | None
+    share: float | None = None  # of the timed steps' seconds, or of the counted kernels' packets
+
+    @property
+    def counted(self) -> bool:
+        return self.seconds != self.seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkTimes:
+    network: str
+    target: str
+    steps: tuple[StepTime, ...]
+    seconds: float  # the clocked steps together (the host steps alone when the kernels are counted)
+    packets: float  # the counted kernels' packets together (0: every step had a clock)
+    onnxruntime_seconds: float  # the whole model in onnxruntime, one thread
+    onnxruntime: str  # its version and where it ran
+
+
+def bench_network(target: Primitives, network: Network, repeat: int) -> NetworkTimes:
+    """Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
+    A kernel measured by counters instead of a clock (hvx under QEMU: packets) is shown by them, its share among
+    the counted kernels; the network's time is then the host steps' alone."""
+    feeds = execute.network_input(network, 0)
+    expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
+    rows: list[StepTime] = []
+    for step in network.steps:
+        if step.config is not None:
+            job = target.build(step.config, plan(step.config))
+            row = bench(target, job, BenchOptions(repeat=repeat))[0]
+            rows.append(StepTime(step=step.index, kind="kernel", name=step.label, seconds=row.seconds, flops=row.flops,
+                                 executed_flops=job.plan.executed_flops, bytes=job.plan.traffic.total,
+                                 packets=row.metrics.get("packets")))
+        else:
+            host = execute.host_runner(network, step)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                host(expected | feeds)
+                times.append(time.perf_counter() - start)
+            rows.append(StepTime(step=step.index, kind="convert" if step.convert else "host", name=step.label,
+                                 seconds=statistics.median(times), flops=0, executed_flops=0, bytes=0, packets=None))
+    total = sum(r.seconds for r in rows if not r.counted)
+    packets = sum(r.packets or 0 for r in rows if r.counted)
+    reference, version = _onnxruntime_time(network, feeds, repeat)  # this host's CPU, beside the kernels' device
+    shared = tuple(replace(r, share=(r.packets or 0) / packets if r.counted and packets else
+                           r.seconds / total if total and not r.counted else None) for r in rows)
+    return NetworkTimes(network=network.name, target=target.name, steps=shared, seconds=total, packets=packets,
+                        onnxruntime_seconds=reference, onnxruntime=version)
+
+
+def _onnxruntime_time(network: Network, feeds: dict[str, np.ndarray], repeat: int) -> tuple[float, str]:
+    """The whole model in onnxruntime on one thread (the c kernels run on one), median of `repeat` runs."""
+    import onnxruntime
+
+    from ..onnx import subgraph
+
+    try:
+        session = subgraph.session(network.model.read_bytes(), threads=1)
+        subgraph.run(session, feeds)  # warm-up
+    except subgraph.OnnxError as error:  # the manifest's model: check_against_model read it, onnxruntime may not
+        raise network.problem("model", str(error)) from None
+    times = []
+    for _ in range(max(repeat, 3)):
+        start = time.perf_counter()
+        subgraph.run(session, feeds)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), f"{onnxruntime.__version__} (CPU, 1 thread)"

@@ -1,0 +1,34 @@
+"""What plan.py's _plan_op tiles one conv with, as two records instead of 19 parameters: the tiling every conv
+of the plan shares (tile, workgroup, the device profile's choices) and the one conv's buffers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...layout import TensorLayout
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tiling:
+    """The same for every conv of a plan."""
+
+    ivc: tuple[int, int, int]  # the invocation tile [oh, ow, oc]
+    wg: tuple[int, int, int]  # the workgroup size
+    lanes: int  # vec4 chunks an invocation stores at once: 2 with wide_store
+    scalar: str  # the element type: float, float16_t
+    default_tile: bool = False  # the profile's tile (shrunk to the body limit), not one the config gave
+    unroll_rows: bool = True  # the profile's choices (defaults.py)
+    words64: bool = True
+    scalar_texels: bool = False
+    trip_body: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConvBuffers:
+    """One conv's source, filter and destination: their layouts and buffer numbers (VulkanPlan.buffers)."""
+
+    x: TensorLayout
+    f: TensorLayout
+    y: TensorLayout
+    src: int
+    filter: int
+    dst: int
