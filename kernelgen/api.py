@@ -336,7 +336,8 @@ def validate_network(network: Network, target: str, seed: int | None = None) -> 
     that cannot run here); its verdict() then judges the network."""
     from .measure.network_run import NetworkValidation
 
-    return NetworkValidation(TARGETS[network_targets(network, (target,))[0]], network, _seed(seed))
+    chosen = TARGETS[network_targets(network, (target,))[0]]
+    return NetworkValidation(chosen, network, _network_jobs(chosen, network), _seed(seed))
 
 
 def bench_network(network: Network, target: str, repeat: int = 5) -> NetworkTimes:
@@ -344,7 +345,14 @@ def bench_network(network: Network, target: str, repeat: int = 5) -> NetworkTime
     whole model in onnxruntime beside it (kernelgen/measure/network_bench.py)."""
     from .measure.network_bench import bench_network as _bench_network
 
-    return _bench_network(TARGETS[network_targets(network, (target,))[0]], network, repeat)
+    chosen = TARGETS[network_targets(network, (target,))[0]]
+    return _bench_network(chosen, network, _network_jobs(chosen, network), repeat)
+
+
+def _network_jobs(target: Target, network: Network) -> dict[str, Job]:
+    """Each kernel step's config planned and built for `target`, once, by the config's name: what the network's
+    run and bench loops (kernelgen/measure) take, as the kernel loops take one job."""
+    return {step.config.name: target.build(step.config, plan(step.config)) for step in network.kernels}
 
 
 def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[str, ...]:

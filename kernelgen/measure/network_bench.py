@@ -6,14 +6,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 import numpy as np
 
 from ..network import execute
 from ..network.manifest import Network
-from ..planner import plan
 from .bench import bench
-from .primitives import Primitives
+from .primitives import Job, Primitives
 from .records import BenchOptions
 
 
@@ -45,16 +45,17 @@ class NetworkTimes:
     onnxruntime: str  # its version and where it ran
 
 
-def bench_network(target: Primitives, network: Network, repeat: int) -> NetworkTimes:
+def bench_network(target: Primitives, network: Network, jobs: Mapping[str, Job], repeat: int) -> NetworkTimes:
     """Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
     A kernel measured by counters instead of a clock (hvx under QEMU: packets) is shown by them, its share among
-    the counted kernels; the network's time is then the host steps' alone."""
+    the counted kernels; the network's time is then the host steps' alone. `jobs`: each kernel step's job, by its
+    config's name (api plans and builds them)."""
     feeds = execute.network_input(network, 0)
     expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
     rows: list[StepTime] = []
     for step in network.steps:
         if step.config is not None:
-            job = target.build(step.config, plan(step.config))
+            job = jobs[step.config.name]
             row = bench(target, job, BenchOptions(repeat=repeat))[0]
             rows.append(StepTime(step=step.index, kind="kernel", name=step.label, seconds=row.seconds, flops=row.flops,
                                  executed_flops=job.plan.executed_flops, bytes=job.plan.traffic.total,

@@ -5,7 +5,7 @@ this yields; nothing here prints."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -15,8 +15,7 @@ from ..network import execute
 from ..network.execute import Agreement, StepRun
 from ..network.manifest import Network
 from ..onnx.u8s8 import QuantOracle
-from ..planner import plan
-from .primitives import Primitives
+from .primitives import Job, Primitives
 from .records import ValidationResult, not_built
 from .run import checked_inputs
 from .validate import validate_with_output
@@ -70,8 +69,9 @@ class NetworkValidation:
     """One network run end to end on one target from `seed`'s input. Iterating runs the steps in order, yielding
     each StepRun as it finishes (it stops after a kernel that cannot run here); `verdict()` then judges them."""
 
-    def __init__(self, target: Primitives, network: Network, seed: int):
-        self.target, self.network, self.seed = target, network, seed
+    def __init__(self, target: Primitives, network: Network, jobs: Mapping[str, Job], seed: int):
+        """`jobs`: each kernel step's job for the target, by its config's name (api plans and builds them)."""
+        self.target, self.network, self.jobs, self.seed = target, network, jobs, seed
         self.feeds = execute.network_input(network, seed)
         self.oracle = execute.network_oracle(network)  # one scan of the model's weights for everything below
         self.expected = execute.reference(network, self.feeds, self.oracle)
@@ -84,8 +84,8 @@ class NetworkValidation:
 
     def _kernel(self, config: Config, arrays: dict[str, np.ndarray]
                 ) -> tuple[np.ndarray | None, ValidationResult]:
-        """A kernel step: the config planned and built for the target, validated on the step's input."""
-        job = self.target.build(config, plan(config))
+        """A kernel step: its job validated on the step's input."""
+        job = self.jobs[config.name]
         args = checked_inputs(config, job.plan, arrays)
         try:
             result, output = validate_with_output(self.target, job, self.seed, args)
