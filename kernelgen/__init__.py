@@ -5,9 +5,9 @@
     files = kernelgen.generate(config, "c")                     # {file name: text}
     assert kernelgen.validate(config, "c").passed
 
-Everything here is kernelgen.api's (its __all__). The package's modules plan.py and measure/ share names with the
-functions `plan`, `validate` and `bench`: the functions win, because api imports those modules before the names
-below are bound, and a module imported again later does not rebind the package's attribute.
+Everything here is kernelgen.api's (its __all__). No module of the package takes the name of one of these functions
+(the planner's records are plan_types.py, the measuring loops sit in the package measure/), so `kernelgen.plan` is
+always the function and `import kernelgen.plan_types` always the module.
 """
 from .api import *  # noqa: F401,F403 - the public API
 from .api import __all__ as _api_all

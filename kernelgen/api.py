@@ -22,7 +22,7 @@ import numpy as np
 
 from .version import __version__
 import kernelgen.config as _config
-import kernelgen.config_model as config_model
+import kernelgen.config.model as config_model
 from .config import Config, with_options
 from .errors import ConfigError, ConfigProblem, KernelgenError, NoScheduleFits
 from .measure import bench as _bench
@@ -30,7 +30,7 @@ from .measure import run as _run
 from .measure import sources as _sources
 from .measure import validate as _validate
 from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
-from .plan import Plan
+from .plan_types import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes
 from .registry import TARGETS, catalog

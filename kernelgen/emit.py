@@ -17,7 +17,7 @@ import jinja2
 from .version import __version__
 from .errors import KernelgenError
 from .ops.dialect import C
-from .plan import Block, Guard, Loop, Plan, Section
+from .plan_types import Block, Guard, Loop, Plan, Section
 
 
 class TemplateError(KernelgenError):

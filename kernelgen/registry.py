@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from importlib import import_module
 from typing import Any
 
-from .config_model import Catalog
+from .config.model import Catalog
 
 # A kernelgen.targets.base.Target; not imported here even for type checking, so that nothing below the API (this
 # module, measure/context.py) has an edge to a target's code (tests/test_architecture.py, arch_check).

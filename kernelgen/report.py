@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .plan import Block, Guard, Halo, Loop, LoopOrder, Node, Pipeline, Plan, Section, Stmt
+from .plan_types import Block, Guard, Halo, Loop, LoopOrder, Node, Pipeline, Plan, Section, Stmt
 
 
 def _shape(values: tuple[int, ...]) -> str:

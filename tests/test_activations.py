@@ -13,7 +13,7 @@ from kernelgen import api
 from kernelgen.errors import ConfigError
 from kernelgen.measure.records import Status
 from kernelgen.measure.validate import validate as validate_job
-from kernelgen.plan import HardSigmoid
+from kernelgen.plan_types import HardSigmoid
 from kernelgen.planner import plan
 from kernelgen.report import text_report
 from kernelgen.reference import hard_activation

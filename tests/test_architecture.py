@@ -106,3 +106,24 @@ def test_every_spelling_of_an_import_of_the_api_is_seen(source, tmp_path):
 def test_no_module_is_oversized():
     sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_no_name_in_a_package_hides_one_of_its_modules():
+    """`import kernelgen.x.y` must give the module y: a function of the same name bound in x's __init__ (as the
+    API's `plan` once hid plan.py, and the planner's `geometry` hid geometry.py) makes `kernelgen.x.y` that function
+    after the first import, whatever imported the module."""
+    import importlib
+    import pkgutil
+    import types
+
+    import kernelgen
+
+    hidden = []
+    for info in pkgutil.walk_packages(kernelgen.__path__, "kernelgen."):
+        if "templates" in info.name or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        parent, _, leaf = info.name.rpartition(".")
+        if getattr(importlib.import_module(parent), leaf) is not module:
+            hidden.append(info.name)
+    assert hidden == []

@@ -69,7 +69,7 @@ def test_a_terminal_gets_the_offending_line_and_a_caret_under_the_column(monkeyp
     """Editors and CI annotators parse `file:line:col: error: key: message`; a person at a terminal also sees
     the line, with the caret under the column the position names."""
     from kernelgen.cli import common as cli
-    from kernelgen.diagnostics import render
+    from kernelgen.config.diagnostics import render
 
     path = Path(__file__).parent / "data" / "bad" / "zero_stride.yaml"
     with pytest.raises(ConfigError) as caught:

@@ -6,7 +6,7 @@ from pycparser import c_ast, c_parser
 
 from kernelgen.api import load_config, parse_config
 from kernelgen.emit import environment
-from kernelgen.plan import Block, Guard, Loop, Section
+from kernelgen.plan_types import Block, Guard, Loop, Section
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 

@@ -11,7 +11,7 @@ from typing import get_args
 from kernelgen.api import load_config
 from kernelgen.cli import main
 from kernelgen.targets.opencl.options import OpenCLModel
-from kernelgen.yamlmarks import load
+from kernelgen.config.yamlmarks import load
 
 
 def where(text: str, before: str) -> str:

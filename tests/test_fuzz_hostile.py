@@ -57,8 +57,8 @@ import yaml  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from strategies import valid_configs  # noqa: E402
 
-from kernelgen.schema_errors import key_text  # noqa: E402
-from kernelgen.yamlmarks import load  # noqa: E402
+from kernelgen.config.schema_errors import key_text  # noqa: E402
+from kernelgen.config.yamlmarks import load  # noqa: E402
 
 ERROR = re.compile(r"^\S+?:(\d+):(\d+): error: (\S+): (.*)$", re.MULTILINE)
 KEYED = re.compile(r"^(vulkan|opencl|hvx|input|output|quant|schedule|ops\[\d+\])[\w.\[\]]*: ")

@@ -143,7 +143,7 @@ def test_gate_tables_are_onnxruntimes_bytes(gate):
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
-    from kernelgen.plan import HardSigmoid
+    from kernelgen.plan_types import HardSigmoid
     from kernelgen.quant import hard_table
 
     rng = np.random.default_rng(29)

@@ -14,7 +14,7 @@ from conftest import requires_tool
 
 from kernelgen.api import TARGETS, load_config
 from kernelgen.cli import main
-from kernelgen.reserved import MAX_NAME_LENGTH
+from kernelgen.config.reserved import MAX_NAME_LENGTH
 
 ONNX = ("py:onnx", "py:onnxruntime")
 UINT8 = [name for name, target in TARGETS.items() if "uint8" in target.dtypes]  # from the registry

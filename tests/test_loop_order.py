@@ -10,10 +10,10 @@ from conftest import requires_tool
 
 from kernelgen.api import parse_config, validate
 from kernelgen.config import parse_config as parse_with_catalog
-from kernelgen.config_model import TargetInfo
+from kernelgen.config.model import TargetInfo
 from kernelgen.errors import ConfigError
 from kernelgen.measure.records import Status
-from kernelgen.plan import LoopOrder
+from kernelgen.plan_types import LoopOrder
 from kernelgen.planner import plan
 from kernelgen.report import json_report, text_report
 from kernelgen.targets import TARGETS, catalog

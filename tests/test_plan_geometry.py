@@ -5,8 +5,8 @@ import sys
 
 import kernelgen
 from kernelgen.expr import Const
-from kernelgen.plan import Stripes
-from kernelgen.planner.geometry import geometry
+from kernelgen.plan_types import Stripes
+from kernelgen.planner.geometry import stripe_geometry
 from kernelgen.targets.hvx.plan import hvx_plan
 
 # seed 000's 3x3 chain with a strided, padded first conv: 64 -> 32 -> 30 rows and columns
@@ -49,7 +49,7 @@ def test_hvx_reads_its_windows_from_the_plan(repo):
 def test_the_geometry_is_derived_once_whatever_the_targets_build(monkeypatch):
     """Before the geometry was in the plan, the c target derived it again and hvx_plan up to five times more."""
     calls = []
-    code = geometry.__code__
+    code = stripe_geometry.__code__
 
     def count(frame, event, arg):
         if event == "call" and frame.f_code is code:
@@ -62,4 +62,4 @@ def test_the_geometry_is_derived_once_whatever_the_targets_build(monkeypatch):
     finally:
         sys.setprofile(None)
     assert set(built) == {"c", "hvx"} and built["hvx"].target_plan.io is not None
-    assert calls == ["geometry"]
+    assert calls == ["stripe_geometry"]

@@ -6,7 +6,7 @@ from builders import Case, make_config
 
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError, NoScheduleFits
-from kernelgen.plan import Guard, Loop, Section
+from kernelgen.plan_types import Guard, Loop, Section
 from kernelgen.planner import plan
 from kernelgen.report import json_report
 

@@ -35,9 +35,9 @@ def test_load_plan_and_generate_from_text_and_from_a_file(repo, tmp_path):
     import importlib
 
     importlib.import_module("kernelgen.measure.validate")
-    importlib.import_module("kernelgen.plan")
+    importlib.import_module("kernelgen.plan_types")
     from kernelgen.measure.records import ValidationResult
-    from kernelgen.plan import Plan
+    from kernelgen.plan_types import Plan
 
     assert isinstance(plan, Plan) and ValidationResult.__name__ == "ValidationResult"
     assert callable(kernelgen.plan) and callable(kernelgen.validate)  # importing the modules rebinds nothing

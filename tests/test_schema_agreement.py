@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kernelgen import yamlmarks
+from kernelgen.config import yamlmarks
 from kernelgen.api import json_schema, load_config
 from kernelgen.errors import ConfigError
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from kernelgen import yamlmarks
+from kernelgen.config import yamlmarks
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
 

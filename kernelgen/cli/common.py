@@ -17,7 +17,7 @@ import click
 from ..api import TARGETS, applicable, chosen_targets, load_config, with_device
 from ..config import Config
 from ..devices import PROFILES
-from ..diagnostics import render
+from ..config.diagnostics import render
 from ..errors import ConfigError, KernelgenError
 from ..files import display_path
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..api import TARGETS
-from ..config_model import ConfigModel
+from ..config.model import ConfigModel
 from ..errors import ConfigError, KernelgenError
 from ..files import display_path, write_if_changed
 from ..onnx.fusion import DEFAULT_MAX_OPS, GroupCost

@@ -63,8 +63,8 @@ def init_command(name: str, path: str | None) -> None:
     """
     import re
 
-    from ..config_model import NAME_PATTERN
-    from ..reserved import MAX_NAME_LENGTH, reserved_in
+    from ..config.model import NAME_PATTERN
+    from ..config.reserved import MAX_NAME_LENGTH, reserved_in
 
     if not re.match(NAME_PATTERN, name) or len(name) > MAX_NAME_LENGTH or reserved_in(name):
         click.echo(f"error: name {name!r} must match {NAME_PATTERN}, have at most {MAX_NAME_LENGTH} characters "

@@ -17,7 +17,7 @@ from ..config import Config
 from ..layout import PadKind, TensorLayout
 from ..onnx import oracle as onnx_oracle
 from ..onnx.u8s8 import allowed_difference
-from ..plan import Plan
+from ..plan_types import Plan
 from ..quant import op_quants
 from .records import Status, ValidationResult
 from .tensors import KernelArgs

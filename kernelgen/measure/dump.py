@@ -17,7 +17,7 @@ import kernelgen.reference as reference
 import kernelgen.reference_quant as reference_quant
 from ..errors import ConfigError, ConfigProblem
 from ..files import display_path, write_if_changed_bytes
-from ..plan import Plan
+from ..plan_types import Plan
 from .compare import reference_output
 from .tensors import KernelArgs
 

@@ -14,7 +14,7 @@ from typing import Any, Generic, Mapping, Protocol, TypeVar
 import numpy as np
 
 from ..config import Config
-from ..plan import Plan
+from ..plan_types import Plan
 from ..toolstatus import ToolStatus
 from .compare import Roundoff
 from .records import DeviceStats, Timings

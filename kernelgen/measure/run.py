@@ -21,7 +21,7 @@ import numpy as np
 from ..config import Config
 from ..errors import ConfigError, ConfigProblem, KernelgenError
 from ..onnx import oracle as onnx_oracle
-from ..plan import Plan
+from ..plan_types import Plan
 from ..quant import op_quants
 from .primitives import Job, Primitives
 from .tensors import KernelArgs, expected_dtype, input_tensors, pack, poisons

@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import ConfigError, ConfigProblem
 from ..files import FileRefused, display_path, read_regular
 from ..onnx import oracle as onnx_oracle
-from ..plan import Plan, Tensor
+from ..plan_types import Plan, Tensor
 
 FLOAT_POISONS = (0xFF,)
 UINT8_POISONS = (0xA5, 0x5A)

@@ -19,12 +19,12 @@ from typing import Annotated, Callable, Literal, Union
 from pydantic import Field, ValidationError, conlist
 
 from ..config import Config
-from ..config_model import Name, Scale, StrictModel, ZeroPoint, Count, LayoutText
+from ..config.model import Name, Scale, StrictModel, ZeroPoint, Count, LayoutText
 from ..errors import ConfigError, ConfigProblem
 from ..files import display_path, read_head
 from ..layout import ACTIVATION_DIMS, LayoutError, parse_layout
-from ..schema_errors import key_text, schema_problems
-from ..yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
+from ..config.schema_errors import key_text, schema_problems
+from ..config.yamlmarks import MAX_BYTES, MarkedDocument, YamlProblem, decode, load
 
 TensorName = Annotated[str, Field(strict=True, min_length=1, max_length=4096)]
 NodeName = Annotated[str, Field(strict=True, min_length=1, max_length=4096)]

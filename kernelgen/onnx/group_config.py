@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, config_from_data
-from ..config_model import Catalog
+from ..config.model import Catalog
 
 CANDIDATE = "<candidate group>"  # the path a candidate group's problems name: it has no file
 

@@ -21,7 +21,7 @@ import ast
 import re
 
 from .graph import Graph
-from ..reserved import MAX_NAME_LENGTH, RESERVED
+from ..config.reserved import MAX_NAME_LENGTH, RESERVED
 
 # The nodes a group's op can start at, and the word their places are counted under (conv_000, pool_000, fc_000)
 PLACES = {"Conv": "conv", "QLinearConv": "conv", "MaxPool": "pool", "AveragePool": "pool",

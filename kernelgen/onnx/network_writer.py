@@ -14,7 +14,7 @@ import os
 import re
 from typing import Protocol
 
-from ..reserved import RESERVED
+from ..config.reserved import RESERVED
 from .graph import Graph, node_id
 
 # ONNX TensorProto element types the manifest names
@@ -109,7 +109,7 @@ def _schema_problem(text: str) -> str:
     from pydantic import ValidationError
 
     from ..network.manifest import NetworkModel
-    from ..yamlmarks import YamlProblem, load
+    from ..config.yamlmarks import YamlProblem, load
 
     try:
         NetworkModel.model_validate(load(text).data)

@@ -33,10 +33,10 @@ from dataclasses import replace
 from ..config import Config
 from ..layout import PadKind, parse_layout
 from ..quant import op_quants
-from ..plan import (Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeGeometry, StripeParts,
+from ..plan_types import (Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeGeometry, StripeParts,
                     Stripes, Tensor)
 from .builder import StripeBuilder
-from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, allocate, geometry, shapes, stripes,
+from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, allocate, shapes, stripe_geometry, stripes,
                        windows, workspace_elements)
 from .packing import pack_function, padding_fill, unpack_function
 from .search import fit_schedule
@@ -70,7 +70,7 @@ def plan(config: Config) -> Plan:
     shape_list = shapes(config)
     n_ops = len(config.ops)
     cut = stripes(config, shape_list)
-    geo = geometry(config, shape_list, cut)
+    geo = stripe_geometry(config, shape_list, cut)
     win = windows(config, shape_list, geo, cut)
     caches = allocate(config, win)
     if workspace_elements(caches) > WORKSPACE_LIMIT:

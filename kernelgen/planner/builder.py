@@ -7,7 +7,7 @@ import math
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
+from ..plan_types import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import StripeGeometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..plan import Cache, Halo, LoopOrder, Pipeline, Shape, StripeGeometry, Stripes
+from ..plan_types import Cache, Halo, LoopOrder, Pipeline, Shape, StripeGeometry, Stripes
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
 # Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
@@ -43,7 +43,7 @@ def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
                    ho_extent=math.ceil(out_h / rows), wo_extent=math.ceil(out_w / cols))
 
 
-def geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> StripeGeometry:
+def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> StripeGeometry:
     n_ops = len(config.ops)
     rows, cols = [0] * (n_ops + 1), [0] * (n_ops + 1)
     row_start: list[E.Expr] = [E.Const(0)] * (n_ops + 1)

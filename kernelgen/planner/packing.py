@@ -9,7 +9,7 @@ from __future__ import annotations
 import kernelgen.expr as E
 from ..layout import PadKind, TensorLayout, padding_cover
 from ..ops.dialect import c_float  # noqa: F401 (its older home: other modules import it from here)
-from ..plan import Function, Guard, Loop, Node, Param, Section, Stmt
+from ..plan_types import Function, Guard, Loop, Node, Param, Section, Stmt
 
 
 def _nest(dims: tuple[str, ...], extents: tuple[int, ...], body: tuple[Node, ...]) -> Node:

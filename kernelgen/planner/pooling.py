@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import kernelgen.expr as E
 from ..config import Conv2d
-from ..plan import Guard, Loop, Node, Stmt
+from ..plan_types import Guard, Loop, Node, Stmt
 from .geometry import unproven
 from .packing import c_float
 

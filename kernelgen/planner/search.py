@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 from ..config import Config
 from ..errors import NoScheduleFits
-from ..plan import LoopOrder
-from .geometry import ELEMENT_BYTES, allocate, geometry, shapes, stripes, windows, workspace_elements
+from ..plan_types import LoopOrder
+from .geometry import ELEMENT_BYTES, allocate, shapes, stripe_geometry, stripes, windows, workspace_elements
 from .work import count_work
 
 SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
@@ -132,7 +132,7 @@ def _channel_choices(config: Config) -> list[int]:
 
 def _measure(config: Config, shape_list: list) -> tuple[int, int, int, int]:
     cut = stripes(config, shape_list)
-    geo = geometry(config, shape_list, cut)
+    geo = stripe_geometry(config, shape_list, cut)
     ebytes = ELEMENT_BYTES[config.dtype]
     workspace = workspace_elements(allocate(config, windows(config, shape_list, geo, cut))) * ebytes
     work = count_work(config, shape_list, geo, cut, ebytes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..plan import Block, Guard, Loop, LoopOrder, Node, Pipeline, Section, Stmt, StripeParts
+from ..plan_types import Block, Guard, Loop, LoopOrder, Node, Pipeline, Section, Stmt, StripeParts
 
 TIMELINE_HEAD, TIMELINE_TAIL = 14, 4  # pipeline steps the timeline shows before and after "..."
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ..config import Config
-from ..plan import Shape, StripeGeometry, Stripes
-from ..plan import Halo, LoopOrder, Traffic
+from ..plan_types import Shape, StripeGeometry, Stripes
+from ..plan_types import Halo, LoopOrder, Traffic
 
 
 def _overlap(start: int, count: int, limit: int) -> int:

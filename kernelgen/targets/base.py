@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..config import Config, options_of
-from ..config_model import TargetInfo
+from ..config.model import TargetInfo
 from ..emit import Comment, OutputFile, render, template_files
 from ..errors import KernelgenError
 from ..measure.compare import Roundoff
@@ -31,7 +31,7 @@ from ..measure.primitives import BANDWIDTH, FMA, Executable, Job, Probe, TargetP
 from ..measure.records import DeviceStats, Timings
 from ..measure.roofline import MachinePeaks
 from ..measure.tensors import KernelArgs
-from ..plan import Plan
+from ..plan_types import Plan
 from ..reference import HALF_UNIT_ROUNDOFF
 from ..toolstatus import ToolStatus
 

@@ -16,11 +16,11 @@ import numpy as np
 from pydantic import Field
 
 from kernelgen.config import Config
-from kernelgen.config_model import StrictModel
+from kernelgen.config.model import StrictModel
 from kernelgen.emit import OutputFile
 from kernelgen.measure.records import Timings
 from kernelgen.measure.tensors import KernelArgs, poisoned
-from kernelgen.plan import Plan
+from kernelgen.plan_types import Plan
 from kernelgen.targets.base import Executable, Job, Target
 from kernelgen.targets.c.toolchain import build_shared, status
 from kernelgen.toolstatus import ToolStatus

@@ -13,13 +13,13 @@ import numpy as np
 from ...config import Config
 from ...errors import ToolchainError
 from ...roofs import Roofs
-from ...config_model import TargetInfo
+from ...config.model import TargetInfo
 from ...emit import OutputFile
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
-from ...plan import Plan
+from ...plan_types import Plan
 from ..base import BANDWIDTH, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES

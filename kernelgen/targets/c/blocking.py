@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ...config import Config
-from ...plan import Function, Phase, Pipeline, Plan, Section, Step
+from ...plan_types import Function, Phase, Pipeline, Plan, Section, Step
 from ...planner import compose_stripes, fitted_config
 from .microkernel import GROUP, LANES, Tile
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import kernelgen.expr as E
 from ...layout import TensorLayout
-from ...plan import Block, Guard, Loop, Node, OpGeometry, Stmt
+from ...plan_types import Block, Guard, Loop, Node, OpGeometry, Stmt
 
 LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
 HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit

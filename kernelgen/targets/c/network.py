@@ -23,7 +23,7 @@ from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
 from ...network.manifest import Network, Step
-from ...plan import Plan, Tensor as PlanTensor
+from ...plan_types import Plan, Tensor as PlanTensor
 from ...version import __version__
 from ..base import Job
 

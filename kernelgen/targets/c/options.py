@@ -6,7 +6,7 @@ from typing import Annotated, Union
 from pydantic import Field, StringConstraints, conlist
 
 from ...config import Config, options_of
-from ...config_model import Count, StrictModel
+from ...config.model import Count, StrictModel
 
 NAME = "c"
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...emit import Comment, render_template
 from ...errors import ToolchainError
-from ...plan import Plan
+from ...plan_types import Plan
 from .toolchain import build_executable
 
 DRIVER = "c/driver.c.j2"

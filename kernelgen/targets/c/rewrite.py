@@ -7,7 +7,7 @@ import math
 import re
 from dataclasses import replace
 
-from ...plan import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
+from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ...plan import Block, Guard, Loop, Node, Section, Stmt
+from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
 
 _READ = re.compile(r"^(\w+)\[(.*)\] = \((.*)\) \? (\w+)\[(.*)\] : 0\.0f;$")
 _TEST = re.compile(r"^\((.*)\) (>=|<) (-?\d+)$")

@@ -8,7 +8,7 @@ import math
 
 import kernelgen.expr as E
 from ...config import Config
-from ...plan import Halo, Phase, Pipeline, Plan, Section, Step
+from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
 from ...planner.geometry import reduction_channels, temp_names, unproven
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
                           Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...layout import TensorLayout
-from ...plan import OpGeometry
+from ...plan_types import OpGeometry
 from .api import GpuApi
 
 POOL_WORKGROUP = 64  # work-items per group: a multiple of every subgroup and SIMD width in the profiles

@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 
 from ...config import Config
-from ...config_model import TargetInfo
+from ...config.model import TargetInfo
 from ...emit import OutputFile
 from ...measure.primitives import Traced
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs
-from ...plan import Plan
+from ...plan_types import Plan
 from ...toolstatus import ToolStatus
 from ..base import Job, Target
-from .depthwise import depthwise
+from .depthwise import depthwise as depthwise_convs
 from .names import NAMES
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
@@ -55,7 +55,7 @@ class Hvx(Target[HvxPlan, HvxProgram]):
 
     def context(self, config: Config, plan: Plan, target_plan: HvxPlan) -> dict[str, Any]:
         # helpers: the functions kernels.py calls, by name; depthwise: the convs of the vector depthwise path
-        return {"hvx": target_plan, "helpers": NAMES, "depthwise": depthwise(config, plan, target_plan.ops)}
+        return {"hvx": target_plan, "helpers": NAMES, "depthwise": depthwise_convs(config, plan, target_plan.ops)}
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Config
-from ...plan import Halo, Pipeline, Plan
+from ...plan_types import Halo, Pipeline, Plan
 from ...planner.geometry import shapes
 from .depthwise_asm import MAX_ROWS, Block, RowAsm, block_asm
 

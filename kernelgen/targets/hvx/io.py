@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...plan import Plan
+from ...plan_types import Plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

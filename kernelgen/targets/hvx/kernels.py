@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ...config import Config
 from ...errors import KernelgenError
-from ...plan import Block, Function, Guard, Loop, Node, Param, Phase, Plan, Section, Step, Stmt
+from ...plan_types import Block, Function, Guard, Loop, Node, Param, Phase, Plan, Section, Step, Stmt
 from ...planner import compose_stripes
 from .depthwise import single_input_stripe
 from .names import NAMES

@@ -6,7 +6,7 @@ from typing import Literal, Union
 from pydantic import Field
 
 from ...config import Config, options_of
-from ...config_model import Count, StrictModel
+from ...config.model import Count, StrictModel
 from ...roofs import Roofs
 
 NAME = "hvx"

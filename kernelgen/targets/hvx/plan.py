@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from ...config import Config
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
-from ...plan import Function, Halo, OpGeometry, Plan
+from ...plan_types import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import temp_names
 from ...quant import Requant, ResidualAdd, op_quants

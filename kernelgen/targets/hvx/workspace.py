@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Config
-from ...plan import Plan
+from ...plan_types import Plan
 
 ALIGN = 2048
 

@@ -8,7 +8,7 @@ from typing import Any
 from ...config import Config
 from ...emit import OutputFile
 from ...measure.compare import Roundoff
-from ...plan import Plan
+from ...plan_types import Plan
 from ...reference import FLOAT32_UNIT_ROUNDOFF, HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job

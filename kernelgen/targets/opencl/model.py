@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...layout import TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
-from ...plan import OpGeometry, TextEnum
+from ...plan_types import OpGeometry, TextEnum
 from .names import NAMES, KernelNames
 from ...planner.packing import c_float
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...config import Config
-from ...config_keys import tensor_layout_key
+from ...config.keys import tensor_layout_key
 from ...devices import profile
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
-from ...plan import Plan
+from ...plan_types import Plan
 from .code import conv_kernel, pad_kernel
 from .pool import pool_kernel
 from .model import ConvOp, Kernel, PoolOp, Role, Storage, StorageKind

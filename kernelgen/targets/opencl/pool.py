@@ -3,7 +3,7 @@ from the source buffer (positions outside the input skipped: never the maximum, 
 count_include_pad), the result stored to the destination buffer: gpu/pool.py's work, as an OpenCL kernel record."""
 from __future__ import annotations
 
-from ...plan import OpGeometry
+from ...plan_types import OpGeometry
 from ...layout import PadKind
 from ...planner.geometry import channel_cover
 from ...planner.packing import c_float

@@ -12,7 +12,7 @@ from ...emit import OutputFile
 from ...errors import KernelgenError
 from ...measure.compare import Roundoff
 from ...measure.records import DeviceStats, Timings
-from ...plan import Plan
+from ...plan_types import Plan
 from ...reference import HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import kernelgen.expr as E
 from ...layout import PadKind, TensorLayout
 from ...ops.dialect import Dialect
-from ...plan import OpGeometry
+from ...plan_types import OpGeometry
 from ..gpu.api import glsl_float  # noqa: F401 - plan.py imports it from here
 from ..gpu.vectors import aligned as vec_ok  # the vec4 proof; plan.py and filters.py import it from here
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...plan import Plan
+from ...plan_types import Plan
 
 DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row
 # [oh, ow, oc]: 64 pixels x 2 vec4 chunks. lavapipe (Mesa 22.3) pays ~20 ns per fetched vec4

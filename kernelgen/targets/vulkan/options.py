@@ -7,7 +7,7 @@ from typing import Literal, Union
 from pydantic import Field, StrictBool, conlist
 
 from ...config import Config, options_of
-from ...config_model import Count, StrictModel
+from ...config.model import Count, StrictModel
 from ...devices import DeviceProfile
 
 NAME = "vulkan"

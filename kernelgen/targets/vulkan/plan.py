@@ -30,13 +30,13 @@ from dataclasses import dataclass, replace
 
 import kernelgen.expr as E
 from ...config import Config
-from ...config_keys import output_layout_key
+from ...config.keys import output_layout_key
 from ...devices import profile as device_profile
 from ...errors import ConfigError
 from ...layout import PadKind, TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
-from ...plan import OpGeometry, Plan
+from ...plan_types import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, glsl_dialect, index_text, quotient_text,
                      residual_access, vec_ok)
 from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...layout import TensorLayout
-from ...plan import OpGeometry
+from ...plan_types import OpGeometry
 from ..gpu.api import VULKAN
 from ..gpu.pool import pool_work
 

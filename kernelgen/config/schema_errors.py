@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-import kernelgen.config_model as M
-from .errors import ConfigProblem
+import kernelgen.config.model as M
+from ..errors import ConfigProblem
 from .yamlmarks import MarkedDocument
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import kernelgen.config_model as M
-from .layout import Layout
+import kernelgen.config.model as M
+from ..layout import Layout
 
 Shape = tuple[int, int, int, int]
 

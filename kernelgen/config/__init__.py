@@ -1,7 +1,7 @@
 """Config files -> frozen `Config`. Every check on user input lives here.
 
 Three passes, each reporting every problem it finds with file:line:column and key:
-YAML syntax and duplicate keys (yamlmarks), the schema (config_model, via pydantic),
+YAML syntax and duplicate keys (yamlmarks.py), the schema (model.py, via pydantic),
 then meaning: positive sizes, layouts that fit their tensors, kernels that fit their
 padded inputs, non-empty outputs, schedules that can work.
 """
@@ -15,16 +15,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-import kernelgen.config_model as M
-import kernelgen.epilogue_config as epilogue_config
-import kernelgen.pool_config as pool_config
-import kernelgen.schedule_config as schedule_config
-from .errors import ConfigError, ConfigProblem
-from .ops import IDENTITY, Activation
-from .plan import Epilogue, HardSigmoid
-from .schedule_config import Schedule
-from .layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
-from .files import display_path, read_head
+import kernelgen.config.model as M
+import kernelgen.config.epilogue as epilogue_config
+import kernelgen.config.pool as pool_config
+import kernelgen.config.schedule as schedule_config
+from ..errors import ConfigError, ConfigProblem
+from ..ops import IDENTITY, Activation
+from ..plan_types import Epilogue, HardSigmoid
+from .schedule import Schedule
+from ..layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
+from ..files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
 from .yamlmarks import MAX_BYTES, Mark, MarkedDocument, YamlProblem, decode, load
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigProblem
+from ..errors import ConfigProblem
 
 
 def source_line(path: str, line: int) -> str | None:

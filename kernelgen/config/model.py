@@ -11,7 +11,7 @@ from typing import Annotated, Callable, Literal, Union
 from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictStr, conlist, create_model
 
 import kernelgen.ops as ops
-from .roofs import Roofs
+from ..roofs import Roofs
 from .reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]*$"

@@ -5,7 +5,7 @@ be the one the user can edit (config.problem then finds its line and column), no
 """
 from __future__ import annotations
 
-from .config import Config
+from . import Config
 
 
 def output_layout_key(config: Config, index: int) -> str:

@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import kernelgen.config_model as M
-from .config_model import Catalog, TargetInfo
-from .layout import Layout
-from .plan import Halo, LoopOrder, Pipeline
+import kernelgen.config.model as M
+from .model import Catalog, TargetInfo
+from ..layout import Layout
+from ..plan_types import Halo, LoopOrder, Pipeline
 
 Problem = Callable[[tuple, str], None]
 
