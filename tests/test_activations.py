@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from builders import toolchain
 from conftest import require_tools, requires_tool
 
 from kernelgen import api
@@ -19,8 +20,7 @@ from kernelgen.report import text_report
 from kernelgen.reference import hard_activation
 from kernelgen.targets import TARGETS
 
-TOOLS = {"c": ("gcc",), "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon"), "opencl": ("py:pyopencl",),
-         "vulkan": ("glslangValidator", "py:vulkan")}
+TOOLS = {name: toolchain(name) for name in TARGETS}  # each target's own list (`kernelgen targets`)
 
 CHAIN = """\
 name: gates

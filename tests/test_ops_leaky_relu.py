@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import require_tools, requires_tool
 
 import kernelgen
@@ -19,8 +20,7 @@ from kernelgen.measure.validate import validate as validate_job
 from kernelgen.ops.leaky_relu import LeakyRelu
 from kernelgen.targets import TARGETS
 
-TOOLS = {"c": ("gcc",), "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon"), "opencl": ("py:pyopencl",),
-         "vulkan": ("glslangValidator", "py:vulkan")}
+TOOLS = {name: toolchain(name) for name in TARGETS}  # each target's own list (`kernelgen targets`)
 
 CHAIN = """\
 name: leaky
