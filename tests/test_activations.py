@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+
 from builders import toolchain
 from conftest import require_tools, requires_tool
 

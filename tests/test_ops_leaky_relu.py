@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
 from builders import toolchain
 from conftest import require_tools, requires_tool
 
