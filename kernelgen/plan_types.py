@@ -13,8 +13,8 @@ from typing import Any, Union
 
 from .expr import Expr, evaluate
 from .layout import PadKind, TensorLayout
-from .ops import IDENTITY, Activation, Clamp, HardSigmoid  # HardSigmoid: the record's older home
-from .ops.statements import Assign
+from .ops import IDENTITY, Activation, Clamp, HardSigmoid
+from .ops.statements import BIAS, RESIDUAL, Assign
 
 Shape = tuple[int, int, int, int]  # logical NHWC
 
@@ -159,8 +159,14 @@ class Section:
 class Stmt:
     code: str  # one C statement, with its semicolon ("" when `assign` holds it)
     summary: str  # what the report prints: input_cache[...] = input[...]
-    # an activation's step as its record (kernelgen/ops), which the templates spell in their dialect
+    # an epilogue's step as its record (kernelgen/ops/statements), which the templates spell in their dialect
     assign: Assign | None = None
+    loads: tuple[tuple[str, str], ...] = ()  # (load leaf, its C read) for `assign`: ("bias", "bias1[k]")
+
+    @property
+    def text(self) -> str:
+        """All the C text it holds (a rewrite that looks for a name or a test looks here)."""
+        return " ".join((self.code, *(read for _, read in self.loads)))
 
 
 Node = Union[Loop, Guard, Block, Section, Stmt]
@@ -214,8 +220,8 @@ class StripeParts:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Epilogue:
     """What the store of a conv does to its sum, in this order (ResNet's and MobileNetV2's): + bias<op> (one
-    value per output channel), + the residual, then the activation (a record of kernelgen/ops: its arithmetic
-    as statements every target renders the same way). Every target renders its store from this record."""
+    value per output channel), + the residual, then the activation (a record of kernelgen/ops). Every target
+    renders its store from `statements`, the whole epilogue as statement records, through one shared macro."""
 
     bias: bool = False
     # 0: + the chain's input at the same position; K: + op K's output (1-based); a name: + that side input
@@ -229,6 +235,17 @@ class Epilogue:
     @property
     def activated(self) -> bool:
         return bool(self.act.statements())
+
+    @property
+    def sums(self) -> tuple[Assign, ...]:
+        """The adds onto the conv's sum, each of a load the target spells: + bias, then + the residual."""
+        return ((BIAS,) if self.bias else ()) + ((RESIDUAL,) if self.residual is not None else ())
+
+    @property
+    def statements(self) -> tuple[Assign, ...]:
+        """The whole epilogue as statement records, in the order every target computes it (the float reference's
+        order too): the sums, then the activation's."""
+        return self.sums + self.act.statements()
 
     @property
     def clamp(self) -> tuple[float, float] | None:

@@ -1,10 +1,11 @@
-"""An activation's arithmetic as data: short three-address statements over names and literals, which every
-dialect spells (templates/_common/epilogue.j2) and numpy evaluates (the float reference in float64, the uint8 byte
-table in float32): one description, so the kernels, the reference and the table cannot drift apart."""
+"""An epilogue's arithmetic as data (+ bias, + residual, the activation): short three-address statements over
+names, literals and loads, which every dialect spells (templates/_common/epilogue.j2) and numpy evaluates (the
+float reference in float64, the uint8 byte table in float32): one description, so the kernels, the reference and
+the table cannot drift apart."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar, Mapping, Union
 
 import numpy as np
 
@@ -19,13 +20,22 @@ class Lit:
 
 @dataclass(frozen=True, slots=True)
 class Var:
-    """`v`: the value the activation works on (the dialect's accumulator); any other name a temporary."""
+    """`v`: the value the epilogue works on (the dialect's accumulator); any other name a temporary."""
 
     name: str
     kind: ClassVar[str] = "var"
 
 
-Leaf = Union[Lit, Var]
+@dataclass(frozen=True, slots=True)
+class Load:
+    """A value read from memory at the output position (`bias`: the output channel's, `residual`: the tensor the
+    config names): the target spells it, as its read or the name of a value it loaded before."""
+
+    name: str
+    kind: ClassVar[str] = "load"
+
+
+Leaf = Union[Lit, Var, Load]
 
 # operation kind -> operand count; a dialect spells each as a format of its operands ({0}, {1}, ...)
 ARITY = {"mul": 2, "add": 2, "muladd": 3, "max": 2, "min": 2, "select_gt": 4}
@@ -41,7 +51,7 @@ class Op:
 
     def __post_init__(self) -> None:
         assert ARITY.get(self.kind) == len(self.args), self
-        assert all(isinstance(a, (Lit, Var)) for a in self.args), self
+        assert all(isinstance(a, (Lit, Var, Load)) for a in self.args), self
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +67,17 @@ def op(kind: str, *args: Leaf) -> Op:
     return Op(kind, args)
 
 
+# the adds onto the conv's sum, before the activation (ResNet's and MobileNetV2's order)
+BIAS = Assign("v", op("add", Var("v"), Load("bias")))
+RESIDUAL = Assign("v", op("add", Var("v"), Load("residual")))
+
+
+def loaded(statement: Assign) -> tuple[str, ...]:
+    """The load leaves a statement reads, by name: what its target must spell for it."""
+    value = statement.value
+    return tuple(leaf.name for leaf in (value.args if isinstance(value, Op) else (value,)) if isinstance(leaf, Load))
+
+
 def literals(statements: tuple[Assign, ...]) -> tuple[float, ...]:
     """Every literal the statements use, once each in order of use: what a dialect that hoists constants
     (hvx's splatted vectors) declares before its loops."""
@@ -68,23 +89,27 @@ def literals(statements: tuple[Assign, ...]) -> tuple[float, ...]:
     return tuple(found)
 
 
-def evaluate(statements: tuple[Assign, ...], value: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+def evaluate(statements: tuple[Assign, ...], value: np.ndarray, dtype: type = np.float64,
+             loads: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """The statements on `value` (bound to `v`) in `dtype`, each operation rounded to it as a kernel rounds it:
     float64 for the reference (the literals still float32, as the kernels hold them), float32 for a byte table as
-    onnxruntime computes one."""
+    onnxruntime computes one. `loads`: what each load leaf reads (bias, residual), broadcast against `value`."""
     names = {"v": np.asarray(value).astype(dtype)}
+    read = {name: np.asarray(array).astype(dtype) for name, array in (loads or {}).items()}
     with np.errstate(all="ignore"):
         for s in statements:
-            names[s.target] = _value(s.value, names, dtype)
+            names[s.target] = _value(s.value, names, read, dtype)
     return names["v"]
 
 
-def _value(node: Union[Op, Leaf], names: dict, dtype: type) -> np.ndarray:
+def _value(node: Union[Op, Leaf], names: dict, read: dict, dtype: type) -> np.ndarray:
     if isinstance(node, Lit):
         return dtype(np.float32(node.value))
     if isinstance(node, Var):
         return names[node.name]
-    a = [_value(arg, names, dtype) for arg in node.args]
+    if isinstance(node, Load):
+        return read[node.name]
+    a = [_value(arg, names, read, dtype) for arg in node.args]
     if node.kind == "mul":
         return (a[0] * a[1]).astype(dtype)
     if node.kind == "add":

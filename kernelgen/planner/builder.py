@@ -7,6 +7,7 @@ import math
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
+from ..ops import statements
 from ..plan_types import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import StripeGeometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
@@ -303,20 +304,16 @@ class StripeBuilder:
         if not e and not op.pool:  # (a max pool's accumulators hold -FLT_MAX in the consumer's padding)
             return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
-        lines = []
-        if op.pool:
-            mean = f" / {pool_divisor(op, self.shape_list[j - 1], at, bounds)}" if op.kind == "avgpool" else ""
-            lines.append(f"{ctype} v = acc[ki]{mean};")
-        elif e.bias:
+        mean = f" / {pool_divisor(op, self.shape_list[j - 1], at, bounds)}" if op.kind == "avgpool" else ""
+        loads = {}  # each load leaf of the statements as C reads it
+        if e.bias:
             # channels past the tensor (a block's tail, the consumer's channel padding) have no bias
             term = f"bias{j}[{E.to_c(k)}]"
             if _cond([(k, "<", out_k)], bounds):
                 term = f"({E.to_c(k)} < {out_k} ? {term} : {self.zero})"
-            lines.append(f"{ctype} v = acc[ki] + {term};")
-        else:
-            lines.append(f"{ctype} v = acc[ki];")
+            loads["bias"] = term
         if e.residual is not None:
-            lines.append(f"v += {self._residual(e.residual, k, at, bounds, padding)};")
+            loads["residual"] = self._residual(e.residual, k, at, bounds, padding)
         value = f"({' && '.join(padding)}) ? v : {self.zero}" if padding else "v"
         store = f"{dst}[{d_index}] = {value};"
         added = ("" if e.residual is None else " + input" if e.residual == 0 else f" + {e.residual}"
@@ -327,10 +324,13 @@ class StripeBuilder:
             summary, steps = f"{dst}[...] = acc[ki]{' / count' if op.kind == 'avgpool' else ''}", [op.kind]
         else:
             steps = (["bias"] if e.bias else []) + (["residual"] if e.residual is not None else []) + [e.activation]
-        # the activation as its statement records (kernelgen/ops), spelled by the template's C dialect
+        # the epilogue as its statement records (kernelgen/ops), spelled by the template's C dialect; the report
+        # lists each step and the store, not the declaration
         return Section(label=f"epilogue of {op.kind} #{j}: {', '.join(steps)}",
-                       body=(*(Stmt(code=line, summary=summary) for line in lines),
-                             *(Stmt(code="", summary=summary, assign=a) for a in e.act.statements()),
+                       body=(Stmt(code=f"{ctype} v = acc[ki]{mean};", summary=""),
+                             *(Stmt(code="", summary=summary, assign=a,
+                                    loads=tuple((name, loads[name]) for name in statements.loaded(a)))
+                               for a in e.statements),
                              Stmt(code=store, summary=summary)))
 
     def _residual(self, source: int | str, k: E.Expr, at: tuple[E.Expr, E.Expr], bounds: dict, padding: list[str]) -> str:
@@ -351,7 +351,7 @@ class StripeBuilder:
             w = E.add(col, E.mul(geo.col_start[source], -1))
             window = self.win.temps[source - 1]
             term = f"{self.win.temp_names[source - 1]}[{window.offset_c({'n': E.Const(0), 'h': h, 'w': w, 'c': k}, bounds)}]"
-        return f"({' && '.join(exists)}) ? {term} : {self.zero}" if exists else term
+        return f"(({' && '.join(exists)}) ? {term} : {self.zero})" if exists else term  # an operand: parenthesized
 
     def _chunk_channel(self, var: str) -> E.Expr:
         """The input channel a cache channel holds: itself, or in chunk ci_outer of c_block channels."""

@@ -100,7 +100,7 @@ def _identifiers(nodes: tuple[Node, ...]) -> set[str]:
     found: set[str] = set()
     for node in nodes:
         if isinstance(node, Stmt):
-            found |= set(re.findall(r"[A-Za-z_]\w*", node.code))
+            found |= set(re.findall(r"[A-Za-z_]\w*", node.text))
         elif isinstance(node, Guard):
             found |= set(re.findall(r"[A-Za-z_]\w*", node.cond)) | _identifiers(node.body)
         else:

@@ -44,7 +44,7 @@ def _wrapped_rows(nodes: tuple[Node, ...], around: Loop) -> tuple[Node, ...] | N
 
 def _mentions(node: Node, var: str) -> bool:
     if isinstance(node, Stmt):
-        return bool(re.search(rf"\b{var}\b", node.code))
+        return bool(re.search(rf"\b{var}\b", node.text))
     if isinstance(node, Guard) and re.search(rf"\b{var}\b", node.cond):
         return True
     return isinstance(node, (Loop, Guard, Block, Section)) and any(_mentions(n, var) for n in node.body)
@@ -183,7 +183,8 @@ def _substituted(nodes: tuple[Node, ...], text: str, by: str) -> tuple[Node, ...
     out: list[Node] = []
     for node in nodes:
         if isinstance(node, Stmt):
-            out.append(replace(node, code=node.code.replace(text, by)))
+            out.append(replace(node, code=node.code.replace(text, by),
+                               loads=tuple((name, read.replace(text, by)) for name, read in node.loads)))
         elif isinstance(node, Guard):
             out.append(replace(node, cond=node.cond.replace(text, by), body=_substituted(node.body, text, by)))
         elif isinstance(node, (Loop, Block, Section)):

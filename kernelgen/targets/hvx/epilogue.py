@@ -1,5 +1,6 @@
-"""The qf32 variant's epilogue of one op as HvxPlan's OpGeo fields: + bias, + residual (its blocked buffer's
-geometry), the activation's statements in HVX's qf32 spelling. Split from plan.py."""
+"""The qf32 variant's epilogue of one op as HvxPlan's OpGeo fields: the residual's blocked buffer geometry, and
+the spellings of the plan's epilogue statements in HVX qf32 (the sums onto the qf32 accumulator, the activation
+on sf vectors). Split from plan.py."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -30,7 +31,7 @@ def qf32_epilogue(op: Conv2d, earlier: list, shape_list: list, src_c: int, out_k
     literals = statements.literals(e.act.statements())
     names = {value: f"act_c{i}" for i, value in enumerate(literals)}  # splatted once per call, before the loops
     out |= dict(act=e.act, act_constants=tuple((names[value], c_float(value)) for value in literals),
-                dialect=replace(QF32, literal=names.__getitem__))
+                dialect=replace(QF32, literal=names.__getitem__), sum_dialect=QF32_SUM)
     return out
 
 
@@ -42,3 +43,7 @@ QF32 = Dialect(literal=c_float, decl="HVX_Vector", forms={
     "muladd": "Q6_Vsf_equals_Vqf32(Q6_Vqf32_vadd_Vqf32Vsf(Q6_Vqf32_vmpy_VsfVsf({0}, {1}), {2}))",
     "max": "Q6_Vsf_vmax_VsfVsf({0}, {1})", "min": "Q6_Vsf_vmin_VsfVsf({0}, {1})",
     "select_gt": "Q6_V_vmux_QVV(Q6_Q_vcmp_gt_VsfVsf({0}, {1}), {2}, {3})"})
+
+# the sums (+ bias, + residual) onto the qf32 accumulator: an sf operand added into qf32, rounded to sf once after
+# them (the template's Q6_Vsf_equals_Vqf32), before the activation
+QF32_SUM = replace(QF32, forms=QF32.forms | {"add": "Q6_Vqf32_vadd_Vqf32Vsf({0}, {1})"})

@@ -117,6 +117,7 @@ class OpGeo:
     act: Activation = IDENTITY  # the activation (kernelgen/ops) in `dialect`, its literals splatted into
     act_constants: tuple[tuple[str, str], ...] = ()  # (name, C literal) vectors before the loops
     dialect: Dialect | None = None
+    sum_dialect: Dialect | None = None  # the plan's + bias and + residual statements onto the qf32 sum
     # uint8 pools: "max" or "avg" (a global average pool; "": a conv), the op's input extent and padding (a max
     # skips taps outside the input), an average's requantization
     pool: str = ""

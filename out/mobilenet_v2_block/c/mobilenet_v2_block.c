@@ -188,7 +188,8 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #1: bias, relu6 */
-                      float v = acc[ki] + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                      float v = acc[ki];
+                      v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
                       v = v > 0.0f ? v : 0.0f;
                       v = v < 6.0f ? v : 6.0f;
                       temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
@@ -199,7 +200,8 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                     for (int ki = 0; ki < 32; ++ki) {
                       if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
                         /* epilogue of conv2d #1: bias, relu6 */
-                        float v = acc[ki] + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        float v = acc[ki];
+                        v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
                         v = v > 0.0f ? v : 0.0f;
                         v = v < 6.0f ? v : 6.0f;
                         temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
@@ -328,7 +330,8 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   if (KG_LIKELY(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #2: bias, relu6 */
-                      float v = acc[ki] + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                      float v = acc[ki];
+                      v = v + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
                       v = v > 0.0f ? v : 0.0f;
                       v = v < 6.0f ? v : 6.0f;
                       temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
@@ -339,7 +342,8 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                     for (int ki = 0; ki < 32; ++ki) {
                       if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
                         /* epilogue of conv2d #2: bias, relu6 */
-                        float v = acc[ki] + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        float v = acc[ki];
+                        v = v + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
                         v = v > 0.0f ? v : 0.0f;
                         v = v < 6.0f ? v : 6.0f;
                         temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
@@ -421,8 +425,9 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                     if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
                       for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #3: bias, residual, none */
-                        float v = acc[ki] + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                        v += (1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                        float v = acc[ki];
+                        v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
                         output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
                       }
                     }
@@ -430,8 +435,9 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                       for (int ki = 0; ki < 32; ++ki) {
                         if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
                           /* epilogue of conv2d #3: bias, residual, none */
-                          float v = acc[ki] + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v += (((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f;
+                          float v = acc[ki];
+                          v = v + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v + ((((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
                           output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
                         }
                       }
