@@ -107,7 +107,8 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                     residual_kind=op.residual.kind if op.residual else "",
                     bias_offsets=tuple(c_text(E.add(E.mul(ko_var, per_item), E.Const(v * width)))
                                        for v in range(vectors)) if op.bias else (),
-                    act=op.geo.epilogue.act, dialect=OPENCL_C.with_type(t.vec(width), t.literal))
+                    act=op.geo.epilogue.act, statements=op.geo.epilogue.statements,
+                    dialect=OPENCL_C.with_type(t.vec(width), t.literal))
     first_moving = next(iter(moving.values()), ((), ()))
     body = ConvBody(types=t, width=width, vectors=vectors, pixels=len(pixels),
                     early=tuple((v, e) for v, e, g in zip(("owt", "oht", "nk"), op.tiles, glob) if g > e),

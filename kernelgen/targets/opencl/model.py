@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ...layout import TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
+from ...ops.statements import Assign
 from ...plan_types import OpGeometry, TextEnum
 from .names import NAMES, KernelNames
 from ...planner.packing import c_float
@@ -272,14 +273,15 @@ class ConvBody:
     step: Step | None  # the c4 loop body
     tail: Step | None  # the partial last group
     stores: tuple[PixelStore, ...]
-    # The epilogue on the accumulators before they are stored: + bias vector v (its offset into the bias
-    # buffer, C text), + the residual, then the activation's statements.
+    # The epilogue on the accumulators before they are stored: the plan's statements (+ bias vector v, its offset
+    # into the bias buffer C text; + the residual; the activation's), spelled by `dialect` in the kernel's type.
     bias: str | None = None
     bias_offsets: tuple[str, ...] = ()
     residual: str | None = None  # the storage read for residual: input
     residual_kind: str = ""  # image | buffer
     act: Activation = IDENTITY  # then the activation (kernelgen/ops), spelled by `dialect` in the kernel's type
     dialect: Dialect | None = None
+    statements: tuple[Assign, ...] = ()
     grouped: GroupedStep | None = None  # a grouped or depthwise conv's reduction (then no step or tail)
 
     @property

@@ -36,6 +36,7 @@ from ...errors import ConfigError
 from ...layout import PadKind, TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
+from ...ops.statements import Assign
 from ...plan_types import OpGeometry, Plan
 from .access import (Access, access, channel_padding_only, glsl_dialect, index_text, quotient_text,
                      residual_access, vec_ok)
@@ -96,13 +97,14 @@ class VulkanOp:
     store_chunks: int  # vec4 chunks per store: 2 with a pair_index, else 1
     out_pad: str  # GLSL literal for the output's channel padding ("" = leave unwritten)
     # The epilogue before each store: + bias (buffer number, binding 3; -1 = none), + the residual, then the
-    # activation's statements.
+    # activation: `statements`, the plan's without the bias (which starts the accumulators), in `dialect`.
     bias: int = -1
     residual: Access | None = None  # the chain's input, op K's output or a side input at this position (binding 4)
     res_buffer: int = -1
     res_name: str = ""  # the plan's name of that tensor (input, temp<K>, side_<name>)
     act: Activation = IDENTITY  # then the activation (kernelgen/ops), spelled by `dialect` on the vec4
     dialect: Dialect | None = None
+    statements: tuple[Assign, ...] = ()
     filter_at_use: bool = False  # each filter vec4 loaded at its multiply-add, not a kw x chunk slice held ahead
     taps_at_use: bool = False  # the kw taps in a kept loop, each input vec4 fetched at its use (needs filter_at_use)
     # Grouped and depthwise convs: output channel k reads input channels k // group_out * group_in + rc
@@ -299,6 +301,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
                            act=op.epilogue.act, dialect=glsl_dialect(scalar, vec),
+                           statements=replace(op.epilogue, bias=False).statements,
                            filter_at_use=filter_at_use, taps_at_use=taps_loop,
                            shuffle_lanes=wg[0] if shuffle_rows(defaults, profile.subgroup, planned.group_in,
                                                                taps_loop, wg, planned.row) else 0,

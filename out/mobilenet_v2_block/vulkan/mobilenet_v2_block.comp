@@ -286,7 +286,7 @@ vec4 shuffled(vec4 v, uint lane) {
 
 // epilogue: conv (+ bias, which started the accumulators) + input, then no activation
 vec4 epilogue(vec4 v, int n, int oh, int ow, int oc4) {
-  v += res[((n*18816)+(oh*336)+(ow*6)+oc4)];
+  v = v + res[((n*18816)+(oh*336)+(ow*6)+oc4)];
   return v;
 }
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
