@@ -185,12 +185,6 @@ def op_quants(config: Config) -> list[OpQuant]:
     return out
 
 
-def hard_table(hard, s_conv: float, z_conv: int, s_out: float, z_out: int) -> tuple[int, ...]:
-    """A hardswish or hardsigmoid's byte table (kernelgen/ops: every table activation's own byte_table), checked
-    against onnxruntime byte for byte in the tests."""
-    return hard.byte_table(s_conv, z_conv, s_out, z_out)
-
-
 def mul_quant(config: Config, side, s_in: float, z_in: int, s_out: float, z_out: int, key: str) -> OpQuant:
     """A mul by a side input as onnxruntime's QLinearMul: (q - z_in) * (f - z_f), an exact int, times S = f32(f32(s_in *
     s_f) / s_out) in float32, plus z_out in float32, rounded half to even once (float32), or quant.py's fixed-point

@@ -15,7 +15,7 @@ from kernelgen import api
 from kernelgen.errors import ConfigError
 from kernelgen.measure.records import Status
 from kernelgen.measure.validate import validate as validate_job
-from kernelgen.plan_types import HardSigmoid
+from kernelgen.ops.hard_gates import HardSigmoid
 from kernelgen.planner import plan
 from kernelgen.report import text_report
 from kernelgen.reference import hard_activation
@@ -39,7 +39,7 @@ schedule: {budget: 65536}
 
 def test_the_keys_become_gates_in_the_epilogue():
     config = api.parse_config(CHAIN, "gates.yaml")
-    hards = [op.epilogue.hard for op in config.ops]
+    hards = [op.epilogue.act for op in config.ops]
     assert hards[0] == HardSigmoid(alpha=1 / 6, beta=0.5, times_value=True)
     assert hards[1] == HardSigmoid(alpha=0.16666667, beta=0.5)
     assert hards[2] == HardSigmoid(alpha=0.2, beta=0.5)  # ONNX HardSigmoid's defaults

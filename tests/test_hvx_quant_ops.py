@@ -138,13 +138,12 @@ def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, 
 @pytest.mark.parametrize("gate", ["HardSwish", "HardSigmoid"])
 def test_gate_tables_are_onnxruntimes_bytes(gate):
     """Every byte through DequantizeLinear -> HardSwish | HardSigmoid -> QuantizeLinear in onnxruntime against
-    quant.hard_table, for random scales and zero points (onnxruntime computes the gate in float32; so does the
+    the gate record's byte_table (kernelgen/ops), for random scales and zero points (onnxruntime computes the gate in float32; so does the
     table)."""
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
-    from kernelgen.plan_types import HardSigmoid
-    from kernelgen.quant import hard_table
+    from kernelgen.ops.hard_gates import HardSigmoid
 
     rng = np.random.default_rng(29)
     alpha, beta = (1 / 6, 0.5) if gate == "HardSwish" else (0.2, 0.4)
@@ -162,6 +161,6 @@ def test_gate_tables_are_onnxruntimes_bytes(gate):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         (theirs,) = session.run(None, {"x": x})
-        table = hard_table(HardSigmoid(alpha=alpha, beta=beta, times_value=gate == "HardSwish"), s_in, z_in, s_out,
-                           z_out)
+        table = HardSigmoid(alpha=alpha, beta=beta, times_value=gate == "HardSwish").byte_table(s_in, z_in, s_out,
+                                                                                                 z_out)
         assert list(theirs.reshape(-1)) == list(table), (s_in, z_in, s_out, z_out)

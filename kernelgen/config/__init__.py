@@ -20,8 +20,8 @@ import kernelgen.config.epilogue as epilogue_config
 import kernelgen.config.pool as pool_config
 import kernelgen.config.schedule as schedule_config
 from ..errors import ConfigError, ConfigProblem
-from ..ops import IDENTITY, Activation
-from ..plan_types import Epilogue, HardSigmoid
+from ..ops import IDENTITY, Activation, HardSigmoid
+from ..plan_types import Epilogue
 from .schedule import Schedule
 from ..layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ..files import display_path, read_head
