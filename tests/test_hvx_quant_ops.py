@@ -138,8 +138,8 @@ def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, 
 @pytest.mark.parametrize("gate", ["HardSwish", "HardSigmoid"])
 def test_gate_tables_are_onnxruntimes_bytes(gate):
     """Every byte through DequantizeLinear -> HardSwish | HardSigmoid -> QuantizeLinear in onnxruntime against
-    the gate record's byte_table (kernelgen/ops), for random scales and zero points (onnxruntime computes the gate in float32; so does the
-    table)."""
+    the gate record's byte_table (kernelgen/ops), for random scales and zero points (onnxruntime computes the
+    gate in float32; so does the table)."""
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 

@@ -1,6 +1,6 @@
-"""How a language spells an activation's statements (statements.py): one small record per dialect, which the one
-shared macro (templates/_common/epilogue.j2) reads. A dialect is data: its literal, its type for a temporary, and
-a format per operation kind over the operands' text ({0}, {1}, ...)."""
+"""How a language spells an epilogue's statements (statements.py: + bias, + residual, the activation): one small
+record per dialect, which the one shared macro (templates/_common/epilogue.j2) reads. A dialect is data: its
+literal, its type for a temporary, and a format per operation kind over the operands' text ({0}, {1}, ...)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
