@@ -30,7 +30,7 @@ def qf32_epilogue(op: Conv2d, earlier: list, shape_list: list, src_c: int, out_k
         out |= dict(res_wb=k.dst_wb, res_cb=k.dst_cb, res_row_a=k.row_a, res_row_b=k.row_b, res_col_lo=k.col_lo)
     literals = statements.literals(e.act.statements())
     names = {value: f"act_c{i}" for i, value in enumerate(literals)}  # splatted once per call, before the loops
-    out |= dict(act=e.act, act_constants=tuple((names[value], c_float(value)) for value in literals),
+    out |= dict(act_constants=tuple((names[value], c_float(value)) for value in literals),
                 dialect=replace(QF32, literal=names.__getitem__), sum_dialect=QF32_SUM)
     return out
 

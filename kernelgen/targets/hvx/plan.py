@@ -35,7 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config import Config
-from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...plan_types import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
@@ -114,10 +113,11 @@ class OpGeo:
     res_row_a: int = 0
     res_row_b: int = 0
     res_col_lo: int = 0
-    act: Activation = IDENTITY  # the activation (kernelgen/ops) in `dialect`, its literals splatted into
-    act_constants: tuple[tuple[str, str], ...] = ()  # (name, C literal) vectors before the loops
+    # the plan's epilogue statements (geo.epilogue) in `sum_dialect` (+ bias, + residual onto the qf32 sum) and
+    # `dialect` (the activation), its literals splatted into act_constants: (name, C literal) before the loops
+    act_constants: tuple[tuple[str, str], ...] = ()
     dialect: Dialect | None = None
-    sum_dialect: Dialect | None = None  # the plan's + bias and + residual statements onto the qf32 sum
+    sum_dialect: Dialect | None = None
     # uint8 pools: "max" or "avg" (a global average pool; "": a conv), the op's input extent and padding (a max
     # skips taps outside the input), an average's requantization
     pool: str = ""

@@ -137,7 +137,7 @@ class VulkanOp:
 
     @property
     def epilogue(self) -> bool:
-        return self.bias >= 0 or self.residual is not None or bool(self.act.statements())
+        return self.bias >= 0 or bool(self.statements)
 
     @property
     def label(self) -> str:
