@@ -305,7 +305,7 @@ class StripeBuilder:
             return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
         mean = f" / {pool_divisor(op, self.shape_list[j - 1], at, bounds)}" if op.kind == "avgpool" else ""
-        loads = {}  # each load leaf of the statements as C reads it
+        loads: dict[str, str] = {}  # each load leaf of the statements as C reads it
         if e.bias:
             # channels past the tensor (a block's tail, the consumer's channel padding) have no bias
             term = f"bias{j}[{E.to_c(k)}]"
