@@ -68,4 +68,5 @@ def op_error_bound(op: Conv2d, w: np.ndarray, b: np.ndarray | None, values: list
     values[K] / errors[K] are what a residual of op K reads (a side input: sides[name], exact as given). With every error zero, the op is held to its own
     rounding alone: the check op by op on a kernel's own intermediates. `underflow`: the absolute error one
     rounding may add below the normal range (half: 2^-25), once per term of the sum and once for the store."""
-    return OPS[op.kind].error_bound(op, w, b, values, errors, unit_roundoff, storage_roundoff, underflow, sides)
+    value, bound = OPS[op.kind].error_bound(op, w, b, values, errors, unit_roundoff, underflow, sides)
+    return value, bound + storage_roundoff * (np.abs(value) + bound)  # the store in a narrower type (half)

@@ -97,7 +97,6 @@ class Conv2dChecker(Checker):
 @dataclass(frozen=True, slots=True)
 class Conv2dOp(OpKind):
     KEY: ClassVar[str] = "conv2d"
-    KIND: ClassVar[str] = "conv2d"
     MODEL: ClassVar[type] = Conv2dModel
     DOC: ClassVar[str] = "a conv2d op: {out_channels: ..., kernel: ..., ...}"
     FILTER: ClassVar[bool] = True
@@ -157,7 +156,7 @@ class Conv2dOp(OpKind):
         return conv2d(x, w, op)
 
     def error_bound(self, op: Any, w: np.ndarray | None, b: np.ndarray | None, values: list[np.ndarray],
-                    errors: list[np.ndarray], unit_roundoff: float, storage_roundoff: float, underflow: float,
+                    errors: list[np.ndarray], unit_roundoff: float, underflow: float,
                     sides: Mapping[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
         """A dot product of n terms accumulated in floating point errs by at most gamma_n * sum |x_i * w_i| with
         gamma_n = n*u / (1 - n*u) (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., eq. 3.5), with
@@ -181,8 +180,7 @@ class Conv2dOp(OpKind):
         # input of the kernel's size (a clamp: exact, the error passes through)
         size = np.abs(epilogue(pre, replace(op, act=IDENTITY), b, values, sides)) + error
         value = epilogue(pre, op, b, values, sides)
-        error = op.act.lipschitz() * error + op.act.own_error(size, unit_roundoff, underflow)
-        return value, error + storage_roundoff * (np.abs(value) + error)
+        return value, op.act.lipschitz() * error + op.act.own_error(size, unit_roundoff, underflow)
 
     def reference_uint8(self, op: Any, sources: list[np.ndarray], j: int, w: np.ndarray | None,
                         b: np.ndarray | None, oq: Any, sides: Mapping[str, np.ndarray] | None, rq: Requantizers

@@ -26,7 +26,6 @@ class MulModel(StrictModel):
 @dataclass(frozen=True, slots=True)
 class MulOp(OpKind):
     KEY: ClassVar[str] = "mul"
-    KIND: ClassVar[str] = "mul"
     MODEL: ClassVar[type] = MulModel
     DOC: ClassVar[str] = "{by: <side input>}: each channel times a side input's value for it (squeeze-excite)"
 
@@ -49,13 +48,12 @@ class MulOp(OpKind):
         return x.astype(np.float64) * sides[op.scale_by].astype(np.float64)  # [n, 1, 1, c] over every pixel
 
     def error_bound(self, op: Any, w: np.ndarray | None, b: np.ndarray | None, values: list[np.ndarray],
-                    errors: list[np.ndarray], unit_roundoff: float, storage_roundoff: float, underflow: float,
+                    errors: list[np.ndarray], unit_roundoff: float, underflow: float,
                     sides: Mapping[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
         """One rounding of the product; the side input is exact as given."""
         factor = np.abs(sides[op.scale_by].astype(np.float64))
         result = self.reference(values[-1], None, op, sides)
-        bound = factor * errors[-1] + unit_roundoff * np.abs(result) + underflow
-        return result, bound + storage_roundoff * (np.abs(result) + bound)
+        return result, factor * errors[-1] + unit_roundoff * np.abs(result) + underflow
 
     def reference_uint8(self, op: Any, sources: list[np.ndarray], j: int, w: np.ndarray | None,
                         b: np.ndarray | None, oq: Any, sides: Mapping[str, np.ndarray] | None, rq: Requantizers

@@ -70,7 +70,7 @@ class OpKind:
     a config with dtype uint8 may use it."""
 
     KEY: ClassVar[str] = ""
-    KIND: ClassVar[str] = ""
+    KIND: ClassVar[str] = ""  # (default: KEY)
     MODEL: ClassVar[type]
     DOC: ClassVar[str] = ""
     FORM: ClassVar[str] = "{...}"
@@ -83,6 +83,10 @@ class OpKind:
     SKIPS_PADDING: ClassVar[bool] = False
     OF_PADDING_ALONE: ClassVar[str] = "value"
     TAP: ClassVar[tuple[str, str]] = ("", "")
+
+    def __init_subclass__(cls) -> None:  # (no super(): slots=True makes the class anew)
+        if "KIND" not in cls.__dict__:
+            cls.KIND = cls.KEY
 
     def check(self, checker: Checker, keys: tuple, model: Any, last: bool, input_layout: Any, in_shape: Shape
               ) -> dict[str, Any] | None:
@@ -118,10 +122,11 @@ class OpKind:
         raise NotImplementedError(type(self))
 
     def error_bound(self, op: Any, w: np.ndarray | None, b: np.ndarray | None, values: list[np.ndarray],
-                    errors: list[np.ndarray], unit_roundoff: float, storage_roundoff: float, underflow: float,
+                    errors: list[np.ndarray], unit_roundoff: float, underflow: float,
                     sides: Mapping[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
         """(reference, bound) on values[-1] (its input, whose stored value errs by at most errors[-1]) with its
-        epilogue: |kernel - reference| <= bound elementwise (reference.op_error_bound says more)."""
+        epilogue, before the store: |kernel - reference| <= bound elementwise (reference.op_error_bound adds the
+        store's rounding and says more)."""
         raise NotImplementedError(type(self))
 
     def reference_uint8(self, op: Any, sources: list[np.ndarray], j: int, w: np.ndarray | None,

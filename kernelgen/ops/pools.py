@@ -99,7 +99,6 @@ class MaxPoolOp(SlidingPool):
     """A max moves no value further than the largest error in its window; uint8 bytes keep their quantization."""
 
     KEY: ClassVar[str] = "maxpool"
-    KIND: ClassVar[str] = "maxpool"
     MODEL: ClassVar[type] = MaxPoolModel
     DOC: ClassVar[str] = "a max pool: {kernel: ..., stride: ..., pad: ...}"
     SKIPS_PADDING: ClassVar[bool] = True
@@ -111,11 +110,10 @@ class MaxPoolOp(SlidingPool):
         return windows(x, op, -np.inf)[0].max(axis=0)
 
     def error_bound(self, op: Any, w: np.ndarray | None, b: np.ndarray | None, values: list[np.ndarray],
-                    errors: list[np.ndarray], unit_roundoff: float, storage_roundoff: float, underflow: float,
+                    errors: list[np.ndarray], unit_roundoff: float, underflow: float,
                     sides: Mapping[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
         result = self.reference(values[-1], None, op, sides)
-        bound = windows(errors[-1], op, 0.0)[0].max(axis=0)
-        return result, bound + storage_roundoff * (np.abs(result) + bound)
+        return result, windows(errors[-1], op, 0.0)[0].max(axis=0)
 
     def reference_uint8(self, op: Any, sources: list[np.ndarray], j: int, w: np.ndarray | None,
                         b: np.ndarray | None, oq: Any, sides: Mapping[str, np.ndarray] | None, rq: Requantizers
@@ -130,7 +128,6 @@ class AvgPoolOp(SlidingPool):
     QLinearGlobalAveragePool, every window whole): sum(a) - n * za, requantized."""
 
     KEY: ClassVar[str] = "avgpool"
-    KIND: ClassVar[str] = "avgpool"
     MODEL: ClassVar[type] = AvgPoolModel
     DOC: ClassVar[str] = "an average pool: {kernel: ..., stride: ..., pad: ..., count_include_pad: ...}"
     UINT8: ClassVar[bool] = False
@@ -144,7 +141,7 @@ class AvgPoolOp(SlidingPool):
         return taps.sum(axis=0) / divisor
 
     def error_bound(self, op: Any, w: np.ndarray | None, b: np.ndarray | None, values: list[np.ndarray],
-                    errors: list[np.ndarray], unit_roundoff: float, storage_roundoff: float, underflow: float,
+                    errors: list[np.ndarray], unit_roundoff: float, underflow: float,
                     sides: Mapping[str, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
         value, error = values[-1], errors[-1]
         result = self.reference(value, None, op, sides)
@@ -152,7 +149,7 @@ class AvgPoolOp(SlidingPool):
         gamma = n * unit_roundoff / (1 - n * unit_roundoff)
         bound = (gamma * self.reference(np.abs(value) + error, None, op, sides)
                  + self.reference(error, None, op, sides) + unit_roundoff * np.abs(result) + (n + 1) * underflow)
-        return result, bound + storage_roundoff * (np.abs(result) + bound)
+        return result, bound
 
     def reference_uint8(self, op: Any, sources: list[np.ndarray], j: int, w: np.ndarray | None,
                         b: np.ndarray | None, oq: Any, sides: Mapping[str, np.ndarray] | None, rq: Requantizers
@@ -167,6 +164,7 @@ class GlobalAvgPoolOp(AvgPoolOp):
     """The mean of each channel over the whole image: an average pool whose window is the image."""
 
     KEY: ClassVar[str] = "global_avgpool"
+    KIND: ClassVar[str] = "avgpool"
     MODEL: ClassVar[type] = GlobalAvgPoolModel
     DOC: ClassVar[str] = "{}: the mean of each channel over the whole image (a 1x1 output)"
     FORM: ClassVar[str] = "{}"
