@@ -27,7 +27,7 @@ ops:
   - maxpool: {kernel: 2, stride: 2}
   - avgpool: {kernel: 3, pad: 1}
   - global_avgpool: {}
-  - conv2d: {out_channels: 10}
+  - conv2d: {out_channels: 10, bias: true}
 """
 
 
@@ -72,6 +72,9 @@ def test_shapes_flops_and_windows_come_from_the_records():
     assert OPS["avgpool"].window(config.ops[5]) == Window(kernel=(4, 4), stride=(1, 1), pad=(0, 0, 0, 0))
     assert [OPS[op.kind].filter_shape(op, shapes[j]) for j, op in enumerate(config.ops)] == [
         (32, 16, 3, 3), (32, 1, 3, 3), None, None, None, None, (10, 32, 1, 1)]
+    # filter and bias values per output channel: what the work count's filter traffic multiplies
+    assert [OPS[op.kind].filter_reads(op, shapes[j][3]) for j, op in enumerate(config.ops)] == [
+        16 * 9, 9, 0, 0, 0, 0, 32 + 1]
 
 
 def test_a_window_spans_its_dilated_taps():

@@ -112,6 +112,10 @@ class OpKind:
         """Useful FLOPs: every output value's taps, each one multiply-add (2) or one max or add (1)."""
         return math.prod(out_shape) * self.taps(op, in_shape[3]) * self.FLOPS_PER_TAP
 
+    def filter_reads(self, op: Any, in_channels: int) -> int:
+        """Filter and bias values one output channel reads (the filter traffic per channel of a stripe)."""
+        return self.taps(op, in_channels) + (1 if op.bias else 0) if self.FILTER else 0
+
     def filter_shape(self, op: Any, in_shape: Shape) -> tuple[int, int, int, int] | None:
         """Its filter's logical OIHW shape; None: it reads none."""
         return (op.out_channels, in_shape[3] // op.groups, *op.kernel) if self.FILTER else None

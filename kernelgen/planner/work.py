@@ -101,9 +101,8 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
         # the input (or a side input) read where this op's outputs are written (op K's: in its cache)
         if op.residual == 0 or isinstance(op.residual, str):
             residual_elems += rows_in(j) * cols_in(j) * channels
-        # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
-        if kind.FILTER:  # a pool reads none
-            f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))
+        # a bias is read per stripe like its filter: one value per output channel (a pool reads neither)
+        f_elems += cut.ho_extent * cut.wo_extent * channels * kind.filter_reads(op, shape_list[j - 1][3])
     _, h0, _, c0 = shape_list[0]
     reload_rows = rows_in(0)
     loaded_rows = reload_rows
