@@ -20,6 +20,8 @@ import kernelgen.config.epilogue as epilogue_config
 import kernelgen.config.schedule as schedule_config
 from ..errors import ConfigError, ConfigProblem
 from ..ops import IDENTITY, OPS, Activation
+from ..ops.conv2d import Conv2dModel
+from ..ops.fields import INT32_MAX, LayoutSpec, OpQuantModel, PadSpec
 from ..plan_types import Epilogue
 from .schedule import Schedule
 from ..layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
@@ -48,7 +50,7 @@ class Conv2d:
     residual: int | str | None = None  # 0: the chain's input, K: op K's output (1-based), a side input's name
     act: Activation = IDENTITY  # the activation's record (kernelgen/ops): a clamp (relu, relu6), a gate, ...
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
-    quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
+    quant: OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
     filter_layout_by: str = ""  # the targets whose kernels read filter_layout, when the config names none
 
     @property
@@ -190,8 +192,8 @@ class _Checker:
     def fits(self, keys: tuple, shape: tuple[int, ...], what: str) -> bool:
         """A tensor a 32-bit index can address (checked with Python ints, before any layout is bound)."""
         size = math.prod(shape)
-        if size > M.INT32_MAX:
-            self.problem(keys, f"{what} {list(shape)} has {size} elements, more than {M.INT32_MAX}: kernels "
+        if size > INT32_MAX:
+            self.problem(keys, f"{what} {list(shape)} has {size} elements, more than {INT32_MAX}: kernels "
                                f"index with 32-bit ints")
             return False
         return True
@@ -200,7 +202,7 @@ class _Checker:
         values = self.positive(keys, value, what)
         return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
 
-    def layout(self, keys: tuple, spec: M.LayoutSpec | None, dims: tuple[str, ...],
+    def layout(self, keys: tuple, spec: LayoutSpec | None, dims: tuple[str, ...],
                shape: tuple[int, ...]) -> Layout | None:
         text, pad = (spec, None) if isinstance(spec, str) else (spec.map, spec.pad_value)
         location = keys if isinstance(spec, str) else (*keys, "map")
@@ -209,9 +211,9 @@ class _Checker:
         try:
             layout = parse_layout(text, dims, pad=pad)
             bound = TensorLayout(layout=layout, logical_shape=shape)
-            if bound.size > M.INT32_MAX:
+            if bound.size > INT32_MAX:
                 self.problem(location, f"its physical shape {list(bound.physical_shape)} holds {bound.size} elements "
-                                       f"for the logical {list(shape)}, more than {M.INT32_MAX}: kernels index "
+                                       f"for the logical {list(shape)}, more than {INT32_MAX}: kernels index "
                                        f"with 32-bit ints")
                 return None
             bound.check_injective()
@@ -321,7 +323,7 @@ class _Checker:
                                          f"got {m.dtype!r}")
 
     def window(self, keys: tuple, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-               pad_spec: M.PadSpec, in_shape: tuple[int, int, int, int]
+               pad_spec: PadSpec, in_shape: tuple[int, int, int, int]
                ) -> tuple[tuple[int, int, int, int], tuple[int, int]] | None:
         """(pad, the output's rows and columns) of a sliding window over the input, or None after a problem."""
         span = ((kernel[0] - 1) * dilation[0] + 1, (kernel[1] - 1) * dilation[1] + 1)
@@ -340,7 +342,7 @@ class _Checker:
                 return None
         return pad, ((padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1)
 
-    def filter_layout(self, keys: tuple, c: M.Conv2dModel, filter_shape: tuple[int, int, int, int]
+    def filter_layout(self, keys: tuple, c: Conv2dModel, filter_shape: tuple[int, int, int, int]
                       ) -> tuple[Layout | None, str]:
         """A conv's filter layout (its own, else the one its targets' kernels read for the dtype) and the targets
         that chose it ("" when the config did)."""
@@ -359,7 +361,7 @@ class _Checker:
                                         [*(op.stride for op in self.ops), stride], out_shape,
                                         {side.name: side.shape for side in self.sides})
 
-    def output_layout(self, keys: tuple, spec: M.LayoutSpec | None, last: bool, input_layout: Layout | None,
+    def output_layout(self, keys: tuple, spec: LayoutSpec | None, last: bool, input_layout: Layout | None,
                       out_shape: tuple[int, int, int, int]) -> Layout | None:
         """The layout of an op's output: its own output_layout, output.layout for the last op, else the input's."""
         if spec is not None:
@@ -374,7 +376,7 @@ class _Checker:
                 return None
         return input_layout
 
-    def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
+    def padding(self, keys: tuple, spec: PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:
         if spec == "valid":
             return (0, 0, 0, 0)
@@ -382,7 +384,7 @@ class _Checker:
             # TensorFlow's SAME: output = ceil(input / stride), the odd pixel of padding goes last.
             totals = [max((math.ceil(n / s) - 1) * s + k - n, 0) for n, s, k in zip(size, stride, span)]
             return (totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2, totals[1] - totals[1] // 2)
-        what = M.Conv2dModel.model_fields["pad"].description
+        what = Conv2dModel.model_fields["pad"].description
         values = self.positive(keys, spec, what, minimum=0)
         if len(values) == 1:
             return (values[0],) * 4

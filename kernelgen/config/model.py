@@ -11,10 +11,9 @@ from typing import Annotated, Callable, Literal, Union
 from pydantic import BaseModel, ByteSize, Field, StrictBool, StrictStr, conlist, create_model
 
 from ..ops import OPS
-from ..ops.conv2d import Conv2dModel  # noqa: F401 (the config's vocabulary: config/__init__.py reads its fields)
-# the words the schema is written in, as the config package and the targets' option blocks name them
-from ..ops.fields import (INT32_MAX, LAYOUT_HELP, NAME_PATTERN, Count, LayoutSpec, LayoutText,  # noqa: F401
-                          Name, OpQuantModel, PadSpec, Scale, StrictModel, ZeroPoint)
+# the words the schema is written in (the targets' option blocks and the network manifest take theirs from here)
+from ..ops.fields import LayoutText  # noqa: F401 (network/manifest.py's)
+from ..ops.fields import LAYOUT_HELP, NAME_PATTERN, Count, LayoutSpec, Name, Scale, StrictModel, ZeroPoint
 from ..roofs import Roofs
 from .reserved import MAX_NAME_LENGTH
 

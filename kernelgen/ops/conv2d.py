@@ -5,7 +5,7 @@ activation)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal, Mapping, Union
+from typing import Any, ClassVar, Literal, Mapping, Protocol, Union
 
 import numpy as np
 from pydantic import Field, StrictBool
@@ -85,7 +85,7 @@ def conv2d_acc(x: np.ndarray, w: np.ndarray, zx: int, zw: int, op: Any, bias: np
     return acc
 
 
-class Conv2dChecker(Checker):
+class Conv2dChecker(Checker, Protocol):
     """What a conv's check asks of the config's checker besides every op's: its filter's layout and the epilogue
     keys (config/epilogue.py)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, conlist
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, conlist
 
 from ..config.reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
 from .activation import Number
@@ -91,4 +91,4 @@ class PoolQuantModel(StrictModel):
 
 __all__ = ["Count", "Extent", "INT32_MAX", "IntPair", "LAYOUT_HELP", "LayoutMap", "LayoutSpec", "LayoutText",
            "MAX_LAYOUT_LENGTH", "MAX_NAME_LENGTH", "NAME_PATTERN", "Name", "Number", "OpQuantModel", "PadSpec",
-           "PoolQuantModel", "Scale", "StrictModel", "StrictStr", "ZeroPoint", "output_layout_field"]
+           "PoolQuantModel", "Scale", "StrictModel", "ZeroPoint", "output_layout_field"]
