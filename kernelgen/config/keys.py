@@ -25,7 +25,7 @@ def _op_key(config: Config, index: int) -> str:
     or global_avgpool)."""
     kind = config.ops[index].kind
     return next((key for key, record in OPS.items() if record.KIND == kind and any(
-        mark == f"ops[{index}].{key}" or mark.startswith(f"ops[{index}].{key}.") for mark in config.marks)), kind)
+        mark.startswith(f"ops[{index}].{key}.") for mark in config.marks)), kind)
 
 
 def tensor_layout_key(config: Config, name: str) -> str:
