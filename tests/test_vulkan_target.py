@@ -20,7 +20,7 @@ from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
 from kernelgen.targets.vulkan.options import MAX_UNROLLED_BODY
-from kernelgen.targets.vulkan.defaults import DEVICE_DEFAULTS
+from kernelgen.targets.gpu.profiles import VULKAN_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
 VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
@@ -166,7 +166,7 @@ def test_plan_tiles_dispatch_and_loop_count():
     assert op.groups == (2, 2, 5)  # 5 of 4 chunks of 16 channels, 9 of 8 columns, 10 of 2 rows
     assert op.fh_block == 3 and op.rows == 4 and op.row == 6  # every tap unrolled: 2 rows + 2, 4 columns + 2
     # both input-channel chunks in one trip: 2 x 576 multiply-adds stay within lavapipe's trip_body (2,048)
-    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 9 * 4 <= DEVICE_DEFAULTS["lavapipe"].trip_body
+    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 9 * 4 <= VULKAN_DEFAULTS["lavapipe"].trip_body
     assert op.trips == 1 + 1 * (2 + 2 // 2) and op.trips <= LOOP_LIMIT
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 

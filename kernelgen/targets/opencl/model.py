@@ -8,6 +8,7 @@ from ...layout import TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...plan_types import OpGeometry, TextEnum
+from ..gpu.tiles import TileGrid
 from .names import NAMES, KernelNames
 from ...planner.packing import c_float
 
@@ -78,10 +79,19 @@ class ConvOp:
     source: Storage
     filter: Storage
     dest: Storage
-    tiles: tuple[int, int, int]  # work-items needed along (ow tiles, oh tiles, n * channel blocks)
-    channel_blocks: int  # ceil(out channels / channels per work-item)
+    grid: TileGrid  # x: columns, y: rows, z: channel blocks (x images) over the work-items and work-groups
     bias: Storage | None = None  # one value per output channel, zero-padded to whole channel blocks
     residual: Storage | None = None  # the chain's input (or op K's output, a side input), added where the output is written
+
+    @property
+    def tiles(self) -> tuple[int, int, int]:
+        """Work-items needed along (ow tiles, oh tiles, n * channel blocks)."""
+        return self.grid.items
+
+    @property
+    def channel_blocks(self) -> int:
+        """ceil(out channels / channels per work-item)."""
+        return self.grid.axes[2].items
 
 
 # ---------------------------------------------------------------- what the templates write

@@ -33,16 +33,13 @@ from ...devices import profile
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan_types import Plan
+from ..gpu.profiles import OPENCL_DEFAULTS
+from ..gpu.tiles import TileAxis, TileGrid
 from .code import conv_kernel, pad_kernel
 from .pool import pool_kernel
 from .model import ConvOp, Kernel, PoolOp, Role, Storage, StorageKind
 from .options import opencl_options
 
-# Defaults from sweeps on this machine's PoCL (bench --sweep): float16 vectors for filter buffers, with
-# activations in buffers or textures (1x1 conv 64x64x128: [1, 4, 16] 76 GFLOP/s in textures, [2, 2, 32] 56);
-# with filter texels every texel read costs ~50 ns in PoCL's software sampler, whatever the tile.
-DEFAULT_TILE = {"vectors": (1, 4, 16), "vectors+images": (1, 4, 16), "texels": (2, 2, 4)}
-DEFAULT_LOCAL_SIZE = (8, 1, 1)
 PAD_KERNEL_LOCAL = 64
 # Accumulator floats per work-item: the tile is unrolled into registers; far beyond the register
 # file (32 x 16 floats on AVX-512) code size and compile time grow with no gain.
@@ -131,7 +128,7 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     device = profile(o.device)
     texel_filters = kind == "texels"
     tile = tuple(o.tile) if o.tile else _default_tile(kind, plan)
-    local = tuple(o.local_size or DEFAULT_LOCAL_SIZE)
+    local = tuple(o.local_size or OPENCL_DEFAULTS.local_size)
     local = (*local, *(1,) * (3 - len(local)))
     limit = tuple(o.image_limit or device.max_image)
     problems = [("opencl.tile", f"expected 3 positive ints [oh, ow, oc4], got {list(tile)}")] if min(tile) < 1 else []
@@ -179,15 +176,15 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
             continue
         filt = _filter(config, j, geo.out_channels, geo.in_channels // geo.groups, geo.kernel, texel_filters, per_item)
         n, oh, ow, oc = geo.out_shape
-        blocks = math.ceil(oc / per_item)
         bias = None
         if geo.epilogue.bias:  # padded with zeros to whole blocks: a work-item's vload never leaves the buffer
             bias = Storage(name=f"bias{j}", role=Role.BIAS, kind=StorageKind.BUFFER,
                            layout=parse_layout(f"o -> o // {per_item}, o % {per_item}", ("o",), pad=0.0).bind((oc,)))
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
-                          tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks, bias=bias, residual=_residual(geo.epilogue.residual, chain, sides)))
+                          grid=TileGrid(axes=(TileAxis(ow, tile[1], local[0]), TileAxis(oh, tile[0], local[1]),
+                                              TileAxis(oc, per_item, local[2])), batch=n, batch_per_group=False),
+                          bias=bias, residual=_residual(geo.epilogue.residual, chain, sides)))
         source = dest
         chain.append(dest)
     folded = {s.name: _fold(s, limit) for s in storages if s.kind == "image" and s.role != "filter"}
@@ -242,7 +239,7 @@ def variant_of(config: Config) -> tuple[str, str]:
 
 
 def _default_tile(kind: str, plan: Plan) -> tuple[int, int, int]:
-    oh, ow, oc4 = DEFAULT_TILE[kind]
+    oh, ow, oc4 = OPENCL_DEFAULTS.tiles[kind]
     widest = max(math.ceil(op.out_shape[3] / 4) for op in plan.ops)
     while oc4 > 1 and oc4 // 2 >= widest:  # do not compute mostly-empty channel blocks
         oc4 //= 2
