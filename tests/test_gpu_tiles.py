@@ -2,12 +2,15 @@
 vector-store decision, which the OpenCL and Vulkan plans read with their own axis orders and spellings."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kernelgen import api
 from kernelgen.layout import ACTIVATION_DIMS, parse_layout
 from kernelgen.targets import TARGETS
 from kernelgen.targets.gpu.api import OPENCL, VULKAN
+from kernelgen.targets.gpu.dispatch import GpuTensor, Role, role_of
 from kernelgen.targets.gpu.stores import tail_fill, vector_stores
 from kernelgen.targets.gpu.tiles import TileAxis, TileGrid
 
@@ -90,3 +93,28 @@ def test_both_plans_read_their_launch_and_store_guards_off_one_grid():
     (vk_op,) = TARGETS["vulkan"].target_plan(config, plan).ops
     assert vk_op.groups == (2, 3, 2 * 4) and vk_op.groups_oh == 4
     assert vk_op.store_guard == "oh < 7 && ow < 9 && oc4 < 5" and vk_op.oc_ragged
+
+
+RESIDUAL = """name: shared_tensors
+input: {shape: [1, 6, 6, 8], layout: NHWC}
+ops:
+  - conv2d: {out_channels: 8, kernel: 3, pad: 1, bias: true}
+  - conv2d: {out_channels: 8, kernel: 1, residual: input}
+"""
+
+
+def test_both_runtimes_hold_their_tensors_as_gpu_tensor_records():
+    """One record for OpenCL's storages and Vulkan's buffers: the same names and roles; OpenCL lays out every
+    tensor itself (a layout on each), Vulkan only the filters it packs (the rest are the core plan's arrays)."""
+    config = api.load_config(RESIDUAL)
+    plan = api.plan(config)
+    cl = TARGETS["opencl"].target_plan(config, plan).storages
+    vk = TARGETS["vulkan"].target_plan(config, plan).buffers
+    assert all(isinstance(t, GpuTensor) for t in (*cl, *vk))
+    roles = {t.name: t.role for t in vk}
+    assert roles == {"input": Role.INPUT, "filter1": Role.FILTER, "filter2": Role.FILTER, "bias1": Role.BIAS,
+                     "temp1": Role.TEMP, "output": Role.OUTPUT}
+    assert {t.name: t.role for t in cl} == roles
+    assert all(t.layout is not None and t.elements == math.prod(t.shape) for t in cl)
+    assert {t.name for t in vk if t.layout is not None} <= {"filter1", "filter2"}
+    assert [role_of(n) for n in ("side_gate", "temp12", "bias3")] == [Role.SIDE, Role.TEMP, Role.BIAS]

@@ -234,7 +234,7 @@ def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minu
                           "ops: [{conv2d: {out_channels: 128, kernel: 3}}]\ntargets: [vulkan]\n", "big3x3.yaml")
     vk = plan_vulkan(config, plan(config))
     op = vk.ops[0]
-    assert vk.buffers[op.filter].packing is not None and op.f.vec4 and op.f.texel
+    assert vk.buffers[op.filter].layout is not None and op.f.vec4 and op.f.texel
     assert op.fh_block == 3 and op.body == 4 * 16 * 2 * 9 * 4 <= MAX_UNROLLED_BODY and op.trips <= LOOP_LIMIT
     result = validate(config, "vulkan")
     assert result.passed, result.detail
@@ -463,7 +463,7 @@ def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     config = parse_config(f"name: packed\n{text}\ntargets: [vulkan]\n", "packed.yaml")
     vk = plan_vulkan(config, plan(config))
     conv = vk.ops[0]
-    packing = vk.buffers[conv.filter].packing
+    packing = vk.buffers[conv.filter].layout
     assert packing is not None and conv.f.vec4 and conv.f.texel
     out_c, in_c = plan(config).tensors[1].layout.logical_shape[:2]
     assert packing.physical_shape == (3, 3, in_c, -(-out_c // 4), 4)

@@ -1,8 +1,8 @@
 """Each GPU API's differences from the other, as data: how its language spells a float literal, a vector type and
 an index; what it calls a work-group and a launch, and how many groups one axis takes; the option keys its sweep
-sets. (Which tensors go to images or texel buffers is each target's plan: OpenCL's StorageKind, Vulkan's
-binding kinds; dispatch.py's records carry it.)
-The shared GPU code (pool.py, sweep.py, probes.py) is written once against these records."""
+sets; whether a vector access may start at any element. (Which tensors go to images or texel buffers is each
+target's plan: dispatch.py's TensorKind for OpenCL, a stage's binding kinds for Vulkan.)
+The shared GPU code (pool.py, sweep.py, probes.py, stores.py) is written once against these records."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 
 import kernelgen.expr as E
+from ..gpu.dispatch import GpuTensor
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
 from .grouped import grouped_step
-from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
+from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step,
                     Types)
 from .stores import pixel_stores
 from .names import NAMES
@@ -131,7 +132,7 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                   args=(*(s.name for s in reads), op.dest.name), global_size=glob, local_size=local, body=body)
 
 
-def _param(s: Storage, write: bool) -> Param:
+def _param(s: GpuTensor, write: bool) -> Param:
     return Param(name=s.name, kind=s.kind, write=write)
 
 
@@ -169,7 +170,7 @@ def _input_positions(op: ConvOp, pixels: list[tuple[int, int]], tile: tuple[int,
     return tuple(positions), names["h"], names["w"], tuple(masks)
 
 
-def pad_kernel(name: str, s: Storage, grown: tuple[int, ...], local: int, half_storage: bool = False) -> Kernel:
+def pad_kernel(name: str, s: GpuTensor, grown: tuple[int, ...], local: int, half_storage: bool = False) -> Kernel:
     """Walks the logical domain grown to whole blocks; stores pad_value past the tensor's extents."""
     t = Types(half_math=False, half_storage=half_storage)
     total = math.prod(grown)

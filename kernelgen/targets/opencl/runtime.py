@@ -13,10 +13,9 @@ import numpy as np
 from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
-from ..gpu.dispatch import GpuDispatch, GpuTensor, three
+from ..gpu.dispatch import GpuDispatch, GpuTensor, Role, TensorKind, three
 from ..gpu.program import GpuProgram
 from .args import Arg, BufferArg, ImageArg, Launch
-from .model import Role, StorageKind
 from .options import half_arithmetic
 from .plan import OpenCLPlan, check_device_limit
 from .probes import PROBES
@@ -106,7 +105,7 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
             array = s.layout.pack(args.logical[s.name]).astype(dtype)
         else:
             array = poisoned(int(np.prod(s.shape)), dtype, poison).reshape(s.shape)
-        wrap = ImageArg if s.kind is StorageKind.IMAGE else BufferArg
+        wrap = ImageArg if s.kind is TensorKind.IMAGE else BufferArg
         kept = s.role is Role.OUTPUT or keep_temps and s.role is Role.TEMP
         tensors[s.name] = wrap(np.ascontiguousarray(array), output=kept)
     return tensors
@@ -114,7 +113,6 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
 
 def launches(cplan: OpenCLPlan) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
     """The storages (images or buffers) and the fp32-arithmetic kernels' NDRanges, API-neutral."""
-    tensors = tuple(GpuTensor(name=s.name, elements=int(np.prod(s.shape)), kind=s.kind.value) for s in cplan.storages)
-    return tensors, tuple(GpuDispatch(kernel=k.name, tensors=k.args, work_group=k.work_group_3d,
-                                      groups=three(tuple(g // w for g, w in zip(k.global_size, k.local_size))))
-                          for k in cplan.kernels)
+    return cplan.storages, tuple(GpuDispatch(kernel=k.name, tensors=k.args, work_group=k.work_group_3d,
+                                             groups=three(tuple(g // w for g, w in zip(k.global_size, k.local_size))))
+                                 for k in cplan.kernels)

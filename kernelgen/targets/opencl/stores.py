@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import kernelgen.expr as E
 from ..gpu.api import OPENCL
+from ..gpu.dispatch import GpuTensor
 from ..gpu.stores import tail_fill, vector_stores
 from .addressing import address, c_text, when
-from .model import Address, ConvOp, GroupStore, LaneStore, PixelStore, Storage, StoreMode, Types
+from .model import Address, ConvOp, GroupStore, LaneStore, PixelStore, StoreMode, Types
 from .names import NAMES
 
 LANES = "0123456789abcdef"
@@ -84,7 +85,7 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
     return tuple(out)
 
 
-def _residual(source: Storage, index: dict, block: E.Expr, vectors: int, width: int, out_c: int,
+def _residual(source: GpuTensor, index: dict, block: E.Expr, vectors: int, width: int, out_c: int,
               bounds: dict) -> tuple[tuple[Address | None, ...], ...]:
     """Per accumulator: where the input holds its channels at this pixel (texels of 4, or lanes)."""
     per_vector = []
@@ -107,7 +108,7 @@ def _cond(proved: str | bool) -> str | None:
     return None if proved is True else proved
 
 
-def _channel_deltas(dest: Storage, channels: list[int], base: E.Expr, bounds: dict) -> dict[int, tuple[int, ...]] | None:
+def _channel_deltas(dest: GpuTensor, channels: list[int], base: E.Expr, bounds: dict) -> dict[int, tuple[int, ...]] | None:
     """Address of channel base + cc minus that of channel base, per cc, when the same for every pixel.
 
     True for layouts whose channel terms involve no other dim (NHWC, blocked, the texture

@@ -38,6 +38,7 @@ from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...plan_types import OpGeometry, Plan
 from ..gpu.api import VULKAN
+from ..gpu.dispatch import GpuTensor, role_of
 from ..gpu.profiles import VULKAN_DEFAULTS
 from ..gpu.stores import tail_fill, vector_stores
 from ..gpu.tiles import TileAxis, TileGrid
@@ -152,20 +153,13 @@ class VulkanOp:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Buffer:
-    name: str  # input, filter1, temp1, output
-    elements: int  # scalars
-    packing: TensorLayout | None = None  # a filter in the target's own order (filters.py), not the config's
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class VulkanPlan:
     dtype: str
     short: str  # f32 / f16, as in seed 002's benchmark names
     scalar: str  # float / float16_t
     vec: str  # vec4 / f16vec4
     words: str  # u64vec4 / u64vec2: a chunk pair as 64-bit words (wide_store)
-    buffers: tuple[Buffer, ...]
+    buffers: tuple[GpuTensor, ...]  # layout: a filter in the target's own order (filters.py), not the config's
     ops: tuple[VulkanOp | VulkanPool, ...]
     loop_limit: int
     body_limit: int = MAX_UNROLLED_BODY
@@ -279,8 +273,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     packed = {nm: own for nm in names if nm.startswith("filter") and (own := packed_filter(tensors[nm])) is not None}
     layouts = {**tensors, **inter, **packed}
     # a bias is read a vec4 chunk (wide_store: a pair) at a time: zero-padded to whole pairs of chunks
-    buffers = tuple(Buffer(name=nm, elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
-                           math.prod(layouts[nm].flat_shape), packing=packed.get(nm)) for nm in names)
+    buffers = tuple(GpuTensor(name=nm, role=role_of(nm), layout=packed.get(nm),
+                              elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
+                              math.prod(layouts[nm].flat_shape)) for nm in names)
     number = {nm: i for i, nm in enumerate(names)}
     ops = []
     for j, op in enumerate(plan.ops, start=1):
