@@ -26,6 +26,7 @@ class Case:
     shape: list[int] | tuple[int, ...]
     ops: list[str] | tuple[str, ...]
     input_layout: str = "NHWC"
+    side_inputs: str | None = None  # the side_inputs map as a flow map: "{scale: {shape: [2, 1, 1, 10]}}"
     output_layout: str = "NHWC"
     schedule: str | None = "{}"
     dtype: str | None = None
@@ -50,9 +51,12 @@ def _op_line(op: str) -> str:
 
 
 def config_text(name: str, case: Case) -> str:
-    """The YAML text of `case` named `name`: name, dtype, input, ops, output, schedule, the blocks, targets."""
+    """The YAML text of `case` named `name`: name, dtype, input, side inputs, ops, output, schedule, the blocks,
+    targets."""
     text = f"name: {name}\n" + (f"dtype: {case.dtype}\n" if case.dtype else "")
-    text += f"input: {{shape: {list(case.shape)}, layout: {case.input_layout}}}\nops:\n"
+    text += f"input: {{shape: {list(case.shape)}, layout: {case.input_layout}}}\n"
+    text += f"side_inputs: {case.side_inputs}\n" if case.side_inputs else ""
+    text += "ops:\n"
     text += "".join(_op_line(op) for op in case.ops) + f"output: {{layout: {case.output_layout}}}\n"
     text += f"schedule: {case.schedule}\n" if case.schedule is not None else ""
     text += "".join(f"{key}: {value}\n" for key, value in case.blocks)
