@@ -26,13 +26,13 @@ class Case:
     shape: list[int] | tuple[int, ...]
     ops: list[str] | tuple[str, ...]
     input_layout: str = "NHWC"
-    side_inputs: str | None = None  # the side_inputs map as a flow map: "{scale: {shape: [2, 1, 1, 10]}}"
     output_layout: str = "NHWC"
     schedule: str | None = "{}"
     dtype: str | None = None
     blocks: tuple[tuple[str, str], ...] = ()
     targets: str | None = None
     expect: object = field(default=None, compare=False)
+    side_inputs: str | None = None  # the side_inputs map as a flow map: "{scale: {shape: [2, 1, 1, 10]}}"
 
     def with_(self, **changes) -> Case:
         return replace(self, **changes)

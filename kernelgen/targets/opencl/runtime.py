@@ -14,7 +14,7 @@ from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
 from ..gpu.dispatch import GpuDispatch, GpuTensor, Role, TensorKind, three
-from ..gpu.program import GpuProgram
+from ..gpu.program import GpuProgram, open_device
 from .args import Arg, BufferArg, ImageArg, Launch
 from .options import half_arithmetic
 from .plan import OpenCLPlan, check_device_limit
@@ -70,14 +70,10 @@ class OpenCLProgram(GpuProgram[OpenCLPlan]):
 
 
 def open_program(job: Job[OpenCLPlan], device: str | None) -> OpenCLProgram:
-    runner = OpenCLRunner(int(device) if device is not None and device.isdigit() else device)
     cplan = job.target_plan
+    runner = open_device(OpenCLRunner, device, lambda opened: check_device_limit(
+        job.config, cplan, opened.info.image2d_max, opened.info.name, opened.info.max_work_group_size))
     info = runner.info
-    try:
-        check_device_limit(job.config, cplan, info.image2d_max, info.name, info.max_work_group_size)
-    except Exception:  # a config this device cannot hold: no device left open
-        runner.close()
-        raise
     notes: tuple[str, ...] = ()
     cannot_run = ""
     if cplan.half_kernels and not info.has_fp16:

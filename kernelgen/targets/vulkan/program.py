@@ -17,7 +17,7 @@ from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
 from ..gpu.dispatch import GpuDispatch, GpuTensor
-from ..gpu.program import GpuProgram
+from ..gpu.program import GpuProgram, open_device
 from .code import compile_ops
 from .plan import VulkanPlan
 from .probes import PROBES
@@ -108,13 +108,7 @@ def check_device(vk: VulkanPlan, info) -> None:
 def compile_program(job: Job[VulkanPlan], device: str | None) -> VulkanProgram:
     vk = job.target_plan
     spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
-    runner = VulkanRunner(int(device) if device is not None and device.isdigit() else device)
-    try:
-        check_device(vk, runner.info)
-    except ToolchainError:
-        runner.close()
-        raise
-    return VulkanProgram(job, spirv, runner)
+    return VulkanProgram(job, spirv, open_device(VulkanRunner, device, lambda opened: check_device(vk, opened.info)))
 
 
 def label(vk: VulkanPlan) -> str:
