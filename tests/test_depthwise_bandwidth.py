@@ -117,12 +117,36 @@ def test_the_scalar_vector_macros_match_numpy(tmp_path, name):
 
 @requires_tool(*C_TOOLS)
 def test_the_c_triad_moves_its_arrays(tmp_path):
-    from kernelgen.targets.c.roofline import Probes
+    from kernelgen.measure.primitives import BANDWIDTH, FMA
+    from kernelgen.measure.probes import rate
+    from kernelgen.targets.c import C
+    from kernelgen.targets.c.roofline import TRIAD_BYTES, Probes
 
     probes = Probes(tmp_path, iterations=1000)
-    gbs = probes.triad_gbs()
+    (fma,), (triad,) = probes.records(FMA), probes.records(BANDWIDTH)
+    assert fma.work == 8 * 8 * 2 * 1000 and triad.work == 3 * TRIAD_BYTES  # 8 chains x 8 lanes x 2 FLOPs a step
+    gbs = rate(C(), None, triad, repeat=2)  # timed as beside a kernel: the c target's time primitive
     assert math.isfinite(gbs) and gbs > 0
     assert np.all(probes._a == 7.0)  # a = b + 3 c with b = 1, c = 2: every element written
+
+
+@requires_tool(*C_TOOLS)
+def test_the_roofline_peaks_are_the_probes_the_core_times(monkeypatch):
+    """bench --plot's roofs: the FMA chains and the triad, each through the core's probe timing (no loop of its
+    own), `repeat` runs each."""
+    from kernelgen.measure.primitives import BANDWIDTH, FMA
+    from kernelgen.targets.c import C, roofline
+
+    timed = []
+
+    def rate(target, executable, probe, *, repeat):
+        timed.append((target.name, probe.kind, probe.work, repeat))
+        return {FMA: 100.0, BANDWIDTH: 20.0}[probe.kind]
+
+    monkeypatch.setattr(roofline, "rate", rate)
+    peaks = roofline.measure_peaks(C(), repeat=3)
+    assert (peaks.gflops, peaks.bandwidth_gbs) == (100.0, 20.0)
+    assert timed == [("c", FMA, 8 * 8 * 2 * 20_000_000, 3), ("c", BANDWIDTH, 3 * roofline.TRIAD_BYTES, 3)]
 
 
 @requires_tool(*OPENCL)
