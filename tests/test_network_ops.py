@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from builders import Case, make_config, toolchain
 from click.testing import CliRunner
-from conftest import require_tools, requires_tool
+from conftest import require_tools
 
 from kernelgen import api
 from kernelgen.cli import main

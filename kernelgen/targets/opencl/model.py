@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...layout import TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...plan_types import OpGeometry, TextEnum

@@ -298,7 +298,8 @@ def _activation(config: Config, name: str, bound: TensorLayout, images: bool) ->
         raise _error(config, tensor_layout_key(config, name), f"the {name} tensor cannot be an image2d texture: "
                                                               f"{problem}")
     channels = bound.logical_shape[3]
-    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role_of(name) not in (Role.INPUT, Role.SIDE):
+    written = role_of(name) not in (Role.INPUT, Role.SIDE)  # by a kernel of the chain
+    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and written:
         raise _error(config, tensor_layout_key(config, name), f"{name} has {channels} channels, not a multiple of 4: "
                                                               f"texels are written whole, so its layout needs a "
                                                               f"pad_value (or 'undef')")
