@@ -137,7 +137,7 @@ class C(Target[CKernel, CLibrary]):
                                                                       f"the optimisation flags)", install_hint=""))
 
     def host_peaks(self) -> MachinePeaks:
-        return measure_peaks()
+        return measure_peaks(self)
 
     def build_flags(self, config: Config) -> BuildFlags:
         options = c_options(config)
@@ -175,8 +175,7 @@ class C(Target[CKernel, CLibrary]):
             return ()
         if executable.probes is None:
             executable.probes = Probes(executable.workdir, iterations=1000)
-        triad = executable.probes
-        return (Probe(kind=BANDWIDTH, work=triad.triad_bytes, device="host", shape="triad", kernel=triad.triad),)
+        return executable.probes.records(BANDWIDTH)
 
     def time(self, executable: CLibrary, args: KernelArgs | None, repeat: int,
              probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:
