@@ -20,7 +20,7 @@ from pathlib import Path
 from kernelgen.api import load_config
 from kernelgen.planner import plan
 from kernelgen.report import text_report
-from kernelgen.targets.c.roofline import measure_peaks
+from kernelgen.targets import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK = REPO / "configs" / "mobilenet_v2_block.yaml"
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--targets", nargs="+", default=["c", "opencl", "vulkan", "hvx"])
     parser.add_argument("--repeat", type=int, default=5)
     options = parser.parse_args()
-    peaks = measure_peaks()
+    peaks = TARGETS["c"].host_peaks()
     rows = []
     with tempfile.TemporaryDirectory(prefix="kernelgen-mnv2-") as tmp:
         configs = [("fused block", BLOCK)]

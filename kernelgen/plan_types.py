@@ -13,7 +13,7 @@ from typing import Any, Union
 
 from .expr import Expr, evaluate
 from .layout import PadKind, TensorLayout
-from .ops import IDENTITY, Activation, Clamp, HardSigmoid
+from .ops import IDENTITY, Activation, Clamp
 from .ops.statements import BIAS, RESIDUAL, Assign
 
 Shape = tuple[int, int, int, int]  # logical NHWC
@@ -251,10 +251,6 @@ class Epilogue:
     def clamp(self) -> tuple[float, float] | None:
         """A clamp activation's bounds (relu: (0, inf)); None for any other."""
         return self.act.bounds if isinstance(self.act, Clamp) else None
-
-    @property
-    def hard(self) -> HardSigmoid | None:
-        return self.act if isinstance(self.act, HardSigmoid) else None
 
     @property
     def steps(self) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ class Case:
     blocks: tuple[tuple[str, str], ...] = ()
     targets: str | None = None
     expect: object = field(default=None, compare=False)
+    side_inputs: str | None = None  # the side_inputs map as a flow map: "{scale: {shape: [2, 1, 1, 10]}}"
 
     def with_(self, **changes) -> Case:
         return replace(self, **changes)
@@ -50,9 +51,12 @@ def _op_line(op: str) -> str:
 
 
 def config_text(name: str, case: Case) -> str:
-    """The YAML text of `case` named `name`: name, dtype, input, ops, output, schedule, the blocks, targets."""
+    """The YAML text of `case` named `name`: name, dtype, input, side inputs, ops, output, schedule, the blocks,
+    targets."""
     text = f"name: {name}\n" + (f"dtype: {case.dtype}\n" if case.dtype else "")
-    text += f"input: {{shape: {list(case.shape)}, layout: {case.input_layout}}}\nops:\n"
+    text += f"input: {{shape: {list(case.shape)}, layout: {case.input_layout}}}\n"
+    text += f"side_inputs: {case.side_inputs}\n" if case.side_inputs else ""
+    text += "ops:\n"
     text += "".join(_op_line(op) for op in case.ops) + f"output: {{layout: {case.output_layout}}}\n"
     text += f"schedule: {case.schedule}\n" if case.schedule is not None else ""
     text += "".join(f"{key}: {value}\n" for key, value in case.blocks)

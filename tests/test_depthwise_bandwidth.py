@@ -9,57 +9,54 @@ import math
 
 import numpy as np
 import pytest
+from builders import Case, config_text, make_config, toolchain
 from click.testing import CliRunner
 from conftest import requires_tool
 
-from kernelgen.api import jobs, parse_config, validate
+from kernelgen.api import jobs, validate
 from kernelgen.cli import main
 from kernelgen.measure.compare import compare
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets.c import C
 from kernelgen.targets.c.toolchain import Library, build_shared
 
-VULKAN = ("glslangValidator", "py:vulkan")
+C_TOOLS, OPENCL, VULKAN = (toolchain(target) for target in ("c", "opencl", "vulkan"))  # each target's own list
 ROW_RUN = "/* one run of consecutive elements per window row */"
 
-# name: (input shape, conv2d ops, input layout, schedule)
+# conv2d ops on NHWC (input and output) for the c target; the schedule each case tests
+DEPTHWISE_C = Case((), (), schedule="auto", targets="[c]")
 CASES = {
-    "s1_channels_20_odd_size": ([1, 13, 11, 20], ["{out_channels: 20, kernel: 3, pad: 1, groups: 20, bias: true, "
-                                                  "activation: relu6}"], "NHWC", "auto"),
-    "s2_channels_96_k_split_3": ([1, 15, 17, 96], ["{out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, "
-                                                   "bias: true, activation: relu6}"], "NHWC",
-                                 "{k_block: 16, k_split: 3, h_block: 4}"),
+    "s1_channels_20_odd_size": DEPTHWISE_C.with_(shape=[1, 13, 11, 20], ops=[
+        "{out_channels: 20, kernel: 3, pad: 1, groups: 20, bias: true, activation: relu6}"]),
+    "s2_channels_96_k_split_3": DEPTHWISE_C.with_(shape=[1, 15, 17, 96], ops=[
+        "{out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, bias: true, activation: relu6}"],
+        schedule="{k_block: 16, k_split: 3, h_block: 4}"),
     # one channel stripe wider than the op (5 blocks of 32 > 144): only the op's 18 vectors are summed, read in place
-    "s1_channels_144_stripe_160": ([1, 9, 10, 144], ["{out_channels: 144, kernel: 3, pad: 1, groups: 144, bias: true, "
-                                                     "activation: relu6}"], "NHWC", "{k_block: 32, k_split: 5}"),
+    "s1_channels_144_stripe_160": DEPTHWISE_C.with_(shape=[1, 9, 10, 144], ops=[
+        "{out_channels: 144, kernel: 3, pad: 1, groups: 144, bias: true, activation: relu6}"],
+        schedule="{k_block: 32, k_split: 5}"),
     # channels no vector width divides: the planner's loops (channel vectors need whole runs of 8), still right
-    "s2_channels_100_planner_loops": ([1, 15, 17, 100], ["{out_channels: 100, kernel: 3, stride: 2, pad: 1, "
-                                                         "groups: 100, bias: true, activation: relu6}"], "NHWC", "auto"),
-    "pad_0_no_epilogue": ([1, 9, 14, 24], ["{out_channels: 24, kernel: 3, groups: 24}"], "NHWC",
-                          "{k_block: 8, k_split: 2}"),
-    "dilation_2_batch_2": ([2, 12, 9, 16], ["{out_channels: 16, kernel: 3, dilation: 2, pad: 2, groups: 16, "
-                                            "bias: true}"], "NHWC", "{k_block: 8, w_block: 4, w_split: 1}"),
-    "s2_pad_0_channel_stripes": ([1, 16, 16, 40], ["{out_channels: 40, kernel: 3, stride: 2, groups: 40, "
-                                                   "activation: relu6}"], "NHWC", "{k_block: 8, k_split: 2}"),
-    "depthwise_chain_residual": ([1, 10, 11, 24], ["{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, "
-                                                   "activation: relu6}",
-                                                   "{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, "
-                                                   "residual: input}"], "NHWC", "{k_block: 8, k_split: 3, h_block: 3}"),
-    "nchw_pixel_vectors_fall_back": ([1, 9, 12, 16], ["{out_channels: 16, kernel: 3, pad: 1, groups: 16, "
-                                                      "bias: true, activation: relu6}"], "NCHW", "{k_block: 8}"),
+    "s2_channels_100_planner_loops": DEPTHWISE_C.with_(shape=[1, 15, 17, 100], ops=[
+        "{out_channels: 100, kernel: 3, stride: 2, pad: 1, groups: 100, bias: true, activation: relu6}"]),
+    "pad_0_no_epilogue": DEPTHWISE_C.with_(shape=[1, 9, 14, 24], ops=["{out_channels: 24, kernel: 3, groups: 24}"],
+                                           schedule="{k_block: 8, k_split: 2}"),
+    "dilation_2_batch_2": DEPTHWISE_C.with_(shape=[2, 12, 9, 16], ops=[
+        "{out_channels: 16, kernel: 3, dilation: 2, pad: 2, groups: 16, bias: true}"],
+        schedule="{k_block: 8, w_block: 4, w_split: 1}"),
+    "s2_pad_0_channel_stripes": DEPTHWISE_C.with_(shape=[1, 16, 16, 40], ops=[
+        "{out_channels: 40, kernel: 3, stride: 2, groups: 40, activation: relu6}"], schedule="{k_block: 8, k_split: 2}"),
+    "depthwise_chain_residual": DEPTHWISE_C.with_(shape=[1, 10, 11, 24], ops=[
+        "{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, activation: relu6}",
+        "{out_channels: 24, kernel: 3, pad: 1, groups: 24, bias: true, residual: input}"],
+        schedule="{k_block: 8, k_split: 3, h_block: 3}"),
+    "nchw_pixel_vectors_fall_back": DEPTHWISE_C.with_(shape=[1, 9, 12, 16], ops=[
+        "{out_channels: 16, kernel: 3, pad: 1, groups: 16, bias: true, activation: relu6}"], input_layout="NCHW",
+        output_layout="NCHW", schedule="{k_block: 8}"),
 }
 
 
-def _config(name: str, extra: str = ""):
-    shape, ops, layout, schedule = CASES[name]
-    lines = "".join(f"  - conv2d: {op}\n" for op in ops)
-    text = (f"name: {name}\ninput: {{shape: {shape}, layout: {layout}}}\nops:\n{lines}output: {{layout: {layout}}}\n"
-            f"schedule: {schedule}\ntargets: [c]\n{extra}")
-    return parse_config(text, f"{name}.yaml")
-
-
 def _text(name: str) -> str:
-    return jobs(_config(name), ("c",))["c"].files[f"{name}.c"]
+    return jobs(make_config(name, CASES[name]), ("c",))["c"].files[f"{name}.c"]
 
 
 def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
@@ -73,9 +70,8 @@ def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
     # op 1 reads the input itself, zeros for the padding taps: no input cache read at all
     assert "kg_zeros" in text and ROW_RUN not in text and "input_cache[" not in text
     # a dense conv over the same input still reads its window as row runs
-    dense = parse_config("name: dense\ninput: {shape: [1, 15, 17, 96], layout: NHWC}\nops:\n"
-                         "  - conv2d: {out_channels: 16, kernel: 3, pad: 1}\noutput: {layout: NHWC}\n"
-                         "schedule: {k_block: 16}\ntargets: [c]\n", "dense.yaml")
+    dense = make_config("dense", DEPTHWISE_C.with_(shape=[1, 15, 17, 96], ops=["{out_channels: 16, kernel: 3, pad: 1}"],
+                                                   schedule="{k_block: 16}"))
     assert ROW_RUN in jobs(dense, ("c",))["c"].files["dense.c"]
 
 
@@ -93,23 +89,22 @@ def test_the_input_read_keeps_the_planners_loops_where_a_row_is_not_one_run():
     assert ROW_RUN not in text
     assert "for (int ko_inner = 0;" in text[text.index("(register-blocked micro-kernel)"):]
     # input-channel chunks: the window holds a chunk of the channels, a row of the input more
-    chunked = parse_config("name: chunked\ninput: {shape: [1, 8, 8, 32], layout: NHWC}\nops:\n"
-                           "  - conv2d: {out_channels: 8, kernel: 3, pad: 1}\noutput: {layout: NHWC}\n"
-                           "schedule: {k_block: 8, c_split: 2}\ntargets: [c]\n", "chunked.yaml")
+    chunked = make_config("chunked", DEPTHWISE_C.with_(shape=[1, 8, 8, 32], ops=["{out_channels: 8, kernel: 3, pad: 1}"],
+                                                       schedule="{k_block: 8, c_split: 2}"))
     assert ROW_RUN not in jobs(chunked, ("c",))["c"].files["chunked.c"]
 
 
-@requires_tool("gcc")
+@requires_tool(*C_TOOLS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_depthwise_tiles_match_numpy(name):
-    result = validate(_config(name), "c")
+    result = validate(make_config(name, CASES[name]), "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-@requires_tool("gcc")
+@requires_tool(*C_TOOLS)
 @pytest.mark.parametrize("name", ["s2_channels_96_k_split_3", "depthwise_chain_residual"])
 def test_the_scalar_vector_macros_match_numpy(tmp_path, name):
-    config = _config(name)
+    config = make_config(name, CASES[name])
     job = jobs(config, ("c",))["c"]
     exe = C().compile(job, tmp_path)
     library = Library(build_shared([tmp_path / f"{name}.c"], tmp_path / "libscalar.so",
@@ -120,17 +115,41 @@ def test_the_scalar_vector_macros_match_numpy(tmp_path, name):
     assert compare(config, job.plan, "c", 5, args, {0xFF: arrays[-2]}).passed
 
 
-@requires_tool("gcc")
+@requires_tool(*C_TOOLS)
 def test_the_c_triad_moves_its_arrays(tmp_path):
-    from kernelgen.targets.c.roofline import Probes
+    from kernelgen.measure.primitives import BANDWIDTH, FMA
+    from kernelgen.measure.probes import rate
+    from kernelgen.targets.c import C
+    from kernelgen.targets.c.roofline import TRIAD_BYTES, Probes
 
     probes = Probes(tmp_path, iterations=1000)
-    gbs = probes.triad_gbs()
+    (fma,), (triad,) = probes.records(FMA), probes.records(BANDWIDTH)
+    assert fma.work == 8 * 8 * 2 * 1000 and triad.work == 3 * TRIAD_BYTES  # 8 chains x 8 lanes x 2 FLOPs a step
+    gbs = rate(C(), None, triad, repeat=2)  # timed as beside a kernel: the c target's time primitive
     assert math.isfinite(gbs) and gbs > 0
     assert np.all(probes._a == 7.0)  # a = b + 3 c with b = 1, c = 2: every element written
 
 
-@requires_tool("py:pyopencl")
+@requires_tool(*C_TOOLS)
+def test_the_roofline_peaks_are_the_probes_the_core_times(monkeypatch):
+    """bench --plot's roofs: the FMA chains and the triad, each through the core's probe timing (no loop of its
+    own), `repeat` runs each."""
+    from kernelgen.measure.primitives import BANDWIDTH, FMA
+    from kernelgen.targets.c import C, roofline
+
+    timed = []
+
+    def rate(target, executable, probe, *, repeat):
+        timed.append((target.name, probe.kind, probe.work, repeat))
+        return {FMA: 100.0, BANDWIDTH: 20.0}[probe.kind]
+
+    monkeypatch.setattr(roofline, "rate", rate)
+    peaks = roofline.measure_peaks(C(), repeat=3)
+    assert (peaks.gflops, peaks.bandwidth_gbs) == (100.0, 20.0)
+    assert timed == [("c", FMA, 8 * 8 * 2 * 20_000_000, 3), ("c", BANDWIDTH, 3 * roofline.TRIAD_BYTES, 3)]
+
+
+@requires_tool(*OPENCL)
 def test_the_opencl_triad_moves_the_bytes_it_claims():
     from kernelgen.targets.opencl.probes import bandwidth_probe
     from kernelgen.targets.opencl.toolchain import OpenCLRunner
@@ -166,8 +185,7 @@ def test_the_vulkan_triad_moves_the_bytes_it_claims():
 
 def _bench_json(tmp_path, ops: str, target: str) -> dict:
     config = tmp_path / "bw.yaml"
-    config.write_text(f"name: bw\ninput: {{shape: [1, 10, 12, 16], layout: NHWC}}\nops:\n  - conv2d: {ops}\n"
-                      f"output: {{layout: NHWC}}\ntargets: [c, opencl, vulkan]\n")
+    config.write_text(config_text("bw", Case([1, 10, 12, 16], [ops], schedule=None, targets="[c, opencl, vulkan]")))
     result = CliRunner().invoke(main, ["bench", str(config), "--target", target, "--repeat", "2", "--json"])
     assert result.exit_code == 0, result.output
     (row, *_) = json.loads(result.output)["results"]
@@ -177,7 +195,7 @@ def _bench_json(tmp_path, ops: str, target: str) -> dict:
 DEPTHWISE = "{out_channels: 16, kernel: 3, pad: 1, groups: 16, bias: true, activation: relu6}"
 
 
-@requires_tool("gcc")
+@requires_tool(*C_TOOLS)
 def test_bench_reports_bandwidth_for_depthwise_only(tmp_path):
     row = _bench_json(tmp_path, DEPTHWISE, "c")
     assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["gbs"] > 0
@@ -186,7 +204,7 @@ def test_bench_reports_bandwidth_for_depthwise_only(tmp_path):
     assert "peak_gbs" not in dense and "bandwidth_ratio" not in dense and dense["gbs"] > 0
 
 
-@requires_tool("py:pyopencl")
+@requires_tool(*OPENCL)
 def test_opencl_bench_reports_bandwidth_for_depthwise(tmp_path):
     row = _bench_json(tmp_path, DEPTHWISE, "opencl")
     assert row["peak_gbs"] > 0 and row["bandwidth_ratio"] > 0 and row["peak_gflops"] > 0
@@ -199,7 +217,7 @@ def test_vulkan_bench_reports_bandwidth_for_depthwise(tmp_path):
 
 
 def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
-    job = jobs(_config("s1_channels_144_stripe_160"), ("c",))["c"]
+    job = jobs(make_config("s1_channels_144_stripe_160", CASES["s1_channels_144_stripe_160"]), ("c",))["c"]
     (tile,) = job.target_plan.tiles
     assert (tile.k_block, tile.live_vectors, tile.groups, tile.direct is not None) == (160, 18, 9, True)
     text = job.files["s1_channels_144_stripe_160.c"]

@@ -39,7 +39,7 @@ def test_a_pool_is_one_grid_cut_by_each_apis_group_limit(h, w):
     plan, (maxpool, _) = _pool_geometry(h, w)
     source = plan.tensors[0].layout  # the input, NHWC: the maxpool keeps its shape
     items = h * w  # 64 channels a pixel: one group of 64 work-items
-    cl, vk = (pool_work(a, maxpool, source, source, 64) for a in (OPENCL, VULKAN))
+    cl, vk = (pool_work(a, maxpool, source, source) for a in (OPENCL, VULKAN))
     assert cl.source_index == vk.source_index == f"((n*{h * w * 64})+(ih*{w * 64})+(iw*64)+c)"
     assert cl.dest_index == vk.dest_index == f"((n*{h * w * 64})+(oh*{w * 64})+(ow*64)+c)"
     assert cl.total == vk.total == h * w * 64

@@ -5,50 +5,48 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from builders import Case, make_config, toolchain
 from click.testing import CliRunner
 
 import kernelgen
 from conftest import require_tools, requires_tool
 from kernelgen.cli import main
-from kernelgen.api import parse_config
 from kernelgen.errors import ConfigError
+from kernelgen.ops import HardSigmoid
 from kernelgen.quant import op_quants
 from kernelgen.reference_quant import op_output
 
-TOOLS = ("clang-19", "ld.lld-19", "qemu-hexagon")
+TOOLS = toolchain("hvx")
 ONNX = ("py:onnx", "py:onnxruntime")
-QUANT = ("quant: {{input_scale: 0.02, input_zero_point: 7, weight_scale: 0.004, weight_dtype: int8, output_scale: "
-         "0.03, output_zero_point: 100, intermediate_scale: 0.021, intermediate_zero_point: 9, requantization: {form}}}")
+QUANT = ("{{input_scale: 0.02, input_zero_point: 7, weight_scale: 0.004, weight_dtype: int8, output_scale: 0.03, "
+         "output_zero_point: 100, intermediate_scale: 0.021, intermediate_zero_point: 9, requantization: {form}}}")
+UINT8 = Case((), (), input_layout="nhwc-8h8w32c", output_layout="nhwc-8h8w32c", schedule=None, dtype="uint8",
+             targets="[hvx]")
 
 # odd shapes: channels no multiple of 32 (or 4), widths no multiple of 8, batch 2, padded and stride-2 windows
 CHAINS = {
-    "conv, padded 3x3 stride-2 max pool, 1x1": (
-        "input: {{shape: [2, 13, 11, 40], layout: nhwc-8h8w32c}}\n" + QUANT + "\nops:\n"
-        "  - conv2d: {{out_channels: 36, kernel: 3, pad: 1, bias: true, activation: relu}}\n"
-        "  - maxpool: {{kernel: 3, stride: 2, pad: 1}}\n"
-        "  - conv2d: {{out_channels: 20, kernel: 1}}\n"),
-    "max pools first and last, asymmetric padding": (
-        "input: {{shape: [2, 15, 13, 33], layout: nhwc-8h8w32c}}\n" + QUANT + "\nops:\n"
-        "  - maxpool: {{kernel: 3, stride: 2, pad: 1}}\n"
-        "  - conv2d: {{out_channels: 20, kernel: 3, pad: 1, bias: true}}\n"
-        "  - maxpool: {{kernel: 2, stride: 2, pad: [0, 0, 1, 1]}}\n"),
-    "the classifier head: conv, global average pool, fc": (
-        "input: {{shape: [2, 7, 9, 70], layout: nhwc-8h8w32c}}\n" + QUANT + "\nops:\n"
-        "  - conv2d: {{out_channels: 45, kernel: 1, bias: true, activation: relu6}}\n"
-        "  - global_avgpool: {{quant: {{output_scale: 0.011, output_zero_point: 4}}}}\n"
-        "  - conv2d: {{out_channels: 37, kernel: 1, bias: true}}\n"),
-    "a two-branch add: stride-2 conv + a side input": (
-        "input: {{shape: [2, 9, 11, 40], layout: nhwc-8h8w32c}}\n"
-        "side_inputs: {{branch: {{shape: [2, 5, 6, 36], layout: nhwc-8h8w32c, scale: 0.04, zero_point: 130}}}}\n"
-        + QUANT + "\nops:\n"
-        "  - conv2d: {{out_channels: 36, kernel: 3, stride: 2, pad: 1, bias: true, residual: branch, activation: relu, "
-        "quant: {{conv_scale: 0.05, conv_zero_point: 120}}}}\n"),
+    "conv, padded 3x3 stride-2 max pool, 1x1": UINT8.with_(shape=[2, 13, 11, 40], ops=[
+        "{out_channels: 36, kernel: 3, pad: 1, bias: true, activation: relu}",
+        "maxpool: {kernel: 3, stride: 2, pad: 1}",
+        "{out_channels: 20, kernel: 1}"]),
+    "max pools first and last, asymmetric padding": UINT8.with_(shape=[2, 15, 13, 33], ops=[
+        "maxpool: {kernel: 3, stride: 2, pad: 1}",
+        "{out_channels: 20, kernel: 3, pad: 1, bias: true}",
+        "maxpool: {kernel: 2, stride: 2, pad: [0, 0, 1, 1]}"]),
+    "the classifier head: conv, global average pool, fc": UINT8.with_(shape=[2, 7, 9, 70], ops=[
+        "{out_channels: 45, kernel: 1, bias: true, activation: relu6}",
+        "global_avgpool: {quant: {output_scale: 0.011, output_zero_point: 4}}",
+        "{out_channels: 37, kernel: 1, bias: true}"]),
+    "a two-branch add: stride-2 conv + a side input": UINT8.with_(
+        shape=[2, 9, 11, 40], side_inputs="{branch: {shape: [2, 5, 6, 36], layout: nhwc-8h8w32c, scale: 0.04, "
+                                          "zero_point: 130}}",
+        ops=["{out_channels: 36, kernel: 3, stride: 2, pad: 1, bias: true, residual: branch, activation: relu, "
+             "quant: {conv_scale: 0.05, conv_zero_point: 120}}"]),
 }
 
 
 def _config(case: str, form: str):
-    text = f"name: q\ndtype: uint8\n{CHAINS[case].format(form=form)}output: {{layout: nhwc-8h8w32c}}\ntargets: [hvx]\n"
-    return parse_config(text, "q.yaml")
+    return make_config("q", CHAINS[case].with_block("quant", QUANT.format(form=form)))
 
 
 @requires_tool(*TOOLS)
@@ -77,16 +75,16 @@ def test_global_average_pool_is_onnxruntimes_qlinear_form():
 def test_global_average_pool_takes_any_scale_in_float32():
     """The pool's float32 requantization is scalar float in the kernel: a scale past 1 (an output scale finer than
     the input's over the pixels) is no error there, as it is for the fixed-point form's Q31 multiplier."""
-    def text(form: str) -> str:
-        return ("name: q\ndtype: uint8\ninput: {shape: [1, 2, 2, 40], layout: nhwc-8h8w32c}\n"
-                f"quant: {{input_scale: 0.02, input_zero_point: 7, requantization: {form}}}\n"
-                "ops:\n  - global_avgpool: {quant: {output_scale: 0.0001, output_zero_point: 4}}\n"
-                "output: {layout: nhwc-8h8w32c}\ntargets: [hvx]\n")
+    def config(form: str):
+        pool = UINT8.with_(shape=[1, 2, 2, 40], ops=["global_avgpool: {quant: {output_scale: 0.0001, "
+                                                     "output_zero_point: 4}}"])
+        return make_config("q", pool.with_block("quant", f"{{input_scale: 0.02, input_zero_point: 7, "
+                                                         f"requantization: {form}}}"))
 
-    (gap,) = op_quants(parse_config(text("float32"), "q.yaml"))
+    (gap,) = op_quants(config("float32"))
     assert gap.float_requants[0].scale == pytest.approx(0.02 / (0.0001 * 4)) and not gap.requants
     with pytest.raises(ConfigError, match=r"global_avgpool\.quant\.output_scale: the requantization multiplier"):
-        op_quants(parse_config(text("fixed_point"), "q.yaml"))
+        op_quants(config("fixed_point"))
 
 
 def test_uint8_max_pool_skips_padding_even_below_the_zero_point():
@@ -122,7 +120,7 @@ def test_qdq_networks_import_whole_and_run_bit_exact_on_hvx(shape, per_channel, 
     assert kinds == {"conv2d", "avgpool"} | {"classifier_network": {"maxpool"}, "squeeze_excite_network": {"mul"}}.get(
         shape, set())
     if shape == "squeeze_excite_network":  # the gates are byte tables after their convs
-        gates = [op.hard.name for s in network.kernels for op in s.config.ops if op.hard is not None]
+        gates = [op.act.name for s in network.kernels for op in s.config.ops if isinstance(op.act, HardSigmoid)]
         assert sorted(gates) == ["hardsigmoid", "hardswish", "hardswish"]
     if shape == "classifier_network":  # the downsample branch is the block's side input
         assert any(s.config.side_inputs for s in network.kernels)
@@ -142,8 +140,6 @@ def test_gate_tables_are_onnxruntimes_bytes(gate):
     gate in float32; so does the table)."""
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
-
-    from kernelgen.ops.hard_gates import HardSigmoid
 
     rng = np.random.default_rng(29)
     alpha, beta = (1 / 6, 0.5) if gate == "HardSwish" else (0.2, 0.4)

@@ -9,14 +9,16 @@ import re
 
 import numpy as np
 import pytest
+from builders import toolchain
 from click.testing import CliRunner
 from conftest import require_tools
 from onnx import numpy_helper
 
 from kernelgen import api
 from kernelgen.cli import main
+from kernelgen.targets import TARGETS
 
-TOOLS = {"c": ("gcc",), "opencl": ("py:pyopencl",), "vulkan": ("glslangValidator", "py:vulkan")}
+TOOLS = {name: toolchain(name) for name in TARGETS}  # each target's own list (`kernelgen targets`)
 ONNX = ("py:onnx", "py:onnxruntime")
 
 

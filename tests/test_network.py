@@ -7,15 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import toolchain
 from click.testing import CliRunner
 from conftest import require_tools, requires_tool
 
 import kernelgen
 from kernelgen.cli import main
+from kernelgen.targets import TARGETS
 
 ONNX = ("py:onnx", "py:onnxruntime")
-TOOLS = {"c": ("gcc",), "opencl": ("py:pyopencl",), "vulkan": ("glslangValidator", "py:vulkan"),
-         "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon")}
+TOOLS = {name: toolchain(name) for name in TARGETS}  # each target's own list (`kernelgen targets`)
 
 
 def _imported(tmp_path: Path, name: str, model, *extra: str) -> Path:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from builders import Case, make_config, toolchain
 from click.testing import CliRunner
-from conftest import require_tools, requires_tool
+from conftest import require_tools
 
 from kernelgen import api
 from kernelgen.cli import main
@@ -18,57 +19,41 @@ from kernelgen.measure.records import Status
 from kernelgen.measure.validate import validate as validate_job
 from kernelgen.targets import TARGETS
 
-TOOLS = {"c": ("gcc",), "hvx": ("clang-19", "ld.lld-19", "qemu-hexagon"), "opencl": ("py:pyopencl",),
-         "vulkan": ("glslangValidator", "py:vulkan")}
+TOOLS = {name: toolchain(name) for name in TARGETS}  # each target's own list (`kernelgen targets`)
 ONNX = ("py:onnx", "py:onnxruntime")
 
 # ResNet's stem and head at odd sizes: a stride-2 conv, a padded 3x3 stride-2 max pool fused after it, average pools
 # that exclude and include the padding, a conv, the global pool and the classifier (a 1x1 conv on a 1x1 image)
-POOLS = """\
-name: pools
-input: {shape: [2, 17, 15, 6]}
-ops:
-  - conv2d: {out_channels: 10, kernel: 3, stride: 2, pad: 1, bias: true, activation: relu}
-  - maxpool: {kernel: 3, stride: 2, pad: 1}
-  - avgpool: {kernel: 3, pad: 1}
-  - avgpool: {kernel: 2, stride: 2, pad: [1, 0, 0, 1], count_include_pad: true}
-  - conv2d: {out_channels: 7, kernel: 1, bias: true, activation: hardswish}
-  - global_avgpool: {}
-  - conv2d: {out_channels: 5, kernel: 1, bias: true}
-"""
+POOLS = Case([2, 17, 15, 6], ["{out_channels: 10, kernel: 3, stride: 2, pad: 1, bias: true, activation: relu}",
+                              "maxpool: {kernel: 3, stride: 2, pad: 1}",
+                              "avgpool: {kernel: 3, pad: 1}",
+                              "avgpool: {kernel: 2, stride: 2, pad: [1, 0, 0, 1], count_include_pad: true}",
+                              "{out_channels: 7, kernel: 1, bias: true, activation: hardswish}",
+                              "global_avgpool: {}",
+                              "{out_channels: 5, kernel: 1, bias: true}"])
 
 # squeeze-excite's tail and a two-branch add: the block's tensor times one factor per image and channel, a 1x1
 # projection, + the other branch (held in NCHW, unlike the chain)
-SIDES = """\
-name: sides
-input: {shape: [2, 7, 5, 10]}
-side_inputs:
-  scale: {shape: [2, 1, 1, 10]}
-  shortcut: {shape: [2, 4, 3, 6], layout: NCHW}
-ops:
-  - mul: {by: scale}
-  - conv2d: {out_channels: 6, kernel: 3, stride: 2, pad: 1, bias: true, residual: shortcut, activation: relu}
-"""
+SIDES = Case([2, 7, 5, 10], ["mul: {by: scale}",
+                             "{out_channels: 6, kernel: 3, stride: 2, pad: 1, bias: true, residual: shortcut, "
+                             "activation: relu}"],
+             side_inputs="{scale: {shape: [2, 1, 1, 10]}, shortcut: {shape: [2, 4, 3, 6], layout: NCHW}}")
 
 
 # pools writing layouts whose channel padding must hold pad_value (a consumer reads it against zero filter channels)
-POOL_PADDING = """\
-name: pool_padding
-input: {shape: [2, 7, 6, 6], layout: {map: nhwc-8c, pad_value: 0}}
-ops:
-  - maxpool: {kernel: 3, stride: 2, pad: 1}
-  - conv2d: {out_channels: 5, kernel: 3, pad: 1}
-  - avgpool: {kernel: 2}
-output: {layout: {map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}}
-"""
+POOL_PADDING = Case([2, 7, 6, 6], ["maxpool: {kernel: 3, stride: 2, pad: 1}", "{out_channels: 5, kernel: 3, pad: 1}",
+                                   "avgpool: {kernel: 2}"],
+                    input_layout="{map: nhwc-8c, pad_value: 0}",
+                    output_layout='{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}')
+CASES = {"pools": POOLS, "sides": SIDES, "pool_padding": POOL_PADDING}
 
 
-def _config(text: str, target: str):
-    return api.parse_config(text + f"targets: [{target}]\n", "ops.yaml")
+def _config(name: str, target: str):
+    return make_config(name, CASES[name].with_(targets=f"[{target}]"))
 
 
 def test_the_pools_plan_as_a_chain():
-    plan = api.plan(_config(POOLS, "c"))
+    plan = api.plan(_config("pools", "c"))
     assert [(op.kind, op.out_shape) for op in plan.ops] == [
         ("conv2d", (2, 9, 8, 10)), ("maxpool", (2, 5, 4, 10)), ("avgpool", (2, 5, 4, 10)),
         ("avgpool", (2, 3, 2, 10)), ("conv2d", (2, 3, 2, 7)), ("avgpool", (2, 1, 1, 7)), ("conv2d", (2, 1, 1, 5))]
@@ -76,23 +61,23 @@ def test_the_pools_plan_as_a_chain():
                                               "output"]  # pools read no filter
     # one max or add per tap: the max pool's 5 x 4 x 10 outputs each over a 3x3 window
     assert plan.ops[1].flops == 2 * 5 * 4 * 10 * 9 and plan.ops[0].flops == 2 * 2 * 9 * 8 * 10 * 6 * 9
-    sides = api.plan(_config(SIDES, "c"))
+    sides = api.plan(_config("sides", "c"))
     assert [t.name for t in sides.tensors] == ["input", "filter2", "bias2", "side_scale", "side_shortcut", "output"]
 
 
-@pytest.mark.parametrize("text", [POOLS, SIDES, POOL_PADDING], ids=["pools", "sides", "padding"])
+@pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("target", ["c", "hvx", "opencl", "vulkan"])
-def test_every_target_matches_numpy(target, text):
+def test_every_target_matches_numpy(target, name):
     require_tools(*TOOLS[target])
-    result = api.validate(_config(text, target), target, seed=3)
+    result = api.validate(_config(name, target), target, seed=3)
     assert result.passed, f"{result.detail} (seed {result.seed})"
     assert result.checked == "op-by-op" and result.bound_ratio <= 1.0
 
 
 def test_a_lone_pool_is_a_kernel_of_its_own():
     require_tools(*TOOLS["c"])
-    config = api.parse_config("name: pool\ninput: {shape: [1, 9, 11, 3], layout: NCHW}\nops:\n"
-                              "  - maxpool: {kernel: [3, 2], stride: [2, 3], pad: [1, 1, 0, 1]}\n", "pool.yaml")
+    config = make_config("pool", Case([1, 9, 11, 3], ["maxpool: {kernel: [3, 2], stride: [2, 3], pad: [1, 1, 0, 1]}"],
+                                      input_layout="NCHW", schedule=None))
     assert config.ops[0].pool and api.plan(config).caches[0].name == "input"  # no filter cache
     result = api.validate(config, "c", seed=4)
     assert result.passed, result.detail
@@ -106,7 +91,7 @@ WRONG_DIVISOR = {"c": ("acc[ki] / (float)((", "acc[ki] / 9.0f + 0.0f * (float)((
 @pytest.mark.parametrize("target", sorted(WRONG_DIVISOR))
 def test_a_pool_that_counts_its_padding_fails(target):
     require_tools(*TOOLS[target])
-    job = api.jobs(_config(POOLS, target), (target,))[target]
+    job = api.jobs(_config("pools", target), (target,))[target]
     old, new = WRONG_DIVISOR[target]
     name = next(n for n, text in job.files.items() if old in text)
     broken = replace(job, files={**job.files, name: job.files[name].replace(old, new, 1)})
@@ -194,12 +179,12 @@ def test_vulkan_bounds_the_gathers_of_a_grouped_conv_on_scalar_reads():
     not compile it in 600 s; at 1x3x8 both ops of its block compile cold in about 10 s); an explicit tile stays."""
     from kernelgen.targets.vulkan.plan import GROUPED_GATHER_LIMIT
 
-    text = ("name: dw\ninput: {shape: [1, 28, 28, 96], layout: NCHW}\nops:\n"
-            "  - conv2d: {out_channels: 96, kernel: 5, stride: 2, pad: 2, groups: 96}\n")
-    op = api.jobs(_config(text, "vulkan"), ("vulkan",))["vulkan"].target_plan.ops[0]
+    dw = Case([1, 28, 28, 96], ["{out_channels: 96, kernel: 5, stride: 2, pad: 2, groups: 96}"], input_layout="NCHW",
+              schedule=None, targets="[vulkan]")
+    op = api.jobs(make_config("dw", dw), ("vulkan",))["vulkan"].target_plan.ops[0]
     ioh, iow, chunks = op.ivc_tile
     assert ioh * iow * chunks * 5 <= GROUPED_GATHER_LIMIT < 4 * 14 * 2 * 5
-    explicit = api.jobs(_config(text + "vulkan: {ivc_tile: [4, 14, 8]}\n", "vulkan"), ("vulkan",))["vulkan"]
+    explicit = api.jobs(make_config("dw", dw.with_block("vulkan", "{ivc_tile: [4, 14, 8]}")), ("vulkan",))["vulkan"]
     assert explicit.target_plan.ops[0].ivc_tile[:2] == (4, 14)
-    nhwc = api.jobs(_config(text.replace("NCHW", "NHWC"), "vulkan"), ("vulkan",))["vulkan"]  # vec4 reads: as before
+    nhwc = api.jobs(make_config("dw", dw.with_(input_layout="NHWC")), ("vulkan",))["vulkan"]  # vec4 reads: as before
     assert nhwc.target_plan.ops[0].ivc_tile[0] * nhwc.target_plan.ops[0].ivc_tile[1] > ioh * iow

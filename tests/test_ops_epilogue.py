@@ -10,11 +10,12 @@ import pytest
 from jinja2 import UndefinedError
 from pycparser import c_ast, c_parser
 
-from kernelgen import api, reference
+from kernelgen import api
 from kernelgen.emit import environment
 from kernelgen.ops.activations import Clamp
 from kernelgen.ops.dialect import C
 from kernelgen.ops.hard_gates import HARDSWISH
+from kernelgen.ops.op import epilogue as reference_epilogue, residual_of
 from kernelgen.ops.statements import BIAS, RESIDUAL, Assign, Load, Op, Var, evaluate, loaded
 from kernelgen.planner import plan
 from kernelgen.targets.hvx.epilogue import QF32_SUM
@@ -51,14 +52,15 @@ def test_the_plans_epilogue_is_the_ordered_list_bias_residual_activation():
 
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_the_statements_compute_the_references_epilogue_exactly(index):
-    """float64 evaluation of the records against reference.epilogue, bit for bit: the same operations in the same
-    order (the residual added after the activation instead is a different number: checked too)."""
+    """float64 evaluation of the records against the float reference's epilogue (ops/op.py), bit for bit: the
+    same operations in the same order (the residual added after the activation instead is a different number:
+    checked too)."""
     op = _config().ops[index]
     rng = np.random.default_rng(45)
     conv, bias = rng.normal(0, 4, (2, 7, 9, 6)), rng.normal(0, 2, 6).astype(np.float32)
     sources = [rng.normal(0, 3, (2, 7, 9, 6)).astype(np.float32) for _ in range(2)]  # the input, op 1's output
-    loads = {"bias": bias, "residual": reference.residual_of(op, sources, None) if op.residual is not None else 0}
-    want = reference.epilogue(conv, op, bias, sources)
+    loads = {"bias": bias, "residual": residual_of(op, sources, None) if op.residual is not None else 0}
+    want = reference_epilogue(conv, op, bias, sources)
     np.testing.assert_array_equal(evaluate(op.epilogue.statements, conv, loads=loads), want)
     if op.residual is not None and op.epilogue.activated:
         moved = (*op.epilogue.sums[:-1], *op.epilogue.act.statements(), RESIDUAL)

@@ -20,7 +20,7 @@ from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
 from kernelgen.targets.vulkan.options import MAX_UNROLLED_BODY
-from kernelgen.targets.vulkan.defaults import DEVICE_DEFAULTS
+from kernelgen.targets.gpu.profiles import VULKAN_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
 VULKAN = ("glslangValidator", "spirv-val", "py:vulkan")
@@ -166,7 +166,7 @@ def test_plan_tiles_dispatch_and_loop_count():
     assert op.groups == (2, 2, 5)  # 5 of 4 chunks of 16 channels, 9 of 8 columns, 10 of 2 rows
     assert op.fh_block == 3 and op.rows == 4 and op.row == 6  # every tap unrolled: 2 rows + 2, 4 columns + 2
     # both input-channel chunks in one trip: 2 x 576 multiply-adds stay within lavapipe's trip_body (2,048)
-    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 9 * 4 <= DEVICE_DEFAULTS["lavapipe"].trip_body
+    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 9 * 4 <= VULKAN_DEFAULTS["lavapipe"].trip_body
     assert op.trips == 1 + 1 * (2 + 2 // 2) and op.trips <= LOOP_LIMIT
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 
@@ -234,7 +234,7 @@ def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minu
                           "ops: [{conv2d: {out_channels: 128, kernel: 3}}]\ntargets: [vulkan]\n", "big3x3.yaml")
     vk = plan_vulkan(config, plan(config))
     op = vk.ops[0]
-    assert vk.buffers[op.filter].packing is not None and op.f.vec4 and op.f.texel
+    assert vk.buffers[op.filter].layout is not None and op.f.vec4 and op.f.texel
     assert op.fh_block == 3 and op.body == 4 * 16 * 2 * 9 * 4 <= MAX_UNROLLED_BODY and op.trips <= LOOP_LIMIT
     result = validate(config, "vulkan")
     assert result.passed, result.detail
@@ -463,7 +463,7 @@ def test_target_packed_filters_and_scalar_texel_reads_validate(text, read):
     config = parse_config(f"name: packed\n{text}\ntargets: [vulkan]\n", "packed.yaml")
     vk = plan_vulkan(config, plan(config))
     conv = vk.ops[0]
-    packing = vk.buffers[conv.filter].packing
+    packing = vk.buffers[conv.filter].layout
     assert packing is not None and conv.f.vec4 and conv.f.texel
     out_c, in_c = plan(config).tensors[1].layout.logical_shape[:2]
     assert packing.physical_shape == (3, 3, in_c, -(-out_c // 4), 4)

@@ -15,6 +15,7 @@ VulkanProgram, and read `job.target_plan` as a VulkanPlan, with no cast.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Mapping, TypeVar, cast
 
@@ -39,6 +40,17 @@ if TYPE_CHECKING:
     from ..network.manifest import Network
 
 Compiled = TypeVar("Compiled", bound=Executable)  # what a target's compile makes of a job
+
+
+@dataclass(frozen=True, slots=True)
+class BuildFlags:
+    """What a build system gives a kernel's generated sources (CMake's kernelgen_add_kernels): `compile`, the flags
+    the target's own compile uses for speed and correctness (not its warning checks), and `link`, what a program
+    linking them needs. A flag naming the build machine's CPU (`-march=native`) is the build system's to drop when it
+    cross-compiles."""
+
+    compile: tuple[str, ...] = ()
+    link: tuple[str, ...] = ()
 
 
 class Target(ABC, Generic[TargetPlan, Compiled]):
@@ -93,6 +105,11 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order:
         {file name: text}. Only a target that can call its kernels from one host program writes one."""
         raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
+
+    def build_flags(self, config: Config) -> BuildFlags:
+        """The flags the config's generated C sources need in a user's build (none: nothing to compile, or any
+        compiler's defaults will do)."""
+        return BuildFlags()
 
     def binaries(self, job: Job[TargetPlan]) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the

@@ -20,11 +20,11 @@ from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
 from ...toolstatus import ToolStatus
 from ...plan_types import Plan
-from ..base import BANDWIDTH, Executable, Job, Probe, Target, Traced
+from ..base import BANDWIDTH, BuildFlags, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
-from .options import CModel, c_options, cflags
+from .options import OPENMP, CModel, c_options, cflags, speed_flags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
 from . import process
@@ -137,7 +137,11 @@ class C(Target[CKernel, CLibrary]):
                                                                       f"the optimisation flags)", install_hint=""))
 
     def host_peaks(self) -> MachinePeaks:
-        return measure_peaks()
+        return measure_peaks(self)
+
+    def build_flags(self, config: Config) -> BuildFlags:
+        options = c_options(config)
+        return BuildFlags(compile=speed_flags(options), link=OPENMP if options.threads > 1 else ())
 
     def target_plan(self, config: Config, plan: Plan) -> CKernel:
         return c_kernel(config, plan, c_options(config).threads)
@@ -171,8 +175,7 @@ class C(Target[CKernel, CLibrary]):
             return ()
         if executable.probes is None:
             executable.probes = Probes(executable.workdir, iterations=1000)
-        triad = executable.probes
-        return (Probe(kind=BANDWIDTH, work=triad.triad_bytes, device="host", shape="triad", kernel=triad.triad),)
+        return executable.probes.records(BANDWIDTH)
 
     def time(self, executable: CLibrary, args: KernelArgs | None, repeat: int,
              probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:

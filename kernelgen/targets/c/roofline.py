@@ -1,17 +1,17 @@
-"""Machine peaks of the project's own (an FMA-chain kernel, a STREAM triad, a large copy): the roofs of the
-chart `kernelgen bench --plot` draws (measure/roofline.py).
+"""Machine peaks of the project's own (an FMA-chain kernel, a STREAM triad), timed by the core's probe timing: the
+roofs of the chart `kernelgen bench --plot` draws (measure/roofline.py).
 
 `Probes` keeps both probes built in one library so a benchmark can run them between the repeats of a kernel and
 pair each repeat with the peak and bandwidth measured next to it (a host shared with other work slows both)."""
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from ...measure.primitives import BANDWIDTH, FMA, Primitives, Probe
+from ...measure.probes import rate
 from ...measure.roofline import MachinePeaks
 from .placement import placed
 from .toolchain import build_shared
@@ -45,7 +45,8 @@ TRIAD_BYTES = 64 * 1024 * 1024  # per array: 4x a 16 MiB L3
 
 
 class Probes:
-    """The FMA-chain peak and the triad bandwidth of one core, compiled once (gcc -O3 -march=native)."""
+    """The FMA-chain peak and the triad bandwidth of one core, compiled once (gcc -O3 -march=native), each one run
+    a call: what the core's probe timing times (measure/probes.py), beside a kernel or alone."""
 
     def __init__(self, workdir: Path, iterations: int = 20_000_000):
         import ctypes
@@ -61,12 +62,15 @@ class Probes:
         n = TRIAD_BYTES // 4
         # on huge pages as the kernels' tensors (placement.py), not as numpy happens to place them
         self._a, self._b, self._c = (placed(np.full(n, v, np.float32)) for v in (0.0, 1.0, 2.0))
-        self.peak_gflops(), self.triad_gbs()  # warm-up: page in the arrays
+        self.peak(), self.triad()  # warm-up: page in the arrays
 
-    def peak_gflops(self) -> float:
-        start = time.perf_counter()
+    @property
+    def peak_flops(self) -> int:
+        return 8 * 8 * 2 * self.iterations  # 8 chains of 8 lanes, a multiply and an add a step
+
+    def peak(self) -> None:
+        """One run of the FMA chains."""
         self._lib.peak(self.iterations, self._out.ctypes.data)
-        return 8 * 8 * 2 * self.iterations / (time.perf_counter() - start) / 1e9
 
     @property
     def triad_bytes(self) -> int:
@@ -76,24 +80,21 @@ class Probes:
         """One run of the triad: what a benchmark times beside a kernel (measure/probes.py)."""
         self._lib.triad(self._a.size, self._a.ctypes.data, self._b.ctypes.data, self._c.ctypes.data)
 
-    def triad_gbs(self) -> float:
-        start = time.perf_counter()
-        self.triad()
-        return self.triad_bytes / (time.perf_counter() - start) / 1e9
+    def records(self, kind: str) -> tuple[Probe, ...]:
+        """The probe of `kind` (FMA or BANDWIDTH) as the core times it (Target.probes)."""
+        if kind == FMA:
+            return (Probe(kind=FMA, work=self.peak_flops, device="host", shape="8x8", kernel=self.peak),)
+        if kind == BANDWIDTH:
+            return (Probe(kind=BANDWIDTH, work=self.triad_bytes, device="host", shape="triad", kernel=self.triad),)
+        return ()
 
 
-def measure_peaks(repeat: int = 5) -> MachinePeaks:
-    """This core's FMA peak (Probes.peak_gflops, the c target's one FMA probe: the median of `repeat` runs) and
-    its copy bandwidth, for the roofline chart."""
+def measure_peaks(target: Primitives, repeat: int = 5) -> MachinePeaks:
+    """This core's FMA peak and triad bandwidth for the roofline chart: Probes' two kernels timed alone by the core's
+    probe timing (measure/probes.py rate: `target`'s time primitive, the c target's, the median of `repeat` runs)."""
     with tempfile.TemporaryDirectory(prefix="kernelgen-peak-") as tmp:
         probes = Probes(Path(tmp))
-        gflops = statistics.median(probes.peak_gflops() for _ in range(repeat))
-    source_array = np.ones(64 * 1024 * 1024 // 4, dtype=np.float32)  # 64 MiB: far beyond the caches
-    target = np.empty_like(source_array)
-    copies = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        np.copyto(target, source_array)
-        copies.append(time.perf_counter() - start)
-    bandwidth = 2 * source_array.nbytes / statistics.median(copies) / 1e9
-    return MachinePeaks(gflops=gflops, bandwidth_gbs=bandwidth)
+        # probes alone: the time primitive reads no compiled job (there is none), only the probes' own calls
+        (fma,), (triad,) = probes.records(FMA), probes.records(BANDWIDTH)
+        return MachinePeaks(gflops=rate(target, None, fma, repeat=repeat),
+                            bandwidth_gbs=rate(target, None, triad, repeat=repeat))

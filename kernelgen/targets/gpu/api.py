@@ -1,8 +1,8 @@
 """Each GPU API's differences from the other, as data: how its language spells a float literal, a vector type and
 an index; what it calls a work-group and a launch, and how many groups one axis takes; the option keys its sweep
-sets. (Which tensors go to images or texel buffers is each target's plan: OpenCL's StorageKind, Vulkan's
-binding kinds; dispatch.py's records carry it.)
-The shared GPU code (pool.py, sweep.py, probes.py) is written once against these records."""
+sets; whether a vector access may start at any element. (Which tensors go to images or texel buffers is each
+target's plan: dispatch.py's TensorKind for OpenCL, a stage's binding kinds for Vulkan.)
+The shared GPU code (pool.py, sweep.py, probes.py, stores.py) is written once against these records."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,6 +23,9 @@ class GpuApi:
     index_text: Callable[[E.Expr], str]  # an index expression in the language
     vector_type: Callable[[int], str]  # a float vector of n lanes (n = 1: the scalar)
     max_groups: int | None  # work-groups along one axis of a launch (None: no limit the API guarantees)
+    # a vector load or store may start at any element (OpenCL's vload4 / vstore4), not only at a multiple of its
+    # width (a GLSL vec4 buffer indexes whole vectors): stores.py
+    vectors_at_any_offset: bool
     sweep_tile: tuple[str, str]  # (option key, label) of the per-work-item tile a sweep varies
     sweep_size: tuple[str, str]  # (option key, label) of the work-group size
 
@@ -43,10 +46,12 @@ def glsl_float(value: float) -> str:
 OPENCL = GpuApi(name="opencl", launch="NDRange", grid_in_groups=False, work_group="local size", float_literal=c_float,
                 count_as_float="(float)count", index_text=c_index,
                 vector_type=lambda n: f"float{n}" if n > 1 else "float", max_groups=None,
+                vectors_at_any_offset=True,
                 sweep_tile=("tile", "tile"), sweep_size=("local_size", "local"))
 
 # GLSL 450: constructor casts, vecN vectors, shifts for power-of-two divisions; at least 65,535 groups an axis
 VULKAN = GpuApi(name="vulkan", launch="dispatch", grid_in_groups=True, work_group="workgroup size", float_literal=glsl_float,
                 count_as_float="float(count)", index_text=lambda expr: E.to_c(expr, shifts=True),
                 vector_type=lambda n: f"vec{n}" if n > 1 else "float", max_groups=65_535,
+                vectors_at_any_offset=False,
                 sweep_tile=("ivc_tile", "ivc_tile"), sweep_size=("wg_size", "wg_size"))

@@ -7,14 +7,66 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...layout import TensorLayout
+from ...plan_types import TextEnum
 from .api import GpuApi
+
+
+class Role(TextEnum):
+    """What a device tensor is to the chain."""
+
+    INPUT = "input"
+    FILTER = "filter"
+    BIAS = "bias"
+    SIDE = "side"  # a side input (a residual's other branch), read-only like the input
+    TEMP = "temp"  # an intermediate, on the device only
+    OUTPUT = "output"
+
+
+def role_of(name: str) -> Role:
+    """The role a tensor's name gives: input, filter<j>, bias<j>, side_<name>, temp<j>, output."""
+    return Role.SIDE if name.startswith("side_") else Role(name.rstrip("0123456789"))
+
+
+class TensorKind(TextEnum):
+    """How kernels reach a tensor."""
+
+    IMAGE = "image"  # an OpenCL image2d texture (read_imagef / write_imagef)
+    BUFFER = "buffer"  # an OpenCL __global buffer, a Vulkan storage (or texel) buffer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuTensor:
-    name: str  # input, filter1, bias1, temp1, output
+    """One tensor on the device: a kernel argument or binding, and what the runtime fills it from."""
+
+    name: str  # input, filter1, bias1, side_<name>, temp1, output
+    role: Role
     elements: int  # in the storage type
-    kind: str  # how kernels reach it: "buffer" (OpenCL __global, Vulkan storage), "image" (OpenCL image2d)
+    kind: TensorKind = TensorKind.BUFFER
+    # how the host packs its array when the target chooses (OpenCL: every tensor, image or buffer; Vulkan: a filter
+    # it packs itself, filters.py); None: the core plan's physical array as it is
+    layout: TensorLayout | None = None
+
+    @classmethod
+    def packed(cls, name: str, kind: TensorKind, layout: TensorLayout) -> GpuTensor:
+        """A tensor the target lays out itself: as many elements as its layout's flat shape holds."""
+        return cls(name=name, role=role_of(name), elements=math.prod(layout.flat_shape), kind=kind, layout=layout)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The host array's shape: an image [rows, width * 4], a buffer its layout's flat shape."""
+        assert self.layout is not None, self.name
+        return self.layout.flat_shape
+
+    @property
+    def texels(self) -> tuple[int, int]:
+        """(width, height) of an image."""
+        return (self.shape[-1] // 4, self.shape[0])
+
+    @property
+    def map_text(self) -> str:
+        assert self.layout is not None, self.name
+        return self.layout.layout.map_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 
 import kernelgen.expr as E
-from ...layout import TensorLayout
+from ...layout import PadKind, TensorLayout
+from ...planner.geometry import channel_cover
 from ...plan_types import OpGeometry
 from .api import GpuApi
 
@@ -36,11 +37,12 @@ class PoolWork:
         return self.groups[0] * self.groups[1] * self.work_group
 
 
-def pool_work(api: GpuApi, geo: OpGeometry, source: TensorLayout, dest: TensorLayout, walked: int,
+def pool_work(api: GpuApi, geo: OpGeometry, source: TensorLayout, dest: TensorLayout,
               scale: TensorLayout | None = None) -> PoolWork:
-    """walked: the channels the work-items cover (more than the tensor's when the destination pads them with a
-    value a consumer may read)."""
+    """The work-items walk the destination's channels, and its channel padding too when that holds a value (a
+    consumer may read the padding against zero filter channels)."""
     n, oh, ow, _ = geo.out_shape
+    walked = channel_cover(dest) if dest.layout.pad_kind is PadKind.VALUE else geo.out_shape[3]
     _, h, w, c = geo.in_shape
     total = n * oh * ow * walked
     items = math.ceil(total / POOL_WORKGROUP)

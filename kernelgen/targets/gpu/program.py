@@ -7,6 +7,7 @@ times mean, the Timings) is written here once, or in the core (measure/probes.py
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -32,6 +33,22 @@ class DeviceRunner(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+
+Runner = TypeVar("Runner", bound=DeviceRunner)
+
+
+def open_device(runner: Callable[[int | str | None], Runner], device: str | None,
+                check: Callable[[Runner], None]) -> Runner:
+    """The API's runner on `device` (an index, a name, or None: the first one), once `check` (the job against the
+    device's own limits) passes; closed again when it raises, so a config the device cannot hold leaves none open."""
+    opened = runner(int(device) if device is not None and device.isdigit() else device)
+    try:
+        check(opened)
+    except BaseException:
+        opened.close()
+        raise
+    return opened
 
 
 class GpuProgram(Executable[TargetPlan], ABC):

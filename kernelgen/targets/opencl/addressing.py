@@ -10,7 +10,7 @@ import kernelgen.expr as E
 from ...layout import TensorLayout
 from ..gpu.api import c_index as c_text  # noqa: F401 - the kernels' modules import it from here
 from ..gpu.vectors import lanes_together as contiguous4  # noqa: F401 - likewise
-from .model import Storage
+from ..gpu.dispatch import GpuTensor
 
 C4 = "c4"
 
@@ -20,13 +20,13 @@ def flat(layout: TensorLayout, index: dict[str, E.Expr], bounds: dict) -> E.Expr
     return E.simplify(layout.flat_offset(index, bounds), bounds)
 
 
-def address(s: Storage, index: dict[str, E.Expr], bounds: dict) -> tuple[E.Expr, ...]:
+def address(s: GpuTensor, index: dict[str, E.Expr], bounds: dict) -> tuple[E.Expr, ...]:
     """(x, y) texel of an image, (element offset,) of a buffer."""
     return _address(s, tuple(sorted(index.items())), tuple(sorted(bounds.items())))
 
 
 @lru_cache(maxsize=4096)  # the fp32 and fp16 kernels of a config ask for the same addresses
-def _address(s: Storage, index_items: tuple, bounds_items: tuple) -> tuple[E.Expr, ...]:
+def _address(s: GpuTensor, index_items: tuple, bounds_items: tuple) -> tuple[E.Expr, ...]:
     index, bounds = dict(index_items), dict(bounds_items)
     if s.kind == "image":
         row, col = s.layout.offsets(index, bounds)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 
 import kernelgen.expr as E
+from ..gpu.dispatch import GpuTensor
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
 from .grouped import grouped_step
-from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step, Storage,
+from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mask, PadBody, Param, Position, Step,
                     Types)
 from .stores import pixel_stores
 from .names import NAMES
@@ -33,7 +34,7 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
     th, tw, _ = tile
     per_item = width * vectors
     groups, tail = divmod(in_c, 4)
-    glob = tuple(math.ceil(e / l) * l for e, l in zip(op.tiles, local))
+    glob = op.grid.global_size
     owt, oht, _ = op.tiles
     bounds = {"owt": (0, owt - 1), "oht": (0, oht - 1), "ko": (0, op.channel_blocks - 1), "n": (0, n_batch - 1),
               "kh": (0, op.geo.kernel[0] - 1), "kw": (0, op.geo.kernel[1] - 1), C4: (0, max(math.ceil(in_c / 4) - 1, 0))}
@@ -111,7 +112,7 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                     dialect=OPENCL_C.with_type(t.vec(width), t.literal))
     first_moving = next(iter(moving.values()), ((), ()))
     body = ConvBody(types=t, width=width, vectors=vectors, pixels=len(pixels),
-                    early=tuple((v, e) for v, e, g in zip(("owt", "oht", "nk"), op.tiles, glob) if g > e),
+                    early=tuple((v, e) for v, e, idle in zip(("owt", "oht", "nk"), op.tiles, op.grid.idle()) if idle),
                     batch=n_batch > 1, channel_blocks=op.channel_blocks, taps=op.geo.kernel, groups=groups,
                     positions=positions, masks=masks, input_bases=tuple((p, xb) for p, (xb, _) in moving.items()),
                     input_moving=first_moving[1], filter_base=filter_base, grouped=grouped,
@@ -132,7 +133,7 @@ def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: 
                   args=(*(s.name for s in reads), op.dest.name), global_size=glob, local_size=local, body=body)
 
 
-def _param(s: Storage, write: bool) -> Param:
+def _param(s: GpuTensor, write: bool) -> Param:
     return Param(name=s.name, kind=s.kind, write=write)
 
 
@@ -170,7 +171,7 @@ def _input_positions(op: ConvOp, pixels: list[tuple[int, int]], tile: tuple[int,
     return tuple(positions), names["h"], names["w"], tuple(masks)
 
 
-def pad_kernel(name: str, s: Storage, grown: tuple[int, ...], local: int, half_storage: bool = False) -> Kernel:
+def pad_kernel(name: str, s: GpuTensor, grown: tuple[int, ...], local: int, half_storage: bool = False) -> Kernel:
     """Walks the logical domain grown to whole blocks; stores pad_value past the tensor's extents."""
     t = Types(half_math=False, half_storage=half_storage)
     total = math.prod(grown)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...layout import TensorLayout
 from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...ops.statements import Assign
 from ...plan_types import OpGeometry, TextEnum
+from ..gpu.dispatch import GpuTensor, TensorKind
+from ..gpu.tiles import TileGrid
 from .names import NAMES, KernelNames
 from ...planner.packing import c_float
 
@@ -32,57 +33,27 @@ class StoreMode(TextEnum):
     VECTOR_OR_LANES = "vector_or_lanes"  # a vstore4 where all 4 channels exist, lane stores otherwise
 
 
-class Role(TextEnum):
-    """What a device tensor is to the chain."""
-
-    INPUT = "input"
-    FILTER = "filter"
-    BIAS = "bias"
-    SIDE = "side"  # a side input (a residual's other branch), read-only like the input
-    TEMP = "temp"  # an intermediate, on the device only
-    OUTPUT = "output"
-
-
-class StorageKind(TextEnum):
-    IMAGE = "image"  # an image2d texture (read_imagef / write_imagef)
-    BUFFER = "buffer"  # a __global buffer
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Storage:
-    """One tensor on the device: a kernel argument and a run_sequence key."""
-
-    name: str  # input, filter1, temp1, output
-    role: Role
-    kind: StorageKind
-    layout: TensorLayout  # packs the host array: image [rows, width*4], buffer its flat shape
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.layout.flat_shape
-
-    @property
-    def texels(self) -> tuple[int, int]:
-        """(width, height) of an image."""
-        return (self.layout.flat_shape[-1] // 4, self.layout.flat_shape[0])
-
-    @property
-    def map_text(self) -> str:
-        return self.layout.layout.map_text
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConvOp:
     """The arithmetic of one conv2d kernel, before it becomes text."""
 
     geo: OpGeometry  # the plan's record of this conv2d
-    source: Storage
-    filter: Storage
-    dest: Storage
-    tiles: tuple[int, int, int]  # work-items needed along (ow tiles, oh tiles, n * channel blocks)
-    channel_blocks: int  # ceil(out channels / channels per work-item)
-    bias: Storage | None = None  # one value per output channel, zero-padded to whole channel blocks
-    residual: Storage | None = None  # the chain's input (or op K's output, a side input), added where the output is written
+    source: GpuTensor
+    filter: GpuTensor
+    dest: GpuTensor
+    grid: TileGrid  # x: columns, y: rows, z: channel blocks (x images) over the work-items and work-groups
+    bias: GpuTensor | None = None  # one value per output channel, zero-padded to whole channel blocks
+    residual: GpuTensor | None = None  # the chain's input (or op K's output, a side input), added where the output is written
+
+    @property
+    def tiles(self) -> tuple[int, int, int]:
+        """Work-items needed along (ow tiles, oh tiles, n * channel blocks)."""
+        return self.grid.items
+
+    @property
+    def channel_blocks(self) -> int:
+        """ceil(out channels / channels per work-item)."""
+        return self.grid.axes[2].items
 
 
 # ---------------------------------------------------------------- what the templates write
@@ -123,7 +94,7 @@ class Types:
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str
-    kind: StorageKind
+    kind: TensorKind
     write: bool
 
 
@@ -312,9 +283,9 @@ class PoolOp:
     """A pooling op of the chain: its own kernel between two buffers."""
 
     geo: OpGeometry
-    source: Storage
-    dest: Storage
-    scale: Storage | None = None  # mul: the side input [n, 1, 1, c] each channel is multiplied by
+    source: GpuTensor
+    dest: GpuTensor
+    scale: GpuTensor | None = None  # mul: the side input [n, 1, 1, c] each channel is multiplied by
     residual: None = None  # (a pool adds nothing)
 
 

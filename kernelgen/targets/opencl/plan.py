@@ -33,16 +33,14 @@ from ...devices import profile
 from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan_types import Plan
+from ..gpu.dispatch import GpuTensor, Role, TensorKind, role_of
+from ..gpu.profiles import OPENCL_DEFAULTS
+from ..gpu.tiles import TileAxis, TileGrid
 from .code import conv_kernel, pad_kernel
 from .pool import pool_kernel
-from .model import ConvOp, Kernel, PoolOp, Role, Storage, StorageKind
+from .model import ConvOp, Kernel, PoolOp
 from .options import opencl_options
 
-# Defaults from sweeps on this machine's PoCL (bench --sweep): float16 vectors for filter buffers, with
-# activations in buffers or textures (1x1 conv 64x64x128: [1, 4, 16] 76 GFLOP/s in textures, [2, 2, 32] 56);
-# with filter texels every texel read costs ~50 ns in PoCL's software sampler, whatever the tile.
-DEFAULT_TILE = {"vectors": (1, 4, 16), "vectors+images": (1, 4, 16), "texels": (2, 2, 4)}
-DEFAULT_LOCAL_SIZE = (8, 1, 1)
 PAD_KERNEL_LOCAL = 64
 # Accumulator floats per work-item: the tile is unrolled into registers; far beyond the register
 # file (32 x 16 floats on AVX-512) code size and compile time grow with no gain.
@@ -59,7 +57,7 @@ class OpenCLPlan:
     vector_width: int  # lanes of one accumulator (4 for the texture variant)
     vectors: int  # accumulators per pixel
     image_limit: tuple[int, int]
-    storages: tuple[Storage, ...]
+    storages: tuple[GpuTensor, ...]
     ops: tuple[ConvOp, ...]
     kernels: tuple[Kernel, ...]  # launch order, fp32 arithmetic
     half_kernels: tuple[Kernel, ...]  # full fp16 arithmetic, compiled only under cl_khr_fp16
@@ -71,7 +69,7 @@ class OpenCLPlan:
     def channels_per_item(self) -> int:
         return self.vector_width * self.vectors
 
-    def storage(self, name: str) -> Storage:
+    def storage(self, name: str) -> GpuTensor:
         return next(s for s in self.storages if s.name == name)
 
     def launch_dict(self) -> dict:
@@ -100,7 +98,7 @@ class OpenCLPlan:
 class _OverLimit(Exception):
     """An image over the profile's image2d limit: a config error, or a fallback when the choice was a default."""
 
-    def __init__(self, storage: Storage, error: ConfigError) -> None:
+    def __init__(self, storage: GpuTensor, error: ConfigError) -> None:
         super().__init__(str(error))
         self.storage, self.error = storage, error
 
@@ -131,7 +129,7 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     device = profile(o.device)
     texel_filters = kind == "texels"
     tile = tuple(o.tile) if o.tile else _default_tile(kind, plan)
-    local = tuple(o.local_size or DEFAULT_LOCAL_SIZE)
+    local = tuple(o.local_size or OPENCL_DEFAULTS.local_size)
     local = (*local, *(1,) * (3 - len(local)))
     limit = tuple(o.image_limit or device.max_image)
     problems = [("opencl.tile", f"expected 3 positive ints [oh, ow, oc4], got {list(tile)}")] if min(tile) < 1 else []
@@ -153,7 +151,7 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     per_item = width * vectors
 
     images = variant == "texture"
-    storages: list[Storage] = []
+    storages: list[GpuTensor] = []
     source = _activation(config, "input", config.input_layout.bind(plan.ops[0].in_shape), images)
     storages.append(source)
     sides = {side.name: _activation(config, side.param, side.layout.bind(side.shape), images)
@@ -179,15 +177,15 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
             continue
         filt = _filter(config, j, geo.out_channels, geo.in_channels // geo.groups, geo.kernel, texel_filters, per_item)
         n, oh, ow, oc = geo.out_shape
-        blocks = math.ceil(oc / per_item)
         bias = None
         if geo.epilogue.bias:  # padded with zeros to whole blocks: a work-item's vload never leaves the buffer
-            bias = Storage(name=f"bias{j}", role=Role.BIAS, kind=StorageKind.BUFFER,
-                           layout=parse_layout(f"o -> o // {per_item}, o % {per_item}", ("o",), pad=0.0).bind((oc,)))
+            bias = GpuTensor.packed(f"bias{j}", TensorKind.BUFFER,
+                                    parse_layout(f"o -> o // {per_item}, o % {per_item}", ("o",), pad=0.0).bind((oc,)))
         storages += [filt, *([bias] if bias else []), dest]  # the output stays last
         ops.append(ConvOp(geo=geo, source=source, filter=filt, dest=dest,
-                          tiles=(math.ceil(ow / tile[1]), math.ceil(oh / tile[0]), n * blocks),
-                          channel_blocks=blocks, bias=bias, residual=_residual(geo.epilogue.residual, chain, sides)))
+                          grid=TileGrid(axes=(TileAxis(ow, tile[1], local[0]), TileAxis(oh, tile[0], local[1]),
+                                              TileAxis(oc, per_item, local[2])), batch=n, batch_per_group=False),
+                          bias=bias, residual=_residual(geo.epilogue.residual, chain, sides)))
         source = dest
         chain.append(dest)
     folded = {s.name: _fold(s, limit) for s in storages if s.kind == "image" and s.role != "filter"}
@@ -242,7 +240,7 @@ def variant_of(config: Config) -> tuple[str, str]:
 
 
 def _default_tile(kind: str, plan: Plan) -> tuple[int, int, int]:
-    oh, ow, oc4 = DEFAULT_TILE[kind]
+    oh, ow, oc4 = OPENCL_DEFAULTS.tiles[kind]
     widest = max(math.ceil(op.out_shape[3] / 4) for op in plan.ops)
     while oc4 > 1 and oc4 // 2 >= widest:  # do not compute mostly-empty channel blocks
         oc4 //= 2
@@ -284,32 +282,32 @@ def texture_problem(bound: TensorLayout) -> str | None:
     return None
 
 
-def _residual(residual: int | str | None, chain: list[Storage], sides: dict[str, Storage]) -> Storage | None:
+def _residual(residual: int | str | None, chain: list[GpuTensor], sides: dict[str, GpuTensor]) -> GpuTensor | None:
     """The storage a residual names: chain tensor K (0: the input), or a side input by name."""
     if residual is None:
         return None
     return sides[residual] if isinstance(residual, str) else chain[residual]
 
 
-def _activation(config: Config, name: str, bound: TensorLayout, images: bool) -> Storage:
+def _activation(config: Config, name: str, bound: TensorLayout, images: bool) -> GpuTensor:
     """The input, a side input, temp<j> or output tensor; a problem points at the key that gives it its layout
     (config_keys)."""
-    role = name if name in ("input", "output") else "side" if name.startswith("side_") else "temp"
     problem = texture_problem(bound) if images and bound.layout.separators else "no axis separator"
     kind = "image" if images and problem is None else "buffer"
     if images and bound.layout.separators and problem is not None:
         raise _error(config, tensor_layout_key(config, name), f"the {name} tensor cannot be an image2d texture: "
                                                               f"{problem}")
     channels = bound.logical_shape[3]
-    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and role not in ("input", "side"):
+    written = role_of(name) not in (Role.INPUT, Role.SIDE)  # by a kernel of the chain
+    if kind == "image" and channels % 4 and bound.layout.pad_kind is PadKind.NONE and written:
         raise _error(config, tensor_layout_key(config, name), f"{name} has {channels} channels, not a multiple of 4: "
                                                               f"texels are written whole, so its layout needs a "
                                                               f"pad_value (or 'undef')")
-    return Storage(name=name, role=Role(role), kind=StorageKind(kind), layout=bound)
+    return GpuTensor.packed(name, TensorKind(kind), bound)
 
 
 def _filter(config: Config, j: int, out_c: int, in_c: int, kernel: tuple[int, int], texels: bool,
-            per_item: int) -> Storage:
+            per_item: int) -> GpuTensor:
     """The target's own filter packing: output channels in the inner lanes, zero-padded.
 
     texels: one texel = 4 output channels of one (o-block, kh, kw) row at x = input channel;
@@ -321,14 +319,14 @@ def _filter(config: Config, j: int, out_c: int, in_c: int, kernel: tuple[int, in
         text = f"o, i, h, w -> o // {per_item}, h, w, i, o % {per_item}"
     bound = parse_layout(text, FILTER_DIMS, pad=0.0).bind((out_c, in_c, *kernel))
     kind = "image" if texels else "buffer"
-    return Storage(name=f"filter{j}", role=Role.FILTER, kind=StorageKind(kind), layout=bound)
+    return GpuTensor.packed(f"filter{j}", TensorKind(kind), bound)
 
 
-def _storage(storages: list[Storage], name: str) -> Storage:
+def _storage(storages: list[GpuTensor], name: str) -> GpuTensor:
     return next(s for s in storages if s.name == name)
 
 
-def _fold(storage: Storage, limit: tuple[int, ...]) -> tuple[int, Storage] | None:
+def _fold(storage: GpuTensor, limit: tuple[int, ...]) -> tuple[int, GpuTensor] | None:
     """An activation texture taller than the limit, folded to fit: the innermost row axis e splits into e // f
     (rows) and e % f (the outermost column axis), so the image is f times wider and f times shorter while every
     texel keeps its linear position (row * width + column): the host's bytes are the declared layout's. None when
@@ -348,18 +346,17 @@ def _fold(storage: Storage, limit: tuple[int, ...]) -> tuple[int, Storage] | Non
         outputs = (*layout.outputs[:cut - 1], E.floordiv(inner, fold), E.floormod(inner, fold), *layout.outputs[cut:])
         refolded = Layout(source=layout.source, name=layout.name, dims=layout.dims, outputs=outputs, separators=(cut,),
                           pad_kind=layout.pad_kind, pad_value=layout.pad_value)
-        return fold, Storage(name=storage.name, role=storage.role, kind=storage.kind,
-                             layout=refolded.bind(storage.layout.logical_shape))
+        return fold, dataclasses.replace(storage, layout=refolded.bind(storage.layout.logical_shape))
     return None
 
 
-def _refold(op: ConvOp, by_name: dict[str, Storage]) -> ConvOp:
+def _refold(op: ConvOp, by_name: dict[str, GpuTensor]) -> ConvOp:
     """The op reading and writing the folded storages (the same tensors, other image shapes)."""
     pick = (lambda s: None if s is None else by_name.get(s.name, s))
     return dataclasses.replace(op, source=pick(op.source), dest=pick(op.dest), residual=pick(op.residual))
 
 
-def _check_image(config: Config, storage: Storage, limit: tuple[int, ...]) -> None:
+def _check_image(config: Config, storage: GpuTensor, limit: tuple[int, ...]) -> None:
     if storage.kind != "image":
         return
     width, height = storage.texels

@@ -4,8 +4,6 @@ count_include_pad), the result stored to the destination buffer: gpu/pool.py's w
 from __future__ import annotations
 
 from ...plan_types import OpGeometry
-from ...layout import PadKind
-from ...planner.geometry import channel_cover
 from ...planner.packing import c_float
 from ..gpu.api import OPENCL
 from ..gpu.pool import pool_work
@@ -17,11 +15,8 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
     t = Types(half_math=False, half_storage=half_storage)
     n, oh, ow, c = geo.out_shape
     _, h, w, _ = geo.in_shape
-    # a layout whose channel padding holds a value gets it here (a consumer may read the padding against zero
-    # filter channels): the work-items walk the padded channels too
-    walked = channel_cover(op.dest.layout) if op.dest.layout.layout.pad_kind is PadKind.VALUE else c
-    work = pool_work(OPENCL, geo, op.source.layout, op.dest.layout, walked,
-                     op.scale.layout if op.scale is not None else None)
+    work = pool_work(OPENCL, geo, op.source.layout, op.dest.layout, op.scale.layout if op.scale is not None else None)
+    walked = work.channels
     glob, local = work.global_items, work.work_group
     kh, kw = geo.kernel
     scale = dict(scale=op.scale.name, scale_offset=work.scale_index) if op.scale is not None else {}

@@ -13,10 +13,9 @@ import numpy as np
 from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
-from ..gpu.dispatch import GpuDispatch, GpuTensor, three
-from ..gpu.program import GpuProgram
+from ..gpu.dispatch import GpuDispatch, GpuTensor, Role, TensorKind, three
+from ..gpu.program import GpuProgram, open_device
 from .args import Arg, BufferArg, ImageArg, Launch
-from .model import Role, StorageKind
 from .options import half_arithmetic
 from .plan import OpenCLPlan, check_device_limit
 from .probes import PROBES
@@ -71,14 +70,10 @@ class OpenCLProgram(GpuProgram[OpenCLPlan]):
 
 
 def open_program(job: Job[OpenCLPlan], device: str | None) -> OpenCLProgram:
-    runner = OpenCLRunner(int(device) if device is not None and device.isdigit() else device)
     cplan = job.target_plan
+    runner = open_device(OpenCLRunner, device, lambda opened: check_device_limit(
+        job.config, cplan, opened.info.image2d_max, opened.info.name, opened.info.max_work_group_size))
     info = runner.info
-    try:
-        check_device_limit(job.config, cplan, info.image2d_max, info.name, info.max_work_group_size)
-    except Exception:  # a config this device cannot hold: no device left open
-        runner.close()
-        raise
     notes: tuple[str, ...] = ()
     cannot_run = ""
     if cplan.half_kernels and not info.has_fp16:
@@ -106,7 +101,7 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
             array = s.layout.pack(args.logical[s.name]).astype(dtype)
         else:
             array = poisoned(int(np.prod(s.shape)), dtype, poison).reshape(s.shape)
-        wrap = ImageArg if s.kind is StorageKind.IMAGE else BufferArg
+        wrap = ImageArg if s.kind is TensorKind.IMAGE else BufferArg
         kept = s.role is Role.OUTPUT or keep_temps and s.role is Role.TEMP
         tensors[s.name] = wrap(np.ascontiguousarray(array), output=kept)
     return tensors
@@ -114,7 +109,6 @@ def host_arrays(cplan: OpenCLPlan, args: KernelArgs, poison: int, keep_temps: bo
 
 def launches(cplan: OpenCLPlan) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
     """The storages (images or buffers) and the fp32-arithmetic kernels' NDRanges, API-neutral."""
-    tensors = tuple(GpuTensor(name=s.name, elements=int(np.prod(s.shape)), kind=s.kind.value) for s in cplan.storages)
-    return tensors, tuple(GpuDispatch(kernel=k.name, tensors=k.args, work_group=k.work_group_3d,
-                                      groups=three(tuple(g // w for g, w in zip(k.global_size, k.local_size))))
-                          for k in cplan.kernels)
+    return cplan.storages, tuple(GpuDispatch(kernel=k.name, tensors=k.args, work_group=k.work_group_3d,
+                                             groups=three(tuple(g // w for g, w in zip(k.global_size, k.local_size))))
+                                 for k in cplan.kernels)

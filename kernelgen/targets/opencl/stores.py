@@ -7,9 +7,11 @@ channel groups differ from it by constants (_channel_deltas); else each store ge
 from __future__ import annotations
 
 import kernelgen.expr as E
-from ...layout import PadKind
-from .addressing import address, c_text, contiguous4, when
-from .model import Address, ConvOp, GroupStore, LaneStore, PixelStore, Storage, StoreMode, Types
+from ..gpu.api import OPENCL
+from ..gpu.dispatch import GpuTensor
+from ..gpu.stores import tail_fill, vector_stores
+from .addressing import address, c_text, when
+from .model import Address, ConvOp, GroupStore, LaneStore, PixelStore, StoreMode, Types
 from .names import NAMES
 
 LANES = "0123456789abcdef"
@@ -21,9 +23,10 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
     _, out_h, out_w, out_c = op.geo.out_shape
     th, tw, _ = tile
     image = dest.kind == "image"
-    vec_store = not image and contiguous4(dest.layout)
+    vec_store = not image and vector_stores(OPENCL, dest.layout)
     lane_wise = not image and not vec_store
-    pad = dest.layout.layout.pad_value if dest.layout.layout.pad_kind is PadKind.VALUE else 0.0
+    fill = tail_fill(dest.layout)  # a texel is written whole: zeros past the channels of a layout without pad_value
+    pad = 0.0 if fill is None else fill
     block = E.mul(ko_var, per_item)  # first output channel of this work-item
     deltas = _channel_deltas(dest, list(range(per_item)) if lane_wise else list(range(0, per_item, 4)), block,
                              bounds)
@@ -82,7 +85,7 @@ def pixel_stores(t: Types, op: ConvOp, pixels: list[tuple[int, int]], vectors: i
     return tuple(out)
 
 
-def _residual(source: Storage, index: dict, block: E.Expr, vectors: int, width: int, out_c: int,
+def _residual(source: GpuTensor, index: dict, block: E.Expr, vectors: int, width: int, out_c: int,
               bounds: dict) -> tuple[tuple[Address | None, ...], ...]:
     """Per accumulator: where the input holds its channels at this pixel (texels of 4, or lanes)."""
     per_vector = []
@@ -105,7 +108,7 @@ def _cond(proved: str | bool) -> str | None:
     return None if proved is True else proved
 
 
-def _channel_deltas(dest: Storage, channels: list[int], base: E.Expr, bounds: dict) -> dict[int, tuple[int, ...]] | None:
+def _channel_deltas(dest: GpuTensor, channels: list[int], base: E.Expr, bounds: dict) -> dict[int, tuple[int, ...]] | None:
     """Address of channel base + cc minus that of channel base, per cc, when the same for every pixel.
 
     True for layouts whose channel terms involve no other dim (NHWC, blocked, the texture

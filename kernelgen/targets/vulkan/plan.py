@@ -38,10 +38,15 @@ from ...ops import IDENTITY, Activation
 from ...ops.dialect import Dialect
 from ...ops.statements import Assign
 from ...plan_types import OpGeometry, Plan
+from ..gpu.api import VULKAN
+from ..gpu.dispatch import GpuTensor, role_of
+from ..gpu.profiles import VULKAN_DEFAULTS
+from ..gpu.stores import tail_fill, vector_stores
+from ..gpu.tiles import TileAxis, TileGrid
 from .access import (Access, access, channel_padding_only, glsl_dialect, index_text, quotient_text,
                      residual_access, vec_ok)
 from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
-from .defaults import DEVICE_DEFAULTS, default_tile_for, shuffle_rows, wide_store
+from .defaults import default_tile_for, shuffle_rows, wide_store
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
 from .tiling import ConvBuffers, Tiling
@@ -125,7 +130,7 @@ class VulkanOp:
     # segment (ROW vec4s) is fetched once and shared by the taps of the pixels it serves, as the dense path does
     depthwise_rows: bool = False
     # lanes along the workgroup's x that share each input row segment and fetch it a column each, passing the
-    # columns round by subgroup shuffles (DeviceDefaults.shuffle_rows); 0: every lane fetches every column
+    # columns round by subgroup shuffles (VulkanDefaults.shuffle_rows); 0: every lane fetches every column
     shuffle_lanes: int = 0
 
     @property
@@ -150,20 +155,13 @@ class VulkanOp:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Buffer:
-    name: str  # input, filter1, temp1, output
-    elements: int  # scalars
-    packing: TensorLayout | None = None  # a filter in the target's own order (filters.py), not the config's
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class VulkanPlan:
     dtype: str
     short: str  # f32 / f16, as in seed 002's benchmark names
     scalar: str  # float / float16_t
     vec: str  # vec4 / f16vec4
     words: str  # u64vec4 / u64vec2: a chunk pair as 64-bit words (wide_store)
-    buffers: tuple[Buffer, ...]
+    buffers: tuple[GpuTensor, ...]  # layout: a filter in the target's own order (filters.py), not the config's
     ops: tuple[VulkanOp | VulkanPool, ...]
     loop_limit: int
     body_limit: int = MAX_UNROLLED_BODY
@@ -204,7 +202,7 @@ def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll
     loop unrolled until one invocation's loop back-edges fit lavapipe's limit. A grouped conv keeps its rc and
     fh loops and unrolls the kw taps. `taps_loop`: the kw taps stay a loop too (a profile's taps_in_loop).
     `trip_body` (a profile's, 0: none): more input-channel chunks per trip while a trip's multiply-adds stay
-    within it (DeviceDefaults.trip_body says why)."""
+    within it (VulkanDefaults.trip_body says why)."""
     kh, kw = op.kernel
     taps = kw + 1 if taps_loop else 0  # the kw loop's back-edges and exit, per instance
     if op.groups > 1:
@@ -241,7 +239,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                 wg_size: tuple[int, int, int] | None = None) -> VulkanPlan:
     """ivc_tile / wg_size override the config (the bench sweep's permutations)."""
     options = vulkan_options(config)
-    defaults = DEVICE_DEFAULTS[options.device]
+    defaults = VULKAN_DEFAULTS[options.device]
     profile = device_profile(options.device)
     wg = wg_size or _choice(options.wg_size, defaults.wg_size)
     ivc = ivc_tile or _choice(options.ivc_tile, None)
@@ -277,8 +275,9 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     packed = {nm: own for nm in names if nm.startswith("filter") and (own := packed_filter(tensors[nm])) is not None}
     layouts = {**tensors, **inter, **packed}
     # a bias is read a vec4 chunk (wide_store: a pair) at a time: zero-padded to whole pairs of chunks
-    buffers = tuple(Buffer(name=nm, elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
-                           math.prod(layouts[nm].flat_shape), packing=packed.get(nm)) for nm in names)
+    buffers = tuple(GpuTensor(name=nm, role=role_of(nm), layout=packed.get(nm),
+                              elements=-(-math.prod(layouts[nm].flat_shape) // 8) * 8 if nm in biases else
+                              math.prod(layouts[nm].flat_shape)) for nm in names)
     number = {nm: i for i, nm in enumerate(names)}
     ops = []
     for j, op in enumerate(plan.ops, start=1):
@@ -375,13 +374,14 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
         red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
-    groups_oh = -(-out_h // wg_tile[0])
-    groups = (-(-oc4 // (k4 * wg[0])), -(-out_w // wg_tile[1]), n * groups_oh)
-    if max(groups) > 65_535:
+    grid = TileGrid(axes=(TileAxis(oc4, k4, wg[0]), TileAxis(out_w, iow, wg[1]), TileAxis(out_h, ioh, wg[2])),
+                    batch=n, batch_per_group=True)
+    groups = grid.groups
+    if grid.over_limit(VULKAN):
         raise _problem(config, _tile_key(config), f"ops[{j - 1}] would take {list(groups)} workgroups, over "
                                                   f"65,535 along one axis; use a larger vulkan tile")
     ic4_full, ic_tail = divmod(in_c, 4)
-    ragged = out_h % wg_tile[0] or out_w % wg_tile[1]
+    ragged = grid.axes[2].ragged or grid.axes[1].ragged
     padded = any(op.pad)
     bounds_check = bool(padded or ragged)
     grouped = {}
@@ -403,7 +403,7 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
         raise _problem(config, f"ops[{j - 1}]", f"each invocation would take {trips} loop back-edges, more than "
                                                 f"lavapipe's {LOOP_LIMIT}; use fewer input channels per conv")
     pad_kind = y_tl.layout.pad_kind
-    use_y4 = vec_ok(y_tl, 3) and (out_c % 4 == 0 or pad_kind is not PadKind.NONE)
+    use_y4 = vector_stores(VULKAN, y_tl)
     y_index = {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}
     y = access(y_tl, "dst", 3, y_index, "oc4", in_bounds, use_y4)
     pair_index = ""
@@ -413,16 +413,8 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
         pair_index = index_text(y_tl, {**y_index, y_tl.layout.dims[3]: E.mul(E.Var("oc8"), 8)}, pair_bounds, divide=8)
     if pad_kind is PadKind.VALUE and y_tl.padding and not (use_y4 and channel_padding_only(y_tl)):
         raise _padding_problem(config, y_tl, j)
-    out_pad = ""
-    if pad_kind is PadKind.VALUE and out_c % 4:
-        out_pad = f"{scalar}({y_tl.layout.pad_value!r})"
-    conds = []
-    if out_h % wg_tile[0]:
-        conds.append(f"oh < {out_h}")
-    if out_w % wg_tile[1]:
-        conds.append(f"ow < {out_w}")
-    if oc4 % (k4 * wg[0]):
-        conds.append(f"oc4 < {oc4}")
+    fill = tail_fill(y_tl)
+    out_pad = "" if fill is None else f"{scalar}({fill!r})"
     reduction = dict(ic4_full=ic4_full, ic_tail=ic_tail, ic_unroll=unroll, fh_block=fh_block, trips=trips, body=red.body,
                      row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1,
                      rows=(ioh - 1) * op.stride[0] + (fh_block - 1) * op.dilation[0] + 1)
@@ -432,7 +424,8 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
                          row=(iow - 1) * op.stride[1] + (kw - 1) * op.dilation[1] + 1 if rows else 0, **grouped)
     return VulkanOp(index=j, src=buffers.src, filter=buffers.filter, dst=buffers.dst, geo=op, wg_size=wg,
                     ivc_tile=(ioh, iow, k4), lane_chunks=lanes, chunk_step=lanes * wg[0], wg_tile=wg_tile,
-                    groups=groups, groups_oh=groups_oh, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),
-                    oc_ragged=bool(oc4 % (k4 * wg[0])), bounds_check=bounds_check, zero_pad=padded, store_guard=" && ".join(conds),
+                    groups=groups, groups_oh=grid.axes[2].groups, oc4=oc4, oc_tail=out_c - 4 * (oc4 - 1),
+                    oc_ragged=grid.axes[0].ragged, bounds_check=bounds_check, zero_pad=padded,
+                    store_guard=" && ".join(grid.guards(("oc4", "ow", "oh"), order=(2, 1, 0))),
                     x=x, f=f, y=y, pair_index=pair_index, store_chunks=2 if pair_index else 1, out_pad=out_pad,
                     **reduction)

@@ -45,12 +45,10 @@ class VulkanPool:
 def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: int, dst: int,
               scale: tuple[TensorLayout, int] | None = None, pad_value: str = "") -> VulkanPool:
     """pad_value: the dst layout's, when it pads the channels (the caller allows only that, to the next 4)."""
-    c = geo.out_shape[3]
-    walked = -(-c // 4) * 4 if pad_value else c
-    work = pool_work(VULKAN, geo, src_tl, dst_tl, walked, scale[0] if scale is not None else None)
+    work = pool_work(VULKAN, geo, src_tl, dst_tl, scale[0] if scale is not None else None)
     kh, kw = geo.kernel
     factor = dict(scale=scale[1], scale_index=work.scale_index) if scale is not None else {}
     return VulkanPool(index=geo.index, src=src, dst=dst, geo=geo, wg_size=(work.work_group, 1, 1),
-                      groups=(*work.groups, 1), row_items=work.row_items, total=work.total, channels=walked,
+                      groups=(*work.groups, 1), row_items=work.row_items, total=work.total, channels=work.channels,
                       pad_value=pad_value, trips=kh * (kw + 1), x_index=work.source_index, y_index=work.dest_index,
                       maximum=work.maximum, divisor=work.divisor, **factor)

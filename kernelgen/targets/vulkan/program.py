@@ -17,7 +17,7 @@ from ...measure.primitives import Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
 from ..gpu.dispatch import GpuDispatch, GpuTensor
-from ..gpu.program import GpuProgram
+from ..gpu.program import GpuProgram, open_device
 from .code import compile_ops
 from .plan import VulkanPlan
 from .probes import PROBES
@@ -68,7 +68,7 @@ class VulkanProgram(GpuProgram[VulkanPlan]):
         from its logical values, the rest filled with the poison byte."""
         vk = self.job.target_plan
         dtype = np.dtype(np.float16 if vk.dtype == "float16" else np.float32)
-        physical = [b.packing.pack(args.logical[b.name]) if b.packing else a
+        physical = [b.layout.pack(args.logical[b.name]) if b.layout else a
                     for a, b in zip(args.physical_list(), vk.buffers)]
         arrays = [np.pad(np.asarray(a, dtype=dtype).reshape(-1), (0, b.elements - a.size))
                   for a, b in zip(physical, vk.buffers)]
@@ -108,13 +108,7 @@ def check_device(vk: VulkanPlan, info) -> None:
 def compile_program(job: Job[VulkanPlan], device: str | None) -> VulkanProgram:
     vk = job.target_plan
     spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
-    runner = VulkanRunner(int(device) if device is not None and device.isdigit() else device)
-    try:
-        check_device(vk, runner.info)
-    except ToolchainError:
-        runner.close()
-        raise
-    return VulkanProgram(job, spirv, runner)
+    return VulkanProgram(job, spirv, open_device(VulkanRunner, device, lambda opened: check_device(vk, opened.info)))
 
 
 def label(vk: VulkanPlan) -> str:
@@ -129,6 +123,6 @@ def launches(job: Job) -> tuple[tuple[GpuTensor, ...], tuple[GpuDispatch, ...]]:
     names = [b.name for b in vk.buffers]
     bound = [(op.src, op.dst, *((op.scale,) if op.scale >= 0 else ())) if op.is_pool else
              (op.src, op.filter, op.dst, *(b for b in (op.bias, op.res_buffer) if b >= 0)) for op in vk.ops]
-    return (tuple(GpuTensor(name=b.name, elements=b.elements, kind="buffer") for b in vk.buffers),
+    return (vk.buffers,
             tuple(GpuDispatch(kernel=f"{job.config.name}.op{op.index}", tensors=tuple(names[i] for i in binding),
                               work_group=op.wg_size, groups=op.groups) for op, binding in zip(vk.ops, bound)))
