@@ -93,7 +93,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
         else:
             click.echo(f"[end] {program.program + ' (make run)':<48} {target:<7} "
                        f"{('pass' if program.passed else 'FAIL') if program.ran else 'not run':<8} "
-                       f"{program.seconds:6.1f} s  {program.text()}")
+                       f"{program.seconds:6.1f} s  {program.result()}")
     verdict = validation.verdict()
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "status": verdict.status,

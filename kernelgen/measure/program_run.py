@@ -36,13 +36,17 @@ class ProgramRun:
     why: str  # why it did not run, or why it failed
 
     def text(self) -> str:
+        return self.result() if not self.ran else f"program {self.program} (make run): {self.result()}"
+
+    def result(self) -> str:
+        """What the run found, without the program's name."""
         if not self.ran:
             return f"program: not run ({self.why})"
         if not self.passed:
-            return f"program {self.program} (make run): FAIL: {self.why}"
-        what = "bit-exact" if not self.max_abs else (f"within {self.relative:.2e} of the largest magnitude (limit "
-                                                     f"{PROGRAM_AGREEMENT:g})")
-        return f"program {self.program} (make run): output {what}"
+            return f"FAIL: {self.why}"
+        if not self.max_abs:
+            return "output bit-exact"
+        return f"output within {self.relative:.2e} of the largest magnitude (limit {PROGRAM_AGREEMENT:g})"
 
 
 def run_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds: Mapping[str, np.ndarray],
