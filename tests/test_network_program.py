@@ -224,3 +224,17 @@ def test_a_program_whose_output_is_off_fails(tmp_path):
     moved = {**want, sink: want[sink] + np.float32(1e-3 * np.abs(want[sink]).max())}
     bad = run_program(network, TARGETS["c"], jobs, feeds, moved, tmp_path / "bad")
     assert bad.ran and not bad.passed and "off by" in bad.why
+
+
+@requires_tool(*toolchain("c"), "make")
+def test_validate_json_puts_the_program_in_the_verdict_record(tmp_path):
+    import json
+
+    manifest = import_classifier(tmp_path)
+    result = CliRunner().invoke(main, ["validate", str(manifest), "--target", "c", "--jsonl", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    *steps, verdict = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["step"] for r in steps] == [0, 1, 2] and verdict["status"] == "pass"
+    program = verdict["program"]
+    assert program["name"] == f"{NET}_run" and program["ran"] and program["passed"]
+    assert 0 < program["relative"] <= FLOAT_TOLERANCE

@@ -83,21 +83,19 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                        f"{run.seconds:6.1f} s  {agreement}")
             if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
                 click.echo(f"    {record.detail}")
-    if not validation.verdict().stopped:
-        program = validation.run_program()  # what ships, on the same input: the end-to-end verdict
-        if as_json:
-            click.echo(json.dumps({"network": network.name, "target": target, "kind": "program",
-                                   "name": program.program, "ran": program.ran, "passed": program.passed,
-                                   "seconds": round(program.seconds, 4), "max_abs_error": number(program.max_abs),
-                                   "relative": number(program.relative), "detail": program.why}))
-        else:
-            click.echo(f"[end] {program.program + ' (make run)':<48} {target:<7} "
-                       f"{('pass' if program.passed else 'FAIL') if program.ran else 'not run':<8} "
-                       f"{program.seconds:6.1f} s  {program.result()}")
+    program = validation.run_program() if not validation.verdict().stopped else None  # what ships: end to end
+    if program is not None and not as_json:
+        click.echo(f"[end] {program.program + ' (make run)':<48} {target:<7} "
+                   f"{('pass' if program.passed else 'FAIL') if program.ran else 'not run':<8} "
+                   f"{program.seconds:6.1f} s  {program.result()}")
     verdict = validation.verdict()
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "status": verdict.status,
-                               "summary": verdict.summary, "oracle": verdict.oracle.text if verdict.oracle else None}))
+                               "summary": verdict.summary, "oracle": verdict.oracle.text if verdict.oracle else None,
+                               "program": None if program is None else {
+                                   "name": program.program, "ran": program.ran, "passed": program.passed,
+                                   "seconds": round(program.seconds, 4), "max_abs_error": number(program.max_abs),
+                                   "relative": number(program.relative), "detail": program.why}}))
     else:
         click.echo(verdict.summary)
     return verdict.failed
