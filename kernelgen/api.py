@@ -35,7 +35,7 @@ from .planner import plan
 from .report import text_report, unfused_activation_bytes
 from .registry import TARGETS, catalog
 from .target_choice import choose_targets
-from .targets.base import Job, Target, file_names, templates
+from .targets.base import BuildFlags, Job, Target, file_names, templates
 from .toolstatus import ToolStatus
 
 if TYPE_CHECKING:
@@ -164,6 +164,15 @@ def output_names(config: Config, override: tuple[str, ...] = (), targets: Target
         made = (*file_names(known[name], config.name), *known[name].binary_names(config))
         names += [f"{config.name}/{name}/{f}" for f in made]
     return tuple(names)
+
+
+def build_flags(config: Config, override: tuple[str, ...] = (), targets: Targets | None = None
+                ) -> dict[str, BuildFlags]:
+    """By output folder (`<config>/<target>`): the flags each target's generated sources need in a user's build
+    (CMake's kernelgen_add_kernels gives them to those sources); targets that need none are left out."""
+    known = targets or TARGETS
+    flags = {name: known[name].build_flags(config) for name in chosen_targets(config, override, known)}
+    return {f"{config.name}/{name}": f for name, f in flags.items() if f.compile or f.link}
 
 
 def dependencies(config: Config, target: str | None, targets: Targets | None = None) -> tuple[str, ...]:
@@ -371,6 +380,12 @@ def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[s
                                       f"{step.config.dtype}; the {target} target takes "
                                       f"{', '.join(TARGETS[target].dtypes)}")
     return chosen
+
+
+def network_build_flags(network: Network, target: str) -> BuildFlags:
+    """The flags of a network's driver (network.c): its first kernel's, so the driver and the kernels it calls are
+    built alike (it loops over steps and does little arithmetic of its own)."""
+    return TARGETS[target].build_flags(network.kernels[0].config)
 
 
 def network_weights(network, target: str, built: Mapping[str, Job]) -> tuple[WeightsPlan, bytes]:

@@ -177,7 +177,7 @@ def op_quants(config: Config) -> list[OpQuant]:
         floats = {s: float_requantization(s_in, s, s_conv, key, config) for s in dict.fromkeys(s_w)} \
             if q.requantization == "float32" else {}
         requants = {s: requantization(s_in * s / s_conv, key, config) for s in dict.fromkeys(s_w)}
-        q_min, q_max = activation_range(op.clamp, s_out, z_out)
+        q_min, q_max = activation_range(op.epilogue.clamp, s_out, z_out)
         out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
                            q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,
                            z_conv=z_conv, add=add, float_requants=tuple(floats[s] for s in s_w) if floats else (),

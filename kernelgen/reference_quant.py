@@ -16,7 +16,8 @@ import numpy as np
 from .config import Config
 from .quant import LEFT_SHIFT, OpQuant, Requant, ResidualAdd, op_quants, shift_only
 from .quant_float import requantize_float
-from .reference import conv2d, pool2d
+from .ops import OPS
+from .ops.op import Requantizers
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 
@@ -72,19 +73,6 @@ def quantized_add(a: np.ndarray, b: np.ndarray, add: ResidualAdd, zero_point: in
     return np.clip(np.clip(r, 0, 255), q_min, q_max).astype(np.uint8)
 
 
-def conv2d_acc(x: np.ndarray, w: np.ndarray, zx: int, zw: int, op, bias: np.ndarray | None) -> np.ndarray:
-    """int64 sum((x - zx) * (w - zw)) (+ bias); padding is zx, i.e. 0 after centering."""
-    centered = x.astype(np.int64) - zx
-    acc = conv2d(centered.astype(np.float64), (w.astype(np.int64) - zw).astype(np.float64), op)
-    # float64 sums of integers below 2^53 are exact.
-    acc = np.rint(acc).astype(np.int64)
-    if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    if acc.min() < INT32_MIN or acc.max() > INT32_MAX:
-        raise ValueError("accumulator exceeds int32")
-    return acc
-
-
 def chain(config: Config, x: np.ndarray, filters: list[np.ndarray | None], biases: list[np.ndarray | None],
           sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     return chain_outputs(config, x, filters, biases, sides)[-1]
@@ -103,28 +91,10 @@ def chain_outputs(config: Config, x: np.ndarray, filters: list[np.ndarray | None
 def op_output(config: Config, j: int, sources: list[np.ndarray], w: np.ndarray | None, b: np.ndarray | None,
               oq: OpQuant | None = None, sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """Op j (0-based) on sources[j] (its input) and, with a residual, the source it names: the op alone, for
-    the op-by-op check on the kernel's own intermediates."""
+    the op-by-op check on the kernel's own intermediates (its kind's uint8 reference, kernelgen/ops)."""
     op = config.ops[j]
-    oq = oq or op_quants(config)[j]
-    if op.kind == "maxpool":  # padding is never the maximum; the bytes keep their quantization
-        return pool2d(sources[j], op).astype(np.uint8)
-    if op.kind == "mul":  # QLinearMul: the exact product of the centred bytes, requantized once
-        product = (sources[j].astype(np.int64) - oq.z_in) * (np.asarray(sides[op.scale_by]).astype(np.int64) - oq.z_w)
-        if not oq.float_requants:
-            return requantize(product, oq.requants, oq.z_out)
-        with np.errstate(all="ignore"):  # z_out added in float32 before the rounding, as MLAS does
-            y = (product.astype(np.float32) * np.float32(oq.float_requants[0].scale)).astype(np.float32)
-            y = (y + np.float32(oq.z_out)).astype(np.float32)
-        return np.clip(np.rint(y), 0, 255).astype(np.uint8)
-    if op.pool:  # a global average pool (QLinearGlobalAveragePool): sum(a) - n * za, requantized
-        pixels = op.kernel[0] * op.kernel[1]
-        acc = np.rint(pool2d(sources[j], op) * pixels).astype(np.int64) - pixels * oq.z_in
-        return requantize_op(acc, oq, oq.z_out)
-    acc = conv2d_acc(sources[j], w, oq.z_in, oq.z_w, op, b)
-    if oq.table:  # the conv's own bytes, then the gate's table
-        return np.array(oq.table, dtype=np.uint8)[requantize_op(acc, oq, oq.z_conv)]
-    if oq.add is None:
-        return requantize_op(acc, oq, oq.z_out, oq.q_min, oq.q_max)
-    conv = requantize_op(acc, oq, oq.z_conv)
-    residual = sides[op.residual] if isinstance(op.residual, str) else sources[op.residual]
-    return quantized_add(conv, np.asarray(residual), oq.add, oq.z_out, oq.q_min, oq.q_max)
+    return OPS[op.kind].reference_uint8(op, sources, j, w, b, oq or op_quants(config)[j], sides, REQUANTIZERS)
+
+
+# the steps above, as a kind's uint8 reference (kernelgen/ops) takes them
+REQUANTIZERS = Requantizers(requantize=requantize, requantize_op=requantize_op, quantized_add=quantized_add)

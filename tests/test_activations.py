@@ -15,10 +15,9 @@ from kernelgen import api
 from kernelgen.errors import ConfigError
 from kernelgen.measure.records import Status
 from kernelgen.measure.validate import validate as validate_job
-from kernelgen.plan_types import HardSigmoid
+from kernelgen.ops import HardSigmoid
 from kernelgen.planner import plan
 from kernelgen.report import text_report
-from kernelgen.reference import hard_activation
 from kernelgen.targets import TARGETS
 
 TOOLS = {name: toolchain(name) for name in TARGETS}  # each target's own list (`kernelgen targets`)
@@ -79,7 +78,7 @@ def test_a_uint8_gate_without_a_quant_block_is_refused_at_its_key():
         api.parse_config(text, "q.yaml")
     quantized = text.replace("activation: hardswish}", "activation: hardswish, quant: {conv_scale: 0.2, "
                                                        "conv_zero_point: 120}}")
-    assert api.parse_config(quantized, "q.yaml").ops[0].hard.times_value
+    assert api.parse_config(quantized, "q.yaml").ops[0].act.times_value
     with pytest.raises(ConfigError, match=r"ops\[0\]\.conv2d\.activation: expected none, relu, relu6 or a clamp "
                                           r"after a residual add with dtype uint8"):
         api.parse_config(quantized.replace("out_channels: 32,", "out_channels: 32, residual: input,"), "q.yaml")
@@ -102,10 +101,10 @@ def test_the_reference_is_onnxruntimes_hardswish_and_hardsigmoid():
     swish, gate, default = session.run(None, {"x": x})
     x64 = x.astype(np.float64)
     # float32 arithmetic against float64: a few roundings of values below 4
-    np.testing.assert_allclose(hard_activation(x64, HardSigmoid(alpha=1 / 6, beta=0.5, times_value=True)), swish,
+    np.testing.assert_allclose(HardSigmoid(alpha=1 / 6, beta=0.5, times_value=True).reference(x64), swish,
                                rtol=0, atol=4e-7)
-    np.testing.assert_allclose(hard_activation(x64, HardSigmoid(alpha=1 / 6, beta=0.5)), gate, rtol=0, atol=2e-7)
-    np.testing.assert_allclose(hard_activation(x64, HardSigmoid(alpha=0.2, beta=0.5)), default, rtol=0, atol=2e-7)
+    np.testing.assert_allclose(HardSigmoid(alpha=1 / 6, beta=0.5).reference(x64), gate, rtol=0, atol=2e-7)
+    np.testing.assert_allclose(HardSigmoid(alpha=0.2, beta=0.5).reference(x64), default, rtol=0, atol=2e-7)
 
 
 @pytest.mark.parametrize("target", ["c", "hvx", "opencl", "vulkan"])

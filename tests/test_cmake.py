@@ -245,7 +245,7 @@ kernelgen_add_kernels(u8_kernels CONFIGS u8.yaml)""")
     env = {**os.environ, "PATH": f"{kernelgen.bin}{os.pathsep}{os.environ['PATH']}"}
     build = tmp_path / "b"
     configured = _run("cmake", "-S", source, "-B", build, "-G", "Ninja", f"-DCMAKE_TOOLCHAIN_FILE={toolchain}",
-                      f"-Dkernelgen_DIR={kernelgen.package}", env=env)
+                      f"-Dkernelgen_DIR={kernelgen.package}", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", env=env)
     assert configured.returncode == 0, configured.stdout + configured.stderr
     cache = (build / "CMakeCache.txt").read_text()
     assert f"KERNELGEN_EXECUTABLE:FILEPATH={kernelgen.bin / 'kernelgen'}" in cache
@@ -259,6 +259,28 @@ kernelgen_add_kernels(u8_kernels CONFIGS u8.yaml)""")
     else:
         assert not any(library.exists() for library in hvx)  # not in `all` off Hexagon: its intrinsics need one
     assert (build / "kernelgen" / "u8_kernels" / "hvx_seed000_3x3_u8" / "hvx" / "hvx_seed000_3x3_u8.c").is_file()
+    # the c kernel keeps its flags but the build machine's CPU (-march=native would be this host's or an error)
+    commands = _compile_commands(build)
+    assert _flags_of(commands, "example_conv/c/example_conv.c")[-2:] == ["-O3", "-ffp-contract=fast"]
+    assert "-march=native" not in _flags_of(commands, "example_conv/c/example_conv.c")
+    if machine == "hexagon":  # the hvx kernel the arch its config planned for (v73), whatever the toolchain's
+        assert _flags_of(commands, "hvx_seed000_3x3_u8/hvx/hvx_seed000_3x3_u8.c")[-4:] == [
+            "-mcpu=hexagonv73", "-mhvx", "-mhvx-length=128b", "-O2"]
+
+
+def _compile_commands(build: Path) -> list[dict]:
+    import json
+
+    return json.loads((build / "compile_commands.json").read_text())
+
+
+def _flags_of(commands: list[dict], file: str) -> list[str]:
+    """The compile command of the one source whose path ends in `file`, as arguments, without -o/-c and their files."""
+    import shlex
+
+    [command] = [c["command"] for c in commands if c["file"].endswith("/" + file)]
+    words = shlex.split(command)
+    return [w for i, w in enumerate(words) if w not in ("-o", "-c") and words[i - 1] not in ("-o", "-c")]
 
 
 @requires_tool("cmake", "ninja", "gcc", *ONNX)
@@ -279,7 +301,7 @@ get_target_property(outputs net KERNELGEN_OUTPUTS)
 list(LENGTH outputs count)
 message(STATUS "net: ${{count}} files")""")
     build = tmp_path / "b"
-    configured = _configure(source, build, kernelgen)
+    configured = _configure(source, build, kernelgen, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
     assert configured.returncode == 0, configured.stdout + configured.stderr
     listed = CliRunner().invoke(main, ["build", str(tmp_path / "sr" / "network.yaml"), "--target", "c", "-o",
                                        str(build / "kernelgen" / "net"), "--list-outputs"])
@@ -288,6 +310,10 @@ message(STATUS "net: ${{count}} files")""")
     assert built.returncode == 0, built.stdout + built.stderr
     objects = {p.name for p in (build / "CMakeFiles" / "net.dir").rglob("*.o")}
     assert {"network.c.o", "stem.c.o"} <= objects, objects
+    assert "compile it with" not in built.stdout + built.stderr  # kernelgen's advice is for a shell, not a build
+    commands = _compile_commands(build)
+    for file in ("stem/c/stem.c", "sr/c/network.c"):  # the kernels and their driver as validate built them
+        assert _flags_of(commands, file)[-3:] == ["-O3", "-march=native", "-ffp-contract=fast"], file
     rerun_cmake = (build / "build.ninja").read_text().split("build build.ninja:")[1].split("\n\n")[0]
     assert str(tmp_path / "sr" / "stem.yaml") in rerun_cmake and str(tmp_path / "sr" / "network.yaml") in rerun_cmake
 
@@ -359,3 +385,30 @@ kernelgen_add_kernels(k CONFIGS conv.yaml other.yaml TARGETS c)""")
     again = _build(build)
     assert again.returncode == 0, again.stdout + again.stderr
     assert re.findall(r"kernelgen: generating k from (\S+)", again.stdout) == ["other.yaml"], again.stdout
+
+
+@requires_tool("cmake", "ninja", "gcc")
+def test_a_configs_own_flags_and_openmp_reach_its_sources_and_the_programs_linking_them(kernelgen, tmp_path):
+    """c.cflags replace the default flags on that config's sources only; threads add -fopenmp to its sources and,
+    as a usage requirement, to the link of a program that uses the library (which then runs)."""
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(k CONFIGS conv.yaml threaded.yaml TARGETS c)
+add_executable(host host.c)
+target_link_libraries(host PRIVATE k)""")
+    conv = (REPO / "examples" / "conv.yaml").read_text()
+    (source / "conv.yaml").write_text(conv)
+    (source / "threaded.yaml").write_text(conv.replace("name: example_conv", "name: threaded_conv")
+                                          + "c: {cflags: [-O2, -fno-tree-vectorize], threads: 2}\n")
+    shutil.copy2(REPO / "examples" / "host.c", source / "host.c")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    commands = _compile_commands(build)
+    assert _flags_of(commands, "example_conv/c/example_conv.c")[-3:] == ["-O3", "-march=native", "-ffp-contract=fast"]
+    assert _flags_of(commands, "threaded_conv/c/threaded_conv.c")[-3:] == ["-O2", "-fno-tree-vectorize", "-fopenmp"]
+    assert "-fopenmp" not in _flags_of(commands, "host.c")  # the host's own sources keep their flags
+    link = (build / "build.ninja").read_text().split("build host:")[1].split("\n\n")[0]
+    assert "-fopenmp" in link, link
+    assert HOST_LINE.match(_run(build / "host").stdout.strip())

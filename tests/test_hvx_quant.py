@@ -11,6 +11,7 @@ from builders import Case, config_text, toolchain
 from conftest import requires_tool
 
 from kernelgen import reference_quant
+from kernelgen.ops.conv2d import conv2d_acc
 from kernelgen.api import parse_config
 from kernelgen.errors import ConfigError
 from kernelgen.measure.records import Status
@@ -169,7 +170,7 @@ def test_reference_agrees_with_onnxruntime_qlinearconv(exact):
     diff = np.abs(ours - theirs)
     assert diff.max() <= 1
     if exact:
-        acc = reference_quant.conv2d_acc(x, w, z_x, 0, config.ops[0], bias).astype(np.float64)
+        acc = conv2d_acc(x, w, z_x, 0, config.ops[0], bias).astype(np.float64)
         real = acc * np.array([s_x * s / s_y for s in s_w])  # exact: powers of two
         # onnxruntime's float product is exact here: it is real rounded half to even, to the byte
         assert np.array_equal(theirs, np.clip(np.rint(real) + z_y, 0, 255))
@@ -523,7 +524,7 @@ def test_float32_reference_is_onnxruntimes_qlinearconv_at_its_double_roundings(p
     assert np.array_equal(ours, theirs.transpose(0, 2, 3, 1).astype(np.int32))
     from kernelgen.quant_float import float_scale
 
-    acc = reference_quant.conv2d_acc(x, w, 128, 0, config.ops[0], bias)
+    acc = conv2d_acc(x, w, 128, 0, config.ops[0], bias)
     scales = np.array([float_scale(s_x, s, s_y) for s in s_w])
     one_rounding = np.clip(np.rint(acc * scales) + 128, 0, 255)
     assert np.sum(one_rounding != ours) >= 21  # channels 0, 3, ...: their bias pixel is a double rounding

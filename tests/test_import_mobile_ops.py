@@ -45,7 +45,7 @@ def test_gates_fold_and_identity_biases_are_constants(tmp_path):
     (config_file,) = [p for p in (tmp_path / "v3").glob("*.yaml") if p.name != "network.yaml"]
     config = load_config(config_file)
     assert [op.activation for op in config.ops] == ["hardswish", "hardsigmoid[0.166667, 0.5]", "none"]
-    assert config.ops[1].hard.alpha == pytest.approx(1 / 6, rel=1e-7)  # the node's float32 attribute
+    assert config.ops[1].act.alpha == pytest.approx(1 / 6, rel=1e-7)  # the node's float32 attribute
     checked = CliRunner().invoke(main, ["validate", str(config_file), str(tmp_path / "v3" / "network.yaml"),
                                         "--target", "c"])
     assert checked.exit_code == 0, checked.output

@@ -58,7 +58,7 @@ def _emulated_kernel(config, args, scale_op: int = 0, drop_bias_op: int = 0):
     stored = [args.logical["input"].astype(np.float64)]
     for j, op in enumerate(config.ops, start=1):
         bias = args.logical.get(f"bias{j}")
-        value = reference.epilogue(reference.conv2d(stored[-1], args.logical[f"filter{j}"], op), op,
+        value = reference.epilogue(reference.apply(stored[-1], args.logical[f"filter{j}"], op), op,
                                    bias * 0 if j == drop_bias_op else bias, stored)
         stored.append((value * (1.001 if j == scale_op else 1.0)).astype(np.float32).astype(np.float64))
     return tuple(s.astype(np.float32) for s in stored[1:-1]), stored[-1].astype(np.float32)

@@ -13,6 +13,7 @@ from conftest import requires_tool
 
 from kernelgen.api import load_config
 from kernelgen.cli import main
+from kernelgen.ops import IDENTITY
 
 ONNX = ("py:onnx", "py:onnxruntime")
 
@@ -41,7 +42,7 @@ def test_mobilenet_v2_block_becomes_one_fused_config(tmp_path):
     assert (expand.out_channels, expand.kernel, expand.bias, expand.activation) == (96, (1, 1), True, "relu6")
     assert (depthwise.groups, depthwise.kernel, depthwise.pad, depthwise.activation) == (96, (3, 3), (1, 1, 1, 1),
                                                                                            "relu6")
-    assert (project.out_channels, project.residual, project.clamp) == (16, 0, None)
+    assert (project.out_channels, project.residual, project.act) == (16, 0, IDENTITY)
     assert config.source.onnx == "../mnv2.onnx"
     assert config.source.nodes == ["expand", "expand_relu6", "depthwise", "dw_relu6", "project", "residual_add"]
     assert "not imported" not in result.output

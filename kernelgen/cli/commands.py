@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from ..version import __version__
-from ..api import TARGETS, binaries, dependencies, jobs, json_schema, output_files, output_names, skipped, \
+from ..api import TARGETS, BuildFlags, binaries, build_flags, dependencies, jobs, json_schema, output_files, output_names, skipped, \
     validate_job, with_sources
 from .bench import bench_command
 from .common import (StatusLine, configs_argument, device_option, echo_problems, handle_errors,  # noqa: F401
@@ -113,12 +113,18 @@ def plan(configs: tuple[str, ...], as_json: bool, fmt: str) -> None:
 @click.option("--list-inputs", is_flag=True,
               help="Print the files whose contents decide what --list-outputs prints (each config; a manifest and its "
                    "kernels' configs), one per line; write nothing.")
+@click.option("--list-flags", is_flag=True,
+              help="Print the compiler flags each output folder's sources need, one per line (FOLDER, compile or link, "
+                   "FLAG; tab-separated); write nothing.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print warnings and errors only (a build system's step: no summary, no advice on compiling).")
 @click.option("--embed-weights", is_flag=True,
               help="A network manifest: also write <network>_weights.c, the weights file as a C array the program is "
                    "built with (it then needs no file).")
 @handle_errors
 def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None, depfile: str | None,
-          depfile_target: str | None, list_outputs: bool, list_inputs: bool, embed_weights: bool) -> None:
+          depfile_target: str | None, list_outputs: bool, list_inputs: bool, list_flags: bool, quiet: bool,
+          embed_weights: bool) -> None:
     """Generate sources and plan reports; unchanged files are not rewritten.
 
     \b
@@ -127,12 +133,18 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
     Example:
       kernelgen build configs/*.yaml -o out/ --depfile out/kernels.d
     """
-    if list_outputs and list_inputs:
-        raise click.UsageError("--list-outputs and --list-inputs: give one")
+    if sum((list_outputs, list_inputs, list_flags)) > 1:
+        raise click.UsageError("--list-outputs, --list-inputs and --list-flags: give one")
     root = Path(out_dir)
     if list_inputs:
         for path in _inputs(configs, targets, device):
             click.echo(path)
+        return
+    if list_flags:
+        for folder, flags in _flags(configs, targets, device).items():
+            for kind, given in (("compile", flags.compile), ("link", flags.link)):
+                for flag in given:
+                    click.echo(f"{root / folder}\t{kind}\t{flag}")
         return
     if manifests_in(configs):
         from .network import build_networks, network_output_names, write_all
@@ -144,12 +156,13 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
         files, notes, rules = build_networks(configs, out_dir, targets, device, embed_weights)
         make_folder(root)
         written = write_all(root, files)
-        for note in notes:
+        for note in () if quiet else notes:  # the drivers' arenas and how to compile them: a user's reading
             click.echo(note, err=True)
         if depfile:
             _write_depfile(depfile, depfile_target, {str(root / rel): deps for rel, deps in rules.items()})
-        click.echo(f"{len(files)} files for {len(configs)} network(s) in {root}/ ({written} written, "
-                   f"{len(files) - written} unchanged)", err=True)
+        if not quiet:
+            click.echo(f"{len(files)} files for {len(configs)} network(s) in {root}/ ({written} written, "
+                       f"{len(files) - written} unchanged)", err=True)
         return
     if embed_weights:
         raise click.UsageError("--embed-weights: a network manifest's option (its weights); the arguments are configs")
@@ -178,8 +191,9 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
     if depfile:
         _write_depfile(depfile, depfile_target, rules)
     total = sum(len(g) for g in generated.values())
-    click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, {total - written} unchanged)",
-               err=True)
+    if not quiet:
+        click.echo(f"{total} files for {len(loaded)} config(s) in {root}/ ({written} written, "
+                   f"{total - written} unchanged)", err=True)
 
 
 def _inputs(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> tuple[str, ...]:
@@ -193,6 +207,15 @@ def _inputs(configs: tuple[str, ...], targets: tuple[str, ...], device: str | No
         return tuple(dict.fromkeys(path for network in networks for path in
                                    (network.path, *(step.config.file or step.config.path for step in network.kernels))))
     return tuple(dict.fromkeys(config.file or config.path for config in load_all(configs, targets, device)))
+
+
+def _flags(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> dict[str, BuildFlags]:
+    if manifests_in(configs):
+        from .network import network_build_flags
+
+        return network_build_flags(configs, targets, device)
+    return {folder: flags for config in load_all(configs, targets, device)
+            for folder, flags in build_flags(config, targets).items()}
 
 
 def _write_depfile(depfile: str, stamp: str | None, rules: dict[str, tuple[str, ...]]) -> None:

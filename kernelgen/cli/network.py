@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..api import (TARGETS, bench_network, jobs, load_network, network_targets, output_files,
+from ..api import (TARGETS, BuildFlags, bench_network, jobs, load_network, network_targets, output_files,
                    validate_network, with_device)
 from ..errors import ConfigError
 from ..files import write_if_changed
@@ -212,6 +212,23 @@ def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], devic
                 made += program_names(network, embed)
             names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in sorted(made)))
     return tuple(names)
+
+
+def network_build_flags(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> dict[str, BuildFlags]:
+    """By output folder, the flags the sources build_networks writes need (build --list-flags): each kernel's, and
+    the driver's where the target writes one."""
+    from ..api import build_flags, network_build_flags as driver_flags
+
+    flags: dict[str, BuildFlags] = {}
+    for network in load_networks(paths, device):
+        for target in build_targets(network, targets):
+            for step in network.kernels:
+                flags |= build_flags(step.config, (target,))
+            if TARGETS[target].network_file_names:
+                made = driver_flags(network, target)
+                if made.compile or made.link:
+                    flags[f"{network.name}/{target}"] = made
+    return flags
 
 
 def write_all(root: Path, files: dict[str, str | bytes]) -> int:

@@ -4,9 +4,13 @@
 #   <name>            STATIC library of the c target's sources (network.c too, for a manifest), position-independent
 #                     (it usually ends up in an app's or a DSP skeleton's shared library); its include folders are a
 #                     usage requirement. An INTERFACE library when no config has the c target.
-#   <name>_hvx        STATIC library of the hvx target's sources, compiled with -mhvx -mhvx-length=128b (clang; the
-#                     toolchain file picks the Hexagon arch); built by default only when the toolchain targets
+#   <name>_hvx        STATIC library of the hvx target's sources; built by default only when the toolchain targets
 #                     Hexagon, else when something links it. Absent when no config has the hvx target.
+# Each config's sources are compiled with the flags its target validated and benchmarked them with (`kernelgen build
+# --list-flags`: c's `-O3 -march=native -ffp-contract=fast` or the config's c.cflags; hvx's arch, -mhvx and
+# 128-byte vectors), under GCC and Clang; flags a program linking them needs (-fopenmp) are the library's usage
+# requirements. A cross build drops the flags that name the build machine's CPU (-march=native): the toolchain
+# file says which CPU, and -ffp-contract=fast still lets the compiler fuse multiply-adds.
 #   <name>_generate   the generation itself (part of `all`, so GPU-only kernels are written too).
 # and these properties on <name>:
 #   KERNELGEN_GPU_SOURCES  the .cl, .comp and .spv files (.spv when glslangValidator is on the build machine)
@@ -58,6 +62,7 @@ function(kernelgen_add_kernels name)
   set(state "${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/${name}.kernelgen")  # stamps and depfiles, one per config
   set(stamps "")
   set(outputs "")
+  set(flag_lines "")
   set(index 0)
   foreach(config IN LISTS arg_CONFIGS)
     if(config MATCHES "^[A-Z_]+$" AND NOT EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${config}")
@@ -65,7 +70,8 @@ function(kernelgen_add_kernels name)
                           "CONFIGS, TARGETS, DEVICE, OUTPUT_DIR)")
     endif()
     cmake_path(ABSOLUTE_PATH config BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE)
-    _kernelgen_listing("${where}" "${config}" "${out}" "${options}" made inputs)
+    _kernelgen_listing("${where}" "${config}" "${out}" "${options}" made inputs config_flags)
+    list(APPEND flag_lines ${config_flags})
     get_property(claimed GLOBAL PROPERTY _KERNELGEN_OUTPUTS)  # every call's, so two never write one file
     foreach(file IN LISTS made)
       if(file IN_LIST outputs OR file IN_LIST claimed)
@@ -82,7 +88,7 @@ function(kernelgen_add_kernels name)
     add_custom_command(
       OUTPUT "${stamp}"
       BYPRODUCTS ${made}
-      COMMAND "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${options}
+      COMMAND "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${options} --quiet
               --depfile "${stamp}.d" --depfile-target "${stamp}"
       COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
       DEPENDS ${inputs}  # the depfile names them too, but there is none before the first build
@@ -123,21 +129,55 @@ function(kernelgen_add_kernels name)
     set_target_properties(${name}_hvx PROPERTIES POSITION_INDEPENDENT_CODE ON)
     target_compile_features(${name}_hvx PRIVATE c_std_99)
     target_include_directories(${name}_hvx PUBLIC "$<BUILD_INTERFACE:${hvx_includes}>")
-    # 128-byte HVX vectors are what the kernels are written for (the generated code's HVX_Vector is 128 bytes)
-    target_compile_options(${name}_hvx PRIVATE "$<$<C_COMPILER_ID:Clang>:-mhvx;-mhvx-length=128b>")
     add_dependencies(${name}_hvx ${name}_generate)
     if(NOT (CMAKE_SYSTEM_PROCESSOR MATCHES "^[Hh]exagon" OR CMAKE_C_COMPILER_TARGET MATCHES "^hexagon"))
       # a host build of configs that also target hvx: the HVX intrinsics need a Hexagon compiler
       set_target_properties(${name}_hvx PROPERTIES EXCLUDE_FROM_ALL TRUE)
     endif()
   endif()
+  _kernelgen_apply_flags(${name} "${out}" "${flag_lines}" "${c_sources};${hvx_sources}")
+endfunction()
+
+
+# The flags of `kernelgen build --list-flags` (FOLDER, compile or link, FLAG; tab-separated) on the sources in that
+# folder (COMPILE_OPTIONS of each .c file) and, for link flags, on the library holding them as a usage requirement.
+function(_kernelgen_apply_flags name out flag_lines sources)
+  set(compiler "$<C_COMPILER_ID:GNU,Clang,AppleClang>")  # the flags are GCC's and Clang's spelling
+  foreach(line IN LISTS flag_lines)
+    string(REPLACE "\t" ";" fields "${line}")
+    list(GET fields 0 folder)
+    list(GET fields 1 kind)
+    list(GET fields 2 flag)
+    if(CMAKE_CROSSCOMPILING AND flag MATCHES "^-m(arch|cpu|tune)=native$")
+      continue()
+    endif()
+    cmake_path(GET folder FILENAME target)
+    set(library ${name})
+    if(target STREQUAL "hvx")
+      set(library ${name}_hvx)
+    endif()
+    if(NOT TARGET ${library})
+      continue()
+    endif()
+    if(kind STREQUAL "link")
+      target_link_options(${library} INTERFACE "$<${compiler}:${flag}>")
+      continue()
+    endif()
+    foreach(file IN LISTS sources)
+      cmake_path(GET file PARENT_PATH parent)
+      cmake_path(GET file EXTENSION LAST_ONLY extension)
+      if(parent STREQUAL folder AND extension STREQUAL ".c")
+        set_property(SOURCE "${file}" APPEND PROPERTY COMPILE_OPTIONS "$<${compiler}:${flag}>")
+      endif()
+    endforeach()
+  endforeach()
 endfunction()
 
 
 # The files kernelgen would write for one config (made_var) and the files deciding their names (inputs_var), from
 # the cache when none of those files, nor the kernelgen command, nor PATH (glslangValidator decides the .spv) changed.
-function(_kernelgen_listing where config out options made_var inputs_var)
-  string(MD5 slot "${config}|${out}|${options}")
+function(_kernelgen_listing where config out options made_var inputs_var flags_var)
+  string(MD5 slot "${config}|${out}|${options}|flags")  # |flags: listings before --list-flags are stale
   set(slot "_KERNELGEN_LISTING_${slot}")
   get_property(tool GLOBAL PROPERTY KERNELGEN_TOOL)
   set(tool "${tool}|$ENV{PATH}")
@@ -146,6 +186,7 @@ function(_kernelgen_listing where config out options made_var inputs_var)
     if(key STREQUAL "$CACHE{${slot}_KEY}")
       set(${made_var} "$CACHE{${slot}_OUTPUTS}" PARENT_SCOPE)
       set(${inputs_var} "$CACHE{${slot}_INPUTS}" PARENT_SCOPE)
+      set(${flags_var} "$CACHE{${slot}_FLAGS}" PARENT_SCOPE)
       return()
     endif()
   endif()
@@ -157,6 +198,10 @@ function(_kernelgen_listing where config out options made_var inputs_var)
     execute_process(COMMAND ${command} --list-outputs WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
                     RESULT_VARIABLE status OUTPUT_VARIABLE made ERROR_VARIABLE error)
   endif()
+  if(status EQUAL 0)
+    execute_process(COMMAND ${command} --list-flags WORKING_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}"
+                    RESULT_VARIABLE status OUTPUT_VARIABLE flags ERROR_VARIABLE error)
+  endif()
   if(NOT status EQUAL 0)
     string(STRIP "${error}" error)
     if(NOT DEFINED CACHE{${slot}_OUTPUTS})
@@ -167,12 +212,15 @@ function(_kernelgen_listing where config out options made_var inputs_var)
     message(NOTICE "${where}: ${config} does not load; the build will say why")
     set(${made_var} "$CACHE{${slot}_OUTPUTS}" PARENT_SCOPE)
     set(${inputs_var} "$CACHE{${slot}_INPUTS}" PARENT_SCOPE)
+    set(${flags_var} "$CACHE{${slot}_FLAGS}" PARENT_SCOPE)
     return()
   endif()
   string(REGEX REPLACE "\n$" "" inputs "${inputs}")
   string(REGEX REPLACE "\n$" "" made "${made}")
   string(REPLACE "\n" ";" inputs "${inputs}")
   string(REPLACE "\n" ";" made "${made}")
+  string(REGEX REPLACE "\n$" "" flags "${flags}")
+  string(REPLACE "\n" ";" flags "${flags}")
   set(resolved "")
   foreach(file IN LISTS inputs)  # kernelgen prints them as it was given them, relative to its working folder
     cmake_path(ABSOLUTE_PATH file BASE_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}" NORMALIZE)
@@ -182,7 +230,9 @@ function(_kernelgen_listing where config out options made_var inputs_var)
   set(${slot}_KEY "${key}" CACHE INTERNAL "")
   set(${slot}_INPUTS "${resolved}" CACHE INTERNAL "")
   set(${slot}_OUTPUTS "${made}" CACHE INTERNAL "")
+  set(${slot}_FLAGS "${flags}" CACHE INTERNAL "")
   set(${made_var} "${made}" PARENT_SCOPE)
+  set(${flags_var} "${flags}" PARENT_SCOPE)
   set(${inputs_var} "${resolved}" PARENT_SCOPE)
 endfunction()
 

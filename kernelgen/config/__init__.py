@@ -17,11 +17,12 @@ from pydantic import BaseModel, ValidationError
 
 import kernelgen.config.model as M
 import kernelgen.config.epilogue as epilogue_config
-import kernelgen.config.pool as pool_config
 import kernelgen.config.schedule as schedule_config
 from ..errors import ConfigError, ConfigProblem
-from ..ops import IDENTITY, Activation
-from ..plan_types import Epilogue, HardSigmoid
+from ..ops import IDENTITY, OPS, Activation
+from ..ops.conv2d import Conv2dModel
+from ..ops.fields import INT32_MAX, LayoutSpec, OpQuantModel, PadSpec
+from ..plan_types import Epilogue
 from .schedule import Schedule
 from ..layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ..files import display_path, read_head
@@ -41,7 +42,7 @@ class Conv2d:
     dilation: tuple[int, int]
     filter_layout: Layout | None  # None: a pool (no filter)
     output_layout: Layout  # the layout of this op's output tensor (intermediate or final)
-    kind: str = "conv2d"  # or maxpool, avgpool (global_avgpool: an avgpool over the whole image)
+    kind: str = "conv2d"  # its kind's key in kernelgen/ops' OPS: maxpool, avgpool (global_avgpool's too), mul
     count_include_pad: bool = False  # avgpool: divide by the whole window, else by its positions in the input
     scale_by: str | None = None  # mul: the side input ([n, 1, 1, c]) each channel is multiplied by
     groups: int = 1  # input and output channels split into this many independent convs
@@ -49,7 +50,7 @@ class Conv2d:
     residual: int | str | None = None  # 0: the chain's input, K: op K's output (1-based), a side input's name
     act: Activation = IDENTITY  # the activation's record (kernelgen/ops): a clamp (relu, relu6), a gate, ...
     activation: str = "none"  # as the config spells it, for reports: relu, relu6, clamp[lo, hi], hardswish
-    quant: M.OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
+    quant: OpQuantModel | None = None  # dtype uint8: this op's weight scales and output quantization
     filter_layout_by: str = ""  # the targets whose kernels read filter_layout, when the config names none
 
     @property
@@ -58,22 +59,14 @@ class Conv2d:
         return Epilogue(bias=self.bias, residual=self.residual, act=self.act, activation=self.activation)
 
     @property
-    def clamp(self) -> tuple[float, float] | None:
-        return self.epilogue.clamp
-
-    @property
-    def hard(self) -> HardSigmoid | None:
-        return self.epilogue.hard
-
-    @property
     def span(self) -> tuple[int, int]:
         """Input rows and columns one output pixel reads: (k - 1) * dilation + 1."""
-        return ((self.kernel[0] - 1) * self.dilation[0] + 1, (self.kernel[1] - 1) * self.dilation[1] + 1)
+        return OPS[self.kind].window(self).span
 
     @property
     def pool(self) -> bool:
-        """A pool: each output channel from its own input channel's window, no filter."""
-        return self.kind != "conv2d"
+        """A pool (or a mul): each output channel from its own input channel's window, no filter."""
+        return not OPS[self.kind].FILTER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,8 +192,8 @@ class _Checker:
     def fits(self, keys: tuple, shape: tuple[int, ...], what: str) -> bool:
         """A tensor a 32-bit index can address (checked with Python ints, before any layout is bound)."""
         size = math.prod(shape)
-        if size > M.INT32_MAX:
-            self.problem(keys, f"{what} {list(shape)} has {size} elements, more than {M.INT32_MAX}: kernels "
+        if size > INT32_MAX:
+            self.problem(keys, f"{what} {list(shape)} has {size} elements, more than {INT32_MAX}: kernels "
                                f"index with 32-bit ints")
             return False
         return True
@@ -209,7 +202,7 @@ class _Checker:
         values = self.positive(keys, value, what)
         return (values[0], values[0]) if len(values) == 1 else (values[0], values[1])
 
-    def layout(self, keys: tuple, spec: M.LayoutSpec | None, dims: tuple[str, ...],
+    def layout(self, keys: tuple, spec: LayoutSpec | None, dims: tuple[str, ...],
                shape: tuple[int, ...]) -> Layout | None:
         text, pad = (spec, None) if isinstance(spec, str) else (spec.map, spec.pad_value)
         location = keys if isinstance(spec, str) else (*keys, "map")
@@ -218,9 +211,9 @@ class _Checker:
         try:
             layout = parse_layout(text, dims, pad=pad)
             bound = TensorLayout(layout=layout, logical_shape=shape)
-            if bound.size > M.INT32_MAX:
+            if bound.size > INT32_MAX:
                 self.problem(location, f"its physical shape {list(bound.physical_shape)} holds {bound.size} elements "
-                                       f"for the logical {list(shape)}, more than {M.INT32_MAX}: kernels index "
+                                       f"for the logical {list(shape)}, more than {INT32_MAX}: kernels index "
                                        f"with 32-bit ints")
                 return None
             bound.check_injective()
@@ -265,18 +258,18 @@ class _Checker:
                                              f"{' and '.join(kinds) or 'none'}")
                 break
             keys, last, in_shape = ("ops", index, kinds[0]), index == len(m.ops) - 1, (n, height, width, channels)
-            if kinds[0] == "conv2d":
-                op = self.conv2d(keys, op_model.conv2d, last, input_layout, in_shape)
-            else:
-                fields = pool_config.pool(self, keys, getattr(op_model, kinds[0]), last, input_layout, in_shape)
-                op = None if fields is None else Conv2d(**fields)
-            if op is None:
+            kind = OPS[kinds[0]]
+            if m.dtype == "uint8" and not kind.UINT8:
+                usable = [key for key, k in OPS.items() if k.UINT8]
+                self.problem(keys, f"expected {', '.join(usable[:-1])} or {usable[-1]} ops with dtype uint8 (a "
+                                   f"quantized {kinds[0]} is not generated yet), got {kinds[0]}")
                 break
+            fields = kind.check(self, keys, getattr(op_model, kinds[0]), last, input_layout, in_shape)
+            if fields is None:
+                break
+            op = Conv2d(**fields)
             ops.append(op)
-            kh, kw = op.span
-            height = (height + op.pad[0] + op.pad[2] - kh) // op.stride[0] + 1
-            width = (width + op.pad[1] + op.pad[3] - kw) // op.stride[1] + 1
-            channels = op.out_channels
+            _, height, width, channels = OPS[op.kind].out_shape(op, in_shape)
             self.shapes.append((n, height, width, channels))
         read = {op.residual for op in ops} | {op.scale_by for op in ops}
         for side in self.sides if not self.problems else ():  # (an op refused may have named it)
@@ -330,7 +323,7 @@ class _Checker:
                                          f"got {m.dtype!r}")
 
     def window(self, keys: tuple, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-               pad_spec: M.PadSpec, in_shape: tuple[int, int, int, int]
+               pad_spec: PadSpec, in_shape: tuple[int, int, int, int]
                ) -> tuple[tuple[int, int, int, int], tuple[int, int]] | None:
         """(pad, the output's rows and columns) of a sliding window over the input, or None after a problem."""
         span = ((kernel[0] - 1) * dilation[0] + 1, (kernel[1] - 1) * dilation[1] + 1)
@@ -349,60 +342,26 @@ class _Checker:
                 return None
         return pad, ((padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1)
 
-    def conv2d(self, keys: tuple, c: M.Conv2dModel, last: bool, input_layout: Layout | None,
-               in_shape: tuple[int, int, int, int]) -> Conv2d | None:
-        fields = M.Conv2dModel.model_fields
-        out_channels = self.positive((*keys, "out_channels"), c.out_channels, fields["out_channels"].description)[0]
-        kernel = self.pair((*keys, "kernel"), c.kernel, fields["kernel"].description)
-        stride = self.pair((*keys, "stride"), c.stride, fields["stride"].description)
-        dilation = self.pair((*keys, "dilation"), c.dilation, fields["dilation"].description)
-        n, height, width, channels = in_shape
-        fitted = self.window(keys, kernel, stride, dilation, c.pad, in_shape)
-        if fitted is None:
-            return None
-        pad, (out_h, out_w) = fitted
-        out_shape = (n, out_h, out_w, out_channels)
-        if channels % c.groups or out_channels % c.groups:
-            self.problem((*keys, "groups"), f"expected a divisor of the {channels} input and {out_channels} output "
-                                            f"channels, got {c.groups}")
-            return None
-        filter_shape = (out_channels, channels // c.groups, kernel[0], kernel[1])
-        if not (self.fits(keys, out_shape, "its output") and self.fits((*keys, "kernel"), filter_shape, "its filter")):
-            return None
+    def filter_layout(self, keys: tuple, c: Conv2dModel, filter_shape: tuple[int, int, int, int]
+                      ) -> tuple[Layout | None, str]:
+        """A conv's filter layout (its own, else the one its targets' kernels read for the dtype) and the targets
+        that chose it ("" when the config did)."""
         needed = (None if "filter_layout" in c.model_fields_set
                   else schedule_config.target_filter_layout(self.catalog, self.model))
         filter_spec, filter_layout_by = needed or (c.filter_layout, "")
-        filter_layout = self.layout((*keys, "filter_layout"), filter_spec, FILTER_DIMS, filter_shape)
-        output_layout = self.output_layout(keys, c.output_layout, last, input_layout, out_shape)
-        if filter_layout is None or output_layout is None:
-            return None
-        act = epilogue_config.activation(self.problem, (*keys, "activation"), c.activation)
-        residual = epilogue_config.residual(self.problem, (*keys, "residual"), c.residual, keys[1], self.shapes,
-                                            [*(op.stride for op in self.ops), stride], out_shape,
-                                            {side.name: side.shape for side in self.sides})
-        uint8 = self.model.dtype == "uint8"
-        if uint8 and act.step.UINT8 == "table" and (c.quant is None or c.quant.conv_scale is None
-                                               or c.quant.conv_zero_point is None):
-            self.problem((*keys, "activation"), f"expected quant: {{conv_scale: ..., conv_zero_point: ...}} on the op "
-                                                f"with a {act.name} on dtype uint8 (the conv's own bytes, which a "
-                                                f"table maps through the {act.name} to the output's), got none")
-        elif uint8 and act.step.UINT8 == "table" and residual is not None:
-            self.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp after a residual add with "
-                                                f"dtype uint8 (the add's bytes through a {act.name} table: not "
-                                                f"generated yet), got {act.name}")
-        if c.quant is not None and (not uint8 or isinstance(c.quant.weight_scale, list)
-                                    and len(c.quant.weight_scale) not in (1, out_channels)):
-            self.problem((*keys, "quant") if not uint8 else (*keys, "quant", "weight_scale"),
-                         "expected a quant block only with dtype uint8" if not uint8 else
-                         f"expected one weight scale, or one per output channel ({out_channels}), got "
-                         f"{len(c.quant.weight_scale)}")
-        return Conv2d(out_channels=out_channels, kernel=kernel, stride=stride, pad=pad, dilation=dilation,
-                      filter_layout=filter_layout, output_layout=output_layout, groups=c.groups,
-                      bias=c.bias or uint8 and self.model.quant.bias,  # quant.bias: every op (the older key)
-                      residual=residual, act=act.step, activation=act.name, quant=c.quant,
-                      filter_layout_by=filter_layout_by)
+        return self.layout((*keys, "filter_layout"), filter_spec, FILTER_DIMS, filter_shape), filter_layout_by
 
-    def output_layout(self, keys: tuple, spec: M.LayoutSpec | None, last: bool, input_layout: Layout | None,
+    def activation(self, keys: tuple, spec: Any) -> epilogue_config.Activation:
+        return epilogue_config.activation(self.problem, keys, spec)
+
+    def residual(self, keys: tuple, spec: str | int | None, stride: tuple[int, int],
+                 out_shape: tuple[int, int, int, int]) -> int | str | None:
+        """What an op's residual adds (config/epilogue.py): keys end in its index, ("ops", index, kind, "residual")."""
+        return epilogue_config.residual(self.problem, keys, spec, keys[1], self.shapes,
+                                        [*(op.stride for op in self.ops), stride], out_shape,
+                                        {side.name: side.shape for side in self.sides})
+
+    def output_layout(self, keys: tuple, spec: LayoutSpec | None, last: bool, input_layout: Layout | None,
                       out_shape: tuple[int, int, int, int]) -> Layout | None:
         """The layout of an op's output: its own output_layout, output.layout for the last op, else the input's."""
         if spec is not None:
@@ -417,7 +376,7 @@ class _Checker:
                 return None
         return input_layout
 
-    def padding(self, keys: tuple, spec: M.PadSpec, span: tuple[int, int], stride: tuple[int, int],
+    def padding(self, keys: tuple, spec: PadSpec, span: tuple[int, int], stride: tuple[int, int],
                 size: tuple[int, int]) -> tuple[int, int, int, int]:
         if spec == "valid":
             return (0, 0, 0, 0)
@@ -425,7 +384,7 @@ class _Checker:
             # TensorFlow's SAME: output = ceil(input / stride), the odd pixel of padding goes last.
             totals = [max((math.ceil(n / s) - 1) * s + k - n, 0) for n, s, k in zip(size, stride, span)]
             return (totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2, totals[1] - totals[1] // 2)
-        what = M.Conv2dModel.model_fields["pad"].description
+        what = Conv2dModel.model_fields["pad"].description
         values = self.positive(keys, spec, what, minimum=0)
         if len(values) == 1:
             return (values[0],) * 4

@@ -5,14 +5,14 @@ be the one the user can edit (config.problem then finds its line and column), no
 """
 from __future__ import annotations
 
+from ..ops import OPS
 from . import Config
 
 
 def output_layout_key(config: Config, index: int) -> str:
     """The key that gives op `index`'s output (0-based) its layout: the op's own output_layout; for the last op,
     output.layout; else input.layout, which an intermediate (and an output without a layout) keeps."""
-    kind = config.ops[index].kind
-    own = f"ops[{index}].{_avg_key(config, index) if kind == 'avgpool' else kind}.output_layout"
+    own = f"ops[{index}].{_op_key(config, index)}.output_layout"
     if own in config.marks:
         return own
     if index == len(config.ops) - 1 and "output.layout" in config.marks:
@@ -20,9 +20,12 @@ def output_layout_key(config: Config, index: int) -> str:
     return "input.layout"
 
 
-def _avg_key(config: Config, index: int) -> str:
-    """An avgpool op is spelled avgpool or global_avgpool in the file."""
-    return "global_avgpool" if any(k.startswith(f"ops[{index}].global_avgpool") for k in config.marks) else "avgpool"
+def _op_key(config: Config, index: int) -> str:
+    """Op `index`'s key in the file: one of the OPS keys whose records make its kind (an avgpool is spelled avgpool
+    or global_avgpool)."""
+    kind = config.ops[index].kind
+    return next((key for key, record in OPS.items() if record.KIND == kind and any(
+        mark.startswith(f"ops[{index}].{key}.") for mark in config.marks)), kind)
 
 
 def tensor_layout_key(config: Config, name: str) -> str:

@@ -8,177 +8,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Callable, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ByteSize, ConfigDict, Field, StrictBool, StrictStr, conlist, create_model
+from pydantic import BaseModel, ByteSize, Field, StrictBool, StrictStr, conlist, create_model
 
-import kernelgen.ops as ops
+from ..ops import OPS
+# the words the schema is written in (the targets' option blocks and the network manifest take theirs from here)
+from ..ops.fields import LayoutText  # noqa: F401 (network/manifest.py's)
+from ..ops.fields import LAYOUT_HELP, NAME_PATTERN, Count, LayoutSpec, Name, Scale, StrictModel, ZeroPoint
 from ..roofs import Roofs
-from .reserved import MAX_NAME_LENGTH, RESERVED, reserved_in
+from .reserved import MAX_NAME_LENGTH
 
-NAME_PATTERN = r"^[a-z][a-z0-9_]*$"
-# Every index a kernel computes is a 32-bit int: no count, size or extent in a config may pass it.
-INT32_MAX = 2**31 - 1
-MAX_LAYOUT_LENGTH = 500  # characters of a layout string or index map; the bundled ones have under 60
-
-Count = Annotated[int, Field(strict=True, ge=1, le=INT32_MAX)]  # strict: true and "8" are not numbers
-Extent = Annotated[int, Field(strict=True, ge=0, le=INT32_MAX)]
-Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # ints accepted; nan, inf, true not
-Scale = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]
-ZeroPoint = Annotated[int, Field(strict=True, ge=0, le=255)]
-IntPair = Union[Count, conlist(Count, min_length=2, max_length=2)]
-PadSpec = Union[Extent, conlist(Extent, min_length=2, max_length=2),
-                conlist(Extent, min_length=4, max_length=4), Literal["same", "valid"]]
-
-
-def _not_reserved(name: str) -> str:
-    language = reserved_in(name)
-    if language is not None:
-        raise ValueError(f"{name!r} is a reserved name in {language}, and the name becomes the kernels' "
-                         f"function and file names: choose another")
-    return name
-
-
-Name = Annotated[str, Field(strict=True, pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
-                            json_schema_extra={"not": {"enum": sorted(RESERVED)}}), AfterValidator(_not_reserved)]
-# A layout string (nhwc-8h8w32c) or an index map (it has an arrow); what the dims may be depends on the tensor.
-LAYOUT_PATTERN = r"^\s*([A-Za-z]+(-?([0-9]+[A-Za-z])+)?|.*->.*)\s*$"
-LayoutText = Annotated[str, Field(strict=True, max_length=MAX_LAYOUT_LENGTH, pattern=LAYOUT_PATTERN)]
-
-
-class StrictModel(BaseModel):
-    """Unknown keys are errors; loaded values never change."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LayoutMap(StrictModel):
-    map: LayoutText = Field(description="a layout string like 'nhwc-8h8w32c' or an index map "
-                                       "like 'n, h, w, c -> n, c // 4, h, |, w, c % 4'")
-    pad_value: Union[Number, Literal["undef"], None] = Field(
-        default=None, description="a finite number the tensor's dtype holds, 'undef', or absent (padding is never "
-                                  "read or written)")
-
-
-LayoutSpec = Union[LayoutText, LayoutMap]
-LAYOUT_HELP = "a layout string like 'nhwc-8h8w32c' or {map: <index map>, pad_value: ...}"
-
-
-MAX_SCALES = 1 << 16  # per-channel weight scales: one per output channel of any real layer
-
-
-class OpQuantModel(StrictModel):
-    """dtype uint8: this op's weight scales and output quantization (the top-level quant: gives the defaults)."""
-
-    weight_scale: Union[Scale, conlist(Scale, min_length=1, max_length=MAX_SCALES), None] = Field(
-        default=None, description="a positive number, or a list of one per output channel (per-channel weights)")
-    output_scale: Union[Scale, None] = Field(default=None, description="a positive number: the scale of this op's "
-                                                                       "output")
-    output_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255]")
-    conv_scale: Union[Scale, None] = Field(
-        default=None, description="a positive number: with a residual, the scale the conv's result is quantized to "
-                                  "before the add (the conv's own output tensor in TFLite; default: output_scale)")
-    conv_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255] (default: "
-                                                                              "output_zero_point)")
-
-
-# The activation's spellings come from the kinds' table (kernelgen/ops): each plain name, a clamp [lo, hi], and
-# a parametrised kind's {kind: {...}} block.
-ACTIVATION_NAMES = tuple(ops.NAMED)
-ActivationSpec = Union[Literal[ACTIVATION_NAMES], conlist(Number, min_length=2, max_length=2), ops.Parameters]
-
-
-class Conv2dModel(StrictModel):
-    out_channels: Count = Field(description="a positive int")
-    kernel: IntPair = Field(default=1, description="a positive int or [h, w]")
-    stride: IntPair = Field(default=1, description="a positive int or [h, w]")
-    pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], "
-                                                "'same' or 'valid'")
-    dilation: IntPair = Field(default=1, description="a positive int or [h, w]")
-    groups: Count = Field(default=1, description="a positive int dividing the input and output channels: "
-                                                 "channels split into that many independent convs (groups equal "
-                                                 "to the input channels: depthwise)")
-    bias: StrictBool = Field(default=False, description="true or false: add one value per output channel (a "
-                                                        "kernel argument like the filter)")
-    residual: Union[Literal["input"], Count, Name, None] = Field(
-        default=None, description="'input' (add the chain's input), K (add the output of op K, an earlier op, "
-                                  "1-based) or the name of a side input (the other branch of a two-branch add): a "
-                                  "residual of the same shape, added after the bias")
-    activation: ActivationSpec = Field(
-        default="none", description=", ".join(kind.DOC for kind in ops.ACTIVATIONS.values()) + ", applied after "
-                                    "the bias and the residual")
-    quant: Union[OpQuantModel, None] = Field(
-        default=None, description="dtype uint8: {weight_scale: number or [one per output channel], output_scale: "
-                                  "..., output_zero_point: ...}")
-    filter_layout: LayoutSpec = Field(
-        default="OIHW", description=LAYOUT_HELP + " (default: OIHW, or the layout a target's kernels read for the "
-                                                  "dtype: oihw-8i32o4i for hvx uint8)")
-    output_layout: Union[LayoutSpec, None] = Field(
-        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
-                                                "tensor, output.layout for the last op)")
-
-
-class MaxPoolModel(StrictModel):
-    kernel: IntPair = Field(description="a positive int or [h, w]: the window")
-    stride: IntPair = Field(default=1, description="a positive int or [h, w]")
-    pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], 'same' or "
-                                                "'valid'; padded positions are never the maximum (ONNX MaxPool)")
-    output_layout: Union[LayoutSpec, None] = Field(
-        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
-                                                "tensor, output.layout for the last op)")
-
-
-class AvgPoolModel(MaxPoolModel):
-    pad: PadSpec = Field(default=0, description="a non-negative int, [h, w], [top, left, bottom, right], 'same' or "
-                                                "'valid'")
-    count_include_pad: StrictBool = Field(
-        default=False, description="true or false: divide by the whole window (true) or by its positions inside "
-                                   "the input (false, ONNX AveragePool's default)")
-
-
-class PoolQuantModel(StrictModel):
-    """dtype uint8: a global average pool's or a mul's output quantization (default: the top-level quant's)."""
-
-    output_scale: Union[Scale, None] = Field(default=None, description="a positive number: the scale of this op's "
-                                                                       "output")
-    output_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255]")
-
-
-class GlobalAvgPoolModel(StrictModel):
-    quant: Union[PoolQuantModel, None] = Field(
-        default=None, description="dtype uint8: {output_scale: ..., output_zero_point: ...} (onnxruntime's "
-                                  "QLinearGlobalAveragePool: the byte sum requantized by s_in / (s_out * pixels))")
-    output_layout: Union[LayoutSpec, None] = Field(
-        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
-                                                "tensor, output.layout for the last op)")
-
-
-class MulModel(StrictModel):
-    by: Name = Field(description="the name of a side input of shape [n, 1, 1, c]: each channel of the op's input "
-                                 "times its value (squeeze-excite's scaling)")
-    quant: Union[PoolQuantModel, None] = Field(
-        default=None, description="dtype uint8: {output_scale: ..., output_zero_point: ...} (onnxruntime's "
-                                  "QLinearMul: (q - z_in) * (f - z_f) times s_in * s_f / s_out, plus z_out, rounded "
-                                  "once)")
-    output_layout: Union[LayoutSpec, None] = Field(
-        default=None, description=LAYOUT_HELP + " (default: the input's layout for an intermediate "
-                                                "tensor, output.layout for the last op)")
-
-
-OP_KINDS = ("conv2d", "maxpool", "avgpool", "global_avgpool", "mul")
-
-
-class OpModel(StrictModel):
-    """One op: exactly one of its keys (the loader says so when there are more or none)."""
-
-    conv2d: Conv2dModel = Field(default=None, description="a conv2d op: {out_channels: ..., kernel: ..., "
-                                                                      "...}")
-    maxpool: MaxPoolModel = Field(default=None, description="a max pool: {kernel: ..., stride: ..., "
-                                                                        "pad: ...}")
-    avgpool: AvgPoolModel = Field(default=None, description="an average pool: {kernel: ..., stride: "
-                                                                        "..., pad: ..., count_include_pad: ...}")
-    global_avgpool: GlobalAvgPoolModel = Field(
-        default=None, description="{}: the mean of each channel over the whole image (a 1x1 output)")
-    mul: MulModel = Field(default=None, description="{by: <side input>}: each channel times a side input's value "
-                                                    "for it (squeeze-excite)")
+# The op kinds' config keys (kernelgen/ops' OPS table): each list item of `ops` is exactly one of them.
+OP_KINDS = tuple(OPS)
+# One op: each kind's block an optional key (the loader says so when there are more or none).
+OpModel = create_model("OpModel", __base__=StrictModel, __doc__="One op: exactly one of its keys (the loader says "
+                                                                "so when there are more or none).", **{
+    key: (kind.MODEL, Field(default=None, description=kind.DOC)) for key, kind in OPS.items()})
 
 
 class InputModel(StrictModel):
@@ -283,8 +127,8 @@ class ConfigModel(StrictModel):
         default_factory=dict, description="named tensors the kernel reads besides its input, each {shape: [n, h, w, "
                                           "c], layout: ..., and with uint8 scale: ..., zero_point: ...}: what an op's residual may name (the other branch of a "
                                           "two-branch add)")
-    ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (- conv2d: {...}, - maxpool: "
-                                                            "{...}, - avgpool: {...}, - global_avgpool: {}, - mul: {...})")
+    ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (" + ", ".join(
+        f"- {key}: {kind.FORM}" for key, kind in OPS.items()) + ")")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
     schedule: Union[Literal["auto"], ScheduleModel] = Field(
         default_factory=ScheduleModel,

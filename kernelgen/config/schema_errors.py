@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-import kernelgen.config.model as M
 from ..errors import ConfigProblem
+from ..ops.fields import INT32_MAX
 from .yamlmarks import MarkedDocument
 
 
@@ -117,8 +117,8 @@ def key_text(keys: tuple) -> str:
 def _limit(item: dict) -> str:
     """The bound a value broke, when it is one the description does not state."""
     ctx = item.get("ctx") or {}
-    if item["type"] == "less_than_equal" and ctx.get("le") == M.INT32_MAX:
-        return f" of at most {M.INT32_MAX} (kernels index with 32-bit ints)"
+    if item["type"] == "less_than_equal" and ctx.get("le") == INT32_MAX:
+        return f" of at most {INT32_MAX} (kernels index with 32-bit ints)"
     if item["type"] == "string_too_long":
         return f" at most {ctx.get('max_length')} characters"
     return ""

@@ -1,5 +1,5 @@
 """What an activation kind is: one frozen record per kind (activations.py, hard_gates.py, leaky_relu.py) with
-everything the pipeline asks of it, so a new one is one module and one line in ops/__init__.py's table:
+everything the pipeline asks of it, so a new one is one module and one line in activation_kinds.py's table:
 its config spellings, its arithmetic as statements (statements.py: every target renders them, the float reference
 and the uint8 byte table evaluate them), its share of the float32 error bound and its ONNX form."""
 from __future__ import annotations

@@ -27,11 +27,11 @@ Caches hold logical windows (rows x columns x channels) in their tensor's own la
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from ..config import Config
 from ..layout import PadKind, parse_layout
+from ..ops import OPS
 from ..quant import op_quants
 from ..plan_types import (Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeGeometry, StripeParts,
                     Stripes, Tensor)
@@ -131,8 +131,7 @@ def plan(config: Config) -> Plan:
 
     ops, flops = [], 0
     for j, op in enumerate(config.ops, start=1):
-        macs = math.prod(shape_list[j]) * shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]
-        work = macs if op.pool else 2 * macs  # a pool: one max or add per tap
+        work = OPS[op.kind].flops(op, shape_list[j - 1], shape_list[j])  # a pool: one max or add per tap
         flops += work
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
                              stride=op.stride, pad=op.pad, dilation=op.dilation, flops=work, groups=op.groups,

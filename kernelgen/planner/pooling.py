@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import kernelgen.expr as E
 from ..config import Conv2d
+from ..ops import OPS
 from ..plan_types import Guard, Loop, Node, Stmt
 from .geometry import unproven
 from .packing import c_float
@@ -12,10 +13,10 @@ Shape = tuple[int, int, int, int]
 
 
 def tap(op: Conv2d, load: Stmt) -> tuple[Node, ...]:
-    """One channel of one tap of a pool's window: the max or the sum so far with x (loaded by `load`)."""
-    if op.kind == "avgpool":
-        return (load, Stmt(code="acc[ki] += x;", summary="acc[ki] += x"))
-    return (load, Stmt(code="acc[ki] = x > acc[ki] ? x : acc[ki];", summary="acc[ki] = max(acc[ki], x)"))
+    """One channel of one tap of a pool's window: its kind's step (kernelgen/ops), the max or the sum so far with
+    x (loaded by `load`)."""
+    code, summary = OPS[op.kind].TAP
+    return (load, Stmt(code=code, summary=summary))
 
 
 def window(op: Conv2d, in_shape: Shape, row: E.Expr, col: E.Expr, bounds: dict, channel: tuple[Node, ...],
@@ -35,7 +36,7 @@ def window(op: Conv2d, in_shape: Shape, row: E.Expr, col: E.Expr, bounds: dict, 
         channel = (Guard(cond=k_checks[0], body=channel),)
     channels: Node = Loop(var="ki", extent=k_block, body=channel)
     inside: list[str] = []
-    if op.kind == "maxpool":
+    if OPS[op.kind].SKIPS_PADDING:
         _, in_h, in_w, _ = in_shape
         in_row = E.add(E.mul(row, op.stride[0]), E.Const(-op.pad[0]), E.Var("rh"))
         in_col = E.add(E.mul(col, op.stride[1]), E.Const(-op.pad[1]), E.Var("rw"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ..config import Config
+from ..ops import OPS
 from ..plan_types import Shape, StripeGeometry, Stripes
 from ..plan_types import Halo, LoopOrder, Traffic
 
@@ -92,16 +93,16 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
     flops = f_elems = residual_elems = 0
     for j in range(1, n_ops + 1):
         op = config.ops[j - 1]
+        kind = OPS[op.kind]
         k_j = shape_list[j][3]
-        taps = shape_list[j - 1][3] // op.groups * op.kernel[0] * op.kernel[1]  # one group's channels
+        taps = kind.taps(op, shape_list[j - 1][3])  # one group's channels over the window
         channels = k_j * reruns if j < n_ops else k_j
-        flops += rows_in(j) * cols_in(j) * channels * taps * (1 if op.pool else 2)  # flops: a pool does 1 per tap
+        flops += rows_in(j) * cols_in(j) * channels * taps * kind.FLOPS_PER_TAP
         # the input (or a side input) read where this op's outputs are written (op K's: in its cache)
         if op.residual == 0 or isinstance(op.residual, str):
             residual_elems += rows_in(j) * cols_in(j) * channels
-        # a bias is read per stripe like its filter: one value per output channel (the bias term of the taps)
-        if not op.pool:  # a pool reads no filter
-            f_elems += cut.ho_extent * cut.wo_extent * channels * (taps + (1 if op.bias else 0))
+        # a bias is read per stripe like its filter: one value per output channel (a pool reads neither)
+        f_elems += cut.ho_extent * cut.wo_extent * channels * kind.filter_reads(op, shape_list[j - 1][3])
     _, h0, _, c0 = shape_list[0]
     reload_rows = rows_in(0)
     loaded_rows = reload_rows

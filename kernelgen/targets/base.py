@@ -15,6 +15,7 @@ VulkanProgram, and read `job.target_plan` as a VulkanPlan, with no cast.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Mapping, TypeVar, cast
 
@@ -41,6 +42,17 @@ if TYPE_CHECKING:
     from ..network.weights import WeightsPlan
 
 Compiled = TypeVar("Compiled", bound=Executable)  # what a target's compile makes of a job
+
+
+@dataclass(frozen=True, slots=True)
+class BuildFlags:
+    """What a build system gives a kernel's generated sources (CMake's kernelgen_add_kernels): `compile`, the flags
+    the target's own compile uses for speed and correctness (not its warning checks), and `link`, what a program
+    linking them needs. A flag naming the build machine's CPU (`-march=native`) is the build system's to drop when it
+    cross-compiles."""
+
+    compile: tuple[str, ...] = ()
+    link: tuple[str, ...] = ()
 
 
 class Target(ABC, Generic[TargetPlan, Compiled]):
@@ -109,6 +121,11 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         what a network's weights file holds (kernelgen/network/weights.py). Layout padding the kernel never reads
         is zeros, so the same weights pack to the same bytes."""
         raise KernelgenError(f"the {self.name} target packs no weights")
+
+    def build_flags(self, config: Config) -> BuildFlags:
+        """The flags the config's generated C sources need in a user's build (none: nothing to compile, or any
+        compiler's defaults will do)."""
+        return BuildFlags()
 
     def binaries(self, job: Job[TargetPlan]) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the

@@ -22,12 +22,12 @@ from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ...toolstatus import ToolStatus
 from ...plan_types import Plan
-from ..base import BANDWIDTH, Executable, Job, Probe, Target, Traced
+from ..base import BANDWIDTH, BuildFlags, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
     network_program, pack_weights
-from .options import CModel, c_options, cflags
+from .options import OPENMP, CModel, c_options, cflags, speed_flags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
 from . import process
@@ -141,6 +141,10 @@ class C(Target[CKernel, CLibrary]):
 
     def host_peaks(self) -> MachinePeaks:
         return measure_peaks()
+
+    def build_flags(self, config: Config) -> BuildFlags:
+        options = c_options(config)
+        return BuildFlags(compile=speed_flags(options), link=OPENMP if options.threads > 1 else ())
 
     def target_plan(self, config: Config, plan: Plan) -> CKernel:
         return c_kernel(config, plan, c_options(config).threads)

@@ -38,5 +38,14 @@ def c_options(config: Config) -> CModel:
 
 def cflags(options: CModel) -> tuple[str, ...]:
     """The flags the kernel is built with: the checks, then the config's (or the default) optimisation flags."""
+    return (*CHECK_FLAGS, *speed_flags(options))
+
+
+def speed_flags(options: CModel) -> tuple[str, ...]:
+    """The config's (or the default) optimisation flags, and OpenMP's when it runs threads: what a user's build
+    needs to get the kernel validate and bench measured (the checks are kernelgen's own)."""
     flags = tuple(options.cflags) if options.cflags is not None else DEFAULT_CFLAGS
-    return (*CHECK_FLAGS, *flags, *(("-fopenmp",) if options.threads > 1 else ()))
+    return (*flags, *(OPENMP if options.threads > 1 else ()))
+
+
+OPENMP = ("-fopenmp",)

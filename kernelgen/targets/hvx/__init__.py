@@ -20,13 +20,13 @@ from ...measure.records import Timings
 from ...measure.tensors import KernelArgs
 from ...plan_types import Plan
 from ...toolstatus import ToolStatus
-from ..base import Job, Target
+from ..base import BuildFlags, Job, Target
 from .depthwise import depthwise as depthwise_convs
 from .names import NAMES
-from .options import HVX_ROOFS, NAME, HvxModel, default_budget
+from .options import HVX_ROOFS, NAME, HvxModel, default_budget, hvx_options
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
-from .toolchain import status
+from .toolchain import kernel_flags, status
 
 
 class Hvx(Target[HvxPlan, HvxProgram]):
@@ -59,6 +59,9 @@ class Hvx(Target[HvxPlan, HvxProgram]):
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()
+
+    def build_flags(self, config: Config) -> BuildFlags:
+        return BuildFlags(compile=kernel_flags(hvx_options(config).arch))
 
     def compile(self, job: Job[HvxPlan], workdir: Path, device: str | None = None) -> HvxProgram:
         return compile_program(job, workdir)

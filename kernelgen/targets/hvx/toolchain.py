@@ -295,6 +295,12 @@ def runtime_dir() -> Iterator[Path]:
         yield Path(tmp)
 
 
+def kernel_flags(arch: str, opt: str = "-O2") -> tuple[str, ...]:
+    """What the kernels need of any Hexagon clang: the arch they were planned for (its HVX instructions: qf32 needs
+    v68) and 128-byte vectors (the generated HVX_Vector is 128 bytes), at the optimisation level validation used."""
+    return (f"-mcpu=hexagon{arch}", "-mhvx", "-mhvx-length=128b", opt)
+
+
 def _compile_flags(
     arch: str,
     include_dirs: Sequence[Path],
@@ -304,10 +310,7 @@ def _compile_flags(
 ) -> list[str]:
     flags = [
         "--target=hexagon",
-        f"-mcpu=hexagon{arch}",
-        "-mhvx",
-        "-mhvx-length=128b",
-        opt,
+        *kernel_flags(arch, opt),
         *_COMMON_FLAGS,
         f"-I{runtime}",
     ]
