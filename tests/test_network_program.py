@@ -224,6 +224,7 @@ def test_a_program_whose_output_is_off_fails(tmp_path):
     moved = {**want, sink: want[sink] + np.float32(1e-3 * np.abs(want[sink]).max())}
     bad = run_program(network, TARGETS["c"], jobs, feeds, moved, tmp_path / "bad")
     assert bad.ran and not bad.passed and "off by" in bad.why
+    assert run_program(network, TARGETS["opencl"], jobs, feeds, want, tmp_path / "none") is None  # no program there
 
 
 @requires_tool(*toolchain("c"), "make")

@@ -82,9 +82,9 @@ class NetworkValidation:
         self.runs: list[StepRun] = []
         self.program: ProgramRun | None = None
 
-    def run_program(self) -> ProgramRun:
+    def run_program(self) -> ProgramRun | None:
         """The end-to-end verdict: the program `kernelgen build` writes for this target (its Makefile, `make run`)
-        on the same input, against the whole model (program_run.py)."""
+        on the same input, against the whole model (program_run.py); None when the build writes no program."""
         with tempfile.TemporaryDirectory(prefix="kernelgen-program-") as folder:
             self.program = run_program(self.network, self.target, self.jobs, self.feeds, self.expected, Path(folder))
         return self.program
