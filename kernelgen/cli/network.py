@@ -16,7 +16,7 @@ from ..files import write_if_changed
 from ..measure.network_run import step_status
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
-from .common import number
+from .common import handle_errors, number
 
 
 def manifests_in(paths: tuple[str, ...]) -> bool:
@@ -83,10 +83,19 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                        f"{run.seconds:6.1f} s  {agreement}")
             if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
                 click.echo(f"    {record.detail}")
+    program = validation.run_program() if not validation.verdict().stopped else None  # what ships: end to end
+    if program is not None and not as_json:
+        click.echo(f"[end] {program.program + ' (make run)':<48} {target:<7} "
+                   f"{('pass' if program.passed else 'FAIL') if program.ran else 'not run':<8} "
+                   f"{program.seconds:6.1f} s  {program.result()}")
     verdict = validation.verdict()
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "status": verdict.status,
-                               "summary": verdict.summary, "oracle": verdict.oracle.text if verdict.oracle else None}))
+                               "summary": verdict.summary, "oracle": verdict.oracle.text if verdict.oracle else None,
+                               "program": None if program is None else {
+                                   "name": program.program, "ran": program.ran, "passed": program.passed,
+                                   "seconds": round(program.seconds, 4), "max_abs_error": number(program.max_abs),
+                                   "relative": number(program.relative), "detail": program.why}}))
     else:
         click.echo(verdict.summary)
     return verdict.failed
@@ -132,48 +141,76 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
 
 # ---------------------------------------------------------------- build
 
-def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None
-                   ) -> tuple[dict[str, str | bytes], list[str], dict[str, tuple[str, ...]]]:
-    """Every kernel's files, and for a target that drives a whole network (c) its network.c/network.h under
-    <network>/<target>/: {relative path: text}, a line per network about its arena, and what shaped each file
-    (its depfile rule: a kernel's config, templates and modules; the driver's, the manifest and all of those)."""
-    from ..api import binaries, dependencies, network_files
+def build_targets(network: Network, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """What `build network.yaml` builds: --target's, else every target the kernels' configs name."""
+    named = tuple(dict.fromkeys(t for step in network.kernels for t in step.config.targets))
+    return network_targets(network, targets or named)
+
+
+def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None,
+                   embed: bool = False) -> tuple[dict[str, str | bytes], list[str], dict[str, tuple[str, ...]]]:
+    """Every kernel's files and, under <network>/<target>/, what the target writes for the whole network: the
+    weights file, the driver (network.c/network.h) and the program (<network>_run.c, its Makefile): {relative path:
+    text or bytes}, a line per network and target about what it got, and what shaped each file (its depfile rule:
+    a kernel's config, templates and modules; the network's files, the manifest, its model and all of those)."""
+    from ..api import binaries, dependencies
+    from ..network.program import program_templates
 
     files: dict[str, str | bytes] = {}
     notes, rules = [], {}
     for network in load_networks(paths, device):
-        for target in network_targets(network, targets):
+        for target in build_targets(network, targets):
             built = {s.config.name: jobs(s.config, (target,)) for s in network.kernels}
-            shaped_by: dict[str, None] = dict.fromkeys([network.path])
+            shaped_by: dict[str, None] = dict.fromkeys([network.path, str(network.model), *program_templates()])
             for step in network.kernels:
                 made = {**output_files(step.config, built[step.config.name]), **binaries(built[step.config.name])[0]}
                 files |= made
                 deps = dependencies(step.config, target)
                 rules |= {rel: deps for rel in made}
                 shaped_by.update(dict.fromkeys(deps))
-            driver = network_files(network, target, {name: job[target] for name, job in built.items()})
-            if driver is not None:
-                made, note = driver
-                files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
-                rules |= {f"{network.name}/{target}/{name}": tuple(shaped_by) for name in made}
-                folders = " ".join(f"-I{Path(out_dir) / s.config.name / target}" for s in network.kernels[:2])
-                notes.append(f"{note}; it includes each kernel's header: compile it with {folders} ... (one -I per "
-                             f"kernel folder)")
+            made, note = network_outputs(network, target, {name: job[target] for name, job in built.items()},
+                                         Path(out_dir), embed)
+            files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
+            rules |= {f"{network.name}/{target}/{name}": tuple(shaped_by) for name in made}
+            notes.append(note)
     return files, notes, rules
 
 
-def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> tuple[str, ...]:
-    """The relative paths build_networks writes, by name only (no kernel planned or rendered, no SPIR-V compiled:
-    a build system asks this before every build of a large network): each kernel's files, then the drivers'."""
+def network_outputs(network: Network, target: str, built: dict, out_dir: Path, embed: bool
+                    ) -> tuple[dict[str, str | bytes], str]:
+    """What one target writes for the whole network, by file name in <network>/<target>/, and a line saying what
+    that is (or why there is no program)."""
+    from ..network.program import arena_note, build_network
+
+    made = build_network(network, TARGETS[target], built, embed)
+    if made.weights is None:
+        return made.files, f"{network.name} on {target}: the kernels alone; {made.why}"
+    folder = out_dir / network.name / target
+    if not made.program:
+        return made.files, f"{arena_note(network, built)}; no program: {made.why}"
+    return made.files, f"{arena_note(network, built)}; `make -C {folder}` builds {network.name}_run"
+
+
+def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None,
+                         embed: bool = False) -> tuple[str, ...]:
+    """The relative paths build_networks writes, by name only (no kernel planned or rendered, no weights packed, no
+    SPIR-V compiled: a build system asks this before every build of a large network): each kernel's files, then the
+    network's."""
     from ..api import output_names
+    from ..network.program import program_names, why_no_program
 
     names: dict[str, None] = {}
     for network in load_networks(paths, device):
-        for target in network_targets(network, targets):
+        for target in build_targets(network, targets):
             for step in network.kernels:
                 names.update(dict.fromkeys(output_names(step.config, (target,))))
-            drivers = TARGETS[target].network_file_names
-            names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in drivers))
+            chosen = TARGETS[target]
+            if not chosen.network_file_names:
+                continue
+            made = [f"{network.name}.weights", *chosen.network_file_names]
+            if not why_no_program(network):
+                made += program_names(network, embed)
+            names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in sorted(made)))
     return tuple(names)
 
 
@@ -184,7 +221,7 @@ def network_build_flags(paths: tuple[str, ...], targets: tuple[str, ...], device
 
     flags: dict[str, BuildFlags] = {}
     for network in load_networks(paths, device):
-        for target in network_targets(network, targets):
+        for target in build_targets(network, targets):
             for step in network.kernels:
                 flags |= build_flags(step.config, (target,))
             if TARGETS[target].network_file_names:
@@ -253,3 +290,35 @@ def _echo_network_plan(network: Network, summary: dict) -> None:
             click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} host: {', '.join(r['nodes'])}")
     click.echo(f"arena: {summary['arena_bytes']:,} bytes for the tensors between steps and the kernels' workspaces "
                f"(each alone: {summary['naive_bytes']:,}; the most alive at once: {summary['peak_bytes']:,})")
+
+
+# ---------------------------------------------------------------- weights
+
+@click.command("weights")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--target", "target", metavar="NAME", help="The target whose kernels' layouts the weights are packed in "
+                                                         "(default: the first the manifest's configs name).")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="The weights file to write (<network>.weights, as `kernelgen build` writes it).")
+@handle_errors
+def weights_command(manifest: str, target: str | None, output: str) -> None:
+    """Write a network's weights file alone: every kernel's weights, packed in its layout.
+
+    \b
+    It is the file `kernelgen build network.yaml` writes beside the program; the
+    program refuses one from another build (another model, config or target).
+    Example:
+      kernelgen weights net/network.yaml --target c -o mobilenet.weights
+    """
+    from ..api import network_weights
+    from ..network.weights import write_weights
+
+    if not is_manifest(manifest):
+        raise click.UsageError(f"{manifest}: expected a network manifest (network.yaml from `kernelgen import`)")
+    (network,) = load_networks((manifest,), None)
+    chosen = build_targets(network, (target,) if target else ())[0]
+    built = {s.config.name: jobs(s.config, (chosen,))[chosen] for s in network.kernels}
+    plan, data = network_weights(network, chosen, built)
+    write_weights(output, plan, data)
+    click.echo(f"{output}: {len(plan.tensors)} tensors of {network.name} for {chosen}, {plan.data_bytes:,} bytes of "
+               f"weights, digest {plan.digest_hex[:16]}...", err=True)
