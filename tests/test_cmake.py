@@ -309,13 +309,54 @@ message(STATUS "net: ${{count}} files")""")
     built = _build(build)
     assert built.returncode == 0, built.stdout + built.stderr
     objects = {p.name for p in (build / "CMakeFiles" / "net.dir").rglob("*.o")}
-    assert {"network.c.o", "stem.c.o"} <= objects, objects
+    assert "stem.c.o" in objects and "network.c.o" not in objects, objects
+    assert {p.name for p in (build / "CMakeFiles" / "net_network.dir").rglob("*.o")} == {"network.c.o"}
     assert "compile it with" not in built.stdout + built.stderr  # kernelgen's advice is for a shell, not a build
     commands = _compile_commands(build)
     for file in ("stem/c/stem.c", "sr/c/network.c"):  # the kernels and their driver as validate built them
         assert _flags_of(commands, file)[-3:] == ["-O3", "-march=native", "-ffp-contract=fast"], file
-    rerun_cmake = (build / "build.ninja").read_text().split("build build.ninja:")[1].split("\n\n")[0]
-    assert str(tmp_path / "sr" / "stem.yaml") in rerun_cmake and str(tmp_path / "sr" / "network.yaml") in rerun_cmake
+    assert not list(build.glob("sr_run*"))  # a host step (the MaxPool with indices): no program, and a note says so
+
+
+@requires_tool("cmake", "ninja", "gcc", *ONNX)
+@pytest.mark.parametrize("embed", ["", "EMBED_WEIGHTS"])
+def test_a_network_without_host_steps_gives_its_program(embed, kernelgen, tmp_path):
+    """<name>_network (network.c, and with EMBED_WEIGHTS the weights compiled in) and <network>_run, built with the
+    kernels' flags; the program, run from another folder, reads the weights copied beside it (or its own) and
+    matches onnxruntime on the model's input."""
+    import numpy as np
+    import onnxruntime
+    from test_network_weights import import_classifier
+
+    manifest = import_classifier(tmp_path)
+    source = _project(tmp_path / "p", f"""find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(net CONFIGS {manifest} {embed})""")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen, "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    folder = build / "kernelgen" / "net" / "classifier" / "c"
+    assert (folder / "classifier_weights.c").is_file() == bool(embed)
+    commands = _compile_commands(build)
+    for file in ("classifier/c/network.c", "classifier/c/classifier_run.c"):
+        assert _flags_of(commands, file)[-3:] == ["-O3", "-march=native", "-ffp-contract=fast"], file
+    assert (build / "classifier.weights").read_bytes() == (folder / "classifier.weights").read_bytes()
+    if embed:
+        (build / "classifier.weights").unlink()  # the program must use the copy built into it
+
+    session = onnxruntime.InferenceSession(str(tmp_path / "classifier.onnx"), providers=["CPUExecutionProvider"])
+    feed = session.get_inputs()[0]
+    x = np.random.default_rng(34).standard_normal([int(d) for d in feed.shape]).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ran = _run(build / "classifier_run", "--repeat", "3", tmp_path / "x.npy", tmp_path / "y.npy", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert re.search(r"\d ms", ran.stdout + ran.stderr), ran.stdout + ran.stderr
+    expected = session.run(None, {feed.name: x})[0]
+    got = np.load(tmp_path / "y.npy")
+    assert got.shape == expected.shape and got.dtype == np.float32
+    # float32 through a few convs in another order of sums: the network check's 1e-4 of the largest magnitude
+    assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
 @requires_tool("cmake", "ninja")

@@ -85,9 +85,9 @@ def test_make_run_without_the_model_matches_onnxruntime(shipped):
     got = np.load(root / "y.npy")
     assert got.dtype == np.float32 and got.shape == shipped["want"].shape == (2, 7)
     assert relative_error(got, shipped["want"]) <= FLOAT_TOLERANCE
-    # the Makefile builds with the c target's flags
+    # the Makefile builds with the c target's flags (warnings shown, never fatal in a user's build)
     makefile = (folder / "Makefile").read_text()
-    assert "CFLAGS = -std=c99 -Wall -Wextra -Werror -O3 -march=native -ffp-contract=fast\n" in makefile
+    assert "CFLAGS = -std=c99 -Wall -Wextra -O3 -march=native -ffp-contract=fast\n" in makefile
 
 
 @requires_tool(*toolchain("c"), "make")

@@ -1,4 +1,5 @@
-# kernelgen_add_kernels(<name> CONFIGS <file>... [TARGETS <target>...] [DEVICE <profile>] [OUTPUT_DIR <dir>])
+# kernelgen_add_kernels(<name> CONFIGS <file>... [TARGETS <target>...] [DEVICE <profile>] [OUTPUT_DIR <dir>]
+#                       [EMBED_WEIGHTS])
 #
 # Generates kernels at build time and makes them targets:
 #   <name>            STATIC library of the c target's sources (network.c too, for a manifest), position-independent
@@ -12,6 +13,14 @@
 # requirements. A cross build drops the flags that name the build machine's CPU (-march=native): the toolchain
 # file says which CPU, and -ffp-contract=fast still lets the compiler fuse multiply-adds.
 #   <name>_generate   the generation itself (part of `all`, so GPU-only kernels are written too).
+# and for a network manifest (network.yaml from `kernelgen import`):
+#   <name>_network    STATIC library of the c target's network driver (network.c: <network>_run over the kernels of
+#                     <name>, which it links), its folder (network.h) a usage requirement; with EMBED_WEIGHTS the
+#                     weights compiled in (<network>_weights.c), else read from <network>.weights at run time.
+#   <network>_run     the network's command-line program (<network>_run.c: `<network>_run [--weights FILE]
+#                     [--repeat N] INPUT.npy OUTPUT.npy`), with <network>.weights copied beside it.
+#   <name>_hvx_network  the hvx target's network driver, linking <name>_hvx; built as <name>_hvx is. (The hvx
+#                     program's runtime is QEMU's: on a device <network>_run is called from a FastRPC skel.)
 # and these properties on <name>:
 #   KERNELGEN_GPU_SOURCES  the .cl, .comp and .spv files (.spv when glslangValidator is on the build machine)
 #   KERNELGEN_GPU_FILES    every file of the GPU targets: the sources and how to launch them (.launch.json, ...)
@@ -32,16 +41,16 @@
 # runs kernelgen only for configs whose text changed.
 
 function(kernelgen_add_kernels name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "DEVICE;OUTPUT_DIR" "CONFIGS;TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "EMBED_WEIGHTS" "DEVICE;OUTPUT_DIR" "CONFIGS;TARGETS")
   set(where "kernelgen_add_kernels(${name})")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "${where}: unknown arguments: ${arg_UNPARSED_ARGUMENTS} (it takes CONFIGS, TARGETS, DEVICE, "
-                        "OUTPUT_DIR)")
+                        "OUTPUT_DIR, EMBED_WEIGHTS)")
   endif()
   if(NOT arg_CONFIGS)
     message(FATAL_ERROR "${where}: CONFIGS names no file; give one or more configs or network manifests")
   endif()
-  foreach(target IN ITEMS ${name} ${name}_hvx ${name}_generate)
+  foreach(target IN ITEMS ${name} ${name}_hvx ${name}_generate ${name}_network ${name}_hvx_network)
     if(TARGET ${target})
       message(FATAL_ERROR "${where}: a target named ${target} exists already")
     endif()
@@ -67,10 +76,17 @@ function(kernelgen_add_kernels name)
   foreach(config IN LISTS arg_CONFIGS)
     if(config MATCHES "^[A-Z_]+$" AND NOT EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${config}")
       message(FATAL_ERROR "${where}: CONFIGS names ${config}, which is no file: a misspelt keyword? (it takes "
-                          "CONFIGS, TARGETS, DEVICE, OUTPUT_DIR)")
+                          "CONFIGS, TARGETS, DEVICE, OUTPUT_DIR, EMBED_WEIGHTS)")
     endif()
     cmake_path(ABSOLUTE_PATH config BASE_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}" NORMALIZE)
-    _kernelgen_listing("${where}" "${config}" "${out}" "${options}" made inputs config_flags)
+    set(config_options ${options})
+    if(arg_EMBED_WEIGHTS AND EXISTS "${config}")
+      file(STRINGS "${config}" manifest_key REGEX "^network:" LIMIT_INPUT 65536)  # kernelgen's own test
+      if(manifest_key)
+        list(APPEND config_options --embed-weights)
+      endif()
+    endif()
+    _kernelgen_listing("${where}" "${config}" "${out}" "${config_options}" made inputs config_flags)
     list(APPEND flag_lines ${config_flags})
     get_property(claimed GLOBAL PROPERTY _KERNELGEN_OUTPUTS)  # every call's, so two never write one file
     foreach(file IN LISTS made)
@@ -88,7 +104,7 @@ function(kernelgen_add_kernels name)
     add_custom_command(
       OUTPUT "${stamp}"
       BYPRODUCTS ${made}
-      COMMAND "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${options} --quiet
+      COMMAND "${KERNELGEN_EXECUTABLE}" build "${config}" -o "${out}" ${config_options} --quiet
               --depfile "${stamp}.d" --depfile-target "${stamp}"
       COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
       DEPENDS ${inputs}  # the depfile names them too, but there is none before the first build
@@ -100,7 +116,8 @@ function(kernelgen_add_kernels name)
   add_custom_target(${name}_generate ALL DEPENDS ${stamps})
   set_property(GLOBAL APPEND PROPERTY _KERNELGEN_OUTPUTS ${outputs})
 
-  _kernelgen_sort_outputs("${out}" "${outputs}")  # sets c_sources, c_includes, hvx_sources, hvx_includes, gpu_*
+  # sets c_sources, c_includes, c_network_sources, c_network_includes, c_programs, c_weights (and hvx_*), gpu_*
+  _kernelgen_sort_outputs("${out}" "${outputs}")
   if(c_sources OR hvx_sources)
     get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
     if(NOT "C" IN_LIST languages)
@@ -135,8 +152,57 @@ function(kernelgen_add_kernels name)
       set_target_properties(${name}_hvx PROPERTIES EXCLUDE_FROM_ALL TRUE)
     endif()
   endif()
-  _kernelgen_apply_flags(${name} "${out}" "${flag_lines}" "${c_sources};${hvx_sources}")
+  _kernelgen_add_networks(${name} "${where}")
+  _kernelgen_apply_flags(${name} "${out}" "${flag_lines}"
+                         "${c_sources};${hvx_sources};${c_network_sources};${hvx_network_sources};${c_programs}")
 endfunction()
+
+
+# The network drivers' libraries and the c programs, from the lists _kernelgen_sort_outputs set in the caller.
+macro(_kernelgen_add_networks name where)
+  foreach(kind IN ITEMS c hvx)
+    set(kernels ${name})
+    if(kind STREQUAL "hvx")
+      set(kernels ${name}_hvx)
+    endif()
+    if(${kind}_network_sources)
+      add_library(${kernels}_network STATIC ${${kind}_network_sources})
+      set_target_properties(${kernels}_network PROPERTIES POSITION_INDEPENDENT_CODE ON)
+      target_compile_features(${kernels}_network PRIVATE c_std_99)
+      target_include_directories(${kernels}_network PUBLIC "$<BUILD_INTERFACE:${${kind}_network_includes}>")
+      target_link_libraries(${kernels}_network PUBLIC ${kernels})
+      add_dependencies(${kernels}_network ${name}_generate)
+      get_target_property(excluded ${kernels} EXCLUDE_FROM_ALL)
+      if(excluded)
+        set_target_properties(${kernels}_network PROPERTIES EXCLUDE_FROM_ALL TRUE)
+      endif()
+    endif()
+  endforeach()
+  find_library(KERNELGEN_LIBM m)  # the kernels call fmaxf and friends; none on platforms where libc has them
+  mark_as_advanced(KERNELGEN_LIBM)
+  foreach(program IN LISTS c_programs)
+    cmake_path(GET program STEM program_name)  # <network>_run
+    cmake_path(GET program PARENT_PATH folder)
+    if(TARGET ${program_name})
+      message(FATAL_ERROR "${where}: a target named ${program_name} exists already (the network's program)")
+    endif()
+    add_executable(${program_name} "${program}")
+    target_compile_features(${program_name} PRIVATE c_std_99)
+    target_link_libraries(${program_name} PRIVATE ${name}_network)
+    if(KERNELGEN_LIBM)
+      target_link_libraries(${program_name} PRIVATE "${KERNELGEN_LIBM}")
+    endif()
+    string(REGEX REPLACE "_run$" "" network "${program_name}")
+    if("${folder}/${network}_weights.c" IN_LIST c_network_sources)
+      string(TOUPPER "${network}" upper)
+      target_compile_definitions(${program_name} PRIVATE ${upper}_EMBEDDED_WEIGHTS)
+    endif()
+    # the program reads <network>.weights beside itself unless told otherwise
+    add_custom_command(TARGET ${program_name} POST_BUILD
+      COMMAND "${CMAKE_COMMAND}" -E copy_if_different "${folder}/${network}.weights" "$<TARGET_FILE_DIR:${program_name}>"
+      VERBATIM)
+  endforeach()
+endmacro()
 
 
 # The flags of `kernelgen build --list-flags` (FOLDER, compile or link, FLAG; tab-separated) on the sources in that
@@ -252,10 +318,30 @@ endfunction()
 
 
 # Which target's files each output is, by its place: <out>/<config>/<target>/<file> (plan reports sit one level up).
-# Sets c_sources, c_includes, hvx_sources, hvx_includes, gpu_sources and gpu_files in the caller.
+# A network's folder, <out>/<network>/<target>/, is the one holding <network>.weights: its driver (network.c,
+# <network>_weights.c) and headers go to <target>_network_*, its program (<network>_run.c) to <target>_programs, the
+# weights file to <target>_weights; its Makefile is for a build without CMake.
+# Sets c_sources, c_includes, c_network_sources, c_network_includes, c_programs, c_weights, the same for hvx,
+# gpu_sources and gpu_files in the caller.
 function(_kernelgen_sort_outputs out outputs)
-  foreach(kind IN ITEMS c_sources c_includes hvx_sources hvx_includes gpu_sources gpu_files)
+  set(kinds gpu_sources gpu_files)
+  foreach(target IN ITEMS c hvx)
+    list(APPEND kinds ${target}_sources ${target}_includes ${target}_network_sources ${target}_network_includes
+         ${target}_programs ${target}_weights)
+  endforeach()
+  foreach(kind IN LISTS kinds)
     set(${kind} "")
+  endforeach()
+  set(network_folders "")
+  foreach(file IN LISTS outputs)
+    cmake_path(RELATIVE_PATH file BASE_DIRECTORY "${out}" OUTPUT_VARIABLE relative)
+    string(REPLACE "/" ";" parts "${relative}")
+    list(GET parts 0 top)
+    cmake_path(GET file FILENAME file_name)
+    if(file_name STREQUAL "${top}.weights")
+      cmake_path(GET file PARENT_PATH folder)
+      list(APPEND network_folders "${folder}")
+    endif()
   endforeach()
   foreach(file IN LISTS outputs)
     cmake_path(RELATIVE_PATH file BASE_DIRECTORY "${out}" OUTPUT_VARIABLE relative)
@@ -264,10 +350,23 @@ function(_kernelgen_sort_outputs out outputs)
     if(NOT depth EQUAL 3)
       continue()
     endif()
+    list(GET parts 0 top)
     list(GET parts 1 target)
     cmake_path(GET file PARENT_PATH folder)
+    cmake_path(GET file FILENAME file_name)
     cmake_path(GET file EXTENSION LAST_ONLY extension)
-    if(target STREQUAL "c" OR target STREQUAL "hvx")
+    if((target STREQUAL "c" OR target STREQUAL "hvx") AND folder IN_LIST network_folders)
+      if(file_name STREQUAL "${top}_run.c")
+        list(APPEND ${target}_programs "${file}")
+      elseif(extension STREQUAL ".weights")
+        list(APPEND ${target}_weights "${file}")
+      elseif(extension STREQUAL ".h" OR extension STREQUAL ".c")
+        list(APPEND ${target}_network_sources "${file}")
+        if(extension STREQUAL ".h")
+          list(APPEND ${target}_network_includes "${folder}")
+        endif()
+      endif()
+    elseif(target STREQUAL "c" OR target STREQUAL "hvx")
       list(APPEND ${target}_sources "${file}")  # headers too: IDEs show them, and nothing compiles them
       if(extension STREQUAL ".h")
         list(APPEND ${target}_includes "${folder}")
@@ -279,7 +378,7 @@ function(_kernelgen_sort_outputs out outputs)
       endif()
     endif()
   endforeach()
-  foreach(kind IN ITEMS c_sources c_includes hvx_sources hvx_includes gpu_sources gpu_files)
+  foreach(kind IN LISTS kinds)
     list(REMOVE_DUPLICATES ${kind})
     set(${kind} "${${kind}}" PARENT_SCOPE)
   endforeach()

@@ -29,7 +29,7 @@ from ...network.weights import WeightsPlan
 from ...plan_types import Plan, Tensor as PlanTensor
 from ...version import __version__
 from ..base import Job
-from .options import c_options, cflags
+from .options import c_options, speed_flags
 from .toolchain import compiler_name
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -114,10 +114,12 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
 
 
 def network_program(network: Network, jobs: Mapping[str, Job]) -> ProgramBuild:
-    """The program is built as the kernels are (options.cflags: the checks, then the config's or the default
-    optimisation flags), by the compiler the c target uses; a kernel whose flags differ from the first kernel's
-    keeps its own."""
-    flags = {step.config.name: cflags(c_options(jobs[step.config.name].config)) for step in network.kernels}
+    """The program is built as the kernels are (the config's or the default optimisation flags: speed_flags, what
+    CMake's kernelgen_add_kernels gives them too), in C99, by the compiler the c target uses; a kernel whose flags
+    differ from the first kernel's keeps its own. Not -Werror: kernelgen's own builds hold the generated code to
+    no warnings under its gcc, and a user's newer compiler may warn of something new, which must not stop them."""
+    flags = {step.config.name: ("-std=c99", "-Wall", "-Wextra", *speed_flags(c_options(jobs[step.config.name].config)))
+             for step in network.kernels}
     common = next(iter(flags.values()))
     openmp = any("-fopenmp" in f for f in flags.values())
     return ProgramBuild(compiler=compiler_name(), flags=common,
