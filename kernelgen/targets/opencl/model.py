@@ -301,7 +301,7 @@ class PoolBody:
     pad: tuple[int, int]  # top, left
     extent: tuple[int, int]  # the input's rows and columns
     maximum: bool  # max pool; else the mean
-    divisor: str  # a float literal (count_include_pad) or "(float)count" (the positions inside the input)
+    divisor: str  # a mean's: a float literal (count_include_pad) or "(float)count" (the positions inside the input); "": none
     source: str
     source_offset: str  # C expression in n, ih, iw, c
     dest: str

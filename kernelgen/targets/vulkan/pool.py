@@ -29,7 +29,7 @@ class VulkanPool:
     x_index: str  # GLSL index of src at (n, ih, iw, c)
     y_index: str  # GLSL index of dst at (n, oh, ow, c)
     maximum: bool
-    divisor: str  # a float literal (count_include_pad) or "float(count)"
+    divisor: str  # a mean's: a float literal (count_include_pad) or "float(count)" ("": none)
     scale: int = -1  # mul: the buffer of the side input each channel is multiplied by (binding 2)
     scale_index: str = ""  # GLSL index of that buffer at (n, c)
     is_pool: bool = True
