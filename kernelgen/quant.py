@@ -143,7 +143,7 @@ def op_quants(config: Config) -> list[OpQuant]:
         z_out = own.output_zero_point if own and own.output_zero_point is not None else (
             q.output_zero_point if j == n - 1 else mid_zp)
         out_key = _output_scale_key(config, j)
-        if OPS[op.kind].REDUCTION == "mul":
+        if op.scale_by:  # x times a side input's value
             out.append(mul_quant(config, sides[op.scale_by], s_in, z_in, s_out, z_out, out_key))
             continue
         if op.pool:

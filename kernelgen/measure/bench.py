@@ -81,7 +81,7 @@ def _torch_row(config: Config, args: KernelArgs, repeat: int, flops: int, target
         for op, w in zip(config.ops, weights):
             top, left, bottom, right = op.pad
             if op.pool:
-                maximum = OPS[op.kind].REDUCTION == "max"  # (padding: never the maximum)
+                maximum = OPS[op.kind].STEP == "max"  # (padding: never the maximum)
                 y = F.pad(y, (left, right, top, bottom), value=-math.inf if maximum else 0.0)
                 y = (F.max_pool2d if maximum else F.avg_pool2d)(y, op.kernel, op.stride)
             elif (top, left) == (bottom, right):

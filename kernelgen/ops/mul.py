@@ -26,7 +26,6 @@ class MulModel(StrictModel):
 @dataclass(frozen=True, slots=True)
 class MulOp(OpKind):
     KEY: ClassVar[str] = "mul"
-    REDUCTION: ClassVar[str] = "mul"
     MODEL: ClassVar[type] = MulModel
     DOC: ClassVar[str] = "{by: <side input>}: each channel times a side input's value for it (squeeze-excite)"
 

@@ -83,12 +83,12 @@ class OpKind:
     SKIPS_PADDING: ClassVar[bool] = False
     OF_PADDING_ALONE: ClassVar[str] = "value"
     TAP: ClassVar[tuple[str, str]] = ("", "")
-    # what every target's window does, read from here rather than from the kind's name: how its taps combine
-    # ("sum": a conv's multiply-adds, a mean's adds; "max"; "mul": x times a side input), the accumulators' start
-    # (the value, and how reports name it: a max starts below every float32 a window holds), whether the sum is
-    # divided by the window's count (a mean), and whether its output bytes are input bytes (uint8: the input's
-    # quantization kept, no requantization)
-    REDUCTION: ClassVar[str] = "sum"
+    # what every target's window does, read from here rather than from the kind's name: the operation that folds
+    # a tap's x into the accumulator (statements.py's kinds, which each dialect spells: "add", "max"; a mul's one
+    # tap is added, then times its side input), the accumulators' start (the value, and how reports name it: a max
+    # starts below every float32 a window holds), whether the sum is divided by the window's count (a mean), and
+    # whether its output bytes are input bytes (uint8: the input's quantization kept, no requantization)
+    STEP: ClassVar[str] = "add"
     ACC_INIT: ClassVar[tuple[float, str]] = (0.0, "0")
     MEAN: ClassVar[bool] = False
     KEEPS_QUANT: ClassVar[bool] = False

@@ -105,7 +105,7 @@ class MaxPoolOp(SlidingPool):
     SKIPS_PADDING: ClassVar[bool] = True
     OF_PADDING_ALONE: ClassVar[str] = "maximum"
     TAP: ClassVar[tuple[str, str]] = ("acc[ki] = x > acc[ki] ? x : acc[ki];", "acc[ki] = max(acc[ki], x)")
-    REDUCTION: ClassVar[str] = "max"
+    STEP: ClassVar[str] = "max"
     ACC_INIT: ClassVar[tuple[float, str]] = (-FLOAT32_MAX, "-FLT_MAX")
     KEEPS_QUANT: ClassVar[bool] = True
 

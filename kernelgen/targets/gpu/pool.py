@@ -31,7 +31,8 @@ class PoolWork:
     dest_index: str  # in n, oh, ow, c
     scale_index: str  # a mul's side input in n, c ("": none)
     divisor: str  # a mean's: a float literal (count_include_pad) or the count of inside positions as a float
-    maximum: bool  # the kind's reduction (kernelgen/ops): a max, else a sum (a mean's or a mul's single tap)
+    start: float  # the accumulator's first value, and the operation that folds each x into it (its kind's, in
+    step: str  # kernelgen/ops: each target spells it with its dialect)
 
     @property
     def global_items(self) -> int:
@@ -64,5 +65,5 @@ def pool_work(api: GpuApi, geo: OpGeometry, source: TensorLayout, dest: TensorLa
     divisor = api.float_literal(kh * kw) if geo.count_include_pad else api.count_as_float
     return PoolWork(total=total, channels=walked, work_group=POOL_WORKGROUP, groups=(gx, gy),
                     row_items=gx * POOL_WORKGROUP, source_index=api.index_text(src), dest_index=api.index_text(dst),
-                    scale_index=factor, maximum=kind.REDUCTION == "max",
+                    scale_index=factor, start=kind.ACC_INIT[0], step=kind.STEP,
                     divisor=divisor if kind.MEAN else "")

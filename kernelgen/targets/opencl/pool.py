@@ -3,11 +3,18 @@ from the source buffer (positions outside the input skipped: never the maximum, 
 count_include_pad), the result stored to the destination buffer: gpu/pool.py's work, as an OpenCL kernel record."""
 from __future__ import annotations
 
+from ...ops import FLOAT32_MAX
 from ...plan_types import OpGeometry
 from ...planner.packing import c_float
 from ..gpu.api import OPENCL
 from ..gpu.pool import pool_work
+from .code import OPENCL_C
 from .model import Kernel, Param, PoolBody, PoolOp, Types
+
+
+def _literal(value: float) -> str:
+    """OpenCL C's float literal, naming the ends of the float range (float.h) as the kernels always have."""
+    return {FLOAT32_MAX: "FLT_MAX", -FLOAT32_MAX: "-FLT_MAX"}.get(value) or c_float(value)
 
 
 def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
@@ -24,7 +31,8 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
     body = PoolBody(types=t, total=work.total, decode=(("n", oh * ow * walked, n), ("oh", ow * walked, oh),
                                                        ("ow", walked, ow), ("c", 1, walked)), **pad,
                     kernel=geo.kernel, stride=geo.stride, pad=(geo.pad[0], geo.pad[1]), extent=(h, w),
-                    maximum=work.maximum, divisor=work.divisor, source=op.source.name,
+                    init=_literal(work.start), step=OPENCL_C.forms[work.step].format("acc", "x"),
+                    divisor=work.divisor, source=op.source.name,
                     source_offset=work.source_index, dest=op.dest.name, dest_offset=work.dest_index, **scale)
     reads = (op.source, *([op.scale] if op.scale is not None else []))
     doc = (f"{geo.label}: {list(geo.in_shape)} -> {list(geo.out_shape)}, window {kh}x{kw}, stride "

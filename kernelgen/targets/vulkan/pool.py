@@ -9,8 +9,11 @@ from dataclasses import dataclass
 
 from ...layout import TensorLayout
 from ...plan_types import OpGeometry
-from ..gpu.api import VULKAN
+from ..gpu.api import VULKAN, glsl_float
 from ..gpu.pool import pool_work
+from .access import glsl_dialect
+
+GLSL = glsl_dialect("float", "vec4")  # a pool accumulates in float scalars
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +31,8 @@ class VulkanPool:
     trips: int  # loop back-edges per invocation
     x_index: str  # GLSL index of src at (n, ih, iw, c)
     y_index: str  # GLSL index of dst at (n, oh, ow, c)
-    maximum: bool
+    init: str  # the accumulator's first value, and the step that folds each x into it (the kind's, in GLSL)
+    step: str
     divisor: str  # a mean's: a float literal (count_include_pad) or "float(count)" ("": none)
     scale: int = -1  # mul: the buffer of the side input each channel is multiplied by (binding 2)
     scale_index: str = ""  # GLSL index of that buffer at (n, c)
@@ -51,4 +55,5 @@ def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: 
     return VulkanPool(index=geo.index, src=src, dst=dst, geo=geo, wg_size=(work.work_group, 1, 1),
                       groups=(*work.groups, 1), row_items=work.row_items, total=work.total, channels=work.channels,
                       pad_value=pad_value, trips=kh * (kw + 1), x_index=work.source_index, y_index=work.dest_index,
-                      maximum=work.maximum, divisor=work.divisor, **factor)
+                      init=glsl_float(work.start), step=GLSL.forms[work.step].format("acc", "x"),
+                      divisor=work.divisor, **factor)
