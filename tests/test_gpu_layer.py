@@ -47,10 +47,11 @@ def test_a_pool_is_one_grid_cut_by_each_apis_group_limit(h, w):
     assert vk.groups == ((items, 1) if items <= 65535 else (65535, -(-items // 65535)))
     assert cl.global_items == items * 64 and vk.row_items == vk.groups[0] * 64
     # the max pool's record: its step and start, and no divisor
-    assert (cl.step, cl.start, cl.divisor) == (vk.step, vk.start, vk.divisor) == ("max", -3.4028234663852886e38, "")
+    assert (cl.step, vk.step) == ("fmax(acc, x)", "max(acc, x)")
+    assert cl.start == vk.start == -3.4028234663852886e38 and cl.divisor == vk.divisor == ""
     mean = [pool_work(a, avgpool, source, plan.tensors[1].layout) for a in (OPENCL, VULKAN)]
     assert [m.divisor for m in mean] == ["(float)count", "float(count)"]  # count_include_pad off: the inside ones
-    assert {(m.step, m.start) for m in mean} == {("add", 0.0)}
+    assert {(m.step, m.start) for m in mean} == {("acc + x", 0.0)}
 
 
 def test_each_api_renders_the_same_fma_chains():

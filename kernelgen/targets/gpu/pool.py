@@ -31,8 +31,8 @@ class PoolWork:
     dest_index: str  # in n, oh, ow, c
     scale_index: str  # a mul's side input in n, c ("": none)
     divisor: str  # a mean's: a float literal (count_include_pad) or the count of inside positions as a float
-    start: float  # the accumulator's first value, and the operation that folds each x into it (its kind's, in
-    step: str  # kernelgen/ops: each target spells it with its dialect)
+    start: float  # the accumulator's first value (its kind's: kernelgen/ops), which each target spells
+    step: str  # its kind's operation folding x into acc, in the API's dialect: acc + x, fmax(acc, x), max(acc, x)
 
     @property
     def global_items(self) -> int:
@@ -62,8 +62,9 @@ def pool_work(api: GpuApi, geo: OpGeometry, source: TensorLayout, dest: TensorLa
         factor = api.index_text(E.simplify(scale.flat_offset(channel, out_bounds), out_bounds))
     kh, kw = geo.kernel
     kind = OPS[geo.kind]
-    divisor = api.float_literal(kh * kw) if geo.count_include_pad else api.count_as_float
+    divisor = api.dialect.literal(kh * kw) if geo.count_include_pad else api.count_as_float
     return PoolWork(total=total, channels=walked, work_group=POOL_WORKGROUP, groups=(gx, gy),
                     row_items=gx * POOL_WORKGROUP, source_index=api.index_text(src), dest_index=api.index_text(dst),
-                    scale_index=factor, start=kind.ACC_INIT[0], step=kind.STEP,
+                    scale_index=factor, start=kind.ACC_INIT[0],
+                    step=api.dialect.forms[kind.STEP].format("acc", "x"),
                     divisor=divisor if kind.MEAN else "")

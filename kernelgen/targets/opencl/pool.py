@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from ...ops import FLOAT32_MAX
 from ...plan_types import OpGeometry
-from ...planner.packing import c_float
 from ..gpu.api import OPENCL
 from ..gpu.pool import pool_work
-from .code import OPENCL_C
 from .model import Kernel, Param, PoolBody, PoolOp, Types
 
 
 def _literal(value: float) -> str:
     """OpenCL C's float literal, naming the ends of the float range (float.h) as the kernels always have."""
-    return {FLOAT32_MAX: "FLT_MAX", -FLOAT32_MAX: "-FLT_MAX"}.get(value) or c_float(value)
+    return {FLOAT32_MAX: "FLT_MAX", -FLOAT32_MAX: "-FLT_MAX"}.get(value) or OPENCL.dialect.literal(value)
 
 
 def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
@@ -27,11 +25,11 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
     glob, local = work.global_items, work.work_group
     kh, kw = geo.kernel
     scale = dict(scale=op.scale.name, scale_offset=work.scale_index) if op.scale is not None else {}
-    pad = dict(channels=c, pad_value=c_float(op.dest.layout.layout.pad_value)) if walked > c else {}
+    pad = dict(channels=c, pad_value=OPENCL.dialect.literal(op.dest.layout.layout.pad_value)) if walked > c else {}
     body = PoolBody(types=t, total=work.total, decode=(("n", oh * ow * walked, n), ("oh", ow * walked, oh),
                                                        ("ow", walked, ow), ("c", 1, walked)), **pad,
                     kernel=geo.kernel, stride=geo.stride, pad=(geo.pad[0], geo.pad[1]), extent=(h, w),
-                    init=_literal(work.start), step=OPENCL_C.forms[work.step].format("acc", "x"),
+                    init=_literal(work.start), step=work.step,
                     divisor=work.divisor, source=op.source.name,
                     source_offset=work.source_index, dest=op.dest.name, dest_offset=work.dest_index, **scale)
     reads = (op.source, *([op.scale] if op.scale is not None else []))

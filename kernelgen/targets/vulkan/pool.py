@@ -9,11 +9,8 @@ from dataclasses import dataclass
 
 from ...layout import TensorLayout
 from ...plan_types import OpGeometry
-from ..gpu.api import VULKAN, glsl_float
+from ..gpu.api import VULKAN
 from ..gpu.pool import pool_work
-from .access import glsl_dialect
-
-GLSL = glsl_dialect("float", "vec4")  # a pool accumulates in float scalars
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,5 +52,5 @@ def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: 
     return VulkanPool(index=geo.index, src=src, dst=dst, geo=geo, wg_size=(work.work_group, 1, 1),
                       groups=(*work.groups, 1), row_items=work.row_items, total=work.total, channels=work.channels,
                       pad_value=pad_value, trips=kh * (kw + 1), x_index=work.source_index, y_index=work.dest_index,
-                      init=glsl_float(work.start), step=GLSL.forms[work.step].format("acc", "x"),
+                      init=VULKAN.dialect.literal(work.start), step=work.step,
                       divisor=work.divisor, **factor)
