@@ -1,6 +1,7 @@
 """Each GPU API's differences from the other, as data: how its language spells a vector type and an index, and its
-float arithmetic (its dialect: literals, max and min, the epilogue's operations); what it calls a work-group and a launch, and how many groups one axis takes; the option keys its sweep
-sets; whether a vector access may start at any element. (Which tensors go to images or texel buffers is each
+float arithmetic (its dialect: literals, max and min, the epilogue's operations); what it calls a work-group and a
+launch, and how many groups one axis takes; the option keys its sweep sets; whether a vector access may start at
+any element. (Which tensors go to images or texel buffers is each
 target's plan: dispatch.py's TensorKind for OpenCL, a stage's binding kinds for Vulkan.)
 The shared GPU code (pool.py, sweep.py, probes.py, stores.py) is written once against these records."""
 from __future__ import annotations
