@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import Config
+from .ops import OPS
 from .quant_float import FloatRequant, float_requantization, of_scale
 
 
@@ -133,7 +134,7 @@ def op_quants(config: Config) -> list[OpQuant]:
     for j, op in enumerate(config.ops):
         own = op.quant
         s_in, z_in = (q.input_scale, q.input_zero_point) if j == 0 else (out[-1].s_out, out[-1].z_out)
-        if op.kind == "maxpool":
+        if OPS[op.kind].KEEPS_QUANT:
             out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=(), z_w=0, s_out=s_in, z_out=z_in, q_min=0, q_max=255,
                                requants=(), s_conv=s_in, z_conv=z_in))
             continue
@@ -142,7 +143,7 @@ def op_quants(config: Config) -> list[OpQuant]:
         z_out = own.output_zero_point if own and own.output_zero_point is not None else (
             q.output_zero_point if j == n - 1 else mid_zp)
         out_key = _output_scale_key(config, j)
-        if op.kind == "mul":
+        if op.scale_by:  # x times a side input's value
             out.append(mul_quant(config, sides[op.scale_by], s_in, z_in, s_out, z_out, out_key))
             continue
         if op.pool:
@@ -219,9 +220,9 @@ def pool_quant(config: Config, op, s_in: float, z_in: int, s_out: float, z_out: 
 def _output_scale_key(config: Config, j: int) -> str:
     """The key that gives op j's output scale: its own quant.output_scale, else the top-level one (an
     intermediate's: quant.intermediate_scale when set)."""
-    for kind in ("conv2d", "global_avgpool", "mul"):
-        if f"ops[{j}].{kind}.quant.output_scale" in config.marks:
-            return f"ops[{j}].{kind}.quant.output_scale"
+    for key, kind in OPS.items():  # the kinds whose block has a quant key
+        if "quant" in kind.MODEL.model_fields and f"ops[{j}].{key}.quant.output_scale" in config.marks:
+            return f"ops[{j}].{key}.quant.output_scale"
     if j < len(config.ops) - 1 and config.quant.intermediate_scale:
         return "quant.intermediate_scale"
     return "quant.output_scale"

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .ops import OPS
 from .plan_types import Block, Guard, Halo, Loop, LoopOrder, Node, Pipeline, Plan, Section, Stmt
 
 
@@ -140,7 +141,7 @@ def _epilogue_text(op) -> str:
                                                  if e.residual is not None else [])
              + ([e.activation] if e.activated else []))
     if op.pool:
-        return ", count_include_pad" if op.kind == "avgpool" and op.count_include_pad else ""
+        return ", count_include_pad" if OPS[op.kind].MEAN and op.count_include_pad else ""
     depthwise = op.groups == op.in_channels
     grouped = (f", {'depthwise' if depthwise else 'groups'} {op.groups}"
                + (f" (channel multiplier {op.out_channels // op.in_channels})" if depthwise and

@@ -36,7 +36,7 @@ def _pool_geometry(h: int, w: int):
 def test_a_pool_is_one_grid_cut_by_each_apis_group_limit(h, w):
     """One work-item per output element, in groups of 64; Vulkan's 65,535 groups along x push the rest to y,
     OpenCL's NDRange takes them all along x. Both index the same elements; each spells them its own way."""
-    plan, (maxpool, _) = _pool_geometry(h, w)
+    plan, (maxpool, avgpool) = _pool_geometry(h, w)
     source = plan.tensors[0].layout  # the input, NHWC: the maxpool keeps its shape
     items = h * w  # 64 channels a pixel: one group of 64 work-items
     cl, vk = (pool_work(a, maxpool, source, source) for a in (OPENCL, VULKAN))
@@ -46,8 +46,12 @@ def test_a_pool_is_one_grid_cut_by_each_apis_group_limit(h, w):
     assert cl.groups == (items, 1)
     assert vk.groups == ((items, 1) if items <= 65535 else (65535, -(-items // 65535)))
     assert cl.global_items == items * 64 and vk.row_items == vk.groups[0] * 64
-    assert cl.divisor == "(float)count" and vk.divisor == "float(count)"  # count_include_pad off: the inside ones
-    assert cl.maximum and vk.maximum
+    # the max pool's record: its step and start, and no divisor
+    assert (cl.step, vk.step) == ("fmax(acc, x)", "max(acc, x)")
+    assert cl.start == vk.start == -3.4028234663852886e38 and cl.divisor == vk.divisor == ""
+    mean = [pool_work(a, avgpool, source, plan.tensors[1].layout) for a in (OPENCL, VULKAN)]
+    assert [m.divisor for m in mean] == ["(float)count", "float(count)"]  # count_include_pad off: the inside ones
+    assert {(m.step, m.start) for m in mean} == {("acc + x", 0.0)}
 
 
 def test_each_api_renders_the_same_fma_chains():

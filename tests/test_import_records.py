@@ -101,3 +101,23 @@ def test_an_op_is_one_converter_entry_with_both_forms(tmp_path, monkeypatch):
     assert [c.nodes for c in apart.configs] == [("first",), ("second",)]
     assert ("between", "MaxPool", "") in apart.skipped
     assert Converter().float is None and Converter().quantized is None
+
+
+@requires_tool(*ONNX)
+def test_each_conv_form_is_its_op_types_own_converter(tmp_path):
+    """QLinearConv and a QDQ Conv are two entries of CONVERTERS, each with its own converter (no op-type test inside
+    one): the QLinearConv's reads its node's scales; the QDQ one takes no Conv on float activations."""
+    import onnx
+    import onnx_models
+
+    from kernelgen.onnx.converters import CONVERTERS
+    from kernelgen.onnx.graph import read_graph
+    from kernelgen.onnx.quant import qdq_conv, qlinear_conv
+
+    assert (CONVERTERS["QLinearConv"].quantized, CONVERTERS["Conv"].quantized) == (qlinear_conv, qdq_conv)
+    onnx.save(onnx_models.qlinear_chain(), tmp_path / "q.onnx")
+    first = qlinear_conv(read_graph(tmp_path / "q.onnx"), 0)
+    assert (first.x_scale, first.x_zero_point, first.y_scale, first.y_zero_point) == (
+        pytest.approx(0.05), 128, pytest.approx(0.08), 10)
+    onnx.save(_conv_then("Relu"), tmp_path / "f.onnx")
+    assert qdq_conv(read_graph(tmp_path / "f.onnx"), 0) is None

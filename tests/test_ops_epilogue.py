@@ -4,6 +4,7 @@ order, the float reference computes the same order, and every target spells them
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -60,11 +61,25 @@ def test_the_statements_compute_the_references_epilogue_exactly(index):
     conv, bias = rng.normal(0, 4, (2, 7, 9, 6)), rng.normal(0, 2, 6).astype(np.float32)
     sources = [rng.normal(0, 3, (2, 7, 9, 6)).astype(np.float32) for _ in range(2)]  # the input, op 1's output
     loads = {"bias": bias, "residual": residual_of(op, sources, None) if op.residual is not None else 0}
-    want = reference_epilogue(conv, op, bias, sources)
+    # the epilogue written out in float64 as the reference computed it before it evaluated the records
+    want = conv + (bias.astype(np.float64) if op.bias else 0)
+    want = op.act.reference(want + (loads["residual"].astype(np.float64) if op.residual is not None else 0))
     np.testing.assert_array_equal(evaluate(op.epilogue.statements, conv, loads=loads), want)
+    np.testing.assert_array_equal(reference_epilogue(conv, op, bias, sources), want)
     if op.residual is not None and op.epilogue.activated:
         moved = (*op.epilogue.sums[:-1], *op.epilogue.act.statements(), RESIDUAL)
         assert not np.array_equal(evaluate(moved, conv, loads=loads), want)
+
+
+def test_the_float_reference_evaluates_the_ops_own_statements():
+    """ops/op.py's epilogue is the op's statement records evaluated, not a second description: an op whose records
+    add the residual after the relu6 gets exactly that from the reference (6 + 1 = 7, where clamping last gives 6)."""
+    config_op = _config().ops[0]
+    moved = (BIAS, *config_op.epilogue.act.statements(), RESIDUAL)
+    op = SimpleNamespace(bias=True, residual=0, epilogue=SimpleNamespace(statements=moved))
+    value, source = np.array([[[[9.0, -3.0]]]]), np.array([[[[1.0, 1.0]]]], dtype=np.float32)
+    out = reference_epilogue(value, op, np.array([0.5, 0.5], dtype=np.float32), [source])
+    assert out.tolist() == [[[[7.0, 1.0]]]]
 
 
 def _render(steps, dialect, value="v", loads=None) -> str:

@@ -13,6 +13,7 @@ from kernelgen.config.keys import output_layout_key
 from kernelgen.config.model import OP_KINDS, OpModel
 from kernelgen.errors import ConfigError
 from kernelgen.ops import OPS, Window
+from kernelgen.ops.pools import MaxPoolOp, windows
 from kernelgen.planner import plan
 from kernelgen.reference import op_error_bound
 from kernelgen.reference_quant import op_output
@@ -192,3 +193,46 @@ def test_the_shims_are_gone():
     assert not hasattr(reference, "hard_activation")
     assert not hasattr(Conv2d, "clamp") and not hasattr(Conv2d, "hard")
     assert ops.OPS["conv2d"].MODEL.__module__ == "kernelgen.ops.conv2d"
+
+
+def test_what_a_window_does_is_read_from_the_records():
+    """The accumulators' start, the reduction, the mean's divisor and uint8's kept quantization are fields of the
+    kind, not tests of its name (planner/builder.py, quant.py, report.py, the gpu and hvx pool renderers)."""
+    assert {key: (r.STEP, r.ACC_INIT, r.MEAN, r.KEEPS_QUANT) for key, r in OPS.items()} == {
+        "conv2d": ("add", (0.0, "0"), False, False),
+        "maxpool": ("max", (-ops.FLOAT32_MAX, "-FLT_MAX"), False, True),
+        "avgpool": ("add", (0.0, "0"), True, False),
+        "global_avgpool": ("add", (0.0, "0"), True, False),
+        "mul": ("add", (0.0, "0"), False, False)}
+
+
+class _MinPool(MaxPoolOp):
+    """A min pool as a record alone: the scratch kind issue 45 asks a new op to be (the max pool's table entry
+    stands in for its config key)."""
+
+    ACC_INIT = (ops.FLOAT32_MAX, "FLT_MAX")
+    TAP = ("acc[ki] = x < acc[ki] ? x : acc[ki];", "acc[ki] = min(acc[ki], x)")
+    STEP = "min"
+
+    def reference(self, x, w, op, sides):
+        return windows(x, op, np.inf)[0].min(axis=0)
+
+
+@pytest.mark.slow
+def test_a_min_pool_record_alone_gives_kernels_that_validate(monkeypatch):
+    """Every decision about the window comes from the record: swapped in for the max pool, a min pool's C and
+    OpenCL kernels start at +FLT_MAX, take the minimum (each dialect's spelling), and match its numpy reference
+    (a max's start would leave every output at or above the window's values, and fail); Vulkan's reads the same."""
+    monkeypatch.setitem(OPS, "maxpool", _MinPool())
+    config = api.parse_config("name: mn\ninput: {shape: [1, 9, 7, 12]}\ntargets: [c, opencl, vulkan]\nops:\n"
+                              "  - conv2d: {out_channels: 12, kernel: 1}\n"
+                              "  - maxpool: {kernel: 3, stride: 2, pad: 1}\n", "mn.yaml")
+    (c,) = (text for name, text in api.generate(config, "c").items() if name.endswith(".c"))
+    assert "acc[ki] = 3.4028234663852886e+38f;" in c and "x < acc[ki] ? x : acc[ki]" in c
+    (cl,) = (text for name, text in api.generate(config, "opencl").items() if name.endswith(".cl"))
+    assert "float acc = FLT_MAX;" in cl and "acc = fmin(acc, x);" in cl
+    (vk,) = (text for name, text in api.generate(config, "vulkan").items() if name.endswith(".comp"))
+    assert "float acc = 3.4028234663852886e+38;" in vk and "acc = min(acc, x);" in vk
+    for target in ("c", "opencl"):
+        result = api.validate(config, target, seed=3)
+        assert result.passed, (target, result.detail)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
+from ..ops import OPS
 from .host_steal import measure_steal
 from .primitives import Job, Primitives
 from .probes import beside, peaks
@@ -80,8 +81,9 @@ def _torch_row(config: Config, args: KernelArgs, repeat: int, flops: int, target
         for op, w in zip(config.ops, weights):
             top, left, bottom, right = op.pad
             if op.pool:
-                y = F.pad(y, (left, right, top, bottom), value=-math.inf if op.kind == "maxpool" else 0.0)
-                y = (F.max_pool2d if op.kind == "maxpool" else F.avg_pool2d)(y, op.kernel, op.stride)
+                maximum = OPS[op.kind].STEP == "max"  # (padding: never the maximum)
+                y = F.pad(y, (left, right, top, bottom), value=-math.inf if maximum else 0.0)
+                y = (F.max_pool2d if maximum else F.avg_pool2d)(y, op.kernel, op.stride)
             elif (top, left) == (bottom, right):
                 y = F.conv2d(y, w, stride=op.stride, padding=(top, left), dilation=op.dilation, groups=op.groups)
             else:

@@ -11,7 +11,7 @@ from typing import Callable
 from . import layers, qlayers
 from .graph import Graph
 from .layers import FloatOp
-from .quant import QConv, qconv
+from .quant import QConv, qdq_conv, qlinear_conv
 
 FloatForm = Callable[[Graph, int, "str | None"], "FloatOp | str | None"]  # (graph, node, the tensor it must read)
 QuantForm = Callable[[Graph, int], "QConv | str | None"]
@@ -30,8 +30,8 @@ class Converter:
 
 
 CONVERTERS: dict[str, Converter] = {
-    "Conv": Converter(float=layers.conv_op, quantized=qconv, conv=True),
-    "QLinearConv": Converter(quantized=qconv, conv=True),
+    "Conv": Converter(float=layers.conv_op, quantized=qdq_conv, conv=True),
+    "QLinearConv": Converter(quantized=qlinear_conv, conv=True),
     "MaxPool": Converter(float=layers.pool_op, quantized=qlayers.qpool),
     "AveragePool": Converter(float=layers.pool_op),
     "GlobalAveragePool": Converter(float=layers.pool_op, quantized=qlayers.qpool),

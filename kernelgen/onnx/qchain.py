@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops import OPS
 from . import layers
 from .graph import Graph
 from .group_config import GroupConfig, GroupQuant, Op, Side
@@ -103,7 +104,7 @@ def quant_group(graph: Graph, name: str, ops: list[QConv], model_path: str, node
     for op in ops:
         cv = op.conv
         out = {"output_scale": op.y_scale, "output_zero_point": op.y_zero_point}
-        if cv.kind == "maxpool":  # the bytes keep their quantization
+        if OPS[cv.kind].KEEPS_QUANT:  # a max pool: the bytes keep their quantization
             entries.append(layers.pool_entry(cv))
         elif cv.kind == "mul":
             entries.append(Op(kind="mul", keys=(("by", sides[cv.scale_by]), ("quant", out))))

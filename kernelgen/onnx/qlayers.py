@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops import OPS
 from . import layers
 from .graph import ConvNode, Graph, _attributes
 from .quant import QConv, _requantized, _scalar, _weight_parts
@@ -72,7 +73,7 @@ def qpool(graph: Graph, index: int) -> QConv | str | None:
     if activation != "none" or None in (y_scale, y_zp):
         return f"a quantized {node.op_type} followed by an activation, or with scales that are not constants"
     dq_x, x_scale, x_zp = dq
-    if pooled.kind == "maxpool" and (y_scale, int(y_zp)) != (x_scale, x_zp):
+    if OPS[pooled.kind].KEEPS_QUANT and (y_scale, int(y_zp)) != (x_scale, x_zp):
         return ("a quantized MaxPool whose output scale or zero point is not its input's (kernelgen's uint8 max "
                 "pool keeps the bytes' quantization, as onnxruntime does when they agree)")
     return QConv(start=index, conv=pooled, members=(index, *tail, dq_x), in_q=graph.nodes[dq_x].input[0],

@@ -46,16 +46,18 @@ def _scalar(graph: Graph, name: str) -> float | None:
     return None if value is None or value.size != 1 else value.reshape(-1)[0].item()
 
 
-def qconv(graph: Graph, index: int) -> QConv | str | None:
-    """The quantized conv starting at node `index`; a reason when it is one kernelgen cannot take; None when
-    the node is not a quantized conv at all."""
-    node = graph.nodes[index]
-    if node.op_type == "QLinearConv":
-        return _qlinear(graph, index)
-    if node.op_type == "Conv":
-        producer = _producer(graph, node.input[0])
-        if producer is not None and graph.nodes[producer].op_type == "DequantizeLinear":
-            return _qdq(graph, index, producer)
+def qlinear_conv(graph: Graph, index: int) -> QConv | str | None:
+    """The quantized conv a QLinearConv node is (converters.py's entry for the op type); a reason when kernelgen
+    cannot take it."""
+    return _qlinear(graph, index)
+
+
+def qdq_conv(graph: Graph, index: int) -> QConv | str | None:
+    """The quantized conv a Conv node starts in QDQ form (its input a DequantizeLinear's); a reason when kernelgen
+    cannot take it; None for a conv on float activations (the float form's)."""
+    producer = _producer(graph, graph.nodes[index].input[0])
+    if producer is not None and graph.nodes[producer].op_type == "DequantizeLinear":
+        return _qdq(graph, index, producer)
     return None
 
 

@@ -12,6 +12,8 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 import numpy as np
 
+from .statements import evaluate
+
 Shape = tuple[int, int, int, int]
 
 
@@ -83,6 +85,15 @@ class OpKind:
     SKIPS_PADDING: ClassVar[bool] = False
     OF_PADDING_ALONE: ClassVar[str] = "value"
     TAP: ClassVar[tuple[str, str]] = ("", "")
+    # what every target's window does, read from here rather than from the kind's name: the operation that folds
+    # a tap's x into the accumulator (statements.py's kinds, which each dialect spells: "add", "max"; a mul's one
+    # tap is added, then times its side input), the accumulators' start (the value, and how reports name it: a max
+    # starts below every float32 a window holds), whether the sum is divided by the window's count (a mean), and
+    # whether its output bytes are input bytes (uint8: the input's quantization kept, no requantization)
+    STEP: ClassVar[str] = "add"
+    ACC_INIT: ClassVar[tuple[float, str]] = (0.0, "0")
+    MEAN: ClassVar[bool] = False
+    KEEPS_QUANT: ClassVar[bool] = False
 
     def __init_subclass__(cls) -> None:  # (no super(): slots=True makes the class anew)
         if "KIND" not in cls.__dict__:
@@ -147,10 +158,11 @@ def residual_of(op: Any, sources: list[np.ndarray], sides: Mapping[str, np.ndarr
 
 def epilogue(value: np.ndarray, op: Any, bias: np.ndarray | None, sources: list[np.ndarray] | None = None,
              sides: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-    """op + bias + residual, then the activation (ResNet's and MobileNetV2's order). sources[0] is
-    the chain's input, sources[K] op K's output, sides the side inputs by name: op.residual names the one added."""
-    if op.bias:
-        value = value + bias.astype(np.float64)
+    """op + bias + residual, then the activation (ResNet's and MobileNetV2's order): the op's epilogue statements
+    (op.epilogue, the records every kernel renders its store from) in float64, on the float32 literals the kernels
+    hold (0.1 -> 0.100000001...). sources[0] is the chain's input, sources[K] op K's output, sides the side inputs
+    by name: op.residual names the one added."""
+    loads = {"bias": bias} if op.bias else {}
     if op.residual is not None:
-        value = value + residual_of(op, sources, sides).astype(np.float64)
-    return op.act.reference(value)  # in float64, on the float32 literals the kernels hold (0.1 -> 0.100000001...)
+        loads["residual"] = residual_of(op, sources, sides)
+    return evaluate(op.epilogue.statements, value, np.float64, loads)

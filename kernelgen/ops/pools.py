@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Mapping, Union
 import numpy as np
 from pydantic import Field, StrictBool
 
+from .activation import FLOAT32_MAX
 from .fields import IntPair, LayoutSpec, OpQuantModel, PadSpec, PoolQuantModel, StrictModel, output_layout_field
 from .op import Checker, OpKind, Requantizers, Shape
 
@@ -104,6 +105,9 @@ class MaxPoolOp(SlidingPool):
     SKIPS_PADDING: ClassVar[bool] = True
     OF_PADDING_ALONE: ClassVar[str] = "maximum"
     TAP: ClassVar[tuple[str, str]] = ("acc[ki] = x > acc[ki] ? x : acc[ki];", "acc[ki] = max(acc[ki], x)")
+    STEP: ClassVar[str] = "max"
+    ACC_INIT: ClassVar[tuple[float, str]] = (-FLOAT32_MAX, "-FLT_MAX")
+    KEEPS_QUANT: ClassVar[bool] = True
 
     def reference(self, x: np.ndarray, w: np.ndarray | None, op: Any, sides: Mapping[str, np.ndarray] | None
                   ) -> np.ndarray:
@@ -133,6 +137,7 @@ class AvgPoolOp(SlidingPool):
     UINT8: ClassVar[bool] = False
     OF_PADDING_ALONE: ClassVar[str] = "mean"
     TAP: ClassVar[tuple[str, str]] = ("acc[ki] += x;", "acc[ki] += x")
+    MEAN: ClassVar[bool] = True
 
     def reference(self, x: np.ndarray, w: np.ndarray | None, op: Any, sides: Mapping[str, np.ndarray] | None
                   ) -> np.ndarray:

@@ -7,7 +7,8 @@ import math
 import kernelgen.expr as E
 from ..config import Config
 from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
-from ..ops import statements
+from ..ops import OPS, statements
+from ..ops.dialect import c_float
 from ..plan_types import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
 from .geometry import StripeGeometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
@@ -249,9 +250,9 @@ class StripeBuilder:
             reduction = Guard(cond=" && ".join(row_checks + col_checks), body=(reduction,))
         store = self._epilogue(j, op, dst, d_index, k_global, (row, col), bounds,
                                padding=[] if last else row_checks + col_checks)
-        init = Stmt(code="acc[ki] = 0;", summary="acc[ki] = 0")
-        if op.kind == "maxpool":  # below every float32 a window holds (each has one position in the input)
-            init = Stmt(code="acc[ki] = -3.4028234663852886e+38f;", summary="acc[ki] = -FLT_MAX")
+        # the kind's start: 0, or for a max below every float32 a window holds (each has one position inside)
+        start, named = OPS[op.kind].ACC_INIT
+        init = Stmt(code=f"acc[ki] = {c_float(start) if start else 0};", summary=f"acc[ki] = {named}")
         if self.c_block:
             # input-channel chunks: the output cache holds the partial sums between chunks; the last one
             # finishes them (epilogue included)
@@ -304,7 +305,7 @@ class StripeBuilder:
         if not e and not op.pool:  # (a max pool's accumulators hold -FLT_MAX in the consumer's padding)
             return Stmt(code=f"{dst}[{d_index}] = acc[ki];", summary=f"{dst}[...] = acc[ki]")
         ctype, out_k = ACC_TYPES[self.config.dtype], self.shape_list[j][3]
-        mean = f" / {pool_divisor(op, self.shape_list[j - 1], at, bounds)}" if op.kind == "avgpool" else ""
+        mean = f" / {pool_divisor(op, self.shape_list[j - 1], at, bounds)}" if OPS[op.kind].MEAN else ""
         loads: dict[str, str] = {}  # each load leaf of the statements as C reads it
         if e.bias:
             # channels past the tensor (a block's tail, the consumer's channel padding) have no bias

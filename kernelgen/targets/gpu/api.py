@@ -1,6 +1,7 @@
-"""Each GPU API's differences from the other, as data: how its language spells a float literal, a vector type and
-an index; what it calls a work-group and a launch, and how many groups one axis takes; the option keys its sweep
-sets; whether a vector access may start at any element. (Which tensors go to images or texel buffers is each
+"""Each GPU API's differences from the other, as data: how its language spells a vector type and an index, and its
+float arithmetic (its dialect: literals, max and min, the epilogue's operations); what it calls a work-group and a
+launch, and how many groups one axis takes; the option keys its sweep sets; whether a vector access may start at
+any element. (Which tensors go to images or texel buffers is each
 target's plan: dispatch.py's TensorKind for OpenCL, a stage's binding kinds for Vulkan.)
 The shared GPU code (pool.py, sweep.py, probes.py, stores.py) is written once against these records."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import kernelgen.expr as E
-from ...planner.packing import c_float
+from ...ops.dialect import C, Dialect, c_float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -18,7 +19,7 @@ class GpuApi:
     launch: str  # what the API calls running a kernel over a grid
     grid_in_groups: bool  # the launch counts work-groups (Vulkan's dispatch), not work-items (OpenCL's NDRange)
     work_group: str  # what it calls the invocations that share local memory
-    float_literal: Callable[[float], str]
+    dialect: Dialect  # its float scalar arithmetic (ops/dialect.py): a kernel's epilogue takes it to its vector type
     count_as_float: str  # a window's count of inside positions as a float expression
     index_text: Callable[[E.Expr], str]  # an index expression in the language
     vector_type: Callable[[int], str]  # a float vector of n lanes (n = 1: the scalar)
@@ -42,15 +43,29 @@ def glsl_float(value: float) -> str:
     return text if any(ch in text for ch in ".e") else text + ".0"
 
 
-# OpenCL C: float literals with an f, C casts, floatN vectors; an NDRange of any number of work-groups
-OPENCL = GpuApi(name="opencl", launch="NDRange", grid_in_groups=False, work_group="local size", float_literal=c_float,
+def glsl_dialect(scalar: str, vec: str) -> Dialect:
+    """GLSL's spelling of an activation's statements on a vec4 (f16vec4): a literal in the scalar type (float16_t
+    does not take a float literal implicitly), and a select as mix over a bvec (greaterThan wants two vectors)."""
+    literal = glsl_float if scalar == "float" else (lambda value: f"{scalar}({glsl_float(value)})")
+    return Dialect(literal=literal, decl=vec, forms={
+        "mul": "{0} * {1}", "add": "{0} + {1}", "muladd": "{0} * {1} + {2}", "max": "max({0}, {1})",
+        "min": "min({0}, {1})",
+        "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))"})
+
+
+# OpenCL C: C's operators and float literals with an f, and its fmax/fmin builtins for max and min (C's selects
+# elsewhere: gcc vectorizes a select); C casts, floatN vectors; an NDRange of any number of work-groups
+OPENCL = GpuApi(name="opencl", launch="NDRange", grid_in_groups=False, work_group="local size",
+                dialect=Dialect(literal=c_float, decl="float",
+                                forms=C.forms | {"max": "fmax({0}, {1})", "min": "fmin({0}, {1})"}),
                 count_as_float="(float)count", index_text=c_index,
                 vector_type=lambda n: f"float{n}" if n > 1 else "float", max_groups=None,
                 vectors_at_any_offset=True,
                 sweep_tile=("tile", "tile"), sweep_size=("local_size", "local"))
 
 # GLSL 450: constructor casts, vecN vectors, shifts for power-of-two divisions; at least 65,535 groups an axis
-VULKAN = GpuApi(name="vulkan", launch="dispatch", grid_in_groups=True, work_group="workgroup size", float_literal=glsl_float,
+VULKAN = GpuApi(name="vulkan", launch="dispatch", grid_in_groups=True, work_group="workgroup size",
+                dialect=glsl_dialect("float", "float"),
                 count_as_float="float(count)", index_text=lambda expr: E.to_c(expr, shifts=True),
                 vector_type=lambda n: f"vec{n}" if n > 1 else "float", max_groups=65_535,
                 vectors_at_any_offset=False,

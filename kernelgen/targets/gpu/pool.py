@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 import kernelgen.expr as E
+from ...ops import OPS
 from ...layout import PadKind, TensorLayout
 from ...planner.geometry import channel_cover
 from ...plan_types import OpGeometry
@@ -29,8 +30,9 @@ class PoolWork:
     source_index: str  # in n, ih, iw, c
     dest_index: str  # in n, oh, ow, c
     scale_index: str  # a mul's side input in n, c ("": none)
-    divisor: str  # a float literal (count_include_pad) or the count of inside positions as a float
-    maximum: bool
+    divisor: str  # a mean's: a float literal (count_include_pad) or the count of inside positions as a float
+    start: float  # the accumulator's first value (its kind's: kernelgen/ops), which each target spells
+    step: str  # its kind's operation folding x into acc, in the API's dialect: acc + x, fmax(acc, x), max(acc, x)
 
     @property
     def global_items(self) -> int:
@@ -59,7 +61,10 @@ def pool_work(api: GpuApi, geo: OpGeometry, source: TensorLayout, dest: TensorLa
         channel = {"n": E.Var("n"), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}
         factor = api.index_text(E.simplify(scale.flat_offset(channel, out_bounds), out_bounds))
     kh, kw = geo.kernel
+    kind = OPS[geo.kind]
+    divisor = api.dialect.literal(kh * kw) if geo.count_include_pad else api.count_as_float
     return PoolWork(total=total, channels=walked, work_group=POOL_WORKGROUP, groups=(gx, gy),
                     row_items=gx * POOL_WORKGROUP, source_index=api.index_text(src), dest_index=api.index_text(dst),
-                    scale_index=factor, maximum=geo.kind == "maxpool",
-                    divisor=api.float_literal(kh * kw) if geo.count_include_pad else api.count_as_float)
+                    scale_index=factor, start=kind.ACC_INIT[0],
+                    step=api.dialect.forms[kind.STEP].format("acc", "x"),
+                    divisor=divisor if kind.MEAN else "")

@@ -4,6 +4,7 @@ gives the arithmetic."""
 from __future__ import annotations
 
 from ...config import Config
+from ...ops import OPS
 from ...quant import OpQuant
 from .requantizer import FloatSplit, PoolRequant
 
@@ -21,12 +22,13 @@ def weight_zero_point(config: Config) -> int:
 def uint8_fields(config: Config, j: int, oq: OpQuant, src_shape: tuple[int, ...], out_k: int, taps: int) -> dict:
     """OpGeo's uint8 fields of op j (1-based) from its quantization `oq`; `src_shape`: its input's NHWC shape."""
     op = config.ops[j - 1]
-    if op.pool:
+    if op.pool:  # the template's pool by its kind's step (kernelgen/ops); a max's bytes need no requantizing
+        kind = OPS[op.kind]
         return dict(zp_in=oq.z_in, zp_out=oq.z_out, zp_store=oq.z_out, requant=None,
-                    pool={"maxpool": "max", "mul": "mul"}.get(op.kind, "avg"), src_h=src_shape[1],
+                    pool="mul" if op.scale_by else {"max": "max", "add": "avg"}[kind.STEP], src_h=src_shape[1],
                     src_w=src_shape[2], pad_top=op.pad[0], pad_left=op.pad[1],
-                    pool_rq=None if op.kind == "maxpool" else PoolRequant.of(
-                        oq.requants[0] if oq.requants else None, oq.float_requants, op.kind == "mul"),
+                    pool_rq=None if kind.KEEPS_QUANT else PoolRequant.of(
+                        oq.requants[0] if oq.requants else None, oq.float_requants, bool(op.scale_by)),
                     zp_side=oq.z_w, side=op.scale_by or "")
     for value, key in ((oq.z_in, "quant.input_zero_point"), (oq.z_out, "quant.output_zero_point")):
         if not 0 <= value <= 255:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import kernelgen.expr as E
+from ..gpu.api import OPENCL
 from ..gpu.dispatch import GpuTensor
 from .addressing import C4, address, c_text, conditions, contiguous4, flat, split
 from .grouped import grouped_step
@@ -18,12 +19,11 @@ from .model import (Address, ConvBody, ConvOp, InputLoad, InputMode, Kernel, Mas
                     Types)
 from .stores import pixel_stores
 from .names import NAMES
-from ...ops.dialect import C, Dialect
 from ...planner.packing import c_float
 
 # OpenCL C spells an activation as C does, with its min/max builtins (a vector's lanes at once; a literal of the
 # element type widens)
-OPENCL_C = Dialect(literal=c_float, decl="float", forms=C.forms | {"max": "fmax({0}, {1})", "min": "fmin({0}, {1})"})
+OPENCL_C = OPENCL.dialect
 
 
 def conv_kernel(name: str, op: ConvOp, *, half: bool, half_storage: bool, tile: tuple[int, int, int],

@@ -300,8 +300,9 @@ class PoolBody:
     stride: tuple[int, int]
     pad: tuple[int, int]  # top, left
     extent: tuple[int, int]  # the input's rows and columns
-    maximum: bool  # max pool; else the mean
-    divisor: str  # a float literal (count_include_pad) or "(float)count" (the positions inside the input)
+    init: str  # the accumulator's first value, and the step that folds each x into it (the kind's, in OpenCL C)
+    step: str
+    divisor: str  # a mean's: a float literal (count_include_pad) or "(float)count" (the inside positions); "": none
     source: str
     source_offset: str  # C expression in n, ih, iw, c
     dest: str

@@ -3,11 +3,16 @@ from the source buffer (positions outside the input skipped: never the maximum, 
 count_include_pad), the result stored to the destination buffer: gpu/pool.py's work, as an OpenCL kernel record."""
 from __future__ import annotations
 
+from ...ops import FLOAT32_MAX
 from ...plan_types import OpGeometry
-from ...planner.packing import c_float
 from ..gpu.api import OPENCL
 from ..gpu.pool import pool_work
 from .model import Kernel, Param, PoolBody, PoolOp, Types
+
+
+def _literal(value: float) -> str:
+    """OpenCL C's float literal, naming the ends of the float range (float.h) as the kernels always have."""
+    return {FLOAT32_MAX: "FLT_MAX", -FLOAT32_MAX: "-FLT_MAX"}.get(value) or OPENCL.dialect.literal(value)
 
 
 def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
@@ -20,11 +25,12 @@ def pool_kernel(name: str, op: PoolOp, half_storage: bool) -> Kernel:
     glob, local = work.global_items, work.work_group
     kh, kw = geo.kernel
     scale = dict(scale=op.scale.name, scale_offset=work.scale_index) if op.scale is not None else {}
-    pad = dict(channels=c, pad_value=c_float(op.dest.layout.layout.pad_value)) if walked > c else {}
+    pad = dict(channels=c, pad_value=OPENCL.dialect.literal(op.dest.layout.layout.pad_value)) if walked > c else {}
     body = PoolBody(types=t, total=work.total, decode=(("n", oh * ow * walked, n), ("oh", ow * walked, oh),
                                                        ("ow", walked, ow), ("c", 1, walked)), **pad,
                     kernel=geo.kernel, stride=geo.stride, pad=(geo.pad[0], geo.pad[1]), extent=(h, w),
-                    maximum=work.maximum, divisor=work.divisor, source=op.source.name,
+                    init=_literal(work.start), step=work.step,
+                    divisor=work.divisor, source=op.source.name,
                     source_offset=work.source_index, dest=op.dest.name, dest_offset=work.dest_index, **scale)
     reads = (op.source, *([op.scale] if op.scale is not None else []))
     doc = (f"{geo.label}: {list(geo.in_shape)} -> {list(geo.out_shape)}, window {kh}x{kw}, stride "

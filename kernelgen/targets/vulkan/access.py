@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import kernelgen.expr as E
 from ...layout import PadKind, TensorLayout
-from ...ops.dialect import Dialect
 from ...plan_types import OpGeometry
-from ..gpu.api import glsl_float  # noqa: F401 - plan.py imports it from here
+from ..gpu.api import glsl_dialect, glsl_float  # noqa: F401 - plan.py imports them from here
 from ..gpu.vectors import aligned as vec_ok  # the vec4 proof; plan.py and filters.py import it from here
 
 # vec4 reads go through uniform texel buffers (texelFetch): lavapipe fetches texels with
@@ -81,16 +80,6 @@ def residual_access(input_tl: TensorLayout, op: OpGeometry) -> Access:
     bounds = {"n": (0, n - 1), "oh": (0, out_h - 1), "ow": (0, out_w - 1), "oc4": (0, -(-out_c // 4) - 1)}
     use4 = vec_ok(input_tl, 3) and (out_c % 4 == 0 or input_tl.layout.pad_kind is not PadKind.NONE)
     return access(input_tl, "res", 3, {"n": E.Var("n"), "h": E.Var("oh"), "w": E.Var("ow")}, "oc4", bounds, use4)
-
-
-def glsl_dialect(scalar: str, vec: str) -> Dialect:
-    """GLSL's spelling of an activation's statements on a vec4 (f16vec4): a literal in the scalar type (float16_t
-    does not take a float literal implicitly), and a select as mix over a bvec (greaterThan wants two vectors)."""
-    literal = glsl_float if scalar == "float" else (lambda value: f"{scalar}({glsl_float(value)})")
-    return Dialect(literal=literal, decl=vec, forms={
-        "mul": "{0} * {1}", "add": "{0} + {1}", "muladd": "{0} * {1} + {2}", "max": "max({0}, {1})",
-        "min": "min({0}, {1})",
-        "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))"})
 
 
 def quotient_text(name: str, divisor: int, limit: int) -> str:

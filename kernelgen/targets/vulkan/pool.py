@@ -28,8 +28,9 @@ class VulkanPool:
     trips: int  # loop back-edges per invocation
     x_index: str  # GLSL index of src at (n, ih, iw, c)
     y_index: str  # GLSL index of dst at (n, oh, ow, c)
-    maximum: bool
-    divisor: str  # a float literal (count_include_pad) or "float(count)"
+    init: str  # the accumulator's first value, and the step that folds each x into it (the kind's, in GLSL)
+    step: str
+    divisor: str  # a mean's: a float literal (count_include_pad) or "float(count)" ("": none)
     scale: int = -1  # mul: the buffer of the side input each channel is multiplied by (binding 2)
     scale_index: str = ""  # GLSL index of that buffer at (n, c)
     is_pool: bool = True
@@ -51,4 +52,5 @@ def plan_pool(geo: OpGeometry, src_tl: TensorLayout, dst_tl: TensorLayout, src: 
     return VulkanPool(index=geo.index, src=src, dst=dst, geo=geo, wg_size=(work.work_group, 1, 1),
                       groups=(*work.groups, 1), row_items=work.row_items, total=work.total, channels=work.channels,
                       pad_value=pad_value, trips=kh * (kw + 1), x_index=work.source_index, y_index=work.dest_index,
-                      maximum=work.maximum, divisor=work.divisor, **factor)
+                      init=VULKAN.dialect.literal(work.start), step=work.step,
+                      divisor=work.divisor, **factor)
