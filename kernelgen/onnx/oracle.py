@@ -12,114 +12,16 @@ import numpy as np
 from ..config import Config
 from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
-from .converters import float_op, quantized_op
-from .layers import gemm_filter
-from .quant import QConv, with_gate, with_residual
+from .converters import float_op
+from .quant import with_gate, with_residual
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
                    u8s8_saturation)
+from .weights import (WEIGHTED, config_nodes as _nodes, conv_ops, graph_of_config as _graph,  # noqa: F401
+                      model_path, quantized_ops as _quantized_ops, weights)
 
 
 class OracleFailed(KernelgenError):
     """onnxruntime refused or failed to run a config's nodes: validate reports a FAIL row with its message."""
-
-
-def model_path(config: Config) -> Path:
-    return Path(config.file or config.path).parent / config.source.onnx
-
-
-def _graph(config: Config) -> Graph:
-    """The model, read once per process (shared with the network's host steps: subgraph.graph_of)."""
-    from .subgraph import graph_of
-
-    try:
-        return graph_of(model_path(config))
-    except OnnxError as error:
-        raise config.problem("source.onnx", str(error)) from None
-
-
-def _nodes(config: Config, graph: Graph) -> list:
-    by_id = {node_id(n): n for n in graph.nodes}
-    missing = [i for i in config.source.nodes if i not in by_id]
-    if missing:
-        raise config.problem("source.nodes", f"expected nodes of {config.source.onnx}; it has no node {missing[0]!r}")
-    wanted = set(config.source.nodes)
-    return [n for n in graph.nodes if node_id(n) in wanted]  # graph order
-
-
-def weights(config: Config) -> dict[str, np.ndarray]:
-    """filter<j> (OIHW, as ONNX stores Conv weights) and bias<j> of each op, from the model."""
-    graph = _graph(config)
-    if config.dtype == "uint8":
-        return _quantized_weights(config, graph)
-    convs = [n for n in _nodes(config, graph) if n.op_type in WEIGHTED]
-    indices = conv_ops(config)
-    if len(convs) != len(indices):
-        raise config.problem("source.nodes", f"expected {len(indices)} Conv or Gemm nodes (one per conv2d op), got "
-                                             f"{len(convs)}")
-    out = {}
-    for j, node in zip(indices, convs):
-        op = config.ops[j - 1]
-        w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
-        if node.op_type == "Gemm" and w is not None and w.ndim == 2:  # the classifier: a 1x1 conv
-            w = gemm_filter(w, bool(_attributes(node).get("transB", 0)))
-        want = _filter_shape(config, j - 1)
-        if w is None or w.shape != want:
-            raise config.problem("source.nodes", f"Conv {node_id(node)!r} has weights of shape "
-                                                 f"{None if w is None else list(w.shape)}; ops[{j - 1}] expects "
-                                                 f"{list(want)}")
-        out[f"filter{j}"] = w.astype(np.float32)
-        if op.bias:
-            if len(node.input) < 3 or node.input[2] not in graph.constants:
-                raise config.problem(f"ops[{j - 1}].conv2d.bias", f"Conv {node_id(node)!r} has no bias")
-            bias = graph.constants[node.input[2]]
-            if node.op_type == "Gemm" and bias.shape == (1, op.out_channels):  # C broadcast to [N, K]: one per output
-                bias = bias.reshape(-1)
-            if bias.shape != (op.out_channels,):
-                raise config.problem("source.nodes", f"Conv {node_id(node)!r} has a bias of shape {list(bias.shape)}; "
-                                                     f"ops[{j - 1}] expects [{op.out_channels}]")
-            out[f"bias{j}"] = bias.astype(np.float32)
-    return out
-
-
-WEIGHTED = ("Conv", "Gemm")  # the nodes that give a conv2d op its filter (a Gemm: the 1x1 conv it is)
-
-
-def conv_ops(config: Config) -> list[int]:
-    """The 1-based indices of the config's conv2d ops (the ones with a filter<j>; pools have none)."""
-    return [j for j, op in enumerate(config.ops, start=1) if not op.pool]
-
-
-def _filter_shape(config: Config, index: int) -> tuple[int, int, int, int]:
-    """Op `index`'s filter as ONNX stores it: [out channels, input channels / groups, kh, kw]."""
-    op = config.ops[index]
-    channels = config.input_shape[3] if index == 0 else config.ops[index - 1].out_channels
-    return (op.out_channels, channels // op.groups, *op.kernel)
-
-
-def _quantized_ops(config: Config, graph: Graph) -> list[QConv]:
-    """The config's quantized ops (convs, pools, Gemms) as the importer read them, one per op, in order."""
-    wanted = set(config.source.nodes)
-    found = [q for i, n in enumerate(graph.nodes) if node_id(n) in wanted
-             for q in (quantized_op(graph, i),) if isinstance(q, QConv)]
-    if len(found) != len(config.ops):
-        raise config.problem("source.nodes", f"expected {len(config.ops)} quantized ops (one per op), got {len(found)}")
-    return found
-
-
-def _quantized_weights(config: Config, graph: Graph) -> dict[str, np.ndarray]:
-    """filter<j> (int8 or uint8 OIHW) and bias<j> (int32) of each quantized conv (QLinearConv, QDQ, a Gemm)."""
-    out = {}
-    for j, (q, op) in enumerate(zip(_quantized_ops(config, graph), config.ops), start=1):
-        if op.pool:
-            continue
-        if q.weights is None or q.weights.shape != _filter_shape(config, j - 1):
-            raise config.problem("source.nodes", f"{node_id(graph.nodes[q.start])!r} has weights of shape "
-                                                 f"{None if q.weights is None else list(q.weights.shape)}; ops[{j - 1}] "
-                                                 f"expects {list(_filter_shape(config, j - 1))}")
-        out[f"filter{j}"] = q.weights
-        if op.bias and q.bias is not None:
-            out[f"bias{j}"] = q.bias.astype(np.int32)
-    return out
 
 
 def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.ndarray]) -> np.ndarray:

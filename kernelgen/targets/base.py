@@ -94,6 +94,13 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         {file name: text}. Only a target that can call its kernels from one host program writes one."""
         raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
 
+    def pack_weights(self, job: Job[TargetPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A kernel's weights as the model holds them (by argument name: OIHW filters, O biases; a uint8 kernel's
+        int8 or uint8 filters and int32 biases) -> the arrays its function takes, in its physical layout and dtype:
+        what a network's weights file holds (kernelgen/network/weights.py). Layout padding the kernel never reads
+        is zeros, so the same weights pack to the same bytes."""
+        raise KernelgenError(f"the {self.name} target packs no weights")
+
     def binaries(self, job: Job[TargetPlan]) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
         compiler's version), and a note when they cannot be made here ("": nothing to say)."""

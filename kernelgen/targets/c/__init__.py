@@ -23,7 +23,7 @@ from ...plan_types import Plan
 from ..base import BANDWIDTH, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES
-from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver
+from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, pack_weights
 from .options import CModel, c_options, cflags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
@@ -150,6 +150,9 @@ class C(Target[CKernel, CLibrary]):
 
     def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> dict[str, str]:
         return network_driver(network, jobs)  # network.c/.h: the kernels in order over one arena (network.py)
+
+    def pack_weights(self, job: Job[CKernel], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return pack_weights(job, logical)  # the layout engine's numpy pack: the kernel's own pack functions' bytes
 
     def compile(self, job: Job[CKernel], workdir: Path, device: str | None = None) -> CLibrary:
         for name, text in job.files.items():

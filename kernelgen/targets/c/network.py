@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
@@ -100,6 +102,21 @@ def network_files(network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
         packed_elements=weights[-1].offset + weights[-1].packed_elements if weights else 0,
         max_rank=max(len(t.shape) for t in tensors.values()), manifest=comment_text(Path(network.path).name))
     return {name: _render(template, context) for name, template in zip(FILES, TEMPLATES)}
+
+
+def pack_weights(job: Job, logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each weight packed by the layout engine (numpy: the loops of the kernel's own <kernel>_pack_<tensor>, which
+    network.c's <net>_pack_weights calls; the same bytes, tests/test_network_weights.py). Padding that no pad value
+    fills is zeros: the kernel never reads it, and the file is the same bytes on every build."""
+    names = {t.name for t in job.plan.tensors[1:-1]}
+    out = {}
+    for name, values in logical.items():
+        if name not in names:
+            raise KernelgenError(f"kernel {job.plan.name} takes no {name!r} (its weights: {', '.join(sorted(names))})")
+        tensor = job.plan.tensor(name)
+        packed = tensor.layout.pack(np.asarray(values, np.float32).reshape(tensor.logical_shape), sentinel=0.0)
+        out[name] = packed.reshape(tensor.layout.physical_shape)
+    return out
 
 
 def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan:
