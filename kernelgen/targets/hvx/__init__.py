@@ -8,7 +8,7 @@ running under qemu-hexagon: runtime.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -23,10 +23,14 @@ from ...toolstatus import ToolStatus
 from ..base import Job, Target
 from .depthwise import depthwise as depthwise_convs
 from .names import NAMES
+from .network import FILES as NETWORK_FILES, network_files as network_driver, pack_weights
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
 from .toolchain import status
+
+if TYPE_CHECKING:
+    from ...network.manifest import Network
 
 
 class Hvx(Target[HvxPlan, HvxProgram]):
@@ -56,6 +60,19 @@ class Hvx(Target[HvxPlan, HvxProgram]):
     def context(self, config: Config, plan: Plan, target_plan: HvxPlan) -> dict[str, Any]:
         # helpers: the functions kernels.py calls, by name; depthwise: the convs of the vector depthwise path
         return {"hvx": target_plan, "helpers": NAMES, "depthwise": depthwise_convs(config, plan, target_plan.ops)}
+
+    network_file_names = NETWORK_FILES
+
+    def network_files(self, network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> dict[str, str]:
+        """network.c/.h: the kernels in order over a DDR arena and a VTCM region, weights from the weights file
+        (network.py)."""
+        from ...network.weights import pack_network_weights
+
+        plan, _ = pack_network_weights(network, jobs, self)
+        return network_driver(network, jobs, plan)
+
+    def pack_weights(self, job: Job[HvxPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return pack_weights(job, logical)  # filters in the plan's layout and the weights' type, int32 biases
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

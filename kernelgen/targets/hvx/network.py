@@ -14,6 +14,7 @@ it is refused at its key, as is a uint8 network input or output (no convert step
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from ...network.arena import Arena, plan_arena, tensor_bytes
 from ...network.driver_text import c_string, comment_text, render
 from ...network.manifest import Network, Step, Tensor
 from ...network.weights import WeightsPlan
+from ...measure.tensors import expected_dtype
 from ...plan_types import Plan
 from ..base import Job
 from .plan import HvxPlan
@@ -48,6 +50,7 @@ class TensorRow:
     name: str  # the ONNX name, safe inside a C comment
     dtype: str
     shape: tuple[int, ...]
+    elements: int
     layout: str  # as the kernels hold it ("NCHW": the caller's)
     bytes: int
     offset: int  # bytes from the arena's start; -1: the caller's buffer
@@ -183,7 +186,7 @@ def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
             raise network.problem(key, f"the hvx network driver takes and gives the model's float tensors (a convert "
                                        f"step at each end); {name!r} is {tensor.dtype}")
         rows[name] = TensorRow(name=comment_text(name), dtype=tensor.dtype, shape=tensor.shape,
-                               layout=tensor.layout or "NCHW", bytes=tensor_bytes(tensor), offset=offset,
+                               elements=math.prod(tensor.shape), layout=tensor.layout or "NCHW", bytes=tensor_bytes(tensor), offset=offset,
                                pointer=pointer)
     return rows
 
@@ -270,3 +273,21 @@ def _pointee(ctype: str) -> str:
 def _round_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
+
+
+def pack_weights(job: Job[HvxPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each weight as the kernel takes it: filters packed by the layout engine in the plan's filter layout
+    (oihw-8i32o4i), in the weights' own type (int8 or uint8; padding zeros, which no kernel reads), biases int32 as
+    they are (one per output channel): the arrays validation packs (measure/tensors.pack), padding aside."""
+    out = {}
+    for name, values in logical.items():
+        tensor = job.plan.tensor(name)
+        array = np.asarray(values).reshape(tensor.logical_shape)
+        dtype = expected_dtype(job.config, tensor)
+        if not np.array_equal(array.astype(dtype), array):
+            raise KernelgenError(f"kernel {job.plan.name}: {name} holds values outside {dtype} (the model's "
+                                 f"weights must be quantized as the config says)")
+        array = array.astype(dtype)
+        out[name] = array if name.startswith("bias") else tensor.layout.pack(array, sentinel=0).reshape(
+            tensor.layout.physical_shape)
+    return out

@@ -8,8 +8,9 @@
  *
  * All are weak so that a program may bring its own. no_builtin stops clang from
  * recognising the loops below as memcpy/memset and calling the function itself.
+ * - nearbyintf: a network's QuantizeLinear rounds with it (templates/hvx/network.c.j2).
  * Not provided (a link error names them): double division (__hexagon_divdf3) and
- * math functions such as sqrtf. Single-precision division is inlined by clang.
+ * other math functions such as sqrtf. Single-precision division is inlined by clang.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,21 @@ KG_LIBCALL void *memset(void *dst, int c, size_t n)
         d[i] = (unsigned char)c;
     }
     return dst;
+}
+
+/* x rounded to an integer in the current rounding mode (round half to even by default), as
+ * C's nearbyintf: below 2^23 in magnitude, adding and subtracting 2^23 leaves no fraction
+ * bits, so the addition rounds once; from 2^23 on (and NaN, infinities) x is an integer
+ * already. The sign is kept apart so that -0.3 gives -0, as nearbyintf does. */
+KG_LIBCALL float nearbyintf(float x)
+{
+    const float two23 = 8388608.0f;
+    const float magnitude = __builtin_fabsf(x);
+    if (!(magnitude < two23)) {
+        return x;
+    }
+    const float sum = magnitude + two23; /* IEEE arithmetic: (m + 2^23) - 2^23 is not m, and no compiler may fold it */
+    return __builtin_copysignf(sum - two23, x);
 }
 
 KG_LIBCALL void *memmove(void *dst, const void *src, size_t n)

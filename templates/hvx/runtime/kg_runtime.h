@@ -18,6 +18,7 @@ int main(int argc, char **argv);
 void *memcpy(void *restrict dst, const void *restrict src, size_t n);
 void *memset(void *dst, int c, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
+float nearbyintf(float x); /* round half to even (the default rounding mode) */
 
 /* File I/O. Calls return a count or 0 on success, or -errno (Linux numbering) on failure. */
 #define KG_STDOUT 1
