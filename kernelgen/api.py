@@ -42,10 +42,11 @@ if TYPE_CHECKING:
     from .measure.network_bench import NetworkTimes
     from .measure.network_run import NetworkValidation
     from .network.manifest import Network
+    from .network.weights import WeightsPlan
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "bench_network", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
-           "jobs", "json_schema", "load_config", "load_network", "network_files", "network_targets", "output_files", "output_names", "parse_config", "plan",
+           "jobs", "json_schema", "load_config", "load_network", "network_files", "network_targets", "network_weights", "output_files", "output_names", "parse_config", "plan",
            "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device",
            "with_sources"]
 
@@ -372,15 +373,25 @@ def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[s
     return chosen
 
 
-def network_files(network, target: str, built: Mapping[str, Job]) -> tuple[dict[str, str], str] | None:
-    """A target's driver of the whole network (c: network.c/network.h over one planned arena) and a line about
-    it; None when the target writes none (its kernels are the whole output)."""
+def network_weights(network, target: str, built: Mapping[str, Job]) -> tuple[WeightsPlan, bytes]:
+    """The weights every kernel of `network` takes, packed by `target` for its jobs (`built`, by config name): where
+    each tensor lies, and the data section of `<network>.weights` (kernelgen/network/weights.py)."""
+    from .network.weights import pack_network_weights
+
+    return pack_network_weights(network, built, TARGETS[target])
+
+
+def network_files(network, target: str, built: Mapping[str, Job], weights: WeightsPlan | None = None
+                  ) -> tuple[dict[str, str], str] | None:
+    """A target's driver of the whole network (c: network.c/network.h over one planned arena, reading the weights
+    where `weights` put them; None: packed here) and a line about it; None when the target writes none (its
+    kernels are the whole output)."""
     from .network.arena import plan_arena
 
     known = TARGETS[target]
     if type(known).network_files is Target.network_files:
         return None
-    files = known.network_files(network, built)
+    files = known.network_files(network, built, weights or network_weights(network, target, built)[0])
     steps = {s.config.name: s.index for s in network.kernels}
     arena = plan_arena(network, {steps[name]: job.plan.workspace_bytes for name, job in built.items()})
     return files, (f"{network.name}: network.c runs {len(network.steps)} steps over a {arena.size_bytes:,}-byte arena "

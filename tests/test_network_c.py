@@ -25,6 +25,7 @@ from kernelgen.errors import ConfigError, KernelgenError
 from kernelgen.network import execute
 from kernelgen.network.arena import Arena, plan_arena
 from kernelgen.network.manifest import Network, Step, Tensor
+from kernelgen.network.weights import pack_network_weights
 from kernelgen.onnx.importer import import_model
 from kernelgen.onnx.oracle import weights as model_weights
 from kernelgen.targets.c.toolchain import build_shared
@@ -176,7 +177,8 @@ class Driver:
 
     def __init__(self, network: Network, jobs: dict, workdir: Path):
         self.network = network
-        files = TARGETS["c"].network_files(network, jobs)
+        self.plan, self.data = pack_network_weights(network, jobs, TARGETS["c"])
+        files = TARGETS["c"].network_files(network, jobs, self.plan)
         for job in jobs.values():
             files |= dict(job.files)
         for name, text in files.items():
@@ -189,13 +191,15 @@ class Driver:
         self.run_fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
                                 ctypes.c_void_p, HOST, ctypes.c_void_p]
         self.arena_bytes = self.macro("ARENA_BYTES")
-        self.packed, packed_address = nan_buffer(self.macro("PACKED_WEIGHTS_ELEMENTS") * 4)
+        self.packed, packed_address = nan_buffer(self.macro("WEIGHTS_BYTES"))
         logical = [np.ascontiguousarray(w, np.float32) for w in self.logical_weights()]
         pointers = (ctypes.c_void_p * len(logical))(*(w.ctypes.data for w in logical))
         pack = getattr(self.lib, f"{network.name}_pack_weights")
         pack.restype = None
         pack(pointers, ctypes.c_void_p(packed_address))
         self.packed_address = packed_address
+        # what the C pack functions wrote over NaN: the weights file's data section (checked in test_network_weights)
+        self.c_packed = bytes((ctypes.c_char * self.plan.data_bytes).from_address(packed_address))
 
     def macro(self, name: str) -> int:
         return int(re.search(rf"#define {self.network.name.upper()}_{name} (\d+)", self.header).group(1))
@@ -306,7 +310,8 @@ def test_a_host_step_that_fails_stops_the_run(imported, driver):
 
 def test_files_are_the_same_bytes_every_time(imported):
     network, jobs = imported
-    assert TARGETS["c"].network_files(network, jobs) == TARGETS["c"].network_files(network, jobs)
+    plan, _ = pack_network_weights(network, jobs, TARGETS["c"])
+    assert TARGETS["c"].network_files(network, jobs, plan) == TARGETS["c"].network_files(network, jobs, plan)
 
 
 # ---------------------------------------------------------------- what network.c refuses
@@ -326,7 +331,7 @@ def test_a_kernel_boundary_not_nchw_is_a_config_error(tmp_path, key, old, new):
     network = kernelgen.load_network(manifest)
     jobs = {s.config.name: kernelgen.jobs(s.config, ("c",))["c"] for s in network.kernels}
     with pytest.raises(ConfigError) as caught:
-        TARGETS["c"].network_files(network, jobs)
+        TARGETS["c"].network_files(network, jobs, pack_network_weights(network, jobs, TARGETS["c"])[0])
     (problem,) = caught.value.problems
     assert problem.key == key and "NCHW" in problem.message
     assert Path(problem.path).name == config.name
@@ -339,12 +344,13 @@ def test_a_uint8_kernel_is_a_config_error(imported):
     uint8 = kernelgen.parse_config(SMALL_UINT8.format(name="quantized", bias=""), "quantized.yaml")
     step = network.kernels[0]
     steps = tuple(replace(s, config=uint8) if s is step else s for s in network.steps)
+    weights, _ = pack_network_weights(network, jobs, TARGETS["c"])
     with pytest.raises(ConfigError) as caught:
-        TARGETS["c"].network_files(replace(network, steps=steps), jobs)
+        TARGETS["c"].network_files(replace(network, steps=steps), jobs, weights)
     assert caught.value.problems[0].key == "dtype" and "uint8" in caught.value.problems[0].message
 
 
 def test_other_targets_write_no_network_driver(imported):
-    network, _ = imported
+    network, jobs = imported
     with pytest.raises(KernelgenError, match="network.c is the c target's"):
-        TARGETS["hvx"].network_files(network, {})
+        TARGETS["opencl"].network_files(network, {}, pack_network_weights(network, jobs, TARGETS["c"])[0])

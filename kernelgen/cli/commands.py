@@ -32,7 +32,7 @@ from ..measure.context import run_context
 from ..measure.dump import prepare as prepare_dump
 from ..toolstatus import install_text
 from .validate_table import header as table_header, row_lines, skipped_lines, width as table_width
-from .network import manifests_in, validate_networks
+from .network import manifests_in, validate_networks, weights_command
 
 
 def _print_cmake_dir(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -113,9 +113,12 @@ def plan(configs: tuple[str, ...], as_json: bool, fmt: str) -> None:
 @click.option("--list-inputs", is_flag=True,
               help="Print the files whose contents decide what --list-outputs prints (each config; a manifest and its "
                    "kernels' configs), one per line; write nothing.")
+@click.option("--embed-weights", is_flag=True,
+              help="A network manifest: also write <network>_weights.c, the weights file as a C array the program is "
+                   "built with (it then needs no file).")
 @handle_errors
 def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None, depfile: str | None,
-          depfile_target: str | None, list_outputs: bool, list_inputs: bool) -> None:
+          depfile_target: str | None, list_outputs: bool, list_inputs: bool, embed_weights: bool) -> None:
     """Generate sources and plan reports; unchanged files are not rewritten.
 
     \b
@@ -135,10 +138,10 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
         from .network import build_networks, network_output_names, write_all
 
         if list_outputs:
-            for rel in network_output_names(configs, targets, device):
+            for rel in network_output_names(configs, targets, device, embed_weights):
                 click.echo(str(root / rel))
             return
-        files, notes, rules = build_networks(configs, out_dir, targets, device)
+        files, notes, rules = build_networks(configs, out_dir, targets, device, embed_weights)
         make_folder(root)
         written = write_all(root, files)
         for note in notes:
@@ -148,6 +151,8 @@ def build(configs: tuple[str, ...], out_dir: str, targets: tuple[str, ...], devi
         click.echo(f"{len(files)} files for {len(configs)} network(s) in {root}/ ({written} written, "
                    f"{len(files) - written} unchanged)", err=True)
         return
+    if embed_weights:
+        raise click.UsageError("--embed-weights: a network manifest's option (its weights); the arguments are configs")
     loaded = load_all(configs, targets, device)
     if list_outputs:
         for config in loaded:
@@ -380,3 +385,4 @@ main.add_command(import_command)
 main.add_command(init_command)
 main.add_command(stats_command)
 main.add_command(devices_command)
+main.add_command(weights_command)

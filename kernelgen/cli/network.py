@@ -9,14 +9,14 @@ from pathlib import Path
 
 import click
 
-from ..api import (TARGETS, bench_network, jobs, load_network, network_targets, output_files, validate_network,
-                   with_device)
-from ..errors import ConfigError
+from ..api import (TARGETS, Target, bench_network, jobs, load_network, network_targets, output_files,
+                   validate_network, with_device)
+from ..errors import ConfigError, KernelgenError
 from ..files import write_if_changed
 from ..measure.network_run import step_status
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
-from .common import number
+from .common import handle_errors, number
 
 
 def manifests_in(paths: tuple[str, ...]) -> bool:
@@ -132,48 +132,86 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
 
 # ---------------------------------------------------------------- build
 
-def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None
-                   ) -> tuple[dict[str, str | bytes], list[str], dict[str, tuple[str, ...]]]:
-    """Every kernel's files, and for a target that drives a whole network (c) its network.c/network.h under
-    <network>/<target>/: {relative path: text}, a line per network about its arena, and what shaped each file
-    (its depfile rule: a kernel's config, templates and modules; the driver's, the manifest and all of those)."""
-    from ..api import binaries, dependencies, network_files
+def build_targets(network: Network, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """What `build network.yaml` builds: --target's, else every target the kernels' configs name."""
+    named = tuple(dict.fromkeys(t for step in network.kernels for t in step.config.targets))
+    return network_targets(network, targets or named)
+
+
+def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...], device: str | None,
+                   embed: bool = False) -> tuple[dict[str, str | bytes], list[str], dict[str, tuple[str, ...]]]:
+    """Every kernel's files and, under <network>/<target>/, what the target writes for the whole network: the
+    weights file, the driver (network.c/network.h) and the program (<network>_run.c, its Makefile): {relative path:
+    text or bytes}, a line per network and target about what it got, and what shaped each file (its depfile rule:
+    a kernel's config, templates and modules; the network's files, the manifest, its model and all of those)."""
+    from ..api import binaries, dependencies
 
     files: dict[str, str | bytes] = {}
     notes, rules = [], {}
     for network in load_networks(paths, device):
-        for target in network_targets(network, targets):
+        for target in build_targets(network, targets):
             built = {s.config.name: jobs(s.config, (target,)) for s in network.kernels}
-            shaped_by: dict[str, None] = dict.fromkeys([network.path])
+            shaped_by: dict[str, None] = dict.fromkeys([network.path, str(network.model)])
             for step in network.kernels:
                 made = {**output_files(step.config, built[step.config.name]), **binaries(built[step.config.name])[0]}
                 files |= made
                 deps = dependencies(step.config, target)
                 rules |= {rel: deps for rel in made}
                 shaped_by.update(dict.fromkeys(deps))
-            driver = network_files(network, target, {name: job[target] for name, job in built.items()})
-            if driver is not None:
-                made, note = driver
-                files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
-                rules |= {f"{network.name}/{target}/{name}": tuple(shaped_by) for name in made}
-                folders = " ".join(f"-I{Path(out_dir) / s.config.name / target}" for s in network.kernels[:2])
-                notes.append(f"{note}; it includes each kernel's header: compile it with {folders} ... (one -I per "
-                             f"kernel folder)")
+            made, note = network_outputs(network, target, {name: job[target] for name, job in built.items()},
+                                         Path(out_dir), embed)
+            files |= {f"{network.name}/{target}/{name}": text for name, text in made.items()}
+            rules |= {f"{network.name}/{target}/{name}": tuple(shaped_by) for name in made}
+            notes.append(note)
     return files, notes, rules
 
 
-def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None) -> tuple[str, ...]:
-    """The relative paths build_networks writes, by name only (no kernel planned or rendered, no SPIR-V compiled:
-    a build system asks this before every build of a large network): each kernel's files, then the drivers'."""
+def network_outputs(network: Network, target: str, built: dict, out_dir: Path, embed: bool
+                    ) -> tuple[dict[str, str | bytes], str]:
+    """What one target writes for the whole network, by file name in <network>/<target>/, and a line saying what
+    that is (or why there is no program)."""
+    from ..api import network_files, network_weights
+    from ..network.program import program_files, why_no_program
+    from ..network.weights import weights_file
+
+    chosen = TARGETS[target]
+    if type(chosen).pack_weights is Target.pack_weights:
+        return {}, (f"{network.name} on {target}: the kernels alone; kernelgen writes no weights file, driver or "
+                    f"program for the {target} target yet")
+    plan, data = network_weights(network, target, built)
+    made: dict[str, str | bytes] = {f"{network.name}.weights": weights_file(plan, data)}
+    driver = network_files(network, target, built, plan)
+    if driver is None:
+        return made, f"{network.name} on {target}: the kernels and {network.name}.weights; no driver or program yet"
+    made |= driver[0]
+    folder = out_dir / network.name / target
+    build, why = chosen.network_program(network, built), why_no_program(network)
+    if build is None or why:
+        return made, f"{driver[1]}; no program: {why or f'the {target} target writes none'}"
+    made |= program_files(network, target, build, plan, data, embed)
+    return made, f"{driver[1]}; `make -C {folder}` builds {network.name}_run"
+
+
+def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None,
+                         embed: bool = False) -> tuple[str, ...]:
+    """The relative paths build_networks writes, by name only (no kernel planned or rendered, no weights packed, no
+    SPIR-V compiled: a build system asks this before every build of a large network): each kernel's files, then the
+    network's."""
     from ..api import output_names
+    from ..network.program import program_names, why_no_program
 
     names: dict[str, None] = {}
     for network in load_networks(paths, device):
-        for target in network_targets(network, targets):
+        for target in build_targets(network, targets):
             for step in network.kernels:
                 names.update(dict.fromkeys(output_names(step.config, (target,))))
-            drivers = TARGETS[target].network_file_names
-            names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in drivers))
+            chosen = TARGETS[target]
+            if type(chosen).pack_weights is Target.pack_weights:
+                continue
+            made = [f"{network.name}.weights", *chosen.network_file_names]
+            if chosen.network_file_names and not why_no_program(network):
+                made += program_names(network, embed)
+            names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in sorted(made)))
     return tuple(names)
 
 
@@ -236,3 +274,37 @@ def _echo_network_plan(network: Network, summary: dict) -> None:
             click.echo(f"  [{r['step'] + 1:>3}] {r['name']:<52} host: {', '.join(r['nodes'])}")
     click.echo(f"arena: {summary['arena_bytes']:,} bytes for the tensors between steps and the kernels' workspaces "
                f"(each alone: {summary['naive_bytes']:,}; the most alive at once: {summary['peak_bytes']:,})")
+
+
+# ---------------------------------------------------------------- weights
+
+@click.command("weights")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--target", "target", metavar="NAME", help="The target whose kernels' layouts the weights are packed in "
+                                                         "(default: the first the manifest's configs name).")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="The weights file to write (<network>.weights, as `kernelgen build` writes it).")
+@handle_errors
+def weights_command(manifest: str, target: str | None, output: str) -> None:
+    """Write a network's weights file alone: every kernel's weights, packed in its layout.
+
+    \b
+    It is the file `kernelgen build network.yaml` writes beside the program; the
+    program refuses one from another build (another model, config or target).
+    Example:
+      kernelgen weights net/network.yaml --target c -o mobilenet.weights
+    """
+    from ..api import network_weights
+    from ..network.weights import write_weights
+
+    if not is_manifest(manifest):
+        raise click.UsageError(f"{manifest}: expected a network manifest (network.yaml from `kernelgen import`)")
+    (network,) = load_networks((manifest,), None)
+    chosen = build_targets(network, (target,) if target else ())[0]
+    if type(TARGETS[chosen]).pack_weights is Target.pack_weights:
+        raise KernelgenError(f"the {chosen} target packs no weights yet")
+    built = {s.config.name: jobs(s.config, (chosen,))[chosen] for s in network.kernels}
+    plan, data = network_weights(network, chosen, built)
+    write_weights(output, plan, data)
+    click.echo(f"{output}: {len(plan.tensors)} tensors of {network.name} for {chosen}, {plan.data_bytes:,} bytes of "
+               f"weights, digest {plan.digest_hex[:16]}...", err=True)

@@ -37,6 +37,8 @@ from ..toolstatus import ToolStatus
 
 if TYPE_CHECKING:
     from ..network.manifest import Network
+    from ..network.program import ProgramBuild
+    from ..network.weights import WeightsPlan
 
 Compiled = TypeVar("Compiled", bound=Executable)  # what a target's compile makes of a job
 
@@ -89,10 +91,17 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
     # the names of the files network_files writes (build --list-outputs lists them without planning a network)
     network_file_names: ClassVar[tuple[str, ...]] = ()
 
-    def network_files(self, network: Network, jobs: Mapping[str, Job[TargetPlan]]) -> dict[str, str]:
-        """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order:
-        {file name: text}. Only a target that can call its kernels from one host program writes one."""
+    def network_files(self, network: Network, jobs: Mapping[str, Job[TargetPlan]], weights: WeightsPlan
+                      ) -> dict[str, str]:
+        """A driver that runs a whole network's kernels (`jobs`: this target's, by config name) in order, reading
+        their weights where `weights` (this target's pack_weights, network/weights.py) put them: {file name: text}.
+        Only a target that can call its kernels from one host program writes one."""
         raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
+
+    def network_program(self, network: Network, jobs: Mapping[str, Job[TargetPlan]]) -> ProgramBuild | None:
+        """How this target's `<network>_run` program (network/program.py: main, Makefile) compiles and runs around
+        network_files' driver; None: it writes no program."""
+        return None
 
     def pack_weights(self, job: Job[TargetPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """A kernel's weights as the model holds them (by argument name: OIHW filters, O biases; a uint8 kernel's

@@ -18,12 +18,15 @@ from ...emit import OutputFile
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
+from ...network.program import ProgramBuild
+from ...network.weights import WeightsPlan
 from ...toolstatus import ToolStatus
 from ...plan_types import Plan
 from ..base import BANDWIDTH, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES
-from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, pack_weights
+from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
+    network_program, pack_weights
 from .options import CModel, c_options, cflags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
@@ -148,8 +151,12 @@ class C(Target[CKernel, CLibrary]):
 
     network_file_names = NETWORK_FILES
 
-    def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> dict[str, str]:
-        return network_driver(network, jobs)  # network.c/.h: the kernels in order over one arena (network.py)
+    def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]], weights: WeightsPlan
+                      ) -> dict[str, str]:
+        return network_driver(network, jobs, weights)  # network.c/.h: the kernels in order over one arena (network.py)
+
+    def network_program(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> ProgramBuild:
+        return network_program(network, jobs)  # gcc with each kernel's flags (network.py)
 
     def pack_weights(self, job: Job[CKernel], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return pack_weights(job, logical)  # the layout engine's numpy pack: the kernel's own pack functions' bytes

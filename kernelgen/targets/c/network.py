@@ -23,16 +23,20 @@ from ...expr import Var
 from ...network.arena import Arena, plan_arena
 from ...network.driver_text import c_string, comment_text, render as _render
 from ...network.manifest import Network, Step
+from ...network.program import ProgramBuild
+from ...network.weights import WeightsPlan
 from ...plan_types import Plan, Tensor as PlanTensor
 from ..base import Job
+from .options import c_options, cflags
+from .toolchain import compiler_name
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical NHWC stored as ONNX stores it
-WEIGHT_ALIGNMENT = 16  # elements: each packed weight starts a multiple of 64 bytes (a cache line) into the buffer
 TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 # What network.h declares after `<net>_` (and `network`: its include guard): a kernel of such a name would clash.
-DECLARED = ("run", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network")
+DECLARED = ("run", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network",
+            "embedded_weights")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,16 +57,18 @@ class TensorRow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WeightRow:
-    """One logical weight `<net>_pack_weights` reads: logical[index], packed at `offset` elements."""
+    """One weight a kernel takes: at `offset` bytes into the weights' data section (the weights file's, or what
+    `<net>_pack_weights` packs from logical[index])."""
 
     index: int
     step: int  # the kernel step it belongs to
     kernel: str
     tensor: str  # filter1, bias1, ...
+    initializers: str  # the ONNX initializers it is made from, safe inside a C comment and a string literal
     shape: tuple[int, ...]  # logical: OIHW filters, O biases (as ONNX stores them)
     elements: int  # logical elements
-    packed_elements: int
-    offset: int  # elements from the packed buffer's start
+    offset: int  # bytes from the data section's start
+    nbytes: int  # packed
     pack: str  # the kernel's pack function
 
 
@@ -82,15 +88,16 @@ class StepRow:
     args: tuple[str, ...]  # a kernel's call, argument by argument
 
 
-def network_files(network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
-    """{"network.h": ..., "network.c": ...} for a network whose kernels' c jobs are `jobs` (by config name)."""
+def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan) -> dict[str, str]:
+    """{"network.h": ..., "network.c": ...} for a network whose kernels' c jobs are `jobs` (by config name) and
+    whose weights `packed` places (network/weights.py)."""
     if not NAME.match(network.name):
         raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
                                          f"network.c's functions), got {network.name!r}")
     plans = {step.index: _checked_plan(network, step, jobs) for step in network.kernels}
     arena = plan_arena(network, {k: plan.workspace_bytes for k, plan in plans.items()})
     tensors = _tensor_rows(network, arena)
-    weights = _weight_rows(network, plans)
+    weights = _weight_rows(network, plans, packed)
     steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena) for step in network.steps)
     net = network.name
     context: dict[str, Any] = dict(
@@ -99,9 +106,22 @@ def network_files(network: Network, jobs: Mapping[str, Job]) -> dict[str, str]:
         host_steps=tuple(s for s in steps if s.host), kernel_headers=tuple(dict.fromkeys(
             f"{p.name}.h" for p in plans.values())),
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
-        packed_elements=weights[-1].offset + weights[-1].packed_elements if weights else 0,
+        weights_bytes=packed.data_bytes, digest=packed.digest_hex,
         max_rank=max(len(t.shape) for t in tensors.values()), manifest=comment_text(Path(network.path).name))
     return {name: _render(template, context) for name, template in zip(FILES, TEMPLATES)}
+
+
+def network_program(network: Network, jobs: Mapping[str, Job]) -> ProgramBuild:
+    """The program is built as the kernels are (options.cflags: the checks, then the config's or the default
+    optimisation flags), by the compiler the c target uses; a kernel whose flags differ from the first kernel's
+    keeps its own."""
+    flags = {step.config.name: cflags(c_options(jobs[step.config.name].config)) for step in network.kernels}
+    common = next(iter(flags.values()))
+    openmp = any("-fopenmp" in f for f in flags.values())
+    return ProgramBuild(compiler=compiler_name(), flags=common,
+                        kernel_flags={name: f for name, f in flags.items() if f != common},
+                        kernel_sources={name: tuple(f for f in jobs[name].files if f.endswith(".c")) for name in flags},
+                        link=("-lm", *(("-fopenmp",) if openmp else ())))
 
 
 def pack_weights(job: Job, logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -163,23 +183,27 @@ def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
     return rows
 
 
-def _weight_rows(network: Network, plans: Mapping[int, Plan]) -> tuple[WeightRow, ...]:
+def _weight_rows(network: Network, plans: Mapping[int, Plan], packed: WeightsPlan) -> tuple[WeightRow, ...]:
     """Kernel by kernel in step order, each op's filter then its bias (filter1, bias1, filter2, ...), as ONNX
-    lists a Conv's inputs."""
+    lists a Conv's inputs, where the weights plan put them."""
     rows: list[WeightRow] = []
-    offset = 0
     for step in network.kernels:
         plan = plans[step.index]
         helpers = {fn.name for fn in plan.helpers}
+        placed = packed.of(step.index)
         weights = [t for t in plan.tensors[1:-1] if not t.name.startswith("side_")]  # side inputs: from the arena
+        if {t.name for t in weights} != set(placed):
+            raise KernelgenError(f"kernel {plan.name} takes {', '.join(sorted(t.name for t in weights))}; the weights "
+                                 f"plan has {', '.join(sorted(placed)) or 'none'} for it")
         for tensor in sorted(weights, key=_op_order):
             pack = f"{plan.name}_pack_{tensor.name}"
             if pack not in helpers:
                 raise KernelgenError(f"kernel {plan.name} has no {pack} (network.c packs weights through it)")
+            where = placed[tensor.name]
             rows.append(WeightRow(index=len(rows), step=step.index, kernel=plan.name, tensor=tensor.name,
+                                  initializers=comment_text(", ".join(where.initializers)).replace('"', "'"),
                                   shape=tensor.logical_shape, elements=tensor.layout.logical_size,
-                                  packed_elements=tensor.elements, offset=offset, pack=pack))
-            offset += -(-tensor.elements // WEIGHT_ALIGNMENT) * WEIGHT_ALIGNMENT
+                                  offset=where.offset, nbytes=where.nbytes, pack=pack))
     return tuple(rows)
 
 
@@ -202,7 +226,7 @@ def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], w
         return StepRow(host=True, name=c_string(ops), function="", label=f"host {comment_text(ops)}",
                        workspace_bytes=0, workspace_offset=-1, args=(), **common)
     workspace = arena.workspaces.get(step.index, 0)
-    packed = {w.tensor: f"packed_weights + {w.offset}" for w in weights if w.step == step.index}
+    packed = {w.tensor: f"(const float *)(weights + {w.offset})" for w in weights if w.step == step.index}
     sides = {side.param: f"(const float *)({row.pointer})" for side, row in zip(step.config.side_inputs, inputs[1:])}
     pointers = {"input": f"(const float *)({inputs[0].pointer})", "output": f"(float *)({outputs[0].pointer})",
                 "workspace": f"(float *)(base + {workspace})", **sides, **packed}

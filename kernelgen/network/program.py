@@ -1,0 +1,125 @@
+"""`<network>_run`: a network as a command-line program, written beside its driver (network.c) for a target that
+can build one: `<network>_run.c` (templates/_common/program/main.c.j2: read the input .npy, load and check the
+weights file, run, write the output .npy, print the median time), the small C headers it includes (kg_npy.h,
+kg_weights.h), a Makefile whose default goal builds it and whose `run` goal runs it, and with --embed-weights the
+weights file as a C array (`<network>_weights.c`).
+
+The target says how its program compiles and runs (a ProgramBuild: its compiler, its kernels' flags, a runner such as
+a simulator); the rest is the same for every target. A network a program cannot run alone (a host step, more than one
+input or output, a dtype the .npy reader does not take) gets no program, and a note saying why.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+
+from ..emit import TemplateError, environment
+from ..version import __version__
+from .manifest import Network
+from .weights import WeightsPlan, weights_file
+
+PROGRAM = "_common/program"
+HEADERS = ("kg_npy.h", "kg_weights.h")  # copied as they are
+NPY_DESCR = {"float32": "<f4", "uint8": "|u1"}  # the dtypes the program reads and writes, as numpy names them
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgramBuild:
+    """How a target's network program compiles and runs: what its Makefile says."""
+
+    compiler: str  # CC
+    flags: tuple[str, ...]  # CFLAGS: the program's and, unless kernel_flags says otherwise, each kernel's
+    kernel_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by kernel: flags other than `flags`
+    kernel_sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by kernel: its .c files
+    link: tuple[str, ...] = ("-lm",)  # LDLIBS
+    driver_sources: tuple[str, ...] = ("network.c",)  # beside the program
+    runner: str = ""  # what `make run` puts before ./<network>_run (a simulator and its options, then a space)
+    main_template: str = f"{PROGRAM}/main.c.j2"  # a target's own may {% extends %} it
+
+
+def program_names(network: Network, embed: bool) -> tuple[str, ...]:
+    """The files program_files writes (build --list-outputs), when the network gets a program."""
+    net = network.name
+    return (f"{net}_run.c", *HEADERS, "Makefile", *((f"{net}_weights.c",) if embed else ()))
+
+
+def why_no_program(network: Network) -> str:
+    """Why the network cannot be a program on its own; "" when it can."""
+    hosts = [s for s in network.steps if not s.is_kernel and not s.convert]
+    if hosts:
+        return (f"{len(hosts)} host step(s) ({', '.join(dict.fromkeys(t for s in hosts for t in s.op_types))}), "
+                f"which run in onnxruntime: call {network.name}_run from your own program with a host callback")
+    if len(network.inputs) != 1 or len(network.outputs) != 1:
+        return (f"{len(network.inputs)} inputs and {len(network.outputs)} outputs; the program reads one input .npy "
+                f"and writes one output .npy")
+    ends = [network.tensors[network.inputs[0]], network.tensors[network.outputs[0]]]
+    odd = [t for t in ends if t.dtype not in NPY_DESCR]
+    if odd:
+        return f"its {odd[0].name!r} is {odd[0].dtype}; the program reads and writes {', '.join(NPY_DESCR)}"
+    return ""
+
+
+def program_files(network: Network, target: str, build: ProgramBuild, weights: WeightsPlan, data: bytes,
+                  embed: bool) -> dict[str, str]:
+    """{file name: text} of the program, for the folder <network>/<target>/ beside network.c."""
+    net = network.name
+    source = network.tensors[network.inputs[0]]
+    sink = network.tensors[network.outputs[0]]
+    kernels = []
+    for step in network.kernels:
+        name = step.config.name
+        for source_file in build.kernel_sources.get(name, (f"{name}.c",)):
+            kernels.append(dict(
+                folder=f"{name}/{target}", source=f"{name}/{target}/{source_file}", header=f"{name}/{target}/{name}.h",
+                object=f"{Path(source_file).stem}.o", flags=" ".join(build.kernel_flags[name])
+                if name in build.kernel_flags else "$(CFLAGS)"))
+    headers = ["network.h", *dict.fromkeys(f"$(KERNELS)/{k['header']}" for k in kernels)]
+    program_objects = [dict(object=f"{net}_run.o", source=f"{net}_run.c", headers=("network.h", *HEADERS))]
+    program_objects += [dict(object=f"{Path(s).stem}.o", source=s, headers=headers) for s in build.driver_sources]
+    if embed:
+        program_objects.append(dict(object=f"{net}_weights.o", source=f"{net}_weights.c", headers=()))
+    context: dict[str, Any] = dict(
+        net=net, upper=net.upper(), target=target, compiler=build.compiler, flags=build.flags, link=build.link,
+        runner=build.runner, kernels=kernels, program_objects=program_objects,
+        objects=[o["object"] for o in program_objects],
+        defines=[f"{net.upper()}_EMBEDDED_WEIGHTS"] if embed else [],
+        input=_end(source), output=_end(sink),
+        embedded_note=(" or, without --weights, the copy built into it (--embed-weights)" if embed else ""))
+    files = {f"{net}_run.c": _render(build.main_template, context, network, "c"),
+             "Makefile": _render(f"{PROGRAM}/Makefile.j2", context, network, "make")}
+    files |= {name: environment().get_template(f"{PROGRAM}/{name}").render() for name in HEADERS}
+    if embed:
+        whole = weights_file(weights, data)
+        files[f"{net}_weights.c"] = _render(f"{PROGRAM}/weights.c.j2", {
+            **context, "file_bytes": len(whole), "data_offset": len(whole) - len(data),
+            "data_lines": c_bytes(whole)}, network, "c")
+    return dict(sorted(files.items()))
+
+
+def _end(tensor) -> dict[str, Any]:
+    """The network's input or output as the program reads or writes it."""
+    return dict(comment=tensor.name.replace("*/", "*\\/"), dtype=tensor.dtype, shape=tensor.shape,
+                bytes=tensor.nbytes, descr=NPY_DESCR[tensor.dtype])
+
+
+def c_bytes(data: bytes, per_line: int = 32) -> str:
+    """`data` as C string literals of hex escapes, one line per `per_line` bytes (the compiler joins them); much
+    quicker to compile than an initializer list of numbers."""
+    escaped = re.sub("(..)", r"\\x\1", data.hex())  # \x00\x1f...: 4 characters a byte
+    width = 4 * per_line
+    return "\n".join(f'  "{escaped[i:i + width]}"' for i in range(0, len(escaped), width)) or '  ""'
+
+
+def _render(template: str, context: dict[str, Any], network: Network, kind: str) -> str:
+    text = (f"Generated by kernelgen {__version__} from {Path(network.path).name} with template {template}.\n"
+            f"Do not edit: change the manifest, its configs or the template and run `kernelgen build`.")
+    banner = "".join(f"# {line}\n" for line in text.splitlines()).rstrip("\n") if kind == "make" else \
+        "/* " + text.replace("\n", "\n   ").replace("*/", "*\\/") + " */"
+    try:
+        return environment().get_template(template).render(banner=banner, **context)
+    except jinja2.TemplateError as error:
+        raise TemplateError(f"{template}: {error}") from None
