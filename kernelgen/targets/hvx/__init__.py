@@ -31,6 +31,7 @@ from .toolchain import status
 
 if TYPE_CHECKING:
     from ...network.manifest import Network
+    from ...network.weights import WeightsPlan
 
 
 class Hvx(Target[HvxPlan, HvxProgram]):
@@ -63,13 +64,11 @@ class Hvx(Target[HvxPlan, HvxProgram]):
 
     network_file_names = NETWORK_FILES
 
-    def network_files(self, network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> dict[str, str]:
-        """network.c/.h: the kernels in order over a DDR arena and a VTCM region, weights from the weights file
-        (network.py)."""
-        from ...network.weights import pack_network_weights
-
-        plan, _ = pack_network_weights(network, jobs, self)
-        return network_driver(network, jobs, plan)
+    def network_files(self, network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan
+                      ) -> dict[str, str]:
+        """network.c/.h: the kernels in order over a DDR arena and a VTCM region, weights from the weights file's
+        data section (network.py)."""
+        return network_driver(network, jobs, weights)
 
     def pack_weights(self, job: Job[HvxPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return pack_weights(job, logical)  # filters in the plan's layout and the weights' type, int32 biases
