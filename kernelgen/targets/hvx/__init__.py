@@ -24,6 +24,7 @@ from ..base import Job, Target
 from .depthwise import depthwise as depthwise_convs
 from .names import NAMES
 from .network import FILES as NETWORK_FILES, network_files as network_driver, pack_weights
+from .program import RUNTIME_FILES, network_program
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
@@ -31,6 +32,7 @@ from .toolchain import status
 
 if TYPE_CHECKING:
     from ...network.manifest import Network
+    from ...network.program import ProgramBuild
     from ...network.weights import WeightsPlan
 
 
@@ -62,13 +64,16 @@ class Hvx(Target[HvxPlan, HvxProgram]):
         # helpers: the functions kernels.py calls, by name; depthwise: the convs of the vector depthwise path
         return {"hvx": target_plan, "helpers": NAMES, "depthwise": depthwise_convs(config, plan, target_plan.ops)}
 
-    network_file_names = NETWORK_FILES
+    network_file_names = (*NETWORK_FILES, *RUNTIME_FILES)
 
     def network_files(self, network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan
                       ) -> dict[str, str]:
         """network.c/.h: the kernels in order over a DDR arena and a VTCM region, weights from the weights file's
         data section (network.py)."""
         return network_driver(network, jobs, weights)
+
+    def network_program(self, network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> ProgramBuild:
+        return network_program(network, jobs)  # clang-19 for the arch, freestanding; make run: qemu-hexagon
 
     def pack_weights(self, job: Job[HvxPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return pack_weights(job, logical)  # filters in the plan's layout and the weights' type, int32 biases

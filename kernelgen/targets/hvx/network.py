@@ -33,11 +33,11 @@ from ...measure.tensors import expected_dtype
 from ...plan_types import Plan
 from ..base import Job
 from .plan import HvxPlan
-from .toolchain import RUNTIME_HEADER, runtime_dir
+from .program import runtime_files
 
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 TEMPLATES = ("hvx/network.h.j2", "hvx/network.c.j2")
-FILES = (*(Path(template).name.removesuffix(".j2") for template in TEMPLATES), RUNTIME_HEADER)  # + kg_runtime.h
+FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 ARENA_ALIGNMENT = 128  # bytes: an HVX vector; the kernels move activations in 128-byte vectors
 VTCM_ALIGNMENT = 2048  # bytes: the kernels' caches sit at multiples of 2048 in their workspace
 DECLARED = ("run", "network", "quantize", "dequantize")  # what network.h declares after `<net>_`
@@ -114,9 +114,7 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
         manifest=comment_text(Path(network.path).name))
     files = {name: render(template, context) for name, template in zip(FILES, TEMPLATES)}
-    with runtime_dir() as runtime:  # the kernels include it (their profiling build); shipped as it is
-        files[RUNTIME_HEADER] = (runtime / RUNTIME_HEADER).read_text()
-    return files
+    return files | runtime_files()  # kg_runtime.h, which the kernels include, and what the program links
 
 
 def _checked_job(network: Network, step: Step, jobs: Mapping[str, Job[HvxPlan]]) -> Job[HvxPlan]:
