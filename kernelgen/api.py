@@ -386,14 +386,10 @@ def network_files(network, target: str, built: Mapping[str, Job], weights: Weigh
     """A target's driver of the whole network (c: network.c/network.h over one planned arena, reading the weights
     where `weights` put them; None: packed here) and a line about it; None when the target writes none (its
     kernels are the whole output)."""
-    from .network.arena import plan_arena
+    from .network.program import arena_note
 
     known = TARGETS[target]
     if type(known).network_files is Target.network_files:
         return None
     files = known.network_files(network, built, weights or network_weights(network, target, built)[0])
-    steps = {s.config.name: s.index for s in network.kernels}
-    arena = plan_arena(network, {steps[name]: job.plan.workspace_bytes for name, job in built.items()})
-    return files, (f"{network.name}: network.c runs {len(network.steps)} steps over a {arena.size_bytes:,}-byte arena "
-                   f"(each tensor and workspace alone: {arena.naive_bytes:,} bytes; the most alive at once: "
-                   f"{arena.peak_bytes:,})")
+    return files, arena_note(network, built)

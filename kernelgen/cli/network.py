@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from ..api import (TARGETS, Target, bench_network, jobs, load_network, network_targets, output_files,
+from ..api import (TARGETS, bench_network, jobs, load_network, network_targets, output_files,
                    validate_network, with_device)
-from ..errors import ConfigError, KernelgenError
+from ..errors import ConfigError
 from ..files import write_if_changed
 from ..measure.network_run import step_status
 from ..measure.records import Status
@@ -83,6 +83,17 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                        f"{run.seconds:6.1f} s  {agreement}")
             if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
                 click.echo(f"    {record.detail}")
+    if not validation.verdict().stopped:
+        program = validation.run_program()  # what ships, on the same input: the end-to-end verdict
+        if as_json:
+            click.echo(json.dumps({"network": network.name, "target": target, "kind": "program",
+                                   "name": program.program, "ran": program.ran, "passed": program.passed,
+                                   "seconds": round(program.seconds, 4), "max_abs_error": number(program.max_abs),
+                                   "relative": number(program.relative), "detail": program.why}))
+        else:
+            click.echo(f"[end] {program.program + ' (make run)':<48} {target:<7} "
+                       f"{('pass' if program.passed else 'FAIL') if program.ran else 'not run':<8} "
+                       f"{program.seconds:6.1f} s  {program.text()}")
     verdict = validation.verdict()
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "status": verdict.status,
@@ -145,13 +156,14 @@ def build_networks(paths: tuple[str, ...], out_dir: str, targets: tuple[str, ...
     text or bytes}, a line per network and target about what it got, and what shaped each file (its depfile rule:
     a kernel's config, templates and modules; the network's files, the manifest, its model and all of those)."""
     from ..api import binaries, dependencies
+    from ..network.program import program_templates
 
     files: dict[str, str | bytes] = {}
     notes, rules = [], {}
     for network in load_networks(paths, device):
         for target in build_targets(network, targets):
             built = {s.config.name: jobs(s.config, (target,)) for s in network.kernels}
-            shaped_by: dict[str, None] = dict.fromkeys([network.path, str(network.model)])
+            shaped_by: dict[str, None] = dict.fromkeys([network.path, str(network.model), *program_templates()])
             for step in network.kernels:
                 made = {**output_files(step.config, built[step.config.name]), **binaries(built[step.config.name])[0]}
                 files |= made
@@ -170,26 +182,15 @@ def network_outputs(network: Network, target: str, built: dict, out_dir: Path, e
                     ) -> tuple[dict[str, str | bytes], str]:
     """What one target writes for the whole network, by file name in <network>/<target>/, and a line saying what
     that is (or why there is no program)."""
-    from ..api import network_files, network_weights
-    from ..network.program import program_files, why_no_program
-    from ..network.weights import weights_file
+    from ..network.program import arena_note, build_network
 
-    chosen = TARGETS[target]
-    if type(chosen).pack_weights is Target.pack_weights:
-        return {}, (f"{network.name} on {target}: the kernels alone; kernelgen writes no weights file, driver or "
-                    f"program for the {target} target yet")
-    plan, data = network_weights(network, target, built)
-    made: dict[str, str | bytes] = {f"{network.name}.weights": weights_file(plan, data)}
-    driver = network_files(network, target, built, plan)
-    if driver is None:
-        return made, f"{network.name} on {target}: the kernels and {network.name}.weights; no driver or program yet"
-    made |= driver[0]
+    made = build_network(network, TARGETS[target], built, embed)
+    if made.weights is None:
+        return made.files, f"{network.name} on {target}: the kernels alone; {made.why}"
     folder = out_dir / network.name / target
-    build, why = chosen.network_program(network, built), why_no_program(network)
-    if build is None or why:
-        return made, f"{driver[1]}; no program: {why or f'the {target} target writes none'}"
-    made |= program_files(network, target, build, plan, data, embed)
-    return made, f"{driver[1]}; `make -C {folder}` builds {network.name}_run"
+    if not made.program:
+        return made.files, f"{arena_note(network, built)}; no program: {made.why}"
+    return made.files, f"{arena_note(network, built)}; `make -C {folder}` builds {network.name}_run"
 
 
 def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None,
@@ -206,10 +207,10 @@ def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], devic
             for step in network.kernels:
                 names.update(dict.fromkeys(output_names(step.config, (target,))))
             chosen = TARGETS[target]
-            if type(chosen).pack_weights is Target.pack_weights:
+            if not chosen.network_file_names:
                 continue
             made = [f"{network.name}.weights", *chosen.network_file_names]
-            if chosen.network_file_names and not why_no_program(network):
+            if not why_no_program(network):
                 made += program_names(network, embed)
             names.update(dict.fromkeys(f"{network.name}/{target}/{name}" for name in sorted(made)))
     return tuple(names)
@@ -301,8 +302,6 @@ def weights_command(manifest: str, target: str | None, output: str) -> None:
         raise click.UsageError(f"{manifest}: expected a network manifest (network.yaml from `kernelgen import`)")
     (network,) = load_networks((manifest,), None)
     chosen = build_targets(network, (target,) if target else ())[0]
-    if type(TARGETS[chosen]).pack_weights is Target.pack_weights:
-        raise KernelgenError(f"the {chosen} target packs no weights yet")
     built = {s.config.name: jobs(s.config, (chosen,))[chosen] for s in network.kernels}
     plan, data = network_weights(network, chosen, built)
     write_weights(output, plan, data)

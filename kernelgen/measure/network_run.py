@@ -4,7 +4,9 @@ tensor compared with onnxruntime running the whole model; then the network's ver
 this yields; nothing here prints."""
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -16,6 +18,7 @@ from ..network.execute import Agreement, StepRun
 from ..network.manifest import Network
 from ..onnx.u8s8 import QuantOracle
 from .primitives import Job, Primitives
+from .program_run import ProgramRun, run_program
 from .records import ValidationResult, not_built
 from .run import checked_inputs
 from .validate import validate_with_output
@@ -34,6 +37,7 @@ class NetworkVerdict:
     outputs: tuple[Agreement, ...]  # the network's outputs against the model's
     quantized: tuple[Agreement, ...]  # every uint8 tensor's agreement
     oracle: QuantOracle | None  # the session the uint8 tensors were held to (None: no uint8 tensor)
+    program: ProgramRun | None = None  # the shipped program on the same input (None: not asked for)
 
     @property
     def status(self) -> str:
@@ -49,7 +53,7 @@ class NetworkVerdict:
                      + (f" (the rest: {next(a.why for a in self.quantized if a.max_abs)})"
                         if exact < len(self.quantized) else "")
                      + f"; oracle: {self._oracle_text}")
-        return text
+        return text + (f"; {self.program.text()}" if self.program is not None else "")
 
     @property
     def _oracle_text(self) -> str:
@@ -76,6 +80,14 @@ class NetworkValidation:
         self.oracle = execute.network_oracle(network)  # one scan of the model's weights for everything below
         self.expected = execute.reference(network, self.feeds, self.oracle)
         self.runs: list[StepRun] = []
+        self.program: ProgramRun | None = None
+
+    def run_program(self) -> ProgramRun:
+        """The end-to-end verdict: the program `kernelgen build` writes for this target (its Makefile, `make run`)
+        on the same input, against the whole model (program_run.py)."""
+        with tempfile.TemporaryDirectory(prefix="kernelgen-program-") as folder:
+            self.program = run_program(self.network, self.target, self.jobs, self.feeds, self.expected, Path(folder))
+        return self.program
 
     def __iter__(self) -> Iterator[StepRun]:
         for run in execute.run_steps(self.network, self.feeds, self._kernel, self.expected, self.oracle):
@@ -97,7 +109,8 @@ class NetworkValidation:
 
     def verdict(self) -> NetworkVerdict:
         """The network's verdict over the steps run so far."""
-        failed = any(step_status(run)[1] for run in self.runs)
+        failed = any(step_status(run)[1] for run in self.runs) or (self.program is not None and
+                                                                    not self.program.passed)
         last = self.runs[-1] if self.runs else None
         stopped = next((f"stopped at {r.step.label}: {r.record.detail}" for r in self.runs
                         if not r.ran and r.record is not None), "")
@@ -105,4 +118,4 @@ class NetworkValidation:
         return NetworkVerdict(network=self.network.name, target=self.target.name, failed=failed, stopped=stopped,
                               outputs=tuple(a for a in (last.agreement if last else ())
                                             if a.tensor in self.network.outputs),
-                              quantized=quantized, oracle=self.oracle if quantized else None)
+                              quantized=quantized, oracle=self.oracle if quantized else None, program=self.program)

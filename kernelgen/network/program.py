@@ -13,14 +13,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import jinja2
 
-from ..emit import TemplateError, environment
+from ..emit import TemplateError, environment, template_files
 from ..version import __version__
+from .arena import plan_arena
 from .manifest import Network
-from .weights import WeightsPlan, weights_file
+from .weights import WeightsPlan, pack_network_weights, weights_file
+
+if TYPE_CHECKING:
+    from ..measure.primitives import Job
 
 PROGRAM = "_common/program"
 HEADERS = ("kg_npy.h", "kg_weights.h")  # copied as they are
@@ -39,6 +43,48 @@ class ProgramBuild:
     driver_sources: tuple[str, ...] = ("network.c",)  # beside the program
     runner: str = ""  # what `make run` puts before ./<network>_run (a simulator and its options, then a space)
     main_template: str = f"{PROGRAM}/main.c.j2"  # a target's own may {% extends %} it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkBuild:
+    """What one target writes for a whole network, in <network>/<target>/."""
+
+    files: dict[str, str | bytes]  # by file name: the weights file, the driver, the program
+    weights: WeightsPlan | None  # None: the target writes no network files
+    program: bool  # whether the files hold the program (<network>_run.c and its Makefile)
+    why: str  # what is missing and why ("" when the program is there)
+
+
+def build_network(network: Network, target: Any, jobs: Mapping[str, Job], embed: bool = False) -> NetworkBuild:
+    """The weights file (the target's pack_weights), the driver (its network_files) and, when the target builds one
+    and the network can run alone, the program: the one sequence `kernelgen build` writes and validation runs."""
+    if not target.network_file_names:
+        return NetworkBuild(files={}, weights=None, program=False,
+                            why=f"kernelgen writes no weights file, driver or program for the {target.name} target yet")
+    plan, data = pack_network_weights(network, jobs, target)
+    files: dict[str, str | bytes] = {f"{network.name}.weights": weights_file(plan, data)}
+    files |= target.network_files(network, jobs, plan)
+    build, why = target.network_program(network, jobs), why_no_program(network)
+    if build is None or why:
+        return NetworkBuild(files=files, weights=plan, program=False,
+                            why=why or f"the {target.name} target writes no program")
+    files |= program_files(network, target.name, build, plan, data, embed)
+    return NetworkBuild(files=files, weights=plan, program=True, why="")
+
+
+def arena_note(network: Network, jobs: Mapping[str, Job]) -> str:
+    """A line about the arena network.c runs in."""
+    steps = {s.config.name: s.index for s in network.kernels}
+    arena = plan_arena(network, {steps[name]: job.plan.workspace_bytes for name, job in jobs.items()})
+    return (f"{network.name}: network.c runs {len(network.steps)} steps over a {arena.size_bytes:,}-byte arena "
+            f"(each tensor and workspace alone: {arena.naive_bytes:,} bytes; the most alive at once: "
+            f"{arena.peak_bytes:,})")
+
+
+def program_templates(build: ProgramBuild | None = None) -> tuple[str, ...]:
+    """The template files the program depends on (depfiles)."""
+    names = [f"{PROGRAM}/{n}" for n in ("main.c.j2", "Makefile.j2", "weights.c.j2", *HEADERS)]
+    return tuple(str(p) for p in template_files([*names, *((build.main_template,) if build else ())]))
 
 
 def program_names(network: Network, embed: bool) -> tuple[str, ...]:
