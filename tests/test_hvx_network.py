@@ -5,6 +5,7 @@ int8_t; the convert steps' rounding against numpy's on ties."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +167,39 @@ def test_quantize_rounds_half_to_even_as_numpy_and_saturates(tmp_path):
     want = execute.convert(network, network.steps[0], x)
     assert np.array_equal(got, want)
     assert got.reshape(-1)[-6:].tolist() == [0, 255, 0, 255, 0, 128]  # NaN -> 0 as onnxruntime's reference
+
+
+@requires_tool(*ONNX, *HEXAGON, "make")
+def test_build_make_make_run_without_the_model_is_bit_exact_with_validation(tmp_path):
+    manifest = _qdq_ends(tmp_path)
+    network = kernelgen.load_network(manifest)
+    validation = kernelgen.validate_network(network, "hvx", seed=11)
+    runs = list(validation)
+    assert validation.verdict().status == "pass"
+    stepwise = runs[-1].values["y_f"]  # the Python-driven run's output: the last uint8 tensor dequantized
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["build", str(manifest), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    folder = out / "qe" / "hvx"
+    assert {"network.c", "network.h", "qe.weights", "qe_run.c", "Makefile", "kg_runtime.h", "kg_libc.c",
+            "qemu_libc/stdio.h"} <= {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    makefile = (folder / "Makefile").read_text()
+    assert "CC = clang-19" in makefile and "-mcpu=hexagonv73" in makefile and "qemu-hexagon -cpu" in makefile
+    (tmp_path / "qe.onnx").unlink()  # nothing at run time reads the model
+    np.save(tmp_path / "x.npy", validation.feeds["x"])
+    made = subprocess.run(["make", "-s", "-C", str(folder), "run", f"INPUT={tmp_path / 'x.npy'}",
+                           f"OUTPUT={tmp_path / 'y.npy'}", "REPEAT=2"], capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0, made.stderr
+    assert re.search(r"kg_counters qe_run packets=\d+", made.stdout)
+    assert re.search(r"qe: \d+\.\d{3} ms per run \(median of 2\)", made.stdout)
+    got = np.load(tmp_path / "y.npy")
+    assert got.dtype == np.float32 and got.shape == (1, 16, 6, 6)
+    assert np.array_equal(got.view(np.uint32), stepwise.view(np.uint32))
+    # a weights file from another build is refused, naming both digests
+    other = folder / "other.weights"
+    data = bytearray((folder / "qe.weights").read_bytes())
+    data[16] ^= 0xFF  # the digest's first byte
+    other.write_bytes(bytes(data))
+    refused = subprocess.run(["qemu-hexagon", "-cpu", "v67", str(folder / "qe_run"), "--weights", str(other),
+                              str(tmp_path / "x.npy"), str(tmp_path / "z.npy")], capture_output=True, text=True)
+    assert refused.returncode == 1 and "another build's weights" in refused.stderr
