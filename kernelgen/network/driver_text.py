@@ -8,6 +8,8 @@ import jinja2
 
 from ..emit import TemplateError, environment
 from ..version import __version__
+from .arena import Arena
+from .manifest import Network
 
 
 def render(template: str, context: dict[str, Any]) -> str:
@@ -39,3 +41,18 @@ def comment_text(text: str) -> str:
     """`text` inside a /* */ comment: one that cannot close it early, nor splice lines (no control characters)."""
     cleaned = "".join(c if c.isprintable() else " " for c in text)
     return cleaned.replace("*/", "*\\/").replace("/*", "/\\*")
+
+
+def places(network: Network, arena: Arena) -> dict[str, tuple[int, str]]:
+    """Where each tensor a step reads or writes lives inside `<net>_run`, by name: (byte offset in the arena, -1 for
+    the caller's buffer; its address as C: `inputs[k]`, `outputs[k]` or `base + offset`, base being the arena as
+    unsigned char *). A tensor the manifest names but no step writes has none."""
+    out = {}
+    for name in network.tensors:
+        if name in network.inputs:
+            out[name] = (-1, f"inputs[{network.inputs.index(name)}]")
+        elif name in network.outputs:
+            out[name] = (-1, f"outputs[{network.outputs.index(name)}]")
+        elif name in arena.offsets:
+            out[name] = (arena.offsets[name], f"base + {arena.offsets[name]}")
+    return out

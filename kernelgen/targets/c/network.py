@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
-from ...network.driver_text import c_string, comment_text, render as _render
+from ...network.driver_text import c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
@@ -167,16 +167,8 @@ def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan
 
 def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
     rows = {}
-    for name, tensor in network.tensors.items():
-        if name in network.inputs:
-            offset, pointer = -1, f"inputs[{network.inputs.index(name)}]"
-        elif name in network.outputs:
-            offset, pointer = -1, f"outputs[{network.outputs.index(name)}]"
-        elif name in arena.offsets:
-            offset = arena.offsets[name]
-            pointer = f"base + {offset}"  # base: the arena, as unsigned char * (offsets are in bytes)
-        else:
-            continue  # named in tensors: but no step writes it
+    for name, (offset, pointer) in places(network, arena).items():  # base: the arena, as unsigned char *
+        tensor = network.tensors[name]
         rows[name] = TensorRow(index=len(rows), name=c_string(name), comment=comment_text(name), dtype=tensor.dtype,
                                shape=tensor.shape, elements=math.prod(tensor.shape), bytes=tensor.nbytes,
                                offset=offset, pointer=pointer, where=pointer if offset < 0 else f"arena + {offset}")

@@ -26,7 +26,7 @@ from ...errors import KernelgenError
 from ...expr import Var
 from ...layout import ACTIVATION_DIMS, parse_layout
 from ...network.arena import Arena, plan_arena, tensor_bytes
-from ...network.driver_text import c_string, comment_text, render
+from ...network.driver_text import comment_text, places, render
 from ...network.manifest import Network, Step, Tensor
 from ...network.weights import WeightsPlan
 from ...measure.tensors import expected_dtype
@@ -174,15 +174,8 @@ def _vtcm_bytes(network: Network, jobs: Mapping[int, Job[HvxPlan]], limit: int, 
 
 def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
     rows = {}
-    for name, tensor in network.tensors.items():
-        if name in network.inputs:
-            offset, pointer = -1, f"inputs[{network.inputs.index(name)}]"
-        elif name in network.outputs:
-            offset, pointer = -1, f"outputs[{network.outputs.index(name)}]"
-        elif name in arena.offsets:
-            offset, pointer = arena.offsets[name], f"base + {arena.offsets[name]}"
-        else:
-            continue
+    for name, (offset, pointer) in places(network, arena).items():
+        tensor = network.tensors[name]
         if offset < 0 and tensor.dtype != "float32":
             key = "inputs" if name in network.inputs else "outputs"
             raise network.problem(key, f"the hvx network driver takes and gives the model's float tensors (a convert "
