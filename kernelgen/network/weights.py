@@ -160,8 +160,10 @@ def read_weights(path: str | Path) -> tuple[WeightsPlan, memoryview]:
 
 
 def parse_weights(raw: bytes, name: str = "weights") -> tuple[WeightsPlan, memoryview]:
-    if len(raw) < HEADER.size or raw[:len(MAGIC)] != MAGIC:
+    if raw[:len(MAGIC)] != MAGIC:
         raise WeightsError(f"{name}: not a kernelgen weights file (expected it to start with {MAGIC.decode()})")
+    if len(raw) < HEADER.size:
+        raise WeightsError(f"{name}: {len(raw)} bytes, shorter than the header (a truncated or damaged file)")
     magic, version, mark, digest, toc_offset, toc_bytes, data_offset, data_bytes = HEADER.unpack_from(raw)
     if mark != BYTE_ORDER_MARK:
         raise WeightsError(f"{name}: byte-order mark {mark:#010x}, expected {BYTE_ORDER_MARK:#010x} (little-endian)")
