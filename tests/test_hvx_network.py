@@ -18,10 +18,10 @@ from kernelgen.cli import main
 from kernelgen.errors import ConfigError
 from kernelgen.layout import ACTIVATION_DIMS, parse_layout
 from kernelgen.network import execute
+from kernelgen.network.program import build_network
 from kernelgen.network.weights import pack_network_weights
 from kernelgen.targets import TARGETS
 from kernelgen.targets.hvx.network import network_files
-from kernelgen.targets.hvx.network_run import run_network
 from kernelgen.targets.hvx.toolchain import build, run
 
 ONNX = ("py:onnx", "py:onnxruntime")
@@ -114,24 +114,22 @@ def test_a_host_step_is_refused_at_its_key(tmp_path):
         _files(kernelgen.load_network(tmp_path / "qn" / "network.yaml"))
 
 
-@requires_tool(*ONNX, *HEXAGON)
+@requires_tool(*ONNX, *HEXAGON, "make")
 @pytest.mark.parametrize("arch", ["v66", "v68", "v73"])
-def test_network_c_under_qemu_is_bit_exact_with_the_python_driven_run(tmp_path, arch):
+def test_the_program_under_qemu_is_bit_exact_with_the_python_driven_run(tmp_path, arch):
     network = kernelgen.load_network(_qdq_ends(tmp_path, arch))
     validation = kernelgen.validate_network(network, "hvx", seed=5)
     runs = list(validation)
-    assert validation.verdict().status == "pass", validation.verdict().summary
     assert all(job.target_plan.arch == arch for job in validation.jobs.values())
-    workdir = tmp_path / "build"
-    workdir.mkdir()
-    shipped = run_network(network, validation.jobs, TARGETS["hvx"], validation.feeds, workdir)
-    # the Python-driven run's output: the dequantize step on the last kernel's bytes, which were onnxruntime's
-    assert all(a.max_abs == 0 for r in runs for a in r.agreement)
-    want = validation.expected["y_f"]
-    assert shipped.outputs["y_f"].dtype == np.float32
-    assert np.array_equal(shipped.outputs["y_f"].view(np.uint32), want.astype(np.float32).view(np.uint32))
-    assert len(np.unique(want)) > 20  # a real image of many levels, not a constant one
-    assert shipped.packets > 1000 and shipped.arch == arch
+    makefile = build_network(network, TARGETS["hvx"], validation.jobs).files["Makefile"]
+    assert f"-mcpu=hexagon{arch}" in makefile and "CC = clang-19" in makefile
+    program = validation.run_program()  # network.c, the kernels and the weights file, built by make, run by qemu
+    assert program.ran and program.passed and program.max_abs == 0, program.why
+    assert program.against == "the step-by-step run"
+    verdict = validation.verdict()
+    assert verdict.status == "pass" and "output bit-exact with the step-by-step run" in verdict.summary
+    assert all(a.max_abs == 0 for r in runs for a in r.agreement)  # and every uint8 tensor onnxruntime's
+    assert len(np.unique(runs[-1].values["y_f"])) > 20  # a real image of many levels, not a constant one
 
 
 @requires_tool(*ONNX, *HEXAGON)
@@ -140,6 +138,7 @@ def test_quantize_rounds_half_to_even_as_numpy_and_saturates(tmp_path):
     files = _files(network)
     jobs = _jobs(network)
     for name, text in {**files, **{k: v for job in jobs.values() for k, v in job.files.items()}}.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     x_q = network.tensors["x_q"]
     scale = np.float32(x_q.scale)
