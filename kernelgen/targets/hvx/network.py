@@ -93,9 +93,8 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
     for step in network.steps:
         if not step.is_kernel and not step.convert:
             raise network.problem(f"steps[{step.index}].host", f"the hvx network driver runs kernels and convert "
-                                                               f"steps only; host step {step.label} has no kernel "
-                                                               f"(re-import with --cut to move it out, or run the "
-                                                               f"network on c)")
+                                                               f"steps only: {step.label} (ONNX nodes onnxruntime "
+                                                               f"runs) has no place on the DSP")
     jobs_of = {step.index: _checked_job(network, step, jobs) for step in network.kernels}
     arch, vtcm_limit = _arch(network, jobs_of)
     vtcm = _vtcm_bytes(network, jobs_of, vtcm_limit, arch)

@@ -13,12 +13,12 @@ from ...network.manifest import Network
 from ...network.program import ProgramBuild
 from ..base import Job
 from .plan import HvxPlan
-from .toolchain import (LIBC_DIR, LIBC_HEADERS, LIBC_SOURCE, LINK_FLAGS, QEMU, RUNTIME_HEADER, RUNTIME_SOURCES, clang,
-                        qemu_cpu, target_flags)
+from .toolchain import (LIBC_DIR, LIBC_HEADERS, LIBC_SOURCES, LINK_FLAGS, QEMU, RUNTIME_HEADER, RUNTIME_SOURCES,
+                        clang, qemu_cpu, target_flags)
 
 MAIN = "hvx/program_main.c.j2"  # the shared main, with a VTCM block and QEMU's counters
 # shipped beside network.c: the kernels include kg_runtime.h; the program links the rest
-RUNTIME_FILES = (RUNTIME_HEADER, *RUNTIME_SOURCES, LIBC_SOURCE, *(f"{LIBC_DIR}/{name}" for name in LIBC_HEADERS))
+RUNTIME_FILES = (RUNTIME_HEADER, *RUNTIME_SOURCES, *LIBC_SOURCES, *(f"{LIBC_DIR}/{name}" for name in LIBC_HEADERS))
 
 
 def runtime_files() -> dict[str, str]:
@@ -32,5 +32,5 @@ def network_program(network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> Progr
     # the Makefile links with CFLAGS too, where the compile-only -mllvm options would each draw a warning
     flags = (*target_flags(arch), "-Wno-unused-command-line-argument", "-isystem", LIBC_DIR, "-DKG_QEMU_COUNTERS")
     return ProgramBuild(compiler=clang(), flags=flags,
-                        link=LINK_FLAGS, driver_sources=("network.c", *RUNTIME_SOURCES, LIBC_SOURCE),
+                        link=LINK_FLAGS, driver_sources=("network.c", *RUNTIME_SOURCES, *LIBC_SOURCES),
                         runner=f"{QEMU} -cpu {qemu_cpu(arch)} ", main_template=MAIN)

@@ -54,7 +54,7 @@ QEMU_FALLBACK_CPU = "v67"
 RUNTIME_HEADER = "kg_runtime.h"
 RUNTIME_SOURCES = ("kg_runtime.c", "kg_libcalls.c")
 # a network program's C library under qemu-hexagon (templates/_common/program calls it): its headers in LIBC_DIR
-LIBC_SOURCE = "kg_libc.c"
+LIBC_SOURCES = ("kg_libc.c", "kg_printf.c")
 LIBC_DIR = "qemu_libc"
 LIBC_HEADERS = ("stdio.h", "stdlib.h", "string.h", "time.h")
 
