@@ -143,7 +143,7 @@ def test_uint8_kernel_loop_nest_is_the_plan_stripe_nest(repo):
     hp = hvx_plan(config, the_plan)
     source = TARGETS["hvx"].build(config, the_plan).files["hvx_seed000_3x3_u8.c"]
     kernel_text = source[source.index("void hvx_seed000_3x3_u8("):]
-    kernel = _parse_kernel("typedef unsigned char uint8_t;\ntypedef int int32_t;\n" + kernel_text,
+    kernel = _parse_kernel("typedef unsigned char uint8_t;\ntypedef signed char int8_t;\ntypedef int int32_t;\n" + kernel_text,
                            "hvx_seed000_3x3_u8")
     tree = _c_tree(kernel.body)
     assert tree == _plan_tree(hp.kernel.body)

@@ -85,8 +85,14 @@ class NetworkValidation:
     def run_program(self) -> ProgramRun | None:
         """The end-to-end verdict: the program `kernelgen build` writes for this target (its Makefile, `make run`)
         on the same input, against the whole model (program_run.py); None when the build writes no program."""
+        # a quantized network's output is its last uint8 tensor dequantized: bit for bit the step-by-step run's
+        stepwise = {t: v for run in self.runs for t, v in run.values.items()}
+        quantized = any(s.convert == "dequantize" for s in self.network.steps) and all(
+            t in stepwise for t in self.network.outputs)
+        reference, against = (stepwise, "the step-by-step run") if quantized else (self.expected, "")
         with tempfile.TemporaryDirectory(prefix="kernelgen-program-") as folder:
-            self.program = run_program(self.network, self.target, self.jobs, self.feeds, self.expected, Path(folder))
+            self.program = run_program(self.network, self.target, self.jobs, self.feeds, reference, Path(folder),
+                                       against)
         return self.program
 
     def __iter__(self) -> Iterator[StepRun]:

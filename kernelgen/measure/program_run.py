@@ -34,6 +34,7 @@ class ProgramRun:
     relative: float  # float: over the reference's largest magnitude; uint8: the share of bytes that differ
     seconds: float  # make and the run
     why: str  # why it did not run, or why it failed
+    against: str = ""  # what its output was held to ("": the whole model in onnxruntime)
 
     def text(self) -> str:
         return self.result() if not self.ran else f"program {self.program} (make run): {self.result()}"
@@ -45,15 +46,16 @@ class ProgramRun:
         if not self.passed:
             return f"FAIL: {self.why}"
         if not self.max_abs:
-            return "output bit-exact"
+            return f"output bit-exact{' with ' + self.against if self.against else ''}"
         return f"output within {self.relative:.2e} of the largest magnitude (limit {PROGRAM_AGREEMENT:g})"
 
 
 def run_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds: Mapping[str, np.ndarray],
-                expected: Mapping[str, np.ndarray], workdir: Path) -> ProgramRun | None:
+                expected: Mapping[str, np.ndarray], workdir: Path, against: str = "") -> ProgramRun | None:
     """Write what `kernelgen build network.yaml -o workdir` writes for `target`, `make run` it on `feeds` and compare
-    its output with `expected` (the whole model in onnxruntime). None when the build writes no program (the target
-    writes none, or the network has host steps: build says why)."""
+    its output with `expected` (the whole model in onnxruntime; with `against`, what it names, bit for bit: a
+    quantized network's step-by-step run, whose float output is its last uint8 tensor dequantized). None when the
+    build writes no program (the target writes none, or the network has host steps: build says why)."""
     name = f"{network.name}_run"
     made = build_network(network, target, jobs)
     if not made.program:
@@ -87,6 +89,11 @@ def run_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds: M
         return ProgramRun(program=name, ran=True, passed=not worst, max_abs=worst,
                           relative=float(np.mean(apart > 0)), seconds=seconds,
                           why="" if not worst else f"uint8 output differs by up to {worst:.0f} steps")
+    if against:
+        same = got.dtype == want.dtype and np.array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8))
+        worst = 0.0 if same else float(np.nan_to_num(np.abs(got.astype(np.float64) - want), nan=np.inf).max())
+        return ProgramRun(program=name, ran=True, passed=same, max_abs=worst, relative=0.0, seconds=seconds,
+                          why="" if same else f"output differs from {against}'s by up to {worst:.3g}", against=against)
     apart = np.nan_to_num(np.abs(got.astype(np.float64) - want.astype(np.float64)), nan=np.inf)
     worst = float(apart.max(initial=0.0))
     relative = worst / max(float(np.abs(want).max(initial=0.0)), 1e-30)

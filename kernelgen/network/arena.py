@@ -96,10 +96,11 @@ def plan_arena(network: Network, workspace_bytes: Mapping[int, int], alignment: 
 
 def tensor_bytes(tensor: Tensor) -> int:
     """What a tensor takes in the layout kernels hold it in: a blocked layout (uint8's nhwc-8h8w32c) pads its
-    blocks; ONNX's own layout (no `layout:`, or NCHW) takes exactly its elements."""
-    if tensor.layout is None or len(tensor.shape) != 4:
+    blocks (a classifier's [N, C] is the [N, C, 1, 1] image a kernel writes); ONNX's own layout (no `layout:`, or
+    NCHW) takes exactly its elements."""
+    if tensor.layout is None or len(tensor.shape) not in (2, 4):
         return tensor.nbytes
-    n, c, h, w = tensor.shape
+    n, c, h, w = (*tensor.shape, 1, 1)[:4]
     physical = parse_layout(tensor.layout, ACTIVATION_DIMS).bind((n, h, w, c)).size
     return max(tensor.nbytes, physical * tensor.nbytes // math.prod(tensor.shape))
 

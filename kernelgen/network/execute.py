@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -73,6 +73,7 @@ class StepRun:
     record: ValidationResult | None  # the kernel's validation (None: a host step, or a runner that keeps none)
     agreement: tuple[Agreement, ...]  # its outputs against the whole model's
     ran: bool  # False: the kernel could not run here (the network stops)
+    values: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)  # what it wrote
 
 
 def network_input(network: Network, seed: int) -> dict[str, np.ndarray]:
@@ -174,7 +175,7 @@ def run_steps(network: Network, feeds: dict[str, np.ndarray], kernel: KernelRunn
             for a in agreement:
                 if a.max_abs and a.dtype in ("uint8", "int8"):
                     differs[a.tensor] = carried or (f"{step.label}'s {allowance}" if allowance else step.label)
-        yield StepRun(step, seconds, record, agreement, True)
+        yield StepRun(step, seconds, record, agreement, True, {t: values[t] for t in step.outputs})
 
 
 def _allowance(step: Step, oracle: QuantOracle) -> str:

@@ -8,7 +8,7 @@ running under qemu-hexagon: runtime.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -23,10 +23,17 @@ from ...toolstatus import ToolStatus
 from ..base import BuildFlags, Job, Target
 from .depthwise import depthwise as depthwise_convs
 from .names import NAMES
+from .network import FILES as NETWORK_FILES, network_files as network_driver, pack_weights
+from .program import RUNTIME_FILES, network_program
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget, hvx_options
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
 from .runtime import HvxProgram, compile_program, timings
 from .toolchain import kernel_flags, status
+
+if TYPE_CHECKING:
+    from ...network.manifest import Network
+    from ...network.program import ProgramBuild
+    from ...network.weights import WeightsPlan
 
 
 class Hvx(Target[HvxPlan, HvxProgram]):
@@ -56,6 +63,20 @@ class Hvx(Target[HvxPlan, HvxProgram]):
     def context(self, config: Config, plan: Plan, target_plan: HvxPlan) -> dict[str, Any]:
         # helpers: the functions kernels.py calls, by name; depthwise: the convs of the vector depthwise path
         return {"hvx": target_plan, "helpers": NAMES, "depthwise": depthwise_convs(config, plan, target_plan.ops)}
+
+    network_file_names = (*NETWORK_FILES, *RUNTIME_FILES)
+
+    def network_files(self, network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan
+                      ) -> dict[str, str]:
+        """network.c/.h: the kernels in order over a DDR arena and a VTCM region, weights from the weights file's
+        data section (network.py)."""
+        return network_driver(network, jobs, weights)
+
+    def network_program(self, network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> ProgramBuild:
+        return network_program(network, jobs)  # clang-19 for the arch, freestanding; make run: qemu-hexagon
+
+    def pack_weights(self, job: Job[HvxPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return pack_weights(job, logical)  # filters in the plan's layout and the weights' type, int32 biases
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         return status()

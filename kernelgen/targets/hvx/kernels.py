@@ -87,6 +87,7 @@ def uint8_kernel(config: Config, plan: Plan, keep: int, direct: bool = False) ->
     # Channel sums of the input window belong to the compute (a prefetch may overwrite the scratch); only a dense
     # op reads them (a grouped one corrects its input zero point per output channel instead).
     dense = [op.groups == 1 and not op.pool for op in config.ops]
+    signed = config.quant.weight_dtype == "int8"
     before: dict[Anchor, str] = {"ko_outer_1" if n > 1 else Step(Phase.FILTER_READ, 1):
                                  f"{NAMES.pixel_sums(0)}(input_cache, pixel_sums);"} if dense[0] else {}
     after = {}
@@ -105,7 +106,9 @@ def uint8_kernel(config: Config, plan: Plan, keep: int, direct: bool = False) ->
         if chunked and config.ops[j - 1].epilogue.bias:  # the bias once, with the first chunk
             b = f"ci_outer ? 0 : bias{j}"
         weights = "grouped_weights" if config.ops[j - 1].groups > 1 else "filter_cache"
-        read = f"{NAMES.filter_read(j)}(filter{j}, {weights}, wcorr, {b}, {ko}{ci});"
+        # int8 weights come typed as int8_t (their sign is the model's); the helpers read their bytes
+        source = f"(const uint8_t *)filter{j}" if signed else f"filter{j}"
+        read = f"{NAMES.filter_read(j)}({source}, {weights}, wcorr, {b}, {ko}{ci});"
         if n == 1 and not dense[0]:  # widened weights depend on the channel stripe alone: once per ko, not per row
             read = f"if (widened_ko != {ko}) {{ {read} widened_ko = {ko}; }}"
         calls[Step(Phase.FILTER_READ, j)] = read
@@ -119,8 +122,8 @@ def uint8_kernel(config: Config, plan: Plan, keep: int, direct: bool = False) ->
                                           f"ho_outer, {nb});")
     # as the plan's tensors list them: the input, a filter per conv, the int32 biases, the side inputs
     params = [Param(name="input", ctype="const uint8_t *restrict")]
-    params += [Param(name=f"filter{j}", ctype="const uint8_t *restrict") for j, op in enumerate(config.ops, start=1)
-               if not op.pool]
+    params += [Param(name=f"filter{j}", ctype=f"const {'int8_t' if signed else 'uint8_t'} *restrict")
+               for j, op in enumerate(config.ops, start=1) if not op.pool]
     params += [Param(name=f"bias{j}", ctype="const int32_t *restrict") for j, op in enumerate(config.ops, start=1)
                if op.bias]
     params += [Param(name=side.param, ctype="const uint8_t *restrict") for side in config.side_inputs]

@@ -35,7 +35,8 @@ VRMPY_MACS_PER_PACKET = 256  # two 128-MAC vrmpy per packet (the two HVX multipl
 # QEMU runs ~10^7 Hexagon instructions per second; the float32 scalar nest spends ~9 per MAC (seed 000's 3x3
 # chain: ~25 min of one core), so the time limit grows with the work.
 QEMU_MACS_PER_SECOND = 2e5
-CTYPES = {np.dtype(np.uint8): "uint8_t", np.dtype(np.int32): "int32_t", np.dtype(np.float32): "float"}
+CTYPES = {np.dtype(np.uint8): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int32): "int32_t",
+          np.dtype(np.float32): "float"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +65,12 @@ class HvxProgram(Executable[HvxPlan]):
 
     def arguments(self) -> tuple[Arg, ...]:
         """The kernel's inputs as the driver declares them: the plan's tensors but the output, their bytes flat
-        (quantized filters as bytes whatever their sign, int32 biases as they are)."""
+        (quantized filters in the weights' type, int32 biases as they are)."""
         out = []
+        signed = self.uint8 and self.job.config.quant.weight_dtype == "int8"
         for tensor in self.job.plan.tensors[:-1]:
             dtype = np.dtype(np.int32 if self.uint8 and tensor.name.startswith("bias") else
+                             np.int8 if self.uint8 and signed and tensor.name.startswith("filter") else
                              np.uint8 if self.uint8 else np.float32)
             out.append(Arg(name=tensor.name, ctype=CTYPES[dtype], elements=tensor.elements))
         return tuple(out)

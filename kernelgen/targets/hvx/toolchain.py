@@ -53,6 +53,10 @@ QEMU_FALLBACK_CPU = "v67"
 
 RUNTIME_HEADER = "kg_runtime.h"
 RUNTIME_SOURCES = ("kg_runtime.c", "kg_libcalls.c")
+# a network program's C library under qemu-hexagon (templates/_common/program calls it): its headers in LIBC_DIR
+LIBC_SOURCES = ("kg_libc.c", "kg_printf.c")
+LIBC_DIR = "qemu_libc"
+LIBC_HEADERS = ("stdio.h", "stdlib.h", "string.h", "time.h")
 
 _COMMON_FLAGS = (
     "-ffreestanding",
@@ -66,7 +70,7 @@ _COMMON_FLAGS = (
     # a crash's preprocessed copy of the kernel would stay in /tmp each time (the message keeps the stack dump)
     "-fno-crash-diagnostics",
 )
-_LINK_FLAGS = ("-nostdlib", "-static", "-fuse-ld=lld")
+LINK_FLAGS = ("-nostdlib", "-static", "-fuse-ld=lld")
 _VERSION_TIMEOUT = 10.0
 _COMPILE_TIMEOUT = 600.0  # clang on one generated kernel and its driver: seconds
 _COUNTER_LINE = re.compile(r"^kg_counters (\S+)((?: \w+=\d+)+)\s*$")
@@ -74,7 +78,7 @@ _COUNTER_LINE = re.compile(r"^kg_counters (\S+)((?: \w+=\d+)+)\s*$")
 __all__ = [
     "ARCHES", "FLOAT_ARCHES", "OPT_LEVELS", "Compiled", "RunResult", "ToolStatus", "assembly", "assembly_noted",
     "available", "build", "build_noted", "clang", "parse_counters", "qemu_cpu", "run", "runtime_dir", "status",
-    "vector_spills",
+    "target_flags", "vector_spills",
 ]
 
 
@@ -149,7 +153,7 @@ def build_noted(
         command = [
             clang(),
             *_compile_flags(arch, include_dirs, defines, opt, runtime),
-            *_LINK_FLAGS,
+            *LINK_FLAGS,
             *extra_flags,
             *(str(source) for source in sources),
             *(str(runtime / name) for name in RUNTIME_SOURCES),
@@ -308,15 +312,15 @@ def _compile_flags(
     opt: str,
     runtime: Path,
 ) -> list[str]:
-    flags = [
-        "--target=hexagon",
-        *kernel_flags(arch, opt),
-        *_COMMON_FLAGS,
-        f"-I{runtime}",
-    ]
+    flags = [*target_flags(arch, opt), f"-I{runtime}"]
     flags += [f"-I{directory}" for directory in include_dirs]
     flags += [f"-D{name}={value}" for name, value in (defines or {}).items()]
     return flags
+
+
+def target_flags(arch: str, opt: str = "-O2") -> tuple[str, ...]:
+    """What every compile for `arch` takes (a Makefile's CFLAGS too)."""
+    return ("--target=hexagon", *kernel_flags(arch, opt), *_COMMON_FLAGS)
 
 
 def _check_options(arch: str, opt: str = "-O2") -> None:

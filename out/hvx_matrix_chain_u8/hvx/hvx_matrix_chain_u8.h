@@ -26,7 +26,7 @@
    align the tensors to 128 bytes (the kernel moves them in 8-byte words and 128-byte vectors). */
 #define HVX_MATRIX_CHAIN_U8_WORKSPACE_BYTES 90112
 
-void hvx_matrix_chain_u8(const uint8_t *restrict input, const uint8_t *restrict filter1, const uint8_t *restrict filter2, const int32_t *restrict bias1, const int32_t *restrict bias2, uint8_t *restrict output, uint8_t *restrict workspace);
+void hvx_matrix_chain_u8(const uint8_t *restrict input, const int8_t *restrict filter1, const int8_t *restrict filter2, const int32_t *restrict bias1, const int32_t *restrict bias2, uint8_t *restrict output, uint8_t *restrict workspace);
 
 
 #endif /* KERNELGEN_HVX_MATRIX_CHAIN_U8_H */

@@ -1277,7 +1277,7 @@ static void kg_write_back(const uint8_t *restrict cache, uint8_t *restrict outpu
   }
 }
 
-void hvx_seed000_3x3_u8(const uint8_t *restrict input, const uint8_t *restrict filter1, const uint8_t *restrict filter2, uint8_t *restrict output, uint8_t *restrict workspace)
+void hvx_seed000_3x3_u8(const uint8_t *restrict input, const int8_t *restrict filter1, const int8_t *restrict filter2, uint8_t *restrict output, uint8_t *restrict workspace)
 {
   uint8_t *const input_cache = workspace + 0;
   uint8_t *const filter_cache = workspace + 196608; /* one filter cache, reused by every conv2d of the chain */
@@ -1292,13 +1292,13 @@ void hvx_seed000_3x3_u8(const uint8_t *restrict input, const uint8_t *restrict f
       kg_pixel_sums_0(input_cache, pixel_sums);
       for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1) { /* all 128 output channels of conv2d #1 before conv2d #2 */
         /* filter #1 cache read (HVX helper) */
-        kg_filter_read_1(filter1, filter_cache, wcorr, 0, ko_outer_1);
+        kg_filter_read_1((const uint8_t *)filter1, filter_cache, wcorr, 0, ko_outer_1);
         /* conv2d #1 into temp_output (HVX helper) */
         kg_conv_1(input_cache, filter_cache, pixel_sums, wcorr, temp_output, ko_outer_1, ho_outer);
       }
       kg_pixel_sums_1(temp_output, pixel_sums); KG_TRACE_OP(1, temp_output, 0, ho_outer);
       /* filter #2 cache read (reusing the filter cache) (HVX helper) */
-      kg_filter_read_2(filter2, filter_cache, wcorr, 0, ko_outer);
+      kg_filter_read_2((const uint8_t *)filter2, filter_cache, wcorr, 0, ko_outer);
       /* conv2d #2 (HVX helper) */
       kg_conv_2(temp_output, filter_cache, pixel_sums, wcorr, output_cache, ko_outer, ho_outer);
       /* write back output cache (HVX helper) */

@@ -22,7 +22,7 @@
    align the tensors to 128 bytes (the kernel moves them in 8-byte words and 128-byte vectors). */
 #define HVX_SEED000_3X3_U8_DOUBLE_BUFFER_WORKSPACE_BYTES 802816
 
-void hvx_seed000_3x3_u8_double_buffer(const uint8_t *restrict input, const uint8_t *restrict filter1, const uint8_t *restrict filter2, uint8_t *restrict output, uint8_t *restrict workspace);
+void hvx_seed000_3x3_u8_double_buffer(const uint8_t *restrict input, const int8_t *restrict filter1, const int8_t *restrict filter2, uint8_t *restrict output, uint8_t *restrict workspace);
 
 
 #endif /* KERNELGEN_HVX_SEED000_3X3_U8_DOUBLE_BUFFER_H */

@@ -9,6 +9,7 @@ enum {
     KG_SYS_READ = 63,
     KG_SYS_WRITE = 64,
     KG_SYS_EXIT_GROUP = 94,
+    KG_SYS_CLOCK_GETTIME = 113, /* the 32-bit time_t call; QEMU answers it from the host's clock */
     KG_SYS_MUNMAP = 215,
     KG_SYS_MMAP2 = 222, /* __NR3264_mmap: mmap2 on 32-bit ABIs (offset in pages; always 0 here) */
     KG_SYS_MPROTECT = 226,
@@ -270,4 +271,20 @@ void *kg_guarded(size_t n, size_t align, int at_end)
     }
     /* At the end: n rounded up to the alignment ends at the guard (an aligned 128-byte HVX load never crosses it). */
     return (void *)(at_end ? hi - (n + align - 1) / align * align : lo + g);
+}
+
+/* Fresh zeroed memory from the kernel, never returned (kg_libc.c's malloc sits on it). */
+void *kg_pages(size_t n)
+{
+    long base = kg_syscall6(KG_SYS_MMAP2, 0, (long)(n ? n : 1), KG_PROT_READ | KG_PROT_WRITE,
+                            KG_MAP_PRIVATE | KG_MAP_ANONYMOUS, -1, 0);
+    return base < 0 && base > -4096 ? NULL : (void *)base;
+}
+
+/* CLOCK_MONOTONIC in nanoseconds (the host's, under QEMU user mode). */
+uint64_t kg_clock_ns(void)
+{
+    long now[2] = {0, 0}; /* struct timespec of the 32-bit ABI: seconds, nanoseconds */
+    kg_syscall4(KG_SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, (long)now, 0, 0);
+    return (uint64_t)(unsigned long)now[0] * 1000000000u + (uint64_t)(unsigned long)now[1];
 }

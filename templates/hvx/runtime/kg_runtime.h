@@ -18,6 +18,7 @@ int main(int argc, char **argv);
 void *memcpy(void *restrict dst, const void *restrict src, size_t n);
 void *memset(void *dst, int c, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
+float nearbyintf(float x); /* round half to even (the default rounding mode) */
 
 /* File I/O. Calls return a count or 0 on success, or -errno (Linux numbering) on failure. */
 #define KG_STDOUT 1
@@ -50,6 +51,8 @@ _Noreturn void kg_die(const char *msg, long code);
  * catching accesses before the start. Aligned to align either way; exits on failure. */
 #define KG_GUARD_BYTES 65536u
 void *kg_guarded(size_t n, size_t align, int at_end);
+void *kg_pages(size_t n);   /* n bytes of fresh zeroed memory (mmap), never freed; NULL when none is left */
+uint64_t kg_clock_ns(void); /* CLOCK_MONOTONIC, nanoseconds */
 
 /* Printers; none of them divides (see kg_runtime.c). */
 void kg_fputs(int fd, const char *s); /* no newline, like fputs */
