@@ -205,7 +205,7 @@ def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], devic
             for step in network.kernels:
                 names.update(dict.fromkeys(output_names(step.config, (target,))))
             chosen = TARGETS[target]
-            if not chosen.network_file_names:
+            if not chosen.network_file_names or chosen.network_refusal(network):
                 continue
             made = [f"{network.name}.weights", *chosen.network_file_names]
             if not why_no_program(network):
@@ -224,7 +224,7 @@ def network_build_flags(paths: tuple[str, ...], targets: tuple[str, ...], device
         for target in build_targets(network, targets):
             for step in network.kernels:
                 flags |= build_flags(step.config, (target,))
-            if TARGETS[target].network_file_names:
+            if TARGETS[target].network_file_names and not TARGETS[target].network_refusal(network):
                 made = driver_flags(network, target)
                 if made.compile or made.link:
                     flags[f"{network.name}/{target}"] = made

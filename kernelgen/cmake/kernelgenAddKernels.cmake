@@ -320,7 +320,7 @@ endfunction()
 # Which target's files each output is, by its place: <out>/<config>/<target>/<file> (plan reports sit one level up).
 # A network's folder, <out>/<network>/<target>/, is the one holding <network>.weights: its driver (network.c,
 # <network>_weights.c) and headers go to <target>_network_*, its program (<network>_run.c) to <target>_programs, the
-# weights file to <target>_weights; its Makefile is for a build without CMake.
+# weights file to <target>_weights; the Makefile and hvx's simulator runtime are for the build without CMake.
 # Sets c_sources, c_includes, c_network_sources, c_network_includes, c_programs, c_weights, the same for hvx,
 # gpu_sources and gpu_files in the caller.
 function(_kernelgen_sort_outputs out outputs)
@@ -360,12 +360,10 @@ function(_kernelgen_sort_outputs out outputs)
         list(APPEND ${target}_programs "${file}")
       elseif(extension STREQUAL ".weights")
         list(APPEND ${target}_weights "${file}")
-      elseif(extension STREQUAL ".h" OR extension STREQUAL ".c")
+      elseif(file_name MATCHES "^network\\.[ch]$" OR file_name STREQUAL "${top}_weights.c")
         list(APPEND ${target}_network_sources "${file}")
-        if(extension STREQUAL ".h")
-          list(APPEND ${target}_network_includes "${folder}")
-        endif()
-      endif()
+        list(APPEND ${target}_network_includes "${folder}")  # also the program's headers (kg_npy.h, kg_weights.h)
+      endif()  # the rest is the program's: the Makefile, hvx's simulator runtime (kg_runtime.c, its small libc)
     elseif(target STREQUAL "c" OR target STREQUAL "hvx")
       list(APPEND ${target}_sources "${file}")  # headers too: IDEs show them, and nothing compiles them
       if(extension STREQUAL ".h")

@@ -61,6 +61,9 @@ def build_network(network: Network, target: Any, jobs: Mapping[str, Job], embed:
     if not target.network_file_names:
         return NetworkBuild(files={}, weights=None, program=False,
                             why=f"kernelgen writes no weights file, driver or program for the {target.name} target yet")
+    refusal = target.network_refusal(network)
+    if refusal:
+        return NetworkBuild(files={}, weights=None, program=False, why=f"no {target.name} driver: {refusal}")
     plan, data = pack_network_weights(network, jobs, target)
     files: dict[str, str | bytes] = {f"{network.name}.weights": weights_file(plan, data)}
     files |= target.network_files(network, jobs, plan)

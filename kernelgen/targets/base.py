@@ -110,6 +110,11 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         Only a target that can call its kernels from one host program writes one."""
         raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
 
+    def network_refusal(self, network: Network) -> str:
+        """Why this target writes no driver for this network although it writes drivers ("" when it does): build
+        then writes its kernels alone and says why, as for a target that writes none."""
+        return ""
+
     def network_program(self, network: Network, jobs: Mapping[str, Job[TargetPlan]]) -> ProgramBuild | None:
         """How this target's `<network>_run` program (network/program.py: main, Makefile) compiles and runs around
         network_files' driver; None: it writes no program."""

@@ -84,17 +84,29 @@ class StepRow:
     workspace_bytes: int  # a kernel's VTCM (0: a convert step)
 
 
+def _host_steps(network: Network) -> list:
+    return [step for step in network.steps if not step.is_kernel and not step.convert]
+
+
+def refusal(network: Network) -> str:
+    """Why the hvx driver cannot run this network ("" when it can): a host step (ONNX nodes onnxruntime runs) has no
+    place on the DSP, and a callback to the application processor per inference is not what a DSP network is."""
+    hosts = _host_steps(network)
+    if not hosts:
+        return ""
+    return (f"the hvx network driver runs kernels and convert steps only: {hosts[0].label} (ONNX nodes onnxruntime "
+            f"runs) has no place on the DSP")
+
+
 def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan) -> dict[str, str]:
     """{"network.h": ..., "network.c": ...} for a uint8 network whose kernels' hvx jobs are `jobs` (by config name)
     and whose weights file `weights` describes."""
     if not NAME.match(network.name):
         raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
                                          f"network.c's functions), got {network.name!r}")
-    for step in network.steps:
-        if not step.is_kernel and not step.convert:
-            raise network.problem(f"steps[{step.index}].host", f"the hvx network driver runs kernels and convert "
-                                                               f"steps only: {step.label} (ONNX nodes onnxruntime "
-                                                               f"runs) has no place on the DSP")
+    refused = refusal(network)
+    if refused:
+        raise network.problem(f"steps[{_host_steps(network)[0].index}].host", refused)
     jobs_of = {step.index: _checked_job(network, step, jobs) for step in network.kernels}
     arch, vtcm_limit = _arch(network, jobs_of)
     vtcm = _vtcm_bytes(network, jobs_of, vtcm_limit, arch)
