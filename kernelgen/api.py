@@ -401,10 +401,8 @@ def network_files(network, target: str, built: Mapping[str, Job], weights: Weigh
     """A target's driver of the whole network (c: network.c/network.h over one planned arena, reading the weights
     where `weights` put them; None: packed here) and a line about it; None when the target writes none (its
     kernels are the whole output)."""
-    from .network.program import arena_note
-
     known = TARGETS[target]
     if type(known).network_files is Target.network_files:
         return None
     files = known.network_files(network, built, weights or network_weights(network, target, built)[0])
-    return files, arena_note(network, built)
+    return files, known.network_note(network, built)

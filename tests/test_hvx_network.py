@@ -75,6 +75,10 @@ def test_network_h_plans_ddr_arena_vtcm_and_types_int8_filters(tmp_path):
     jobs = _jobs(network)
     workspaces = [job.target_plan.workspace_bytes for job in jobs.values()]
     assert f"#define QE_VTCM_BYTES {max(workspaces)}" in header and max(workspaces) < sum(workspaces)
+    # and build's line says so (not one arena holding the workspaces too, as c's has)
+    assert TARGETS["hvx"].network_note(network, jobs) == (
+        f"qe: network.c runs 4 steps with the tensors between them in a 10,240-byte DDR arena and each kernel's "
+        f"workspace in a {max(workspaces):,}-byte VTCM region (of the 8,388,608 bytes v73 allows)")
     # int8 filters typed int8_t, in the table and in the kernels' prototypes network.c calls
     assert re.search(r"stem_to_pool filter1 const int8_t \[1, 1, 3, 3, 8, 32, 4\], 9216 bytes", header)
     assert re.search(r"stem_to_pool bias1 const int32_t \[16\]", header)

@@ -180,15 +180,16 @@ def network_outputs(network: Network, target: str, built: dict, out_dir: Path, e
                     ) -> tuple[dict[str, str | bytes], str]:
     """What one target writes for the whole network, by file name in <network>/<target>/, and a line saying what
     that is (or why there is no program)."""
-    from ..network.program import arena_note, build_network
+    from ..network.program import build_network
 
     made = build_network(network, TARGETS[target], built, embed)
     if made.weights is None:
         return made.files, f"{network.name} on {target}: the kernels alone; {made.why}"
     folder = out_dir / network.name / target
+    memory = TARGETS[target].network_note(network, built)
     if not made.program:
-        return made.files, f"{arena_note(network, built)}; no program: {made.why}"
-    return made.files, f"{arena_note(network, built)}; `make -C {folder}` builds {network.name}_run"
+        return made.files, f"{memory}; no program: {made.why}"
+    return made.files, f"{memory}; `make -C {folder}` builds {network.name}_run"
 
 
 def network_output_names(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None,

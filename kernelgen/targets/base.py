@@ -110,6 +110,13 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         Only a target that can call its kernels from one host program writes one."""
         raise KernelgenError(f"the {self.name} target writes no network driver (network.c is the c target's)")
 
+    def network_note(self, network: Network, jobs: Mapping[str, Job[TargetPlan]]) -> str:
+        """A line about the memory the driver runs in (build prints it): by default one arena for the tensors
+        between steps and the kernels' workspaces (network/program.arena_note)."""
+        from ..network.program import arena_note
+
+        return arena_note(network, jobs)
+
     def network_refusal(self, network: Network) -> str:
         """Why this target writes no driver for this network although it writes drivers ("" when it does): build
         then writes its kernels alone and says why, as for a target that writes none."""

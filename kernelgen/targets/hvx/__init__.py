@@ -23,7 +23,7 @@ from ...toolstatus import ToolStatus
 from ..base import BuildFlags, Job, Target
 from .depthwise import depthwise as depthwise_convs
 from .names import NAMES
-from .network import FILES as NETWORK_FILES, network_files as network_driver, pack_weights, refusal
+from .network import FILES as NETWORK_FILES, memory_note, network_files as network_driver, pack_weights, refusal
 from .program import RUNTIME_FILES, network_program
 from .options import HVX_ROOFS, NAME, HvxModel, default_budget, hvx_options
 from .plan import FILTER_LAYOUT, HvxPlan, hvx_plan
@@ -74,6 +74,9 @@ class Hvx(Target[HvxPlan, HvxProgram]):
 
     def network_refusal(self, network: Network) -> str:
         return refusal(network)
+
+    def network_note(self, network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> str:
+        return memory_note(network, jobs)
 
     def network_program(self, network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> ProgramBuild:
         return network_program(network, jobs)  # clang-19 for the arch, freestanding; make run: qemu-hexagon

@@ -128,6 +128,17 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
     return files | runtime_files()  # kg_runtime.h, which the kernels include, and what the program links
 
 
+def memory_note(network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> str:
+    """A line about the memories network.c runs in: the uint8 tensors' DDR arena and the kernels' VTCM region."""
+    jobs_of = {step.index: jobs[step.config.name] for step in network.kernels}
+    arch, limit = _arch(network, jobs_of)
+    arena = plan_arena(network, {}, alignment=ARENA_ALIGNMENT)
+    vtcm = _round_up(max(job.target_plan.workspace_bytes for job in jobs_of.values()), VTCM_ALIGNMENT)
+    return (f"{network.name}: network.c runs {len(network.steps)} steps with the tensors between them in a "
+            f"{arena.size_bytes:,}-byte DDR arena and each kernel's workspace in a {vtcm:,}-byte VTCM region (of "
+            f"the {limit:,} bytes {arch} allows)")
+
+
 def _checked_job(network: Network, step: Step, jobs: Mapping[str, Job[HvxPlan]]) -> Job[HvxPlan]:
     """The kernel's job, after the checks that make it callable from network.c: uint8, and reading and writing its
     tensors in the layouts the manifest gives them."""
