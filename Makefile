@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 KG := $(VENV)/bin/kernelgen
-# Debian packages the validation toolchains come from (see DEVELOPERS.md).
+# Debian packages the validation toolchains come from (README.md, Testing).
 APT_PACKAGES := gcc g++ clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev glslang-tools spirv-tools \
 	mesa-vulkan-drivers libvulkan1 vulkan-validationlayers cmake ninja-build
 

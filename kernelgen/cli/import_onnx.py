@@ -2,6 +2,8 @@
 registered by commands.py. Prints and exits like the other commands."""
 from __future__ import annotations
 
+import re
+
 import sys
 from collections import Counter
 from pathlib import Path
@@ -186,7 +188,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         if imported.manifest:
             path = Path(out_dir) / "network.yaml"
             write_if_changed(path, imported.manifest)
-            click.echo(f"network {path}: {len(imported.configs)} kernel(s) and the host steps between them, in order")
+            hosts = len(re.findall(r"^  - host:", imported.manifest, re.MULTILINE))
+            between = f"and {hosts} host step(s) between them" if hosts else "and no host step"
+            click.echo(f"network {path}: {len(imported.configs)} kernel(s) {between}, in order")
         if fusion.coster is None and "float32" in chosen:
             costed = " or ".join(name for name in TARGETS if fusion_coster(name) is not None)
             click.echo(f"note: the {floats[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "

@@ -79,13 +79,14 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                                "passed": a.passed, "oracle": a.oracle, "why": a.why} for a in run.agreement]}))
         else:
             agreement = "; ".join(a.text() for a in run.agreement)
-            click.echo(f"[{run.step.index + 1}/{total}] {run.step.label:<48} {target:<7} {status:<8} "
+            place = f"[{run.step.index + 1:>{len(str(total))}}/{total}]"  # [ 9/19] above [10/19]: columns stay
+            click.echo(f"{place} {run.step.label:<48} {target:<7} {status:<8} "
                        f"{run.seconds:6.1f} s  {agreement}")
             if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
                 click.echo(f"    {record.detail}")
     program = validation.run_program() if not validation.verdict().stopped else None  # what ships: end to end
     if program is not None and not as_json:
-        click.echo(f"[end] {program.program + ' (make run)':<48} {target:<7} "
+        click.echo(f"{'[end]':<{2 * len(str(total)) + 3}} {program.program + ' (make run)':<48} {target:<7} "
                    f"{('pass' if program.passed else 'FAIL') if program.ran else 'not run':<8} "
                    f"{program.seconds:6.1f} s  {program.result()}")
     verdict = validation.verdict()
