@@ -133,7 +133,7 @@ def memory_note(network: Network, jobs: Mapping[str, Job[HvxPlan]]) -> str:
     jobs_of = {step.index: jobs[step.config.name] for step in network.kernels}
     arch, limit = _arch(network, jobs_of)
     arena = plan_arena(network, {}, alignment=ARENA_ALIGNMENT)
-    vtcm = _round_up(max(job.target_plan.workspace_bytes for job in jobs_of.values()), VTCM_ALIGNMENT)
+    vtcm = _vtcm_bytes(network, jobs_of, limit, arch)
     return (f"{network.name}: network.c runs {len(network.steps)} steps with the tensors between them in a "
             f"{arena.size_bytes:,}-byte DDR arena and each kernel's workspace in a {vtcm:,}-byte VTCM region (of "
             f"the {limit:,} bytes {arch} allows)")
