@@ -11,7 +11,7 @@ APT_PACKAGES := gcc g++ clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,opencl,vulkan,onnx]'
+	$(VENV)/bin/pip install -q -e '.[test,opencl,vulkan,onnx,plot]'
 	touch $@
 
 # Installs the Debian toolchains when run as root; otherwise says what is missing.

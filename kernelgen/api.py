@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "bench_network", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
            "jobs", "json_schema", "load_config", "load_network", "network_files", "network_targets", "network_weights", "output_files", "output_names", "parse_config", "plan",
-           "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device",
+           "network_chart", "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device",
            "with_sources"]
 
 Targets = Mapping[str, Target]
@@ -285,16 +285,38 @@ def _profiles(options) -> tuple[str, ...]:
     return get_args(type(options).model_fields["device"].annotation)
 
 
-def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_peaks: dict[str, float]):
-    """Draw the roofline (PNG) of (label, FLOP per byte, GFLOP/s) points under this CPU's measured peaks and each
-    target's device peak; returns the CPU peaks (measured by the first target that probes the host: Target.host_peaks)."""
-    from .measure.roofline import plot_roofline
-
+def _host_peaks():
+    """This CPU's peaks, measured now by the first target that probes the host (Target.host_peaks)."""
     peaks = next((p for p in (t.host_peaks() for t in TARGETS.values()) if p is not None), None)
     if peaks is None:
         raise KernelgenError("no registered target measures this CPU's peaks (the c target does, with gcc)")
+    return peaks
+
+
+def roofline_chart(path: Path, points: list[tuple[str, float, float]], device_peaks: dict[str, float]):
+    """Draw the roofline (PNG or SVG) of (label, FLOP per byte, GFLOP/s) points under this CPU's peaks, measured
+    in this run, and each target's device peak; returns the CPU peaks."""
+    from .measure.roofline import plot_roofline
+
+    peaks = _host_peaks()
     plot_roofline(path, points, peaks, device_peaks)
     return peaks
+
+
+def network_chart(path: Path, times: NetworkTimes) -> None:
+    """A benched network's chart: its kernels on this CPU's roofs, measured in this run (timed kernels only: a
+    kernel counted by a simulator has no GFLOP/s), and each step's time, or packets when the kernels are counted."""
+    from .measure.roofline import Bar, plot_network
+
+    counted = times.packets > 0
+    bars = [Bar(label=f"[{r.step + 1}] {r.name}", value=(r.packets or 0) if r.counted else r.seconds * 1e3,
+                kind=r.kind) for r in times.steps if r.counted == counted]
+    points = [(str(r.step + 1), r.flops / r.bytes, r.flops / r.seconds / 1e9) for r in times.steps
+              if r.kind == "kernel" and not r.counted and r.seconds > 0 and r.bytes > 0]
+    title = (f"{times.network} on {times.target}: {times.seconds * 1e3:.2f} ms a run in its steps; onnxruntime "
+             f"{times.onnxruntime} {times.onnxruntime_seconds * 1e3:.2f} ms" if not counted else
+             f"{times.network} on {times.target}: {times.packets:,.0f} packets counted by the simulator")
+    plot_network(path, title, bars, "packets" if counted else "ms", points, _host_peaks() if points else None, {})
 
 
 def fusion_coster(target: str):

@@ -137,6 +137,56 @@ def test_bench_network_times_every_step_beside_onnxruntime(small_resnet):
     assert report["onnxruntime_seconds"] > 0
 
 
+@requires_tool(*ONNX, *TOOLS["c"])
+def test_bench_network_plot_draws_each_kernel_and_each_step(small_resnet, tmp_path):
+    """The chart is an SVG with a point per timed kernel (labelled by its step number) and a bar per step (labelled
+    by its name), drawn from the same run's numbers; the same data draws the same bytes."""
+    from kernelgen.api import network_chart
+    from kernelgen.measure import roofline
+
+    chart = tmp_path / "where.svg"
+    result = CliRunner().invoke(main, ["bench", str(small_resnet), "--target", "c", "--repeat", "1", "--plot",
+                                       str(chart)])
+    assert result.exit_code == 0, result.output
+    assert f"chart: {chart}" in result.stderr
+    text = chart.read_text()
+    assert text.startswith("<?xml") and "<svg" in text
+    steps = [line.split("]", 1)[1].split()[0] for line in result.stdout.splitlines() if line.startswith("  [")]
+    assert steps[:2] == ["stem", "host"]
+    for number, name in enumerate(steps, start=1):
+        assert f"[{number}] {name}" in text  # each bar's label
+    drawn = []
+    real = roofline.plot_network
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(roofline, "plot_network", lambda *a: drawn.append(a) or real(*a))
+    times = kernelgen.bench_network(kernelgen.load_network(small_resnet), "c", repeat=1)
+    network_chart(tmp_path / "a.svg", times)
+    monkey.undo()
+    (_, title, bars, unit, points, peaks, _), = drawn
+    kernels = [s for s in times.steps if s.kind == "kernel"]
+    assert unit == "ms" and len(bars) == len(times.steps) and len(points) == len(kernels)
+    assert [p[0] for p in points] == [str(s.step + 1) for s in kernels]
+    assert points[0][1] == kernels[0].flops / kernels[0].bytes and peaks.gflops > 0
+    assert sum(b.value for b in bars) == pytest.approx(times.seconds * 1e3)
+    real(tmp_path / "b.svg", *drawn[0][1:])  # the peaks are measured each run: the same ones again
+    assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
+
+
+@requires_tool(*ONNX)
+def test_bench_plot_refuses_an_unknown_format_or_no_matplotlib_before_measuring(small_resnet, tmp_path, monkeypatch):
+    import importlib.util
+
+    result = CliRunner().invoke(main, ["bench", str(small_resnet), "--target", "c", "--plot", str(tmp_path / "a.pdf")])
+    assert result.exit_code == 2
+    assert "expected a file name ending in .png or .svg (the chart's format), got .pdf" in result.output
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    result = CliRunner().invoke(main, ["bench", str(small_resnet), "--target", "c", "--plot", str(tmp_path / "a.png")])
+    assert result.exit_code == 2
+    assert "--plot needs matplotlib, an optional extra: pip install 'kernelgen[plot]'" in result.output
+    assert not (tmp_path / "a.png").exists()
+
+
 # ---------------------------------------------------------------- bad manifests: exit 2 at their line
 
 def _bad(manifest: Path, old: str, new: str) -> str:

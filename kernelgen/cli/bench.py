@@ -17,6 +17,15 @@ from ..measure.context import run_context
 from .network import bench_networks, manifests_in
 
 
+def _chart_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from ..measure.roofline import chart_problem
+
+    problem = chart_problem(value) if value else ""
+    if problem:
+        raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
 @click.command("bench")
 @configs_argument
 @target_option
@@ -30,7 +39,10 @@ from .network import bench_networks, manifests_in
 @click.option("--variant-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="With --sweep: give up on a variant after this long (compile and run), record it as timed out.")
 @click.option("--run-on", help="The runtime device to time on (index or name substring), for targets with several.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Also draw a roofline chart (PNG) of the results.")
+@click.option("--plot", type=click.Path(dir_okay=False), callback=_chart_path, metavar="FILE.png|FILE.svg",
+              help="Also draw the results (format by the extension; needs matplotlib, kernelgen[plot]): a roofline "
+                   "of the configs' kernels; for a network, its kernels' roofline and a bar chart of the time each "
+                   "step takes.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one row per kernel) instead of text.")
 @json_option
 @handle_errors
@@ -49,7 +61,7 @@ def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: st
     if (output or variant_timeout) and not sweep:
         raise click.UsageError("--output and --variant-timeout go with --sweep")
     if manifests_in(configs):
-        return bench_networks(configs, targets, device, repeat, as_json)
+        return bench_networks(configs, targets, device, repeat, as_json, plot)
     options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
     work = [(t, job) for c in load_all(configs, targets, device) for t, job in jobs(c, targets).items()]
     rows: list[BenchRow] = []

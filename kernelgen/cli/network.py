@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
-from ..api import (TARGETS, BuildFlags, bench_network, jobs, load_network, network_targets, output_files,
-                   validate_network, with_device)
+from ..api import (TARGETS, BuildFlags, bench_network, jobs, load_network, network_chart, network_targets,
+                   output_files, validate_network, with_device)
 from ..errors import ConfigError
 from ..files import write_if_changed
+from ..measure.network_bench import NetworkTimes
 from ..measure.network_run import step_status
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
@@ -105,13 +106,21 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
 # ---------------------------------------------------------------- bench
 
 def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int,
-                   as_json: bool) -> None:
-    for network in load_networks(paths, device, model=True):
-        for target in network_targets(network, targets):
-            _bench_one(network, target, repeat, as_json)
+                   as_json: bool, plot: str | None = None) -> None:
+    """Each network on each target; with `plot` its chart (one network on one target: that file; several: the file
+    name with -<network>-<target> before the extension)."""
+    runs = [(network, target) for network in load_networks(paths, device, model=True)
+            for target in network_targets(network, targets)]
+    for network, target in runs:
+        times = _bench_one(network, target, repeat, as_json)
+        if plot:
+            path = Path(plot) if len(runs) == 1 else Path(plot).with_name(
+                f"{Path(plot).stem}-{network.name}-{target}{Path(plot).suffix}")
+            network_chart(path, times)
+            click.echo(f"chart: {path} (the kernels' roofline and each step's time)", err=True)
 
 
-def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> None:
+def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> NetworkTimes:
     """Each step's time and share (measure/network_bench.py): a kernel measured by counters instead of a clock (hvx
     under QEMU: packets) is shown by them, and the network's time is then the host steps' alone and says so."""
     times = bench_network(network, target, repeat)
@@ -122,7 +131,7 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
                                "onnxruntime_seconds": number(times.onnxruntime_seconds),
                                "steps": [{**asdict(r), "seconds": number(r.seconds), "share": number(r.share)}
                                          for r in times.steps]}, indent=2))
-        return
+        return times
     click.echo(f"network {network.name} on {target}: {len(times.steps)} steps")
     for r in times.steps:
         seconds = r.seconds
@@ -138,6 +147,7 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Non
     counted = f" (host steps; the kernels: {packets:,.0f} packets counted by the simulator)" if packets else ""
     click.echo(f"  whole network: {total * 1e3:.2f} ms{counted}; onnxruntime {times.onnxruntime} on the same model: "
                f"{reference * 1e3:.2f} ms" + (f" ({total / reference:.2f}x)" if not packets else ""))
+    return times
 
 
 # ---------------------------------------------------------------- build
