@@ -58,16 +58,17 @@ def plot_network(path: Path, title: str, bars: list[Bar], unit: str, points: lis
         left.axis("off")
         left.text(0.5, 0.5, "no roofline: the kernels are counted by a simulator, not timed", ha="center",
                   va="center", fontsize=9)
-    colours = {"kernel": "tab:blue", "host": "tab:orange", "convert": "tab:gray"}
+    colours = {"kernel": ("tab:blue", "blue"), "host": ("tab:orange", "orange"), "convert": ("tab:gray", "grey")}
     rows = list(range(len(bars)))[::-1]  # step 1 at the top
-    right.barh(rows, [b.value for b in bars], color=[colours.get(b.kind, "tab:blue") for b in bars])
+    right.barh(rows, [b.value for b in bars], color=[colours[b.kind][0] for b in bars])
     right.set_yticks(rows, [b.label for b in bars], fontsize=7)
     total = sum(b.value for b in bars) or 1.0
     for row, bar in zip(rows, bars):
         right.annotate(f"{bar.value / total:.1%}", (bar.value, row), xytext=(3, 0), textcoords="offset points",
                        va="center", fontsize=6)
     right.set_xlabel(unit)
-    right.set_title(f"time per step ({'; '.join(f'{k}: {c}' for k, c in colours.items() if any(b.kind == k for b in bars))})")
+    kinds = [f"{colours[k][1]}: {k}" for k in colours if any(b.kind == k for b in bars)]
+    right.set_title(f"{'time' if unit == 'ms' else unit} per step ({', '.join(kinds)})")
     right.grid(True, axis="x", linewidth=0.3)
     fig.suptitle(title, fontsize=10)
     _save(plt, fig, path)
