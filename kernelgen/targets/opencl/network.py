@@ -126,7 +126,9 @@ def _context(network: Network, jobs: Mapping[str, Job[OpenCLPlan]], weights: Wei
 def network_note(network: Network, target: Any, jobs: Mapping[str, Job[OpenCLPlan]]) -> str:
     """What build says of the device memory (the weights placed as the file would, without packing them)."""
     plan = plan_gpu_network(network, target, jobs)
-    return (f"{network.name}: network.c runs {len(plan.dispatches)} OpenCL kernels of {len(network.kernels)} programs "
+    programs = len(network.kernels)
+    return (f"{network.name}: network.c runs {len(plan.dispatches)} OpenCL kernels of {programs} "
+            f"program{'s' if programs != 1 else ''} "
             f"over a {plan.arena_bytes:,}-byte device arena (each tensor and intermediate alone: "
             f"{plan.naive_arena_bytes:,} bytes) and {plan.weights_bytes:,} bytes of weights")
 
