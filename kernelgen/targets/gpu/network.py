@@ -54,14 +54,14 @@ class Region:
     index: int  # position in GpuNetworkPlan.regions
     name: str  # a network tensor's ONNX name; a kernel's own: "<kernel>.temp1", "<kernel>.filter1"
     allocation: Allocation
-    offset: int  # bytes from the allocation's start, a multiple of ALIGNMENT
+    offset: int  # bytes from the allocation's start, a multiple of the plan's alignment
     size_bytes: int
     kind: TensorKind  # how kernels reach it (an image: the API's image object over these bytes)
     source_offset: int = -1  # a weight's: bytes from the weights file's data section's start; -1: none
     tensor: GpuTensor | None = None  # as the first kernel binding it declares it (kind, shape of an image)
 
     def __post_init__(self) -> None:
-        if self.size_bytes <= 0 or self.offset < 0 or self.offset % ALIGNMENT:
+        if self.size_bytes <= 0 or self.offset < 0:
             raise ValueError(f"region {self.name!r}: {self.size_bytes} bytes at {self.offset}")
 
     @property
@@ -106,9 +106,10 @@ class GpuNetworkPlan:
     def __post_init__(self) -> None:
         sizes = self.allocation_bytes
         for k, region in enumerate(self.regions):
-            if region.index != k or region.end > sizes[region.allocation]:
-                raise ValueError(f"region {region.name!r} ({region.index}) ends at {region.end}, past the "
-                                 f"{sizes[region.allocation]}-byte {region.allocation} allocation")
+            if region.index != k or region.end > sizes[region.allocation] or region.offset % self.alignment:
+                raise ValueError(f"region {region.name!r} ({region.index}) at {region.offset}..{region.end}: past the "
+                                 f"{sizes[region.allocation]}-byte {region.allocation} allocation or not aligned to "
+                                 f"{self.alignment}")
 
     @property
     def allocation_bytes(self) -> dict[Allocation, int]:
