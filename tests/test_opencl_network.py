@@ -2,7 +2,7 @@
 moved away, `make run` against onnxruntime; a cold start that builds the programs and caches their binaries, a warm
 start from that cache, a damaged cached binary rebuilt; a device below a kernel's work-group size refused in one
 line; a weights file from another build refused; `make clean` removes the cache; networks network.c cannot run yet
-(the texture variant) get their kernels alone and the reason; validate runs the program as its end-to-end verdict.
+(the texture variant, a host step) get their kernels alone and the reason; validate runs the program as its end-to-end verdict.
 """
 from __future__ import annotations
 
@@ -193,6 +193,19 @@ def test_the_texture_variant_gets_its_kernels_alone_and_the_reason(tmp_path):
     assert not (tmp_path / "out" / NET / "opencl").exists()
     assert (f"{NET} on opencl: the kernels alone; no opencl driver: kernel downsample is the texture variant (image2d "
             f"tensors); network.c binds buffers only (not yet): opencl.variant: buffer") in note
+
+
+def test_a_network_with_a_host_step_gets_its_kernels_alone_and_the_reason(tmp_path):
+    import onnx_models
+
+    onnx.save(onnx_models.small_resnet(), str(tmp_path / "sr.onnx"))
+    imported = CliRunner().invoke(main, ["import", str(tmp_path / "sr.onnx"), "-o", str(tmp_path / "sr"),
+                                         "--target", "opencl"])
+    assert imported.exit_code == 0, imported.output
+    note = build(tmp_path / "sr" / "network.yaml", tmp_path / "out")
+    assert not (tmp_path / "out" / "sr" / "opencl").exists()
+    assert ("sr on opencl: the kernels alone; no opencl driver: step 1 (host MaxPool) runs on the host; the opencl "
+            "network runs kernels only (their tensors stay on the device)") in note
 
 
 @requires_tool(*TOOLS)
