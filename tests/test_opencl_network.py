@@ -2,7 +2,8 @@
 moved away, `make run` against onnxruntime; a cold start that builds the programs and caches their binaries, a warm
 start from that cache, a damaged cached binary rebuilt; a device below a kernel's work-group size refused in one
 line; a weights file from another build refused; `make clean` removes the cache; networks network.c cannot run yet
-(the texture variant, a host step) get their kernels alone and the reason; validate runs the program as its end-to-end verdict.
+(a host step) get their kernels alone and the reason; the texture variant's filters and intermediates run as
+images; validate runs the program as its end-to-end verdict.
 """
 from __future__ import annotations
 
@@ -184,15 +185,34 @@ def test_make_clean_removes_the_binary_cache(shipped, tmp_path):
     make(folder)  # the later tests' program
 
 
-def test_the_texture_variant_gets_its_kernels_alone_and_the_reason(tmp_path):
+TEXELS = '{map: "n, h, w, c -> n, c // 4, h, |, w, c % 4", pad_value: 0}'  # 4 channels a texel, rows of width
+
+
+@requires_tool(*TOOLS)
+def test_the_texture_variant_runs_its_filters_and_intermediates_as_images(tmp_path):
+    """Two kernels in the texture variant with filters in texels, and the block's first conv writing its output
+    (temp1) into an image2d: each an image object of its own, the filters written from the weights file's rows."""
     manifest = import_classifier(tmp_path, "net", "opencl")
-    config = manifest.parent / "downsample.yaml"
-    config.write_text(config.read_text() + "opencl: {variant: texture}\n")
-    note = build(manifest, tmp_path / "out")
-    assert (tmp_path / "out" / "downsample" / "opencl" / "downsample.cl").is_file()
-    assert not (tmp_path / "out" / NET / "opencl").exists()
-    assert (f"{NET} on opencl: the kernels alone; no opencl driver: kernel downsample is the texture variant (image2d "
-            f"tensors); network.c binds buffers only (not yet): opencl.variant: buffer") in note
+    for name in ("downsample", "block_conv1_to_fc"):
+        config = manifest.parent / f"{name}.yaml"
+        text = config.read_text() + "opencl: {variant: texture, filters_in_textures: true}\n"
+        old = "activation: relu, filter_layout: oihw-8o}"
+        config.write_text(text.replace(old, f"activation: relu, filter_layout: oihw-8o, output_layout: {TEXELS}}}"))
+    build(manifest, tmp_path / "out")
+    folder = tmp_path / "out" / NET / "opencl"
+    network_c = (folder / "network.c").read_text()
+    assert '  { "block_conv1_to_fc.temp1", 2, 0, 1920, -1, 4, 30 }, /* 4: arena */' in network_c  # 3 c4 x 10 rows
+    assert '  { "downsample.filter1", 3, 5120, 384, 4800, 6, 4 }, /* 10: weights */' in network_c
+    assert '  { "stem_to_pool.filter1", 3, 0, 4704, 0, 0, 0 }, /* 8: weights */' in network_c  # a buffer
+    make(folder)
+    x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    done = program(folder, str(tmp_path / "x.npy"), str(tmp_path / "y.npy"))
+    assert done.returncode == 0, done.stderr
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(tmp_path / "classifier.onnx"), providers=["CPUExecutionProvider"])
+    assert relative_error(np.load(tmp_path / "y.npy"), session.run(None, {"x": x})[0]) <= PROGRAM_AGREEMENT
 
 
 def test_a_network_with_a_host_step_gets_its_kernels_alone_and_the_reason(tmp_path):

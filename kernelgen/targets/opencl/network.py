@@ -4,8 +4,10 @@ of targets/gpu/network.py (four device allocations, a sub-buffer per region, eve
 in-order queue), the kernels' .cl sources embedded, their program binaries cached on disk; and the `<network>_run`
 program around it (templates/opencl/program_main.c.j2).
 
-Not yet: tensors in image2d textures (the texture variant) and half storage; build writes such a network's kernels
-alone and says why (refusal)."""
+A tensor the texture variant keeps in an image2d (a filter in texels, an activation with an axis separator) is an
+image object of its own, not a part of the arena (OpenCL 1.2 has no image over a buffer's bytes without
+cl_khr_image2d_from_buffer): the arena keeps its bytes unused. Not yet: half storage, and a network input or output
+in an image; build writes such a network's kernels alone and says why (refusal)."""
 from __future__ import annotations
 
 import math
@@ -24,8 +26,9 @@ from ...network.manifest import Network, Tensor
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
+from ..gpu.dispatch import TensorKind
 from ..gpu.network import Allocation, GpuNetworkPlan, plan_gpu_network
-from .plan import OpenCLPlan, variant_of
+from .plan import OpenCLPlan
 
 TEMPLATES = ("opencl/network.h.j2", "opencl/network.c.j2")
 HEADERS = ("kg_sha256.h",)  # copied as they are
@@ -53,8 +56,8 @@ def pack_weights(job: Job[OpenCLPlan], logical: Mapping[str, np.ndarray]) -> dic
 
 
 def refusal(network: Network) -> str:
-    """Why network.c cannot run this network yet ("" when it can): a host step, a texture-variant kernel, half
-    storage, or a network input or output the kernels do not hold as ONNX does."""
+    """Why network.c cannot run this network yet ("" when it can): a host step, half storage, or a network input or
+    output the kernels do not hold as ONNX does (an image, a padded or blocked layout)."""
     hosts = [s for s in network.steps if not s.is_kernel]
     if hosts:
         return (f"step {hosts[0].index} ({hosts[0].label}) runs on the host; the opencl network runs kernels only "
@@ -63,9 +66,6 @@ def refusal(network: Network) -> str:
         config = step.config
         if config.dtype != "float32":
             return f"kernel {config.name} is {config.dtype}; network.c drives float32 kernels (half storage: not yet)"
-        if variant_of(config)[0] == "texture":
-            return (f"kernel {config.name} is the texture variant (image2d tensors); network.c binds buffers only "
-                    f"(not yet): opencl.variant: buffer")
         ends = [(name, config.input_layout) for name in step.inputs[:1] if name in network.inputs]
         ends += [(name, config.ops[-1].output_layout) for name in step.outputs if name in network.outputs]
         for name, layout in ends:
@@ -106,8 +106,10 @@ def _context(network: Network, jobs: Mapping[str, Job[OpenCLPlan]], weights: Wei
     sources = [dict(index=k, name=name, lines=tuple(c_string(line + "\n") for line in
                                                     jobs[name].files[f"{name}.cl"].splitlines()))
                for name, k in programs.items()]
-    regions = [dict(index=r.index, comment=comment_text(r.name), allocation=ALLOCATION_INDEX[r.allocation],
-                    where=str(r.allocation), offset=r.offset, bytes=r.size_bytes, source_offset=r.source_offset)
+    regions = [dict(index=r.index, name=c_string(r.name), comment=comment_text(r.name),
+                    allocation=ALLOCATION_INDEX[r.allocation], where=str(r.allocation), offset=r.offset,
+                    bytes=r.size_bytes, source_offset=r.source_offset,
+                    texels=r.tensor.texels if r.kind is TensorKind.IMAGE else (0, 0))
                for r in plan.regions]
     dispatches = [dict(index=d.index, program=programs[d.kernel], step=d.step, function=d.dispatch.kernel,
                        global_size=d.dispatch.global_size, local_size=d.dispatch.work_group,
