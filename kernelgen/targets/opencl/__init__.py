@@ -20,7 +20,7 @@ from ..base import Job
 from ..gpu.api import OPENCL
 from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
-from .network import FILES as NETWORK_FILES, network_files, network_note, network_program, pack_weights, \
+from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files, network_note, network_program, pack_weights, \
     refusal as network_refusal
 from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
@@ -35,7 +35,9 @@ class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
     summary = "OpenCL C (pyopencl/PoCL): image2d textures or float8/16 buffers, one kernel per conv2d"
     files = (OutputFile(pattern="{name}.cl", template="opencl/kernels.cl.j2"),
              OutputFile(pattern="{name}.launch.json", template="opencl/launch.json.j2"))
-    includes = ("opencl/conv.cl.j2",)  # the kernels' statements, imported by kernels.cl.j2
+    # the kernels' statements (imported by kernels.cl.j2), and what `kernelgen build network.yaml` renders beside the
+    # kernels (depfiles)
+    includes = ("opencl/conv.cl.j2", *NETWORK_TEMPLATES)
     options_model = OpenCLModel
     torch_reference = True
 

@@ -30,10 +30,11 @@ from ..gpu.dispatch import TensorKind
 from ..gpu.network import Allocation, GpuNetworkPlan, plan_gpu_network
 from .plan import OpenCLPlan
 
-TEMPLATES = ("opencl/network.h.j2", "opencl/network.c.j2")
+DRIVER = ("opencl/network.h.j2", "opencl/network.c.j2")
 HEADERS = ("kg_sha256.h",)  # copied as they are
-FILES = (*(Path(t).name.removesuffix(".j2") for t in TEMPLATES), *HEADERS)
+FILES = (*(Path(t).name.removesuffix(".j2") for t in DRIVER), *HEADERS)
 MAIN = "opencl/program_main.c.j2"
+TEMPLATES = (*DRIVER, *(f"opencl/{name}" for name in HEADERS), MAIN)  # every one the network's files come from
 BUILD_OPTIONS = "-w"  # as the Python runtime builds them (toolchain.ALWAYS_BUILD_OPTIONS, less its arg info)
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # logical NHWC stored as ONNX stores it
 ALLOCATION_INDEX = {Allocation.INPUT: 0, Allocation.OUTPUT: 1, Allocation.ARENA: 2, Allocation.WEIGHTS: 3}
@@ -94,7 +95,7 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[OpenCLPl
         raise KernelgenError(f"network {network.name}: {why}")
     plan = plan_gpu_network(network, target, jobs, weights)
     context = _context(network, jobs, weights, plan)
-    files = {Path(t).name.removesuffix(".j2"): render(t, context) for t in TEMPLATES}
+    files = {Path(t).name.removesuffix(".j2"): render(t, context) for t in DRIVER}
     files |= {name: environment().get_template(f"opencl/{name}").render() for name in HEADERS}
     return files
 
