@@ -91,7 +91,7 @@ def test_build_writes_the_host_program_and_says_where_the_memory_goes(tmp_path):
     assert "LDLIBS = -lOpenCL\n" in makefile and f"\trm -rf {NET}.clcache\n" in makefile
     network_c = (folder / "network.c").read_text()
     assert network_c.count('"__kernel void ') == 0 and "static const char program0_source[] =" in network_c
-    assert '  { 2, 13824, 3840, -1 }, /* 3: "pool_out", arena */' in network_c
+    assert '  { "pool_out", 2, 13824, 3840, -1, 0, 0 }, /* 3: arena */' in network_c
     listed = CliRunner().invoke(main, ["build", str(manifest), "-o", str(tmp_path / "out"), "--target", "opencl",
                                        "--list-outputs"])
     assert sorted(listed.output.split()) == sorted(str(p) for p in (tmp_path / "out").rglob("*") if p.is_file())
