@@ -359,6 +359,38 @@ kernelgen_add_kernels(net CONFIGS {manifest} {embed})""")
     assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
+@requires_tool("cmake", "ninja", "gcc", "py:pyopencl", *ONNX)
+def test_an_opencl_network_gives_its_program_in_a_folder_of_its_own(kernelgen, tmp_path):
+    """<name>_opencl_network (network.c over the ICD loader, linking OpenCL::OpenCL) and <network>_opencl_run,
+    written as opencl/<network>_run with the opencl weights beside it; run on PoCL, it matches onnxruntime."""
+    import numpy as np
+    import onnxruntime
+    from test_network_weights import import_classifier
+
+    manifest = import_classifier(tmp_path, "net", "opencl")
+    source = _project(tmp_path / "p", f"""find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(net CONFIGS {manifest})""")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    folder = build / "kernelgen" / "net" / "classifier" / "opencl"
+    program = build / "opencl" / "classifier_run"
+    assert (build / "opencl" / "classifier.weights").read_bytes() == (folder / "classifier.weights").read_bytes()
+    session = onnxruntime.InferenceSession(str(tmp_path / "classifier.onnx"), providers=["CPUExecutionProvider"])
+    feed = session.get_inputs()[0]
+    x = np.random.default_rng(34).standard_normal([int(d) for d in feed.shape]).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ran = _run(program, tmp_path / "x.npy", tmp_path / "y.npy", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "classifier: cold start" in ran.stdout and (build / "opencl" / "classifier.clcache").is_dir()
+    expected = session.run(None, {feed.name: x})[0]
+    got = np.load(tmp_path / "y.npy")
+    # float32 on both sides: the network check's 1e-4 of the largest magnitude
+    assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
 @requires_tool("cmake", "ninja")
 @pytest.mark.parametrize("call, message", [
     ("kernelgen_add_kernels(k CONFIGS conv.yaml TARGET c)", "CONFIGS names TARGET, which is no file: a misspelt "

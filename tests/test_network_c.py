@@ -352,5 +352,7 @@ def test_a_uint8_kernel_is_a_config_error(imported):
 
 def test_other_targets_write_no_network_driver(imported):
     network, jobs = imported
+    from plugin_target import CArgs
+
     with pytest.raises(KernelgenError, match="network.c is the c target's"):
-        TARGETS["opencl"].network_files(network, {}, pack_network_weights(network, jobs, TARGETS["c"])[0])
+        CArgs().network_files(network, {}, pack_network_weights(network, jobs, TARGETS["c"])[0])

@@ -186,18 +186,21 @@ def test_a_network_with_host_steps_gets_no_program(tmp_path):
     assert written == ["network.c", "network.h", "sr.weights"]
 
 
-def test_build_builds_every_target_the_configs_name(tmp_path):
-    manifest = import_classifier(tmp_path, "net", "c", "opencl")
+def test_build_builds_every_target_the_configs_name(tmp_path, monkeypatch):
+    from plugin_target import CArgs
+
+    monkeypatch.setitem(TARGETS, "c_args", CArgs())  # a target that writes kernels alone (tests/plugin_target)
+    manifest = import_classifier(tmp_path, "net", "c", "c_args")
     note = build(manifest, tmp_path / "out")
     assert (tmp_path / "out" / "downsample" / "c" / "downsample.c").is_file()
-    assert (tmp_path / "out" / "downsample" / "opencl" / "downsample.cl").is_file()
+    assert (tmp_path / "out" / "downsample" / "c_args" / "downsample_args.c").is_file()
     assert (tmp_path / "out" / NET / "c" / "Makefile").is_file()
-    assert not (tmp_path / "out" / NET / "opencl").exists()
-    assert (f"{NET} on opencl: the kernels alone; kernelgen writes no weights file, driver or program for the opencl "
+    assert not (tmp_path / "out" / NET / "c_args").exists()
+    assert (f"{NET} on c_args: the kernels alone; kernelgen writes no weights file, driver or program for the c_args "
             f"target yet") in note
     narrowed = tmp_path / "narrowed"
-    build(manifest, narrowed, "--target", "opencl")
-    assert not (narrowed / "downsample" / "c").exists() and (narrowed / "downsample" / "opencl").is_dir()
+    build(manifest, narrowed, "--target", "c_args")
+    assert not (narrowed / "downsample" / "c").exists() and (narrowed / "downsample" / "c_args").is_dir()
 
 
 @requires_tool(*toolchain("c"), "make")
@@ -224,7 +227,9 @@ def test_a_program_whose_output_is_off_fails(tmp_path):
     moved = {**want, sink: want[sink] + np.float32(1e-3 * np.abs(want[sink]).max())}
     bad = run_program(network, TARGETS["c"], jobs, feeds, moved, tmp_path / "bad")
     assert bad.ran and not bad.passed and "off by" in bad.why
-    assert run_program(network, TARGETS["opencl"], jobs, feeds, want, tmp_path / "none") is None  # no program there
+    from plugin_target import CArgs
+
+    assert run_program(network, CArgs(), jobs, feeds, want, tmp_path / "none") is None  # a target without programs
 
 
 @requires_tool(*toolchain("c"), "make")

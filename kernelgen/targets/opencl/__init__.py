@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 from ...config import Config
 from ...emit import OutputFile
 from ...measure.compare import Roundoff
+from ...network.manifest import Network
+from ...network.program import ProgramBuild
+from ...network.weights import WeightsPlan
 from ...plan_types import Plan
 from ...reference import FLOAT32_UNIT_ROUNDOFF, HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
@@ -15,6 +20,8 @@ from ..base import Job
 from ..gpu.api import OPENCL
 from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
+from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files, network_note, network_program, pack_weights, \
+    refusal as network_refusal
 from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
 from .runtime import OpenCLProgram, launches, open_program
@@ -28,7 +35,9 @@ class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
     summary = "OpenCL C (pyopencl/PoCL): image2d textures or float8/16 buffers, one kernel per conv2d"
     files = (OutputFile(pattern="{name}.cl", template="opencl/kernels.cl.j2"),
              OutputFile(pattern="{name}.launch.json", template="opencl/launch.json.j2"))
-    includes = ("opencl/conv.cl.j2",)  # the kernels' statements, imported by kernels.cl.j2
+    # the kernels' statements (imported by kernels.cl.j2), and what `kernelgen build network.yaml` renders beside the
+    # kernels (depfiles)
+    includes = ("opencl/conv.cl.j2", *NETWORK_TEMPLATES)
     options_model = OpenCLModel
     torch_reference = True
 
@@ -56,3 +65,22 @@ class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
 
     def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
         return sweep_variants(config)
+
+    # network.h / network.c over the OpenCL ICD loader, and <network>_run around them (network.py)
+    network_file_names = NETWORK_FILES
+
+    def pack_weights(self, job: Job[OpenCLPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return pack_weights(job, logical)
+
+    def network_refusal(self, network: Network) -> str:
+        return network_refusal(network)
+
+    def network_files(self, network: Network, jobs: Mapping[str, Job[OpenCLPlan]], weights: WeightsPlan
+                      ) -> dict[str, str]:
+        return network_files(network, self, jobs, weights)
+
+    def network_note(self, network: Network, jobs: Mapping[str, Job[OpenCLPlan]]) -> str:
+        return network_note(network, self, jobs)
+
+    def network_program(self, network: Network, jobs: Mapping[str, Job[OpenCLPlan]]) -> ProgramBuild:
+        return network_program(network, jobs)
