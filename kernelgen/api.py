@@ -268,8 +268,9 @@ def kernel_stats(config: Config, target: str, device: str | None = None, gpu: st
     estimates = known.time_estimate(job, rows, judge, gpu)
     variants = tuple(_variant_seconds(known, job, estimates, label, variant, judge, gpu)
                      for label, variant in known.tile_variants(config)) if compare_tiles and estimates else ()
-    return KernelStats(name=config.name, rows=rows, estimates=estimates,
-                       target_occupancy=known.stats_target_occupancy(judge, gpu), variants=variants)
+    target, unit = known.stats_target_occupancy(judge, gpu) or (None, "waves")
+    return KernelStats(name=config.name, rows=rows, estimates=estimates, target_occupancy=target,
+                       occupancy_unit=unit, variants=variants)
 
 
 def _variant_seconds(known: Target, default: Job, estimates, label: str, config: Config, device: str,

@@ -72,7 +72,7 @@ def test_the_adreno_estimate_issues_an_instruction_per_lane_and_cycle_unless_dra
 
 def test_a_spill_and_an_occupancy_under_the_target_are_flagged():
     rows = _rows("adreno-7xx", spills=3, waves=4)
-    kernel = KernelStats(name="k", rows=rows, target_occupancy=PARTS["a740"].target_occupancy)
+    kernel = KernelStats(name="k", rows=rows, target_occupancy=PARTS["a740"].target_occupancy, occupancy_unit="waves")
     assert kernel.flags(rows[0]) == ("SPILLS", "BELOW-TARGET") and kernel.flagged
     lines = warnings(kernel, "adreno-7xx")
     assert lines[0] == (f"k op 1 ({rows[0].label}) spills 3 registers, fills 0 at 6 registers on adreno-7xx")

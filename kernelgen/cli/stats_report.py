@@ -18,7 +18,6 @@ MODEL = ("estimate: per op max(compute, memory); compute = the compiler's count 
          "passes of its innermost loop x invocations / cores / clock (busiest unit; every pass charged the whole "
          "shader: an upper bound); memory = every tensor the op binds moved once / DRAM bandwidth (a lower bound); "
          "kernel = sum of ops, network = sum of kernels (no dispatch overhead)")
-UNIT = {"adreno-7xx": "waves", "adreno-6xx": "waves", "mali-valhall": "threads"}
 
 
 def ms(seconds: float) -> str:
@@ -60,7 +59,7 @@ def kernel_record(kernel: KernelStats) -> dict:
 
 def print_network(network: Network, kernels: list[KernelStats], device: str, compiler: str,
                   assumptions: str) -> None:
-    unit = UNIT.get(device, "waves")
+    unit = kernels[0].occupancy_unit if kernels else "waves"
     target = kernels[0].target_occupancy if kernels else None
     click.echo(f"{network.name}: {len(kernels)} kernels compiled for {device} by {compiler}")
     click.echo(f"part: {assumptions or 'no figures: no time estimate'}; target occupancy "
@@ -108,14 +107,14 @@ def warnings(kernel: KernelStats, device: str) -> list[str]:
     for row in kernel.rows:
         for flag in kernel.flags(row):
             what = (f"spills {row.spilled_vgprs} registers, fills {row.fills}" if flag == "SPILLS" else
-                    f"holds {row.waves} {UNIT.get(device, 'waves')}, under the target {kernel.target_occupancy}")
+                    f"holds {row.waves} {kernel.occupancy_unit}, under the target {kernel.target_occupancy}")
             out.append(f"{kernel.name} op {row.op} ({row.label}) {what} at {row.vgprs} registers on {device}")
     return out
 
 
 def print_estimates(kernel: KernelStats, device: str, assumptions: str) -> None:
     """`stats CONFIG`'s lines after the compiler's table: each op's estimate, the kernel's, and a faster tile."""
-    click.echo(f"part: {assumptions}; target occupancy {kernel.target_occupancy} {UNIT.get(device, 'waves')}")
+    click.echo(f"part: {assumptions}; target occupancy {kernel.target_occupancy} {kernel.occupancy_unit}")
     click.echo(MODEL)
     for e in kernel.estimates:
         click.echo(f"  op {e.op}: {e.invocations} invocations x {e.passes} passes, compute {ms(e.compute_seconds)} "

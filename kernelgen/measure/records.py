@@ -239,6 +239,7 @@ class KernelStats:
     rows: tuple[DeviceStats, ...]
     estimates: tuple[OpEstimate, ...] = ()
     target_occupancy: int | None = None  # Adreno waves per core, Mali threads per slot; None: no target here
+    occupancy_unit: str = "waves"
     variants: tuple[tuple[str, tuple[float | None, ...]], ...] = ()  # label, per op its seconds
 
     @property

@@ -212,9 +212,9 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         reported; () when this target or that part has no estimate."""
         return ()
 
-    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> int | None:
-        """The occupancy `stats` holds the kernels to on that part (waves, threads), in its compiler's unit; None:
-        no target."""
+    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> tuple[int, str] | None:
+        """The occupancy `stats` holds the kernels to on that part, and its compiler's unit of it (waves,
+        threads); None: no target."""
         return None
 
     def stats_assumptions(self, device: str, gpu: str | None = None) -> str:

@@ -20,6 +20,7 @@ class PartSpec:
     clock_mhz: int
     dram_gbps: float  # the chip's DRAM bandwidth, GB/s (1e9 bytes)
     target_occupancy: int  # Adreno: waves per SP; Mali: threads per slot (2 = full): what the defaults keep
+    occupancy_unit: str  # how the compiler counts it
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -38,7 +39,7 @@ class PartSpec:
 
 PARTS = {p.name: p for p in (
     PartSpec(name="a740", part="Adreno 740 (Snapdragon 8 Gen 2)", cores=6, lanes_per_core=256, clock_mhz=680,
-             dram_gbps=68.3, target_occupancy=8,
+             dram_gbps=68.3, target_occupancy=8, occupancy_unit="waves",
              sources={"cores": FREEDRENO + " (A740: num_ccu = 6, and SP cores match CCUs there)",
                       "lanes_per_core": "1536 FP32 ALUs in all, as reported for the Adreno 740 (~2.1 TFLOPS FP32 at "
                                         "680 MHz), over its 6 SPs",
@@ -48,7 +49,7 @@ PARTS = {p.name: p for p in (
                       "target_occupancy": "kernelgen devices adreno-7xx register_budget: 8 waves at <= 24 vec4 "
                                           "registers (reg_size_vec4 96)"}),
     PartSpec(name="a660", part="Adreno 660 (Snapdragon 888)", cores=3, lanes_per_core=341, clock_mhz=840,
-             dram_gbps=51.2, target_occupancy=6,
+             dram_gbps=51.2, target_occupancy=6, occupancy_unit="waves",
              sources={"cores": FREEDRENO + " (A660: num_ccu = 3)",
                       "lanes_per_core": "1024 FP32 ALUs in all, as reported for the Adreno 660 (~1.72 TFLOPS FP32 "
                                         "at 840 MHz), over its 3 SPs (rounded down)",
@@ -57,7 +58,7 @@ PARTS = {p.name: p for p in (
                       "target_occupancy": "kernelgen devices adreno-6xx register_budget: 6 waves at <= 21 vec4 "
                                           "registers (reg_size_vec4 64)"}),
     PartSpec(name="g610", part="Mali-G610 MP4 (Rockchip RK3588)", cores=4, lanes_per_core=64, clock_mhz=1000,
-             dram_gbps=33.8, target_occupancy=2,
+             dram_gbps=33.8, target_occupancy=2, occupancy_unit="threads",
              sources={"cores": "Rockchip RK3588 datasheet: Mali-G610 MP4",
                       "lanes_per_core": VALHALL_STATS + " (64 FP32 FMA lanes per core: 2 execution engines; the "
                                                         "RK3588's GPU is quoted at ~512 GFLOPS FP32)",

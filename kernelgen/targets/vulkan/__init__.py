@@ -125,9 +125,9 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
         part = _part(device, gpu)
         return estimate_kernel(job.target_plan, rows, part) if part is not None else ()
 
-    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> int | None:
+    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> tuple[int, str] | None:
         part = _part(device, gpu)
-        return part.target_occupancy if part is not None else None
+        return (part.target_occupancy, part.occupancy_unit) if part is not None else None
 
     def stats_assumptions(self, device: str, gpu: str | None = None) -> str:
         part = _part(device, gpu)
