@@ -126,4 +126,7 @@ def print_estimates(kernel: KernelStats, device: str, assumptions: str) -> None:
                    f"ms, memory {ms(e.memory_seconds)} ms ({e.traffic_bytes} bytes): {ms(e.seconds)} ms, {e.bound} "
                    f"bound")
     click.echo(f"{kernel.name} on {device}: estimated {ms(kernel.seconds)} ms")
+    for label, times in kernel.variants:
+        click.echo(f"  {label}: " + ", ".join(f"op {e.op} {ms(t) + ' ms' if t is not None else 'spills or no plan'}"
+                                              for e, t in zip(kernel.estimates, times)))
     print_faster(kernel, device)
