@@ -29,8 +29,8 @@ from .measure import bench as _bench
 from .measure import run as _run
 from .measure import sources as _sources
 from .measure import validate as _validate
-from .measure.records import (BenchOptions, BenchRow, DeviceStats, KernelStats, Status, ValidationResult,
-                              unmeasured)
+from .measure.records import (BenchOptions, BenchRow, DeviceStats, KernelStats, OpEstimate, Status,
+                              ValidationResult, unmeasured)
 from .plan_types import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes
@@ -273,8 +273,8 @@ def kernel_stats(config: Config, target: str, device: str | None = None, gpu: st
                        occupancy_unit=unit, variants=variants)
 
 
-def _variant_seconds(known: Target, default: Job, estimates, label: str, config: Config, device: str,
-                     gpu: str | None) -> tuple[str, tuple[float | None, ...]]:
+def _variant_seconds(known: Target, default: Job, estimates: tuple[OpEstimate, ...], label: str, config: Config,
+                     device: str, gpu: str | None) -> tuple[str, tuple[float | None, ...]]:
     """One tile variant's estimated time per op: None where the op spills with that tile (it would not be chosen),
     all None when the problem cannot take the tile; the default's own times when the variant plans its tiles."""
     none = (None,) * len(estimates)
