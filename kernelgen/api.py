@@ -29,7 +29,8 @@ from .measure import bench as _bench
 from .measure import run as _run
 from .measure import sources as _sources
 from .measure import validate as _validate
-from .measure.records import BenchOptions, BenchRow, DeviceStats, Status, ValidationResult, unmeasured
+from .measure.records import (BenchOptions, BenchRow, DeviceStats, KernelStats, OpEstimate, Status,
+                              ValidationResult, unmeasured)
 from .plan_types import Plan
 from .planner import plan
 from .report import text_report, unfused_activation_bytes
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BenchOptions", "BenchRow", "Config", "DeviceStats", "Job", "Plan", "Status", "TARGETS", "Target",
            "ValidationResult", "applicable", "bench", "bench_network", "binaries", "chosen_targets", "dependencies", "fusion_coster", "generate",
-           "jobs", "json_schema", "load_config", "load_network", "network_files", "network_targets", "network_weights", "output_files", "output_names", "parse_config", "plan",
+           "jobs", "json_schema", "kernel_stats", "load_config", "load_network", "network_files", "network_targets", "network_weights", "output_files", "output_names", "parse_config", "plan",
            "network_chart", "roofline_chart", "run", "skipped", "stats", "stats_parts", "stats_profile", "toolchain", "validate", "validate_job", "validate_network", "with_device",
            "with_sources"]
 
@@ -252,6 +253,40 @@ def stats(config: Config, target: str, device: str | None = None, gpu: str | Non
     config = with_device(config, device) if device else config
     judge = stats_profile(config, target, device)
     return TARGETS[target].stats(jobs(config, (target,))[target], judge, gpu)
+
+
+def kernel_stats(config: Config, target: str, device: str | None = None, gpu: str | None = None, *,
+                 compare_tiles: bool = False) -> KernelStats:
+    """`stats` with the verdict and the estimate: per op the compiler's statistics, the occupancy the part's
+    profile targets, and (where the part's figures are known) each op's estimated time; with `compare_tiles`, the
+    target's tile variants (tile_variants) compiled and estimated too, each a compile of the whole kernel."""
+    config = with_device(config, device) if device else config
+    judge = stats_profile(config, target, device)
+    known = TARGETS[target]
+    job = jobs(config, (target,))[target]
+    rows = known.stats(job, judge, gpu)
+    estimates = known.time_estimate(job, rows, judge, gpu)
+    variants = tuple(_variant_seconds(known, job, estimates, label, variant, judge, gpu)
+                     for label, variant in known.tile_variants(config)) if compare_tiles and estimates else ()
+    target, unit = known.stats_target_occupancy(judge, gpu) or (None, "waves")
+    return KernelStats(name=config.name, rows=rows, estimates=estimates, target_occupancy=target,
+                       occupancy_unit=unit, variants=variants)
+
+
+def _variant_seconds(known: Target, default: Job, estimates: tuple[OpEstimate, ...], label: str, config: Config,
+                     device: str, gpu: str | None) -> tuple[str, tuple[float | None, ...]]:
+    """One tile variant's estimated time per op: None where the op spills with that tile (it would not be chosen),
+    all None when the problem cannot take the tile; the default's own times when the variant plans its tiles."""
+    none = (None,) * len(estimates)
+    try:
+        job = jobs(config, (known.name,))[known.name]
+        if job.target_plan == default.target_plan:
+            return label, tuple(e.seconds for e in estimates)
+        rows = known.stats(job, device, gpu)
+    except KernelgenError:
+        return label, none
+    timed = known.time_estimate(job, rows, device, gpu)
+    return label, tuple(None if r.spills or r.fills else e.seconds for r, e in zip(rows, timed, strict=True))
 
 
 def stats_parts() -> dict[str, str]:

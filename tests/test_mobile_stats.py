@@ -43,7 +43,8 @@ def test_the_valhall_shaderdb_line_is_parsed_field_by_field():
     stats = parse_shaderdb("noise\nCompute " + SHADERDB + "\nmore noise\n")
     assert stats == {"vgprs": 64, "sgprs": 0, "spilled_vgprs": 117, "spilled_sgprs": 0, "scratch_bytes": 0,
                      "waves": 1, "code_bytes": 1744 * 16, "latency": 0, "inverse_throughput": 1.03125,
-                     "instructions": 1630, "fills": 2331}
+                     "instructions": 1630, "fills": 2331,
+                     "pipes": (("fma", 1.03125), ("cvt", 0.3125), ("sfu", 0.0), ("v", 0.0), ("t", 0.0), ("ls", 0.5625))}
     assert parse_shaderdb("Compute " + SHADERDB.replace("1 threads", "2 threads"))["vgprs"] == 32
 
 

@@ -6,11 +6,13 @@ import json
 
 import click
 
-from ..api import TARGETS, load_config, stats, stats_parts, stats_profile, with_device
+from ..api import TARGETS, kernel_stats, load_config, stats_parts, stats_profile, with_device
 from ..errors import KernelgenError
 from ..measure.context import run_context
 from ..measure.records import DeviceStats
+from ..network.manifest import is_manifest
 from .common import device_choice, handle_errors, json_option
+from .stats_report import kernel_record, network_stats, print_estimates
 
 KEYS = DeviceStats.statistics()
 GPU_PROFILE = stats_parts()  # --gpu: each part and its profile
@@ -34,9 +36,13 @@ def _parts_help() -> str:
                "PanVK's Valhall compiler). Default: the config's own vulkan/opencl.device.")
 @click.option("--gpu", type=click.Choice(sorted(GPU_PROFILE)), default=None,
               help=f"The part a profile covering several is compiled for ({_parts_help()}).")
+@click.option("--compare-tiles", is_flag=True,
+              help="Also compile the target's sweep tiles (at the default workgroup size) and say where one is "
+                   "estimated faster than the default tile (a compile per tile and kernel).")
 @json_option
 @handle_errors
-def stats_command(config: str, target: str, device: str | None, gpu: str | None, as_json: bool) -> None:
+def stats_command(config: str, target: str, device: str | None, gpu: str | None, compare_tiles: bool,
+                  as_json: bool) -> None:
     """Registers, spills, occupancy and code size of each op, from the device's own compiler.
 
     \b
@@ -55,12 +61,22 @@ def stats_command(config: str, target: str, device: str | None, gpu: str | None,
     rdna2: Mesa's RADV compiles for a null RDNA2 device (no GPU needed) and its ACO compiler reports
     VGPRs, SGPRs, spilled VGPRs/SGPRs, scratch bytes, waves per SIMD, code bytes and its static latency
     and inverse-throughput estimates. A kernel that spills here would crawl on a real GPU.
+    On the mobile profiles each op's estimated time on the part (its figures
+    printed beside it: cores, lanes, clock, DRAM bandwidth) follows from the
+    compiler's own counts; --compare-tiles estimates the sweep's tiles too.
+    CONFIG may be a network manifest (kernelgen import): every kernel of the
+    network, flagged where it spills or misses the target occupancy, and the
+    network's estimated time (--device required).
     Example:
       kernelgen stats configs/seed002_vulkan.yaml --target vulkan --device rdna2
+      kernelgen stats net/mobilenet_v2.yaml --target vulkan --device mali-valhall
     """
     if target not in TARGETS:
         raise click.BadParameter(f"unknown target {target!r} (expected one of: {', '.join(TARGETS)})",
                                  param_hint="--target")
+    if is_manifest(config):
+        _network(config, target, device, gpu, compare_tiles, as_json)
+        return
     loaded = load_config(config)
     loaded = with_device(loaded, device) if device else loaded
     try:
@@ -71,7 +87,8 @@ def stats_command(config: str, target: str, device: str | None, gpu: str | None,
     if gpu is not None and GPU_PROFILE[gpu] != profile:
         raise click.BadParameter(f"{gpu} is a part of the {GPU_PROFILE[gpu]} profile, not of {profile}",
                                  param_hint="--gpu")
-    rows = stats(loaded, target, gpu=gpu)
+    kernel = kernel_stats(loaded, target, gpu=gpu, compare_tiles=compare_tiles)
+    rows = kernel.rows
     compiler = TARGETS[target].stats_compiler(profile, gpu)
     options = TARGETS[target].options(loaded)
     given = sorted((options.model_fields_set if options is not None else set()) - {"device"})
@@ -81,7 +98,9 @@ def stats_command(config: str, target: str, device: str | None, gpu: str | None,
         context = run_context([target], {f"{target}-stats": f"{profile} ({compiler})"})
         click.echo(json.dumps({"context": context, "results": [{
             "config": loaded.name, "target": target, "device": profile, "profile": profile, "config_sets": given,
-            "ops": [r.as_dict() for r in rows]}]}, indent=2))
+            "ops": [r.as_dict() for r in rows], "assumptions": TARGETS[target].stats_assumptions(profile, gpu),
+            **{k: v for k, v in kernel_record(kernel).items() if k != "ops"},
+            "estimates": [e.as_dict() for e in kernel.estimates]}]}, indent=2))
     else:
         click.echo(f"{loaded.name}: {target} kernels with {tiles}, compiled for {profile} by {compiler}")
         for row in rows:
@@ -89,10 +108,27 @@ def stats_command(config: str, target: str, device: str | None, gpu: str | None,
         click.echo(f"{'op':>3} " + " ".join(f"{k:>18}" for k in KEYS))
         for row in rows:
             click.echo(f"{row.op:>3} " + " ".join(f"{getattr(row, k):>18}" for k in KEYS))
+        if kernel.estimates:
+            print_estimates(kernel, profile, TARGETS[target].stats_assumptions(profile, gpu))
     for row in rows:
         warning = TARGETS[target].spill_warning(row, profile, compiler)
         if warning:
             click.echo(f"warning: {warning}", err=True)
+
+
+def _network(manifest: str, target: str, device: str | None, gpu: str | None, compare_tiles: bool,
+             as_json: bool) -> None:
+    """A manifest: every kernel of the network, for --device (required: the kernels' own profile is lavapipe's)."""
+    from .network import load_networks
+
+    if device is None:
+        raise click.UsageError(f"{manifest} is a network manifest: give --device (one of "
+                               f"{', '.join(TARGETS[target].stats_devices)}) to compile its kernels for")
+    if gpu is not None and GPU_PROFILE[gpu] != device:
+        raise click.BadParameter(f"{gpu} is a part of the {GPU_PROFILE[gpu]} profile, not of {device}",
+                                 param_hint="--gpu")
+    (network,) = load_networks((manifest,), device)
+    network_stats(network, target, device, gpu, compare_tiles, as_json)
 
 
 @click.command("devices")

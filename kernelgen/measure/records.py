@@ -160,7 +160,9 @@ class DeviceStats:
     - Mali Valhall (PanVK): vgprs = work registers (32 or 64, the only two the allocator gives), waves = threads
       per slot (2: full occupancy, 1: half), spills and fills, inverse_throughput = the compiler's cycle
       estimate of its busiest unit.
-    A number the compiler does not report is 0."""
+    A number the compiler does not report is 0. `pipes`: the compiler's own per-unit counts for one pass over
+    the shader, which the time estimate reads (Valhall: cycles per thread on fma, cvt, sfu, v, t, ls; ir3:
+    instructions issued, nops, sync-stall cycles)."""
 
     op: int
     label: str
@@ -175,6 +177,7 @@ class DeviceStats:
     inverse_throughput: float
     instructions: int = 0
     fills: int = 0
+    pipes: tuple[tuple[str, float], ...] = ()
 
     @property
     def spills(self) -> int:
@@ -183,7 +186,87 @@ class DeviceStats:
     @staticmethod
     def statistics() -> tuple[str, ...]:
         """The compiler's numbers, in the order the table prints them."""
-        return tuple(f.name for f in fields(DeviceStats) if f.name not in ("op", "label"))
+        return tuple(f.name for f in fields(DeviceStats) if f.name not in ("op", "label", "pipes"))
 
     def as_dict(self) -> dict[str, int | str]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "pipes"}
+        return out | ({"pipes": dict(self.pipes)} if self.pipes else {})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpEstimate:
+    """One op's estimated time on a GPU that is not here: its compiler's per-unit counts for one pass over the
+    shader, times the passes of its innermost kept loop and the invocations of its dispatch, over the part's cores
+    and clock (the busiest unit bounds it), against its compulsory DRAM traffic over the part's bandwidth."""
+
+    op: int
+    label: str
+    invocations: int  # of the dispatch
+    passes: int  # runs of the innermost kept loop's body per invocation
+    unit_seconds: tuple[tuple[str, float], ...]  # per unit the compiler counts: the dispatch's time on it
+    traffic_bytes: int  # every tensor the op reads or writes, moved once
+    memory_seconds: float
+
+    @property
+    def compute_seconds(self) -> float:
+        return max((s for _, s in self.unit_seconds), default=0.0)
+
+    @property
+    def seconds(self) -> float:
+        return max(self.compute_seconds, self.memory_seconds)
+
+    @property
+    def bound(self) -> str:
+        """What bounds the estimate: the busiest unit, or dram."""
+        if self.memory_seconds >= self.compute_seconds:
+            return "dram"
+        return max(self.unit_seconds, key=lambda unit: unit[1])[0]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"op": self.op, "label": self.label, "invocations": self.invocations, "passes": self.passes,
+                "unit_seconds": dict(self.unit_seconds), "traffic_bytes": self.traffic_bytes,
+                "memory_seconds": self.memory_seconds, "compute_seconds": self.compute_seconds,
+                "seconds": self.seconds, "bound": self.bound}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelStats:
+    """One kernel (a config, or one step of a network) judged by a device's compiler: per op its statistics and,
+    where the part's figures are known, its estimated time; the tile variants tried instead of the default, each
+    with its estimated time (None: it spills, or the problem cannot take that tile)."""
+
+    name: str
+    rows: tuple[DeviceStats, ...]
+    estimates: tuple[OpEstimate, ...] = ()
+    target_occupancy: int | None = None  # Adreno waves per core, Mali threads per slot; None: no target here
+    occupancy_unit: str = "waves"
+    variants: tuple[tuple[str, tuple[float | None, ...]], ...] = ()  # label, per op its seconds
+
+    @property
+    def seconds(self) -> float:
+        return sum(e.seconds for e in self.estimates)
+
+    def flags(self, row: DeviceStats) -> tuple[str, ...]:
+        """What is wrong with one op: it spills, or it holds fewer waves (threads) than the target."""
+        below = self.target_occupancy is not None and row.waves < self.target_occupancy
+        return (("SPILLS",) if row.spills or row.fills else ()) + (("BELOW-TARGET",) if below else ())
+
+    @property
+    def flagged(self) -> bool:
+        return any(self.flags(row) for row in self.rows)
+
+    def faster_tiles(self) -> tuple[tuple[OpEstimate, str, float], ...]:
+        """Per op whose default tile some variant beats: its default estimate, the fastest variant, its time."""
+        out = []
+        for index, default in enumerate(self.estimates):
+            timed = [(times[index], label) for label, times in self.variants if times[index] is not None]
+            if timed and min(timed)[0] < default.seconds:
+                seconds, label = min(timed)
+                out.append((default, label, seconds))
+        return tuple(out)
+
+    @property
+    def best_tiles_seconds(self) -> float:
+        """The kernel's estimate with each op at its fastest tile (the default's or a variant's)."""
+        faster = {default.op: seconds for default, _, seconds in self.faster_tiles()}
+        return sum(faster.get(e.op, e.seconds) for e in self.estimates)

@@ -29,7 +29,7 @@ from ..errors import KernelgenError
 from ..measure.compare import Roundoff
 # targets import these from here
 from ..measure.primitives import BANDWIDTH, FMA, Executable, Job, Probe, TargetPlan, Traced  # noqa: F401
-from ..measure.records import DeviceStats, Timings
+from ..measure.records import DeviceStats, OpEstimate, Timings
 from ..measure.roofline import MachinePeaks
 from ..measure.tensors import KernelArgs
 from ..plan_types import Plan
@@ -205,6 +205,26 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
     def stats_parts(self) -> dict[str, str]:
         """The parts `stats` can compile for where one of its profiles covers several (--gpu): {part: profile}."""
         return {}
+
+    def time_estimate(self, job: Job[TargetPlan], rows: tuple[DeviceStats, ...], device: str,
+                      gpu: str | None = None) -> tuple[OpEstimate, ...]:
+        """Per op, its estimated time on `gpu` (the profile's default part when None) from `rows`, what `stats`
+        reported; () when this target or that part has no estimate."""
+        return ()
+
+    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> tuple[int, str] | None:
+        """The occupancy `stats` holds the kernels to on that part, and its compiler's unit of it (waves,
+        threads); None: no target."""
+        return None
+
+    def stats_assumptions(self, device: str, gpu: str | None = None) -> str:
+        """The part's figures behind time_estimate, one line; "" without an estimate."""
+        return ""
+
+    def tile_variants(self, config: Config) -> list[tuple[str, Config]]:
+        """The tiles `stats --compare-tiles` estimates beside the default: the sweep's tiles at the config's own
+        work-group size; [] for a target without any."""
+        return []
 
     def spill_warning(self, row: DeviceStats, device: str, compiler: str) -> str:
         """What `stats` warns of an op that spills on `device` (compiled by `compiler`): the numbers that

@@ -11,19 +11,20 @@ from ...config import Config
 from ...emit import OutputFile
 from ...errors import KernelgenError
 from ...measure.compare import Roundoff
-from ...measure.records import DeviceStats, Timings
+from ...measure.records import DeviceStats, OpEstimate, Timings
 from ...plan_types import Plan
 from ...reference import HALF_UNIT_ROUNDOFF
 from ...toolstatus import ToolStatus
 from ..base import Job
 from ..gpu.api import VULKAN
 from ..gpu.dispatch import GpuDispatch, GpuTensor
+from ..gpu.parts import PARTS, PartSpec
 from ..gpu.program import GpuTarget
 from .code import COMP_TEMPLATE, compile_ops
 from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
 from .program import VulkanProgram, compile_program, launches, stages
-from .sweep import static_estimate, sweep_variants
+from .sweep import static_estimate, sweep_variants, tile_variants
 from .toolchain import status
 
 
@@ -117,6 +118,24 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
     def stats_compiler(self, device: str, gpu: str | None = None) -> str:
         return stats_compiler(device, gpu)
 
+    def time_estimate(self, job: Job[VulkanPlan], rows: tuple[DeviceStats, ...], device: str,
+                      gpu: str | None = None) -> tuple[OpEstimate, ...]:
+        from .estimate import estimate_kernel
+
+        part = _part(device, gpu)
+        return estimate_kernel(job.target_plan, rows, part) if part is not None else ()
+
+    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> tuple[int, str] | None:
+        part = _part(device, gpu)
+        return (part.target_occupancy, part.occupancy_unit) if part is not None else None
+
+    def stats_assumptions(self, device: str, gpu: str | None = None) -> str:
+        part = _part(device, gpu)
+        return part.assumptions() if part is not None else ""
+
+    def tile_variants(self, config: Config) -> list[tuple[str, Config]]:
+        return tile_variants(config)
+
     def stats(self, job: Job[VulkanPlan], device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
         """Each op compiled by the device's own compiler without the GPU: RADV's ACO for a null RDNA2 device;
         Turnip's ir3 (Adreno) or PanVK's Valhall compiler (Mali) over Mesa's noop DRM shims, as `gpu` (one
@@ -155,6 +174,13 @@ def short_compiler(device: str) -> str:
         return "RADV's ACO"
     gpu = gpu_for(device, None)
     return f"{gpu.driver.compiler} as {gpu.name}"
+
+
+def _part(device: str, gpu: str | None) -> PartSpec | None:
+    """The figures of the part `stats` compiles for (gpu/parts.py), when they are known (not rdna2's)."""
+    from .mobilestats import gpu_for
+
+    return None if device == "rdna2" else PARTS.get(gpu_for(device, gpu).name)
 
 
 def stats_compiler(device: str, gpu: str | None = None) -> str:

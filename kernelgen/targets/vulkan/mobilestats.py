@@ -21,6 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ...children import run_child
 from ...errors import ToolchainError
@@ -58,8 +59,9 @@ GPUS = {g.name: g for g in (
 )}
 # The part a profile is judged on when --gpu does not say (the first of each profile's parts above).
 DEFAULT_GPU = {"adreno-7xx": "a740", "adreno-6xx": "a660", "mali-valhall": "g610"}
-SHADERDB = re.compile(r"(\d+) inst, ([\d.]+) cycles, .*? (\d+) quadwords, (\d+) threads, (\d+) loops, "
-                      r"(\d+):(\d+) spills:fills")
+SHADERDB = re.compile(r"(\d+) inst, ([\d.]+) cycles, ([\d.]+) fma, ([\d.]+) cvt, ([\d.]+) sfu, ([\d.]+) v, "
+                      r"([\d.]+) t, ([\d.]+) ls, (\d+) quadwords, (\d+) threads, (\d+) loops, (\d+):(\d+) spills:fills")
+VALHALL_PIPES = ("fma", "cvt", "sfu", "v", "t", "ls")  # the shaderdb line's per-unit cycles, in its order
 TURNIP_FIELDS = ("Registers used", "Max Waves Per Core", "Instruction Count", "Code size", "STP Count",
                  "LDP Count", "Estimated cycles stalled on SS", "Estimated cycles stalled on SY")
 
@@ -86,7 +88,7 @@ def compiler_status() -> tuple[ToolStatus, ...]:
                             else "", INSTALL_COMMAND, stats_only=True) for driver in (TURNIP, PANVK))
 
 
-def mobile_stats(gpu: MobileGpu, spirv: list[bytes], kinds: list[tuple[str, ...]]) -> list[dict[str, float]]:
+def mobile_stats(gpu: MobileGpu, spirv: list[bytes], kinds: list[tuple[str, ...]]) -> list[dict[str, Any]]:
     """Compile each module (its bindings of these kinds) for the part; per module, DeviceStats' fields."""
     driver = gpu.driver
     if not is_installed(driver):
@@ -110,7 +112,7 @@ def mobile_stats(gpu: MobileGpu, spirv: list[bytes], kinds: list[tuple[str, ...]
     return out
 
 
-def parse_turnip(statistics: dict[str, float]) -> dict[str, float]:
+def parse_turnip(statistics: dict[str, float]) -> dict[str, Any]:
     """Turnip's pipeline-executable statistics -> DeviceStats' fields. Registers are vec4 full registers
     (ir3's max_reg + 1); the waves a core holds follow from them (reg_size_vec4 / registers x 2 per wave pair).
     ir3 counts instructions and code size in 16 bits: on a huge kernel (tens of thousands of instructions) they
@@ -123,18 +125,22 @@ def parse_turnip(statistics: dict[str, float]) -> dict[str, float]:
             "scratch_bytes": 0, "waves": s["Max Waves Per Core"], "code_bytes": 4 * s["Code size"],
             "latency": s["Estimated cycles stalled on SS"] + s["Estimated cycles stalled on SY"],
             "inverse_throughput": s["Instruction Count"], "instructions": s["Instruction Count"],
-            "fills": s["LDP Count"]}
+            "fills": s["LDP Count"],
+            "pipes": (("issued", s["Instruction Count"]), ("nops", s.get("NOPs Count", 0)),
+                      ("stall_ss", s["Estimated cycles stalled on SS"]),
+                      ("stall_sy", s["Estimated cycles stalled on SY"]))}
 
 
-def parse_shaderdb(stderr: str) -> dict[str, float]:
+def parse_shaderdb(stderr: str) -> dict[str, Any]:
     """The Valhall compiler's shaderdb line -> DeviceStats' fields. Its register allocator gives a shader 32
     work registers (2 threads per slot: full occupancy) or 64 (1 thread), so 'threads' is the register count."""
     lines = [m for m in SHADERDB.finditer(stderr)]
     if len(lines) != 1:
         raise ToolchainError(f"PanVK printed {len(lines)} shaderdb lines for one pipeline, expected 1: "
                              f"{stderr.strip()[-300:]}")
-    inst, cycles, quadwords, threads, _loops, spills, fills = lines[0].groups()
+    inst, cycles, *pipes, quadwords, threads, _loops, spills, fills = lines[0].groups()
     return {"vgprs": 32 if threads == "2" else 64, "sgprs": 0, "spilled_vgprs": int(spills), "spilled_sgprs": 0,
             "scratch_bytes": 0, "waves": int(threads), "code_bytes": 16 * int(quadwords), "latency": 0,
-            "inverse_throughput": float(cycles), "instructions": int(inst), "fills": int(fills)}
+            "inverse_throughput": float(cycles), "instructions": int(inst), "fills": int(fills),
+            "pipes": tuple(zip(VALHALL_PIPES, map(float, pipes)))}
 

@@ -8,7 +8,7 @@ from ...config import Config
 from ...devices import PROFILES
 from ...measure.records import DeviceStats, Timings
 from ..gpu.api import VULKAN
-from ..gpu.profiles import GPU_SWEEP, VULKAN_SWEEPS
+from ..gpu.profiles import GPU_SWEEP, VULKAN_DEFAULTS, VULKAN_SWEEPS, SweepSpace
 from ..gpu.sweep import permutations
 from .options import vulkan_options
 from .plan import VulkanPlan
@@ -24,6 +24,16 @@ def sweep_variants(config: Config) -> list[tuple[str, Config]]:
     """Invocation tiles x workgroup sizes (bench --sweep), keeping the config's device and wide_store."""
     options = vulkan_options(config)
     return permutations(VULKAN, config, options, VULKAN_SWEEPS.get(options.device, GPU_SWEEP))
+
+
+def tile_variants(config: Config) -> list[tuple[str, Config]]:
+    """The sweep's invocation tiles at one workgroup size, the config's own (else its profile's default):
+    what `stats --compare-tiles` estimates beside the default tile, a compile per tile rather than per
+    permutation."""
+    options = vulkan_options(config)
+    size = tuple(options.wg_size) if options.wg_size is not None else VULKAN_DEFAULTS[options.device].wg_size
+    space = VULKAN_SWEEPS.get(options.device, GPU_SWEEP)
+    return permutations(VULKAN, config, options, SweepSpace(space.tiles, (size,)))
 
 
 def static_estimate(vk: VulkanPlan, device: str, stats: tuple[DeviceStats, ...]) -> Timings:
