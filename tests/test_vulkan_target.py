@@ -19,7 +19,7 @@ from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.targets.vulkan.options import MAX_UNROLLED_BODY
+from kernelgen.targets.vulkan.options import MAX_STORE_LOOPS, MAX_UNROLLED_BODY
 from kernelgen.targets.gpu.profiles import VULKAN_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
@@ -236,6 +236,36 @@ def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minu
     op = vk.ops[0]
     assert vk.buffers[op.filter].layout is not None and op.f.vec4 and op.f.texel
     assert op.fh_block == 3 and op.body == 4 * 16 * 2 * 9 * 4 <= MAX_UNROLLED_BODY and op.trips <= LOOP_LIMIT
+    result = validate(config, "vulkan")
+    assert result.passed, result.detail
+
+
+NCHW_RESIDUAL = ("name: nchw_residual\ninput: {shape: [1, 56, 56, 64], layout: NCHW}\nops:\n"
+                 "  - conv2d: {out_channels: 64, kernel: 3, pad: 1, bias: true, residual: input, activation: relu}\n"
+                 "output: {layout: NCHW}\ntargets: [vulkan]\n")
+
+
+def test_the_default_tile_shrinks_to_the_store_loop_budget():
+    """An imported ResNet block's 3x3 (NCHW in, out and residual): the square 8x8x8 default tile stores each of its
+    128 chunks as 4 scalars and reads 4 residual scalars, 1,024 per-lane loops on lavapipe (22.8 s CPU cold);
+    halved along its longer side (rows on a tie) to 4x8x8, 512 (7 s at 2x16x8). Without the residual 8x8x8 holds
+    512 and stays; NHWC stores and reads vec4s and keeps it too."""
+    config = parse_config(NCHW_RESIDUAL, "nchw_residual.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert not op.y.vec4 and op.residual is not None and not op.residual.vec4
+    assert op.ivc_tile == (4, 8, 2) and 4 * 8 * 2 * (4 + 4) == MAX_STORE_LOOPS
+    assert op.body == 4 * 8 * 2 * 9 * 4
+    for text in (NCHW_RESIDUAL.replace(", residual: input", ""), NCHW_RESIDUAL.replace("NCHW", "NHWC")):
+        config = parse_config(text, "kept.yaml")
+        assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == (8, 8, 2), text
+    explicit = parse_config(NCHW_RESIDUAL + "vulkan: {ivc_tile: [8, 8, 8]}\n", "explicit.yaml")
+    assert plan_vulkan(explicit, plan(explicit)).ops[0].ivc_tile == (8, 8, 2)  # a tile the config sets is kept
+
+
+@pytest.mark.slow
+@requires_tool(*VULKAN)
+def test_the_shrunk_nchw_residual_tile_validates():
+    config = parse_config(NCHW_RESIDUAL, "nchw_residual.yaml")
     result = validate(config, "vulkan")
     assert result.passed, result.detail
 

@@ -24,6 +24,14 @@ MAX_TILE_ACCUMULATORS = 1024
 # chunks, accumulators): lavapipe's LLVM compiles it in time roughly proportional to it once no read branches
 # (benchmarks/vulkan_compile.py, CPU s cold: 1,152 ~2.5 s, 4,608 ~3.7 s, 9,216 ~9 s at 1,024 accumulators).
 MAX_UNROLLED_BODY = 9216
+# Storage-buffer accesses the store phase unrolls per invocation: per output chunk of the tile its store (4 scalar
+# stores where the layout keeps no 4 channels together, as NCHW does; 1 vec4 store; half a chunk-pair store) and
+# its residual read (4 scalars or 1 vec4). lavapipe runs each as a loop over the subgroup's lanes, and its LLVM's
+# cold compile grows with them on top of the trip body (benchmarks/vulkan_compile.py, CPU s cold, busy 2-core
+# host): an NCHW 3x3 56x56x64 -> 64 with an NCHW residual at 8x8x8 (128 chunks x 8 = 1,024) 22.8 s, at 2x16x8
+# (512) 7.0 s; ResNet18's imported residual 3x3s at 4x16x8 (1,024) 17-23 s, the same convs without the residual
+# (512) 8-13 s. A default tile shrinks to it (vulkan/plan.py); the bundled NHWC configs stay far below it.
+MAX_STORE_LOOPS = 512
 GPU_TILE_REGISTERS = 4
 
 
