@@ -10,7 +10,8 @@ written once. The taps are unrolled (kw always, kh while the body stays under BO
 so each input row segment is fetched once per channel group and serves every tap and
 output row that reads it. What one trip of the innermost kept loop unrolls (VulkanOp.body)
 stays under options.MAX_UNROLLED_BODY: a default tile shrinks to it, an explicit one past it
-is refused at its key.
+is refused at its key. A default tile also shrinks until its store phase (each chunk's store and
+residual read, 4 scalars apiece on NCHW) makes at most options.MAX_STORE_LOOPS storage accesses.
 
 Every index expression comes from the layout engine (TensorLayout.offsets), printed as
 GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
