@@ -19,7 +19,7 @@ from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.targets.vulkan.options import MAX_STORE_LOOPS, MAX_UNROLLED_BODY
+from kernelgen.targets.vulkan.options import MAX_STORE_WORK, MAX_UNROLLED_BODY
 from kernelgen.targets.gpu.profiles import VULKAN_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
@@ -245,19 +245,24 @@ NCHW_RESIDUAL = ("name: nchw_residual\ninput: {shape: [1, 56, 56, 64], layout: N
                  "output: {layout: NCHW}\ntargets: [vulkan]\n")
 
 
-def test_the_default_tile_shrinks_to_the_store_loop_budget():
+def test_the_default_tile_shrinks_to_the_store_work_budget():
     """An imported ResNet block's 3x3 (NCHW in, out and residual): the square 8x8x8 default tile stores each of its
-    128 chunks as 4 scalars and reads 4 residual scalars, 1,024 per-lane loops on lavapipe (22.8 s CPU cold);
-    halved along its longer side (rows on a tie) to 4x8x8, 512 (7 s at 2x16x8). Without the residual 8x8x8 holds
-    512 and stays; NHWC stores and reads vec4s and keeps it too."""
+    128 chunks as 4 scalars and reads 4 residual scalars, 1,024 per-lane loops on lavapipe, times its 4,608
+    multiply-adds per trip (22.8 s CPU cold); halved along its longer side (rows on a tie) to 4x8x8: 512 x 2,304.
+    Without the residual 512 x 4,608 shrinks too; a 1x1 keeps its default 4x8x8 (256 x 2,048), and NHWC, which
+    stores and reads vec4s, its 8x8x8 (256 x 4,608)."""
     config = parse_config(NCHW_RESIDUAL, "nchw_residual.yaml")
     op = plan_vulkan(config, plan(config)).ops[0]
     assert not op.y.vec4 and op.residual is not None and not op.residual.vec4
-    assert op.ivc_tile == (4, 8, 2) and 4 * 8 * 2 * (4 + 4) == MAX_STORE_LOOPS
-    assert op.body == 4 * 8 * 2 * 9 * 4
-    for text in (NCHW_RESIDUAL.replace(", residual: input", ""), NCHW_RESIDUAL.replace("NCHW", "NHWC")):
+    assert op.ivc_tile == (4, 8, 2) and op.body == 4 * 8 * 2 * 9 * 4
+    assert 4 * 8 * 2 * (4 + 4) * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * (4 + 4) * 2 * op.body
+    config = parse_config(NCHW_RESIDUAL.replace(", residual: input", ""), "plain.yaml")
+    assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == (4, 8, 2)
+    assert 4 * 8 * 2 * 4 * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * 4 * 2 * op.body
+    pointwise = NCHW_RESIDUAL.replace(", residual: input", "").replace("kernel: 3, pad: 1", "kernel: 1")
+    for text, tile in ((pointwise, (4, 8, 2)), (NCHW_RESIDUAL.replace("NCHW", "NHWC"), (8, 8, 2))):
         config = parse_config(text, "kept.yaml")
-        assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == (8, 8, 2), text
+        assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == tile, text
     explicit = parse_config(NCHW_RESIDUAL + "vulkan: {ivc_tile: [8, 8, 8]}\n", "explicit.yaml")
     assert plan_vulkan(explicit, plan(explicit)).ops[0].ivc_tile == (8, 8, 2)  # a tile the config sets is kept
 

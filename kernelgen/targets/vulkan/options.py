@@ -24,14 +24,18 @@ MAX_TILE_ACCUMULATORS = 1024
 # chunks, accumulators): lavapipe's LLVM compiles it in time roughly proportional to it once no read branches
 # (benchmarks/vulkan_compile.py, CPU s cold: 1,152 ~2.5 s, 4,608 ~3.7 s, 9,216 ~9 s at 1,024 accumulators).
 MAX_UNROLLED_BODY = 9216
-# Storage-buffer accesses the store phase unrolls per invocation: per output chunk of the tile its store (4 scalar
-# stores where the layout keeps no 4 channels together, as NCHW does; 1 vec4 store; half a chunk-pair store) and
-# its residual read (4 scalars or 1 vec4). lavapipe runs each as a loop over the subgroup's lanes, and its LLVM's
-# cold compile grows with them on top of the trip body (benchmarks/vulkan_compile.py, CPU s cold, busy 2-core
-# host): an NCHW 3x3 56x56x64 -> 64 with an NCHW residual at 8x8x8 (128 chunks x 8 = 1,024) 22.8 s, at 2x16x8
-# (512) 7.0 s; ResNet18's imported residual 3x3s at 4x16x8 (1,024) 17-23 s, the same convs without the residual
-# (512) 8-13 s. A default tile shrinks to it (vulkan/plan.py); the bundled NHWC configs stay far below it.
-MAX_STORE_LOOPS = 512
+# Storage-buffer accesses the store phase unrolls per invocation (per output chunk of the tile its store: 4 scalar
+# stores where the layout keeps no 4 channels together, as NCHW does, else 1 vector store; its residual read: 4
+# scalars or 1 vec4), times the trip body: lavapipe runs each access as a loop over the subgroup's lanes, and its
+# LLVM's cold compile grew with that product, ~5 s per million (benchmarks/vulkan_compile.py, CPU s cold, busy
+# 2-core host; NCHW in and out, imported ResNet18 and MobileNetV3-small convs): 3x3 with an NCHW residual at 8x8x8
+# (1,024 accesses x 4,608) 22.8 s, at 4x16x8 17-23 s, at 4x8x8 (512 x 2,304) 5-6 s; 3x3 at 4x16x8 (512 x 4,608)
+# 10.6 s, at 4x8x8 2.8 s; 1x1 240 -> 40 with a residual at 8x8x8 (1,024 x 2,048) 12.2 s, without at 8x8x8 5.5 s,
+# at 4x8x8 1.4 s; the 7x7 s2 stem at 4x16x8 (512 x 3,584) 7.7 s. A default tile shrinks until it fits
+# (vulkan/plan.py); the smaller tiles also ran faster where this shrinks them (3x3 0.32-0.40 -> 0.52 of the probe,
+# with a residual 0.28-0.30 -> 0.42-0.50; 1x1 with a residual 0.29-0.36 -> 0.40-0.47), while a 1x1 without one at
+# 4x8x8 ran slower (0.44 -> 0.34) and stays at 8x8x8. The bundled NHWC configs stay far below it.
+MAX_STORE_WORK = 2_000_000
 GPU_TILE_REGISTERS = 4
 
 
