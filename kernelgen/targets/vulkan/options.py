@@ -32,9 +32,10 @@ MAX_UNROLLED_BODY = 9216
 # (1,024 accesses x 4,608) 22.8 s, at 4x16x8 17-23 s, at 4x8x8 (512 x 2,304) 5-6 s; 3x3 at 4x16x8 (512 x 4,608)
 # 10.6 s, at 4x8x8 2.8 s; 1x1 240 -> 40 with a residual at 8x8x8 (1,024 x 2,048) 12.2 s, without at 8x8x8 5.5 s,
 # at 4x8x8 1.4 s; the 7x7 s2 stem at 4x16x8 (512 x 3,584) 7.7 s. A default tile shrinks until it fits
-# (vulkan/plan.py); the smaller tiles also ran faster where this shrinks them (3x3 0.32-0.40 -> 0.52 of the probe,
-# with a residual 0.28-0.30 -> 0.42-0.50; 1x1 with a residual 0.29-0.36 -> 0.40-0.47), while a 1x1 without one at
-# 4x8x8 ran slower (0.44 -> 0.34) and stays at 8x8x8. The bundled NHWC configs stay far below it.
+# (vulkan/plan.py); the smaller tiles also ran faster where this shrinks them (fraction of the probe, two
+# alternating rounds: 3x3 0.40, 0.32 -> 0.52, 0.35; with a residual 0.30, 0.28 -> 0.50, 0.42; 1x1 with a residual
+# 0.36, 0.29 -> 0.40, 0.47), while a 1x1 without one, at 4x8x8 0.34, 0.54 against 0.44, 0.12, keeps 8x8x8. The
+# bundled NHWC configs stay far below it.
 MAX_STORE_WORK = 2_000_000
 GPU_TILE_REGISTERS = 4
 
