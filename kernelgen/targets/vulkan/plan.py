@@ -382,8 +382,7 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
         red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     per_chunk = _store_accesses(op, y_tl, buffers.res)
-    store_work = MAX_STORE_WORK * op.stride[1]  # options.MAX_STORE_WORK: why strided convs take more
-    while default_tile and ioh * iow * k4 * per_chunk * red.body > store_work and ioh * iow > 1:
+    while default_tile and ioh * iow * k4 * per_chunk * red.body > MAX_STORE_WORK and ioh * iow > 1:
         ioh, iow = (ioh, iow // 2) if iow > ioh else (ioh // 2, iow)  # the longer side: fewer input rows refetched
         red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
