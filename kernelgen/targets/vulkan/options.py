@@ -34,8 +34,9 @@ MAX_UNROLLED_BODY = 9216
 # at 4x8x8 1.4 s; the 7x7 s2 stem at 4x16x8 (512 x 3,584) 7.7 s. A default tile shrinks until it fits
 # (vulkan/plan.py); the smaller tiles also ran faster where this shrinks them (fraction of the probe, two
 # alternating rounds: 3x3 0.40, 0.32 -> 0.52, 0.35; with a residual 0.30, 0.28 -> 0.50, 0.42; 1x1 with a residual
-# 0.36, 0.29 -> 0.40, 0.47), while a 1x1 without one, at 4x8x8 0.34, 0.54 against 0.44, 0.12, keeps 8x8x8. The
-# bundled NHWC configs stay far below it.
+# 0.36, 0.29 -> 0.40, 0.47), while a 1x1 without one, at 4x8x8 0.34, 0.54 against 0.44, 0.12, keeps 8x8x8. A 3x3
+# s2 56x56x64 -> 128 at 4x8x8 ran 0.39, 0.25 against 0.49, 0.28 (within this host's noise) and at 4x16x8 took
+# 11-16 s to compile: it shrinks too. The bundled NHWC configs stay far below it.
 MAX_STORE_WORK = 2_000_000
 GPU_TILE_REGISTERS = 4
 
