@@ -19,7 +19,7 @@ from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.targets.vulkan.options import MAX_STORE_WORK, MAX_UNROLLED_BODY
+from kernelgen.targets.vulkan.options import MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY
 from kernelgen.targets.gpu.profiles import VULKAN_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
@@ -263,6 +263,15 @@ def test_the_default_tile_shrinks_to_the_store_work_budget():
     for text, tile in ((pointwise, (4, 8, 2)), (NCHW_RESIDUAL.replace("NCHW", "NHWC"), (8, 8, 2))):
         config = parse_config(text, "kept.yaml")
         assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == tile, text
+    # MobileNetV3-small's 1x1 7x7x576 -> 96 with an NCHW residual: 4x7x12 reads and stores 672 scalars per
+    # invocation (x 1,344 multiply-adds, within MAX_STORE_WORK): its columns halve to 3, 288 accesses
+    tail = parse_config("name: tail\ninput: {shape: [1, 7, 7, 576], layout: NCHW}\n"
+                        "side_inputs: {shortcut: {shape: [1, 7, 7, 96], layout: NCHW}}\n"
+                        "ops: [{conv2d: {out_channels: 96, kernel: 1, bias: true, residual: shortcut}}]\n"
+                        "output: {layout: NCHW}\ntargets: [vulkan]\n", "tail.yaml")
+    op = plan_vulkan(tail, plan(tail)).ops[0]
+    assert op.ivc_tile == (4, 3, 3) and 4 * 7 * 3 * 8 > MAX_STORE_ACCESSES >= 4 * 3 * 3 * 8
+    assert 4 * 7 * 3 * 8 * 4 * 7 * 3 * 4 * 4 <= MAX_STORE_WORK
     explicit = parse_config(NCHW_RESIDUAL + "vulkan: {ivc_tile: [8, 8, 8]}\n", "explicit.yaml")
     assert plan_vulkan(explicit, plan(explicit)).ops[0].ivc_tile == (8, 8, 2)  # a tile the config sets is kept
 

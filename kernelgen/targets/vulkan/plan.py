@@ -11,7 +11,8 @@ so each input row segment is fetched once per channel group and serves every tap
 output row that reads it. What one trip of the innermost kept loop unrolls (VulkanOp.body)
 stays under options.MAX_UNROLLED_BODY: a default tile shrinks to it, an explicit one past it
 is refused at its key. A default tile also shrinks until its store phase's storage accesses (each
-chunk's store and residual read, 4 scalars apiece on NCHW) times that body fit options.MAX_STORE_WORK.
+chunk's store and residual read, 4 scalars apiece on NCHW) fit options.MAX_STORE_ACCESSES, and
+they times that body options.MAX_STORE_WORK.
 
 Every index expression comes from the layout engine (TensorLayout.offsets), printed as
 GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
@@ -46,7 +47,8 @@ from ..gpu.stores import tail_fill, vector_stores
 from ..gpu.tiles import TileAxis, TileGrid
 from .access import (Access, access, channel_padding_only, glsl_dialect, index_text, quotient_text,
                      residual_access, vec_ok)
-from .options import MAX_STORE_WORK, MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
+from .options import (MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY, check_accumulators, check_body,
+                      vulkan_options)
 from .defaults import default_tile_for, shuffle_rows, wide_store
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
@@ -333,7 +335,7 @@ def _grouped_tile(op: OpGeometry, ivc: tuple[int, int, int], x_tl: TensorLayout)
 
 
 def _store_accesses(op: OpGeometry, y_tl: TensorLayout, res_tl: TensorLayout | None) -> int:
-    """Storage-buffer accesses the store phase makes per output chunk (options.MAX_STORE_WORK): its store, 4
+    """Storage-buffer accesses the store phase makes per output chunk (options.MAX_STORE_ACCESSES): its store, 4
     scalars or one vector, and its residual read, 4 scalars or one vec4."""
     stores = 1 if vector_stores(VULKAN, y_tl) else 4
     return stores + (0 if res_tl is None else 1 if residual_access(res_tl, op).vec4 else 4)
@@ -382,7 +384,8 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
         red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     per_chunk = _store_accesses(op, y_tl, buffers.res)
-    while default_tile and ioh * iow * k4 * per_chunk * red.body > MAX_STORE_WORK and ioh * iow > 1:
+    while default_tile and ioh * iow > 1 and (ioh * iow * k4 * per_chunk > MAX_STORE_ACCESSES
+                                              or ioh * iow * k4 * per_chunk * red.body > MAX_STORE_WORK):
         ioh, iow = (ioh, iow // 2) if iow > ioh else (ioh // 2, iow)  # the longer side: fewer input rows refetched
         red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
