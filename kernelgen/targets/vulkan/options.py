@@ -39,7 +39,8 @@ MAX_UNROLLED_BODY = 9216
 # 11-16 s to compile: it shrinks too. The bundled NHWC configs stay far below it.
 MAX_STORE_WORK = 2_000_000
 # and the accesses alone, whatever the body: MobileNetV3-small's 1x1 28x28x88 -> 24 with an NCHW residual at
-# 4x14x8 (896 accesses x 896) took 11-14 s, at 4x7x8 (448) 2.9 s; at 1,024 the 1x1s above took 12-19 s.
+# 4x14x8 (896 accesses x 896) took 11-14 s, at 4x7x8 (448) 3 s (and ran 0.11, 0.05 of the probe against 0.11, 0.07:
+# a 28x28x24 output, too small to tell); at 1,024 the 1x1s above took 12-19 s.
 MAX_STORE_ACCESSES = 512
 GPU_TILE_REGISTERS = 4
 
