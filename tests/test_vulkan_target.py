@@ -19,7 +19,7 @@ from kernelgen.errors import ConfigError
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
 from kernelgen.api import validate
-from kernelgen.targets.vulkan.options import MAX_UNROLLED_BODY
+from kernelgen.targets.vulkan.options import MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY
 from kernelgen.targets.gpu.profiles import VULKAN_DEFAULTS
 from kernelgen.targets.vulkan.plan import LOOP_LIMIT, plan_vulkan, vec_ok
 
@@ -236,6 +236,50 @@ def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minu
     op = vk.ops[0]
     assert vk.buffers[op.filter].layout is not None and op.f.vec4 and op.f.texel
     assert op.fh_block == 3 and op.body == 4 * 16 * 2 * 9 * 4 <= MAX_UNROLLED_BODY and op.trips <= LOOP_LIMIT
+    result = validate(config, "vulkan")
+    assert result.passed, result.detail
+
+
+NCHW_RESIDUAL = ("name: nchw_residual\ninput: {shape: [1, 56, 56, 64], layout: NCHW}\nops:\n"
+                 "  - conv2d: {out_channels: 64, kernel: 3, pad: 1, bias: true, residual: input, activation: relu}\n"
+                 "output: {layout: NCHW}\ntargets: [vulkan]\n")
+
+
+def test_the_default_tile_shrinks_to_the_store_work_budget():
+    """An imported ResNet block's 3x3 (NCHW in, out and residual): the square 8x8x8 default tile stores each of its
+    128 chunks as 4 scalars and reads 4 residual scalars, 1,024 per-lane loops on lavapipe, times its 4,608
+    multiply-adds per trip (22.8 s CPU cold); halved along its longer side (rows on a tie) to 4x8x8: 512 x 2,304.
+    Without the residual 512 x 4,608 shrinks too; a 1x1 keeps its default 4x8x8 (256 x 2,048), and NHWC, which
+    stores and reads vec4s, its 8x8x8 (256 x 4,608)."""
+    config = parse_config(NCHW_RESIDUAL, "nchw_residual.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert not op.y.vec4 and op.residual is not None and not op.residual.vec4
+    assert op.ivc_tile == (4, 8, 2) and op.body == 4 * 8 * 2 * 9 * 4
+    assert 4 * 8 * 2 * (4 + 4) * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * (4 + 4) * 2 * op.body
+    config = parse_config(NCHW_RESIDUAL.replace(", residual: input", ""), "plain.yaml")
+    assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == (4, 8, 2)
+    assert 4 * 8 * 2 * 4 * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * 4 * 2 * op.body
+    pointwise = NCHW_RESIDUAL.replace(", residual: input", "").replace("kernel: 3, pad: 1", "kernel: 1")
+    for text, tile in ((pointwise, (4, 8, 2)), (NCHW_RESIDUAL.replace("NCHW", "NHWC"), (8, 8, 2))):
+        config = parse_config(text, "kept.yaml")
+        assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == tile, text
+    # MobileNetV3-small's 1x1 7x7x576 -> 96 with an NCHW residual: 4x7x12 reads and stores 672 scalars per
+    # invocation (x 1,344 multiply-adds, within MAX_STORE_WORK): its columns halve to 3, 288 accesses
+    tail = parse_config("name: tail\ninput: {shape: [1, 7, 7, 576], layout: NCHW}\n"
+                        "side_inputs: {shortcut: {shape: [1, 7, 7, 96], layout: NCHW}}\n"
+                        "ops: [{conv2d: {out_channels: 96, kernel: 1, bias: true, residual: shortcut}}]\n"
+                        "output: {layout: NCHW}\ntargets: [vulkan]\n", "tail.yaml")
+    op = plan_vulkan(tail, plan(tail)).ops[0]
+    assert op.ivc_tile == (4, 3, 3) and 4 * 7 * 3 * 8 > MAX_STORE_ACCESSES >= 4 * 3 * 3 * 8
+    assert 4 * 7 * 3 * 8 * 4 * 7 * 3 * 4 * 4 <= MAX_STORE_WORK
+    explicit = parse_config(NCHW_RESIDUAL + "vulkan: {ivc_tile: [8, 8, 8]}\n", "explicit.yaml")
+    assert plan_vulkan(explicit, plan(explicit)).ops[0].ivc_tile == (8, 8, 2)  # a tile the config sets is kept
+
+
+@pytest.mark.slow
+@requires_tool(*VULKAN)
+def test_the_shrunk_nchw_residual_tile_validates():
+    config = parse_config(NCHW_RESIDUAL, "nchw_residual.yaml")
     result = validate(config, "vulkan")
     assert result.passed, result.detail
 

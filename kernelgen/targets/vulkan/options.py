@@ -24,6 +24,24 @@ MAX_TILE_ACCUMULATORS = 1024
 # chunks, accumulators): lavapipe's LLVM compiles it in time roughly proportional to it once no read branches
 # (benchmarks/vulkan_compile.py, CPU s cold: 1,152 ~2.5 s, 4,608 ~3.7 s, 9,216 ~9 s at 1,024 accumulators).
 MAX_UNROLLED_BODY = 9216
+# Storage-buffer accesses the store phase unrolls per invocation (per output chunk of the tile its store: 4 scalar
+# stores where the layout keeps no 4 channels together, as NCHW does, else 1 vector store; its residual read: 4
+# scalars or 1 vec4), times the trip body: lavapipe runs each access as a loop over the subgroup's lanes, and its
+# LLVM's cold compile grew with that product, ~5 s per million (benchmarks/vulkan_compile.py, CPU s cold, busy
+# 2-core host; NCHW in and out, imported ResNet18 and MobileNetV3-small convs): 3x3 with an NCHW residual at 8x8x8
+# (1,024 accesses x 4,608) 22.8 s, at 4x16x8 17-23 s, at 4x8x8 (512 x 2,304) 5-6 s; 3x3 at 4x16x8 (512 x 4,608)
+# 10.6 s, at 4x8x8 2.8 s; 1x1 240 -> 40 with a residual at 8x8x8 (1,024 x 2,048) 12.2 s, without at 8x8x8 5.5 s,
+# at 4x8x8 1.4 s; the 7x7 s2 stem at 4x16x8 (512 x 3,584) 7.7 s. A default tile shrinks until it fits
+# (vulkan/plan.py); the smaller tiles also ran faster where this shrinks them (fraction of the probe, two
+# alternating rounds: 3x3 0.40, 0.32 -> 0.52, 0.35; with a residual 0.30, 0.28 -> 0.50, 0.42; 1x1 with a residual
+# 0.36, 0.29 -> 0.40, 0.47), while a 1x1 without one, at 4x8x8 0.34, 0.54 against 0.44, 0.12, keeps 8x8x8. A 3x3
+# s2 56x56x64 -> 128 at 4x8x8 ran 0.39, 0.25 against 0.49, 0.28 (within this host's noise) and at 4x16x8 took
+# 11-16 s to compile: it shrinks too. The bundled NHWC configs stay far below it.
+MAX_STORE_WORK = 2_000_000
+# and the accesses alone, whatever the body: MobileNetV3-small's 1x1 28x28x88 -> 24 with an NCHW residual at
+# 4x14x8 (896 accesses x 896) took 11-14 s, at 4x7x8 (448) 3 s (and ran 0.11, 0.05 of the probe against 0.11, 0.07:
+# a 28x28x24 output, too small to tell); at 1,024 the 1x1s above took 12-19 s.
+MAX_STORE_ACCESSES = 512
 GPU_TILE_REGISTERS = 4
 
 

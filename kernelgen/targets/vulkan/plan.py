@@ -10,7 +10,9 @@ written once. The taps are unrolled (kw always, kh while the body stays under BO
 so each input row segment is fetched once per channel group and serves every tap and
 output row that reads it. What one trip of the innermost kept loop unrolls (VulkanOp.body)
 stays under options.MAX_UNROLLED_BODY: a default tile shrinks to it, an explicit one past it
-is refused at its key.
+is refused at its key. A default tile also shrinks until its store phase's storage accesses (each
+chunk's store and residual read, 4 scalars apiece on NCHW) fit options.MAX_STORE_ACCESSES, and
+they times that body options.MAX_STORE_WORK.
 
 Every index expression comes from the layout engine (TensorLayout.offsets), printed as
 GLSL text here; templates only substitute. A tensor is read or written as vec4 when its
@@ -45,7 +47,8 @@ from ..gpu.stores import tail_fill, vector_stores
 from ..gpu.tiles import TileAxis, TileGrid
 from .access import (Access, access, channel_padding_only, glsl_dialect, index_text, quotient_text,
                      residual_access, vec_ok)
-from .options import MAX_UNROLLED_BODY, check_accumulators, check_body, vulkan_options
+from .options import (MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY, check_accumulators, check_body,
+                      vulkan_options)
 from .defaults import default_tile_for, shuffle_rows, wide_store
 from .filters import packed_filter
 from .pool import VulkanPool, plan_pool
@@ -291,11 +294,12 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
             continue
         filter_at_use = defaults.filter_slice_max_kw is not None and op.kernel[1] > defaults.filter_slice_max_kw
         taps_loop = defaults.taps_in_loop and filter_at_use and op.kernel[1] > 1
-        operands = ConvBuffers(x=layouts[src_name], f=layouts[f"filter{j}"], y=layouts[dst_name],
-                               src=number[src_name], filter=number[f"filter{j}"], dst=number[dst_name])
-        planned = _plan_op(config, op, tiling, operands, taps_loop)
         # the residual: the chain's input (0) or op K's output, a temp buffer still bound from op K
         res_name = op.epilogue.residual_name
+        operands = ConvBuffers(x=layouts[src_name], f=layouts[f"filter{j}"], y=layouts[dst_name],
+                               src=number[src_name], filter=number[f"filter{j}"], dst=number[dst_name],
+                               res=layouts[res_name] if res_name else None)
+        planned = _plan_op(config, op, tiling, operands, taps_loop)
         residual = residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
@@ -328,6 +332,13 @@ def _grouped_tile(op: OpGeometry, ivc: tuple[int, int, int], x_tl: TensorLayout)
     while ioh * iow * (ioc // 4) * op.kernel[1] > GROUPED_GATHER_LIMIT and (ioh > 1 or iow > 1):
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
     return ioh, iow, ioc
+
+
+def _store_accesses(op: OpGeometry, y_tl: TensorLayout, res_tl: TensorLayout | None) -> int:
+    """Storage-buffer accesses the store phase makes per output chunk (options.MAX_STORE_ACCESSES): its store, 4
+    scalars or one vector, and its residual read, 4 scalars or one vec4."""
+    stores = 1 if vector_stores(VULKAN, y_tl) else 4
+    return stores + (0 if res_tl is None else 1 if residual_access(res_tl, op).vec4 else 4)
 
 
 def _pool_pad(config: Config, y_tl: TensorLayout, j: int, scalar: str) -> str:
@@ -371,6 +382,11 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
     red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
+    per_chunk = _store_accesses(op, y_tl, buffers.res)
+    while default_tile and ioh * iow > 1 and (ioh * iow * k4 * per_chunk > MAX_STORE_ACCESSES
+                                              or ioh * iow * k4 * per_chunk * red.body > MAX_STORE_WORK):
+        ioh, iow = (ioh, iow // 2) if iow > ioh else (ioh // 2, iow)  # the longer side: fewer input rows refetched
         red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])

@@ -32,3 +32,4 @@ class ConvBuffers:
     src: int
     filter: int
     dst: int
+    res: TensorLayout | None = None  # the residual the epilogue adds, if any
