@@ -77,7 +77,25 @@ class Layout:
                       separators=self.separators, pad_kind=kind, pad_value=value, blocks=self.blocks)
 
     def bind(self, shape: tuple[int, ...]) -> "TensorLayout":
-        return TensorLayout(layout=self, logical_shape=tuple(int(s) for s in shape))
+        return _bound(self, tuple(int(s) for s in shape))
+
+
+_BOUND: dict[tuple[int, tuple[int, ...]], "TensorLayout"] = {}
+_MAX_BOUND = 8192
+
+
+def _bound(layout: Layout, shape: tuple[int, ...]) -> "TensorLayout":
+    """One TensorLayout per (layout, shape): it is immutable, and the schedule search binds the same few cache
+    windows thousands of times (each bind checks the layout's bounds and works out its physical shape once).
+    Keyed by the layout's identity, not its value (hashing a layout walks all its expressions); an entry keeps
+    its layout alive, so an id is never reused while its entry stands."""
+    key = (id(layout), shape)
+    bound = _BOUND.get(key)
+    if bound is None:
+        if len(_BOUND) >= _MAX_BOUND:
+            _BOUND.clear()
+        bound = _BOUND[key] = TensorLayout(layout=layout, logical_shape=shape)
+    return bound
 
 
 # ---------------------------------------------------------------- parsing
