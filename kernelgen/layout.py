@@ -13,7 +13,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Mapping
 
 import numpy as np
@@ -77,7 +77,7 @@ class Layout:
                       separators=self.separators, pad_kind=kind, pad_value=value, blocks=self.blocks)
 
     def bind(self, shape: tuple[int, ...]) -> "TensorLayout":
-        return _bound(self, tuple(int(s) for s in shape))
+        return _bound(self, tuple(map(int, shape)))
 
 
 _BOUND: dict[tuple[int, tuple[int, ...]], "TensorLayout"] = {}
@@ -104,8 +104,11 @@ _STRING = re.compile(r"^([A-Za-z]+)(?:-?((?:\d+[A-Za-z])+))?$")
 _BLOCK = re.compile(r"(\d+)([A-Za-z])")
 
 
+@lru_cache(maxsize=1024)
 def parse_layout(spec: str, dims: tuple[str, ...], *, pad: object = None) -> Layout:
-    """Parse a TVM-style string or an index map (`"->"` present) for a tensor with `dims`."""
+    """Parse a TVM-style string or an index map (`"->"` present) for a tensor with `dims`. Layouts are immutable:
+    configs that spell the same one share it, and with it their bound windows (_bound), as kernelgen import's
+    hundreds of candidate configs do."""
     text = spec.strip()
     layout = _parse_map(text, dims) if "->" in text else _parse_string(text, dims)
     if pad is None:
@@ -203,7 +206,7 @@ class TensorLayout:
         """Shape of the buffer after flattening each axis-separator group (1-D, 2-D, ...)."""
         return tuple(math.prod(self.physical_shape[i] for i in g) for g in self.layout.groups())
 
-    @property
+    @cached_property
     def size(self) -> int:
         return math.prod(self.physical_shape)
 

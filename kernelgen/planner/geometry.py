@@ -71,7 +71,8 @@ def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> St
     return StripeGeometry(shapes=tuple(shape_list), stripes=cut, rows=tuple(rows), cols=tuple(cols),
                           row_start=tuple(_start("ho_outer", a, b) for a, b in zip(row_steps, row_firsts)),
                           col_start=tuple(_start("wo_outer", a, b) for a, b in zip(col_steps, col_firsts)),
-                          row_step=row_steps[0])
+                          row_step=row_steps[0], row_affines=tuple(zip(row_steps, row_firsts)),
+                          col_affines=tuple(zip(col_steps, col_firsts)))
 
 
 @lru_cache(maxsize=4096)

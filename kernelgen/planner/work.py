@@ -31,7 +31,15 @@ class Starts:
 
     @classmethod
     def of(cls, expr: E.Expr, var: str, extent: int) -> Starts:
-        return _starts(expr, var, extent)
+        first = int(E.evaluate(expr, {var: 0}))
+        step = int(E.evaluate(expr, {var: 1})) - first if extent > 1 else 0
+        return cls(step=step, first=first, extent=extent)
+
+    @classmethod
+    def of_affine(cls, affine: tuple[int, int], extent: int) -> Starts:
+        """From (step, first) ints (StripeGeometry.row_affines), as `of` from the expression."""
+        step, first = affine
+        return cls(step=step if extent > 1 else 0, first=first, extent=extent)
 
     def overlaps(self, count: int, limit: int, skip: int = 0) -> int:
         """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit) (_overlaps)."""
@@ -40,13 +48,6 @@ class Starts:
 
 # The schedule search counts thousands of schedules whose rows (or columns) are cut the same few ways: each
 # dimension's sums are worked out once.
-@lru_cache(maxsize=4096)
-def _starts(expr: E.Expr, var: str, extent: int) -> Starts:
-    first = int(E.evaluate(expr, {var: 0}))
-    step = int(E.evaluate(expr, {var: 1})) - first if extent > 1 else 0
-    return Starts(step=step, first=first, extent=extent)
-
-
 @lru_cache(maxsize=16384)
 def _overlaps(starts: Starts, count: int, limit: int, skip: int) -> int:
     """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit).
@@ -92,8 +93,12 @@ class Work:
 def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes, ebytes: int) -> Work:
     n_ops = len(config.ops)
     batch = shape_list[0][0]
-    row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
-    col_starts = [Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
+    if geo.row_affines and geo.col_affines:
+        row_starts = [Starts.of_affine(affine, cut.ho_extent) for affine in geo.row_affines]
+        col_starts = [Starts.of_affine(affine, cut.wo_extent) for affine in geo.col_affines]
+    else:
+        row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
+        col_starts = [Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
 
     def rows_in(j: int) -> int:
         return row_starts[j].overlaps(geo.rows[j], shape_list[j][1])
