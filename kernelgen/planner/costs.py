@@ -25,8 +25,9 @@ class PlanCosts:
 
 
 def plan_costs(config: Config) -> PlanCosts:
-    """plan(config)'s counts, and the same ConfigErrors."""
-    fitted = fit(config)
+    """plan(config)'s counts, and the same ConfigErrors. Its search chose the same schedule but lists no runners-up
+    nor larger schedules: the schedules over the budget were not counted."""
+    fitted = fit(config, report=False)
     config, shape_list = fitted.config, fitted.shapes
     ebytes = ELEMENT_BYTES[config.dtype]
     work = count_work(config, shape_list, fitted.geometry, fitted.cut, ebytes)

@@ -25,10 +25,11 @@ class Fitted:
     caches: tuple[Cache, ...]
 
 
-def fit(config: Config) -> Fitted:
+def fit(config: Config, report: bool = True) -> Fitted:
+    """report False: the search's report without runners-up (search.fit_schedule)."""
     if config.dtype == "uint8":  # each op's requantizations: scales that cannot be one fail here, at their keys,
         op_quants(config)        # so `plan` refuses what `build` would
-    config, search = fit_schedule(config)
+    config, search = fit_schedule(config, report)
     shape_list = shapes(config)
     cut = stripes(config, shape_list)
     geo = stripe_geometry(config, shape_list, cut)
