@@ -32,8 +32,8 @@ from .measure import validate as _validate
 from .measure.records import (BenchOptions, BenchRow, DeviceStats, KernelStats, OpEstimate, Status,
                               ValidationResult, unmeasured)
 from .plan_types import Plan
-from .planner import plan
-from .report import text_report, unfused_activation_bytes
+from .planner import plan, plan_costs
+from .report import text_report
 from .registry import TARGETS, catalog
 from .target_choice import choose_targets
 from .targets.base import BuildFlags, Job, Target, file_names, templates
@@ -363,24 +363,46 @@ def fusion_coster(target: str):
     info = TARGETS[target].info()
     if info.roofs is None or info.default_budget is None:
         return None
+    # A repeated block's candidates say what the first one's said (candidate groups carry no name nor nodes):
+    # each distinct config is planned once, its cost or its error kept.
+    known: dict[object, object] = {}
+
+    def memoized(group):
+        key = _content(group.data())
+        if key not in known:
+            try:
+                known[key] = cost(group)
+            except ConfigError as error:
+                known[key] = error
+        if isinstance(known[key], ConfigError):
+            raise known[key]
+        return known[key]
 
     def cost(group):
         config = config_of(group, catalog())
         try:
-            planned, refused = plan(config), ""
+            planned, refused = plan_costs(config), ""
         except ConfigError as error:  # no schedule fits the budget: the default one, refused as a group
-            planned = plan(config_of(replace(group, schedule=None), catalog()))
+            planned = plan_costs(config_of(replace(group, schedule=None), catalog()))
             why = (f"expected a budget of at least {error.needed} bytes" if isinstance(error, NoScheduleFits)
                    else error.problems[0].message)
             refused = f"no schedule fits the budget ({why})"
         budget = planned.search.budget if planned.search is not None else None
-        activations = (planned.traffic.input_bytes + planned.traffic.output_bytes,
-                       unfused_activation_bytes(planned))
+        activations = (planned.traffic.input_bytes + planned.traffic.output_bytes, planned.unfused_activation_bytes)
         result = estimate(planned.flops, planned.executed_flops, planned.traffic.total, planned.workspace_bytes,
                           budget, info.roofs, activations, config.dtype)
         return result if not refused or result.refused else replace(result, refused=refused)
 
-    return cost
+    return memoized
+
+
+def _content(value):
+    """A config's keys (GroupConfig.data()) as a hashable value: mappings and lists as tuples."""
+    if isinstance(value, dict):
+        return tuple((key, _content(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_content(item) for item in value)
+    return value
 
 
 def _seed(seed: int | None) -> int:

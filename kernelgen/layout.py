@@ -13,7 +13,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Mapping
 
 import numpy as np
@@ -77,7 +77,25 @@ class Layout:
                       separators=self.separators, pad_kind=kind, pad_value=value, blocks=self.blocks)
 
     def bind(self, shape: tuple[int, ...]) -> "TensorLayout":
-        return TensorLayout(layout=self, logical_shape=tuple(int(s) for s in shape))
+        return _bound(self, tuple(map(int, shape)))
+
+
+_BOUND: dict[tuple[int, tuple[int, ...]], "TensorLayout"] = {}
+_MAX_BOUND = 8192
+
+
+def _bound(layout: Layout, shape: tuple[int, ...]) -> "TensorLayout":
+    """One TensorLayout per (layout, shape): it is immutable, and the schedule search binds the same few cache
+    windows thousands of times (each bind checks the layout's bounds and works out its physical shape once).
+    Keyed by the layout's identity, not its value (hashing a layout walks all its expressions); an entry keeps
+    its layout alive, so an id is never reused while its entry stands."""
+    key = (id(layout), shape)
+    bound = _BOUND.get(key)
+    if bound is None:
+        if len(_BOUND) >= _MAX_BOUND:
+            _BOUND.clear()
+        bound = _BOUND[key] = TensorLayout(layout=layout, logical_shape=shape)
+    return bound
 
 
 # ---------------------------------------------------------------- parsing
@@ -86,8 +104,11 @@ _STRING = re.compile(r"^([A-Za-z]+)(?:-?((?:\d+[A-Za-z])+))?$")
 _BLOCK = re.compile(r"(\d+)([A-Za-z])")
 
 
+@lru_cache(maxsize=1024)
 def parse_layout(spec: str, dims: tuple[str, ...], *, pad: object = None) -> Layout:
-    """Parse a TVM-style string or an index map (`"->"` present) for a tensor with `dims`."""
+    """Parse a TVM-style string or an index map (`"->"` present) for a tensor with `dims`. Layouts are immutable:
+    configs that spell the same one share it, and with it their bound windows (_bound), as kernelgen import's
+    hundreds of candidate configs do."""
     text = spec.strip()
     layout = _parse_map(text, dims) if "->" in text else _parse_string(text, dims)
     if pad is None:
@@ -185,7 +206,7 @@ class TensorLayout:
         """Shape of the buffer after flattening each axis-separator group (1-D, 2-D, ...)."""
         return tuple(math.prod(self.physical_shape[i] for i in g) for g in self.layout.groups())
 
-    @property
+    @cached_property
     def size(self) -> int:
         return math.prod(self.physical_shape)
 

@@ -349,6 +349,10 @@ class StripeGeometry:
     row_start: tuple[Expr, ...]  # first global row of the window, in terms of ho_outer
     col_start: tuple[Expr, ...]  # first global column, in terms of wo_outer (constant for full width)
     row_step: int  # input rows between the windows of two vertically adjacent stripes
+    # row_start[j] = ho_outer * step + first and col_start[j] = wo_outer * step + first as (step, first) ints, for
+    # the schedule search's counts (the expressions say the same; a geometry built by hand may leave them empty)
+    row_affines: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    col_affines: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def halo_rows(self) -> int:

@@ -13,6 +13,7 @@ from conftest import requires_tool
 from kernelgen.api import load_config, plan
 from kernelgen.cli import main
 from kernelgen.onnx.fusion import MAX_RECOMPUTE, GroupCost, Grouping, choose
+from kernelgen.planner import plan_costs
 
 
 def _cost(seconds: float, refused: str = "") -> GroupCost:
@@ -88,6 +89,7 @@ def test_a_mobilenet_stage_is_cut_by_cost_within_the_budget(tmp_path):
 def test_max_group_ops_and_cuts_narrow_the_choice(tmp_path):
     result, paths = _import(tmp_path, "--max-group-ops", "1", size=8)
     assert result.exit_code == 0, result.output
+    assert result.stderr == ""  # no progress bar when stderr is no terminal
     # one conv per kernel, but a block with a residual add keeps its three convs (the add reads the block input)
     assert sorted(len(load_config(p).ops) for p in paths) == [1] * 6 + [3, 3]
     assert result.output.count("one kernel although more than --max-group-ops 1 ops") == 2
@@ -112,3 +114,31 @@ def test_a_target_without_roofs_keeps_each_chain_whole_and_says_so(tmp_path):
 def test_a_cut_at_an_unknown_node_is_an_error(tmp_path):
     result, _ = _import(tmp_path, "--cut", "b9_dw")
     assert result.exit_code == 2 and "--cut b9_dw: stack.onnx has no node of that name" in result.output, result.output
+
+
+@requires_tool("py:onnx")
+def test_each_distinct_candidate_config_is_planned_once(tmp_path, monkeypatch):
+    """Issue 49: candidate groups carry no name nor nodes, so a repeated block's candidates are the same configs;
+    the coster plans each once (by the config's content) and hands the same cost back. In the stack, blocks 0 and
+    1 differ only by block 1's residual add: their expand, depthwise and expand+depthwise candidates coincide."""
+    import onnx
+    import onnx_models
+
+    import kernelgen.api as api
+    from kernelgen.onnx.importer import Fusion, import_model
+
+    model = tmp_path / "stack.onnx"
+    onnx.save(onnx_models.mobilenet_v2_stack(8), model)
+    planned, asked, reached = [], [], []
+    monkeypatch.setattr(api, "plan_costs", lambda config: planned.append(config) or plan_costs(config))
+    coster = api.fusion_coster("c")
+    fresh = api.fusion_coster("c")
+    imported = import_model(model, tmp_path / "out", ("c",), Fusion(coster=lambda group: asked.append(group)
+                                                                    or coster(group), progress=reached.append))
+    assert len(asked) == 62  # each (start, stop) the search costs, once per chain position
+    assert len({api._content(group.data()) for group in asked}) == len(planned) == 58  # nothing fails to fit at 8x8
+    assert [len(config.config.ops) for config in imported.configs] == [12]
+    # the kept cost is the one planning the candidate again gives
+    assert all(coster(group) == fresh(group) for group in asked[:8])
+    # progress: every node of the graph is reported as the import reaches it, the chain's ops while they are cut
+    assert set(reached) == set(range(max(reached) + 1)) and len(reached) > max(reached) + 1

@@ -6,6 +6,8 @@ import re
 
 import sys
 from collections import Counter
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -112,6 +114,23 @@ def _size(count: int) -> str:
     return f"{count / 1e6:.2f} MB" if count >= 1e6 else f"{count / 1e3:.1f} kB"
 
 
+@contextmanager
+def _progress(nodes: int):
+    """On a terminal, a progress bar on stderr over the model's nodes while the candidate groups are planned (the
+    longest wait: seconds to a minute); yields the callback that moves it (told a node index), or None when stderr
+    is piped (nothing is written then)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with click.progressbar(length=nodes, label="planning groups", file=sys.stderr,
+                           item_show_func=lambda node: f"node {node + 1}/{nodes}" if node is not None else None
+                           ) as bar:
+        def reached(node: int) -> None:
+            if node + 1 > bar.pos:
+                bar.update(node + 1 - bar.pos, node)
+        yield reached
+
+
 def _plan_problem(group) -> str:
     """Why the planner rejects a candidate group ("" when it plans): for a target without a fusion cost, whose
     chains are not planned while they are cut."""
@@ -176,7 +195,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         floats, quantized = chosen.get("float32", DEFAULT_FLOAT), chosen.get("uint8", ())
         fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
                         quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem)
-        imported = import_graph(graph, out_dir, floats, fusion, quantized)
+        with _progress(len(graph.nodes)) as reached:
+            imported = import_graph(graph, out_dir, floats, fusion if reached is None else
+                                    replace(fusion, progress=reached), quantized)
         for config in imported.configs:
             path = Path(out_dir) / f"{config.name}.yaml"
             write_if_changed(path, config.text)

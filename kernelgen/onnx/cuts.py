@@ -29,6 +29,7 @@ class Fusion:
     # without a coster: a candidate group -> why the planner rejects it ("" : it plans), so that an op it rejects
     # alone still ends its chain and is left to onnxruntime
     check: Callable[[GroupConfig], str] | None = None
+    progress: Callable[[int], None] | None = None  # told each graph node index the import reaches (a progress bar)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def float_groups(graph: Graph, chain: list[ChainOp], fusion: Fusion, cost) -> tu
     if cost is None:
         return [Whole(0, len(chain))]
     return choose(len(chain), lambda start, stop: ffusable(chain, start, stop),
-                  Grouping(cost=cost, max_ops=fusion.max_ops, cuts=_cut_ops(graph, chain, fusion)))
+                  Grouping(cost=cost, max_ops=fusion.max_ops, cuts=_cut_ops(graph, chain, fusion),
+                           reached=_reached(fusion, [op.node for op in chain])))
 
 
 def quant_groups(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, targets: tuple[str, ...]
@@ -94,7 +96,14 @@ def quant_groups(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusi
             return _unplannable(error)
 
     return choose(len(chain), lambda start, stop: qfusable(chain, start, stop),
-                  Grouping(cost=cost, max_ops=fusion.max_ops, cuts=_cut_ops(graph, chain, fusion)))
+                  Grouping(cost=cost, max_ops=fusion.max_ops, cuts=_cut_ops(graph, chain, fusion),
+                           reached=_reached(fusion, [op.start for op in chain])))
+
+
+def _reached(fusion: Fusion, nodes: list[int]) -> Callable[[int], None] | None:
+    """The chain's op index -> its graph node, for fusion.progress."""
+    progress = fusion.progress
+    return None if progress is None else lambda k: progress(nodes[k])
 
 
 def group_notes(name: str, group: Group | Whole) -> list[str]:

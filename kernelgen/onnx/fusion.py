@@ -56,6 +56,7 @@ class Grouping:
     cost: Callable[[int, int], GroupCost]  # (start, stop) -> the group planned as its own config
     max_ops: int = DEFAULT_MAX_OPS
     cuts: frozenset[int] = field(default_factory=frozenset)  # op indices (0-based) a group must end after
+    reached: Callable[[int], None] | None = None  # told each op index (0-based) as the search reaches it (progress)
 
 
 def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs,
@@ -108,6 +109,8 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
         best: list[tuple[int, float]] = [(0, 0.0)] + [(n * n + 1, 0.0)] * n
         start_of = [0] * (n + 1)
         for i in range(1, n + 1):
+            if grouping.reached is not None:
+                grouping.reached(i - 1)
             for j in range(max(0, i - window), i):
                 if best[j][0] > n * n or hard(j, i):
                     continue

@@ -97,6 +97,8 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
     configs: list[ImportedConfig] = []
     notes: list[str] = []
     for index in range(len(graph.nodes)):
+        if fusion.progress is not None:
+            fusion.progress(index)
         if index in taken or index in why_not:  # why_not: an op a chain before left out (it cannot be a kernel)
             continue
         conv = is_conv(graph, index)

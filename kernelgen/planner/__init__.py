@@ -31,22 +31,18 @@ from dataclasses import replace
 
 from ..config import Config
 from ..layout import PadKind, parse_layout
-from ..ops import OPS
-from ..quant import op_quants
 from ..plan_types import (Cache, Function, Halo, LoopOrder, Node, OpGeometry, Param, Pipeline, Plan, StripeGeometry, StripeParts,
                     Stripes, Tensor)
 from .builder import StripeBuilder
-from .geometry import (ALIGNMENT_BYTES, ELEMENT_BYTES, allocate, shapes, stripe_geometry, stripes,
-                       windows, workspace_elements)
+from .costs import PlanCosts, plan_costs, useful_flops
+from .fitted import WORKSPACE_LIMIT, fit
+from .geometry import ALIGNMENT_BYTES, ELEMENT_BYTES, workspace_elements
 from .packing import pack_function, padding_fill, unpack_function
-from .search import fit_schedule
 from .stripe_loops import compose_stripes, timeline as stripe_timeline
 from .work import count_work
 
-__all__ = ["compose_stripes", "fitted_config", "plan"]
+__all__ = ["PlanCosts", "WORKSPACE_LIMIT", "compose_stripes", "fitted_config", "plan", "plan_costs"]
 
-# Kernels index the workspace with 32-bit ints (C int, OpenCL int, GLSL int).
-WORKSPACE_LIMIT = 2 ** 31 - 1
 BIAS_LAYOUT = parse_layout("O", ("o",))  # a bias: one value per output channel, contiguous
 
 C_TYPES = {"float32": "float", "float16": "_Float16", "uint8": "uint8_t"}
@@ -63,20 +59,11 @@ def fitted_config(config: Config, plan: Plan) -> Config:
 
 
 def plan(config: Config) -> Plan:
-    if config.dtype == "uint8":  # each op's requantizations: scales that cannot be one fail here, at their keys,
-        op_quants(config)        # so `plan` refuses what `build` would
-    config, search = fit_schedule(config)
+    fitted = fit(config)
+    config, search, shape_list = fitted.config, fitted.search, fitted.shapes
+    cut, geo, win, caches = fitted.cut, fitted.geometry, fitted.windows, fitted.caches
     s = config.schedule
-    shape_list = shapes(config)
     n_ops = len(config.ops)
-    cut = stripes(config, shape_list)
-    geo = stripe_geometry(config, shape_list, cut)
-    win = windows(config, shape_list, geo, cut)
-    caches = allocate(config, win)
-    if workspace_elements(caches) > WORKSPACE_LIMIT:
-        raise config.problem("schedule", f"expected caches that a 32-bit index can address: this schedule's "
-                                         f"workspace holds {workspace_elements(caches)} elements, more than "
-                                         f"{WORKSPACE_LIMIT}; lower k_split / h_split / w_split or set a budget")
     batch = shape_list[0][0]
     ctype, zero, ebytes = C_TYPES[config.dtype], ZERO[config.dtype], ELEMENT_BYTES[config.dtype]
 
@@ -131,7 +118,7 @@ def plan(config: Config) -> Plan:
 
     ops, flops = [], 0
     for j, op in enumerate(config.ops, start=1):
-        work = OPS[op.kind].flops(op, shape_list[j - 1], shape_list[j])  # a pool: one max or add per tap
+        work = useful_flops(op, shape_list[j - 1], shape_list[j])
         flops += work
         ops.append(OpGeometry(index=j, in_shape=shape_list[j - 1], out_shape=shape_list[j], kernel=op.kernel,
                              stride=op.stride, pad=op.pad, dilation=op.dilation, flops=work, groups=op.groups,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import kernelgen.expr as E
 from ..config import Config
@@ -46,28 +47,38 @@ def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
 def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> StripeGeometry:
     n_ops = len(config.ops)
     rows, cols = [0] * (n_ops + 1), [0] * (n_ops + 1)
-    row_start: list[E.Expr] = [E.Const(0)] * (n_ops + 1)
-    col_start: list[E.Expr] = [E.Const(0)] * (n_ops + 1)
+    # Window j starts at stripe_index * step + first (affine); the steps and offsets are worked out as ints and
+    # each made an expression once (the schedule search asks for thousands of geometries with the same few).
+    row_steps, row_firsts = [0] * (n_ops + 1), [0] * (n_ops + 1)
+    col_steps, col_firsts = [0] * (n_ops + 1), [0] * (n_ops + 1)
     rows[n_ops], cols[n_ops] = min(cut.rows, shape_list[-1][1]), cut.cols
-    row_start[n_ops] = E.mul(E.Var("ho_outer"), cut.rows)
-    col_start[n_ops] = E.mul(E.Var("wo_outer"), cut.cols) if cut.wo_extent > 1 else E.Const(0)
-    row_step = cut.rows
+    row_steps[n_ops] = cut.rows
+    split_width = cut.wo_extent > 1
+    col_steps[n_ops] = cut.cols if split_width else 0
     for j in range(n_ops, 0, -1):
         op = config.ops[j - 1]
         (sh, sw), (kh, kw) = op.stride, op.span
         rows[j - 1] = (rows[j] - 1) * sh + kh
-        row_start[j - 1] = E.add(E.mul(row_start[j], sh), E.Const(-op.pad[0]))
-        row_step *= sh
-        if cut.wo_extent == 1:
+        row_steps[j - 1], row_firsts[j - 1] = row_steps[j] * sh, row_firsts[j] * sh - op.pad[0]
+        if not split_width:
             # Full width: op j computes only its real columns (the consumer's padding columns of
             # window j are zeros), so the source window spans just what those read.
             cols[j - 1] = (shape_list[j][2] - 1) * sw + kw
-            col_start[j - 1] = E.Const(-op.pad[1])
+            col_firsts[j - 1] = -op.pad[1]
         else:
             cols[j - 1] = (cols[j] - 1) * sw + kw
-            col_start[j - 1] = E.add(E.mul(col_start[j], sw), E.Const(-op.pad[1]))
+            col_steps[j - 1], col_firsts[j - 1] = col_steps[j] * sw, col_firsts[j] * sw - op.pad[1]
     return StripeGeometry(shapes=tuple(shape_list), stripes=cut, rows=tuple(rows), cols=tuple(cols),
-                          row_start=tuple(row_start), col_start=tuple(col_start), row_step=row_step)
+                          row_start=tuple(_start("ho_outer", a, b) for a, b in zip(row_steps, row_firsts)),
+                          col_start=tuple(_start("wo_outer", a, b) for a, b in zip(col_steps, col_firsts)),
+                          row_step=row_steps[0], row_affines=tuple(zip(row_steps, row_firsts)),
+                          col_affines=tuple(zip(col_steps, col_firsts)))
+
+
+@lru_cache(maxsize=4096)
+def _start(var: str, step: int, first: int) -> E.Expr:
+    """var * step + first in the expression module's normal form (a constant when the step is 0)."""
+    return E.add(E.mul(E.Var(var), step), E.Const(first))
 
 
 @dataclass(frozen=True, slots=True)

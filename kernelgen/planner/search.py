@@ -130,14 +130,19 @@ def _channel_choices(config: Config) -> list[int]:
     return [d for d in range(1, blocks + 1) if blocks % d == 0][:MAX_CHUNK_CHOICES]
 
 
-def _measure(config: Config, shape_list: list) -> tuple[int, int, int, int]:
+def _measure(config: Config, shape_list: list, budget: int | None = None) -> tuple[int, int, int, int]:
+    """(workspace, traffic, executed FLOPs, stripes); traffic and work are not counted (-1) for a workspace over
+    `budget` (given when the caller keeps only the fitting schedules)."""
     cut = stripes(config, shape_list)
     geo = stripe_geometry(config, shape_list, cut)
     ebytes = ELEMENT_BYTES[config.dtype]
     workspace = workspace_elements(allocate(config, windows(config, shape_list, geo, cut))) * ebytes
-    work = count_work(config, shape_list, geo, cut, ebytes)
     rows_outer = config.schedule.order is LoopOrder.ROWS_OUTER  # its stripes are rows x columns
-    return workspace, work.traffic.total, work.executed_flops, cut.count // cut.ko_extent if rows_outer else cut.count
+    count = cut.count // cut.ko_extent if rows_outer else cut.count
+    if budget is not None and workspace > budget:
+        return workspace, -1, -1, count
+    work = count_work(config, shape_list, geo, cut, ebytes)
+    return workspace, work.traffic.total, work.executed_flops, count
 
 
 MIN_K_BLOCK = 4  # rows_outer's smallest channel block: fewer accumulators per pixel leave the FMA units idle
@@ -170,7 +175,10 @@ def _h_blocks(config: Config, order: LoopOrder) -> list[int]:
     return blocks
 
 
-def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
+def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleSearch | None]:
+    """The config with the splits it left open fitted to its budget, and the search's report. report False: the
+    same choice, but the schedules over the budget are not counted, so the report lists no runners-up and no
+    larger schedules (a cost model that reads only the winner)."""
     s = config.schedule
     if s.budget is None:
         return config, None
@@ -214,7 +222,8 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
                         for w in w_options:
                             tried += 1
                             trial = _trial(config, k, h, w, c, order, kb, hb)
-                            workspace, traffic, executed, count = _measure(trial, shape_list)
+                            workspace, traffic, executed, count = _measure(trial, shape_list,
+                                                                           None if report else s.budget)
                             key = Key(traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
                                       w, count)
                             if smallest is None or workspace < smallest.workspace:
@@ -235,8 +244,8 @@ def fit_schedule(config: Config) -> tuple[Config, ScheduleSearch | None]:
     fits.sort()
     best = fits[0]
     chosen = _candidate(best, "chosen")
-    runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP])
-    better_but_big = sorted((c for c in too_big if c[:2] < best[:2]), key=lambda c: (c.workspace, c.traffic))
+    runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP] if report)
+    better_but_big = sorted((c for c in too_big if c[:2] < best[:2] and report), key=lambda c: (c.workspace, c.traffic))
     big = tuple(_candidate(c, f"needs {c.workspace} bytes, over the {s.budget}-byte budget")
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,

@@ -8,6 +8,7 @@ Positions outside a tensor (padding, tails) are guarded and neither moved nor co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import kernelgen.expr as E
 from ..config import Config
@@ -34,34 +35,48 @@ class Starts:
         step = int(E.evaluate(expr, {var: 1})) - first if extent > 1 else 0
         return cls(step=step, first=first, extent=extent)
 
-    def overlaps(self, count: int, limit: int, skip: int = 0) -> int:
-        """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit).
+    @classmethod
+    def of_affine(cls, affine: tuple[int, int], extent: int) -> Starts:
+        """From (step, first) ints (StripeGeometry.row_affines), as `of` from the expression."""
+        step, first = affine
+        return cls(step=step if extent > 1 else 0, first=first, extent=extent)
 
-        In closed form: the overlap of window k is min(s + count, limit) - max(s, 0) with
-        s = step * k + first, clipped at 0, so it is linear in k between the four stripes where
-        a window starts to touch, enters, leaves or stops touching [0, limit); each piece is an
-        arithmetic series. The cost does not grow with the number of stripes nor with padding."""
-        a, b, n = self.step, self.first + skip, self.extent
-        if n <= 1 or a == 0:
-            return n * _overlap(b, count, limit)
-        assert a > 0, "stripes advance"
-        if count <= 0 or limit <= 0:
-            return 0
-        breaks = (_ceil_div(-b, a),  # s >= 0 from here: the window starts inside
-                  _ceil_div(limit - count - b, a),  # s + count >= limit: the window reaches the end
-                  (-b - count) // a + 1,  # s + count > 0: the window touches [0, limit)
-                  _ceil_div(limit - b, a))  # s >= limit: the window has left it
-        cuts = sorted({0, n, *(min(max(k, 0), n) for k in breaks)})
-        total = 0
-        for lo, hi in zip(cuts, cuts[1:]):
-            s = a * lo + b
-            if s + count <= 0 or s >= limit:
-                continue
-            clipped_end, clipped_start = s + count >= limit, s < 0
-            slope = (0 if clipped_end else a) - (0 if clipped_start else a)
-            at_zero = (limit if clipped_end else b + count) - (0 if clipped_start else b)
-            total += slope * (lo + hi - 1) * (hi - lo) // 2 + at_zero * (hi - lo)
-        return total
+    def overlaps(self, count: int, limit: int, skip: int = 0) -> int:
+        """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit) (_overlaps)."""
+        return _overlaps(self, count, limit, skip)
+
+
+# The schedule search counts thousands of schedules whose rows (or columns) are cut the same few ways: each
+# dimension's sums are worked out once.
+@lru_cache(maxsize=16384)
+def _overlaps(starts: Starts, count: int, limit: int, skip: int) -> int:
+    """Sum over stripes of how many of rows [start + skip, start + count) lie in [0, limit).
+
+    In closed form: the overlap of window k is min(s + count, limit) - max(s, 0) with
+    s = step * k + first, clipped at 0, so it is linear in k between the four stripes where
+    a window starts to touch, enters, leaves or stops touching [0, limit); each piece is an
+    arithmetic series. The cost does not grow with the number of stripes nor with padding."""
+    a, b, n = starts.step, starts.first + skip, starts.extent
+    if n <= 1 or a == 0:
+        return n * _overlap(b, count, limit)
+    assert a > 0, "stripes advance"
+    if count <= 0 or limit <= 0:
+        return 0
+    breaks = (_ceil_div(-b, a),  # s >= 0 from here: the window starts inside
+              _ceil_div(limit - count - b, a),  # s + count >= limit: the window reaches the end
+              (-b - count) // a + 1,  # s + count > 0: the window touches [0, limit)
+              _ceil_div(limit - b, a))  # s >= limit: the window has left it
+    cuts = sorted({0, n, *(min(max(k, 0), n) for k in breaks)})
+    total = 0
+    for lo, hi in zip(cuts, cuts[1:]):
+        s = a * lo + b
+        if s + count <= 0 or s >= limit:
+            continue
+        clipped_end, clipped_start = s + count >= limit, s < 0
+        slope = (0 if clipped_end else a) - (0 if clipped_start else a)
+        at_zero = (limit if clipped_end else b + count) - (0 if clipped_start else b)
+        total += slope * (lo + hi - 1) * (hi - lo) // 2 + at_zero * (hi - lo)
+    return total
 
 
 def _ceil_div(p: int, q: int) -> int:
@@ -78,8 +93,12 @@ class Work:
 def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes, ebytes: int) -> Work:
     n_ops = len(config.ops)
     batch = shape_list[0][0]
-    row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
-    col_starts = [Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
+    if geo.row_affines and geo.col_affines:
+        row_starts = [Starts.of_affine(affine, cut.ho_extent) for affine in geo.row_affines]
+        col_starts = [Starts.of_affine(affine, cut.wo_extent) for affine in geo.col_affines]
+    else:
+        row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
+        col_starts = [Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
 
     def rows_in(j: int) -> int:
         return row_starts[j].overlaps(geo.rows[j], shape_list[j][1])
