@@ -43,6 +43,7 @@ class ProgramBuild:
     driver_sources: tuple[str, ...] = ("network.c",)  # beside the program
     runner: str = ""  # what `make run` puts before ./<network>_run (a simulator and its options, then a space)
     main_template: str = f"{PROGRAM}/main.c.j2"  # a target's own may {% extends %} it
+    clean: tuple[str, ...] = ()  # what `make clean` removes besides the program and its objects (a cache it writes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,7 +134,7 @@ def program_files(network: Network, target: str, build: ProgramBuild, weights: W
         program_objects.append(dict(object=f"{net}_weights.o", source=f"{net}_weights.c", headers=()))
     context: dict[str, Any] = dict(
         net=net, upper=net.upper(), target=target, compiler=build.compiler, flags=build.flags, link=build.link,
-        runner=build.runner, kernels=kernels, program_objects=program_objects,
+        runner=build.runner, clean=build.clean, kernels=kernels, program_objects=program_objects,
         objects=[o["object"] for o in program_objects],
         defines=[f"{net.upper()}_EMBEDDED_WEIGHTS"] if embed else [],
         input=_end(source), output=_end(sink),
