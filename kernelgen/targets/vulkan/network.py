@@ -37,8 +37,8 @@ from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
-from ..gpu.dispatch import GpuTensor, Role
-from .code import COMP_TEMPLATE, compile_ops
+from ..gpu.dispatch import Role
+from .code import compile_ops
 from .plan import VulkanPlan
 from .program import stages
 
@@ -143,11 +143,10 @@ def refusal(network: Network) -> str:
 def plan_network(network: Network, jobs: Mapping[str, Job[VulkanPlan]], weights: WeightsPlan) -> GpuNetwork:
     jobs_of = {step.index: _checked_job(network, step, jobs) for step in network.kernels}
     temps = {k: _temp_regions(job.target_plan) for k, job in jobs_of.items()}
-    arena = plan_arena(network, {k: sum(size for _, size in t.values()) for k, t in temps.items()}, alignment=ALIGNMENT)
+    arena = plan_arena(network, {k: _workspace_bytes(t) for k, t in temps.items()}, alignment=ALIGNMENT)
     copies, weights_bytes = _weight_copies(weights)
     device_weight = {(c.label): c for c in copies}
     ends: dict[str, int] = {}  # a network input or output: the largest binding of it (a kernel may round it up)
-    rows: list[tuple[str, GpuTensor, str, int, str]] = []  # (label, tensor, kind, step, the region's key)
     dispatches = []
     for step in network.kernels:
         job = jobs_of[step.index]
@@ -225,7 +224,7 @@ def network_files(network: Network, jobs: Mapping[str, Job[VulkanPlan]], weights
 def memory_note(network: Network, jobs: Mapping[str, Job[VulkanPlan]]) -> str:
     """A line about the device memory network.c runs in (build prints it)."""
     jobs_of = {step.index: jobs[step.config.name] for step in network.kernels}
-    temps = {k: sum(size for _, size in _temp_regions(job.target_plan).values()) for k, job in jobs_of.items()}
+    temps = {k: _workspace_bytes(_temp_regions(job.target_plan)) for k, job in jobs_of.items()}
     arena = plan_arena(network, temps, alignment=ALIGNMENT)
     dispatches = sum(len(job.target_plan.ops) for job in jobs_of.values())
     return (f"{network.name}: network.c records {dispatches} dispatches of {len(network.steps)} steps into one "
@@ -295,6 +294,11 @@ def _temp_regions(vk: VulkanPlan) -> dict[str, tuple[int, int]]:
             out[tensor.name] = (offset, size)
             offset += -(-size // ALIGNMENT) * ALIGNMENT
     return out
+
+
+def _workspace_bytes(temps: Mapping[str, tuple[int, int]]) -> int:
+    """A step's workspace: up to the end of its last intermediate."""
+    return max((offset + size for offset, size in temps.values()), default=0)
 
 
 def _tensor_region(network: Network, arena, name: str, nbytes: int, ends: dict[str, int]) -> Region:
