@@ -78,20 +78,30 @@ def plan_arena(network: Network, workspace_bytes: Mapping[int, int], alignment: 
     unplaced = _lifetimes(network) + [
         Buffer(name=f"workspace of step {k}", size_bytes=size, first=k, last=k, offset=0, workspace_of=k)
         for k, size in sorted(workspace_bytes.items()) if size > 0]
-    unplaced.sort(key=lambda b: (-b.size_bytes, b.first, b.name))
-    placed: list[Buffer] = []
-    for buffer in unplaced:
-        placed.append(_place(buffer, placed, alignment))
-    size = _round_up(max((b.end for b in placed), default=0), alignment)
+    placed = place_buffers(unplaced, alignment)
+    size = round_up(max((b.end for b in placed), default=0), alignment)
     tensors = [b for b in placed if b.workspace_of is None]
     workspaces = [b for b in placed if b.workspace_of is not None]
-    naive = (sum(_round_up(b.size_bytes, alignment) for b in tensors)
-             + max((_round_up(b.size_bytes, alignment) for b in workspaces), default=0))
+    naive = (sum(round_up(b.size_bytes, alignment) for b in tensors)
+             + max((round_up(b.size_bytes, alignment) for b in workspaces), default=0))
     peak = max((sum(b.size_bytes for b in placed if b.first <= k <= b.last) for k in range(len(network.steps))),
                default=0)
     return Arena(size_bytes=size, offsets={b.name: b.offset for b in tensors},
                  workspaces={b.workspace_of: b.offset for b in workspaces}, buffers=tuple(placed),
                  naive_bytes=naive, peak_bytes=peak, alignment=alignment)
+
+
+def place_buffers(unplaced: list[Buffer], alignment: int = ALIGNMENT) -> list[Buffer]:
+    """The greedy plan itself, for any timeline (`first` and `last` may count steps, or a GPU network's dispatches):
+    largest first (ties: earlier first, then by name), each at the lowest aligned offset free while it is alive."""
+    placed: list[Buffer] = []
+    for buffer in sorted(unplaced, key=lambda b: (-b.size_bytes, b.first, b.name)):
+        placed.append(_place(buffer, placed, alignment))
+    return placed
+
+
+def round_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
 
 
 def tensor_bytes(tensor: Tensor) -> int:
@@ -128,10 +138,6 @@ def _place(buffer: Buffer, placed: list[Buffer], alignment: int) -> Buffer:
     for other in sorted((b for b in placed if b.alive_with(buffer)), key=lambda b: (b.offset, b.end)):
         if offset + buffer.size_bytes <= other.offset:
             break
-        offset = max(offset, _round_up(other.end, alignment))
+        offset = max(offset, round_up(other.end, alignment))
     return Buffer(name=buffer.name, size_bytes=buffer.size_bytes, first=buffer.first, last=buffer.last,
                   offset=offset, workspace_of=buffer.workspace_of)
-
-
-def _round_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 from ...config import Config
 from ...emit import OutputFile
@@ -15,6 +17,7 @@ from ..base import Job
 from ..gpu.api import OPENCL
 from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
+from .network import pack_weights
 from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
 from .runtime import OpenCLProgram, launches, open_program
@@ -56,3 +59,6 @@ class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
 
     def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
         return sweep_variants(config)
+
+    def pack_weights(self, job: Job[OpenCLPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return pack_weights(job, logical)

@@ -1,0 +1,242 @@
+"""A whole network on a GPU, in API-neutral terms: what the OpenCL and Vulkan `<network>_run` programs allocate,
+bind and dispatch. Each API's host code only spells this plan out.
+
+Every tensor is a region of one of four device allocations:
+- `input` and `output`: the network's own ends, which the host uploads and reads back;
+- `arena`: every other tensor between steps and each kernel's own intermediates (temp<j> of a fused chain), at
+  offsets from kernelgen/network/arena.py's greedy plan over their lifetimes counted in dispatches, not steps
+  (a kernel's temp<j> lives only from the dispatch that first binds it to the last that does);
+- `weights`: the weights file's data section, uploaded once, each tensor at an offset aligned for binding (the
+  file aligns to 64 bytes, less than some devices' sub-buffer or storage-buffer offset alignment).
+
+The dispatches are every kernel's launches (the target's `launches(job)`) in step order, each binding a region,
+and each says whether it needs a barrier before it: when it touches a region overlapping one written since the
+last barrier (read-after-write, write-after-write), or writes one overlapping a region read since then
+(write-after-read). A kernel's temp<j> and output bindings count as writes in every dispatch that binds them: the
+API-neutral launch does not say which argument a kernel writes, and a barrier too many costs time, one too few a
+wrong answer. (An in-order OpenCL queue orders every launch anyway; Vulkan needs the barriers.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ...errors import KernelgenError
+from ...network.arena import Buffer, place_buffers, round_up
+from ...network.manifest import Network, Step
+from ...network.weights import WeightsPlan
+from ...plan_types import TextEnum
+from .dispatch import GpuDispatch, GpuTensor, Role, TensorKind, role_of
+
+if TYPE_CHECKING:
+    from ...measure.primitives import Job
+
+# bytes: every region starts at a multiple of it. OpenCL's CL_DEVICE_MEM_BASE_ADDR_ALIGN (a sub-buffer's origin) is
+# 1024 bits on PoCL and Adreno; Vulkan's minStorageBufferOffsetAlignment is at most 256 by the spec's limits table.
+ALIGNMENT = 256
+ELEMENT_BYTES = {"float32": 4, "float16": 2}  # a GPU kernel's storage type, by its config's dtype
+Launched = tuple[Step, GpuDispatch, dict[str, str]]  # a dispatch, its step, and its tensors' region names
+
+
+class Allocation(TextEnum):
+    """The device allocations a network's regions live in."""
+
+    INPUT = "input"  # the network's input(s), uploaded before each run
+    OUTPUT = "output"  # its output(s), read back after each run
+    ARENA = "arena"  # every other tensor and each kernel's intermediates
+    WEIGHTS = "weights"  # every kernel's filters and biases, uploaded once
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Region:
+    """A byte range of one allocation that some dispatch binds."""
+
+    index: int  # position in GpuNetworkPlan.regions
+    name: str  # a network tensor's ONNX name; a kernel's own: "<kernel>.temp1", "<kernel>.filter1"
+    allocation: Allocation
+    offset: int  # bytes from the allocation's start, a multiple of ALIGNMENT
+    size_bytes: int
+    kind: TensorKind  # how kernels reach it (an image: the API's image object over these bytes)
+    source_offset: int = -1  # a weight's: bytes from the weights file's data section's start; -1: none
+    tensor: GpuTensor | None = None  # as the first kernel binding it declares it (kind, shape of an image)
+
+    def __post_init__(self) -> None:
+        if self.size_bytes <= 0 or self.offset < 0 or self.offset % ALIGNMENT:
+            raise ValueError(f"region {self.name!r}: {self.size_bytes} bytes at {self.offset}")
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size_bytes
+
+    def overlaps(self, other: Region) -> bool:
+        return self.allocation == other.allocation and self.offset < other.end and other.offset < self.end
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """One argument (OpenCL) or binding (Vulkan) of a dispatch: the kernel's tensor and the region behind it."""
+
+    tensor: str  # the kernel's own name: input, side_<name>, filter<j>, bias<j>, temp<j>, output
+    region: Region
+    writes: bool  # the kernel may write it (its temp<j> and output)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkDispatch:
+    index: int  # position in the network's dispatch order
+    step: int  # the manifest step whose kernel it is
+    kernel: str  # that kernel's config name (its job, its program or shader modules)
+    dispatch: GpuDispatch  # the launch as the target plans it (dispatch.kernel: the function or shader module)
+    bindings: tuple[Binding, ...]  # in dispatch.tensors order
+    barrier: bool  # wait for the earlier dispatches' writes (and reads of what it writes) before it starts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuNetworkPlan:
+    network: str
+    input_bytes: int  # each allocation's size, a multiple of ALIGNMENT
+    output_bytes: int
+    arena_bytes: int
+    weights_bytes: int
+    regions: tuple[Region, ...]  # ends first, then the arena's in placement order, then the weights'
+    dispatches: tuple[NetworkDispatch, ...]
+    naive_arena_bytes: int  # every arena region in its own allocation: what the plan saves
+    alignment: int = ALIGNMENT
+
+    def __post_init__(self) -> None:
+        sizes = self.allocation_bytes
+        for k, region in enumerate(self.regions):
+            if region.index != k or region.end > sizes[region.allocation]:
+                raise ValueError(f"region {region.name!r} ({region.index}) ends at {region.end}, past the "
+                                 f"{sizes[region.allocation]}-byte {region.allocation} allocation")
+
+    @property
+    def allocation_bytes(self) -> dict[Allocation, int]:
+        return {Allocation.INPUT: self.input_bytes, Allocation.OUTPUT: self.output_bytes,
+                Allocation.ARENA: self.arena_bytes, Allocation.WEIGHTS: self.weights_bytes}
+
+    @property
+    def barriers(self) -> int:
+        return sum(d.barrier for d in self.dispatches)
+
+    def region(self, name: str) -> Region:
+        return next(r for r in self.regions if r.name == name)
+
+
+def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], weights: WeightsPlan,
+                     alignment: int = ALIGNMENT) -> GpuNetworkPlan:
+    """The plan of `network` on a GPU target (anything with `launches(job)`: targets/gpu/program.py's GpuTarget),
+    `jobs` its jobs by config name, `weights` the weights file's plan (the target's pack_weights). Every step must
+    be a kernel: a host step's tensors would have to come back to the host (the targets refuse such a network)."""
+    hosts = [s.label for s in network.steps if not s.is_kernel]
+    if hosts:
+        raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels only, not {hosts[0]}")
+    launched: list[Launched] = []
+    shapes: dict[str, tuple[GpuTensor, int]] = {}  # region name -> (its first declaration, its bytes)
+    for step in network.kernels:
+        job = jobs.get(step.config.name)
+        if job is None:
+            raise KernelgenError(f"network {network.name}: no {target.name} job for kernel {step.config.name}")
+        tensors, dispatches = target.launches(job)
+        element = ELEMENT_BYTES[job.config.dtype]
+        names = _region_names(step, tensors)
+        for tensor in tensors:
+            size = tensor.elements * element
+            first = shapes.setdefault(names[tensor.name], (tensor, size))
+            if first[1] != size:
+                raise KernelgenError(f"network {network.name}: kernel {step.config.name} holds {names[tensor.name]!r} "
+                                     f"in {size} bytes, an earlier kernel in {first[1]}: their layouts differ")
+        launched += [(step, dispatch, names) for dispatch in dispatches]
+    regions = _regions(network, launched, shapes, weights, alignment)
+    dispatches: list[NetworkDispatch] = []
+    pending_writes: list[Region] = []
+    pending_reads: list[Region] = []
+    for k, (step, dispatch, names) in enumerate(launched):
+        bindings = tuple(Binding(tensor=t, region=regions[names[t]], writes=_written(t)) for t in dispatch.tensors)
+        touched = [b.region for b in bindings]
+        written = [b.region for b in bindings if b.writes]
+        barrier = k > 0 and (any(r.overlaps(w) for r in touched for w in pending_writes) or
+                             any(w.overlaps(r) for w in written for r in pending_reads))
+        if barrier:
+            pending_writes, pending_reads = [], []
+        pending_writes += written
+        pending_reads += touched
+        dispatches.append(NetworkDispatch(index=k, step=step.index, kernel=step.config.name, dispatch=dispatch,
+                                          bindings=bindings, barrier=barrier))
+    ordered = tuple(sorted(regions.values(), key=lambda r: r.index))
+    sizes = {a: round_up(max((r.end for r in ordered if r.allocation == a), default=0), alignment)
+             for a in Allocation}
+    naive = sum(round_up(r.size_bytes, alignment) for r in ordered if r.allocation == Allocation.ARENA)
+    return GpuNetworkPlan(network=network.name, input_bytes=sizes[Allocation.INPUT],
+                          output_bytes=sizes[Allocation.OUTPUT], arena_bytes=sizes[Allocation.ARENA],
+                          weights_bytes=sizes[Allocation.WEIGHTS], regions=ordered, dispatches=tuple(dispatches),
+                          naive_arena_bytes=naive, alignment=alignment)
+
+
+def _written(tensor: str) -> bool:
+    return role_of(tensor) in (Role.TEMP, Role.OUTPUT)
+
+
+def _region_names(step: Step, tensors: tuple[GpuTensor, ...]) -> dict[str, str]:
+    """Each of a kernel's tensors -> the region it binds: the network tensor its step wires it to (input, side
+    inputs in the config's order, output), or its own (`<kernel>.filter1`, `<kernel>.temp1`)."""
+    config = step.config
+    wired = {"input": step.inputs[0], "output": step.outputs[0]}
+    wired |= {side.param: name for side, name in zip(config.side_inputs, step.inputs[1:])}
+    names = {}
+    for tensor in tensors:
+        if tensor.role in (Role.INPUT, Role.OUTPUT, Role.SIDE):
+            if tensor.name not in wired:
+                raise KernelgenError(f"kernel {config.name}: its {tensor.name} is wired to no tensor of step "
+                                     f"{step.index}")
+            names[tensor.name] = wired[tensor.name]
+        else:
+            names[tensor.name] = f"{config.name}.{tensor.name}"
+    return names
+
+
+def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tuple[GpuTensor, int]], weights: WeightsPlan,
+             alignment: int) -> dict[str, Region]:
+    """Every region: the ends stacked in their allocations, the arena by the greedy plan over the dispatches that
+    bind each region, the weights re-aligned in the order of the file."""
+    regions: dict[str, Region] = {}
+
+    def add(name: str, allocation: Allocation, offset: int, source_offset: int = -1) -> None:
+        tensor, size = shapes[name]
+        regions[name] = Region(index=len(regions), name=name, allocation=allocation, offset=offset, size_bytes=size,
+                               kind=tensor.kind, source_offset=source_offset, tensor=tensor)
+
+    for allocation, ends in ((Allocation.INPUT, network.inputs), (Allocation.OUTPUT, network.outputs)):
+        offset = 0
+        for name in ends:
+            if name in shapes:  # a network input no kernel reads takes no device memory
+                add(name, allocation, offset)
+                offset = round_up(offset + shapes[name][1], alignment)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for k, (step, dispatch, names) in enumerate(launched):
+        for tensor in dispatch.tensors:
+            name = names[tensor]
+            if name not in regions and role_of(tensor) not in (Role.FILTER, Role.BIAS):
+                first.setdefault(name, k)
+                last[name] = k
+    arena = place_buffers([Buffer(name=name, size_bytes=shapes[name][1], first=first[name], last=last[name], offset=0)
+                           for name in first], alignment)
+    for buffer in arena:
+        add(buffer.name, Allocation.ARENA, buffer.offset)
+    offset = 0
+    for placed in weights.tensors:
+        name = f"{placed.kernel}.{placed.tensor}"
+        if name not in shapes:
+            raise KernelgenError(f"network {network.name}: the weights file holds {name}, which no dispatch binds")
+        if shapes[name][1] != placed.nbytes:
+            raise KernelgenError(f"network {network.name}: {name} takes {shapes[name][1]} bytes on the device, "
+                                 f"{placed.nbytes} in the weights file")
+        add(name, Allocation.WEIGHTS, offset, placed.offset)
+        offset = round_up(offset + placed.nbytes, alignment)
+    unbound = [name for name, (tensor, _) in shapes.items()
+               if name not in regions and tensor.role in (Role.FILTER, Role.BIAS)]
+    if unbound:
+        raise KernelgenError(f"network {network.name}: nothing holds {unbound[0]!r} (a weight missing from the "
+                             f"weights file)")
+    return regions
