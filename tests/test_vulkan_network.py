@@ -162,7 +162,7 @@ def test_a_device_without_what_the_kernels_need_is_refused(shipped, tmp_path, de
 def test_barriers_only_where_the_data_flow_needs_them(tmp_path):
     network = kernelgen.load_network(import_classifier(tmp_path, "net", "vulkan"))
     jobs = {s.config.name: kernelgen.jobs(s.config, ("vulkan",))["vulkan"] for s in network.kernels}
-    gpu = plan_network(network, jobs, pack_network_weights(network, jobs, TARGETS["vulkan"])[0])
+    gpu = plan_network(network, TARGETS["vulkan"], jobs, pack_network_weights(network, jobs, TARGETS["vulkan"])[0])
     rows = [(d.label, d.barrier_why) for d in gpu.dispatches]
     assert rows == [
         ("stem_to_pool.op1", ""),
@@ -170,7 +170,7 @@ def test_barriers_only_where_the_data_flow_needs_them(tmp_path):
         ("downsample.op1", "read after write, write after read"),  # reads pool_out; its output reuses the conv's bytes
         ("block_conv1_to_fc.op1", ""),  # reads pool_out too, writes bytes no dispatch since the barrier touched
         ("block_conv1_to_fc.op2", "read after write"),
-        ("block_conv1_to_fc.op3", "read after write"),
+        ("block_conv1_to_fc.op3", "read after write, write after read"),  # the pool's temp3 reuses temp1's bytes
         ("block_conv1_to_fc.op4", "read after write"),
     ], rows
     for d in gpu.dispatches:  # a dispatch never reads bytes it writes (the arena keeps live tensors apart)

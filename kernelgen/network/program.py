@@ -43,7 +43,7 @@ class ProgramBuild:
     driver_sources: tuple[str, ...] = ("network.c",)  # beside the program
     runner: str = ""  # what `make run` puts before ./<network>_run (a simulator and its options, then a space)
     main_template: str = f"{PROGRAM}/main.c.j2"  # a target's own may {% extends %} it
-    clean: tuple[str, ...] = ()  # what `make clean` removes besides the program and its objects (a cache it writes)
+    clean: tuple[str, ...] = ()  # what `make clean` removes besides the program and its objects (a cache folder)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -123,11 +123,13 @@ class GpuNetworkPlan:
         return next(r for r in self.regions if r.name == name)
 
 
-def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], weights: WeightsPlan,
+def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], weights: WeightsPlan | None = None,
                      alignment: int = ALIGNMENT) -> GpuNetworkPlan:
     """The plan of `network` on a GPU target (anything with `launches(job)`: targets/gpu/program.py's GpuTarget),
-    `jobs` its jobs by config name, `weights` the weights file's plan (the target's pack_weights). Every step must
-    be a kernel: a host step's tensors would have to come back to the host (the targets refuse such a network)."""
+    `jobs` its jobs by config name, `weights` the weights file's plan (the target's pack_weights; None: the weights
+    placed in the order dispatches first bind them, with no source offsets, for a note that needs no packing).
+    Every step must be a kernel: a host step's tensors would have to come back to the host (the targets refuse such
+    a network)."""
     hosts = [s.label for s in network.steps if not s.is_kernel]
     if hosts:
         raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels only, not {hosts[0]}")
@@ -195,8 +197,8 @@ def _region_names(step: Step, tensors: tuple[GpuTensor, ...]) -> dict[str, str]:
     return names
 
 
-def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tuple[GpuTensor, int]], weights: WeightsPlan,
-             alignment: int) -> dict[str, Region]:
+def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tuple[GpuTensor, int]],
+             weights: WeightsPlan | None, alignment: int) -> dict[str, Region]:
     """Every region: the ends stacked in their allocations, the arena by the greedy plan over the dispatches that
     bind each region, the weights re-aligned in the order of the file."""
     regions: dict[str, Region] = {}
@@ -224,16 +226,23 @@ def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tu
                            for name in first], alignment)
     for buffer in arena:
         add(buffer.name, Allocation.ARENA, buffer.offset)
+    if weights is None:
+        files = [(name, -1) for _, dispatch, names in launched for name in (names[t] for t in dispatch.tensors)
+                 if name not in regions and shapes[name][0].role in (Role.FILTER, Role.BIAS)]
+    else:
+        files = [(f"{placed.kernel}.{placed.tensor}", placed.offset) for placed in weights.tensors]
+        for placed in weights.tensors:
+            name = f"{placed.kernel}.{placed.tensor}"
+            if name not in shapes:
+                raise KernelgenError(f"network {network.name}: the weights file holds {name}, which no dispatch "
+                                     f"binds")
+            if shapes[name][1] != placed.nbytes:
+                raise KernelgenError(f"network {network.name}: {name} takes {shapes[name][1]} bytes on the device, "
+                                     f"{placed.nbytes} in the weights file")
     offset = 0
-    for placed in weights.tensors:
-        name = f"{placed.kernel}.{placed.tensor}"
-        if name not in shapes:
-            raise KernelgenError(f"network {network.name}: the weights file holds {name}, which no dispatch binds")
-        if shapes[name][1] != placed.nbytes:
-            raise KernelgenError(f"network {network.name}: {name} takes {shapes[name][1]} bytes on the device, "
-                                 f"{placed.nbytes} in the weights file")
-        add(name, Allocation.WEIGHTS, offset, placed.offset)
-        offset = round_up(offset + placed.nbytes, alignment)
+    for name, source_offset in dict(files).items():
+        add(name, Allocation.WEIGHTS, offset, source_offset)
+        offset = round_up(offset + shapes[name][1], alignment)
     unbound = [name for name, (tensor, _) in shapes.items()
                if name not in regions and tensor.role in (Role.FILTER, Role.BIAS)]
     if unbound:

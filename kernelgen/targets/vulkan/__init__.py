@@ -57,13 +57,13 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
                       ) -> dict[str, str]:
         """network.c/.h: every dispatch of the network in one command buffer over four device memories, the
         SPIR-V embedded (network.py)."""
-        return network_driver(network, jobs, weights)
+        return network_driver(network, self, jobs, weights)
 
     def network_refusal(self, network: Network) -> str:
         return refusal(network)
 
     def network_note(self, network: Network, jobs: Mapping[str, Job[VulkanPlan]]) -> str:
-        return memory_note(network, jobs)
+        return memory_note(network, self, jobs)
 
     def network_program(self, network: Network, jobs: Mapping[str, Job[VulkanPlan]]) -> ProgramBuild:
         return network_program(network, jobs)  # gcc over the Vulkan loader; a pipeline cache beside it
