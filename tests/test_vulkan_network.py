@@ -79,7 +79,8 @@ def test_make_run_without_the_model_matches_onnxruntime_cold_then_warm(shipped):
     assert lines[0].startswith(f"{NET}: device ") and "llvmpipe" in lines[0]
     assert lines[1].startswith(f"{NET}: cold start: pipelines ") and f"no pipeline cache ./{NET}.vkcache, written" \
         in lines[1]
-    assert lines[2].startswith(f"{NET}: ") and lines[2].endswith("ms per run (median of 3)")
+    assert lines[2].startswith(f"{NET}: ") and lines[2].endswith(" ms CPU per run (median of 3)")
+    assert lines[3].startswith(f"{NET}: ") and lines[3].endswith(" ms per run (median of 3)") and len(lines) == 4
     got = np.load(root / "y.npy")
     assert got.dtype == np.float32 and got.shape == shipped["want"].shape == (2, 7)
     assert relative_error(got, shipped["want"]) <= FLOAT_TOLERANCE
