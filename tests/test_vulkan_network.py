@@ -138,7 +138,8 @@ def test_a_weights_file_from_another_build_is_refused(shipped, tmp_path):
 # device that lacks one.)
 @requires_tool(*TOOLS)
 @pytest.mark.parametrize("define, value, says", [
-    ("STORAGE_RANGE", "1099511627776ull", "maxStorageBufferRange 134217728 bytes, a storage binding takes 1099511627776"),
+    ("STORAGE_RANGE", "1099511627776ull",
+     "maxStorageBufferRange 134217728 bytes, a storage binding takes 1099511627776"),
     ("SHUFFLE_LANES", "3", "do not hold whole rows of the 3 the kernels' shuffles need"),
     ("WORK_GROUP_INVOCATIONS", "4096", "the kernels need [64, 1, 1] and 4096"),
 ])
@@ -188,3 +189,17 @@ def test_validate_runs_the_vulkan_program_as_its_end_to_end_verdict(tmp_path):
     row = next(line for line in result.output.splitlines() if line.startswith("[end]"))
     assert f"{NET}_run (make run)" in row and " pass " in row
     assert f"; program {NET}_run (make run): output within" in result.output.splitlines()[-1]
+
+
+@requires_tool("py:onnx")
+def test_a_network_with_a_host_step_gets_its_kernels_alone(tmp_path):
+    import onnx_models
+
+    onnx.save(onnx_models.small_resnet(), str(tmp_path / "sr.onnx"))
+    imported = CliRunner().invoke(main, ["import", str(tmp_path / "sr.onnx"), "-o", str(tmp_path / "sr"), "--target",
+                                         "vulkan"])
+    assert imported.exit_code == 0, imported.output
+    note = build(tmp_path / "sr" / "network.yaml", tmp_path / "out")
+    assert ("sr on vulkan: the kernels alone; no vulkan driver: the vulkan network driver runs kernels "
+            "only: host MaxPool (ONNX nodes onnxruntime runs) cannot be recorded into its command buffer") in note
+    assert not (tmp_path / "out" / "sr").exists()

@@ -107,8 +107,9 @@ def refusal(network: Network) -> str:
     other = [s for s in network.steps if not s.is_kernel]
     if not other:
         return ""
-    return (f"the vulkan network driver runs kernels only: {other[0].label} ({'a conversion' if other[0].convert else 'ONNX nodes onnxruntime runs'}) "
-            f"cannot be recorded into its command buffer")
+    what = "a conversion" if other[0].convert else "ONNX nodes onnxruntime runs"
+    return (f"the vulkan network driver runs kernels only: {other[0].label} ({what}) cannot be recorded into its "
+            f"command buffer")
 
 
 def plan_network(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPlan]], weights: WeightsPlan
@@ -195,7 +196,8 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPl
     net = network.name
     context: dict[str, Any] = dict(
         net=net, upper=net.upper(), guard=f"KERNELGEN_{net.upper()}_NETWORK_H", gpu=gpu, memories=MEMORIES,
-        kinds=KINDS, alignment=ALIGNMENT, digest=weights.digest_hex, weights_bytes=weights.data_bytes, steps=len(network.steps),
+        kinds=KINDS, alignment=ALIGNMENT, digest=weights.digest_hex, weights_bytes=weights.data_bytes,
+        steps=len(network.steps),
         source=comment_text(network.inputs[0]), sink=comment_text(network.outputs[0]),
         program=c_string(f"{net}_run"), manifest=comment_text(Path(network.path).name))
     return {name: render(template, context) for name, template in zip(FILES, TEMPLATES)}
