@@ -203,3 +203,22 @@ def test_a_network_with_a_host_step_gets_its_kernels_alone(tmp_path):
     assert ("sr on vulkan: the kernels alone; no vulkan driver: the vulkan network driver runs kernels "
             "only: host MaxPool (ONNX nodes onnxruntime runs) cannot be recorded into its command buffer") in note
     assert not (tmp_path / "out" / "sr").exists()
+
+
+VALIDATION_LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
+
+
+@requires_tool(*TOOLS)
+@pytest.mark.skipif(not VALIDATION_LAYER.exists(), reason="needs vulkan-validationlayers")
+def test_the_program_passes_the_khronos_validation_layer(shipped, tmp_path):
+    """Every Vulkan call of a start and two inferences under VK_LAYER_KHRONOS_validation (it reports a misuse, such
+    as a binding's offset or a barrier's range, on stdout as a "Validation Error")."""
+    import os
+
+    env = {**os.environ, "VK_INSTANCE_LAYERS": "VK_LAYER_KHRONOS_validation", "VK_LOADER_DEBUG": "layer"}
+    done = subprocess.run([str(shipped["folder"] / f"{NET}_run"), "--repeat", "2", str(shipped["root"] / "x.npy"),
+                           str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    assert 'Insert instance layer "VK_LAYER_KHRONOS_validation"' in done.stdout + done.stderr  # it did run
+    assert "Validation" not in done.stdout.replace("VK_LAYER_KHRONOS_validation", "")
+    assert relative_error(np.load(tmp_path / "y.npy"), shipped["want"]) <= FLOAT_TOLERANCE
