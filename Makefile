@@ -4,7 +4,7 @@ VENV := .venv
 KG := $(VENV)/bin/kernelgen
 # Debian packages the validation toolchains come from (README.md, Testing).
 APT_PACKAGES := gcc g++ clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev glslang-tools spirv-tools \
-	mesa-vulkan-drivers libvulkan1 vulkan-validationlayers cmake ninja-build
+	mesa-vulkan-drivers libvulkan1 libvulkan-dev vulkan-validationlayers cmake ninja-build
 
 .PHONY: demo test toolchains mesa-compilers goldens clean
 

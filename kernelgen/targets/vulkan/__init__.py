@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
 
 from ...config import Config
 from ...emit import OutputFile
@@ -21,11 +23,18 @@ from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.parts import PARTS, PartSpec
 from ..gpu.program import GpuTarget
 from .code import COMP_TEMPLATE, compile_ops
+from .network import FILES as NETWORK_FILES, memory_note, network_files as network_driver, network_program, \
+    pack_weights, refusal
 from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
 from .program import VulkanProgram, compile_program, launches, stages
 from .sweep import static_estimate, sweep_variants, tile_variants
 from .toolchain import status
+
+if TYPE_CHECKING:
+    from ...network.manifest import Network
+    from ...network.program import ProgramBuild
+    from ...network.weights import WeightsPlan
 
 
 class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
@@ -42,6 +51,26 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
 
     def context(self, config: Config, plan: Plan, target_plan: VulkanPlan) -> dict[str, Any]:
         return {"vk": target_plan}  # tiles, dispatch sizes, index text
+
+    network_file_names = NETWORK_FILES
+
+    def network_files(self, network: Network, jobs: Mapping[str, Job[VulkanPlan]], weights: WeightsPlan
+                      ) -> dict[str, str]:
+        """network.c/.h: every dispatch of the network in one command buffer over four device memories, the
+        SPIR-V embedded (network.py)."""
+        return network_driver(network, self, jobs, weights)
+
+    def network_refusal(self, network: Network) -> str:
+        return refusal(network)
+
+    def network_note(self, network: Network, jobs: Mapping[str, Job[VulkanPlan]]) -> str:
+        return memory_note(network, self, jobs)
+
+    def network_program(self, network: Network, jobs: Mapping[str, Job[VulkanPlan]]) -> ProgramBuild:
+        return network_program(network, jobs)  # gcc over the Vulkan loader; a pipeline cache beside it
+
+    def pack_weights(self, job: Job[VulkanPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return pack_weights(job, logical)  # as each binding holds them (the target's own filter packing)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         from .mobilestats import compiler_status
