@@ -159,6 +159,41 @@ def test_targets_lists_toolchains():
     assert result.exit_code == 0 and result.output.startswith("c ") and "gcc" in result.output
 
 
+def _cmake_lines(output: str) -> list[str]:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("cmake "))
+    return lines[start:start + 2]
+
+
+@requires_tool("cmake")
+def test_targets_lists_cmake_which_the_cmake_package_needs():
+    import shutil
+    import subprocess
+
+    result = runner.invoke(main, ["targets"])
+    assert result.exit_code == 0
+    heading, tool = _cmake_lines(result.output)
+    assert "kernelgen --cmake-dir" in heading
+    version = subprocess.run([shutil.which("cmake"), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    assert tool.split() == ["cmake", "found", *version.split()]
+
+
+def test_targets_says_cmake_is_missing_or_too_old_and_how_to_install_it(tmp_path, monkeypatch):
+    """The CMake package (kernelgenConfig.cmake) refuses a CMake older than 3.20: such a cmake is not found."""
+    from kernelgen import toolstatus
+
+    old = tmp_path / "cmake"
+    old.write_text("#!/bin/sh\necho 'cmake version 3.18.4'\n")
+    old.chmod(0o755)
+    monkeypatch.setattr(toolstatus.shutil, "which", lambda name: str(old) if name == "cmake" else None)
+    tool = _cmake_lines(runner.invoke(main, ["targets"]).output)[1]
+    assert tool.split(None, 2) == ["cmake", "missing", "(cmake version 3.18.4); the CMake package needs cmake 3.20 "
+                                   "or newer: apt-get install cmake (or pip install cmake)"]
+    monkeypatch.setattr(toolstatus.shutil, "which", lambda name: None)
+    tool = _cmake_lines(runner.invoke(main, ["targets"]).output)[1]
+    assert tool.split(None, 2) == ["cmake", "missing;", "apt-get install cmake"]
+
+
 def test_python_dash_m_works(repo):
     import subprocess
     import sys

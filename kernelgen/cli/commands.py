@@ -30,7 +30,7 @@ from ..planner import plan as make_plan
 from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
 from ..measure.dump import prepare as prepare_dump
-from ..toolstatus import install_text
+from ..toolstatus import ToolStatus, cmake_status, install_text
 from .validate_table import header as table_header, row_lines, skipped_lines, width as table_width
 from .network import manifests_in, validate_networks, weights_command
 
@@ -396,10 +396,17 @@ def targets() -> None:
     for name, target in TARGETS.items():
         click.echo(f"{name:<8} {target.summary}")
         for status in target.toolchain():
-            state = (f"found   {status.version}" if status.found else
-                     f"missing{f' ({status.version})' if status.version else ''}; {status.install_hint}")
-            state += " [kernelgen stats only]" if status.stats_only else ""
-            click.echo(f"         {status.name:<18} {state}")
+            _echo_tool(status)
+    # not a target, but the CMake package (kernelgen --cmake-dir) is part of what kernelgen ships
+    click.echo(f"{'cmake':<8} the CMake package (kernelgen --cmake-dir): find_package(kernelgen), kernelgen_add_kernels")
+    _echo_tool(cmake_status())
+
+
+def _echo_tool(status: ToolStatus) -> None:
+    state = (f"found   {status.version}" if status.found else
+             f"missing{f' ({status.version})' if status.version else ''}; {status.install_hint}")
+    state += " [kernelgen stats only]" if status.stats_only else ""
+    click.echo(f"         {status.name:<18} {state}")
 
 
 main.add_command(bench_command)
