@@ -243,7 +243,26 @@ def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
     lines = result.output.splitlines()
     assert [line.split()[:3] for line in lines[1:3]] == [["small", "c", "skipped"], ["other", "c", "skipped"]]
     # one line per skipped target says what is missing and what to install, not one per row
-    assert lines[3:] == ["c: skipped for 2 config(s), missing gcc; install: apt-get install gcc"]
+    assert lines[3:] == ["c: skipped for 2 config(s), missing gcc; install: apt-get install gcc",
+                         "2 rows: 0 passed, 0 failed, 2 skipped"]  # issue 49: the table's last line counts its rows
+
+
+def test_the_validate_tables_summary_counts_every_status_it_shows():
+    import math
+    from dataclasses import replace
+
+    from kernelgen.cli.validate_table import summary_line, validate_table
+    from kernelgen.measure.records import Status, ValidationResult
+
+    row = ValidationResult(config="k", target="c", status=Status.PASS, max_abs_error=0.0, max_rel_error=0.0,
+                           bound_ratio=0.1, seed=1)
+    statuses = [Status.PASS, Status.PASS, Status.FAIL, Status.SKIPPED, Status.COMPILED, Status.PASS]
+    results = [replace(row, config=f"k{i}", status=s, bound_ratio=math.nan) for i, s in enumerate(statuses)]
+    assert summary_line(results) == "6 rows: 3 passed, 1 failed, 1 skipped, 1 compiled"
+    assert summary_line(results[:2]) == "2 rows: 2 passed, 0 failed, 0 skipped"  # the three always, others if any
+    assert summary_line([*results[:2], replace(row, status=Status.NOT_RUN)]).endswith(", 0 skipped, 1 not run")
+    assert validate_table(results)[-1] == summary_line(results)
+    assert validate_table(results[:1])[-1].startswith("k0 ")  # one row: its own line says it all
 
 
 @requires_tool(*toolchain("c"))
