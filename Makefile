@@ -2,11 +2,18 @@
 PYTHON ?= python3
 VENV := .venv
 KG := $(VENV)/bin/kernelgen
-# Debian packages the validation toolchains come from (README.md, Testing).
+# Debian packages the validation toolchains come from (README.md's Quickstart lists them; tests/conftest.py's
+# requires_tool skips, or under CI's KERNELGEN_REQUIRE_TOOLCHAINS=1 fails, the tests whose tool is missing).
 APT_PACKAGES := gcc g++ clang-19 lld-19 qemu-user pocl-opencl-icd ocl-icd-opencl-dev glslang-tools spirv-tools \
 	mesa-vulkan-drivers libvulkan1 libvulkan-dev vulkan-validationlayers cmake ninja-build
 
-.PHONY: demo test toolchains mesa-compilers goldens clean
+# What `make demo` validates: every target once, the seeds' cases (000 on c, opencl, vulkan and as uint8 on hvx;
+# 001's tiles; 002's layer on opencl and its walk-through conv on vulkan) and one imported block (MobileNetV2's, on
+# all four), a few minutes of CPU at most (README.md, Quickstart). Every config on every target: make demo-all.
+DEMO_CONFIGS := configs/seed000_baseline.yaml configs/hvx_seed000_baseline_u8.yaml configs/seed001_tiles.yaml \
+	configs/seed002_opencl_small.yaml configs/seed002_vulkan_rgb.yaml configs/mobilenet_v2_block.yaml
+
+.PHONY: demo demo-all test toolchains mesa-compilers goldens clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +42,11 @@ test: toolchains mesa-compilers $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(KG) build configs/*.yaml -o out/
 	$(KG) plan configs/seed000_3x3.yaml
+	$(KG) validate $(DEMO_CONFIGS) --skip-missing
+
+# The whole matrix: every config on each of its targets (make test runs these kernels and more).
+demo-all: $(VENV)/.installed
+	$(KG) build configs/*.yaml -o out/
 	$(KG) validate configs/*.yaml --skip-missing
 
 # Regenerate the committed goldens (review the diff before committing).

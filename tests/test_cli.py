@@ -159,6 +159,41 @@ def test_targets_lists_toolchains():
     assert result.exit_code == 0 and result.output.startswith("c ") and "gcc" in result.output
 
 
+def _cmake_lines(output: str) -> list[str]:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("cmake "))
+    return lines[start:start + 2]
+
+
+@requires_tool("cmake")
+def test_targets_lists_cmake_which_the_cmake_package_needs():
+    import shutil
+    import subprocess
+
+    result = runner.invoke(main, ["targets"])
+    assert result.exit_code == 0
+    heading, tool = _cmake_lines(result.output)
+    assert "kernelgen --cmake-dir" in heading
+    version = subprocess.run([shutil.which("cmake"), "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    assert tool.split() == ["cmake", "found", *version.split()]
+
+
+def test_targets_says_cmake_is_missing_or_too_old_and_how_to_install_it(tmp_path, monkeypatch):
+    """The CMake package (kernelgenConfig.cmake) refuses a CMake older than 3.20: such a cmake is not found."""
+    from kernelgen import toolstatus
+
+    old = tmp_path / "cmake"
+    old.write_text("#!/bin/sh\necho 'cmake version 3.18.4'\n")
+    old.chmod(0o755)
+    monkeypatch.setattr(toolstatus.shutil, "which", lambda name: str(old) if name == "cmake" else None)
+    tool = _cmake_lines(runner.invoke(main, ["targets"]).output)[1]
+    assert tool.split(None, 2) == ["cmake", "missing", "(cmake version 3.18.4); the CMake package needs cmake 3.20 "
+                                   "or newer: apt-get install cmake (or pip install cmake)"]
+    monkeypatch.setattr(toolstatus.shutil, "which", lambda name: None)
+    tool = _cmake_lines(runner.invoke(main, ["targets"]).output)[1]
+    assert tool.split(None, 2) == ["cmake", "missing;", "apt-get install cmake"]
+
+
 def test_python_dash_m_works(repo):
     import subprocess
     import sys
@@ -208,7 +243,26 @@ def test_validate_skip_missing_reports_skipped(tmp_path, monkeypatch):
     lines = result.output.splitlines()
     assert [line.split()[:3] for line in lines[1:3]] == [["small", "c", "skipped"], ["other", "c", "skipped"]]
     # one line per skipped target says what is missing and what to install, not one per row
-    assert lines[3:] == ["c: skipped for 2 config(s), missing gcc; install: apt-get install gcc"]
+    assert lines[3:] == ["c: skipped for 2 config(s), missing gcc; install: apt-get install gcc",
+                         "2 rows: 0 passed, 0 failed, 2 skipped"]  # issue 49: the table's last line counts its rows
+
+
+def test_the_validate_tables_summary_counts_every_status_it_shows():
+    import math
+    from dataclasses import replace
+
+    from kernelgen.cli.validate_table import summary_line, validate_table
+    from kernelgen.measure.records import Status, ValidationResult
+
+    row = ValidationResult(config="k", target="c", status=Status.PASS, max_abs_error=0.0, max_rel_error=0.0,
+                           bound_ratio=0.1, seed=1)
+    statuses = [Status.PASS, Status.PASS, Status.FAIL, Status.SKIPPED, Status.COMPILED, Status.PASS]
+    results = [replace(row, config=f"k{i}", status=s, bound_ratio=math.nan) for i, s in enumerate(statuses)]
+    assert summary_line(results) == "6 rows: 3 passed, 1 failed, 1 skipped, 1 compiled"
+    assert summary_line(results[:2]) == "2 rows: 2 passed, 0 failed, 0 skipped"  # the three always, others if any
+    assert summary_line([*results[:2], replace(row, status=Status.NOT_RUN)]).endswith(", 0 skipped, 1 not run")
+    assert validate_table(results)[-1] == summary_line(results)
+    assert validate_table(results[:1])[-1].startswith("k0 ")  # one row: its own line says it all
 
 
 @requires_tool(*toolchain("c"))

@@ -112,6 +112,40 @@ def test_banner_names_config_template_and_version(repo):
     assert str(repo) not in text  # no absolute paths
 
 
+def test_each_c_source_names_the_flags_build_list_flags_gives_and_headers_do_not(repo):
+    """Issue 49: a generated .c copied into another project says what it was validated and timed with: the
+    goldens' banners agree with `kernelgen build --list-flags`, line for line."""
+    from click.testing import CliRunner
+
+    from kernelgen.cli import main
+
+    configs = sorted(str(p) for p in (repo / "configs").glob("*.yaml"))
+    listed = CliRunner().invoke(main, ["build", *configs, "-o", "out", "--list-flags"])
+    assert listed.exit_code == 0, listed.output
+    flags: dict[str, list[str]] = {}
+    for line in listed.stdout.splitlines():
+        folder, kind, flag = line.split("\t")
+        assert kind == "compile"  # no config of configs/ runs OpenMP threads
+        flags.setdefault(folder, []).append(flag)
+    sources = sorted((repo / "out").glob("*/*/*.c"))
+    assert {str(p.parent.relative_to(repo)) for p in sources} == set(flags)  # c and hvx: every folder with a .c
+    for source in sources:
+        third = source.read_text().splitlines()[2]
+        expected = " ".join(flags[str(source.parent.relative_to(repo))])
+        assert third == f"   Compile with {expected} (as validated; kernelgen build --list-flags). */", source
+        assert "Compile with" not in source.with_suffix(".h").read_text()
+    assert flags["out/seed000_3x3/c"] == ["-O3", "-march=native", "-ffp-contract=fast"]
+    assert flags["out/hvx_seed000_3x3_u8/hvx"] == ["-mcpu=hexagonv73", "-mhvx", "-mhvx-length=128b", "-O2"]
+
+
+def test_a_configs_own_cflags_and_threads_are_the_flags_its_banner_names():
+    config = parse_config("name: tuned\ninput: {shape: [1, 8, 8, 16]}\nops:\n  - conv2d: {out_channels: 16, kernel: 3}\n"
+                          "c: {cflags: [-O2, -mavx2], threads: 2}\ntargets: [c]\n")
+    text = TARGETS["c"].build(config, plan(config)).files["tuned.c"]
+    assert text.splitlines()[2] == ("   Compile with -O2 -mavx2 -fopenmp; link with -fopenmp "
+                                    "(as validated; kernelgen build --list-flags). */")
+
+
 def test_environment_is_strict():
     import jinja2
 

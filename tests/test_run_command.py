@@ -131,6 +131,13 @@ def test_bad_inputs_are_exit_2_naming_the_tensor(tmp_path):
     (tmp_path / "broken.npy").write_bytes(b"not numpy")
     named = [a if not a.startswith("input=") else f"input={tmp_path / 'broken.npy'}" for a in args]
     assert "is not a readable .npy file" in _bad(tmp_path, named)
+    # issue 49: a file that does not exist has no line to point at: the --input argument that named it is the place
+    absent = tmp_path / "absent.npy"
+    named = [a if not a.startswith("input=") else f"input={absent}" for a in args]
+    message = _bad(tmp_path, named).splitlines()
+    assert message[-1] == (f"Error: Invalid value for '--input': input={absent}: no such file (write the array with "
+                           f"numpy.save first)")
+    assert not any(f"{absent}:1:1" in line for line in message)
 
 
 def test_nan_in_a_uint8_tensors_float_source_is_exit_2(tmp_path):

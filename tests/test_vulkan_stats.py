@@ -232,3 +232,22 @@ def test_a_radv_compile_past_its_time_limit_is_killed_and_says_so(tmp_path, monk
     assert result.exit_code == 0, result.output
     assert "no rdna2 compiler statistics" in result.stderr and "did not compile in 0.05 s" in result.stderr
     assert (tmp_path / "out" / "big_tile" / "vulkan" / "big_tile.op3.spv").is_file()
+
+
+@requires_tool(*VULKAN)
+def test_stats_labels_a_depthwise_and_a_grouped_filter_by_what_each_output_reads(tmp_path):
+    """Issue 49: a depthwise 3x3 over 88 channels reads a 3x3 slice of one channel per output, not the
+    3x3x88x88 a dense label said; a conv in 4 groups reads Cin/4 channels."""
+    config = tmp_path / "mobile.yaml"
+    config.write_text("name: mobile_ops\ninput: {shape: [1, 14, 14, 88]}\nops:\n"
+                      "  - conv2d: {out_channels: 88, kernel: 3, pad: 1, groups: 88}\n"
+                      "  - conv2d: {out_channels: 32, kernel: 1, groups: 4}\n"
+                      "  - conv2d: {out_channels: 16, kernel: 1}\n"
+                      "targets: [vulkan]\n")
+    result = CliRunner().invoke(main, ["stats", str(config), "--target", "vulkan", "--device", "rdna2"])
+    assert result.exit_code == 0, result.output
+    labels = [line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("  op ")]
+    assert [label.split("/")[0] for label in labels] == [
+        "Input[1x14x14x88]xFilter[3x3x88 depthwise]",
+        "Input[1x14x14x88]xFilter[1x1x22x32 groups 4]",
+        "Input[1x14x14x32]xFilter[1x1x32x16]"]

@@ -30,8 +30,8 @@ from ..planner import plan as make_plan
 from ..report import json_report, markdown_report, text_report
 from ..measure.context import run_context
 from ..measure.dump import prepare as prepare_dump
-from ..toolstatus import install_text
-from .validate_table import header as table_header, row_lines, skipped_lines, width as table_width
+from ..toolstatus import ToolStatus, cmake_status, install_text
+from .validate_table import header as table_header, row_lines, skipped_lines, summary_line, width as table_width
 from .network import manifests_in, validate_networks, weights_command
 
 
@@ -308,7 +308,10 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     when no ratio over the bound explains it (bit-exact uint8, padding, a build).
     Rows are printed as each result arrives; on a terminal a status line on
     stderr names the config, its phase (compiling, running, comparing) and the
-    time so far. For a network.yaml, --jsonl is its --json (a line per step).
+    time so far. Several rows end with a count: "11 rows: 10 passed, 0 failed,
+    1 skipped". --skip-missing: a target whose toolchain is missing here is a
+    "skipped" row and one line naming what to install, not a FAIL (make demo).
+    For a network.yaml, --jsonl is its --json (a line per step).
     With --sources DIR the kernels compiled are the sources in DIR, as build
     wrote them under <output>/<name>/<target>/ and perhaps edited by hand
     (the launch files, .launch.json and .dispatch.txt, must be as built);
@@ -357,6 +360,8 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     elif not as_jsonl:
         for line in skipped_lines(results):
             click.echo(line)
+        if len(results) > 1:
+            click.echo(summary_line(results))
     # compiled (HVX float: QEMU cannot run it), not run (device lacks a feature), skipped (no toolchain):
     # reported as such, neither a pass nor a mismatch.
     if any(r.status.counts_as_failure for r in results):
@@ -396,10 +401,17 @@ def targets() -> None:
     for name, target in TARGETS.items():
         click.echo(f"{name:<8} {target.summary}")
         for status in target.toolchain():
-            state = (f"found   {status.version}" if status.found else
-                     f"missing{f' ({status.version})' if status.version else ''}; {status.install_hint}")
-            state += " [kernelgen stats only]" if status.stats_only else ""
-            click.echo(f"         {status.name:<18} {state}")
+            _echo_tool(status)
+    # not a target, but the CMake package (kernelgen --cmake-dir) is part of what kernelgen ships
+    click.echo(f"{'cmake':<8} the CMake package (kernelgen --cmake-dir): find_package(kernelgen), kernelgen_add_kernels")
+    _echo_tool(cmake_status())
+
+
+def _echo_tool(status: ToolStatus) -> None:
+    state = (f"found   {status.version}" if status.found else
+             f"missing{f' ({status.version})' if status.version else ''}; {status.install_hint}")
+    state += " [kernelgen stats only]" if status.stats_only else ""
+    click.echo(f"         {status.name:<18} {state}")
 
 
 main.add_command(bench_command)

@@ -3,13 +3,14 @@ Registered by commands.py; prints and exits like the other commands."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import click
 import numpy as np
 
 from ..api import TARGETS, jobs
-from ..files import write_if_changed_bytes
+from ..files import display_path, write_if_changed_bytes
 from ..measure.run import checked_inputs, run
 from ..measure.tensors import input_tensors, read_npy
 from .common import device_option, handle_errors, load_all, make_folder
@@ -23,6 +24,8 @@ def _named_file(ctx, param, values: tuple[str, ...]) -> dict[str, Path]:
             raise click.BadParameter(f"expected NAME=FILE.npy (input=x.npy, filter1=w1.npy), got {value!r}")
         if name in out:
             raise click.BadParameter(f"{name} is given twice")
+        if not os.path.lexists(path):  # no file to point into: the argument that named it is the place
+            raise click.BadParameter(f"{display_path(value)}: no such file (write the array with numpy.save first)")
         out[name] = Path(path)
     return out
 

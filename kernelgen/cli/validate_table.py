@@ -1,6 +1,7 @@
 """The text `kernelgen validate` prints: one row per (config, target), the detail of each finding under it,
-and one line per target skipped for a missing toolchain saying what to install. Rows can be printed one by one
-as their results arrive (header, row_lines, skipped_lines) or all at once (validate_table)."""
+one line per target skipped for a missing toolchain saying what to install, and for several rows a summary line
+(passed, failed, skipped). Rows can be printed one by one as their results arrive (header, row_lines, then
+skipped_lines and summary_line) or all at once (validate_table)."""
 from __future__ import annotations
 
 import math
@@ -54,6 +55,16 @@ def skipped_lines(results: list[ValidationResult]) -> list[str]:
     return lines
 
 
+def summary_line(results: list[ValidationResult]) -> str:
+    """The table's last line when it has several rows: passed, failed and skipped always (a reader looks for
+    those three), built-but-not-run statuses only when there are some."""
+    count = {status: sum(r.status is status for r in results) for status in Status}
+    more = [f"{count[s]} {s.value}" for s in (Status.COMPILED, Status.NOT_RUN) if count[s]]
+    return ", ".join([f"{len(results)} rows: {count[Status.PASS]} passed", f"{count[Status.FAIL]} failed",
+                      f"{count[Status.SKIPPED]} skipped", *more])
+
+
 def validate_table(results: list[ValidationResult]) -> list[str]:
     size = width([r.config for r in results])
-    return [header(size), *(line for r in results for line in row_lines(r, size)), *skipped_lines(results)]
+    return [header(size), *(line for r in results for line in row_lines(r, size)), *skipped_lines(results),
+            *([summary_line(results)] if len(results) > 1 else [])]

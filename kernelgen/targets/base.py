@@ -54,6 +54,14 @@ class BuildFlags:
     compile: tuple[str, ...] = ()
     link: tuple[str, ...] = ()
 
+    def banner_line(self) -> str:
+        """What each generated C source's banner says of its flags ("" for none): a source copied into another
+        project without its build still says what it was validated and timed with."""
+        if not self.compile:
+            return ""
+        link = f"; link with {' '.join(self.link)}" if self.link else ""
+        return f"Compile with {' '.join(self.compile)}{link} (as validated; kernelgen build --list-flags)."
+
 
 class Target(ABC, Generic[TargetPlan, Compiled]):
     name: ClassVar[str]
@@ -97,7 +105,8 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
     def build(self, config: Config, plan: Plan) -> Job[TargetPlan]:
         """The target plan and every file this target writes for a config."""
         tplan = self.target_plan(config, plan)
-        files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root)
+        files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root,
+                       self.build_flags(config).banner_line())
         return Job(config=config, plan=plan, target_plan=tplan, files=files)
 
     # the names of the files network_files writes (build --list-outputs lists them without planning a network)

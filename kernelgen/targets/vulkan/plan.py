@@ -152,9 +152,21 @@ class VulkanOp:
         """Seed 002's benchmark name: Input[..]xFilter[..]/Stride[..]/Tile[..]/WGSize[..]."""
         g = self.geo
         n, h, w, c = g.in_shape
-        return (f"Input[{n}x{h}x{w}x{c}]xFilter[{g.kernel[0]}x{g.kernel[1]}x{c}x{g.out_channels}]"
+        return (f"Input[{n}x{h}x{w}x{c}]x{filter_label(g)}"
                 f"/Stride[{g.stride[0]}x{g.stride[1]}]/Tile[{self.ivc_tile[0]}x{self.ivc_tile[1]}x"
                 f"{self.ivc_tile[2] * 4}]/WGSize[{self.wg_size[0]}x{self.wg_size[1]}x{self.wg_size[2]}]")
+
+
+def filter_label(g: OpGeometry) -> str:
+    """A conv's filter in seed 002's style, [KHxKWxCinxCout] for a dense one; a depthwise filter is one KHxKW slice
+    per channel and a grouped one reads Cin/groups channels per output, which the dense form would overstate by
+    the channel count (a 3x3 depthwise conv over 88 channels is not Filter[3x3x88x88])."""
+    kh, kw = g.kernel
+    if g.depthwise:
+        return f"Filter[{kh}x{kw}x{g.in_channels} depthwise]"
+    if g.groups > 1:
+        return f"Filter[{kh}x{kw}x{g.in_channels // g.groups}x{g.out_channels} groups {g.groups}]"
+    return f"Filter[{kh}x{kw}x{g.in_channels}x{g.out_channels}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -137,7 +137,7 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x56x56x144]xFilter[3x3x144x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x56x56x144]xFilter[3x3x144 depthwise]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 144], kernel [3, 3], stride [1, 1], pad [1, 1, 1, 1], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
 // dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
