@@ -14,7 +14,6 @@ the core takes targets as arguments. Each config is planned once and each target
 from __future__ import annotations
 
 import secrets
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -24,7 +23,7 @@ from .version import __version__
 import kernelgen.config as _config
 import kernelgen.config.model as config_model
 from .config import Config, with_options
-from .errors import ConfigError, ConfigProblem, KernelgenError, NoScheduleFits
+from .errors import ConfigError, ConfigProblem, KernelgenError
 from .measure import bench as _bench
 from .measure import run as _run
 from .measure import sources as _sources
@@ -32,7 +31,7 @@ from .measure import validate as _validate
 from .measure.records import (BenchOptions, BenchRow, DeviceStats, KernelStats, OpEstimate, Status,
                               ValidationResult, unmeasured)
 from .plan_types import Plan
-from .planner import plan, plan_costs
+from .planner import plan
 from .report import text_report
 from .registry import TARGETS, catalog
 from .target_choice import choose_targets
@@ -357,52 +356,9 @@ def network_chart(path: Path, times: NetworkTimes) -> None:
 def fusion_coster(target: str):
     """For `kernelgen import`: a candidate group (onnx/group_config.py, schedule: auto) -> its cost on `target`
     (onnx/fusion.py), or None when the target has no roofs or budget to estimate with."""
-    from .onnx.fusion import estimate
-    from .onnx.group_config import config_of
+    from .onnx.coster import group_coster
 
-    info = TARGETS[target].info()
-    if info.roofs is None or info.default_budget is None:
-        return None
-    # A repeated block's candidates say what the first one's said (candidate groups carry no name nor nodes):
-    # each distinct config is planned once, its cost or its error kept.
-    known: dict[object, object] = {}
-
-    def memoized(group):
-        key = _content(group.data())
-        if key not in known:
-            try:
-                known[key] = cost(group)
-            except ConfigError as error:
-                known[key] = error
-        if isinstance(known[key], ConfigError):
-            raise known[key]
-        return known[key]
-
-    def cost(group):
-        config = config_of(group, catalog())
-        try:
-            planned, refused = plan_costs(config), ""
-        except ConfigError as error:  # no schedule fits the budget: the default one, refused as a group
-            planned = plan_costs(config_of(replace(group, schedule=None), catalog()))
-            why = (f"expected a budget of at least {error.needed} bytes" if isinstance(error, NoScheduleFits)
-                   else error.problems[0].message)
-            refused = f"no schedule fits the budget ({why})"
-        budget = planned.search.budget if planned.search is not None else None
-        activations = (planned.traffic.input_bytes + planned.traffic.output_bytes, planned.unfused_activation_bytes)
-        result = estimate(planned.flops, planned.executed_flops, planned.traffic.total, planned.workspace_bytes,
-                          budget, info.roofs, activations, config.dtype)
-        return result if not refused or result.refused else replace(result, refused=refused)
-
-    return memoized
-
-
-def _content(value):
-    """A config's keys (GroupConfig.data()) as a hashable value: mappings and lists as tuples."""
-    if isinstance(value, dict):
-        return tuple((key, _content(item)) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return tuple(_content(item) for item in value)
-    return value
+    return group_coster(TARGETS[target].info(), catalog())
 
 
 def _seed(seed: int | None) -> int:

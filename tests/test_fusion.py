@@ -125,18 +125,19 @@ def test_each_distinct_candidate_config_is_planned_once(tmp_path, monkeypatch):
     import onnx_models
 
     import kernelgen.api as api
+    import kernelgen.onnx.coster as coster_module
     from kernelgen.onnx.importer import Fusion, import_model
 
     model = tmp_path / "stack.onnx"
     onnx.save(onnx_models.mobilenet_v2_stack(8), model)
     planned, asked, reached = [], [], []
-    monkeypatch.setattr(api, "plan_costs", lambda config: planned.append(config) or plan_costs(config))
+    monkeypatch.setattr(coster_module, "plan_costs", lambda config: planned.append(config) or plan_costs(config))
     coster = api.fusion_coster("c")
     fresh = api.fusion_coster("c")
     imported = import_model(model, tmp_path / "out", ("c",), Fusion(coster=lambda group: asked.append(group)
                                                                     or coster(group), progress=reached.append))
     assert len(asked) == 62  # each (start, stop) the search costs, once per chain position
-    assert len({api._content(group.data()) for group in asked}) == len(planned) == 58  # nothing fails to fit at 8x8
+    assert len({coster_module._content(group.data()) for group in asked}) == len(planned) == 58  # nothing fails to fit at 8x8
     assert [len(config.config.ops) for config in imported.configs] == [12]
     # the kept cost is the one planning the candidate again gives
     assert all(coster(group) == fresh(group) for group in asked[:8])

@@ -51,6 +51,7 @@ from .options import (MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY, che
                       vulkan_options)
 from .defaults import default_tile_for, shuffle_rows, wide_store
 from .filters import packed_filter
+from .names import filter_label
 from .pool import VulkanPool, plan_pool
 from .tiling import ConvBuffers, Tiling
 
@@ -155,18 +156,6 @@ class VulkanOp:
         return (f"Input[{n}x{h}x{w}x{c}]x{filter_label(g)}"
                 f"/Stride[{g.stride[0]}x{g.stride[1]}]/Tile[{self.ivc_tile[0]}x{self.ivc_tile[1]}x"
                 f"{self.ivc_tile[2] * 4}]/WGSize[{self.wg_size[0]}x{self.wg_size[1]}x{self.wg_size[2]}]")
-
-
-def filter_label(g: OpGeometry) -> str:
-    """A conv's filter in seed 002's style, [KHxKWxCinxCout] for a dense one; a depthwise filter is one KHxKW slice
-    per channel and a grouped one reads Cin/groups channels per output, which the dense form would overstate by
-    the channel count (a 3x3 depthwise conv over 88 channels is not Filter[3x3x88x88])."""
-    kh, kw = g.kernel
-    if g.depthwise:
-        return f"Filter[{kh}x{kw}x{g.in_channels} depthwise]"
-    if g.groups > 1:
-        return f"Filter[{kh}x{kw}x{g.in_channels // g.groups}x{g.out_channels} groups {g.groups}]"
-    return f"Filter[{kh}x{kw}x{g.in_channels}x{g.out_channels}]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
