@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from onnx import numpy_helper
 
 import kernelgen
 from kernelgen.api import TARGETS
@@ -24,6 +23,7 @@ from kernelgen.network import execute
 
 from builders import toolchain
 from conftest import requires_tool
+from programs import another_builds_weights, make
 from test_network_weights import import_classifier
 
 # float32 end to end, as test_network_c.FLOAT_TOLERANCE argues: a few units of roundoff per product summed, about
@@ -39,10 +39,6 @@ def build(manifest: Path, out: Path, *extra: str) -> str:
     return result.output
 
 
-def make(folder: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["make", "-s", "-C", str(folder), *args], capture_output=True, text=True, timeout=600)
-    assert not check or done.returncode == 0, done.stderr + done.stdout
-    return done
 
 
 def program(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -92,15 +88,7 @@ def test_make_run_without_the_model_matches_onnxruntime(shipped):
 
 @requires_tool(*toolchain("c"), "make")
 def test_a_weights_file_from_another_build_is_refused(shipped, tmp_path):
-    other_root = tmp_path / "other"
-    other_root.mkdir()
-    model = onnx.load(str(shipped["kept"]))
-    fc = next(t for t in model.graph.initializer if t.name == "fc_b")
-    fc.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(fc) * np.float32(2), "fc_b"))
-    onnx.save(model, str(other_root / "classifier.onnx"))
-    other = import_classifier(other_root)
-    theirs = tmp_path / "other.weights"
-    assert CliRunner().invoke(main, ["weights", str(other), "-o", str(theirs)]).exit_code == 0
+    theirs = another_builds_weights(shipped["kept"], tmp_path, "c")
     ours = (shipped["folder"] / f"{NET}.weights").read_bytes()
     done = program(shipped["folder"], "--weights", str(theirs), str(shipped["root"] / "x.npy"), str(tmp_path / "y.npy"))
     assert done.returncode == 1 and not (tmp_path / "y.npy").exists()

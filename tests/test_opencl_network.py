@@ -19,7 +19,6 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from onnx import numpy_helper
 
 import kernelgen
 from kernelgen.api import TARGETS
@@ -29,6 +28,7 @@ from kernelgen.network.weights import pack_network_weights
 
 from builders import toolchain
 from conftest import requires_tool
+from programs import another_builds_weights, make
 from test_network_weights import import_classifier
 
 NET = "classifier"
@@ -43,10 +43,6 @@ def build(manifest: Path, out: Path, *extra: str) -> str:
     return result.output
 
 
-def make(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(["make", "-s", "-C", str(folder), *args], capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr + done.stdout
-    return done
 
 
 def program(folder: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -157,16 +153,7 @@ def test_a_device_below_a_kernels_work_group_is_refused_in_one_line(shipped, tmp
 
 @requires_tool(*TOOLS)
 def test_a_weights_file_from_another_build_is_refused(shipped, tmp_path):
-    other_root = tmp_path / "other"
-    other_root.mkdir()
-    model = onnx.load(str(shipped["kept"]))
-    fc = next(t for t in model.graph.initializer if t.name == "fc_b")
-    fc.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(fc) * np.float32(2), "fc_b"))
-    onnx.save(model, str(other_root / "classifier.onnx"))
-    other = import_classifier(other_root, "net", "opencl")
-    theirs = tmp_path / "other.weights"
-    result = CliRunner().invoke(main, ["weights", str(other), "--target", "opencl", "-o", str(theirs)])
-    assert result.exit_code == 0, result.output
+    theirs = another_builds_weights(shipped["kept"], tmp_path, "opencl")
     ours = (shipped["folder"] / f"{NET}.weights").read_bytes()
     done = program(shipped["folder"], "--weights", str(theirs), str(shipped["root"] / "x.npy"), str(tmp_path / "y.npy"))
     assert done.returncode == 1 and not (tmp_path / "y.npy").exists()

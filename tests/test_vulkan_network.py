@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
-from onnx import numpy_helper
 
 import kernelgen
 from kernelgen.api import TARGETS
@@ -25,6 +24,7 @@ from kernelgen.targets.vulkan.network import ALIGNMENT, plan_network
 from builders import toolchain
 from conftest import requires_tool
 from test_network_program import FLOAT_TOLERANCE, SHAPE, relative_error
+from programs import another_builds_weights, make
 from test_network_weights import import_classifier
 
 NET = "classifier"
@@ -37,10 +37,6 @@ def build(manifest: Path, out: Path) -> str:
     return result.output
 
 
-def make(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(["make", "-s", "-C", str(folder), *args], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr + done.stdout
-    return done
 
 
 def program(folder: Path, *args: str) -> subprocess.CompletedProcess:
@@ -116,15 +112,7 @@ def test_a_cache_from_another_build_is_ignored_and_rewritten_and_make_clean_remo
 
 @requires_tool(*TOOLS)
 def test_a_weights_file_from_another_build_is_refused(shipped, tmp_path):
-    other_root = tmp_path / "other"
-    other_root.mkdir()
-    model = onnx.load(str(shipped["kept"]))
-    fc = next(t for t in model.graph.initializer if t.name == "fc_b")
-    fc.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(fc) * np.float32(2), "fc_b"))
-    onnx.save(model, str(other_root / "classifier.onnx"))
-    other = import_classifier(other_root, "net", "vulkan")
-    theirs = tmp_path / "other.weights"
-    assert CliRunner().invoke(main, ["weights", str(other), "--target", "vulkan", "-o", str(theirs)]).exit_code == 0
+    theirs = another_builds_weights(shipped["kept"], tmp_path, "vulkan")
     ours = (shipped["folder"] / f"{NET}.weights").read_bytes()
     done = program(shipped["folder"], "--weights", str(theirs), str(shipped["root"] / "x.npy"), str(tmp_path / "y.npy"))
     assert done.returncode == 1 and not (tmp_path / "y.npy").exists() and done.stdout == ""
