@@ -2,6 +2,7 @@
 names, and the rendering of a driver template under its banner."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jinja2
@@ -10,6 +11,17 @@ from ..emit import TemplateError, environment
 from ..version import __version__
 from .arena import Arena
 from .manifest import Network
+
+
+C_NAME = re.compile(r"^[a-z][a-z0-9_]*$")  # a network's name as the drivers' functions and files take it
+
+
+def check_c_name(network: Network) -> None:
+    """A network's name becomes the prefix of its driver's functions, macros and files: a ConfigError at the
+    manifest's `network` key unless it is a lower-case C identifier."""
+    if not C_NAME.match(network.name):
+        raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
+                                         f"network.c's functions), got {network.name!r}")
 
 
 def render(template: str, context: dict[str, Any]) -> str:

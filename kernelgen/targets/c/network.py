@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
-from ...network.driver_text import c_string, comment_text, places, render as _render
+from ...network.driver_text import check_c_name, c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
@@ -30,7 +30,6 @@ from ..base import Job
 from .options import c_options, speed_flags
 from .toolchain import compiler_name
 
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical NHWC stored as ONNX stores it
 TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
@@ -91,9 +90,7 @@ class StepRow:
 def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan) -> dict[str, str]:
     """{"network.h": ..., "network.c": ...} for a network whose kernels' c jobs are `jobs` (by config name) and
     whose weights `packed` places (network/weights.py)."""
-    if not NAME.match(network.name):
-        raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
-                                         f"network.c's functions), got {network.name!r}")
+    check_c_name(network)
     plans = {step.index: _checked_plan(network, step, jobs) for step in network.kernels}
     arena = plan_arena(network, {k: plan.workspace_bytes for k, plan in plans.items()})
     tensors = _tensor_rows(network, arena)

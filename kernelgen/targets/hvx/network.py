@@ -15,7 +15,6 @@ it is refused at its key, as is a uint8 network input or output (no convert step
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -26,7 +25,7 @@ from ...errors import KernelgenError
 from ...expr import Var
 from ...layout import ACTIVATION_DIMS, parse_layout
 from ...network.arena import Arena, plan_arena, tensor_bytes
-from ...network.driver_text import comment_text, places, render
+from ...network.driver_text import check_c_name, comment_text, places, render
 from ...network.manifest import Network, Step, Tensor
 from ...network.weights import WeightsPlan
 from ...measure.tensors import expected_dtype
@@ -35,7 +34,6 @@ from ..base import Job
 from .plan import HvxPlan
 from .program import runtime_files
 
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 TEMPLATES = ("hvx/network.h.j2", "hvx/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 ARENA_ALIGNMENT = 128  # bytes: an HVX vector; the kernels move activations in 128-byte vectors
@@ -101,9 +99,7 @@ def refusal(network: Network) -> str:
 def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan) -> dict[str, str]:
     """{"network.h": ..., "network.c": ...} for a uint8 network whose kernels' hvx jobs are `jobs` (by config name)
     and whose weights file `weights` describes."""
-    if not NAME.match(network.name):
-        raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
-                                         f"network.c's functions), got {network.name!r}")
+    check_c_name(network)
     refused = refusal(network)
     if refused:
         raise network.problem(f"steps[{_host_steps(network)[0].index}].host", refused)

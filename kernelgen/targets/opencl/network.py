@@ -21,7 +21,7 @@ from ...errors import KernelgenError
 from ...expr import Var
 from ...layout import Layout
 from ...emit import environment
-from ...network.driver_text import c_string, comment_text, render
+from ...network.driver_text import check_c_name, c_string, comment_text, render
 from ...network.manifest import Network, Tensor
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
@@ -90,6 +90,7 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[OpenCLPl
                   ) -> dict[str, str]:
     """{"network.h", "network.c", "kg_sha256.h"}: the network's device memory, programs and dispatches (`target`:
     the opencl target, whose launches the plan reads)."""
+    check_c_name(network)
     why = refusal(network)
     if why:
         raise KernelgenError(f"network {network.name}: {why}")

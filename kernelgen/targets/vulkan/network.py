@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import numpy as np
 from ...errors import KernelgenError
 from ...layout import ACTIVATION_DIMS, parse_layout
 from ...network.arena import tensor_bytes
-from ...network.driver_text import c_string, comment_text, render
+from ...network.driver_text import check_c_name, c_string, comment_text, render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
@@ -33,7 +32,6 @@ from .code import compile_ops
 from .plan import VulkanPlan
 from .program import stages
 
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 TEMPLATES = ("vulkan/network.h.j2", "vulkan/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 MEMORIES = ("input", "output", "arena", "weights")
@@ -186,9 +184,7 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPl
                   ) -> dict[str, str]:
     """{"network.h": ..., "network.c": ...} for a float network whose kernels' vulkan jobs are `jobs` (by config
     name) and whose weights file `weights` describes."""
-    if not NAME.match(network.name):
-        raise network.problem("network", f"expected a C identifier of lower-case letters, digits and _ (it names "
-                                         f"network.c's functions), got {network.name!r}")
+    check_c_name(network)
     refused = refusal(network)
     if refused:
         raise network.problem(f"steps[{next(s.index for s in network.steps if not s.is_kernel)}]", refused)
