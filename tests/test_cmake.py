@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
+from builders import toolchain
 from conftest import REPO, require_tools, requires_tool
 
 from kernelgen.cli import main
@@ -359,36 +360,54 @@ kernelgen_add_kernels(net CONFIGS {manifest} {embed})""")
     assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
-@requires_tool("cmake", "ninja", "gcc", "py:pyopencl", *ONNX)
-def test_an_opencl_network_gives_its_program_in_a_folder_of_its_own(kernelgen, tmp_path):
-    """<name>_opencl_network (network.c over the ICD loader, linking OpenCL::OpenCL) and <network>_opencl_run,
-    written as opencl/<network>_run with the opencl weights beside it; run on PoCL, it matches onnxruntime."""
+class GpuProgram(NamedTuple):
+    tools: tuple[str, ...]  # what generates it and runs it here (PoCL, lavapipe), besides cmake, ninja, gcc, onnx
+    cache: str  # what it writes beside itself at its first start
+    cache_is_folder: bool
+
+
+GPU_PROGRAMS = {"opencl": GpuProgram(toolchain("opencl"), "classifier.clcache", cache_is_folder=True),
+                "vulkan": GpuProgram(toolchain("vulkan"), "classifier.vkcache", cache_is_folder=False)}
+
+
+@pytest.mark.parametrize("gpu", list(GPU_PROGRAMS))
+def test_a_gpu_network_gives_its_program_in_a_folder_of_its_own(gpu, kernelgen, tmp_path):
+    """<name>_<gpu>_network (network.c over the API's loader, linking OpenCL::OpenCL or Vulkan::Vulkan) and
+    <network>_<gpu>_run, written as <gpu>/<network>_run with that target's weights beside it; run from another
+    folder on PoCL or lavapipe, it matches onnxruntime, writes its cache beside itself, and starts warm from it."""
+    program_kind = GPU_PROGRAMS[gpu]
+    require_tools("cmake", "ninja", "gcc", *program_kind.tools, *ONNX)
     import numpy as np
     import onnxruntime
     from test_network_weights import import_classifier
 
-    manifest = import_classifier(tmp_path, "net", "opencl")
+    manifest = import_classifier(tmp_path, "net", gpu)
     source = _project(tmp_path / "p", f"""find_package(kernelgen 0.1 CONFIG REQUIRED)
 kernelgen_add_kernels(net CONFIGS {manifest})""")
     build = tmp_path / "b"
     configured = _configure(source, build, kernelgen)
     assert configured.returncode == 0, configured.stdout + configured.stderr
-    built = _build(build)
+    built = _build(build, "--target", f"classifier_{gpu}_run")
     assert built.returncode == 0, built.stdout + built.stderr
-    folder = build / "kernelgen" / "net" / "classifier" / "opencl"
-    program = build / "opencl" / "classifier_run"
-    assert (build / "opencl" / "classifier.weights").read_bytes() == (folder / "classifier.weights").read_bytes()
+    folder = build / "kernelgen" / "net" / "classifier" / gpu
+    assert {p.name for p in (build / "CMakeFiles" / f"net_{gpu}_network.dir").rglob("*.o")} == {"network.c.o"}
+    program = build / gpu / "classifier_run"
+    assert (build / gpu / "classifier.weights").read_bytes() == (folder / "classifier.weights").read_bytes()
     session = onnxruntime.InferenceSession(str(tmp_path / "classifier.onnx"), providers=["CPUExecutionProvider"])
     feed = session.get_inputs()[0]
     x = np.random.default_rng(34).standard_normal([int(d) for d in feed.shape]).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     ran = _run(program, tmp_path / "x.npy", tmp_path / "y.npy", cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "classifier: cold start" in ran.stdout and (build / "opencl" / "classifier.clcache").is_dir()
+    cache = build / gpu / program_kind.cache
+    assert "classifier: cold start" in ran.stdout, ran.stdout
+    assert (cache.is_dir() if program_kind.cache_is_folder else cache.is_file()), sorted((build / gpu).iterdir())
     expected = session.run(None, {feed.name: x})[0]
     got = np.load(tmp_path / "y.npy")
     # float32 on both sides: the network check's 1e-4 of the largest magnitude
     assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
+    again = _run(program, tmp_path / "x.npy", tmp_path / "y2.npy", cwd=tmp_path)
+    assert again.returncode == 0 and "classifier: warm start" in again.stdout, again.stdout + again.stderr
 
 
 @requires_tool("cmake", "ninja")

@@ -25,6 +25,10 @@
 #                     .cl sources embedded), linking OpenCL::OpenCL (CMake's FindOpenCL).
 #   <network>_opencl_run  its program, written as opencl/<network>_run in the current binary folder with its own
 #                     <network>.weights beside it (the opencl packing, not c's), and its program binary cache.
+#   <name>_vulkan_network  the vulkan target's network driver (network.c over the Vulkan loader, the kernels' SPIR-V
+#                     embedded), linking Vulkan::Vulkan (CMake's FindVulkan).
+#   <network>_vulkan_run  its program, written as vulkan/<network>_run with the vulkan <network>.weights beside it, and
+#                     its pipeline cache (<network>.vkcache).
 # and these properties on <name>:
 #   KERNELGEN_GPU_SOURCES  the .cl, .comp and .spv files (.spv when glslangValidator is on the build machine)
 #   KERNELGEN_GPU_FILES    every file of the GPU targets: the sources and how to launch them (.launch.json, ...)
@@ -55,7 +59,7 @@ function(kernelgen_add_kernels name)
     message(FATAL_ERROR "${where}: CONFIGS names no file; give one or more configs or network manifests")
   endif()
   foreach(target IN ITEMS ${name} ${name}_hvx ${name}_generate ${name}_network ${name}_hvx_network
-                          ${name}_opencl_network)
+                          ${name}_opencl_network ${name}_vulkan_network)
     if(TARGET ${target})
       message(FATAL_ERROR "${where}: a target named ${target} exists already")
     endif()
@@ -207,7 +211,10 @@ macro(_kernelgen_add_networks name where)
       COMMAND "${CMAKE_COMMAND}" -E copy_if_different "${folder}/${network}.weights" "$<TARGET_FILE_DIR:${program_name}>"
       VERBATIM)
   endforeach()
-  _kernelgen_add_opencl_networks(${name} "${where}")
+  foreach(gpu IN ITEMS opencl vulkan)
+    _kernelgen_add_gpu_network(${name} "${where}" ${gpu} "${${gpu}_network_sources}" "${${gpu}_network_includes}"
+                               "${${gpu}_programs}")
+  endforeach()
 endmacro()
 
 
@@ -327,11 +334,11 @@ endfunction()
 # A network's folder, <out>/<network>/<target>/, is the one holding <network>.weights: its driver (network.c,
 # <network>_weights.c) and headers go to <target>_network_*, its program (<network>_run.c) to <target>_programs, the
 # weights file to <target>_weights; the Makefile and hvx's simulator runtime are for the build without CMake.
-# Sets c_sources, c_includes, c_network_sources, c_network_includes, c_programs, c_weights, the same for hvx and
-# opencl (whose kernels' own files are gpu_*), gpu_sources and gpu_files in the caller.
+# Sets c_sources, c_includes, c_network_sources, c_network_includes, c_programs, c_weights, the same for hvx, opencl
+# and vulkan (whose kernels' own files are gpu_*), gpu_sources and gpu_files in the caller.
 function(_kernelgen_sort_outputs out outputs)
   set(kinds gpu_sources gpu_files)
-  foreach(target IN ITEMS c hvx opencl)
+  foreach(target IN ITEMS c hvx opencl vulkan)
     list(APPEND kinds ${target}_sources ${target}_includes ${target}_network_sources ${target}_network_includes
          ${target}_programs ${target}_weights)
   endforeach()
@@ -361,7 +368,7 @@ function(_kernelgen_sort_outputs out outputs)
     cmake_path(GET file PARENT_PATH folder)
     cmake_path(GET file FILENAME file_name)
     cmake_path(GET file EXTENSION LAST_ONLY extension)
-    if(target MATCHES "^(c|hvx|opencl)$" AND folder IN_LIST network_folders)
+    if(target MATCHES "^(c|hvx|opencl|vulkan)$" AND folder IN_LIST network_folders)
       if(file_name STREQUAL "${top}_run.c")
         list(APPEND ${target}_programs "${file}")
       elseif(extension STREQUAL ".weights")
@@ -389,41 +396,54 @@ function(_kernelgen_sort_outputs out outputs)
 endfunction()
 
 
-# The opencl target's network driver and programs: C over the OpenCL ICD loader, no kernel C sources.
-macro(_kernelgen_add_opencl_networks name where)
-  if(opencl_network_sources)
-    find_package(OpenCL)
-    if(NOT TARGET OpenCL::OpenCL)
-      message(FATAL_ERROR "${where}: the opencl network driver needs the OpenCL headers and ICD loader (Debian: "
-                          "ocl-icd-opencl-dev)")
-    endif()
-    add_library(${name}_opencl_network STATIC ${opencl_network_sources})
-    set_target_properties(${name}_opencl_network PROPERTIES POSITION_INDEPENDENT_CODE ON)
-    target_compile_features(${name}_opencl_network PRIVATE c_std_99)
-    target_include_directories(${name}_opencl_network PUBLIC "$<BUILD_INTERFACE:${opencl_network_includes}>")
-    target_link_libraries(${name}_opencl_network PUBLIC OpenCL::OpenCL)
-    add_dependencies(${name}_opencl_network ${name}_generate)
+# A GPU target's network driver and programs: C host code over the API's loader, the kernels embedded in network.c
+# (opencl's .cl sources, vulkan's SPIR-V words), so no kernel C sources. The two differ only in the loader's
+# imported target and where to get it.
+function(_kernelgen_add_gpu_network name where gpu sources includes programs)
+  if(NOT sources)
+    return()
   endif()
-  foreach(program IN LISTS opencl_programs)
+  if(gpu STREQUAL "opencl")
+    find_package(OpenCL)
+    set(loader OpenCL::OpenCL)
+    set(needs "the OpenCL headers and ICD loader (Debian: ocl-icd-opencl-dev)")
+  else()
+    # CMake's FindVulkan, not the loader by name: the module is in every CMake this package accepts (since 3.7), and
+    # its Vulkan::Vulkan carries the headers' folder too (a Vulkan SDK outside /usr, an NDK's sysroot)
+    find_package(Vulkan)
+    set(loader Vulkan::Vulkan)
+    set(needs "the Vulkan headers and loader (Debian: libvulkan-dev)")
+  endif()
+  if(NOT TARGET ${loader})
+    message(FATAL_ERROR "${where}: the ${gpu} network driver needs ${needs}, which find_package() did not find")
+  endif()
+  set(driver ${name}_${gpu}_network)
+  add_library(${driver} STATIC ${sources})
+  set_target_properties(${driver} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_features(${driver} PRIVATE c_std_99)
+  target_include_directories(${driver} PUBLIC "$<BUILD_INTERFACE:${includes}>")
+  target_link_libraries(${driver} PUBLIC ${loader})
+  add_dependencies(${driver} ${name}_generate)
+  foreach(program IN LISTS programs)
     cmake_path(GET program STEM program_name)  # <network>_run
     cmake_path(GET program PARENT_PATH folder)
     string(REGEX REPLACE "_run$" "" network "${program_name}")
-    if(TARGET ${network}_opencl_run)
-      message(FATAL_ERROR "${where}: a target named ${network}_opencl_run exists already (the network's program)")
+    set(target ${network}_${gpu}_run)
+    if(TARGET ${target})
+      message(FATAL_ERROR "${where}: a target named ${target} exists already (the network's program)")
     endif()
-    add_executable(${network}_opencl_run "${program}")
-    target_compile_features(${network}_opencl_run PRIVATE c_std_99)
-    target_link_libraries(${network}_opencl_run PRIVATE ${name}_opencl_network)
-    # a folder of its own: its weights file and binary cache have the names the c program's would
-    set_target_properties(${network}_opencl_run PROPERTIES OUTPUT_NAME ${program_name}
-                          RUNTIME_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/opencl")
-    if("${folder}/${network}_weights.c" IN_LIST opencl_network_sources)
+    add_executable(${target} "${program}")
+    target_compile_features(${target} PRIVATE c_std_99)
+    target_link_libraries(${target} PRIVATE ${driver})
+    # a folder of its own: the program and its weights file have the names the c program's and the other GPU's have
+    set_target_properties(${target} PROPERTIES OUTPUT_NAME ${program_name}
+                          RUNTIME_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/${gpu}")
+    if("${folder}/${network}_weights.c" IN_LIST sources)
       string(TOUPPER "${network}" upper)
-      target_compile_definitions(${network}_opencl_run PRIVATE ${upper}_EMBEDDED_WEIGHTS)
+      target_compile_definitions(${target} PRIVATE ${upper}_EMBEDDED_WEIGHTS)
     endif()
-    add_custom_command(TARGET ${network}_opencl_run POST_BUILD
-      COMMAND "${CMAKE_COMMAND}" -E copy_if_different "${folder}/${network}.weights"
-              "$<TARGET_FILE_DIR:${network}_opencl_run>"
+    add_custom_command(TARGET ${target} POST_BUILD
+      COMMAND "${CMAKE_COMMAND}" -E copy_if_different "${folder}/${network}.weights" "$<TARGET_FILE_DIR:${target}>"
       VERBATIM)
   endforeach()
-endmacro()
+endfunction()
