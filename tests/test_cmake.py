@@ -362,12 +362,17 @@ kernelgen_add_kernels(net CONFIGS {manifest} {embed})""")
 
 class GpuProgram(NamedTuple):
     tools: tuple[str, ...]  # what generates it and runs it here (PoCL, lavapipe), besides cmake, ninja, gcc, onnx
+    package: str  # the find_package() giving its loader
+    debian: str  # the package holding the loader and headers
     cache: str  # what it writes beside itself at its first start
     cache_is_folder: bool
 
 
-GPU_PROGRAMS = {"opencl": GpuProgram(toolchain("opencl"), "classifier.clcache", cache_is_folder=True),
-                "vulkan": GpuProgram(toolchain("vulkan"), "classifier.vkcache", cache_is_folder=False)}
+GPU_PROGRAMS = {
+    "opencl": GpuProgram(toolchain("opencl"), package="OpenCL", debian="ocl-icd-opencl-dev",
+                         cache="classifier.clcache", cache_is_folder=True),
+    "vulkan": GpuProgram(toolchain("vulkan"), package="Vulkan", debian="libvulkan-dev",
+                         cache="classifier.vkcache", cache_is_folder=False)}
 
 
 @pytest.mark.parametrize("gpu", list(GPU_PROGRAMS))
@@ -408,6 +413,24 @@ kernelgen_add_kernels(net CONFIGS {manifest})""")
     assert got.shape == expected.shape and np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
     again = _run(program, tmp_path / "x.npy", tmp_path / "y2.npy", cwd=tmp_path)
     assert again.returncode == 0 and "classifier: warm start" in again.stdout, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize("gpu", list(GPU_PROGRAMS))
+def test_a_gpu_network_without_its_loader_fails_the_configure_naming_what_to_install(gpu, kernelgen, tmp_path):
+    program_kind = GPU_PROGRAMS[gpu]
+    require_tools("cmake", "ninja", "gcc", *program_kind.tools, *ONNX)
+    from test_network_weights import import_classifier
+
+    manifest = import_classifier(tmp_path, "net", gpu)
+    source = _project(tmp_path / "p", f"""find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(net CONFIGS {manifest})""")
+    # what a machine without the headers and loader sees: CMake's find module finding nothing
+    done = _configure(source, tmp_path / "b", kernelgen, f"-DCMAKE_DISABLE_FIND_PACKAGE_{program_kind.package}=ON")
+    assert done.returncode != 0
+    message = " ".join(done.stderr.split())  # cmake wraps its messages
+    assert re.search(rf"kernelgen_add_kernels\(net\): the {gpu} network driver needs the {program_kind.package} "
+                     rf"headers and [A-Z ]*loader \(Debian: {program_kind.debian}\), which find_package\(\) did not "
+                     rf"find", message), done.stderr
 
 
 @requires_tool("cmake", "ninja")
