@@ -47,7 +47,7 @@ def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
 def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> StripeGeometry:
     # Rows and columns are worked back through the chain apart, each once per chain and stripe size: the schedule
     # search asks for thousands of geometries cut the same few ways along each dimension.
-    by_rows, by_cols = _chain(config.ops)
+    by_rows, by_cols = _chain(config)
     rows, row_affines, row_start = _back(by_rows, min(cut.rows, shape_list[-1][1]), cut.rows, "ho_outer")
     if cut.wo_extent > 1:
         cols, col_affines, col_start = _back(by_cols, cut.cols, cut.cols, "wo_outer")
@@ -59,20 +59,30 @@ def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> St
 
 
 Chain = tuple[tuple[int, int, int], ...]  # per op along one dimension: (stride, span, leading pad)
-_CHAINS: dict[int, tuple[tuple, tuple[Chain, Chain]]] = {}
+_CHAINS: dict[int, tuple[tuple, dict]] = {}
 
 
-def _chain(ops: tuple) -> tuple[Chain, Chain]:
-    """The ops' windows along rows and along columns. Keyed by the ops tuple's identity (a config's ops are one
-    frozen tuple its trial configs share; hashing it would walk every layout), the entry keeping the tuple alive."""
-    entry = _CHAINS.get(id(ops))
-    if entry is None or entry[0] is not ops:
-        if len(_CHAINS) >= 4096:
+def _memo(config: Config) -> dict:
+    """What depends only on a config's chain (its ops, input layout and shape) and a part of its schedule, kept per
+    chain: the schedule search's trial configs share one chain. Keyed by the ops tuple's identity (hashing it would
+    walk every layout), the entry keeping what it was made from alive."""
+    made_from = (config.ops, config.input_layout, config.input_shape)
+    entry = _CHAINS.get(id(config.ops))
+    if entry is None or any(a is not b for a, b in zip(entry[0], made_from)):
+        if len(_CHAINS) >= 1024:
             _CHAINS.clear()
-        spans = [op.span for op in ops]
-        entry = _CHAINS[id(ops)] = (ops, (tuple((op.stride[0], span[0], op.pad[0]) for op, span in zip(ops, spans)),
-                                          tuple((op.stride[1], span[1], op.pad[1]) for op, span in zip(ops, spans))))
+        entry = _CHAINS[id(config.ops)] = (made_from, {})
     return entry[1]
+
+
+def _chain(config: Config) -> tuple[Chain, Chain]:
+    """The ops' windows along rows and along columns."""
+    memo = _memo(config)
+    if "chain" not in memo:
+        spans = [op.span for op in config.ops]
+        memo["chain"] = (tuple((op.stride[0], span[0], op.pad[0]) for op, span in zip(config.ops, spans)),
+                         tuple((op.stride[1], span[1], op.pad[1]) for op, span in zip(config.ops, spans)))
+    return memo["chain"]
 
 
 @lru_cache(maxsize=16384)
@@ -137,6 +147,13 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
     """Per op, the input channels its reduction runs over. Seed 003: a source whose layout promises a
     pad value may be read in its channel padding (the filter cache holds zeros there), so the loop runs
     whole blocks without a branch; otherwise it stops at the real channel count."""
+    memo, key = _memo(config), ("reduce", config.schedule.c_block)
+    if key not in memo:
+        memo[key] = _reduction_channels(config, shape_list)
+    return memo[key]
+
+
+def _reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ...]:
     sources = [config.input_layout] + [op.output_layout for op in config.ops[:-1]]
     if config.schedule.c_block:  # input-channel chunks: the reduction runs over one chunk at a time
         return (config.schedule.c_block,)
@@ -150,12 +167,22 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
 
 
 def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes) -> Windows:
+    # the intermediate windows depend on the stripe's rows and columns only, the filters' on its channels only:
+    # each bound once per chain
     n_ops = len(config.ops)
-    reduce = reduction_channels(config, shape_list)
-    temps = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shape_list[j][3]))
-                  for j in range(1, n_ops))
-    filters = tuple(None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
-                    for j, op in enumerate(config.ops))
+    memo = _memo(config)
+    temps_key, filters_key = ("temps", geo.rows, geo.cols), ("filters", cut.channels, config.schedule.c_block)
+    temps = memo.get(temps_key)
+    if temps is None:
+        temps = memo[temps_key] = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j],
+                                                                              shape_list[j][3]))
+                                        for j in range(1, n_ops))
+    filters = memo.get(filters_key)
+    if filters is None:
+        reduce = reduction_channels(config, shape_list)
+        filters = memo[filters_key] = tuple(
+            None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
+            for j, op in enumerate(config.ops))
     return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0],
                                                    config.schedule.c_block or shape_list[0][3])), temps=temps,
                    filters=filters, output=config.ops[-1].output_layout.bind((1, geo.rows[-1], geo.cols[-1],
