@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import kernelgen.expr as E
 from ..config import Config
-from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
+from ..layout import Layout, LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan_types import Cache, Halo, LoopOrder, Pipeline, Shape, StripeGeometry, Stripes
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
@@ -59,20 +59,20 @@ def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> St
 
 
 Chain = tuple[tuple[int, int, int], ...]  # per op along one dimension: (stride, span, leading pad)
-_CHAINS: dict[int, tuple[tuple, dict]] = {}
+_CHAINS: dict[int, tuple[tuple, Layout, Shape, dict]] = {}
 
 
 def _memo(config: Config) -> dict:
     """What depends only on a config's chain (its ops, input layout and shape) and a part of its schedule, kept per
     chain: the schedule search's trial configs share one chain. Keyed by the ops tuple's identity (hashing it would
     walk every layout), the entry keeping what it was made from alive."""
-    made_from = (config.ops, config.input_layout, config.input_shape)
     entry = _CHAINS.get(id(config.ops))
-    if entry is None or any(a is not b for a, b in zip(entry[0], made_from)):
+    if entry is None or entry[0] is not config.ops or entry[1] is not config.input_layout or (
+            entry[2] != config.input_shape):
         if len(_CHAINS) >= 1024:
             _CHAINS.clear()
-        entry = _CHAINS[id(config.ops)] = (made_from, {})
-    return entry[1]
+        entry = _CHAINS[id(config.ops)] = (config.ops, config.input_layout, config.input_shape, {})
+    return entry[3]
 
 
 def _chain(config: Config) -> tuple[Chain, Chain]:
