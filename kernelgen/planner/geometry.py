@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import kernelgen.expr as E
 from ..config import Config
-from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
+from ..layout import Layout, LayoutError, PadKind, TensorLayout, padding_cover
 from ..plan_types import Cache, Halo, LoopOrder, Pipeline, Shape, StripeGeometry, Stripes
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
@@ -45,34 +45,70 @@ def stripes(config: Config, shape_list: list[Shape]) -> Stripes:
 
 
 def stripe_geometry(config: Config, shape_list: list[Shape], cut: Stripes) -> StripeGeometry:
-    n_ops = len(config.ops)
-    rows, cols = [0] * (n_ops + 1), [0] * (n_ops + 1)
-    # Window j starts at stripe_index * step + first (affine); the steps and offsets are worked out as ints and
-    # each made an expression once (the schedule search asks for thousands of geometries with the same few).
-    row_steps, row_firsts = [0] * (n_ops + 1), [0] * (n_ops + 1)
-    col_steps, col_firsts = [0] * (n_ops + 1), [0] * (n_ops + 1)
-    rows[n_ops], cols[n_ops] = min(cut.rows, shape_list[-1][1]), cut.cols
-    row_steps[n_ops] = cut.rows
-    split_width = cut.wo_extent > 1
-    col_steps[n_ops] = cut.cols if split_width else 0
-    for j in range(n_ops, 0, -1):
-        op = config.ops[j - 1]
-        (sh, sw), (kh, kw) = op.stride, op.span
-        rows[j - 1] = (rows[j] - 1) * sh + kh
-        row_steps[j - 1], row_firsts[j - 1] = row_steps[j] * sh, row_firsts[j] * sh - op.pad[0]
-        if not split_width:
-            # Full width: op j computes only its real columns (the consumer's padding columns of
-            # window j are zeros), so the source window spans just what those read.
-            cols[j - 1] = (shape_list[j][2] - 1) * sw + kw
-            col_firsts[j - 1] = -op.pad[1]
-        else:
-            cols[j - 1] = (cols[j] - 1) * sw + kw
-            col_steps[j - 1], col_firsts[j - 1] = col_steps[j] * sw, col_firsts[j] * sw - op.pad[1]
-    return StripeGeometry(shapes=tuple(shape_list), stripes=cut, rows=tuple(rows), cols=tuple(cols),
-                          row_start=tuple(_start("ho_outer", a, b) for a, b in zip(row_steps, row_firsts)),
-                          col_start=tuple(_start("wo_outer", a, b) for a, b in zip(col_steps, col_firsts)),
-                          row_step=row_steps[0], row_affines=tuple(zip(row_steps, row_firsts)),
-                          col_affines=tuple(zip(col_steps, col_firsts)))
+    # Rows and columns are worked back through the chain apart, each once per chain and stripe size: the schedule
+    # search asks for thousands of geometries cut the same few ways along each dimension.
+    by_rows, by_cols = _chain(config)
+    rows, row_affines, row_start = _back(by_rows, min(cut.rows, shape_list[-1][1]), cut.rows, "ho_outer")
+    if cut.wo_extent > 1:
+        cols, col_affines, col_start = _back(by_cols, cut.cols, cut.cols, "wo_outer")
+    else:
+        cols, col_affines, col_start = _full_width(by_cols, tuple(shape[2] for shape in shape_list), cut.cols)
+    return StripeGeometry(shapes=tuple(shape_list), stripes=cut, rows=rows, cols=cols, row_start=row_start,
+                          col_start=col_start, row_step=row_affines[0][0], row_affines=row_affines,
+                          col_affines=col_affines)
+
+
+Chain = tuple[tuple[int, int, int], ...]  # per op along one dimension: (stride, span, leading pad)
+_CHAINS: dict[int, tuple[tuple, Layout, Shape, dict]] = {}
+
+
+def _memo(config: Config) -> dict:
+    """What depends only on a config's chain (its ops, input layout and shape) and a part of its schedule, kept per
+    chain: the schedule search's trial configs share one chain. Keyed by the ops tuple's identity (hashing it would
+    walk every layout), the entry keeping what it was made from alive."""
+    entry = _CHAINS.get(id(config.ops))
+    if entry is None or entry[0] is not config.ops or entry[1] is not config.input_layout or (
+            entry[2] != config.input_shape):
+        if len(_CHAINS) >= 1024:
+            _CHAINS.clear()
+        entry = _CHAINS[id(config.ops)] = (config.ops, config.input_layout, config.input_shape, {})
+    return entry[3]
+
+
+def _chain(config: Config) -> tuple[Chain, Chain]:
+    """The ops' windows along rows and along columns."""
+    memo = _memo(config)
+    if "chain" not in memo:
+        spans = [op.span for op in config.ops]
+        memo["chain"] = (tuple((op.stride[0], span[0], op.pad[0]) for op, span in zip(config.ops, spans)),
+                         tuple((op.stride[1], span[1], op.pad[1]) for op, span in zip(config.ops, spans)))
+    return memo["chain"]
+
+
+@lru_cache(maxsize=16384)
+def _back(chain: Chain, count: int, step: int, var: str) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...],
+                                                                 tuple[E.Expr, ...]]:
+    """(positions, (step, first) and start expressions per tensor) of the windows behind `count` output positions
+    whose stripes advance by `step`: a window of R positions reads (R - 1) * stride + span, from stride times the
+    next one's start less the padding."""
+    sizes, steps, firsts = [count], [step], [0]
+    for stride, span, pad in reversed(chain):
+        sizes.append((sizes[-1] - 1) * stride + span)
+        steps.append(steps[-1] * stride)
+        firsts.append(firsts[-1] * stride - pad)
+    affines = tuple(zip(reversed(steps), reversed(firsts)))
+    return tuple(reversed(sizes)), affines, tuple(_start(var, a, b) for a, b in affines)
+
+
+@lru_cache(maxsize=4096)
+def _full_width(chain: Chain, widths: tuple[int, ...], cols: int) -> tuple[tuple[int, ...],
+                                                                          tuple[tuple[int, int], ...],
+                                                                          tuple[E.Expr, ...]]:
+    """_back for full-width stripes: op j computes only its real columns (the consumer's padding columns of window
+    j are zeros), so the source window spans just what those read, from a constant column."""
+    sizes = tuple((width - 1) * stride + span for (stride, span, _), width in zip(chain, widths[1:])) + (cols,)
+    affines = tuple((0, -pad) for _, _, pad in chain) + ((0, 0),)
+    return sizes, affines, tuple(_start("wo_outer", a, b) for a, b in affines)
 
 
 @lru_cache(maxsize=4096)
@@ -92,6 +128,7 @@ class Windows:
     temp_names: tuple[str, ...]
 
 
+@lru_cache(maxsize=64)
 def temp_names(n_ops: int) -> tuple[str, ...]:
     return ("temp_output",) if n_ops == 2 else tuple(f"temp_output_{j}" for j in range(1, n_ops))
 
@@ -110,6 +147,13 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
     """Per op, the input channels its reduction runs over. Seed 003: a source whose layout promises a
     pad value may be read in its channel padding (the filter cache holds zeros there), so the loop runs
     whole blocks without a branch; otherwise it stops at the real channel count."""
+    memo, key = _memo(config), ("reduce", config.schedule.c_block)
+    if key not in memo:
+        memo[key] = _reduction_channels(config, shape_list)
+    return memo[key]
+
+
+def _reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ...]:
     sources = [config.input_layout] + [op.output_layout for op in config.ops[:-1]]
     if config.schedule.c_block:  # input-channel chunks: the reduction runs over one chunk at a time
         return (config.schedule.c_block,)
@@ -123,12 +167,22 @@ def reduction_channels(config: Config, shape_list: list[Shape]) -> tuple[int, ..
 
 
 def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes) -> Windows:
+    # the intermediate windows depend on the stripe's rows and columns only, the filters' on its channels only:
+    # each bound once per chain
     n_ops = len(config.ops)
-    reduce = reduction_channels(config, shape_list)
-    temps = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j], shape_list[j][3]))
-                  for j in range(1, n_ops))
-    filters = tuple(None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
-                    for j, op in enumerate(config.ops))
+    memo = _memo(config)
+    temps_key, filters_key = ("temps", geo.rows, geo.cols), ("filters", cut.channels, config.schedule.c_block)
+    temps = memo.get(temps_key)
+    if temps is None:
+        temps = memo[temps_key] = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j],
+                                                                              shape_list[j][3]))
+                                        for j in range(1, n_ops))
+    filters = memo.get(filters_key)
+    if filters is None:
+        reduce = reduction_channels(config, shape_list)
+        filters = memo[filters_key] = tuple(
+            None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
+            for j, op in enumerate(config.ops))
     return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0],
                                                    config.schedule.c_block or shape_list[0][3])), temps=temps,
                    filters=filters, output=config.ops[-1].output_layout.bind((1, geo.rows[-1], geo.cols[-1],
@@ -138,56 +192,65 @@ def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: S
 
 def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
     """Carve the caches from one workspace, aligned; say why a cache reuses another or is doubled."""
-    s = config.schedule
-    n_ops = len(config.ops)
     ebytes = ELEMENT_BYTES[config.dtype]
     align = ALIGNMENT_BYTES // ebytes
     caches: list[Cache] = []
     offset = 0
-
-    def add(name: str, c_name: str, layout: TensorLayout, alias: str | None = None, note: str = "",
-            widen: int = 1) -> None:
-        nonlocal offset
+    for name, c_name, layout, alias, note, widen in _carve(config, win):
         caches.append(Cache(name=name, c_name=c_name, logical_shape=layout.logical_shape,
                             physical_layout=layout.layout.name, physical_shape=layout.physical_shape,
                             elements=layout.size * widen, offset=0 if alias else offset, element_bytes=ebytes,
                             aliases=alias, note=note))
         if alias is None:
             offset += -(-layout.size * widen // align) * align
+    return tuple(caches)
 
+
+def workspace_of(config: Config, win: Windows) -> int:
+    """workspace_elements(allocate(config, win)) without building the caches' records: the schedule search asks
+    it of every candidate."""
+    align = ALIGNMENT_BYTES // ELEMENT_BYTES[config.dtype]
+    return sum(-(-layout.size * widen // align) * align
+               for _, _, layout, alias, _, widen in _carve(config, win) if alias is None)
+
+
+def _carve(config: Config, win: Windows):
+    """The caches in workspace order: (name, C name, window, the cache it reuses or None, note, element widening)."""
+    s = config.schedule
+    n_ops = len(config.ops)
     double = s.pipeline is Pipeline.DOUBLE_BUFFER
     if double:
-        add("input_a", "input_cache_a", win.input, note="double buffer: even stripes")
-        add("input_b", "input_cache_b", win.input, note="double buffer: odd stripes (loaded while input_a computes)")
+        yield "input_a", "input_cache_a", win.input, None, "double buffer: even stripes", 1
+        yield ("input_b", "input_cache_b", win.input, None,
+               "double buffer: odd stripes (loaded while input_a computes)", 1)
     else:
-        add("input", "input_cache", win.input,
-            note="ring buffer: a stripe's last rows stay for the next" if s.halo is Halo.REUSE else "")
+        yield ("input", "input_cache", win.input, None,
+               "ring buffer: a stripe's last rows stay for the next" if s.halo is Halo.REUSE else "", 1)
     convs = [w for w in win.filters if w is not None]
     if convs:  # pools read no filter
-        add("filter", "filter_cache", max(convs, key=lambda w: w.size),
-            note="one filter cache, reused by every conv2d of the chain" if len(convs) > 1 else "")
+        yield ("filter", "filter_cache", max(convs, key=lambda w: w.size), None,
+               "one filter cache, reused by every conv2d of the chain" if len(convs) > 1 else "", 1)
     for name, window in zip(win.temp_names, win.temps):
-        add(name, name, window)
+        yield name, name, window, None, "", 1
     out = win.output
     if double and s.order is LoopOrder.ROWS_OUTER:
-        add("output", "output_cache", out, note="rows_outer: each channel block is written back inside the compute, "
-                                                "so one cache; it cannot reuse an input cache (the prefetch fills "
-                                                "the other)")
+        yield "output", "output_cache", out, None, ("rows_outer: each channel block is written back inside the "
+                                                    "compute, so one cache; it cannot reuse an input cache (the "
+                                                    "prefetch fills the other)"), 1
     elif double:
-        add("output_a", "output_cache_a", out, note="double buffer: cannot reuse an input cache, whose next load "
-                                                    "overlaps this stripe's store")
-        add("output_b", "output_cache_b", out, note="double buffer: odd stripes")
+        yield "output_a", "output_cache_a", out, None, ("double buffer: cannot reuse an input cache, whose next "
+                                                        "load overlaps this stripe's store"), 1
+        yield "output_b", "output_cache_b", out, None, "double buffer: odd stripes", 1
     elif n_ops > 1 and out.size <= win.input.size and s.halo is not Halo.REUSE:
-        add("output", "output_cache", out, alias="input", note="reuses the input cache: dead once conv2d #1 has run")
+        yield "output", "output_cache", out, "input", "reuses the input cache: dead once conv2d #1 has run", 1
     else:
         why = "; cannot reuse the input cache, whose ring rows the next stripe reads" if (
             n_ops > 1 and s.halo is Halo.REUSE) else ""
-        add("output", "output_cache", out, note=why.lstrip("; "))
+        yield "output", "output_cache", out, None, why.lstrip("; "), 1
     if config.dtype == "uint8" and s.c_block:
         # input-channel chunks: uint8 outputs cannot hold partial sums, an int32 buffer of the window does
-        add("accumulator", "acc_cache", out, note="int32 partial sums of the output window between input-channel "
-                                                  "chunks (4 bytes per element)", widen=4)
-    return tuple(caches)
+        yield "accumulator", "acc_cache", out, None, ("int32 partial sums of the output window between "
+                                                      "input-channel chunks (4 bytes per element)"), 4
 
 
 def workspace_elements(caches: tuple[Cache, ...]) -> int:

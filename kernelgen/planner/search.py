@@ -15,19 +15,19 @@ the filter cache fits (the widest that fits wins).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import NamedTuple
 
 from ..config import Config
 from ..errors import NoScheduleFits
 from ..plan_types import LoopOrder
-from .geometry import ELEMENT_BYTES, allocate, shapes, stripe_geometry, stripes, windows, workspace_elements
+from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
 from .work import count_work
 
 SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
 SHOWN_TOO_BIG = 3  # larger schedules that would move fewer bytes but do not fit
-# Each candidate is planned in full (about 1.5 ms): seed 001's 2048 x 2048 image has 961; larger
-# problems are sampled down to this many.
+# Each candidate's caches and counts are worked out (about 40 us, 80 us while a chain's windows are first bound:
+# seed 001's 2048 x 2048 image has 961); larger problems are sampled down to this many.
 MAX_CANDIDATES = 1024
 
 
@@ -108,17 +108,28 @@ def _thinned(options: list[list[int]], limit: int = MAX_CANDIDATES) -> list[list
     return options
 
 
-def _trial(config: Config, k: int, h: int, w: int, c: int = 1, order: LoopOrder | None = None,
-           k_block: int | None = None, h_block: int | None = None) -> Config:
-    block = 0
-    if c > 1:  # chunks of whole channel blocks of the input layout
-        channel_block = config.input_layout.block_factor("c") or 1
-        block = math.ceil(config.input_shape[3] / channel_block) // c * channel_block
-    s = config.schedule
-    order = order or s.order or LoopOrder.CHANNELS_OUTER
-    return replace(config, schedule=replace(s, k_split=k, h_split=h, w_split=w, c_split=c, c_block=block,
-                                            order=order, orders=(order,), k_block=k_block or s.k_block,
-                                            h_block=h_block or s.h_block))
+class _Trials:
+    """The config with a candidate's schedule. The config's and its schedule's fields are read once per search, not
+    once per candidate as dataclasses.replace would (a network's import tries tens of thousands of candidates)."""
+
+    def __init__(self, config: Config):
+        self.config, self.config_type = {f.name: getattr(config, f.name) for f in fields(config)}, type(config)
+        self.schedule = {f.name: getattr(config.schedule, f.name) for f in fields(config.schedule)}
+        self.schedule_type = type(config.schedule)
+        self.channel_block = config.input_layout.block_factor("c") or 1
+        self.channels = config.input_shape[3]
+
+    def __call__(self, k: int, h: int, w: int, c: int = 1, order: LoopOrder | None = None,
+                 k_block: int | None = None, h_block: int | None = None) -> Config:
+        block = 0
+        if c > 1:  # chunks of whole channel blocks of the input layout
+            block = math.ceil(self.channels / self.channel_block) // c * self.channel_block
+        s = self.schedule
+        order = order or s["order"] or LoopOrder.CHANNELS_OUTER
+        schedule = self.schedule_type(**{**s, "k_split": k, "h_split": h, "w_split": w, "c_split": c,
+                                         "c_block": block, "order": order, "orders": (order,),
+                                         "k_block": k_block or s["k_block"], "h_block": h_block or s["h_block"]})
+        return self.config_type(**{**self.config, "schedule": schedule})
 
 
 MAX_CHUNK_CHOICES = 4  # c_split candidates: the smallest divisors (each extra chunk rereads the partial sums)
@@ -136,7 +147,7 @@ def _measure(config: Config, shape_list: list, budget: int | None = None) -> tup
     cut = stripes(config, shape_list)
     geo = stripe_geometry(config, shape_list, cut)
     ebytes = ELEMENT_BYTES[config.dtype]
-    workspace = workspace_elements(allocate(config, windows(config, shape_list, geo, cut))) * ebytes
+    workspace = workspace_of(config, windows(config, shape_list, geo, cut)) * ebytes
     rows_outer = config.schedule.order is LoopOrder.ROWS_OUTER  # its stripes are rows x columns
     count = cut.count // cut.ko_extent if rows_outer else cut.count
     if budget is not None and workspace > budget:
@@ -212,6 +223,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
     too_big: list[Key] = []
     smallest: Key | None = None
     tried = 0
+    trial_config = _Trials(config)
     for c in (_channel_choices(config) if c_open else [s.c_split]):
         if c > 1 and fits:
             break
@@ -221,7 +233,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                     for h in h_splits:
                         for w in w_options:
                             tried += 1
-                            trial = _trial(config, k, h, w, c, order, kb, hb)
+                            trial = trial_config(k, h, w, c, order, kb, hb)
                             workspace, traffic, executed, count = _measure(trial, shape_list,
                                                                            None if report else s.budget)
                             key = Key(traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
@@ -250,7 +262,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
                             chosen=chosen, runners_up=runners, too_big=big)
-    return _trial(config, best.k, best.h, best.w, best.c, best.order, -best.neg_k_block, -best.neg_h_block), search
+    return trial_config(best.k, best.h, best.w, best.c, best.order, -best.neg_k_block, -best.neg_h_block), search
 
 
 def _splits(key: Key, fitted: tuple[str, ...]) -> str:

@@ -83,6 +83,19 @@ def _ceil_div(p: int, q: int) -> int:
     return -(-p // q)
 
 
+# The rows (or columns) of a schedule's windows are cut the same few ways across thousands of candidates: their
+# starts and sums are worked out once per cut.
+@lru_cache(maxsize=4096)
+def _starts(affines: tuple[tuple[int, int], ...], extent: int) -> tuple[Starts, ...]:
+    return tuple(Starts.of_affine(affine, extent) for affine in affines)
+
+
+@lru_cache(maxsize=16384)
+def _sums(starts: tuple[Starts, ...], sizes: tuple[int, ...], limits: tuple[int, ...]) -> tuple[int, ...]:
+    """Per tensor j, the sum over stripes of the window's positions inside the tensor (Starts.overlaps)."""
+    return tuple(start.overlaps(size, limit) for start, size, limit in zip(starts, sizes, limits))
+
+
 @dataclass(frozen=True, slots=True)
 class Work:
     executed_flops: int  # what the schedule computes: halo rows, chain recompute
@@ -94,17 +107,13 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
     n_ops = len(config.ops)
     batch = shape_list[0][0]
     if geo.row_affines and geo.col_affines:
-        row_starts = [Starts.of_affine(affine, cut.ho_extent) for affine in geo.row_affines]
-        col_starts = [Starts.of_affine(affine, cut.wo_extent) for affine in geo.col_affines]
+        row_starts = _starts(geo.row_affines, cut.ho_extent)
+        col_starts = _starts(geo.col_affines, cut.wo_extent)
     else:
-        row_starts = [Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1)]
-        col_starts = [Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1)]
-
-    def rows_in(j: int) -> int:
-        return row_starts[j].overlaps(geo.rows[j], shape_list[j][1])
-
-    def cols_in(j: int) -> int:
-        return col_starts[j].overlaps(geo.cols[j], shape_list[j][2])
+        row_starts = tuple(Starts.of(geo.row_start[j], "ho_outer", cut.ho_extent) for j in range(n_ops + 1))
+        col_starts = tuple(Starts.of(geo.col_start[j], "wo_outer", cut.wo_extent) for j in range(n_ops + 1))
+    row_sums = _sums(row_starts, geo.rows, tuple(shape[1] for shape in shape_list))
+    col_sums = _sums(col_starts, geo.cols, tuple(shape[2] for shape in shape_list))
 
     # Under seed 000's order every channel stripe reloads the input and reruns the earlier ops over all their
     # channels; rows_outer loads and runs them once per row stripe (the last op's channel blocks loop inside).
@@ -116,22 +125,22 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
         k_j = shape_list[j][3]
         taps = kind.taps(op, shape_list[j - 1][3])  # one group's channels over the window
         channels = k_j * reruns if j < n_ops else k_j
-        flops += rows_in(j) * cols_in(j) * channels * taps * kind.FLOPS_PER_TAP
+        flops += row_sums[j] * col_sums[j] * channels * taps * kind.FLOPS_PER_TAP
         # the input (or a side input) read where this op's outputs are written (op K's: in its cache)
         if op.residual == 0 or isinstance(op.residual, str):
-            residual_elems += rows_in(j) * cols_in(j) * channels
+            residual_elems += row_sums[j] * col_sums[j] * channels
         # a bias is read per stripe like its filter: one value per output channel (a pool reads neither)
         f_elems += cut.ho_extent * cut.wo_extent * channels * kind.filter_reads(op, shape_list[j - 1][3])
     _, h0, _, c0 = shape_list[0]
-    reload_rows = rows_in(0)
+    reload_rows = row_sums[0]
     loaded_rows = reload_rows
     if config.schedule.halo is Halo.REUSE and geo.halo_rows:
         # After the first stripe of each column of stripes only the rows below the shared halo arrive.
         keep, first = geo.halo_rows, row_starts[0]
         rest = Starts(step=first.step, first=first.first + first.step, extent=first.extent - 1)
         loaded_rows = _overlap(first.first, geo.rows[0], h0) + rest.overlaps(geo.rows[0] - keep, h0, skip=keep)
-    input_scale = cols_in(0) * c0 * reruns * batch * ebytes
-    out_elems = rows_in(n_ops) * cols_in(n_ops) * shape_list[-1][3]
+    input_scale = col_sums[0] * c0 * reruns * batch * ebytes
+    out_elems = row_sums[n_ops] * col_sums[n_ops] * shape_list[-1][3]
     traffic = Traffic(input_bytes=loaded_rows * input_scale + residual_elems * batch * ebytes,
                       filter_bytes=f_elems * batch * ebytes,
                       output_bytes=out_elems * batch * ebytes)
