@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ...errors import KernelgenError
 from ...network.arena import Buffer, place_buffers, round_up
 from ...network.manifest import Network, Step
+from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ...plan_types import TextEnum
 from .dispatch import GpuDispatch, GpuTensor, Role, TensorKind, role_of
@@ -122,6 +123,17 @@ class GpuNetworkPlan:
 
     def region(self, name: str) -> Region:
         return next(r for r in self.regions if r.name == name)
+
+
+def host_program(network: Network, *, link: tuple[str, ...], main_template: str, cache: str) -> ProgramBuild:
+    """How a GPU network's `<network>_run` builds: C99 host code over the API's loader (`link`), no kernel C
+    sources (network.c embeds the kernels), and `make clean` removing the program or pipeline cache (`cache`, a
+    name beside the program) it writes at run time."""
+    import shutil
+
+    return ProgramBuild(compiler="gcc" if shutil.which("gcc") else "cc", flags=("-std=c99", "-O2", "-Wall", "-Wextra"),
+                        kernel_sources={step.config.name: () for step in network.kernels}, link=link,
+                        main_template=main_template, clean=(cache,))
 
 
 def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], weights: WeightsPlan | None = None,

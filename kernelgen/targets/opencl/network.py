@@ -11,7 +11,6 @@ in an image; build writes such a network's kernels alone and says why (refusal).
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,7 +26,7 @@ from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
 from ..gpu.dispatch import TensorKind
-from ..gpu.network import Allocation, GpuNetworkPlan, plan_gpu_network
+from ..gpu.network import Allocation, GpuNetworkPlan, host_program, plan_gpu_network
 from .plan import OpenCLPlan
 
 DRIVER = ("opencl/network.h.j2", "opencl/network.c.j2")
@@ -138,9 +137,5 @@ def network_note(network: Network, target: Any, jobs: Mapping[str, Job[OpenCLPla
 
 
 def network_program(network: Network, jobs: Mapping[str, Job[OpenCLPlan]]) -> ProgramBuild:
-    """C99 over the OpenCL ICD loader (-lOpenCL); no kernel C sources (network.c embeds their .cl); `make clean`
-    removes the program binary cache too."""
-    compiler = "gcc" if shutil.which("gcc") else "cc"
-    return ProgramBuild(compiler=compiler, flags=("-std=c99", "-O2", "-Wall", "-Wextra"),
-                        kernel_sources={step.config.name: () for step in network.kernels},
-                        link=("-lOpenCL",), main_template=MAIN, clean=(f"{network.name}.clcache",))
+    """Over the OpenCL ICD loader; `make clean` removes the program binary cache too."""
+    return host_program(network, link=("-lOpenCL",), main_template=MAIN, cache=f"{network.name}.clcache")

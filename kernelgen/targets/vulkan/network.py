@@ -27,7 +27,7 @@ from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
-from ..gpu.network import ALIGNMENT, Allocation, Region, plan_gpu_network
+from ..gpu.network import ALIGNMENT, Allocation, Region, host_program, plan_gpu_network
 from .code import compile_ops
 from .plan import VulkanPlan
 from .program import stages
@@ -254,8 +254,6 @@ def _checked_job(network: Network, step: Step, jobs: Mapping[str, Job[VulkanPlan
 
 
 def network_program(network: Network, jobs: Mapping[str, Job[VulkanPlan]]) -> ProgramBuild:
-    """The host program in C99 over the Vulkan loader (libvulkan-dev's headers, -lvulkan); no kernel C sources (the
-    kernels are network.c's SPIR-V). `make clean` removes the pipeline cache the program writes beside itself."""
-    return ProgramBuild(compiler="gcc", flags=("-std=c99", "-O2", "-Wall", "-Wextra"),
-                        kernel_sources={step.config.name: () for step in network.kernels},
-                        link=("-lvulkan", "-lm"), main_template=MAIN, clean=(f"{network.name}.vkcache",))
+    """Over the Vulkan loader (libvulkan-dev's headers, -lvulkan); `make clean` removes the pipeline cache the
+    program writes beside itself."""
+    return host_program(network, link=("-lvulkan", "-lm"), main_template=MAIN, cache=f"{network.name}.vkcache")
