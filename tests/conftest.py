@@ -26,6 +26,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 REQUIRE_TOOLCHAINS = os.environ.get("KERNELGEN_REQUIRE_TOOLCHAINS") == "1"
 
+# Under `make test` (CI) pytest inherits the outer make's MAKELEVEL and MAKEFLAGS, and every make a test runs would
+# then be a sub-make: it prints "make[1]: Entering/Leaving directory" around its output (after the demo's summary
+# line) and may look for a jobserver it is not part of. The tests run make as a user's shell does.
+for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+    os.environ.pop(_name, None)
+
 
 # The tools that stand for an emulated device: qemu-hexagon (hvx), PoCL behind pyopencl, lavapipe behind vulkan.
 EMULATORS = frozenset({"qemu-hexagon", "py:pyopencl", "py:vulkan"})
