@@ -74,17 +74,14 @@ def _qnn_runtime(networks: list[Network]):
 
 
 def _qnn_arch(network: Network, target: str, oracle: str) -> str:
-    """The HTP generation to simulate: --oracle qnn:vNN's, else on hvx the kernels' own hvx.arch (the oldest HTP,
-    v68, for an HVX older than any HTP), else v73 (the hvx target's default arch)."""
+    """The HTP generation to simulate: --oracle qnn:ARCH's, else the kernels' own arch where the target's options
+    name one the simulator has (hvx.arch v68 and later), else v73 (the hvx target's default)."""
     from ..onnx.qnn import ARCHES
-    from ..targets.hvx.options import hvx_options
 
     if ":" in oracle:
         return oracle.split(":", 1)[1]
-    if target != "hvx":
-        return "v73"
-    arch = hvx_options(network.kernels[0].config).arch
-    return arch if arch in ARCHES else ARCHES[0]
+    arch = getattr(TARGETS[target].options(network.kernels[0].config), "arch", None)
+    return arch if arch in ARCHES else "v73"
 
 
 def _validate_one(network: Network, target: str, seed: int | None, as_json: bool, qnn=None) -> bool:
