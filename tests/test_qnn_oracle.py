@@ -119,6 +119,22 @@ def test_agreement_counts_equal_bytes_and_the_largest_step_for_the_run_and_onnxr
                                                                         "the model: no")
 
 
+@requires_tool(*ONNX)
+def test_a_simulator_that_fails_is_a_line_in_the_report_not_an_error(tmp_path):
+    """The child's own line (exit 3), or the signal that killed it: the opinion says it has none, and why."""
+    network = kernelgen.load_network(_qdq_ends(tmp_path))
+    feeds = execute.network_input(network, 3)
+    for body, why in (("echo 'QNN: graph finalize failed' >&2; exit 3", "QNN: graph finalize failed"),
+                      ("kill -SEGV $$", "killed by signal 11")):
+        python = tmp_path / "python"
+        python.write_text(f"#!/bin/sh\n{body}\n")
+        python.chmod(0o755)
+        opinion = htp_opinion(network, feeds, "v73", QnnRuntime(str(python), ENV))
+        assert opinion.run is None and opinion.failed == f"the HTP simulator v73 did not run the model: {why}"
+        assert opinion.text == (f"second opinion: Qualcomm HTP simulator v73 (onnxruntime-qnn, {python} "
+                                f"({ENV})): none, {opinion.failed}")
+
+
 @requires_tool(*ONNX, "qnn:htp")
 def test_the_simulator_is_deterministic_and_within_two_steps_of_onnxruntime_on_a_small_qdq_network(tmp_path):
     """The whole model on the simulator, every boundary among its outputs: the same bytes twice, for v68 and v73;
@@ -139,6 +155,24 @@ def test_the_simulator_is_deterministic_and_within_two_steps_of_onnxruntime_on_a
                 assert 0 < first.agreement(network, name, expected[name], expected[name]).max_abs <= 2, (arch, name)
     assert any(not np.array_equal(runs["v68"][0].run.values[t], runs["v73"][0].run.values[t])
                for t in ("pool_q", "y_q"))
+
+
+@requires_tool(*ONNX, "qnn:htp")
+def test_nothing_runs_on_the_cpu_quietly(tmp_path):
+    """A kernel's nodes cut out of the model start at a uint8 graph input, which the QNN provider leaves to the
+    CPU: with the CPU fallback off, the simulator refuses the model rather than answering partly from the CPU."""
+    from kernelgen.onnx import subgraph
+    from kernelgen.onnx.qnn import QnnFailed, run_qnn
+
+    network = kernelgen.load_network(_qdq_ends(tmp_path))
+    step = network.steps[1]
+    model = subgraph.nodes_model(subgraph.graph_of(network.model), tuple(step.config.source.nodes),
+                                 {"x_q": np.dtype(np.uint8)}, {"pool_q": np.dtype(np.uint8)})
+    with pytest.raises(QnnFailed) as error:
+        run_qnn(find_qnn(), model, {"x_q": np.zeros((1, 8, 12, 12), np.uint8)}, ["pool_q"], "v73")
+    assert str(error.value) == ("the HTP simulator v73 did not run the model: This session contains graph nodes that "
+                                "are assigned to the default CPU EP, but fallback to CPU EP has been explicitly "
+                                "disabled by the user.")
 
 
 @requires_tool(*ONNX, *HEXAGON, "qnn:htp")

@@ -58,7 +58,8 @@ def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: 
     qnn = _qnn_runtime(networks) if oracle else None
     for network in networks:
         for target in network_targets(network, targets):
-            failed |= _validate_one(network, target, seed, as_json, qnn and (qnn, _qnn_arch(network, target, oracle)))
+            simulator = (qnn, _qnn_arch(network, target, oracle)) if qnn else None
+            failed |= _validate_one(network, target, seed, as_json, simulator)
     if failed:
         sys.exit(1)
 

@@ -55,8 +55,8 @@ class QnnRuntime:
     def text(self) -> str:
         d = self.description
         sdk = f", QNN SDK {d['qnn_sdk']}" if d.get("qnn_sdk") else ""
-        package = f"onnxruntime-qnn {d['onnxruntime_qnn']}" if d.get("onnxruntime_qnn") else \
-            f"onnxruntime {d.get('onnxruntime', '?')} with {d.get('provider', 'QNN')}"
+        package = (f"onnxruntime-qnn {d['onnxruntime_qnn']}" if d.get("onnxruntime_qnn") else
+                   f"onnxruntime {d['onnxruntime']} (QNN built in)" if d.get("onnxruntime") else "onnxruntime-qnn")
         return f"{package}{sdk}, {self.python} ({self.found_by})"
 
 

@@ -93,8 +93,10 @@ def main(argv):
         feeds = {name: np.load(path) for name, path in request["inputs"].items()}
         values = run.run(request["outputs"], feeds)
     except Exception as error:  # onnxruntime's own exception types: the message is what the parent reports
-        text = str(error).strip()
-        fail(text.split("Status Message: ", 1)[-1] if "Status Message: " in text else text or type(error).__name__)
+        text = " ".join(str(error).split()) or type(error).__name__
+        # without onnxruntime's preamble ("[ONNXRuntimeError] : 1 : FAIL : ..."; "... Status Message: ...")
+        fail(text.split("Status Message: ", 1)[1] if "Status Message: " in text else
+             text.split(" : ", 3)[-1] if text.startswith("[ONNXRuntimeError]") else text)
     for k, value in enumerate(values):
         np.save(os.path.join(request["folder"], f"{k}.npy"), value)
     description = describe(kind, module) | {"arch": request["arch"], "providers": run.get_providers()}
