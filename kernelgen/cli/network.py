@@ -6,6 +6,7 @@ import json
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from ..measure.network_run import step_status
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
 from .common import handle_errors, number
+
+if TYPE_CHECKING:
+    from ..onnx.qnn import QnnRuntime
 
 
 def manifests_in(paths: tuple[str, ...]) -> bool:
@@ -64,7 +68,8 @@ def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: 
         sys.exit(1)
 
 
-def _qnn_runtime(networks: list[Network]):
+def _qnn_runtime(networks: list[Network]) -> QnnRuntime:
+    """The Python that runs the simulator (onnx/qnn.py), after each network is found to have bytes to compare."""
     from ..onnx.qnn import find_qnn
 
     for network in networks:
@@ -85,7 +90,8 @@ def _qnn_arch(network: Network, target: str, oracle: str) -> str:
     return arch if arch in ARCHES else "v73"
 
 
-def _validate_one(network: Network, target: str, seed: int | None, as_json: bool, qnn=None) -> bool:
+def _validate_one(network: Network, target: str, seed: int | None, as_json: bool,
+                  qnn: tuple[QnnRuntime, str] | None = None) -> bool:
     """One line (or JSON record) per step as it finishes, then the network's verdict; True when it failed. qnn:
     (a QnnRuntime, the arch) to compare every step's outputs with the HTP simulator's too (agreement only)."""
     from ..network.htp_check import htp_opinion, summary
@@ -99,8 +105,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
     for run in validation:
         record = run.record
         status, _ = step_status(run)
-        htp = [a for t, v in run.values.items() if opinion is not None and
-               (a := opinion.agreement(network, t, v, validation.expected[t])) is not None]
+        htp = opinion.agreements(network, run.values, validation.expected) if opinion is not None else []
         compared += htp
         if as_json:
             click.echo(json.dumps({

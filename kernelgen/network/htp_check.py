@@ -10,6 +10,7 @@ own unit."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -53,6 +54,11 @@ class HtpOpinion:
         if self.failed:
             return f"second opinion: {simulator}: none, {self.failed}"
         return f"second opinion: {simulator}; agreement only, not part of the verdict"
+
+    def agreements(self, network: Network, values: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray]
+                   ) -> list[HtpAgreement]:
+        """Each tensor a step wrote (`values`) and onnxruntime's against the simulator's ([] with no run)."""
+        return [a for name, got in values.items() if (a := self.agreement(network, name, got, reference[name]))]
 
     def agreement(self, network: Network, name: str, got: np.ndarray, reference: np.ndarray) -> HtpAgreement | None:
         """`got` (what a step wrote) and `reference` (onnxruntime's) against the simulator's `name` (None: no run)."""
