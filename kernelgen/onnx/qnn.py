@@ -26,8 +26,8 @@ ENV = "KERNELGEN_QNN_PYTHON"
 CHILD = Path(__file__).with_name("qnn_child.py")
 # The HTP generations the simulator takes (htp_arch); the HTP begins at v68, so an older HVX has none.
 ARCHES = ("v68", "v69", "v73", "v75", "v79", "v81")
-INSTALL = (f"python3 -m venv ~/qnn && ~/qnn/bin/pip install onnxruntime-qnn numpy, then {ENV}=~/qnn/bin/python "
-           f"(or pip install onnxruntime-qnn beside kernelgen where it keeps kernelgen's onnxruntime)")
+INSTALL = (f"pip install onnxruntime-qnn (2.x adds its provider to this onnxruntime), or in a venv of its own: "
+           f"python3 -m venv ~/qnn && ~/qnn/bin/pip install onnxruntime-qnn numpy, then {ENV}=~/qnn/bin/python")
 PROBE_SECONDS = 120
 RUN_SECONDS = 3600  # the simulator on a whole model: MobileNetV2 takes seconds; a slow host many times that
 
