@@ -37,12 +37,28 @@ for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
 EMULATORS = frozenset({"qemu-hexagon", "py:pyopencl", "py:vulkan"})
 # The tools that build native code: a test needing one compiles (seconds each on a busy two-core host).
 BUILDERS = frozenset({"gcc", "g++", "clang-19", "ld.lld-19", "cmake", "make", "ninja"})
+# The tools kernelgen never depends on, which a user may install for a second opinion: a test needing one skips
+# when it is missing even under KERNELGEN_REQUIRE_TOOLCHAINS=1 (CI does not install them). "qnn:htp": Qualcomm's
+# HTP simulator through onnxruntime-qnn (this Python's, or KERNELGEN_QNN_PYTHON's: kernelgen/onnx/qnn.py).
+OPTIONAL = frozenset({"qnn:htp"})
 
 
 def _python_module_available(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _qnn_found() -> bool:
+    """Whether kernelgen finds onnxruntime-qnn (a child process probes it: once per session)."""
+    from kernelgen.onnx.qnn import QnnMissing, find_qnn
+
+    try:
+        find_qnn()
+    except QnnMissing:
+        return False
+    return True
 
 
 def tool_missing(*tools: str) -> list[str]:
@@ -53,6 +69,9 @@ def tool_missing(*tools: str) -> list[str]:
             from kernelgen.targets.vulkan.mesa_pin import DRIVERS, is_installed
 
             if not any(d.tool == tool[5:] and is_installed(d) for d in DRIVERS):
+                missing.append(tool)
+        elif tool == "qnn:htp":
+            if not _qnn_found():
                 missing.append(tool)
         elif tool.startswith("py:"):
             if not _python_module_available(tool[3:]):
@@ -71,7 +90,7 @@ def requires_tool(*tools: str):
         if not missing:
             return fn
         reason = f"missing toolchain: {', '.join(missing)}"
-        if REQUIRE_TOOLCHAINS:
+        if REQUIRE_TOOLCHAINS and not OPTIONAL.issuperset(missing):
             def failing(*args, **kwargs):
                 pytest.fail(f"{reason} (KERNELGEN_REQUIRE_TOOLCHAINS=1 forbids skipping)")
             failing.__name__ = fn.__name__
@@ -87,7 +106,7 @@ def require_tools(*tools: str) -> None:
     missing = tool_missing(*tools)
     if missing:
         reason = f"missing toolchain: {', '.join(missing)}"
-        if REQUIRE_TOOLCHAINS:
+        if REQUIRE_TOOLCHAINS and not OPTIONAL.issuperset(missing):
             pytest.fail(f"{reason} (KERNELGEN_REQUIRE_TOOLCHAINS=1 forbids skipping)")
         pytest.skip(reason)
 

@@ -290,9 +290,14 @@ def check(configs: tuple[str, ...], golden: str, targets: tuple[str, ...], updat
 @click.option("--jsonl", "as_jsonl", is_flag=True,
               help='Print JSON Lines as results finish: {"context": ...} first, then one object per (config, '
                    'target), the objects of --json\'s results.')
+@click.option("--oracle", metavar="qnn[:vNN]",
+              help="A quantized network.yaml only: also compare every tensor with Qualcomm's HTP simulator "
+                   "(onnxruntime-qnn, in this Python or KERNELGEN_QNN_PYTHON's), for the kernels' hvx.arch or vNN "
+                   "(v68 to v81); agreement only, never the verdict.")
 @handle_errors
 def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
-             skip_missing: bool, dump: str | None, sources: str | None, as_json: bool, as_jsonl: bool) -> None:
+             skip_missing: bool, dump: str | None, sources: str | None, as_json: bool, as_jsonl: bool,
+             oracle: str | None) -> None:
     """Compile, run on fresh random inputs and compare with numpy; one row per (config, target).
 
     \b
@@ -323,10 +328,17 @@ def validate(configs: tuple[str, ...], targets: tuple[str, ...], device: str | N
     """
     if as_json and as_jsonl:
         raise click.UsageError("--json and --jsonl: give one (--jsonl streams the objects --json prints at the end)")
+    if oracle is not None:
+        from ..onnx.qnn import ARCHES
+
+        if oracle not in ("qnn", *(f"qnn:{arch}" for arch in ARCHES)):
+            raise click.UsageError(f"--oracle {oracle}: expected qnn or qnn:ARCH, ARCH one of {', '.join(ARCHES)}")
     if manifests_in(configs):
         if sources:
             raise click.UsageError("--sources takes kernel configs, not a network manifest (give each kernel's config)")
-        return validate_networks(configs, targets, device, seed, as_json or as_jsonl)
+        return validate_networks(configs, targets, device, seed, as_json or as_jsonl, oracle)
+    if oracle:
+        raise click.UsageError("--oracle qnn compares a whole network: give a network.yaml from `kernelgen import`")
     loaded = load_all(configs, targets, device)
     if dump:
         prepare_dump(Path(dump))

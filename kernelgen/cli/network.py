@@ -6,6 +6,7 @@ import json
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from ..measure.network_run import step_status
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
 from .common import handle_errors, number
+
+if TYPE_CHECKING:
+    from ..onnx.qnn import QnnRuntime
 
 
 def manifests_in(paths: tuple[str, ...]) -> bool:
@@ -50,22 +54,59 @@ def load_networks(paths: tuple[str, ...], device: str | None, *, model: bool = F
 # ---------------------------------------------------------------- validate
 
 def validate_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, seed: int | None,
-                      as_json: bool) -> None:
+                      as_json: bool, oracle: str | None = None) -> None:
+    """Each network on each target; with `oracle` ("qnn" or "qnn:v68"...) also against Qualcomm's HTP simulator,
+    found before anything runs (none here: exit 2 with the line saying how to install it)."""
     failed = False
-    for network in load_networks(paths, device, model=True):
+    networks = load_networks(paths, device, model=True)
+    qnn = _qnn_runtime(networks) if oracle else None
+    for network in networks:
         for target in network_targets(network, targets):
-            failed |= _validate_one(network, target, seed, as_json)
+            simulator = (qnn, _qnn_arch(network, target, oracle)) if qnn else None
+            failed |= _validate_one(network, target, seed, as_json, simulator)
     if failed:
         sys.exit(1)
 
 
-def _validate_one(network: Network, target: str, seed: int | None, as_json: bool) -> bool:
-    """One line (or JSON record) per step as it finishes, then the network's verdict; True when it failed."""
+def _qnn_runtime(networks: list[Network]) -> QnnRuntime:
+    """The Python that runs the simulator (onnx/qnn.py), after each network is found to have bytes to compare."""
+    from ..onnx.qnn import find_qnn
+
+    for network in networks:
+        if not any(t.dtype in ("uint8", "int8") for t in network.tensors.values()):
+            raise network.problem("tensors", "--oracle qnn compares a quantized (QDQ) network's bytes with "
+                                             "Qualcomm's HTP simulator; this network has no uint8 tensor")
+    return find_qnn()
+
+
+def _qnn_arch(network: Network, target: str, oracle: str) -> str:
+    """The HTP generation to simulate: --oracle qnn:ARCH's, else the kernels' own arch where the target's options
+    name one the simulator has (hvx.arch v68 and later), else v73 (the hvx target's default)."""
+    from ..onnx.qnn import ARCHES
+
+    if ":" in oracle:
+        return oracle.split(":", 1)[1]
+    arch = getattr(TARGETS[target].options(network.kernels[0].config), "arch", None)
+    return arch if arch in ARCHES else "v73"
+
+
+def _validate_one(network: Network, target: str, seed: int | None, as_json: bool,
+                  qnn: tuple[QnnRuntime, str] | None = None) -> bool:
+    """One line (or JSON record) per step as it finishes, then the network's verdict; True when it failed. qnn:
+    (a QnnRuntime, the arch) to compare every step's outputs with the HTP simulator's too (agreement only)."""
+    from ..network.htp_check import htp_opinion, summary
+
     total = len(network.steps)
     validation = validate_network(network, target, seed)
+    opinion = htp_opinion(network, validation.feeds, qnn[1], qnn[0]) if qnn else None
+    if opinion is not None and not as_json:
+        click.echo(opinion.text)
+    compared = []
     for run in validation:
         record = run.record
         status, _ = step_status(run)
+        htp = opinion.agreements(network, run.values, validation.expected) if opinion is not None else []
+        compared += htp
         if as_json:
             click.echo(json.dumps({
                 "network": network.name, "target": target, "step": run.step.index, "kind":
@@ -77,7 +118,8 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                 "detail": record.detail if record is not None else "",
                 "failure": list(record.failure) if record is not None else [],
                 "agreement": [{"tensor": a.tensor, "max_abs": number(a.max_abs), "relative": number(a.relative),
-                               "passed": a.passed, "oracle": a.oracle, "why": a.why} for a in run.agreement]}))
+                               "passed": a.passed, "oracle": a.oracle, "why": a.why} for a in run.agreement],
+                **({"qnn": [asdict(a) for a in htp]} if opinion is not None else {})}))
         else:
             agreement = "; ".join(a.text() for a in run.agreement)
             place = f"[{run.step.index + 1:>{len(str(total))}}/{total}]"  # [ 9/19] above [10/19]: columns stay
@@ -85,6 +127,8 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                        f"{run.seconds:6.1f} s  {agreement}")
             if record is not None and record.detail and (not record.passed or record.status is not Status.PASS):
                 click.echo(f"    {record.detail}")
+            for a in htp:  # under the row, as a record's detail: a second opinion, not a column of the verdict
+                click.echo(f"    {a.text()}")
     program = validation.run_program() if not validation.verdict().stopped else None  # what ships: end to end
     if program is not None and not as_json:
         click.echo(f"{'[end]':<{2 * len(str(total)) + 3}} {program.program + ' (make run)':<48} {target:<7} "
@@ -97,9 +141,14 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
                                "program": None if program is None else {
                                    "name": program.program, "ran": program.ran, "passed": program.passed,
                                    "seconds": round(program.seconds, 4), "max_abs_error": number(program.max_abs),
-                                   "relative": number(program.relative), "detail": program.why}}))
+                                   "relative": number(program.relative), "detail": program.why},
+                               **({"qnn": {"arch": opinion.arch, "runtime": opinion.runtime.text,
+                                           "failed": opinion.failed, "summary": summary(opinion, compared)}}
+                                  if opinion is not None else {})}))
     else:
         click.echo(verdict.summary)
+        if opinion is not None:
+            click.echo(summary(opinion, compared))
     return verdict.failed
 
 
