@@ -46,6 +46,7 @@ from .depthwise import depthwise, depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .io import IoGeo, io_geometry
 from .kernels import qf32_kernel, uint8_kernel
+from .lut import vlut32_bytes
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 from .quantized import uint8_fields, weight_zero_point
 from .requantizer import FloatSplit, PoolRequant, Requantizer
@@ -205,6 +206,11 @@ class OpGeo:
     @property
     def k_tail_splat(self) -> int:
         return self.k_tail * 0x01010101
+
+    @property
+    def gate_lut(self) -> tuple[int, ...]:
+        """The gate's byte table in the order of the two vectors vlut32 reads (lut.py)."""
+        return vlut32_bytes(self.table)
 
     @property
     def zp_out_splat(self) -> int:
