@@ -42,6 +42,14 @@ CHAINS = {
                                           "zero_point: 130}}",
         ops=["{out_channels: 36, kernel: 3, stride: 2, pad: 1, bias: true, residual: branch, activation: relu, "
              "quant: {conv_scale: 0.05, conv_zero_point: 120}}"]),
+    "squeeze-excite: mul by a side input, 1x1 conv with hardswish, 3x3 conv": UINT8.with_(
+        shape=[2, 9, 11, 40], side_inputs="{scale: {shape: [2, 1, 1, 40], layout: nhwc-8h8w32c, scale: 0.0031, "
+                                          "zero_point: 3}}",
+        ops=["mul: {by: scale, quant: {output_scale: 0.013, output_zero_point: 120}}",
+             "{out_channels: 36, kernel: 1, bias: true, activation: hardswish, quant: {conv_scale: 0.04, "
+             "conv_zero_point: 110}}",
+             "{out_channels: 20, kernel: 3, pad: 1, bias: true, activation: hardsigmoid, quant: {conv_scale: 0.05, "
+             "conv_zero_point: 90}}"]),
 }
 
 

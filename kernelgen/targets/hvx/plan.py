@@ -47,6 +47,7 @@ from .epilogue import BLOCK, qf32_epilogue
 from .io import IoGeo, io_geometry
 from .kernels import qf32_kernel, uint8_kernel
 from .lut import vlut32_bytes
+from .mulrq import MulRequant
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 from .quantized import uint8_fields, weight_zero_point
 from .requantizer import FloatSplit, PoolRequant, Requantizer
@@ -134,6 +135,7 @@ class OpGeo:
     zp_store: int = 0
     side: str = ""  # a uint8 mul: the side input of its factors, and their zero point
     zp_side: int = 0
+    mul_rq: MulRequant | None = None  # a float32 mul's integer form (mulrq.py); None: the scalar float32 loop
 
     # The kernel's taps, strides and dilations under the short names the HVX templates use.
     @property
@@ -206,6 +208,12 @@ class OpGeo:
     @property
     def k_tail_splat(self) -> int:
         return self.k_tail * 0x01010101
+
+    @property
+    def vector_mul(self) -> MulRequant | None:
+        """The mul's integer form when its 4-pixel groups line up in source and destination (the window starting at
+        a multiple of 4 columns), else None (the scalar loop)."""
+        return self.mul_rq if self.col_lo % 4 == 0 else None
 
     @property
     def gate_lut(self) -> tuple[int, ...]:
