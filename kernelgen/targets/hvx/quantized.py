@@ -30,7 +30,8 @@ def uint8_fields(config: Config, j: int, oq: OpQuant, src_shape: tuple[int, ...]
                     src_w=src_shape[2], pad_top=op.pad[0], pad_left=op.pad[1],
                     pool_rq=None if kind.KEEPS_QUANT else PoolRequant.of(
                         oq.requants[0] if oq.requants else None, oq.float_requants, bool(op.scale_by)),
-                    zp_side=oq.z_w, side=op.scale_by or "", mul_rq=_mul_requant(op, oq))
+                    zp_side=oq.z_w, side=op.scale_by or "", mul_rq=_mul_requant(op, oq),
+                    pool_floats=() if op.scale_by else oq.float_requants)
     for value, key in ((oq.z_in, "quant.input_zero_point"), (oq.z_out, "quant.output_zero_point")):
         if not 0 <= value <= 255:
             raise config.problem(key, f"expected an int in [0, 255], got {value}")
