@@ -42,6 +42,14 @@ CHAINS = {
                                           "zero_point: 130}}",
         ops=["{out_channels: 36, kernel: 3, stride: 2, pad: 1, bias: true, residual: branch, activation: relu, "
              "quant: {conv_scale: 0.05, conv_zero_point: 120}}"]),
+    "squeeze-excite: mul by a side input, 1x1 conv with hardswish, 3x3 conv": UINT8.with_(
+        shape=[2, 9, 11, 40], side_inputs="{scale: {shape: [2, 1, 1, 40], layout: nhwc-8h8w32c, scale: 0.0031, "
+                                          "zero_point: 3}}",
+        ops=["mul: {by: scale, quant: {output_scale: 0.013, output_zero_point: 120}}",
+             "{out_channels: 36, kernel: 1, bias: true, activation: hardswish, quant: {conv_scale: 0.04, "
+             "conv_zero_point: 110}}",
+             "{out_channels: 20, kernel: 3, pad: 1, bias: true, activation: hardsigmoid, quant: {conv_scale: 0.05, "
+             "conv_zero_point: 90}}"]),
 }
 
 
@@ -160,3 +168,20 @@ def test_gate_tables_are_onnxruntimes_bytes(gate):
         table = HardSigmoid(alpha=alpha, beta=beta, times_value=gate == "HardSwish").byte_table(s_in, z_in, s_out,
                                                                                                  z_out)
         assert list(theirs.reshape(-1)) == list(table), (s_in, z_in, s_out, z_out)
+
+
+@pytest.mark.parametrize("s_in, s_out, za, pixels", [(0.02, 0.011, 9, 63), (0.0042349533, 0.0016, 0, 3136),
+                                                     (0.0021885219, 0.0009, 97, 49)])
+def test_vector_pool_rounding_is_onnxruntimes_on_every_sum(s_in, s_out, za, pixels):
+    """The vector pool's integer rounding (avgpool.VectorAvg: FloatSplit) against rint(f32(f32(acc) * S)) on every
+    sum(a) - n * za a window of n bytes can give; the last a MobileNetV3-small 56x56 squeeze-excite pool's."""
+    from kernelgen.quant_float import of_scale, requantize_float
+    from kernelgen.targets.hvx.avgpool import VectorAvg
+
+    scale = of_scale(float(np.float32(s_in) / np.float32(np.float32(s_out) * np.float32(pixels))))
+    pool = VectorAvg.of(56, (scale,))
+    assert pool is not None and pool.split is not None and (pool.whole_columns, pool.tail) == (56, 0)
+    acc = np.arange(-pixels * za, pixels * (255 - za) + 1, dtype=np.int64)
+    want, got = requantize_float(acc[:, None], (scale,))[:, 0], pool.split.emulate(acc[:, None])[:, 0]
+    for z_out in (0, 128, 255):  # the bytes: past +-511 the kernel's cap, saturated alike
+        assert (np.clip(got + z_out, 0, 255) == np.clip(want + z_out, 0, 255)).all()

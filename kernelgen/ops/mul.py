@@ -23,6 +23,15 @@ class MulModel(StrictModel):
     output_layout: Union[LayoutSpec, None] = output_layout_field()
 
 
+def qlinear_mul(product: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """onnxruntime's QLinearMul after the exact product of the centred bytes: f32(f32(product) * S), plus the output
+    zero point in float32 (MLAS adds it before rounding), rounded half to even, saturated to bytes (uint8)."""
+    with np.errstate(all="ignore"):
+        y = (np.asarray(product).astype(np.float32) * np.float32(scale)).astype(np.float32)
+        y = (y + np.float32(zero_point)).astype(np.float32)
+    return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+
+
 @dataclass(frozen=True, slots=True)
 class MulOp(OpKind):
     KEY: ClassVar[str] = "mul"
@@ -62,7 +71,4 @@ class MulOp(OpKind):
         product = (sources[j].astype(np.int64) - oq.z_in) * (np.asarray(sides[op.scale_by]).astype(np.int64) - oq.z_w)
         if not oq.float_requants:
             return rq.requantize(product, oq.requants, oq.z_out)
-        with np.errstate(all="ignore"):  # z_out added in float32 before the rounding, as MLAS does
-            y = (product.astype(np.float32) * np.float32(oq.float_requants[0].scale)).astype(np.float32)
-            y = (y + np.float32(oq.z_out)).astype(np.float32)
-        return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+        return qlinear_mul(product, oq.float_requants[0].scale, oq.z_out)  # z_out added in float32, as MLAS does

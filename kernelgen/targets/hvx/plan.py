@@ -40,12 +40,16 @@ from ...plan_types import Function, Halo, OpGeometry, Plan
 from ...planner import fitted_config
 from ...planner.geometry import temp_names
 from ...quant import Requant, ResidualAdd, op_quants
+from ...quant_float import FloatRequant
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
 from .dense import DenseBlocking, dense_blocking
 from .depthwise import depthwise, depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .io import IoGeo, io_geometry
 from .kernels import qf32_kernel, uint8_kernel
+from .avgpool import VectorAvg
+from .lut import vlut32_bytes
+from .mulrq import MulRequant
 from .options import QF32_ARCHES, VTCM_DEFAULT_BYTES, hvx_options
 from .quantized import uint8_fields, weight_zero_point
 from .requantizer import FloatSplit, PoolRequant, Requantizer
@@ -133,6 +137,8 @@ class OpGeo:
     zp_store: int = 0
     side: str = ""  # a uint8 mul: the side input of its factors, and their zero point
     zp_side: int = 0
+    pool_floats: tuple[FloatRequant, ...] = ()  # a global average pool's float32 requantization
+    mul_rq: MulRequant | None = None  # a float32 mul's integer form (mulrq.py); None: the scalar float32 loop
 
     # The kernel's taps, strides and dilations under the short names the HVX templates use.
     @property
@@ -207,6 +213,22 @@ class OpGeo:
         return self.k_tail * 0x01010101
 
     @property
+    def vector_avg(self) -> VectorAvg | None:
+        """A global average pool's vector sums and rounding (avgpool.py); None: not one, or the scalar loop."""
+        return VectorAvg.of(self.kw, self.pool_floats) if self.pool == "avg" else None
+
+    @property
+    def vector_mul(self) -> MulRequant | None:
+        """The mul's integer form when its 4-pixel groups line up in source and destination (the window starting at
+        a multiple of 4 columns), else None (the scalar loop)."""
+        return self.mul_rq if self.col_lo % 4 == 0 else None
+
+    @property
+    def gate_lut(self) -> tuple[int, ...]:
+        """The gate's byte table in the order of the two vectors vlut32 reads (lut.py)."""
+        return vlut32_bytes(self.table)
+
+    @property
     def zp_out_splat(self) -> int:
         """The byte a consumer's padding and a block's channel tail hold (the output's zero point), 4 times."""
         return self.zp_store * 0x01010101
@@ -235,6 +257,11 @@ class HvxPlan:
     macs: int  # useful multiply-accumulates
     executed_macs: int  # what the schedule computes (halo rows, chain recompute)
     notes: tuple[str, ...]
+
+    @property
+    def float_rounding(self) -> bool:
+        """Some op rounds as onnxruntime's float32 in integers (the kernel's kg_rq_float)."""
+        return any(o.floats or (o.vector_avg and o.vector_avg.split) for o in self.ops)
 
 
 def hvx_plan(config: Config, plan: Plan) -> HvxPlan:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...config import Config
 from ...ops import OPS
 from ...quant import OpQuant
+from .mulrq import MulRequant
 from .requantizer import FloatSplit, PoolRequant
 
 
@@ -29,7 +30,8 @@ def uint8_fields(config: Config, j: int, oq: OpQuant, src_shape: tuple[int, ...]
                     src_w=src_shape[2], pad_top=op.pad[0], pad_left=op.pad[1],
                     pool_rq=None if kind.KEEPS_QUANT else PoolRequant.of(
                         oq.requants[0] if oq.requants else None, oq.float_requants, bool(op.scale_by)),
-                    zp_side=oq.z_w, side=op.scale_by or "")
+                    zp_side=oq.z_w, side=op.scale_by or "", mul_rq=_mul_requant(op, oq),
+                    pool_floats=() if op.scale_by else oq.float_requants)
     for value, key in ((oq.z_in, "quant.input_zero_point"), (oq.z_out, "quant.output_zero_point")):
         if not 0 <= value <= 255:
             raise config.problem(key, f"expected an int in [0, 255], got {value}")
@@ -45,3 +47,12 @@ def uint8_fields(config: Config, j: int, oq: OpQuant, src_shape: tuple[int, ...]
     if oq.table:  # the conv requantizes to its own zero point; the table maps those bytes to the output's
         fields |= dict(table=oq.table, gate=op.activation, zp_out=oq.z_conv)
     return fields
+
+
+def _mul_requant(op, oq: OpQuant) -> MulRequant | None:
+    """A float32 mul's exact integer form for the vector loop (mulrq.py), or None: the scalar float32 loop (the
+    fixed-point form, or scales the integer form does not cover)."""
+    if not op.scale_by or not oq.float_requants:
+        return None
+    found = MulRequant.of(oq.float_requants[0], oq.z_in, oq.z_w, oq.z_out)
+    return None if isinstance(found, str) else found
