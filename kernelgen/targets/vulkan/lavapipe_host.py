@@ -1,0 +1,114 @@
+"""What a lavapipe run can observe about the CPU it compiles for: the vector width its device name reports, the
+subgroup size, the CPU's vector features (as llvmpipe sees them) and its L1 data cache. lavapipe's speed against
+its own FMA probe depends on these (gpu/profiles.py LAVAPIPE_HOSTS says how), so every lavapipe benchmark names
+them, and the cache key of anything measured on one host is built from them.
+
+llvmpipe reads the CPU's features itself and lets GALLIUM_OVERRIDE_CPU_CAPS take some away ("avx": no AVX-512, so
+LLVM has 16 vector registers instead of 32; "sse4.1": no AVX, 128-bit vectors); LP_NATIVE_VECTOR_WIDTH sets the
+vector width (256: subgroups of 8, 128: of 4, 512: of 16). Both change what this module reports, as they change
+what llvmpipe generates."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# The features that decide llvmpipe's code: vector width and count of registers, fused multiply-add.
+VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512vl")
+_OVERRIDE = "GALLIUM_OVERRIDE_CPU_CAPS"
+# What each GALLIUM_OVERRIDE_CPU_CAPS value leaves of VECTOR_FLAGS (Mesa 22.3 src/util/u_cpu_detect.c: each value
+# clears the features above it)
+_OVERRIDES = {"avx": ("avx", "avx2", "fma"), "sse4.1": (), "ssse3": (), "sse3": (), "sse2": (), "sse": (),
+              "nosse": ()}
+_BITS = re.compile(r"\b(\d+) bits\b")
+
+
+@dataclass(frozen=True, slots=True)
+class LavapipeHost:
+    """One host as lavapipe compiles for it."""
+
+    cpu: str  # model name
+    flags: tuple[str, ...]  # VECTOR_FLAGS present, as llvmpipe sees them
+    vector_bits: int  # llvmpipe's vector width (its device name says it), 0 when the name does not
+    subgroup: int
+    l1d_bytes: int  # 0 when the host does not say
+    driver: str  # e.g. "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)"
+
+    @property
+    def vector_registers(self) -> int:
+        """Vector registers LLVM may allocate: AVX-512VL gives 256-bit code 32, AVX2 16."""
+        return 32 if "avx512vl" in self.flags else 16
+
+    def describe(self) -> str:
+        l1d = f"L1d {self.l1d_bytes // 1024} KiB" if self.l1d_bytes else "L1d unknown"
+        return (f"{self.cpu} ({' '.join(self.flags) or 'no AVX'}; {l1d}); {self.driver}, "
+                f"{self.vector_bits}-bit vectors, subgroup {self.subgroup}, {self.vector_registers} vector registers")
+
+    def key(self) -> str:
+        """What a calibration on this host is kept under: a different CPU, driver or width is another host."""
+        return f"{self.cpu}|{self.driver}|{self.vector_bits}|{' '.join(self.flags)}"
+
+
+def vector_bits(device_name: str) -> int:
+    """llvmpipe's vector width from its device name, e.g. 'llvmpipe (LLVM 15.0.6, 256 bits)' -> 256."""
+    found = _BITS.search(device_name)
+    return int(found.group(1)) if found else 0
+
+
+def cpu_info(text: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """(model name, VECTOR_FLAGS present) from /proc/cpuinfo's first processor (or `text`)."""
+    if text is None:
+        try:
+            text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    present = set(fields.get("flags", "").split())
+    return fields.get("model name", "unknown CPU"), tuple(f for f in VECTOR_FLAGS if f in present)
+
+
+def llvmpipe_flags(flags: tuple[str, ...], override: str | None) -> tuple[str, ...]:
+    """The CPU's flags as llvmpipe sees them under GALLIUM_OVERRIDE_CPU_CAPS=`override`."""
+    if not override or override not in _OVERRIDES:
+        return flags
+    return tuple(f for f in flags if f in _OVERRIDES[override])
+
+
+def l1d_bytes() -> int:
+    try:
+        size = os.sysconf("SC_LEVEL1_DCACHE_SIZE")
+    except (ValueError, OSError):
+        size = 0
+    if size and size > 0:
+        return int(size)
+    try:  # sysfs says e.g. "32K"
+        text = Path("/sys/devices/system/cpu/cpu0/cache/index0/size").read_text().strip()
+        return int(text.rstrip("K")) * 1024 if text.endswith("K") else int(text)
+    except (OSError, ValueError):
+        return 0
+
+
+def observe(device_name: str, driver: str, subgroup: int) -> LavapipeHost:
+    """This host as the lavapipe device (its name, driver string and subgroup size) compiles for it."""
+    cpu, flags = cpu_info()
+    return LavapipeHost(cpu=cpu, flags=llvmpipe_flags(flags, os.environ.get(_OVERRIDE)),
+                        vector_bits=vector_bits(device_name), subgroup=subgroup, l1d_bytes=l1d_bytes(),
+                        driver=driver)
+
+
+def current() -> LavapipeHost | None:
+    """This host as the first llvmpipe device the Vulkan loader lists compiles for it; None without one."""
+    from .device import list_devices
+
+    for info in list_devices():
+        if "llvmpipe" in info.name:
+            return observe(info.name, info.driver, info.subgroup_size)
+    return None

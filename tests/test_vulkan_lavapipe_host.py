@@ -1,0 +1,61 @@
+"""What lavapipe's host observation reads: the width in its device name, the CPU's vector flags as llvmpipe sees
+them (GALLIUM_OVERRIDE_CPU_CAPS), and the live device's agreement with both."""
+from __future__ import annotations
+
+import pytest
+
+from kernelgen.targets.vulkan.lavapipe_host import LavapipeHost, cpu_info, llvmpipe_flags, vector_bits
+from tests.conftest import requires_tool
+from tests.test_vulkan_target import VULKAN
+
+ZEN3 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7763 64-Core Processor
+flags\t\t: fpu sse sse2 avx f16c fma avx2 bmi2
+
+processor\t: 1
+model name\t: not the first
+flags\t\t: avx512f
+"""
+
+
+def test_vector_bits_from_the_device_name():
+    assert vector_bits("llvmpipe (LLVM 15.0.6, 256 bits)") == 256
+    assert vector_bits("llvmpipe (LLVM 15.0.6, 128 bits)") == 128
+    assert vector_bits("AMD Radeon RX 6800 (RADV NAVI21)") == 0
+
+
+def test_cpu_info_reads_the_first_processor_only():
+    assert cpu_info(ZEN3) == ("AMD EPYC 7763 64-Core Processor", ("avx", "avx2", "fma"))
+    assert cpu_info("") == ("unknown CPU", ())
+
+
+@pytest.mark.parametrize("override, left", [(None, ("avx", "avx2", "fma", "avx512f", "avx512vl")),
+                                            ("avx", ("avx", "avx2", "fma")), ("sse4.1", ()),
+                                            ("bogus", ("avx", "avx2", "fma", "avx512f", "avx512vl"))])
+def test_override_takes_features_away_as_llvmpipe_does(override, left):
+    assert llvmpipe_flags(("avx", "avx2", "fma", "avx512f", "avx512vl"), override) == left
+
+
+def test_registers_follow_avx512vl_and_the_line_names_everything():
+    host = LavapipeHost(cpu="AMD EPYC 7763", flags=("avx", "avx2", "fma"), vector_bits=256, subgroup=8,
+                        l1d_bytes=32768, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    assert host.vector_registers == 16
+    assert host.describe() == ("AMD EPYC 7763 (avx avx2 fma; L1d 32 KiB); llvmpipe Mesa 22.3.6 (LLVM 15.0.6), "
+                               "256-bit vectors, subgroup 8, 16 vector registers")
+    wide = LavapipeHost(cpu="Xeon", flags=("avx2", "avx512f", "avx512vl"), vector_bits=256, subgroup=8,
+                        l1d_bytes=49152, driver="d")
+    assert wide.vector_registers == 32 and wide.key() != host.key()
+
+
+@requires_tool(*VULKAN)
+@pytest.mark.parametrize("width, subgroup", [("128", 4), ("256", 8)])
+def test_live_lavapipe_width_matches_its_subgroup(width, subgroup, monkeypatch):
+    """LP_NATIVE_VECTOR_WIDTH sets llvmpipe's width: the name and the subgroup size say the same."""
+    monkeypatch.setenv("LP_NATIVE_VECTOR_WIDTH", width)
+    from kernelgen.targets.vulkan.lavapipe_host import current
+
+    host = current()
+    assert host is not None
+    assert (host.vector_bits, host.subgroup) == (int(width), subgroup)
+    assert "Mesa" in host.driver
