@@ -59,3 +59,31 @@ def test_live_lavapipe_width_matches_its_subgroup(width, subgroup, monkeypatch):
     assert host is not None
     assert (host.vector_bits, host.subgroup) == (int(width), subgroup)
     assert "Mesa" in host.driver
+
+
+def test_calibration_is_kept_per_host_and_read_back_only_there(tmp_path, monkeypatch):
+    from kernelgen.targets.vulkan.calibration import Calibration, cache_path, load, store
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    zen3 = LavapipeHost(cpu="AMD EPYC 7763", flags=("avx", "avx2", "fma"), vector_bits=256, subgroup=8,
+                        l1d_bytes=32768, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    xeon = LavapipeHost(cpu="Xeon", flags=("avx", "avx2", "fma", "avx512f", "avx512vl"), vector_bits=256,
+                        subgroup=8, l1d_bytes=49152, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    assert load(zen3) is None
+    kept = Calibration(host=zen3.describe(), key=zen3.key(), tiles={"pointwise": (4, 4, 16)},
+                       ratios={"pointwise": {"4,8,16": 0.4, "4,4,16": 0.5}})
+    path = store(kept, zen3)
+    assert path == cache_path(zen3) and path.parent == tmp_path / "lavapipe"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
+    assert load(zen3) == kept
+    assert load(xeon) is None and cache_path(xeon) != path
+    path.write_text(path.read_text().replace(zen3.key(), xeon.key()))  # a file copied from another host
+    assert load(zen3) is None
+
+
+def test_best_takes_the_highest_median_and_the_default_on_a_tie():
+    from kernelgen.targets.vulkan.calibration import best
+
+    assert best({"4,8,16": [0.5, 0.1, 0.4], "4,4,16": [0.45, 0.46, 0.0]}) == (
+        (4, 4, 16), {"4,8,16": 0.4, "4,4,16": 0.45})
+    assert best({"4,8,16": [0.5], "4,4,16": [0.5]})[0] == (4, 8, 16)
