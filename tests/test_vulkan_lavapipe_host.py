@@ -87,3 +87,21 @@ def test_best_takes_the_highest_median_and_the_default_on_a_tie():
     assert best({"4,8,16": [0.5, 0.1, 0.4], "4,4,16": [0.45, 0.46, 0.0]}) == (
         (4, 4, 16), {"4,8,16": 0.4, "4,4,16": 0.45})
     assert best({"4,8,16": [0.5], "4,4,16": [0.5]})[0] == (4, 8, 16)
+
+
+def test_tiles_are_fitted_to_the_l1d_by_their_stack_estimate():
+    from kernelgen.targets.vulkan.lavapipe_host import fitting_tile, stack_kib, tile_note
+
+    assert round(stack_kib((4, 8, 16)), 1) == 43.2 and round(stack_kib((4, 4, 16)), 1) == 23.7
+    assert fitting_tile((4, 8, 16), 49152) == (4, 8, 16)  # 43.2 KiB in 48
+    assert fitting_tile((4, 8, 16), 32768) == (4, 4, 16)  # 23.7 in 32
+    assert fitting_tile((8, 8, 8), 32768) == (8, 4, 8)  # 23.7: ow first on a tie
+    assert fitting_tile((4, 16, 8), 32768) == (4, 8, 8)
+    assert fitting_tile((4, 8, 16), 0) == (4, 8, 16)  # an unknown L1d keeps it
+    assert fitting_tile((1, 1, 512), 16384) == (1, 1, 512)  # no pixel left to halve
+    zen3 = LavapipeHost(cpu="AMD EPYC 7763", flags=("avx", "avx2", "fma"), vector_bits=256, subgroup=8,
+                        l1d_bytes=32768, driver="d")
+    assert tile_note(zen3, (4, 8, 16)) == (
+        "lavapipe: the invocation tile [4, 8, 16]'s multiply-add region touches ~43 KiB of stack, past this host's "
+        "32 KiB L1d; vulkan: {ivc_tile: [4, 4, 16]} fits it (~24 KiB), or run benchmarks/lavapipe_calibrate.py")
+    assert tile_note(zen3, (4, 4, 16)) is None

@@ -112,3 +112,39 @@ def current() -> LavapipeHost | None:
         if "llvmpipe" in info.name:
             return observe(info.name, info.driver, info.subgroup_size)
     return None
+
+
+# The stack lavapipe's 256-bit code touches in a conv's multiply-add region grows with the vec4 accumulators of the
+# invocation tile (each 4 ymm registers, spilled): benchmarks/lavapipe_profile.py on the 1x1 64x64x128 -> 128 read
+# 23.7 KiB at 64 (4x4x16), 43.2 at 128 (4x8x16), 69.4 at 256 (8x8x16). A line through the first two, which
+# overestimates past them: what a tile may hold is judged against the host's L1d, where the region's spills and
+# reloads must stay (the defaults' 128 fit this 48 KiB L1d, not a Zen 3's or a Skylake's 32 KiB).
+STACK_BASE_KIB = 4.2
+STACK_KIB_PER_VEC4 = 0.305
+
+
+def stack_kib(tile: tuple[int, int, int]) -> float:
+    """Estimated stack (KiB) the multiply-add region of an invocation tile [oh, ow, oc] touches."""
+    return STACK_BASE_KIB + STACK_KIB_PER_VEC4 * tile[0] * tile[1] * tile[2] / 4
+
+
+def fitting_tile(tile: tuple[int, int, int], l1d: int) -> tuple[int, int, int]:
+    """`tile` with its pixels halved (the wider of oh, ow first; the channels stay, wide stores own pairs of them)
+    until its stack estimate fits an L1d of `l1d` bytes or one pixel is left; unchanged when l1d is unknown (0)."""
+    oh, ow, oc = tile
+    while l1d and stack_kib((oh, ow, oc)) * 1024 > l1d and oh * ow > 1:
+        if ow >= oh:
+            ow //= 2
+        else:
+            oh //= 2
+    return (oh, ow, oc)
+
+
+def tile_note(host: LavapipeHost, tile: tuple[int, int, int]) -> str | None:
+    """A line for a benchmark run with the default `tile` on `host` when it overflows the host's L1d: what fits."""
+    fits = fitting_tile(tile, host.l1d_bytes)
+    if fits == tile:
+        return None
+    return (f"lavapipe: the invocation tile {list(tile)}'s multiply-add region touches ~{stack_kib(tile):.0f} KiB "
+            f"of stack, past this host's {host.l1d_bytes // 1024} KiB L1d; vulkan: {{ivc_tile: {list(fits)}}} "
+            f"fits it (~{stack_kib(fits):.0f} KiB), or run benchmarks/lavapipe_calibrate.py")
