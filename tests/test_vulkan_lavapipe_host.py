@@ -105,3 +105,20 @@ def test_tiles_are_fitted_to_the_l1d_by_their_stack_estimate():
         "lavapipe: the invocation tile [4, 8, 16]'s multiply-add region touches ~43 KiB of stack, past this host's "
         "32 KiB L1d; vulkan: {ivc_tile: [4, 4, 16]} fits it (~24 KiB), or run benchmarks/lavapipe_calibrate.py")
     assert tile_note(zen3, (4, 4, 16)) is None
+
+
+SMALL_1X1 = ("name: small\ninput: {shape: [1, 8, 8, 16], layout: NHWC}\nops:\n  - conv2d: {out_channels: 64, kernel: 1}\n"
+             "output: {layout: NHWC}\ntargets: [vulkan]\n")
+
+
+@requires_tool(*VULKAN)
+def test_a_narrow_lavapipe_is_told_the_workgroup_that_runs_the_default_kernel(monkeypatch):
+    """At 128 bits (an SSE4-only host) lavapipe's subgroups hold 4 lanes, the profile's rows 8: the dense conv's
+    shuffles cannot run there, and the error names the wg_size that can."""
+    from kernelgen.api import bench, parse_config
+    from kernelgen.errors import ToolchainError
+
+    monkeypatch.setenv("LP_NATIVE_VECTOR_WIDTH", "128")
+    with pytest.raises(ToolchainError, match=r"subgroups of 4 do not hold whole rows of 8 invocations, which op 1's "
+                                             r"input shuffles need: set vulkan.wg_size to \[4, 1, 1\] for this device"):
+        bench(parse_config(SMALL_1X1, "small.yaml"), "vulkan", repeat=1)
