@@ -117,7 +117,8 @@ def current() -> LavapipeHost | None:
 # The stack lavapipe's 256-bit code touches in a conv's multiply-add region grows with the vec4 accumulators of the
 # invocation tile (each 4 ymm registers, spilled): benchmarks/lavapipe_profile.py on the 1x1 64x64x128 -> 128 read
 # 23.7 KiB at 64 (4x4x16), 43.2 at 128 (4x8x16), 69.4 at 256 (8x8x16). A line through the first two, which
-# overestimates past them: what a tile may hold is judged against the host's L1d, where the region's spills and
+# overestimates past them and for a 3x3 (3x3 64x64x128 -> 128 read 30.8 KiB at 8x8x8, 22.6 at 4x8x8): what a
+# tile may hold is judged against the host's L1d, where the region's spills and
 # reloads must stay (the defaults' 128 fit this 48 KiB L1d, not a Zen 3's or a Skylake's 32 KiB).
 STACK_BASE_KIB = 4.2
 STACK_KIB_PER_VEC4 = 0.305
