@@ -246,9 +246,12 @@ def compile_network(manifest: Path, env: dict[str, str], timeout: float) -> dict
 
 
 def lavapipe_driver() -> str:
+    """lavapipe's host line (CPU model, vector flags, L1d, Mesa version, width), else the devices listed."""
     from kernelgen.targets.vulkan.device import list_devices
+    from kernelgen.targets.vulkan.lavapipe_host import current
 
-    return "; ".join(f"{d.name} ({d.driver})" for d in list_devices())
+    found = current()
+    return found.describe() if found else "; ".join(f"{d.name} ({d.driver})" for d in list_devices())
 
 
 def main() -> int:

@@ -98,8 +98,11 @@ def check_device(vk: VulkanPlan, info) -> None:
                              f"set wide_store: false")
     for op in vk.ops:
         if not op.is_pool and op.shuffle_lanes and info.subgroup_size % op.shuffle_lanes:
+            # a lavapipe narrower than the profile's 8 lanes (128-bit vectors: an SSE4-only host, or
+            # LP_NATIVE_VECTOR_WIDTH=128) runs the same kernel with workgroup rows as wide as its subgroups
             raise ToolchainError(f"{info.name}'s subgroups of {info.subgroup_size} do not hold whole rows of "
-                                 f"{op.shuffle_lanes} invocations, which op {op.index}'s input shuffles need")
+                                 f"{op.shuffle_lanes} invocations, which op {op.index}'s input shuffles need: set "
+                                 f"vulkan.wg_size to [{info.subgroup_size}, 1, 1] for this device")
         if any(s > m for s, m in zip(op.wg_size, info.max_workgroup_size)) or \
                 np.prod(op.wg_size) > info.max_workgroup_invocations:
             raise ToolchainError(f"workgroup {list(op.wg_size)} exceeds {info.name}'s limits")
