@@ -422,7 +422,7 @@ def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[s
 def network_build_flags(network: Network, target: str) -> BuildFlags:
     """The flags of a network's driver (network.c): its first kernel's, so the driver and the kernels it calls are
     built alike (it loops over steps and does little arithmetic of its own)."""
-    return TARGETS[target].build_flags(network.kernels[0].config)
+    return TARGETS[target].network_flags(network)
 
 
 def network_weights(network, target: str, built: Mapping[str, Job]) -> tuple[WeightsPlan, bytes]:
