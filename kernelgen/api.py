@@ -236,11 +236,13 @@ def bench(config: Config, target: str, repeat: int = 5, *, sweep: bool = False,
 
 
 def run(config: Config, target: str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The generated kernel run on your tensors (input, filter<j>, bias<j> in the config's logical layouts: NHWC
-    activations, OIHW filters), the layout engine packing and unpacking them; {"output": array} in NHWC.
-    Bad input raises ConfigError naming the tensor and the shape and dtype expected."""
+    """The generated kernel run on your tensors (input and side_<name> in the order of their layout's letters, as
+    `kernelgen run` takes them: NCHW for an imported config; OIHW filters), the layout engine packing and unpacking
+    them; {"output": array} in the output layout's letter order. Bad input raises ConfigError naming the tensor and
+    the shape and dtype expected."""
     job = jobs(config, (target,))[target]
-    return _run.run(TARGETS[target], job, _run.checked_inputs(config, job.plan, inputs)).outputs
+    outputs = _run.run(TARGETS[target], job, _run.checked_inputs(config, job.plan, inputs, listed=True)).outputs
+    return {name: _run.as_listed(config, array) for name, array in outputs.items()}
 
 
 def stats(config: Config, target: str, device: str | None = None, gpu: str | None = None) -> tuple[DeviceStats, ...]:
@@ -420,7 +422,7 @@ def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[s
 def network_build_flags(network: Network, target: str) -> BuildFlags:
     """The flags of a network's driver (network.c): its first kernel's, so the driver and the kernels it calls are
     built alike (it loops over steps and does little arithmetic of its own)."""
-    return TARGETS[target].build_flags(network.kernels[0].config)
+    return TARGETS[target].network_flags(network)
 
 
 def network_weights(network, target: str, built: Mapping[str, Job]) -> tuple[WeightsPlan, bytes]:

@@ -176,6 +176,28 @@ def _parse_map(text: str, dims: tuple[str, ...]) -> Layout:
     return Layout(source=text, name=text, dims=dims, outputs=tuple(outputs), separators=tuple(separators))
 
 
+def listed_order(spec: str) -> tuple[str, ...]:
+    """The order a config lists an activation's `shape` in: its layout string's letters (NCHW and nchw-4c list
+    [n, c, h, w]; NHWC and nhwc-8h8w32c [n, h, w, c]), so a shape reads as the model that gave it writes it. An
+    index map's left side names the dims positionally as n, h, w, c, and a text that is no layout is reported by
+    the layout check: both list [n, h, w, c]."""
+    match = _STRING.match(spec.strip()) if "->" not in spec else None
+    letters = tuple(match.group(1).lower()) if match else ()
+    return letters if sorted(letters) == sorted(ACTIVATION_DIMS) else ACTIVATION_DIMS
+
+
+def logical_of_listed(shape: tuple[int, ...], order: tuple[str, ...]) -> tuple[int, ...]:
+    """A shape listed in `order` as the logical NHWC shape every stage after the config loader works in."""
+    extent = dict(zip(order, shape))
+    return tuple(extent[d] for d in ACTIVATION_DIMS)
+
+
+def listed_of_logical(shape: tuple[int, ...], order: tuple[str, ...]) -> tuple[int, ...]:
+    """A logical NHWC shape as a config lists it for a layout of that `order` (logical_of_listed's inverse)."""
+    extent = dict(zip(ACTIVATION_DIMS, shape))
+    return tuple(extent[d] for d in order)
+
+
 # ---------------------------------------------------------------- a layout bound to a shape
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ import pytest
 
 from kernelgen.api import parse_config
 from kernelgen.config import Config
+from kernelgen.layout import listed_of_logical, listed_order
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Case:
     YAML line ("maxpool: {kernel: 2}"); `blocks` are further top-level keys in the order written (opencl, vulkan,
     quant, hvx, c: "{...}"); `expect` is what a test table says about the case (not written)."""
 
-    shape: list[int] | tuple[int, ...]
+    shape: list[int] | tuple[int, ...]  # logical NHWC, written in the input layout's letter order
     ops: list[str] | tuple[str, ...]
     input_layout: str = "NHWC"
     output_layout: str = "NHWC"
@@ -54,7 +55,8 @@ def config_text(name: str, case: Case) -> str:
     """The YAML text of `case` named `name`: name, dtype, input, side inputs, ops, output, schedule, the blocks,
     targets."""
     text = f"name: {name}\n" + (f"dtype: {case.dtype}\n" if case.dtype else "")
-    text += f"input: {{shape: {list(case.shape)}, layout: {case.input_layout}}}\n"
+    listed = listed_of_logical(tuple(case.shape), listed_order(case.input_layout))  # case.shape is NHWC
+    text += f"input: {{shape: {list(listed)}, layout: {case.input_layout}}}\n"
     text += f"side_inputs: {case.side_inputs}\n" if case.side_inputs else ""
     text += "ops:\n"
     text += "".join(_op_line(op) for op in case.ops) + f"output: {{layout: {case.output_layout}}}\n"

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import yaml
 from hypothesis import settings, strategies as st
 
+from kernelgen.layout import listed_of_logical, listed_order
+
 # ---------------------------------------------------------------- budget
 
 # CI runs a few hundred examples in total with a fixed seed; KERNELGEN_FUZZ_EXAMPLES=N runs N per suite.
@@ -133,14 +135,14 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
             op["residual"] = draw(st.sampled_from(sources))
         elif "sides" in FEATURES[target] and draw(st.integers(0, 5)) == 0:  # the other branch of an add
             side = f"branch{len(sides) + 1}"
-            sides[side] = {"shape": list(out), "layout": draw(st.sampled_from(layouts))}
+            sides[side] = _tensor(out, draw(st.sampled_from(layouts)))
             op["residual"] = side
         if "activation" in FEATURES[target]:
             op["activation"] = draw(st.sampled_from(ACTIVATIONS))
         ops.append({"conv2d": op})
         flops += 2 * math.prod(out) * channels // groups * kernel[0] * kernel[1]
         shapes.append(out)
-    data = {"name": name, "dtype": dtype, "input": {"shape": [n, h, w, c], "layout": draw(st.sampled_from(layouts))},
+    data = {"name": name, "dtype": dtype, "input": _tensor((n, h, w, c), draw(st.sampled_from(layouts))),
             **({"side_inputs": sides} if sides else {}),
             "ops": ops, "output": {"layout": draw(st.sampled_from(layouts))}, "targets": [target]}
     data["schedule"] = draw(_schedules(shapes[-1], max(s[3] for s in shapes[1:])))
@@ -157,7 +159,7 @@ def _between(draw, n: int, height: int, width: int, channels: int, sides: dict, 
         return {kind: {}}, (n, 1, 1, channels), height * width
     if kind == "mul":
         side = f"scale{len(sides) + 1}"
-        sides[side] = {"shape": [n, 1, 1, channels], "layout": draw(st.sampled_from(layouts))}
+        sides[side] = _tensor((n, 1, 1, channels), draw(st.sampled_from(layouts)))
         return {kind: {"by": side}}, (n, height, width, channels), 1
     kernel = (draw(st.integers(1, min(3, height + 1))), draw(st.integers(1, min(3, width + 1))))
     pad = [draw(st.integers(0, k - 1)) for k in (kernel[0], kernel[1], kernel[0], kernel[1])]
@@ -224,6 +226,12 @@ def hvx_uint8_configs(draw, max_side: int = 10, max_channels: int = 40, name: st
             "quant": quant, "ops": [{"conv2d": op1}, {"conv2d": op2}], "output": {"layout": "nhwc-8h8w32c"},
             "targets": ["hvx"]}
     return ValidCase(data=data, shapes=shapes, flops=flops)
+
+
+def _tensor(shape: tuple[int, ...], layout) -> dict:
+    """An activation's keys: its logical NHWC shape listed in the layout's letter order, as configs list it."""
+    order = listed_order(layout if isinstance(layout, str) else layout["map"])
+    return {"shape": list(listed_of_logical(tuple(shape), order)), "layout": layout}
 
 
 @st.composite

@@ -29,7 +29,7 @@ schedule: {{k_block: 16, k_split: 1, h_block: 4, h_split: 1, order: {order}}}
 
 # ResNet18's layer4 basic block (layer4.1): two 3x3 convs 512 -> 512 on 7x7, + the block input, as imported.
 RESNET_BLOCK = """name: resnet18_block
-input: {{shape: [1, {size}, {size}, {channels}], layout: NCHW}}
+input: {{shape: [1, {channels}, {size}, {size}], layout: NCHW}}
 ops:
   - conv2d: {{out_channels: {channels}, kernel: 3, pad: 1, bias: true, activation: relu}}
   - conv2d: {{out_channels: {channels}, kernel: 3, pad: 1, bias: true, residual: input, activation: relu}}
@@ -133,7 +133,7 @@ def test_schedule_auto_runs_the_resnet18_layer4_block_rows_outer_within_the_c_bu
 
 # MobileNetV2's 7x7 inverted residual (features.15): 160 -> 960 (1x1) -> depthwise 3x3 -> 160, + the block input.
 WIDE_BLOCK = """name: wide_block
-input: {shape: [1, 7, 7, 160], layout: NCHW}
+input: {shape: [1, 160, 7, 7], layout: NCHW}
 ops:
   - conv2d: {out_channels: 960, kernel: 1, bias: true, activation: relu6}
   - conv2d: {out_channels: 960, kernel: 3, pad: 1, groups: 960, bias: true, activation: relu6}

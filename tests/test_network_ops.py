@@ -37,7 +37,7 @@ POOLS = Case([2, 17, 15, 6], ["{out_channels: 10, kernel: 3, stride: 2, pad: 1, 
 SIDES = Case([2, 7, 5, 10], ["mul: {by: scale}",
                              "{out_channels: 6, kernel: 3, stride: 2, pad: 1, bias: true, residual: shortcut, "
                              "activation: relu}"],
-             side_inputs="{scale: {shape: [2, 1, 1, 10]}, shortcut: {shape: [2, 4, 3, 6], layout: NCHW}}")
+             side_inputs="{scale: {shape: [2, 1, 1, 10]}, shortcut: {shape: [2, 6, 4, 3], layout: NCHW}}")
 
 
 # pools writing layouts whose channel padding must hold pad_value (a consumer reads it against zero filter channels)

@@ -124,7 +124,7 @@ def test_files_that_are_not_onnx_models_are_exit_2(tmp_path):
 
 CONFIG = """\
 name: conv
-input: {shape: [1, 6, 6, 8], layout: NCHW}
+input: {shape: [1, 8, 6, 6], layout: NCHW}
 ops:
   - conv2d: {out_channels: 8, kernel: [3, 3]}
 output: {layout: NCHW}

@@ -109,19 +109,22 @@ def test_bad_inputs_are_exit_2_naming_the_tensor(tmp_path):
     # a missing name, with the shape and dtype it needs
     missing = _bad(tmp_path, args[:-2])
     assert list(good) == ["input", "filter1", "filter2", "bias1"]  # the kernel's argument order
-    assert "bad.yaml:1:1: error: --input bias1: missing: expected shape [8] dtype float32" in missing
+    # issue 49: reported at the --input option, not at the config's first line
+    assert missing.splitlines()[-1] == ("Error: Invalid value for '--input': bias1: missing: expected shape [8] dtype "
+                                        "float32 (one per output channel)")
     # an unknown name
     np.save(tmp_path / "extra.npy", good["input"])
-    assert "--input filter9: unknown tensor (the kernel takes: input, filter1, filter2, bias1)" in _bad(
+    assert f"filter9={tmp_path / 'extra.npy'}: unknown tensor (the kernel takes: input, filter1, filter2, bias1)" in _bad(
         tmp_path, [*args, "--input", f"filter9={tmp_path / 'extra.npy'}"])
     # a wrong shape: the expected one, in the logical layout
     np.save(tmp_path / "filter1.npy", good["filter1"][:, :4])
-    assert ("--input filter1: expected shape [8, 8, 3, 3] dtype float32 (OIHW), got shape [8, 4, 3, 3]"
-            in _bad(tmp_path, args))
+    assert (f"Invalid value for '--input': filter1={tmp_path / 'filter1.npy'}: expected shape [8, 8, 3, 3] dtype "
+            f"float32 (OIHW), got shape [8, 4, 3, 3]" in _bad(tmp_path, args))
     np.save(tmp_path / "filter1.npy", good["filter1"])
     # a wrong dtype
     np.save(tmp_path / "input.npy", (good["input"] * 10).astype(np.int32))
-    assert "--input input: expected floating-point values (float32), got dtype int32" in _bad(tmp_path, args)
+    assert f"input={tmp_path / 'input.npy'}: expected floating-point values (float32), got dtype int32" in _bad(
+        tmp_path, args)
     np.save(tmp_path / "input.npy", good["input"])
     # a file that is not .npy
     (tmp_path / "input.txt").write_text("1 2 3")
@@ -147,6 +150,6 @@ def test_nan_in_a_uint8_tensors_float_source_is_exit_2(tmp_path):
     real[0, 1, 2, 3] = np.nan
     args = _save(tmp_path, dict(tensors, input=real))
     message = _bad(tmp_path, args, target="hvx", text=UINT8)
-    assert "--input input: 1 value(s) are NaN or infinite: real values must be finite to quantize to uint8" in message
+    assert "input.npy: 1 value(s) are NaN or infinite: real values must be finite to quantize to uint8" in message
     with pytest.raises(ConfigError, match="NaN or infinite"):
         kernelgen.run(config, "hvx", dict(tensors, input=real))

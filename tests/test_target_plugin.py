@@ -18,7 +18,7 @@ from kernelgen.targets import TARGETS
 
 CONFIG = """\
 name: plugged
-input: {shape: [1, 10, 9, 6], layout: nchw-4c}
+input: {shape: [1, 6, 10, 9], layout: nchw-4c}
 ops:
   - conv2d: {out_channels: 5, kernel: 3, pad: 1}
   - conv2d: {out_channels: 3, kernel: [1, 3], stride: 2}

@@ -240,7 +240,7 @@ def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minu
     assert result.passed, result.detail
 
 
-NCHW_RESIDUAL = ("name: nchw_residual\ninput: {shape: [1, 56, 56, 64], layout: NCHW}\nops:\n"
+NCHW_RESIDUAL = ("name: nchw_residual\ninput: {shape: [1, 64, 56, 56], layout: NCHW}\nops:\n"
                  "  - conv2d: {out_channels: 64, kernel: 3, pad: 1, bias: true, residual: input, activation: relu}\n"
                  "output: {layout: NCHW}\ntargets: [vulkan]\n")
 
@@ -260,13 +260,13 @@ def test_the_default_tile_shrinks_to_the_store_work_budget():
     assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == (4, 8, 2)
     assert 4 * 8 * 2 * 4 * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * 4 * 2 * op.body
     pointwise = NCHW_RESIDUAL.replace(", residual: input", "").replace("kernel: 3, pad: 1", "kernel: 1")
-    for text, tile in ((pointwise, (4, 8, 2)), (NCHW_RESIDUAL.replace("NCHW", "NHWC"), (8, 8, 2))):
+    for text, tile in ((pointwise, (4, 8, 2)), (NCHW_RESIDUAL.replace("NCHW", "NHWC").replace("[1, 64, 56, 56]", "[1, 56, 56, 64]"), (8, 8, 2))):
         config = parse_config(text, "kept.yaml")
         assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == tile, text
     # MobileNetV3-small's 1x1 7x7x576 -> 96 with an NCHW residual: 4x7x12 reads and stores 672 scalars per
     # invocation (x 1,344 multiply-adds, within MAX_STORE_WORK): its columns halve to 3, 288 accesses
-    tail = parse_config("name: tail\ninput: {shape: [1, 7, 7, 576], layout: NCHW}\n"
-                        "side_inputs: {shortcut: {shape: [1, 7, 7, 96], layout: NCHW}}\n"
+    tail = parse_config("name: tail\ninput: {shape: [1, 576, 7, 7], layout: NCHW}\n"
+                        "side_inputs: {shortcut: {shape: [1, 96, 7, 7], layout: NCHW}}\n"
                         "ops: [{conv2d: {out_channels: 96, kernel: 1, bias: true, residual: shortcut}}]\n"
                         "output: {layout: NCHW}\ntargets: [vulkan]\n", "tail.yaml")
     op = plan_vulkan(tail, plan(tail)).ops[0]

@@ -15,7 +15,7 @@ STARTER = """\
 name: {name}                      # names output files and C symbols: ^[a-z][a-z0-9_]*$
 dtype: float32
 input:
-  shape: [1, 32, 32, 64]         # logical NHWC
+  shape: [1, 32, 32, 64]         # [n, h, w, c]: the order of the layout's letters (NCHW: [n, c, h, w])
   layout: nhwc-8h8w32c           # physical layout: a string, or {{map: "n, h, w, c -> ...", pad_value: 0}}
 ops:                             # one conv2d, or a chain (each op reads the previous op's output)
   - conv2d: {{out_channels: 64, kernel: 3, stride: 1, pad: 1, dilation: 1, filter_layout: oihw-8i32o4i,

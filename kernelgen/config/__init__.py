@@ -24,7 +24,8 @@ from ..ops.conv2d import Conv2dModel
 from ..ops.fields import INT32_MAX, LayoutSpec, OpQuantModel, PadSpec
 from ..plan_types import Epilogue
 from .schedule import Schedule
-from ..layout import ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
+from ..layout import (ACTIVATION_DIMS, FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, listed_of_logical,
+                      listed_order, logical_of_listed, padding_cover, parse_layout)
 from ..files import display_path, read_head
 from .schema_errors import key_text, schema_problems, show
 from .yamlmarks import MAX_BYTES, Mark, MarkedDocument, YamlProblem, decode, load
@@ -156,7 +157,34 @@ def _checked(document: MarkedDocument, path: str, catalog: M.Catalog) -> Config:
         model = schema.model_validate(document.data)
     except ValidationError as error:
         raise ConfigError(schema_problems(error, document, path, schema)) from None
-    return _Checker(model, document, path, catalog).build()
+    try:
+        return _Checker(model, document, path, catalog).build()
+    except ConfigError as error:
+        raise _listed_as_nhwc(model, document, path, catalog) or error from None
+
+
+def _listed_as_nhwc(model: M.ConfigModel, document: MarkedDocument, path: str, catalog: M.Catalog
+                    ) -> ConfigError | None:
+    """An imported config that kernelgen import wrote before shapes followed the layout's letters (an NHWC shape
+    with layout NCHW) mostly fails to load as the different tensor it now reads as; when reading its shapes in
+    NHWC order would load, that is what the file is, and the one thing to say about it."""
+    spec = model.input.layout
+    order = listed_order(spec if isinstance(spec, str) else spec.map)
+    if model.source is None or order == ACTIVATION_DIMS:
+        return None
+    legacy = _Checker(model, document, path, catalog)
+    legacy.listed_nhwc = True
+    try:
+        legacy.build()
+    except ConfigError:
+        return None
+    mark = document.mark(("input", "shape"))
+    listed = list(listed_of_logical(tuple(model.input.shape), order))
+    return ConfigError([ConfigProblem(
+        path, mark.line, mark.column, "input.shape",
+        f"expected the shape in the order of the layout's letters, [{', '.join(order)}] = {listed}, got "
+        f"{list(model.input.shape)} in NHWC order, as kernelgen import wrote it before: import the model again "
+        f"(or list every shape as its layout names it)")])
 
 
 def options_of(config: Config, target: str) -> Any:
@@ -177,6 +205,7 @@ class _Checker:
     def __init__(self, model: M.ConfigModel, document: MarkedDocument, path: str, catalog: M.Catalog) -> None:
         self.model, self.document, self.path, self.catalog = model, document, path, catalog
         self.problems: list[ConfigProblem] = []
+        self.listed_nhwc = False  # read every shape as [n, h, w, c] whatever its layout (_listed_as_nhwc)
 
     def problem(self, keys: tuple, message: str) -> None:
         mark = self.document.mark(keys)
@@ -188,6 +217,15 @@ class _Checker:
             self.problem(keys, f"expected {what}, got {show(value)}")
             return tuple(max(v, minimum) for v in values)
         return values
+
+    def shape(self, keys: tuple, listed: list[int], spec: LayoutSpec) -> tuple[int, int, int, int]:
+        """An activation's `shape`, listed in its layout's letter order (layout.listed_order), as the logical NHWC
+        shape the rest of kernelgen works in: the one place the config's order becomes the internal one."""
+        order = ACTIVATION_DIMS if self.listed_nhwc else listed_order(spec if isinstance(spec, str) else spec.map)
+        dims = ", ".join(order)
+        named = f" (the order of the layout's letters, {''.join(order).upper()})" if order != ACTIVATION_DIMS else ""
+        values = self.positive(keys, listed, f"a shape [{dims}]{named} of positive ints")
+        return logical_of_listed(values, order)  # type: ignore[return-value]
 
     def fits(self, keys: tuple, shape: tuple[int, ...], what: str) -> bool:
         """A tensor a 32-bit index can address (checked with Python ints, before any layout is bound)."""
@@ -242,7 +280,7 @@ class _Checker:
 
     def build(self) -> Config:
         m = self.model
-        shape = self.positive(("input", "shape"), m.input.shape, "a logical NHWC shape [n, h, w, c] of positive ints")
+        shape = self.shape(("input", "shape"), m.input.shape, m.input.layout)
         if not self.fits(("input", "shape"), shape, "the input"):
             raise ConfigError(self.problems)
         input_layout = self.layout(("input", "layout"), m.input.layout, ACTIVATION_DIMS, shape)
@@ -295,7 +333,7 @@ class _Checker:
         sides = []
         for name, side in m.side_inputs.items():
             keys = ("side_inputs", name)
-            shape = self.positive((*keys, "shape"), side.shape, "a logical NHWC shape [n, h, w, c] of positive ints")
+            shape = self.shape((*keys, "shape"), side.shape, side.layout)
             if not self.fits((*keys, "shape"), shape, f"side input {name!r}"):
                 continue
             layout = self.layout((*keys, "layout"), side.layout, ACTIVATION_DIMS, shape)

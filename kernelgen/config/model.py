@@ -27,7 +27,8 @@ OpModel = create_model("OpModel", __base__=StrictModel, __doc__="One op: exactly
 
 class InputModel(StrictModel):
     shape: conlist(Count, min_length=4, max_length=4) = Field(
-        description="a logical NHWC shape [n, h, w, c] of positive ints")
+        description="a shape (in the order of the layout's letters: [n, h, w, c], or [n, c, h, w] for NCHW) of "
+                    "positive ints")
     layout: LayoutSpec = Field(default="NHWC", description=LAYOUT_HELP)
 
 
@@ -122,7 +123,8 @@ class ConfigModel(StrictModel):
                                    f"not a C, OpenCL or GLSL keyword or C library name")
     dtype: Literal["float32", "float16", "uint8"] = Field(default="float32",
                                                         description="one of: float32, float16, uint8")
-    input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...}")
+    input: InputModel = Field(description="{shape: [n, h, w, c], layout: ...} (shape in the order of the layout's "
+                                                   "letters: [n, c, h, w] with layout NCHW)")
     side_inputs: dict[Name, SideInputModel] = Field(
         default_factory=dict, description="named tensors the kernel reads besides its input, each {shape: [n, h, w, "
                                           "c], layout: ..., and with uint8 scale: ..., zero_point: ...}: what an op's residual may name (the other branch of a "

@@ -1,9 +1,11 @@
 """`kernelgen run`: the generated kernel on the user's own tensors.
 
-The tensors come in the config's logical layouts (NHWC activations, OIHW filters, one bias value per output
-channel), named as the plan names the kernel's arguments (input, filter<j>, bias<j>); the layout engine packs them
-into the physical layouts, the target runs the kernel once (its output poisoned first) and the output comes back
-unpacked to NHWC. An imported config's weights default to the model's.
+The tensors come as the config lists them: the input and side inputs in the order of their layout's letters (an
+imported NCHW config takes NCHW arrays, as its model does; NHWC and blocked nhwc layouts NHWC), OIHW filters, one
+bias value per output channel; named as the plan names the kernel's arguments (input, side_<name>, filter<j>,
+bias<j>). The layout engine packs them into the physical layouts, the target runs the kernel once (its output
+poisoned first) and the output comes back unpacked, in the order of the output layout's letters. An imported
+config's weights default to the model's. (Validation and network runs pass logical NHWC arrays: listed=False.)
 
 A quantized (uint8) config takes its tensors as integers (uint8 input, the weight type's filters, int32 biases),
 or as real values, which are quantized as the config says: the input at quant.input_scale / input_zero_point,
@@ -20,6 +22,7 @@ import numpy as np
 
 from ..config import Config
 from ..errors import ConfigError, ConfigProblem, KernelgenError
+from ..layout import ACTIVATION_DIMS, listed_of_logical, listed_order as layout_order
 from ..onnx import oracle as onnx_oracle
 from ..plan_types import Plan
 from ..quant import op_quants
@@ -33,9 +36,34 @@ class RunResult:
     ran: str  # what ran where, for the user
 
 
-def checked_inputs(config: Config, plan: Plan, given: Mapping[str, np.ndarray]) -> KernelArgs:
-    """The user's tensors checked against what the kernel takes and packed; ConfigError naming each tensor that
-    is missing, unknown, of the wrong shape or type, or not finite where it must be quantized."""
+class InputsRefused(ConfigError):
+    """Tensors the user gave that the kernel cannot take: each problem's key is `--input NAME`, the argument to
+    blame (cli/run.py reports them as that option's invalid value)."""
+
+
+def listed_order(config: Config, name: str) -> tuple[str, ...] | None:
+    """The order of an activation's axes as the config lists its shape (its layout's letters: NCHW for an imported
+    config); None for a filter (OIHW) or a bias."""
+    if name == "input":
+        return layout_order(config.input_layout.source)
+    sides = {side.param: side for side in config.side_inputs}
+    return layout_order(sides[name].layout.source) if name in sides else None
+
+
+def output_order(config: Config) -> tuple[str, ...]:
+    """The order the output comes back in: its layout's letters (output.layout's)."""
+    return layout_order(config.ops[-1].output_layout.source)
+
+
+def as_listed(config: Config, logical: np.ndarray) -> np.ndarray:
+    """The kernel's output (logical NHWC) in the order the config lists its output layout's letters."""
+    return np.ascontiguousarray(logical.transpose([ACTIVATION_DIMS.index(d) for d in output_order(config)]))
+
+
+def checked_inputs(config: Config, plan: Plan, given: Mapping[str, np.ndarray], listed: bool = False) -> KernelArgs:
+    """The user's tensors checked against what the kernel takes and packed; InputsRefused naming each tensor that
+    is missing, unknown, of the wrong shape or type, or not finite where it must be quantized. listed: the input and
+    side inputs come in the order of their layout's letters (kernelgen run's), not in logical NHWC."""
     tensors = {t.name: t for t in input_tensors(plan)}
     model = onnx_oracle.weights(config) if config.source is not None else {}
     problems = []
@@ -45,24 +73,29 @@ def checked_inputs(config: Config, plan: Plan, given: Mapping[str, np.ndarray]) 
     logical = {}
     for name, tensor in tensors.items():
         want = expected_dtype(config, tensor)
+        order = listed_order(config, name) if listed else None
+        shape = tuple(tensor.logical_shape) if order is None else listed_of_logical(tensor.logical_shape, order)
         if name not in given:
             if name in model:
                 logical[name] = model[name].reshape(tensor.logical_shape).astype(want)
             else:
-                problems.append(_problem(config, name, f"missing: expected {_what(tensor.logical_shape, want)}"))
+                problems.append(_problem(config, name, f"missing: expected {_what(shape, want)} "
+                                                       f"({_layout_of(name, order)})"))
             continue
         array = np.asarray(given[name])
-        if tuple(array.shape) != tuple(tensor.logical_shape):
-            problems.append(_problem(config, name, f"expected {_what(tensor.logical_shape, want)} "
-                                                   f"({_layout_of(name)}), got shape {list(array.shape)}"))
+        if tuple(array.shape) != shape:
+            problems.append(_problem(config, name, f"expected {_what(shape, want)} ({_layout_of(name, order)}), "
+                                                   f"got shape {list(array.shape)}"))
             continue
+        if order is not None:  # to the logical NHWC the references and the layout engine read
+            array = np.ascontiguousarray(array.transpose([order.index(d) for d in ACTIVATION_DIMS]))
         converted = _converted(config, name, array, want)
         if isinstance(converted, str):
             problems.append(_problem(config, name, converted))
         else:
             logical[name] = converted
     if problems:
-        raise ConfigError(problems)
+        raise InputsRefused(problems)
     return pack(config, plan, logical)
 
 
@@ -119,10 +152,12 @@ def _what(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"shape {list(shape)} dtype {dtype}"
 
 
-def _layout_of(name: str) -> str:
+def _layout_of(name: str, order: tuple[str, ...] | None) -> str:
     if name.startswith("filter"):
         return "OIHW"
-    return "one per output channel" if name.startswith("bias") else "NHWC"
+    if name.startswith("bias"):
+        return "one per output channel"
+    return "".join(order or ACTIVATION_DIMS).upper()
 
 
 def _problem(config: Config, name: str, message: str) -> ConfigProblem:

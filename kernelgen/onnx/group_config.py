@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config import Config, config_from_data
 from ..config.model import Catalog
+from ..layout import listed_of_logical, listed_order
 
 CANDIDATE = "<candidate group>"  # the path a candidate group's problems name: it has no file
 
@@ -64,7 +65,7 @@ class GroupConfig:
         data: dict[str, Any] = {"name": self.name}
         if self.quant is not None:
             data["dtype"] = "uint8"
-        data["input"] = {"shape": [n, h, w, c], "layout": self.layout}
+        data["input"] = {"shape": _listed((n, c, h, w), self.layout), "layout": self.layout}
         if self.sides:
             data["side_inputs"] = {side.name: _side_keys(side, self.layout) for side in self.sides}
         if self.quant is not None:
@@ -91,11 +92,16 @@ def config_of(group: GroupConfig, catalog: Catalog, path: str = CANDIDATE) -> Co
 
 
 def _side_keys(side: Side, layout: str) -> dict[str, Any]:
-    n, c, h, w = side.shape
-    keys: dict[str, Any] = {"shape": [n, h, w, c], "layout": layout}
+    keys: dict[str, Any] = {"shape": _listed(side.shape, layout), "layout": layout}
     if side.scale is not None:
         keys |= {"scale": side.scale, "zero_point": side.zero_point}
     return keys
+
+
+def _listed(nchw: tuple[int, ...], layout: str) -> list[int]:
+    """An NCHW shape as the config lists it for `layout`: in its letters' order (NCHW as ONNX holds it)."""
+    n, c, h, w = nchw
+    return list(listed_of_logical((n, h, w, c), listed_order(layout)))
 
 
 def _plain(value: Any) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
+from ..layout import ACTIVATION_DIMS, listed_of_logical, listed_order
 from .converters import quantized_op
 from .graph import Graph, OnnxError, _attributes, node_id
 from .layers import gemm_filter
@@ -49,7 +50,35 @@ def config_nodes(config: Config, graph: Graph) -> list:
     if missing:
         raise config.problem("source.nodes", f"expected nodes of {config.source.onnx}; it has no node {missing[0]!r}")
     wanted = set(config.source.nodes)
-    return [n for n in graph.nodes if node_id(n) in wanted]  # graph order
+    nodes = [n for n in graph.nodes if node_id(n) in wanted]  # graph order
+    if config.dtype != "uint8":
+        _check_shapes(config, graph, nodes)
+    return nodes
+
+
+def _check_shapes(config: Config, graph: Graph, nodes: list) -> None:
+    """A float config's input and side inputs have its model's shapes: the model is the truth an imported config
+    is read against (a config whose file lists an NCHW tensor in another order would be a different kernel). A
+    config written by kernelgen import before shapes followed the layout's letters (NHWC shapes with layout NCHW)
+    is refused here, where the model is read, with what to do."""
+    sides = {config.source.sides[s.name]: s for s in config.side_inputs if s.name in config.source.sides}
+    chain = next((t for t in nodes[0].input if t and t not in sides), None) if nodes else None
+    tensors = ([(chain, "input", config.input_shape, config.input_layout)] if chain else []) + [
+        (tensor, f"side_inputs.{side.name}", side.shape, side.layout) for tensor, side in sides.items()]
+    for tensor, key, (n, h, w, c), layout in tensors:
+        model = (*graph.shapes.get(tensor, ()), 1, 1)[:4] if len(graph.shapes.get(tensor, ())) >= 2 else None
+        if model is None or model == (n, c, h, w):
+            continue
+        order = listed_order(layout.source)
+        mn, mc, mh, mw = model
+        want, got = listed_of_logical((mn, mh, mw, mc), order), listed_of_logical((n, h, w, c), order)
+        hint = ""
+        if got == (mn, mh, mw, mc) and order != ACTIVATION_DIMS:
+            hint = ("; kernelgen import listed shapes in NHWC order before they followed the layout's letters: "
+                    "import the model again, or list the shape as the layout names it")
+        raise config.problem(f"{key}.shape", f"expected {list(want)} (in the layout's order, "
+                                             f"{''.join(order).upper()}: the model's tensor {tensor!r} is "
+                                             f"{list(graph.shapes[tensor])}), got {list(got)}{hint}")
 
 
 def weights(config: Config) -> dict[str, np.ndarray]:

@@ -148,6 +148,12 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         compiler's defaults will do)."""
         return BuildFlags()
 
+    def network_flags(self, network: Network) -> BuildFlags:
+        """The flags of a network's driver and program (network.c, <network>_run.c): its first kernel's, so the driver
+        and the kernels it calls are built alike (build --list-flags prints them for the network's folder, and the
+        files' banners say them)."""
+        return self.build_flags(network.kernels[0].config)
+
     def binaries(self, job: Job[TargetPlan]) -> tuple[dict[str, bytes], str]:
         """Compiled artifacts `kernelgen build` writes beside the sources (never goldens: they depend on the
         compiler's version), and a note when they cannot be made here ("": nothing to say)."""

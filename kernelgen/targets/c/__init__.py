@@ -157,7 +157,8 @@ class C(Target[CKernel, CLibrary]):
 
     def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]], weights: WeightsPlan
                       ) -> dict[str, str]:
-        return network_driver(network, jobs, weights)  # network.c/.h: the kernels in order over one arena (network.py)
+        # network.c/.h: the kernels in order over one arena (network.py); network.c's banner says its flags
+        return network_driver(network, jobs, weights, self.network_flags(network).banner_line())
 
     def network_program(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> ProgramBuild:
         return network_program(network, jobs)  # gcc with each kernel's flags (network.py)

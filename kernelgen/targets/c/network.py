@@ -87,9 +87,10 @@ class StepRow:
     args: tuple[str, ...]  # a kernel's call, argument by argument
 
 
-def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan) -> dict[str, str]:
+def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan, flags_line: str = ""
+                  ) -> dict[str, str]:
     """{"network.h": ..., "network.c": ...} for a network whose kernels' c jobs are `jobs` (by config name) and
-    whose weights `packed` places (network/weights.py)."""
+    whose weights `packed` places (network/weights.py); `flags_line` in network.c's banner."""
     check_c_name(network)
     plans = {step.index: _checked_plan(network, step, jobs) for step in network.kernels}
     arena = plan_arena(network, {k: plan.workspace_bytes for k, plan in plans.items()})
@@ -105,7 +106,8 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
         weights_bytes=packed.data_bytes, digest=packed.digest_hex,
         max_rank=max(len(t.shape) for t in tensors.values()), manifest=comment_text(Path(network.path).name))
-    return {name: _render(template, context) for name, template in zip(FILES, TEMPLATES)}
+    return {name: _render(template, context, flags_line if name.endswith(".c") else "")
+            for name, template in zip(FILES, TEMPLATES)}
 
 
 def network_program(network: Network, jobs: Mapping[str, Job]) -> ProgramBuild:

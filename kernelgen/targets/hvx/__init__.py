@@ -70,7 +70,7 @@ class Hvx(Target[HvxPlan, HvxProgram]):
                       ) -> dict[str, str]:
         """network.c/.h: the kernels in order over a DDR arena and a VTCM region, weights from the weights file's
         data section (network.py)."""
-        return network_driver(network, jobs, weights)
+        return network_driver(network, jobs, weights, self.network_flags(network).banner_line())
 
     def network_refusal(self, network: Network) -> str:
         return refusal(network)

@@ -96,9 +96,10 @@ def refusal(network: Network) -> str:
             f"runs) has no place on the DSP")
 
 
-def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan) -> dict[str, str]:
+def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan, flags_line: str = ""
+                  ) -> dict[str, str]:
     """{"network.h": ..., "network.c": ...} for a uint8 network whose kernels' hvx jobs are `jobs` (by config name)
-    and whose weights file `weights` describes."""
+    and whose weights file `weights` describes; `flags_line` in network.c's banner."""
     check_c_name(network)
     refused = refusal(network)
     if refused:
@@ -120,7 +121,8 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
         kernel_headers=tuple(dict.fromkeys(f"{job.plan.name}.h" for job in jobs_of.values())),
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
         manifest=comment_text(Path(network.path).name))
-    files = {name: render(template, context) for name, template in zip(FILES, TEMPLATES)}
+    files = {name: render(template, context, flags_line if name.endswith(".c") else "")
+             for name, template in zip(FILES, TEMPLATES)}
     return files | runtime_files()  # kg_runtime.h, which the kernels include, and what the program links
 
 
