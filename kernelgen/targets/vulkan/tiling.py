@@ -11,7 +11,7 @@ from ...layout import TensorLayout
 class Tiling:
     """The same for every conv of a plan."""
 
-    ivc: tuple[int, int, int]  # the invocation tile [oh, ow, oc]
+    ivc: tuple[int, int, int] | None  # the invocation tile [oh, ow, oc]; None: each conv its profile default
     wg: tuple[int, int, int]  # the workgroup size
     lanes: int  # vec4 chunks an invocation stores at once: 2 with wide_store
     scalar: str  # the element type: float, float16_t
