@@ -42,8 +42,10 @@ def _rows(device: str, spills: int = 0, waves: int | None = None) -> tuple[Devic
 
 def test_the_plan_gives_each_dispatchs_invocations_passes_and_traffic():
     conv, pool = _plan("mali-valhall").ops
-    # 8x8 pixels x 16 channels at 1x1x4 per invocation, x workgroups of 16 (the 4 chunks rounded up): 1024
-    assert (invocations(conv), passes(conv)) == (8 * 8 * 16, 16 // 4)  # 16 input channels, 4 per pass
+    # 8x8 pixels x 16 channels at the profile's 1x2x4: 8x4 invocations per chunk, x workgroups of 16 (the 4 chunks
+    # rounded up): 512
+    assert conv.ivc_tile == (1, 2, 1)
+    assert (invocations(conv), passes(conv)) == (8 * 4 * 16, 16 // 4)  # 16 input channels, 4 per pass
     assert traffic_bytes(_plan("mali-valhall"), conv) == 4 * (8 * 8 * 16 + 16 * 16 + 8 * 8 * 16)  # x, filter, y
     assert (invocations(pool), passes(pool)) == (256, 4)  # 4x4x16 outputs, a 2x2 window each
     assert traffic_bytes(_plan("mali-valhall"), pool) == 4 * (8 * 8 * 16 + 4 * 4 * 16)
@@ -51,22 +53,24 @@ def test_the_plan_gives_each_dispatchs_invocations_passes_and_traffic():
 
 def test_the_valhall_estimate_is_its_busiest_unit_over_the_parts_cores_and_clock():
     conv, pool = estimate_kernel(_plan("mali-valhall"), _rows("mali-valhall"), PARTS["g610"])
-    # ls: 1 cycle per thread and pass x 4 passes x 1024 invocations / 4 cores / 1 GHz
-    assert dict(conv.unit_seconds) == pytest.approx({"fma": 0.5 * 4 * 1024 / 4 / 1e9, "cvt": 0.25 * 4 * 1024 / 4 / 1e9,
-                                                     "sfu": 0.0, "v": 0.0, "t": 0.0, "ls": 1.0 * 4 * 1024 / 4 / 1e9},
+    # ls: 1 cycle per thread and pass x 4 passes x 512 invocations / 4 cores / 1 GHz
+    assert dict(conv.unit_seconds) == pytest.approx({"fma": 0.5 * 4 * 512 / 4 / 1e9, "cvt": 0.25 * 4 * 512 / 4 / 1e9,
+                                                     "sfu": 0.0, "v": 0.0, "t": 0.0, "ls": 1.0 * 4 * 512 / 4 / 1e9},
                                                     rel=1e-12)
     assert conv.memory_seconds == pytest.approx(9216 / 33.8e9, rel=1e-12)
-    assert (conv.seconds, conv.bound) == (pytest.approx(1.024e-6, rel=1e-12), "ls")
+    assert (conv.seconds, conv.bound) == (pytest.approx(5.12e-7, rel=1e-12), "ls")
     assert pool.seconds == pytest.approx(1.0 * 4 * 256 / 4 / 1e9, rel=1e-12)
 
 
 def test_the_adreno_estimate_issues_an_instruction_per_lane_and_cycle_unless_dram_bounds_it():
     conv, _ = estimate_kernel(_plan("adreno-7xx"), _rows("adreno-7xx"), PARTS["a740"])
-    # the conv's own tile, 1x2x4 (stride 1: the pool's stride 2 does not halve it): 8 x 4 x 4 invocations, in
-    # workgroups of 16x4x1: 512; 100 instructions x 4 passes x 512 invocations / (6 SPs x 256 lanes) / 680 MHz
-    assert (_plan("adreno-7xx").ops[0].ivc_tile, conv.invocations) == ((1, 2, 1), 512)
-    assert dict(conv.unit_seconds) == {"alu": pytest.approx(100 * 4 * 512 / 1536 / 680e6, rel=1e-12)}
-    assert (conv.bound, conv.seconds) == ("alu", conv.compute_seconds)
+    # the conv's own tile, the profile's 2x2x4 for a 1x1 conv (the pool's stride 2 does not halve it): 4 x 4 x 4
+    # invocations, in workgroups of 16x4x1: 256; 100 instructions x 4 passes x 256 invocations / (6 SPs x 256
+    # lanes) / 680 MHz
+    assert (_plan("adreno-7xx").ops[0].ivc_tile, conv.invocations) == ((2, 2, 1), 256)
+    assert dict(conv.unit_seconds) == {"alu": pytest.approx(100 * 4 * 256 / 1536 / 680e6, rel=1e-12)}
+    # 0.098 us of instructions against 0.135 us to move the op's 9,216 bytes at 68.3 GB/s: DRAM bounds this one
+    assert (conv.bound, conv.seconds) == ("dram", conv.memory_seconds) and conv.memory_seconds > conv.compute_seconds
     slow_dram = OpEstimate(op=1, label="x", invocations=1, passes=1, unit_seconds=(("alu", 1e-6),),
                            traffic_bytes=1, memory_seconds=2e-6)
     assert (slow_dram.seconds, slow_dram.bound) == (2e-6, "dram")

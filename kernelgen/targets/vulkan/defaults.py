@@ -3,7 +3,7 @@ each conv's default invocation tile shrunk to its problem, wide_store and input 
 from __future__ import annotations
 
 from ...plan_types import OpGeometry, Plan
-from ..gpu.profiles import POINTWISE_IVC_TILE, SQUARE_IVC_TILE, VulkanDefaults
+from ..gpu.profiles import SQUARE_IVC_TILE, VulkanDefaults
 
 
 def _wide_kernel_tile(tile: tuple[int, int, int], kernel: tuple[int, int]) -> tuple[int, int, int]:
@@ -24,8 +24,8 @@ def default_tile_for(defaults: VulkanDefaults, op: OpGeometry, wg: tuple[int, in
     or wide-kernel conv, and a chain ending in a 1x1x1000 classifier no longer sizes every conv by that output
     (imported MobileNetV2, one 54-op chain: every conv at 1x1 pixels)."""
     tile = defaults.ivc_tile
-    if defaults.unroll_kernel_rows and op.kernel == (1, 1):
-        tile = POINTWISE_IVC_TILE
+    if op.kernel == (1, 1) and defaults.pointwise_ivc_tile is not None:
+        tile = defaults.pointwise_ivc_tile
     elif defaults.unroll_kernel_rows and op.stride == (1, 1):
         tile = SQUARE_IVC_TILE
     if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
