@@ -10,7 +10,8 @@ written once. The taps are unrolled (kw always, kh while the body stays under BO
 so each input row segment is fetched once per channel group and serves every tap and
 output row that reads it. What one trip of the innermost kept loop unrolls (VulkanOp.body)
 stays under options.MAX_UNROLLED_BODY: a default tile shrinks to it, an explicit one past it
-is refused at its key. A default tile also shrinks until its store phase's storage accesses (each
+is refused at its key. Without a tile in the config each conv takes its own default (defaults.py: its kernel,
+stride and output, by the device profile's rules; each op is its own shader). A default tile also shrinks until its store phase's storage accesses (each
 chunk's store and residual read, 4 scalars apiece on NCHW) fit options.MAX_STORE_ACCESSES, and
 they times that body options.MAX_STORE_WORK.
 
