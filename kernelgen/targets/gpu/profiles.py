@@ -73,6 +73,12 @@ POINTWISE_IVC_TILE = (4, 8, 16)
 # against 0.53-0.55 (3x3 258x258x16 -> 256), quiet host, same runs. Strided convs keep 4x16x8: at stride 2 the 3x3
 # 225x225x3 -> 32 ran 0.19 with 8x8 against 0.24.
 SQUARE_IVC_TILE = (8, 8, 8)
+# lavapipe keeps one tile per chain: its LLVM compiles the larger tiles each conv would take for much longer.
+# Imported MobileNetV2 (one 54-op chain ending in 1x1x1000, so every conv at 1x1 pixels) took 12.9 s of CPU to
+# create its 54 pipelines cold; with a tile per conv (1x1s at 4x8x16) 163.5 s (slowest module 6.5 s; issue 47's
+# limit for the network is 60 s; benchmarks/vulkan_compile.py --network, MESA_SHADER_CACHE_DISABLE=true, host at
+# load 25).
+LAVAPIPE_TILE_PER_OP = False
 # The Adreno profiles' 1x1 tile (they say below what it measured).
 GPU_POINTWISE_IVC_TILE = (2, 2, 4)
 # llvmpipe runs a kept loop as a divergent one: at each back-edge every value the loop carries is copied under
@@ -98,8 +104,11 @@ class VulkanDefaults:
     ivc_tile: tuple[int, int, int]  # [oh, ow, oc] of one invocation
     wg_size: tuple[int, int, int]
     unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
-    # a 1x1 conv's [oh, ow, oc] (each conv of a chain takes its own, vulkan/defaults.py); None: ivc_tile
+    # a 1x1 conv's [oh, ow, oc]; None: ivc_tile
     pointwise_ivc_tile: tuple[int, int, int] | None = None
+    # each conv of a chain takes its own tile (its kernel, stride and output); else one tile serves the chain, sized
+    # by its last output, its largest stride and its widest kernel (vulkan/defaults.py)
+    tile_per_op: bool = True
     # kernels up to this wide hold their kw x 4-chunk filter slice ahead; wider ones load each filter vec4 at its
     # multiply-add (VulkanOp.filter_at_use); None: always held
     filter_slice_max_kw: int | None = None
@@ -119,7 +128,7 @@ class VulkanDefaults:
 
 VULKAN_DEFAULTS = {
     "lavapipe": VulkanDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, pointwise_ivc_tile=POINTWISE_IVC_TILE,
-                               unroll_kernel_rows=True,
+                               unroll_kernel_rows=True, tile_per_op=LAVAPIPE_TILE_PER_OP,
                                scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True,
                                shuffle_rows=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config

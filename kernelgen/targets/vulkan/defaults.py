@@ -16,10 +16,35 @@ def _wide_kernel_tile(tile: tuple[int, int, int], kernel: tuple[int, int]) -> tu
     return (1, 1 if kh > 3 else min(tile[1], 2), tile[2])
 
 
+def chain_tile_for(defaults: VulkanDefaults, plan: Plan, wg: tuple[int, int, int], lanes: int
+                   ) -> tuple[int, int, int]:
+    """A profile without tile_per_op: one tile for every conv of the plan, by the rules default_tile_for applies to
+    one conv, with the chain's convs taken together (all 1x1, all stride 1, the largest stride, the widest kernel)
+    and its last output."""
+    convs = [op for op in plan.ops if not op.pool]
+    tile = defaults.ivc_tile
+    if defaults.pointwise_ivc_tile is not None and all(op.kernel == (1, 1) for op in convs):
+        tile = defaults.pointwise_ivc_tile
+    elif defaults.unroll_kernel_rows and all(op.stride == (1, 1) for op in convs):
+        tile = SQUARE_IVC_TILE
+    if not defaults.unroll_kernel_rows:
+        tile = (tile[0], max(1, tile[1] // max(op.stride[1] for op in plan.ops)), tile[2])
+        tile = _wide_kernel_tile(tile, (max(op.kernel[0] for op in plan.ops), max(op.kernel[1] for op in plan.ops)))
+    return _fitted(tile, plan.ops[-1].out_shape, wg, lanes)
+
+
+def _fitted(tile: tuple[int, int, int], out_shape: tuple[int, int, int, int], wg: tuple[int, int, int], lanes: int
+            ) -> tuple[int, int, int]:
+    """The tile shrunk to an output [n, h, w, c], so few invocations idle."""
+    _, out_h, out_w, out_c = out_shape
+    return (min(tile[0], out_h), min(tile[1], out_w),
+            4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-out_c // (4 * lanes * wg[0])))))
+
+
 def default_tile_for(defaults: VulkanDefaults, op: OpGeometry, wg: tuple[int, int, int], lanes: int
                      ) -> tuple[int, int, int]:
-    """The profile's invocation tile for one conv of a plan, from that conv's own kernel, stride and output, shrunk
-    to a small output so few invocations idle. Each conv is its own dispatch and shader (compiled with
+    """A tile_per_op profile's invocation tile for one conv of a plan, from that conv's own kernel, stride and
+    output, shrunk to a small output so few invocations idle. Each conv is its own dispatch and shader (compiled with
     -DKG_OP=<op>), so nothing ties one conv's tile to another's: a chain's 1x1 convs keep their tile beside a strided
     or wide-kernel conv, and a chain ending in a 1x1x1000 classifier no longer sizes every conv by that output
     (imported MobileNetV2, one 54-op chain: every conv at 1x1 pixels)."""
@@ -31,9 +56,7 @@ def default_tile_for(defaults: VulkanDefaults, op: OpGeometry, wg: tuple[int, in
     if not defaults.unroll_kernel_rows:  # a register-bound GPU: a strided conv reads stride x the columns
         tile = (tile[0], max(1, tile[1] // op.stride[1]), tile[2])
         tile = _wide_kernel_tile(tile, op.kernel)
-    _, out_h, out_w, out_c = op.out_shape
-    return (min(tile[0], out_h), min(tile[1], out_w),
-            4 * lanes * max(1, min(tile[2] // (4 * lanes), -(-out_c // (4 * lanes * wg[0])))))
+    return _fitted(tile, op.out_shape, wg, lanes)
 
 
 def shuffle_rows(defaults: VulkanDefaults, subgroup: int, group_in: int, taps_loop: bool, wg: tuple[int, int, int],

@@ -50,7 +50,7 @@ from .access import (Access, access, channel_padding_only, glsl_dialect, index_t
                      residual_access, vec_ok)
 from .options import (MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY, check_accumulators, check_body,
                       vulkan_options)
-from .defaults import default_tile_for, grouped_tile, shuffle_rows, wide_store
+from .defaults import chain_tile_for, default_tile_for, grouped_tile, shuffle_rows, wide_store
 from .filters import packed_filter
 from .names import filter_label
 from .pool import VulkanPool, plan_pool
@@ -258,13 +258,16 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
             raise _problem(config, "vulkan.wg_tile", f"expected a multiple of [wg_size z, y, {4 * lanes} * x] = "
                                                      f"[{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}], got {list(t)}")
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
+    default_tile = ivc is None  # each conv its own (Tiling.ivc None), or one for the chain without tile_per_op
+    if default_tile and not defaults.tile_per_op:
+        ivc = chain_tile_for(defaults, plan, wg, lanes)
     if ivc is not None and (min(ivc) < 1 or ivc[2] % (4 * lanes)):
         raise _problem(config, "vulkan.ivc_tile", f"expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
     if ivc is not None:
         check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
     scalar, vec = GLSL_TYPES[config.dtype]
-    tiling = Tiling(ivc=ivc, wg=wg, lanes=lanes, scalar=scalar, default_tile=ivc is None,
+    tiling = Tiling(ivc=ivc, wg=wg, lanes=lanes, scalar=scalar, default_tile=default_tile,
                     unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
                     scalar_texels=defaults.scalar_texel_reads, trip_body=defaults.trip_body)
     tensors = {t.name: t.layout for t in plan.tensors}

@@ -10,7 +10,7 @@ from ...layout import TensorLayout
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tiling:
-    """The same for every conv of a plan, but a default tile: plan_vulkan gives each conv its own."""
+    """The same for every conv of a plan, but a default tile on a tile_per_op profile: each conv its own."""
 
     ivc: tuple[int, int, int] | None  # the invocation tile [oh, ow, oc]; None: each conv its profile default
     wg: tuple[int, int, int]  # the workgroup size

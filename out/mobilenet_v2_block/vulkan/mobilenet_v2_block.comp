@@ -6,11 +6,11 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 24] -> out [1, 56, 56, 144], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [2, 7, 14] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
-// 1024 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
+// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
+// 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -18,14 +18,14 @@ layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias1, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
+const int IVC_OH = 8;
 const int IVC_OW = 8;
-const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROWS = 8;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
@@ -60,9 +60,9 @@ int owned_chunk(int first, int k) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 14;
-  int oh0 = (int(gl_WorkGroupID.z) % 14) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int n = int(gl_WorkGroupID.z) / 7;
+  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
   // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
   uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
@@ -137,11 +137,11 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x56x56x144]xFilter[3x3x144 depthwise]/Stride[1x1]/Tile[8x8x8]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x56x56x144]xFilter[3x3x144 depthwise]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 144], kernel [3, 3], stride [1, 1], pad [1, 1, 1, 1], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [8, 8, 64], invocation tile [oh, ow, vec4 chunks] = [8, 8, 2]
-// dispatch [3, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
-// 384 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
+// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
+// 192 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = temp2 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -151,7 +151,7 @@ layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
 const int IVC_OH = 8;
 const int IVC_OW = 8;
-const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
+const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
@@ -192,7 +192,7 @@ int owned_chunk(int first, int k) {
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 16 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
   int n = int(gl_WorkGroupID.z) / 7;
   int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
@@ -241,11 +241,11 @@ void main() {
 #endif
 
 #if KG_OP == 3
-// conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[4x8x4]/WGSize[8x1x1]/f32
+// conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 24], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 32], invocation tile [oh, ow, vec4 chunks] = [4, 8, 1]
-// dispatch [1, 7, 14] workgroups of [8, 1, 1]; 12 loop back-edges per invocation (limit 65535)
-// 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
+// dispatch [1, 7, 7] workgroups of [8, 1, 1]; 12 loop back-edges per invocation (limit 65535)
+// 1024 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp2 (vec4), flt = filter3 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -255,14 +255,14 @@ layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias3, ze
 layout(std430, binding = 4) readonly buffer Res { vec4 res[]; };
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
+const int IVC_OH = 8;
 const int IVC_OW = 8;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROWS = 8;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
@@ -297,8 +297,8 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 14;
-  int oh0 = (int(gl_WorkGroupID.z) % 14) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int n = int(gl_WorkGroupID.z) / 7;
+  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
   int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
   // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
   uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
