@@ -42,10 +42,8 @@ def _rows(device: str, spills: int = 0, waves: int | None = None) -> tuple[Devic
 
 def test_the_plan_gives_each_dispatchs_invocations_passes_and_traffic():
     conv, pool = _plan("mali-valhall").ops
-    # 8x8 pixels x 16 channels at the profile's 1x2x4: 8x4 invocations per chunk, x workgroups of 16 (the 4 chunks
-    # rounded up): 512
-    assert conv.ivc_tile == (1, 2, 1)
-    assert (invocations(conv), passes(conv)) == (8 * 4 * 16, 16 // 4)  # 16 input channels, 4 per pass
+    # 8x8 pixels x 16 channels at 1x1x4 per invocation, x workgroups of 16 (the 4 chunks rounded up): 1024
+    assert (invocations(conv), passes(conv)) == (8 * 8 * 16, 16 // 4)  # 16 input channels, 4 per pass
     assert traffic_bytes(_plan("mali-valhall"), conv) == 4 * (8 * 8 * 16 + 16 * 16 + 8 * 8 * 16)  # x, filter, y
     assert (invocations(pool), passes(pool)) == (256, 4)  # 4x4x16 outputs, a 2x2 window each
     assert traffic_bytes(_plan("mali-valhall"), pool) == 4 * (8 * 8 * 16 + 4 * 4 * 16)
@@ -53,12 +51,12 @@ def test_the_plan_gives_each_dispatchs_invocations_passes_and_traffic():
 
 def test_the_valhall_estimate_is_its_busiest_unit_over_the_parts_cores_and_clock():
     conv, pool = estimate_kernel(_plan("mali-valhall"), _rows("mali-valhall"), PARTS["g610"])
-    # ls: 1 cycle per thread and pass x 4 passes x 512 invocations / 4 cores / 1 GHz
-    assert dict(conv.unit_seconds) == pytest.approx({"fma": 0.5 * 4 * 512 / 4 / 1e9, "cvt": 0.25 * 4 * 512 / 4 / 1e9,
-                                                     "sfu": 0.0, "v": 0.0, "t": 0.0, "ls": 1.0 * 4 * 512 / 4 / 1e9},
+    # ls: 1 cycle per thread and pass x 4 passes x 1024 invocations / 4 cores / 1 GHz
+    assert dict(conv.unit_seconds) == pytest.approx({"fma": 0.5 * 4 * 1024 / 4 / 1e9, "cvt": 0.25 * 4 * 1024 / 4 / 1e9,
+                                                     "sfu": 0.0, "v": 0.0, "t": 0.0, "ls": 1.0 * 4 * 1024 / 4 / 1e9},
                                                     rel=1e-12)
     assert conv.memory_seconds == pytest.approx(9216 / 33.8e9, rel=1e-12)
-    assert (conv.seconds, conv.bound) == (pytest.approx(5.12e-7, rel=1e-12), "ls")
+    assert (conv.seconds, conv.bound) == (pytest.approx(1.024e-6, rel=1e-12), "ls")
     assert pool.seconds == pytest.approx(1.0 * 4 * 256 / 4 / 1e9, rel=1e-12)
 
 

@@ -32,8 +32,10 @@ def _tiles(device: str, extra: str = "") -> list[tuple[int, int, int]]:
 @pytest.mark.parametrize("device, tiles", [
     # Adreno: a 1x1 conv 2x2x4 (pointwise_ivc_tile), the others 1x2x4 halved in width at stride 2
     ("adreno-7xx", [(2, 2, 1), (1, 1, 1), (2, 2, 1), (1, 1, 1)]),
-    # Mali: 1x2x4, halved in width at stride 2
-    ("mali-valhall", [(1, 2, 1), (1, 1, 1), (1, 2, 1), (1, 1, 1)]),
+    # Mali: 1x1x4 for every conv (no pointwise tile)
+    ("mali-valhall", [(1, 1, 1)] * 4),
+    # rdna2: 2x4x4, halved in width at stride 2
+    ("rdna2", [(2, 4, 1), (2, 2, 1), (2, 4, 1), (2, 2, 1)]),
     # lavapipe keeps one tile per chain (profiles.py LAVAPIPE_TILE_PER_OP: cold compile time): its 4x16x8, as the
     # convs are neither all 1x1 nor all stride 1, fitted to the last output 7x7x8 (4x7x4), each conv then shrunk
     # on its own (the grouped conv on scalar reads to 2x7x4, gathering at most 64 chunks a kernel row)

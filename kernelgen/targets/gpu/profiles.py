@@ -149,11 +149,10 @@ VULKAN_DEFAULTS = {
     # spills:fills at 64 registers); loaded at use it does not, and 1x1 kernels fit 32 registers (2 threads)
     # Its taps in a loop: unrolled, a 5-wide kernel's row of fetches (and a grouped conv's 3 taps x 2 texel
     # reads) took 64 work registers (1 thread); in a loop 32 (2 threads) and half the instructions.
-    # Per conv (issue 47, G610, NCHW shapes of the imported networks): 1x2 pixels stay at 32 registers (2 threads)
-    # and spill-free for 1x1, depthwise 3x3 and dense 3x3 convs, estimated 4-6% faster than 1x1 (dense 3x3 56x56x64
-    # 23.5 -> 22.6 ms, depthwise 56x56x144 6.10 -> 5.76 ms, 1x1 56x56x144 -> 24 5.87 -> 5.64 ms). 2x2 would do
-    # better for NCHW 1x1 convs (5.53 ms) but takes 64 registers (1 thread) for an NHWC one (8x8x16 -> 16).
-    "mali-valhall": VulkanDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False,
+    # Issue 47 tried 1x2x4 (kernelgen stats, G610): on the imported networks' NCHW convs it kept 32 registers (2
+    # threads) and cut the estimate 4-6% an op (MobileNetV2 114.3 -> 112.8 ms), but NHWC 3x3 convs (seed000_3x3,
+    # seed002_vulkan and 18 more of the bundled and matrix configs) took 64 registers there (1 thread): it stays 1x1x4.
+    "mali-valhall": VulkanDefaults(ivc_tile=(1, 1, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False,
                                    filter_slice_max_kw=0, taps_in_loop=True),
 }
 
