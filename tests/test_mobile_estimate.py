@@ -62,9 +62,13 @@ def test_the_valhall_estimate_is_its_busiest_unit_over_the_parts_cores_and_clock
 
 def test_the_adreno_estimate_issues_an_instruction_per_lane_and_cycle_unless_dram_bounds_it():
     conv, _ = estimate_kernel(_plan("adreno-7xx"), _rows("adreno-7xx"), PARTS["a740"])
-    # 100 instructions x 4 passes x 1024 invocations / (6 SPs x 256 lanes) / 680 MHz
-    assert dict(conv.unit_seconds) == {"alu": pytest.approx(100 * 4 * 1024 / 1536 / 680e6, rel=1e-12)}
-    assert (conv.bound, conv.seconds) == ("alu", conv.compute_seconds)
+    # the conv's own tile, the profile's 2x2x4 for a 1x1 conv (the pool's stride 2 does not halve it): 4 x 4 x 4
+    # invocations, in workgroups of 16x4x1: 256; 100 instructions x 4 passes x 256 invocations / (6 SPs x 256
+    # lanes) / 680 MHz
+    assert (_plan("adreno-7xx").ops[0].ivc_tile, conv.invocations) == ((2, 2, 1), 256)
+    assert dict(conv.unit_seconds) == {"alu": pytest.approx(100 * 4 * 256 / 1536 / 680e6, rel=1e-12)}
+    # 0.098 us of instructions against 0.135 us to move the op's 9,216 bytes at 68.3 GB/s: DRAM bounds this one
+    assert (conv.bound, conv.seconds) == ("dram", conv.memory_seconds) and conv.memory_seconds > conv.compute_seconds
     slow_dram = OpEstimate(op=1, label="x", invocations=1, passes=1, unit_seconds=(("alu", 1e-6),),
                            traffic_bytes=1, memory_seconds=2e-6)
     assert (slow_dram.seconds, slow_dram.bound) == (2e-6, "dram")

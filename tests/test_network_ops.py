@@ -177,7 +177,7 @@ def test_vulkan_bounds_the_gathers_of_a_grouped_conv_on_scalar_reads():
     """MobileNetV3's 5x5 stride-2 depthwise conv on NCHW (scalar reads, gathered lane by lane, all unrolled): the
     default tile shrinks until a kernel row gathers at most GROUPED_GATHER_LIMIT chunks (at 4x14x8 lavapipe did
     not compile it in 600 s; at 1x3x8 both ops of its block compile cold in about 10 s); an explicit tile stays."""
-    from kernelgen.targets.vulkan.plan import GROUPED_GATHER_LIMIT
+    from kernelgen.targets.vulkan.defaults import GROUPED_GATHER_LIMIT
 
     dw = Case([1, 28, 28, 96], ["{out_channels: 96, kernel: 5, stride: 2, pad: 2, groups: 96}"], input_layout="NCHW",
               schedule=None, targets="[vulkan]")

@@ -73,6 +73,14 @@ POINTWISE_IVC_TILE = (4, 8, 16)
 # against 0.53-0.55 (3x3 258x258x16 -> 256), quiet host, same runs. Strided convs keep 4x16x8: at stride 2 the 3x3
 # 225x225x3 -> 32 ran 0.19 with 8x8 against 0.24.
 SQUARE_IVC_TILE = (8, 8, 8)
+# lavapipe keeps one tile per chain: its LLVM compiles the larger tiles each conv would take for much longer.
+# Imported MobileNetV2 (one 54-op chain ending in 1x1x1000, so every conv at 1x1 pixels) took 12.9 s of CPU to
+# create its 54 pipelines cold; with a tile per conv (1x1s at 4x8x16) 163.5 s (slowest module 6.5 s; issue 47's
+# limit for the network is 60 s; benchmarks/vulkan_compile.py --network, MESA_SHADER_CACHE_DISABLE=true, host at
+# load 25).
+LAVAPIPE_TILE_PER_OP = False
+# The Adreno profiles' 1x1 tile (they say below what it measured).
+GPU_POINTWISE_IVC_TILE = (2, 2, 4)
 # llvmpipe runs a kept loop as a divergent one: at each back-edge every value the loop carries is copied under
 # the lanes' mask, a load, a vblendvps and a store per 8-lane vector, 512 of them for 128 vec4 accumulators. A 1x1
 # conv's trip over one input-channel chunk holds 512 multiply-adds (4 per accumulator) and those copies took a
@@ -96,6 +104,11 @@ class VulkanDefaults:
     ivc_tile: tuple[int, int, int]  # [oh, ow, oc] of one invocation
     wg_size: tuple[int, int, int]
     unroll_kernel_rows: bool  # unroll kh (and keep a kh x kw filter slice in registers) when the body is small
+    # a 1x1 conv's [oh, ow, oc]; None: ivc_tile
+    pointwise_ivc_tile: tuple[int, int, int] | None = None
+    # each conv of a chain takes its own tile (its kernel, stride and output); else one tile serves the chain, sized
+    # by its last output, its largest stride and its widest kernel (vulkan/defaults.py)
+    tile_per_op: bool = True
     # kernels up to this wide hold their kw x 4-chunk filter slice ahead; wider ones load each filter vec4 at its
     # multiply-add (VulkanOp.filter_at_use); None: always held
     filter_slice_max_kw: int | None = None
@@ -114,7 +127,8 @@ class VulkanDefaults:
 
 
 VULKAN_DEFAULTS = {
-    "lavapipe": VulkanDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, unroll_kernel_rows=True,
+    "lavapipe": VulkanDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, pointwise_ivc_tile=POINTWISE_IVC_TILE,
+                               unroll_kernel_rows=True, tile_per_op=LAVAPIPE_TILE_PER_OP,
                                scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True,
                                shuffle_rows=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
@@ -124,14 +138,20 @@ VULKAN_DEFAULTS = {
     # (4 waves), loaded at use 16 (12 waves, 1.9x the instructions); a 3x3's 21-24 (8 waves on A740, 6 on A660).
     # Those wide kernels' taps in a loop: a padded 1x5 on A660 32 -> 12 registers (4 -> 10 waves), 640 -> 539
     # instructions; the dilated 5x5 on A740 19 -> 9 (10 -> 16 waves), 413 -> 259.
-    "adreno-7xx": VulkanDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3,
-                                 taps_in_loop=True),
-    "adreno-6xx": VulkanDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False, filter_slice_max_kw=3,
-                                 taps_in_loop=True),
+    # A 1x1 conv at 2x2 pixels (issue 47, kernelgen stats on imported MobileNetV2 shapes, NCHW, A740): 12 registers
+    # and 16 waves as at 1x2, and fewer instructions per output, estimated 56x56x24 -> 144 115 -> 80 us, 56x56x144 ->
+    # 24 227 -> 144 us, 14x14x384 -> 64 66 -> 57 us; 1x4 and 2x4 pixels or 8 channels need 16-24 registers for less.
+    "adreno-7xx": VulkanDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), pointwise_ivc_tile=GPU_POINTWISE_IVC_TILE,
+                                 unroll_kernel_rows=False, filter_slice_max_kw=3, taps_in_loop=True),
+    "adreno-6xx": VulkanDefaults(ivc_tile=(1, 2, 4), wg_size=(16, 4, 1), pointwise_ivc_tile=GPU_POINTWISE_IVC_TILE,
+                                 unroll_kernel_rows=False, filter_slice_max_kw=3, taps_in_loop=True),
     # Mali (PanVK's Valhall compiler as a G610, issue 31): any held filter slice spills (3x3 at 1x1x4: 4:13
     # spills:fills at 64 registers); loaded at use it does not, and 1x1 kernels fit 32 registers (2 threads)
     # Its taps in a loop: unrolled, a 5-wide kernel's row of fetches (and a grouped conv's 3 taps x 2 texel
     # reads) took 64 work registers (1 thread); in a loop 32 (2 threads) and half the instructions.
+    # Issue 47 tried 1x2x4 (kernelgen stats, G610): on the imported networks' NCHW convs it kept 32 registers (2
+    # threads) and cut the estimate 4-6% an op (MobileNetV2 114.3 -> 112.8 ms), but NHWC 3x3 convs (seed000_3x3,
+    # seed002_vulkan and 18 more of the bundled and matrix configs) took 64 registers there (1 thread): it stays 1x1x4.
     "mali-valhall": VulkanDefaults(ivc_tile=(1, 1, 4), wg_size=(16, 1, 1), unroll_kernel_rows=False,
                                    filter_slice_max_kw=0, taps_in_loop=True),
 }

@@ -10,7 +10,8 @@ written once. The taps are unrolled (kw always, kh while the body stays under BO
 so each input row segment is fetched once per channel group and serves every tap and
 output row that reads it. What one trip of the innermost kept loop unrolls (VulkanOp.body)
 stays under options.MAX_UNROLLED_BODY: a default tile shrinks to it, an explicit one past it
-is refused at its key. A default tile also shrinks until its store phase's storage accesses (each
+is refused at its key. Without a tile in the config each conv takes its own default (defaults.py: its kernel,
+stride and output, by the device profile's rules; each op is its own shader). A default tile also shrinks until its store phase's storage accesses (each
 chunk's store and residual read, 4 scalars apiece on NCHW) fit options.MAX_STORE_ACCESSES, and
 they times that body options.MAX_STORE_WORK.
 
@@ -49,7 +50,7 @@ from .access import (Access, access, channel_padding_only, glsl_dialect, index_t
                      residual_access, vec_ok)
 from .options import (MAX_STORE_ACCESSES, MAX_STORE_WORK, MAX_UNROLLED_BODY, check_accumulators, check_body,
                       vulkan_options)
-from .defaults import default_tile_for, shuffle_rows, wide_store
+from .defaults import chain_tile_for, default_tile_for, grouped_tile, shuffle_rows, wide_store
 from .filters import packed_filter
 from .names import filter_label
 from .pool import VulkanPool, plan_pool
@@ -257,13 +258,14 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
             raise _problem(config, "vulkan.wg_tile", f"expected a multiple of [wg_size z, y, {4 * lanes} * x] = "
                                                      f"[{wg[2]}, {wg[1]}, {4 * lanes * wg[0]}], got {list(t)}")
         ivc = (t[0] // wg[2], t[1] // wg[1], t[2] // wg[0])
-    default_tile = ivc is None and options.wg_tile is None
-    if ivc is None:
-        ivc = default_tile_for(defaults, plan, wg, lanes)
-    if min(ivc) < 1 or ivc[2] % (4 * lanes):
+    default_tile = ivc is None  # each conv its own (Tiling.ivc None), or one for the chain without tile_per_op
+    if default_tile and not defaults.tile_per_op:
+        ivc = chain_tile_for(defaults, plan, wg, lanes)
+    if ivc is not None and (min(ivc) < 1 or ivc[2] % (4 * lanes)):
         raise _problem(config, "vulkan.ivc_tile", f"expected positive [oh, ow, oc] with oc a multiple of "
                                f"{4 * lanes}{' (wide_store owns chunk pairs)' if lanes == 2 else ''}, got {list(ivc)}")
-    check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
+    if ivc is not None:
+        check_accumulators(config, ivc, profile, explicit=ivc_tile is None and options.ivc_tile is not None)
     scalar, vec = GLSL_TYPES[config.dtype]
     tiling = Tiling(ivc=ivc, wg=wg, lanes=lanes, scalar=scalar, default_tile=default_tile,
                     unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
@@ -300,7 +302,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
         operands = ConvBuffers(x=layouts[src_name], f=layouts[f"filter{j}"], y=layouts[dst_name],
                                src=number[src_name], filter=number[f"filter{j}"], dst=number[dst_name],
                                res=layouts[res_name] if res_name else None)
-        planned = _plan_op(config, op, tiling, operands, taps_loop)
+        own = tiling if tiling.ivc else replace(tiling, ivc=default_tile_for(defaults, op, wg, lanes))
+        planned = _plan_op(config, op, own, operands, taps_loop)
         residual = residual_access(layouts[res_name], op) if res_name else None
         ops.append(replace(planned, bias=number.get(f"bias{j}", -1), residual=residual,
                            res_buffer=number[res_name] if res_name else -1, res_name=res_name or "",
@@ -316,23 +319,6 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                     for i, b in enumerate(buffers))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype], buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
-
-
-# A grouped conv whose input is read as scalars gathers each (pixel, chunk, kw tap) of a kernel row lane by lane,
-# all unrolled. Measured on lavapipe (MESA_SHADER_CACHE_DISABLE=true): MobileNetV3-small's features.4 depthwise (5x5,
-# stride 2, NCHW) at the default 4x14x8 tile, 560 gathers a row, did not compile within 600 s; at 1x4x8 (40), 4 s.
-GROUPED_GATHER_LIMIT = 64
-
-
-def _grouped_tile(op: OpGeometry, ivc: tuple[int, int, int], x_tl: TensorLayout) -> tuple[int, int, int]:
-    """The default tile, halved in rows then columns until a grouped conv on scalar reads gathers at most
-    GROUPED_GATHER_LIMIT chunks per kernel row (an explicit tile is left as given)."""
-    ioh, iow, ioc = ivc
-    if op.groups == 1 or vec_ok(x_tl, 3):
-        return ivc
-    while ioh * iow * (ioc // 4) * op.kernel[1] > GROUPED_GATHER_LIMIT and (ioh > 1 or iow > 1):
-        ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
-    return ioh, iow, ioc
 
 
 def _store_accesses(op: OpGeometry, y_tl: TensorLayout, res_tl: TensorLayout | None) -> int:
@@ -370,7 +356,7 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
     in_bounds = {"n": (0, n - 1), "ih": (0, in_h - 1), "iw": (0, in_w - 1), "ic4": (0, max(0, -(-in_c // 4) - 1)),
                  "ci": (0, in_c - 1), "fh": (0, kh - 1), "fw": (0, kw - 1), "oc4": (0, oc4 - 1),
                  "oh": (0, out_h - 1), "ow": (0, out_w - 1)}
-    ioh, iow, ioc = _grouped_tile(op, tiling.ivc, x_tl) if default_tile else tiling.ivc
+    ioh, iow, ioc = grouped_tile(op, tiling.ivc, vec_ok(x_tl, 3)) if default_tile else tiling.ivc
     k4 = ioc // 4
     use_x4 = vec_ok(x_tl, 3)
     x = access(x_tl, "src", 3, {"n": E.Var("n"), "h": E.Var("ih"), "w": E.Var("iw")}, "ic4", in_bounds, use_x4, read=True,
