@@ -149,7 +149,11 @@ def test_schema_is_json_schema():
 def test_init_writes_a_config_that_plans(tmp_path):
     path = tmp_path / "mine.yaml"
     assert runner.invoke(main, ["init", "mine", "-o", str(path)]).exit_code == 0
-    assert runner.invoke(main, ["plan", str(path)]).exit_code == 0
+    planned = runner.invoke(main, ["plan", str(path)])
+    assert planned.exit_code == 0
+    # the starter says what a config without `schedule:` gets on c, and the report says where it came from
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("schedule:"))
+    assert f"\nschedule: auto (mine.yaml:{line}): " in planned.output
     assert runner.invoke(main, ["init", "mine", "-o", str(path)]).exit_code == 1  # never overwrites
     assert runner.invoke(main, ["init", "Bad-Name", "-o", str(tmp_path / "x.yaml")]).exit_code == 2
 
