@@ -168,6 +168,8 @@ def main() -> int:
     if args.child:
         run_child(args)
         return 0
+    from kernelgen.measure.context import host_line
+    print(host_line(["vulkan"]))
     with tempfile.TemporaryDirectory(prefix="kg-lavapipe-") as work:
         dump, data = Path(work) / "jit.bin", Path(work) / "perf.data"
         child = [sys.executable, __file__, args.config, "--child", "--dump", str(dump), "--repeat", str(args.repeat)]
