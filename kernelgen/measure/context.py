@@ -52,25 +52,24 @@ def cpu_flags() -> dict[str, bool]:
     return {flag: flag in present for flag in watched}
 
 
-def lavapipe_mesa() -> str | None:
-    """'Mesa 22.3.6 (LLVM 15.0.6)' when the Vulkan device here is lavapipe (llvmpipe), else None. Asks the vulkan
-    target's device status, which opens the loader once."""
-    if "vulkan" not in TARGETS:
-        return None
-    device = next((s for s in TARGETS["vulkan"].toolchain() if s.name == "vulkan-device" and s.found), None)
-    if device is None or "llvmpipe" not in device.version:
-        return None
-    found = re.search(r"Mesa \S+( \(LLVM [^)]*\))?", device.version)
-    return found.group(0) if found else device.version
+def lavapipe_mesa(targets: Iterable[str]) -> str | None:
+    """'Mesa 22.3.6 (LLVM 15.0.6)' when one of the targets' devices here is lavapipe (Mesa's llvmpipe), else None.
+    Asks each target's device status (a Vulkan target's opens the loader once)."""
+    for target in dict.fromkeys(targets):
+        for status in TARGETS[target].toolchain() if target in TARGETS else ():
+            if status.name in _DEVICE_STATUS and status.found and "llvmpipe" in status.version:
+                found = re.search(r"Mesa \S+( \(LLVM [^)]*\))?", status.version)
+                return found.group(0) if found else status.version
+    return None
 
 
 def host_line(targets: Iterable[str] = ()) -> str:
     """One line naming where a benchmark ran, printed first by `kernelgen bench` and every benchmarks/ script:
-    the CPU model, its watched flags, its CPU count and, where the vulkan target runs on lavapipe, Mesa's version.
+    the CPU model, its watched flags, its CPU count and, where one of `targets` runs on lavapipe, Mesa's version.
     Two runs on different hosts look alike without it (issue 50)."""
     flags = ", ".join(flag if present else f"no {flag}" for flag, present in cpu_flags().items())
     line = f"host: {cpu_model()} ({flags + '; ' if flags else ''}{os.cpu_count()} logical CPUs)"
-    mesa = lavapipe_mesa() if "vulkan" in set(targets) else None
+    mesa = lavapipe_mesa(targets)
     return line + (f"; lavapipe: {mesa}" if mesa else "")
 
 
