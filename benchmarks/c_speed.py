@@ -1,35 +1,30 @@
-"""The c target against one core of this host (issue 30): each conv validated, then timed beside the core's FMA
-peak and STREAM triad bandwidth measured in the same run, next to onnxruntime on one thread on the same conv.
+"""The c target against one core of this host (issues 30, 50): each conv validated, then timed as `kernelgen bench`
+times it, beside the core's FMA peak and STREAM triad measured in the same run, next to its baselines on the same
+placed tensors.
 
-    python benchmarks/c_speed.py [--repeat 15] [--json results.json] [--small-pages] [--numpy-placement]
+    python benchmarks/c_speed.py [--repeat 15] [--json results.json] [--no-baselines] [--match TEXT ...]
 
-Rows per conv, every repeat paired with the probes run right before it (a host shared with other work slows a
-probe and a kernel alike only when they run at the same moment; the medians of the paired ratios are printed):
-  before       the planner's loop nest literally, gcc -O2 (kernelgen before issue 30)
-  loops -O3    the same loop nest with the new default flags (-O3 -march=native -ffp-contract=fast)
-  micro-kernel what the c target emits now (register-blocked micro-kernels), default flags
+The configs are plain, as a user writes them: no `schedule:` (the c target then plans as `schedule: auto`, the
+caches fitted to one core's L2). Rows per conv, cold and warm each:
+  micro-kernel what the c target emits, default flags: the rows of `kernelgen bench` itself (api.bench ->
+               measure/bench.py -> the c target's time primitive), so the two cannot disagree on how they measure
+  loops -O3    the planner's loop nest literally, with the default flags (-O3 -march=native -ffp-contract=fast)
+  before       the same loop nest with gcc -O2 (kernelgen before issue 30)
   onnxruntime  its Conv (+ Clip for relu6) on NCHW, intra_op_num_threads=1
-`ratio` is the median of the paired ratios; `best/best` the fastest repeat against the highest probe reading, the
-two least disturbed by other work on a shared host. Dense convs are judged by GFLOP/s against the FMA peak, the
-depthwise conv by GB/s (input, filter, bias and output counted once each, as `kernelgen bench` counts them) against
-the triad. Ratios, not milliseconds, compare runs.
-
-Placement (CLibrary.arguments, targets/c/placement.py): the kernels' tensors start on 64-byte boundaries, as the
-network arena places them, and those of 2 MiB or more on transparent huge pages, as the triad's arrays; onnxruntime's
-input too. Before, the probe ran on huge pages (numpy advises every allocation of 4 MiB or more) and a 4.6 MiB tensor
-had them only for the 2 MiB-aligned part inside its allocation, a different part each run: the hardware prefetchers
-stop at each 4 KiB page, so a kernel streaming its input from memory was judged on small pages against a probe on
-huge ones. --small-pages puts the kernels' tensors on 4 KiB pages, the probe keeping its huge pages (that unequal
-comparison, made the same every run). --numpy-placement keeps numpy's placement (16 bytes: half the
-vector loads and stores of a depthwise conv then split across cache lines: 5-10% slower).
+The baselines share the kernel's measuring code: the arguments CLibrary.arguments places (64-byte boundaries, 2 MiB
+pages for a tensor of 2 MiB or more, as the triad's arrays; targets/c/placement.py), calls bound before the timed
+region (Library.bind), and targets/c/timing.py's loop: each repeat the probes, then the call cold (right after the
+triad evicted the caches) and warm (again at once), by the CPU time of the calling thread. `ratio` is the median of
+the paired ratios (each repeat against the probe run right before it: a host shared with other work slows both
+alike only when they run at the same moment). Dense convs are judged by GFLOP/s against the FMA peak, depthwise
+convs by GB/s (input, filter, bias and output counted once each) against the triad. Ratios, not milliseconds,
+compare runs; the first line names the host's CPU and its flags.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -37,23 +32,27 @@ import numpy as np
 
 from kernelgen import api
 from kernelgen.emit import render
+from kernelgen.measure.bench import row_of
+from kernelgen.measure.context import host_line
+from kernelgen.measure.primitives import BANDWIDTH, FMA
+from kernelgen.measure.probes import peaks
+from kernelgen.measure.records import BenchRow, Timings
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets.c import C
 from kernelgen.targets.c.placement import placed
-from kernelgen.targets.c.roofline import Probes
+from kernelgen.targets.c.timing import COLD, WARM, cold_and_warm, measured
 from kernelgen.targets.c.toolchain import Library, build_shared
 
-# name: (input NHWC, conv2d, schedule, what the ratio is of). schedule: auto, as `kernelgen import` plans every
-# imported layer: the caches fitted to one core's L2.
+# name: (input NHWC, conv2d, what the ratio is of). No schedule: what a plain config plans with on c.
 CONVS = {
-    "dense 3x3 64x64x128 -> 128": ([1, 64, 64, 128], "{out_channels: 128, kernel: 3}", "auto", "flops"),
+    "dense 3x3 64x64x128 -> 128": ([1, 64, 64, 128], "{out_channels: 128, kernel: 3}", "flops"),
     "1x1 56x56x64 -> 256 + bias + relu6": ([1, 56, 56, 64], "{out_channels: 256, kernel: 1, bias: true, "
-                                                             "activation: relu6}", "auto", "flops"),
+                                                             "activation: relu6}", "flops"),
     "depthwise 3x3 112x112x96 + bias + relu6": ([1, 112, 112, 96], "{out_channels: 96, kernel: 3, pad: 1, groups: 96, "
-                                                                   "bias: true, activation: relu6}", "auto", "bytes"),
+                                                                   "bias: true, activation: relu6}", "bytes"),
     "depthwise 3x3 s2 112x112x96 + bias + relu6": ([1, 112, 112, 96], "{out_channels: 96, kernel: 3, stride: 2, pad: 1, "
                                                                       "groups: 96, bias: true, activation: relu6}",
-                                                   "auto", "bytes"),
+                                                   "bytes"),
 }
 BEFORE_FLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror")  # the c target's flags before issue 30
 
@@ -107,78 +106,78 @@ def onnxruntime_run(shape: list[int], job, args, aligned: bool, huge_pages: bool
     return lambda: session.run(None, {"x": x})
 
 
-def timed(run: Callable[[], None], probe: Callable[[], float], repeat: int
-          ) -> tuple[list[float], list[float], list[float]]:
-    """Per repeat: the probe, then the kernel twice: right after the probe (cold: after the triad, whose 192 MiB
-    flushed the caches, the tensors come from memory) and again at once (warm: the tensors are where the first
-    run left them, as a layer's input is after the layer before it wrote it)."""
-    run()  # warm-up
-    cold, warm, probes = [], [], []
-    for _ in range(repeat):
-        probes.append(probe())
-        for seconds in (cold, warm):
-            start = time.perf_counter()
-            run()
-            seconds.append(time.perf_counter() - start)
-    return cold, warm, probes
+def baseline_rows(job, exe, runs: dict[str, Callable[[], None]], repeat: int) -> list[BenchRow]:
+    """Each baseline timed as the c target times its kernel (timing.py), beside the same probes, into the rows
+    `kernelgen bench` makes (measure/bench.row_of: the medians of the paired ratios)."""
+    target = C()
+    probes = target.probes(exe, FMA) + (target.probes(exe, BANDWIDTH) if job.plan.memory_bound else ())
+    rows = []
+    for what, run in runs.items():
+        times = cold_and_warm(run, probes, target.probes(exe, BANDWIDTH)[0].kernel, repeat)
+        for when, seconds in ((COLD, times.cold), (WARM, times.warm)):
+            timings = Timings(label=f"{what} {when}", seconds=seconds, probe_seconds=times.probes, when=when,
+                              measured=measured(when, 1))
+            rows.append(row_of(job, "c", peaks(timings, probes), {}))
+    return rows
+
+
+def summary(row: BenchRow, nbytes: int, measure: str) -> dict:
+    rate = row.gflops if measure == "flops" else nbytes / row.seconds / 1e9
+    return {"label": row.label, "when": row.when, "median_ms": row.seconds * 1e3, "median_rate": rate,
+            "probe": row.peak_gflops if measure == "flops" else row.peak_gbs,
+            "ratio": row.ratio if measure == "flops" else row.bandwidth_ratio, "measured": row.measured}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--numpy-placement", action="store_true",
-                        help="the tensors where numpy puts them (16-byte aligned), not on 64-byte boundaries")
-    parser.add_argument("--small-pages", action="store_true",
-                        help="the kernels' tensors on 4 KiB pages (the probe keeps its huge pages)")
+    parser.add_argument("--no-baselines", action="store_true", help="only the kernel, as `kernelgen bench` times it")
+    parser.add_argument("--match", action="append", default=[], metavar="TEXT",
+                        help="only the convs whose name contains TEXT (repeatable; default: all)")
     options = parser.parse_args(argv)
+    convs = {k: v for k, v in CONVS.items() if not options.match or any(m in k for m in options.match)}
+    host = host_line(["c"])
+    print(host)
     results = []
     with tempfile.TemporaryDirectory(prefix="kernelgen-c-speed-") as tmp:
-        probes = Probes(Path(tmp))
-        for index, (label, (shape, op, schedule, measure)) in enumerate(CONVS.items()):
-            config = api.parse_config(config_text(f"speed{index}", shape, op, schedule), f"speed{index}.yaml")
+        for index, (label, (shape, op, measure)) in enumerate(convs.items()):
+            config = api.parse_config(config_text(f"speed{index}", shape, op, None), f"speed{index}.yaml")
             validation = api.validate(config, "c")
             job = api.jobs(config, ("c",))["c"]
-            args = random_inputs(config, job.plan, np.random.default_rng(0))
-            work = Path(tmp) / f"speed{index}"
-            work.mkdir()
-            exe = C().compile(job, work)
-            arrays = exe.arguments(args, 0, aligned=not options.numpy_placement, huge_pages=not options.small_pages)
-            name = job.plan.name
-            before, loops = planner_loops(job, work, BEFORE_FLAGS, "before"), planner_loops(job, work, exe.flags, "loops")
-            # each call bound before timing (Library.bind): after the probe, the Python on the way to the call
-            # misses the caches too (~0.1 ms, counted against the kernel before)
-            runs = {"before (loops, gcc -O2)": before.bind(name, arrays),
-                    "loops -O3 -march=native": loops.bind(name, arrays), "micro-kernel (now)": exe.bind(arrays)}
-            try:
-                runs["onnxruntime, 1 thread"] = onnxruntime_run(shape, job, args, not options.numpy_placement,
-                                                                not options.small_pages)
-            except ImportError as error:
-                print(f"onnxruntime row skipped: {error}")
+            rows = api.bench(config, "c", repeat=options.repeat)  # `kernelgen bench`'s rows, cold and warm
+            if not options.no_baselines:
+                args = random_inputs(config, job.plan, np.random.default_rng(0))
+                work = Path(tmp) / f"speed{index}"
+                work.mkdir()
+                exe = C().compile(job, work)
+                arrays = exe.arguments(args, 0)
+                name = job.plan.name
+                before, loops = planner_loops(job, work, BEFORE_FLAGS, "before"), planner_loops(job, work, exe.flags, "loops")
+                runs = {"loops -O3 -march=native": loops.bind(name, arrays),
+                        "before (loops, gcc -O2)": before.bind(name, arrays)}
+                try:
+                    runs["onnxruntime, 1 thread"] = onnxruntime_run(shape, job, args, True, True)
+                except ImportError as error:
+                    print(f"onnxruntime row skipped: {error}")
+                rows += baseline_rows(job, exe, runs, options.repeat)
+                exe.close()
             plan = job.plan
-            nbytes = sum(t.elements for t in plan.tensors) * 4
-            probe = probes.peak_gflops if measure == "flops" else probes.triad_gbs
-            row = {"conv": label, "validated": validation.status.value, "max_rel_error": validation.max_rel_error,
-                   "flops": plan.flops, "bytes": nbytes, "measure": measure, "runs": {}}
-            for what, run in runs.items():
-                cold, warm, peaks = timed(run, probe, options.repeat)
-                row["runs"][what] = {}
-                for when, seconds in (("warm", warm), ("cold", cold)) if measure == "bytes" else (("warm", warm),):
-                    done = [(plan.flops if measure == "flops" else nbytes) / s / 1e9 for s in seconds]
-                    row["runs"][what][when] = {
-                        "median_ms": statistics.median(seconds) * 1e3, "median_rate": statistics.median(done),
-                        "probe": statistics.median(peaks), "ratio": statistics.median(d / p for d, p in zip(done, peaks)),
-                        "best_ratio": max(done) / max(peaks)}
-            exe.close()
+            nbytes = plan.compulsory_bytes
+            row = {"conv": label, "host": host, "validated": validation.status.value,
+                   "max_rel_error": validation.max_rel_error, "flops": plan.flops, "bytes": nbytes,
+                   "measure": measure, "schedule": plan.schedule_origin, "runs": [summary(r, nbytes, measure) for r in rows]}
             results.append(row)
             print(f"\n{label}: validated {row['validated']} (max rel error {row['max_rel_error']:.2e}); "
-                  f"{'GFLOP/s against the FMA peak' if measure == 'flops' else 'GB/s against the triad'}")
+                  f"{'GFLOP/s against the FMA peak' if measure == 'flops' else 'GB/s against the triad'}; "
+                  f"schedule {plan.schedule_origin.split(' ', 1)[0]}")
             unit = "GFLOP/s" if measure == "flops" else "GB/s"
-            for what, by_when in row["runs"].items():
-                for when, r in by_when.items():
-                    print(f"  {what:<26} {when if measure == 'bytes' else '':<5} {r['median_ms']:8.3f} ms  "
-                          f"{r['median_rate']:7.2f} {unit:<7} probe {r['probe']:7.1f}  ratio {r['ratio']:.2f}  "
-                          f"best/best {r['best_ratio']:.2f}")
+            for r in row["runs"]:
+                what = r["label"].removesuffix(f" {r['when']}")
+                print(f"  {what[:58]:<58} {r['when']:<5} {r['median_ms']:8.3f} ms  {r['median_rate']:7.2f} {unit:<7} "
+                      f"probe {r['probe']:7.1f}  ratio {r['ratio']:.2f}")
+        for what in dict.fromkeys(r["measured"] for row in results for r in row["runs"]):
+            print(what)
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
     return 0

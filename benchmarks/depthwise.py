@@ -54,6 +54,7 @@ from kernelgen import api
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets import TARGETS
 from kernelgen.targets.c.roofline import Probes
+from kernelgen.measure.context import host_line
 
 sys.path.insert(0, str(Path(__file__).parent))
 from c_speed import onnxruntime_run, timed  # noqa: E402  (the c_speed benchmark's onnxruntime runner)
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-configs", type=Path, help="write the rows' configs here and exit")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args(argv)
+    print(host_line(options.targets.split(",")))
     targets = tuple(t for t in options.targets.split(",") if t)
     wanted = set(filter(None, options.only.split(",")))
     texts = {row_name(*shape): config_text(*shape, targets) for shape in SHAPES

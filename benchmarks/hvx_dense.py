@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from kernelgen import api
+from kernelgen.measure.context import host_line
 
 VRMPY_MACS_PER_PACKET = 256
 
@@ -67,6 +68,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
+    print(host_line(["hvx"]))
     rows = []
     print("| workload (v66, bias + relu, per-channel scales) | packets before | MACs/packet before | packets now "
           "| MACs/packet now | share of 256 | spills | checked |")

@@ -92,6 +92,8 @@ def main() -> None:
     parser.add_argument("--arch", nargs="+", default=["v66", "v73"])
     parser.add_argument("--json", action="store_true", help="print the measured rows as JSON (for BEFORE)")
     options = parser.parse_args()
+    from kernelgen.measure.context import host_line
+    print(host_line(["hvx"]), file=sys.stderr if options.json else sys.stdout)
     measured = {}
     with tempfile.TemporaryDirectory(prefix="kernelgen-hvxdw-") as tmp:
         for arch in options.arch:

@@ -168,10 +168,12 @@ def main() -> int:
     if args.child:
         run_child(args)
         return 0
+    from kernelgen.measure.context import host_line
     from kernelgen.targets.vulkan.lavapipe_host import current
 
-    found = current()  # the host line, so runs on different CPUs can be told apart
-    print(f"host: {found.describe() if found else 'no llvmpipe device'}")
+    print(host_line(["vulkan"]))
+    found = current()  # what lavapipe compiles for (width, subgroup, L1d), so runs on different CPUs can be told apart
+    print(f"lavapipe: {found.describe() if found else 'no llvmpipe device'}")
     with tempfile.TemporaryDirectory(prefix="kg-lavapipe-") as work:
         dump, data = Path(work) / "jit.bin", Path(work) / "perf.data"
         child = [sys.executable, __file__, args.config, "--child", "--dump", str(dump), "--repeat", str(args.repeat)]

@@ -72,6 +72,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="s per pipeline compile")
     parser.add_argument("--json", help="also write the cells as JSON here")
     args = parser.parse_args()
+    from kernelgen.measure.context import host_line
+    print(host_line())
     from kernelgen.api import load_config
     from kernelgen.targets.vulkan.mesa_pin import DEBIAN_VERSION
 

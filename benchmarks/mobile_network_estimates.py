@@ -52,6 +52,8 @@ def main() -> int:
     parser.add_argument("--compare-tiles", action="store_true")
     parser.add_argument("--json", help="also write the cells as JSON here")
     args = parser.parse_args()
+    from kernelgen.measure.context import host_line
+    print(host_line())
     from kernelgen.api import load_network
     from kernelgen.targets import TARGETS
 

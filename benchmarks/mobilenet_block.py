@@ -21,6 +21,7 @@ from kernelgen.api import load_config
 from kernelgen.planner import plan
 from kernelgen.report import text_report
 from kernelgen.targets import TARGETS
+from kernelgen.measure.context import host_line
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK = REPO / "configs" / "mobilenet_v2_block.yaml"
@@ -46,6 +47,7 @@ def main() -> None:
     parser.add_argument("--targets", nargs="+", default=["c", "opencl", "vulkan", "hvx"])
     parser.add_argument("--repeat", type=int, default=5)
     options = parser.parse_args()
+    print(host_line(options.targets))
     peaks = TARGETS["c"].host_peaks()
     rows = []
     with tempfile.TemporaryDirectory(prefix="kernelgen-mnv2-") as tmp:

@@ -26,6 +26,7 @@ from kernelgen import api, reference  # noqa: E402
 from kernelgen.measure.tensors import random_inputs  # noqa: E402
 from kernelgen.onnx import oracle  # noqa: E402
 from kernelgen.onnx.importer import import_model  # noqa: E402
+from kernelgen.measure.context import host_line  # noqa: E402
 
 TAIL = "features_11_block_2_mul_to_classifier"
 
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", nargs="+", default=["c", "opencl", "vulkan"])
     parser.add_argument("--seed", type=int, default=3)
     options = parser.parse_args(argv)
+    print(host_line(options.targets))
     options.work.mkdir(parents=True, exist_ok=True)
     model = options.work / "mobilenet_v3_small.onnx"
     if not model.exists():

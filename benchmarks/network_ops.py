@@ -30,6 +30,7 @@ import qdq_models  # noqa: E402
 from kernelgen import api  # noqa: E402
 from kernelgen.onnx.graph import read_graph  # noqa: E402
 from kernelgen.onnx.importer import Fusion, import_model  # noqa: E402
+from kernelgen.measure.context import host_line  # noqa: E402
 
 MODELS = ("mobilenet_v2", "resnet18", "mobilenet_v3_small")
 
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quantized", action="store_true", help="the QDQ networks on hvx (QEMU packets)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    print(host_line(["c", "opencl", "vulkan", *(["hvx"] if args.quantized else [])]))
     args.work.mkdir(parents=True, exist_ok=True)
     if args.quantized:
         rows = [_report(_quantized(model, args)) for model in args.models]

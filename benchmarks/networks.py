@@ -26,6 +26,7 @@ import qdq_models  # noqa: E402
 from kernelgen import api  # noqa: E402
 from kernelgen.network.arena import plan_arena  # noqa: E402
 from kernelgen.onnx.importer import Fusion, import_model  # noqa: E402
+from kernelgen.measure.context import host_line  # noqa: E402
 
 
 def _imported(model: Path, out: Path, target: str):
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bench", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    print(host_line(args.float_targets))
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for model in args.models:

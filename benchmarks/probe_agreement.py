@@ -48,6 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the two shapes (best of)")
     args = parser.parse_args()
+    from kernelgen.measure.context import host_line
+    print(host_line(["opencl", "vulkan"]))
     for name in ("opencl", "vulkan"):
         try:
             what, peak, other = agreement(name, args.rounds)

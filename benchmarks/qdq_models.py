@@ -30,6 +30,7 @@ import numpy as np
 
 from kernelgen import api
 from kernelgen.onnx.importer import Fusion, import_model
+from kernelgen.measure.context import host_line
 
 MODELS = ("mobilenet_v2", "resnet18")
 TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align",
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    print(host_line(["c", "opencl", "vulkan", "hvx"]))
     args.work.mkdir(parents=True, exist_ok=True)
     rows, failures = [], 0
     for model in args.models:

@@ -18,6 +18,7 @@ from pathlib import Path
 from kernelgen.api import TARGETS, bench, jobs, load_config, parse_config
 from kernelgen.config import with_options
 from kernelgen.targets.vulkan.options import vulkan_options
+from kernelgen.measure.context import host_line
 
 REPO = Path(__file__).resolve().parent.parent
 TEXTURE_1X1 = """name: {name}
@@ -77,6 +78,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-lavapipe", action="store_true", help="ACO statistics only (no timing)")
     args = parser.parse_args()
+    print(host_line(["opencl", *([] if args.skip_lavapipe else ["vulkan"])]))
     print("\n".join(vulkan_table(args.repeat, not args.skip_lavapipe)))
     print()
     print("\n".join(opencl_table(args.repeat)))

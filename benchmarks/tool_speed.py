@@ -22,6 +22,7 @@ import yaml
 from kernelgen.api import load_config
 from kernelgen.planner import plan
 from kernelgen.targets import TARGETS
+from kernelgen.measure.context import host_line
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -37,6 +38,7 @@ def median_seconds(fn, repeat: int) -> float:
 
 
 def main() -> int:
+    print(host_line())
     text = (REPO / "configs" / "seed000_3x3.yaml").read_text()
     reference = median_seconds(lambda: [yaml.safe_load(text) for _ in range(100)], 5)
     print(f"reference (yaml.safe_load x100): {reference * 1e3:.1f} ms")

@@ -270,6 +270,8 @@ def main() -> int:
                         help="a network.yaml (kernelgen import -o DIR --target vulkan): the cold-compile table of "
                              "every op of its kernels instead of the bundled workloads (repeatable)")
     args = parser.parse_args()
+    from kernelgen.measure.context import host_line
+    print(host_line(["vulkan"]))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     cold = dict(env, MESA_SHADER_CACHE_DISABLE="true")
     warm = env

@@ -221,7 +221,8 @@ def skipped(config: Config, target: str, detail: str, seed: int = 0) -> Validati
 
 def bench(config: Config, target: str, repeat: int = 5, *, sweep: bool = False,
           run_on: str | None = None) -> list[BenchRow]:
-    """Time the target's kernels on this machine: one row per kernel (median, min and max of `repeat` runs); with
+    """Time the target's kernels on this machine: one row per kernel (median, min and max of `repeat` runs; c: two,
+    the first as a network is judged, then cold or warm, BenchRow.when); with
     sweep, every permutation the target sweeps (one process each), the best marked. `run_on` picks the runtime
     device among several (an index or a name substring)."""
     if target not in TARGETS:

@@ -425,6 +425,7 @@ class Plan:
     c_split: int = 1  # input-channel chunks per stripe (c_block channels each)
     c_block: int = 0
     order: LoopOrder = LoopOrder.CHANNELS_OUTER
+    schedule_origin: str = ""  # "explicit (x.yaml:7)", "auto (no schedule given: ...)": config.Schedule.origin
 
     @property
     def workspace_bytes(self) -> int:

@@ -150,7 +150,8 @@ def _epilogue_text(op) -> str:
 
 
 def _summary_lines(plan: Plan) -> list[str]:
-    lines = [f"schedule: {_schedule_text(plan)}", *_search_lines(plan)]
+    origin = f"{plan.schedule_origin}: " if plan.schedule_origin else ""
+    lines = [f"schedule: {origin}{_schedule_text(plan)}", *_search_lines(plan)]
     for op in plan.ops:
         lines.append(f"{op.label}: {_shape(op.in_shape)} -> {_shape(op.out_shape)}, kernel {op.kernel[0]}x"
                      f"{op.kernel[1]}, stride {list(op.stride)}, pad {list(op.pad)}"
@@ -229,7 +230,7 @@ def json_report(plan: Plan) -> dict[str, Any]:
         "schedule": {"k_split": plan.k_split, "h_split": plan.h_split, "w_split": plan.w_split,
                      "k_block": plan.k_block, "h_block": plan.h_block, "w_block": plan.w_block,
                      "stripes": list(plan.stripe_counts), "pipeline": plan.pipeline, "halo": plan.halo,
-                     "order": plan.order},
+                     "order": plan.order, "origin": plan.schedule_origin},
         "search": None if plan.search is None else {
             "budget": plan.search.budget, "budget_source": plan.search.budget_source,
             "fitted": list(plan.search.fitted), "tried": plan.search.tried,

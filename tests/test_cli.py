@@ -149,7 +149,11 @@ def test_schema_is_json_schema():
 def test_init_writes_a_config_that_plans(tmp_path):
     path = tmp_path / "mine.yaml"
     assert runner.invoke(main, ["init", "mine", "-o", str(path)]).exit_code == 0
-    assert runner.invoke(main, ["plan", str(path)]).exit_code == 0
+    planned = runner.invoke(main, ["plan", str(path)])
+    assert planned.exit_code == 0
+    # the starter says what a config without `schedule:` gets on c, and the report says where it came from
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("schedule:"))
+    assert f"\nschedule: auto (mine.yaml:{line}): " in planned.output
     assert runner.invoke(main, ["init", "mine", "-o", str(path)]).exit_code == 1  # never overwrites
     assert runner.invoke(main, ["init", "Bad-Name", "-o", str(tmp_path / "x.yaml")]).exit_code == 2
 
@@ -370,16 +374,31 @@ def test_bench_reports_min_median_max_in_json_and_csv(repo):
     import csv
     import io
 
+    from kernelgen.measure.context import host_line
+
     config = str(repo / "configs" / "seed000_baseline.yaml")
     result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--json"])
     assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.stdout)["results"]
-    assert 0 < row["seconds_min"] <= row["seconds_median"] <= row["seconds_max"]
-    assert row["seconds_median"] == row["seconds"]
+    report = json.loads(result.stdout)
+    # issue 50: the kernel warm (what a dense conv is judged by, first) and cold, each against the FMA probe
+    warm, cold = report["results"]
+    assert (warm["when"], cold["when"]) == ("warm", "cold")
+    for row in (warm, cold):
+        assert 0 < row["seconds_min"] <= row["seconds_median"] <= row["seconds_max"]
+        assert row["seconds_median"] == row["seconds"]
+        assert row["peak_gflops"] > 0 and row["ratio"] > 0 and row["label"].endswith(f" {row['when']}")
+        assert f"{row['when']}: " in row["measured"] and "CPU time of the calling thread" in row["measured"]
+    assert set(report["context"]["host"]["cpu_flags"]) <= {"avx2", "avx512f", "fma", "asimd", "asimdhp", "sve"}
     result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--csv"])
     assert result.exit_code == 0, result.output
-    (record,) = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert record["config"] == "seed000_baseline" and float(record["seconds_min"]) <= float(record["seconds_max"])
+    records = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [r["when"] for r in records] == ["warm", "cold"]
+    assert all(r["config"] == "seed000_baseline" and float(r["seconds_min"]) <= float(r["seconds_max"])
+               for r in records)
+    assert result.stderr.startswith(host_line(["c"]))
+    text = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "1"]).stdout.splitlines()
+    assert text[0] == host_line(["c"]) and text[0].startswith("host: ")
+    assert text[-2].startswith("warm: run again at once") and text[-1].startswith("cold: right after the triad")
 
 
 def test_a_target_typo_is_a_usage_error_naming_the_known_targets(repo):

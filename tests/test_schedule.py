@@ -9,6 +9,7 @@ from kernelgen.measure.compare import compare
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.api import load_config, parse_config
 from kernelgen.errors import ConfigError
+from kernelgen.plan_types import LoopOrder
 from kernelgen.planner import plan
 from kernelgen.report import json_report, text_report
 from kernelgen.targets import TARGETS
@@ -88,6 +89,46 @@ def test_schedule_auto_uses_the_hvx_vtcm_size(repo):
     gpu = plan(gpu_config)
     assert gpu.search is None or gpu.search.budget is None
     assert (gpu.k_split, gpu.h_split, gpu.c_split) == (1, 1, 1) and gpu.w_split in (None, 1)
+
+
+def test_no_schedule_plans_as_auto_on_c_and_as_fixed_elsewhere(repo):
+    """Issue 50: a plain config (no `schedule:`) with the c target gets caches fitted to the core's L2, as `schedule:
+    auto`; without c (opencl, vulkan, hvx alone) one block per stripe, as `schedule: fixed` and `schedule: {}`. The
+    report says which schedule it was and why."""
+    text = (repo / "configs" / "seed000_3x3.yaml").read_text()
+    plain = text.replace("schedule: {k_split: 2, h_split: 2}\n", "")
+    assert "schedule" not in plain.split("\n#")[-1].split("name:")[1]
+    default, auto = plan(parse_config(plain, "plain.yaml")), plan(parse_config(_seed_3x3(repo, "auto"), "auto.yaml"))
+    assert default.search is not None and default.search.budget == 524288
+    assert (default.k_split, default.h_split, default.w_split, default.order, default.caches) == \
+           (auto.k_split, auto.h_split, auto.w_split, auto.order, auto.caches)
+    # fitted: 8 x 8 row stripes of the whole chain, rows outermost (fixed: 4 x 8 channel-by-row stripes)
+    assert (default.order, default.stripe_counts, default.w_split) == (LoopOrder.ROWS_OUTER, (4, 8, 8), 1)
+    assert text_report(default).splitlines()[2].startswith(
+        "schedule: auto (no schedule given: the c target's default; `schedule: fixed` keeps one block per stripe): ")
+    assert text_report(auto).splitlines()[2].startswith("schedule: auto (auto.yaml:10): ")
+    assert json_report(default)["schedule"]["origin"].startswith("auto (no schedule given")
+    fixed, empty = (plan(parse_config(_seed_3x3(repo, spelled), "f.yaml")) for spelled in ("fixed", "{}"))
+    assert fixed.search is None and empty.search is None
+    assert (fixed.k_split, fixed.h_split, fixed.w_split, fixed.stripe_counts, fixed.caches) == \
+           (empty.k_split, empty.h_split, empty.w_split, (4, 8, 1), empty.caches) and fixed.k_split == 1
+    assert text_report(fixed).splitlines()[2].startswith("schedule: fixed (f.yaml:10): k_split=1 h_split=1 ")
+    assert text_report(empty).splitlines()[2].startswith("schedule: explicit (f.yaml:10): k_split=1 h_split=1 ")
+    for targets in ("[opencl]", "[vulkan]", "[opencl, vulkan]"):
+        gpu = plan(parse_config(plain.replace("targets: [c, opencl, vulkan]", f"targets: {targets}"), "g.yaml"))
+        assert gpu.search is None and (gpu.k_split, gpu.h_split, gpu.caches) == (1, 1, fixed.caches)
+        assert text_report(gpu).splitlines()[2].startswith("schedule: fixed (no schedule given: the default without "
+                                                           "the c target; ")
+    hvx = plan(parse_config(plain.replace("targets: [c, opencl, vulkan]", "targets: [hvx]"), "h.yaml"))
+    assert hvx.search is None and (hvx.k_split, hvx.h_split, hvx.caches) == (1, 1, fixed.caches)
+
+
+def test_the_seed_configs_keep_their_explicit_schedules(repo):
+    """The seed cases' caches must match the seeds (test_planner): each names its schedule, so the default above
+    does not reach them."""
+    for name in ("seed000_3x3", "seed000_baseline", "seed000_split", "seed001_tiles"):
+        p = plan(load_config(repo / "configs" / f"{name}.yaml"))
+        assert p.schedule_origin.startswith(f"explicit ({name}.yaml:"), name
 
 
 def _seed_3x3(repo, schedule: str, name: str = "seed000_3x3") -> str:

@@ -13,7 +13,7 @@ from ..measure.bench import bench
 from ..measure.records import BenchOptions, BenchRow
 from ..measure.host_steal import NOISY
 from .common import configs_argument, device_option, handle_errors, json_option, load_all, number, target_option
-from ..measure.context import run_context
+from ..measure.context import host_line, run_context
 from .network import bench_networks, manifests_in
 
 
@@ -61,6 +61,8 @@ def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: st
     if (output or variant_timeout) and not sweep:
         raise click.UsageError("--output and --variant-timeout go with --sweep")
     if manifests_in(configs):
+        if not as_json:
+            click.echo(host_line(targets or ("c",)))
         return bench_networks(configs, targets, device, repeat, as_json, plot)
     options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
     work = [(t, job) for c in load_all(configs, targets, device) for t, job in jobs(c, targets).items()]
@@ -118,7 +120,9 @@ def _report(rows: list[BenchRow], work: list, run_on: str | None, plot: str | No
                 "seconds_max": number(r.spread[1]), "flops": r.flops, "gflops": number(r.gflops),
                 "bytes": compulsory[r.config],
                 "gbs": number(compulsory[r.config] / r.seconds / 1e9 if r.seconds > 0 else None),
-                "best": r.best, **{k: number(v) for k, v in r.measurements().items()}} for r in rows]
+                "best": r.best, **({"when": r.when} if r.when else {}),
+                **({"measured": r.measured} if r.measured else {}),
+                **{k: number(v) for k, v in r.measurements().items()}} for r in rows]
     if as_json or as_csv:
         import csv
 
@@ -129,10 +133,12 @@ def _report(rows: list[BenchRow], work: list, run_on: str | None, plot: str | No
             click.echo(json.dumps({"context": context, "results": records}, indent=2, allow_nan=False))
         else:
             columns = list(dict.fromkeys(k for record in records for k in record))
+            click.echo(host_line(t for t, _ in work), err=True)  # the CSV's rows stay rows
             writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
             writer.writeheader()
             writer.writerows(records)
         return
+    click.echo(host_line(t for t, _ in work))
     noisy = [r for r in rows if r.steal.get("steal", 0.0) > NOISY]
     if noisy:
         worst = max(r.steal["steal"] for r in noisy)
@@ -147,3 +153,5 @@ def _report(rows: list[BenchRow], work: list, run_on: str | None, plot: str | No
                   f"{r.gflops:8.2f} GFLOP/s  {compulsory[r.config] / r.seconds / 1e9:7.2f} GB/s"
                   if r.seconds > 0 else "(no wall time: counters or a compiler's estimate)")
         click.echo(f"{r.target:<7} {r.label}  {timing}  FLOPs={r.flops} {extra}{mark}")
+    for what in dict.fromkeys(r.measured for r in rows if r.measured):  # what each kind of time is, once
+        click.echo(what)

@@ -26,9 +26,9 @@ ops:                             # one conv2d, or a chain (each op reads the pre
                                  # global_avgpool, mul (see the README)
 output:
   layout: nhwc-8h8w32c
-schedule:
-  k_split: 1                     # output-channel blocks (of k_block) per stripe
-  h_split: 1                     # row blocks (of h_block) per stripe
+schedule: auto                   # the default on c: splits, blocks and loop order fitted to one core's L2
+                                 # (`kernelgen plan` shows what it chose); `fixed` for one block per stripe,
+                                 # or {{k_split: 1, h_split: 1, ...}}: output-channel and row blocks per stripe
 targets: [c]
 """
 

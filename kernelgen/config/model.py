@@ -132,9 +132,12 @@ class ConfigModel(StrictModel):
     ops: conlist(OpModel, min_length=1) = Field(description="a list of one or more ops (" + ", ".join(
         f"- {key}: {kind.FORM}" for key, kind in OPS.items()) + ")")
     output: OutputModel = Field(default_factory=OutputModel, description="{layout: ...}")
-    schedule: Union[Literal["auto"], ScheduleModel] = Field(
-        default_factory=ScheduleModel,
-        description="'auto' (fit every split to the hvx VTCM size) or {k_split: ..., h_split: ..., budget: ..., ...}")
+    schedule: Union[Literal["auto", "fixed"], ScheduleModel, None] = Field(
+        default=None,
+        description="'auto' (fit the splits, blocks and loop order to the targets' budget: the c target's one-core "
+                    "L2, the hvx VTCM size), 'fixed' (one block per stripe, the whole width, nothing fitted: the "
+                    "same as {}) or {k_split: ..., h_split: ..., budget: ..., ...}; default: 'auto' when the c "
+                    "target is among the targets, else 'fixed'")
     targets: conlist(StrictStr, min_length=1) = Field(default=["c"], description="a list of target names")
     quant: QuantModel = Field(default_factory=QuantModel, description="quantization parameters for dtype uint8")
     source: Union[SourceModel, None] = Field(
@@ -151,6 +154,9 @@ class TargetInfo:
     options: type[BaseModel] | None = None  # the model of its option block (`hvx:`); None: it takes none
     # `schedule: auto` and `budget: auto` ask the one target that has one: options -> (bytes, where from)
     default_budget: Callable[[BaseModel], tuple[int, str]] | None = None
+    # what a config naming this target and no `schedule:` plans with: "auto" (c: a user's plain config gets caches
+    # fitted to the core, not one block per stripe) or "fixed" (the planner's one block per stripe)
+    default_schedule: Literal["auto", "fixed"] = "fixed"
     roofs: Roofs | None = None  # the device's compute and bandwidth limits, for the importer's fusion estimate
     # schedule.order values whose stripe loops it renders; None: it runs no stripe loops (a kernel per conv), so
     # the order does not apply to it

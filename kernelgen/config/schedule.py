@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import kernelgen.config.model as M
@@ -89,12 +90,33 @@ class Schedule:
     order_ignored_by: tuple[str, ...] = ()
     k_block_open: bool = False
     h_block_open: bool = False  # the same for h_block (no h_block given, no row block in the output layout)
+    # which schedule this is and why, for the plan report: "explicit (x.yaml:7)", "auto (no schedule given: ...)"
+    origin: str = ""
+
+
+def schedule_kind(checker: Any) -> tuple[str, str]:
+    """("auto" | "fixed" | "explicit", what the plan report says of it): the config's `schedule:` and its line, or,
+    where it gives none, the default of its targets: auto when one of them plans with it by default (c), else fixed
+    (opencl, vulkan: a kernel per conv, no stripe caches to fit; hvx: the seed cases' one block per stripe)."""
+    given = checker.model.schedule
+    if given is None:
+        auto_by_default = [t.name for t in checker.catalog if t.default_schedule == "auto"]
+        defaults = [name for name in auto_by_default if name in checker.model.targets]
+        if defaults:
+            return "auto", (f"auto (no schedule given: the {' and '.join(defaults)} target's default; "
+                            f"`schedule: fixed` keeps one block per stripe)")
+        return "fixed", (f"fixed (no schedule given: the default without the {' or '.join(auto_by_default)} "
+                         f"target; `schedule: auto` fits the splits to a budget)")
+    where = f"{Path(checker.path).name}:{checker.document.mark(('schedule',)).line}"
+    kind = given if isinstance(given, str) else "explicit"
+    return kind, f"{kind} ({where})"
 
 
 def schedule(checker: Any, ops: list, out_hw: tuple[int, int]) -> Schedule | None:
     """The schedule keys checked and completed, through the config's checker (problem, positive, model, catalog)."""
-    auto = checker.model.schedule == "auto"
-    s = M.ScheduleModel() if auto else checker.model.schedule
+    kind, origin = schedule_kind(checker)
+    auto = kind == "auto"
+    s = checker.model.schedule if kind == "explicit" else M.ScheduleModel()
     fields = M.ScheduleModel.model_fields
 
     def optional(key: str) -> int | None:
@@ -157,7 +179,8 @@ def schedule(checker: Any, ops: list, out_hw: tuple[int, int]) -> Schedule | Non
                     w_block=w_block, budget=budget, budget_source=source, pipeline=Pipeline(s.pipeline), halo=Halo(s.halo),
                     c_split=c_split, c_block=c_block, order=order, orders=orders, order_ignored_by=ignored,
                     k_block_open=optional("k_block") is None and out_layout.block_factor("c") is None,
-                    h_block_open=optional("h_block") is None and out_layout.block_factor("h") is None)
+                    h_block_open=optional("h_block") is None and out_layout.block_factor("h") is None,
+                    origin=origin)
 
 def channel_split(checker: Any, c_split: int | None, ops: list, s: Any, fitted: bool, order: LoopOrder | None) -> tuple[int | None, int]:
     """(c_split, channels per chunk): chunks of whole channel blocks of the input layout, c_split of them

@@ -64,7 +64,8 @@ def row_of(job: Job, target: str, timings: Timings, steal: dict[str, float]) -> 
     return BenchRow(config=job.config.name, target=target, label=timings.label,
                     seconds=statistics.median(seconds) if seconds else nan, flops=flops,
                     spread=(min(seconds), max(seconds)) if seconds else (nan, nan), peak_gflops=peak, ratio=ratio,
-                    peak_gbs=bandwidth, bandwidth_ratio=bandwidth_ratio, steal=dict(steal), rank=timings.rank, metrics=dict(timings.metrics))
+                    peak_gbs=bandwidth, bandwidth_ratio=bandwidth_ratio, steal=dict(steal), rank=timings.rank, metrics=dict(timings.metrics),
+                    when=timings.when, measured=timings.measured)
 
 
 def _torch_row(config: Config, args: KernelArgs, repeat: int, flops: int, target: str) -> BenchRow | None:

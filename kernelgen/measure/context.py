@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import socket
 from collections.abc import Iterable
 from typing import Any
@@ -31,6 +32,47 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU features a measurement depends on: the c kernels' and lavapipe's code is 256-bit AVX2 with FMA, or
+# AVX-512 where the core has it (x86); NEON and SVE on arm64.
+WATCHED_FLAGS = {"x86_64": ("avx2", "avx512f", "fma"), "aarch64": ("asimd", "asimdhp", "sve")}
+
+
+def cpu_flags() -> dict[str, bool]:
+    """Each watched flag of this CPU's architecture: whether /proc/cpuinfo lists it (empty where neither)."""
+    watched = WATCHED_FLAGS.get(platform.machine(), ())
+    present: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith(("flags", "Features")):
+                    present = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    return {flag: flag in present for flag in watched}
+
+
+def lavapipe_mesa(targets: Iterable[str]) -> str | None:
+    """'Mesa 22.3.6 (LLVM 15.0.6)' when one of the targets' devices here is lavapipe (Mesa's llvmpipe), else None.
+    Asks each target's device status (a Vulkan target's opens the loader once)."""
+    for target in dict.fromkeys(targets):
+        for status in TARGETS[target].toolchain() if target in TARGETS else ():
+            if status.name in _DEVICE_STATUS and status.found and "llvmpipe" in status.version:
+                found = re.search(r"Mesa \S+( \(LLVM [^)]*\))?", status.version)
+                return found.group(0) if found else status.version
+    return None
+
+
+def host_line(targets: Iterable[str] = ()) -> str:
+    """One line naming where a benchmark ran, printed first by `kernelgen bench` and every benchmarks/ script:
+    the CPU model, its watched flags, its CPU count and, where one of `targets` runs on lavapipe, Mesa's version.
+    Two runs on different hosts look alike without it (issue 50)."""
+    flags = ", ".join(flag if present else f"no {flag}" for flag, present in cpu_flags().items())
+    line = f"host: {cpu_model()} ({flags + '; ' if flags else ''}{os.cpu_count()} logical CPUs)"
+    mesa = lavapipe_mesa(targets)
+    return line + (f"; lavapipe: {mesa}" if mesa else "")
+
+
 def run_context(targets: Iterable[str], extra_devices: dict[str, str] | None = None) -> dict[str, Any]:
     """The context of one run over `targets`: kernelgen, host, Python, each target's tool versions and device.
 
@@ -48,7 +90,7 @@ def run_context(targets: Iterable[str], extra_devices: dict[str, str] | None = N
     return {
         "kernelgen_version": __version__,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "host": {"name": socket.gethostname(), "cpu": cpu_model(), "num_cpus": os.cpu_count(),
+        "host": {"name": socket.gethostname(), "cpu": cpu_model(), "cpu_flags": cpu_flags(), "num_cpus": os.cpu_count(),
                  "machine": platform.machine(), "system": f"{platform.system()} {platform.release()}"},
         "python": platform.python_version(),
         "toolchains": toolchains,

@@ -90,7 +90,9 @@ class Timings:
     probe_seconds: what the target's time primitive returns for the probes the core gave it (measure/probes.py):
     each probe's kind -> its time per repeat, which the core turns into peak_gflops and peak_gbs;
     rank: a static estimate that orders sweep variants when the device is not here (lower is better);
-    metrics: what only this target measures (QEMU's packet counters, spilled vector registers)."""
+    metrics: what only this target measures (QEMU's packet counters, spilled vector registers);
+    when: "cold" (right after a probe evicted the caches) or "warm" (run again at once), where the target times
+    both ("": one kind only); measured: what the time is and where the tensors were (clock, pages, threads)."""
 
     label: str
     seconds: tuple[float, ...] = ()
@@ -99,6 +101,8 @@ class Timings:
     probe_seconds: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     rank: float | None = None
     metrics: Mapping[str, float] = field(default_factory=dict)
+    when: str = ""
+    measured: str = ""
 
     def __post_init__(self) -> None:
         assert not self.peak_gflops or len(self.peak_gflops) == len(self.seconds), "peaks pair with repeats"
@@ -123,6 +127,8 @@ class BenchRow:
     rank: float | None = None  # a compiler's static estimate (sweeps on a device that is not here)
     metrics: Mapping[str, float] = field(default_factory=dict)  # target-specific counters
     best: bool = False
+    when: str = ""  # "cold" or "warm" where the target times both (Timings.when)
+    measured: str = ""  # the clock, the pages and the threads of the time (Timings.measured)
 
     @property
     def gflops(self) -> float:

@@ -142,7 +142,7 @@ def plan(config: Config) -> Plan:
                 traffic=work.traffic, output_pad_kind=output_tensor.layout.layout.pad_kind,
                 pipeline=s.pipeline, timeline=timeline, halo=s.halo, reload_input_bytes=work.reload_input_bytes,
                 pad_strategies=tuple(b.strategies), search=search, notes=notes, c_split=b.chunks, c_block=b.c_block,
-                order=s.order)
+                order=s.order, schedule_origin=s.origin)
 
 
 # ---------------------------------------------------------------- notes

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import time
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -22,7 +21,7 @@ from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ...toolstatus import ToolStatus
 from ...plan_types import Plan
-from ..base import BANDWIDTH, BuildFlags, Executable, Job, Probe, Target, Traced
+from ..base import BANDWIDTH, FMA, BuildFlags, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
@@ -31,6 +30,7 @@ from .options import OPENMP, CModel, c_options, cflags, speed_flags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
 from . import process
+from .timing import COLD, WARM, cold_and_warm, measured
 from .toolchain import Library, build_shared, compiler_name, status
 
 
@@ -128,7 +128,7 @@ class C(Target[CKernel, CLibrary]):
 
     def info(self) -> TargetInfo:
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget,
-                          roofs=CPU_ROOFS, loop_orders=self.loop_orders)
+                          roofs=CPU_ROOFS, loop_orders=self.loop_orders, default_schedule="auto")
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         """gcc, and the flags kernels build with by default (what a validate/bench JSON context records)."""
@@ -180,36 +180,35 @@ class C(Target[CKernel, CLibrary]):
         return executable.traced(args, poison)  # intermediates live in the stripe caches: a -DKG_TRACE_INTERMEDIATES build
 
     def probes(self, executable: CLibrary, kind: str) -> tuple[Probe, ...]:
-        """The STREAM triad of one core (roofline.Probes), built once per library. No FMA probe beside the
-        kernels: the c rows carry no peak ratio (the roofline chart measures the CPU's peak on its own)."""
-        if kind != BANDWIDTH:
+        """One core's FMA chains and STREAM triad (roofline.Probes), built once per library: a kernel's GFLOP/s is
+        judged against the first, a memory-bound kernel's GB/s against the second."""
+        if kind not in (FMA, BANDWIDTH):
             return ()
+        return self._probes(executable).records(kind)
+
+    @staticmethod
+    def _probes(executable: CLibrary) -> Probes:
         if executable.probes is None:
-            executable.probes = Probes(executable.workdir, iterations=1000)
-        return executable.probes.records(BANDWIDTH)
+            # 2^20 steps of 8 chains: 134 MFLOP, a millisecond or two, as long as the kernels it is beside
+            executable.probes = Probes(executable.workdir, iterations=1 << 20)
+        return executable.probes
 
     def time(self, executable: CLibrary, args: KernelArgs | None, repeat: int,
              probes: tuple[Probe, ...] = ()) -> tuple[Timings, ...]:
+        """The kernel cold and warm each repeat, after the probes (timing.py): two Timings, the one the kernel was
+        judged by before first (a memory-bound kernel cold, after the triad; a dense one warm)."""
         arrays = executable.arguments(args, 0) if args is not None else None  # alive while the call runs on them
         call = executable.bind(arrays) if arrays is not None else None
-        if call is not None:
-            call()  # warm-up: page in the workspace
-        # a memory-bound kernel runs right after the triad, which leaves its tensors in memory, not the caches
-        times: list[float] = []
-        beside: dict[str, list[float]] = {p.kind: [] for p in probes}
-        for _ in range(repeat):
-            for p in probes:
-                start = time.perf_counter()
-                p.kernel()
-                beside[p.kind].append(time.perf_counter() - start)
-            if call is not None:
-                start = time.perf_counter()
-                call()
-                times.append(time.perf_counter() - start)
-        seconds = {kind: tuple(t) for kind, t in beside.items()}
+        threads = c_options(executable.job.config).threads if call is not None else 1
+        flush = self._probes(executable).triad if call is not None else None
+        times = cold_and_warm(call, probes, flush, repeat, threads)
         if call is None:
-            return (Timings(label="probes", probe_seconds=seconds),)
-        plan, threads = executable.job.plan, c_options(executable.job.config).threads
+            return (Timings(label="probes", probe_seconds=times.probes),)
+        plan = executable.job.plan
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
-        return (Timings(label=f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})",
-                        seconds=tuple(times), probe_seconds=seconds, metrics={"executed_flops": plan.executed_flops}),)
+        label = f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})"
+        rows = {when: Timings(label=f"{label} {when}", seconds=seconds, probe_seconds=times.probes, when=when,
+                              measured=measured(when, threads), metrics={"executed_flops": plan.executed_flops})
+                for when, seconds in ((COLD, times.cold), (WARM, times.warm))}
+        first = COLD if plan.memory_bound else WARM
+        return (rows[first], *(t for when, t in rows.items() if when != first))

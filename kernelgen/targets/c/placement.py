@@ -43,3 +43,15 @@ def _advise(address: int, length: int, advice: int) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         libc.madvise(address, length, advice)
+
+
+def pages() -> str:
+    """Where placed() puts a tensor of 2 MiB or more, as this host's transparent huge page setting allows."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as setting:
+            mode = setting.read().split("[", 1)[1].split("]", 1)[0]
+    except (OSError, IndexError):
+        return "tensors on the system's pages (no transparent huge pages here)"
+    if mode == "never":
+        return "tensors on 4 KiB pages (transparent huge pages: never)"
+    return f"tensors of 2 MiB or more on 2 MiB pages (transparent huge pages: {mode}), smaller ones on 4 KiB pages"
