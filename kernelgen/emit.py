@@ -86,12 +86,13 @@ def render_template(template: str, plan: Plan, comment: Comment, root: Path | No
 
 
 def render(plan: Plan, files: tuple[OutputFile, ...], comment: Comment, context: dict[str, Any],
-           root: Path | None = None, source_note: str = "") -> dict[str, str]:
+           root: Path | None = None, source_note: str = "", source_suffix: str = ".c") -> dict[str, str]:
     """Every file of a target, by file name; `context` is the target's own template data. `source_note` is a line
-    of the banner of each C source (.c, what a compiler compiles: a header takes its includer's flags)."""
+    of the banner of each source ending in `source_suffix` (what a compiler compiles: .c, .cl, .comp; a header takes
+    its includer's flags)."""
     return {file.pattern.format(name=plan.name):
-            render_template(file.template, plan, comment, root, source_note if file.pattern.endswith(".c") else "",
-                            **context)
+            render_template(file.template, plan, comment, root,
+                            source_note if file.pattern.endswith(source_suffix) else "", **context)
             for file in files}
 
 

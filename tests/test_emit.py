@@ -138,6 +138,25 @@ def test_each_c_source_names_the_flags_build_list_flags_gives_and_headers_do_not
     assert flags["out/hvx_seed000_3x3_u8/hvx"] == ["-mcpu=hexagonv73", "-mhvx", "-mhvx-length=128b", "-O2"]
 
 
+def test_each_gpu_source_says_how_it_was_compiled_and_its_json_or_dispatch_notes_do_not(repo):
+    """Issue 49: the .cl and .comp a user hands to a driver or glslang say the options they were validated with: the
+    OpenCL runner's build options (no fast-math), the Vulkan toolchain's target environment and per-op macro."""
+    from kernelgen.targets.opencl.network import BUILD_OPTIONS
+    from kernelgen.targets.vulkan.toolchain import TARGET_ENV
+
+    cl = sorted((repo / "out").glob("*/opencl/*.cl"))
+    comp = sorted((repo / "out").glob("*/vulkan/*.comp"))
+    assert cl and comp
+    for source in cl:
+        assert source.read_text().splitlines()[2] == (f'   Build with clBuildProgram options "{BUILD_OPTIONS}" (as '
+                                                      "validated: IEEE float, no fast-math options). */"), source
+    for source in comp:  # line 1 is GLSL's #version, which must come first
+        assert source.read_text().splitlines()[3] == (f"   Compile each op with glslangValidator -V --target-env "
+                                                      f"{TARGET_ENV} -DKG_OP=<op> (as validated). */"), source
+    for note in [*(repo / "out").glob("*/opencl/*.launch.json"), *(repo / "out").glob("*/vulkan/*.dispatch.txt")]:
+        assert "as validated" not in note.read_text(), note
+
+
 def test_a_configs_own_cflags_and_threads_are_the_flags_its_banner_names():
     config = parse_config("name: tuned\ninput: {shape: [1, 8, 8, 16]}\nops:\n  - conv2d: {out_channels: 16, kernel: 3}\n"
                           "c: {cflags: [-O2, -mavx2], threads: 2}\ntargets: [c]\n")

@@ -106,7 +106,7 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         """The target plan and every file this target writes for a config."""
         tplan = self.target_plan(config, plan)
         files = render(plan, self.files, self.comment, self.context(config, plan, tplan), self.template_root,
-                       self.build_flags(config).banner_line())
+                       self.source_note(config), self.source_suffix)
         return Job(config=config, plan=plan, target_plan=tplan, files=files)
 
     # the names of the files network_files writes (build --list-outputs lists them without planning a network)
@@ -142,6 +142,14 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         what a network's weights file holds (kernelgen/network/weights.py). Layout padding the kernel never reads
         is zeros, so the same weights pack to the same bytes."""
         raise KernelgenError(f"the {self.name} target packs no weights")
+
+    # the generated files a compiler compiles (their banners carry source_note); headers take their includer's flags
+    source_suffix: ClassVar[str] = ".c"
+
+    def source_note(self, config: Config) -> str:
+        """What the banner of each compiled source (`source_suffix`) says of how it was compiled and validated, so a
+        source copied into another project without its build still says it: by default build_flags' line."""
+        return self.build_flags(config).banner_line()
 
     def build_flags(self, config: Config) -> BuildFlags:
         """The flags the config's generated C sources need in a user's build (none: nothing to compile, or any

@@ -20,7 +20,7 @@ from ..base import Job
 from ..gpu.api import OPENCL
 from ..gpu.dispatch import GpuDispatch, GpuTensor
 from ..gpu.program import GpuTarget
-from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files, network_note, network_program, pack_weights, \
+from .network import BUILD_OPTIONS, FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files, network_note, network_program, pack_weights, \
     refusal as network_refusal
 from .options import NAME, OpenCLModel, half_arithmetic
 from .plan import OpenCLPlan, plan_opencl
@@ -35,6 +35,11 @@ class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
     summary = "OpenCL C (pyopencl/PoCL): image2d textures or float8/16 buffers, one kernel per conv2d"
     files = (OutputFile(pattern="{name}.cl", template="opencl/kernels.cl.j2"),
              OutputFile(pattern="{name}.launch.json", template="opencl/launch.json.j2"))
+    source_suffix = ".cl"
+
+    def source_note(self, config: Config) -> str:
+        # the kernels' float results are held to numpy with IEEE rounding: a fast-math option would void that
+        return f'Build with clBuildProgram options "{BUILD_OPTIONS}" (as validated: IEEE float, no fast-math options).'
     # the kernels' statements (imported by kernels.cl.j2), and what `kernelgen build network.yaml` renders beside the
     # kernels (depfiles)
     includes = ("opencl/conv.cl.j2", *NETWORK_TEMPLATES)

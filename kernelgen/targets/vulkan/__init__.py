@@ -29,7 +29,7 @@ from .options import NAME, VulkanModel, vulkan_options
 from .plan import VulkanPlan, plan_vulkan
 from .program import VulkanProgram, compile_program, launches, stages
 from .sweep import static_estimate, sweep_variants, tile_variants
-from .toolchain import status
+from .toolchain import TARGET_ENV, status
 
 if TYPE_CHECKING:
     from ...network.manifest import Network
@@ -43,6 +43,10 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
     summary = "Vulkan GLSL 450 compute (glslangValidator -> SPIR-V, lavapipe): seed 002 tiles, vec4 channels"
     files = (OutputFile(pattern="{name}.comp", template=COMP_TEMPLATE),
              OutputFile(pattern="{name}.dispatch.txt", template="vulkan/dispatch.txt.j2"))
+    source_suffix = ".comp"
+
+    def source_note(self, config: Config) -> str:
+        return f"Compile each op with glslangValidator -V --target-env {TARGET_ENV} -DKG_OP=<op> (as validated)."
     options_model = VulkanModel
     stats_devices = ("rdna2", "adreno-7xx", "adreno-6xx", "mali-valhall")
 
