@@ -10,7 +10,8 @@ runners-up and why each lost.
 For a chain whose order is open (`schedule: auto`, `order: auto`) both loop orders compete,
 each with its own grid: under rows_outer the channel stripe changes neither traffic nor work,
 so k_split stays 1 and, when the config left k_block open, the channel block is halved until
-the filter cache fits (the widest that fits wins).
+the filter cache fits (the widest that fits wins), a block below one vector charged for its idle
+lanes (narrow_cost).
 """
 from __future__ import annotations
 
