@@ -86,6 +86,13 @@ CASES = {name: Case(*row[:5], targets="[c]", expect=row[5]) for name, row in {
                                                             "{out_channels: 6, kernel: 3, stride: 2, pad: 1}"],
                                            "NCHW", "NCHW", "{k_block: 4, order: rows_outer}",
                                            ["dense", "columns", "dense"]),
+    # a classifier tail as imported (NCHW, batch 2): after the pool, 1x1 convs on one pixel are dot products, the last
+    # with 40 channels in blocks of 16 (its third block's last 8 filter rows read as zeros)
+    "dot_products_after_global_pool": ([2, 3, 4, 24], ["{out_channels: 48, kernel: 1, bias: true, activation: relu6}",
+                                                       "global_avgpool: {}",
+                                                       "{out_channels: 64, kernel: 1, bias: true, activation: "
+                                                       "hardswish}", "{out_channels: 40, kernel: 1, bias: true}"],
+                                       "NCHW", "NCHW", "{k_block: 16}", ["dense", None, "dot", "dot"]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
     "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
@@ -108,8 +115,8 @@ def _job(name: str, c_options: str | None = None):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_micro_kernel_is_taken_where_it_fits(name):
     _, job = _job(name)
-    kinds = [None if t is None else "columns" if t.columns else "depthwise" if t.depthwise else "dense"
-             for t in job.target_plan.tiles]
+    kinds = [None if t is None else "columns" if t.columns else "depthwise" if t.depthwise else "dot" if t.dot
+             else "dense" for t in job.target_plan.tiles]
     assert kinds == CASES[name].expect
     text = job.files[f"{name}.c"]
     ops = len(kinds)
@@ -125,6 +132,8 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text  # pixel by pixel, channel vectors
     if "columns" in kinds:
         assert "KG_FMA(a0, w0_0, KG_" in text  # a filter tap broadcast against a vector of pixels
+    if "dot" in kinds:  # a vector of input channels against a filter row's, the filter cache not repacked
+        assert "KG_FMAV(a7, KG_LOAD(wk + 448 + rv * 8), xv);" in text and "filter_cache[fk * 64 + fc] = " in text
     planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
     assert ("acc[ki] += x * filter_cache" in text) == bool(planner_convs)  # the planner's scalar reduction
     assert ("#define KG_FMA" in text) == any(kinds)
@@ -160,7 +169,8 @@ def test_cflags_replace_the_default_flags(tmp_path):
 
 @requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
-                                  "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain"])
+                                  "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain",
+                                  "dot_products_after_global_pool"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
     """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
     config, job = _job(name)

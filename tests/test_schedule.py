@@ -251,3 +251,28 @@ def test_hvx_uint8_pipeline_uses_the_plan_buffers(repo):
     assert hp.ring_rows == 0
     ring = load_config(repo / "configs" / "hvx_seed000_3x3_u8_halo_reuse.yaml")
     assert (hvx_plan(ring, plan(ring)).ring_rows, hvx_plan(ring, plan(ring)).ring_step) == (20, 16)
+
+
+# MobileNetV2's features_2 as `kernelgen import` writes it (NCHW, schedule: auto, c): ranked by traffic alone the
+# search took k_block 4 (2% fewer bytes than 16), which runs the c micro-kernel on 4-float vectors.
+FEATURES_2 = """name: features_2
+input: {shape: [1, 112, 112, 16], layout: NCHW}
+ops:
+  - conv2d: {out_channels: 96, kernel: 1, bias: true, activation: relu6}
+  - conv2d: {out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, bias: true, activation: relu6}
+  - conv2d: {out_channels: 24, kernel: 1, bias: true}
+output: {layout: NCHW}
+schedule: auto
+targets: [c]
+"""
+
+
+def test_a_channel_block_below_a_vector_is_charged_for_its_idle_lanes():
+    from kernelgen.planner.search import narrow_cost
+    assert narrow_cost(4, 32, 10_000_000) == 2_000_000  # half the lanes idle: the FLOPs again, at 5 per byte
+    assert narrow_cost(8, 32, 10_000_000) == 0 and narrow_cost(4, 4, 10_000_000) == 0  # a vector; the config's own
+    chosen = plan(parse_config(FEATURES_2)).search.chosen
+    # a block of 4 given in the config is not charged: the search then finds 2% fewer bytes than it chose
+    given = plan(parse_config(FEATURES_2.replace("schedule: auto", "schedule: {budget: auto, order: rows_outer, "
+                                                                   "k_block: 4}"))).search.chosen
+    assert (chosen.k_block, chosen.traffic_bytes, given.traffic_bytes) == (16, 1_462_336, 1_429_952)

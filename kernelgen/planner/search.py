@@ -10,7 +10,8 @@ runners-up and why each lost.
 For a chain whose order is open (`schedule: auto`, `order: auto`) both loop orders compete,
 each with its own grid: under rows_outer the channel stripe changes neither traffic nor work,
 so k_split stays 1 and, when the config left k_block open, the channel block is halved until
-the filter cache fits (the widest that fits wins).
+the filter cache fits (the widest that fits wins), a block below one vector charged for its idle
+lanes (narrow_cost).
 """
 from __future__ import annotations
 
@@ -52,11 +53,12 @@ class Candidate:
 
 
 class Key(NamedTuple):
-    """A candidate as the search ranks it: the least traffic, then the least executed work, fewer input-channel
-    chunks (each rereads the partial sums), a wider channel block (rows_outer's only lever: more accumulators
-    per pixel), a taller row block (fewer halo rows recomputed), the smaller workspace, seed 000's order, the
-    smaller splits."""
+    """A candidate as the search ranks it: the least traffic (with a lowered channel block's slower compute added,
+    see narrow_cost), then the least executed work, fewer input-channel chunks (each rereads the partial sums), a
+    wider channel block (rows_outer's only lever: more accumulators per pixel), a taller row block (fewer halo rows
+    recomputed), the smaller workspace, seed 000's order, the smaller splits."""
 
+    cost: int  # traffic, plus narrow_cost
     traffic: int
     executed: int
     c: int
@@ -157,6 +159,23 @@ def _measure(config: Config, shape_list: list, budget: int | None = None) -> tup
 
 
 MIN_K_BLOCK = 4  # rows_outer's smallest channel block: fewer accumulators per pixel leave the FMA units idle
+# A channel block narrower than this leaves vector lanes idle: the c micro-kernel's dense tile keeps 8-float vectors
+# of output channels per pixel, and a block of 4 runs it on 4-float ones at half the width. Ranked by traffic alone,
+# MobileNetV2's features_2 (1x1 16->96 on 112x112, depthwise, 1x1 -> 24) took k_block 4 for 2% fewer bytes than 16,
+# and 7.5 against 4.1 ms of CPU (AVX-512 host, interleaved). A block of 8 (one vector) is not charged: ResNet18's
+# 7x7x512 pair at 8 in one stripe took 28 ms, at 16 in three stripes (filters read 4x over) 48.
+WIDE_K_BLOCK = 8
+# FLOPs one core runs in the time it moves a byte from memory (116.7 GFLOP/s FMA peak over a 22.9 GB/s triad,
+# targets/c's CPU_ROOFS): what turns the FLOPs a narrow block loses into bytes the traffic is ranked in.
+FLOPS_PER_BYTE = 5
+
+
+def narrow_cost(k_block: int, config_k_block: int, executed: int) -> int:
+    """The time a channel block the search lowered below WIDE_K_BLOCK loses to unused vector lanes, in bytes of
+    traffic: its executed FLOPs take WIDE_K_BLOCK / k_block times the full width's time, less that time."""
+    if k_block >= min(WIDE_K_BLOCK, config_k_block):
+        return 0
+    return executed * (WIDE_K_BLOCK // k_block - 1) // FLOPS_PER_BYTE
 
 
 def _k_blocks(config: Config, order: LoopOrder) -> list[int]:
@@ -236,7 +255,8 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                             trial = trial_config(k, h, w, c, order, kb, hb)
                             workspace, traffic, executed, count = _measure(trial, shape_list,
                                                                            None if report else s.budget)
-                            key = Key(traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
+                            cost = traffic + narrow_cost(kb, s.k_block, executed) if traffic >= 0 else traffic
+                            key = Key(cost, traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
                                       w, count)
                             if smallest is None or workspace < smallest.workspace:
                                 smallest = key
@@ -257,7 +277,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
     best = fits[0]
     chosen = _candidate(best, "chosen")
     runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP] if report)
-    better_but_big = sorted((c for c in too_big if c[:2] < best[:2] and report), key=lambda c: (c.workspace, c.traffic))
+    better_but_big = sorted((c for c in too_big if c[:3] < best[:3] and report), key=lambda c: (c.workspace, c.traffic))
     big = tuple(_candidate(c, f"needs {c.workspace} bytes, over the {s.budget}-byte budget")
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
@@ -280,7 +300,10 @@ def _candidate(key: Key, verdict: str) -> Candidate:
 
 
 def _why_lost(key: Key, best: Key) -> str:
-    if key.traffic > best.traffic:
+    if key.cost > best.cost and key.traffic <= best.traffic:
+        return (f"a channel block of {-key.neg_k_block}, narrower than {WIDE_K_BLOCK}: its idle vector lanes cost "
+                f"more than the {best.traffic - key.traffic} bytes it saves")
+    if key.traffic > best.traffic:  # (with a narrow winner: more than its lanes cost)
         return f"moves {key.traffic - best.traffic} more bytes"
     if key.executed > best.executed:
         return f"recomputes {key.executed - best.executed} more FLOPs"

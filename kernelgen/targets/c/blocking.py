@@ -46,8 +46,10 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         tiles.append(tile)
         op = plan.ops[j - 1]
         if tile is not None:
-            channels = GROUP if tile.columns else LANES * tile.groups if tile.depthwise else tile.width
-            kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else ""
+            channels = GROUP if tile.columns else LANES * tile.groups if tile.depthwise else \
+                tile.k_block if tile.dot else tile.width
+            kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else \
+                " (dot products: a matrix-vector product)" if tile.dot else ""
             notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")

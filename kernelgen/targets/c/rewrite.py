@@ -119,13 +119,15 @@ def unswitch(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
 
 def _repack(nodes: tuple[Node, ...], t: Tile, channels: int) -> tuple[Node, ...]:
     """The filter read with its store moved to the micro-kernel's layout: depthwise [tap][k], dense
-    [k / width][tap][c][k % width] (output channels innermost, unit stride)."""
+    [k / width][tap][c][k % width] (output channels innermost, unit stride), a dot tile's [k][c]."""
     out: list[Node] = []
     for node in nodes:
         if isinstance(node, Stmt) and node.code.startswith("filter_cache["):
             value = node.code[node.code.index("] = ") + 4:]
             kw = t.kernel[1]
-            if t.depthwise:
+            if t.dot:  # the planner's own order: each output channel's row of input channels
+                index = f"fk * {t.reduce} + fc"
+            elif t.depthwise:
                 index = f"(fh * {kw} + fw) * {channels} + fk"
             else:
                 index = (f"(fk / {t.width}) * {t.kernel[0] * kw * t.reduce * t.width} + ((fh * {kw} + fw) * "

@@ -10,7 +10,7 @@ import kernelgen.expr as E
 from ...config import Config
 from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
 from ...planner.geometry import reduction_channels, temp_names, unproven
-from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
+from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
                           Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable)
 
 
@@ -152,10 +152,21 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                      E.mul(geo.col_start[j - 1], -1))
     if loaded is not None:
         count = loaded
+    dot = _dot_product(op, src, reduce, shape_list[j], s) and not depthwise
     return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
                 stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *temp_names(len(cfg.ops))])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
-                vector_channels=vector_channels, direct=found, live_vectors=live), ""
+                vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot), ""
+
+
+def _dot_product(op, src, reduce: int, out_shape, s) -> bool:
+    """Whether a dense op runs as dot products (microkernel.DOT_ROWS): a 1x1 conv whose output is one pixel, over
+    input channels that are consecutive elements, whole vectors of them, in channel blocks of whole DOT_ROWS."""
+    if op.kernel != (1, 1) or tuple(out_shape[1:3]) != (1, 1) or reduce % LANES or s.k_block % DOT_ROWS or s.c_block:
+        return False
+    bounds = {"c": (0, reduce - 1)}
+    offset = src.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}, bounds)
+    return all(E.evaluate(offset, {"c": c}) == c for c in range(reduce))
