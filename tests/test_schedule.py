@@ -256,7 +256,7 @@ def test_hvx_uint8_pipeline_uses_the_plan_buffers(repo):
 # MobileNetV2's features_2 as `kernelgen import` writes it (NCHW, schedule: auto, c): ranked by traffic alone the
 # search took k_block 4 (2% fewer bytes than 16), which runs the c micro-kernel on 4-float vectors.
 FEATURES_2 = """name: features_2
-input: {shape: [1, 112, 112, 16], layout: NCHW}
+input: {shape: [1, 16, 112, 112], layout: NCHW}
 ops:
   - conv2d: {out_channels: 96, kernel: 1, bias: true, activation: relu6}
   - conv2d: {out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96, bias: true, activation: relu6}

@@ -12,7 +12,7 @@ from kernelgen.targets.vulkan.plan import plan_vulkan
 # A MobileNetV2-like chain that ends small: 1x1 expand at 28x28, a stride-2 depthwise 3x3 down to 14x14, a 1x1
 # project, then a 3x3 stride-2 conv down to 7x7 with 8 channels (the small last op that used to size every tile).
 CHAIN = """name: chain
-input: {{shape: [1, 28, 28, 16], layout: NCHW}}
+input: {{shape: [1, 16, 28, 28], layout: NCHW}}
 ops:
   - conv2d: {{out_channels: 96, kernel: 1}}
   - conv2d: {{out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96}}

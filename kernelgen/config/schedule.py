@@ -5,7 +5,7 @@ these with its checker (problem reporting, the model, the catalog of targets: th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,8 +90,9 @@ class Schedule:
     order_ignored_by: tuple[str, ...] = ()
     k_block_open: bool = False
     h_block_open: bool = False  # the same for h_block (no h_block given, no row block in the output layout)
-    # which schedule this is and why, for the plan report: "explicit (x.yaml:7)", "auto (no schedule given: ...)"
-    origin: str = ""
+    # which schedule this is and why, for the plan report: "explicit (x.yaml:7)", "auto (no schedule given: ...)";
+    # not part of the schedule's identity (it names the file), as Config.file is not the config's
+    origin: str = field(default="", compare=False)
 
 
 def schedule_kind(checker: Any) -> tuple[str, str]:
