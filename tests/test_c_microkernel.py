@@ -142,7 +142,11 @@ def test_micro_kernels_match_numpy(name):
 def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
     config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
     text = job.files["inverted_residual_hardswish_chain.c"]
-    assert text.count("#pragma omp parallel for num_threads(2) schedule(static)") == 3
+    # one team per call (team.py), not a region per row loop: the three convs' row loops are split inside it
+    assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_threads)" in text
+    assert text.count("#pragma omp for schedule(static)") == 3
+    assert "static int kg_threads = 2;" in text and "void inverted_residual_hardswish_chain_set_threads(int threads);" \
+        in job.files["inverted_residual_hardswish_chain.h"]
     assert "-fopenmp" in C().compile(job, tmp_path).flags
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
