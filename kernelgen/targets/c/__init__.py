@@ -155,6 +155,7 @@ class C(Target[CKernel, CLibrary]):
                       "threads": target_plan.threads}}
 
     network_file_names = NETWORK_FILES
+    program_timers = True
 
     def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]], weights: WeightsPlan
                       ) -> dict[str, str]:
