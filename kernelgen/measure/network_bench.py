@@ -16,6 +16,7 @@ import numpy as np
 
 from ..network import execute
 from ..network.manifest import Network
+from ..network.program import why_no_program
 from .bench import bench
 from .primitives import Job, Primitives
 from .program_bench import ProgramBench, bench_program
@@ -53,12 +54,12 @@ class NetworkTimes:
 
 def bench_network(target: Primitives, network: Network, jobs: Mapping[str, Job], repeat: int, *, threads: int = 1,
                   rounds: int = 5) -> NetworkTimes:
-    """Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
+    """The program end to end when there is one (a network with host steps has none: step by step then). Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
     A kernel measured by counters instead of a clock (hvx under QEMU: packets) is shown by them, its share among
     the counted kernels; the network's time is then the host steps' alone. `jobs`: each kernel step's job, by its
     config's name (api plans and builds them, for `threads` where the target takes threads)."""
     feeds = execute.network_input(network, 0)
-    if getattr(target, "program_timers", False):
+    if getattr(target, "program_timers", False) and not why_no_program(network):
         return _program_times(target, network, jobs, feeds, repeat=repeat, threads=threads, rounds=rounds)
     expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
     rows: list[StepTime] = []
