@@ -152,6 +152,23 @@ def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
+# each stripe schedule with one team per call (team.py): partial sums over chunks, a halo ring, a double buffer,
+# rows outer, a pool between convs, a first conv reading the input itself
+TEAM_SCHEDULES = ("c_split_chunks_partial_sums", "halo_reuse_chain", "double_buffer_w_split", "rows_outer_chain",
+                  "chain_through_maxpool", "depthwise_direct_batch2_w_split")
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TEAM_SCHEDULES)
+def test_one_team_per_call_matches_numpy_on_every_stripe_schedule(name):
+    config, job = _job(name, "{threads: 2}")
+    text = job.files[f"{name}.c"]
+    assert text.count("#pragma omp parallel") == 1 and text.count("#pragma omp for schedule(static)") >= 1
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
 @requires_tool(*toolchain("c"))
 def test_cflags_replace_the_default_flags(tmp_path):
     config, job = _job("dense_3x3_width13_k16", "{cflags: [-O1, -fno-tree-vectorize]}")

@@ -72,6 +72,31 @@ def bench_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds:
                   workdir: Path, *, threads: int, rounds: int, repeat: int) -> ProgramBench:
     """The program built in `workdir` and timed `rounds` times against onnxruntime (see the module's text). `jobs`
     are built for `threads` already (their configs' c: {threads}), so the program's default is that."""
+    program = build_timed_program(network, target, jobs, workdir)
+    (source,), (sink,) = network.inputs, network.outputs
+    given = np.ascontiguousarray(feeds[source], network.tensors[source].dtype)
+    np.save(workdir / "input.npy", given)
+    session, version = onnxruntime_session(network, threads)
+    command = [str(program), "--threads", str(threads), "--repeat", str(repeat), str(workdir / "input.npy"),
+               str(workdir / "output.npy")]
+    results, names, expected = [], (), None
+    for _ in range(rounds):
+        steps, cpu, wall, names = program_round(command, network.name)
+        outputs, ort_cpu, ort_wall = onnxruntime_round(session, {source: given}, repeat)
+        expected = outputs[sink]
+        results.append(Round(program_cpu=cpu, program_wall=wall, onnxruntime_cpu=ort_cpu, onnxruntime_wall=ort_wall,
+                             steps=steps))
+    got = np.load(workdir / "output.npy").astype(np.float64)
+    reference = np.asarray(expected, np.float64).reshape(got.shape)
+    max_abs = float(np.max(np.abs(got - reference)))
+    largest = float(np.max(np.abs(reference))) or 1.0
+    return ProgramBench(network=network.name, threads=threads, repeat=repeat, rounds=tuple(results), step_names=names,
+                        max_abs=max_abs, relative=max_abs / largest, onnxruntime=version)
+
+
+def build_timed_program(network: Network, target: Any, jobs: Mapping[str, Job], workdir: Path) -> Path:
+    """The program `kernelgen build` writes, made in `workdir` with its Makefile, the kernels' flags and
+    -DKG_TIMERS: its path."""
     made = build_network(network, target, jobs)
     if not made.program:
         raise KernelgenError(f"{network.name}: no program to time on {target.name} ({made.why})")
@@ -89,28 +114,11 @@ def bench_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds:
                           text=True, timeout=MAKE_SECONDS)
     if done.returncode != 0:
         raise KernelgenError(f"{network.name}: make failed: {(done.stderr or done.stdout).strip()[-2000:]}")
-    (source,), (sink,) = network.inputs, network.outputs
-    given = np.ascontiguousarray(feeds[source], network.tensors[source].dtype)
-    np.save(workdir / "input.npy", given)
-    session, version = _onnxruntime(network, threads)
-    command = [str(folder / f"{network.name}_run"), "--threads", str(threads), "--repeat", str(repeat),
-               str(workdir / "input.npy"), str(workdir / "output.npy")]
-    results, names, expected = [], (), None
-    for _ in range(rounds):
-        steps, cpu, wall, names = _program_round(command, network.name)
-        outputs, ort_cpu, ort_wall = _onnxruntime_round(session, {source: given}, repeat)
-        expected = outputs[sink]
-        results.append(Round(program_cpu=cpu, program_wall=wall, onnxruntime_cpu=ort_cpu, onnxruntime_wall=ort_wall,
-                             steps=steps))
-    got = np.load(workdir / "output.npy").astype(np.float64)
-    reference = np.asarray(expected, np.float64).reshape(got.shape)
-    max_abs = float(np.max(np.abs(got - reference)))
-    largest = float(np.max(np.abs(reference))) or 1.0
-    return ProgramBench(network=network.name, threads=threads, repeat=repeat, rounds=tuple(results), step_names=names,
-                        max_abs=max_abs, relative=max_abs / largest, onnxruntime=version)
+    return folder / f"{network.name}_run"
 
 
-def _program_round(command: list[str], net: str) -> tuple[tuple[float, ...], float, float, tuple[str, ...]]:
+def program_round(command: list[str], net: str) -> tuple[tuple[float, ...], float, float, tuple[str, ...]]:
+    """One run of the program: each step's median time, the CPU and wall medians per inference, the step names."""
     done = subprocess.run(command, capture_output=True, text=True, timeout=MAKE_SECONDS)
     if done.returncode != 0:
         raise KernelgenError(f"{net}_run failed ({done.returncode}): {done.stderr.strip()[-1000:]}")
@@ -128,7 +136,7 @@ def _program_round(command: list[str], net: str) -> tuple[tuple[float, ...], flo
     return tuple(steps), cpu, wall, tuple(names)
 
 
-def _onnxruntime(network: Network, threads: int):
+def onnxruntime_session(network: Network, threads: int):
     import onnxruntime
 
     from ..onnx import subgraph
@@ -143,7 +151,7 @@ def _onnxruntime(network: Network, threads: int):
     return session, f"onnxruntime {onnxruntime.__version__} (CPU, {threads} thread{'s' if threads > 1 else ''}{spinning})"
 
 
-def _onnxruntime_round(session, feeds: dict[str, np.ndarray], repeat: int
+def onnxruntime_round(session, feeds: dict[str, np.ndarray], repeat: int
                        ) -> tuple[dict[str, np.ndarray], float, float]:
     from ..onnx import subgraph
 
