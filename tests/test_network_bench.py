@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import kernelgen
 from kernelgen.cli import main
 from kernelgen.measure.program_run import PROGRAM_AGREEMENT
+from kernelgen.targets.c import team
 
 from builders import toolchain
 from conftest import requires_tool
@@ -81,10 +82,11 @@ def test_bench_with_two_threads_builds_teams_and_turns_onnxruntimes_spinning_off
 
 
 @requires_tool(*toolchain("c"))
-def test_the_program_takes_threads_at_run_time_and_waits_passively(tmp_path):
+def test_the_program_takes_threads_at_run_time_and_waits_passively(tmp_path, monkeypatch):
     """A network whose configs run 2 threads: each kernel with a micro-kernel has one parallel region and a setter,
     network.c's <net>_set_threads calls them all, --threads 1 and 2 give the same output (each row is summed by
     one thread either way: bit-exact), and a bad count is a usage error."""
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)  # small kernels: teams whatever they cost
     manifest = _import(tmp_path, threads=2)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["build", str(manifest), "-o", str(out)])

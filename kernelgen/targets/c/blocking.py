@@ -21,7 +21,8 @@ from ...planner import compose_stripes, fitted_config
 from .microkernel import GROUP, LANES, Tile
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
-from .team import one_team
+from . import team
+from .team import barriers, one_team, solo
 from .tiles import op_tile, reads_input
 
 
@@ -80,6 +81,14 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         unused += ("(void)input_cache; /* the first conv reads the input directly */",)
     stripes = compose_stripes(rewritten)
     teamed = one_team(stripes)
+    meetings = barriers(teamed) if teamed is not stripes else 0
+    if meetings and plan.executed_flops < team.MIN_WORK_PER_BARRIER * meetings:
+        notes.append(f"one thread: {plan.executed_flops // meetings:,} FLOPs between the {meetings:,} barriers a team "
+                     f"would meet (a team pays from {team.MIN_WORK_PER_BARRIER:,})")
+        teamed = stripes = solo(stripes)
+    elif meetings:
+        notes.append(f"one OpenMP team per call: {meetings:,} barriers, {plan.executed_flops // meetings:,} FLOPs "
+                     f"between them")
     kernel = replace(plan.kernel, body=(*teamed, *rest), prologue=plan.kernel.prologue + unused,
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
     return CKernel(kernel=kernel, threads=threads if teamed is not stripes else 1, tiles=tuple(tiles),

@@ -17,6 +17,10 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
 
+# The least work (executed FLOPs) a kernel does per meeting of its threads for a team to pay: a barrier where a
+# thread waits asleep (passive) costs ~6 us of CPU on a 2-core VM (MobileNetV2, 2 threads: 5,800 barriers an
+# inference added 33 ms of CPU to 34); 1 MFLOP is ~50 us of one core's work. Below it the kernel runs one thread.
+MIN_WORK_PER_BARRIER = 1_000_000
 SHARED_FOR = "#pragma omp for schedule(static)"  # what rewrite.py puts before a conv's row loop (oh)
 _DIRECTIVE = ("#ifdef _OPENMP", "#endif", SHARED_FOR)
 # a statement that only declares a local from its initializer: every thread may run it (its copy is its own)
@@ -82,3 +86,26 @@ def _on_master(serial: list[Node]) -> list[Node]:
         return []
     return [*_openmp("#pragma omp master"), Block(label="the master thread", body=tuple(serial)),
             *_openmp("#pragma omp barrier")]
+
+
+def barriers(nodes: tuple[Node, ...], times: int = 1) -> int:
+    """How many times a call's threads meet (the end of each `omp for` and each master block): what a team costs."""
+    count = 0
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in (SHARED_FOR, "#pragma omp barrier"):
+            count += times
+        elif isinstance(node, Loop):
+            count += barriers(node.body, times * node.extent)
+        elif isinstance(node, (Guard, Block, Section)):
+            count += barriers(node.body, times)
+    return count
+
+
+def solo(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`nodes` without the shared-rows markers: one thread runs them all."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in _DIRECTIVE:
+            continue
+        out.append(replace(node, body=solo(node.body)) if isinstance(node, (Loop, Guard, Block, Section)) else node)
+    return tuple(out)
