@@ -36,7 +36,16 @@ NETWORKS = ("mobilenet_v3_small", "mobilenet_v2", "resnet18")
 
 # Run in the ExecuTorch venv: torchvision's model as /work/models/export.py makes it, exported and lowered to XNNPACK.
 EXPORT = r'''
-import sys, torch, torchvision
+import subprocess, sys, torch
+# torchvision from PyPI beside a CPU torch lacks its compiled ops (its import fails on torchvision::nms): placeholder
+# schemas let the classification models load, none of those ops being used (as /work/models/export.py does)
+if subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True).returncode != 0:
+    library = torch.library.Library("torchvision", "DEF")
+    for op in ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align", "_ps_roi_align_backward",
+               "roi_pool", "_roi_pool_backward", "ps_roi_pool", "_ps_roi_pool_backward", "deform_conv2d",
+               "_deform_conv2d_backward"):
+        library.define(f"{op}(Tensor x) -> Tensor")
+import torchvision
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir import to_edge_transform_and_lower
 model, path = sys.argv[1], sys.argv[2]
@@ -139,7 +148,7 @@ def one_network(name: str, args: argparse.Namespace, work: Path) -> dict:
                 pool = timed["pool"]
     reference = outputs[sink].astype(np.float64)
     row = {"network": name, "threads": args.threads, "rounds": args.rounds, "repeat": args.repeat,
-           "onnxruntime": version, "executorch": f"XNNPACK, {pool}" if pool else f"not run: {why}"}
+           "onnxruntime_version": version, "executorch_version": f"XNNPACK, {pool}" if pool else f"not run: {why}"}
     for peer, times in rounds.items():
         if not times:
             continue
@@ -152,9 +161,8 @@ def one_network(name: str, args: argparse.Namespace, work: Path) -> dict:
 
 
 def print_row(row: dict) -> None:
-    base = row["onnxruntime"]
     print(f"{row['network']} ({row['threads']} thread(s), {row['rounds']} rounds of {row['repeat']}); "
-          f"onnxruntime: {base}; executorch: {row['executorch']}")
+          f"{row['onnxruntime_version']}; executorch: {row['executorch_version']}")
     for peer in ("onnxruntime", "executorch", "kernelgen"):
         if peer in row:
             r, o = row[peer], row["onnxruntime"]
