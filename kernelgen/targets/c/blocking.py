@@ -21,8 +21,7 @@ from ...planner import compose_stripes, fitted_config
 from .microkernel import GROUP, LANES, Tile
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
-from . import team
-from .team import barriers, one_team, solo
+from .team import barriers, one_team, pays, solo
 from .tiles import op_tile, reads_input
 
 
@@ -82,9 +81,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     stripes = compose_stripes(rewritten)
     teamed = one_team(stripes)
     meetings = barriers(teamed) if teamed is not stripes else 0
-    if meetings and plan.executed_flops < team.MIN_WORK_PER_BARRIER * meetings:
+    if meetings and not pays(plan.executed_flops, meetings):
         notes.append(f"one thread: {plan.executed_flops // meetings:,} FLOPs between the {meetings:,} barriers a team "
-                     f"would meet (a team pays from {team.MIN_WORK_PER_BARRIER:,})")
+                     f"would meet (too few for a team to pay)")
         teamed = stripes = solo(stripes)
     elif meetings:
         notes.append(f"one OpenMP team per call: {meetings:,} barriers, {plan.executed_flops // meetings:,} FLOPs "

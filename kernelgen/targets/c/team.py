@@ -88,6 +88,11 @@ def _on_master(serial: list[Node]) -> list[Node]:
             *_openmp("#pragma omp barrier")]
 
 
+def pays(work: int, meetings: int) -> bool:
+    """Whether a team pays for a call of `work` FLOPs whose threads meet `meetings` times."""
+    return work >= MIN_WORK_PER_BARRIER * meetings
+
+
 def barriers(nodes: tuple[Node, ...], times: int = 1) -> int:
     """How many times a call's threads meet (the end of each `omp for` and each master block): what a team costs."""
     count = 0
