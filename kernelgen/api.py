@@ -388,19 +388,25 @@ def validate_network(network: Network, target: str, seed: int | None = None) -> 
     return NetworkValidation(chosen, network, _network_jobs(chosen, network), _seed(seed))
 
 
-def bench_network(network: Network, target: str, repeat: int = 5) -> NetworkTimes:
-    """Each step of a network timed on `target` (kernels by the target's timer, host steps in onnxruntime) and the
-    whole model in onnxruntime beside it (kernelgen/measure/network_bench.py)."""
+def bench_network(network: Network, target: str, repeat: int = 5, threads: int = 1, rounds: int = 5) -> NetworkTimes:
+    """A network timed on `target` against onnxruntime: the c program end to end, round by round, with `threads`;
+    else step by step (kernelgen/measure/network_bench.py)."""
     from .measure.network_bench import bench_network as _bench_network
 
     chosen = TARGETS[network_targets(network, (target,))[0]]
-    return _bench_network(chosen, network, _network_jobs(chosen, network), repeat)
+    return _bench_network(chosen, network, _network_jobs(chosen, network, threads), repeat, threads=threads,
+                          rounds=rounds)
 
 
-def _network_jobs(target: Target, network: Network) -> dict[str, Job]:
+def _network_jobs(target: Target, network: Network, threads: int = 0) -> dict[str, Job]:
     """Each kernel step's config planned and built for `target`, once, by the config's name: what the network's
-    run and bench loops (kernelgen/measure) take, as the kernel loops take one job."""
-    return {step.config.name: target.build(step.config, plan(step.config)) for step in network.kernels}
+    run and bench loops (kernelgen/measure) take, as the kernel loops take one job. `threads` (0: the configs')
+    replaces each config's where the target's options take threads (c)."""
+    configs = [s.config for s in network.kernels]
+    if threads and "threads" in getattr(type(configs[0].options.get(target.name)), "model_fields", {}):
+        configs = [with_options(c, target.name, c.options[target.name].model_copy(update={"threads": threads}))
+                   for c in configs]
+    return {config.name: target.build(config, plan(config)) for config in configs}
 
 
 def network_targets(network: Network, override: tuple[str, ...] = ()) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets.c import C
 from kernelgen.targets.c.microkernel import PREFETCH_TILES, column_step
 from kernelgen.targets.c.toolchain import Library, build_shared
+from kernelgen.targets.c import team
 
 # name: (input shape, ops, input layout, output layout, schedule, micro-kernel per op: dense / depthwise / None)
 CASES = {name: Case(*row[:5], targets="[c]", expect=row[5]) for name, row in {
@@ -148,13 +149,45 @@ def test_micro_kernels_match_numpy(name):
 
 
 @requires_tool(*toolchain("c"))
-def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path):
+def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path, monkeypatch):
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)  # a small kernel: a team whatever it costs
     config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
     text = job.files["inverted_residual_hardswish_chain.c"]
-    assert text.count("#pragma omp parallel for num_threads(2) schedule(static)") == 3
+    # one team per call (team.py), not a region per row loop: the three convs' row loops are split inside it
+    assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_threads)" in text
+    assert text.count("#pragma omp for schedule(static)") == 3
+    assert "static int kg_threads = 2;" in text and "void inverted_residual_hardswish_chain_set_threads(int threads);" \
+        in job.files["inverted_residual_hardswish_chain.h"]
     assert "-fopenmp" in C().compile(job, tmp_path).flags
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+# each stripe schedule with one team per call (team.py): partial sums over chunks, a halo ring, a double buffer,
+# rows outer, a pool between convs, a first conv reading the input itself
+TEAM_SCHEDULES = ("c_split_chunks_partial_sums", "halo_reuse_chain", "double_buffer_w_split", "rows_outer_chain",
+                  "chain_through_maxpool", "depthwise_direct_batch2_w_split")
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TEAM_SCHEDULES)
+def test_one_team_per_call_matches_numpy_on_every_stripe_schedule(name, monkeypatch):
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
+    config, job = _job(name, "{threads: 2}")
+    text = job.files[f"{name}.c"]
+    assert text.count("#pragma omp parallel") == 1 and text.count("#pragma omp for schedule(static)") >= 1
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+def test_a_kernel_with_little_work_between_barriers_runs_one_thread():
+    """Below MIN_WORK_PER_BARRIER FLOPs per meeting of the threads, no team: the row loops are plain, no setter,
+    and a note says why (a barrier costs about as much CPU as such a kernel computes between two)."""
+    config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
+    text = job.files["inverted_residual_hardswish_chain.c"]
+    assert "#pragma omp" not in text and "kg_threads" not in text and job.target_plan.threads == 1
+    assert any(n.startswith("one thread: ") and "barriers a team would meet" in n for n in job.target_plan.notes)
 
 
 @requires_tool(*toolchain("c"))

@@ -43,12 +43,16 @@ def _chart_path(ctx: click.Context, param: click.Parameter, value: str | None) -
               help="Also draw the results (format by the extension; needs matplotlib, kernelgen[plot]): a roofline "
                    "of the configs' kernels; for a network, its kernels' roofline and a bar chart of the time each "
                    "step takes.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="For a network on c: the threads of its program and of onnxruntime beside it.")
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(min=1),
+              help="For a network on c: rounds of --repeat inferences, the program's then onnxruntime's.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (one row per kernel) instead of text.")
 @json_option
 @handle_errors
 def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int, sweep: bool,
                   output: str | None, variant_timeout: float | None, run_on: str | None, plot: str | None,
-                  as_csv: bool, as_json: bool) -> None:
+                  threads: int, rounds: int, as_csv: bool, as_json: bool) -> None:
     """Time generated kernels on this machine's toolchains: GFLOP/s, and GB/s counting each tensor once.
 
     \b
@@ -63,7 +67,7 @@ def bench_command(configs: tuple[str, ...], targets: tuple[str, ...], device: st
     if manifests_in(configs):
         if not as_json:
             click.echo(host_line(targets or ("c",)))
-        return bench_networks(configs, targets, device, repeat, as_json, plot)
+        return bench_networks(configs, targets, device, repeat, as_json, plot, threads, rounds)
     options = BenchOptions(repeat=repeat, sweep=sweep, device=run_on)
     work = [(t, job) for c in load_all(configs, targets, device) for t, job in jobs(c, targets).items()]
     rows: list[BenchRow] = []

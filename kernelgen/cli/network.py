@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from ..files import write_if_changed
 from ..measure.network_bench import NetworkTimes
 from ..measure.network_run import step_status
+from ..measure.program_run import PROGRAM_AGREEMENT
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
 from .common import handle_errors, number
@@ -155,13 +156,13 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
 # ---------------------------------------------------------------- bench
 
 def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str | None, repeat: int,
-                   as_json: bool, plot: str | None = None) -> None:
+                   as_json: bool, plot: str | None = None, threads: int = 1, rounds: int = 5) -> None:
     """Each network on each target; with `plot` its chart (one network on one target: that file; several: the file
     name with -<network>-<target> before the extension)."""
     runs = [(network, target) for network in load_networks(paths, device, model=True)
             for target in network_targets(network, targets)]
     for network, target in runs:
-        times = _bench_one(network, target, repeat, as_json)
+        times = _bench_one(network, target, repeat, as_json, threads, rounds)
         if plot:
             path = Path(plot) if len(runs) == 1 else Path(plot).with_name(
                 f"{Path(plot).stem}-{network.name}-{target}{Path(plot).suffix}")
@@ -169,10 +170,14 @@ def bench_networks(paths: tuple[str, ...], targets: tuple[str, ...], device: str
             click.echo(f"chart: {path} (the kernels' roofline and each step's time)", err=True)
 
 
-def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> NetworkTimes:
+def _bench_one(network: Network, target: str, repeat: int, as_json: bool, threads: int = 1, rounds: int = 5
+               ) -> NetworkTimes:
     """Each step's time and share (measure/network_bench.py): a kernel measured by counters instead of a clock (hvx
-    under QEMU: packets) is shown by them, and the network's time is then the host steps' alone and says so."""
-    times = bench_network(network, target, repeat)
+    under QEMU: packets) is shown by them, and the network's time is then the host steps' alone and says so. A
+    target whose program is timed end to end (c) gets that against onnxruntime, round by round."""
+    times = bench_network(network, target, repeat, threads, rounds)
+    if times.program is not None:
+        return _program_report(times, as_json)
     packets = times.packets
     if as_json:
         click.echo(json.dumps({"network": network.name, "target": target, "seconds": number(times.seconds),
@@ -196,6 +201,41 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool) -> Net
     counted = f" (host steps; the kernels: {packets:,.0f} packets counted by the simulator)" if packets else ""
     click.echo(f"  whole network: {total * 1e3:.2f} ms{counted}; onnxruntime {times.onnxruntime} on the same model: "
                f"{reference * 1e3:.2f} ms" + (f" ({total / reference:.2f}x)" if not packets else ""))
+    return times
+
+
+def _program_report(times: NetworkTimes, as_json: bool) -> NetworkTimes:
+    timed = times.program
+    fields = ("program_cpu", "program_wall", "onnxruntime_cpu", "onnxruntime_wall")
+    medians = {f: timed.median(f) for f in fields}
+    ratio_cpu = medians["program_cpu"] / medians["onnxruntime_cpu"]
+    ratio_wall = medians["program_wall"] / medians["onnxruntime_wall"]
+    agreement = (f"output within {timed.relative:.2e} of onnxruntime's largest magnitude "
+                 f"({'pass' if timed.agrees else 'FAIL'}: limit {PROGRAM_AGREEMENT:g})")
+    if as_json:
+        click.echo(json.dumps({
+            "network": times.network, "target": times.target, "threads": timed.threads, "rounds": len(timed.rounds),
+            "inferences_per_round": timed.repeat, "onnxruntime": timed.onnxruntime,
+            **{f"{f}_seconds": number(v) for f, v in medians.items()},
+            "cpu_ratio": number(ratio_cpu), "wall_ratio": number(ratio_wall),
+            "max_abs": number(timed.max_abs), "relative": number(timed.relative), "agrees": timed.agrees,
+            "rounds_seconds": [{f: number(getattr(r, f)) for f in fields} for r in timed.rounds],
+            "steps": [{**asdict(r), "seconds": number(r.seconds), "share": number(r.share)} for r in times.steps]},
+            indent=2))
+        return times
+    click.echo(f"network {times.network} on {times.target}: its program end to end, {timed.threads} thread"
+               f"{'s' if timed.threads > 1 else ''}, {len(timed.rounds)} rounds of {timed.repeat} inferences "
+               f"interleaved with {timed.onnxruntime}")
+    for r in times.steps:
+        rates = f"{r.flops / r.seconds / 1e9:7.2f} GFLOP/s" if r.kind == "kernel" and r.seconds > 0 else ""
+        click.echo(f"  [{r.step + 1:>3}] {r.name:<52} {r.seconds * 1e3:9.3f} ms {r.share:6.1%}  {rates}")
+    click.echo(f"  per inference (medians):  kernelgen CPU {medians['program_cpu'] * 1e3:8.2f} ms  wall "
+               f"{medians['program_wall'] * 1e3:8.2f} ms")
+    click.echo(f"                            onnxruntime CPU {medians['onnxruntime_cpu'] * 1e3:6.2f} ms  wall "
+               f"{medians['onnxruntime_wall'] * 1e3:8.2f} ms")
+    click.echo(f"  kernelgen / onnxruntime: CPU {ratio_cpu:.2f}x, wall {ratio_wall:.2f}x; {agreement}")
+    if not timed.agrees:
+        sys.exit(1)
     return times
 
 

@@ -1,19 +1,25 @@
-"""A network timed step by step on one target, beside the kernel bench loop (bench.py): each kernel by the
-target's own timer, each host step in onnxruntime (median of the repeats), the whole model in onnxruntime on this
-host's CPU for scale, and each step's share. Nothing here prints."""
+"""A network timed on one target. A target whose program runs here with clocks inside it (c: program_timers) is
+timed end to end, the program against onnxruntime round by round (program_bench.py), each step by the program's
+own clocks. Otherwise step by step, beside the kernel bench loop (bench.py): each kernel by the target's own timer
+or counters (hvx under QEMU: packets), each host step in onnxruntime (median of the repeats), the whole model in
+onnxruntime on this host's CPU for scale. Each step's share either way. Nothing here prints."""
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from ..network import execute
 from ..network.manifest import Network
+from ..network.program import why_no_program
 from .bench import bench
 from .primitives import Job, Primitives
+from .program_bench import ProgramBench, bench_program
 from .records import BenchOptions
 
 
@@ -43,14 +49,18 @@ class NetworkTimes:
     packets: float  # the counted kernels' packets together (0: every step had a clock)
     onnxruntime_seconds: float  # the whole model in onnxruntime, one thread
     onnxruntime: str  # its version and where it ran
+    program: ProgramBench | None = None  # the program end to end against onnxruntime (then `steps` are its clocks)
 
 
-def bench_network(target: Primitives, network: Network, jobs: Mapping[str, Job], repeat: int) -> NetworkTimes:
-    """Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
+def bench_network(target: Primitives, network: Network, jobs: Mapping[str, Job], repeat: int, *, threads: int = 1,
+                  rounds: int = 5) -> NetworkTimes:
+    """The program end to end when there is one (a network with host steps has none: step by step then). Each step timed (a kernel by the target's own timer, a host step in onnxruntime), its share of the whole.
     A kernel measured by counters instead of a clock (hvx under QEMU: packets) is shown by them, its share among
     the counted kernels; the network's time is then the host steps' alone. `jobs`: each kernel step's job, by its
-    config's name (api plans and builds them)."""
+    config's name (api plans and builds them, for `threads` where the target takes threads)."""
     feeds = execute.network_input(network, 0)
+    if getattr(target, "program_timers", False) and not why_no_program(network):
+        return _program_times(target, network, jobs, feeds, repeat=repeat, threads=threads, rounds=rounds)
     expected = execute.reference(network, feeds)  # each host step timed on the model's own tensors
     rows: list[StepTime] = []
     for step in network.steps:
@@ -95,3 +105,21 @@ def _onnxruntime_time(network: Network, feeds: dict[str, np.ndarray], repeat: in
         subgraph.run(session, feeds)
         times.append(time.perf_counter() - start)
     return statistics.median(times), f"{onnxruntime.__version__} (CPU, 1 thread)"
+
+
+def _program_times(target: Primitives, network: Network, jobs: Mapping[str, Job], feeds: dict[str, np.ndarray], *,
+                   repeat: int, threads: int, rounds: int) -> NetworkTimes:
+    with tempfile.TemporaryDirectory(prefix="kernelgen-bench-") as workdir:
+        timed = bench_program(network, target, jobs, feeds, Path(workdir), threads=threads, rounds=rounds,
+                              repeat=repeat)
+    seconds = timed.step_seconds()
+    total = sum(seconds) or 1.0
+    rows = []
+    for step, spent in zip(network.steps, seconds):
+        job = jobs[step.config.name] if step.config is not None else None
+        rows.append(StepTime(step=step.index, kind="kernel" if job else "host", name=step.label, seconds=spent,
+                             flops=job.plan.flops if job else 0, executed_flops=job.plan.executed_flops if job else 0,
+                             bytes=job.plan.traffic.total if job else 0, packets=None, share=spent / total))
+    return NetworkTimes(network=network.name, target=target.name, steps=tuple(rows), seconds=timed.median("program_wall"),
+                        packets=0.0, onnxruntime_seconds=timed.median("onnxruntime_wall"), onnxruntime=timed.onnxruntime,
+                        program=timed)

@@ -111,6 +111,8 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
 
     # the names of the files network_files writes (build --list-outputs lists them without planning a network)
     network_file_names: ClassVar[tuple[str, ...]] = ()
+    # its network program runs on this host and, built with -DKG_TIMERS, prints each step's time: bench times it
+    program_timers: ClassVar[bool] = False
 
     def network_files(self, network: Network, jobs: Mapping[str, Job[TargetPlan]], weights: WeightsPlan
                       ) -> dict[str, str]:

@@ -151,9 +151,11 @@ class C(Target[CKernel, CLibrary]):
 
     def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
         return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES,
-                      "tiled": any(t is not None for t in target_plan.tiles)}}
+                      "tiled": any(t is not None for t in target_plan.tiles),
+                      "threads": target_plan.threads}}
 
     network_file_names = NETWORK_FILES
+    program_timers = True
 
     def network_files(self, network: Network, jobs: Mapping[str, Job[CKernel]], weights: WeightsPlan
                       ) -> dict[str, str]:

@@ -21,6 +21,7 @@ from ...planner import compose_stripes, fitted_config
 from .microkernel import GROUP, LANES, Tile
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
+from .team import barriers, one_team, pays, solo
 from .tiles import op_tile, reads_input
 
 
@@ -29,6 +30,7 @@ class CKernel:
     """The c target plan: the kernel function it emits, and per op how its compute runs."""
 
     kernel: Function
+    threads: int  # the team's size unless <kernel>_set_threads says otherwise (team.py)
     tiles: tuple[Tile | None, ...]  # per op: its micro-kernel, or None (the planner's loops)
     notes: tuple[str, ...]
 
@@ -54,7 +56,7 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")
     if plan.dtype != "float32" or not any(tiles):
-        return CKernel(kernel=plan.kernel, tiles=tuple(tiles), notes=tuple(notes))
+        return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes))
     load = parts.load
     if tiles[0] is not None and tiles[0].direct is not None:
         load = tuple(n for n in load if not (isinstance(n, Section) and n.step == Step(Phase.INPUT_READ)))
@@ -78,6 +80,17 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
     if tiles[0] is not None and tiles[0].direct is not None:
         unused += ("(void)input_cache; /* the first conv reads the input directly */",)
-    kernel = replace(plan.kernel, body=(*compose_stripes(rewritten), *rest), prologue=plan.kernel.prologue + unused,
+    stripes = compose_stripes(rewritten)
+    teamed = one_team(stripes)
+    meetings = barriers(teamed) if teamed is not stripes else 0
+    if meetings and not pays(plan.executed_flops, meetings):
+        notes.append(f"one thread: {plan.executed_flops // meetings:,} FLOPs between the {meetings:,} barriers a team "
+                     f"would meet (too few for a team to pay)")
+        teamed = stripes = solo(stripes)
+    elif meetings:
+        notes.append(f"one OpenMP team per call: {meetings:,} barriers, {plan.executed_flops // meetings:,} FLOPs "
+                     f"between them")
+    kernel = replace(plan.kernel, body=(*teamed, *rest), prologue=plan.kernel.prologue + unused,
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
-    return CKernel(kernel=kernel, tiles=tuple(tiles), notes=tuple(notes))
+    return CKernel(kernel=kernel, threads=threads if teamed is not stripes else 1, tiles=tuple(tiles),
+                   notes=tuple(notes))

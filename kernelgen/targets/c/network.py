@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,7 +34,7 @@ NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical 
 TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 # What network.h declares after `<net>_` (and `network`: its include guard): a kernel of such a name would clash.
-DECLARED = ("run", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network",
+DECLARED = ("run", "set_threads", "step_seconds", "pack_weights", "host_step", "tensor", "tensors", "step", "steps", "weight", "weights", "network",
             "embedded_weights")
 
 
@@ -85,6 +85,7 @@ class StepRow:
     workspace_bytes: int  # a kernel's (0 for a host step)
     workspace_offset: int  # bytes from the arena's start; -1: none
     args: tuple[str, ...]  # a kernel's call, argument by argument
+    threads: int = 1  # a kernel's OpenMP team by default (>1: it has <kernel>_set_threads)
 
 
 def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan, flags_line: str = ""
@@ -97,6 +98,8 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
     tensors = _tensor_rows(network, arena)
     weights = _weight_rows(network, plans, packed)
     steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena) for step in network.steps)
+    teams = {step.index: jobs[step.config.name].target_plan.threads for step in network.kernels}
+    steps = tuple(replace(s, threads=teams.get(s.index, 1)) for s in steps)
     net = network.name
     context: dict[str, Any] = dict(
         net=net, upper=net.upper(), guard=f"KERNELGEN_{net.upper()}_NETWORK_H", arena=arena,
@@ -105,7 +108,8 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
             f"{p.name}.h" for p in plans.values())),
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
         weights_bytes=packed.data_bytes, digest=packed.digest_hex,
-        max_rank=max(len(t.shape) for t in tensors.values()), manifest=comment_text(Path(network.path).name))
+        max_rank=max(len(t.shape) for t in tensors.values()), threads=max(teams.values(), default=1),
+        manifest=comment_text(Path(network.path).name))
     return {name: _render(template, context, flags_line if name.endswith(".c") else "")
             for name, template in zip(FILES, TEMPLATES)}
 
@@ -122,7 +126,7 @@ def network_program(network: Network, jobs: Mapping[str, Job]) -> ProgramBuild:
     return ProgramBuild(compiler=compiler_name(), flags=common,
                         kernel_flags={name: f for name, f in flags.items() if f != common},
                         kernel_sources={name: tuple(f for f in jobs[name].files if f.endswith(".c")) for name in flags},
-                        link=("-lm", *(("-fopenmp",) if openmp else ())))
+                        link=("-lm", *(("-fopenmp",) if openmp else ())), main_template="c/program_main.c.j2")
 
 
 def pack_weights(job: Job, logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
+from .team import shared_rows
 
 
 def whole_rows(parts):
@@ -151,9 +152,8 @@ def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple
             out += _blocked(node.body, t, cols, threads)  # its channels are the tile's: ko_inner runs per pixel
         elif isinstance(node, Loop) and node.var == "oh" and threads > 1:
             # rows of one conv are independent: each writes its own destination rows (tile, acc are per row)
-            out += [Stmt(code="#ifdef _OPENMP", summary=""),
-                    Stmt(code=f"#pragma omp parallel for num_threads({threads}) schedule(static)", summary=""),
-                    Stmt(code="#endif", summary=""), replace(node, body=_blocked(node.body, t, cols, threads))]
+            # (team.py puts the kernel's one parallel region around them)
+            out += [*shared_rows(), replace(node, body=_blocked(node.body, t, cols, threads))]
         elif isinstance(node, (Loop, Guard, Block, Section)):
             out.append(replace(node, body=_blocked(node.body, t, cols, threads)))
         else:

@@ -1,0 +1,116 @@
+"""One OpenMP team per kernel call (c: {threads: N}): the stripe loop nest inside a single `omp parallel` region.
+
+Every thread walks the stripe loops (their bounds are constants, so each meets the same work-sharing constructs
+in the same order, as OpenMP requires); the conv row loops rewrite.py marked (`omp for`) are split between them;
+everything else that stores (cache copies, filter repacks, the planner's loops, pools) runs on the master thread,
+followed by a barrier before anything reads it. The caches stay the workspace's, shared by the team.
+
+Why not a region per row loop: a region is a fork and a join; a network of 2,849 of them (MobileNetV2) spent its
+time waking threads, not computing. The team is made once per call here, and the barriers between the phases of
+a stripe (which the caches' reuse requires) are all that remains. The team's size is read at run time from the
+kernel's own `kg_threads` (<kernel>_set_threads: a network's --threads), the config's `threads` by default.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
+
+# The least work (executed FLOPs) a kernel does per meeting of its threads for a team to pay: a barrier where a
+# thread waits asleep (passive) costs ~6 us of CPU on a 2-core VM (MobileNetV2, 2 threads: 5,800 barriers an
+# inference added 33 ms of CPU to 34); 1 MFLOP is ~50 us of one core's work. Below it the kernel runs one thread.
+MIN_WORK_PER_BARRIER = 1_000_000
+SHARED_FOR = "#pragma omp for schedule(static)"  # what rewrite.py puts before a conv's row loop (oh)
+_DIRECTIVE = ("#ifdef _OPENMP", "#endif", SHARED_FOR)
+# a statement that only declares a local from its initializer: every thread may run it (its copy is its own)
+_DECLARATION = re.compile(r"^(const\s+)?(int|float|size_t|ptrdiff_t)\s*(\*\s*const\s+)?\w+\s*=[^=]")
+
+
+def _openmp(directive: str) -> tuple[Stmt, ...]:
+    return (Stmt(code="#ifdef _OPENMP", summary=""), Stmt(code=directive, summary=""), Stmt(code="#endif", summary=""))
+
+
+def shared_rows() -> tuple[Stmt, ...]:
+    """The marker rewrite.py puts before a conv's row loop: its rows are split between the team."""
+    return _openmp(SHARED_FOR)
+
+
+def one_team(body: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`body` run by one team, or unchanged when no loop in it is shared."""
+    if not any(_shares(n) for n in body):
+        return body
+    inside = _split(body)
+    if len(inside) > 3 and getattr(inside[-2], "code", "") == "#pragma omp barrier":
+        inside = inside[:-3]  # the region's end is a barrier already
+    return (*_openmp("#pragma omp parallel num_threads(kg_threads)"),
+            Block(label="one team of kg_threads for the whole call", body=inside))
+
+
+def _shares(node: Node) -> bool:
+    if isinstance(node, Stmt):
+        return node.code == SHARED_FOR
+    return isinstance(node, (Loop, Guard, Block, Section)) and any(_shares(n) for n in node.body)
+
+
+def _split(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    out: list[Node] = []
+    serial: list[Node] = []
+    shared_next = False  # the loop after SHARED_FOR is the one the team splits
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in _DIRECTIVE:
+            out += _on_master(serial)
+            serial = []
+            out.append(node)
+            shared_next = shared_next or node.code == SHARED_FOR
+        elif shared_next:
+            assert isinstance(node, Loop), node
+            out.append(node)
+            shared_next = False
+        elif _shares(node):
+            out += _on_master(serial)
+            serial = []
+            out.append(replace(node, body=_split(node.body)))
+        elif isinstance(node, Stmt) and (not node.code or _DECLARATION.match(node.code)) and not node.assign:
+            out.append(node)  # index arithmetic, read by the master's stores and the team's loops alike
+        else:
+            serial.append(node)
+    out += _on_master(serial)
+    return tuple(out)
+
+
+def _on_master(serial: list[Node]) -> list[Node]:
+    """Stores one thread makes, then a barrier: the master's (thread 0's), so that locals it declares at this level
+    are the same thread's in every such block."""
+    if not serial:
+        return []
+    return [*_openmp("#pragma omp master"), Block(label="the master thread", body=tuple(serial)),
+            *_openmp("#pragma omp barrier")]
+
+
+def pays(work: int, meetings: int) -> bool:
+    """Whether a team pays for a call of `work` FLOPs whose threads meet `meetings` times."""
+    return work >= MIN_WORK_PER_BARRIER * meetings
+
+
+def barriers(nodes: tuple[Node, ...], times: int = 1) -> int:
+    """How many times a call's threads meet (the end of each `omp for` and each master block): what a team costs."""
+    count = 0
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in (SHARED_FOR, "#pragma omp barrier"):
+            count += times
+        elif isinstance(node, Loop):
+            count += barriers(node.body, times * node.extent)
+        elif isinstance(node, (Guard, Block, Section)):
+            count += barriers(node.body, times)
+    return count
+
+
+def solo(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`nodes` without the shared-rows markers: one thread runs them all."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in _DIRECTIVE:
+            continue
+        out.append(replace(node, body=solo(node.body)) if isinstance(node, (Loop, Guard, Block, Section)) else node)
+    return tuple(out)
