@@ -56,8 +56,7 @@ Targets = Mapping[str, Target]
 # ---------------------------------------------------------------- configs
 
 def load_config(path_or_text: str | Path, targets: Targets | None = None) -> Config:
-    """A config from a file (a path) or from YAML text (a string holding a line break), checked against the
-    registered targets (or `targets`)."""
+    """A config from a file (a path) or YAML text (a string with a line break), checked against the targets."""
     if isinstance(path_or_text, str) and "\n" in path_or_text:
         return parse_config(path_or_text, "<string>", targets)
     return _config.load_config(path_or_text, catalog(targets))
@@ -399,9 +398,8 @@ def bench_network(network: Network, target: str, repeat: int = 5, threads: int =
 
 
 def _network_jobs(target: Target, network: Network, threads: int = 0) -> dict[str, Job]:
-    """Each kernel step's config planned and built for `target`, once, by the config's name: what the network's
-    run and bench loops (kernelgen/measure) take, as the kernel loops take one job. `threads` (0: the configs')
-    replaces each config's where the target's options take threads (c)."""
+    """Each kernel step's config planned and built for `target` once, by name (the network loops' jobs); `threads`
+    (0: the configs') replaces each config's where the target's options take threads (c)."""
     configs = [s.config for s in network.kernels]
     if threads and "threads" in getattr(type(configs[0].options.get(target.name)), "model_fields", {}):
         configs = [with_options(c, target.name, c.options[target.name].model_copy(update={"threads": threads}))
