@@ -5,6 +5,8 @@ with residuals and hard gates, every stripe schedule (chunks, ring, pipeline, ro
 scalar fallback of the vector macros (-DKG_SCALAR). No timings here: benchmarks/c_speed.py measures speed."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -132,6 +134,9 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
     if "dense" in kinds:
         fma = "KG_FMA4" if "k_block: 4" in CASES[name].schedule else "KG_FMA"
         assert f"{fma}(a0_0, x0[ch], w0);" in text
+    if name == "dense_3x3_width13_k16":  # the repack's output-channel loop innermost: consecutive stores
+        assert re.search(r"for \(int fw = 0; fw < 3; \+\+fw\) \{\n\s*for \(int fk = 0; fk < 16; \+\+fk\) \{\n\s*"
+                         r"filter_cache\[\(fk / 16\) \* 2304 \+ \(\(fh \* 3 \+ fw\) \* 16 \+ fc\) \* 16 \+ fk % 16\] = ", text)
     if "depthwise" in kinds:
         assert "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text  # pixel by pixel, channel vectors
     if "columns" in kinds:
