@@ -5,6 +5,8 @@ with residuals and hard gates, every stripe schedule (chunks, ring, pipeline, ro
 scalar fallback of the vector macros (-DKG_SCALAR). No timings here: benchmarks/c_speed.py measures speed."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -94,6 +96,10 @@ CASES = {name: Case(*row[:5], targets="[c]", expect=row[5]) for name, row in {
                                                        "{out_channels: 64, kernel: 1, bias: true, activation: "
                                                        "hardswish}", "{out_channels: 40, kernel: 1, bias: true}"],
                                        "NCHW", "NCHW", "{k_block: 16}", ["dense", None, "dot", "dot"]),
+    # a classifier of 36 outputs: its last block of 8 filter rows ends past the tensor, so it keeps the filter cache
+    "dot_products_copy_a_partial_row_block": ([1, 2, 2, 16], ["global_avgpool: {}",
+                                                              "{out_channels: 36, kernel: 1, bias: true}"],
+                                              "NCHW", "NCHW", "{k_block: 16}", [None, "dot"]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
     "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
@@ -129,12 +135,21 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
     if "dense" in kinds:
         fma = "KG_FMA4" if "k_block: 4" in CASES[name].schedule else "KG_FMA"
         assert f"{fma}(a0_0, x0[ch], w0);" in text
+    if name == "dense_3x3_width13_k16":  # the repack's output-channel loop innermost: consecutive stores
+        assert re.search(r"for \(int fw = 0; fw < 3; \+\+fw\) \{\n\s*for \(int fk = 0; fk < 16; \+\+fk\) \{\n\s*"
+                         r"filter_cache\[\(fk / 16\) \* 2304 \+ \(\(fh \* 3 \+ fw\) \* 16 \+ fc\) \* 16 \+ fk % 16\] = ", text)
     if "depthwise" in kinds:
         assert "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text  # pixel by pixel, channel vectors
     if "columns" in kinds:
         assert "KG_FMA(a0, w0_0, KG_" in text  # a filter tap broadcast against a vector of pixels
-    if "dot" in kinds:  # a vector of input channels against a filter row's, the filter cache not repacked
-        assert "KG_FMAV(a7, KG_LOAD(wk + 448 + rv * 8), xv);" in text and "filter_cache[fk * 64 + fc] = " in text
+    if name == "dot_products_after_global_pool":  # a vector of input channels against a filter row's, in place
+        assert "KG_FMAV(a7, KG_LOAD(wk + 448 + rv * 8), xv);" in text and "filter_cache[fk * " not in text
+        assert "const float *const wk = filter3 + (((ko_outer_3*16)+(ko_inner*16)+(kv*8))) * 48;" in text
+        # 40 rows in blocks of 16: the last block's second 8 rows lie past the tensor and are not read
+        assert "if (((ko_outer*16)+(ko_inner*16)+(kv*8)) < 40) {" in text
+        assert "const float *const wk = filter4 + (((ko_outer*16)+(ko_inner*16)+(kv*8))) * 64;" in text
+    if name == "dot_products_copy_a_partial_row_block":  # the filter cache as read, zeros past the 36 rows
+        assert "filter_cache[fk * 16 + fc] = " in text and "const float *const wk = filter_cache + " in text
     planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
     assert ("acc[ki] += x * filter_cache" in text) == bool(planner_convs)  # the planner's scalar reduction
     assert ("#define KG_FMA" in text) == any(kinds)

@@ -80,6 +80,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
     if tiles[0] is not None and tiles[0].direct is not None:
         unused += ("(void)input_cache; /* the first conv reads the input directly */",)
+    if any(t is not None and t.filter_rows for t in tiles):
+        unused += ("(void)filter_cache; /* a dot tile reads its filter tensor in place */",)
+        notes.append("dot products read the filter tensor in place (no filter cache copy)")
     stripes = compose_stripes(rewritten)
     teamed = one_team(stripes)
     meetings = barriers(teamed) if teamed is not stripes else 0

@@ -98,6 +98,11 @@ class Tile:
     # a dense 1x1 conv on a 1x1 image (a squeeze-excite FC, a classifier): a matrix-vector product, each output
     # channel a dot product of its filter row (the filter cache as read, not repacked) with the input's channels
     dot: bool = False
+    # a dot tile over a filter tensor whose rows are already its order (OIHW: each output channel's input channels
+    # consecutive): C, the first filter row of block kv, read in place; "" reads the filter cache. `rows_present`:
+    # C, whether block kv's rows lie in the tensor ("": always); blocks past it sum nothing (the store drops them)
+    filter_rows: str = ""
+    rows_present: str = ""
 
     @property
     def folded(self) -> bool:
@@ -210,7 +215,8 @@ def _dot(t: Tile) -> tuple[Node, ...]:
     vector of DOT_ROWS filter rows, each row its own accumulator, summed across its lanes at the end. The filter
     streams through once in memory order; the dense tile's repack (a transpose of the whole filter into output
     channels innermost, for one pixel) cost three times the products (MobileNetV3-small's classifier: 74% of the
-    kernel in the two repacks)."""
+    kernel in the two repacks). Over an OIHW filter the rows are read in place (filter_rows): the filter cache
+    copy, once per call and a bounds test per element, was itself 22% of MobileNetV2's classifier kernel."""
     rows = range(DOT_ROWS)
     accs = [f"a{i}" for i in rows]
     steps = Loop(var="rv", extent=t.reduce // LANES, body=(
@@ -220,9 +226,9 @@ def _dot(t: Tile) -> tuple[Node, ...]:
     lanes = [[f"KG_LANE({a}, {i})" for i in range(LANES)] for a in accs]
     while len(lanes[0]) > 1:  # pairwise: ((l0 + l1) + (l2 + l3)) + ...
         lanes = [[f"({x[k]} + {x[k + 1]})" for k in range(0, len(x), 2)] for x in lanes]
+    first = t.filter_rows or f"filter_cache + (ko_inner * {t.k_block} + kv * {DOT_ROWS}) * {t.reduce}"
     body: tuple[Node, ...] = (
-        Stmt(code=f"const float *const wk = filter_cache + (ko_inner * {t.k_block} + kv * {DOT_ROWS}) * {t.reduce};",
-             summary="wk = the block's first filter row"),
+        Stmt(code=f"const float *const wk = {first};", summary="wk = the block's first filter row"),
         Stmt(code="kg_vf " + ", ".join(f"{a} = KG_ZERO" for a in accs) + ";", summary="accumulators = 0"),
         Loop(var="rh", extent=1, body=(
             Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
@@ -232,6 +238,8 @@ def _dot(t: Tile) -> tuple[Node, ...]:
                 steps)),)),)),
         *(Stmt(code=f"tile[kv * {DOT_ROWS} + {i}] = {x[0][1:-1]};", summary=f"tile[{i}] = the lanes of {a}")
           for i, (a, x) in enumerate(zip(accs, lanes))))
+    if t.rows_present:  # rows past the tensor: not read (in place there is nothing there); the store drops them
+        body = (Guard(cond=t.rows_present, body=body),)
     return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"),
             Loop(var="kv", extent=t.k_block // DOT_ROWS, body=body))
 

@@ -153,13 +153,36 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     if loaded is not None:
         count = loaded
     dot = _dot_product(op, src, reduce, shape_list[j], s) and not depthwise
+    rows, rows_present = "", []
+    if dot and _rows_in_place(plan, j, out_k, reduce, shape_list[j - 1][3]):
+        first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
+                      E.mul(E.Var("kv"), DOT_ROWS))
+        dot_bounds = bounds | {"kv": (0, s.k_block // DOT_ROWS - 1)}
+        rows = f"filter{j} + ({E.to_c(E.simplify(first, dot_bounds))}) * {reduce}"
+        rows_present = unproven([(first, "<", out_k)], dot_bounds)
     return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
                 stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *temp_names(len(cfg.ops))])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
-                vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot), ""
+                vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
+                rows_present=rows_present[0] if rows_present else ""), ""
+
+
+def _rows_in_place(plan: Plan, j: int, out_k: int, reduce: int, in_c: int) -> bool:
+    """Whether a dot tile may read op j's filter tensor itself: its input channel i of output channel o at
+    o * reduce + i (OIHW, 1x1), no zero-padded reduction channels, and whole DOT_ROWS blocks of rows (a block is
+    then all in the tensor or all past it)."""
+    filt = next((t for t in plan.tensors if t.name == f"filter{j}"), None)
+    if filt is None or reduce != in_c or out_k % DOT_ROWS or not separable(filt.layout):
+        return False
+
+    def at(o: int, i: int) -> int:
+        index = {"o": E.Const(o), "i": E.Const(i), "h": E.Const(0), "w": E.Const(0)}
+        return E.evaluate(filt.layout.flat_offset(index, {}), {})
+    # separable: an offset is its dims' parts added, so the rows and the columns are checked apart
+    return all(at(o, 0) == o * reduce for o in range(out_k)) and all(at(0, i) == i for i in range(reduce))
 
 
 def _dot_product(op, src, reduce: int, out_shape, s) -> bool:

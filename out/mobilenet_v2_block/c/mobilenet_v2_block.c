@@ -118,10 +118,10 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
         }
         for (int ko_outer_1 = 0; ko_outer_1 < 5; ++ko_outer_1) { /* all 144 output channels of conv2d #1 before conv2d #2 */
           /* filter #1 cache read, repacked for the micro-kernel */
-          for (int fk = 0; fk < 32; ++fk) {
-            for (int fc = 0; fc < 24; ++fc) {
-              for (int fh = 0; fh < 1; ++fh) {
-                for (int fw = 0; fw < 1; ++fw) {
+          for (int fc = 0; fc < 24; ++fc) {
+            for (int fh = 0; fh < 1; ++fh) {
+              for (int fw = 0; fw < 1; ++fw) {
+                for (int fk = 0; fk < 32; ++fk) {
                   filter_cache[(fk / 16) * 384 + ((fh * 1 + fw) * 24 + fc) * 16 + fk % 16] = (((ko_outer_1*32)+fk) < 144) ? filter1[((ko_outer_1*768)+(fk*24)+fc+fh+fw)] : 0;
                 }
               }
@@ -217,10 +217,10 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
         }
         for (int ko_outer_2 = 0; ko_outer_2 < 5; ++ko_outer_2) { /* all 144 output channels of conv2d #2 before conv2d #3 */
           /* filter #2 cache read (reusing the filter cache), repacked for the micro-kernel */
-          for (int fk = 0; fk < 32; ++fk) {
-            for (int fc = 0; fc < 1; ++fc) {
-              for (int fh = 0; fh < 3; ++fh) {
-                for (int fw = 0; fw < 3; ++fw) {
+          for (int fc = 0; fc < 1; ++fc) {
+            for (int fh = 0; fh < 3; ++fh) {
+              for (int fw = 0; fw < 3; ++fw) {
+                for (int fk = 0; fk < 32; ++fk) {
                   filter_cache[(fh * 3 + fw) * 32 + fk] = (((ko_outer_2*32)+fk) < 144) ? filter2[((ko_outer_2*288)+(fk*9)+(fc*9)+(fh*3)+fw)] : 0;
                 }
               }
@@ -358,10 +358,10 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
           }
         }
         /* filter #3 cache read (reusing the filter cache), repacked for the micro-kernel */
-        for (int fk = 0; fk < 32; ++fk) {
-          for (int fc = 0; fc < 144; ++fc) {
-            for (int fh = 0; fh < 1; ++fh) {
-              for (int fw = 0; fw < 1; ++fw) {
+        for (int fc = 0; fc < 144; ++fc) {
+          for (int fh = 0; fh < 1; ++fh) {
+            for (int fw = 0; fw < 1; ++fw) {
+              for (int fk = 0; fk < 32; ++fk) {
                 filter_cache[(fk / 16) * 2304 + ((fh * 1 + fw) * 144 + fc) * 16 + fk % 16] = (((ko_outer*32)+fk) < 24) ? filter3[((ko_outer*4608)+(fk*144)+fc+fh+fw)] : 0;
               }
             }

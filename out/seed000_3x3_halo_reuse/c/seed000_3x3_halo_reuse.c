@@ -125,10 +125,10 @@ void seed000_3x3_halo_reuse(const float *restrict input, const float *restrict f
       }
       for (int ko_outer_1 = 0; ko_outer_1 < 2; ++ko_outer_1) { /* all 128 output channels of conv2d #1 before conv2d #2 */
         /* filter #1 cache read, repacked for the micro-kernel */
-        for (int fk = 0; fk < 64; ++fk) {
-          for (int fc = 0; fc < 128; ++fc) {
-            for (int fh = 0; fh < 3; ++fh) {
-              for (int fw = 0; fw < 3; ++fw) {
+        for (int fc = 0; fc < 128; ++fc) {
+          for (int fh = 0; fh < 3; ++fh) {
+            for (int fw = 0; fw < 3; ++fw) {
+              for (int fk = 0; fk < 64; ++fk) {
                 filter_cache[(fk / 16) * 18432 + ((fh * 3 + fw) * 128 + fc) * 16 + fk % 16] = filter1[((ko_outer_1*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
               }
             }
@@ -205,10 +205,10 @@ void seed000_3x3_halo_reuse(const float *restrict input, const float *restrict f
         }
       }
       /* filter #2 cache read (reusing the filter cache), repacked for the micro-kernel */
-      for (int fk = 0; fk < 64; ++fk) {
-        for (int fc = 0; fc < 128; ++fc) {
-          for (int fh = 0; fh < 3; ++fh) {
-            for (int fw = 0; fw < 3; ++fw) {
+      for (int fc = 0; fc < 128; ++fc) {
+        for (int fh = 0; fh < 3; ++fh) {
+          for (int fw = 0; fw < 3; ++fw) {
+            for (int fk = 0; fk < 64; ++fk) {
               filter_cache[(fk / 16) * 18432 + ((fh * 3 + fw) * 128 + fc) * 16 + fk % 16] = filter2[((ko_outer*73728)+((fk/32)*36864)+((fc/32)*9216)+(fh*3072)+(fw*1024)+(((fc%32)/4)*128)+((fk%32)*4)+(fc%4))];
             }
           }

@@ -108,10 +108,10 @@ void seed000_baseline(const float *restrict input, const float *restrict filter1
       }
       for (int ko_outer_1 = 0; ko_outer_1 < 4; ++ko_outer_1) { /* all 128 output channels of conv2d #1 before conv2d #2 */
         /* filter #1 cache read, repacked for the micro-kernel */
-        for (int fk = 0; fk < 32; ++fk) {
-          for (int fc = 0; fc < 128; ++fc) {
-            for (int fh = 0; fh < 1; ++fh) {
-              for (int fw = 0; fw < 1; ++fw) {
+        for (int fc = 0; fc < 128; ++fc) {
+          for (int fh = 0; fh < 1; ++fh) {
+            for (int fw = 0; fw < 1; ++fw) {
+              for (int fk = 0; fk < 32; ++fk) {
                 filter_cache[(fk / 16) * 2048 + ((fh * 1 + fw) * 128 + fc) * 16 + fk % 16] = filter1[((ko_outer_1*4096)+((fc/32)*1024)+(fh*1024)+(fw*1024)+(((fc%32)/4)*128)+(fk*4)+(fc%4))];
               }
             }
@@ -183,10 +183,10 @@ void seed000_baseline(const float *restrict input, const float *restrict filter1
         }
       }
       /* filter #2 cache read (reusing the filter cache), repacked for the micro-kernel */
-      for (int fk = 0; fk < 32; ++fk) {
-        for (int fc = 0; fc < 128; ++fc) {
-          for (int fh = 0; fh < 1; ++fh) {
-            for (int fw = 0; fw < 1; ++fw) {
+      for (int fc = 0; fc < 128; ++fc) {
+        for (int fh = 0; fh < 1; ++fh) {
+          for (int fw = 0; fw < 1; ++fw) {
+            for (int fk = 0; fk < 32; ++fk) {
               filter_cache[(fk / 16) * 2048 + ((fh * 1 + fw) * 128 + fc) * 16 + fk % 16] = filter2[((ko_outer*4096)+((fc/32)*1024)+(fh*1024)+(fw*1024)+(((fc%32)/4)*128)+(fk*4)+(fc%4))];
             }
           }

@@ -102,10 +102,10 @@ void seed001_tiles(const float *restrict input, const float *restrict filter1, f
           }
         }
         /* filter #1 cache read, repacked for the micro-kernel */
-        for (int fk = 0; fk < 4; ++fk) {
-          for (int fc = 0; fc < 4; ++fc) {
-            for (int fh = 0; fh < 3; ++fh) {
-              for (int fw = 0; fw < 3; ++fw) {
+        for (int fc = 0; fc < 4; ++fc) {
+          for (int fh = 0; fh < 3; ++fh) {
+            for (int fw = 0; fw < 3; ++fw) {
+              for (int fk = 0; fk < 4; ++fk) {
                 filter_cache[(fk / 4) * 144 + ((fh * 3 + fw) * 4 + fc) * 4 + fk % 4] = filter1[((ko_outer*144)+(fk*36)+(fc*9)+(fh*3)+fw)];
               }
             }
