@@ -27,7 +27,7 @@ from ..errors import KernelgenError
 from ..network.manifest import Network
 from ..network.program import build_network
 from .primitives import Job
-from .program_run import PROGRAM_AGREEMENT
+from .program_run import PROGRAM_AGREEMENT, write_program_tree
 
 MAKE_SECONDS = 900  # compiling a network's kernels on a loaded host
 _STEP = re.compile(r"^step (\d+) (.*): ([0-9.]+) ms$")
@@ -103,12 +103,7 @@ def build_timed_program(network: Network, target: Any, jobs: Mapping[str, Job], 
     if shutil.which("make") is None:
         raise KernelgenError("make not found (apt-get install make): the program is built with its Makefile")
     build = target.network_program(network, jobs)
-    for name, job in jobs.items():
-        for file, text in job.files.items():
-            _write(workdir / name / target.name / file, text)
-    folder = workdir / network.name / target.name
-    for file, text in made.files.items():
-        _write(folder / file, text)
+    folder = write_program_tree(network, target, jobs, made.files, workdir)
     flags = " ".join((*build.flags, "-DKG_TIMERS"))
     done = subprocess.run(["make", "-s", "-j2", "-C", str(folder), f"CFLAGS={flags}"], capture_output=True,
                           text=True, timeout=MAKE_SECONDS)
@@ -163,11 +158,3 @@ def onnxruntime_round(session, feeds: dict[str, np.ndarray], repeat: int
         wall.append(time.perf_counter() - start)
         cpu.append(time.process_time() - cpu_start)
     return output, statistics.median(cpu), statistics.median(wall)
-
-
-def _write(path: Path, text: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)

@@ -63,12 +63,7 @@ def run_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds: M
     if shutil.which("make") is None:
         return ProgramRun(program=name, ran=False, passed=True, max_abs=0.0, relative=0.0, seconds=0.0,
                           why="make not found (apt-get install make)")
-    for config_name, job in jobs.items():
-        for file, text in job.files.items():
-            _write(workdir / config_name / target.name / file, text)
-    folder = workdir / network.name / target.name
-    for file, text in made.files.items():
-        _write(folder / file, text)
+    folder = write_program_tree(network, target, jobs, made.files, workdir)
     (source,), (sink,) = network.inputs, network.outputs
     np.save(workdir / "input.npy", np.ascontiguousarray(feeds[source], network.tensors[source].dtype))
     start = time.perf_counter()
@@ -106,6 +101,20 @@ def run_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds: M
 def _failed(name: str, seconds: float, why: str) -> ProgramRun:
     return ProgramRun(program=name, ran=True, passed=False, max_abs=float("inf"), relative=float("inf"),
                       seconds=seconds, why=why)
+
+
+def write_program_tree(network: Network, target: Any, jobs: Mapping[str, Job], files: Mapping[str, str | bytes],
+                       workdir: Path) -> Path:
+    """The tree `kernelgen build network.yaml -o workdir` writes for `target`: each kernel's files in
+    <config>/<target>/, the network's (`files`: driver, program, Makefile, weights) in <network>/<target>/, which
+    is returned."""
+    for config_name, job in jobs.items():
+        for file, text in job.files.items():
+            _write(workdir / config_name / target.name / file, text)
+    folder = workdir / network.name / target.name
+    for file, text in files.items():
+        _write(folder / file, text)
+    return folder
 
 
 def _write(path: Path, text: str | bytes) -> None:
