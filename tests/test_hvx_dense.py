@@ -80,7 +80,7 @@ def _execute(row: KernelRow) -> dict[int, list[tuple[int, tuple]]]:
                 raise AssertionError(f"unexpected instruction {inst!r}")
         assert len(writes) == len(set(writes)), packet
         regs.update(writes)
-        assert vrmpy in (0, 2), packet
+        assert vrmpy in (0, 2) or (vrmpy == 1 and row.vectors % 2 and row.pixels % 2), packet
     return products
 
 
@@ -100,6 +100,26 @@ def test_a_kernel_row_pairs_every_filter_vector_with_each_pixels_word_once(pixel
     packets = row.packets()
     assert sum(p.count("vrmpy") for p in packets) == 2 * row.vrmpy_packets
     assert len(packets) - row.vrmpy_packets <= 4  # the prologue: offsets, pointers, first loads
+
+
+@pytest.mark.parametrize("pixels, taps, vectors, step", [(8, 7, 1, 8), (4, 7, 1, 4), (7, 3, 1, 8), (5, 3, 2, 7),
+                                                         (6, 3, 3, 12), (8, 1, 7, 32)])
+def test_a_kernel_row_of_a_few_channels_multiplies_only_the_vectors_that_hold_them(pixels, taps, vectors, step):
+    """A 3-channel image (vectors 1): each pixel's tap is one vrmpy by the word at its column, spread over the
+    packets the step's loads need (8 for 8 pixels, against 32 for all 8 vectors)."""
+    row = KernelRow(pixels=pixels, taps=taps, blocks=1, vectors=vectors)
+    products = _execute(row)
+    for p in range(pixels):
+        got = sorted(products[p] + (products.get(pixels, []) if p == pixels - 1 and pixels % 2 else []))
+        assert got == sorted((rw * vectors + k, ("act", rw * row.column_stride + p, 4 * k))
+                             for rw in range(taps) for k in range(vectors))
+    assert row.step_packets == step <= 4 * pixels  # never more than all 8 vectors take
+    assert sum(p.count("vrmpy") for p in row.packets()) == taps * pixels * vectors
+
+
+def test_a_kernel_row_takes_fewer_vectors_only_from_one_channel_block():
+    with pytest.raises(ValueError, match="vectors: expected 1..8, under 8 only with one channel block"):
+        KernelRow(pixels=8, taps=3, blocks=2, vectors=1)
 
 
 def test_a_kernel_row_needs_4_pixels_for_the_next_steps_filter_loads():
@@ -164,9 +184,23 @@ CASES = {
     # halo reuse across row stripes (a ring of input rows), 2 row stripes
     "halo_ring": _config((1, 16, 14, 64), [_dense(64, seed=8)],
                          schedule="{k_split: 2, h_split: 1, h_block: 8, halo: reuse}"),
+    # an RGB image (3 channels: 1 filter vector of 8 per tap, input copied as vectors with its padding lanes at the
+    # zero point), 7x7 stride 2 pad 3 as ResNet's conv1; 5 channels (2 vectors) in a chain with an odd group
+    "rgb_7x7_stride2": _config((1, 21, 23, 3), [_dense(64, kernel=7, seed=10, rest="pad: 3, stride: 2")]),
+    "5_channels_chain": _config((1, 9, 14, 5), [_dense(16, seed=11, rest="pad: 1, stride: 2"), _dense(32, seed=12)],
+                                schedule="{k_split: 1, h_split: 1}"),
     # a forced 16 pixels per group: past the assembly's scalar registers, the C loop computes it
     "forced_16_pixels": _config((1, 6, 16, 64), [_dense(64, seed=9)], hvx="{arch: v66, pixels: 16}"),
 }
+
+
+def test_an_rgb_conv_multiplies_one_filter_vector_per_tap_and_copies_its_input_as_vectors():
+    config = parse_config(CASES["rgb_7x7_stride2"], "rgb.yaml")
+    job = TARGETS["hvx"].build(config, plan(config))
+    d = job.target_plan.dense[0]
+    assert (d.row.vectors, d.row.taps, d.row.blocks) == (1, 7, 1)
+    text = job.files["dense.c"]
+    assert text.count("kg_zp_tail(") >= 3  # whole blocks, straddling blocks (pad 3), the helper itself
 
 
 @requires_tool(*HVX)

@@ -48,7 +48,17 @@ def choose_pixels(columns: int, forced: int | None = None) -> int:
     return min(candidates, key=lambda p: (-(-columns // p) * p - columns, -p))
 
 
-def dense_blocking(op, forced: int | None = None) -> DenseBlocking | None:
+def live_vectors(op, chunks: int) -> int:
+    """Filter vectors per tap that carry input channels: conv #1 on a source of one block of at most 28 channels
+    (an RGB image: 1 of 8) reads an input cache whose padding lanes hold the input's zero point (copied pixel by
+    pixel), so those lanes' products are left out of the sum and their weights out of the correction (exact: a
+    lane at the zero point adds (za - za)(u - zu) = 0). Later ops' sources are not known to pad so: 8."""
+    if op.index == 1 and chunks == 1 and op.src_cb == 1 and op.src_c <= 28:
+        return -(-op.src_c // 4)
+    return 8
+
+
+def dense_blocking(op, forced: int | None = None, chunks: int = 1) -> DenseBlocking | None:
     """The blocking of a dense conv op (plan.OpGeo), or None for ops the assembly does not compute (grouped convs,
     pools, and a forced pixel count past the scalar registers it has)."""
     if op.pool or op.group_in or (forced is not None and not MIN_PIXELS <= forced <= MAX_PIXELS):
@@ -57,7 +67,7 @@ def dense_blocking(op, forced: int | None = None) -> DenseBlocking | None:
     pixels = choose_pixels(columns, forced)
     first = op.col_lo - op.col_lo % pixels
     groups = -(-(op.col_hi - first) // pixels)
-    row = KernelRow(pixels=pixels, taps=op.kw, blocks=op.src_cb)
+    row = KernelRow(pixels=pixels, taps=op.kw, blocks=op.src_cb, vectors=live_vectors(op, chunks))
     cols = []
     for g in range(groups):
         for rw in range(op.kw):

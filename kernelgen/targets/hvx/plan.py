@@ -291,7 +291,8 @@ def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     return HvxPlan(arch=arch, vtcm_bytes=vtcm, workspace_bytes=space.bytes,
                    scratch_offset=space.scratch_offset, wcorr_offset=space.wcorr_offset,
                    grouped_offset=space.grouped_offset,
-                   pixels=pixels, dense=tuple(dense_blocking(o, options.pixels) if uint8 else None for o in ops),
+                   pixels=pixels, dense=tuple(dense_blocking(o, options.pixels, plan.c_split) if uint8 else None
+                                           for o in ops),
                    ring_rows=geo.rows[0] if keep else 0, ring_step=geo.row_step if keep else 0,
                    k_split=plan.k_split, batch=geo.shapes[0][0], ops=ops, io=io_geometry(plan) if blocked else None,
                    weight_flip=config.quant.weight_dtype == "int8", bias=uint8 and any(op.bias for op in config.ops),

@@ -81,10 +81,15 @@ class KernelRow:
     taps: int
     blocks: int
     block_bytes: int = 2048
+    # filter vectors per step that carry input channels: under 8 only for a single block of at most 28 channels
+    # (a 3-channel image: 1), whose other vectors' channels hold the zero point and are left out of the sum
+    vectors: int = 8
 
     def __post_init__(self) -> None:
         if not MIN_PIXELS <= self.pixels <= MAX_PIXELS:
             raise ValueError(f"pixels: expected {MIN_PIXELS}..{MAX_PIXELS}, got {self.pixels}")
+        if not 1 <= self.vectors <= 8 or (self.vectors < 8 and self.blocks != 1):
+            raise ValueError("vectors: expected 1..8, under 8 only with one channel block")
         if self.block_bytes * 4 != MEMD_REACH:
             raise ValueError("block_bytes: the schedule moves each pixel pointer every 4 blocks of 2048 bytes")
 
@@ -102,21 +107,53 @@ class KernelRow:
         return self.accumulators
 
     @property
+    def pairs(self) -> int:
+        """Activation doublewords per pixel and step."""
+        return -(-self.vectors // 2)
+
+    @property
+    def busy_packets(self) -> int:
+        """Packets of a step with two vrmpy: one per filter vector and pair of pixels, an odd pixel's per pair."""
+        return self.pixels // 2 * self.vectors + self.pixels % 2 * self.pairs
+
+    @property
     def step_packets(self) -> int:
-        return 4 * self.pixels
+        """All 8 vectors: the vrmpy packets alone (the loads fit in their free slots). Fewer: a step's loads
+        (activations, the filter vectors, the next tap's column offsets) and pointer adds need more slots than
+        the vrmpy leave, so the vrmpy spread over the fewest packets that hold everything (_schedule tries)."""
+        return self._spread()
+
+    def _spread(self) -> int:
+        if self.vectors == 8:
+            return self.busy_packets
+        for packets in range(self._slot_bound(), self._slot_bound() + 16):
+            try:
+                self._schedule(packets)
+                return packets
+            except ValueError:
+                continue
+        raise ValueError(f"no schedule for {self.pixels} pixels x {self.vectors} vectors")
+
+    def _slot_bound(self) -> int:
+        P = self.pixels
+        loads = P * self.pairs + self.vectors + -(-P // 2)
+        others = loads + P  # + one pointer add per pixel and tap
+        return max(self.busy_packets, -(-loads // 2), -(-(2 * self.busy_packets + others) // 4))
 
     @property
     def vrmpy_packets(self) -> int:
-        return self.taps * self.blocks * self.step_packets
+        """From the first vrmpy packet to the last (a spread step ends with its last vrmpy)."""
+        S, n = self.step_packets, self.busy_packets
+        return (self.taps * self.blocks - 1) * S + (n - 1) * S // n + 1
 
     def packets(self) -> tuple[str, ...]:
         """The schedule, one packet per string: '{ a; b; c }'."""
-        return tuple(self._schedule())
+        return tuple(self._schedule(self.step_packets))
 
     # ------------------------------------------------------------------ schedule
 
-    def _schedule(self) -> list[str]:
-        P, S = self.pixels, self.step_packets
+    def _schedule(self, S: int) -> list[str]:
+        P, V, n = self.pixels, self.vectors, self.busy_packets
         steps = self.taps * self.blocks
         packets = _Packets()
         # vrmpy in fixed packets; the activation pair (step, pixel, m) each reads, and where it is used
@@ -124,9 +161,12 @@ class KernelRow:
         filter_use: dict[tuple[int, int], list[int]] = {}
         for s in range(steps):
             base = s * S
+
+            def at(i: int) -> int:  # the step's i-th vrmpy packet, spread evenly over its S packets
+                return base + i * S // n
             for j in range(P // 2):
-                for k in range(8):
-                    t = base + 8 * j + k
+                for k in range(V):
+                    t = at(V * j + k)
                     half = "L" if k % 2 == 0 else "H"
                     packets.vrmpy[t] = [f"%[a{2 * j + q}].uw += vrmpy({FILTER_REGS[k]}.ub, {{D{s}_{2 * j + q}_{k // 2}{half}}}.ub)"
                                         for q in range(2)]
@@ -134,18 +174,19 @@ class KernelRow:
                         data_use.setdefault((s, 2 * j + q, k // 2), []).append(t)
                     filter_use.setdefault((s, k), []).append(t)
             if P % 2:
-                for m in range(4):
-                    t = base + 8 * (P // 2) + m
-                    packets.vrmpy[t] = [f"%[a{P - 1}].uw += vrmpy({FILTER_REGS[2 * m]}.ub, {{D{s}_{P - 1}_{m}L}}.ub)",
-                                        f"%[a{P}].uw += vrmpy({FILTER_REGS[2 * m + 1]}.ub, {{D{s}_{P - 1}_{m}H}}.ub)"]
-                    data_use.setdefault((s, P - 1, m), []).append(t)
+                for m in range(self.pairs):
+                    t = at(V * (P // 2) + m)
+                    packets.vrmpy[t] = [f"%[a{P - 1}].uw += vrmpy({FILTER_REGS[2 * m]}.ub, {{D{s}_{P - 1}_{m}L}}.ub)"]
                     filter_use.setdefault((s, 2 * m), []).append(t)
-                    filter_use.setdefault((s, 2 * m + 1), []).append(t)
+                    if 2 * m + 1 < V:
+                        packets.vrmpy[t].append(f"%[a{P}].uw += vrmpy({FILTER_REGS[2 * m + 1]}.ub, {{D{s}_{P - 1}_{m}H}}.ub)")
+                        filter_use.setdefault((s, 2 * m + 1), []).append(t)
+                    data_use.setdefault((s, P - 1, m), []).append(t)
 
         # filter vectors: post-incremented loads in use order, each after its register's last read in the step before
         later = None
         for s in reversed(range(steps)):
-            for k in reversed(range(8)):
+            for k in reversed(range(V)):
                 floor = max(filter_use[(s - 1, k)]) if s else None
                 op = _Op(text=f"{FILTER_REGS[k]} = vmem(%[f]++#1)", deadline=min(filter_use[(s, k)]) - 1, floor=floor,
                          load=True, vector_load=True)
@@ -170,7 +211,7 @@ class KernelRow:
         # pixel pointers: row + column offset at each tap's first block, + 8192 every 4 blocks; each update after
         # the last load through the old value, before the first through the new
         def uses(s_first: int, s_last: int, p: int) -> list[int]:
-            return [loads[(s, p, m)].packet for s in range(s_first, s_last) for m in range(4)]
+            return [loads[(s, p, m)].packet for s in range(s_first, s_last) for m in range(self.pairs)]
 
         quads = -(-self.blocks // 4)
 

@@ -104,6 +104,23 @@ static inline __attribute__((always_inline)) void kg_sums(const uint8_t *restric
   }
 }
 
+/* Channels 24..31 of each of a vector's 4 pixels (the layout's padding, any bytes in the input) as the zero
+   point 120: conv #1 leaves those lanes out of its sum (dense.live_vectors) and counts on them so. */
+static const uint8_t kg_lane_of_byte[128] __attribute__((aligned(128))) = {
+0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+
+static inline __attribute__((always_inline)) HVX_Vector kg_zp_tail(HVX_Vector x)
+{
+  const HVX_VectorPred live = Q6_Q_vcmp_gt_VubVub(Q6_V_vsplat_R(404232216u), *(const HVX_Vector *)kg_lane_of_byte);
+  return Q6_V_vmux_QVV(live, x, Q6_V_vsplat_R(2021161080u));
+}
+
+/* The pixel (0..7) each byte of a 256-byte row of an 8-pixel block belongs to: two vectors. */
+static const HVX_Vector kg_pixel_of_byte[2] __attribute__((aligned(128))) = {
+{ 0, 0, 0, 0, 0, 0, 0, 0, 16843009, 16843009, 16843009, 16843009, 16843009, 16843009, 16843009, 16843009, 33686018, 33686018, 33686018, 33686018, 33686018, 33686018, 33686018, 33686018, 50529027, 50529027, 50529027, 50529027, 50529027, 50529027, 50529027, 50529027 },
+{ 67372036, 67372036, 67372036, 67372036, 67372036, 67372036, 67372036, 67372036, 84215045, 84215045, 84215045, 84215045, 84215045, 84215045, 84215045, 84215045, 101058054, 101058054, 101058054, 101058054, 101058054, 101058054, 101058054, 101058054, 117901063, 117901063, 117901063, 117901063, 117901063, 117901063, 117901063, 117901063 }
+};
+
 /* Input cache read: window rows [first, first + count) of 18 rows x 22 columns x 24 channels; outside the
    input (spatial padding) and past channel 24 (layout padding) the cache holds the input zero point 120.
    A pure copy (a DMA stands in here); the channel sums are computed with the stripe. */
@@ -111,6 +128,7 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
                           int count)
 {
   const uint8_t *restrict image = input + nb * 18432;
+  const HVX_Vector zp_bytes = Q6_V_vsplat_R(2021161080u);
   const int row0 = ho_outer * 16 + (-1);
   for (int ih = first; ih < first + count; ++ih) {
     const int gh = row0 + ih;
@@ -124,7 +142,45 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
       }
       continue;
     }
+    /* blocks whose 8 pixels are all inside the input: two whole input blocks joined, nothing to mask, no branch */
+    for (int wb = (1 + 7) / 8; wb < (20 + 1) / 8; ++wb) {
+      const int gw0 = wb * 8 - 1;
+      for (int cb = 0; cb < 1; ++cb) {
+        const HVX_Vector *restrict a = (const HVX_Vector *)(image + kg_pixel(gh, gw0 & -8, 3, 1) + cb * 2048);
+        const HVX_Vector *restrict b = (const HVX_Vector *)((const uint8_t *)a + 2048);
+        HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
+        d[0] = kg_zp_tail(Q6_V_valign_VVR(b[0], a[1], 96));
+        d[1] = kg_zp_tail(Q6_V_valign_VVR(b[1], b[0], 96));
+      }
+    }
     for (int wb = 0; wb < 3; ++wb) {
+      /* the window starts 1 column(s) left of the input: its 8-pixel blocks straddle two of the
+         input's, so they are the last 1 pixels of one block and the first 7 of the next, joined with
+         valign (whole vectors); pixels outside the input (the conv's padding) become the zero point by a mux */
+      const int gw0 = wb * 8 - 1;
+      if (gw0 >= 0 && gw0 + 8 <= 20) { /* copied above */
+        continue;
+      }
+      if (gh >= 0 && gh < 18) {
+        /* valid pixels [first, last) of the block: first > pixel or pixel >= last is the conv's padding */
+        const int first = gw0 < 0 ? -gw0 : 0, last = 20 - gw0 < 8 ? 20 - gw0 : 8;
+        const HVX_Vector lo = Q6_V_vsplat_R(first * 0x01010101), hi = Q6_V_vsplat_R(last * 0x01010101);
+        const HVX_VectorPred keep0 = Q6_Q_and_QQn(Q6_Q_vcmp_gt_VubVub(hi, kg_pixel_of_byte[0]),
+                                                  Q6_Q_vcmp_gt_VubVub(lo, kg_pixel_of_byte[0]));
+        const HVX_VectorPred keep1 = Q6_Q_and_QQn(Q6_Q_vcmp_gt_VubVub(hi, kg_pixel_of_byte[1]),
+                                                  Q6_Q_vcmp_gt_VubVub(lo, kg_pixel_of_byte[1]));
+        const int block = gw0 >> 3; /* the input block of the first pixel (-1: left of the input) */
+        for (int cb = 0; cb < 1; ++cb) {
+          const HVX_Vector *restrict a = block >= 0 ? (const HVX_Vector *)(image + kg_pixel(gh, block * 8, 3, 1) + cb * 2048) : 0;
+          const HVX_Vector *restrict b = block + 1 < 3 ? (const HVX_Vector *)(image + kg_pixel(gh, block * 8 + 8, 3, 1) + cb * 2048) : 0;
+          const HVX_Vector a0 = a ? a[0] : zp_bytes, a1 = a ? a[1] : zp_bytes;
+          const HVX_Vector b0 = b ? b[0] : zp_bytes, b1 = b ? b[1] : zp_bytes;
+          HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
+          d[0] = kg_zp_tail(Q6_V_vmux_QVV(keep0, Q6_V_valign_VVR(b0, a1, 96), zp_bytes));
+          d[1] = kg_zp_tail(Q6_V_vmux_QVV(keep1, Q6_V_valign_VVR(b1, b0, 96), zp_bytes));
+        }
+        continue;
+      }
       for (int iw = wb * 8; iw < wb * 8 + 8 && iw < 22; ++iw) {
         const int gw = iw - 1;
         const int inside = gh >= 0 && gh < 18 && gw >= 0 && gw < 20;
@@ -191,13 +247,15 @@ static void kg_filter_read_1(const uint8_t *restrict filter, uint8_t *restrict c
     HVX_Vector usum = Q6_V_vzero();
     /* stored tap-major (tap, channel block, vector): the order kg_row_1 reads them, one post-increment each;
        a filter tensor aligned to 128 bytes (as the driver allocates it) is read a whole vector per load */
+    /* only the first 6 vector(s) of each tap: input channels 24..31 are the cache's zero-point
+       padding, left out of both the sum and usum (dense.live_vectors) */
     if (((uintptr_t)src & 127) == 0) {
       for (int cb = 0; cb < 1; ++cb) {
         for (int t = 0; t < 9; ++t) {
           const HVX_Vector *restrict s = (const HVX_Vector *)src + (cb * 9 + t) * 8;
-          HVX_Vector *restrict d = dst + (t * 1 + cb) * 8;
+          HVX_Vector *restrict d = dst + (t * 1 + cb) * 6;
 #pragma clang loop unroll(full)
-          for (int v = 0; v < 8; ++v) {
+          for (int v = 0; v < 6; ++v) {
             const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
             d[v] = u;
             usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
@@ -208,9 +266,9 @@ static void kg_filter_read_1(const uint8_t *restrict filter, uint8_t *restrict c
       for (int cb = 0; cb < 1; ++cb) {
         for (int t = 0; t < 9; ++t) {
           const HVX_UVector *restrict s = (const HVX_UVector *)src + (cb * 9 + t) * 8;
-          HVX_Vector *restrict d = dst + (t * 1 + cb) * 8;
+          HVX_Vector *restrict d = dst + (t * 1 + cb) * 6;
 #pragma clang loop unroll(full)
-          for (int v = 0; v < 8; ++v) {
+          for (int v = 0; v < 6; ++v) {
             const HVX_Vector u = Q6_V_vxor_VV(s[v], Q6_V_vsplat_R(0x80808080));
             d[v] = u;
             usum = Q6_Vuw_vrmpyacc_VuwVubRub(usum, u, 0x01010101);
@@ -243,7 +301,7 @@ static const int32_t kg_cols_1[72] __attribute__((aligned(8))) = {
 4128, 4160, 4192, 4224, 4256, 4256
 };
 
-/* One kernel row of a group of 5 pixels: 3 tap(s) x 1 channel block(s) x 8 filter vectors, 60 packets
+/* One kernel row of a group of 5 pixels: 3 tap(s) x 1 channel block(s) x 6 filter vectors, 47 packets
    of two vrmpy after a 4-packet prologue (vrmpy_asm.py: pixels in pairs by each filter vector, the odd last pixel in two accumulators;
    every load and pointer update in the packets' free slots). f: the filter cache, tap-major, advanced past the row's vectors. */
 static inline __attribute__((always_inline)) void kg_row_1(HVX_Vector *restrict acc, const HVX_Vector *restrict *restrict f,
@@ -257,63 +315,50 @@ static inline __attribute__((always_inline)) void kg_row_1(HVX_Vector *restrict 
     "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
     "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
     "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
-    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#24); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
-    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#24); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
-    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#0); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
-    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#0); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
-    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r21+#0); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r20+#0); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r20+#8); r13:12 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r14.ub); %[a3].uw += vrmpy(v24.ub, r16.ub) }\n"
+    "{ r6 = memw(%[cols]+#16); %[a2].uw += vrmpy(v25.ub, r15.ub); %[a3].uw += vrmpy(v25.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r20+#16); r17:16 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r10.ub); %[a3].uw += vrmpy(v26.ub, r12.ub) }\n"
+    "{ r22 = add(%[row],r6); %[a2].uw += vrmpy(v27.ub, r11.ub); %[a3].uw += vrmpy(v27.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#0); %[a2].uw += vrmpy(v28.ub, r14.ub); %[a3].uw += vrmpy(v28.ub, r16.ub) }\n"
+    "{ r13:12 = memd(r22+#8); r9:8 = memd(%[cols]+#24); %[a2].uw += vrmpy(v29.ub, r15.ub); %[a3].uw += vrmpy(v29.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#16); r7:6 = memd(%[cols]+#32); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v25.ub, r11.ub) }\n"
+    "{ r18 = add(%[row],r8); r19 = add(%[row],r9); %[a4].uw += vrmpy(v26.ub, r12.ub); %[a5].uw += vrmpy(v27.ub, r13.ub) }\n"
+    "{ r17:16 = memd(r18+#0); r11:10 = memd(r19+#0); %[a4].uw += vrmpy(v28.ub, r14.ub); %[a5].uw += vrmpy(v29.ub, r15.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r15:14 = memd(r19+#8); r20 = add(%[row],r6); r21 = add(%[row],r7) }\n"
+    "{ v25 = vmem(%[f]++#1); r13:12 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r16.ub); %[a1].uw += vrmpy(v24.ub, r10.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r11:10 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r17.ub); %[a1].uw += vrmpy(v25.ub, r11.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r17:16 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r12.ub); %[a1].uw += vrmpy(v26.ub, r14.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r15:14 = memd(r21+#0); %[a0].uw += vrmpy(v27.ub, r13.ub); %[a1].uw += vrmpy(v27.ub, r15.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r13:12 = memd(r20+#0); %[a0].uw += vrmpy(v28.ub, r16.ub); %[a1].uw += vrmpy(v28.ub, r10.ub) }\n"
+    "{ %[a0].uw += vrmpy(v29.ub, r17.ub); %[a1].uw += vrmpy(v29.ub, r11.ub) }\n"
+    "{ r17:16 = memd(r20+#8); r11:10 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r12.ub); %[a3].uw += vrmpy(v24.ub, r14.ub) }\n"
+    "{ r8 = memw(%[cols]+#40); %[a2].uw += vrmpy(v25.ub, r13.ub); %[a3].uw += vrmpy(v25.ub, r15.ub) }\n"
+    "{ r13:12 = memd(r20+#16); r15:14 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r16.ub); %[a3].uw += vrmpy(v26.ub, r10.ub) }\n"
+    "{ r22 = add(%[row],r8); %[a2].uw += vrmpy(v27.ub, r17.ub); %[a3].uw += vrmpy(v27.ub, r11.ub) }\n"
+    "{ r17:16 = memd(r22+#0); %[a2].uw += vrmpy(v28.ub, r12.ub); %[a3].uw += vrmpy(v28.ub, r14.ub) }\n"
+    "{ r11:10 = memd(r22+#8); r7:6 = memd(%[cols]+#48); %[a2].uw += vrmpy(v29.ub, r13.ub); %[a3].uw += vrmpy(v29.ub, r15.ub) }\n"
+    "{ r13:12 = memd(r22+#16); r9:8 = memd(%[cols]+#56); %[a4].uw += vrmpy(v24.ub, r16.ub); %[a5].uw += vrmpy(v25.ub, r17.ub) }\n"
+    "{ r18 = add(%[row],r6); r19 = add(%[row],r7); %[a4].uw += vrmpy(v26.ub, r10.ub); %[a5].uw += vrmpy(v27.ub, r11.ub) }\n"
+    "{ r15:14 = memd(r18+#0); r17:16 = memd(r19+#0); %[a4].uw += vrmpy(v28.ub, r12.ub); %[a5].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ v24 = vmem(%[f]++#1); r13:12 = memd(r19+#8); r20 = add(%[row],r8); r21 = add(%[row],r9) }\n"
+    "{ v25 = vmem(%[f]++#1); r11:10 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r14.ub); %[a1].uw += vrmpy(v24.ub, r16.ub) }\n"
+    "{ v26 = vmem(%[f]++#1); r17:16 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r15.ub); %[a1].uw += vrmpy(v25.ub, r17.ub) }\n"
+    "{ v27 = vmem(%[f]++#1); r15:14 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r10.ub); %[a1].uw += vrmpy(v26.ub, r12.ub) }\n"
+    "{ v28 = vmem(%[f]++#1); r13:12 = memd(r21+#0); %[a0].uw += vrmpy(v27.ub, r11.ub); %[a1].uw += vrmpy(v27.ub, r13.ub) }\n"
+    "{ v29 = vmem(%[f]++#1); r11:10 = memd(r20+#0); %[a0].uw += vrmpy(v28.ub, r14.ub); %[a1].uw += vrmpy(v28.ub, r16.ub) }\n"
+    "{ %[a0].uw += vrmpy(v29.ub, r15.ub); %[a1].uw += vrmpy(v29.ub, r17.ub) }\n"
     "{ r15:14 = memd(r20+#8); r17:16 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
-    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
+    "{ r6 = memw(%[cols]+#64); %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
     "{ r11:10 = memd(r20+#16); r13:12 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
-    "{ r9:8 = memd(%[cols]+#24); r6 = memw(%[cols]+#16); %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r20+#24); r17:16 = memd(r21+#24); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
-    "{ r22 = add(%[row],r6); r7:6 = memd(%[cols]+#32); %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r22+#0); r19 = add(%[row],r9); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
-    "{ r13:12 = memd(r22+#8); r18 = add(%[row],r8); %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r22+#16); r21 = add(%[row],r7); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v25.ub, r11.ub) }\n"
-    "{ r17:16 = memd(r22+#24); r20 = add(%[row],r6); %[a4].uw += vrmpy(v26.ub, r12.ub); %[a5].uw += vrmpy(v27.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r18+#0); r13:12 = memd(r19+#0); %[a4].uw += vrmpy(v28.ub, r14.ub); %[a5].uw += vrmpy(v29.ub, r15.ub) }\n"
-    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#8); %[a4].uw += vrmpy(v30.ub, r16.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
-    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
-    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
-    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#24); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
-    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#24); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
-    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#0); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
-    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#0); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
-    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r20+#8); r17:16 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
-    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r20+#16); r13:12 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
-    "{ r7:6 = memd(%[cols]+#48); r8 = memw(%[cols]+#40); %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r20+#24); r17:16 = memd(r21+#24); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
-    "{ r22 = add(%[row],r8); r9:8 = memd(%[cols]+#56); %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r22+#0); r19 = add(%[row],r7); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
-    "{ r13:12 = memd(r22+#8); r18 = add(%[row],r6); %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r22+#16); r21 = add(%[row],r9); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v25.ub, r11.ub) }\n"
-    "{ r17:16 = memd(r22+#24); r20 = add(%[row],r8); %[a4].uw += vrmpy(v26.ub, r12.ub); %[a5].uw += vrmpy(v27.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r18+#0); r13:12 = memd(r19+#0); %[a4].uw += vrmpy(v28.ub, r14.ub); %[a5].uw += vrmpy(v29.ub, r15.ub) }\n"
-    "{ v24 = vmem(%[f]++#1); r17:16 = memd(r19+#8); %[a4].uw += vrmpy(v30.ub, r16.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ v25 = vmem(%[f]++#1); r15:14 = memd(r18+#8); %[a0].uw += vrmpy(v24.ub, r10.ub); %[a1].uw += vrmpy(v24.ub, r12.ub) }\n"
-    "{ v26 = vmem(%[f]++#1); r13:12 = memd(r19+#16); %[a0].uw += vrmpy(v25.ub, r11.ub); %[a1].uw += vrmpy(v25.ub, r13.ub) }\n"
-    "{ v27 = vmem(%[f]++#1); r11:10 = memd(r18+#16); %[a0].uw += vrmpy(v26.ub, r14.ub); %[a1].uw += vrmpy(v26.ub, r16.ub) }\n"
-    "{ v28 = vmem(%[f]++#1); r17:16 = memd(r19+#24); %[a0].uw += vrmpy(v27.ub, r15.ub); %[a1].uw += vrmpy(v27.ub, r17.ub) }\n"
-    "{ v29 = vmem(%[f]++#1); r15:14 = memd(r18+#24); %[a0].uw += vrmpy(v28.ub, r10.ub); %[a1].uw += vrmpy(v28.ub, r12.ub) }\n"
-    "{ v30 = vmem(%[f]++#1); r13:12 = memd(r21+#0); %[a0].uw += vrmpy(v29.ub, r11.ub); %[a1].uw += vrmpy(v29.ub, r13.ub) }\n"
-    "{ v31 = vmem(%[f]++#1); r11:10 = memd(r20+#0); %[a0].uw += vrmpy(v30.ub, r14.ub); %[a1].uw += vrmpy(v30.ub, r16.ub) }\n"
-    "{ %[a0].uw += vrmpy(v31.ub, r15.ub); %[a1].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r20+#8); r17:16 = memd(r21+#8); %[a2].uw += vrmpy(v24.ub, r10.ub); %[a3].uw += vrmpy(v24.ub, r12.ub) }\n"
-    "{ %[a2].uw += vrmpy(v25.ub, r11.ub); %[a3].uw += vrmpy(v25.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r20+#16); r13:12 = memd(r21+#16); %[a2].uw += vrmpy(v26.ub, r14.ub); %[a3].uw += vrmpy(v26.ub, r16.ub) }\n"
-    "{ r6 = memw(%[cols]+#64); %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r20+#24); r17:16 = memd(r21+#24); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
-    "{ r22 = add(%[row],r6); %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
-    "{ r11:10 = memd(r22+#0); %[a2].uw += vrmpy(v30.ub, r14.ub); %[a3].uw += vrmpy(v30.ub, r16.ub) }\n"
-    "{ r13:12 = memd(r22+#8); %[a2].uw += vrmpy(v31.ub, r15.ub); %[a3].uw += vrmpy(v31.ub, r17.ub) }\n"
-    "{ r15:14 = memd(r22+#16); %[a4].uw += vrmpy(v24.ub, r10.ub); %[a5].uw += vrmpy(v25.ub, r11.ub) }\n"
-    "{ r17:16 = memd(r22+#24); %[a4].uw += vrmpy(v26.ub, r12.ub); %[a5].uw += vrmpy(v27.ub, r13.ub) }\n"
-    "{ %[a4].uw += vrmpy(v28.ub, r14.ub); %[a5].uw += vrmpy(v29.ub, r15.ub) }\n"
-    "{ %[a4].uw += vrmpy(v30.ub, r16.ub); %[a5].uw += vrmpy(v31.ub, r17.ub) }\n"
+    "{ r22 = add(%[row],r6); %[a2].uw += vrmpy(v27.ub, r15.ub); %[a3].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ r15:14 = memd(r22+#0); %[a2].uw += vrmpy(v28.ub, r10.ub); %[a3].uw += vrmpy(v28.ub, r12.ub) }\n"
+    "{ r17:16 = memd(r22+#8); %[a2].uw += vrmpy(v29.ub, r11.ub); %[a3].uw += vrmpy(v29.ub, r13.ub) }\n"
+    "{ r11:10 = memd(r22+#16); %[a4].uw += vrmpy(v24.ub, r14.ub); %[a5].uw += vrmpy(v25.ub, r15.ub) }\n"
+    "{ %[a4].uw += vrmpy(v26.ub, r16.ub); %[a5].uw += vrmpy(v27.ub, r17.ub) }\n"
+    "{ %[a4].uw += vrmpy(v28.ub, r10.ub); %[a5].uw += vrmpy(v29.ub, r11.ub) }\n"
     : [a0] "+v"(acc[0]), [a1] "+v"(acc[1]), [a2] "+v"(acc[2]), [a3] "+v"(acc[3]), [a4] "+v"(acc[4]), [a5] "+v"(acc[5]), [f] "+r"(*f)
     : [row] "r"(row), [cols] "r"(cols)
     : "r6", "r7", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "r16", "r17", "r18", "r19", "r20", "r21", "r22", "r23", "r24", "r25", "r26", "r27", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31", "memory");
