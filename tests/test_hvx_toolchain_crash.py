@@ -191,8 +191,13 @@ SHIPPED = CRASHING.format(name="crash_shipped", weights="int8", zero=0, bias="fa
 @pytest.mark.slow
 @requires_tool(*toolchain("hvx"))
 @pytest.mark.parametrize("text, note", [
-    (TRACE_ONLY, "clang-19 crashed in Modulo Software Pipelining on the kernel built with -DKG_TRACE_INTERMEDIATES "
-                 "(not on the kernel as shipped, which built as usual); that build was made with the pipeliner off"),
+    # Since the first op of a channel block under 32 copies its input in vectors (issue 48, hvx48b), this config's
+    # shipped build crashes too (the note then says the shipped one, as for SHIPPED below): strict, so that the day a
+    # trace-only crash is found again, or clang stops crashing, this fails and the config gets replaced.
+    pytest.param(TRACE_ONLY, "clang-19 crashed in Modulo Software Pipelining on the kernel built with "
+                 "-DKG_TRACE_INTERMEDIATES (not on the kernel as shipped, which built as usual); that build was made "
+                 "with the pipeliner off", marks=pytest.mark.xfail(strict=True, reason="no trace-only crash config "
+                                                                    "since the vector input copy")),
     (SHIPPED, "clang-19 crashed in Modulo Software Pipelining; built with the pipeliner off (add -mllvm "
               "-enable-pipeliner=false where you compile this kernel)"),
 ], ids=["trace_build", "shipped_build"])
