@@ -23,7 +23,7 @@ from ...toolstatus import ToolStatus
 from ...plan_types import Plan
 from ..base import BANDWIDTH, FMA, BuildFlags, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
-from .microkernel import LANES
+from .microkernel import LANES, WIDE, WIDE_ACCUMULATORS
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
     network_program, pack_weights
 from .options import OPENMP, CModel, c_options, cflags, speed_flags
@@ -150,7 +150,7 @@ class C(Target[CKernel, CLibrary]):
         return c_kernel(config, plan, c_options(config).threads)
 
     def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
-        return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES,
+        return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES, "wide_lanes": WIDE, "wide_accumulators": WIDE_ACCUMULATORS,
                       "tiled": any(t is not None for t in target_plan.tiles),
                       "threads": target_plan.threads}}
 
