@@ -192,7 +192,9 @@ class C(Target[CKernel, CLibrary]):
     def _probes(executable: CLibrary) -> Probes:
         if executable.probes is None:
             # 2^20 steps of 8 chains: 134 MFLOP, a millisecond or two, as long as the kernels it is beside
-            executable.probes = Probes(executable.workdir, iterations=1 << 20)
+            # built for the kernel's machine flags (-march, -mno-avx512f): its peak is of the kernel's vectors
+            machine = tuple(f for f in executable.flags if f.startswith("-m")) or ("-march=native",)
+            executable.probes = Probes(executable.workdir, iterations=1 << 20, machine=machine)
         return executable.probes
 
     def time(self, executable: CLibrary, args: KernelArgs | None, repeat: int,
@@ -210,7 +212,8 @@ class C(Target[CKernel, CLibrary]):
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
         label = f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})"
         rows = {when: Timings(label=f"{label} {when}", seconds=seconds, probe_seconds=times.probes, when=when,
-                              measured=measured(when, threads), metrics={"executed_flops": plan.executed_flops})
+                              measured=f"{measured(when, threads)}; {self._probes(executable).describe}",
+                              metrics={"executed_flops": plan.executed_flops})
                 for when, seconds in ((COLD, times.cold), (WARM, times.warm))}
         first = COLD if plan.memory_bound else WARM
         return (rows[first], *(t for when, t in rows.items() if when != first))

@@ -36,10 +36,6 @@ ACCUMULATORS = 12  # vector accumulators of a dense tile: 12 + filter vectors + 
 # tile cannot pass half of such a core's peak.
 WIDE = 16
 WIDE_ACCUMULATORS = 28
-# Where a wide tile's columns reach past the source window (a row's first or last tile), its pixels are summed
-# this many at a time, each with its own clamped column pointer: 28 pointers at once would not fit x86-64's 16
-# general registers, and gcc then reloads a spilled pointer before each FMA.
-EDGE_PIXELS = 8
 DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, two pipes), input and filter from memory
 # A direct depthwise tile prefetches the input pixels this many tiles ahead in the rows that come from memory. The
 # hardware prefetchers stop at each 4 KiB page (10 pixels of 96 channels) and restart late, and the tile's 108 FMAs
@@ -102,10 +98,14 @@ class Tile:
     # filter: its blocks are 16 channels wide, and a tile of two wide vectors reads two blocks.
     filter_row: int = 0
     vector_offsets: tuple[int, ...] = ()
-    # dense, wide: elements between two source columns. The tile reads pixel p at a constant offset from one
-    # pointer per tap where `inside` holds ("": always), or in EDGE_PIXELS groups of clamped pointers elsewhere
+    # dense, wide: elements between two source columns. The tile reads pixel p at a constant offset from the
+    # tap's first pixel (column xw: its offset `col_at`), but for the `clamped` pixels, which some tile reads past
+    # the window with (a row's first or last tile, in columns whose sums the store drops): each of those reads
+    # through its own clamped column pointer, as the 8-float tile reads every pixel. A pointer per pixel would
+    # not fit x86-64's 16 general registers for 28 pixels: gcc reloads each spilled one before its FMA.
     col_step: int = 0
-    col_at: str = ""  # C: the column offset of window column xw (the tap's first pixel)
+    col_at: str = ""
+    clamped: tuple[int, ...] = ()
     # dense, k_block a multiple of WIDE: the same tile in WIDE-float vectors, emitted beside this one for
     # compilers that target AVX-512F (rewrite.py)
     wide: "Tile | None" = None
@@ -206,38 +206,18 @@ def _clamp(name: str, offset: str, limit: int) -> Stmt:
 
 
 def _dense(t: Tile) -> tuple[Node, ...]:
-    if not t.col_step:
-        body = _dense_sums(t, 0, t.pixels)
-    else:  # wide: one pointer per tap inside the window, EDGE_PIXELS clamped pointers at a time at its edges
-        groups = [(first, min(EDGE_PIXELS, t.pixels - first)) for first in range(0, t.pixels, EDGE_PIXELS)]
-        edges = tuple(Block(label=f"pixels {first} to {first + count - 1}, clamped into the window",
-                            body=_dense_sums(t, first, count)) for first, count in groups)
-        body = _dense_sums(t, 0, t.pixels, offsets=True)
-        if t.inside:
-            body = (Guard(cond=f"KG_LIKELY({t.inside})", body=body), Guard(cond=f"!({t.inside})", body=edges))
-    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"),
-            Loop(var="kv", extent=t.k_block // t.width, body=(
-                Stmt(code=f"const float *const wk = filter_cache + {t.filter_block};", summary="wk = filter block"),
-                *body)))
-
-
-def _dense_sums(t: Tile, first: int, count: int, offsets: bool = False) -> tuple[Node, ...]:
-    """Pixels first .. first + count - 1 of the tile summed over every tap and reduction channel, into the tile.
-    Each pixel reads through its own clamped column pointer, or (`offsets`) at a constant offset from the tap's
-    first pixel (a tile inside the window)."""
-    p_range, v_range, x = range(count), range(t.vectors), t.suffix
+    p_range, v_range, x = range(t.pixels), range(t.vectors), t.suffix
     accs = [[f"a{p}_{v}" for v in v_range] for p in p_range]
     step = t.stride
-    if offsets:
-        pointers: list[Node] = [
-            Stmt(code=f"const int xw = xb + rw * {t.dilation};", summary="xw = the first pixel's column"),
-            Stmt(code=f"const float *const x = {t.src} + xr + {t.col_at};", summary="x = the first pixel")]
-        inputs = [f"x[ch + {p * step * t.col_step}]" for p in p_range]
-    else:
-        pointers = [_clamp(f"xc{p}", f"xb + {(first + p) * step} + rw * {t.dilation}", t.col_limit) for p in p_range]
-        pointers += [Stmt(code=f"const float *const x{p} = {t.src} + xr + {t.col[p]};", summary=f"x{p} = pixel {p}")
-                     for p in p_range]
-        inputs = [f"x{p}[ch]" for p in p_range]
+    clamped = p_range if not t.col_step else t.clamped
+    pointers: list[Node] = [_clamp(f"xc{p}", f"xb + {p * step} + rw * {t.dilation}", t.col_limit) for p in clamped]
+    pointers += [Stmt(code=f"const float *const x{p} = {t.src} + xr + {t.col[p]};", summary=f"x{p} = pixel {p}")
+                 for p in clamped]
+    inputs = [f"x{p}[ch]" if p in clamped else f"x[xo + ch + {p * step * t.col_step}]" for p in p_range]
+    if len(clamped) < t.pixels:
+        pointers += [Stmt(code=f"const int xw = xb + rw * {t.dilation};", summary="xw = the first pixel's column"),
+                     Stmt(code=f"const int xo = {t.col_at};", summary="xo = its column offset"),
+                     Stmt(code=f"const float *const x = {t.src} + xr;", summary="x = the source row")]
     pointers.append(Stmt(code=f"const float *const wt = wk + (rh * {t.kernel[1]} + rw) * {t.filter_tap};",
                          summary="wt = filter tap"))
     loads = ", ".join(f"w{v} = KG_LOAD{x}({t.filter_at(v)})" for v in v_range)
@@ -246,15 +226,18 @@ def _dense_sums(t: Tile, first: int, count: int, offsets: bool = False) -> tuple
     reduction = Loop(var="rc", extent=t.reduce, body=(
         Stmt(code=f"const kg_vf{x} {loads};", summary="w* = filter vectors"),
         Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"), *macs))
-    return (
+    body: tuple[Node, ...] = (
+        Stmt(code=f"const float *const wk = filter_cache + {t.filter_block};", summary="wk = filter block"),
         *(Stmt(code=f"kg_vf{x} " + ", ".join(f"{a} = KG_ZERO{x}" for a in row) + ";", summary="accumulators = 0")
           for row in accs),
         Loop(var="rh", extent=t.kernel[0], body=(
             Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
             Loop(var="rw", extent=t.kernel[1], body=(Block(label="one tap, every pixel", body=(
                 *pointers, reduction)),)),)),
-        *(Stmt(code=" ".join(f"KG_STORE{x}(tile + {(first + p) * t.k_block} + kv * {t.width} + {v * t.lanes}, "
-                             f"a{p}_{v});" for v in v_range), summary=f"tile[{first + p}] = a{p}_*") for p in p_range))
+        *(Stmt(code=" ".join(f"KG_STORE{x}(tile + {p * t.k_block} + kv * {t.width} + {v * t.lanes}, a{p}_{v});"
+                             for v in v_range), summary=f"tile[{p}] = a{p}_*") for p in p_range))
+    return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"),
+            Loop(var="kv", extent=t.k_block // t.width, body=body))
 
 
 DOT_ROWS = 8  # filter rows (output channels) a dot tile sums at once: eight FMA chains, one input load each step

@@ -12,7 +12,7 @@ from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
 from ...planner.geometry import reduction_channels, temp_names, unproven
 from dataclasses import replace
 
-from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, EDGE_PIXELS, GROUP, HALF, LANES, LINE_FLOATS,
+from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
                           PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
                           columns_contiguous, fresh_rows, part, separable)
 
@@ -187,16 +187,19 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict) -> Tile | None:
     cols = geo.cols[j]
     pixels = math.ceil(cols / math.ceil(cols / (WIDE_ACCUMULATORS // vectors)))
     limit = geo.cols[j - 1] - 1
-    reach = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1]
-    wide = bounds | {"owb": (0, math.ceil(cols / pixels) - 1), "xw": (0, limit)}
-    wide |= {f"xc{i}": (0, limit) for i in range(EDGE_PIXELS)}
+    wide = bounds | {"owb": (0, math.ceil(cols / pixels) - 1)}
+    wide |= {f"xc{i}": (0, limit) for i in range(pixels)}
     col_base = E.simplify(E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]),
                                 E.Const(-op.pad[1]), E.mul(geo.col_start[j - 1], -1)), wide)
     lo, hi = E.interval(col_base, wide)
-    inside = " && ".join(([] if lo >= 0 else ["xb >= 0"]) + ([] if hi + reach <= limit else [f"xb <= {limit - reach}"]))
+    # the pixels some tile reads past the window with: the first ones left of it, the last ones right of it
+    left = max(0, -(lo // op.stride[1]))
+    right = min(pixels, max(0, pixels - ((limit - hi - (op.kernel[1] - 1) * op.dilation[1]) // op.stride[1] + 1)))
+    clamped = tuple(p for p in range(pixels) if p < left or p >= pixels - right)
+    wide["xw"] = (lo, hi + (op.kernel[1] - 1) * op.dilation[1])  # the taps' first columns, some left of the window
     block = op.kernel[0] * op.kernel[1] * t.reduce * WIDE  # one repacked filter block of WIDE channels
-    return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), inside=inside,
-                   col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(EDGE_PIXELS)),
+    return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
+                   col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
                    col_at=part(src, "w", E.Var("xw"), wide), col_step=step,
                    filter_block=f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}",
                    filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
