@@ -62,7 +62,7 @@ def test_dense_tiles_with_a_k_block_of_16s_get_a_wide_variant(name):
     assert wide == CASES[name].expect
     text = job.files[f"{name}.c"]
     count = sum(w is not None for w in wide)
-    assert (text.count("#if KG_VF16\n"), text.count("#else\n") >= count) == (count, True)
+    assert [text.count(f"{d}\n") for d in ("#if KG_VF16", "#else /* !KG_VF16 */", "#endif /* KG_VF16 */")] == [count] * 3
     # the pixels some tile reads past the source window with: the first column of op 1's first tile (the
     # consumer's padding), the tail past the row of the last tile
     clamped = {"wide_nchw_basic_block_k16": [(0, 15), ()], "wide_dilated_c_split_k16": [(17,)],
@@ -161,3 +161,20 @@ def test_the_fma_probe_uses_the_vectors_the_kernels_are_built_with(tmp_path):
         (fma,) = probes.records(FMA)
         assert (probes.lanes, fma.work, fma.shape) == (lanes, 8 * lanes * 2 * 1000, f"8x{lanes}")
         assert f"8 chains of {lanes}-float" in probes.describe
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("team_pays", [True, False])
+def test_wide_tiles_with_threads_match_numpy(monkeypatch, team_pays):
+    """c: {threads: 2}: the variants inside each conv's shared row loop (a team), or, where a team does not pay,
+    the row loops plain (team.solo drops the OpenMP markers, and must leave the variants' #else and #endif)."""
+    from kernelgen.targets.c import team
+
+    if team_pays:
+        monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
+    config, job = _job("wide_nchw_basic_block_k16", "{threads: 2}")
+    text = job.files["wide_nchw_basic_block_k16.c"]
+    assert text.count("#pragma omp parallel") == int(team_pays)
+    assert [text.count(f"{d}\n") for d in ("#if KG_VF16", "#else /* !KG_VF16 */", "#endif /* KG_VF16 */")] == [2] * 3
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"

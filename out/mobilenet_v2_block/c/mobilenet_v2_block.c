@@ -229,7 +229,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   }
                 }
               }
-              #else
+              #else /* !KG_VF16 */
               for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
                 float tile[192];
                 const int xb = (owb*6);
@@ -312,7 +312,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   }
                 }
               }
-              #endif
+              #endif /* KG_VF16 */
             }
           }
         }
@@ -544,7 +544,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 }
               }
             }
-            #else
+            #else /* !KG_VF16 */
             for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
               float tile[192];
               const int xb = (owb*6);
@@ -622,7 +622,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 }
               }
             }
-            #endif
+            #endif /* KG_VF16 */
           }
         }
       }
