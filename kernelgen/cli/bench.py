@@ -159,16 +159,7 @@ def _report(rows: list[BenchRow], work: list, run_on: str | None, plot: str | No
         click.echo(f"{r.target:<7} {r.label}  {timing}  FLOPs={r.flops} {extra}{mark}")
     for what in dict.fromkeys(r.measured for r in rows if r.measured):  # what each kind of time is, once
         click.echo(what)
-    if run_on is None and any(t == "vulkan" for t, _ in work):
-        for note in _lavapipe_notes(work):
-            click.echo(note)
-
-
-def _lavapipe_notes(work: list) -> list[str]:
-    """Where the vulkan rows ran on lavapipe (the device chosen without --run-on) with a tile whose spills
-    overflow this host's L1d: what fits (issue 50)."""
-    from ..targets.vulkan.lavapipe_host import current, plan_tile_notes
-
-    tiles = [op.ivc_tile for t, job in work if t == "vulkan" for op in job.target_plan.ops if not op.is_pool]
-    host = current() if tiles else None
-    return plan_tile_notes(host, tiles) if host is not None else []
+    if run_on is None:  # the default device: what the host makes of each target's kernels
+        for target in dict.fromkeys(t for t, _ in work):
+            for note in TARGETS[target].bench_notes([job for t, job in work if t == target]):
+                click.echo(note)
