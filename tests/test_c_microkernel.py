@@ -5,6 +5,7 @@ with residuals and hard gates, every stripe schedule (chunks, ring, pipeline, ro
 scalar fallback of the vector macros (-DKG_SCALAR). No timings here: benchmarks/c_speed.py measures speed."""
 from __future__ import annotations
 
+import ctypes
 import re
 
 import numpy as np
@@ -163,25 +164,76 @@ def test_micro_kernels_match_numpy(name):
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
+SHARED_OUT = re.compile(r"#pragma omp for( collapse\((\d)\))? schedule\(static\)\n")
+
+
 @requires_tool(*toolchain("c"))
-def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path, monkeypatch):
+def test_threads_share_out_whole_stripes_each_on_its_own_caches(tmp_path, monkeypatch):
+    """4 row stripes, 2 threads: one region, one `omp for` over the stripe loops (ko_outer of 1 and ho_outer
+    collapsed), no barrier or master block inside, each thread's caches at workspace + its index x one thread's
+    workspace, and a workspace of two such copies."""
     monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)  # a small kernel: a team whatever it costs
-    config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
+    name = "inverted_residual_hardswish_chain"
+    config, job = _job(name, "{threads: 2}")
+    text, header = job.files[f"{name}.c"], job.files[f"{name}.h"]
+    assert text.count("#pragma omp parallel num_threads(kg_threads)") == 1
+    assert [m.group(0) for m in SHARED_OUT.finditer(text)] == ["#pragma omp for collapse(2) schedule(static)\n"]
+    assert "omp barrier" not in text and "omp master" not in text
+    assert job.plan.workspace_elements == 7680 and job.target_plan.thread_elements == 7680  # 2048-byte multiple
+    assert "float *const thread_workspace = workspace + (size_t)KG_THREAD * 7680;" in text
+    assert "float *const input_cache = thread_workspace + 0;" in text
+    assert f"#define {name.upper()}_WORKSPACE_ELEMENTS 15360\n" in header
+    assert "kg_threads = threads > 0 && threads < 2 ? threads : 2;" in text  # never more than the workspace holds
+    assert any("4 stripes shared out" in n for n in job.target_plan.notes)
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*toolchain("c"))
+def test_set_threads_gives_a_kernel_no_more_threads_than_its_workspace_holds(tmp_path, monkeypatch):
+    """<kernel>_set_threads(8) on a kernel built for 2: its workspace holds 2 threads' caches, and the floats past
+    it stay untouched (8 threads on 4 stripes would write a third and fourth copy); the output is the 2-thread
+    one, bit for bit (each stripe is one thread's either way)."""
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
+    name = "inverted_residual_hardswish_chain"
+    config, job = _job(name, "{threads: 2}")
+    exe = C().compile(job, tmp_path)
+    args = random_inputs(config, job.plan, np.random.default_rng(5))
+    outputs = []
+    for threads in (2, 8):
+        ctypes.CDLL(str(exe.library.path))[f"{name}_set_threads"](threads)  # the library exe.call runs
+        arrays = exe.arguments(args, 0x7F)
+        spare = np.full(3 * arrays[-1].size, -7.0, np.float32)
+        spare[:arrays[-1].size] = arrays[-1]
+        exe.call([*arrays[:-1], spare])
+        assert (spare[arrays[-1].size:] == -7.0).all()
+        outputs.append(arrays[-2].copy())
+    assert np.array_equal(outputs[0], outputs[1])
+
+
+@requires_tool(*toolchain("c"))
+def test_openmp_threads_split_the_rows_where_fewer_stripes_than_threads_and_match_numpy(tmp_path, monkeypatch):
+    """5 threads, 4 stripes: the row split (team.py), the caches shared, the workspace the plan's."""
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
+    config, job = _job("inverted_residual_hardswish_chain", "{threads: 5}")
     text = job.files["inverted_residual_hardswish_chain.c"]
     # one team per call (team.py), not a region per row loop: the three convs' row loops are split inside it
     assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_threads)" in text
-    assert text.count("#pragma omp for schedule(static)") == 3
-    assert "static int kg_threads = 2;" in text and "void inverted_residual_hardswish_chain_set_threads(int threads);" \
+    assert text.count("#pragma omp for schedule(static)") == 3 and "thread_workspace" not in text
+    assert job.target_plan.workspace_elements == job.plan.workspace_elements and not job.target_plan.thread_elements
+    assert "static int kg_threads = 5;" in text and "void inverted_residual_hardswish_chain_set_threads(int threads);" \
         in job.files["inverted_residual_hardswish_chain.h"]
     assert "-fopenmp" in C().compile(job, tmp_path).flags
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-# each stripe schedule with one team per call (team.py): partial sums over chunks, a halo ring, a double buffer,
-# rows outer, a pool between convs, a first conv reading the input itself
-TEAM_SCHEDULES = ("c_split_chunks_partial_sums", "halo_reuse_chain", "double_buffer_w_split", "rows_outer_chain",
-                  "chain_through_maxpool", "depthwise_direct_batch2_w_split")
+# each stripe schedule with one team per call, and the stripes its threads share out (0: the row split, team.py):
+# partial sums over chunks (3 channel x 3 row stripes), a halo ring (the 2 channel stripes; the rows it carries
+# stay whole), a double buffer (each stripe loads the next: rows), rows outer (2 row stripes, the last conv's 4
+# channel blocks inside each), a pool between convs, a first conv reading the input itself (batch 2 x 2 x 3 x 3)
+TEAM_SCHEDULES = {"c_split_chunks_partial_sums": 9, "halo_reuse_chain": 2, "double_buffer_w_split": 0,
+                  "rows_outer_chain": 2, "chain_through_maxpool": 2, "depthwise_direct_batch2_w_split": 36}
 
 
 @requires_tool(*toolchain("c"))
@@ -191,7 +243,11 @@ def test_one_team_per_call_matches_numpy_on_every_stripe_schedule(name, monkeypa
     monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
     config, job = _job(name, "{threads: 2}")
     text = job.files[f"{name}.c"]
-    assert text.count("#pragma omp parallel") == 1 and text.count("#pragma omp for schedule(static)") >= 1
+    stripes = TEAM_SCHEDULES[name]
+    shared = SHARED_OUT.findall(text)
+    assert text.count("#pragma omp parallel") == 1 and (len(shared) == 1 if stripes else len(shared) >= 1)
+    assert (f"{stripes} stripes shared out" in " ".join(job.target_plan.notes)) == bool(stripes)
+    assert ("omp barrier" in text) != bool(stripes)
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 

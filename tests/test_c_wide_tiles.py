@@ -166,12 +166,13 @@ def test_the_fma_probe_uses_the_vectors_the_kernels_are_built_with(tmp_path):
 @requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("team_pays", [True, False])
 def test_wide_tiles_with_threads_match_numpy(monkeypatch, team_pays):
-    """c: {threads: 2}: the variants inside each conv's shared row loop (a team), or, where a team does not pay,
-    the row loops plain (team.solo drops the OpenMP markers, and must leave the variants' #else and #endif)."""
+    """c: {threads: 2}: the variants inside the 2 row stripes a team shares out, or, where a team does not pay,
+    the loops plain (either way team.solo drops the row split's markers, and must leave the variants' #else and
+    #endif)."""
     from kernelgen.targets.c import team
 
-    if team_pays:
-        monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
+    # 0: a team whatever it costs; 10**18: none (no split pays, not even whole stripes with one barrier)
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0 if team_pays else 10**18)
     config, job = _job("wide_nchw_basic_block_k16", "{threads: 2}")
     text = job.files["wide_nchw_basic_block_k16.c"]
     assert text.count("#pragma omp parallel") == int(team_pays)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import jinja2
 import numpy as np
@@ -76,10 +76,11 @@ def build_network(network: Network, target: Any, jobs: Mapping[str, Job], embed:
     return NetworkBuild(files=files, weights=plan, program=True, why="")
 
 
-def arena_note(network: Network, jobs: Mapping[str, Job]) -> str:
-    """A line about the arena network.c runs in."""
+def arena_note(network: Network, jobs: Mapping[str, Job], workspace: Callable[[Job], int] | None = None) -> str:
+    """A line about the arena network.c runs in; `workspace`: a kernel's bytes in it (by default its plan's)."""
     steps = {s.config.name: s.index for s in network.kernels}
-    arena = plan_arena(network, {steps[name]: job.plan.workspace_bytes for name, job in jobs.items()})
+    size = workspace or (lambda job: job.plan.workspace_bytes)
+    arena = plan_arena(network, {steps[name]: size(job) for name, job in jobs.items()})
     return (f"{network.name}: network.c runs {len(network.steps)} steps over a {arena.size_bytes:,}-byte arena "
             f"(each tensor and workspace alone: {arena.naive_bytes:,} bytes; the most alive at once: "
             f"{arena.peak_bytes:,})")

@@ -17,7 +17,7 @@ from ...emit import OutputFile
 from ...measure.records import Timings
 from ...measure.tensors import KernelArgs, poisoned
 from ...network.manifest import Network
-from ...network.program import ProgramBuild
+from ...network.program import ProgramBuild, arena_note
 from ...network.weights import WeightsPlan
 from ...toolstatus import ToolStatus
 from ...plan_types import Plan
@@ -25,7 +25,7 @@ from ..base import BANDWIDTH, FMA, BuildFlags, Executable, Job, Probe, Target, T
 from .blocking import CKernel, c_kernel
 from .microkernel import LANES, WIDE, WIDE_ACCUMULATORS
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
-    network_program, pack_weights
+    network_program, pack_weights, workspace_bytes
 from .options import OPENMP, CModel, c_options, cflags, speed_flags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
@@ -100,7 +100,7 @@ class CLibrary(Executable[CKernel]):
         harness)."""
         plan = self.job.plan
         arrays = [*args.physical_list(), poisoned(plan.tensors[-1].elements, np.dtype(np.float32), poison),
-                  poisoned(plan.workspace_elements, np.dtype(np.float32), poison)]
+                  poisoned(self.job.target_plan.workspace_elements, np.dtype(np.float32), poison)]
         return [placed(a, huge_pages) for a in arrays] if aligned else arrays
 
     def call(self, arrays: list[np.ndarray]) -> None:
@@ -152,7 +152,9 @@ class C(Target[CKernel, CLibrary]):
     def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
         return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES, "wide_lanes": WIDE, "wide_accumulators": WIDE_ACCUMULATORS,
                       "tiled": any(t is not None for t in target_plan.tiles),
-                      "threads": target_plan.threads}}
+                      "threads": target_plan.threads, "workspace_elements": target_plan.workspace_elements,
+                      "workspace_bytes": target_plan.workspace_elements * plan.element_bytes,
+                      "thread_elements": target_plan.thread_elements}}
 
     network_file_names = NETWORK_FILES
     program_timers = True
@@ -161,6 +163,9 @@ class C(Target[CKernel, CLibrary]):
                       ) -> dict[str, str]:
         # network.c/.h: the kernels in order over one arena (network.py); network.c's banner says its flags
         return network_driver(network, jobs, weights, self.network_flags(network).banner_line())
+
+    def network_note(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> str:
+        return arena_note(network, jobs, workspace_bytes)  # a kernel's workspace: a copy per thread (stripe_team.py)
 
     def network_program(self, network: Network, jobs: Mapping[str, Job[CKernel]]) -> ProgramBuild:
         return network_program(network, jobs)  # gcc with each kernel's flags (network.py)

@@ -16,11 +16,12 @@ import re
 from dataclasses import dataclass, replace
 
 from ...config import Config
-from ...plan_types import Function, Phase, Pipeline, Plan, Section, Step
+from ...plan_types import Function, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
 from .microkernel import GROUP, LANES, Tile
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
+from .stripe_team import StripeTeam, stripe_team
 from .team import barriers, one_team, pays, solo
 from .tiles import op_tile, reads_input
 
@@ -30,9 +31,11 @@ class CKernel:
     """The c target plan: the kernel function it emits, and per op how its compute runs."""
 
     kernel: Function
-    threads: int  # the team's size unless <kernel>_set_threads says otherwise (team.py)
+    threads: int  # the team's size unless <kernel>_set_threads says otherwise (team.py, stripe_team.py)
     tiles: tuple[Tile | None, ...]  # per op: its micro-kernel, or None (the planner's loops)
     notes: tuple[str, ...]
+    workspace_elements: int  # what the caller provides: the plan's, or each thread's copy of it (stripe_team.py)
+    thread_elements: int = 0  # one thread's copy when threads share out whole stripes; 0: the caches are shared
 
 
 def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
@@ -59,7 +62,12 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")
     if plan.dtype != "float32" or not any(tiles):
-        return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes))
+        nest = plan.kernel.body[:len(compose_stripes(parts))]
+        shared = stripe_team(nest, plan.kernel.prologue, plan, threads) if plan.dtype == "float32" else None
+        if shared is None or not pays(plan.executed_flops, 1) or _reads_caches(plan.kernel.body[len(nest):], plan):
+            return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes),
+                           workspace_elements=plan.workspace_elements)
+        return _stripes_shared(plan, shared, plan.kernel.body[len(nest):], (), threads, tiles, notes)
     load = parts.load
     if tiles[0] is not None and tiles[0].direct is not None:
         load = tuple(n for n in load if not (isinstance(n, Section) and n.step == Step(Phase.INPUT_READ)))
@@ -87,6 +95,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         unused += ("(void)filter_cache; /* a dot tile reads its filter tensor in place */",)
         notes.append("dot products read the filter tensor in place (no filter cache copy)")
     stripes = compose_stripes(rewritten)
+    shared = stripe_team(solo(stripes), plan.kernel.prologue + unused, plan, threads)
+    if shared is not None and pays(plan.executed_flops, 1) and not _reads_caches(rest, plan):
+        return _stripes_shared(plan, shared, rest, unused, threads, tiles, notes)
     teamed = one_team(stripes)
     meetings = barriers(teamed) if teamed is not stripes else 0
     if meetings and not pays(plan.executed_flops, meetings):
@@ -99,4 +110,32 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     kernel = replace(plan.kernel, body=(*teamed, *rest), prologue=plan.kernel.prologue + unused,
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
     return CKernel(kernel=kernel, threads=threads if teamed is not stripes else 1, tiles=tuple(tiles),
-                   notes=tuple(notes))
+                   notes=tuple(notes), workspace_elements=plan.workspace_elements)
+
+
+def _stripes_shared(plan: Plan, shared: StripeTeam, rest: tuple, unused: tuple[str, ...], threads: int,
+                    tiles: list, notes: list[str]) -> CKernel:
+    """The kernel whose threads share out whole stripes: its caches' pointers move into the region (each thread's
+    own), and the workspace holds `threads` copies of them."""
+    notes.append(f"one OpenMP team per call: {shared.stripes} stripes shared out, each thread on its own caches "
+                 f"(workspace + thread x {shared.thread_elements} elements, up to {threads} threads)")
+    tiled = "; register-blocked micro-kernels" if any(tiles) else ""
+    kernel = replace(plan.kernel, body=(*shared.body, *rest), prologue=(),
+                     doc=f"{plan.kernel.doc} per thread, up to {threads} threads{tiled}")
+    return CKernel(kernel=kernel, threads=threads, tiles=tuple(tiles), notes=tuple(notes),
+                   workspace_elements=shared.workspace_elements, thread_elements=shared.thread_elements)
+
+
+def _reads_caches(nodes: tuple, plan: Plan) -> bool:
+    """Whether code after the stripes names a cache (whose pointers the region keeps to itself)."""
+    names = "|".join(re.escape(c.c_name) for c in plan.caches)
+    return bool(names) and any(re.search(rf"\b({names})\b", line) for line in _lines(nodes))
+
+
+def _lines(nodes: tuple):
+    for node in nodes:
+        if isinstance(node, Stmt):
+            yield node.text
+        else:
+            yield getattr(node, "cond", "")
+            yield from _lines(node.body)

@@ -94,10 +94,12 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
     whose weights `packed` places (network/weights.py); `flags_line` in network.c's banner."""
     check_c_name(network)
     plans = {step.index: _checked_plan(network, step, jobs) for step in network.kernels}
-    arena = plan_arena(network, {k: plan.workspace_bytes for k, plan in plans.items()})
+    spaces = {step.index: workspace_bytes(jobs[step.config.name]) for step in network.kernels}
+    arena = plan_arena(network, spaces)
     tensors = _tensor_rows(network, arena)
     weights = _weight_rows(network, plans, packed)
-    steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena) for step in network.steps)
+    steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena, spaces.get(step.index, 0))
+                  for step in network.steps)
     teams = {step.index: jobs[step.config.name].target_plan.threads for step in network.kernels}
     steps = tuple(replace(s, threads=teams.get(s.index, 1)) for s in steps)
     net = network.name
@@ -112,6 +114,12 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
         manifest=comment_text(Path(network.path).name))
     return {name: _render(template, context, flags_line if name.endswith(".c") else "")
             for name, template in zip(FILES, TEMPLATES)}
+
+
+def workspace_bytes(job: Job) -> int:
+    """What a kernel's workspace takes in the arena: its caches, a copy for each thread when its threads share out
+    whole stripes (the config's `threads`: <net>_set_threads gives a kernel no more)."""
+    return job.target_plan.workspace_elements * job.plan.element_bytes
 
 
 def network_program(network: Network, jobs: Mapping[str, Job]) -> ProgramBuild:
@@ -212,7 +220,7 @@ def _op_order(tensor: PlanTensor) -> tuple[int, int]:
 
 
 def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], weights: tuple[WeightRow, ...],
-              arena: Arena) -> StepRow:
+              arena: Arena, space: int) -> StepRow:
     inputs = tuple(tensors[t] for t in step.inputs)
     outputs = tuple(tensors[t] for t in step.outputs)
     nodes = step.nodes or (tuple(step.config.source.nodes) if step.config and step.config.source else ())
@@ -231,5 +239,5 @@ def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], w
     if missing:
         raise KernelgenError(f"kernel {plan.name}: network.c has nothing to pass as {missing[0]!r}")
     return StepRow(host=False, name=c_string(plan.name), function=plan.kernel.name, label=f"kernel {plan.name}",
-                   workspace_bytes=plan.workspace_bytes, workspace_offset=workspace,
+                   workspace_bytes=space, workspace_offset=workspace,
                    args=tuple(pointers[p.name] for p in plan.kernel.params), **common)

@@ -27,13 +27,13 @@ _DIRECTIVE = ("#ifdef _OPENMP", "#endif", SHARED_FOR)
 _DECLARATION = re.compile(r"^(const\s+)?(int|float|size_t|ptrdiff_t)\s*(\*\s*const\s+)?\w+\s*=[^=]")
 
 
-def _openmp(directive: str) -> tuple[Stmt, ...]:
+def openmp(directive: str) -> tuple[Stmt, ...]:
     return (Stmt(code="#ifdef _OPENMP", summary=""), Stmt(code=directive, summary=""), Stmt(code="#endif", summary=""))
 
 
 def shared_rows() -> tuple[Stmt, ...]:
     """The marker rewrite.py puts before a conv's row loop: its rows are split between the team."""
-    return _openmp(SHARED_FOR)
+    return openmp(SHARED_FOR)
 
 
 def one_team(body: tuple[Node, ...]) -> tuple[Node, ...]:
@@ -43,7 +43,7 @@ def one_team(body: tuple[Node, ...]) -> tuple[Node, ...]:
     inside = _split(body)
     if len(inside) > 3 and getattr(inside[-2], "code", "") == "#pragma omp barrier":
         inside = inside[:-3]  # the region's end is a barrier already
-    return (*_openmp("#pragma omp parallel num_threads(kg_threads)"),
+    return (*openmp("#pragma omp parallel num_threads(kg_threads)"),
             Block(label="one team of kg_threads for the whole call", body=inside))
 
 
@@ -84,8 +84,8 @@ def _on_master(serial: list[Node]) -> list[Node]:
     are the same thread's in every such block."""
     if not serial:
         return []
-    return [*_openmp("#pragma omp master"), Block(label="the master thread", body=tuple(serial)),
-            *_openmp("#pragma omp barrier")]
+    return [*openmp("#pragma omp master"), Block(label="the master thread", body=tuple(serial)),
+            *openmp("#pragma omp barrier")]
 
 
 def pays(work: int, meetings: int) -> bool:
