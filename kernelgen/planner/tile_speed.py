@@ -1,0 +1,66 @@
+"""What the target's micro-kernel makes of a schedule: each op's executed FLOPs weighted by the speed of the tiles
+its stripe width and channel block give, as FLOPs at the FMA peak (the budget search's compute side, search.py,
+and the importer's group estimate). Pure.
+
+A dense conv tile is `pixels` output pixels of a row x `vectors` vectors of the channel block (roofs.TileSpeed);
+each reduction step loads `vectors` filter vectors and broadcasts one input value per pixel into pixels x vectors
+FMAs, and each load costs `load_slots` FMA slots: 12 x 1 (k_block 8) makes 13 loads per 12 FMAs, 6 x 2 (k_block
+16, 32) 8. A stripe row of `cols` pixels takes ceil(cols / most) tiles of equal width, the last one's pixels past
+the row computed and dropped. A channel block that is not whole vectors runs on half vectors (or the planner's plain
+loops), slower by the width it leaves idle. Other ops (depthwise, pools) load two operands per FMA-like step."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config import Config
+from ..roofs import TileSpeed
+
+OTHER_LOADS_PER_FMA = 2  # a depthwise tap or a pool's tap: an input and a filter value (or the running max) each
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTiles:
+    """One op's tiles under a schedule, and the FMA slots each of its FMAs takes."""
+
+    dense: bool
+    pixels: int  # per tile (dense), else 0
+    vectors: int
+    cols: int  # output pixels of a stripe row
+    tiles: int  # per stripe row
+    width: int  # floats of a vector the channel block fills (the target's lanes when whole vectors)
+    slots: float
+
+    @property
+    def loads_per_fma(self) -> float:
+        return (self.pixels + self.vectors) / (self.pixels * self.vectors) if self.dense else OTHER_LOADS_PER_FMA
+
+    def text(self) -> str:
+        if not self.dense:
+            return f"{self.loads_per_fma:g} loads per FMA"
+        tail = self.tiles * self.pixels - self.cols
+        return (f"{self.tiles} tile(s) of {self.pixels} pixels x {self.vectors} vector(s) a row of {self.cols}"
+                f"{f' ({tail} idle)' if tail else ''}, {self.loads_per_fma:.2f} loads per FMA")
+
+
+def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
+    """Op j's (1-based) tiles over stripe rows of `cols` output pixels."""
+    op, k_block = config.ops[j - 1], config.schedule.k_block
+    width = (speed.lanes if k_block % speed.lanes == 0 else speed.half_lanes if k_block % speed.half_lanes == 0
+             else min(k_block, speed.half_lanes))
+    narrow = speed.lanes / width
+    if op.kind != "conv2d" or op.groups != 1 or config.dtype != "float32":
+        return OpTiles(dense=False, pixels=0, vectors=0, cols=cols, tiles=0, width=width,
+                       slots=(1 + speed.load_slots * OTHER_LOADS_PER_FMA) * narrow)
+    vectors = speed.wide_vectors if k_block % (speed.wide_vectors * speed.lanes) == 0 else 1
+    tiles = math.ceil(cols / (speed.accumulators // vectors))
+    pixels = math.ceil(cols / tiles)
+    loads = (pixels + vectors) / (pixels * vectors)
+    slots = (1 + speed.load_slots * loads) * (tiles * pixels / cols) * narrow
+    return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=width, slots=slots)
+
+
+def peak_flops(speed: TileSpeed, config: Config, cols: tuple[int, ...], op_flops: tuple[int, ...]) -> int:
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take (`cols`: each
+    tensor's stripe width, the input's first; `op_flops`: each op's executed FLOPs)."""
+    return round(sum(flops * op_tiles(speed, config, j, cols[j]).slots for j, flops in enumerate(op_flops, start=1)))
