@@ -272,7 +272,8 @@ def test_a_channel_block_below_a_vector_is_charged_for_its_idle_lanes():
     assert narrow_cost(4, 32, 10_000_000) == 2_000_000  # half the lanes idle: the FLOPs again, at 5 per byte
     assert narrow_cost(8, 32, 10_000_000) == 0 and narrow_cost(4, 4, 10_000_000) == 0  # a vector; the config's own
     chosen = plan(parse_config(FEATURES_2)).search.chosen
-    # a block of 4 given in the config is not charged: the search then finds 2% fewer bytes than it chose
+    # a block of 4 given in the config is not charged: the search then finds fewer bytes than it chose (schedule:
+    # auto weighs the tiles too: 32 columns wide, where 16 left a third of a tile idle, 3.72 against 3.88 ms)
     given = plan(parse_config(FEATURES_2.replace("schedule: auto", "schedule: {budget: auto, order: rows_outer, "
                                                                    "k_block: 4}"))).search.chosen
-    assert (chosen.k_block, chosen.traffic_bytes, given.traffic_bytes) == (16, 1_462_336, 1_429_952)
+    assert (chosen.k_block, chosen.w_split, chosen.traffic_bytes, given.traffic_bytes) == (32, 4, 1_569_728, 1_429_952)

@@ -337,7 +337,7 @@ def _why_won(config: Config, shape_list: list, best: Key, fitting: int) -> str:
 
 
 def _us(traffic_bytes: int, roofs) -> str:
-    return f"{traffic_bytes / roofs.bytes_per_second * 1e6:.0f}"
+    return f"{traffic_bytes / roofs.bytes_per_second * 1e6:.1f}"
 
 
 def _why_lost(key: Key, best: Key, roofs=None) -> str:

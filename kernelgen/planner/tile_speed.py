@@ -7,7 +7,8 @@ each reduction step loads `vectors` filter vectors and broadcasts one input valu
 FMAs, and each load costs `load_slots` FMA slots: 12 x 1 (k_block 8) makes 13 loads per 12 FMAs, 6 x 2 (k_block
 16, 32) 8. A stripe row of `cols` pixels takes ceil(cols / most) tiles of equal width, the last one's pixels past
 the row computed and dropped. A channel block that is not whole vectors runs on half vectors (or the planner's plain
-loops), slower by the width it leaves idle. Other ops (depthwise, pools) load two operands per FMA-like step."""
+loops), slower by the width it leaves idle. A depthwise tap loads two operands per FMA (the input, the filter), a
+pool's tap one (the running max or sum stays in a register)."""
 from __future__ import annotations
 
 import math
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from ..config import Config
 from ..roofs import TileSpeed
 
-OTHER_LOADS_PER_FMA = 2  # a depthwise tap or a pool's tap: an input and a filter value (or the running max) each
+DEPTHWISE_LOADS_PER_FMA = 2  # an input and a filter value
+POOL_LOADS_PER_OP = 1  # the input value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,10 +32,11 @@ class OpTiles:
     tiles: int  # per stripe row
     width: int  # floats of a vector the channel block fills (the target's lanes when whole vectors)
     slots: float
+    other_loads: int = 0  # not dense: loads per FMA (or per max or add of a pool)
 
     @property
     def loads_per_fma(self) -> float:
-        return (self.pixels + self.vectors) / (self.pixels * self.vectors) if self.dense else OTHER_LOADS_PER_FMA
+        return (self.pixels + self.vectors) / (self.pixels * self.vectors) if self.dense else self.other_loads
 
     def text(self) -> str:
         if not self.dense:
@@ -50,8 +53,9 @@ def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
              else min(k_block, speed.half_lanes))
     narrow = speed.lanes / width
     if op.kind != "conv2d" or op.groups != 1 or config.dtype != "float32":
+        loads = DEPTHWISE_LOADS_PER_FMA if op.kind == "conv2d" else POOL_LOADS_PER_OP
         return OpTiles(dense=False, pixels=0, vectors=0, cols=cols, tiles=0, width=width,
-                       slots=(1 + speed.load_slots * OTHER_LOADS_PER_FMA) * narrow)
+                       slots=(1 + speed.load_slots * loads) * narrow, other_loads=loads)
     vectors = speed.wide_vectors if k_block % (speed.wide_vectors * speed.lanes) == 0 else 1
     tiles = math.ceil(cols / (speed.accumulators // vectors))
     pixels = math.ceil(cols / tiles)
