@@ -22,11 +22,14 @@ class TileSpeed:
     """How fast a target's dense conv micro-kernel runs a tile, for the budget search (planner/tile_speed.py): a
     tile is up to `accumulators` vector accumulators, pixels x vectors, `wide_vectors` vectors per pixel when the
     channel block holds that many whole vectors; each reduction step loads one filter vector per vector and
-    broadcasts one input value per pixel, and every load takes `load_slots` FMA issue slots from the tile."""
+    broadcasts one input value per pixel, and every load takes `load_slots` FMA issue slots from the tile; each stripe
+    row costs as much again as `row_pixels` pixels of it."""
 
     lanes: int  # floats per vector
     half_lanes: int  # floats per half vector (a channel block of that many runs on them)
     accumulators: int
     wide_vectors: int
     load_slots: float
+    # what each row of a stripe costs besides its tiles (setting up the row, its stores), in pixels' worth of tiles
+    row_pixels: float
     source: str  # the measurement the numbers come from

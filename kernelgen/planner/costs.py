@@ -41,15 +41,14 @@ def plan_costs(config: Config) -> PlanCosts:
     return PlanCosts(flops=sum(useful_flops(op, shape_list[j - 1], shape_list[j]) for j, op in ops),
                      executed_flops=work.executed_flops, traffic=work.traffic,
                      workspace_bytes=workspace_elements(fitted.caches) * ebytes, search=fitted.search,
-                     unfused_activation_bytes=unfused * ebytes, at_peak_flops=_at_peak(config, fitted.geometry.cols,
-                                                                                        work.op_flops))
+                     unfused_activation_bytes=unfused * ebytes, at_peak_flops=_at_peak(config, fitted, work))
 
 
-def _at_peak(config: Config, cols: tuple[int, ...], op_flops: tuple[int, ...]) -> int:
+def _at_peak(config: Config, fitted, work) -> int:
     roofs = config.schedule.speed
     if roofs is None or roofs.tile_speed is None:
         return 0
-    return peak_flops(roofs.tile_speed, config, cols, op_flops)
+    return peak_flops(roofs.tile_speed, config, fitted.geometry, fitted.cut, work)
 
 
 def useful_flops(op, in_shape: Shape, out_shape: Shape) -> int:

@@ -24,10 +24,10 @@ from typing import NamedTuple
 
 from ..config import Config
 from ..errors import NoScheduleFits
-from ..plan_types import LoopOrder
+from ..plan_types import LoopOrder, StripeGeometry, Stripes
 from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
-from .tile_speed import op_tiles, peak_flops
-from .work import count_work
+from .tile_speed import computed_share, op_tiles, peak_flops
+from .work import Work, count_work
 
 SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
 SHOWN_TOO_BIG = 3  # larger schedules that would move fewer bytes but do not fit
@@ -163,17 +163,16 @@ def _measure(config: Config, shape_list: list, budget: int | None = None) -> tup
     if budget is not None and workspace > budget:
         return workspace, -1, -1, count, 0
     work = count_work(config, shape_list, geo, cut, ebytes)
-    return workspace, work.traffic.total, work.executed_flops, count, compute_bytes(config, geo.cols, work.op_flops)
+    return workspace, work.traffic.total, work.executed_flops, count, compute_bytes(config, geo, cut, work)
 
 
-def compute_bytes(config: Config, cols: tuple[int, ...], op_flops: tuple[int, ...]) -> int:
+def compute_bytes(config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
     """The time the schedule's tiles take at its target's tile speed, in bytes its memory moves meanwhile (0 when
     the schedule carries no tile speed)."""
     roofs = config.schedule.speed
     if roofs is None or roofs.tile_speed is None:
         return 0
-    return round(peak_flops(roofs.tile_speed, config, cols, op_flops) * roofs.bytes_per_second
-                 / roofs.flops_per_second)
+    return round(peak_flops(roofs.tile_speed, config, geo, cut, work) * roofs.bytes_per_second / roofs.flops_per_second)
 
 
 MIN_K_BLOCK = 4  # rows_outer's smallest channel block: fewer accumulators per pixel leave the FMA units idle
@@ -327,9 +326,15 @@ def _candidate(key: Key, verdict: str) -> Candidate:
 def _why_won(config: Config, shape_list: list, best: Key, fitting: int) -> str:
     """The compute side of the winner: its tiles op by op, their estimated time and the traffic's."""
     roofs = config.schedule.speed
-    geo = stripe_geometry(config, shape_list, stripes(config, shape_list))
-    tiles = "; ".join(f"{config.ops[j - 1].kind} #{j} {op_tiles(roofs.tile_speed, config, j, geo.cols[j]).text()}"
-                      for j in range(1, len(config.ops) + 1))
+    cut = stripes(config, shape_list)
+    geo = stripe_geometry(config, shape_list, cut)
+    work = count_work(config, shape_list, geo, cut, ELEMENT_BYTES[config.dtype])
+
+    def op_text(j: int) -> str:
+        share = computed_share(roofs.tile_speed, config, geo, cut, work, j)
+        past = f", {share - 1:.0%} more pixels computed than kept" if share > 1.005 else ""
+        return f"{config.ops[j - 1].kind} #{j} {op_tiles(roofs.tile_speed, config, j, geo.cols[j]).text()}{past}"
+    tiles = "; ".join(op_text(j) for j in range(1, len(config.ops) + 1))
     share = best.executed * roofs.bytes_per_second / roofs.flops_per_second / best.compute if best.compute else 0
     return (f"the least estimated time of {fitting} fitting: compute {_us(best.compute, roofs)} us (its tiles at "
             f"{share:.2f} of the FMA peak: {tiles}) + traffic {_us(best.traffic, roofs)} us "
@@ -343,9 +348,13 @@ def _us(traffic_bytes: int, roofs) -> str:
 def _why_lost(key: Key, best: Key, roofs=None) -> str:
     if roofs is not None and key.cost > best.cost:  # time: its tiles' and its traffic's
         more, saved = key.compute - best.compute, best.traffic - key.traffic
-        if saved >= 0:
-            return (f"its tiles take {_us(more, roofs)} us more (k_block {-key.neg_k_block}), more than the "
-                    f"{saved} bytes ({_us(saved, roofs)} us) it saves")
+        block = (f" (k_block {-key.neg_k_block} against {-best.neg_k_block})" if key.neg_k_block != best.neg_k_block
+                 else "")
+        if saved > 0:
+            return (f"its tiles{block} take {_us(more, roofs)} us more, more than the {saved} bytes "
+                    f"({_us(saved, roofs)} us) it saves")
+        if saved == 0:
+            return f"its tiles{block} take {_us(more, roofs)} us more at the same traffic"
         if more >= 0:
             return f"moves {-saved} more bytes ({_us(-saved, roofs)} us)" + (
                 f" and its tiles take {_us(more, roofs)} us more" if more else "")

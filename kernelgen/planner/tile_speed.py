@@ -2,13 +2,16 @@
 its stripe width and channel block give, as FLOPs at the FMA peak (the budget search's compute side, search.py,
 and the importer's group estimate). Pure.
 
-A dense conv tile is `pixels` output pixels of a row x `vectors` vectors of the channel block (roofs.TileSpeed);
-each reduction step loads `vectors` filter vectors and broadcasts one input value per pixel into pixels x vectors
-FMAs, and each load costs `load_slots` FMA slots: 12 x 1 (k_block 8) makes 13 loads per 12 FMAs, 6 x 2 (k_block
-16, 32) 8. A stripe row of `cols` pixels takes ceil(cols / most) tiles of equal width, the last one's pixels past
-the row computed and dropped. A channel block that is not whole vectors runs on half vectors (or the planner's plain
-loops), slower by the width it leaves idle. A depthwise tap loads two operands per FMA (the input, the filter), a
-pool's tap one (the running max or sum stays in a register)."""
+A dense conv tile is `pixels` output pixels of a row x `vectors` vectors of the channel block (roofs.TileSpeed); each
+reduction step loads `vectors` filter vectors and broadcasts one input value per pixel into pixels x vectors FMAs, and
+each load costs `load_slots` FMA slots: 12 x 1 (k_block 8) makes 13 loads per 12 FMAs, 6 x 2 (k_block 16, 32) 8; a
+narrow stripe's row of pixels gives short tiles (8 columns: 4 x 2, 0.75 loads per FMA), and each row costs
+`row_pixels` pixels' worth of tiles on top (its set-up and stores), a larger share of a short row. A stripe row of
+`cols` pixels takes ceil(cols / most) tiles of equal width, and every stripe its whole window of rows and tiles, the
+last stripes' rows and columns past the tensor's edge included (computed, then dropped by the store), which the
+executed FLOPs (clipped at the edges) do not count: they are charged as computed. A channel block that is not whole
+vectors runs on half vectors (or the planner's plain loops), slower by the width it leaves idle. A depthwise tap loads
+two operands per FMA (the input, the filter), a pool's tap one (the running max or sum stays in a register)."""
 from __future__ import annotations
 
 import math
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..roofs import TileSpeed
+from ..plan_types import StripeGeometry, Stripes
+from .work import Work
 
 DEPTHWISE_LOADS_PER_FMA = 2  # an input and a filter value
 POOL_LOADS_PER_OP = 1  # the input value
@@ -31,7 +36,7 @@ class OpTiles:
     cols: int  # output pixels of a stripe row
     tiles: int  # per stripe row
     width: int  # floats of a vector the channel block fills (the target's lanes when whole vectors)
-    slots: float
+    slots: float  # per FMA computed
     other_loads: int = 0  # not dense: loads per FMA (or per max or add of a pool)
 
     @property
@@ -60,11 +65,20 @@ def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
     tiles = math.ceil(cols / (speed.accumulators // vectors))
     pixels = math.ceil(cols / tiles)
     loads = (pixels + vectors) / (pixels * vectors)
-    slots = (1 + speed.load_slots * loads) * (tiles * pixels / cols) * narrow
+    slots = (1 + speed.load_slots * loads) * (1 + speed.row_pixels / cols) * narrow
     return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=width, slots=slots)
 
 
-def peak_flops(speed: TileSpeed, config: Config, cols: tuple[int, ...], op_flops: tuple[int, ...]) -> int:
-    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take (`cols`: each
-    tensor's stripe width, the input's first; `op_flops`: each op's executed FLOPs)."""
-    return round(sum(flops * op_tiles(speed, config, j, cols[j]).slots for j, flops in enumerate(op_flops, start=1)))
+def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take."""
+    return round(sum(flops * computed_share(speed, config, geo, cut, work, j)
+                     * op_tiles(speed, config, j, geo.cols[j]).slots for j, flops in enumerate(work.op_flops, start=1)))
+
+
+def computed_share(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int) -> float:
+    """Op j's output pixels its tiles compute over those its executed FLOPs count (1: not a dense tile)."""
+    t = op_tiles(speed, config, j, geo.cols[j])
+    if not t.dense or not work.op_pixels[j - 1]:
+        return 1.0
+    computed = cut.ho_extent * geo.rows[j] * cut.wo_extent * t.tiles * t.pixels * geo.shapes[0][0]
+    return computed / work.op_pixels[j - 1]

@@ -5,14 +5,20 @@ from __future__ import annotations
 from ...roofs import TileSpeed
 from .microkernel import ACCUMULATORS, HALF, LANES
 
-# FMA issue slots one load of the tile's inner loop costs, fitted to ResNet18's layer1.0 pair (2 x 3x3 64->64 on
-# 56x56, rows_outer, h_split 7, h_block 2; /tmp/tiles48/exp, `kernelgen bench --target c --repeat 5`, warm CPU time
-# against the FMA probe's rate, loaded 2-core AVX-512 host): k_block 8 / 16 / 32 at full width ran at 0.38 / 0.50 /
-# 0.47 of the peak (useful FLOPs), k_block 8 / 16 at w_split 1 (stripes of 8 columns) 0.40 / 0.50, at w_split 2
-# 0.37 / 0.51. Executed FLOPs x the tile tails' idle pixels x (1 + LOAD_SLOTS x loads per FMA) gives those times
-# with LOAD_SLOTS 0.92 to 1.25 (1.0 +- 6% but one); the 1 also carries what is not the tile (the caches' reads, the
-# stores, the epilogue). 28 stripes ran as fast as 4 there: no per-stripe charge.
-LOAD_SLOTS = 1.0
+# Fitted to ResNet18's layer1.0 pair (2 x 3x3 64->64 on 56x56, rows_outer; /tmp/tiles48/exp, `kernelgen bench
+# --target c --repeat 7`, the least warm CPU time of 2-3 interleaved runs on the loaded 2-core AVX-512 host):
+#   k_block 32, 12-row stripes, full width (6 x 2 tiles)            7.18 ms
+#   k_block 16, 14-row stripes, full width (6 x 2)                  7.24
+#   k_block 16, 12-row stripes, full width (6 x 2)                  7.49
+#   k_block 32, 20-row stripes of 32 columns (6 x 2, 29% computed past the edges)     9.02
+#   k_block 32, full height, stripes of 8 columns (5 x 2 and 4 x 2)                    9.51
+#   k_block 8, 14-row stripes of 8 columns (10 x 1 and 8 x 1)      10.87
+# Time = computed FLOPs (executed, plus the pixels the tiles compute past a stripe's edges) x (1 + LOAD_SLOTS x
+# loads per FMA) x (1 + ROW_PIXELS / the stripe row's pixels) gives all six within 5% (the 1 also carries what is
+# not the tile: the caches' reads, the epilogue). The loads alone (ROW_PIXELS 0) left the 8-column stripes 22% slower
+# than predicted and full width 12% faster.
+LOAD_SLOTS = 0.45
+ROW_PIXELS = 3.5
 
 C_TILE_SPEED = TileSpeed(lanes=LANES, half_lanes=HALF, accumulators=ACCUMULATORS, wide_vectors=2, load_slots=LOAD_SLOTS,
-                         source="c micro-kernel (targets/c/tile_speed.py)")
+                         row_pixels=ROW_PIXELS, source="c micro-kernel (targets/c/tile_speed.py)")
