@@ -32,4 +32,6 @@ class TileSpeed:
     load_slots: float
     # what each row of a stripe costs besides its tiles (setting up the row, its stores), in pixels' worth of tiles
     row_pixels: float
+    # what a kernel costs besides its stripes (the call, its first cache fills): what cutting a chain adds
+    call_seconds: float = 0.0
     source: str  # the measurement the numbers come from
