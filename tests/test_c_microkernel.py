@@ -231,9 +231,11 @@ def test_openmp_threads_split_the_rows_where_fewer_stripes_than_threads_and_matc
 # each stripe schedule with one team per call, and the stripes its threads share out (0: the row split, team.py):
 # partial sums over chunks (3 channel x 3 row stripes), a halo ring (the 2 channel stripes; the rows it carries
 # stay whole), a double buffer (each stripe loads the next: rows), rows outer (2 row stripes, the last conv's 4
-# channel blocks inside each), a pool between convs, a first conv reading the input itself (batch 2 x 2 x 3 x 3)
+# channel blocks inside each), a pool between convs, a first conv reading the input itself (batch 2 x 2 x 3 x 3),
+# the planner's own loops (no micro-kernel: 4 channel stripes)
 TEAM_SCHEDULES = {"c_split_chunks_partial_sums": 9, "halo_reuse_chain": 2, "double_buffer_w_split": 0,
-                  "rows_outer_chain": 2, "chain_through_maxpool": 2, "depthwise_direct_batch2_w_split": 36}
+                  "rows_outer_chain": 2, "chain_through_maxpool": 2, "depthwise_direct_batch2_w_split": 36,
+                  "k_block_2_falls_back": 4}
 
 
 @requires_tool(*toolchain("c"))
