@@ -89,6 +89,11 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
                                                                     "{out_channels: 24, kernel: 3, dilation: 2, pad: 2, "
                                                                     "groups: 24}"], "NCHW", "NCHW",
                                                   "{k_block: 8, h_block: 2}", ["depthwise", "depthwise", "depthwise"]),
+    # a pool ends the chain: its NHWC output cache goes back to the NCHW output in 8 x 8 blocks (writeback.py), 12
+    # channels a stripe (a vector and 4 more), 10 columns (a block and 2 more)
+    "nchw_chain_ending_in_maxpool": ([1, 12, 21, 12], ["{out_channels: 24, kernel: 3, pad: 1, bias: true, activation: "
+                                                       "relu}", "maxpool: {kernel: 2, stride: 2}"], "NCHW", "NCHW",
+                                     "{k_block: 12}", ["dense", None]),
     # MobileNetV2's features.4 as imported: schedule auto picks h_block 2 and rows_outer, which the c target's
     # geometry must follow (the stride-2 depthwise's window, then the 1x1 writing the output directly)
     "imported_mobilenet_block_schedule_auto": ([1, 56, 56, 144], ["{out_channels: 144, kernel: 3, stride: 2, pad: 1, "
@@ -145,7 +150,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert len(sections) == 1, sections
         assert ("register-blocked micro-kernel" in sections[0]) == (kind is not None)
     if "dense" in kinds:
-        fma = "KG_FMA4" if "k_block: 4" in CASES[name].schedule else "KG_FMA"
+        fma = "KG_FMA4" if any(t is not None and t.lanes == 4 for t in job.target_plan.tiles) else "KG_FMA"
         assert f"{fma}(a0_0, x0[ch], w0);" in text
     if name == "dense_3x3_width13_k16":  # the repack's output-channel loop innermost: consecutive stores
         assert re.search(r"for \(int fw = 0; fw < 3; \+\+fw\) \{\n\s*for \(int fk = 0; fk < 16; \+\+fk\) \{\n\s*"
@@ -241,6 +246,13 @@ def test_nchw_tensors_get_channels_last_caches_when_c_is_the_only_target():
     assert ("KG_STORE(row + (iw + 7) * 24 + ic, KG_SET(KG_LANE(r0, 7), KG_LANE(r1, 7), KG_LANE(r2, 7), KG_LANE(r3, 7), "
             "KG_LANE(r4, 7), KG_LANE(r5, 7), KG_LANE(r6, 7), KG_LANE(r7, 7)));") in text
     assert "r1 = KG_LOAD(&input[((nb*5928)+(ho_outer*76)+(ih*19)+(-115)) + iw + (ic + 1) * 247])" in text
+    _, pooled = _job("nchw_chain_ending_in_maxpool")
+    text = pooled.files["nchw_chain_ending_in_maxpool.c"]
+    assert text.count("8 x 8 blocks of pixels transposed into channel planes") == 1
+    assert ("KG_STORE(&output[(((ko_outer*720)+(ho_outer*80)+(oh*10))) + ow + (ok + 7) * 60], KG_SET(KG_LANE(r0, 7), "
+            "KG_LANE(r1, 7), KG_LANE(r2, 7), KG_LANE(r3, 7), KG_LANE(r4, 7), KG_LANE(r5, 7), KG_LANE(r6, 7), "
+            "KG_LANE(r7, 7)));") in text
+    assert "for (int okt = 0; okt < 4; ++okt) {" in text and "ok < 12; ++ok) output[" in text
     _, beside = _job("depthwise_nchw_pixel_vectors_chain")
     assert {c.physical_layout for c in beside.plan.caches if c.name != "filter"} == {"NCHW"}
     # the same windows and sizes either way
@@ -252,7 +264,7 @@ def test_nchw_tensors_get_channels_last_caches_when_c_is_the_only_target():
 @pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
                                   "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain",
                                   "dot_products_after_global_pool", "depthwise_nchw_channels_last_caches_chain",
-                                  "dense_dilation2_nchw_w_split"])
+                                  "dense_dilation2_nchw_w_split", "nchw_chain_ending_in_maxpool"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
     """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
     config, job = _job(name)
