@@ -239,6 +239,9 @@ def test_nchw_tensors_get_channels_last_caches_when_c_is_the_only_target():
     assert {c.name: (c.physical_layout, c.physical_shape) for c in job.plan.caches if c.name != "filter"} == {
         "input": ("NHWC", (1, 15, 21, 24)), "temp_output_1": ("NHWC", (1, 13, 21, 24)),
         "temp_output_2": ("NHWC", (1, 6, 14, 24)), "output": ("NHWC", (1, 2, 10, 8))}
+    assert "caches input, temp_output_1, temp_output_2, output: NHWC, a pixel's channels together (every target of " \
+        "the config reads channel vectors), though their tensors keep them apart: the input read and the write-back " \
+        "transpose" in job.plan.notes
     text = job.files["depthwise_nchw_channels_last_caches_chain.c"]
     assert text.count("8 x 8 blocks of channel planes transposed into pixels") == 1
     # 21 columns: two whole blocks of 8 (three vectors of 8 channels each), then 5 columns element by element
@@ -255,6 +258,7 @@ def test_nchw_tensors_get_channels_last_caches_when_c_is_the_only_target():
     assert "for (int okt = 0; okt < 4; ++okt) {" in text and "ok < 12; ++ok) output[" in text
     _, beside = _job("depthwise_nchw_pixel_vectors_chain")
     assert {c.physical_layout for c in beside.plan.caches if c.name != "filter"} == {"NCHW"}
+    assert not any(n.startswith("caches ") for n in beside.plan.notes)
     # the same windows and sizes either way
     assert [(c.logical_shape, c.elements, c.offset) for c in beside.plan.caches] == [
         (c.logical_shape, c.elements, c.offset) for c in job.plan.caches]
