@@ -196,9 +196,10 @@ def test_openmp_threads_split_the_rows_and_match_numpy(tmp_path, monkeypatch):
 
 
 # each stripe schedule with one team per call (team.py): partial sums over chunks, a halo ring, a double buffer,
-# rows outer, a pool between convs, a first conv reading the input itself
+# rows outer, a pool between convs, a first conv reading the input itself, an NCHW input read and output written
+# back through channels-innermost caches (transposes on the master thread)
 TEAM_SCHEDULES = ("c_split_chunks_partial_sums", "halo_reuse_chain", "double_buffer_w_split", "rows_outer_chain",
-                  "chain_through_maxpool", "depthwise_direct_batch2_w_split")
+                  "chain_through_maxpool", "depthwise_direct_batch2_w_split", "nchw_chain_ending_in_maxpool")
 
 
 @requires_tool(*toolchain("c"))
