@@ -296,14 +296,15 @@ def test_bad_c_options_exit_2_at_their_key(tmp_path):
 
 @requires_tool("clang-19")
 def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
-    """Both ways a compiler may read the macros, with every kind of tile in one file (dense, half, both depthwise)."""
+    """Every way a compiler may read the macros, with every kind of tile in one file (dense, half, both depthwise):
+    vector extensions with and without AVX-512F (the 16-float dense tiles), or the scalar struct."""
     import subprocess
 
     for name in ("inverted_residual_hardswish_chain", "dense_k_block_4_half_vectors_chain"):
         _, job = _job(name)
         for file, text in job.files.items():
             (tmp_path / file).write_text(text)
-        for extra in ((), ("-DKG_SCALAR",)):
+        for extra in ((), ("-DKG_SCALAR",), ("-mavx512f",), ("-mavx512f", "-DKG_SCALAR")):  # 8, 16-float tiles
             subprocess.run(["clang-19", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *extra, "-c",
                             str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)
 

@@ -1,5 +1,6 @@
 """Every command through click's CliRunner, with every exit status."""
 import json
+import re
 
 from click.testing import CliRunner
 from builders import toolchain
@@ -388,6 +389,8 @@ def test_bench_reports_min_median_max_in_json_and_csv(repo):
         assert row["seconds_median"] == row["seconds"]
         assert row["peak_gflops"] > 0 and row["ratio"] > 0 and row["label"].endswith(f" {row['when']}")
         assert f"{row['when']}: " in row["measured"] and "CPU time of the calling thread" in row["measured"]
+        # the peak's vectors: the widest the kernel's flags give it (issue 48)
+        assert re.search(r"FMA peak: 8 chains of (16-float \(AVX-512F zmm\)|8-float) vectors", row["measured"])
     assert set(report["context"]["host"]["cpu_flags"]) <= {"avx2", "avx512f", "fma", "asimd", "asimdhp", "sve"}
     result = CliRunner().invoke(main, ["bench", config, "--target", "c", "--repeat", "3", "--csv"])
     assert result.exit_code == 0, result.output

@@ -51,10 +51,12 @@ def _children(node):
 def _parse_kernel(source: str, name: str):
     # the micro-kernels' vector macros (GCC vector extensions or their fallback): one plain struct for pycparser
     source = re.sub(r"#if \(defined\(__GNUC__\).*?\n(?=#define KG_CLAMP)",
-                    "typedef struct { float lane[8]; } kg_vf;\ntypedef struct { float lane[4]; } kg_vf4;\n", source,
+                    "typedef struct { float lane[8]; } kg_vf;\ntypedef struct { float lane[4]; } kg_vf4;\n"
+                    "typedef struct { float lane[16]; } kg_vf16;\n", source,
                     flags=re.S)
     code = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
-    code = "\n".join(line for line in code.splitlines() if not line.startswith("#"))
+    # directives dropped, indented ones too (a dense tile's two variants, #if KG_VF16: both are parsed)
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#"))
     ast = c_parser.CParser().parse(code)
     return next(f for f in ast.ext if isinstance(f, c_ast.FuncDef) and f.decl.name == name)
 

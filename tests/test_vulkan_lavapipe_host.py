@@ -90,7 +90,7 @@ def test_best_takes_the_highest_median_and_the_default_on_a_tie():
 
 
 def test_tiles_are_fitted_to_the_l1d_by_their_stack_estimate():
-    from kernelgen.targets.vulkan.lavapipe_host import fitting_tile, stack_kib, tile_note
+    from kernelgen.targets.vulkan.lavapipe_host import fitting_tile, plan_tile_notes, stack_kib, tile_note
 
     assert round(stack_kib((4, 8, 16)), 1) == 43.2 and round(stack_kib((4, 4, 16)), 1) == 23.7
     assert fitting_tile((4, 8, 16), 49152) == (4, 8, 16)  # 43.2 KiB in 48
@@ -105,6 +105,9 @@ def test_tiles_are_fitted_to_the_l1d_by_their_stack_estimate():
         "lavapipe: the invocation tile [4, 8, 16]'s multiply-add region touches ~43 KiB of stack, past this host's "
         "32 KiB L1d; vulkan: {ivc_tile: [4, 4, 16]} fits it (~24 KiB), or run benchmarks/lavapipe_calibrate.py")
     assert tile_note(zen3, (4, 4, 16)) is None
+    # a benchmark's plans: each distinct conv tile once ([oh, ow, vec4 chunks] as the plan keeps them)
+    assert plan_tile_notes(zen3, [(4, 8, 4), (4, 4, 4), (4, 8, 4)]) == [tile_note(zen3, (4, 8, 16))]
+    assert plan_tile_notes(zen3, [(4, 4, 4)]) == []
 
 
 SMALL_1X1 = ("name: small\ninput: {shape: [1, 8, 8, 16], layout: NHWC}\nops:\n  - conv2d: {out_channels: 64, kernel: 1}\n"

@@ -198,15 +198,39 @@ VALIDATION_LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_vali
 
 @requires_tool(*TOOLS)
 @pytest.mark.skipif(not VALIDATION_LAYER.exists(), reason="needs vulkan-validationlayers")
-def test_the_program_passes_the_khronos_validation_layer(shipped, tmp_path):
-    """Every Vulkan call of a start and two inferences under VK_LAYER_KHRONOS_validation (it reports a misuse, such
-    as a binding's offset or a barrier's range, on stdout as a "Validation Error")."""
+@pytest.mark.parametrize("staged", ["0", "1"])
+def test_the_program_passes_the_khronos_validation_layer(shipped, tmp_path, staged):
+    """Every Vulkan call of a start and two inferences under VK_LAYER_KHRONOS_validation with its synchronization
+    checks on (it reports a misuse, such as a binding's offset, a barrier's range or a copy racing a dispatch, on
+    stdout as a "Validation Error"), memories mapped and staged alike."""
     import os
 
-    env = {**os.environ, "VK_INSTANCE_LAYERS": "VK_LAYER_KHRONOS_validation", "VK_LOADER_DEBUG": "layer"}
+    env = {**os.environ, "VK_INSTANCE_LAYERS": "VK_LAYER_KHRONOS_validation", "VK_LOADER_DEBUG": "layer",
+           "VK_LAYER_ENABLES": "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT",
+           "KERNELGEN_VULKAN_STAGED": staged}
     done = subprocess.run([str(shipped["folder"] / f"{NET}_run"), "--repeat", "2", str(shipped["root"] / "x.npy"),
                            str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     assert 'Insert instance layer "VK_LAYER_KHRONOS_validation"' in done.stdout + done.stderr  # it did run
     assert "Validation" not in done.stdout.replace("VK_LAYER_KHRONOS_validation", "")
     assert relative_error(np.load(tmp_path / "y.npy"), shipped["want"]) <= FLOAT_TOLERANCE
+
+
+@requires_tool(*TOOLS)
+def test_staged_memories_give_the_same_output_as_mapped_ones(shipped, tmp_path):
+    """A discrete GPU's path (device-local memories, the weights uploaded once through a staging buffer, each run's
+    input copied in and output copied out by the command buffer), forced on lavapipe, whose one memory type is both
+    device-local and host-visible: the same dispatches on the same device, so the same bytes."""
+    import os
+
+    runs = {}
+    for staged in ("0", "1"):
+        done = subprocess.run([str(shipped["folder"] / f"{NET}_run"), "--repeat", "3", str(shipped["root"] / "x.npy"),
+                               str(tmp_path / f"y{staged}.npy")], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "KERNELGEN_VULKAN_STAGED": staged})
+        assert done.returncode == 0, done.stderr
+        runs[staged] = done.stdout.splitlines()[0]
+    assert runs["0"].endswith("; host-visible device-local memory, input and output copied with memcpy"), runs["0"]
+    assert runs["1"].endswith("; device-local memory, input and output staged through host-visible buffers"), runs["1"]
+    assert np.load(tmp_path / "y1.npy").tobytes() == np.load(tmp_path / "y0.npy").tobytes()
+    assert relative_error(np.load(tmp_path / "y1.npy"), shipped["want"]) <= FLOAT_TOLERANCE

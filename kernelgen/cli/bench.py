@@ -159,3 +159,7 @@ def _report(rows: list[BenchRow], work: list, run_on: str | None, plot: str | No
         click.echo(f"{r.target:<7} {r.label}  {timing}  FLOPs={r.flops} {extra}{mark}")
     for what in dict.fromkeys(r.measured for r in rows if r.measured):  # what each kind of time is, once
         click.echo(what)
+    if run_on is None:  # the default device: what the host makes of each target's kernels
+        for target in dict.fromkeys(t for t, _ in work):
+            for note in TARGETS[target].bench_notes([job for t, job in work if t == target]):
+                click.echo(note)

@@ -16,7 +16,8 @@ from ..network.manifest import Network
 
 MODEL = ("estimate: per op max(compute, memory); compute = the compiler's count for one pass over the shader x "
          "passes of its innermost loop x invocations / cores / clock (busiest unit; every pass charged the whole "
-         "shader: an upper bound); memory = every tensor the op binds moved once / DRAM bandwidth (a lower bound); "
+         "shader: an upper bound; Valhall's load/store instructions at a quarter cycle per thread, a warp's vec4 access "
+         "being 4 of the unit's 64-byte lines, not Mesa's 1); memory = every tensor the op binds moved once / DRAM bandwidth (a lower bound); "
          "kernel = sum of ops, network = sum of kernels (no dispatch overhead)")
 
 

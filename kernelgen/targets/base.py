@@ -261,6 +261,11 @@ class Target(ABC, Generic[TargetPlan, Compiled]):
         `bench --plot`); None when it has none."""
         return None
 
+    def bench_notes(self, jobs: list[Job[TargetPlan]]) -> list[str]:
+        """Lines `bench` prints after this target's rows measured on this host's default device: what the host
+        makes of the kernels' defaults; [] when there is nothing to say."""
+        return []
+
     def estimate(self, job: Job[TargetPlan]) -> Timings | None:
         """A static estimate instead of a clock when the job's device is not here but its compiler is (a sweep
         ranks by it); None: time it."""

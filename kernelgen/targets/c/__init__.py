@@ -23,7 +23,7 @@ from ...toolstatus import ToolStatus
 from ...plan_types import Plan
 from ..base import BANDWIDTH, FMA, BuildFlags, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
-from .microkernel import LANES
+from .microkernel import LANES, WIDE, WIDE_ACCUMULATORS
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
     network_program, pack_weights
 from .options import OPENMP, CModel, c_options, cflags, speed_flags
@@ -151,7 +151,7 @@ class C(Target[CKernel, CLibrary]):
         return c_kernel(config, plan, c_options(config).threads)
 
     def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
-        return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES,
+        return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES, "wide_lanes": WIDE, "wide_accumulators": WIDE_ACCUMULATORS,
                       "tiled": any(t is not None for t in target_plan.tiles),
                       "threads": target_plan.threads}}
 
@@ -193,7 +193,9 @@ class C(Target[CKernel, CLibrary]):
     def _probes(executable: CLibrary) -> Probes:
         if executable.probes is None:
             # 2^20 steps of 8 chains: 134 MFLOP, a millisecond or two, as long as the kernels it is beside
-            executable.probes = Probes(executable.workdir, iterations=1 << 20)
+            # built for the kernel's machine flags (-march, -mno-avx512f): its peak is of the kernel's vectors
+            machine = tuple(f for f in executable.flags if f.startswith("-m")) or ("-march=native",)
+            executable.probes = Probes(executable.workdir, iterations=1 << 20, machine=machine)
         return executable.probes
 
     def time(self, executable: CLibrary, args: KernelArgs | None, repeat: int,
@@ -211,7 +213,8 @@ class C(Target[CKernel, CLibrary]):
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
         label = f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})"
         rows = {when: Timings(label=f"{label} {when}", seconds=seconds, probe_seconds=times.probes, when=when,
-                              measured=measured(when, threads), metrics={"executed_flops": plan.executed_flops})
+                              measured=f"{measured(when, threads)}; {self._probes(executable).describe}",
+                              metrics={"executed_flops": plan.executed_flops})
                 for when, seconds in ((COLD, times.cold), (WARM, times.warm))}
         first = COLD if plan.memory_bound else WARM
         return (rows[first], *(t for when, t in rows.items() if when != first))

@@ -54,6 +54,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
             kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else \
                 " (dot products: a matrix-vector product)" if tile.dot else ""
             notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
+            if tile.wide is not None:
+                notes.append(f"{op.label}: where the compiler targets AVX-512F, {tile.wide.pixels} pixels x "
+                             f"{tile.wide.width} channels in 16-float vectors (KG_VF16)")
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")
     if plan.dtype != "float32" or not any(tiles):

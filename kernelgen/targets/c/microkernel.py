@@ -30,6 +30,13 @@ from ...plan_types import Block, Guard, Loop, Node, OpGeometry, Stmt
 LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
 HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit
 ACCUMULATORS = 12  # vector accumulators of a dense tile: 12 + filter vectors + a broadcast fit x86-64's 16 ymm
+# A dense tile's second variant, compiled where the C compiler targets AVX-512F (KG_VF16 in vector.h.j2): vectors
+# of WIDE floats (one zmm) and up to WIDE_ACCUMULATORS of them, which with the filter vectors fill 30 of the 32 zmm
+# registers (the broadcast input is the FMA's memory operand, {1to16}). Twice the floats per FMA: the 8-float
+# tile cannot pass half of such a core's peak. Depthwise tiles keep 8 floats: a 16-pixel NCHW depthwise tile (the
+# only one wide enough, MobileNetV2's features_1 at 112 columns) took 1.9-2.0 ms against 1.45 with 8 pixels.
+WIDE = 16
+WIDE_ACCUMULATORS = 28
 DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, two pipes), input and filter from memory
 # A direct depthwise tile prefetches the input pixels this many tiles ahead in the rows that come from memory. The
 # hardware prefetchers stop at each 4 KiB page (10 pixels of 96 channels) and restart late, and the tile's 108 FMAs
@@ -86,7 +93,23 @@ class Tile:
     channels: tuple[str, ...] = ()
     inside: str = ""
 
-    lanes: int = LANES  # floats per dense accumulator: LANES (kg_vf), or HALF (kg_vf4) for a k_block of 4
+    lanes: int = LANES  # floats per dense accumulator: LANES (kg_vf), HALF (kg_vf4) for a k_block of 4, or WIDE
+    # dense: elements between two reduction channels' filter vectors (0: `width`, the repacked block), and each
+    # vector's offset from its block's first (empty: v * lanes). A wide tile reads the 8-float variant's repacked
+    # filter: its blocks are 16 channels wide, and a tile of two wide vectors reads two blocks.
+    filter_row: int = 0
+    vector_offsets: tuple[int, ...] = ()
+    # dense, wide: elements between two source columns. The tile reads pixel p at a constant offset from the
+    # tap's first pixel (column xw: its offset `col_at`), but for the `clamped` pixels, which some tile reads past
+    # the window with (a row's first or last tile, in columns whose sums the store drops): each of those reads
+    # through its own clamped column pointer, as the 8-float tile reads every pixel. A pointer per pixel would
+    # not fit x86-64's 16 general registers for 28 pixels: gcc reloads each spilled one before its FMA.
+    col_step: int = 0
+    col_at: str = ""
+    clamped: tuple[int, ...] = ()
+    # dense, k_block a multiple of WIDE: the same tile in WIDE-float vectors, emitted beside this one for
+    # compilers that target AVX-512F (rewrite.py)
+    wide: "Tile | None" = None
     # channel-vector depthwise: the tile holds every channel of the stripe, the planner's k_split blocks of
     # k_block / k_split (its ko_inner loop moves from around the rows to around each pixel's store), so a tile
     # writes whole output pixels at once rather than a third of each pixel per pass over the stripe
@@ -116,8 +139,13 @@ class Tile:
 
     @property
     def suffix(self) -> str:
-        """Of the vector type and its macros: "" (kg_vf, KG_LOAD) or "4" (kg_vf4, KG_LOAD4)."""
+        """Of the vector type and its macros: "" (kg_vf, KG_LOAD), "4" (kg_vf4, KG_LOAD4) or "16" (kg_vf16)."""
         return "" if self.lanes == LANES else str(self.lanes)
+
+    def filter_at(self, v: int) -> str:
+        """C: where filter vector v of reduction channel rc lies in the tap's filter (wt)."""
+        offset = self.vector_offsets[v] if self.vector_offsets else v * self.lanes
+        return f"wt + rc * {self.filter_row or self.width} + {offset}"
 
 
 def separable(layout: TensorLayout) -> bool:
@@ -182,13 +210,19 @@ def _dense(t: Tile) -> tuple[Node, ...]:
     p_range, v_range, x = range(t.pixels), range(t.vectors), t.suffix
     accs = [[f"a{p}_{v}" for v in v_range] for p in p_range]
     step = t.stride
-    pointers: list[Node] = [_clamp(f"xc{p}", f"xb + {p * step} + rw * {t.dilation}", t.col_limit) for p in p_range]
+    clamped = p_range if not t.col_step else t.clamped
+    pointers: list[Node] = [_clamp(f"xc{p}", f"xb + {p * step} + rw * {t.dilation}", t.col_limit) for p in clamped]
     pointers += [Stmt(code=f"const float *const x{p} = {t.src} + xr + {t.col[p]};", summary=f"x{p} = pixel {p}")
-                 for p in p_range]
+                 for p in clamped]
+    inputs = [f"x{p}[ch]" if p in clamped else f"x[xo + ch + {p * step * t.col_step}]" for p in p_range]
+    if len(clamped) < t.pixels:
+        pointers += [Stmt(code=f"const int xw = xb + rw * {t.dilation};", summary="xw = the first pixel's column"),
+                     Stmt(code=f"const int xo = {t.col_at};", summary="xo = its column offset"),
+                     Stmt(code=f"const float *const x = {t.src} + xr;", summary="x = the source row")]
     pointers.append(Stmt(code=f"const float *const wt = wk + (rh * {t.kernel[1]} + rw) * {t.filter_tap};",
                          summary="wt = filter tap"))
-    loads = ", ".join(f"w{v} = KG_LOAD{x}(wt + rc * {t.width} + {v * t.lanes})" for v in v_range)
-    macs = [Stmt(code=" ".join(f"KG_FMA{x}(a{p}_{v}, x{p}[ch], w{v});" for v in v_range),
+    loads = ", ".join(f"w{v} = KG_LOAD{x}({t.filter_at(v)})" for v in v_range)
+    macs = [Stmt(code=" ".join(f"KG_FMA{x}(a{p}_{v}, {inputs[p]}, w{v});" for v in v_range),
                  summary=f"a{p}_* += x{p}[rc] * w*") for p in p_range]
     reduction = Loop(var="rc", extent=t.reduce, body=(
         Stmt(code=f"const kg_vf{x} {loads};", summary="w* = filter vectors"),

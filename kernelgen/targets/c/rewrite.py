@@ -169,7 +169,14 @@ def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple
     store runs for each of its pixels with `acc` pointing at that pixel's sums."""
     out: list[Node] = []
     for node in nodes:
-        if isinstance(node, Loop) and node.var == "ow":
+        if isinstance(node, Loop) and node.var == "ow" and t.wide is not None:
+            # both variants in the source, the preprocessor picks (the same bytes on every host): WIDE-float
+            # vectors where the compiler targets AVX-512F, the 8-float tile everywhere else. The #else and #endif
+            # name their #if: team.py takes a bare #endif for its own (_OPENMP) and drops it from a one-thread call
+            out += [Stmt(code="#if KG_VF16", summary="where the compiler targets AVX-512F: 16-float vectors"),
+                    _tiled_row(node, t.wide, cols), Stmt(code="#else /* !KG_VF16 */", summary="elsewhere: 8-float"),
+                    _tiled_row(node, t, cols), Stmt(code="#endif /* KG_VF16 */", summary="")]
+        elif isinstance(node, Loop) and node.var == "ow":
             out.append(_tiled_row(node, t, cols))
         elif isinstance(node, Loop) and node.var == "ko_inner" and t.folded:
             out += _blocked(node.body, t, cols, threads)  # its channels are the tile's: ko_inner runs per pixel

@@ -16,22 +16,31 @@ from ...measure.roofline import MachinePeaks
 from .placement import placed
 from .toolchain import build_shared
 
-# Eight independent 8-wide FMA chains: enough in flight to hide FMA latency on current x86 and
-# ARM cores, few enough to stay in registers. GCC's vector extension keeps it portable C.
+# Eight independent FMA chains: enough in flight to hide FMA latency on current x86 and ARM cores, few enough to
+# stay in registers. Their vectors are the widest the micro-kernels use where this compiles (vector.h.j2's
+# KG_VF16): 16 floats (zmm) where the compiler targets AVX-512F, else 8, so a kernel's share of the peak compares
+# like with like. GCC's vector extension keeps it portable C; peak_lanes says which was built.
 _PEAK_SOURCE = """
-typedef float v8 __attribute__((vector_size(32)));
+#if defined(__AVX512F__)
+#define LANES 16
+#else
+#define LANES 8
+#endif
+typedef float vf __attribute__((vector_size(4 * LANES)));
+int peak_lanes(void) { return LANES; }
 void peak(long iterations, float *out) {
-    v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
-    const v8 m = {1.0000001f, 1.0000001f, 1.0000001f, 1.0000001f, 1.0000001f, 1.0000001f, 1.0000001f, 1.0000001f};
-    const v8 b = {1e-7f, 1e-7f, 1e-7f, 1e-7f, 1e-7f, 1e-7f, 1e-7f, 1e-7f};
+    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+    vf m, b;
+    for (int k = 0; k < LANES; ++k) { m[k] = 1.0000001f; b[k] = 1e-7f; }
     for (long i = 0; i < iterations; ++i) {
         a0 = a0 * m + b; a1 = a1 * m + b; a2 = a2 * m + b; a3 = a3 * m + b;
         a4 = a4 * m + b; a5 = a5 * m + b; a6 = a6 * m + b; a7 = a7 * m + b;
     }
-    v8 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-    for (int k = 0; k < 8; ++k) out[k] = s[k];
+    vf s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    for (int k = 0; k < LANES; ++k) out[k] = s[k];
 }
 """
+CHAINS = 8
 
 
 # STREAM's triad, a[i] = b[i] + s * c[i], over arrays far beyond the caches: the bandwidth one core reaches,
@@ -45,20 +54,21 @@ TRIAD_BYTES = 64 * 1024 * 1024  # per array: 4x a 16 MiB L3
 
 
 class Probes:
-    """The FMA-chain peak and the triad bandwidth of one core, compiled once (gcc -O3 -march=native), each one run
-    a call: what the core's probe timing times (measure/probes.py), beside a kernel or alone."""
+    """The FMA-chain peak and the triad bandwidth of one core, compiled once (gcc -O3 and `machine`, a kernel's
+    -m flags: -march=native by default), each one run a call: what the core's probe timing times (measure/probes.py), beside a kernel or alone."""
 
-    def __init__(self, workdir: Path, iterations: int = 20_000_000):
+    def __init__(self, workdir: Path, iterations: int = 20_000_000, machine: tuple[str, ...] = ("-march=native",)):
         import ctypes
 
         source = workdir / "probes.c"
         source.write_text(_PEAK_SOURCE + _TRIAD_SOURCE)
         self._lib = ctypes.CDLL(str(build_shared([source], workdir / "libprobes.so",
-                                                 flags=("-O3", "-march=native", "-ffp-contract=fast"))))
+                                                 flags=("-O3", *machine, "-ffp-contract=fast"))))
         self._lib.peak.argtypes = [ctypes.c_long, ctypes.c_void_p]
+        self.lanes = int(self._lib.peak_lanes())  # 16 where the compiler targets AVX-512F, else 8
         self._lib.triad.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.iterations = iterations
-        self._out = np.zeros(8, dtype=np.float32)
+        self._out = np.zeros(self.lanes, dtype=np.float32)
         n = TRIAD_BYTES // 4
         # on huge pages as the kernels' tensors (placement.py), not as numpy happens to place them
         self._a, self._b, self._c = (placed(np.full(n, v, np.float32)) for v in (0.0, 1.0, 2.0))
@@ -66,7 +76,13 @@ class Probes:
 
     @property
     def peak_flops(self) -> int:
-        return 8 * 8 * 2 * self.iterations  # 8 chains of 8 lanes, a multiply and an add a step
+        return CHAINS * self.lanes * 2 * self.iterations  # a multiply and an add a lane and step
+
+    @property
+    def describe(self) -> str:
+        """Which vectors the FMA peak was measured with, for a report."""
+        kind = "16-float (AVX-512F zmm)" if self.lanes == 16 else f"{self.lanes}-float"
+        return f"FMA peak: {CHAINS} chains of {kind} vectors, the widest the micro-kernels use here"
 
     def peak(self) -> None:
         """One run of the FMA chains."""
@@ -83,7 +99,7 @@ class Probes:
     def records(self, kind: str) -> tuple[Probe, ...]:
         """The probe of `kind` (FMA or BANDWIDTH) as the core times it (Target.probes)."""
         if kind == FMA:
-            return (Probe(kind=FMA, work=self.peak_flops, device="host", shape="8x8", kernel=self.peak),)
+            return (Probe(kind=FMA, work=self.peak_flops, device="host", shape=f"{CHAINS}x{self.lanes}", kernel=self.peak),)
         if kind == BANDWIDTH:
             return (Probe(kind=BANDWIDTH, work=self.triad_bytes, device="host", shape="triad", kernel=self.triad),)
         return ()

@@ -10,8 +10,11 @@ import kernelgen.expr as E
 from ...config import Config
 from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
 from ...planner.geometry import cache_window, reduction_channels, temp_names, unproven
-from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS, PREFETCH_TILES, Direct,
-                          Tile, channels_contiguous, column_step, columns_contiguous, fresh_rows, part, separable)
+from dataclasses import replace
+
+from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
+                          PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
+                          columns_contiguous, fresh_rows, part, separable)
 
 
 def reads_input(cfg: Config, plan: Plan) -> bool:
@@ -160,14 +163,46 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         dot_bounds = bounds | {"kv": (0, s.k_block // DOT_ROWS - 1)}
         rows = f"filter{j} + ({E.to_c(E.simplify(first, dot_bounds))}) * {reduce}"
         rows_present = unproven([(first, "<", out_k)], dot_bounds)
-    return Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
+    tile = Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
                 stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *temp_names(len(cfg.ops))])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
                 col_limit=geo.cols[j - 1] - 1, col=tuple(part(src, "w", E.Var(f"xc{i}"), bounds) for i in range(count)),
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
                 vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
-                rows_present=rows_present[0] if rows_present else ""), ""
+                rows_present=rows_present[0] if rows_present else "")
+    if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
+        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds))
+    return tile, ""
+
+
+def _wide(t: Tile, src, op, geo, j: int, bounds: dict) -> Tile | None:
+    """The dense tile `t` (filter blocks of WIDE channels) in WIDE-float vectors: two per pixel where k_block
+    allows (two filter loads per 2 x 14 FMAs), else one; as many pixels as WIDE_ACCUMULATORS hold (at most the
+    row's). None where the source's columns are not evenly spaced (no constant offsets between pixels)."""
+    step = column_step(src)
+    if not step:
+        return None
+    vectors = 2 if t.k_block % (2 * WIDE) == 0 else 1
+    cols = geo.cols[j]
+    pixels = math.ceil(cols / math.ceil(cols / (WIDE_ACCUMULATORS // vectors)))
+    limit = geo.cols[j - 1] - 1
+    wide = bounds | {"owb": (0, math.ceil(cols / pixels) - 1)}
+    wide |= {f"xc{i}": (0, limit) for i in range(pixels)}
+    col_base = E.simplify(E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]),
+                                E.Const(-op.pad[1]), E.mul(geo.col_start[j - 1], -1)), wide)
+    lo, hi = E.interval(col_base, wide)
+    # the pixels some tile reads past the window with: the first ones left of it, the last ones right of it
+    left = max(0, -(lo // op.stride[1]))
+    right = min(pixels, max(0, pixels - ((limit - hi - (op.kernel[1] - 1) * op.dilation[1]) // op.stride[1] + 1)))
+    clamped = tuple(p for p in range(pixels) if p < left or p >= pixels - right)
+    wide["xw"] = (lo, hi + (op.kernel[1] - 1) * op.dilation[1])  # the taps' first columns, some left of the window
+    block = op.kernel[0] * op.kernel[1] * t.reduce * WIDE  # one repacked filter block of WIDE channels
+    return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
+                   col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
+                   col_at=part(src, "w", E.Var("xw"), wide), col_step=step,
+                   filter_block=f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}",
+                   filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
 
 
 def _rows_in_place(plan: Plan, j: int, out_k: int, reduce: int, in_c: int) -> bool:

@@ -96,6 +96,14 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
     def sweep_variants(self, config: Config) -> list[tuple[str, Config]]:
         return sweep_variants(config)
 
+    def bench_notes(self, jobs: list[Job[VulkanPlan]]) -> list[str]:
+        """On lavapipe, each default tile whose multiply-add spills overflow this host's L1d, with what fits."""
+        from .lavapipe_host import current, plan_tile_notes
+
+        tiles = [op.ivc_tile for job in jobs for op in job.target_plan.ops if not op.is_pool]
+        host = current() if tiles else None
+        return plan_tile_notes(host, tiles) if host is not None else []
+
     def estimate(self, job: Job[VulkanPlan]) -> Timings | None:
         """For a profile whose compiler is here and GPU is not (rdna2), that compiler's static estimate."""
         device = vulkan_options(job.config).device

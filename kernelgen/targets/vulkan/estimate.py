@@ -7,7 +7,10 @@
   so the compute side is an upper bound, tightest where the loop body dominates (large channel counts).
   - Valhall: the shaderdb line's cycles per thread on each unit (fma, cvt, sfu, v, t, ls), Mesa's normalisation of
     a core's throughput (gpu/parts.py VALHALL_STATS); a unit's time = cycles x passes x invocations / cores / clock,
-    and the busiest unit bounds the op.
+    and the busiest unit bounds the op. Mesa counts every load or store instruction as one cycle of its thread, but
+    the load/store unit serves a whole 16-thread warp's instruction at once, one 64-byte cache line per cycle (Arm,
+    "The Valhall shader core"): the kernels' vec4 accesses, 16 bytes a thread, take 4 lines per warp, a quarter of
+    a cycle per thread (VALHALL_LS_CYCLES); a warp reading one address (a filter value) takes less.
   - Adreno (ir3): instructions issued per fiber, one per ALU lane and cycle: instructions x passes x invocations
     / (cores x lanes per core) / clock. The sync-stall estimates are left out: at the target occupancy other waves
     hide them.
@@ -22,6 +25,7 @@ import math
 
 from ...measure.records import DeviceStats, OpEstimate
 from ..gpu.parts import PartSpec
+from .mobilestats import VALHALL_LS_CYCLES
 from .plan import VulkanOp, VulkanPlan
 from .pool import VulkanPool
 
@@ -62,8 +66,9 @@ def unit_cycles(stats: DeviceStats, part: PartSpec) -> tuple[tuple[str, float], 
         return ((ADRENO_UNIT, pipes["issued"] / part.lanes_per_core),)
     if not pipes:
         raise ValueError(f"op {stats.op}: the compiler reported no per-unit counts to estimate from")
-    scale = VALHALL_LANES / part.lanes_per_core  # the arithmetic units' cycles, on this part's lanes
-    return tuple((unit, cycles * (scale if unit in ("fma", "cvt") else 1.0)) for unit, cycles in pipes.items())
+    lanes = VALHALL_LANES / part.lanes_per_core  # the arithmetic units' cycles, on this part's lanes
+    scale = {"fma": lanes, "cvt": lanes, "ls": VALHALL_LS_CYCLES}
+    return tuple((unit, cycles * scale.get(unit, 1.0)) for unit, cycles in pipes.items())
 
 
 def estimate_op(vk: VulkanPlan, op: VulkanOp | VulkanPool, stats: DeviceStats, part: PartSpec) -> OpEstimate:

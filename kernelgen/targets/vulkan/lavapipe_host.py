@@ -149,3 +149,10 @@ def tile_note(host: LavapipeHost, tile: tuple[int, int, int]) -> str | None:
     return (f"lavapipe: the invocation tile {list(tile)}'s multiply-add region touches ~{stack_kib(tile):.0f} KiB "
             f"of stack, past this host's {host.l1d_bytes // 1024} KiB L1d; vulkan: {{ivc_tile: {list(fits)}}} "
             f"fits it (~{stack_kib(fits):.0f} KiB), or run benchmarks/lavapipe_calibrate.py")
+
+
+def plan_tile_notes(host: LavapipeHost, ivc_tiles) -> list[str]:
+    """tile_note for each distinct conv invocation tile of the plans a benchmark ran (`ivc_tiles`: [oh, ow, vec4
+    chunks] as VulkanOp keeps them), once each, in their order."""
+    tiles = dict.fromkeys((oh, ow, 4 * chunks) for oh, ow, chunks in ivc_tiles)
+    return [note for note in (tile_note(host, tile) for tile in tiles) if note]

@@ -62,6 +62,11 @@ DEFAULT_GPU = {"adreno-7xx": "a740", "adreno-6xx": "a660", "mali-valhall": "g610
 SHADERDB = re.compile(r"(\d+) inst, ([\d.]+) cycles, ([\d.]+) fma, ([\d.]+) cvt, ([\d.]+) sfu, ([\d.]+) v, "
                       r"([\d.]+) t, ([\d.]+) ls, (\d+) quadwords, (\d+) threads, (\d+) loops, (\d+):(\d+) spills:fills")
 VALHALL_PIPES = ("fma", "cvt", "sfu", "v", "t", "ls")  # the shaderdb line's per-unit cycles, in its order
+# A thread's cycles per load or store instruction, which Mesa counts as 1: the load/store unit serves a whole
+# 16-thread warp's instruction at once, one 64-byte cache line per cycle (Arm, "The Valhall shader core"), so the
+# kernels' vec4 accesses (16 bytes a thread, 4 lines a warp) take a quarter of a cycle per thread; a warp reading
+# one address (a filter value) takes less.
+VALHALL_LS_CYCLES = 16 * 16 / 64 / 16
 TURNIP_FIELDS = ("Registers used", "Max Waves Per Core", "Instruction Count", "Code size", "STP Count",
                  "LDP Count", "Estimated cycles stalled on SS", "Estimated cycles stalled on SY")
 
@@ -138,9 +143,11 @@ def parse_shaderdb(stderr: str) -> dict[str, Any]:
     if len(lines) != 1:
         raise ToolchainError(f"PanVK printed {len(lines)} shaderdb lines for one pipeline, expected 1: "
                              f"{stderr.strip()[-300:]}")
-    inst, cycles, *pipes, quadwords, threads, _loops, spills, fills = lines[0].groups()
+    inst, _cycles, *pipes, quadwords, threads, _loops, spills, fills = lines[0].groups()
+    units = tuple(zip(VALHALL_PIPES, map(float, pipes)))  # as Mesa printed them
+    # Mesa's bound is the largest unit's cycles with a load or store at 1; with VALHALL_LS_CYCLES instead
+    bound = max(c * (VALHALL_LS_CYCLES if unit == "ls" else 1.0) for unit, c in units)
     return {"vgprs": 32 if threads == "2" else 64, "sgprs": 0, "spilled_vgprs": int(spills), "spilled_sgprs": 0,
             "scratch_bytes": 0, "waves": int(threads), "code_bytes": 16 * int(quadwords), "latency": 0,
-            "inverse_throughput": float(cycles), "instructions": int(inst), "fills": int(fills),
-            "pipes": tuple(zip(VALHALL_PIPES, map(float, pipes)))}
+            "inverse_throughput": bound, "instructions": int(inst), "fills": int(fills), "pipes": units}
 

@@ -10,8 +10,10 @@
 /* output cache: 4096 elements (16384 bytes), window [1, 8, 16, 32] in NHWC, reuses input */
 
 /* conv2d #1: micro-kernel, 6 pixels x 16 channels in registers */
+/* conv2d #1: where the compiler targets AVX-512F, 9 pixels x 32 channels in 16-float vectors (KG_VF16) */
 /* conv2d #2: micro-kernel, 8 pixels x 8 channels in registers (depthwise) */
 /* conv2d #3: micro-kernel, 6 pixels x 16 channels in registers */
+/* conv2d #3: where the compiler targets AVX-512F, 8 pixels x 32 channels in 16-float vectors (KG_VF16) */
 /* conv2d #3: stores into the output directly (no write-back of the output cache) */
 
 /* The micro-kernels' vectors: 8 floats. GCC and Clang get their vector extensions (one AVX register, two
@@ -59,6 +61,20 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #define KG_LOAD4(p) kg_load4(p)
 #define KG_STORE4(p, v) kg_store4((p), (v))
 #define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
+#endif
+/* 16-float vectors, where the compiler targets AVX-512F (-march=native on such a host): one zmm register, and 32
+   of them, so a dense tile holds up to 28 accumulators. Kernels emit a tile in these under #if KG_VF16 and the
+   8-float tile under #else: the choice is the compiler's, the source the same on every host. */
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+#define KG_VF16 1
+typedef float kg_vf16 __attribute__((vector_size(64)));
+typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define KG_ZERO16 ((kg_vf16){0})
+#define KG_LOAD16(p) (*(const kg_vf16_unaligned *)(p))
+#define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
+#define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
+#else
+#define KG_VF16 0
 #endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
 /* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
@@ -130,6 +146,90 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
           /* conv2d #1 into temp_output_1 (register-blocked micro-kernel) */
           for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
             for (int oh = 0; oh < 10; ++oh) {
+              #if KG_VF16
+              for (int owb = 0; owb < 2; ++owb) { /* tiles of 9 pixels */
+                float tile[288];
+                const int xb = (owb*9);
+                for (int kv = 0; kv < 1; ++kv) {
+                  const float *const wk = filter_cache + (ko_inner * 2 + kv * 2) * 384;
+                  kg_vf16 a0_0 = KG_ZERO16, a0_1 = KG_ZERO16;
+                  kg_vf16 a1_0 = KG_ZERO16, a1_1 = KG_ZERO16;
+                  kg_vf16 a2_0 = KG_ZERO16, a2_1 = KG_ZERO16;
+                  kg_vf16 a3_0 = KG_ZERO16, a3_1 = KG_ZERO16;
+                  kg_vf16 a4_0 = KG_ZERO16, a4_1 = KG_ZERO16;
+                  kg_vf16 a5_0 = KG_ZERO16, a5_1 = KG_ZERO16;
+                  kg_vf16 a6_0 = KG_ZERO16, a6_1 = KG_ZERO16;
+                  kg_vf16 a7_0 = KG_ZERO16, a7_1 = KG_ZERO16;
+                  kg_vf16 a8_0 = KG_ZERO16, a8_1 = KG_ZERO16;
+                  for (int rh = 0; rh < 1; ++rh) {
+                    const int xr = ((oh*432)+(rh*432));
+                    for (int rw = 0; rw < 1; ++rw) {
+                      { /* one tap, every pixel */
+                        const int xw = xb + rw * 1;
+                        const int xo = (xw*24);
+                        const float *const x = input_cache + xr;
+                        const float *const wt = wk + (rh * 1 + rw) * 384;
+                        for (int rc = 0; rc < 24; ++rc) {
+                          const kg_vf16 w0 = KG_LOAD16(wt + rc * 16 + 0), w1 = KG_LOAD16(wt + rc * 16 + 384);
+                          const int ch = rc;
+                          KG_FMA16(a0_0, x[xo + ch + 0], w0); KG_FMA16(a0_1, x[xo + ch + 0], w1);
+                          KG_FMA16(a1_0, x[xo + ch + 24], w0); KG_FMA16(a1_1, x[xo + ch + 24], w1);
+                          KG_FMA16(a2_0, x[xo + ch + 48], w0); KG_FMA16(a2_1, x[xo + ch + 48], w1);
+                          KG_FMA16(a3_0, x[xo + ch + 72], w0); KG_FMA16(a3_1, x[xo + ch + 72], w1);
+                          KG_FMA16(a4_0, x[xo + ch + 96], w0); KG_FMA16(a4_1, x[xo + ch + 96], w1);
+                          KG_FMA16(a5_0, x[xo + ch + 120], w0); KG_FMA16(a5_1, x[xo + ch + 120], w1);
+                          KG_FMA16(a6_0, x[xo + ch + 144], w0); KG_FMA16(a6_1, x[xo + ch + 144], w1);
+                          KG_FMA16(a7_0, x[xo + ch + 168], w0); KG_FMA16(a7_1, x[xo + ch + 168], w1);
+                          KG_FMA16(a8_0, x[xo + ch + 192], w0); KG_FMA16(a8_1, x[xo + ch + 192], w1);
+                        }
+                      }
+                    }
+                  }
+                  KG_STORE16(tile + 0 + kv * 32 + 0, a0_0); KG_STORE16(tile + 0 + kv * 32 + 16, a0_1);
+                  KG_STORE16(tile + 32 + kv * 32 + 0, a1_0); KG_STORE16(tile + 32 + kv * 32 + 16, a1_1);
+                  KG_STORE16(tile + 64 + kv * 32 + 0, a2_0); KG_STORE16(tile + 64 + kv * 32 + 16, a2_1);
+                  KG_STORE16(tile + 96 + kv * 32 + 0, a3_0); KG_STORE16(tile + 96 + kv * 32 + 16, a3_1);
+                  KG_STORE16(tile + 128 + kv * 32 + 0, a4_0); KG_STORE16(tile + 128 + kv * 32 + 16, a4_1);
+                  KG_STORE16(tile + 160 + kv * 32 + 0, a5_0); KG_STORE16(tile + 160 + kv * 32 + 16, a5_1);
+                  KG_STORE16(tile + 192 + kv * 32 + 0, a6_0); KG_STORE16(tile + 192 + kv * 32 + 16, a6_1);
+                  KG_STORE16(tile + 224 + kv * 32 + 0, a7_0); KG_STORE16(tile + 224 + kv * 32 + 16, a7_1);
+                  KG_STORE16(tile + 256 + kv * 32 + 0, a8_0); KG_STORE16(tile + 256 + kv * 32 + 16, a8_1);
+                }
+                for (int pb = 0; pb < 9; ++pb) {
+                  const int ow = owb * 9 + pb;
+                  float *const acc = tile + pb * 32;
+                  if (!(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      acc[ki] = 0.0f;
+                    }
+                  }
+                  if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      /* epilogue of conv2d #1: bias, relu6 */
+                      float v = acc[ki];
+                      v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                      v = v > 0.0f ? v : 0.0f;
+                      v = v < 6.0f ? v : 6.0f;
+                      temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
+                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                    }
+                  }
+                  if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
+                        KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                  }
+                }
+              }
+              #else /* !KG_VF16 */
               for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
                 float tile[192];
                 const int xb = (owb*6);
@@ -212,6 +312,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   }
                 }
               }
+              #endif /* KG_VF16 */
             }
           }
         }
@@ -370,6 +471,80 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
         /* conv2d #3 (register-blocked micro-kernel) */
         for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
           for (int oh = 0; oh < 8; ++oh) {
+            #if KG_VF16
+            for (int owb = 0; owb < 2; ++owb) { /* tiles of 8 pixels */
+              float tile[256];
+              const int xb = (owb*8);
+              for (int kv = 0; kv < 1; ++kv) {
+                const float *const wk = filter_cache + (ko_inner * 2 + kv * 2) * 2304;
+                kg_vf16 a0_0 = KG_ZERO16, a0_1 = KG_ZERO16;
+                kg_vf16 a1_0 = KG_ZERO16, a1_1 = KG_ZERO16;
+                kg_vf16 a2_0 = KG_ZERO16, a2_1 = KG_ZERO16;
+                kg_vf16 a3_0 = KG_ZERO16, a3_1 = KG_ZERO16;
+                kg_vf16 a4_0 = KG_ZERO16, a4_1 = KG_ZERO16;
+                kg_vf16 a5_0 = KG_ZERO16, a5_1 = KG_ZERO16;
+                kg_vf16 a6_0 = KG_ZERO16, a6_1 = KG_ZERO16;
+                kg_vf16 a7_0 = KG_ZERO16, a7_1 = KG_ZERO16;
+                for (int rh = 0; rh < 1; ++rh) {
+                  const int xr = ((oh*2304)+(rh*2304));
+                  for (int rw = 0; rw < 1; ++rw) {
+                    { /* one tap, every pixel */
+                      const int xw = xb + rw * 1;
+                      const int xo = (xw*144);
+                      const float *const x = temp_output_2 + xr;
+                      const float *const wt = wk + (rh * 1 + rw) * 2304;
+                      for (int rc = 0; rc < 144; ++rc) {
+                        const kg_vf16 w0 = KG_LOAD16(wt + rc * 16 + 0), w1 = KG_LOAD16(wt + rc * 16 + 2304);
+                        const int ch = rc;
+                        KG_FMA16(a0_0, x[xo + ch + 0], w0); KG_FMA16(a0_1, x[xo + ch + 0], w1);
+                        KG_FMA16(a1_0, x[xo + ch + 144], w0); KG_FMA16(a1_1, x[xo + ch + 144], w1);
+                        KG_FMA16(a2_0, x[xo + ch + 288], w0); KG_FMA16(a2_1, x[xo + ch + 288], w1);
+                        KG_FMA16(a3_0, x[xo + ch + 432], w0); KG_FMA16(a3_1, x[xo + ch + 432], w1);
+                        KG_FMA16(a4_0, x[xo + ch + 576], w0); KG_FMA16(a4_1, x[xo + ch + 576], w1);
+                        KG_FMA16(a5_0, x[xo + ch + 720], w0); KG_FMA16(a5_1, x[xo + ch + 720], w1);
+                        KG_FMA16(a6_0, x[xo + ch + 864], w0); KG_FMA16(a6_1, x[xo + ch + 864], w1);
+                        KG_FMA16(a7_0, x[xo + ch + 1008], w0); KG_FMA16(a7_1, x[xo + ch + 1008], w1);
+                      }
+                    }
+                  }
+                }
+                KG_STORE16(tile + 0 + kv * 32 + 0, a0_0); KG_STORE16(tile + 0 + kv * 32 + 16, a0_1);
+                KG_STORE16(tile + 32 + kv * 32 + 0, a1_0); KG_STORE16(tile + 32 + kv * 32 + 16, a1_1);
+                KG_STORE16(tile + 64 + kv * 32 + 0, a2_0); KG_STORE16(tile + 64 + kv * 32 + 16, a2_1);
+                KG_STORE16(tile + 96 + kv * 32 + 0, a3_0); KG_STORE16(tile + 96 + kv * 32 + 16, a3_1);
+                KG_STORE16(tile + 128 + kv * 32 + 0, a4_0); KG_STORE16(tile + 128 + kv * 32 + 16, a4_1);
+                KG_STORE16(tile + 160 + kv * 32 + 0, a5_0); KG_STORE16(tile + 160 + kv * 32 + 16, a5_1);
+                KG_STORE16(tile + 192 + kv * 32 + 0, a6_0); KG_STORE16(tile + 192 + kv * 32 + 16, a6_1);
+                KG_STORE16(tile + 224 + kv * 32 + 0, a7_0); KG_STORE16(tile + 224 + kv * 32 + 16, a7_1);
+              }
+              for (int pb = 0; pb < 8; ++pb) {
+                const int ow = owb * 8 + pb;
+                if (((wo_outer*16)+ow) < 56) {
+                  float *const acc = tile + pb * 32;
+                  if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      /* epilogue of conv2d #3: bias, residual, none */
+                      float v = acc[ki];
+                      v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                      v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                      output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                    }
+                  }
+                  if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                    for (int ki = 0; ki < 32; ++ki) {
+                      if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
+                        /* epilogue of conv2d #3: bias, residual, none */
+                        float v = acc[ki];
+                        v = v + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v + ((((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                      }
+                    }
+                  }
+                }
+              }
+            }
+            #else /* !KG_VF16 */
             for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
               float tile[192];
               const int xb = (owb*6);
@@ -447,6 +622,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 }
               }
             }
+            #endif /* KG_VF16 */
           }
         }
       }

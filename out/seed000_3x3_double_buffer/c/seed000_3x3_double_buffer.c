@@ -59,6 +59,20 @@ static inline KG_UNUSED void kg_fma4_s(kg_vf4 *acc, float x, kg_vf4 w) { for (in
 #define KG_STORE4(p, v) kg_store4((p), (v))
 #define KG_FMA4(acc, x, w) kg_fma4_s(&(acc), (x), (w))
 #endif
+/* 16-float vectors, where the compiler targets AVX-512F (-march=native on such a host): one zmm register, and 32
+   of them, so a dense tile holds up to 28 accumulators. Kernels emit a tile in these under #if KG_VF16 and the
+   8-float tile under #else: the choice is the compiler's, the source the same on every host. */
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+#define KG_VF16 1
+typedef float kg_vf16 __attribute__((vector_size(64)));
+typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define KG_ZERO16 ((kg_vf16){0})
+#define KG_LOAD16(p) (*(const kg_vf16_unaligned *)(p))
+#define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
+#define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
+#else
+#define KG_VF16 0
+#endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
 /* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
    does not vectorize it (the store of 144 channels in blocks of 32 ran scalar, its relu a mispredicted branch). */
