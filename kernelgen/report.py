@@ -116,6 +116,7 @@ def _search_lines(plan: Plan) -> list[str]:
     lines = [f"budget: {search.budget} bytes ({search.budget_source}); fitted {', '.join(search.fitted) or 'nothing'} "
              f"over {search.tried} candidates; chose k_split={c.k_split} h_split={c.h_split} w_split={c.w_split}"
              f"{fitted(c)}: {c.stripes} stripe(s), caches {c.workspace_bytes} bytes, traffic {c.traffic_bytes} bytes"]
+    lines += [f"  why: {search.why}"] if search.why else []
     for other in (*search.runners_up, *search.too_big):
         lines.append(f"  runner-up k_split={other.k_split} h_split={other.h_split} w_split={other.w_split}"
                      f"{fitted(other)}: {other.stripes} stripe(s), caches {other.workspace_bytes} bytes, traffic "

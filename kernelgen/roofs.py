@@ -10,6 +10,28 @@ class Roofs:
     bytes_per_second: float  # to and from main memory
     source: str  # where the numbers come from
     int8_ops_per_second: float | None = None  # uint8 x int8 multiply-adds, 2 ops each (None: as float)
+    # how fast its micro-kernel runs each tile shape (None: every schedule at the one roof)
+    tile_speed: TileSpeed | None = None
 
     def ops_per_second(self, dtype: str) -> float:
         return self.int8_ops_per_second if dtype == "uint8" and self.int8_ops_per_second else self.flops_per_second
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TileSpeed:
+    """How fast a target's dense conv micro-kernel runs a tile, for the budget search (planner/tile_speed.py): a
+    tile is up to `accumulators` vector accumulators, pixels x vectors, `wide_vectors` vectors per pixel when the
+    channel block holds that many whole vectors; each reduction step loads one filter vector per vector and
+    broadcasts one input value per pixel, and every load takes `load_slots` FMA issue slots from the tile; each stripe
+    row costs as much again as `row_pixels` pixels of it."""
+
+    lanes: int  # floats per vector
+    half_lanes: int  # floats per half vector (a channel block of that many runs on them)
+    accumulators: int
+    wide_vectors: int
+    load_slots: float
+    # what each row of a stripe costs besides its tiles (setting up the row, its stores), in pixels' worth of tiles
+    row_pixels: float
+    # what a kernel costs besides its stripes (the call, its first cache fills): what cutting a chain adds
+    call_seconds: float = 0.0
+    source: str  # the measurement the numbers come from

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import kernelgen.config.model as M
 from .model import Catalog, TargetInfo
+from ..roofs import Roofs
 from ..layout import Layout
 from ..plan_types import Halo, LoopOrder, Pipeline
 
@@ -29,6 +30,14 @@ def default_budget(catalog: Catalog, model: Any) -> tuple[int | None, str]:
     name, budget, source = min(budgets, key=lambda b: b[1])
     others = [f"{n} {b}" for n, b, _ in budgets if n != name]
     return budget, source + (f"; the smallest of the targets' budgets ({', '.join(others)} bytes)" if others else "")
+
+
+def tile_roofs(catalog: Catalog, model: Any) -> Roofs | None:
+    """The roofs the budget search weighs tiles with: those of the config's one target that runs the stripe caches
+    (c, hvx), if they carry a tile speed; None when several run them (a tile fast on one may not be on another)."""
+    runners = [info for info in catalog if info.default_budget is not None and info.name in model.targets]
+    roofs = runners[0].roofs if len(runners) == 1 else None
+    return roofs if roofs is not None and roofs.tile_speed is not None else None
 
 
 def target_filter_layout(catalog: Catalog, model: Any) -> tuple[str, str] | None:
@@ -93,6 +102,10 @@ class Schedule:
     # which schedule this is and why, for the plan report: "explicit (x.yaml:7)", "auto (no schedule given: ...)";
     # not part of the schedule's identity (it names the file), as Config.file is not the config's
     origin: str = field(default="", compare=False)
+    # under `schedule: auto`, the roofs of the one target that runs the stripe caches when they say how fast its
+    # micro-kernel runs each tile (c): the budget search then weighs compute by tile shape beside traffic; None:
+    # traffic alone (an explicit schedule's budget, as seed 001's, is fitted by traffic)
+    speed: Roofs | None = None
 
 
 def schedule_kind(checker: Any) -> tuple[str, str]:
@@ -181,7 +194,7 @@ def schedule(checker: Any, ops: list, out_hw: tuple[int, int]) -> Schedule | Non
                     c_split=c_split, c_block=c_block, order=order, orders=orders, order_ignored_by=ignored,
                     k_block_open=optional("k_block") is None and out_layout.block_factor("c") is None,
                     h_block_open=optional("h_block") is None and out_layout.block_factor("h") is None,
-                    origin=origin)
+                    origin=origin, speed=tile_roofs(checker.catalog, checker.model) if auto else None)
 
 def channel_split(checker: Any, c_split: int | None, ops: list, s: Any, fitted: bool, order: LoopOrder | None) -> tuple[int | None, int]:
     """(c_split, channels per chunk): chunks of whole channel blocks of the input layout, c_split of them

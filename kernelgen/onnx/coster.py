@@ -44,7 +44,7 @@ def group_coster(info: TargetInfo, catalog: Any) -> Callable | None:
         budget = planned.search.budget if planned.search is not None else None
         activations = (planned.traffic.input_bytes + planned.traffic.output_bytes, planned.unfused_activation_bytes)
         result = estimate(planned.flops, planned.executed_flops, planned.traffic.total, planned.workspace_bytes,
-                          budget, info.roofs, activations, config.dtype)
+                          budget, info.roofs, activations, config.dtype, planned.at_peak_flops)
         return result if not refused or result.refused else replace(result, refused=refused)
 
     return memoized

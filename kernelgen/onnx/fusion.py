@@ -60,8 +60,13 @@ class Grouping:
 
 
 def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs,
-             activations: tuple[int, int] = (0, 0), dtype: str = "float32") -> GroupCost:
-    seconds = max(executed / roofs.ops_per_second(dtype), traffic / roofs.bytes_per_second)
+             activations: tuple[int, int] = (0, 0), dtype: str = "float32", at_peak: int = 0) -> GroupCost:
+    """at_peak: the FLOPs the FMA units could run at their peak in the time the group's tiles take (its target's tile
+    speed, planner/tile_speed.py): the tiles' time and the traffic's then add up, as the budget search adds them (a
+    stripe's caches are filled, then computed), and the kernel's call; 0: its executed FLOPs at the one roof, overlapped
+    with the traffic."""
+    compute, moving = (at_peak or executed) / roofs.ops_per_second(dtype), traffic / roofs.bytes_per_second
+    seconds = compute + moving + roofs.tile_speed.call_seconds if at_peak and roofs.tile_speed else max(compute, moving)
     refused = ""
     if executed > MAX_RECOMPUTE * useful:
         refused = f"it would execute {executed / useful:.2f}x its useful FLOPs (at most {MAX_RECOMPUTE})"

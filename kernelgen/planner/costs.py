@@ -11,6 +11,7 @@ from ..plan_types import Shape, Traffic
 from .fitted import fit
 from .geometry import ELEMENT_BYTES, workspace_elements
 from .search import ScheduleSearch
+from .tile_speed import peak_flops
 from .work import count_work
 
 
@@ -22,6 +23,9 @@ class PlanCosts:
     workspace_bytes: int
     search: ScheduleSearch | None
     unfused_activation_bytes: int  # its ops run one by one: each op's input and output once (report.py's)
+    # the FLOPs the FMA units could run at their peak in the time its tiles take, by its target's tile speed
+    # (tile_speed.py; 0: the schedule carries none)
+    at_peak_flops: int = 0
 
 
 def plan_costs(config: Config) -> PlanCosts:
@@ -37,7 +41,14 @@ def plan_costs(config: Config) -> PlanCosts:
     return PlanCosts(flops=sum(useful_flops(op, shape_list[j - 1], shape_list[j]) for j, op in ops),
                      executed_flops=work.executed_flops, traffic=work.traffic,
                      workspace_bytes=workspace_elements(fitted.caches) * ebytes, search=fitted.search,
-                     unfused_activation_bytes=unfused * ebytes)
+                     unfused_activation_bytes=unfused * ebytes, at_peak_flops=_at_peak(config, fitted, work))
+
+
+def _at_peak(config: Config, fitted, work) -> int:
+    roofs = config.schedule.speed
+    if roofs is None or roofs.tile_speed is None:
+        return 0
+    return peak_flops(roofs.tile_speed, config, fitted.geometry, fitted.cut, work)
 
 
 def useful_flops(op, in_shape: Shape, out_shape: Shape) -> int:

@@ -4,8 +4,11 @@ Candidates are (k_split, h_split, w_split) triples. For each count of stripes al
 dimension only the smallest split giving that count is tried (a larger one moves the same
 bytes in a bigger cache), so a 2048-row image has about 2 * sqrt(256) row choices, not 256.
 Among the candidates whose caches fit, the winner moves the fewest bytes between memory and
-caches; ties go to less recomputed work, then the smaller workspace. The report keeps the
-runners-up and why each lost.
+caches; ties go to less recomputed work, then the smaller workspace. Where the target says how
+fast its micro-kernel runs each tile shape (Schedule.speed: c), the time the tiles take is added to
+the traffic's (tile_speed.py: loads per FMA of each op's tile, the tiles' idle tail pixels, a channel
+block of part vectors), so a wider channel block or stripe wins where its tiles are faster than the
+bytes it moves cost. The report keeps the runners-up and why each lost, and why the winner won.
 
 For a chain whose order is open (`schedule: auto`, `order: auto`) both loop orders compete,
 each with its own grid: under rows_outer the channel stripe changes neither traffic nor work,
@@ -16,14 +19,15 @@ lanes (narrow_cost).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 from ..config import Config
 from ..errors import NoScheduleFits
-from ..plan_types import LoopOrder
+from ..plan_types import LoopOrder, StripeGeometry, Stripes
 from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
-from .work import count_work
+from .tile_speed import computed_share, op_tiles, peak_flops
+from .work import Work, count_work
 
 SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
 SHOWN_TOO_BIG = 3  # larger schedules that would move fewer bytes but do not fit
@@ -46,6 +50,7 @@ class Candidate:
     order: LoopOrder = LoopOrder.CHANNELS_OUTER
     k_block: int = 0
     h_block: int = 0
+    compute_bytes: int = 0  # its tiles' time in bytes of traffic (0: the target gives no tile speed)
 
     @property
     def fits(self) -> bool:
@@ -70,6 +75,7 @@ class Key(NamedTuple):
     h: int
     w: int
     count: int
+    compute: int  # the tiles' time as bytes of traffic, in cost (0: no tile speed)
 
     @property
     def order(self) -> LoopOrder:
@@ -85,6 +91,7 @@ class ScheduleSearch:
     chosen: Candidate
     runners_up: tuple[Candidate, ...]
     too_big: tuple[Candidate, ...]
+    why: str = ""  # why the winner won, its compute side (with a tile speed)
 
 
 def _split_choices(blocks: int) -> list[int]:
@@ -143,9 +150,10 @@ def _channel_choices(config: Config) -> list[int]:
     return [d for d in range(1, blocks + 1) if blocks % d == 0][:MAX_CHUNK_CHOICES]
 
 
-def _measure(config: Config, shape_list: list, budget: int | None = None) -> tuple[int, int, int, int]:
-    """(workspace, traffic, executed FLOPs, stripes); traffic and work are not counted (-1) for a workspace over
-    `budget` (given when the caller keeps only the fitting schedules)."""
+def _measure(config: Config, shape_list: list, budget: int | None = None) -> tuple[int, int, int, int, int]:
+    """(workspace, traffic, executed FLOPs, stripes, the tiles' time in bytes of traffic (0 without a tile speed));
+    traffic and work are not counted (-1) for a workspace over `budget` (given when the caller keeps only the
+    fitting schedules)."""
     cut = stripes(config, shape_list)
     geo = stripe_geometry(config, shape_list, cut)
     ebytes = ELEMENT_BYTES[config.dtype]
@@ -153,9 +161,18 @@ def _measure(config: Config, shape_list: list, budget: int | None = None) -> tup
     rows_outer = config.schedule.order is LoopOrder.ROWS_OUTER  # its stripes are rows x columns
     count = cut.count // cut.ko_extent if rows_outer else cut.count
     if budget is not None and workspace > budget:
-        return workspace, -1, -1, count
+        return workspace, -1, -1, count, 0
     work = count_work(config, shape_list, geo, cut, ebytes)
-    return workspace, work.traffic.total, work.executed_flops, count
+    return workspace, work.traffic.total, work.executed_flops, count, compute_bytes(config, geo, cut, work)
+
+
+def compute_bytes(config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
+    """The time the schedule's tiles take at its target's tile speed, in bytes its memory moves meanwhile (0 when
+    the schedule carries no tile speed)."""
+    roofs = config.schedule.speed
+    if roofs is None or roofs.tile_speed is None:
+        return 0
+    return round(peak_flops(roofs.tile_speed, config, geo, cut, work) * roofs.bytes_per_second / roofs.flops_per_second)
 
 
 MIN_K_BLOCK = 4  # rows_outer's smallest channel block: fewer accumulators per pixel leave the FMA units idle
@@ -253,11 +270,12 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                         for w in w_options:
                             tried += 1
                             trial = trial_config(k, h, w, c, order, kb, hb)
-                            workspace, traffic, executed, count = _measure(trial, shape_list,
-                                                                           None if report else s.budget)
-                            cost = traffic + narrow_cost(kb, s.k_block, executed) if traffic >= 0 else traffic
+                            workspace, traffic, executed, count, compute = _measure(trial, shape_list,
+                                                                                    None if report else s.budget)
+                            slower = compute if s.speed is not None else narrow_cost(kb, s.k_block, executed)
+                            cost = traffic + slower if traffic >= 0 else traffic
                             key = Key(cost, traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
-                                      w, count)
+                                      w, count, compute)
                             if smallest is None or workspace < smallest.workspace:
                                 smallest = key
                             (fits if workspace <= s.budget else too_big).append(key)
@@ -276,13 +294,18 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
     fits.sort()
     best = fits[0]
     chosen = _candidate(best, "chosen")
-    runners = tuple(_candidate(c, _why_lost(c, best)) for c in fits[1:1 + SHOWN_RUNNERS_UP] if report)
+    timed = s.speed is not None
+    runners = tuple(_candidate(c, _why_lost(c, best, s.speed) if timed else _why_lost(c, best))
+                    for c in fits[1:1 + SHOWN_RUNNERS_UP] if report)
     better_but_big = sorted((c for c in too_big if c[:3] < best[:3] and report), key=lambda c: (c.workspace, c.traffic))
     big = tuple(_candidate(c, f"needs {c.workspace} bytes, over the {s.budget}-byte budget")
                 for c in better_but_big[:SHOWN_TOO_BIG])
     search = ScheduleSearch(budget=s.budget, budget_source=s.budget_source, fitted=fitted, tried=tried,
                             chosen=chosen, runners_up=runners, too_big=big)
-    return trial_config(best.k, best.h, best.w, best.c, best.order, -best.neg_k_block, -best.neg_h_block), search
+    winner = trial_config(best.k, best.h, best.w, best.c, best.order, -best.neg_k_block, -best.neg_h_block)
+    if timed and report:
+        search = replace(search, why=_why_won(winner, shape_list, best, len(fits)))
+    return winner, search
 
 
 def _splits(key: Key, fitted: tuple[str, ...]) -> str:
@@ -296,10 +319,47 @@ def _splits(key: Key, fitted: tuple[str, ...]) -> str:
 def _candidate(key: Key, verdict: str) -> Candidate:
     return Candidate(k_split=key.k, h_split=key.h, w_split=key.w, c_split=key.c, stripes=key.count,
                      workspace_bytes=key.workspace, traffic_bytes=key.traffic, executed_flops=key.executed,
-                     verdict=verdict, order=key.order, k_block=-key.neg_k_block, h_block=-key.neg_h_block)
+                     verdict=verdict, order=key.order, k_block=-key.neg_k_block, h_block=-key.neg_h_block,
+                     compute_bytes=key.compute)
 
 
-def _why_lost(key: Key, best: Key) -> str:
+def _why_won(config: Config, shape_list: list, best: Key, fitting: int) -> str:
+    """The compute side of the winner: its tiles op by op, their estimated time and the traffic's."""
+    roofs = config.schedule.speed
+    cut = stripes(config, shape_list)
+    geo = stripe_geometry(config, shape_list, cut)
+    work = count_work(config, shape_list, geo, cut, ELEMENT_BYTES[config.dtype])
+
+    def op_text(j: int) -> str:
+        share = computed_share(roofs.tile_speed, config, geo, cut, work, j)
+        past = f", {share - 1:.0%} more pixels computed than kept" if share > 1.005 else ""
+        return f"{config.ops[j - 1].kind} #{j} {op_tiles(roofs.tile_speed, config, j, geo.cols[j]).text()}{past}"
+    tiles = "; ".join(op_text(j) for j in range(1, len(config.ops) + 1))
+    share = best.executed * roofs.bytes_per_second / roofs.flops_per_second / best.compute if best.compute else 0
+    return (f"the least estimated time of {fitting} fitting: compute {_us(best.compute, roofs)} us (its tiles at "
+            f"{share:.2f} of the FMA peak: {tiles}) + traffic {_us(best.traffic, roofs)} us "
+            f"({roofs.tile_speed.source})")
+
+
+def _us(traffic_bytes: int, roofs) -> str:
+    return f"{traffic_bytes / roofs.bytes_per_second * 1e6:.1f}"
+
+
+def _why_lost(key: Key, best: Key, roofs=None) -> str:
+    if roofs is not None and key.cost > best.cost:  # time: its tiles' and its traffic's
+        more, saved = key.compute - best.compute, best.traffic - key.traffic
+        block = (f" (k_block {-key.neg_k_block} against {-best.neg_k_block})" if key.neg_k_block != best.neg_k_block
+                 else "")
+        if saved > 0:
+            return (f"its tiles{block} take {_us(more, roofs)} us more, more than the {saved} bytes "
+                    f"({_us(saved, roofs)} us) it saves")
+        if saved == 0:
+            return f"its tiles{block} take {_us(more, roofs)} us more at the same traffic"
+        if more >= 0:
+            return f"moves {-saved} more bytes ({_us(-saved, roofs)} us)" + (
+                f" and its tiles take {_us(more, roofs)} us more" if more else "")
+        return (f"moves {-saved} more bytes ({_us(-saved, roofs)} us), more than its faster tiles save "
+                f"({_us(-more, roofs)} us)")
     if key.cost > best.cost and key.traffic <= best.traffic:
         return (f"a channel block of {-key.neg_k_block}, narrower than {WIDE_K_BLOCK}: its idle vector lanes cost "
                 f"more than the {best.traffic - key.traffic} bytes it saves")

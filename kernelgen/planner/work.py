@@ -101,6 +101,8 @@ class Work:
     executed_flops: int  # what the schedule computes: halo rows, chain recompute
     traffic: Traffic  # with halo reuse when the schedule asks for it
     reload_input_bytes: int  # input bytes without halo reuse (equal to traffic.input_bytes when reloading)
+    op_flops: tuple[int, ...] = ()  # executed_flops op by op (the budget search weighs each by its tiles' speed)
+    op_pixels: tuple[int, ...] = ()  # the output pixels those count, op by op (stripes clipped at the tensor's edges)
 
 
 def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: Stripes, ebytes: int) -> Work:
@@ -119,13 +121,16 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
     # channels; rows_outer loads and runs them once per row stripe (the last op's channel blocks loop inside).
     reruns = 1 if config.schedule.order is LoopOrder.ROWS_OUTER else cut.ko_extent
     flops = f_elems = residual_elems = 0
+    op_flops, op_pixels = [], []
     for j in range(1, n_ops + 1):
         op = config.ops[j - 1]
         kind = OPS[op.kind]
         k_j = shape_list[j][3]
         taps = kind.taps(op, shape_list[j - 1][3])  # one group's channels over the window
         channels = k_j * reruns if j < n_ops else k_j
-        flops += row_sums[j] * col_sums[j] * channels * taps * kind.FLOPS_PER_TAP
+        op_flops.append(row_sums[j] * col_sums[j] * channels * taps * kind.FLOPS_PER_TAP * batch)
+        op_pixels.append(row_sums[j] * col_sums[j] * batch)
+        flops += op_flops[-1] // batch
         # the input (or a side input) read where this op's outputs are written (op K's: in its cache)
         if op.residual == 0 or isinstance(op.residual, str):
             residual_elems += row_sums[j] * col_sums[j] * channels
@@ -144,4 +149,5 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
     traffic = Traffic(input_bytes=loaded_rows * input_scale + residual_elems * batch * ebytes,
                       filter_bytes=f_elems * batch * ebytes,
                       output_bytes=out_elems * batch * ebytes)
-    return Work(executed_flops=flops * batch, traffic=traffic, reload_input_bytes=reload_rows * input_scale)
+    return Work(executed_flops=flops * batch, traffic=traffic, reload_input_bytes=reload_rows * input_scale,
+                op_flops=tuple(op_flops), op_pixels=tuple(op_pixels))

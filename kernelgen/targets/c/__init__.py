@@ -30,6 +30,7 @@ from .options import OPENMP, CModel, c_options, cflags, speed_flags
 from .placement import placed
 from .roofline import MachinePeaks, Probes, measure_peaks
 from . import process
+from .tile_speed import C_TILE_SPEED
 from .timing import COLD, WARM, cold_and_warm, measured
 from .toolchain import Library, build_shared, compiler_name, status
 
@@ -40,7 +41,8 @@ L2_BYTES = 512 * 1024
 # One core of the hosts these kernels are measured on (an AVX-512 EPYC): an FMA-chain probe and a STREAM triad,
 # both measured in one run (issue 30's table); the importer's fusion estimate divides by them.
 CPU_ROOFS = Roofs(flops_per_second=116.7e9, bytes_per_second=22.9e9,
-                  source="one AVX-512 EPYC core: FMA-chain probe 116.7 GFLOP/s, triad 22.9 GB/s")
+                  source="one AVX-512 EPYC core: FMA-chain probe 116.7 GFLOP/s, triad 22.9 GB/s",
+                  tile_speed=C_TILE_SPEED)
 
 
 def l2_budget(options: object) -> tuple[int, str]:

@@ -1,0 +1,84 @@
+"""What the target's micro-kernel makes of a schedule: each op's executed FLOPs weighted by the speed of the tiles
+its stripe width and channel block give, as FLOPs at the FMA peak (the budget search's compute side, search.py,
+and the importer's group estimate). Pure.
+
+A dense conv tile is `pixels` output pixels of a row x `vectors` vectors of the channel block (roofs.TileSpeed); each
+reduction step loads `vectors` filter vectors and broadcasts one input value per pixel into pixels x vectors FMAs, and
+each load costs `load_slots` FMA slots: 12 x 1 (k_block 8) makes 13 loads per 12 FMAs, 6 x 2 (k_block 16, 32) 8; a
+narrow stripe's row of pixels gives short tiles (8 columns: 4 x 2, 0.75 loads per FMA), and each row costs
+`row_pixels` pixels' worth of tiles on top (its set-up and stores), a larger share of a short row. A stripe row of
+`cols` pixels takes ceil(cols / most) tiles of equal width, and every stripe its whole window of rows and tiles, the
+last stripes' rows and columns past the tensor's edge included (computed, then dropped by the store), which the
+executed FLOPs (clipped at the edges) do not count: they are charged as computed. A channel block that is not whole
+vectors runs on half vectors (or the planner's plain loops), slower by the width it leaves idle. A depthwise tap loads
+two operands per FMA (the input, the filter), a pool's tap one (the running max or sum stays in a register)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config import Config
+from ..roofs import TileSpeed
+from ..plan_types import StripeGeometry, Stripes
+from .work import Work
+
+DEPTHWISE_LOADS_PER_FMA = 2  # an input and a filter value
+POOL_LOADS_PER_OP = 1  # the input value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpTiles:
+    """One op's tiles under a schedule, and the FMA slots each of its FMAs takes."""
+
+    dense: bool
+    pixels: int  # per tile (dense), else 0
+    vectors: int
+    cols: int  # output pixels of a stripe row
+    tiles: int  # per stripe row
+    width: int  # floats of a vector the channel block fills (the target's lanes when whole vectors)
+    slots: float  # per FMA computed
+    other_loads: int = 0  # not dense: loads per FMA (or per max or add of a pool)
+
+    @property
+    def loads_per_fma(self) -> float:
+        return (self.pixels + self.vectors) / (self.pixels * self.vectors) if self.dense else self.other_loads
+
+    def text(self) -> str:
+        if not self.dense:
+            return f"{self.loads_per_fma:g} loads per FMA"
+        tail = self.tiles * self.pixels - self.cols
+        return (f"{self.tiles} tile(s) of {self.pixels} pixels x {self.vectors} vector(s) a row of {self.cols}"
+                f"{f' ({tail} idle)' if tail else ''}, {self.loads_per_fma:.2f} loads per FMA")
+
+
+def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
+    """Op j's (1-based) tiles over stripe rows of `cols` output pixels."""
+    op, k_block = config.ops[j - 1], config.schedule.k_block
+    width = (speed.lanes if k_block % speed.lanes == 0 else speed.half_lanes if k_block % speed.half_lanes == 0
+             else min(k_block, speed.half_lanes))
+    narrow = speed.lanes / width
+    if op.kind != "conv2d" or op.groups != 1 or config.dtype != "float32":
+        loads = DEPTHWISE_LOADS_PER_FMA if op.kind == "conv2d" else POOL_LOADS_PER_OP
+        return OpTiles(dense=False, pixels=0, vectors=0, cols=cols, tiles=0, width=width,
+                       slots=(1 + speed.load_slots * loads) * narrow, other_loads=loads)
+    vectors = speed.wide_vectors if k_block % (speed.wide_vectors * speed.lanes) == 0 else 1
+    tiles = math.ceil(cols / (speed.accumulators // vectors))
+    pixels = math.ceil(cols / tiles)
+    loads = (pixels + vectors) / (pixels * vectors)
+    slots = (1 + speed.load_slots * loads) * (1 + speed.row_pixels / cols) * narrow
+    return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=width, slots=slots)
+
+
+def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take."""
+    return round(sum(flops * computed_share(speed, config, geo, cut, work, j)
+                     * op_tiles(speed, config, j, geo.cols[j]).slots for j, flops in enumerate(work.op_flops, start=1)))
+
+
+def computed_share(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int) -> float:
+    """Op j's output pixels its tiles compute over those its executed FLOPs count (1: not a dense tile)."""
+    t = op_tiles(speed, config, j, geo.cols[j])
+    if not t.dense or not work.op_pixels[j - 1]:
+        return 1.0
+    computed = cut.ho_extent * geo.rows[j] * cut.wo_extent * t.tiles * t.pixels * geo.shapes[0][0]
+    return computed / work.op_pixels[j - 1]

@@ -1,0 +1,28 @@
+"""The c micro-kernel's speed by tile shape, for `schedule: auto` (planner/tile_speed.py reads it). Its shape rules
+are microkernel.py's and tiles.py's: the numbers come from there, the load cost from a measurement here."""
+from __future__ import annotations
+
+from ...roofs import TileSpeed
+from .microkernel import ACCUMULATORS, HALF, LANES
+
+# Fitted to ResNet18's layer1.0 pair (2 x 3x3 64->64 on 56x56, rows_outer; /tmp/tiles48/exp, `kernelgen bench
+# --target c --repeat 7`, the least warm CPU time of 2-3 interleaved runs on the loaded 2-core AVX-512 host):
+#   k_block 32, 12-row stripes, full width (6 x 2 tiles)            7.18 ms
+#   k_block 16, 14-row stripes, full width (6 x 2)                  7.24
+#   k_block 16, 12-row stripes, full width (6 x 2)                  7.49
+#   k_block 32, 20-row stripes of 32 columns (6 x 2, 29% computed past the edges)     9.02
+#   k_block 32, full height, stripes of 8 columns (5 x 2 and 4 x 2)                    9.51
+#   k_block 8, 14-row stripes of 8 columns (10 x 1 and 8 x 1)      10.87
+# Time = computed FLOPs (executed, plus the pixels the tiles compute past a stripe's edges) x (1 + LOAD_SLOTS x
+# loads per FMA) x (1 + ROW_PIXELS / the stripe row's pixels) gives all six within 5% (the 1 also carries what is
+# not the tile: the caches' reads, the epilogue). The loads alone (ROW_PIXELS 0) left the 8-column stripes 22% slower
+# than predicted and full width 12% faster.
+LOAD_SLOTS = 0.45
+ROW_PIXELS = 3.5
+# A kernel call's cost besides its tiles and traffic (`kernelgen import` adds it per group): the least kernel of
+# MobileNetV3-small's network, an SE block's pool and two 1x1 convs on 1x1 (28 kFLOP, 30 KB), ran in 15-16 us.
+CALL_SECONDS = 10e-6
+
+C_TILE_SPEED = TileSpeed(lanes=LANES, half_lanes=HALF, accumulators=ACCUMULATORS, wide_vectors=2, load_slots=LOAD_SLOTS,
+                         row_pixels=ROW_PIXELS, call_seconds=CALL_SECONDS,
+                         source="c micro-kernel (targets/c/tile_speed.py)")

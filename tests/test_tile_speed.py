@@ -1,0 +1,121 @@
+"""Issue 48: `schedule: auto` on the c target weighs each candidate's tiles (planner/tile_speed.py) beside its
+traffic, says why the winner won, and the importer's group cost uses the same tile speed."""
+import pytest
+
+from kernelgen.api import parse_config
+from kernelgen.onnx.fusion import estimate
+from kernelgen.planner import plan
+from kernelgen.planner.tile_speed import op_tiles
+from kernelgen.report import text_report
+from kernelgen.roofs import Roofs, TileSpeed
+from kernelgen.targets.c import CPU_ROOFS
+
+# ResNet18's layer1.0 as `kernelgen import` writes it: two 3x3 64->64 convs on 56x56, the block's input added
+LAYER1_0 = """name: layer1_0
+input: {shape: [1, 64, 56, 56], layout: NCHW}
+ops:
+  - conv2d: {out_channels: 64, kernel: [3, 3], pad: [1, 1, 1, 1], bias: true, activation: relu}
+  - conv2d: {out_channels: 64, kernel: [3, 3], pad: [1, 1, 1, 1], bias: true, residual: input, activation: relu}
+output: {layout: NCHW}
+schedule: SCHEDULE
+targets: [c]
+"""
+SPEED = CPU_ROOFS.tile_speed
+
+
+def _chosen(schedule: str):
+    p = plan(parse_config(LAYER1_0.replace("SCHEDULE", schedule)))
+    c = p.search.chosen
+    return p, (c.k_split, c.h_split, c.w_split, str(c.order), c.k_block, c.h_block, c.workspace_bytes, c.traffic_bytes)
+
+
+def test_layer1_0_takes_two_vectors_a_pixel_where_traffic_alone_took_one():
+    # by traffic alone (an explicit schedule's budget) the least bytes: k_block 8, 12 pixels x 1 vector tiles, 13
+    # loads per 12 FMAs
+    _, by_traffic = _chosen("{budget: auto, order: auto}")
+    assert by_traffic == (1, 7, 7, "rows_outer", 8, 2, 524_288, 3_762_176)
+    # schedule: auto: 28% more bytes (8-row stripes, full width, fit the 32-channel filter block), 6 x 2 tiles:
+    # 7.95 ms measured against 10.9 for k_block 8 (targets/c/tile_speed.py)
+    p, by_time = _chosen("auto")
+    assert by_time == (1, 1, 7, "rows_outer", 32, 8, 401_408, 4_820_480)
+    assert (p.k_block, p.h_block, p.w_split) == (32, 8, None)
+
+
+def test_the_report_says_why_the_winner_won(monkeypatch):
+    p, _ = _chosen("auto")
+    lines = text_report(p).splitlines()
+    why = lines[lines.index(next(line for line in lines if line.startswith("budget: "))) + 1]
+    assert why == ("  why: the least estimated time of 326 fitting: compute 6589.7 us (its tiles at 0.67 of the FMA "
+                   "peak: conv2d #1 10 tile(s) of 6 pixels x 2 vector(s) a row of 58 (2 idle), 0.67 loads per FMA, "
+                   "10% more pixels computed than kept; conv2d #2 10 tile(s) of 6 pixels x 2 vector(s) a row of 56 "
+                   "(4 idle), 0.67 loads per FMA, 7% more pixels computed than kept) + traffic 210.5 us (c "
+                   "micro-kernel (targets/c/tile_speed.py))")
+    verdicts = [c.verdict for c in p.search.runners_up]
+    assert verdicts[1:4] == ["a narrower channel block (16 against 32) at the same traffic and work",
+                             "its tiles take 209.4 us more, more than the 705536 bytes (30.8 us) it saves",
+                             "its tiles (k_block 16 against 32) take 209.4 us more, more than the 705536 bytes "
+                             "(30.8 us) it saves"]
+    # the schedule traffic alone picks, further down
+    import kernelgen.planner.search as search
+    monkeypatch.setattr(search, "SHOWN_RUNNERS_UP", 400)
+    p, _ = _chosen("auto")
+    lost = [c.verdict for c in p.search.runners_up if (c.k_block, c.h_split, c.w_split, c.h_block) == (8, 7, 7, 2)]
+    assert lost == ["its tiles (k_block 8 against 32) take 591.7 us more, more than the 1058304 bytes (46.2 us) it "
+                    "saves"]
+
+
+def test_explicit_budgets_and_several_cache_targets_keep_traffic_alone():
+    p, _ = _chosen("{budget: auto, order: auto}")
+    assert p.search.why == "" and all("tiles" not in c.verdict for c in p.search.runners_up)
+    both = parse_config(LAYER1_0.replace("SCHEDULE", "auto").replace("targets: [c]", "targets: [c, hvx]"))
+    assert both.schedule.speed is None  # an hvx tile is not the c micro-kernel's
+    assert parse_config(LAYER1_0.replace("SCHEDULE", "auto")).schedule.speed is CPU_ROOFS
+
+
+@pytest.mark.parametrize("k_block, cols, shape", [
+    (8, 56, (5, 12, 1, 13 / 12)),  # 60 pixels computed for 56
+    (16, 56, (10, 6, 2, 8 / 12)),
+    (32, 56, (10, 6, 2, 8 / 12)),  # the kv loop runs the 6 x 2 tile twice
+    (16, 8, (2, 4, 2, 6 / 8)),  # a stripe of 8 columns: 4 pixels a tile
+    (8, 14, (2, 7, 1, 8 / 7)),
+])
+def test_tile_shapes_follow_the_micro_kernel(k_block, cols, shape):
+    config = parse_config(LAYER1_0.replace("SCHEDULE", f"{{k_block: {k_block}}}"))
+    t = op_tiles(SPEED, config, 1, cols)
+    tiles, pixels, vectors, loads = shape
+    assert (t.tiles, t.pixels, t.vectors) == (tiles, pixels, vectors) and t.loads_per_fma == pytest.approx(loads)
+    assert t.slots == pytest.approx((1 + SPEED.load_slots * loads) * (1 + SPEED.row_pixels / cols))
+
+
+def test_part_vectors_and_depthwise_taps_cost_more_slots():
+    four = op_tiles(SPEED, parse_config(LAYER1_0.replace("SCHEDULE", "{k_block: 4}")), 1, 48)
+    eight = op_tiles(SPEED, parse_config(LAYER1_0.replace("SCHEDULE", "{k_block: 8}")), 1, 48)
+    assert (four.width, four.pixels, eight.pixels) == (4, 12, 12) and four.slots == pytest.approx(2 * eight.slots)
+    depthwise = parse_config(LAYER1_0.replace("SCHEDULE", "{k_block: 32}").replace(
+        "kernel: [3, 3], pad: [1, 1, 1, 1], bias: true, activation: relu}", "kernel: 3, pad: 1, groups: 64}", 1))
+    t = op_tiles(SPEED, depthwise, 1, 56)
+    assert (t.dense, t.loads_per_fma, t.slots) == (False, 2, 1 + 2 * SPEED.load_slots)  # no row charge: not fitted
+
+
+def test_group_estimate_adds_the_tiles_time_to_the_traffic():
+    roofs = Roofs(flops_per_second=100e9, bytes_per_second=20e9, source="test",
+                  tile_speed=TileSpeed(lanes=8, half_lanes=4, accumulators=12, wide_vectors=2, load_slots=1.0,
+                                       row_pixels=0, source="test"))
+    one_roof = estimate(1_000_000, 1_000_000, 2_000_000, 0, None, roofs)
+    tiles = estimate(1_000_000, 1_000_000, 2_000_000, 0, None, roofs, at_peak=2_500_000)
+    assert one_roof.seconds == pytest.approx(max(1e6 / 100e9, 2e6 / 20e9))  # 100 us, the traffic
+    assert tiles.seconds == pytest.approx(2.5e6 / 100e9 + 2e6 / 20e9)  # 25 + 100 us
+
+
+def test_pixels_computed_past_the_stripe_edges_are_charged():
+    from kernelgen.planner.fitted import fit
+    from kernelgen.planner.tile_speed import computed_share
+    from kernelgen.planner.work import count_work
+    # 20-row stripes of 32 columns over 56 x 56: 3 x 2 stripes of 20 rows x 6 tiles of 6 pixels, 4320 pixels
+    # computed for 3136 kept (measured 9.02 ms against 7.18 for full-width 12-row ones, targets/c/tile_speed.py)
+    config = parse_config(LAYER1_0.replace("SCHEDULE", "{k_split: 1, h_split: 5, w_split: 4, order: rows_outer, "
+                                                       "k_block: 32, h_block: 4}"))
+    fitted = fit(config, report=False)
+    work = count_work(fitted.config, fitted.shapes, fitted.geometry, fitted.cut, 4)
+    assert work.op_pixels[1] == 56 * 56
+    assert computed_share(SPEED, fitted.config, fitted.geometry, fitted.cut, work, 2) == 4320 / 3136
