@@ -23,8 +23,11 @@ from kernelgen.targets.c.microkernel import PREFETCH_TILES, column_step
 from kernelgen.targets.c.toolchain import Library, build_shared
 from kernelgen.targets.c import team
 
-# name: (input shape, ops, input layout, output layout, schedule, micro-kernel per op: dense / depthwise / None)
-CASES = {name: Case(*row[:5], targets="[c]", expect=row[5]) for name, row in {
+# name: (input shape, ops, input layout, output layout, schedule, micro-kernel per op: dense / depthwise / None[,
+# targets: "[c]" unless given]). An NCHW config whose targets are all c gets channels-innermost caches (depthwise
+# channel vectors); with another target beside c its caches keep NCHW (depthwise pixel vectors, "columns").
+BESIDE_OPENCL = "[c, opencl]"
+CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=row[5]) for name, row in {
     "dense_3x3_width13_k16": ([1, 9, 13, 16], ["{out_channels: 16, kernel: 3, pad: 1}"], "NHWC", "NHWC",
                               "{k_block: 16}", ["dense"]),
     "dense_channels_5_to_13_k8": ([1, 7, 11, 5], ["{out_channels: 13, kernel: 3, stride: 2, pad: 1}"], "NHWC", "NHWC",
@@ -77,19 +80,33 @@ CASES = {name: Case(*row[:5], targets="[c]", expect=row[5]) for name, row in {
                                                              "{out_channels: 24, kernel: 3, stride: 2, pad: 1, groups: 24}",
                                                              "{out_channels: 24, kernel: 3, dilation: 2, pad: 2, "
                                                              "groups: 24}"], "NCHW", "NCHW",
-                                           "{k_block: 8, h_block: 2}", ["columns", "columns", "columns"]),
+                                           "{k_block: 8, h_block: 2}", ["columns", "columns", "columns"],
+                                           BESIDE_OPENCL),
+    # the same chain for c alone: NHWC caches, so channel vectors; the input read and the write-back transpose
+    "depthwise_nchw_channels_last_caches_chain": ([2, 13, 19, 24], ["{out_channels: 24, kernel: 3, pad: 1, groups: 24, "
+                                                                    "bias: true, activation: relu6}",
+                                                                    "{out_channels: 24, kernel: 3, stride: 2, pad: 1, "
+                                                                    "groups: 24}",
+                                                                    "{out_channels: 24, kernel: 3, dilation: 2, pad: 2, "
+                                                                    "groups: 24}"], "NCHW", "NCHW",
+                                                  "{k_block: 8, h_block: 2}", ["depthwise", "depthwise", "depthwise"]),
+    # a pool ends the chain: its NHWC output cache goes back to the NCHW output in 8 x 8 blocks (writeback.py), 12
+    # channels a stripe (a vector and 4 more), 10 columns (a block and 2 more)
+    "nchw_chain_ending_in_maxpool": ([1, 12, 21, 12], ["{out_channels: 24, kernel: 3, pad: 1, bias: true, activation: "
+                                                       "relu}", "maxpool: {kernel: 2, stride: 2}"], "NCHW", "NCHW",
+                                     "{k_block: 12}", ["dense", None]),
     # MobileNetV2's features.4 as imported: schedule auto picks h_block 2 and rows_outer, which the c target's
     # geometry must follow (the stride-2 depthwise's window, then the 1x1 writing the output directly)
     "imported_mobilenet_block_schedule_auto": ([1, 56, 56, 144], ["{out_channels: 144, kernel: 3, stride: 2, pad: 1, "
                                                                   "groups: 144, bias: true, activation: relu6}",
                                                                   "{out_channels: 32, kernel: 1, bias: true}"],
-                                               "NCHW", "NCHW", "auto", ["columns", "dense"]),
+                                               "NCHW", "NCHW", "auto", ["depthwise", "dense"]),
     # a k_block of 4 (schedule: auto fits one under rows_outer when a chain's filters are wide): half vectors
     "dense_k_block_4_half_vectors_chain": ([1, 9, 11, 12], ["{out_channels: 20, kernel: 1, bias: true, activation: "
                                                             "relu6}", "{out_channels: 20, kernel: 3, pad: 1, groups: 20}",
                                                             "{out_channels: 6, kernel: 3, stride: 2, pad: 1}"],
                                            "NCHW", "NCHW", "{k_block: 4, order: rows_outer}",
-                                           ["dense", "columns", "dense"]),
+                                           ["dense", "columns", "dense"], BESIDE_OPENCL),
     # a classifier tail as imported (NCHW, batch 2): after the pool, 1x1 convs on one pixel are dot products, the last
     # with 40 channels in blocks of 16 (its third block's last 8 filter rows read as zeros)
     "dot_products_after_global_pool": ([2, 3, 4, 24], ["{out_channels: 48, kernel: 1, bias: true, activation: relu6}",
@@ -134,7 +151,7 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert len(sections) == 1, sections
         assert ("register-blocked micro-kernel" in sections[0]) == (kind is not None)
     if "dense" in kinds:
-        fma = "KG_FMA4" if "k_block: 4" in CASES[name].schedule else "KG_FMA"
+        fma = "KG_FMA4" if any(t is not None and t.lanes == 4 for t in job.target_plan.tiles) else "KG_FMA"
         assert f"{fma}(a0_0, x0[ch], w0);" in text
     if name == "dense_3x3_width13_k16":  # the repack's output-channel loop innermost: consecutive stores
         assert re.search(r"for \(int fw = 0; fw < 3; \+\+fw\) \{\n\s*for \(int fk = 0; fk < 16; \+\+fk\) \{\n\s*"
@@ -232,10 +249,11 @@ def test_openmp_threads_split_the_rows_where_fewer_stripes_than_threads_and_matc
 # partial sums over chunks (3 channel x 3 row stripes), a halo ring (the 2 channel stripes; the rows it carries
 # stay whole), a double buffer (each stripe loads the next: rows), rows outer (2 row stripes, the last conv's 4
 # channel blocks inside each), a pool between convs, a first conv reading the input itself (batch 2 x 2 x 3 x 3),
-# the planner's own loops (no micro-kernel: 4 channel stripes)
+# the planner's own loops (no micro-kernel: 4 channel stripes), an NCHW input read and output written back through
+# channels-innermost caches (each thread transposes its own stripes)
 TEAM_SCHEDULES = {"c_split_chunks_partial_sums": 9, "halo_reuse_chain": 2, "double_buffer_w_split": 0,
                   "rows_outer_chain": 2, "chain_through_maxpool": 2, "depthwise_direct_batch2_w_split": 36,
-                  "k_block_2_falls_back": 4}
+                  "k_block_2_falls_back": 4, "nchw_chain_ending_in_maxpool": 2}
 
 
 @requires_tool(*toolchain("c"))
@@ -273,10 +291,43 @@ def test_cflags_replace_the_default_flags(tmp_path):
     assert C().compile(default, tmp_path).flags[-3:] == ("-O3", "-march=native", "-ffp-contract=fast")
 
 
+def test_nchw_tensors_get_channels_last_caches_when_c_is_the_only_target():
+    """The chain's caches hold a pixel's channels together (planner.geometry.cache_window) and the input read runs
+    in 8 x 8 blocks of channel planes (rowcopy.py); beside another target the caches keep the tensors' NCHW."""
+    _, job = _job("depthwise_nchw_channels_last_caches_chain")
+    assert {c.name: (c.physical_layout, c.physical_shape) for c in job.plan.caches if c.name != "filter"} == {
+        "input": ("NHWC", (1, 15, 21, 24)), "temp_output_1": ("NHWC", (1, 13, 21, 24)),
+        "temp_output_2": ("NHWC", (1, 6, 14, 24)), "output": ("NHWC", (1, 2, 10, 8))}
+    assert "caches input, temp_output_1, temp_output_2, output: NHWC, a pixel's channels together (every target of " \
+        "the config reads channel vectors), though their tensors keep them apart: the input read and the write-back " \
+        "transpose" in job.plan.notes
+    text = job.files["depthwise_nchw_channels_last_caches_chain.c"]
+    assert text.count("8 x 8 blocks of channel planes transposed into pixels") == 1
+    # 21 columns: two whole blocks of 8 (three vectors of 8 channels each), then 5 columns element by element
+    assert "for (int icb = 0; icb < 3; ++icb) {" in text and "for (int ib = 0; ib < 2; ++ib) {" in text
+    assert ("KG_STORE(row + (iw + 7) * 24 + ic, KG_SET(KG_LANE(r0, 7), KG_LANE(r1, 7), KG_LANE(r2, 7), KG_LANE(r3, 7), "
+            "KG_LANE(r4, 7), KG_LANE(r5, 7), KG_LANE(r6, 7), KG_LANE(r7, 7)));") in text
+    assert "r1 = KG_LOAD(&input[((nb*5928)+(ho_outer*76)+(ih*19)+(-115)) + iw + (ic + 1) * 247])" in text
+    _, pooled = _job("nchw_chain_ending_in_maxpool")
+    text = pooled.files["nchw_chain_ending_in_maxpool.c"]
+    assert text.count("8 x 8 blocks of pixels transposed into channel planes") == 1
+    assert ("KG_STORE(&output[(((ko_outer*720)+(ho_outer*80)+(oh*10))) + ow + (ok + 7) * 60], KG_SET(KG_LANE(r0, 7), "
+            "KG_LANE(r1, 7), KG_LANE(r2, 7), KG_LANE(r3, 7), KG_LANE(r4, 7), KG_LANE(r5, 7), KG_LANE(r6, 7), "
+            "KG_LANE(r7, 7)));") in text
+    assert "for (int okt = 0; okt < 4; ++okt) {" in text and "ok < 12; ++ok) output[" in text
+    _, beside = _job("depthwise_nchw_pixel_vectors_chain")
+    assert {c.physical_layout for c in beside.plan.caches if c.name != "filter"} == {"NCHW"}
+    assert not any(n.startswith("caches ") for n in beside.plan.notes)
+    # the same windows and sizes either way
+    assert [(c.logical_shape, c.elements, c.offset) for c in beside.plan.caches] == [
+        (c.logical_shape, c.elements, c.offset) for c in job.plan.caches]
+
+
 @requires_tool(*toolchain("c"))
 @pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
                                   "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain",
-                                  "dot_products_after_global_pool"])
+                                  "dot_products_after_global_pool", "depthwise_nchw_channels_last_caches_chain",
+                                  "dense_dilation2_nchw_w_split", "nchw_chain_ending_in_maxpool"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
     """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
     config, job = _job(name)

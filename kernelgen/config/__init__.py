@@ -106,6 +106,8 @@ class Config:
     file: str = field(default="", compare=False, repr=False)
     source: M.SourceModel | None = None  # an imported config's model and nodes (kernelgen import)
     side_inputs: tuple[SideInput, ...] = ()  # tensors besides the input (a residual's other branch)
+    # every target of the config wants the caches channels-innermost (TargetInfo.channels_last_caches)
+    channels_last_caches: bool = False
 
     def problem(self, key: str, message: str) -> ConfigError:
         """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
@@ -327,6 +329,8 @@ class _Checker:
                       ops=tuple(ops), schedule=schedule, targets=tuple(dict.fromkeys(m.targets)), quant=m.quant,
                       options={t.name: getattr(m, t.name) for t in self.catalog if t.options is not None},
                       source=m.source, side_inputs=self.sides,
+                      channels_last_caches=bool(m.targets) and all(
+                          t.channels_last_caches for t in self.catalog if t.name in m.targets),
                       marks={key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
 
     def side_inputs(self, m: M.ConfigModel) -> tuple[SideInput, ...]:

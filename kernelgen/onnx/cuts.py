@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ConfigError
-from .fchain import ChainOp, ffusable, float_group, sub
+from .fchain import ChainOp, ffusable, float_group, side_sources, sub
 from .fusion import DEFAULT_MAX_OPS, Group, GroupCost, Grouping, choose, unplannable
 from .graph import Graph, node_id
 from .group_config import GroupConfig
@@ -79,7 +79,8 @@ def float_groups(graph: Graph, chain: list[ChainOp], fusion: Fusion, cost) -> tu
         return [Whole(0, len(chain))]
     return choose(len(chain), lambda start, stop: ffusable(chain, start, stop),
                   Grouping(cost=cost, max_ops=fusion.max_ops, cuts=_cut_ops(graph, chain, fusion),
-                           reached=_reached(fusion, [op.node for op in chain])))
+                           reached=_reached(fusion, [op.node for op in chain]),
+                           needs=lambda start, stop: side_sources(chain, start, stop)))
 
 
 def quant_groups(graph: Graph, chain: list[QConv], model_path: str, fusion: Fusion, targets: tuple[str, ...]

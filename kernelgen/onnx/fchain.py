@@ -20,6 +20,8 @@ class ChainOp:
     out: str = ""  # the tensor this op's result is in the graph (after the folded nodes)
     residual: int | None = None  # 0: the group's input, K: op K's result
     side: str | None = None  # or the residual is this tensor from outside the group (a side input)
+    # the residual's tensor in the graph: what a group cut after its source reads as a side input instead
+    residual_tensor: str = ""
     activation: Activation = "none"
 
 
@@ -40,6 +42,7 @@ def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
             source = _residual_source(graph, reader, tensor, chain, ops, conv)
             if source is not None:
                 op.residual, op.side = (None, source) if isinstance(source, str) else (source, None)
+                op.residual_tensor = source if isinstance(source, str) else chain[source]
                 tensor = graph.nodes[reader].output[0]
                 op.members.append(reader)
                 reader = graph.sole_consumer(tensor)
@@ -100,17 +103,30 @@ def cut_escapes(graph: Graph, ops: list[ChainOp]) -> list[ChainOp]:
 
 
 def sub(chain: list[ChainOp], start: int, stop: int) -> list[ChainOp]:
-    """Ops start..stop-1 of a chain as a group of their own: residual sources counted from its input."""
-    return [replace(op, residual=None if op.residual is None else op.residual - start) for op in chain[start:stop]]
+    """Ops start..stop-1 of a chain as a group of their own: residual sources counted from its input, and a
+    residual from before it (a basic block's second conv cut from its first) read as a side input, as an Add's
+    other branch is."""
+    def moved(op: ChainOp) -> ChainOp:
+        if op.residual is None:
+            return op
+        if op.residual < start:
+            return replace(op, residual=None, side=op.residual_tensor)
+        return replace(op, residual=op.residual - start)
+
+    return [moved(op) for op in chain[start:stop]]
 
 
 def ffusable(chain: list[ChainOp], start: int, stop: int) -> str:
-    """Why ops start..stop-1 of a float chain cannot be one kernel ("" when they can): a residual from before the
-    group's input."""
-    needs = next((k for k in range(start, stop) if chain[k].residual is not None and chain[k].residual < start
-                  and chain[k].side is None), None)
-    return "" if needs is None else (f"op {needs + 1} adds a tensor from before op {start + 1} (a kernel's "
-                                     f"residual is its own input or one of its ops' results)")
+    """Why ops start..stop-1 of a float chain cannot be one kernel ("" when they can). Any run can: a residual
+    from before the group's input becomes a side input (sub), provided its source ends a group (side_sources)."""
+    return ""
+
+
+def side_sources(chain: list[ChainOp], start: int, stop: int) -> tuple[int, ...]:
+    """Where groups before ops start..stop-1 must end for the residuals it reads from before its input: after
+    op r for a residual from op r's result (the chain's input, r = 0, is always in memory)."""
+    return tuple(sorted({op.residual for op in chain[start:stop]
+                         if op.residual is not None and 0 < op.residual < start}))
 
 
 def float_group(graph: Graph, name: str, ops: list[ChainOp], model_path: str, nodes: tuple[str, ...],

@@ -57,6 +57,9 @@ class Grouping:
     max_ops: int = DEFAULT_MAX_OPS
     cuts: frozenset[int] = field(default_factory=frozenset)  # op indices (0-based) a group must end after
     reached: Callable[[int], None] | None = None  # told each op index (0-based) as the search reaches it (progress)
+    # (start, stop) -> the op counts at which an earlier group must end for this one: a residual it reads as a side
+    # input is an op's result, in memory only where that op ends its group
+    needs: Callable[[int, int], tuple[int, ...]] | None = None
 
 
 def estimate(useful: int, executed: int, traffic: int, workspace: int, budget: int | None, roofs: Roofs,
@@ -106,6 +109,15 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
             costs[(j, i)] = grouping.cost(j, i)
         return costs[(j, i)]
 
+    def ends(j: int, boundaries: tuple[int, ...]) -> bool:
+        """Whether the best cover of ops 0..j-1 ends a group at each of `boundaries` (a side residual's source);
+        a cover without it is not taken, even where it would have been cheaper (the search stays one pass)."""
+        path, k = {0, j}, j
+        while k > 0:
+            k = start_of[k]
+            path.add(k)
+        return all(b in path for b in boundaries)
+
     # The graph's rule is hard (a residual's kernel holds its source); the others count as violations (the ops of
     # groups breaking them), fewest first, then time: the user's limits and the cost refusals bend only where the
     # graph leaves no other cover.
@@ -117,7 +129,7 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
             if grouping.reached is not None:
                 grouping.reached(i - 1)
             for j in range(max(0, i - window), i):
-                if best[j][0] > n * n or hard(j, i):
+                if best[j][0] > n * n or hard(j, i) or not ends(j, grouping.needs(j, i) if grouping.needs else ()):
                     continue
                 total = (best[j][0] + (i - j) * bool(why_not(j, i)), best[j][1] + cost(j, i).seconds)
                 if total < best[i]:

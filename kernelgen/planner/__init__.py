@@ -23,7 +23,9 @@ Two schedule options change the stripe loop (seed 001):
   stay put and only the new rows are loaded.
 
 Caches hold logical windows (rows x columns x channels) in their tensor's own layout
-(geometry.py), so any layout works and the seed's sizes fall out.
+(geometry.py), so any layout works and the seed's sizes fall out; where every target wants a
+pixel's channels together and the tensor keeps them apart (NCHW), the cache is NHWC instead
+(geometry.cache_window) and a note says so.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from ..plan_types import (Cache, Function, Halo, LoopOrder, Node, OpGeometry, Pa
 from .builder import StripeBuilder
 from .costs import PlanCosts, plan_costs, useful_flops
 from .fitted import WORKSPACE_LIMIT, fit
-from .geometry import ALIGNMENT_BYTES, ELEMENT_BYTES, workspace_elements
+from .geometry import ALIGNMENT_BYTES, ELEMENT_BYTES, temp_names, workspace_elements
 from .packing import pack_function, padding_fill, unpack_function
 from .stripe_loops import compose_stripes, timeline as stripe_timeline
 from .work import count_work
@@ -183,6 +185,15 @@ def _notes(config: Config, caches: tuple[Cache, ...], geo: StripeGeometry, cut: 
     for cache in caches:
         if cache.aliases:
             notes.append(f"the {cache.name} cache reuses the {cache.aliases} cache's storage")
+    # the layout of the tensor each window cache holds part of (input_a, output_b: of the input, the output)
+    tensors = {"input": config.input_layout.name, "output": config.ops[-1].output_layout.name} | {
+        name: op.output_layout.name for name, op in zip(temp_names(n_ops), config.ops)}
+    swapped = [c for c in caches if c.physical_layout != tensors.get(c.name.removesuffix("_a").removesuffix("_b"),
+                                                                     c.physical_layout)]
+    if swapped:
+        notes.append(f"caches {', '.join(c.name for c in swapped)}: {swapped[0].physical_layout}, a pixel's channels "
+                     f"together (every target of the config reads channel vectors), though their tensors keep them "
+                     f"apart: the input read and the write-back transpose")
     chosen = [(j, op) for j, op in enumerate(config.ops, 1) if op.filter_layout_by]
     if chosen:
         names, (_, op) = ", ".join(f"filter{j}" for j, _ in chosen), chosen[0]

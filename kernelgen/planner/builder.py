@@ -10,7 +10,8 @@ from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..ops import OPS, statements
 from ..ops.dialect import c_float
 from ..plan_types import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
-from .geometry import StripeGeometry, Stripes, Windows, channel_cover, reduction_channels, unproven as _cond
+from .geometry import (StripeGeometry, Stripes, Windows, cache_window, channel_cover, reduction_channels,
+                       unproven as _cond)
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
@@ -363,8 +364,8 @@ class StripeBuilder:
     def _window_of(self, index: int, rows: int, cols: int, channels: int) -> TensorLayout:
         layout = self.source_layouts[index]
         if index == 0 and self.c_block:  # the input cache holds one chunk of channels
-            return layout.bind((1, rows, cols, self.c_block))
-        return layout.bind((1, rows, cols, max(channels, self.shape_list[index][3])))
+            return cache_window(self.config, layout, (1, rows, cols, self.c_block))
+        return cache_window(self.config, layout, (1, rows, cols, max(channels, self.shape_list[index][3])))
 
     # ------------------------------------------------------------ store
 

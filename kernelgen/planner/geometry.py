@@ -6,7 +6,10 @@ Working back through the chain, each tensor j gets a window: rows[j] x cols[j] p
 whose first global row and column are affine in the stripe indices (row_start[j],
 col_start[j]). A window of R output positions reads (R - 1) * stride + span input
 positions: the halo. Caches hold these windows in their tensor's own layout, carved from
-one workspace.
+one workspace, except where every target of the config wants them channels-innermost
+(Config.channels_last_caches) and the tensor's layout is not: an NCHW tensor's windows are
+then NHWC caches (cache_window), the same elements, and the input read and the write-back
+transpose.
 """
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ from functools import lru_cache
 
 import kernelgen.expr as E
 from ..config import Config
-from ..layout import Layout, LayoutError, PadKind, TensorLayout, padding_cover
+from ..layout import ACTIVATION_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ..plan_types import Cache, Halo, LoopOrder, Pipeline, Shape, StripeGeometry, Stripes
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1}
+CHANNELS_LAST = parse_layout("NHWC", ACTIVATION_DIMS)
 # Hexagon DMA and VTCM want 2048-byte aligned buffers; other targets lose nothing by it.
 ALIGNMENT_BYTES = 2048
 
@@ -117,6 +121,18 @@ def _start(var: str, step: int, first: int) -> E.Expr:
     return E.add(E.mul(E.Var(var), step), E.Const(first))
 
 
+def cache_window(config: Config, layout: Layout, shape: Shape) -> TensorLayout:
+    """The cache of a `shape` window of a tensor in `layout`: that layout bound, or NHWC where the config's targets
+    want channels innermost and the layout keeps a pixel's channels apart (NCHW). Only a layout without padding
+    is swapped: its cache then holds the same elements, and no read past the real channels relies on a pad value."""
+    bound = layout.bind(shape)
+    if not config.channels_last_caches or shape[3] == 1 or bound.padding:
+        return bound
+    at = [bound.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0), "c": E.Const(c)}, {})
+          for c in (0, 1)]
+    return bound if E.evaluate(at[1], {}) - E.evaluate(at[0], {}) == 1 else CHANNELS_LAST.bind(shape)
+
+
 @dataclass(frozen=True, slots=True)
 class Windows:
     """The cache windows of one schedule, each bound to its tensor's layout."""
@@ -171,11 +187,12 @@ def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: S
     # each bound once per chain
     n_ops = len(config.ops)
     memo = _memo(config)
-    temps_key, filters_key = ("temps", geo.rows, geo.cols), ("filters", cut.channels, config.schedule.c_block)
+    temps_key = ("temps", geo.rows, geo.cols, config.channels_last_caches)
+    filters_key = ("filters", cut.channels, config.schedule.c_block)
     temps = memo.get(temps_key)
     if temps is None:
-        temps = memo[temps_key] = tuple(config.ops[j - 1].output_layout.bind((1, geo.rows[j], geo.cols[j],
-                                                                              shape_list[j][3]))
+        temps = memo[temps_key] = tuple(cache_window(config, config.ops[j - 1].output_layout,
+                                                     (1, geo.rows[j], geo.cols[j], shape_list[j][3]))
                                         for j in range(1, n_ops))
     filters = memo.get(filters_key)
     if filters is None:
@@ -183,10 +200,11 @@ def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: S
         filters = memo[filters_key] = tuple(
             None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
             for j, op in enumerate(config.ops))
-    return Windows(input=config.input_layout.bind((1, geo.rows[0], geo.cols[0],
-                                                   config.schedule.c_block or shape_list[0][3])), temps=temps,
-                   filters=filters, output=config.ops[-1].output_layout.bind((1, geo.rows[-1], geo.cols[-1],
-                                                                                cut.channels)),
+    return Windows(input=cache_window(config, config.input_layout,
+                                      (1, geo.rows[0], geo.cols[0], config.schedule.c_block or shape_list[0][3])),
+                   temps=temps, filters=filters,
+                   output=cache_window(config, config.ops[-1].output_layout,
+                                       (1, geo.rows[-1], geo.cols[-1], cut.channels)),
                    temp_names=temp_names(n_ops))
 
 

@@ -24,6 +24,7 @@ from .rowcopy import row_reads
 from .stripe_team import StripeTeam, stripe_team
 from .team import barriers, one_team, pays, solo
 from .tiles import op_tile, reads_input
+from .writeback import transposed_write_backs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +83,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         index = re.sub(r"\bok\b", f"(ko_inner*{cfg.schedule.k_block}+ki)", written)
         rewritten = replace(rewritten, compute=direct_stores(rewritten.compute, index), store=direct_stores(rewritten.store, index))
         notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
+    else:  # an output cache with a pixel's channels together, an output with channel planes: a blocked transpose
+        rewritten = replace(rewritten, compute=transposed_write_backs(rewritten.compute),
+                            store=transposed_write_backs(rewritten.store))
     if direct and tiles[0] is not None and tiles[0].direct is not None:
         rows = whole_rows(rewritten)
         if rows is not rewritten:

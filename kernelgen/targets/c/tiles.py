@@ -9,7 +9,7 @@ import math
 import kernelgen.expr as E
 from ...config import Config
 from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
-from ...planner.geometry import reduction_channels, temp_names, unproven
+from ...planner.geometry import cache_window, reduction_channels, temp_names, unproven
 from dataclasses import replace
 
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
@@ -64,7 +64,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         return None, f"k_block {s.k_block} is not a multiple of {HALF}"
     layout = cfg.input_layout if j == 1 else cfg.ops[j - 2].output_layout
     channels = s.c_block if j == 1 and s.c_block else max(reduce, shape_list[j - 1][3])
-    src = layout.bind((1, geo.rows[j - 1], geo.cols[j - 1], channels))
+    src = cache_window(cfg, layout, (1, geo.rows[j - 1], geo.cols[j - 1], channels))  # the cache's layout
     if not separable(src):
         return None, f"its source layout {layout.name} mixes dims in one axis"
     columns = depthwise and not channels_contiguous(src)
