@@ -97,6 +97,13 @@ def test_the_program_takes_threads_at_run_time_and_waits_passively(tmp_path, mon
     teamed = [p for p in out.glob("*/c/*.c") if p.parent != folder and "#pragma omp parallel" in p.read_text()]
     assert teamed and all(p.read_text().count("#pragma omp parallel") == 1 for p in teamed)
     assert network_c.count("_set_threads(threads);") == len(teamed)
+    # a kernel whose threads share out stripes announces a copy of its caches per thread; the arena holds them all
+    shared = [p for p in teamed if "thread_workspace" in p.read_text()]
+    assert shared
+    for kernel in shared:
+        size = int(re.search(r"_WORKSPACE_BYTES (\d+)\n", kernel.with_suffix(".h").read_text()).group(1))
+        per_thread = int(re.search(r"\(size_t\)KG_THREAD \* (\d+);", kernel.read_text()).group(1))
+        assert size == 2 * 4 * per_thread and re.search(rf'"{kernel.stem}", .*, {size}, \d+ }},', network_c)
     assert "#define MV2C_OPENMP 1" in (folder / "network.h").read_text()
     make(folder)
     network = kernelgen.load_network(manifest)
