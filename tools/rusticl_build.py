@@ -93,6 +93,7 @@ def _bindgen() -> Path:
           str(BINDGEN_SOURCE / "Cargo.toml"), "--target-dir", str(target)], "cargo build (bindgen)", folder, env)
     binary.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(target / "release" / "bindgen", binary)
+    shutil.rmtree(target)  # ~120 MB of intermediate objects
     return binary
 
 
@@ -163,9 +164,8 @@ def _install(build: Path) -> None:
     library = pin.installed_library()
     library.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(build / pin.LIBRARY, library)
-    icd = pin.install_dir() / "icd"
-    icd.mkdir(exist_ok=True)
-    (icd / "rusticl.icd").write_text(f"{library}\n")
+    pin.icd_dir().mkdir(exist_ok=True)
+    (pin.icd_dir() / "rusticl.icd").write_text(f"{library}\n")
     pin.stamp_path().write_text(f"rusticl {pin.DEBIAN_VERSION}\n")
 
 

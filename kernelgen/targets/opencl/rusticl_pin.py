@@ -115,6 +115,11 @@ def installed_library() -> Path:
     return install_dir() / "lib" / "libRusticlOpenCL.so.1"
 
 
+def icd_dir() -> Path:
+    """A vendors folder (OCL_ICD_VENDORS) holding only rusticl's .icd file, which names installed_library()."""
+    return install_dir() / "icd"
+
+
 def stamp_path() -> Path:
     """Written last by the build: its presence means the library is in place."""
     return install_dir() / "installed"

@@ -30,7 +30,7 @@ from ...errors import ToolchainError
 from ...toolstatus import ToolStatus
 from ..vulkan.mesa_pin import DEBIAN_VERSION, TURNIP, is_installed as vulkan_installed
 from ..vulkan.mobilestats import SHADERDB, MobileGpu, parse_shaderdb
-from .rusticl_pin import INSTALL_COMMAND, install_dir, installed_library, is_installed
+from .rusticl_pin import INSTALL_COMMAND, icd_dir, install_dir, installed_library, is_installed
 from .rusticl_child import BEGIN, END
 
 TIMEOUT_S = 300.0  # per program (every kernel of a config)
@@ -38,10 +38,10 @@ TIMEOUT_S = 300.0  # per program (every kernel of a config)
 # Mesa 25.0.7 src/freedreno/common/freedreno_devices.py (a6xx_gen1_low / gen1 / gen4, a7xx)
 REGISTER_FILES = {"a740": (96, 2), "a730": (96, 2), "a660": (64, 2), "a630": (96, 2), "a618": (48, 1)}
 IR3_MAX_WAVES = 16  # every a6xx / a7xx part's max_waves there
-HEADER = re.compile(r"Native code for unnamed CS shader (\S*)")
-COUNTS = re.compile(r"; CS prog \d+/\d+: (\d+) instr, (\d+) nops, \d+ non-nops, \d+ mov, \d+ cov, (\d+) dwords")
-REGISTERS = re.compile(r"; CS prog \d+/\d+: \d+ last-baryf, \d+ last-helper, (-?\d+) half, (-?\d+) full")
-STALLS = re.compile(r"; CS prog \d+/\d+: (\d+) sstall, \d+ \(ss\), (\d+) systall, \d+ \(sy\), (\d+) loops")
+HEADER = re.compile(r"Native code for unnamed CL shader (\S*)")  # ir3 names an OpenCL kernel's stage CL
+COUNTS = re.compile(r"; CL prog \d+/\d+: (\d+) instr, (\d+) nops, \d+ non-nops, \d+ mov, \d+ cov, (\d+) dwords")
+REGISTERS = re.compile(r"; CL prog \d+/\d+: \d+ last-baryf, \d+ last-helper, (-?\d+) half, (-?\d+) full")
+STALLS = re.compile(r"; CL prog \d+/\d+: (\d+) sstall, \d+ \(ss\), (\d+) systall, \d+ \(sy\), (\d+) loops")
 SPILL = re.compile(r"\b(stp|ldp)\.[a-z0-9]+\b")
 
 
@@ -74,8 +74,10 @@ def program_stats(gpu: MobileGpu, source: str, options: str, kernels: tuple[str,
     """Build the program for the part; per kernel name, DeviceStats' fields (every kernel of the program)."""
     check_installed(gpu)
     adreno = gpu.driver is TURNIP
-    env = {k: v for k, v in os.environ.items() if k not in ("OCL_ICD_VENDORS", "MESA_SHADER_CACHE_DIR")}
-    env |= gpu.env | {"OCL_ICD_FILENAMES": str(installed_library()), "RUSTICL_ENABLE": gpu.driver.name,
+    env = {k: v for k, v in os.environ.items() if k != "MESA_SHADER_CACHE_DIR"}
+    # pyopencl's wheel bundles an ICD loader that reads OCL_ICD_VENDORS only; Debian's reads both
+    env |= gpu.env | {"OCL_ICD_VENDORS": str(icd_dir()), "OCL_ICD_FILENAMES": str(installed_library()),
+                      "RUSTICL_ENABLE": gpu.driver.name,
                       "LD_PRELOAD": str(gpu.driver.installed_shim()), "RUSTICL_DEBUG": "no_variants",
                       "MESA_SHADER_CACHE_DISABLE": "true"} | ({"IR3_SHADER_DEBUG": "cs"} if adreno else {})
     with tempfile.TemporaryDirectory(prefix="kernelgen-rusticl-") as tmp:
@@ -112,6 +114,7 @@ def parse_ir3(text: str) -> list[dict[str, Any]]:
         counts, registers, stalls = (pattern.search(block) for pattern in (COUNTS, REGISTERS, STALLS))
         if not (counts and registers and stalls):
             raise ToolchainError(f"ir3's disassembly lacks its counts: {block.strip()[:300]}")
+        block = block[:stalls.end()]  # the listing ends with its counts; the next kernel's NIR follows
         instructions, nops, dwords = map(int, counts.groups())
         half, full = map(int, registers.groups())
         sstall, systall, loops = map(int, stalls.groups())
