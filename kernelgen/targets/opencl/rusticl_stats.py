@@ -75,11 +75,13 @@ def program_stats(gpu: MobileGpu, source: str, options: str, kernels: tuple[str,
     check_installed(gpu)
     adreno = gpu.driver is TURNIP
     env = {k: v for k, v in os.environ.items() if k != "MESA_SHADER_CACHE_DIR"}
-    # pyopencl's wheel bundles an ICD loader that reads OCL_ICD_VENDORS only; Debian's reads both
+    # pyopencl's wheel bundles an ICD loader that reads OCL_ICD_VENDORS only (Debian's reads both); a program from
+    # pyopencl's cache compiles nothing (and a miss stored there compiled twice on panfrost): no cache
     env |= gpu.env | {"OCL_ICD_VENDORS": str(icd_dir()), "OCL_ICD_FILENAMES": str(installed_library()),
-                      "RUSTICL_ENABLE": gpu.driver.name,
-                      "LD_PRELOAD": str(gpu.driver.installed_shim()), "RUSTICL_DEBUG": "no_variants",
-                      "MESA_SHADER_CACHE_DISABLE": "true"} | ({"IR3_SHADER_DEBUG": "cs"} if adreno else {})
+                      "RUSTICL_ENABLE": gpu.driver.name, "LD_PRELOAD": str(gpu.driver.installed_shim()),
+                      "RUSTICL_DEBUG": "no_variants", "MESA_SHADER_CACHE_DISABLE": "true", "PYOPENCL_NO_CACHE": "1"}
+    if adreno:
+        env["IR3_SHADER_DEBUG"] = "cs"
     with tempfile.TemporaryDirectory(prefix="kernelgen-rusticl-") as tmp:
         path = Path(tmp) / "kernels.cl"
         path.write_text(source)
