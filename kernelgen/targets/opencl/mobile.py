@@ -34,9 +34,7 @@ SMALLER_TILE = "a smaller opencl.tile (or the profile's default) keeps the accum
 def kernel_stats(job: Job[OpenCLPlan], device: str, gpu: str | None) -> tuple[DeviceStats, ...]:
     """Each launched kernel (launch order) as the part's compiler reports it; op = its place in the launch."""
     plan = job.target_plan
-    names = tuple(k.name for k in (*plan.kernels, *plan.half_kernels))
-    source = job.files[f"{job.config.name}.cl"]
-    found = program_stats(gpu_for(device, gpu), source, BUILD_OPTIONS, names)
+    found = program_stats(gpu_for(device, gpu), job.files[f"{job.config.name}.cl"], BUILD_OPTIONS)
     missing = [k.name for k in plan.kernels if k.name not in found]
     if missing:
         raise ToolchainError(f"rusticl compiled no kernel {', '.join(missing)}")

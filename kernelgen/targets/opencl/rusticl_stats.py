@@ -70,8 +70,9 @@ def check_installed(gpu: MobileGpu) -> None:
                              f"{DEBIAN_VERSION} into {install_dir()})")
 
 
-def program_stats(gpu: MobileGpu, source: str, options: str, kernels: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """Build the program for the part; per kernel name, DeviceStats' fields (every kernel of the program)."""
+def program_stats(gpu: MobileGpu, source: str, options: str) -> dict[str, dict[str, Any]]:
+    """Build the program for the part; per kernel name, DeviceStats' fields (every kernel the program holds on
+    it: the half-arithmetic ones only where the part offers cl_khr_fp16)."""
     check_installed(gpu)
     adreno = gpu.driver is TURNIP
     env = {k: v for k, v in os.environ.items() if k != "MESA_SHADER_CACHE_DIR"}
@@ -91,7 +92,7 @@ def program_stats(gpu: MobileGpu, source: str, options: str, kernels: tuple[str,
         raise ToolchainError(f"building on rusticl ({gpu.name}) failed: {done.stderr.strip()[-600:]}")
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     compiled = _between_markers(done.stderr)
-    names = sorted(kernels)
+    names = sorted(answer["simd"])
     stats = parse_ir3(compiled) if adreno else parse_valhall(compiled)
     if len(stats) != len(names):
         raise ToolchainError(f"rusticl's {gpu.name} compiler reported {len(stats)} shaders for the program's "
