@@ -97,9 +97,9 @@ def program_stats(gpu: MobileGpu, source: str, options: str) -> dict[str, dict[s
     if len(stats) != len(names):
         raise ToolchainError(f"rusticl's {gpu.name} compiler reported {len(stats)} shaders for the program's "
                              f"{len(names)} kernels")
-    if adreno:
-        stats = [s | {"waves": ir3_waves(gpu.name, s["vgprs"], s.pop("half"), answer["simd"][n] == 128)}
-                 for n, s in zip(names, stats)]
+    for name, fields in zip(names, stats):
+        if adreno:  # a 128-wide SIMD is ir3's doubled wave
+            fields["waves"] = ir3_waves(gpu.name, fields["vgprs"], fields.pop("half"), answer["simd"][name] == 128)
     return dict(zip(names, stats))
 
 
