@@ -27,7 +27,7 @@ def test_ir3_waves_follow_the_register_file_as_ir3_counts_them():
     assert ir3_waves("a740", 20, 3, doubled=False) == 8  # 3 half registers count as 2 full ones: 22
     assert ir3_waves("a660", 21, 0, doubled=False) == 6  # 64 vec4: adreno-6xx's target
     assert ir3_waves("a740", 3, 0, doubled=False) == 16  # capped at ir3's 16
-    assert ir3_waves("a618", 24, 0, doubled=False) == 2  # gen1_low: 48 vec4, waves one at a time
+    assert ir3_waves("a630", 33, 0, doubled=False) == 4  # a6xx gen1: 96 vec4 as on a740
 
 
 def _ir3_listing(spills: int, fills: int, full: int, loops: int) -> str:

@@ -35,8 +35,8 @@ from .rusticl_child import BEGIN, END
 
 TIMEOUT_S = 300.0  # per program (every kernel of a config)
 # Per part: ir3's register file (reg_size_vec4, vec4 registers per fiber slot) and wave granularity, from
-# Mesa 25.0.7 src/freedreno/common/freedreno_devices.py (a6xx_gen1_low / gen1 / gen4, a7xx)
-REGISTER_FILES = {"a740": (96, 2), "a730": (96, 2), "a660": (64, 2), "a630": (96, 2), "a618": (48, 1)}
+# Mesa 25.0.7 src/freedreno/common/freedreno_devices.py (A618, A630: a6xx_gen1; A660: a6xx_gen4; a7xx_base)
+REGISTER_FILES = {"a740": (96, 2), "a730": (96, 2), "a660": (64, 2), "a630": (96, 2), "a618": (96, 2)}
 IR3_MAX_WAVES = 16  # every a6xx / a7xx part's max_waves there
 HEADER = re.compile(r"Native code for unnamed CL shader (\S*)")  # ir3 names an OpenCL kernel's stage CL
 COUNTS = re.compile(r"; CL prog \d+/\d+: (\d+) instr, (\d+) nops, \d+ non-nops, \d+ mov, \d+ cov, (\d+) dwords")
