@@ -28,6 +28,9 @@ def test_ir3_waves_follow_the_register_file_as_ir3_counts_them():
     assert ir3_waves("a660", 21, 0, doubled=False) == 6  # 64 vec4: adreno-6xx's target
     assert ir3_waves("a740", 3, 0, doubled=False) == 16  # capped at ir3's 16
     assert ir3_waves("a630", 33, 0, doubled=False) == 4  # a6xx gen1: 96 vec4 as on a740
+    # what Turnip itself reported for the vulkan target's network kernels (README: registers -> max waves per core)
+    assert [ir3_waves("a740", r, 0, doubled=False) for r in (16, 19)] == [12, 10]
+    assert [ir3_waves("a660", r, 0, doubled=False) for r in (16, 21)] == [8, 6]
 
 
 def _ir3_listing(spills: int, fills: int, full: int, loops: int) -> str:
