@@ -4,6 +4,7 @@ shims, all of which `make mesa-compilers` builds; no GPU needed."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -97,12 +98,13 @@ def test_ir3_judges_each_launched_kernel_of_the_program(tmp_path, device):
     """Both kernels of the chain, in launch order, named as the plan launches them; the profile's default tiles
     spill nothing on ir3; the waves are ir3's count at the registers it reports (single 64-fiber waves: 8
     work-items a group); the 3x3 conv's 32 registers hold fewer waves than the profile targets, the 1x1's do not."""
-    from kernelgen.api import jobs, parse_config
+    from kernelgen.api import jobs, parse_config, with_device
 
     kernel = _kernel_stats(SMALL, tmp_path, device)
-    launched = [k.name for k in jobs(parse_config(SMALL, str(tmp_path / "c.yaml")), ("opencl",))["opencl"]
-                .target_plan.kernels]
-    assert [r.label for r in kernel.rows] == launched == ["small_cl_conv1", "small_cl_conv2"]
+    job = jobs(with_device(parse_config(SMALL, str(tmp_path / "c.yaml")), device), ("opencl",))["opencl"]
+    launch = json.loads(job.files["small_cl.launch.json"])["launch"]["kernels"]  # as `kernelgen build` writes it
+    assert [r.label for r in kernel.rows] == [k["name"] for k in launch] == ["small_cl_conv1", "small_cl_conv2"]
+    assert [e.invocations for e in kernel.estimates] == [math.prod(k["global_size"]) for k in launch]
     assert [(r.op, r.spilled_vgprs, r.fills) for r in kernel.rows] == [(1, 0, 0), (2, 0, 0)]
     part = {"adreno-7xx": "a740", "adreno-6xx": "a660"}[device]
     assert [r.waves for r in kernel.rows] == [ir3_waves(part, r.vgprs, 0, doubled=False) for r in kernel.rows]
