@@ -34,7 +34,8 @@ SMALLER_TILE = "a smaller opencl.tile (or the profile's default) keeps the accum
 def kernel_stats(job: Job[OpenCLPlan], device: str, gpu: str | None) -> tuple[DeviceStats, ...]:
     """Each launched kernel (launch order) as the part's compiler reports it; op = its place in the launch."""
     plan = job.target_plan
-    found = program_stats(gpu_for(device, gpu), job.files[f"{job.config.name}.cl"], BUILD_OPTIONS)
+    found = program_stats(gpu_for(device, gpu), job.files[f"{job.config.name}.cl"], BUILD_OPTIONS,
+                          len(plan.kernels) + len(plan.half_kernels))
     missing = [k.name for k in plan.kernels if k.name not in found]
     if missing:
         raise ToolchainError(f"rusticl compiled no kernel {', '.join(missing)}")

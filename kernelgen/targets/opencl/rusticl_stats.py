@@ -33,7 +33,9 @@ from ..vulkan.mobilestats import SHADERDB, MobileGpu, parse_shaderdb
 from .rusticl_pin import INSTALL_COMMAND, icd_dir, install_dir, installed_library, is_installed
 from .rusticl_child import BEGIN, END
 
-TIMEOUT_S = 300.0  # per program (every kernel of a config)
+# per kernel of the program, as the Vulkan path allows each pipeline: a spilling kernel takes the Valhall compiler
+# minutes (MobileNetV3-small's 10-kernel block at the mali-valhall defaults: over 300 s on a loaded 2-core host)
+TIMEOUT_S = 300.0
 # Per part: ir3's register file (reg_size_vec4, vec4 registers per fiber slot) and wave granularity, from
 # Mesa 25.0.7 src/freedreno/common/freedreno_devices.py (A618, A630: a6xx_gen1; A660: a6xx_gen4; a7xx_base)
 REGISTER_FILES = {"a740": (96, 2), "a730": (96, 2), "a660": (64, 2), "a630": (96, 2), "a618": (96, 2)}
@@ -70,9 +72,10 @@ def check_installed(gpu: MobileGpu) -> None:
                              f"{DEBIAN_VERSION} into {install_dir()})")
 
 
-def program_stats(gpu: MobileGpu, source: str, options: str) -> dict[str, dict[str, Any]]:
+def program_stats(gpu: MobileGpu, source: str, options: str, kernels: int) -> dict[str, dict[str, Any]]:
     """Build the program for the part; per kernel name, DeviceStats' fields (every kernel the program holds on
-    it: the half-arithmetic ones only where the part offers cl_khr_fp16)."""
+    it: the half-arithmetic ones only where the part offers cl_khr_fp16); `kernels` (the most it holds) sets the
+    time limit."""
     check_installed(gpu)
     adreno = gpu.driver is TURNIP
     env = {k: v for k, v in os.environ.items() if k != "MESA_SHADER_CACHE_DIR"}
@@ -87,7 +90,8 @@ def program_stats(gpu: MobileGpu, source: str, options: str) -> dict[str, dict[s
         path = Path(tmp) / "kernels.cl"
         path.write_text(source)
         done = run_child([sys.executable, "-m", f"{__package__}.rusticl_child", str(path), options],
-                         what=f"the OpenCL program on rusticl as {gpu.name}", timeout=TIMEOUT_S, env=env, text=True)
+                         what=f"the OpenCL program on rusticl as {gpu.name}", timeout=TIMEOUT_S * max(1, kernels),
+                         env=env, text=True)
     if done.returncode:
         raise ToolchainError(f"building on rusticl ({gpu.name}) failed: {done.stderr.strip()[-600:]}")
     answer = json.loads(done.stdout.strip().splitlines()[-1])
