@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 from conftest import requires_tool
 
 from kernelgen.cli import main
+from kernelgen.targets.opencl.rusticl_pin import install_dir
 from kernelgen.targets.opencl.rusticl_stats import ir3_waves, parse_ir3, parse_valhall
 
 RUSTICL = ("py:pyopencl", "mesa:rusticl", "mesa:turnip", "mesa:panvk")
@@ -75,6 +78,22 @@ def test_unbuilt_rusticl_is_one_line_and_exit_2(tmp_path, monkeypatch):
     assert result.output.strip().splitlines() == [
         f"error: Mesa's rusticl is not built: run `make mesa-compilers` (builds rusticl 25.0.7-2+deb13u1 into "
         f"{tmp_path / 'empty-cache' / 'rusticl-25.0.7-2+deb13u1'})"]
+
+
+def test_an_unbuilt_rusticl_is_listed_with_what_to_run(tmp_path, monkeypatch):
+    from kernelgen.targets.opencl.rusticl_stats import compiler_status
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    assert [(s.name, s.found, s.install_hint, s.stats_only) for s in compiler_status()] == [
+        ("mesa:rusticl", False, "make mesa-compilers", True)]
+
+
+@requires_tool("mesa:rusticl")
+def test_the_rusticl_build_is_a_no_op_once_built(repo):
+    done = subprocess.run([sys.executable, str(repo / "tools" / "rusticl_build.py")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"mesa-compilers: rusticl (freedreno, panfrost) in {install_dir()}"]
 
 
 def test_a_profile_without_a_compiler_is_refused(tmp_path):
