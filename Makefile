@@ -32,9 +32,12 @@ toolchains:
 
 # Mesa's Adreno (Turnip) and Mali (PanVK) compilers with their noop DRM shims, built from a pinned Debian source
 # package into ~/.cache/kernelgen (kernelgen stats --device adreno-7xx|adreno-6xx|mali-valhall); rebuilt only when
-# the pin changes; one line saying what is missing when it cannot.
+# the pin changes; one line saying what is missing when it cannot. Then rusticl (OpenCL) with the same Mesa's
+# freedreno and panfrost drivers (kernelgen stats --target opencl): rustc-web, LLVM 15 from apt, bindgen from pinned
+# trixie crates (tools/rusticl_build.py); about an hour of CPU the first time.
 mesa-compilers: $(VENV)/.installed
 	$(VENV)/bin/python tools/mesa_compilers.py
+	$(VENV)/bin/python tools/rusticl_build.py
 
 test: toolchains mesa-compilers $(VENV)/.installed
 	$(VENV)/bin/python -m pytest -q

@@ -65,7 +65,12 @@ def tool_missing(*tools: str) -> list[str]:
     """Names of tools (executables, or python modules written 'py:name') not found."""
     missing = []
     for tool in tools:
-        if tool.startswith("mesa:"):  # a compiler `make mesa-compilers` builds (mesa:turnip, mesa:panvk)
+        if tool == "mesa:rusticl":  # `make mesa-compilers`' OpenCL driver (its shims are mesa:turnip's, mesa:panvk's)
+            from kernelgen.targets.opencl.rusticl_pin import is_installed as rusticl_installed
+
+            if not rusticl_installed():
+                missing.append(tool)
+        elif tool.startswith("mesa:"):  # a compiler `make mesa-compilers` builds (mesa:turnip, mesa:panvk)
             from kernelgen.targets.vulkan.mesa_pin import DRIVERS, is_installed
 
             if not any(d.tool == tool[5:] and is_installed(d) for d in DRIVERS):

@@ -63,8 +63,8 @@ def main() -> int:
     return 0
 
 
-def _apt_packages() -> None:
-    missing = [p for p in APT_PACKAGES
+def _apt_packages(packages: tuple[str, ...] = APT_PACKAGES) -> None:
+    missing = [p for p in packages
                if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
     if not missing:
         return
@@ -76,15 +76,15 @@ def _apt_packages() -> None:
             raise Missing(f"`{' '.join(argv)}` failed; run it by hand to see why")
 
 
-def _tool_venv() -> Path:
+def _tool_venv(folder: Path | None = None, packages: tuple[str, ...] = PIP_PACKAGES) -> Path:
     """meson and the Python modules Mesa's generators import, apart from the project's own venv."""
-    venv = pin.install_dir() / "tool-venv"
+    folder = folder or pin.install_dir()
+    venv = folder / "tool-venv"
     python = venv / "bin" / "python3"
     if not python.exists():
         base = getattr(sys, "_base_executable", sys.executable)
-        _run([base, "-m", "venv", str(venv)], "creating the meson venv", pin.install_dir())
-    _run([str(python), "-m", "pip", "install", "-q", *PIP_PACKAGES], "pip install meson mako pyyaml",
-         pin.install_dir())
+        _run([base, "-m", "venv", str(venv)], "creating the meson venv", folder)
+    _run([str(python), "-m", "pip", "install", "-q", *packages], "pip install meson mako pyyaml", folder)
     return python
 
 

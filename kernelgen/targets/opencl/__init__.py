@@ -10,6 +10,7 @@ import numpy as np
 from ...config import Config
 from ...emit import OutputFile
 from ...measure.compare import Roundoff
+from ...measure.records import DeviceStats, OpEstimate
 from ...network.manifest import Network
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
@@ -53,7 +54,51 @@ class OpenCL(GpuTarget[OpenCLPlan, OpenCLProgram]):
         return {"ocl": target_plan}  # tiles, NDRange, the values each kernel is written from
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
-        return status()
+        from .rusticl_stats import compiler_status
+
+        return status() + compiler_status()
+
+    # compiler statistics: rusticl's freedreno (ir3) and panfrost (Valhall) compilers over noop DRM shims (mobile.py)
+    stats_devices = ("adreno-7xx", "adreno-6xx", "mali-valhall")
+
+    def stats(self, job: Job[OpenCLPlan], device: str, gpu: str | None = None) -> tuple[DeviceStats, ...]:
+        from .mobile import kernel_stats
+
+        return kernel_stats(job, device, gpu)
+
+    def stats_compiler(self, device: str, gpu: str | None = None) -> str:
+        from .mobile import stats_compiler
+
+        return stats_compiler(device, gpu)
+
+    def stats_parts(self) -> dict[str, str]:
+        from .mobile import stats_parts
+
+        return stats_parts()
+
+    def time_estimate(self, job: Job[OpenCLPlan], rows: tuple[DeviceStats, ...], device: str,
+                      gpu: str | None = None) -> tuple[OpEstimate, ...]:
+        from .mobile import estimate, part
+
+        spec = part(device, gpu)
+        return estimate(job.target_plan, rows, spec) if spec is not None else ()
+
+    def stats_target_occupancy(self, device: str, gpu: str | None = None) -> tuple[int, str] | None:
+        from .mobile import part
+
+        spec = part(device, gpu)
+        return (spec.target_occupancy, spec.occupancy_unit) if spec is not None else None
+
+    def stats_assumptions(self, device: str, gpu: str | None = None) -> str:
+        from .mobile import part
+
+        spec = part(device, gpu)
+        return spec.assumptions() if spec is not None else ""
+
+    def spill_warning(self, row: DeviceStats, device: str, compiler: str) -> str:
+        from .mobile import spill_warning
+
+        return spill_warning(row, device, compiler)
 
     def compile(self, job: Job[OpenCLPlan], workdir: Path, device: str | None = None) -> OpenCLProgram:
         return open_program(job, device)  # PoCL compiles each program on its first launch

@@ -21,10 +21,11 @@ class OpenCLModel(StrictModel):
     variant: Union[Literal["texture", "buffer"], None] = Field(
         default=None, description="'texture' or 'buffer' (default: texture when the layout has an axis separator and "
                                   "the device profile prefers textures, as adreno-7xx does)")
-    device: Literal["pocl-cpu", "adreno-7xx", "mali-valhall", "rdna2"] = Field(
+    device: Literal["pocl-cpu", "adreno-7xx", "adreno-6xx", "mali-valhall", "rdna2"] = Field(
         default="pocl-cpu", description="the device profile the defaults come from (kernelgen devices): 'pocl-cpu' "
-                                        "(PoCL's CPU device), 'adreno-7xx', 'mali-valhall' or 'rdna2'; it gives "
-                                        "filters in textures or buffers, the image2d limit, the largest work-group")
+                                        "(PoCL's CPU device), 'adreno-7xx', 'adreno-6xx', 'mali-valhall' or 'rdna2'; "
+                                        "it gives filters in textures or buffers, the image2d limit, the largest "
+                                        "work-group")
     filters_in_textures: Union[StrictBool, None] = Field(
         default=None, description="true or false: keep filters in image2d textures (default: the device profile's)")
     image_limit: Union[conlist(Count, min_length=2, max_length=2), None] = Field(
