@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
 from .microkernel import LANES
@@ -147,6 +148,22 @@ def _row_nodes(r: RowRead) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
+def lane_blocks(channel: str, blocks: int, load: Callable[[int], str], store: Callable[[int], str],
+                stored: Callable[[int], str]) -> Loop:
+    """A transpose of LANES x LANES floats through registers, per block of LANES channels (`channel`, the loop's
+    index, its first): LANES vector loads (`load(k)`: the address of vector k), then LANES vector stores, store i
+    (`store(i)`, said by `stored(i)`) gathering lane i of every loaded vector. The input read (rowcopy) and the
+    write-back (writeback.py) both run one, in opposite directions."""
+    lanes = range(LANES)
+    loads = Stmt(code="const kg_vf " + ", ".join(f"r{k} = KG_LOAD({load(k)})" for k in lanes) + ";",
+                 summary=f"r* = {LANES} channels of {LANES} columns")
+    stores = [Stmt(code=f"KG_STORE({store(i)}, KG_SET(" + ", ".join(f"KG_LANE(r{k}, {i})" for k in lanes) + "));",
+                   summary=stored(i)) for i in lanes]
+    return Loop(var=f"{channel}b", extent=blocks, body=(
+        Stmt(code=f"const int {channel} = {channel}b * {LANES};", summary=f"{channel} = the block's first channel"),
+        loads, *stores))
+
+
 def _transposed(r: RowRead) -> tuple[Node, ...]:
     """row[iw_lo:iw_hi] from the input's channel planes: whole blocks of LANES columns x LANES channels through
     registers (one vector load per channel, one vector store per pixel), the rest element by element."""
@@ -154,13 +171,9 @@ def _transposed(r: RowRead) -> tuple[Node, ...]:
     at = f"{r.offset} + iw"  # the input element of column iw, channel 0
     block: list[Node] = [Stmt(code=f"const int iw = iw_lo + ib * {LANES};", summary="iw = the block's first column")]
     if c >= LANES:
-        loads = Stmt(code="const kg_vf " + ", ".join(f"r{k} = KG_LOAD(&{r.source}[{at} + (ic + {k}) * {step}])" for k in lanes)
-                          + ";", summary=f"r* = {LANES} channels of {LANES} columns")
-        stores = [Stmt(code=f"KG_STORE(row + (iw + {i}) * {c} + ic, KG_SET("
-                            + ", ".join(f"KG_LANE(r{k}, {i})" for k in lanes) + "));",
-                       summary=f"row[iw + {i}][ic:] = column {i} of r*") for i in lanes]
-        block.append(Loop(var="icb", extent=c // LANES, body=(
-            Stmt(code=f"const int ic = icb * {LANES};", summary="ic = the block's first channel"), loads, *stores)))
+        block.append(lane_blocks("ic", c // LANES, lambda k: f"&{r.source}[{at} + (ic + {k}) * {step}]",
+                                 lambda i: f"row + (iw + {i}) * {c} + ic",
+                                 lambda i: f"row[iw + {i}][ic:] = column {i} of r*"))
     if c % LANES:
         block.append(Loop(var="ict", extent=c % LANES, body=(
             Stmt(code=f"const int ic = {c - c % LANES} + ict;", summary="ic = a channel past the whole vectors"),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Stmt
 from .microkernel import LANES
+from .rowcopy import lane_blocks
 
 _COPY = re.compile(r"^output\[(.*)\] = output_cache\[(.*)\];$")
 _UPPER = re.compile(r"^\((.*)\) < (-?\d+)$")
@@ -124,14 +125,9 @@ def _row_nodes(w: RowWrite) -> tuple[Node, ...]:
     src, dst = f"({w.cache}) + ow * {k}", f"({w.output}) + ow"  # column ow's channel 0 in the cache, the output
     block: list[Node] = [Stmt(code=f"const int ow = ob * {LANES};", summary="ow = the block's first column")]
     if k >= LANES:
-        loads = Stmt(code="const kg_vf " + ", ".join(f"r{i} = KG_LOAD(&output_cache[{src} + {i * k} + ok])"
-                                                     for i in lanes) + ";",
-                     summary=f"r* = {LANES} channels of {LANES} columns")
-        stores = [Stmt(code=f"KG_STORE(&output[{dst} + (ok + {c}) * {plane}], KG_SET("
-                            + ", ".join(f"KG_LANE(r{i}, {c})" for i in lanes) + "));",
-                       summary=f"output[ok + {c}][ow:] = channel {c} of r*") for c in lanes]
-        block.append(Loop(var="okb", extent=k // LANES, body=(
-            Stmt(code=f"const int ok = okb * {LANES};", summary="ok = the block's first channel"), loads, *stores)))
+        block.append(lane_blocks("ok", k // LANES, lambda i: f"&output_cache[{src} + {i * k} + ok]",
+                                 lambda c: f"&output[{dst} + (ok + {c}) * {plane}]",
+                                 lambda c: f"output[ok + {c}][ow:] = channel {c} of r*"))
     if k % LANES:
         block.append(Loop(var="okt", extent=k % LANES, body=(
             Stmt(code=f"const int ok = {k - k % LANES} + okt;", summary="ok = a channel past the whole vectors"),
