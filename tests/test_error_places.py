@@ -122,7 +122,7 @@ def test_opencl_device_lists_every_profile(tmp_path):
     path, (error,) = _errors(tmp_path, text, "plan")
     assert error.startswith(f"{path}:{where(text, 'device: ')}: error: opencl.device: expected ")
     devices = get_args(OpenCLModel.model_fields["device"].annotation)
-    assert len(devices) == 4 and all(f"'{d}'" in error for d in devices), error
+    assert len(devices) == 5 and all(f"'{d}'" in error for d in devices), error
 
 
 @pytest.mark.parametrize("text, value", [("5e-2", 0.05), ("1e-30", 1e-30), ("1.0e5", 1e5), ("-2E3", -2000.0),
