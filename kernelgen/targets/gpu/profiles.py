@@ -46,6 +46,25 @@ class OpenCLDefaults:
 # device here to measure): a profile's own choices are which variant and where the filters live (devices.py).
 OPENCL_DEFAULTS = OpenCLDefaults(tiles={"vectors": (1, 4, 16), "vectors+images": (1, 4, 16), "texels": (2, 2, 4)},
                                  local_size=(8, 1, 1))
+# The mobile profiles, judged by their own compilers through rusticl (issue 47, `kernelgen stats --target opencl`,
+# Mesa 25.0.7): at PoCL's tiles (64 accumulator floats a work-item) ir3 gives the imported networks' kernels 48
+# registers and still spills nearly every op (MobileNetV2 52 of 54 on A740), and the Valhall compiler takes 64
+# registers and spills (one thread). Adreno at 1 x 4 pixels x 1 vec4 chunk (16 accumulator floats): MobileNetV3-
+# small's worst block spill-free at 8-16 waves, 0.64 -> 0.33 ms estimated; Mali at one pixel x one chunk: 32
+# registers, 2 threads, no spill (18.8 -> 2.0 ms estimated for MobileNetV3-small's first block).
+OPENCL_MOBILE_DEFAULTS = {
+    "adreno-7xx": OpenCLDefaults(tiles={"vectors": (1, 4, 1), "vectors+images": (1, 4, 1), "texels": (1, 4, 1)},
+                                 local_size=(8, 1, 1)),
+    "adreno-6xx": OpenCLDefaults(tiles={"vectors": (1, 2, 1), "vectors+images": (1, 2, 1), "texels": (1, 2, 1)},
+                                 local_size=(8, 1, 1)),
+    "mali-valhall": OpenCLDefaults(tiles={"vectors": (1, 1, 1), "vectors+images": (1, 1, 1), "texels": (1, 1, 1)},
+                                   local_size=(8, 1, 1)),
+}
+
+
+def opencl_defaults(device: str) -> OpenCLDefaults:
+    """The opencl target's defaults for a device profile: the mobile GPUs' own, else PoCL's."""
+    return OPENCL_MOBILE_DEFAULTS.get(device, OPENCL_DEFAULTS)
 
 # Vulkan (vulkan/defaults.py applies them to a plan):
 DEFAULT_WG_SIZE = (8, 1, 1)  # x = lavapipe's subgroup width: one subgroup per workgroup row

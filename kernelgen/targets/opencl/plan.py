@@ -34,7 +34,7 @@ from ...errors import ConfigError
 from ...layout import FILTER_DIMS, Layout, LayoutError, PadKind, TensorLayout, padding_cover, parse_layout
 from ...plan_types import Plan
 from ..gpu.dispatch import GpuTensor, Role, TensorKind, role_of
-from ..gpu.profiles import OPENCL_DEFAULTS
+from ..gpu.profiles import opencl_defaults
 from ..gpu.tiles import TileAxis, TileGrid
 from .code import conv_kernel, pad_kernel
 from .pool import pool_kernel
@@ -128,8 +128,9 @@ def _plan(config: Config, plan: Plan, variant: str, kind: str, notes: list[str])
     notes = list(notes)  # this attempt's: a fallback plans again from the caller's
     device = profile(o.device)
     texel_filters = kind == "texels"
-    tile = tuple(o.tile) if o.tile else _default_tile(kind, plan)
-    local = tuple(o.local_size or OPENCL_DEFAULTS.local_size)
+    defaults = opencl_defaults(o.device)
+    tile = tuple(o.tile) if o.tile else _default_tile(defaults.tiles[kind], plan)
+    local = tuple(o.local_size or defaults.local_size)
     local = (*local, *(1,) * (3 - len(local)))
     limit = tuple(o.image_limit or device.max_image)
     problems = [("opencl.tile", f"expected 3 positive ints [oh, ow, oc4], got {list(tile)}")] if min(tile) < 1 else []
@@ -239,8 +240,9 @@ def variant_of(config: Config) -> tuple[str, str]:
     return variant, "vectors"
 
 
-def _default_tile(kind: str, plan: Plan) -> tuple[int, int, int]:
-    oh, ow, oc4 = OPENCL_DEFAULTS.tiles[kind]
+def _default_tile(tile: tuple[int, int, int], plan: Plan) -> tuple[int, int, int]:
+    """The profile's `tile` for this plan's kind of loads, its channel block narrowed to the plan's channels."""
+    oh, ow, oc4 = tile
     widest = max(math.ceil(op.out_shape[3] / 4) for op in plan.ops)
     while oc4 > 1 and oc4 // 2 >= widest:  # do not compute mostly-empty channel blocks
         oc4 //= 2
