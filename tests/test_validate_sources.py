@@ -36,6 +36,8 @@ targets: [c, hvx, opencl, vulkan]
 SOURCE = {"c": "chain3.c", "hvx": "chain3.c", "opencl": "chain3.cl", "vulkan": "chain3.comp"}
 # Where the second conv's code starts in each target's source, and its first accumulation: the edit negates one
 # product of it (`acc += x * w` becomes `acc -= x * w`; in the fma() of OpenCL and GLSL, fma(-x, w, acc)).
+# In c the edit negates every product of the second conv's tiles (pixel 0 of a tile may be a padding column the
+# next conv never reads), in both of its variants (a k_block that is a multiple of 16 has a 16-float one).
 SECOND_CONV = {"c": ("/* conv2d #2 into", "KG_FMA(a0_0, x0[ch], w0);", "KG_FMA(a0_0, -x0[ch], w0);"),
                "hvx": ("/* conv2d #2 into", "acc[ki] += x *", "acc[ki] -= x *"),
                "opencl": ("/* conv2d #2:", "= fma(", "= fma(-"),
@@ -62,6 +64,12 @@ def _flip_second_conv(path: Path, target: str) -> None:
     text = path.read_text()
     start = text.index(marker)  # a template change that moves these fails here, not as a silent pass
     at = text.index(old, start)
+    if target == "c":
+        end = text.index("/* conv2d #3", start)
+        section, count = re.subn(r"KG_FMA(16)?\((a\d+_\d+), ", r"KG_FMA\1(\2, -", text[start:end])
+        assert count >= 2, count
+        path.write_text(text[:start] + section + text[end:])
+        return
     path.write_text(text[:at] + new + text[at + len(old):])
 
 
