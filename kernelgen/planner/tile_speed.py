@@ -76,9 +76,12 @@ def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Strip
 
 
 def computed_share(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int) -> float:
-    """Op j's output pixels its tiles compute over those its executed FLOPs count (1: not a dense tile)."""
+    """Op j's outputs its tiles compute (pixels x channels) over those its executed FLOPs count (1: not a dense
+    tile)."""
     t = op_tiles(speed, config, j, geo.cols[j])
     if not t.dense or not work.op_pixels[j - 1]:
         return 1.0
     computed = cut.ho_extent * geo.rows[j] * cut.wo_extent * t.tiles * t.pixels * geo.shapes[0][0]
-    return computed / work.op_pixels[j - 1]
+    # a tile computes whole channel blocks: 8 channels in a k_block of 32 compute 32 (the store drops 24)
+    channels, k_block = config.ops[j - 1].out_channels, config.schedule.k_block
+    return computed / work.op_pixels[j - 1] * math.ceil(channels / k_block) * k_block / channels
