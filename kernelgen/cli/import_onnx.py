@@ -193,8 +193,11 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         for line in lines:
             click.echo(line)
         floats, quantized = chosen.get("float32", DEFAULT_FLOAT), chosen.get("uint8", ())
+        # a filter layout the float targets' dense kernels all read in place (c: OHWI16o): named on those convs
+        layouts = {TARGETS[t].info().dense_filter_layout for t in floats}
         fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
-                        quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem)
+                        quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem,
+                        filter_layout=layouts.pop() if len(layouts) == 1 else "")
         with _progress(len(graph.nodes)) as reached:
             imported = import_graph(graph, out_dir, floats, fusion if reached is None else
                                     replace(fusion, progress=reached), quantized)

@@ -164,6 +164,10 @@ class TargetInfo:
     # (dtype, layout): the filter layout its kernels read for that dtype, which an op naming no filter_layout takes
     # (hvx uint8: vrmpy reads OIHW8i32o4i); a dtype not listed takes any layout (default OIHW)
     filter_layouts: tuple[tuple[str, str], ...] = ()
+    # the float filter layout its dense-conv micro-kernel reads in place (no copy into a filter cache per call),
+    # which `kernelgen import` names on a dense conv of its configs that has more than one output pixel and output
+    # channels in whole blocks of the layout ("": none; a config naming none keeps OIHW)
+    dense_filter_layout: str = ""
     # whether its kernels want a chain's caches channels-innermost (NHWC) where the tensors' layouts are not (an
     # imported NCHW network's): the c target's micro-kernels read channel vectors of each pixel
     channels_last_caches: bool = False

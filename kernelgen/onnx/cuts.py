@@ -30,6 +30,7 @@ class Fusion:
     # alone still ends its chain and is left to onnxruntime
     check: Callable[[GroupConfig], str] | None = None
     progress: Callable[[int], None] | None = None  # told each graph node index the import reaches (a progress bar)
+    filter_layout: str = ""  # named on the float dense convs (fchain.float_group): what the targets read in place
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def float_cost(graph: Graph, chain: list[ChainOp], model_path: str, targets: tup
     def cost(start: int, stop: int) -> GroupCost:
         if (start, stop) not in costs:
             try:
-                group = float_group(graph, "group", sub(chain, start, stop), model_path, (), targets, "auto")
+                group = float_group(graph, "group", sub(chain, start, stop), model_path, (), targets, "auto",
+                                    fusion.filter_layout)
                 costs[(start, stop)] = fusion.coster(group)
             except ConfigError as error:
                 costs[(start, stop)] = _unplannable(error)
@@ -69,7 +71,8 @@ def first_unplannable(graph: Graph, chain: list[ChainOp], model_path: str, targe
         return None
     alone = (k for k, op in enumerate(chain) if op.residual is None or op.residual >= k or op.side)
     return next(((k, why) for k in alone
-                 for why in (fusion.check(float_group(graph, "group", sub(chain, k, k + 1), model_path, (), targets)),)
+                 for why in (fusion.check(float_group(graph, "group", sub(chain, k, k + 1), model_path, (), targets,
+                                                       filter_layout=fusion.filter_layout)),)
                  if why), None)
 
 

@@ -3,8 +3,10 @@ linked through float tensors, each conv with the Add (residual) and the activati
 one kernel may compute, and the float config of a group (NCHW tensors as ONNX stores them)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
+from ..layout import FILTER_DIMS, parse_layout
 from . import layers
 from .activations import Activation, activation as fused_activation
 from .converters import float_op
@@ -130,8 +132,12 @@ def side_sources(chain: list[ChainOp], start: int, stop: int) -> tuple[int, ...]
 
 
 def float_group(graph: Graph, name: str, ops: list[ChainOp], model_path: str, nodes: tuple[str, ...],
-                  targets: tuple[str, ...], schedule: str | None = None) -> GroupConfig:
+                  targets: tuple[str, ...], schedule: str | None = None, filter_layout: str = "") -> GroupConfig:
+    """`filter_layout`: what the targets' dense-conv kernels read in place (TargetInfo.dense_filter_layout), named
+    on each conv that is one: groups 1, more than one output pixel (a classifier's GEMV reads OIHW rows), output
+    channels in whole blocks of it."""
     sides = fsides(ops)
+    block = parse_layout(filter_layout, FILTER_DIMS).block_factor("o") or 1 if filter_layout else 1
     entries = []
     for op in ops:
         cv = op.conv
@@ -144,6 +150,9 @@ def float_group(graph: Graph, name: str, ops: list[ChainOp], model_path: str, no
         keys = [("out_channels", cv.out_channels), ("kernel", cv.kernel), ("stride", cv.stride), ("pad", cv.pad),
                 ("dilation", cv.dilation)]
         keys += [("groups", cv.groups)] if cv.groups > 1 else []
+        pixels = math.prod((*graph.shapes[op.out], 1, 1)[2:4])
+        dense = filter_layout and cv.groups == 1 and pixels > 1 and cv.out_channels % block == 0
+        keys += [("filter_layout", filter_layout)] if dense else []
         keys += [("bias", True)] if cv.bias else []
         keys += [("residual", "input" if op.residual == 0 else op.residual)] if op.residual is not None else []
         keys += [("residual", sides[op.side])] if op.side else []

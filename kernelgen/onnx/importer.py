@@ -154,7 +154,7 @@ def _take(graph: Graph, chain: list[ChainOp], path: Path, out_dir: str | Path, t
         ids = tuple(node_id(graph.nodes[m]) for m in members)
         schedule = "auto" if group.cost is not None and group.cost.budget_bytes is not None else None
         configs.append(ImportedConfig(name=name, config=float_group(graph, name, ops, model_path, ids, targets,
-                                                                      schedule),
+                                                                      schedule, fusion.filter_layout),
                                       nodes=ids, group=group.cost, input=group_input(graph, ops), output=ops[-1].out,
                                       members=members, ops=_op_types(graph, members), sides=tuple(fsides(ops))))
         notes += group_notes(name, group)

@@ -23,7 +23,7 @@ from ...toolstatus import ToolStatus
 from ...plan_types import Plan
 from ..base import BANDWIDTH, FMA, BuildFlags, Executable, Job, Probe, Target, Traced
 from .blocking import CKernel, c_kernel
-from .microkernel import LANES, WIDE, WIDE_ACCUMULATORS
+from .microkernel import IN_PLACE_FILTER, LANES, WIDE, WIDE_ACCUMULATORS
 from .network import FILES as NETWORK_FILES, TEMPLATES as NETWORK_TEMPLATES, network_files as network_driver, \
     network_program, pack_weights, workspace_bytes
 from .options import OPENMP, CModel, c_options, cflags, speed_flags
@@ -131,7 +131,7 @@ class C(Target[CKernel, CLibrary]):
     def info(self) -> TargetInfo:
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget,
                           roofs=CPU_ROOFS, loop_orders=self.loop_orders, default_schedule="auto",
-                          channels_last_caches=True)
+                          channels_last_caches=True, dense_filter_layout=IN_PLACE_FILTER)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         """gcc, and the flags kernels build with by default (what a validate/bench JSON context records)."""

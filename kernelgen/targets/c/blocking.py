@@ -98,6 +98,12 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     if any(t is not None and t.filter_rows for t in tiles):
         unused += ("(void)filter_cache; /* a dot tile reads its filter tensor in place */",)
         notes.append("dot products read the filter tensor in place (no filter cache copy)")
+    elif any(t is not None and t.filter_in_place for t in tiles):
+        unused += ("(void)filter_cache; /* a tile reads its filter tensor in place */",)
+    for t, op in zip(tiles, plan.ops):
+        if t is not None and t.filter_in_place and not t.filter_rows:
+            notes.append(f"{op.label}: reads its filter tensor in place (its layout is the tiles' order: no filter "
+                         f"cache copy)")
     stripes = compose_stripes(rewritten)
     shared = stripe_team(solo(stripes), plan.kernel.prologue + unused, plan, threads)
     if shared is not None and pays(plan.executed_flops, 1) and not _reads_caches(rest, plan):

@@ -57,7 +57,7 @@ def rewrite(nodes: tuple[Node, ...], tiles: list, cut, geo, threads: int) -> tup
         if isinstance(node, Section) and node.step is not None and node.step.op and tiles[node.step.op - 1]:
             tile = tiles[node.step.op - 1]
             if node.step.phase is Phase.FILTER_READ:
-                if tile.filter_rows:  # the tile reads the filter tensor in place: no copy
+                if tile.filter_in_place:  # the tile reads the filter tensor in place: no copy
                     continue
                 out.append(replace(node, label=node.label + ", repacked for the micro-kernel",
                                    body=_repack(node.body, tile, cut.channels)))

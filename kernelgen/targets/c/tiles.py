@@ -171,15 +171,54 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
                 vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
                 rows_present=rows_present[0] if rows_present else "")
+    stride, first = 0, ""
+    if not depthwise and not dot:
+        chunked = j == 1 and s.c_block  # input-channel chunks: the tile sums chunk ci_outer's channels
+        stride, inputs = _block_stride(plan, j, tile, math.ceil(produced / cut.channels) * cut.channels,
+                                       cut.channels)
+        if stride and (inputs % reduce == 0 if chunked else inputs == reduce):
+            # blocks of WIDE output channels `stride` apart; taps, then input channels, in each
+            first = (f"{ko_var} * {cut.channels // WIDE * stride} + ko_inner * {s.k_block // WIDE * stride}"
+                     + (f" + ci_outer * {reduce * WIDE}" if chunked else ""))
+            tile = replace(tile, filter_base=f"filter{j}", filter_block=f"{first} + kv * {stride}",
+                           filter_tap=inputs * WIDE)
+        else:
+            stride = 0
     if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
-        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds))
+        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first))
     return tile, ""
 
 
-def _wide(t: Tile, src, op, geo, j: int, bounds: dict) -> Tile | None:
+def _block_stride(plan: Plan, j: int, t: Tile, channels: int, stripe: int) -> tuple[int, int]:
+    """(the elements between two blocks of WIDE output channels, its input channels I) of op j's filter tensor when
+    a tile may read it in place (IN_PLACE_FILTER's order: element (o, i, h, w) at (o / WIDE) * stride +
+    ((h * kw + w) * I + i) * WIDE + o % WIDE), with whole blocks in the tile's kv steps and the stripe, and every
+    block the stripes reach (`channels`) in the tensor; else (0, 0): the tile reads the filter cache."""
+    filt = next((f for f in plan.tensors if f.name == f"filter{j}"), None)
+    if filt is None or t.width != WIDE or stripe % WIDE or t.k_block % WIDE or not separable(filt.layout):
+        return 0, 0
+    o, i, kh, kw = filt.logical_shape
+    if channels > math.ceil(o / WIDE) * WIDE:
+        return 0, 0
+
+    def at(oc: int, ic: int, h: int, w: int) -> int:
+        index = {"o": E.Const(oc), "i": E.Const(ic), "h": E.Const(h), "w": E.Const(w)}
+        return E.evaluate(filt.layout.flat_offset(index, {}), {})
+    stride = at(WIDE, 0, 0, 0) if o > WIDE else kh * kw * i * WIDE
+    # separable: an offset is its dims' parts added, so each dim is checked alone
+    if not (all(at(k, 0, 0, 0) == k // WIDE * stride + k % WIDE for k in range(o))
+            and all(at(0, c, 0, 0) == c * WIDE for c in range(i))
+            and all(at(0, 0, h, w) == (h * kw + w) * i * WIDE for h in range(kh) for w in range(kw))):
+        return 0, 0
+    return stride, i
+
+
+def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: str = "") -> Tile | None:
     """The dense tile `t` (filter blocks of WIDE channels) in WIDE-float vectors: two per pixel where k_block
     allows (two filter loads per 2 x 14 FMAs), else one; as many pixels as WIDE_ACCUMULATORS hold (at most the
-    row's). None where the source's columns are not evenly spaced (no constant offsets between pixels)."""
+    row's). None where the source's columns are not evenly spaced (no constant offsets between pixels). `stride`:
+    the elements between two filter blocks where `t` reads its filter tensor in place (0: the filter cache), `first`
+    where the tile's first block (kv = 0) lies then."""
     step = column_step(src)
     if not step:
         return None
@@ -198,10 +237,12 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict) -> Tile | None:
     clamped = tuple(p for p in range(pixels) if p < left or p >= pixels - right)
     wide["xw"] = (lo, hi + (op.kernel[1] - 1) * op.dilation[1])  # the taps' first columns, some left of the window
     block = op.kernel[0] * op.kernel[1] * t.reduce * WIDE  # one repacked filter block of WIDE channels
+    filter_block = f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}"
+    if stride:  # in place: each kv step `vectors` blocks
+        filter_block, block = f"{first} + kv * {stride * vectors}", stride
     return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
                    col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
-                   col_at=part(src, "w", E.Var("xw"), wide), col_step=step,
-                   filter_block=f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}",
+                   col_at=part(src, "w", E.Var("xw"), wide), col_step=step, filter_block=filter_block,
                    filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
 
 
