@@ -37,10 +37,7 @@ ACCUMULATORS = 12  # vector accumulators of a dense tile: 12 + filter vectors + 
 # only one wide enough, MobileNetV2's features_1 at 112 columns) took 1.9-2.0 ms against 1.45 with 8 pixels.
 WIDE = 16
 WIDE_ACCUMULATORS = 28
-# A dense conv's filter in this layout (blocks of WIDE output channels, taps, then input channels, the block's
-# channels innermost: the repacked filter cache's order) is read by its tiles in place: no copy per call. The copy
-# of ResNet18's layer4 filters (512x512x3x3, 9.4 MB, out of L3) took 1.0 of a conv's 2.6 ms in a C harness, and
-# reading in place 1.7 ms in all; `kernelgen import` names it on the dense convs of c configs (TargetInfo).
+# A dense filter in the repacked order, read in place (a 512x512x3x3 copy per call: 1.0 of 2.6 ms). Import names it.
 IN_PLACE_FILTER = f"OHWI{WIDE}o"
 DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, two pipes), input and filter from memory
 # A direct depthwise tile prefetches the input pixels this many tiles ahead in the rows that come from memory. The
@@ -131,14 +128,13 @@ class Tile:
     # C, whether block kv's rows lie in the tensor ("": always); blocks past it sum nothing (the store drops them)
     filter_rows: str = ""
     rows_present: str = ""
-    # dense: the array the tile reads its filter blocks from: the filter cache (repacked per call), or op j's filter
-    # tensor `filter<j>` itself where its layout is the repacked one (IN_PLACE_FILTER; filter_block then says where
-    # the stripe's block and the input chunk lie in it, filter_tap the whole tensor's taps apart)
+    # dense: where filter blocks are read: the filter cache (repacked per call), or op j's `filter<j>` in place when
+    # its layout is the repacked order (IN_PLACE_FILTER; filter_block, filter_tap are then offsets in the tensor)
     filter_base: str = "filter_cache"
 
     @property
     def filter_in_place(self) -> bool:
-        """Whether the tile reads its op's filter tensor, not the filter cache (no copy: no filter read section)."""
+        """Whether the tile reads its op's filter tensor (no filter cache copy)."""
         return bool(self.filter_rows) or self.filter_base != "filter_cache"
 
     @property
