@@ -118,6 +118,22 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
     "dot_products_copy_a_partial_row_block": ([1, 2, 2, 16], ["global_avgpool: {}",
                                                               "{out_channels: 36, kernel: 1, bias: true}"],
                                               "NCHW", "NCHW", "{k_block: 16}", [None, "dot"]),
+    # a filter in the tiles' order (IN_PLACE_FILTER, as `kernelgen import` names it): read in place, no filter cache
+    # copy; NCHW as imported, 2 channel stripes of 32 (two 16-channel blocks a tile), 2 input-channel chunks
+    "dense_filter_in_place_chunks": ([1, 7, 7, 64], ["{out_channels: 64, kernel: 3, pad: 1, filter_layout: OHWI16o, "
+                                                     "bias: true, activation: relu}"], "NCHW", "NCHW",
+                                     "{k_block: 32, c_split: 2}", ["dense"]),
+    # ... and in a chain, op 2 of 48 channels: its stripes of 32 reach channel 64, past the tensor's 3 blocks, so
+    # it copies the filter cache as ever (op 1's 32 channels read in place)
+    "dense_filter_in_place_chain_tail_copies": ([1, 8, 9, 16], ["{out_channels: 32, kernel: 1, filter_layout: "
+                                                                "OHWI16o, activation: relu}",
+                                                                "{out_channels: 48, kernel: 3, pad: 1, filter_layout: "
+                                                                "OHWI16o}"], "NHWC", "NHWC", "{k_block: 32}",
+                                                ["dense", "dense"]),
+    # a pool alone on NCHW (ResNet18's maxpool as imported): no micro-kernel, but the input read and the write-back
+    # transpose in 8 x 8 blocks (the vector macros), as around the convs' tiles
+    "nchw_maxpool_alone_blocked_copies": ([1, 16, 21, 16], ["maxpool: {kernel: 3, stride: 2, pad: 1}"], "NCHW",
+                                          "NCHW", "{k_block: 16}", [None]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
     "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
@@ -168,9 +184,21 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
         assert "const float *const wk = filter4 + (((ko_outer*16)+(ko_inner*16)+(kv*8))) * 64;" in text
     if name == "dot_products_copy_a_partial_row_block":  # the filter cache as read, zeros past the 36 rows
         assert "filter_cache[fk * 16 + fc] = " in text and "const float *const wk = filter_cache + " in text
+    if name == "dense_filter_in_place_chunks":  # blocks of 16 channels 9 x 64 x 16 apart, chunks of 32 channels
+        assert "filter_cache[" not in text and "(void)filter_cache;" in text
+        assert "const float *const wk = filter1 + ko_outer * 18432 + ko_inner * 18432 + ci_outer * 512 + kv * 9216;" \
+            in text  # the 8-float tile: one block a kv step
+        assert "kv * 18432;" in text and "wt + rc * 16 + 9216" in text  # the 16-float tile: two blocks, 9216 apart
+        assert "const float *const wt = wk + (rh * 3 + rw) * 1024;" in text  # a tap: all 64 input channels on
+    if name == "dense_filter_in_place_chain_tail_copies":
+        assert "filter_cache[" in text and "const float *const wk = filter1 + ko_outer_1 * 512" in text
+        assert "const float *const wk = filter_cache + " in text
     planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
     assert ("acc[ki] += x * filter_cache" in text) == bool(planner_convs)  # the planner's scalar reduction
-    assert ("#define KG_FMA" in text) == any(kinds)
+    blocked = name in ("nchw_maxpool_alone_blocked_copies",)  # 8 x 8 transposes, no tile
+    assert ("#define KG_FMA" in text) == (any(kinds) or blocked)
+    if blocked:
+        assert "8 x 8 blocks of channel planes transposed into pixels" in text and "KG_SET(" in text
 
 
 @requires_tool(*toolchain("c"))

@@ -43,6 +43,8 @@ def test_mobilenet_v2_block_becomes_one_fused_config(tmp_path):
     assert (depthwise.groups, depthwise.kernel, depthwise.pad, depthwise.activation) == (96, (3, 3), (1, 1, 1, 1),
                                                                                            "relu6")
     assert (project.out_channels, project.residual, project.act) == (16, 0, IDENTITY)
+    # the c target's dense tiles read OHWI16o in place (targets/c/microkernel.py): named on the dense convs alone
+    assert [op.filter_layout.name for op in config.ops] == ["OHWI16o", "OIHW", "OHWI16o"]
     assert config.source.onnx == "../mnv2.onnx"
     assert config.source.nodes == ["expand", "expand_relu6", "depthwise", "dw_relu6", "project", "residual_add"]
     assert "not imported" not in result.output
@@ -57,6 +59,7 @@ def test_resnet_basic_block_folds_the_add_then_the_relu_after_it(tmp_path):
     assert result.exit_code == 0, result.output
     config = load_config(files[0])
     assert config.targets == ("c", "opencl")
+    assert [op.filter_layout.name for op in config.ops] == ["OIHW", "OIHW"]  # opencl reads no OHWI16o in place
     assert [(op.residual, op.activation, op.bias) for op in config.ops] == [(None, "relu", True), (0, "relu", True)]
 
 

@@ -154,7 +154,7 @@ class C(Target[CKernel, CLibrary]):
 
     def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
         return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES, "wide_lanes": WIDE, "wide_accumulators": WIDE_ACCUMULATORS,
-                      "tiled": any(t is not None for t in target_plan.tiles),
+                      "tiled": target_plan.vectors,
                       "threads": target_plan.threads, "workspace_elements": target_plan.workspace_elements,
                       "workspace_bytes": target_plan.workspace_elements * plan.element_bytes,
                       "thread_elements": target_plan.thread_elements}}
