@@ -45,23 +45,45 @@ def test_the_report_says_why_the_winner_won(monkeypatch):
     p, _ = _chosen("auto")
     lines = text_report(p).splitlines()
     why = lines[lines.index(next(line for line in lines if line.startswith("budget: "))) + 1]
-    assert why == ("  why: the least estimated time of 326 fitting: compute 6589.7 us (its tiles at 0.67 of the FMA "
+    # the NCHW input's and output's 2752512 bytes through the transposes: 7 FLOPs a byte (targets/c/tile_speed.py)
+    assert why == ("  why: the least estimated time of 326 fitting: compute 6754.8 us (its tiles at 0.67 of the FMA "
                    "peak: conv2d #1 10 tile(s) of 6 pixels x 2 vector(s) a row of 58 (2 idle), 0.67 loads per FMA, "
                    "10% more pixels computed than kept; conv2d #2 10 tile(s) of 6 pixels x 2 vector(s) a row of 56 "
-                   "(4 idle), 0.67 loads per FMA, 7% more pixels computed than kept) + traffic 210.5 us (c "
-                   "micro-kernel (targets/c/tile_speed.py))")
+                   "(4 idle), 0.67 loads per FMA, 7% more pixels computed than kept; transposing 2752512 bytes between "
+                   "the tensors' layouts and the caches' 165.1 us) + traffic 210.5 us (c micro-kernel "
+                   "(targets/c/tile_speed.py))")
     verdicts = [c.verdict for c in p.search.runners_up]
     assert verdicts[1:4] == ["a narrower channel block (16 against 32) at the same traffic and work",
-                             "its tiles take 209.4 us more, more than the 705536 bytes (30.8 us) it saves",
-                             "its tiles (k_block 16 against 32) take 209.4 us more, more than the 705536 bytes "
+                             "its tiles take 202.6 us more, more than the 705536 bytes (30.8 us) it saves",
+                             "its tiles (k_block 16 against 32) take 202.6 us more, more than the 705536 bytes "
                              "(30.8 us) it saves"]
     # the schedule traffic alone picks, further down
     import kernelgen.planner.search as search
     monkeypatch.setattr(search, "SHOWN_RUNNERS_UP", 400)
     p, _ = _chosen("auto")
     lost = [c.verdict for c in p.search.runners_up if (c.k_block, c.h_split, c.w_split, c.h_block) == (8, 7, 7, 2)]
-    assert lost == ["its tiles (k_block 8 against 32) take 591.7 us more, more than the 1058304 bytes (46.2 us) it "
+    assert lost == ["its tiles (k_block 8 against 32) take 581.4 us more, more than the 1058304 bytes (46.2 us) it "
                     "saves"]
+
+
+@pytest.mark.parametrize("layout, shape, moved", [("NCHW", "[1, 64, 56, 56]", 1949696 + 802816),
+                                                  ("NHWC", "[1, 56, 56, 64]", 0)])
+def test_traffic_through_a_layout_change_costs_the_transposes(layout, shape, moved):
+    """An NCHW tensor read into (and written back from) channels-innermost caches: its input bytes (halo rows
+    included) and output bytes are charged at TRANSPOSE_FLOPS_PER_BYTE on top of the tiles; NHWC moves as it is."""
+    from kernelgen.planner.fitted import fit
+    from kernelgen.planner.tile_speed import peak_flops, transposed_bytes
+    from kernelgen.planner.work import count_work
+    text = LAYER1_0.replace("SCHEDULE", "{k_split: 1, h_split: 1, w_split: 7, order: rows_outer, k_block: 32, "
+                                        "h_block: 8}").replace("NCHW", layout).replace("[1, 64, 56, 56]", shape)
+    fitted = fit(parse_config(text), report=False)
+    work = count_work(fitted.config, fitted.shapes, fitted.geometry, fitted.cut, 4)
+    assert (work.traffic.input_bytes, work.traffic.output_bytes) == (1949696, 802816)
+    assert transposed_bytes(fitted.config, fitted.geometry, work) == moved
+    plain = TileSpeed(**{**{f: getattr(SPEED, f) for f in SPEED.__dataclass_fields__}, "transpose_flops_per_byte": 0})
+    extra = peak_flops(SPEED, fitted.config, fitted.geometry, fitted.cut, work) - peak_flops(
+        plain, fitted.config, fitted.geometry, fitted.cut, work)
+    assert SPEED.transpose_flops_per_byte == 7.0 and extra == pytest.approx(7.0 * moved, abs=1)
 
 
 def test_explicit_budgets_and_several_cache_targets_keep_traffic_alone():

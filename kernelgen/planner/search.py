@@ -26,7 +26,7 @@ from ..config import Config
 from ..errors import NoScheduleFits
 from ..plan_types import LoopOrder, StripeGeometry, Stripes
 from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
-from .tile_speed import computed_share, op_tiles, peak_flops
+from .tile_speed import computed_share, op_tiles, peak_flops, transposed_bytes
 from .work import Work, count_work
 
 SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
@@ -335,9 +335,15 @@ def _why_won(config: Config, shape_list: list, best: Key, fitting: int) -> str:
         past = f", {share - 1:.0%} more pixels computed than kept" if share > 1.005 else ""
         return f"{config.ops[j - 1].kind} #{j} {op_tiles(roofs.tile_speed, config, j, geo.cols[j]).text()}{past}"
     tiles = "; ".join(op_text(j) for j in range(1, len(config.ops) + 1))
-    share = best.executed * roofs.bytes_per_second / roofs.flops_per_second / best.compute if best.compute else 0
+    moved = transposed_bytes(config, geo, work) if roofs.tile_speed.transpose_flops_per_byte else 0
+    transposing = round(roofs.tile_speed.transpose_flops_per_byte * moved * roofs.bytes_per_second
+                        / roofs.flops_per_second)
+    on_tiles = best.compute - transposing
+    share = best.executed * roofs.bytes_per_second / roofs.flops_per_second / on_tiles if on_tiles > 0 else 0
+    extra = (f"; transposing {moved} bytes between the tensors' layouts and the caches' {_us(transposing, roofs)} "
+             f"us" if transposing else "")
     return (f"the least estimated time of {fitting} fitting: compute {_us(best.compute, roofs)} us (its tiles at "
-            f"{share:.2f} of the FMA peak: {tiles}) + traffic {_us(best.traffic, roofs)} us "
+            f"{share:.2f} of the FMA peak: {tiles}{extra}) + traffic {_us(best.traffic, roofs)} us "
             f"({roofs.tile_speed.source})")
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..config import Config
 from ..roofs import TileSpeed
 from ..plan_types import StripeGeometry, Stripes
+from .geometry import cache_window
 from .work import Work
 
 DEPTHWISE_LOADS_PER_FMA = 2  # an input and a filter value
@@ -70,9 +71,19 @@ def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
 
 
 def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
-    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take."""
-    return round(sum(flops * computed_share(speed, config, geo, cut, work, j)
-                     * op_tiles(speed, config, j, geo.cols[j]).slots for j, flops in enumerate(work.op_flops, start=1)))
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take, and its
+    transposed traffic (transposed_bytes) beyond a plain copy."""
+    tiles = sum(flops * computed_share(speed, config, geo, cut, work, j) * op_tiles(speed, config, j, geo.cols[j]).slots
+                for j, flops in enumerate(work.op_flops, start=1))
+    return round(tiles + speed.transpose_flops_per_byte * transposed_bytes(config, geo, work))
+
+
+def transposed_bytes(config: Config, geo: StripeGeometry, work: Work) -> int:
+    """The input and output traffic whose tensor's layout is not its cache's (geometry.cache_window: an NCHW tensor
+    and channels-innermost caches): the input cache read and the output's write-back transpose it."""
+    ends = ((config.input_layout, geo.shapes[0], work.traffic.input_bytes),
+            (config.ops[-1].output_layout, geo.shapes[-1], work.traffic.output_bytes))
+    return sum(moved for layout, shape, moved in ends if cache_window(config, layout, tuple(shape)).layout != layout)
 
 
 def computed_share(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int) -> float:
