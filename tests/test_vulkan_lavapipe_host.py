@@ -125,3 +125,41 @@ def test_a_narrow_lavapipe_is_told_the_workgroup_that_runs_the_default_kernel(mo
     with pytest.raises(ToolchainError, match=r"subgroups of 4 do not hold whole rows of 8 invocations, which op 1's "
                                              r"input shuffles need: set vulkan.wg_size to \[4, 1, 1\] for this device"):
         bench(parse_config(SMALL_1X1, "small.yaml"), "vulkan", repeat=1)
+
+
+def _probe(shape: str, gflop: float):
+    from kernelgen.measure.primitives import FMA, Probe
+
+    return Probe(kind=FMA, work=int(gflop * 1e9), device="llvmpipe", shape=shape, kernel=None)
+
+
+def test_probe_shape_is_each_shapes_best_round_and_kept_per_host(tmp_path, monkeypatch):
+    """Rounds interleave the shapes and each keeps its best (a busy moment reads low, never high); the winner is
+    stored under the host's key and reused there without timing anything; another host chooses again."""
+    from kernelgen.targets.vulkan.probe_choice import ROUNDS, best_rates, cache_path, fastest, load
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    one, three = _probe("1x4x64", 1.0), _probe("3x4x64", 1.0)
+    # seconds per run, round by round: 3x4x64 is slowed in its first round only (1 GFLOP in 0.02 s = 50 GFLOP/s)
+    runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.02, 0.02, 0.001]] + [[0.0075] * 3] * 9)}
+    timed = []
+
+    def seconds(probe):
+        timed.append(probe.shape)
+        return next(runs[probe.shape])
+
+    assert best_rates([one, three], seconds, rounds=2) == {"1x4x64": 100.0, "3x4x64": pytest.approx(133.33, 0.01)}
+    assert timed == ["1x4x64", "3x4x64", "1x4x64", "3x4x64"]
+    host = LavapipeHost(cpu="Xeon", flags=("avx2", "avx512f", "avx512vl"), vector_bits=256, subgroup=8,
+                        l1d_bytes=49152, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.0075] * 3] * ROUNDS)}
+    timed.clear()
+    assert fastest(host, [one, three], seconds) is three and len(timed) == 2 * ROUNDS
+    assert load(host) == "3x4x64" and [p.name for p in cache_path(host).parent.iterdir()] == [cache_path(host).name]
+    timed.clear()
+    assert fastest(host, [one, three], seconds) is three and timed == []  # kept: nothing timed again
+    zen3 = LavapipeHost(cpu="AMD EPYC 7763", flags=("avx", "avx2", "fma"), vector_bits=256, subgroup=8,
+                        l1d_bytes=32768, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    assert load(zen3) is None
+    runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.03] * 3] * ROUNDS)}
+    assert fastest(zen3, [one, three], seconds) is one and load(zen3) == "1x4x64" and load(host) == "3x4x64"
