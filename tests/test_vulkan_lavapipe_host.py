@@ -136,7 +136,7 @@ def _probe(shape: str, gflop: float):
 def test_probe_shape_is_each_shapes_best_round_and_kept_per_host(tmp_path, monkeypatch):
     """Rounds interleave the shapes and each keeps its best (a busy moment reads low, never high); the winner is
     stored under the host's key and reused there without timing anything; another host chooses again."""
-    from kernelgen.targets.vulkan.probe_choice import ROUNDS, best_rates, cache_path, fastest, load
+    from kernelgen.targets.vulkan.probe_choice import ROUNDS, best_rates, cache_path, fastest, load, probe_note
 
     monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
     one, three = _probe("1x4x64", 1.0), _probe("3x4x64", 1.0)
@@ -163,3 +163,8 @@ def test_probe_shape_is_each_shapes_best_round_and_kept_per_host(tmp_path, monke
     assert load(zen3) is None
     runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.03] * 3] * ROUNDS)}
     assert fastest(zen3, [one, three], seconds) is one and load(zen3) == "1x4x64" and load(host) == "3x4x64"
+    assert probe_note(host) == (f"lavapipe: ratios against the FMA probe 3x4x64, this host's fastest shape, chosen "
+                                f"once and kept in {cache_path(host)} (delete it to choose again)")
+    cache_path(host).unlink()
+    assert probe_note(host) == ("lavapipe: no FMA probe shape chosen on this host yet (the first run with a probe "
+                                "chooses one)")

@@ -59,6 +59,15 @@ def store(host: LavapipeHost, shape: str, rates: dict[str, float]) -> Path:
     return path
 
 
+def probe_note(host: LavapipeHost) -> str:
+    """The line a lavapipe benchmark prints under its rows: which probe its ratios are against, and where it is kept."""
+    shape = load(host)
+    if shape is None:
+        return "lavapipe: no FMA probe shape chosen on this host yet (the first run with a probe chooses one)"
+    return (f"lavapipe: ratios against the FMA probe {shape}, this host's fastest shape, chosen once and kept in "
+            f"{cache_path(host)} (delete it to choose again)")
+
+
 def best_rates(candidates: Sequence[Probe], seconds: Callable[[Probe], Sequence[float]],
                rounds: int = ROUNDS) -> dict[str, float]:
     """Each shape's best round (GFLOP/s of the median of its runs), the shapes interleaved round by round, so a
