@@ -168,3 +168,22 @@ def test_probe_shape_is_each_shapes_best_round_and_kept_per_host(tmp_path, monke
     cache_path(host).unlink()
     assert probe_note(host) == ("lavapipe: no FMA probe shape chosen on this host yet (the first run with a probe "
                                 "chooses one)")
+
+
+@requires_tool(*VULKAN)
+def test_lavapipe_runs_the_probe_shape_kept_for_its_host(tmp_path, monkeypatch):
+    """A kept choice is the one FMA probe a lavapipe program offers the core (nothing timed to choose); the
+    bandwidth probe is untouched."""
+    from kernelgen.api import TARGETS, jobs, parse_config
+    from kernelgen.measure.primitives import BANDWIDTH, FMA
+    from kernelgen.targets.vulkan.lavapipe_host import current
+    from kernelgen.targets.vulkan.probe_choice import store
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    host = current()
+    assert host is not None
+    store(host, "2x4x64", {"2x4x64": 1.0})
+    job = jobs(parse_config(SMALL_1X1, "small.yaml"), ("vulkan",))["vulkan"]
+    with TARGETS["vulkan"].compile(job, tmp_path, None) as program:
+        assert [p.shape for p in program.probes(FMA)] == ["2x4x64"]
+        assert [p.shape for p in program.probes(BANDWIDTH)] == ["triad"]
