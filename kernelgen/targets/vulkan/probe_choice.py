@@ -4,9 +4,10 @@ The core picks the fastest of a device's probe shapes in every process, from two
 (measure/probes.py). lavapipe runs on the host's cores, so on a host shared with other work one reading of the
 fastest shape can land at a busy moment: on a 2-core AVX-512 Xeon (Mesa 22.3.6, LLVM 15) the shapes read 3x4x64
 136, 2x4x64 100, 8x1x8 87 and 1x4x64 55 GFLOP/s quiet, but busy rounds read 3x4x64 as low as 77 against 2x4x64's
-100. A process that settled on a slower shape doubled every ratio it printed (the 1x1 64x64x128 conv read 0.57
-against a 40 GFLOP/s probe and 0.29 against 113 in the same sweep), and `kernelgen bench` and a benchmark script
-(each workload in its own process) disagreed by as much. So on llvmpipe the shapes are timed once per host in
+100. A process that settled on a slower shape doubled every ratio it printed (in one run, repeat by repeat paired,
+the 3x3 64x64x128 conv read 0.48 of 3x4x64 and 1.10 of 1x4x64; main's `kernelgen bench` read the 1x1 at 0.28 in one
+process and 0.53 in the next), and `kernelgen bench` and a benchmark script (each workload in its own process)
+disagreed by as much. So on llvmpipe the shapes are timed once per host in
 ROUNDS interleaved rounds, each shape's best round kept (a busy moment reads low, never high), and the winner is
 stored under the host's key (lavapipe_host.LavapipeHost.key: CPU model, driver, width, flags); every later process on
 the same host runs that shape beside its kernels. Another CPU, Mesa or vector width is another key, so it chooses
