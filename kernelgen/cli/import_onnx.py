@@ -194,7 +194,8 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             click.echo(line)
         floats, quantized = chosen.get("float32", DEFAULT_FLOAT), chosen.get("uint8", ())
         fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
-                        quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem)
+                        quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem,
+                        channels_last=all(TARGETS[t].info().channels_last_caches for t in floats))
         with _progress(len(graph.nodes)) as reached:
             imported = import_graph(graph, out_dir, floats, fusion if reached is None else
                                     replace(fusion, progress=reached), quantized)
