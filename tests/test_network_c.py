@@ -320,6 +320,17 @@ def test_files_are_the_same_bytes_every_time(imported):
     assert TARGETS["c"].network_files(network, jobs, plan) == TARGETS["c"].network_files(network, jobs, plan)
 
 
+def test_the_tensor_table_says_each_tensors_layout(imported, request):
+    """<net>_tensors[i].layout: how a caller reading a tensor in the arena finds its bytes."""
+    network, jobs = imported
+    plan, _ = pack_network_weights(network, jobs, TARGETS["c"])
+    text = TARGETS["c"].network_files(network, jobs, plan)["network.c"]
+    rows = dict(re.findall(r'^  \{ "([^"]+)", "float32", .*, "(NCHW|NHWC)" \}, /\* \d+: ', text, re.MULTILINE))
+    nhwc = request.node.callspec.params["imported"]
+    assert rows == {"x": "NCHW", "stem2_relu_out": "NCHW", "pool_out": "NCHW", "skip_out": "NHWC" if nhwc else "NCHW",
+                    "fc_out": "NCHW"}
+
+
 # ---------------------------------------------------------------- what network.c refuses
 
 
