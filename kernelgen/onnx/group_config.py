@@ -1,6 +1,7 @@
 """The config of a group `kernelgen import` made, as a record: what the planner costs (config_of: a `Config` built
 from its keys, no YAML text) and what config_text.py writes to the file. Float groups hold NCHW tensors as ONNX
-stores them, or NHWC between two kernels that compute channels innermost (layouts.py); uint8 groups (quant set) HVX's blocked layouts and the model's own scales and zero points."""
+stores them, or NHWC between two kernels that compute channels innermost (layouts.py); uint8 groups (quant set)
+HVX's blocked layouts and the model's own scales and zero points."""
 from __future__ import annotations
 
 from dataclasses import dataclass
