@@ -376,8 +376,10 @@ def test_an_nhwc_tensor_a_host_step_reads_is_an_error_at_the_manifest(tmp_path):
         TARGETS["c"].network_files(network, jobs, pack_network_weights(network, jobs, TARGETS["c"])[0])
     (problem,) = caught.value.problems
     assert (Path(problem.path).name, problem.key) == ("network.yaml", "tensors.pool_out.layout")
-    assert problem.message == "'pool_out' is NHWC, but the caller or a host step reads or writes it, as ONNX holds it: NCHW"
-    assert problem.line == 1 + next(k for k, row in enumerate(text.splitlines()) if row.strip().startswith('"pool_out"'))
+    assert problem.message == ("'pool_out' is NHWC, but the caller or a host step reads or writes it, as ONNX holds "
+                               "it: NCHW")
+    assert problem.line == 1 + next(k for k, row in enumerate(text.splitlines())
+                                    if row.strip().startswith('"pool_out"'))
 
 
 def test_a_uint8_kernel_is_a_config_error(imported):

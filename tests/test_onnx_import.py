@@ -80,9 +80,12 @@ def test_a_c_network_passes_nhwc_tensors_between_its_kernels(tmp_path):
         "block2_conv1_to_fc.yaml": ["input: {shape: [1, 8, 8, 8], layout: NHWC}",
                                     "  shortcut: {shape: [1, 4, 4, 16], layout: NHWC}", "output: {layout: NCHW}"],
         "block2_down.yaml": ["input: {shape: [1, 8, 8, 8], layout: NHWC}", "output: {layout: NHWC}"],
-        "network.yaml": [f'  "x": {{shape: [1, 3, 32, 32], {nchw}', f'  "stem_relu_out": {{shape: [1, 8, 16, 16], {nchw}',
-                         f'  "pool_out": {{shape: [1, 8, 8, 8], {nchw}', f'  "block1_relu2_out": {{shape: [1, 8, 8, 8], {nhwc}',
-                         f'  "block2_down_out": {{shape: [1, 16, 4, 4], {nhwc}', f'  "fc_out": {{shape: [1, 10], {nchw}'],
+        "network.yaml": [f'  "x": {{shape: [1, 3, 32, 32], {nchw}',
+                         f'  "stem_relu_out": {{shape: [1, 8, 16, 16], {nchw}',
+                         f'  "pool_out": {{shape: [1, 8, 8, 8], {nchw}',
+                         f'  "block1_relu2_out": {{shape: [1, 8, 8, 8], {nhwc}',
+                         f'  "block2_down_out": {{shape: [1, 16, 4, 4], {nhwc}',
+                         f'  "fc_out": {{shape: [1, 10], {nchw}'],
         "stem.yaml": ["input: {shape: [1, 3, 32, 32], layout: NCHW}", "output: {layout: NCHW}"]}
     header = (tmp_path / "sr" / "block2_down.yaml").read_text().splitlines()[0]
     assert header.endswith("NHWC tensors between two kernels of the network (channels innermost, as they compute), "

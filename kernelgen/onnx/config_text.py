@@ -20,7 +20,7 @@ QUANT_SIDES = "an Add's other branch, from outside the group"
 
 def config_text(group: GroupConfig) -> str:
     data = group.data()
-    layouts = {group.layout, group.output_layout or group.layout, *(side.layout or group.layout for side in group.sides)}
+    layouts = {group.layout, group.output_layout, *(side.layout for side in group.sides)}
     what = QUANT_HEADER.format(group.quant.weight_dtype) if group.quant is not None else \
         FLOAT_NHWC_HEADER if "NHWC" in layouts else FLOAT_HEADER
     lines = [f"# imported by `kernelgen import` from {os.path.basename(group.model)}: {what}", f"name: {group.name}"]
