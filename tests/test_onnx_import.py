@@ -74,6 +74,8 @@ def test_a_c_network_passes_nhwc_tensors_between_its_kernels(tmp_path):
 
     result, _ = _import(tmp_path, "sr", onnx_models.small_resnet())
     assert result.exit_code == 0, result.output
+    assert (f"network {tmp_path / 'sr' / 'network.yaml'}: 4 kernel(s) and 1 host step(s) between them, in order; "
+            f"2 tensor(s) NHWC between kernels, as they compute") in result.output.splitlines()
     nchw, nhwc = "dtype: float32, layout: NCHW}", "dtype: float32, layout: NHWC}"
     assert _layout_lines(tmp_path / "sr") == {
         "block1_conv1_to_block1_conv2.yaml": ["input: {shape: [1, 8, 8, 8], layout: NCHW}", "output: {layout: NHWC}"],
@@ -100,6 +102,7 @@ def test_a_network_with_a_target_that_computes_channels_apart_stays_nchw(tmp_pat
 
     result, _ = _import(tmp_path, "sr", onnx_models.small_resnet(), "--target", "c", "--target", "opencl")
     assert result.exit_code == 0, result.output
+    assert "in order\n" in result.output  # nothing relaid, nothing said
     lines = [line for found in _layout_lines(tmp_path / "sr").values() for line in found]
     assert len(lines) == 6 + 4 * 2 + 1 and not [line for line in lines if "NCHW" not in line]
 
