@@ -3,7 +3,7 @@ conv's candidate tiles timed against the FMA probe of the same run, round by rou
 kernel alike), the medians compared; the winners are kept in the user's cache under this host's key and printed as
 the `vulkan:` block that builds them.
 
-    .venv/bin/python benchmarks/lavapipe_calibrate.py [--rounds 3] [--repeat 7] [--only pointwise,square]
+    .venv/bin/python benchmarks/lavapipe_calibrate.py [--rounds 3] [--repeat 7] [--only pointwise,square] [--probe]
     GALLIUM_OVERRIDE_CPU_CAPS=avx .venv/bin/python benchmarks/lavapipe_calibrate.py   # as an AVX2 host (16 regs)
 """
 from __future__ import annotations
@@ -31,6 +31,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=7, help="paired kernel/probe runs per bench")
     parser.add_argument("--only", type=lambda text: text.split(","), default=list(WORKLOADS))
+    parser.add_argument("--probe", action="store_true", help="choose the FMA probe shape again first (a choice made "
+                                                             "on a busy host may be a slower shape: "
+                                                             "kernelgen/targets/vulkan/probe_choice.py)")
     args = parser.parse_args()
 
     from kernelgen.api import bench, parse_config
@@ -42,6 +45,10 @@ def main() -> int:
         print("no llvmpipe device: apt-get install mesa-vulkan-drivers", file=sys.stderr)
         return 2
     print(f"host: {host.describe()}")
+    if args.probe:
+        from kernelgen.targets.vulkan import probe_choice
+
+        probe_choice.cache_path(host).unlink(missing_ok=True)  # the first bench below chooses again
     before = load(host)
     ratios: dict[str, dict[str, list[float]]] = {kind: {} for kind in args.only}
     for round_ in range(args.rounds):
@@ -59,6 +66,9 @@ def main() -> int:
         print(f"{kind:9} medians " + ", ".join(f"[{t}] {r:.3f}" for t, r in medians[kind].items())
               + f" -> vulkan: {{ivc_tile: {list(tiles[kind])}}}")
     print(f"kept in {path}")
+    from kernelgen.targets.vulkan.probe_choice import probe_note
+
+    print(probe_note(host))
     return 0
 
 

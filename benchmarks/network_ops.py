@@ -110,9 +110,11 @@ def _float(model: str, args) -> dict:
     graph = read_graph(path)
     nodes = [n for i, n in enumerate(graph.nodes) if not graph.computes_constant(i)]
     whole = import_model(path, args.work / f"ops_{model}", ("c",),
-                         Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx")))
-    split = args.work / f"ops_{model}_split"
-    _write(import_model(path, split, ("c",), Fusion(coster=api.fusion_coster("c"), max_ops=1)), split)
+                         Fusion(coster=api.fusion_coster("c"), quant_coster=api.fusion_coster("hvx"),
+                                channels_last=True))
+    split = args.work / f"ops_{model}_split"  # NHWC between kernels, as `kernelgen import` writes for c
+    _write(import_model(path, split, ("c",), Fusion(coster=api.fusion_coster("c"), max_ops=1, channels_last=True)),
+           split)
     run = subprocess.run([sys.executable, "-m", "kernelgen", "bench", str(split / "network.yaml"), "--target", "c",
                           "--repeat", str(args.repeat), "--json"], capture_output=True, text=True, check=True)
     report = json.loads(run.stdout)

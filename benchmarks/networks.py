@@ -30,7 +30,8 @@ from kernelgen.measure.context import host_line  # noqa: E402
 
 
 def _imported(model: Path, out: Path, target: str):
-    fusion = Fusion(coster=api.fusion_coster(target), quant_coster=api.fusion_coster("hvx"))
+    fusion = Fusion(coster=api.fusion_coster(target), quant_coster=api.fusion_coster("hvx"),
+                    channels_last=api.TARGETS[target].info().channels_last_caches)  # as `kernelgen import` does
     imported = import_model(model, out, (target,), fusion, quant_targets=("hvx",))
     out.mkdir(parents=True, exist_ok=True)
     for config in imported.configs:

@@ -8,8 +8,9 @@ default tiles (1x1 and 3x3 64x64x128 -> 128, 3x3 258x258x16 -> 256, 3x3 stride 2
    Reported: the child's wall time and its CPU time (user + sys of the child and all its threads, from
    getrusage(RUSAGE_CHILDREN)): on a shared host wall time also counts other processes' turns, CPU time does not.
    A child past --timeout is killed and shows as "> N".
-2. Speed (--speed): `kernelgen bench` of each workload in a child: GFLOP/s on lavapipe and the ratio to the FMA
-   probe dispatched beside the kernel in the same command buffers.
+2. Speed (--speed): `kernelgen bench` of each workload in a child (api.bench, the command's own code): GFLOP/s on
+   lavapipe and the ratio to the FMA probe dispatched beside the kernel in the same command buffers, of the shape
+   chosen once for this host (kernelgen/targets/vulkan/probe_choice.py), as `kernelgen bench` takes it.
 3. RDNA2 (--rdna2): the rdna2 profile's default tiles of each workload (its vulkan block's tiles dropped) compiled
    by RADV's ACO on a null navi21 device: the most VGPRs of any op and the spilled VGPRs of all.
 
@@ -316,9 +317,21 @@ def main() -> int:
                 print(f"| {name if first else ''} | {o.get('op', '')} | {o.get('ivc_tile', '')} | {cpu} | "
                       f"{o.get('wall_s', 0):.1f} | {gflops} | {ratio} | "
                       f"{f'{regs[0]} / {regs[1]}' if first and regs else ''} |", flush=True)
+    if args.speed:
+        print(probe_line())
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def probe_line() -> str:
+    """Which FMA probe shape the speed children's ratios are against (on lavapipe: one per host, kept in the
+    user's cache, as `kernelgen bench` says under its rows)."""
+    from kernelgen.targets.vulkan.lavapipe_host import current
+    from kernelgen.targets.vulkan.probe_choice import probe_note
+
+    found = current()
+    return probe_note(found) if found else "no lavapipe: each child chose its own FMA probe shape"
 
 
 if __name__ == "__main__":

@@ -70,6 +70,10 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
     "halo_reuse_chain": ([1, 14, 9, 8], ["{out_channels: 8, kernel: 3, pad: 1, activation: relu}",
                                          "{out_channels: 16, kernel: 3, pad: 1}"], "NHWC", "NHWC",
                          "{k_block: 8, h_block: 2, h_split: 2, halo: reuse}", ["dense", "dense"]),
+    # the ring with one channel stripe: 11 row stripes, which two threads share as 4 runs (ring_runs_split_rows)
+    "halo_ring_rows_only_nchw": ([1, 21, 9, 8], ["{out_channels: 16, kernel: 3, pad: 1, activation: relu}",
+                                                 "{out_channels: 16, kernel: 3, pad: 1}"], "NCHW", "NCHW",
+                                 "{k_block: 16, h_block: 2, halo: reuse}", ["dense", "dense"]),
     "double_buffer_w_split": ([1, 12, 16, 8], ["{out_channels: 16, kernel: 3, pad: 1, bias: true}"], "NHWC", "NHWC",
                               "{k_block: 8, h_block: 4, w_block: 4, w_split: 2, pipeline: double_buffer}", ["dense"]),
     "rows_outer_chain": ([1, 10, 10, 16], ["{out_channels: 24, kernel: 1, activation: relu}",
@@ -209,7 +213,7 @@ def test_micro_kernels_match_numpy(name):
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
-SHARED_OUT = re.compile(r"#pragma omp for( collapse\((\d)\))? schedule\(static\)\n")
+SHARED_OUT = re.compile(r"#pragma omp for( collapse\((\d)\))? schedule\((static|dynamic)\)\n")
 
 
 @requires_tool(*toolchain("c"))
@@ -222,7 +226,7 @@ def test_threads_share_out_whole_stripes_each_on_its_own_caches(tmp_path, monkey
     config, job = _job(name, "{threads: 2}")
     text, header = job.files[f"{name}.c"], job.files[f"{name}.h"]
     assert text.count("#pragma omp parallel num_threads(kg_threads)") == 1
-    assert [m.group(0) for m in SHARED_OUT.finditer(text)] == ["#pragma omp for collapse(2) schedule(static)\n"]
+    assert [m.group(0) for m in SHARED_OUT.finditer(text)] == ["#pragma omp for collapse(2) schedule(dynamic)\n"]
     assert "omp barrier" not in text and "omp master" not in text
     assert job.plan.workspace_elements == 7680 and job.target_plan.thread_elements == 7680  # 2048-byte multiple
     assert "float *const thread_workspace = workspace + (size_t)KG_THREAD * 7680;" in text
@@ -298,6 +302,37 @@ def test_one_team_per_call_matches_numpy_on_every_stripe_schedule(name, monkeypa
     assert ("omp barrier" in text) != bool(stripes)
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+@requires_tool(*toolchain("c"))
+def test_threads_share_runs_of_ring_row_stripes_each_starting_its_own_ring(tmp_path, monkeypatch):
+    """A halo ring over 11 row stripes and one channel stripe, 2 threads: the row stripes in 4 runs (2 a thread,
+    11 * r / 4 apart: 2, 3, 3, 3 stripes), handed out one at a time; each run's first stripe loads the rows the ring
+    keeps (as stripe 0 does), the others only their new rows. The output matches numpy, and the 2-thread output is
+    the 1-thread one bit for bit (every stripe is computed the same way whichever thread runs it)."""
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)
+    name = "halo_ring_rows_only_nchw"
+    config, job = _job(name, "{threads: 2}")
+    text = job.files[f"{name}.c"]
+    assert job.plan.geometry.stripes.ho_extent == 11 and job.plan.geometry.stripes.ko_extent == 1
+    assert [m.group(0) for m in SHARED_OUT.finditer(text)] == ["#pragma omp for collapse(2) schedule(dynamic)\n"]
+    assert "const int ho_first = ho_run * 11 / 4;" in text and "const int ho_end = (ho_run + 1) * 11 / 4;" in text
+    assert "for (int ko_outer = 0; ko_outer < 1; ++ko_outer)" in text  # collapsed with the runs
+    assert "for (int ho_step = 0; ho_step < 3; ++ho_step)" in text and "if (ho_outer < ho_end) {" in text
+    assert "if (ho_outer == ho_first) {" in text and "ho_outer == 0" not in text
+    assert "omp barrier" not in text and "omp master" not in text
+    assert any("4 runs of ring row stripes shared out" in n for n in job.target_plan.notes)
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+    exe = C().compile(job, tmp_path)
+    args = random_inputs(config, job.plan, np.random.default_rng(11))
+    outputs = []
+    for threads in (1, 2):
+        ctypes.CDLL(str(exe.library.path))[f"{name}_set_threads"](threads)
+        arrays = exe.arguments(args, 0x7F)
+        exe.call(arrays)
+        outputs.append(arrays[-2].copy())
+    assert np.array_equal(outputs[0], outputs[1])
 
 
 def test_a_kernel_with_little_work_between_barriers_runs_one_thread():

@@ -96,9 +96,13 @@ def test_quantized_network_is_bit_exact_with_onnxruntime_on_hvx(tmp_path):
 
 
 @requires_tool(*ONNX, *TOOLS["c"])
-def test_a_kernel_wired_to_the_wrong_tensor_fails_end_to_end(small_resnet):
+def test_a_kernel_wired_to_the_wrong_tensor_fails_end_to_end(tmp_path):
     # block2_down reads the pool output instead of block1's (same shape, so the manifest loads): every kernel
-    # still passes its own check, and the comparison with the whole model catches it
+    # still passes its own check, and the comparison with the whole model catches it. Imported for opencl too, so
+    # both tensors are NCHW (a c-only import holds block1's NHWC: network.c refuses that wiring, the next test)
+    import onnx_models
+
+    small_resnet = _imported(tmp_path, "sr", onnx_models.small_resnet(), "--target", "c", "--target", "opencl")
     text = small_resnet.read_text()
     wrong = text.replace('  - kernel: block2_down\n    inputs: ["block1_relu2_out"]',
                          '  - kernel: block2_down\n    inputs: ["pool_out"]')
@@ -109,6 +113,19 @@ def test_a_kernel_wired_to_the_wrong_tensor_fails_end_to_end(small_resnet):
     assert result.output.splitlines()[-1].startswith("network sr on c: FAIL")
     down = next(line for line in result.output.splitlines() if "block2_down" in line)
     assert " pass " in down and "(limit 0.001)" in down and float(down.split("within ")[1].split()[0]) > 0.01
+
+
+@requires_tool(*ONNX, *TOOLS["c"])
+def test_a_kernel_reading_an_nchw_tensor_as_nhwc_is_exit_2_at_its_layout(small_resnet):
+    text = small_resnet.read_text()
+    small_resnet.write_text(text.replace('  - kernel: block2_down\n    inputs: ["block1_relu2_out"]',
+                                         '  - kernel: block2_down\n    inputs: ["pool_out"]'))
+    result = CliRunner().invoke(main, ["validate", str(small_resnet), "--target", "c", "--seed", "1"])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines()[-1] == (
+        f"{small_resnet.parent / 'block2_down.yaml'}:3:38: error: input.layout: network.c passes 'pool_out' as the "
+        f"manifest holds it (NCHW, unpadded) from step to step; block2_down's input is NHWC: give it `input: "
+        f"{{layout: NCHW}}` (kernelgen import writes that)")
 
 
 @requires_tool(*ONNX, *TOOLS["c"])

@@ -79,6 +79,9 @@ def test_bench_with_two_threads_builds_teams_and_turns_onnxruntimes_spinning_off
     lines = result.stdout.splitlines()
     assert lines[0].startswith("host: ")  # issue 50: the CPU it ran on first
     assert "2 threads, 1 rounds of 1 inferences" in lines[1] and "(CPU, 2 threads, spinning off)" in lines[1]
+    # what two threads must beat: the same program with one, in the same rounds
+    assert re.search(r"^  the same program, 1 thread: CPU +\d+\.\d\d ms  wall +\d+\.\d\d ms  \(2 threads' wall / "
+                     r"1 thread's: \d+\.\d\d\)$", lines[-2])
     assert re.search(r"kernelgen / onnxruntime: CPU \d+\.\d\dx, wall \d+\.\d\dx; output within .* \(pass", lines[-1])
 
 

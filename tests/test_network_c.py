@@ -26,7 +26,7 @@ from kernelgen.network import execute
 from kernelgen.network.arena import Arena, plan_arena
 from kernelgen.network.manifest import Network, Step, Tensor
 from kernelgen.network.weights import pack_network_weights
-from kernelgen.onnx.importer import import_model
+from kernelgen.onnx.importer import Fusion, import_model
 from kernelgen.onnx.oracle import weights as model_weights
 from kernelgen.targets.c.toolchain import build_shared
 
@@ -61,13 +61,14 @@ def tiny_model() -> onnx.ModelProto:
     return b.model("x", [1, 3, 16, 16], t)
 
 
-def write_import(root: Path) -> Path:
-    """The model imported as `kernelgen import tiny_net.onnx -o net` writes it: configs and network.yaml."""
+def write_import(root: Path, channels_last: bool = False) -> Path:
+    """The model imported as `kernelgen import tiny_net.onnx -o net` writes it: configs and network.yaml (with
+    channels_last, as it does for the c target: the tensors only kernels touch NHWC)."""
     model = root / "tiny_net.onnx"
     onnx.save(tiny_model(), str(model))
     out = root / "net"
     out.mkdir()
-    imported = import_model(model, out, ("c",))
+    imported = import_model(model, out, ("c",), Fusion(channels_last=channels_last))
     for config in imported.configs:
         (out / f"{config.name}.yaml").write_text(config.text)
     assert imported.manifest, "the importer wrote no manifest"
@@ -75,9 +76,9 @@ def write_import(root: Path) -> Path:
     return out / "network.yaml"
 
 
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory) -> tuple[Network, dict]:
-    manifest = write_import(tmp_path_factory.mktemp("network"))
+@pytest.fixture(scope="module", params=[False, True], ids=["nchw", "nhwc"])
+def imported(tmp_path_factory, request) -> tuple[Network, dict]:
+    manifest = write_import(tmp_path_factory.mktemp("network"), request.param)
     network = kernelgen.load_network(manifest)
     jobs = {step.config.name: kernelgen.jobs(step.config, ("c",))["c"] for step in network.kernels}
     return network, jobs
@@ -87,10 +88,15 @@ def workspaces(network: Network, jobs: dict) -> dict[int, int]:
     return {s.index: jobs[s.config.name].plan.workspace_bytes for s in network.kernels}
 
 
-def test_the_model_has_every_kind_of_step(imported):
+def test_the_model_has_every_kind_of_step(imported, request):
     network, _ = imported
     hosts = [set(s.op_types) for s in network.steps if not s.is_kernel]
     assert hosts == [{"MaxPool"}]
+    # NHWC: only the skip conv's output, a side input of the kernel after it; the stem's output (the host MaxPool
+    # reads it), the pool's (it writes it), the network's input and the logits stay NCHW
+    nhwc = {name: network.tensors[name].shape for name, t in network.tensors.items() if t.layout == "NHWC"}
+    assert nhwc == ({"skip_out": (1, 16, 4, 4)} if request.node.callspec.params["imported"] else {})
+    assert [t.layout for t in network.tensors.values()].count("NCHW") == len(network.tensors) - len(nhwc)
     assert len(network.kernels) >= 3
     assert any(s.config.side_inputs for s in network.kernels), "no kernel reads the other branch of an Add"
     assert any(op.kind == "avgpool" for s in network.kernels for op in s.config.ops), "no fused classifier head"
@@ -314,15 +320,28 @@ def test_files_are_the_same_bytes_every_time(imported):
     assert TARGETS["c"].network_files(network, jobs, plan) == TARGETS["c"].network_files(network, jobs, plan)
 
 
+def test_the_tensor_table_says_each_tensors_layout(imported, request):
+    """<net>_tensors[i].layout: how a caller reading a tensor in the arena finds its bytes."""
+    network, jobs = imported
+    plan, _ = pack_network_weights(network, jobs, TARGETS["c"])
+    text = TARGETS["c"].network_files(network, jobs, plan)["network.c"]
+    rows = dict(re.findall(r'^  \{ "([^"]+)", "float32", .*, "(NCHW|NHWC)" \}, /\* \d+: ', text, re.MULTILINE))
+    nhwc = request.node.callspec.params["imported"]
+    assert rows == {"x": "NCHW", "stem2_relu_out": "NCHW", "pool_out": "NCHW", "skip_out": "NHWC" if nhwc else "NCHW",
+                    "fc_out": "NCHW"}
+
+
 # ---------------------------------------------------------------- what network.c refuses
 
 
-@pytest.mark.parametrize("key, old, new", [
-    ("input.layout", "], layout: NCHW}", "], layout: NHWC}"),
-    ("output.layout", "output: {layout: NCHW}", "output: {layout: nchw-4c}"),
+@pytest.mark.parametrize("channels_last, key, old, new, held", [
+    (False, "input.layout", "], layout: NCHW}", "], layout: NHWC}", "NCHW"),
+    (False, "output.layout", "output: {layout: NCHW}", "output: {layout: nchw-4c}", "NCHW"),
+    (True, "output.layout", "output: {layout: NHWC}", "output: {layout: NCHW}", "NHWC"),  # skip_out, between kernels
 ])
-def test_a_kernel_boundary_not_nchw_is_a_config_error(tmp_path, key, old, new):
-    manifest = write_import(tmp_path)
+def test_a_kernel_boundary_not_as_the_manifest_holds_it_is_a_config_error(tmp_path, channels_last, key, old, new,
+                                                                           held):
+    manifest = write_import(tmp_path, channels_last)
     network = kernelgen.load_network(manifest)
     config = Path(network.kernels[1].config.file)
     text = config.read_text()
@@ -333,10 +352,34 @@ def test_a_kernel_boundary_not_nchw_is_a_config_error(tmp_path, key, old, new):
     with pytest.raises(ConfigError) as caught:
         TARGETS["c"].network_files(network, jobs, pack_network_weights(network, jobs, TARGETS["c"])[0])
     (problem,) = caught.value.problems
-    assert problem.key == key and "NCHW" in problem.message
+    assert problem.key == key and f"as the manifest holds it ({held}, unpadded)" in problem.message
+    assert problem.message.endswith(f"`{key.split('.')[0]}: {{layout: {held}}}` (kernelgen import writes that)")
     assert Path(problem.path).name == config.name
     section = key.split(".")[0] + ":"
     assert problem.line == 1 + next(k for k, line in enumerate(text.splitlines()) if line.startswith(section))
+
+
+def test_an_nhwc_tensor_a_host_step_reads_is_an_error_at_the_manifest(tmp_path):
+    """The host MaxPool writes pool_out as ONNX holds it: a manifest (and the kernels reading it) saying NHWC would
+    have network.c hand the kernels NCHW bytes as NHWC."""
+    manifest = write_import(tmp_path, channels_last=True)
+    text = manifest.read_text()
+    line = '"pool_out": {shape: [1, 8, 8, 8], dtype: float32, layout: NCHW}'
+    assert text.count(line) == 1
+    manifest.write_text(text.replace(line, line.replace("NCHW", "NHWC")))
+    for config in manifest.parent.glob("[!n]*.yaml"):  # the kernels reading it, as the manifest says
+        config.write_text(config.read_text().replace("input: {shape: [1, 8, 8, 8], layout: NCHW}",
+                                                     "input: {shape: [1, 8, 8, 8], layout: NHWC}"))
+    network = kernelgen.load_network(manifest)
+    jobs = {s.config.name: kernelgen.jobs(s.config, ("c",))["c"] for s in network.kernels}
+    with pytest.raises(ConfigError) as caught:
+        TARGETS["c"].network_files(network, jobs, pack_network_weights(network, jobs, TARGETS["c"])[0])
+    (problem,) = caught.value.problems
+    assert (Path(problem.path).name, problem.key) == ("network.yaml", "tensors.pool_out.layout")
+    assert problem.message == ("'pool_out' is NHWC, but the caller or a host step reads or writes it, as ONNX holds "
+                               "it: NCHW")
+    assert problem.line == 1 + next(k for k, row in enumerate(text.splitlines())
+                                    if row.strip().startswith('"pool_out"'))
 
 
 def test_a_uint8_kernel_is_a_config_error(imported):

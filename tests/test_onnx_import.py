@@ -63,6 +63,53 @@ def test_resnet_basic_block_folds_the_add_then_the_relu_after_it(tmp_path):
     assert [(op.residual, op.activation, op.bias) for op in config.ops] == [(None, "relu", True), (0, "relu", True)]
 
 
+def _layout_lines(folder: Path) -> dict[str, list[str]]:
+    """Each written file's lines that say a layout (network.yaml's tensors, each config's input, sides and output)."""
+    return {f.name: [line.split("  #")[0] for line in f.read_text().splitlines() if "layout:" in line]
+            for f in sorted(folder.glob("*.yaml"))}
+
+
+@requires_tool(*ONNX)
+def test_a_c_network_passes_nhwc_tensors_between_its_kernels(tmp_path):
+    """Tensors only kernels write and read are NHWC, as the c kernels compute; the network's input and output and
+    what a host step (the MaxPool with indices) reads or writes stay NCHW."""
+    import onnx_models
+
+    result, _ = _import(tmp_path, "sr", onnx_models.small_resnet())
+    assert result.exit_code == 0, result.output
+    assert (f"network {tmp_path / 'sr' / 'network.yaml'}: 4 kernel(s) and 1 host step(s) between them, in order; "
+            f"2 tensor(s) NHWC between kernels, as they compute") in result.output.splitlines()
+    nchw, nhwc = "dtype: float32, layout: NCHW}", "dtype: float32, layout: NHWC}"
+    assert _layout_lines(tmp_path / "sr") == {
+        "block1_conv1_to_block1_conv2.yaml": ["input: {shape: [1, 8, 8, 8], layout: NCHW}", "output: {layout: NHWC}"],
+        "block2_conv1_to_fc.yaml": ["input: {shape: [1, 8, 8, 8], layout: NHWC}",
+                                    "  shortcut: {shape: [1, 4, 4, 16], layout: NHWC}", "output: {layout: NCHW}"],
+        "block2_down.yaml": ["input: {shape: [1, 8, 8, 8], layout: NHWC}", "output: {layout: NHWC}"],
+        "network.yaml": [f'  "x": {{shape: [1, 3, 32, 32], {nchw}',
+                         f'  "stem_relu_out": {{shape: [1, 8, 16, 16], {nchw}',
+                         f'  "pool_out": {{shape: [1, 8, 8, 8], {nchw}',
+                         f'  "block1_relu2_out": {{shape: [1, 8, 8, 8], {nhwc}',
+                         f'  "block2_down_out": {{shape: [1, 16, 4, 4], {nhwc}',
+                         f'  "fc_out": {{shape: [1, 10], {nchw}'],
+        "stem.yaml": ["input: {shape: [1, 3, 32, 32], layout: NCHW}", "output: {layout: NCHW}"]}
+    header = (tmp_path / "sr" / "block2_down.yaml").read_text().splitlines()[0]
+    assert header.endswith("NHWC tensors between two kernels of the network (channels innermost, as they compute), "
+                           "NCHW as ONNX stores them elsewhere")
+    assert (tmp_path / "sr" / "stem.yaml").read_text().splitlines()[0].endswith("NCHW tensors as ONNX stores them")
+
+
+@requires_tool(*ONNX)
+def test_a_network_with_a_target_that_computes_channels_apart_stays_nchw(tmp_path):
+    """opencl's kernels compute in the tensors' own layout: with it among the targets nothing is relaid."""
+    import onnx_models
+
+    result, _ = _import(tmp_path, "sr", onnx_models.small_resnet(), "--target", "c", "--target", "opencl")
+    assert result.exit_code == 0, result.output
+    assert "in order\n" in result.output  # nothing relaid, nothing said
+    lines = [line for found in _layout_lines(tmp_path / "sr").values() for line in found]
+    assert len(lines) == 6 + 4 * 2 + 1 and not [line for line in lines if "NCHW" not in line]
+
+
 @requires_tool(*ONNX)
 def test_unsupported_nodes_are_listed_and_the_convs_still_imported(tmp_path):
     import onnx_models

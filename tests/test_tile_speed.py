@@ -141,3 +141,25 @@ def test_pixels_computed_past_the_stripe_edges_are_charged():
     work = count_work(fitted.config, fitted.shapes, fitted.geometry, fitted.cut, 4)
     assert work.op_pixels[1] == 56 * 56
     assert computed_share(SPEED, fitted.config, fitted.geometry, fitted.cut, work, 2) == 4320 / 3136
+
+
+# MobileNetV3-small's features.5 block as imported: a 1x1 40->240 and a 5x5 depthwise on 14x14
+SE_FREE_BLOCK = """name: features_5_block_0_to_1
+input: {shape: [1, 40, 14, 14], layout: NCHW}
+ops:
+  - conv2d: {out_channels: 240, kernel: [1, 1], bias: true, activation: hardswish}
+  - conv2d: {out_channels: 240, kernel: [5, 5], pad: [2, 2, 2, 2], groups: 240, bias: true, activation: hardswish}
+output: {layout: NCHW}
+schedule: auto
+targets: [c]
+"""
+
+
+@pytest.mark.parametrize("threads, stripes, executed", [(1, 1, 6_115_200), (2, 2, 7_190_400), (4, 4, 8_572_800)])
+def test_threads_are_charged_for_their_busiest_share_of_the_stripes(threads, stripes, executed):
+    """One row stripe is the cheapest work on one thread; with 2 or 4 (which share out whole stripes, each thread
+    its own) the search splits the rows, recomputing the 1x1's halo rows (4 a cut for the 5x5): 1.18x and 1.40x
+    the FLOPs, half and a quarter of them on the busiest thread."""
+    extra = f"c: {{threads: {threads}}}\n" if threads > 1 else ""
+    chosen = plan(parse_config(SE_FREE_BLOCK + extra)).search.chosen
+    assert (chosen.stripes, chosen.executed_flops, str(chosen.order)) == (stripes, executed, "rows_outer")

@@ -125,3 +125,65 @@ def test_a_narrow_lavapipe_is_told_the_workgroup_that_runs_the_default_kernel(mo
     with pytest.raises(ToolchainError, match=r"subgroups of 4 do not hold whole rows of 8 invocations, which op 1's "
                                              r"input shuffles need: set vulkan.wg_size to \[4, 1, 1\] for this device"):
         bench(parse_config(SMALL_1X1, "small.yaml"), "vulkan", repeat=1)
+
+
+def _probe(shape: str, gflop: float):
+    from kernelgen.measure.primitives import FMA, Probe
+
+    return Probe(kind=FMA, work=int(gflop * 1e9), device="llvmpipe", shape=shape, kernel=None)
+
+
+def test_probe_shape_is_each_shapes_best_round_and_kept_per_host(tmp_path, monkeypatch):
+    """Rounds interleave the shapes and each keeps its best (a busy moment reads low, never high); the winner is
+    stored under the host's key and reused there without timing anything; another host chooses again."""
+    from kernelgen.targets.vulkan.probe_choice import ROUNDS, best_rates, cache_path, fastest, load, probe_note
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    one, three = _probe("1x4x64", 1.0), _probe("3x4x64", 1.0)
+    # seconds per run, round by round: 3x4x64 is slowed in its first round only (1 GFLOP in 0.02 s = 50 GFLOP/s)
+    runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.02, 0.02, 0.001]] + [[0.0075] * 3] * 9)}
+    timed = []
+
+    def seconds(probe):
+        timed.append(probe.shape)
+        return next(runs[probe.shape])
+
+    assert best_rates([one, three], seconds, rounds=2) == {"1x4x64": 100.0, "3x4x64": pytest.approx(133.33, 0.01)}
+    assert timed == ["1x4x64", "3x4x64", "1x4x64", "3x4x64"]
+    host = LavapipeHost(cpu="Xeon", flags=("avx2", "avx512f", "avx512vl"), vector_bits=256, subgroup=8,
+                        l1d_bytes=49152, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.0075] * 3] * ROUNDS)}
+    timed.clear()
+    assert fastest(host, [one, three], seconds) is three and len(timed) == 2 * ROUNDS
+    assert load(host) == "3x4x64" and [p.name for p in cache_path(host).parent.iterdir()] == [cache_path(host).name]
+    timed.clear()
+    assert fastest(host, [one, three], seconds) is three and timed == []  # kept: nothing timed again
+    zen3 = LavapipeHost(cpu="AMD EPYC 7763", flags=("avx", "avx2", "fma"), vector_bits=256, subgroup=8,
+                        l1d_bytes=32768, driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)")
+    assert load(zen3) is None
+    runs = {"1x4x64": iter([[0.01] * 3] * ROUNDS), "3x4x64": iter([[0.03] * 3] * ROUNDS)}
+    assert fastest(zen3, [one, three], seconds) is one and load(zen3) == "1x4x64" and load(host) == "3x4x64"
+    assert probe_note(host) == (f"lavapipe: ratios against the FMA probe 3x4x64, this host's fastest shape, chosen "
+                                f"once and kept in {cache_path(host)} (delete it to choose again)")
+    cache_path(host).unlink()
+    assert probe_note(host) == ("lavapipe: no FMA probe shape chosen on this host yet (the first run with a probe "
+                                "chooses one)")
+
+
+@requires_tool(*VULKAN)
+def test_lavapipe_runs_the_probe_shape_kept_for_its_host(tmp_path, monkeypatch):
+    """A kept choice is the one FMA probe a lavapipe program offers the core (nothing timed to choose); the
+    bandwidth probe is untouched."""
+    from kernelgen.api import TARGETS, jobs, parse_config
+    from kernelgen.measure.primitives import BANDWIDTH, FMA
+    from kernelgen.targets.vulkan.lavapipe_host import current
+    from kernelgen.targets.vulkan.probe_choice import store
+
+    monkeypatch.setenv("KERNELGEN_CACHE_DIR", str(tmp_path))
+    host = current()
+    assert host is not None
+    store(host, "2x4x64", {"2x4x64": 1.0})
+    job = jobs(parse_config(SMALL_1X1, "small.yaml"), ("vulkan",))["vulkan"]
+    with TARGETS["vulkan"].compile(job, tmp_path, None) as program:
+        assert [p.shape for p in program.probes(FMA)] == ["2x4x64"]
+        assert [p.shape for p in program.probes(BANDWIDTH)] == ["triad"]

@@ -197,6 +197,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         layouts = {TARGETS[t].info().dense_filter_layout for t in floats}
         fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
                         quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem,
+                        channels_last=all(TARGETS[t].info().channels_last_caches for t in floats),
                         filter_layout=layouts.pop() if len(layouts) == 1 else "")
         with _progress(len(graph.nodes)) as reached:
             imported = import_graph(graph, out_dir, floats, fusion if reached is None else
@@ -214,7 +215,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             write_if_changed(path, imported.manifest)
             hosts = len(re.findall(r"^  - host:", imported.manifest, re.MULTILINE))
             between = f"and {hosts} host step(s) between them" if hosts else "and no host step"
-            click.echo(f"network {path}: {len(imported.configs)} kernel(s) {between}, in order")
+            nhwc = imported.manifest.count("dtype: float32, layout: NHWC}")
+            relaid = f"; {nhwc} tensor(s) NHWC between kernels, as they compute" if nhwc else ""
+            click.echo(f"network {path}: {len(imported.configs)} kernel(s) {between}, in order{relaid}")
         if fusion.coster is None and "float32" in chosen:
             costed = " or ".join(name for name in TARGETS if fusion_coster(name) is not None)
             click.echo(f"note: the {floats[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "

@@ -207,6 +207,8 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool, thread
 def _program_report(times: NetworkTimes, as_json: bool) -> NetworkTimes:
     timed = times.program
     fields = ("program_cpu", "program_wall", "onnxruntime_cpu", "onnxruntime_wall")
+    if timed.threads > 1:
+        fields += ("single_cpu", "single_wall")
     medians = {f: timed.median(f) for f in fields}
     ratio_cpu = medians["program_cpu"] / medians["onnxruntime_cpu"]
     ratio_wall = medians["program_wall"] / medians["onnxruntime_wall"]
@@ -218,6 +220,8 @@ def _program_report(times: NetworkTimes, as_json: bool) -> NetworkTimes:
             "inferences_per_round": timed.repeat, "onnxruntime": timed.onnxruntime,
             **{f"{f}_seconds": number(v) for f, v in medians.items()},
             "cpu_ratio": number(ratio_cpu), "wall_ratio": number(ratio_wall),
+            **({"threads_wall_ratio": number(medians["program_wall"] / medians["single_wall"])}
+               if timed.threads > 1 else {}),
             "max_abs": number(timed.max_abs), "relative": number(timed.relative), "agrees": timed.agrees,
             "rounds_seconds": [{f: number(getattr(r, f)) for f in fields} for r in timed.rounds],
             "steps": [{**asdict(r), "seconds": number(r.seconds), "share": number(r.share)} for r in times.steps]},
@@ -233,6 +237,10 @@ def _program_report(times: NetworkTimes, as_json: bool) -> NetworkTimes:
                f"{medians['program_wall'] * 1e3:8.2f} ms")
     click.echo(f"                            onnxruntime CPU {medians['onnxruntime_cpu'] * 1e3:6.2f} ms  wall "
                f"{medians['onnxruntime_wall'] * 1e3:8.2f} ms")
+    if timed.threads > 1:
+        click.echo(f"  the same program, 1 thread: CPU {medians['single_cpu'] * 1e3:8.2f} ms  wall "
+                   f"{medians['single_wall'] * 1e3:8.2f} ms  ({timed.threads} threads' wall / 1 thread's: "
+                   f"{medians['program_wall'] / medians['single_wall']:.2f})")
     click.echo(f"  kernelgen / onnxruntime: CPU {ratio_cpu:.2f}x, wall {ratio_wall:.2f}x; {agreement}")
     if not timed.agrees:
         sys.exit(1)

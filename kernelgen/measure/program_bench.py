@@ -5,7 +5,7 @@ once with its own Makefile and the kernels' validated flags, plus -DKG_TIMERS, w
 median time from clocks inside the same process (off in the user's build). Each round runs the program once
 (`--repeat` inferences after loading the weights) and then onnxruntime's session on the same input for as many
 inferences, with the same threads (two or more: onnxruntime's spinning off, as the program's OpenMP waits
-passively); the rounds interleave so that a host whose load changes slows both alike. Per inference: the wall time
+passively; and the same program run first with one thread, which is what two threads must beat); the rounds interleave so that a host whose load changes slows both alike. Per inference: the wall time
 and the CPU time of every thread of the process (the program's CLOCK_PROCESS_CPUTIME_ID, Python's process_time).
 The output of the last round is held to onnxruntime's within PROGRAM_AGREEMENT of its largest magnitude.
 Nothing here prints.
@@ -44,6 +44,8 @@ class Round:
     onnxruntime_cpu: float
     onnxruntime_wall: float
     steps: tuple[float, ...]  # the program's own clocks, step by step (medians)
+    single_cpu: float | None = None  # with threads > 1: the same program run with --threads 1 in the same round
+    single_wall: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,13 +81,16 @@ def bench_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds:
     session, version = onnxruntime_session(network, threads)
     command = [str(program), "--threads", str(threads), "--repeat", str(repeat), str(workdir / "input.npy"),
                str(workdir / "output.npy")]
+    single = [*command[:2], "1", *command[3:-1], str(workdir / "output_1_thread.npy")]
     results, names, expected = [], (), None
     for _ in range(rounds):
+        alone = program_round(single, network.name) if threads > 1 else None
         steps, cpu, wall, names = program_round(command, network.name)
         outputs, ort_cpu, ort_wall = onnxruntime_round(session, {source: given}, repeat)
         expected = outputs[sink]
         results.append(Round(program_cpu=cpu, program_wall=wall, onnxruntime_cpu=ort_cpu, onnxruntime_wall=ort_wall,
-                             steps=steps))
+                             steps=steps, single_cpu=alone[1] if alone else None,
+                             single_wall=alone[2] if alone else None))
     got = np.load(workdir / "output.npy").astype(np.float64)
     reference = np.asarray(expected, np.float64).reshape(got.shape)
     max_abs = float(np.max(np.abs(got - reference)))

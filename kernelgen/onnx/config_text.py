@@ -10,6 +10,8 @@ from typing import Any
 from .group_config import GroupConfig
 
 FLOAT_HEADER = "the model's own weights, NCHW tensors as ONNX stores them"
+FLOAT_NHWC_HEADER = ("the model's own weights, NHWC tensors between two kernels of the network (channels innermost, "
+                     "as they compute), NCHW as ONNX stores them elsewhere")
 QUANT_HEADER = ("quantized (uint8 activations, {} weights), the model's own scales, zero points, weights and "
                 "biases")
 FLOAT_SIDES = "tensors from outside the group: an Add's other branch, a Mul's factors"
@@ -18,7 +20,9 @@ QUANT_SIDES = "an Add's other branch, from outside the group"
 
 def config_text(group: GroupConfig) -> str:
     data = group.data()
-    what = FLOAT_HEADER if group.quant is None else QUANT_HEADER.format(group.quant.weight_dtype)
+    layouts = {group.layout, group.output_layout, *(side.layout for side in group.sides)}
+    what = QUANT_HEADER.format(group.quant.weight_dtype) if group.quant is not None else \
+        FLOAT_NHWC_HEADER if "NHWC" in layouts else FLOAT_HEADER
     lines = [f"# imported by `kernelgen import` from {os.path.basename(group.model)}: {what}", f"name: {group.name}"]
     if group.quant is not None:
         lines.append("dtype: uint8")

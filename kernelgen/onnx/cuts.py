@@ -30,6 +30,9 @@ class Fusion:
     # alone still ends its chain and is left to onnxruntime
     check: Callable[[GroupConfig], str] | None = None
     progress: Callable[[int], None] | None = None  # told each graph node index the import reaches (a progress bar)
+    # every float target computes channels innermost (TargetInfo.channels_last_caches): tensors passed only between
+    # float kernels are NHWC in the network (layouts.py)
+    channels_last: bool = False
     filter_layout: str = ""  # named on the float dense convs (fchain.float_group): what the targets read in place
 
 

@@ -1,6 +1,7 @@
 """The config of a group `kernelgen import` made, as a record: what the planner costs (config_of: a `Config` built
 from its keys, no YAML text) and what config_text.py writes to the file. Float groups hold NCHW tensors as ONNX
-stores them; uint8 groups (quant set) HVX's blocked layouts and the model's own scales and zero points."""
+stores them, or NHWC between two kernels that compute channels innermost (layouts.py); uint8 groups (quant set)
+HVX's blocked layouts and the model's own scales and zero points."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ class Side:
     shape: tuple[int, int, int, int]  # NCHW, as ONNX holds it
     scale: float | None = None  # uint8: as the op reading it dequantizes it
     zero_point: int | None = None
+    layout: str | None = None  # None: the group's input layout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,13 +49,14 @@ class GroupConfig:
     name: str
     model: str  # the ONNX file, relative to the configs' folder
     input_shape: tuple[int, ...]  # NCHW ([N, C]: a 1x1 image)
-    layout: str  # of the input, the output and the side inputs
+    layout: str  # of the input, and of the output and side inputs that name none of their own
     ops: tuple[Op, ...]
     targets: tuple[str, ...]
     sides: tuple[Side, ...] = ()
     quant: GroupQuant | None = None  # None: a float32 config
     schedule: str | None = None  # "auto": fitted to the targets' budget; None: the default schedule
     nodes: tuple[str, ...] = ()  # source.nodes; () for a candidate group being costed: planned, never run
+    output_layout: str | None = None  # None: `layout`
 
     @property
     def dtype(self) -> str:
@@ -67,14 +70,14 @@ class GroupConfig:
             data["dtype"] = "uint8"
         data["input"] = {"shape": _listed((n, c, h, w), self.layout), "layout": self.layout}
         if self.sides:
-            data["side_inputs"] = {side.name: _side_keys(side, self.layout) for side in self.sides}
+            data["side_inputs"] = {side.name: _side_keys(side, side.layout or self.layout) for side in self.sides}
         if self.quant is not None:
             q = self.quant
             data["quant"] = {"input_scale": q.input_scale, "input_zero_point": q.input_zero_point,
                              "weight_dtype": q.weight_dtype, "weight_zero_point": q.weight_zero_point,
                              "requantization": "float32"}
         data["ops"] = [{op.kind: {key: _plain(value) for key, value in op.keys}} for op in self.ops]
-        data["output"] = {"layout": self.layout}
+        data["output"] = {"layout": self.output_layout or self.layout}
         if self.schedule is not None:
             data["schedule"] = self.schedule
         data["targets"] = list(self.targets)

@@ -14,7 +14,7 @@ cuts chains into groups by cost, and config_text.py writes the files.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config_text import config_text
@@ -24,6 +24,7 @@ from .fchain import ChainOp, cut_escapes, fchain, float_group, fsides, group_inp
 from .fusion import GroupCost
 from .graph import Graph, OnnxError, node_id, read_graph
 from .group_config import GroupConfig
+from .layouts import relaid
 from .names import Namer
 from .network_writer import network_yaml
 from .qchain import QUANT_LAYOUT, cut_quantized_escapes, own_nodes, qchain, qsides, quant_group
@@ -42,7 +43,7 @@ class ImportedConfig:
     output: str = ""  # the ONNX tensor it writes
     sides: tuple[str, ...] = ()  # the ONNX tensors of its side inputs, in the config's order
     members: tuple[int, ...] = ()  # indices of the graph nodes it computes
-    layout: str = "NCHW"  # how it holds its input and output
+    layout: str = "NCHW"  # how it holds its input and output (a float network's NHWC tensors: config's own)
     ops: tuple[str, ...] = ()  # the op type of each node, parallel to nodes
 
     @property
@@ -118,12 +119,14 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
                   notes, why_not)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
-    manifest, why, converted = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()))
-    if why:
-        notes.append(f"no network.yaml: {why}")
-    skipped = tuple(s for s in skipped if s[0] not in converted)  # kernelgen runs those: the network's conversions
-    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest,
-                    converted=converted)
+    manifest = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()),
+                            fusion.channels_last)
+    if manifest.why:
+        notes.append(f"no network.yaml: {manifest.why}")
+    configs = [replace(c, config=relaid(c, manifest.channels_last)) for c in configs]
+    skipped = tuple(s for s in skipped if s[0] not in manifest.converted)  # kernelgen runs those: its conversions
+    return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest.text,
+                    converted=manifest.converted)
 
 
 def _take(graph: Graph, chain: list[ChainOp], path: Path, out_dir: str | Path, targets: tuple[str, ...], fusion: Fusion,

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..config.reserved import RESERVED
 from .graph import Graph, node_id
+from .layouts import CHANNELS_LAST, channels_last_tensors
 
 # ONNX TensorProto element types the manifest names
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16"}
@@ -31,10 +33,19 @@ class Kernel(Protocol):
     text: str
 
 
-def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str, tuple[str, ...]]:
-    """(the manifest's text, "", the nodes its convert steps run) or ("", why the network cannot be described, ())."""
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    text: str  # "" when the network cannot be described
+    why: str  # why not ("" when it can)
+    converted: tuple[str, ...] = ()  # the nodes its convert steps run
+    channels_last: frozenset[str] = frozenset()  # the tensors it holds NHWC (layouts.py): their kernels' configs too
+
+
+def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bool = False) -> Manifest:
+    """The manifest of `kernels` and the host steps between them. channels_last: the float kernels' targets all
+    compute channels innermost, so the tensors only they touch are NHWC (layouts.channels_last_tensors)."""
     if not kernels:
-        return "", "no kernel was imported", ()
+        return Manifest("", "no kernel was imported")
     types = _element_types(graph)
     written = {k.output: k for k in kernels}
     read = {t: k for k in kernels for t in (k.input, *k.sides)}
@@ -52,20 +63,22 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
     steps = _steps(graph, kernels, host, producer)
     if steps is None:
-        return "", "the kernels and the nodes between them form a cycle", ()
+        return Manifest("", "the kernels and the nodes between them form a cycle")
     tensors: dict[str, None] = dict.fromkeys([*_graph_inputs(graph)])
     for step in steps:
         tensors.update(dict.fromkeys([*step[1], *step[2]]))
     tensors.update(dict.fromkeys(sorted(graph.outputs)))
     missing = [t for t in tensors if t not in graph.shapes or types.get(t) not in _DTYPES]
     if missing:
-        return "", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name", ()
+        return Manifest("", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name")
     empty = [t for t in tensors if min(graph.shapes[t], default=0) < 1]
     if empty:
-        return "", (f"tensor {empty[0]!r} has shape {list(graph.shapes[empty[0]])}: a manifest's tensors hold at "
-                    f"least one element"), ()
+        return Manifest("", f"tensor {empty[0]!r} has shape {list(graph.shapes[empty[0]])}: a manifest's tensors "
+                            f"hold at least one element")
+    nhwc = channels_last_tensors(steps, kernels, [*_graph_inputs(graph), *graph.outputs], graph.shapes) \
+        if channels_last else frozenset()
     layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
-               | {k.output: k.layout for k in kernels})
+               | {k.output: k.layout for k in kernels} | dict.fromkeys(nhwc, CHANNELS_LAST))
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
     name = name.strip("_")[:40].rstrip("_")
     name = name if name and name[0].isalpha() and name not in RESERVED else f"net_{name}".rstrip("_")
@@ -100,7 +113,8 @@ def network_yaml(graph: Graph, kernels: list, model_path: str) -> tuple[str, str
         lines.append(f"    outputs: [{', '.join(json.dumps(t) for t in outputs)}]")
     text = "\n".join(lines) + "\n"
     problem = _schema_problem(text)
-    return ("", f"it would not load ({problem})", ()) if problem else (text, "", tuple(converted))
+    return Manifest("", f"it would not load ({problem})") if problem else \
+        Manifest(text, "", tuple(converted), nhwc)
 
 
 def _schema_problem(text: str) -> str:

@@ -10,6 +10,11 @@ the traffic's (tile_speed.py: loads per FMA of each op's tile, the tiles' idle t
 block of part vectors), so a wider channel block or stripe wins where its tiles are faster than the
 bytes it moves cost. The report keeps the runners-up and why each lost, and why the winner won.
 
+Where the config runs more than one thread (a target option `threads`, the c target's) the threads share out
+whole stripes (targets/c/stripe_team.py), so a candidate's cost is what its busiest thread does: ceil(S / T) of its
+S stripes' share. One stripe then costs T times what T would: a 14x14 MobileNetV3 block in one row stripe runs on
+one thread, in two (recomputing the halo rows of its earlier ops) on both. With one thread nothing changes.
+
 For a chain whose order is open (`schedule: auto`, `order: auto`) both loop orders compete,
 each with its own grid: under rows_outer the channel stripe changes neither traffic nor work,
 so k_split stays 1 and, when the config left k_block open, the channel block is halved until
@@ -24,7 +29,7 @@ from typing import NamedTuple
 
 from ..config import Config
 from ..errors import NoScheduleFits
-from ..plan_types import LoopOrder, StripeGeometry, Stripes
+from ..plan_types import Halo, LoopOrder, Pipeline, StripeGeometry, Stripes
 from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
 from .tile_speed import computed_share, op_tiles, peak_flops, transposed_bytes
 from .work import Work, count_work
@@ -260,6 +265,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
     smallest: Key | None = None
     tried = 0
     trial_config = _Trials(config)
+    threads = _threads(config)
     for c in (_channel_choices(config) if c_open else [s.c_split]):
         if c > 1 and fits:
             break
@@ -274,6 +280,8 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                                                                                     None if report else s.budget)
                             slower = compute if s.speed is not None else narrow_cost(kb, s.k_block, executed)
                             cost = traffic + slower if traffic >= 0 else traffic
+                            if threads > 1 and cost > 0 and s.halo is Halo.RELOAD and s.pipeline is Pipeline.NONE:
+                                cost = cost * -(-count // threads) // count  # the busiest thread's stripes
                             key = Key(cost, traffic, executed, c, -kb, -hb, workspace, list(LoopOrder).index(order), k, h,
                                       w, count, compute)
                             if smallest is None or workspace < smallest.workspace:
@@ -306,6 +314,14 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
     if timed and report:
         search = replace(search, why=_why_won(winner, shape_list, best, len(fits)))
     return winner, search
+
+
+def _threads(config: Config) -> int:
+    """The threads the config's kernels share their stripes between (its targets' `threads` option: c), 1 when
+    the search has no tile speed to weigh the stripes with."""
+    if config.schedule.speed is None:
+        return 1
+    return max((getattr(options, "threads", 1) or 1 for options in config.options.values()), default=1)
 
 
 def _splits(key: Key, fitted: tuple[str, ...]) -> str:

@@ -131,7 +131,7 @@ def _stripes_shared(plan: Plan, shared: StripeTeam, rest: tuple, unused: tuple[s
                     tiles: list, notes: list[str]) -> CKernel:
     """The kernel whose threads share out whole stripes: its caches' pointers move into the region (each thread's
     own), and the workspace holds `threads` copies of them."""
-    notes.append(f"one OpenMP team per call: {shared.stripes} stripes shared out, each thread on its own caches "
+    notes.append(f"one OpenMP team per call: {shared.shared} shared out, each thread on its own caches "
                  f"(workspace + thread x {shared.thread_elements} elements, up to {threads} threads)")
     tiled = "; register-blocked micro-kernels" if any(tiles) else ""
     kernel = replace(plan.kernel, body=(*shared.body, *rest), prologue=(),

@@ -4,9 +4,11 @@ The arena's offsets come from kernelgen.network.arena (TFLite's greedy plan); th
 the arena and each kernel's plan into rows the templates print: the tensors, the steps (a kernel call with its
 arguments ready-made, or a host step handed to the caller's callback), and the weights `<net>_pack_weights` packs.
 
-Every kernel must read and write ONNX's own layout (NCHW, unpadded): a host step and the caller see tensors as ONNX
-does, and a kernel's output is the next step's input byte for byte, with no repacking between steps. `kernelgen
-import` writes its float configs that way; anything else is a ConfigError at the config's layout key.
+A kernel's output is the next step's input byte for byte, with no repacking between steps, so each kernel reads
+and writes its tensors unpadded in the layout the manifest gives them: NCHW (ONNX's own), or NHWC for a tensor only
+kernels touch (`kernelgen import` writes that where every target computes channels innermost: onnx/layouts.py). The
+caller and a host step see tensors as ONNX does: the network's inputs and outputs and a host step's tensors are
+NCHW. Anything else is a ConfigError at the config's layout key.
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from .options import c_options, speed_flags
 from .toolchain import compiler_name
 
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # the physical axes of logical NHWC stored as ONNX stores it
+NHWC = (Var("n"), Var("h"), Var("w"), Var("c"))
+AXES = {None: NCHW, "NCHW": NCHW, "NHWC": NHWC}  # by the manifest's tensor layout: what network.c passes
 TEMPLATES = ("c/network.h.j2", "c/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 # What network.h declares after `<net>_` (and `network`: its include guard): a kernel of such a name would clash.
@@ -52,6 +56,7 @@ class TensorRow:
     offset: int  # bytes from the arena's start; -1: the caller's buffer
     pointer: str  # the C expression of its address inside <net>_run (void *, const for network inputs)
     where: str  # where it lives, for comments: "arena + 4096", "inputs[0]"
+    layout: str  # NCHW, or NHWC between kernels (_held)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,14 +173,30 @@ def _checked_plan(network: Network, step: Step, jobs: Mapping[str, Job]) -> Plan
                                      f"kernel or the network")
     boundaries = [("input.layout", plan.tensors[0]), ("output.layout", plan.tensors[-1])]
     boundaries += [(f"side_inputs.{side.name}.layout", plan.tensor(side.param)) for side in config.side_inputs]
-    for key, tensor in boundaries:
-        bound = tensor.layout
-        if bound.layout.outputs != NCHW or bound.layout.separators or bound.padding:
-            raise config.problem(key, f"network.c needs NCHW kernel boundaries (the layout ONNX, the host steps and "
-                                      f"the next kernel hold the tensor in); {config.name}'s {tensor.name} is "
+    for (key, tensor), name in zip(boundaries, (step.inputs[0], step.outputs[0], *step.inputs[1:])):
+        bound, held = tensor.layout, _held(network, name)
+        if bound.layout.outputs != AXES[held] or bound.layout.separators or bound.padding:
+            raise config.problem(key, f"network.c passes {name!r} as the manifest holds it ({held or 'NCHW'}, "
+                                      f"unpadded) from step to step; {config.name}'s {tensor.name} is "
                                       f"{bound.layout.name}{' with padding' if bound.padding else ''}: give it "
-                                      f"`{key.split('.')[0]}: {{layout: NCHW}}` (kernelgen import writes that)")
+                                      f"`{key.split('.')[0]}: {{layout: {held or 'NCHW'}}}` (kernelgen import "
+                                      f"writes that)")
     return plan
+
+
+def _held(network: Network, name: str) -> str | None:
+    """The layout the manifest holds a tensor in, when network.c can pass it so: NCHW (or none said) anywhere, NHWC
+    only between kernels (the caller's buffers and a host step's tensors are as ONNX holds them)."""
+    layout = network.tensors[name].layout
+    if layout not in AXES:
+        raise network.problem(f"tensors.{name}.layout", f"network.c holds tensors NCHW or, between kernels, NHWC; "
+                                                        f"{name!r} is {layout}")
+    outside = {*network.inputs, *network.outputs} | {t for s in network.steps if not s.is_kernel
+                                                     for t in (*s.inputs, *s.outputs)}
+    if layout == "NHWC" and name in outside:
+        raise network.problem(f"tensors.{name}.layout", f"{name!r} is NHWC, but the caller or a host step reads or "
+                                                        f"writes it, as ONNX holds it: NCHW")
+    return layout
 
 
 def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
@@ -184,7 +205,8 @@ def _tensor_rows(network: Network, arena: Arena) -> dict[str, TensorRow]:
         tensor = network.tensors[name]
         rows[name] = TensorRow(index=len(rows), name=c_string(name), comment=comment_text(name), dtype=tensor.dtype,
                                shape=tensor.shape, elements=math.prod(tensor.shape), bytes=tensor.nbytes,
-                               offset=offset, pointer=pointer, where=pointer if offset < 0 else f"arena + {offset}")
+                               offset=offset, pointer=pointer, where=pointer if offset < 0 else f"arena + {offset}",
+                               layout=_held(network, name) or "NCHW")
     return rows
 
 

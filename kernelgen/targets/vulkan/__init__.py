@@ -97,12 +97,14 @@ class Vulkan(GpuTarget[VulkanPlan, VulkanProgram]):
         return sweep_variants(config)
 
     def bench_notes(self, jobs: list[Job[VulkanPlan]]) -> list[str]:
-        """On lavapipe, each default tile whose multiply-add spills overflow this host's L1d, with what fits."""
+        """On lavapipe, the FMA probe shape the ratios were taken against (chosen once on this host), and each
+        default tile whose multiply-add spills overflow this host's L1d, with what fits."""
         from .lavapipe_host import current, plan_tile_notes
+        from .probe_choice import probe_note
 
         tiles = [op.ivc_tile for job in jobs for op in job.target_plan.ops if not op.is_pool]
         host = current() if tiles else None
-        return plan_tile_notes(host, tiles) if host is not None else []
+        return [probe_note(host), *plan_tile_notes(host, tiles)] if host is not None else []
 
     def estimate(self, job: Job[VulkanPlan]) -> Timings | None:
         """For a profile whose compiler is here and GPU is not (rdna2), that compiler's static estimate."""

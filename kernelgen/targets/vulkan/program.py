@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import ToolchainError
-from ...measure.primitives import Probe
+from ...measure.primitives import FMA, Probe
 from ...measure.tensors import KernelArgs, poisoned
 from ..base import Job, Traced
 from ..gpu.dispatch import GpuDispatch, GpuTensor
@@ -46,6 +46,21 @@ class VulkanProgram(GpuProgram[VulkanPlan]):
         inter = tuple(t.layout.unpack(result.outputs[index[t.name]][:t.elements].astype(np.float32))
                       for t in self.job.plan.intermediates)
         return Traced(output=result.outputs[-1].reshape(-1), intermediates=inter)
+
+    def probes(self, kind: str) -> tuple[Probe, ...]:
+        """On lavapipe, the one FMA shape chosen for this host (probe_choice.py: once, kept in the user's cache),
+        so every process takes its ratios against the same probe; elsewhere every candidate (the core chooses)."""
+        candidates = super().probes(kind)
+        info = self.runner.info
+        if kind != FMA or len(candidates) < 2 or "llvmpipe" not in info.name:
+            return candidates
+        from .lavapipe_host import observe
+        from .probe_choice import RUNS, fastest
+
+        def seconds(probe: Probe) -> list[float]:
+            return [row[0] for row in self.sequence_times(None, (probe,), RUNS)]
+
+        return (fastest(observe(info.name, info.driver, info.subgroup_size), candidates, seconds),)
 
     def sequence_times(self, args: KernelArgs | None, probes: tuple[Probe, ...], repeat: int) -> list[tuple[float, ...]]:
         runner = self.runner
