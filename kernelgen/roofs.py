@@ -36,6 +36,6 @@ class TileSpeed:
     call_seconds: float = 0.0
     # what a byte costs on top of its traffic, in FLOPs at the FMA peak, where it crosses a layout change between a
     # tensor and its cache (an NCHW tensor's channel planes into channels-innermost caches, and back): the
-    # target's transposes move it slower than a copy
+    # target's transposes move it slower than a copy (the budget search's, planner/tile_speed.transpose_flops)
     transpose_flops_per_byte: float = 0.0
     source: str  # the measurement the numbers come from

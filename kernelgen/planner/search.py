@@ -31,7 +31,7 @@ from ..config import Config
 from ..errors import NoScheduleFits
 from ..plan_types import Halo, LoopOrder, Pipeline, StripeGeometry, Stripes
 from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
-from .tile_speed import computed_share, op_tiles, peak_flops, transposed_bytes
+from .tile_speed import computed_share, op_tiles, peak_flops, transpose_flops, transposed_bytes
 from .work import Work, count_work
 
 SHOWN_RUNNERS_UP = 4  # fitting candidates listed after the winner
@@ -177,7 +177,8 @@ def compute_bytes(config: Config, geo: StripeGeometry, cut: Stripes, work: Work)
     roofs = config.schedule.speed
     if roofs is None or roofs.tile_speed is None:
         return 0
-    return round(peak_flops(roofs.tile_speed, config, geo, cut, work) * roofs.bytes_per_second / roofs.flops_per_second)
+    at_peak = peak_flops(roofs.tile_speed, config, geo, cut, work) + transpose_flops(roofs.tile_speed, config, geo, work)
+    return round(at_peak * roofs.bytes_per_second / roofs.flops_per_second)
 
 
 MIN_K_BLOCK = 4  # rows_outer's smallest channel block: fewer accumulators per pixel leave the FMA units idle
@@ -352,7 +353,7 @@ def _why_won(config: Config, shape_list: list, best: Key, fitting: int) -> str:
         return f"{config.ops[j - 1].kind} #{j} {op_tiles(roofs.tile_speed, config, j, geo.cols[j]).text()}{past}"
     tiles = "; ".join(op_text(j) for j in range(1, len(config.ops) + 1))
     moved = transposed_bytes(config, geo, work) if roofs.tile_speed.transpose_flops_per_byte else 0
-    transposing = round(roofs.tile_speed.transpose_flops_per_byte * moved * roofs.bytes_per_second
+    transposing = round(transpose_flops(roofs.tile_speed, config, geo, work) * roofs.bytes_per_second
                         / roofs.flops_per_second)
     on_tiles = best.compute - transposing
     share = best.executed * roofs.bytes_per_second / roofs.flops_per_second / on_tiles if on_tiles > 0 else 0

@@ -71,11 +71,17 @@ def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
 
 
 def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
-    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take, and its
-    transposed traffic (transposed_bytes) beyond a plain copy."""
-    tiles = sum(flops * computed_share(speed, config, geo, cut, work, j) * op_tiles(speed, config, j, geo.cols[j]).slots
-                for j, flops in enumerate(work.op_flops, start=1))
-    return round(tiles + speed.transpose_flops_per_byte * transposed_bytes(config, geo, work))
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take."""
+    return round(sum(flops * computed_share(speed, config, geo, cut, work, j)
+                     * op_tiles(speed, config, j, geo.cols[j]).slots for j, flops in enumerate(work.op_flops, start=1)))
+
+
+def transpose_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, work: Work) -> int:
+    """What the schedule's transposed traffic (transposed_bytes) costs beyond a plain copy, in FLOPs at the peak.
+    The budget search weighs it (a channel stripe more re-reads an NCHW input through the transposes); the
+    importer's group costs do not: its candidates are NCHW, but the tensors between two kernels end up NHWC
+    (onnx/layouts.py), so a cut there transposes nothing (priced, it fused MobileNetV3-small's features_9 worse)."""
+    return round(speed.transpose_flops_per_byte * transposed_bytes(config, geo, work))
 
 
 def transposed_bytes(config: Config, geo: StripeGeometry, work: Work) -> int:

@@ -26,8 +26,8 @@ CALL_SECONDS = 10e-6
 # An NCHW tensor read into (or written back from) channels-innermost caches in 8 x 8 transposed blocks: ResNet18's
 # maxpool read 4.97 MB of 56x56 NCHW planes in 0.43 ms of its 0.58 (C harness, loaded host), 11.6 GB/s against the
 # roofs' 22.9, so 0.21 ms more than its traffic; in this model's units (its compute estimates run 1.42x the measured
-# time: conv1 2760 us against 1.94 ms) 7 FLOPs at the peak a byte. Without it the importer kept that maxpool apart
-# from conv1 (3181 us estimated against 3232 fused) though fused it ran in 1.98 ms against 1.94 + 0.62 apart.
+# time: conv1 2760 us against 1.94 ms) 7 FLOPs at the peak a byte. The budget search weighs it: a 1x1 stride-2
+# downsample on NCHW input (ResNet18's layer3_0) took 1 channel stripe instead of 3, 0.31 -> 0.14 ms.
 TRANSPOSE_FLOPS_PER_BYTE = 7.0
 
 C_TILE_SPEED = TileSpeed(lanes=LANES, half_lanes=HALF, accumulators=ACCUMULATORS, wide_vectors=2, load_slots=LOAD_SLOTS,
