@@ -64,8 +64,10 @@ def test_resnet_basic_block_folds_the_add_then_the_relu_after_it(tmp_path):
 
 
 def _layout_lines(folder: Path) -> dict[str, list[str]]:
-    """Each written file's lines that say a layout (network.yaml's tensors, each config's input, sides and output)."""
-    return {f.name: [line.split("  #")[0] for line in f.read_text().splitlines() if "layout:" in line]
+    """Each written file's lines that say a tensor's layout (network.yaml's tensors, each config's input, sides and
+    output; not an op's filter_layout)."""
+    return {f.name: [line.split("  #")[0] for line in f.read_text().splitlines()
+                     if "layout:" in line and "filter_layout:" not in line]
             for f in sorted(folder.glob("*.yaml"))}
 
 
