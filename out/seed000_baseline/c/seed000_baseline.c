@@ -80,6 +80,14 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #else
 #define KG_LIKELY(cond) (cond)
 #endif
+/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
+   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
+   compare and blend each); kept a loop, it is one vector load, add, max and store. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define KG_VECTOR_LOOP
+#endif
 /* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
    the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
    a copy per FMA; its input pointer (a pixel, or zeros for the padding): else a select becomes branches. */
@@ -186,6 +194,7 @@ void seed000_baseline(const float *restrict input, const float *restrict filter1
                 if (owb * 6 + pb < 64) {
                   const int ow = owb * 6 + pb;
                   float *const acc = tile + pb * 32;
+                  KG_VECTOR_LOOP
                   for (int ki = 0; ki < 32; ++ki) {
                     temp_output[(((ow/8)*8192)+(ko_outer_1*2048)+(ko_inner*2048)+(oh*256)+((ow%8)*32)+ki)] = acc[ki];
                     KG_TRACE(0, 1, ((ho_outer*65536)+(oh*8192)+(ow*128)+(ko_outer_1*32)+(ko_inner*32)+ki), temp_output[(((ow/8)*8192)+(ko_outer_1*2048)+(ko_inner*2048)+(oh*256)+((ow%8)*32)+ki)]);
@@ -261,6 +270,7 @@ void seed000_baseline(const float *restrict input, const float *restrict filter1
               if (owb * 6 + pb < 64) {
                 const int ow = owb * 6 + pb;
                 float *const acc = tile + pb * 32;
+                KG_VECTOR_LOOP
                 for (int ki = 0; ki < 32; ++ki) {
                   output[((ho_outer*65536)+((ow/8)*8192)+(ko_outer*2048)+(oh*256)+((ow%8)*32)+(ko_inner*32+ki))] = acc[ki];
                 }

@@ -78,6 +78,14 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #else
 #define KG_LIKELY(cond) (cond)
 #endif
+/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
+   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
+   compare and blend each); kept a loop, it is one vector load, add, max and store. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define KG_VECTOR_LOOP
+#endif
 /* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
    the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
    a copy per FMA; its input pointer (a pixel, or zeros for the padding): else a select becomes branches. */
@@ -210,6 +218,7 @@ void seed001_tiles(const float *restrict input, const float *restrict filter1, f
                 if (owb * 12 + pb < 1024) {
                   const int ow = owb * 12 + pb;
                   float *const acc = tile + pb * 4;
+                  KG_VECTOR_LOOP
                   for (int ki = 0; ki < 4; ++ki) {
                     output[((ho_outer*8388608)+(oh*8192)+(wo_outer*4096)+(ow*4)+(ko_outer*4)+(ko_inner*4+ki))] = acc[ki];
                   }
