@@ -69,6 +69,7 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LOAD16(p) (*(const kg_vf16_unaligned *)(p))
 #define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
 #define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
+#define KG_FMAV16(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf16 (a wide depthwise tile's input) */
 #else
 #define KG_VF16 0
 #endif
