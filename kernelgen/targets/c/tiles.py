@@ -184,16 +184,27 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
         tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds))
     if depthwise and not columns and found is None and _paired(tile.vector_channels):
-        tile = replace(tile, wide=replace(tile, lanes=WIDE))
+        # as many pixels as DEPTHWISE_ACCUMULATORS wide vectors hold: each tap's filter vectors serve twice the pixels
+        most = min(DEPTHWISE_ACCUMULATORS // (groups // 2), cols)
+        wide_pixels = math.ceil(cols / math.ceil(cols / most))
+        wide_bounds = bounds | {"owb": (0, math.ceil(cols / wide_pixels) - 1)}
+        wide_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), wide_pixels)), op.stride[1]),
+                          E.Const(-op.pad[1]), E.mul(geo.col_start[j - 1], -1))
+        wide_loaded = (wide_pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1
+        wide_bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(wide_loaded)}
+        tile = replace(tile, wide=replace(
+            tile, lanes=WIDE, pixels=wide_pixels, col_base=E.to_c(E.simplify(wide_base, wide_bounds)),
+            col=tuple(part(src, "w", E.Var(f"xc{i}"), wide_bounds) for i in range(wide_loaded))))
     return tile, ""
 
 
 def _paired(vector_channels: tuple[str, ...]) -> bool:
     """Whether a channel-vector depthwise tile's group is pairs of adjacent 8-float vectors, each pair one WIDE-float
-    vector: its wide variant (where the compiler targets AVX-512F) then halves the FMAs and loads. MobileNetV3-small
-    in its program (the same loaded run, one kernel after the other): features_5_block_0_to_1 (1x1 40->240, then 5x5
-    depthwise on 14x14 in tiles of 6 pixels x 16 channels) 0.156 -> 0.102 ms, features_8_block_0_to_1 0.099 ->
-    0.070. A direct tile stays 8-float (its border pixels select zeros per vector)."""
+    vector: its wide variant (where the compiler targets AVX-512F) then halves the FMAs and loads, and holds as many
+    pixels as its accumulators do. MobileNetV3-small in its program: features_5_block_0_to_1 (1x1 40->240, then 5x5
+    depthwise on 14x14 in tiles of 6 pixels x 16 channels) 0.156 -> 0.102 ms with the wide pairs (same pixels),
+    0.098 -> 0.091 with 7 pixels; the 5x5 on 7x7x576 0.090 -> 0.072 with 4 pixels, not 3 (interleaved runs of the
+    two programs). A direct tile stays 8-float (its border pixels select zeros per vector)."""
     offsets = [int(c) for c in vector_channels]
     return len(offsets) % 2 == 0 and all(offsets[i + 1] - offsets[i] == LANES for i in range(0, len(offsets), 2))
 
