@@ -88,7 +88,7 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 /* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
    vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
    compare and blend each); kept a loop, it is one vector load, add, max and store. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 /* the unroll pragma came in gcc 8 */
 #define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
 #else
 #define KG_VECTOR_LOOP
