@@ -60,6 +60,12 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
                                                             "true, activation: hardsigmoid}",
                                                             "{out_channels: 16, kernel: 1, bias: true, residual: input}"],
                                           "NHWC", "NHWC", "{k_block: 16, h_block: 3}", ["dense", "depthwise", "dense"]),
+    # a 5x5 depthwise over a cache, 7 columns (MobileNetV3-small's last blocks): tiles of 3 pixels x 4 channel
+    # vectors, in 16-float pairs where the compiler targets AVX-512F
+    "depthwise_5x5_cached_width7": ([1, 7, 7, 16], ["{out_channels: 64, kernel: 1, bias: true, activation: hardswish}",
+                                                    "{out_channels: 64, kernel: 5, pad: 2, groups: 64, bias: true, "
+                                                    "activation: hardswish}"],
+                                    "NHWC", "NHWC", "{k_block: 32}", ["dense", "depthwise"]),
     "chain_through_maxpool": ([1, 12, 12, 8], ["{out_channels: 16, kernel: 3, pad: 1, activation: relu}",
                                                "maxpool: {kernel: 2, stride: 2}",
                                                "{out_channels: 16, kernel: 3, pad: 1, bias: true}"],
@@ -455,6 +461,26 @@ def test_column_step_is_the_distance_between_columns_or_zero():
     assert column_step(nhwc.bind((1, 6, 21, 40))) == 40
     assert column_step(nhwc.bind((1, 6, 1, 40))) == 0  # one column: no step
     assert column_step(blocked.bind((2, 9, 10, 40))) == 0  # 8-column blocks: 32 apart inside, farther across
+
+
+def test_a_depthwise_tile_over_a_cache_holds_three_pixels_and_its_16_float_variant_more():
+    """Over a cache, at most 4 channel vectors a group, so 3 pixels share each tap's filter vectors; the group's
+    adjacent 8-float vectors pair into 16-float ones in the AVX-512F variant, with as many pixels as its
+    accumulators hold (test_micro_kernels_match_numpy runs it on such a host). A direct tile keeps its widest group
+    and no 16-float variant."""
+    name = "depthwise_5x5_cached_width7"
+    _, job = _job(name)
+    tile = job.target_plan.tiles[1]
+    assert (tile.direct, tile.groups, tile.pixels, tile.vector_channels) == (None, 4, 3, ("0", "8", "16", "24"))
+    # 2 wide vectors a pixel: 6 pixels fill the accumulators, 7 columns take 2 tiles of 4
+    assert tile.wide is not None and (tile.wide.lanes, tile.wide.groups, tile.wide.pixels) == (16, 4, 4)
+    assert len(tile.wide.col) == 4 + 5 - 1 and tile.wide.col_base == "(owb*4)"
+    text = job.files[f"{name}.c"]
+    wide, narrow = text.split("#else /* !KG_VF16 */")[-2:]
+    assert "KG_FMAV16(a3_2, KG_LOAD16(x3_4 + 16), KG_LOAD16(w4 + 16));" in wide.split("#if KG_VF16")[-1]
+    assert "KG_FMAV(a2_3, KG_LOAD(x2_4 + 24), KG_LOAD(w4 + 24));" in narrow.split("#endif /* KG_VF16 */")[0]
+    _, direct = _job("depthwise_direct_width21")
+    assert direct.target_plan.tiles[0].groups == 5 and direct.target_plan.tiles[0].wide is None
 
 
 @pytest.mark.parametrize("name, rows, lines", [("depthwise_direct_width3", (2,), 3), ("depthwise_direct_width21", (2,), 3),

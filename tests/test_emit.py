@@ -55,8 +55,10 @@ def _parse_kernel(source: str, name: str):
                     "typedef struct { float lane[16]; } kg_vf16;\n", source,
                     flags=re.S)
     code = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
-    # directives dropped, indented ones too (a dense tile's two variants, #if KG_VF16: both are parsed)
-    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("#"))
+    # directives dropped, indented ones too (a dense tile's two variants, #if KG_VF16: both are parsed), and the
+    # store loops' KG_VECTOR_LOOP (a _Pragma where gcc compiles)
+    code = "\n".join(line for line in code.splitlines()
+                     if not line.lstrip().startswith("#") and line.strip() != "KG_VECTOR_LOOP")
     ast = c_parser.CParser().parse(code)
     return next(f for f in ast.ext if isinstance(f, c_ast.FuncDef) and f.decl.name == name)
 

@@ -28,18 +28,20 @@ ONNX = ("py:onnx", "py:onnxruntime")
 
 
 def _import(root: Path, threads: int = 1) -> Path:
-    """mobilenet_v2_classifier imported for c, each config given c: {threads} when more than one."""
+    """mobilenet_v2_classifier imported for c, with `kernelgen import --threads`: each config then says
+    c: {threads} when more than one."""
     import onnx_models
 
     model = root / "mv2c.onnx"
     onnx.save(onnx_models.mobilenet_v2_classifier(), str(model))
-    result = CliRunner().invoke(main, ["import", str(model), "-o", str(root / "mv2c"), "--target", "c"])
+    result = CliRunner().invoke(main, ["import", str(model), "-o", str(root / "mv2c"), "--target", "c",
+                                       "--threads", str(threads)])
     assert result.exit_code == 0, result.output
     manifest = root / "mv2c" / "network.yaml"
-    if threads > 1:
-        for config in manifest.parent.glob("*.yaml"):
-            if config != manifest:
-                config.write_text(config.read_text() + f"c: {{threads: {threads}}}\n")
+    configs = [c for c in manifest.parent.glob("*.yaml") if c != manifest]
+    written = [c.read_text().endswith(f"c: {{threads: {threads}}}  # kernelgen import --threads {threads}\n")
+               for c in configs]
+    assert configs and written == [threads > 1] * len(configs)
     return manifest
 
 

@@ -145,6 +145,15 @@ def _plan_problem(group) -> str:
     return ""
 
 
+def _with_threads(text: str, threads: int) -> str:
+    """A config's text with `c: {threads: N}` added where N > 1 and it is a float config for c (the c target's
+    OpenMP team; a uint8 config runs one thread)."""
+    if threads == 1 or re.search(r"^dtype: uint8$", text, re.MULTILINE) or \
+            not re.search(r"^targets: \[(.*, )?c(, .*)?\]$", text, re.MULTILINE):
+        return text
+    return f"{text}c: {{threads: {threads}}}  # kernelgen import --threads {threads}\n"
+
+
 @click.command("import")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out_dir", default="configs", show_default=True, type=click.Path(file_okay=False),
@@ -159,7 +168,11 @@ def _plan_problem(group) -> str:
               help="The most convs one kernel fuses.")
 @click.option("--cut", "cuts", multiple=True, metavar="NODE",
               help="End a group at this node (its name, or its first output's); repeatable.")
-def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: int, cuts: tuple[str, ...]) -> None:
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="The most OpenMP threads each float c kernel runs: writes `c: {threads: N}` into those configs "
+                   "(their caches then hold N copies; the program's --threads picks up to N at run time).")
+def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: int, cuts: tuple[str, ...],
+                   threads: int) -> None:
     """Read an ONNX model and write one config per fused group of Conv nodes.
 
     \b
@@ -204,7 +217,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
                                     replace(fusion, progress=reached), quantized)
         for config in imported.configs:
             path = Path(out_dir) / f"{config.name}.yaml"
-            write_if_changed(path, config.text)
+            write_if_changed(path, _with_threads(config.text, threads))
             click.echo(_imported_line(path, config))
             if config.group is not None:
                 click.echo(f"  {_group_line(config.group)}")

@@ -64,8 +64,9 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
                 " (dot products: a matrix-vector product)" if tile.dot else ""
             notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
             if tile.wide is not None:
+                wide = LANES * tile.groups if tile.depthwise else tile.wide.width
                 notes.append(f"{op.label}: where the compiler targets AVX-512F, {tile.wide.pixels} pixels x "
-                             f"{tile.wide.width} channels in 16-float vectors (KG_VF16)")
+                             f"{wide} channels in 16-float vectors (KG_VF16)")
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")
     if plan.dtype != "float32":

@@ -133,8 +133,7 @@ class Tile:
     filter_base: str = "filter_cache"
 
     @property
-    def filter_in_place(self) -> bool:
-        """Whether the tile reads its op's filter tensor (no filter cache copy)."""
+    def filter_in_place(self) -> bool:  # the tile reads its op's filter tensor (no filter cache copy)
         return bool(self.filter_rows) or self.filter_base != "filter_cache"
 
     @property
@@ -291,7 +290,7 @@ def _dot(t: Tile) -> tuple[Node, ...]:
 def _depthwise(t: Tile) -> tuple[Node, ...]:
     """Channel vectors, pixel by pixel: per group of `groups` vectors, each pixel's 9 taps summed into its
     accumulators (input and filter vectors straight from memory: one FMA per two loads), the tile's pixels side by
-    side."""
+    side. A wide tile (lanes WIDE) sums each pair of the group's 8-float vectors as one 16-float vector."""
     g, p_range, i_range = t.groups, range(t.pixels), range(t.groups)
     span = (t.kernel[1] - 1) * t.dilation
     taps: list[Node] = []
@@ -316,11 +315,12 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
             else:
                 taps.append(Stmt(code=f"const float *const x{p}_{rw} = {t.src} + xr + {t.col[column]} + ch;",
                                  summary="x = source pixel"))
+    v = t.suffix
     for rw in range(t.kernel[1]):
         taps.append(Stmt(code=f"const float *const w{rw} = wk + (rh * {t.kernel[1]} + {rw}) * {t.filter_tap};",
                          summary=f"w{rw} = tap (rh, {rw})"))
-        taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}_{i}, KG_LOAD(x{p}_{rw} + {t.vector_channels[i]}), "
-                                    f"KG_LOAD(w{rw} + {i * LANES}));" for i in i_range),
+        taps += [Stmt(code=" ".join(f"KG_FMAV{v}(a{p}_{i}, KG_LOAD{v}(x{p}_{rw} + {t.vector_channels[i]}), "
+                                    f"KG_LOAD{v}(w{rw} + {i * LANES}));" for i in i_range[::t.lanes // LANES]),
                       summary=f"a{p}_* += tap (rh, {rw})") for p in p_range]
     loop = Loop(var="kg", extent=(t.live_vectors or t.k_block // LANES) // g, body=_group(t, tuple(taps)))
     loops: tuple[Node, ...] = (loop,)
@@ -341,7 +341,7 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
 
 def _group(t: Tile, taps: tuple[Node, ...]) -> tuple[Node, ...]:
     """One group of channel vectors: accumulators zeroed, every kernel row's `taps`, the sums stored in the tile."""
-    p_range, i_range = range(t.pixels), range(t.groups)
+    p_range, i_range, v = range(t.pixels), range(0, t.groups, t.lanes // LANES), t.suffix
     accumulate: tuple[Node, ...] = (
         Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"),
         Loop(var="rh", extent=t.kernel[0], body=taps))
@@ -351,11 +351,11 @@ def _group(t: Tile, taps: tuple[Node, ...]) -> tuple[Node, ...]:
         Stmt(code=f"const int kv = kg * {t.groups};", summary="kv = the group's first channel vector"),
         Stmt(code=f"const float *wk = filter_cache + {t.filter_block};", summary="wk = the group's filter vectors"),
         Stmt(code="KG_OPAQUE(wk);", summary="wk, opaque: its loads stay in the pixel loop"),
-        *(Stmt(code="kg_vf " + ", ".join(f"a{p}_{i} = KG_ZERO" for i in i_range) + ";", summary="accumulators = 0")
-          for p in p_range),
+        *(Stmt(code=f"kg_vf{v} " + ", ".join(f"a{p}_{i} = KG_ZERO{v}" for i in i_range) + ";",
+               summary="accumulators = 0") for p in p_range),
         *accumulate,
-        *(Stmt(code=" ".join(f"KG_STORE(tile + {p * t.k_block} + (kv + {i}) * {LANES}, a{p}_{i});" for i in i_range),
-               summary=f"tile[{p}] = a{p}_*") for p in p_range))
+        *(Stmt(code=" ".join(f"KG_STORE{v}(tile + {p * t.k_block} + (kv + {i}) * {LANES}, a{p}_{i});"
+                             for i in i_range), summary=f"tile[{p}] = a{p}_*") for p in p_range))
 
 
 def _inside(t: Tile) -> str:

@@ -35,11 +35,21 @@ def reads_input(cfg: Config, plan: Plan) -> bool:
     return all(E.evaluate(offset, {"c": c}) == c for c in range(channels))
 
 
-def _groups(vectors: int, cols: int, channel_offset) -> tuple[int, int]:
+# A channel-vector depthwise tile over a cache holds at least this many pixels (at most 4 channel vectors each):
+# each tap's filter vectors then serve 3 pixels (1.33 loads per FMA, not 2). MobileNetV3-small's 5x5 depthwise
+# 576 channels on 7x7 (`kernelgen bench --repeat 20`, warm, two interleaved runs): 1 pixel x 12 vectors 0.145 /
+# 0.126 ms, 3 x 4 0.095 / 0.088, 4 x 3 0.115 / 0.101, 7 x 1 0.103 / 0.090. A tile reading the kernel's input
+# (direct) keeps the widest group: its pixels are read in memory order, the stream the prefetchers follow.
+DEPTHWISE_CACHED_PIXELS = 3
+
+
+def _groups(vectors: int, cols: int, channel_offset, direct: bool) -> tuple[int, int]:
     """(channel vectors per group, pixels) of a channel-vector depthwise tile: the largest group of at most
-    DEPTHWISE_ACCUMULATORS vectors that divides the stripe's, whose vectors lie at the same offsets from the
-    group's first in every group; as many pixels as fill the accumulators (at most the row's)."""
-    for g in range(min(vectors, DEPTHWISE_ACCUMULATORS), 0, -1):
+    DEPTHWISE_ACCUMULATORS vectors (over a cache: that leaves DEPTHWISE_CACHED_PIXELS pixels) that divides the
+    stripe's, whose vectors lie at the same offsets from the group's first in every group; as many pixels as fill
+    the accumulators (at most the row's)."""
+    most = DEPTHWISE_ACCUMULATORS // (1 if direct else min(cols, DEPTHWISE_CACHED_PIXELS))
+    for g in range(min(vectors, most), 0, -1):
         if vectors % g:
             continue
         steps = {tuple(channel_offset(k + i) - channel_offset(k) for i in range(g)) for k in range(0, vectors, g)}
@@ -116,7 +126,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         def offset(kv: int) -> int:
             return E.evaluate(src.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0),
                                                "c": E.Const(kv * LANES)}, {}), {})
-        groups, pixels = _groups(live, cols, offset) if not present else (1, min(8, cols))
+        groups, pixels = _groups(live, cols, offset, direct) if not present else (1, min(8, cols))
         vector_channels = tuple(str(offset(i) - offset(0)) for i in range(groups))
         loaded = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1
         bounds["owb"] = (0, math.ceil(cols / pixels) - 1)
@@ -186,7 +196,30 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
             stride = 0
     if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
         tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first))
+    if depthwise and not columns and found is None and _paired(tile.vector_channels):
+        # as many pixels as DEPTHWISE_ACCUMULATORS wide vectors hold: each tap's filter vectors serve twice the pixels
+        most = min(DEPTHWISE_ACCUMULATORS // (groups // 2), cols)
+        wide_pixels = math.ceil(cols / math.ceil(cols / most))
+        wide_bounds = bounds | {"owb": (0, math.ceil(cols / wide_pixels) - 1)}
+        wide_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), wide_pixels)), op.stride[1]),
+                          E.Const(-op.pad[1]), E.mul(geo.col_start[j - 1], -1))
+        wide_loaded = (wide_pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1
+        wide_bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(wide_loaded)}
+        tile = replace(tile, wide=replace(
+            tile, lanes=WIDE, pixels=wide_pixels, col_base=E.to_c(E.simplify(wide_base, wide_bounds)),
+            col=tuple(part(src, "w", E.Var(f"xc{i}"), wide_bounds) for i in range(wide_loaded))))
     return tile, ""
+
+
+def _paired(vector_channels: tuple[str, ...]) -> bool:
+    """Whether a channel-vector depthwise tile's group is pairs of adjacent 8-float vectors, each pair one WIDE-float
+    vector: its wide variant (where the compiler targets AVX-512F) then halves the FMAs and loads, and holds as many
+    pixels as its accumulators do. MobileNetV3-small in its program: features_5_block_0_to_1 (1x1 40->240, then 5x5
+    depthwise on 14x14 in tiles of 6 pixels x 16 channels) 0.156 -> 0.102 ms with the wide pairs (same pixels),
+    0.098 -> 0.091 with 7 pixels; the 5x5 on 7x7x576 0.090 -> 0.072 with 4 pixels, not 3 (interleaved runs of the
+    two programs). A direct tile stays 8-float (its border pixels select zeros per vector)."""
+    offsets = [int(c) for c in vector_channels]
+    return len(offsets) % 2 == 0 and all(offsets[i + 1] - offsets[i] == LANES for i in range(0, len(offsets), 2))
 
 
 def _block_stride(plan: Plan, j: int, t: Tile, channels: int, stripe: int) -> tuple[int, int]:

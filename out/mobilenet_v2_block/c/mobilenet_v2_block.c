@@ -73,6 +73,7 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LOAD16(p) (*(const kg_vf16_unaligned *)(p))
 #define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
 #define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
+#define KG_FMAV16(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf16 (a wide depthwise tile's input) */
 #else
 #define KG_VF16 0
 #endif
@@ -83,6 +84,14 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
 #else
 #define KG_LIKELY(cond) (cond)
+#endif
+/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
+   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
+   compare and blend each); kept a loop, it is one vector load, add, max and store. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 /* the unroll pragma came in gcc 8 */
+#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define KG_VECTOR_LOOP
 #endif
 /* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
    the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
@@ -198,32 +207,62 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 for (int pb = 0; pb < 9; ++pb) {
                   const int ow = owb * 9 + pb;
                   float *const acc = tile + pb * 32;
+                  if (KG_LIKELY(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56)) {
+                    if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                        KG_TRACE(0, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                          /* epilogue of conv2d #1: bias, relu6 */
+                          float v = acc[ki];
+                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v > 0.0f ? v : 0.0f;
+                          v = v < 6.0f ? v : 6.0f;
+                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                          KG_TRACE(0, 1 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                        }
+                      }
+                    }
+                  }
                   if (!(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       acc[ki] = 0.0f;
                     }
-                  }
-                  if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      /* epilogue of conv2d #1: bias, relu6 */
-                      float v = acc[ki];
-                      v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                      v = v > 0.0f ? v : 0.0f;
-                      v = v < 6.0f ? v : 6.0f;
-                      temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
-                    }
-                  }
-                  if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                    if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #1: bias, relu6 */
                         float v = acc[ki];
-                        v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
                         v = v > 0.0f ? v : 0.0f;
                         v = v < 6.0f ? v : 6.0f;
-                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                        KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                        KG_TRACE(0, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                          /* epilogue of conv2d #1: bias, relu6 */
+                          float v = acc[ki];
+                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v > 0.0f ? v : 0.0f;
+                          v = v < 6.0f ? v : 6.0f;
+                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                          KG_TRACE(0, 0 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                        }
                       }
                     }
                   }
@@ -281,32 +320,62 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 for (int pb = 0; pb < 6; ++pb) {
                   const int ow = owb * 6 + pb;
                   float *const acc = tile + pb * 32;
+                  if (KG_LIKELY(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56)) {
+                    if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                        KG_TRACE(0, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                          /* epilogue of conv2d #1: bias, relu6 */
+                          float v = acc[ki];
+                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v > 0.0f ? v : 0.0f;
+                          v = v < 6.0f ? v : 6.0f;
+                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                          KG_TRACE(0, 1 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                        }
+                      }
+                    }
+                  }
                   if (!(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       acc[ki] = 0.0f;
                     }
-                  }
-                  if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      /* epilogue of conv2d #1: bias, relu6 */
-                      float v = acc[ki];
-                      v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                      v = v > 0.0f ? v : 0.0f;
-                      v = v < 6.0f ? v : 6.0f;
-                      temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                      KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
-                    }
-                  }
-                  if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                    if (KG_LIKELY(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #1: bias, relu6 */
                         float v = acc[ki];
-                        v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
                         v = v > 0.0f ? v : 0.0f;
                         v = v < 6.0f ? v : 6.0f;
-                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56) ? v : 0.0f;
-                        KG_TRACE(0, ((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56 && ((wo_outer*16)+ow+(-1)) >= 0 && ((wo_outer*16)+ow+(-1)) < 56 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                        KG_TRACE(0, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
+                          /* epilogue of conv2d #1: bias, relu6 */
+                          float v = acc[ki];
+                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v > 0.0f ? v : 0.0f;
+                          v = v < 6.0f ? v : 6.0f;
+                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                          KG_TRACE(0, 0 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
+                        }
                       }
                     }
                   }
@@ -424,32 +493,62 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 const int ow = owb * 8 + pb;
                 for (int ko_inner = 0; ko_inner < 1; ++ko_inner) {
                   float *const acc = tile + pb * 32 + ko_inner * 32;
+                  if (KG_LIKELY(((wo_outer*16)+ow) < 56)) {
+                    if (KG_LIKELY(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        /* epilogue of conv2d #2: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                        KG_TRACE(1, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                    if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                          /* epilogue of conv2d #2: bias, relu6 */
+                          float v = acc[ki];
+                          v = v + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v > 0.0f ? v : 0.0f;
+                          v = v < 6.0f ? v : 6.0f;
+                          temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                          KG_TRACE(1, 1 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                        }
+                      }
+                    }
+                  }
                   if (!(((wo_outer*16)+ow) < 56)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       acc[ki] = 0.0f;
                     }
-                  }
-                  if (KG_LIKELY(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      /* epilogue of conv2d #2: bias, relu6 */
-                      float v = acc[ki];
-                      v = v + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
-                      v = v > 0.0f ? v : 0.0f;
-                      v = v < 6.0f ? v : 6.0f;
-                      temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
-                      KG_TRACE(1, ((wo_outer*16)+ow) < 56 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
-                    }
-                  }
-                  if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
-                    for (int ki = 0; ki < 32; ++ki) {
-                      if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                    if (KG_LIKELY(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #2: bias, relu6 */
                         float v = acc[ki];
-                        v = v + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
                         v = v > 0.0f ? v : 0.0f;
                         v = v < 6.0f ? v : 6.0f;
-                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (((wo_outer*16)+ow) < 56) ? v : 0.0f;
-                        KG_TRACE(1, ((wo_outer*16)+ow) < 56 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                        KG_TRACE(1, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                      }
+                    }
+                    if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                      KG_VECTOR_LOOP
+                      for (int ki = 0; ki < 32; ++ki) {
+                        if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
+                          /* epilogue of conv2d #2: bias, relu6 */
+                          float v = acc[ki];
+                          v = v + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v > 0.0f ? v : 0.0f;
+                          v = v < 6.0f ? v : 6.0f;
+                          temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                          KG_TRACE(1, 0 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
+                        }
                       }
                     }
                   }
@@ -522,6 +621,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                 if (((wo_outer*16)+ow) < 56) {
                   float *const acc = tile + pb * 32;
                   if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                    KG_VECTOR_LOOP
                     for (int ki = 0; ki < 32; ++ki) {
                       /* epilogue of conv2d #3: bias, residual, none */
                       float v = acc[ki];
@@ -531,6 +631,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                     }
                   }
                   if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                    KG_VECTOR_LOOP
                     for (int ki = 0; ki < 32; ++ki) {
                       if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
                         /* epilogue of conv2d #3: bias, residual, none */
@@ -599,6 +700,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                   if (((wo_outer*16)+ow) < 56) {
                     float *const acc = tile + pb * 32;
                     if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                      KG_VECTOR_LOOP
                       for (int ki = 0; ki < 32; ++ki) {
                         /* epilogue of conv2d #3: bias, residual, none */
                         float v = acc[ki];
@@ -608,6 +710,7 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                       }
                     }
                     if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                      KG_VECTOR_LOOP
                       for (int ki = 0; ki < 32; ++ki) {
                         if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
                           /* epilogue of conv2d #3: bias, residual, none */

@@ -69,6 +69,7 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LOAD16(p) (*(const kg_vf16_unaligned *)(p))
 #define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
 #define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
+#define KG_FMAV16(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf16 (a wide depthwise tile's input) */
 #else
 #define KG_VF16 0
 #endif
@@ -79,6 +80,14 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
 #else
 #define KG_LIKELY(cond) (cond)
+#endif
+/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
+   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
+   compare and blend each); kept a loop, it is one vector load, add, max and store. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 /* the unroll pragma came in gcc 8 */
+#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define KG_VECTOR_LOOP
 #endif
 /* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
    the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
@@ -193,14 +202,22 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
                 if (owb * 6 + pb < 62) {
                   const int ow = owb * 6 + pb;
                   float *const acc = tile + pb * 32;
+                  if (KG_LIKELY(((ho_outer*16)+oh) < 62)) {
+                    KG_VECTOR_LOOP
+                    for (int ki = 0; ki < 32; ++ki) {
+                      temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
+                      KG_TRACE(0, 1, ((ho_outer*126976)+(oh*7936)+(ow*128)+(ko_outer_1*64)+(ko_inner*32)+ki), temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)]);
+                    }
+                  }
                   if (!(((ho_outer*16)+oh) < 62)) {
                     for (int ki = 0; ki < 32; ++ki) {
                       acc[ki] = 0.0f;
                     }
-                  }
-                  for (int ki = 0; ki < 32; ++ki) {
-                    temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
-                    KG_TRACE(0, ((ho_outer*16)+oh) < 62, ((ho_outer*126976)+(oh*7936)+(ow*128)+(ko_outer_1*64)+(ko_inner*32)+ki), temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)]);
+                    KG_VECTOR_LOOP
+                    for (int ki = 0; ki < 32; ++ki) {
+                      temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)] = acc[ki];
+                      KG_TRACE(0, 0, ((ho_outer*126976)+(oh*7936)+(ow*128)+(ko_outer_1*64)+(ko_inner*32)+ki), temp_output[(((oh/8)*65536)+((ow/8)*8192)+(ko_outer_1*4096)+(ko_inner*2048)+((oh%8)*256)+((ow%8)*32)+ki)]);
+                    }
                   }
                 }
               }
@@ -273,6 +290,7 @@ void seed000_3x3(const float *restrict input, const float *restrict filter1, con
               for (int pb = 0; pb < 6; ++pb) {
                 const int ow = owb * 6 + pb;
                 float *const acc = tile + pb * 32;
+                KG_VECTOR_LOOP
                 for (int ki = 0; ki < 32; ++ki) {
                   output[((ho_outer*131072)+((oh/8)*65536)+((ow/8)*8192)+(ko_outer*4096)+(((ko_inner*32+ki)/32)*2048)+((oh%8)*256)+((ow%8)*32)+((ko_inner*32+ki)%32))] = acc[ki];
                 }

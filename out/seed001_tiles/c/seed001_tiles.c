@@ -67,6 +67,7 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LOAD16(p) (*(const kg_vf16_unaligned *)(p))
 #define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
 #define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
+#define KG_FMAV16(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf16 (a wide depthwise tile's input) */
 #else
 #define KG_VF16 0
 #endif
@@ -77,6 +78,14 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
 #else
 #define KG_LIKELY(cond) (cond)
+#endif
+/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
+   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
+   compare and blend each); kept a loop, it is one vector load, add, max and store. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 /* the unroll pragma came in gcc 8 */
+#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define KG_VECTOR_LOOP
 #endif
 /* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
    the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
@@ -210,6 +219,7 @@ void seed001_tiles(const float *restrict input, const float *restrict filter1, f
                 if (owb * 12 + pb < 1024) {
                   const int ow = owb * 12 + pb;
                   float *const acc = tile + pb * 4;
+                  KG_VECTOR_LOOP
                   for (int ki = 0; ki < 4; ++ki) {
                     output[((ho_outer*8388608)+(oh*8192)+(wo_outer*4096)+(ow*4)+(ko_outer*4)+(ko_inner*4+ki))] = acc[ki];
                   }
