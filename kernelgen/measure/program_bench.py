@@ -6,7 +6,8 @@ median time from clocks inside the same process (off in the user's build). Each 
 (`--repeat` inferences after loading the weights) and then onnxruntime's session on the same input for as many
 inferences, with the same threads (two or more: onnxruntime's spinning off, as the program's OpenMP waits
 passively; and the same program run first with one thread, which is what two threads must beat); the rounds
-interleave so that a host whose load changes slows both alike. Per inference: the wall time and the CPU time of every thread of the process (the program's CLOCK_PROCESS_CPUTIME_ID, Python's process_time).
+interleave so that a host whose load changes slows both alike. Per inference: the wall time and the CPU time of
+every thread of the process (the program's CLOCK_PROCESS_CPUTIME_ID, Python's process_time).
 The output of the last round is held to onnxruntime's within PROGRAM_AGREEMENT of its largest magnitude.
 Nothing here prints.
 """

@@ -99,11 +99,14 @@ def _ring_runs(ring: Loop, runs: int) -> Loop | None:
     if runs < 2 or not starts or any(re.search(r"\bho_outer\s*(==|!=|>|<=)\s*0\b", line) for line in _texts(body)):
         return None
     longest = -(-ring.extent // runs)
-    step: tuple[Node, ...] = (Stmt(code="const int ho_outer = ho_first + ho_step;", summary="ho_outer = ho_first + ho_step"),
-                              *(body if ring.extent % runs == 0 else (Guard(cond="ho_outer < ho_end", body=body),)))
+    step: tuple[Node, ...] = (
+        Stmt(code="const int ho_outer = ho_first + ho_step;", summary="ho_outer = ho_first + ho_step"),
+        *(body if ring.extent % runs == 0 else (Guard(cond="ho_outer < ho_end", body=body),)))
     return Loop(var="ho_run", extent=runs, comment=f"{ring.extent} ring row stripes in {runs} runs", body=(
-        Stmt(code=f"const int ho_first = ho_run * {ring.extent} / {runs};", summary="ho_first = the run's first stripe"),
-        Stmt(code=f"const int ho_end = (ho_run + 1) * {ring.extent} / {runs};", summary="ho_end = the next run's first"),
+        Stmt(code=f"const int ho_first = ho_run * {ring.extent} / {runs};",
+             summary="ho_first = the run's first stripe"),
+        Stmt(code=f"const int ho_end = (ho_run + 1) * {ring.extent} / {runs};",
+             summary="ho_end = the next run's first"),
         Loop(var="ho_step", extent=longest, body=step)))
 
 
