@@ -231,7 +231,7 @@ def test_threads_share_out_whole_stripes_each_on_its_own_caches(tmp_path, monkey
     name = "inverted_residual_hardswish_chain"
     config, job = _job(name, "{threads: 2}")
     text, header = job.files[f"{name}.c"], job.files[f"{name}.h"]
-    assert text.count("#pragma omp parallel num_threads(kg_threads)") == 1
+    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1
     assert [m.group(0) for m in SHARED_OUT.finditer(text)] == ["#pragma omp for collapse(2) schedule(dynamic)\n"]
     assert "omp barrier" not in text and "omp master" not in text
     assert job.plan.workspace_elements == 7680 and job.target_plan.thread_elements == 7680  # 2048-byte multiple
@@ -273,7 +273,7 @@ def test_openmp_threads_split_the_rows_where_fewer_stripes_than_threads_and_matc
     config, job = _job("inverted_residual_hardswish_chain", "{threads: 5}")
     text = job.files["inverted_residual_hardswish_chain.c"]
     # one team per call (team.py), not a region per row loop: the three convs' row loops are split inside it
-    assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_threads)" in text
+    assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_team)" in text
     assert text.count("#pragma omp for schedule(static)") == 3 and "thread_workspace" not in text
     assert job.target_plan.workspace_elements == job.plan.workspace_elements and not job.target_plan.thread_elements
     assert "static int kg_threads = 5;" in text and "void inverted_residual_hardswish_chain_set_threads(int threads);" \
