@@ -3,7 +3,7 @@ are microkernel.py's and tiles.py's: the numbers come from there, the load cost 
 from __future__ import annotations
 
 from ...roofs import TileSpeed
-from .microkernel import ACCUMULATORS, HALF, LANES
+from .microkernel import ACCUMULATORS, HALF, LANES, WIDE, WIDE_ACCUMULATORS
 
 # Fitted to ResNet18's layer1.0 pair (2 x 3x3 64->64 on 56x56, rows_outer; /tmp/tiles48/exp, `kernelgen bench
 # --target c --repeat 7`, the least warm CPU time of 2-3 interleaved runs on the loaded 2-core AVX-512 host):
@@ -32,5 +32,6 @@ TRANSPOSE_FLOPS_PER_BYTE = 7.0
 
 C_TILE_SPEED = TileSpeed(lanes=LANES, half_lanes=HALF, accumulators=ACCUMULATORS, wide_vectors=2, load_slots=LOAD_SLOTS,
                          row_pixels=ROW_PIXELS, call_seconds=CALL_SECONDS,
-                         transpose_flops_per_byte=TRANSPOSE_FLOPS_PER_BYTE,
+                         transpose_flops_per_byte=TRANSPOSE_FLOPS_PER_BYTE, double_lanes=WIDE,
+                         double_accumulators=WIDE_ACCUMULATORS,
                          source="c micro-kernel (targets/c/tile_speed.py)")
