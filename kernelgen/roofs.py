@@ -42,4 +42,9 @@ class TileSpeed:
     transpose_flops_per_byte: float = 0.0
     double_lanes: int = 0  # floats per vector of the second variant (0: none), a channel block of whole ones
     double_accumulators: int = 0
+    # the filter layout (by name) whose blocks of `double_lanes` output channels the dense tiles read in place where a
+    # schedule's channel stripes lie in whole blocks of the tensor; elsewhere each stripe copies its filter block into
+    # the filter cache, at `filter_copy_flops` FLOPs at the FMA peak an element ("": every schedule alike)
+    in_place_filter: str = ""
+    filter_copy_flops: float = 0.0
     source: str  # the measurement the numbers come from

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..roofs import TileSpeed
-from ..plan_types import StripeGeometry, Stripes
-from .geometry import cache_window
+from ..plan_types import LoopOrder, StripeGeometry, Stripes
+from .geometry import cache_window, reduction_channels
 from .work import Work
 
 DEPTHWISE_LOADS_PER_FMA = 2  # an input and a filter value
@@ -115,9 +115,33 @@ def op_slots(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes
 
 
 def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
-    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take."""
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take (and the filter
+    copies a schedule makes of a filter its tiles could read in place)."""
     return round(sum(flops * op_slots(speed, config, geo, cut, work, j)
-                     for j, flops in enumerate(work.op_flops, start=1)))
+                     for j, flops in enumerate(work.op_flops, start=1))
+                 + speed.filter_copy_flops * sum(copied_filter(speed, config, geo, cut, j)
+                                                 for j in range(1, len(config.ops) + 1)))
+
+
+def copied_filter(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, j: int) -> int:
+    """The filter elements op j's (1-based) stripes copy into the filter cache where its filter is in the layout the
+    tiles read in place (TileSpeed.in_place_filter) but the schedule's channel blocks are not whole blocks of it:
+    144 channels in blocks of 32 reach channel 159, past the tensor's 9 blocks of 16 (targets/c/tiles.py's
+    _block_stride); 0 where the tiles read it in place, or where no schedule would."""
+    op, s, lanes = config.ops[j - 1], config.schedule, speed.double_lanes
+    layout = op.filter_layout
+    if (not speed.in_place_filter or layout is None or layout.name != speed.in_place_filter or op.kind != "conv2d"
+            or op.groups != 1 or config.dtype != "float32" or s.c_block):
+        return 0
+    out_k = geo.shapes[j][3]
+    produced = out_k if j == len(config.ops) else max(out_k, reduction_channels(config, list(geo.shapes))[j])
+    blocks = math.ceil(produced / cut.channels)
+    whole = blocks * cut.channels <= math.ceil(out_k / lanes) * lanes  # no block past the tensor's
+    if s.k_block % lanes == 0 and cut.channels % lanes == 0 and whole:
+        return 0
+    reruns = 1 if s.order is LoopOrder.ROWS_OUTER or j == len(config.ops) else cut.ko_extent
+    per_channel = op.kernel[0] * op.kernel[1] * reduction_channels(config, list(geo.shapes))[j - 1]
+    return cut.ho_extent * cut.wo_extent * reruns * blocks * cut.channels * per_channel
 
 
 def transpose_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, work: Work) -> int:
