@@ -118,10 +118,8 @@ LAVAPIPE_TRIP_BODY = 2048
 # once per chunk, and LLVM spills and reloads it between the visits: 24,544 instructions for 8,192 8-lane
 # multiply-adds, 3,206 vector spills, 3,447 reloads. Accumulator-major (the trip's filter and input rows first,
 # then each accumulator's 16 multiply-adds together): 19,890, 814 and 1,672 (benchmarks/lavapipe_profile.py), 0.31 ->
-# 0.335 of the probe by CPU time, 0.32 -> 0.35 by timestamps (5 interleaved rounds, host at load 4-5). A trip of one
-# chunk keeps the row-by-row order: the 3x3 64x64x128's compiles to the same x86 either way (LLVM already groups
-# each accumulator's 36 taps x channels), and the 3x3 s2 RGB conv's (its 3-channel tail) all input rows held for it
-# touched 31 KiB of stack instead of 14 and ran 0.23 of the probe against 0.26.
+# 0.335 of the probe by CPU time, 0.32 -> 0.35 by timestamps (5 interleaved rounds, host at load 4-5). A 3x3's trip
+# compiles to the same x86 either way (LLVM's scheduler already groups its 36 taps x channels per accumulator).
 # Measured on lavapipe 22.3 and left out (same harness): lanes along pixels, so that a filter value is one load
 # broadcast to the subgroup: a load is a scalar load and broadcast only at an offset built from constants and push
 # constants, never inside a kept loop (there, and from the workgroup id, it is a per-lane gather); fully unrolled
@@ -160,8 +158,8 @@ class VulkanDefaults:
     # a dense conv's x lanes, which read the same input rows, fetch a row segment a column each and pass the
     # columns round by subgroupShuffle (vulkan/defaults.py shuffle_rows says where)
     shuffle_rows: bool = False
-    # a dense conv's trip of several input-channel chunks fetches their filter slices and input rows first, then
-    # runs each accumulator's multiply-adds of the whole trip together (conv2d.comp.j2), instead of chunk by chunk
+    # a dense conv's trip of the channel loop fetches its filter slice and input rows first, then runs each
+    # accumulator's multiply-adds of the whole trip together (conv2d.comp.j2), instead of row by row
     accumulator_major: bool = False
 
 
