@@ -114,21 +114,6 @@ LAVAPIPE_TRIP_BODY = 2048
 # lavapipe's storage-buffer store is a loop over the 8 lanes per vector stored; a pair of chunks as one vector of
 # 64-bit words halves those loops (wide_store): 1x1 64x64x128 0.49 -> 0.53 of the probe, 3x3 64x64x128
 # 0.82 -> 0.90, 3x3 258x258x16 -> 256 0.60 -> 0.68 (same runs, busy host).
-# Row by row, a 1x1 conv's trip (4 chunks of 4 input channels) visits each of its 128 vec4 accumulators 4 times,
-# once per chunk, and LLVM spills and reloads it between the visits: 24,544 instructions for 8,192 8-lane
-# multiply-adds, 3,206 vector spills, 3,447 reloads. Accumulator-major (the trip's filter and input rows first,
-# then each accumulator's 16 multiply-adds together): 19,890, 814 and 1,672 (benchmarks/lavapipe_profile.py), 0.31 ->
-# 0.335 of the probe by CPU time, 0.32 -> 0.35 by timestamps (5 interleaved rounds, host at load 4-5). A 3x3's trip
-# compiles to the same x86 either way (LLVM's scheduler already groups its 36 taps x channels per accumulator).
-# Measured on lavapipe 22.3 and left out (same harness): lanes along pixels, so that a filter value is one load
-# broadcast to the subgroup: a load is a scalar load and broadcast only at an offset built from constants and push
-# constants, never inside a kept loop (there, and from the workgroup id, it is a per-lane gather); fully unrolled
-# with a constant output-channel block, each filter value costs a bounds-checked scalar load for one multiply-add
-# per pixel a lane owns: 0.04-0.16 of the probe at 1-4 pixels x 4-16 channels. Stores: an imageStore to a storage
-# texel buffer ran at half the speed of the storage buffer's per-lane loop, a vec4 stored as u64vec2 at 0.75, and two
-# pixels' single chunks regrouped by shuffles into one u64vec4 store per lane raised the 3x3 s2 RGB conv's share of
-# samples in stores from 39-46% to 51%: the per-lane loop moves each 8-lane vector of 64-bit words through a 64-byte
-# stack slot, read back 8 bytes at a time.
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,16 +143,13 @@ class VulkanDefaults:
     # a dense conv's x lanes, which read the same input rows, fetch a row segment a column each and pass the
     # columns round by subgroupShuffle (vulkan/defaults.py shuffle_rows says where)
     shuffle_rows: bool = False
-    # a dense conv's trip of the channel loop fetches its filter slice and input rows first, then runs each
-    # accumulator's multiply-adds of the whole trip together (conv2d.comp.j2), instead of row by row
-    accumulator_major: bool = False
 
 
 VULKAN_DEFAULTS = {
     "lavapipe": VulkanDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, pointwise_ivc_tile=POINTWISE_IVC_TILE,
                                unroll_kernel_rows=True, tile_per_op=LAVAPIPE_TILE_PER_OP,
                                scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True,
-                               shuffle_rows=True, accumulator_major=True),
+                               shuffle_rows=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup
     "rdna2": VulkanDefaults(ivc_tile=(2, 4, 4), wg_size=(16, 4, 1), unroll_kernel_rows=False),

@@ -137,9 +137,6 @@ class VulkanOp:
     # lanes along the workgroup's x that share each input row segment and fetch it a column each, passing the
     # columns round by subgroup shuffles (VulkanDefaults.shuffle_rows); 0: every lane fetches every column
     shuffle_lanes: int = 0
-    # a dense conv's trip fetches its filter and input rows first, then runs each accumulator's multiply-adds
-    # together (VulkanDefaults.accumulator_major)
-    accumulator_major: bool = False
 
     @property
     def shuffle_fetches(self) -> int:
@@ -315,8 +312,6 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            filter_at_use=filter_at_use, taps_at_use=taps_loop,
                            shuffle_lanes=wg[0] if shuffle_rows(defaults, profile.subgroup, planned.group_in,
                                                                taps_loop, wg, planned.row) else 0,
-                           accumulator_major=(defaults.accumulator_major and planned.group_in == 0
-                                              and not filter_at_use and not taps_loop),
                            ))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}

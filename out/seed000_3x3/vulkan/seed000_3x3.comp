@@ -82,42 +82,44 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    // Accumulator-major (VulkanDefaults.accumulator_major): a trip's filter and input rows first, then each
-    // accumulator's multiply-adds of the whole trip in a row, so the compiler loads and stores a spilled
-    // accumulator once per trip rather than once per channel chunk, tap and input row.
     [[dont_unroll]] for (int icb = 0; icb < 32; icb += 1) {
-      vec4 F[1][FHB][KW][4][IVC_OC];
-      vec4 R[1][ROWS][ROW];  // rows and columns no tap reads are dead code, never fetched
       [[unroll]] for (int u = 0; u < 1; ++u) {
         int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        vec4 F[FHB][KW][4][IVC_OC];
         [[unroll]] for (int b = 0; b < FHB; ++b)
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[u][b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 C[2];  // a column of every 8 per lane, passed round by shuffles
+          // The 8 lanes along x read the same row segment: each fetches one column of
+          // every 8 and the shuffles hand each lane all of them.
+          vec4 C[2];
           [[unroll]] for (int q = 0; q < 2; ++q)
             C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[u][h][r] = shuffled(C[r / 8], lane0 + uint(r % 8));
+            R[r] = shuffled(C[r / 8], lane0 + uint(r % 8));
+          [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
+              }
+            }
+          }
         }
       }
-      [[unroll]] for (int i = 0; i < IVC_OH; ++i)
-        [[unroll]] for (int j = 0; j < IVC_OW; ++j)
-          [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-            vec4 o = O[i][j][k];
-            [[unroll]] for (int u = 0; u < 1; ++u)
-              [[unroll]] for (int b = 0; b < FHB; ++b)
-                [[unroll]] for (int fw = 0; fw < KW; ++fw) {
-                  vec4 v = R[u][i * 1 + b * 1][j * 1 + fw * 1];
-                  o = fma(vec4(v.x), F[u][b][fw][0][k], o);
-                  o = fma(vec4(v.y), F[u][b][fw][1][k], o);
-                  o = fma(vec4(v.z), F[u][b][fw][2][k], o);
-                  o = fma(vec4(v.w), F[u][b][fw][3][k], o);
-                }
-            O[i][j][k] = o;
-          }
     }
   }
 
@@ -208,42 +210,44 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    // Accumulator-major (VulkanDefaults.accumulator_major): a trip's filter and input rows first, then each
-    // accumulator's multiply-adds of the whole trip in a row, so the compiler loads and stores a spilled
-    // accumulator once per trip rather than once per channel chunk, tap and input row.
     [[dont_unroll]] for (int icb = 0; icb < 32; icb += 1) {
-      vec4 F[1][FHB][KW][4][IVC_OC];
-      vec4 R[1][ROWS][ROW];  // rows and columns no tap reads are dead code, never fetched
       [[unroll]] for (int u = 0; u < 1; ++u) {
         int ic4 = icb + u;
+        // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
+        vec4 F[FHB][KW][4][IVC_OC];
         [[unroll]] for (int b = 0; b < FHB; ++b)
           [[unroll]] for (int fw = 0; fw < KW; ++fw)
             [[unroll]] for (int c = 0; c < 4; ++c)
               [[unroll]] for (int k = 0; k < IVC_OC; ++k)
-                F[u][b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
+                F[b][fw][c][k] = load_flt(fh0 + b, fw, 4 * ic4 + c, owned_chunk(wg_oc4, k));
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
-          vec4 C[2];  // a column of every 8 per lane, passed round by shuffles
+          // The 8 lanes along x read the same row segment: each fetches one column of
+          // every 8 and the shuffles hand each lane all of them.
+          vec4 C[2];
           [[unroll]] for (int q = 0; q < 2; ++q)
             C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
+          vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
-            R[u][h][r] = shuffled(C[r / 8], lane0 + uint(r % 8));
+            R[r] = shuffled(C[r / 8], lane0 + uint(r % 8));
+          [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
+            [[unroll]] for (int b = 0; b < FHB; ++b) {
+              if (i * 1 + b * 1 == h) {  // constant after unrolling
+                [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
+                  [[unroll]] for (int fw = 0; fw < KW; ++fw) {
+                    vec4 v = R[j * 1 + fw * 1];
+                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
+                      O[i][j][k] = fma(vec4(v.x), F[b][fw][0][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.z), F[b][fw][2][k], O[i][j][k]);
+                      O[i][j][k] = fma(vec4(v.w), F[b][fw][3][k], O[i][j][k]);
+                    }
+                  }
+                }
+              }
+            }
+          }
         }
       }
-      [[unroll]] for (int i = 0; i < IVC_OH; ++i)
-        [[unroll]] for (int j = 0; j < IVC_OW; ++j)
-          [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
-            vec4 o = O[i][j][k];
-            [[unroll]] for (int u = 0; u < 1; ++u)
-              [[unroll]] for (int b = 0; b < FHB; ++b)
-                [[unroll]] for (int fw = 0; fw < KW; ++fw) {
-                  vec4 v = R[u][i * 1 + b * 1][j * 1 + fw * 1];
-                  o = fma(vec4(v.x), F[u][b][fw][0][k], o);
-                  o = fma(vec4(v.y), F[u][b][fw][1][k], o);
-                  o = fma(vec4(v.z), F[u][b][fw][2][k], o);
-                  o = fma(vec4(v.w), F[u][b][fw][3][k], o);
-                }
-            O[i][j][k] = o;
-          }
     }
   }
 
