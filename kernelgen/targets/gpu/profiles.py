@@ -114,6 +114,21 @@ LAVAPIPE_TRIP_BODY = 2048
 # lavapipe's storage-buffer store is a loop over the 8 lanes per vector stored; a pair of chunks as one vector of
 # 64-bit words halves those loops (wide_store): 1x1 64x64x128 0.49 -> 0.53 of the probe, 3x3 64x64x128
 # 0.82 -> 0.90, 3x3 258x258x16 -> 256 0.60 -> 0.68 (same runs, busy host).
+# Measured on lavapipe 22.3 (issue 50, host at load 3-5) and left out:
+# - Lanes along pixels, so that a filter value is one load broadcast to the subgroup: lavapipe loads a scalar and
+#   broadcasts it only at an offset built from constants and push constants outside any kept loop (in a loop, or from
+#   the workgroup id, every load is a per-lane gather); fully unrolled, with a constant output-channel block, each
+#   filter value is a bounds-checked scalar load serving one multiply-add per pixel a lane owns: 0.04-0.16 of the
+#   probe at 1-4 pixels x 4-16 channels a lane.
+# - Accumulator-major trips (a 1x1's 4 chunks fetched first, then each accumulator's 16 multiply-adds together):
+#   24,544 -> 19,890 instructions a trip, 3,206 -> 814 spills, 3,447 -> 1,672 reloads, but no speed change that
+#   survived the load (0.315 -> 0.337 of the probe by timestamps, CPU time per run 6.8 -> 6.1 ms, paired 0.99).
+# - Smaller 1x1 tiles with shorter trips (2x4x8 to 4x4x16, 256-512 multiply-adds a trip): 0.29-0.34 by CPU time
+#   against the default's 0.31; below 4x4 pixels the texelFetch calls for the filter take a third of the samples.
+# - Stores (the 3x3 s2 RGB conv spends 39-46% of its samples there, 27 multiply-adds per output): an imageStore to a
+#   storage texel buffer ran at half the speed of the storage buffer's per-lane loop, a vec4 as u64vec2 at 0.75, and
+#   two pixels' chunks regrouped by shuffles into one u64vec4 per lane at 0.8-1.0 (51% of samples in stores): the
+#   loop moves each 8-lane vector of 64-bit words through a 64-byte stack slot and reads it back 8 bytes a lane.
 
 
 @dataclass(frozen=True, slots=True)
