@@ -9,7 +9,7 @@ import math
 import kernelgen.expr as E
 from ...config import Config
 from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
-from ...planner.geometry import cache_window, reduction_channels, temp_names, unproven
+from ...planner.geometry import cache_window, filter_in_place, reduction_channels, temp_names, unproven
 from dataclasses import replace
 
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
@@ -86,7 +86,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     taps = op.kernel[0] * op.kernel[1]
     vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
     lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
-    if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
+    in_place = filter_in_place(cfg, shape_list, j, cut.channels)  # the plan keeps no filter cache for it
+    if not in_place and cut.channels * taps * (1 if depthwise else reduce) > filter_room:
         return None, "the filter cache cannot hold the repacked block"
     cols = geo.cols[j]
     most = ACCUMULATORS // vectors
@@ -194,6 +195,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                            filter_tap=inputs * WIDE)
         else:
             stride = 0
+    if in_place and not stride:
+        return None, "its filter tensor's blocks do not line up with the tile's (and the plan keeps no filter cache)"
     if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
         tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first))
     if depthwise and not columns and found is None and _paired(tile.vector_channels):

@@ -1,0 +1,86 @@
+"""Issue 48: a dense filter the c tiles read in place (filter_layout: OHWI16o) takes no filter cache, so the budget
+search spends the budget on wider stripes (ResNet18's 7x7x512 convs: one stripe of every channel, not two
+input-channel chunks of 16 stripes); and rows_outer lowers a channel block only to fit or to move fewer bytes."""
+import pytest
+from builders import toolchain
+from conftest import requires_tool
+
+from kernelgen.api import parse_config, validate
+from kernelgen.planner import plan
+from kernelgen.planner.search import Key, _widest_blocks
+
+# ResNet18's layer4_0_conv2 as `kernelgen import` writes it, at 256 channels (a 2.4 MB filter)
+DEEP = """name: deep
+input: {shape: [1, 7, 7, 256], layout: NHWC}
+ops:
+  - conv2d: {out_channels: 256, kernel: [3, 3], pad: [1, 1, 1, 1], FILTER bias: true, activation: relu}
+OPS
+output: {layout: NHWC}
+schedule: auto
+targets: [c]
+"""
+POOL_FC = """  - global_avgpool: {}
+  - conv2d: {out_channels: 1000, kernel: [1, 1], bias: true}"""
+
+
+def _plan(filter_layout: str, tail: str = ""):
+    text = DEEP.replace("FILTER ", f"filter_layout: {filter_layout}, " if filter_layout else "")
+    return plan(parse_config(text.replace("OPS\n", tail + "\n" if tail else ""), "deep.yaml"))
+
+
+def test_a_filter_read_in_place_takes_no_cache_and_the_budget_one_stripe():
+    p = _plan("OHWI16o")
+    assert [c.name for c in p.caches] == ["input", "output"]
+    chosen = p.search.chosen
+    # every channel in one stripe: the 9 x 9 x 256 input cache (82944 bytes) and the 7 x 7 x 256 output's
+    assert (chosen.k_split, chosen.c_split, chosen.stripes, chosen.workspace_bytes) == (8, 1, 1, 83968 + 51200)
+    # the planner's own loops (where no tile fits) read the tensor at its OHWI16o offsets
+    body = "\n".join(str(n) for n in p.kernel.body)
+    assert "filter_cache" not in body and "acc[ki] += x * filter1[" in body
+
+
+def test_an_oihw_filter_keeps_its_cache_and_its_stripes():
+    p = _plan("")
+    assert [c.name for c in p.caches][:2] == ["input", "filter"]
+    # the 32-channel filter block (294912 bytes) leaves room for one block a stripe: 8 stripes
+    assert (p.search.chosen.k_split, p.search.chosen.stripes) == (1, 8)
+
+
+def test_a_chain_into_a_classifier_keeps_the_widest_block_that_fits():
+    p = _plan("OHWI16o", POOL_FC)
+    assert str(p.search.chosen.order) == "rows_outer"
+    # the classifier's 1000 rows in blocks of 16 (1008) would compute fewer idle channels than 32 (1024); the
+    # 16-float tiles of the 3x3 conv then run one vector a pixel (layer4_1_conv2_to_fc: 2.84 ms against 2.35)
+    assert p.search.chosen.k_block == 32
+    # the filter cache holds the classifier's block of rows alone (the dot tiles' OIHW rows), not the 3x3 conv's
+    assert [(c.name, c.logical_shape) for c in p.caches[:2]] == [("input", (1, 9, 9, 256)), ("filter", (32, 256, 1, 1))]
+
+
+def _key(k_block: int, traffic: int, h: int = 1) -> Key:
+    return Key(cost=traffic, traffic=traffic, executed=0, c=1, neg_k_block=-k_block, neg_h_block=-8, workspace=0,
+               order_rank=1, k=1, h=h, w=1, count=1, compute=0)
+
+
+@pytest.mark.parametrize("keys, kept", [
+    ([(32, 100), (16, 100), (8, 100)], [(32, 100)]),  # same traffic: the widest
+    ([(32, 100), (16, 90), (8, 100)], [(32, 100), (16, 90)]),  # a narrower one moving fewer bytes stays
+    ([(16, 100), (8, 100)], [(16, 100)]),  # 32 did not fit: 16 is the widest
+])
+def test_rows_outer_lowers_a_block_only_to_fit_or_to_move_fewer_bytes(keys, kept):
+    fits = [_key(kb, traffic) for kb, traffic in keys]
+    assert [(-k.neg_k_block, k.traffic) for k in _widest_blocks(fits)] == kept
+
+
+def test_other_splits_keep_their_own_widest():
+    fits = [_key(32, 100, h=1), _key(16, 100, h=2)]  # different row splits: each its group's widest
+    assert _widest_blocks(fits) == fits
+
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("tail", ["", POOL_FC])
+def test_filters_read_in_place_match_numpy(tail):
+    config = parse_config(DEEP.replace("FILTER ", "filter_layout: OHWI16o, ").replace("OPS\n", tail + "\n" if tail
+                                                                                       else ""), "deep.yaml")
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
