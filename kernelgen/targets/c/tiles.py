@@ -12,6 +12,7 @@ from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
 from ...planner.geometry import cache_window, filter_in_place, reduction_channels, temp_names, unproven
 from dataclasses import replace
 
+from .filter_prefetch import filter_prefetch
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
                           PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
                           columns_contiguous, fresh_rows, part, separable)
@@ -274,9 +275,16 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: s
     wide["xw"] = (lo, hi + (op.kernel[1] - 1) * op.dilation[1])  # the taps' first columns, some left of the window
     block = op.kernel[0] * op.kernel[1] * t.reduce * WIDE  # one repacked filter block of WIDE channels
     filter_block = f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}"
+    prefetch = None
     if stride:  # in place: each kv step `vectors` blocks
         filter_block, block = f"{first} + kv * {stride * vectors}", stride
+        kv_steps, taps, tiles = t.k_block // (vectors * WIDE), op.kernel[0] * op.kernel[1], math.ceil(cols / pixels)
+        call = f"((oh * {tiles} + owb) * {kv_steps} + kv) * {taps} + rh * {op.kernel[1]} + rw"  # oh: the stripe's
+        prefetch = filter_prefetch(ahead=f"filter{j} + {first} + {t.k_block // WIDE * stride}", call=call,
+                                   calls=geo.rows[j] * tiles * kv_steps * taps, taps=taps, blocks=t.k_block // WIDE,
+                                   block_stride=stride, tap_stride=t.filter_tap, line=WIDE)
     return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
+                   prefetch=prefetch,
                    col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
                    col_at=part(src, "w", E.Var("xw"), wide), col_step=step, filter_block=filter_block,
                    filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
