@@ -5,9 +5,10 @@ import pytest
 from builders import toolchain
 from conftest import requires_tool
 
-from kernelgen.api import parse_config, validate
+from kernelgen.api import jobs, parse_config, validate
 from kernelgen.planner import plan
 from kernelgen.planner.search import Key, _widest_blocks
+from kernelgen.targets.c.filter_prefetch import filter_prefetch
 
 # ResNet18's layer4_0_conv2 as `kernelgen import` writes it, at 256 channels (a 2.4 MB filter)
 DEEP = """name: deep
@@ -84,3 +85,22 @@ def test_filters_read_in_place_match_numpy(tail):
                                                                                        else ""), "deep.yaml")
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
+def test_the_wide_tile_prefetches_the_next_blocks_filter_a_tap_run_at_a_time():
+    config = parse_config(DEEP.replace("FILTER ", "filter_layout: OHWI16o, ").replace("OPS\n", ""), "deep.yaml")
+    text = jobs(config, ("c",))["c"].files["deep.c"]
+    # 7 rows x 1 tile x 1 kv step x 9 taps = 63 runs a 32-channel block; its 2 x 9 runs of 256 lines go to runs
+    # floor(u x 63 / 18); blocks of 16 channels 9 x 256 x 16 = 36864 elements apart, taps 4096; one stripe of all
+    # 16 blocks (589824), the next block 2 on
+    assert ("const int pu = ((((oh * 1 + owb) * 1 + kv) * 9 + rh * 3 + rw) * 18 + 62) / 63;" in text)
+    assert ("? filter1 + ko_outer * 589824 + ko_inner * 73728 + 73728 + (pu / 9) * 36864 + (pu % 9) * 4096 : 0;"
+            in text)
+    assert text.count("if (pf) KG_PREFETCH(pf + rc * 16);") == 1  # the 16-float tile only
+
+
+def test_no_prefetch_where_the_runs_are_fewer_than_the_lines_to_bring_in():
+    assert filter_prefetch(ahead="f", call="c", calls=17, taps=9, blocks=2, block_stride=1, tap_stride=1,
+                           line=16) is None
+    assert filter_prefetch(ahead="f", call="c", calls=18, taps=9, blocks=2, block_stride=1, tap_stride=1,
+                           line=16).units == 18
