@@ -8,7 +8,7 @@ from conftest import requires_tool
 from kernelgen.api import jobs, parse_config, validate
 from kernelgen.planner import plan
 from kernelgen.planner.search import Key, _widest_blocks
-from kernelgen.targets.c.filter_prefetch import filter_prefetch
+from kernelgen.targets.c.filter_prefetch import MIN_REDUCE, filter_prefetch
 
 # ResNet18's layer4_0_conv2 as `kernelgen import` writes it, at 256 channels (a 2.4 MB filter)
 DEEP = """name: deep
@@ -99,8 +99,8 @@ def test_the_wide_tile_prefetches_the_next_blocks_filter_a_tap_run_at_a_time():
     assert text.count("if (pf) KG_PREFETCH(pf + rc * 16);") == 1  # the 16-float tile only
 
 
-def test_no_prefetch_where_the_runs_are_fewer_than_the_lines_to_bring_in():
-    assert filter_prefetch(ahead="f", call="c", calls=17, taps=9, blocks=2, block_stride=1, tap_stride=1,
-                           line=16) is None
-    assert filter_prefetch(ahead="f", call="c", calls=18, taps=9, blocks=2, block_stride=1, tap_stride=1,
-                           line=16).units == 18
+def test_no_prefetch_where_the_runs_are_too_few_or_too_short():
+    runs = dict(ahead="f", call="c", taps=9, blocks=2, block_stride=1, tap_stride=1, line=16)
+    assert filter_prefetch(calls=17, reduce=256, **runs) is None
+    assert filter_prefetch(calls=18, reduce=256, **runs).units == 18
+    assert filter_prefetch(calls=18, reduce=MIN_REDUCE - 1, **runs) is None  # too short a run to pay

@@ -9,7 +9,13 @@ runs of `reduce` consecutive filter lines (the `units`) go to calls floor(u x ca
 step. ResNet18's layer4_0_conv2 in one 512-channel stripe of 32-channel blocks, the filter one of 8 copies in turn
 (so from memory, as in the network; C harness, interleaved, CPU time): 1.83 -> 1.70 ms; with one filter, L2-hot,
 1.58 -> 1.56. A line each reduction step of every call (the same lines, spread evenly) cost more than it saved
-with the filter hot (1.56 -> 1.69): the index arithmetic ran in every step."""
+with the filter hot (1.56 -> 1.69): the index arithmetic ran in every step.
+
+Each tap run picks its line run (a few integer operations) and tests the pointer each reduction step, which a short
+run does not repay: in ResNet18's program (perf, the kernels' shares of the CPU time, two runs each) conv1 (3 input
+channels a tap) took 1.57 -> 1.65 ms with the prefetch and layer1's convs (64) 1-3% more, layer2's (128) the same,
+layer3's (256) 1.54 -> 1.46 and layer4's 2.14 -> 2.05 (512), 1.05 -> 0.95 (256, stride 2). MIN_REDUCE is where the
+runs start to pay."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,10 +41,14 @@ class FilterPrefetch:
         return self.blocks * self.taps
 
 
+MIN_REDUCE = 128  # input channels a tap run sums, at least
+
+
 def filter_prefetch(ahead: str, call: str, calls: int, taps: int, blocks: int, block_stride: int, tap_stride: int,
-                    line: int) -> FilterPrefetch | None:
-    """The prefetch, or None where the block has fewer tap runs than runs of lines to bring in (one each)."""
-    if blocks * taps > calls:
+                    line: int, reduce: int) -> FilterPrefetch | None:
+    """The prefetch, or None where the block has fewer tap runs than runs of lines to bring in (one each), or a
+    tap run sums fewer than MIN_REDUCE input channels."""
+    if blocks * taps > calls or reduce < MIN_REDUCE:
         return None
     return FilterPrefetch(ahead=ahead, call=call, calls=calls, taps=taps, blocks=blocks, block_stride=block_stride,
                           tap_stride=tap_stride, line=line)

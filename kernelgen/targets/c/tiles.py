@@ -282,7 +282,7 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: s
         call = f"((oh * {tiles} + owb) * {kv_steps} + kv) * {taps} + rh * {op.kernel[1]} + rw"  # oh: the stripe's
         prefetch = filter_prefetch(ahead=f"filter{j} + {first} + {t.k_block // WIDE * stride}", call=call,
                                    calls=geo.rows[j] * tiles * kv_steps * taps, taps=taps, blocks=t.k_block // WIDE,
-                                   block_stride=stride, tap_stride=t.filter_tap, line=WIDE)
+                                   block_stride=stride, tap_stride=t.filter_tap, line=WIDE, reduce=t.reduce)
     return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
                    prefetch=prefetch,
                    col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
