@@ -108,6 +108,9 @@ class Config:
     side_inputs: tuple[SideInput, ...] = ()  # tensors besides the input (a residual's other branch)
     # every target of the config wants the caches channels-innermost (TargetInfo.channels_last_caches)
     channels_last_caches: bool = False
+    # the float filter layout every target of the config reads in place (TargetInfo.dense_filter_layout; "": some
+    # target copies each filter stripe into its filter cache)
+    in_place_filter_layout: str = ""
 
     def problem(self, key: str, message: str) -> ConfigError:
         """A ConfigError about `key` (dotted, as in messages) found after loading, e.g. by the planner."""
@@ -187,6 +190,11 @@ def _listed_as_nhwc(model: M.ConfigModel, document: MarkedDocument, path: str, c
         f"expected the shape in the order of the layout's letters, [{', '.join(order)}] = {listed}, got "
         f"{list(model.input.shape)} in NHWC order, as kernelgen import wrote it before: import the model again "
         f"(or list every shape as its layout names it)")])
+
+
+def _shared(names: set[str]) -> str:
+    """The one name every target gave, or "" where they differ (or there are none)."""
+    return next(iter(names)) if len(names) == 1 else ""
 
 
 def options_of(config: Config, target: str) -> Any:
@@ -331,6 +339,8 @@ class _Checker:
                       source=m.source, side_inputs=self.sides,
                       channels_last_caches=bool(m.targets) and all(
                           t.channels_last_caches for t in self.catalog if t.name in m.targets),
+                      in_place_filter_layout=_shared({t.dense_filter_layout for t in self.catalog
+                                                      if t.name in m.targets}),
                       marks={key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
 
     def side_inputs(self, m: M.ConfigModel) -> tuple[SideInput, ...]:

@@ -134,13 +134,15 @@ class StripeBuilder:
             kj = self.shape_list[j][3]
             # All channels the consumer reads: with its overcompute, the channel padding too (as zeros).
             produced = max(kj, self.reduce_channels[j])
-            read = () if self.config.ops[j - 1].pool else (self._filter_read(j, var, kj, produced),)
+            read = () if self.config.ops[j - 1].pool or self.win.in_place[j - 1] else (
+                self._filter_read(j, var, kj, produced),)
             body = (*read,
                     self._conv(j, var, sources[j - 1], self.win.temps[j - 1], self.win.temp_names[j - 1], last=False))
             out.append(Loop(var=var, extent=math.ceil(produced / ks_ch), body=body,
                             comment=f"all {kj} output channels of conv2d #{j} before conv2d #{j + 1}"))
         n, out_k = self.n_ops, self.shape_list[-1][3]
-        read = () if self.config.ops[-1].pool else (self._filter_read(n, "ko_outer", out_k, out_k),)
+        read = () if self.config.ops[-1].pool or self.win.in_place[-1] else (
+            self._filter_read(n, "ko_outer", out_k, out_k),)
         last = (*read, self._conv(n, "ko_outer", sources[-1], self.win.output, "output_cache", last=True))
         if self.config.schedule.order is LoopOrder.ROWS_OUTER:
             # the last op's channel blocks inside the row stripe, each written back as soon as it is computed
@@ -222,6 +224,14 @@ class StripeBuilder:
                                                 summary=f"acc[ki] = x * {op.scale_by}[n, c]"))
         elif op.pool:
             tap = pool_tap(op, load)
+        elif self.win.in_place[j - 1]:  # (geometry.filter_in_place) the filter tensor itself, no filter cache
+            tensor = next(t for t in self.tensors if t.name == f"filter{j}").layout
+            channel = self._chunk_channel("rc") if j == 1 else E.Var("rc")
+            f_index = tensor.offset_c({"o": k_global, "i": channel, "h": E.Var("rh"), "w": E.Var("rw")},
+                                      bounds | {"ci_outer": (0, self.chunks - 1)})
+            present = _cond([(k_global, "<", out_k)], bounds)
+            value = f"({present[0]} ? filter{j}[{f_index}] : 0)" if present else f"filter{j}[{f_index}]"
+            mac = Stmt(code=f"acc[ki] += x * {value};", summary=f"acc[ki] += x * filter{j}[...]")
         else:
             f_layout = self.win.filters[j - 1]
             f_index = f_layout.offset_c({"o": k_local, "i": E.Var("rc"), "h": E.Var("rh"), "w": E.Var("rw")}, bounds)

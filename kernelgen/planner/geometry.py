@@ -140,6 +140,7 @@ class Windows:
     input: TensorLayout
     temps: tuple[TensorLayout, ...]  # output of op j (1..n-1)
     filters: tuple[TensorLayout | None, ...]  # k-stripe of each op's filter (None: a pool has none)
+    in_place: tuple[bool, ...]  # per op: its filter is read from its tensor, with no filter cache (filter_in_place)
     output: TensorLayout
     temp_names: tuple[str, ...]
 
@@ -188,7 +189,8 @@ def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: S
     n_ops = len(config.ops)
     memo = _memo(config)
     temps_key = ("temps", geo.rows, geo.cols, config.channels_last_caches)
-    filters_key = ("filters", cut.channels, config.schedule.c_block)
+    filters_key = ("filters", cut.channels, config.schedule.c_block, config.schedule.k_block,
+                   config.in_place_filter_layout, config.dtype)
     temps = memo.get(temps_key)
     if temps is None:
         temps = memo[temps_key] = tuple(cache_window(config, config.ops[j - 1].output_layout,
@@ -200,12 +202,38 @@ def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: S
         filters = memo[filters_key] = tuple(
             None if op.pool else op.filter_layout.bind((cut.channels, reduce[j] // op.groups, *op.kernel))
             for j, op in enumerate(config.ops))
+        memo[filters_key + ("in place",)] = tuple(filter_in_place(config, shape_list, j, cut.channels)
+                                                   for j in range(1, n_ops + 1))
     return Windows(input=cache_window(config, config.input_layout,
                                       (1, geo.rows[0], geo.cols[0], config.schedule.c_block or shape_list[0][3])),
-                   temps=temps, filters=filters,
+                   temps=temps, filters=filters, in_place=memo[filters_key + ("in place",)],
                    output=cache_window(config, config.ops[-1].output_layout,
                                        (1, geo.rows[-1], geo.cols[-1], cut.channels)),
                    temp_names=temp_names(n_ops))
+
+
+def filter_in_place(config: Config, shape_list: list[Shape], j: int, channels: int) -> bool:
+    """Whether op j (1-based) reads its filter from the filter tensor itself, with no filter cache, under stripes
+    of `channels` output channels: a dense float conv whose filter layout is the one every target of the config
+    reads in place (Config.in_place_filter_layout, blocks of `block` output channels), with the stripes and the
+    channel block in whole blocks, the stripes inside the tensor's blocks, its reduction over the real input
+    channels, and more than one output pixel (a 1x1 conv on one pixel runs as dot products over OIHW rows). A
+    filter cache the in-place tiles never fill would take budget a wider stripe could use: ResNet18's 7x7x512
+    convs ran in two input-channel chunks of 16-channel-block stripes to leave room for one."""
+    op = config.ops[j - 1]
+    if (not config.in_place_filter_layout or config.dtype != "float32" or op.kind != "conv2d" or op.pool
+            or op.groups != 1 or op.filter_layout is None or op.filter_layout.name != config.in_place_filter_layout):
+        return False
+    block = op.filter_layout.block_factor("o") or 1
+    out_k, in_c = shape_list[j][3], shape_list[j - 1][3]
+    produced = out_k if j == len(config.ops) else max(out_k, reduction_channels(config, shape_list)[j])
+    reach = -(-produced // channels) * channels  # the channels the stripes run over
+    if channels % block or config.schedule.k_block % block or reach > -(-out_k // block) * block:
+        return False
+    c_block = config.schedule.c_block if j == 1 else 0
+    if (in_c % c_block if c_block else reduction_channels(config, shape_list)[j - 1] != in_c):
+        return False
+    return not (op.kernel == (1, 1) and tuple(shape_list[j][1:3]) == (1, 1))
 
 
 def allocate(config: Config, win: Windows) -> tuple[Cache, ...]:
@@ -244,8 +272,8 @@ def _carve(config: Config, win: Windows):
     else:
         yield ("input", "input_cache", win.input, None,
                "ring buffer: a stripe's last rows stay for the next" if s.halo is Halo.REUSE else "", 1)
-    convs = [w for w in win.filters if w is not None]
-    if convs:  # pools read no filter
+    convs = [w for w, in_place in zip(win.filters, win.in_place) if w is not None and not in_place]
+    if convs:  # pools read no filter, and a filter read in place needs no cache
         yield ("filter", "filter_cache", max(convs, key=lambda w: w.size), None,
                "one filter cache, reused by every conv2d of the chain" if len(convs) > 1 else "", 1)
     for name, window in zip(win.temp_names, win.temps):

@@ -300,6 +300,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                                f"({_splits(smallest, fitted)}) needs that much for its caches, got {s.budget} "
                                f"({s.budget_source})")
         raise NoScheduleFits(error.problems, needed=smallest.workspace, budget=s.budget)
+    fitting = len(fits)
     fits.sort()
     best = fits[0]
     chosen = _candidate(best, "chosen")
@@ -313,7 +314,7 @@ def fit_schedule(config: Config, report: bool = True) -> tuple[Config, ScheduleS
                             chosen=chosen, runners_up=runners, too_big=big)
     winner = trial_config(best.k, best.h, best.w, best.c, best.order, -best.neg_k_block, -best.neg_h_block)
     if timed and report:
-        search = replace(search, why=_why_won(winner, shape_list, best, len(fits)))
+        search = replace(search, why=_why_won(winner, shape_list, best, fitting))
     return winner, search
 
 

@@ -103,7 +103,7 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     if any(t is not None and t.filter_rows for t in tiles):
         unused += ("(void)filter_cache; /* a dot tile reads its filter tensor in place */",)
         notes.append("dot products read the filter tensor in place (no filter cache copy)")
-    elif any(t is not None and t.filter_in_place for t in tiles):
+    elif filter_room and any(t is not None and t.filter_in_place for t in tiles):
         unused += ("(void)filter_cache; /* a tile reads its filter tensor in place */",)
     for t, op in zip(tiles, plan.ops):
         if t is not None and t.filter_in_place and not t.filter_rows:

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 import kernelgen.expr as E
 from ...layout import TensorLayout
 from ...plan_types import Block, Guard, Loop, Node, OpGeometry, Stmt
+from .direct import Direct
+from .filter_prefetch import FilterPrefetch, prefetch_line, prefetch_pointer
 
 LANES = 8  # floats per kg_vf: one AVX/AVX-512VL ymm register, two NEON q registers
 HALF = 4  # floats per kg_vf4 (one SSE/NEON register): dense tiles of a k_block of 4, as schedule: auto may fit
@@ -46,25 +48,6 @@ DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, 
 # alike; on 2 MiB pages, where the hardware keeps streaming, no change). The output's lines: no gain measured.
 PREFETCH_TILES = 4
 LINE_FLOATS = 16  # a 64-byte cache line
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Direct:
-    """A depthwise tile reading the kernel's input itself: where each tap's input pixel lies (C expressions)."""
-
-    row: str  # the input row of output row oh, kernel row rh
-    col: str  # the input column of window column 0
-    rows: int  # the input's rows and columns: taps outside read zeros (the conv padding)
-    cols: int
-    row_offset: str  # the element offset of input row `ih` (and of the batch)
-    col_offset: str  # the element offset of input column `iw`
-    # kernel rows whose input row the output row before did not read: their pixels `ahead` columns on are
-    # prefetched, `lines` cache lines each (see PREFETCH_TILES)
-    fresh_rows: tuple[int, ...] = ()
-    ahead: int = 0
-    lines: int = 0
-    channel: str = "0"  # the element offset of the tile's first channel
-    col_step: int = 0  # elements between two input columns, where that is one number (NHWC: the channels); else 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +114,7 @@ class Tile:
     # dense: where filter blocks are read: the filter cache (repacked per call), or op j's `filter<j>` in place when
     # its layout is the repacked order (IN_PLACE_FILTER; filter_block, filter_tap are then offsets in the tensor)
     filter_base: str = "filter_cache"
+    prefetch: FilterPrefetch | None = None  # dense, in place: the next channel block's filter brought into L2
 
     @property
     def filter_in_place(self) -> bool:  # the tile reads its op's filter tensor (no filter cache copy)
@@ -230,10 +214,12 @@ def _dense(t: Tile) -> tuple[Node, ...]:
                      Stmt(code=f"const float *const x = {t.src} + xr;", summary="x = the source row")]
     pointers.append(Stmt(code=f"const float *const wt = wk + (rh * {t.kernel[1]} + rw) * {t.filter_tap};",
                          summary="wt = filter tap"))
+    pointers += prefetch_pointer(t.prefetch) if t.prefetch else ()
     loads = ", ".join(f"w{v} = KG_LOAD{x}({t.filter_at(v)})" for v in v_range)
     macs = [Stmt(code=" ".join(f"KG_FMA{x}(a{p}_{v}, {inputs[p]}, w{v});" for v in v_range),
                  summary=f"a{p}_* += x{p}[rc] * w*") for p in p_range]
     reduction = Loop(var="rc", extent=t.reduce, body=(
+        *((prefetch_line(t.prefetch),) if t.prefetch else ()),
         Stmt(code=f"const kg_vf{x} {loads};", summary="w* = filter vectors"),
         Stmt(code=f"const int ch = {t.channel};", summary="ch = channel offset"), *macs))
     body: tuple[Node, ...] = (

@@ -9,9 +9,10 @@ import math
 import kernelgen.expr as E
 from ...config import Config
 from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
-from ...planner.geometry import cache_window, reduction_channels, temp_names, unproven
+from ...planner.geometry import cache_window, filter_in_place, reduction_channels, temp_names, unproven
 from dataclasses import replace
 
+from .filter_prefetch import filter_prefetch
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
                           PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
                           columns_contiguous, fresh_rows, part, separable)
@@ -86,7 +87,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     taps = op.kernel[0] * op.kernel[1]
     vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
     lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
-    if cut.channels * taps * (1 if depthwise else reduce) > filter_room:
+    in_place = filter_in_place(cfg, shape_list, j, cut.channels)  # the plan keeps no filter cache for it
+    if not in_place and cut.channels * taps * (1 if depthwise else reduce) > filter_room:
         return None, "the filter cache cannot hold the repacked block"
     cols = geo.cols[j]
     most = ACCUMULATORS // vectors
@@ -194,6 +196,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                            filter_tap=inputs * WIDE)
         else:
             stride = 0
+    if in_place and not stride:
+        return None, "its filter tensor's blocks do not line up with the tile's (and the plan keeps no filter cache)"
     if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
         tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first))
     if depthwise and not columns and found is None and _paired(tile.vector_channels):
@@ -271,9 +275,16 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: s
     wide["xw"] = (lo, hi + (op.kernel[1] - 1) * op.dilation[1])  # the taps' first columns, some left of the window
     block = op.kernel[0] * op.kernel[1] * t.reduce * WIDE  # one repacked filter block of WIDE channels
     filter_block = f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}"
+    prefetch = None
     if stride:  # in place: each kv step `vectors` blocks
         filter_block, block = f"{first} + kv * {stride * vectors}", stride
+        kv_steps, taps, tiles = t.k_block // (vectors * WIDE), op.kernel[0] * op.kernel[1], math.ceil(cols / pixels)
+        call = f"((oh * {tiles} + owb) * {kv_steps} + kv) * {taps} + rh * {op.kernel[1]} + rw"  # oh: the stripe's
+        prefetch = filter_prefetch(ahead=f"filter{j} + {first} + {t.k_block // WIDE * stride}", call=call,
+                                   calls=geo.rows[j] * tiles * kv_steps * taps, taps=taps, blocks=t.k_block // WIDE,
+                                   block_stride=stride, tap_stride=t.filter_tap, line=WIDE, reduce=t.reduce)
     return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
+                   prefetch=prefetch,
                    col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
                    col_at=part(src, "w", E.Var("xw"), wide), col_step=step, filter_block=filter_block,
                    filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
