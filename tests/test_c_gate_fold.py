@@ -1,0 +1,48 @@
+"""targets/c/gate_fold.py: a kernel's first squeeze-excite mul multiplied into the input cache read on the c target
+(no pass or cache of its own), where the copy's element is the mul's; elsewhere the mul keeps its pass. Each case
+is compiled and run against numpy op by op (the mul's output is traced from the copy)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from builders import Case, make_config, toolchain
+from conftest import requires_tool
+
+from kernelgen import api
+
+# MobileNetV3-small's SE tail at a small size: the gate, a 1x1 conv, a padded 3x3 depthwise (its window reaches a
+# row above the image: the copy writes zeros there), a 1x1 projection; two row stripes
+SE_TAIL = Case([1, 12, 10, 16], ["mul: {by: scale}", "{out_channels: 24, kernel: 1, activation: relu}",
+                                  "{out_channels: 24, kernel: 3, pad: 1, groups: 24, activation: relu}",
+                                  "{out_channels: 8, kernel: 1}"],
+               side_inputs="{scale: {shape: [1, 1, 1, 16]}}", schedule="{h_split: 2, k_block: 8}", targets="[c]")
+FOLDED = "mul #1: folded into the input cache read"
+
+CASES = {
+    "rows": (SE_TAIL, True),
+    # mul and the conv that stores the output (MobileNetV3's `_mul_to_3` kernels), one stripe
+    "pair": (SE_TAIL.with_(shape=[1, 7, 7, 32], ops=["mul: {by: scale}", "{out_channels: 16, kernel: 1}"],
+                           side_inputs="{scale: {shape: [1, 1, 1, 32]}}", schedule="{k_block: 8}"), True),
+    # two images: a gate per image, the copy's channel alone does not say which
+    "batch": (SE_TAIL.with_(shape=[2, 12, 10, 16], side_inputs="{scale: {shape: [2, 1, 1, 16]}}"), False),
+    # an input with channel planes: the copy is a transpose, its index not the mul's
+    "nchw": (SE_TAIL.with_(input_layout="NCHW"), False),
+}
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_first_gate_folds_into_the_input_read_where_the_copy_is_its_element(name):
+    case, folds = CASES[name]
+    config = make_config(f"gate_{name}", case)
+    job = api.jobs(config, ("c",))["c"]
+    source = job.files[f"gate_{name}.c"]
+    assert any(note.startswith(FOLDED) for note in job.target_plan.notes) is folds
+    assert ("/* mul #1 into " in source) is not folds  # the mul's own pass, where it stays
+    read = re.split(r"/\* (?:mul #1|filter #2|conv2d #2)", source.split("/* input cache read")[1])[0]
+    assert ("* side_scale[" in read) is folds
+    result = api.validate(config, "c", seed=7)
+    assert result.passed, result.detail
+    assert result.checked == "op-by-op"  # the mul's output, traced from the copy, checked against numpy's
