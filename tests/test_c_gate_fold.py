@@ -1,6 +1,7 @@
-"""targets/c/gate_fold.py: a kernel's first squeeze-excite mul multiplied into the input cache read on the c target
-(no pass or cache of its own), where the copy's element is the mul's; elsewhere the mul keeps its pass. Each case
-is compiled and run against numpy op by op (the mul's output is traced from the copy)."""
+"""The c target's squeeze-excite and padded-window chains: a kernel's first mul multiplied into the input cache read
+(targets/c/gate_fold.py: no pass or cache of its own) where the copy's element is the mul's, elsewhere the mul keeps
+its pass; a producer's tiles not summed on its consumer's padding rows (rewrite.py). Each case is compiled and run
+against numpy op by op (the mul's output is traced from the copy)."""
 from __future__ import annotations
 
 import re
@@ -46,3 +47,22 @@ def test_the_first_gate_folds_into_the_input_read_where_the_copy_is_its_element(
     result = api.validate(config, "c", seed=7)
     assert result.passed, result.detail
     assert result.checked == "op-by-op"  # the mul's output, traced from the copy, checked against numpy's
+
+
+# the fused 1x1 before a 5x5 depthwise on 7x7 (MobileNetV3-small's features_10 block): the 1x1 sums the depthwise's
+# padded window, 11 rows of which 4 are padding
+PRODUCER = Case([1, 7, 7, 24], ["{out_channels: 48, kernel: 1, activation: hardswish}",
+                                "{out_channels: 48, kernel: 5, pad: 2, groups: 48}"], schedule="{k_block: 16}",
+                targets="[c]")
+
+
+@requires_tool(*toolchain("c"))
+def test_a_producer_sums_no_tile_on_its_consumers_padding_rows():
+    config = make_config("producer", PRODUCER)
+    source = api.generate(config, "c")["producer.c"]
+    conv1 = source.split("/* conv2d #1 into")[1].split("/* conv2d #2")[0]
+    # the row test guards each tile's sums (both vector widths), before the per-pixel stores' full position test
+    assert conv1.count("if (KG_LIKELY(((ho_outer*8)+oh+(-2)) >= 0 && ((ho_outer*8)+oh+(-2)) < 7)) {") == 2
+    result = api.validate(config, "c", seed=11)
+    assert result.passed, result.detail
+    assert result.checked == "op-by-op"
