@@ -1,10 +1,12 @@
-"""The c target's squeeze-excite and padded-window chains: a kernel's first mul multiplied into the input cache read
-(targets/c/gate_fold.py: no pass or cache of its own) where the copy's element is the mul's, elsewhere the mul keeps
-its pass; a producer's tiles not summed on its consumer's padding rows (rewrite.py). Each case is compiled and run
-against numpy op by op (the mul's output is traced from the copy)."""
+"""The c target on MobileNetV3-small's block shapes (issue 48): a kernel's first squeeze-excite mul multiplied into
+the input cache read (targets/c/gate_fold.py: no pass or cache of its own) where the copy's element is the mul's,
+elsewhere the mul keeps its pass; a producer's tiles not summed on its consumer's padding rows (rewrite.py); a direct
+depthwise tile's 16-float variant (tiles.py). Each case is compiled and run against numpy (a chain op by op, the
+mul's output traced from the copy). No timings: `kernelgen bench` measures speed."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,29 @@ def test_a_producer_sums_no_tile_on_its_consumers_padding_rows():
     result = api.validate(config, "c", seed=11)
     assert result.passed, result.detail
     assert result.checked == "op-by-op"
+
+
+# a 5x5 depthwise alone on 7x7x96 (MobileNetV3-small's features_10_block_1 at a sixth of its channels): it reads the
+# input in place (direct), 12 channel vectors a pixel
+DIRECT = Case([1, 7, 7, 96], ["{out_channels: 96, kernel: 5, pad: 2, groups: 96, bias: true, activation: hardswish}"],
+              schedule="{k_block: 96}", targets="[c]")
+NARROW = "{cflags: [-O3, -march=x86-64-v3, -ffp-contract=fast]}"  # AVX2 + FMA: KG_VF16 is 0
+WIDE = "{cflags: [-O3, -march=x86-64-v4, -ffp-contract=fast]}"  # AVX-512F: KG_VF16 is 1
+
+
+def _avx512f() -> bool:
+    return " avx512f " in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("variant", ["8-float", "16-float"])
+def test_a_direct_depthwise_tile_pairs_its_vectors_where_avx512f_is_targeted(variant):
+    if variant == "16-float" and not _avx512f():
+        pytest.skip("this host does not run AVX-512F code")
+    config = make_config("direct", DIRECT.with_block("c", NARROW if variant == "8-float" else WIDE))
+    tile = api.jobs(config, ("c",))["c"].target_plan.tiles[0]
+    assert tile.direct is not None and (tile.pixels, tile.groups, tile.lanes) == (1, 12, 8)
+    # 6 wide vectors a pixel: 4 pixels fill 24 of the 28 wide accumulators (7 columns: tiles of 4 and 3)
+    assert tile.wide is not None and (tile.wide.pixels, tile.wide.groups, tile.wide.lanes) == (4, 12, 16)
+    result = api.validate(config, "c", seed=5)
+    assert result.passed, result.detail
