@@ -23,7 +23,9 @@ class TileSpeed:
     tile is up to `accumulators` vector accumulators, pixels x vectors, `wide_vectors` vectors per pixel when the
     channel block holds that many whole vectors; each reduction step loads one filter vector per vector and
     broadcasts one input value per pixel, and every load takes `load_slots` FMA issue slots from the tile; each stripe
-    row costs as much again as `row_pixels` pixels of it."""
+    row costs as much again as `row_pixels` pixels of it. A second variant of the tile in vectors of `double_lanes`
+    floats (up to `double_accumulators` of them), where the same source compiles for wider vectors, runs on the hosts
+    that have them: a schedule is priced on both kinds of host (planner/tile_speed.op_slots)."""
 
     lanes: int  # floats per vector
     half_lanes: int  # floats per half vector (a channel block of that many runs on them)
@@ -38,4 +40,11 @@ class TileSpeed:
     # tensor and its cache (an NCHW tensor's channel planes into channels-innermost caches, and back): the
     # target's transposes move it slower than a copy (the budget search's, planner/tile_speed.transpose_flops)
     transpose_flops_per_byte: float = 0.0
+    double_lanes: int = 0  # floats per vector of the second variant (0: none), a channel block of whole ones
+    double_accumulators: int = 0
+    # the filter layout (by name) whose blocks of `double_lanes` output channels the dense tiles read in place where a
+    # schedule's channel stripes lie in whole blocks of the tensor; elsewhere each stripe copies its filter block into
+    # the filter cache, at `filter_copy_flops` FLOPs at the FMA peak an element ("": every schedule alike)
+    in_place_filter: str = ""
+    filter_copy_flops: float = 0.0
     source: str  # the measurement the numbers come from

@@ -140,6 +140,18 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
                                                                 "{out_channels: 48, kernel: 3, pad: 1, filter_layout: "
                                                                 "OHWI16o}"], "NHWC", "NHWC", "{k_block: 32}",
                                                 ["dense", "dense"]),
+    # MobileNetV2's features_3 in small: 48 channels in stripes of 32 (the second half past them): each 1x1's last
+    # block stores its 16 channels in a loop of 16, without a test per channel
+    "inverted_residual_partial_blocks": ([1, 9, 10, 24], ["{out_channels: 48, kernel: 1, filter_layout: OHWI16o, "
+                                                          "bias: true, activation: relu6}",
+                                                          "{out_channels: 48, kernel: 3, pad: 1, groups: 48, bias: "
+                                                          "true, activation: relu6}",
+                                                          "{out_channels: 24, kernel: 1, bias: true, residual: input}"],
+                                         "NHWC", "NHWC", "{k_block: 32}", ["dense", "depthwise", "dense"]),
+    # op 1's 20 channels in a stripe of 3 blocks of 8: the third block's 4 channels stored in a loop of 4
+    "dense_block_tail_in_a_stripe": ([1, 6, 7, 16], ["{out_channels: 20, kernel: 1, bias: true}",
+                                                     "{out_channels: 24, kernel: 1}"], "NHWC", "NHWC",
+                                     "{k_block: 8, k_split: 3}", ["dense", "dense"]),
     # a pool alone on NCHW (ResNet18's maxpool as imported): no micro-kernel, but the input read and the write-back
     # transpose in 8 x 8 blocks (the vector macros), as around the convs' tiles
     "nchw_maxpool_alone_blocked_copies": ([1, 16, 21, 16], ["maxpool: {kernel: 3, stride: 2, pad: 1}"], "NCHW",
@@ -200,6 +212,12 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
             in text  # the 8-float tile: one block a kv step
         assert "kv * 18432;" in text and "wt + rc * 16 + 9216" in text  # the 16-float tile: two blocks, 9216 apart
         assert "const float *const wt = wk + (rh * 3 + rw) * 1024;" in text  # a tap: all 64 input channels on
+    if name == "inverted_residual_partial_blocks":  # op 3's 24 channels in a block of 32: a loop of 24
+        assert "KG_LIKELY(!(((ko_outer_1*32)+(ko_inner*32)+31) < 48) && ((ko_outer_1*32)+(ko_inner*32)+0) < 48)" in text
+        assert "for (int ki = 0; ki < 16; ++ki) {" in text and "for (int ki = 0; ki < 24; ++ki) {" in text
+        assert "if (((ko_outer_1*32)+(ko_inner*32)+ki) < 48)" not in text and "+ki) < 24)" not in text
+    if name == "dense_block_tail_in_a_stripe":
+        assert "&& ((ko_outer_1*24)+(ko_inner*8)+0) < 20)" in text and "for (int ki = 0; ki < 4; ++ki) {" in text
     if name == "dense_filter_in_place_chain_tail_copies":
         assert "filter_cache[" in text and "const float *const wk = filter1 + ko_outer_1 * 512" in text
         assert "const float *const wk = filter_cache + " in text
@@ -231,7 +249,7 @@ def test_threads_share_out_whole_stripes_each_on_its_own_caches(tmp_path, monkey
     name = "inverted_residual_hardswish_chain"
     config, job = _job(name, "{threads: 2}")
     text, header = job.files[f"{name}.c"], job.files[f"{name}.h"]
-    assert text.count("#pragma omp parallel num_threads(kg_threads)") == 1
+    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1
     assert [m.group(0) for m in SHARED_OUT.finditer(text)] == ["#pragma omp for collapse(2) schedule(dynamic)\n"]
     assert "omp barrier" not in text and "omp master" not in text
     assert job.plan.workspace_elements == 7680 and job.target_plan.thread_elements == 7680  # 2048-byte multiple
@@ -273,7 +291,7 @@ def test_openmp_threads_split_the_rows_where_fewer_stripes_than_threads_and_matc
     config, job = _job("inverted_residual_hardswish_chain", "{threads: 5}")
     text = job.files["inverted_residual_hardswish_chain.c"]
     # one team per call (team.py), not a region per row loop: the three convs' row loops are split inside it
-    assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_threads)" in text
+    assert text.count("#pragma omp parallel") == 1 and "num_threads(kg_team)" in text
     assert text.count("#pragma omp for schedule(static)") == 3 and "thread_workspace" not in text
     assert job.target_plan.workspace_elements == job.plan.workspace_elements and not job.target_plan.thread_elements
     assert "static int kg_threads = 5;" in text and "void inverted_residual_hardswish_chain_set_threads(int threads);" \

@@ -11,7 +11,16 @@ narrow stripe's row of pixels gives short tiles (8 columns: 4 x 2, 0.75 loads pe
 last stripes' rows and columns past the tensor's edge included (computed, then dropped by the store), which the
 executed FLOPs (clipped at the edges) do not count: they are charged as computed. A channel block that is not whole
 vectors runs on half vectors (or the planner's plain loops), slower by the width it leaves idle. A depthwise tap loads
-two operands per FMA (the input, the filter), a pool's tap one (the running max or sum stays in a register)."""
+two operands per FMA (the input, the filter), a pool's tap one (the running max or sum stays in a register).
+
+Where the target's source also carries a dense tile of wider vectors (TileSpeed.double_lanes: the c target's 16-float
+tile, compiled where the compiler targets AVX-512F), one schedule runs the narrow tile on some hosts and the wide one
+on others, and the choice must not depend on the host (the same config gives the same bytes everywhere): a schedule
+is priced as the mean over the two kinds of host, each op's FMA slots counted against that host's own peak
+(op_slots). The wide host runs a channel block of whole wide vectors on the wide tile (two a pixel where the block
+holds two) and anything else on the narrow tile at the narrow vectors' share of its peak. MobileNetV2's
+features_17_conv_2_to_18 (1x1 960->320, 1x1 320->1280 on 7x7) on the AVX-512 host: k_block 8 (7 x 1 narrow tiles, the
+narrow tile's price alone chose it) 1.25 ms, k_block 32 (7 x 2 wide tiles) 0.57 ms."""
 from __future__ import annotations
 
 import math
@@ -19,8 +28,8 @@ from dataclasses import dataclass
 
 from ..config import Config
 from ..roofs import TileSpeed
-from ..plan_types import StripeGeometry, Stripes
-from .geometry import cache_window
+from ..plan_types import LoopOrder, StripeGeometry, Stripes
+from .geometry import cache_window, reduction_channels
 from .work import Work
 
 DEPTHWISE_LOADS_PER_FMA = 2  # an input and a filter value
@@ -70,10 +79,72 @@ def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
     return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=width, slots=slots)
 
 
+def double_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles | None:
+    """Op j's (1-based) tiles in the wider vectors (TileSpeed.double_lanes) over stripe rows of `cols` output pixels,
+    on a host that has them; None where op j keeps the narrow tile there (not dense, or a channel block that is not
+    whole wide vectors)."""
+    op, k_block, lanes = config.ops[j - 1], config.schedule.k_block, speed.double_lanes
+    if not lanes or k_block % lanes or op.kind != "conv2d" or op.groups != 1 or config.dtype != "float32":
+        return None
+    vectors = speed.wide_vectors if k_block % (speed.wide_vectors * lanes) == 0 else 1
+    tiles = math.ceil(cols / (speed.double_accumulators // vectors))
+    pixels = math.ceil(cols / tiles)
+    loads = (pixels + vectors) / (pixels * vectors)
+    slots = (1 + speed.load_slots * loads) * (1 + speed.row_pixels / cols)
+    return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=lanes, slots=slots)
+
+
+def tiles_text(speed: TileSpeed, config: Config, j: int, cols: int) -> str:
+    """Op j's tiles for the plan's `why:` line: the narrow ones, and the wide ones where a host with them runs those."""
+    narrow, wide = op_tiles(speed, config, j, cols), double_tiles(speed, config, j, cols)
+    return narrow.text() + (f" ({wide.width}-float vectors: {wide.text()})" if wide is not None else "")
+
+
+def op_slots(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int) -> float:
+    """The FMA slots at its host's peak op j's (1-based) tiles take per executed FLOP: on the narrow tile, or (a
+    target with wider vectors too) the mean of the host without them and the host with them, where a narrow tile
+    fills a part of each FMA (a dense one; a depthwise tap or pool loads as many values either way)."""
+    narrow = op_tiles(speed, config, j, geo.cols[j])
+    own = computed_share(speed, config, geo, cut, work, j, narrow) * narrow.slots
+    if not speed.double_lanes:
+        return own
+    # a 1x1 conv on one pixel (a squeeze-excite FC, a classifier) runs as dot products of narrow vectors on every host
+    # (the c target's dot tile): at k_block 32 MobileNetV3-small's SE FCs took 0.034 ms against 0.013 at 16
+    dot = config.ops[j - 1].kernel == (1, 1) and tuple(geo.shapes[j][1:3]) == (1, 1)
+    wide = None if dot else double_tiles(speed, config, j, geo.cols[j])
+    on_wide = (computed_share(speed, config, geo, cut, work, j, wide) * wide.slots if wide is not None
+               else own * speed.double_lanes / speed.lanes if narrow.dense else own)
+    return (own + on_wide) / 2
+
+
 def peak_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work) -> int:
-    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take."""
-    return round(sum(flops * computed_share(speed, config, geo, cut, work, j)
-                     * op_tiles(speed, config, j, geo.cols[j]).slots for j, flops in enumerate(work.op_flops, start=1)))
+    """The FLOPs the FMA units could have run at their peak in the time the schedule's tiles take (and the filter
+    copies a schedule makes of a filter its tiles could read in place)."""
+    return round(sum(flops * op_slots(speed, config, geo, cut, work, j)
+                     for j, flops in enumerate(work.op_flops, start=1))
+                 + speed.filter_copy_flops * sum(copied_filter(speed, config, geo, cut, j)
+                                                 for j in range(1, len(config.ops) + 1)))
+
+
+def copied_filter(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, j: int) -> int:
+    """The filter elements op j's (1-based) stripes copy into the filter cache where its filter is in the layout the
+    tiles read in place (TileSpeed.in_place_filter) but the schedule's channel blocks are not whole blocks of it:
+    144 channels in blocks of 32 reach channel 159, past the tensor's 9 blocks of 16 (targets/c/tiles.py's
+    _block_stride); 0 where the tiles read it in place, or where no schedule would."""
+    op, s, lanes = config.ops[j - 1], config.schedule, speed.double_lanes
+    layout = op.filter_layout
+    if (not speed.in_place_filter or layout is None or layout.name != speed.in_place_filter or op.kind != "conv2d"
+            or op.groups != 1 or config.dtype != "float32" or s.c_block):
+        return 0
+    out_k = geo.shapes[j][3]
+    produced = out_k if j == len(config.ops) else max(out_k, reduction_channels(config, list(geo.shapes))[j])
+    blocks = math.ceil(produced / cut.channels)
+    whole = blocks * cut.channels <= math.ceil(out_k / lanes) * lanes  # no block past the tensor's
+    if s.k_block % lanes == 0 and cut.channels % lanes == 0 and whole:
+        return 0
+    reruns = 1 if s.order is LoopOrder.ROWS_OUTER or j == len(config.ops) else cut.ko_extent
+    per_channel = op.kernel[0] * op.kernel[1] * reduction_channels(config, list(geo.shapes))[j - 1]
+    return cut.ho_extent * cut.wo_extent * reruns * blocks * cut.channels * per_channel
 
 
 def transpose_flops(speed: TileSpeed, config: Config, geo: StripeGeometry, work: Work) -> int:
@@ -92,10 +163,11 @@ def transposed_bytes(config: Config, geo: StripeGeometry, work: Work) -> int:
     return sum(moved for layout, shape, moved in ends if cache_window(config, layout, tuple(shape)).layout != layout)
 
 
-def computed_share(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int) -> float:
-    """Op j's outputs its tiles compute (pixels x channels) over those its executed FLOPs count (1: not a dense
-    tile)."""
-    t = op_tiles(speed, config, j, geo.cols[j])
+def computed_share(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes, work: Work, j: int,
+                   tiles: OpTiles | None = None) -> float:
+    """Op j's outputs its tiles (`tiles`, else the narrow ones) compute (pixels x channels) over those its executed
+    FLOPs count (1: not a dense tile)."""
+    t = tiles or op_tiles(speed, config, j, geo.cols[j])
     if not t.dense or not work.op_pixels[j - 1]:
         return 1.0
     computed = cut.ho_extent * geo.rows[j] * cut.wo_extent * t.tiles * t.pixels * geo.shapes[0][0]

@@ -204,11 +204,26 @@ def _unswitched_channels(stores: Loop, block: int, tail: int = 0) -> list[Node]:
     whole = re.sub(r"\bki\b", str(block - 1), guard.cond)
     test = guard.cond[1:-1] if guard.cond.startswith("(") and guard.cond.endswith(")") else guard.cond
     inside = _substituted(guard.body, test, "1")  # the same test on a bias or residual read: true here
+    partial, first = f"!({whole})", re.sub(r"\bki\b", "0", guard.cond)
+    if not tail and _block_tail(guard.cond, block):  # and a block wholly past the channels stores none
+        tail, partial = _block_tail(guard.cond, block), f"{partial} && {first}"
     if tail:  # KG_LIKELY here too: a branch gcc deems cold it leaves scalar (144x56: 0.75 -> 0.38 ms)
         return [Guard(cond=f"KG_LIKELY({whole})", body=(replace(stores, body=inside),)),
-                Guard(cond=f"KG_LIKELY(!({whole}))", body=(replace(stores, extent=tail, body=inside),))]
+                Guard(cond=f"KG_LIKELY({partial})", body=(replace(stores, extent=tail, body=inside),))]
     return [Guard(cond=f"KG_LIKELY({whole})", body=(replace(stores, body=inside),)),
             Guard(cond=f"!({whole})", body=(stores,))]
+
+
+def _block_tail(cond: str, block: int) -> int:
+    """The channels of a store's one partial block, where its channel test `(... + ki) < N` counts from multiples
+    of `block` alone (terms `(var*C)`, C a multiple of it): N % block; else 0 (not known). MobileNetV2's
+    features_2_conv_2 (1x1 96->24 on 56x56, k_block 32): its 24 channels stored one by one behind the test, 0.26 ms
+    in the network program; in a loop of 24, 0.20."""
+    found = re.fullmatch(r"\(*((?:\(\w+\*\d+\)\+)*)ki\) < (\d+)\)?", cond)
+    if not found:
+        return 0
+    steps = [int(c) for c in re.findall(r"\*(\d+)\)", found.group(1))]
+    return int(found.group(2)) % block if all(c % block == 0 for c in steps) else 0
 
 
 def _vector_loops(nodes: list[Node]) -> list[Node]:

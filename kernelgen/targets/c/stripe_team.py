@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ...plan_types import Block, Guard, Halo, Loop, Node, Pipeline, Plan, Section, Stmt
-from .team import openmp
+from .team import PARALLEL, openmp, timed_region
 
 STRIPE_LOOPS = ("nb", "ko_outer", "wo_outer", "ho_outer")  # compose_stripes' nest, outermost first
 # Runs of ring row stripes per thread: enough that a thread slowed by a busy core leaves the rest to the other
@@ -86,9 +86,9 @@ def stripe_team(nest: tuple[Node, ...], prologue: tuple[str, ...], plan: Plan, t
     own = (Stmt(code=f"{plan.ctype} *const thread_workspace = workspace + (size_t)KG_THREAD * {thread_elements};",
                 summary=f"thread_workspace = workspace + thread * {thread_elements}"),
            *(Stmt(code=re.sub(r"\bworkspace\b", "thread_workspace", line), summary="") for line in prologue))
-    region = Block(label=f"one team of kg_threads: {label} shared out, each thread on its own caches",
+    region = Block(label=f"one team of kg_team: {label} shared out, each thread on its own caches",
                    body=(*own, *openmp(f"#pragma omp for{collapse} schedule(dynamic)"), *nest))
-    return StripeTeam(body=(*openmp("#pragma omp parallel num_threads(kg_threads)"), region), stripes=stripes,
+    return StripeTeam(body=timed_region((*openmp(PARALLEL), region)), stripes=stripes,
                       shared=label, thread_elements=thread_elements, workspace_elements=thread_elements * threads)
 
 

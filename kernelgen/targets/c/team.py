@@ -21,7 +21,9 @@ from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
 # thread waits asleep (passive) costs ~6 us of CPU on a 2-core VM (MobileNetV2, 2 threads: 5,800 barriers an
 # inference added 33 ms of CPU to 34); 1 MFLOP is ~50 us of one core's work. Below it the kernel runs one thread.
 MIN_WORK_PER_BARRIER = 1_000_000
-SHARED_FOR = "#pragma omp for schedule(static)"  # what rewrite.py puts before a conv's row loop (oh)
+SHARED_FOR = "#pragma omp for schedule(static)"
+# The region's team: kg_team_begin (kernel.c.j2) answers kg_threads or 1, whichever its calls have timed faster.
+PARALLEL = "#pragma omp parallel num_threads(kg_team)"  # what rewrite.py puts before a conv's row loop (oh)
 _DIRECTIVE = ("#ifdef _OPENMP", "#endif", SHARED_FOR)
 # a statement that only declares a local from its initializer: every thread may run it (its copy is its own)
 _DECLARATION = re.compile(r"^(const\s+)?(int|float|size_t|ptrdiff_t)\s*(\*\s*const\s+)?\w+\s*=[^=]")
@@ -29,6 +31,15 @@ _DECLARATION = re.compile(r"^(const\s+)?(int|float|size_t|ptrdiff_t)\s*(\*\s*con
 
 def openmp(directive: str) -> tuple[Stmt, ...]:
     return (Stmt(code="#ifdef _OPENMP", summary=""), Stmt(code=directive, summary=""), Stmt(code="#endif", summary=""))
+
+
+def timed_region(region: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`region` (an `omp parallel` directive and its block) between the kernel's team timers: the call runs on the
+    team or on one thread, whichever the kernel's last calls found faster (kernel.c.j2's kg_team_begin)."""
+    return (Stmt(code="double kg_start;", summary=""),
+            Stmt(code="const int kg_team = kg_team_begin(&kg_start);", summary="kg_team = threads or 1, the faster"),
+            *region,
+            Stmt(code="kg_team_end(kg_team, kg_start);", summary="time the call"))
 
 
 def shared_rows() -> tuple[Stmt, ...]:
@@ -43,8 +54,7 @@ def one_team(body: tuple[Node, ...]) -> tuple[Node, ...]:
     inside = _split(body)
     if len(inside) > 3 and getattr(inside[-2], "code", "") == "#pragma omp barrier":
         inside = inside[:-3]  # the region's end is a barrier already
-    return (*openmp("#pragma omp parallel num_threads(kg_threads)"),
-            Block(label="one team of kg_threads for the whole call", body=inside))
+    return timed_region((*openmp(PARALLEL), Block(label="one team of kg_team for the whole call", body=inside)))
 
 
 def _shares(node: Node) -> bool:

@@ -3,7 +3,7 @@ are microkernel.py's and tiles.py's: the numbers come from there, the load cost 
 from __future__ import annotations
 
 from ...roofs import TileSpeed
-from .microkernel import ACCUMULATORS, HALF, LANES
+from .microkernel import ACCUMULATORS, HALF, IN_PLACE_FILTER, LANES, WIDE, WIDE_ACCUMULATORS
 
 # Fitted to ResNet18's layer1.0 pair (2 x 3x3 64->64 on 56x56, rows_outer; /tmp/tiles48/exp, `kernelgen bench
 # --target c --repeat 7`, the least warm CPU time of 2-3 interleaved runs on the loaded 2-core AVX-512 host):
@@ -30,7 +30,17 @@ CALL_SECONDS = 10e-6
 # downsample on NCHW input (ResNet18's layer3_0) took 1 channel stripe instead of 3, 0.31 -> 0.14 ms.
 TRANSPOSE_FLOPS_PER_BYTE = 7.0
 
+# A dense tile reads an OHWI16o filter in place where the channel stripes are whole 16-channel blocks of it (tiles.py
+# _block_stride); elsewhere each stripe copies its block into the filter cache, element by element (a select per
+# element for the channels past the tensor). MobileNetV2's 1x1 24->144 on 56x56 at k_block 32 (144 channels reach 159):
+# the copy took 15% of its 0.232 ms (perf, this host), 1.3 ns an element, where the model's estimates run 2.2x this
+# host's measured times (the same op at k_block 16, read in place: 378 us estimated, 0.174 ms measured): 300 FLOPs at
+# the roofs' peak an element.
+FILTER_COPY_FLOPS = 300.0
+
 C_TILE_SPEED = TileSpeed(lanes=LANES, half_lanes=HALF, accumulators=ACCUMULATORS, wide_vectors=2, load_slots=LOAD_SLOTS,
                          row_pixels=ROW_PIXELS, call_seconds=CALL_SECONDS,
-                         transpose_flops_per_byte=TRANSPOSE_FLOPS_PER_BYTE,
+                         transpose_flops_per_byte=TRANSPOSE_FLOPS_PER_BYTE, double_lanes=WIDE,
+                         double_accumulators=WIDE_ACCUMULATORS, in_place_filter=IN_PLACE_FILTER,
+                         filter_copy_flops=FILTER_COPY_FLOPS,
                          source="c micro-kernel (targets/c/tile_speed.py)")

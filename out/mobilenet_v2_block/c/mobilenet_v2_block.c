@@ -222,18 +222,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         KG_TRACE(0, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
-                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    if (KG_LIKELY(!(((ko_outer_1*32)+(ko_inner*32)+31) < 144) && ((ko_outer_1*32)+(ko_inner*32)+0) < 144)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
-                          /* epilogue of conv2d #1: bias, relu6 */
-                          float v = acc[ki];
-                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v > 0.0f ? v : 0.0f;
-                          v = v < 6.0f ? v : 6.0f;
-                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
-                          KG_TRACE(0, 1 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
-                        }
+                      for (int ki = 0; ki < 16; ++ki) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                        KG_TRACE(0, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
                   }
@@ -253,18 +251,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         KG_TRACE(0, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
-                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    if (KG_LIKELY(!(((ko_outer_1*32)+(ko_inner*32)+31) < 144) && ((ko_outer_1*32)+(ko_inner*32)+0) < 144)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
-                          /* epilogue of conv2d #1: bias, relu6 */
-                          float v = acc[ki];
-                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v > 0.0f ? v : 0.0f;
-                          v = v < 6.0f ? v : 6.0f;
-                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
-                          KG_TRACE(0, 0 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
-                        }
+                      for (int ki = 0; ki < 16; ++ki) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                        KG_TRACE(0, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
                   }
@@ -337,18 +333,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         KG_TRACE(0, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
-                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    if (KG_LIKELY(!(((ko_outer_1*32)+(ko_inner*32)+31) < 144) && ((ko_outer_1*32)+(ko_inner*32)+0) < 144)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
-                          /* epilogue of conv2d #1: bias, relu6 */
-                          float v = acc[ki];
-                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v > 0.0f ? v : 0.0f;
-                          v = v < 6.0f ? v : 6.0f;
-                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
-                          KG_TRACE(0, 1 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
-                        }
+                      for (int ki = 0; ki < 16; ++ki) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                        KG_TRACE(0, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
                   }
@@ -368,18 +362,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         KG_TRACE(0, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
-                    if (!(((ko_outer_1*32)+(ko_inner*32)+31) < 144)) {
+                    if (KG_LIKELY(!(((ko_outer_1*32)+(ko_inner*32)+31) < 144) && ((ko_outer_1*32)+(ko_inner*32)+0) < 144)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer_1*32)+(ko_inner*32)+ki) < 144) {
-                          /* epilogue of conv2d #1: bias, relu6 */
-                          float v = acc[ki];
-                          v = v + (((ko_outer_1*32)+(ko_inner*32)+ki) < 144 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v > 0.0f ? v : 0.0f;
-                          v = v < 6.0f ? v : 6.0f;
-                          temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
-                          KG_TRACE(0, 0 && ((ko_outer_1*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
-                        }
+                      for (int ki = 0; ki < 16; ++ki) {
+                        /* epilogue of conv2d #1: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias1[((ko_outer_1*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                        KG_TRACE(0, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki+(-8208)), temp_output_1[((oh*2592)+(ow*144)+(ko_outer_1*32)+(ko_inner*32)+ki)]);
                       }
                     }
                   }
@@ -510,18 +502,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         KG_TRACE(1, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
                       }
                     }
-                    if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                    if (KG_LIKELY(!(((ko_outer_2*32)+(ko_inner*32)+31) < 144) && ((ko_outer_2*32)+(ko_inner*32)+0) < 144)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
-                          /* epilogue of conv2d #2: bias, relu6 */
-                          float v = acc[ki];
-                          v = v + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v > 0.0f ? v : 0.0f;
-                          v = v < 6.0f ? v : 6.0f;
-                          temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
-                          KG_TRACE(1, 1 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
-                        }
+                      for (int ki = 0; ki < 16; ++ki) {
+                        /* epilogue of conv2d #2: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (1) ? v : 0.0f;
+                        KG_TRACE(1, 1 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
                       }
                     }
                   }
@@ -541,18 +531,16 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         KG_TRACE(1, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
                       }
                     }
-                    if (!(((ko_outer_2*32)+(ko_inner*32)+31) < 144)) {
+                    if (KG_LIKELY(!(((ko_outer_2*32)+(ko_inner*32)+31) < 144) && ((ko_outer_2*32)+(ko_inner*32)+0) < 144)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer_2*32)+(ko_inner*32)+ki) < 144) {
-                          /* epilogue of conv2d #2: bias, relu6 */
-                          float v = acc[ki];
-                          v = v + (((ko_outer_2*32)+(ko_inner*32)+ki) < 144 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v > 0.0f ? v : 0.0f;
-                          v = v < 6.0f ? v : 6.0f;
-                          temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
-                          KG_TRACE(1, 0 && ((ko_outer_2*32)+(ko_inner*32)+ki) < 144, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
-                        }
+                      for (int ki = 0; ki < 16; ++ki) {
+                        /* epilogue of conv2d #2: bias, relu6 */
+                        float v = acc[ki];
+                        v = v + (1 ? bias2[((ko_outer_2*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v > 0.0f ? v : 0.0f;
+                        v = v < 6.0f ? v : 6.0f;
+                        temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)] = (0) ? v : 0.0f;
+                        KG_TRACE(1, 0 && 1, ((ho_outer*64512)+(oh*8064)+(wo_outer*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki), temp_output_2[((oh*2304)+(ow*144)+(ko_outer_2*32)+(ko_inner*32)+ki)]);
                       }
                     }
                   }
@@ -634,16 +622,14 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                       output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
                     }
                   }
-                  if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                  if (KG_LIKELY(!(((ko_outer*32)+(ko_inner*32)+31) < 24) && ((ko_outer*32)+(ko_inner*32)+0) < 24)) {
                     KG_VECTOR_LOOP
-                    for (int ki = 0; ki < 32; ++ki) {
-                      if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
-                        /* epilogue of conv2d #3: bias, residual, none */
-                        float v = acc[ki];
-                        v = v + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                        v = v + ((((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                        output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
-                      }
+                    for (int ki = 0; ki < 24; ++ki) {
+                      /* epilogue of conv2d #3: bias, residual, none */
+                      float v = acc[ki];
+                      v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                      v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                      output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
                     }
                   }
                 }
@@ -713,16 +699,14 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
                       }
                     }
-                    if (!(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                    if (KG_LIKELY(!(((ko_outer*32)+(ko_inner*32)+31) < 24) && ((ko_outer*32)+(ko_inner*32)+0) < 24)) {
                       KG_VECTOR_LOOP
-                      for (int ki = 0; ki < 32; ++ki) {
-                        if (((ko_outer*32)+(ko_inner*32)+ki) < 24) {
-                          /* epilogue of conv2d #3: bias, residual, none */
-                          float v = acc[ki];
-                          v = v + (((ko_outer*32)+(ko_inner*32)+ki) < 24 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                          v = v + ((((ko_outer*32)+(ko_inner*32)+ki) < 24) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                          output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
-                        }
+                      for (int ki = 0; ki < 24; ++ki) {
+                        /* epilogue of conv2d #3: bias, residual, none */
+                        float v = acc[ki];
+                        v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                        output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
                       }
                     }
                   }
