@@ -508,13 +508,16 @@ def test_a_depthwise_tile_over_a_cache_holds_three_pixels_and_its_16_float_varia
                                                ("depthwise_5x5_dilated", (4,), 1)])
 def test_a_direct_depthwise_tile_prefetches_the_rows_that_come_from_memory(name, rows, lines):
     """The kernel rows the output row before did not read (the last `stride` at dilation 1; the last at dilation 2),
-    PREFETCH_TILES tiles ahead, every line of the tile's channels; guarded by the input's rows and columns."""
+    PREFETCH_TILES tiles ahead, every line of the tile's channels; guarded by the input's rows and columns. A tile
+    with a 16-float variant (paired vectors) prefetches in each, its own tiles ahead."""
     _, job = _job(name)
     tile = job.target_plan.tiles[0]
     assert (tile.direct.fresh_rows, tile.direct.lines) == (rows, lines)
     assert tile.direct.ahead == PREFETCH_TILES * tile.pixels * tile.stride
+    if tile.wide is not None:
+        assert tile.wide.direct.ahead == PREFETCH_TILES * tile.wide.pixels * tile.stride
     text = job.files[f"{name}.c"]
-    assert text.count("KG_PREFETCH(input + ") == len(rows) * lines
+    assert text.count("KG_PREFETCH(input + ") == len(rows) * lines * (2 if tile.wide is not None else 1)
     for r in rows:
         assert f"if (ih_ahead{r} >= 0 && ih_ahead{r} < {job.plan.ops[0].in_shape[1]} && iw_ahead < " in text
 

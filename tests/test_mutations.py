@@ -98,10 +98,20 @@ def _c_op(text: str, op: int, old: str, new: str) -> str:
     return text[:begin] + section.replace(old, new) + text[end:]
 
 
+def _c_ops(text: str, op: int, changes: list[tuple[str, str]]) -> str:
+    """_c_op for each (old, new) of `changes` whose `old` op `op`'s section holds (the first must be there)."""
+    section = text[text.index(f"/* conv2d #{op} "):text.index(f"/* filter #{op + 1} cache read")]
+    for k, (old, new) in enumerate(changes):
+        text = _c_op(text, op, old, new) if k == 0 or old in section else text
+    return text
+
+
 C_MUTATIONS = {  # op 10: block 4's expand, op 11: its depthwise, in the middle of the 21 ops
     "bias dropped": lambda s: _c_op(s, 10, "bias10[", "0.0f * bias10["),
-    # the depthwise micro-kernel: tap (1, 2) is the kernel row rh == 1's third filter pointer, w2
-    "one tap skipped": lambda s: _c_op(s, 11, "KG_LOAD(w2 + ", "(float)(rh != 1) * KG_LOAD(w2 + "),
+    # the depthwise micro-kernel: tap (1, 2) is the kernel row rh == 1's third filter pointer, w2, in the 8-float
+    # tile and in its 16-float variant where it has one (the tile an AVX-512F host runs)
+    "one tap skipped": lambda s: _c_ops(s, 11, [("KG_LOAD(w2 + ", "(float)(rh != 1) * KG_LOAD(w2 + "),
+                                                ("KG_LOAD16(w2 + ", "(float)(rh != 1) * KG_LOAD16(w2 + ")]),
     "output scaled by 1.001": lambda s: _c_op(s, 11, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
     # the last conv stores into the output directly (no write-back of the output cache)
     "zeros written": lambda s: re.sub(r"^(\s*output\[.*?\] = )", r"\g<1>0.0f * ", s, flags=re.M),

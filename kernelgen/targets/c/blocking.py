@@ -2,8 +2,9 @@
 register-blocked micro-kernel (microkernel.py) and its filter cache read repacking into the micro-kernel's layout.
 
 Everything else is the planner's, verbatim: the stripe loops (plain or pipelined, rows_outer), the input and
-write-back copies, pools, squeeze-excite multiplies, and each conv's per-pixel store (init of chunked partial
-sums, the epilogue, the consumer-padding zeros, the trace), which now reads `acc` from the tile. A conv the
+write-back copies, pools, squeeze-excite multiplies (a first one folded into the input read: gate_fold.py), and
+each conv's per-pixel store (init of chunked partial sums, the epilogue, the consumer-padding zeros, the trace),
+which now reads `acc` from the tile. A conv the
 micro-kernel does not fit (grouped but not depthwise, k_block not a multiple of the vector width, a source layout
 whose axes mix dims, a filter cache too small for the repacked block) keeps the planner's loops; `notes` says so.
 Two exceptions, for a first depthwise conv over an input with consecutive channels (memory bound: every byte
@@ -19,6 +20,7 @@ from ...config import Config
 from ...plan_types import Function, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
 from .microkernel import GROUP, LANES, Tile
+from .gate_fold import fold
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
 from .stripe_team import StripeTeam, stripe_team
@@ -91,6 +93,10 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     else:  # an output cache with a pixel's channels together, an output with channel planes: a blocked transpose
         rewritten = replace(rewritten, compute=transposed_write_backs(rewritten.compute),
                             store=transposed_write_backs(rewritten.store))
+    folded = fold(cfg, plan, rewritten, output_cache_live=not direct)
+    if folded is not None:
+        rewritten = replace(rewritten, load=folded.load, compute=folded.compute, store=folded.store)
+        notes.append(folded.note)
     if direct and tiles[0] is not None and tiles[0].direct is not None:
         rows = whole_rows(rewritten)
         if rows is not rewritten:
@@ -100,6 +106,8 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     unused = ("(void)output_cache; /* the last conv stores into the output directly */",) if direct else ()
     if tiles[0] is not None and tiles[0].direct is not None:
         unused += ("(void)input_cache; /* the first conv reads the input directly */",)
+    if folded is not None:
+        unused += (folded.unused,)
     if any(t is not None and t.filter_rows for t in tiles):
         unused += ("(void)filter_cache; /* a dot tile reads its filter tensor in place */",)
         notes.append("dot products read the filter tensor in place (no filter cache copy)")

@@ -354,7 +354,7 @@ def _inside(t: Tile) -> str:
 
 def _inside_taps(t: Tile) -> tuple[Node, ...]:
     """A kernel row of a tile inside the input: its first pixel's pointer, every tap at a constant offset."""
-    d = t.direct
+    d, v, step = t.direct, t.suffix, t.direct.col_step
     first = re.sub(r"\biw\b", f"({d.col} + xb)", d.col_offset)
     taps: list[Node] = [Stmt(code=f"const int ih = {d.row};", summary="ih = input row"),
                         Stmt(code=f"const float *const x = input + {d.row_offset} + {first} + ch;",
@@ -362,9 +362,9 @@ def _inside_taps(t: Tile) -> tuple[Node, ...]:
     for rw in range(t.kernel[1]):
         taps.append(Stmt(code=f"const float *const w{rw} = wk + (rh * {t.kernel[1]} + {rw}) * {t.filter_tap};",
                          summary=f"w{rw} = tap (rh, {rw})"))
-        taps += [Stmt(code=" ".join(f"KG_FMAV(a{p}_{i}, KG_LOAD(x + {(p * t.stride + rw * t.dilation) * d.col_step} + "
-                                    f"{t.vector_channels[i]}), KG_LOAD(w{rw} + {i * LANES}));"
-                                    for i in range(t.groups)),
+        taps += [Stmt(code=" ".join(f"KG_FMAV{v}(a{p}_{i}, KG_LOAD{v}(x + {(p * t.stride + rw * t.dilation) * step}"
+                                    f" + {t.vector_channels[i]}), KG_LOAD{v}(w{rw} + {i * LANES}));"
+                                    for i in range(0, t.groups, t.lanes // LANES)),
                       summary=f"a{p}_* += tap (rh, {rw})") for p in range(t.pixels)]
     return tuple(taps)
 

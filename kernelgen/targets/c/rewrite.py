@@ -292,7 +292,23 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
                               *((Guard(cond=col_guard, body=tuple(pixel)),) if col_guard else pixel))
     if cols % t.pixels:
         here = (Guard(cond=f"owb * {t.pixels} + pb < {cols}", body=here),)
+    sums_nodes = tile_nodes(t)
+    row = _row_test(reduction.cond) if isinstance(reduction, Guard) else ""
+    if row:  # a row of the consumer's padding: every pixel's stores zero its sums first, the tile is not summed
+        sums_nodes = (Guard(cond=f"KG_LIKELY({row})", body=sums_nodes),)
     return Loop(var="owb", extent=math.ceil(cols / t.pixels), comment=f"tiles of {t.pixels} pixels", body=(
         Stmt(code=f"float tile[{t.pixels * t.k_block}];", summary=f"tile[{t.pixels}][{t.k_block}]"),
-        *tile_nodes(t),
+        *sums_nodes,
         Loop(var="pb", extent=t.pixels, body=here)))
+
+
+def _row_test(cond: str) -> str:
+    """The part of a position test that names the output row and no column (its row lies in the image), "" when
+    there is none or the test is not a plain conjunction. A producer fused before a padded conv computes the
+    consumer's whole window, its padding rows too (a 1x1 before a 5x5 depthwise on 7x7: 11 rows of 11 pixels, 4
+    of them padding); their sums were computed and then dropped for zeros."""
+    parts = [p.strip() for p in cond.split(" && ")]
+    if any(p.count("(") != p.count(")") for p in parts):
+        return ""
+    rows = [p for p in parts if re.search(r"\boh\b", p) and not re.search(r"\b(ow|owb|pb|ki|kv|xb)\b", p)]
+    return " && ".join(rows)

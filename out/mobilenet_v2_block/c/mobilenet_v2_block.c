@@ -158,51 +158,53 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
               #if KG_VF16
               for (int owb = 0; owb < 2; ++owb) { /* tiles of 9 pixels */
                 float tile[288];
-                const int xb = (owb*9);
-                for (int kv = 0; kv < 1; ++kv) {
-                  const float *const wk = filter_cache + (ko_inner * 2 + kv * 2) * 384;
-                  kg_vf16 a0_0 = KG_ZERO16, a0_1 = KG_ZERO16;
-                  kg_vf16 a1_0 = KG_ZERO16, a1_1 = KG_ZERO16;
-                  kg_vf16 a2_0 = KG_ZERO16, a2_1 = KG_ZERO16;
-                  kg_vf16 a3_0 = KG_ZERO16, a3_1 = KG_ZERO16;
-                  kg_vf16 a4_0 = KG_ZERO16, a4_1 = KG_ZERO16;
-                  kg_vf16 a5_0 = KG_ZERO16, a5_1 = KG_ZERO16;
-                  kg_vf16 a6_0 = KG_ZERO16, a6_1 = KG_ZERO16;
-                  kg_vf16 a7_0 = KG_ZERO16, a7_1 = KG_ZERO16;
-                  kg_vf16 a8_0 = KG_ZERO16, a8_1 = KG_ZERO16;
-                  for (int rh = 0; rh < 1; ++rh) {
-                    const int xr = ((oh*432)+(rh*432));
-                    for (int rw = 0; rw < 1; ++rw) {
-                      { /* one tap, every pixel */
-                        const int xw = xb + rw * 1;
-                        const int xo = (xw*24);
-                        const float *const x = input_cache + xr;
-                        const float *const wt = wk + (rh * 1 + rw) * 384;
-                        for (int rc = 0; rc < 24; ++rc) {
-                          const kg_vf16 w0 = KG_LOAD16(wt + rc * 16 + 0), w1 = KG_LOAD16(wt + rc * 16 + 384);
-                          const int ch = rc;
-                          KG_FMA16(a0_0, x[xo + ch + 0], w0); KG_FMA16(a0_1, x[xo + ch + 0], w1);
-                          KG_FMA16(a1_0, x[xo + ch + 24], w0); KG_FMA16(a1_1, x[xo + ch + 24], w1);
-                          KG_FMA16(a2_0, x[xo + ch + 48], w0); KG_FMA16(a2_1, x[xo + ch + 48], w1);
-                          KG_FMA16(a3_0, x[xo + ch + 72], w0); KG_FMA16(a3_1, x[xo + ch + 72], w1);
-                          KG_FMA16(a4_0, x[xo + ch + 96], w0); KG_FMA16(a4_1, x[xo + ch + 96], w1);
-                          KG_FMA16(a5_0, x[xo + ch + 120], w0); KG_FMA16(a5_1, x[xo + ch + 120], w1);
-                          KG_FMA16(a6_0, x[xo + ch + 144], w0); KG_FMA16(a6_1, x[xo + ch + 144], w1);
-                          KG_FMA16(a7_0, x[xo + ch + 168], w0); KG_FMA16(a7_1, x[xo + ch + 168], w1);
-                          KG_FMA16(a8_0, x[xo + ch + 192], w0); KG_FMA16(a8_1, x[xo + ch + 192], w1);
+                if (KG_LIKELY(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56)) {
+                  const int xb = (owb*9);
+                  for (int kv = 0; kv < 1; ++kv) {
+                    const float *const wk = filter_cache + (ko_inner * 2 + kv * 2) * 384;
+                    kg_vf16 a0_0 = KG_ZERO16, a0_1 = KG_ZERO16;
+                    kg_vf16 a1_0 = KG_ZERO16, a1_1 = KG_ZERO16;
+                    kg_vf16 a2_0 = KG_ZERO16, a2_1 = KG_ZERO16;
+                    kg_vf16 a3_0 = KG_ZERO16, a3_1 = KG_ZERO16;
+                    kg_vf16 a4_0 = KG_ZERO16, a4_1 = KG_ZERO16;
+                    kg_vf16 a5_0 = KG_ZERO16, a5_1 = KG_ZERO16;
+                    kg_vf16 a6_0 = KG_ZERO16, a6_1 = KG_ZERO16;
+                    kg_vf16 a7_0 = KG_ZERO16, a7_1 = KG_ZERO16;
+                    kg_vf16 a8_0 = KG_ZERO16, a8_1 = KG_ZERO16;
+                    for (int rh = 0; rh < 1; ++rh) {
+                      const int xr = ((oh*432)+(rh*432));
+                      for (int rw = 0; rw < 1; ++rw) {
+                        { /* one tap, every pixel */
+                          const int xw = xb + rw * 1;
+                          const int xo = (xw*24);
+                          const float *const x = input_cache + xr;
+                          const float *const wt = wk + (rh * 1 + rw) * 384;
+                          for (int rc = 0; rc < 24; ++rc) {
+                            const kg_vf16 w0 = KG_LOAD16(wt + rc * 16 + 0), w1 = KG_LOAD16(wt + rc * 16 + 384);
+                            const int ch = rc;
+                            KG_FMA16(a0_0, x[xo + ch + 0], w0); KG_FMA16(a0_1, x[xo + ch + 0], w1);
+                            KG_FMA16(a1_0, x[xo + ch + 24], w0); KG_FMA16(a1_1, x[xo + ch + 24], w1);
+                            KG_FMA16(a2_0, x[xo + ch + 48], w0); KG_FMA16(a2_1, x[xo + ch + 48], w1);
+                            KG_FMA16(a3_0, x[xo + ch + 72], w0); KG_FMA16(a3_1, x[xo + ch + 72], w1);
+                            KG_FMA16(a4_0, x[xo + ch + 96], w0); KG_FMA16(a4_1, x[xo + ch + 96], w1);
+                            KG_FMA16(a5_0, x[xo + ch + 120], w0); KG_FMA16(a5_1, x[xo + ch + 120], w1);
+                            KG_FMA16(a6_0, x[xo + ch + 144], w0); KG_FMA16(a6_1, x[xo + ch + 144], w1);
+                            KG_FMA16(a7_0, x[xo + ch + 168], w0); KG_FMA16(a7_1, x[xo + ch + 168], w1);
+                            KG_FMA16(a8_0, x[xo + ch + 192], w0); KG_FMA16(a8_1, x[xo + ch + 192], w1);
+                          }
                         }
                       }
                     }
+                    KG_STORE16(tile + 0 + kv * 32 + 0, a0_0); KG_STORE16(tile + 0 + kv * 32 + 16, a0_1);
+                    KG_STORE16(tile + 32 + kv * 32 + 0, a1_0); KG_STORE16(tile + 32 + kv * 32 + 16, a1_1);
+                    KG_STORE16(tile + 64 + kv * 32 + 0, a2_0); KG_STORE16(tile + 64 + kv * 32 + 16, a2_1);
+                    KG_STORE16(tile + 96 + kv * 32 + 0, a3_0); KG_STORE16(tile + 96 + kv * 32 + 16, a3_1);
+                    KG_STORE16(tile + 128 + kv * 32 + 0, a4_0); KG_STORE16(tile + 128 + kv * 32 + 16, a4_1);
+                    KG_STORE16(tile + 160 + kv * 32 + 0, a5_0); KG_STORE16(tile + 160 + kv * 32 + 16, a5_1);
+                    KG_STORE16(tile + 192 + kv * 32 + 0, a6_0); KG_STORE16(tile + 192 + kv * 32 + 16, a6_1);
+                    KG_STORE16(tile + 224 + kv * 32 + 0, a7_0); KG_STORE16(tile + 224 + kv * 32 + 16, a7_1);
+                    KG_STORE16(tile + 256 + kv * 32 + 0, a8_0); KG_STORE16(tile + 256 + kv * 32 + 16, a8_1);
                   }
-                  KG_STORE16(tile + 0 + kv * 32 + 0, a0_0); KG_STORE16(tile + 0 + kv * 32 + 16, a0_1);
-                  KG_STORE16(tile + 32 + kv * 32 + 0, a1_0); KG_STORE16(tile + 32 + kv * 32 + 16, a1_1);
-                  KG_STORE16(tile + 64 + kv * 32 + 0, a2_0); KG_STORE16(tile + 64 + kv * 32 + 16, a2_1);
-                  KG_STORE16(tile + 96 + kv * 32 + 0, a3_0); KG_STORE16(tile + 96 + kv * 32 + 16, a3_1);
-                  KG_STORE16(tile + 128 + kv * 32 + 0, a4_0); KG_STORE16(tile + 128 + kv * 32 + 16, a4_1);
-                  KG_STORE16(tile + 160 + kv * 32 + 0, a5_0); KG_STORE16(tile + 160 + kv * 32 + 16, a5_1);
-                  KG_STORE16(tile + 192 + kv * 32 + 0, a6_0); KG_STORE16(tile + 192 + kv * 32 + 16, a6_1);
-                  KG_STORE16(tile + 224 + kv * 32 + 0, a7_0); KG_STORE16(tile + 224 + kv * 32 + 16, a7_1);
-                  KG_STORE16(tile + 256 + kv * 32 + 0, a8_0); KG_STORE16(tile + 256 + kv * 32 + 16, a8_1);
                 }
                 for (int pb = 0; pb < 9; ++pb) {
                   const int ow = owb * 9 + pb;
@@ -267,51 +269,53 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
               #else /* !KG_VF16 */
               for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
                 float tile[192];
-                const int xb = (owb*6);
-                for (int kv = 0; kv < 2; ++kv) {
-                  const float *const wk = filter_cache + (ko_inner * 2 + kv) * 384;
-                  kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
-                  kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
-                  kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
-                  kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
-                  kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
-                  kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
-                  for (int rh = 0; rh < 1; ++rh) {
-                    const int xr = ((oh*432)+(rh*432));
-                    for (int rw = 0; rw < 1; ++rw) {
-                      { /* one tap, every pixel */
-                        const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 17);
-                        const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 17);
-                        const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 17);
-                        const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 17);
-                        const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 17);
-                        const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 17);
-                        const float *const x0 = input_cache + xr + (xc0*24);
-                        const float *const x1 = input_cache + xr + (xc1*24);
-                        const float *const x2 = input_cache + xr + (xc2*24);
-                        const float *const x3 = input_cache + xr + (xc3*24);
-                        const float *const x4 = input_cache + xr + (xc4*24);
-                        const float *const x5 = input_cache + xr + (xc5*24);
-                        const float *const wt = wk + (rh * 1 + rw) * 384;
-                        for (int rc = 0; rc < 24; ++rc) {
-                          const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
-                          const int ch = rc;
-                          KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
-                          KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
-                          KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
-                          KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
-                          KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
-                          KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
+                if (KG_LIKELY(((ho_outer*8)+oh+(-1)) >= 0 && ((ho_outer*8)+oh+(-1)) < 56)) {
+                  const int xb = (owb*6);
+                  for (int kv = 0; kv < 2; ++kv) {
+                    const float *const wk = filter_cache + (ko_inner * 2 + kv) * 384;
+                    kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                    kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                    kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                    kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                    kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                    kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
+                    for (int rh = 0; rh < 1; ++rh) {
+                      const int xr = ((oh*432)+(rh*432));
+                      for (int rw = 0; rw < 1; ++rw) {
+                        { /* one tap, every pixel */
+                          const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 17);
+                          const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 17);
+                          const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 17);
+                          const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 17);
+                          const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 17);
+                          const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 17);
+                          const float *const x0 = input_cache + xr + (xc0*24);
+                          const float *const x1 = input_cache + xr + (xc1*24);
+                          const float *const x2 = input_cache + xr + (xc2*24);
+                          const float *const x3 = input_cache + xr + (xc3*24);
+                          const float *const x4 = input_cache + xr + (xc4*24);
+                          const float *const x5 = input_cache + xr + (xc5*24);
+                          const float *const wt = wk + (rh * 1 + rw) * 384;
+                          for (int rc = 0; rc < 24; ++rc) {
+                            const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                            const int ch = rc;
+                            KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                            KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                            KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                            KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                            KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                            KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
+                          }
                         }
                       }
                     }
+                    KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                    KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                    KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                    KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                    KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                    KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
                   }
-                  KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
-                  KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
-                  KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
-                  KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
-                  KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
-                  KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
                 }
                 for (int pb = 0; pb < 6; ++pb) {
                   const int ow = owb * 6 + pb;

@@ -162,51 +162,53 @@ void seed000_3x3_halo_reuse(const float *restrict input, const float *restrict f
           for (int oh = 0; oh < 18; ++oh) {
             for (int owb = 0; owb < 11; ++owb) { /* tiles of 6 pixels */
               float tile[192];
-              const int xb = (owb*6);
-              for (int kv = 0; kv < 2; ++kv) {
-                const float *const wk = filter_cache + (ko_inner * 2 + kv) * 18432;
-                kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
-                kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
-                kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
-                kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
-                kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
-                kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
-                for (int rh = 0; rh < 3; ++rh) {
-                  const int xr = ((((((ho_outer*16)+oh+rh)%20)/8)*65536)+(((((ho_outer*16)+oh+rh)%20)%8)*256));
-                  for (int rw = 0; rw < 3; ++rw) {
-                    { /* one tap, every pixel */
-                      const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 63);
-                      const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 63);
-                      const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 63);
-                      const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 63);
-                      const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 63);
-                      const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 63);
-                      const float *const x0 = input_cache + xr + (((xc0/8)*8192)+((xc0%8)*32));
-                      const float *const x1 = input_cache + xr + (((xc1/8)*8192)+((xc1%8)*32));
-                      const float *const x2 = input_cache + xr + (((xc2/8)*8192)+((xc2%8)*32));
-                      const float *const x3 = input_cache + xr + (((xc3/8)*8192)+((xc3%8)*32));
-                      const float *const x4 = input_cache + xr + (((xc4/8)*8192)+((xc4%8)*32));
-                      const float *const x5 = input_cache + xr + (((xc5/8)*8192)+((xc5%8)*32));
-                      const float *const wt = wk + (rh * 3 + rw) * 2048;
-                      for (int rc = 0; rc < 128; ++rc) {
-                        const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
-                        const int ch = (((rc/32)*2048)+(rc%32));
-                        KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
-                        KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
-                        KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
-                        KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
-                        KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
-                        KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
+              if (KG_LIKELY(((ho_outer*16)+oh) < 62)) {
+                const int xb = (owb*6);
+                for (int kv = 0; kv < 2; ++kv) {
+                  const float *const wk = filter_cache + (ko_inner * 2 + kv) * 18432;
+                  kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                  kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                  kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                  kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                  kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                  kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
+                  for (int rh = 0; rh < 3; ++rh) {
+                    const int xr = ((((((ho_outer*16)+oh+rh)%20)/8)*65536)+(((((ho_outer*16)+oh+rh)%20)%8)*256));
+                    for (int rw = 0; rw < 3; ++rw) {
+                      { /* one tap, every pixel */
+                        const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 63);
+                        const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 63);
+                        const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 63);
+                        const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 63);
+                        const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 63);
+                        const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 63);
+                        const float *const x0 = input_cache + xr + (((xc0/8)*8192)+((xc0%8)*32));
+                        const float *const x1 = input_cache + xr + (((xc1/8)*8192)+((xc1%8)*32));
+                        const float *const x2 = input_cache + xr + (((xc2/8)*8192)+((xc2%8)*32));
+                        const float *const x3 = input_cache + xr + (((xc3/8)*8192)+((xc3%8)*32));
+                        const float *const x4 = input_cache + xr + (((xc4/8)*8192)+((xc4%8)*32));
+                        const float *const x5 = input_cache + xr + (((xc5/8)*8192)+((xc5%8)*32));
+                        const float *const wt = wk + (rh * 3 + rw) * 2048;
+                        for (int rc = 0; rc < 128; ++rc) {
+                          const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                          const int ch = (((rc/32)*2048)+(rc%32));
+                          KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                          KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                          KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                          KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                          KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                          KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
+                        }
                       }
                     }
                   }
+                  KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                  KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                  KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                  KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                  KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                  KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
                 }
-                KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
-                KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
-                KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
-                KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
-                KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
-                KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
               }
               for (int pb = 0; pb < 6; ++pb) {
                 if (owb * 6 + pb < 62) {
