@@ -1,6 +1,7 @@
 """Pixel lanes with the filter shared through the subgroup, on lavapipe: a prototype against the generated kernel.
 
-Issue 50 asks for >= 0.6 of lavapipe's FMA probe on the 1x1 and 3x3 64x64x128 -> 128 convs. The generated kernels
+Issue 50 asks for >= 0.6 of lavapipe's FMA probe on the 1x1 and 3x3 64x64x128 -> 128 and the 3x3 258x258x16 -> 256
+convs. The generated kernels
 put the subgroup's lanes along output channels; this script writes the other design by hand and times both:
 
 - each invocation (lane) owns R output rows x P pixels (P pixels 8 columns apart) x K output channels (K = 8 or
@@ -24,6 +25,8 @@ other sessions, load average 3-3.6; lavapipe 22.3.6 / LLVM 15, 256 bits, subgrou
                         R2 P2 K8 U8 0.294 / 0.224; R2 P2 K8 U2 0.292 / 0.276
   3x3 64x64x128 -> 128  generated 0.509 (0.42-0.65) / 0.426 (0.36-0.85); R4 P1 K8 U1 0.464 / 0.452;
                         R2 P2 K8 U1 0.446 / 0.460; R2 P1 K16 U1 0.437 / 0.454
+  3x3 258x258x16 -> 256 (valid; --rounds 3) generated 0.333 / 0.328; R4 P1 K8 U1 0.316 / 0.295;
+                        R2 P2 K8 U2 0.189 / 0.177; R2 P1 K16 U2 0.196 / 0.196
 Earlier runs of the same shaders: 1x1 0.277 | 0.278-0.280, 3x3 0.495 | 0.474 (timestamps, generated | here).
 Parity, not the 1.2x that would justify a second dense template. What the JIT made of it (lavapipe_profile.py's
 dump): subgroupShuffle with a constant lane is one vpermd per filter value, in registers (its constant index
@@ -35,7 +38,7 @@ emits vmulps + vaddps, not FMA), 30-33% sit in the out-of-line texel fetch (8 x 
 per-lane loop (its store-forwarding stalls). Channel blocks along workgroup x rather than z made no difference that
 survived the load (1x1 R2 P2 K8 U2: 0.270 -> 0.273).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/lavapipe_pixel_lanes.py [--rounds 5] [--shape pw|c3] [--write DIR]
+    PYTHONPATH=. .venv/bin/python benchmarks/lavapipe_pixel_lanes.py [--rounds 5] [--shape pw|c3|c258] [--write DIR]
 """
 from __future__ import annotations
 
@@ -54,11 +57,20 @@ LANES = 8  # lavapipe's subgroup at 256 bits; the shader assumes one 8-lane subg
 
 @dataclass(frozen=True)
 class Conv:
-    """A stride-1 'same' conv, NHWC, HWIO filter, batch 1."""
-    size: int  # H = W
+    """A stride-1 conv, NHWC, HWIO filter, batch 1: 'same' (zero padding) or 'valid' (none)."""
+    size: int  # output H = W
     ic: int
     oc: int
     kernel: int
+    same: bool = True
+
+    @property
+    def pad(self) -> int:
+        return (self.kernel - 1) // 2 if self.same else 0
+
+    @property
+    def in_size(self) -> int:
+        return self.size + self.kernel - 1 - 2 * self.pad
 
 
 @dataclass(frozen=True)
@@ -80,13 +92,14 @@ class Variant:
 SHAPES = {
     "pw": (Conv(64, 128, 128, 1), (Variant(4, 1, 8, 4), Variant(2, 2, 8, 8), Variant(2, 2, 8, 2))),
     "c3": (Conv(64, 128, 128, 3), (Variant(4, 1, 8, 1), Variant(2, 2, 8, 1), Variant(2, 1, 16, 1))),
+    "c258": (Conv(256, 16, 256, 3, same=False), (Variant(4, 1, 8, 1), Variant(2, 2, 8, 2), Variant(2, 1, 16, 2))),
 }
 
 
 def shader(conv: Conv, v: Variant) -> str:
     """The GLSL compute shader of one variant (bindings as the generated kernel's: src, flt texel buffers, dst)."""
-    h = w = conv.size
-    ic4, oc4, pad, ks = conv.ic // 4, conv.oc // 4, (conv.kernel - 1) // 2, conv.kernel
+    h = w = conv.in_size
+    ic4, oc4, pad, ks = conv.ic // 4, conv.oc // 4, conv.pad, conv.kernel
     kc = v.channels // 4  # output vec4 chunks a lane owns
     per_gather = LANES // kc  # input channels one filter gather holds
     gathers = 4 // per_gather
@@ -106,6 +119,8 @@ def shader(conv: Conv, v: Variant) -> str:
         out += [f"  bool inside = ih >= 0 && ih < {h} && iw >= 0 && iw < {w};",
                 f"  ih = clamp(ih, 0, {h - 1}); iw = clamp(iw, 0, {w - 1});",
                 f"  return mix(vec4(0), texelFetch(src, (ih * {w} + iw) * {ic4} + ic4), bvec4(inside));"]
+    elif ks > 1:  # a row segment's last fetch reaches up to 6 columns past the row: read inside it, unused
+        out.append(f"  return texelFetch(src, (ih * {w} + min(iw, {w - 1})) * {ic4} + ic4);")
     else:
         out.append(f"  return texelFetch(src, (ih * {w} + iw) * {ic4} + ic4);")
     out += ["}", "void main() {",
@@ -157,7 +172,7 @@ def shader(conv: Conv, v: Variant) -> str:
         for p in range(v.pixels):
             for k8 in range(v.channels // 8):
                 words = ", ".join(f"word(A{r}_{p}_{8 * k8 + 2 * i}, A{r}_{p}_{8 * k8 + 2 * i + 1})" for i in range(4))
-                out.append(f"  dst[((oh0 + {r}) * {w} + ow0 + {LANES * p}) * {conv.oc // 8} + oc4_0 / 2 + {k8}] = "
+                out.append(f"  dst[((oh0 + {r}) * {conv.size} + ow0 + {LANES * p}) * {conv.oc // 8} + oc4_0 / 2 + {k8}] = "
                            f"u64vec4({words});")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -167,8 +182,8 @@ def config_text(conv: Conv) -> str:
     """A plain config of the conv (no schedule, no vulkan block), as issue 50's user writes it."""
     return yaml.safe_dump({
         "name": f"pixel_lanes_{conv.kernel}x{conv.kernel}", "dtype": "float32",
-        "input": {"shape": [1, conv.size, conv.size, conv.ic], "layout": "NHWC"},
-        "ops": [{"conv2d": {"out_channels": conv.oc, "kernel": conv.kernel, "stride": 1, "pad": (conv.kernel - 1) // 2,
+        "input": {"shape": [1, conv.in_size, conv.in_size, conv.ic], "layout": "NHWC"},
+        "ops": [{"conv2d": {"out_channels": conv.oc, "kernel": conv.kernel, "stride": 1, "pad": conv.pad,
                             "filter_layout": "HWIO"}}],
         "output": {"layout": "NHWC"}, "targets": ["vulkan"]}, sort_keys=False)
 
@@ -191,9 +206,10 @@ def run_shape(conv: Conv, variants: tuple[Variant, ...], rounds: int, tmp: Path)
     with compile_program(job, None) as program:
         runner, generated = program.runner, program.stages[0]
         bufs = program.buffers(random_inputs(config, job.plan, np.random.default_rng(0)), poisons(config.dtype)[0])
-        x = bufs[0][:conv.size * conv.size * conv.ic].reshape(conv.size, conv.size, conv.ic).astype(np.float64)
+        n = conv.in_size
+        x = bufs[0][:n * n * conv.ic].reshape(n, n, conv.ic).astype(np.float64)
         f = bufs[1][:conv.kernel ** 2 * conv.ic * conv.oc].reshape(conv.kernel, conv.kernel, conv.ic, conv.oc)
-        pad = (conv.kernel - 1) // 2
+        pad = conv.pad
         xp = np.pad(x, ((pad, pad), (pad, pad), (0, 0)))
         ref = sum(xp[i:i + conv.size, j:j + conv.size] @ f[i, j] for i in range(conv.kernel) for j in range(conv.kernel))
         stages = {"generated": generated}

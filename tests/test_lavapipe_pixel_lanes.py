@@ -36,12 +36,13 @@ def test_groups_cover_the_output():
 @requires_tool(*VULKAN)
 def test_shaders_match_numpy(tmp_path):
     """Every variant kind (rows, pixels 8 apart, 16 channels, several chunks a trip, padded 3x3 with and without the
-    row shuffles) on small convs; run_shape exits when any output differs from numpy by more than 1e-5 of its
+    row shuffles, unpadded 3x3) on small convs; run_shape exits when any output differs from numpy by more than 1e-5 of its
     largest value (float32 sums of 32-288 products against float64)."""
     m = script()
     m.run_shape(m.Conv(16, 32, 16, 1), (m.Variant(2, 2, 8, 2), m.Variant(1, 1, 16, 8)), 0, tmp_path)
     m.run_shape(m.Conv(16, 32, 16, 3), (m.Variant(2, 2, 8, 1), m.Variant(4, 1, 16, 2),
                                         m.Variant(2, 1, 8, 1, row_shuffles=False)), 0, tmp_path)
+    m.run_shape(m.Conv(16, 16, 32, 3, same=False), (m.Variant(2, 2, 8, 2), m.Variant(4, 1, 16, 1)), 0, tmp_path)
 
 
 @requires_tool(*VULKAN)
