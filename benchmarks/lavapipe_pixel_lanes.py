@@ -1,8 +1,8 @@
 """Pixel lanes with the filter shared through the subgroup, on lavapipe: a prototype against the generated kernel.
 
 Issue 50 asks for >= 0.6 of lavapipe's FMA probe on the 1x1 and 3x3 64x64x128 -> 128 and the 3x3 258x258x16 -> 256
-convs. The generated kernels
-put the subgroup's lanes along output channels; this script writes the other design by hand and times both:
+convs. The generated kernels put the subgroup's lanes along output channels; this script writes the other design by
+hand and times both:
 
 - each invocation (lane) owns R output rows x P pixels (P pixels 8 columns apart) x K output channels (K = 8 or
   16), all R x P x K accumulators scalars in registers; a workgroup is one 8-lane subgroup (lavapipe's size);
