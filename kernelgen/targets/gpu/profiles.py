@@ -129,6 +129,12 @@ LAVAPIPE_TRIP_BODY = 2048
 #   storage texel buffer ran at half the speed of the storage buffer's per-lane loop, a vec4 as u64vec2 at 0.75, and
 #   two pixels' chunks regrouped by shuffles into one u64vec4 per lane at 0.8-1.0 (51% of samples in stores): the
 #   loop moves each 8-lane vector of 64-bit words through a 64-byte stack slot and reads it back 8 bytes a lane.
+# - Lanes along pixels with the filter shared through the subgroup (benchmarks/lavapipe_pixel_lanes.py: a lane owns
+#   1-4 pixels x 8-16 channels in registers, the 8 lanes gather 32 filter values at once and each multiply-add
+#   takes its own by subgroupShuffle with a constant lane, one vpermd): parity with the default, 1x1 0.29-0.30 and
+#   3x3 0.44-0.46 of the probe against 0.30 and 0.51 in the same run; a third of the samples in the texel fetch
+#   helper, 17% of a 1x1's in its stores. subgroupBroadcast with a constant lane scans the execution mask per
+#   value on lavapipe 22.3: 0.04-0.07.
 
 
 @dataclass(frozen=True, slots=True)
