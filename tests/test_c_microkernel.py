@@ -156,6 +156,10 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
     # transpose in 8 x 8 blocks (the vector macros), as around the convs' tiles
     "nchw_maxpool_alone_blocked_copies": ([1, 16, 21, 16], ["maxpool: {kernel: 3, stride: 2, pad: 1}"], "NCHW",
                                           "NCHW", "{k_block: 16}", [None]),
+    # a pool alone on NHWC (ResNet18's maxpool as imported now): its windows read from the input in place, no caches;
+    # 80 channels in blocks of 64 and 16, batch 2, a 3x2 window with stride 2x3 and padding on three sides
+    "nhwc_maxpool_alone_in_place": ([2, 9, 11, 80], ["maxpool: {kernel: [3, 2], stride: [2, 3], pad: [1, 1, 0, 1]}"],
+                                    "NHWC", "NHWC", "{k_block: 16}", [None]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
     "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
@@ -222,6 +226,11 @@ def test_the_micro_kernel_is_taken_where_it_fits(name):
     if name == "dense_filter_in_place_chain_tail_copies":
         assert "filter_cache[" in text and "const float *const wk = filter1 + ko_outer_1 * 512" in text
         assert "const float *const wk = filter_cache + " in text
+    if name == "nhwc_maxpool_alone_in_place":  # windows clamped to the input: no caches, no test per tap
+        assert "_cache" not in text and "(void)workspace; /* the pool reads and writes in place */" in text
+        assert "const int h1 = oh * 2 - 1 + 3 < 9 ? oh * 2 - 1 + 3 : 9;" in text
+        assert "const int w0 = ow * 3 - 1 > 0 ? ow * 3 - 1 : 0;" in text
+        assert "const int kn = (cb * 64 + 64 <= 80 ? 64 : 16);" in text and "cb < 2; ++cb" in text
     planner_convs = [k for k, op in zip(kinds, job.plan.ops) if k is None and op.kind == "conv2d"]
     assert ("acc[ki] += x * filter_cache" in text) == bool(planner_convs)  # the planner's scalar reduction
     blocked = name in ("nchw_maxpool_alone_blocked_copies",)  # 8 x 8 transposes, no tile

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ...config import Config
 from ...plan_types import Function, Phase, Pipeline, Plan, Section, Step, Stmt
 from ...planner import compose_stripes, fitted_config
+from .direct_pool import direct_max_pool
 from .microkernel import GROUP, LANES, Tile
 from .gate_fold import fold
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
@@ -74,6 +75,11 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     if plan.dtype != "float32":
         return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes),
                        workspace_elements=plan.workspace_elements)
+    pool = direct_max_pool(plan)
+    if pool is not None:
+        return CKernel(kernel=pool, threads=1, tiles=tuple(tiles), workspace_elements=plan.workspace_elements,
+                       notes=(*notes, f"{plan.ops[0].label}: reads its windows from the input and stores into the "
+                                      f"output in place (no caches)"))
     # below, a kernel without micro-kernels (pools alone) too: its cache reads and write-backs are the blocked
     # copies (rowcopy.py, writeback.py), not a select per element (ResNet18's maxpool, NCHW: 0.81 -> 0.62 ms)
     load = parts.load

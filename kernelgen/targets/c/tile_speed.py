@@ -16,7 +16,10 @@ from .microkernel import ACCUMULATORS, HALF, IN_PLACE_FILTER, LANES, WIDE, WIDE_
 # Time = computed FLOPs (executed, plus the pixels the tiles compute past a stripe's edges) x (1 + LOAD_SLOTS x
 # loads per FMA) x (1 + ROW_PIXELS / the stripe row's pixels) gives all six within 5% (the 1 also carries what is
 # not the tile: the caches' reads, the epilogue). The loads alone (ROW_PIXELS 0) left the 8-column stripes 22% slower
-# than predicted and full width 12% faster.
+# than predicted and full width 12% faster. The last op's rows past the output (a last row stripe's tail) were
+# counted as computed in that fit; the loop nest skips them (a guard), and planner/tile_speed.py no longer counts
+# them: the 12- and 20-row cases now estimate 4-7% less, and the pair takes the 12-row stripes, the least measured
+# here (8-row ones before: 7.95 ms).
 LOAD_SLOTS = 0.45
 ROW_PIXELS = 3.5
 # A kernel call's cost besides its tiles and traffic (`kernelgen import` adds it per group): the least kernel of
