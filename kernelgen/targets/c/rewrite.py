@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
+from .register_epilogue import register_epilogue
 from .team import shared_rows
 
 
@@ -270,6 +271,9 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
         col_guard, body = body[0].cond, body[0].body
     assert len(body) == 4 and isinstance(body[1], Loop) and isinstance(body[3], Loop), body  # decl, init, sum, store
     _, init, reduction, stores = body
+    in_registers = register_epilogue(t, init, reduction, stores, col_guard, cols)
+    if in_registers is not None:
+        return in_registers
     block = t.k_block // t.k_split  # the planner's k_block: what acc[ki] indexes
     pixel: list[Node] = []
     (start,) = init.body
