@@ -17,7 +17,7 @@ from dataclasses import replace
 from ...ops.dialect import c_float
 from ...ops.statements import Assign, Lit, Load, Op, Var
 from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
-from .microkernel import Tile, tile_nodes
+from .microkernel import HALF, LANES, WIDE, Tile, tile_nodes
 
 _KINDS = {"add": "KG_ADD", "max": "KG_MAX", "min": "KG_MIN"}  # the operations a vector epilogue spells
 _READ = re.compile(r"(\w+)\[(.+)\]")
@@ -60,24 +60,22 @@ def _steps(body: tuple[Node, ...], position: str) -> tuple[Node, ...] | None:
     stored = [n for n in body if _STORE.fullmatch(n.code) and not n.code.startswith("float ")]
     if len(read) != 1 or len(stored) != 1 or body.index(read[0]) > body.index(stored[0]):
         return None
-    target, index, value = _STORE.fullmatch(stored[0].code).groups()
-    if target == "output_cache":  # the last op's: a later rewrite may send it to the output (direct_stores)
-        return None
-    if value not in ("v", f"({position}) ? v : 0.0f") or not _contiguous(index):
+    index, value = _STORE.fullmatch(stored[0].code).group(2, 3)
+    if value not in ("v", f"({position}) ? v : 0.0f") or not contiguous(index):
         return None
     for n in body:
         if n.assign is not None:
             a = n.assign
             if a.target != "v" or a.declare or not isinstance(a.value, Op) or a.value.kind not in _KINDS:
                 return None
-            if any(not _READ.fullmatch(r) or not _contiguous(_READ.fullmatch(r).group(2)) for _, r in n.loads):
+            if any(not _READ.fullmatch(r) or not contiguous(_READ.fullmatch(r).group(2)) for _, r in n.loads):
                 return None
         elif n is not read[0] and n is not stored[0] and not n.code.startswith(("/*", "KG_TRACE(")):
             return None
     return body
 
 
-def _contiguous(index: str) -> bool:
+def contiguous(index: str) -> bool:
     """Whether the C index is `ki` plus terms without it: consecutive channels, consecutive elements."""
     if "/" in index or "%" in index or len(re.findall(r"\bki\b", index)) != 1:
         return False
@@ -146,3 +144,21 @@ def _assignment(a: Assign, x: str, loads: dict[str, str]) -> str:
         assert isinstance(e, Var) and e.name == "v", e
         return "v"
     return f"v = {_KINDS[a.value.kind]}{x}({', '.join(leaf(e) for e in a.value.args)});"
+
+
+_VECTOR_STORE = re.compile(r"KG_STORE(\d*)\(&output_cache\[(.+)\], (\w+)\);")
+
+
+def direct_store(code: str, index: str) -> str | None:
+    """A vector store of this module's into the output cache as a store into output[index] (the last op's store
+    sent straight to the output, rewrite.direct_stores), None for any other statement. An output whose channels
+    are not consecutive (NCHW) takes the vector a lane at a time."""
+    found = _VECTOR_STORE.fullmatch(code)
+    if not found:
+        return None
+    x, value = found.group(1), found.group(3)
+    if contiguous(index):
+        return f"KG_STORE{x}(&output[{index}], {value});"
+    lanes = {"": LANES, "4": HALF, "16": WIDE}[x]
+    at = re.sub(r"\bki\b", "(ki + lane)", index)
+    return f"for (int lane = 0; lane < {lanes}; ++lane) output[{at}] = KG_LANE({value}, lane);"

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
-from .register_epilogue import register_epilogue
+from .register_epilogue import direct_store, register_epilogue
 from .team import shared_rows
 
 
@@ -92,7 +92,9 @@ def direct_stores(nodes: tuple[Node, ...], index: str) -> tuple[Node, ...]:
     for node in nodes:
         if isinstance(node, Section) and node.step == Step(Phase.WRITE_BACK):
             continue
-        if isinstance(node, Stmt) and node.code.startswith("output_cache["):
+        if isinstance(node, Stmt) and direct_store(node.code, index):  # an epilogue in registers' vector store
+            out.append(replace(node, code=direct_store(node.code, index)))
+        elif isinstance(node, Stmt) and node.code.startswith("output_cache["):
             value = node.code[node.code.index("] = ") + 4:]
             out.append(Stmt(code=f"output[{index}] = {value}", summary=node.summary.replace("output_cache", "output")))
         elif isinstance(node, (Loop, Guard, Block, Section)):
