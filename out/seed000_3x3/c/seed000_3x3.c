@@ -78,36 +78,6 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #else
 #define KG_VF16 0
 #endif
-#define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
-/* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
-   does not vectorize it (the store of 144 channels in blocks of 32 ran scalar, its relu a mispredicted branch). */
-#if defined(__GNUC__) || defined(__clang__)
-#define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
-#else
-#define KG_LIKELY(cond) (cond)
-#endif
-/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
-   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
-   compare and blend each); kept a loop, it is one vector load, add, max and store. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 /* the unroll pragma came in gcc 8 */
-#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
-#else
-#define KG_VECTOR_LOOP
-#endif
-/* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
-   the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
-   a copy per FMA; its input pointer (a pixel, or zeros for the padding): else a select becomes branches. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
-#define KG_OPAQUE(p) __asm__ volatile("" : "+r"(p))
-#else
-#define KG_OPAQUE(p) ((void)0)
-#endif
-/* A hint to bring a line of a direct depthwise tile's input into the caches ahead of use (it never faults). */
-#if defined(__GNUC__) || defined(__clang__)
-#define KG_PREFETCH(p) __builtin_prefetch((p), 0, 1)
-#else
-#define KG_PREFETCH(p) ((void)0)
-#endif
 /* A dense tile's epilogue on its accumulators (register_epilogue.py): + bias or residual, and the clamps, the
    scalar epilogue's operations lane by lane (max: a > b ? a : b, min: a < b ? a : b, as x86's max/min take them),
    so its stores hold the same bits. x86 gets its max/min instructions: gcc leaves a vector select a compare and
@@ -148,6 +118,36 @@ static inline KG_UNUSED kg_vf4 kg_splat4(float x) { kg_vf4 v; for (int i = 0; i 
 #define KG_MAX4(a, b) kg_max4((a), (b))
 #define KG_MIN4(a, b) kg_min4((a), (b))
 #define KG_SPLAT4(x) kg_splat4(x)
+#endif
+#define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+/* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
+   does not vectorize it (the store of 144 channels in blocks of 32 ran scalar, its relu a mispredicted branch). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_LIKELY(cond) __builtin_expect(!!(cond), 1)
+#else
+#define KG_LIKELY(cond) (cond)
+#endif
+/* Before a tile's per-pixel store loop (ki): gcc 12 unrolls a loop of 8 channels completely before its loop
+   vectorizer runs, and its SLP pass then left the 8 stores scalar (an index computed per store, the relu a
+   compare and blend each); kept a loop, it is one vector load, add, max and store. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 /* the unroll pragma came in gcc 8 */
+#define KG_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define KG_VECTOR_LOOP
+#endif
+/* A pointer the compiler must take as changed here. A depthwise tile's filter pointer: else gcc hoists
+   the filter vectors of every tap (108 for 96 channels) out of the pixel loop into stack slots, a reload and
+   a copy per FMA; its input pointer (a pixel, or zeros for the padding): else a select becomes branches. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+#define KG_OPAQUE(p) __asm__ volatile("" : "+r"(p))
+#else
+#define KG_OPAQUE(p) ((void)0)
+#endif
+/* A hint to bring a line of a direct depthwise tile's input into the caches ahead of use (it never faults). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KG_PREFETCH(p) __builtin_prefetch((p), 0, 1)
+#else
+#define KG_PREFETCH(p) ((void)0)
 #endif
 /* kernelgen validate builds this file with -DKG_TRACE_INTERMEDIATES: each intermediate op's output is then also
    stored, logical NHWC, into seed000_3x3_trace[op - 1], and every op is checked on its own input. */
