@@ -8,6 +8,7 @@ the tile's pixels in accumulators (up to DEPTHWISE_ACCUMULATORS) and sum the 9 t
 the source is read pixel after pixel, in memory order (NHWC): the hardware prefetchers follow such a stream while
 the FMAs run, where a tile of pixels read one channel vector at a time (stride one pixel) kept them behind.
 Sums land in `tile[pixels][k_block]`, from which the planner's own per-pixel store (epilogue, guards, trace) runs.
+(A dense tile whose store is simple runs the epilogue on its accumulators instead: register_epilogue.py.)
 
 A depthwise conv that reads the kernel's input straight (`direct`) skips the input cache: each tap's pointer is
 the input pixel, or a zero vector where the tap falls in the conv padding, so every input byte is read from memory

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
+from .register_epilogue import direct_store, register_epilogue
 from .team import shared_rows
 
 
@@ -91,7 +92,9 @@ def direct_stores(nodes: tuple[Node, ...], index: str) -> tuple[Node, ...]:
     for node in nodes:
         if isinstance(node, Section) and node.step == Step(Phase.WRITE_BACK):
             continue
-        if isinstance(node, Stmt) and node.code.startswith("output_cache["):
+        if isinstance(node, Stmt) and direct_store(node.code, index):  # an epilogue in registers' vector store
+            out.append(replace(node, code=direct_store(node.code, index)))
+        elif isinstance(node, Stmt) and node.code.startswith("output_cache["):
             value = node.code[node.code.index("] = ") + 4:]
             out.append(Stmt(code=f"output[{index}] = {value}", summary=node.summary.replace("output_cache", "output")))
         elif isinstance(node, (Loop, Guard, Block, Section)):
@@ -270,6 +273,9 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
         col_guard, body = body[0].cond, body[0].body
     assert len(body) == 4 and isinstance(body[1], Loop) and isinstance(body[3], Loop), body  # decl, init, sum, store
     _, init, reduction, stores = body
+    in_registers = register_epilogue(t, init, reduction, stores, col_guard, cols)
+    if in_registers is not None:
+        return in_registers
     block = t.k_block // t.k_split  # the planner's k_block: what acc[ki] indexes
     pixel: list[Node] = []
     (start,) = init.body

@@ -71,8 +71,54 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_STORE16(p, v) (*(kg_vf16_unaligned *)(p) = (v))
 #define KG_FMA16(acc, x, w) ((acc) += (x) * (w)) /* x a float: the FMA's broadcast memory operand, {1to16} */
 #define KG_FMAV16(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf16 (a wide depthwise tile's input) */
+#include <immintrin.h> /* the wide epilogue's max/min (register_epilogue.py) */
+#define KG_ADD16(a, b) ((a) + (b))
+#define KG_MAX16(a, b) ((kg_vf16)_mm512_max_ps((__m512)(a), (__m512)(b)))
+#define KG_MIN16(a, b) ((kg_vf16)_mm512_min_ps((__m512)(a), (__m512)(b)))
+#define KG_SPLAT16(x) ((kg_vf16){(x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x)})
 #else
 #define KG_VF16 0
+#endif
+/* A dense tile's epilogue on its accumulators (register_epilogue.py): + bias or residual, and the clamps, the
+   scalar epilogue's operations lane by lane (max: a > b ? a : b, min: a < b ? a : b, as x86's max/min take them),
+   so its stores hold the same bits. x86 gets its max/min instructions: gcc leaves a vector select a compare and
+   a blend. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KG_SCALAR)
+/* selects by the compare's mask (macros: a function passing 32-byte vectors trips gcc's psabi note without AVX) */
+#define KG_SELECT(m, a, b, vi, vf) ((vf)(((vi)(m) & (vi)(a)) | (~(vi)(m) & (vi)(b))))
+#if defined(__AVX__)
+#include <immintrin.h>
+#define KG_MAX(a, b) ((kg_vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#define KG_MIN(a, b) ((kg_vf)_mm256_min_ps((__m256)(a), (__m256)(b)))
+#else
+typedef int kg_vi __attribute__((vector_size(32)));
+#define KG_MAX(a, b) KG_SELECT((a) > (b), a, b, kg_vi, kg_vf)
+#define KG_MIN(a, b) KG_SELECT((a) < (b), a, b, kg_vi, kg_vf)
+#endif
+typedef int kg_vi4 __attribute__((vector_size(16)));
+#define KG_ADD(a, b) ((a) + (b))
+#define KG_SPLAT(x) ((kg_vf){(x), (x), (x), (x), (x), (x), (x), (x)})
+#define KG_ADD4(a, b) ((a) + (b))
+#define KG_MAX4(a, b) KG_SELECT((a) > (b), a, b, kg_vi4, kg_vf4)
+#define KG_MIN4(a, b) KG_SELECT((a) < (b), a, b, kg_vi4, kg_vf4)
+#define KG_SPLAT4(x) ((kg_vf4){(x), (x), (x), (x)})
+#else
+static inline KG_UNUSED kg_vf kg_add(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] += b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf kg_max(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] = a.lane[i] > b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf kg_min(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] = a.lane[i] < b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf kg_splat(float x) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = x; return v; }
+static inline KG_UNUSED kg_vf4 kg_add4(kg_vf4 a, kg_vf4 b) { for (int i = 0; i < 4; ++i) a.lane[i] += b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf4 kg_max4(kg_vf4 a, kg_vf4 b) { for (int i = 0; i < 4; ++i) a.lane[i] = a.lane[i] > b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf4 kg_min4(kg_vf4 a, kg_vf4 b) { for (int i = 0; i < 4; ++i) a.lane[i] = a.lane[i] < b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf4 kg_splat4(float x) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = x; return v; }
+#define KG_ADD(a, b) kg_add((a), (b))
+#define KG_MAX(a, b) kg_max((a), (b))
+#define KG_MIN(a, b) kg_min((a), (b))
+#define KG_SPLAT(x) kg_splat(x)
+#define KG_ADD4(a, b) kg_add4((a), (b))
+#define KG_MAX4(a, b) kg_max4((a), (b))
+#define KG_MIN4(a, b) kg_min4((a), (b))
+#define KG_SPLAT4(x) kg_splat4(x)
 #endif
 #define KG_CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
 /* A test that holds on all but a stripe's last channel block: gcc otherwise guesses the loop it guards is cold and
