@@ -98,6 +98,33 @@ def _c_op(text: str, op: int, old: str, new: str) -> str:
     return text[:begin] + section.replace(old, new) + text[end:]
 
 
+def _c_sub(text: str, op: int, pattern: str, replacement: str) -> str:
+    """re.sub of `pattern` in op `op`'s conv section and epilogue; it must match there."""
+    begin, end = text.index(f"/* conv2d #{op} "), text.index(f"/* filter #{op + 1} cache read")
+    section, count = re.subn(pattern, replacement, text[begin:end])
+    assert count, (op, pattern)
+    return text[:begin] + section + text[end:]
+
+
+# A dense tile's simple epilogue runs on its accumulator vectors (register_epilogue.py: `kg_vf v = a0_0;`, then
+# KG_ADD of the bias vector); anything else on the planner's per-channel `float v = acc[ki]`.
+def _scaled(text: str, op: int) -> str:
+    """Op `op`'s outputs times 1.001, in whichever epilogue form it has."""
+    section = text[text.index(f"/* conv2d #{op} "):text.index(f"/* filter #{op + 1} cache read")]
+    if "float v = acc[ki]" in section:
+        return _c_op(text, op, "float v = acc[ki]", "float v = 1.001f * acc[ki]")
+    return _c_sub(text, op, r"(kg_vf(16)? v = a\d+_\d+;)", r"\1 KG_FMAV\2(v, v, KG_SPLAT\2(0.001f));")
+
+
+def _bias_dropped(text: str, op: int) -> str:
+    """Op `op`'s bias times 0: the register epilogue's vector loads and the planner's scalar reads."""
+    begin, end = text.index(f"/* conv2d #{op} "), text.index(f"/* filter #{op + 1} cache read")
+    section, vectors = re.subn(rf"KG_LOAD(16)?\(&bias{op}\[", rf"KG_SPLAT\1(0.0f * bias{op}[", text[begin:end])
+    section, scalars = re.subn(rf"(?<![&*] )bias{op}\[", f"0.0f * bias{op}[", section)
+    assert vectors + scalars, op
+    return text[:begin] + section + text[end:]
+
+
 def _c_ops(text: str, op: int, changes: list[tuple[str, str]]) -> str:
     """_c_op for each (old, new) of `changes` whose `old` op `op`'s section holds (the first must be there)."""
     section = text[text.index(f"/* conv2d #{op} "):text.index(f"/* filter #{op + 1} cache read")]
@@ -107,12 +134,12 @@ def _c_ops(text: str, op: int, changes: list[tuple[str, str]]) -> str:
 
 
 C_MUTATIONS = {  # op 10: block 4's expand, op 11: its depthwise, in the middle of the 21 ops
-    "bias dropped": lambda s: _c_op(s, 10, "bias10[", "0.0f * bias10["),
+    "bias dropped": lambda s: _bias_dropped(s, 10),
     # the depthwise micro-kernel: tap (1, 2) is the kernel row rh == 1's third filter pointer, w2, in the 8-float
     # tile and in its 16-float variant where it has one (the tile an AVX-512F host runs)
     "one tap skipped": lambda s: _c_ops(s, 11, [("KG_LOAD(w2 + ", "(float)(rh != 1) * KG_LOAD(w2 + "),
                                                 ("KG_LOAD16(w2 + ", "(float)(rh != 1) * KG_LOAD16(w2 + ")]),
-    "output scaled by 1.001": lambda s: _c_op(s, 11, "float v = acc[ki]", "float v = 1.001f * acc[ki]"),
+    "output scaled by 1.001": lambda s: _scaled(s, 11),
     # the last conv stores into the output directly (no write-back of the output cache)
     "zeros written": lambda s: re.sub(r"^(\s*output\[.*?\] = )", r"\g<1>0.0f * ", s, flags=re.M),
 }
@@ -152,7 +179,7 @@ def test_dump_writes_each_op_beside_its_reference_and_shows_where_a_chain_goes_w
         assert got.shape == want.shape == (1, 10, 9, 16)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     job = api.jobs(api.load_config(path), ("c",))["c"]
-    source = _c_op(job.files["chain4.c"], 2, "float v = acc[ki]", "float v = 1.001f * acc[ki]")  # op 2 only
+    source = _scaled(job.files["chain4.c"], 2)  # op 2 only
     result = validate(TARGETS["c"], replace(job, files={**job.files, "chain4.c": source}), seed=3,
                       dump=tmp_path / "broken")
     assert result.status is Status.FAIL and "conv2d #2: output[" in result.detail
