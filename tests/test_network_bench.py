@@ -6,6 +6,7 @@ time was measured and where it came from."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -123,6 +124,17 @@ def test_the_program_takes_threads_at_run_time_and_waits_passively(tmp_path, mon
                             r"mv2c: \d+\.\d{3} ms per run \(median of 2\)\n", done.stdout)  # no step times: no -DKG_TIMERS
         outputs.append(np.load(tmp_path / f"out{threads}.npy"))
     assert np.array_equal(outputs[0], outputs[1])
+    # libgomp prints its settings as it loads (OMP_DISPLAY_ENV): the program's own run has the bounded spin and the
+    # passive policy it set for itself; a user's policy stands, and then no spin count is set for them
+    for given, spins, policy in (({}, "3000", "PASSIVE"), ({"OMP_WAIT_POLICY": "active"}, "30000000000", "ACTIVE"),
+                                 ({"GOMP_SPINCOUNT": "7"}, "7", "PASSIVE")):
+        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+        env.update({"OMP_DISPLAY_ENV": "verbose", **given})
+        shown = subprocess.run([str(folder / "mv2c_run"), "--threads", "2", "--repeat", "1", str(tmp_path / "in.npy"),
+                                str(tmp_path / "o.npy")], capture_output=True, text=True, timeout=120, env=env)
+        assert shown.returncode == 0, shown.stderr
+        settings = shown.stderr.split("OPENMP DISPLAY ENVIRONMENT BEGIN")[-1]  # the run that computed
+        assert f"GOMP_SPINCOUNT = '{spins}'" in settings and f"OMP_WAIT_POLICY = '{policy}'" in settings, settings
     bad = subprocess.run([str(folder / "mv2c_run"), "--threads", "0", str(tmp_path / "in.npy"), str(tmp_path / "o.npy")],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--threads 0: expected a count from 1 to 1024" in bad.stderr

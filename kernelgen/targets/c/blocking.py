@@ -25,7 +25,7 @@ from .gate_fold import fold
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
 from .rowcopy import row_reads
 from .stripe_team import StripeTeam, stripe_team
-from .team import barriers, one_team, pays, solo
+from .team import barriers, blocks_shared, one_team, pays, solo
 from .tiles import op_tile, reads_input
 from .writeback import transposed_write_backs
 
@@ -127,6 +127,7 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     shared = stripe_team(solo(stripes), plan.kernel.prologue + unused, plan, threads)
     if shared is not None and pays(plan.executed_flops, 1) and not _reads_caches(rest, plan):
         return _stripes_shared(plan, shared, rest, unused, threads, tiles, notes)
+    stripes = blocks_shared(stripes, threads)
     teamed = one_team(stripes)
     meetings = barriers(teamed) if teamed is not stripes else 0
     if meetings and not pays(plan.executed_flops, meetings):

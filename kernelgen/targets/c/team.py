@@ -25,6 +25,8 @@ SHARED_FOR = "#pragma omp for schedule(static)"
 # The region's team: kg_team_begin (kernel.c.j2) answers kg_threads or 1, whichever its calls have timed faster.
 PARALLEL = "#pragma omp parallel num_threads(kg_team)"  # what rewrite.py puts before a conv's row loop (oh)
 _DIRECTIVE = ("#ifdef _OPENMP", "#endif", SHARED_FOR)
+# the loops over one op's output-channel blocks (the planner's names: the last op's, and an earlier op's of a chain)
+_CHANNEL_BLOCKS = re.compile(r"ko_outer(_\d+)?")
 # a statement that only declares a local from its initializer: every thread may run it (its copy is its own)
 _DECLARATION = re.compile(r"^(const\s+)?(int|float|size_t|ptrdiff_t)\s*(\*\s*const\s+)?\w+\s*=[^=]")
 
@@ -45,6 +47,61 @@ def timed_region(region: tuple[Node, ...]) -> tuple[Node, ...]:
 def shared_rows() -> tuple[Stmt, ...]:
     """The marker rewrite.py puts before a conv's row loop: its rows are split between the team."""
     return openmp(SHARED_FOR)
+
+
+def blocks_shared(nodes: tuple[Node, ...], threads: int) -> tuple[Node, ...]:
+    """`nodes` with each op's output-channel block loop split between the team instead of the conv rows inside it,
+    where the loop holds nothing else that stores (so each block writes its own channels only) and that leaves the
+    busiest thread no more rows to run: one meeting an op instead of one a block. A 1x1 conv on a pooled pixel (a
+    squeeze-excite FC, a classifier's GEMV) has one row, so only its blocks can share; a 7x7 conv's 7 rows split
+    4 + 3, its 18 blocks 9 + 9."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Loop) and _CHANNEL_BLOCKS.fullmatch(node.var) and _rows_alone(node.body) and \
+                _busiest_rows(node.body, threads, node.extent, by_blocks=True) <= \
+                _busiest_rows(node.body, threads, node.extent, by_blocks=False):
+            out += [*shared_rows(), replace(node, body=solo(node.body))]
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            out.append(replace(node, body=blocks_shared(node.body, threads)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _rows_alone(nodes: tuple[Node, ...]) -> bool:
+    """Whether `nodes` hold shared row loops and, outside them, only declarations (nothing _split would leave to
+    the master thread)."""
+    shared_next = found = False
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in _DIRECTIVE:
+            shared_next = shared_next or node.code == SHARED_FOR
+        elif shared_next:
+            shared_next, found = False, True
+        elif _shares(node):
+            if not _rows_alone(node.body):
+                return False
+            found = True
+        elif not (isinstance(node, Stmt) and (not node.code or _DECLARATION.match(node.code)) and not node.assign):
+            return False
+    return found
+
+
+def _busiest_rows(nodes: tuple[Node, ...], threads: int, blocks: int, *, by_blocks: bool) -> int:
+    """The rows the busiest thread runs over `blocks` runs of `nodes`: the blocks split between the team, or each
+    shared row loop in them."""
+    rows = 0
+    shared_next = False
+    for node in nodes:
+        if isinstance(node, Stmt) and node.code in _DIRECTIVE:
+            shared_next = shared_next or node.code == SHARED_FOR
+        elif shared_next:
+            assert isinstance(node, Loop), node
+            rows += node.extent if by_blocks else -(-node.extent // threads)
+            shared_next = False
+        elif isinstance(node, (Loop, Guard, Block, Section)):
+            times = node.extent if isinstance(node, Loop) else 1
+            rows += times * _busiest_rows(node.body, threads, 1, by_blocks=by_blocks)
+    return rows * (-(-blocks // threads) if by_blocks else blocks)
 
 
 def one_team(body: tuple[Node, ...]) -> tuple[Node, ...]:
