@@ -75,13 +75,16 @@ def test_bench_runs_the_program_against_onnxruntime_round_by_round(manifest, tmp
 
 
 @requires_tool(*ONNX, *toolchain("c"))
-def test_bench_with_two_threads_builds_teams_and_turns_onnxruntimes_spinning_off(manifest):
+def test_bench_with_two_threads_builds_teams_and_turns_onnxruntimes_spinning_off(manifest, monkeypatch):
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)  # the program's own waiting, which the output names
     result = CliRunner().invoke(main, ["bench", str(manifest), "--target", "c", "--repeat", "1", "--rounds", "1",
                                        "--threads", "2"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("host: ")  # issue 50: the CPU it ran on first
     assert "2 threads, 1 rounds of 1 inferences" in lines[1] and "(CPU, 2 threads, spinning off)" in lines[1]
+    assert lines[2] == "  its threads spin 3000 rounds, then sleep (GOMP_SPINCOUNT=3000, OMP_WAIT_POLICY=passive)"
     # what two threads must beat: the same program with one, in the same rounds
     assert re.search(r"^  the same program, 1 thread: CPU +\d+\.\d\d ms  wall +\d+\.\d\d ms  \(2 threads' wall / "
                      r"1 thread's: \d+\.\d\d\)$", lines[-2])

@@ -44,6 +44,7 @@ class ProgramBuild:
     runner: str = ""  # what `make run` puts before ./<network>_run (a simulator and its options, then a space)
     main_template: str = f"{PROGRAM}/main.c.j2"  # a target's own may {% extends %} it
     clean: tuple[str, ...] = ()  # what `make clean` removes besides the program and its objects (a cache folder)
+    main_values: Mapping[str, Any] = field(default_factory=dict)  # what the target's main template reads besides
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,7 +141,8 @@ def program_files(network: Network, target: str, build: ProgramBuild, weights: W
         objects=[o["object"] for o in program_objects],
         defines=[f"{net.upper()}_EMBEDDED_WEIGHTS"] if embed else [],
         input=_end(source), output=_end(sink),
-        embedded_note=(" or, without --weights, the copy built into it (--embed-weights)" if embed else ""))
+        embedded_note=(" or, without --weights, the copy built into it (--embed-weights)" if embed else ""),
+        **build.main_values)
     files = {f"{net}_run.c": _render(build.main_template, context, network, "c", flags_line),
              "Makefile": _render(f"{PROGRAM}/Makefile.j2", context, network, "make")}
     files |= {name: environment().get_template(f"{PROGRAM}/{name}").render() for name in HEADERS}

@@ -121,6 +121,19 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
             for name, template in zip(FILES, TEMPLATES)}
 
 
+# The rounds a waiting libgomp thread of the program spins before it sleeps (templates/c/program_main.c.j2 says why)
+SPIN_COUNT = 3000
+WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # a user who sets either keeps their own (the program sets neither)
+
+
+def program_waiting(environ: Mapping[str, str]) -> str:
+    """How the program's waiting OpenMP threads wait when run in `environ`: what a benchmark says it measured."""
+    given = [f"{name}={environ[name]}" for name in WAITING if name in environ]
+    if given:
+        return f"its threads wait as the environment says ({', '.join(given)})"
+    return f"its threads spin {SPIN_COUNT} rounds, then sleep (GOMP_SPINCOUNT={SPIN_COUNT}, OMP_WAIT_POLICY=passive)"
+
+
 def workspace_bytes(job: Job) -> int:
     """What a kernel's workspace takes in the arena: its caches, a copy for each thread when its threads share out
     whole stripes (the config's `threads`: <net>_set_threads gives a kernel no more)."""
@@ -139,7 +152,8 @@ def network_program(network: Network, jobs: Mapping[str, Job]) -> ProgramBuild:
     return ProgramBuild(compiler=compiler_name(), flags=common,
                         kernel_flags={name: f for name, f in flags.items() if f != common},
                         kernel_sources={name: tuple(f for f in jobs[name].files if f.endswith(".c")) for name in flags},
-                        link=("-lm", *(("-fopenmp",) if openmp else ())), main_template="c/program_main.c.j2")
+                        link=("-lm", *(("-fopenmp",) if openmp else ())), main_template="c/program_main.c.j2",
+                        main_values={"spin_count": SPIN_COUNT})
 
 
 def pack_weights(job: Job, logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
