@@ -372,8 +372,8 @@ def test_threads_share_runs_of_ring_row_stripes_each_starting_its_own_ring(tmp_p
 def test_a_kernel_with_little_work_between_barriers_runs_one_thread():
     """Below MIN_WORK_PER_BARRIER FLOPs per meeting of the threads, no team: the row loops are plain, no setter,
     and a note says why (a barrier costs about as much CPU as such a kernel computes between two)."""
-    config, job = _job("inverted_residual_hardswish_chain", "{threads: 2}")
-    text = job.files["inverted_residual_hardswish_chain.c"]
+    config, job = _job("double_buffer_w_split", "{threads: 2}")  # 9,027 FLOPs between 49 barriers
+    text = job.files["double_buffer_w_split.c"]
     assert "#pragma omp" not in text and "kg_threads" not in text and job.target_plan.threads == 1
     assert any(n.startswith("one thread: ") and "barriers a team would meet" in n for n in job.target_plan.notes)
 

@@ -17,10 +17,14 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Section, Stmt
 
-# The least work (executed FLOPs) a kernel does per meeting of its threads for a team to pay: a barrier where a
-# thread waits asleep (passive) costs ~6 us of CPU on a 2-core VM (MobileNetV2, 2 threads: 5,800 barriers an
-# inference added 33 ms of CPU to 34); 1 MFLOP is ~50 us of one core's work. Below it the kernel runs one thread.
-MIN_WORK_PER_BARRIER = 1_000_000
+# The least work (executed FLOPs) a kernel does per meeting of its threads for a team to pay. A barrier where a
+# thread waits asleep (passive) cost ~6 us of CPU on a 2-core VM (MobileNetV2, 2 threads: 5,800 barriers an
+# inference added 33 ms of CPU to 34); the network program's threads now spin ~40 us before they sleep
+# (targets/c/network.SPIN_COUNT), so a barrier between back-to-back phases is a few hundred ns, and each call
+# times its team against one thread anyway (kernel.c.j2: a team that does not pay is not used). 100 kFLOPs is 2-5 us
+# of one core's work: MobileNetV3-small's squeeze-excite FCs and 7x7 depthwise convs (120-176 kFLOPs between their
+# 3-4 barriers) then run their teams, 2 threads' wall 1.24 -> 1.14 ms (7 interleaved runs, quiet 2-core VM).
+MIN_WORK_PER_BARRIER = 100_000
 SHARED_FOR = "#pragma omp for schedule(static)"
 # The region's team: kg_team_begin (kernel.c.j2) answers kg_threads or 1, whichever its calls have timed faster.
 PARALLEL = "#pragma omp parallel num_threads(kg_team)"  # what rewrite.py puts before a conv's row loop (oh)
