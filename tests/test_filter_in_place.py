@@ -67,7 +67,8 @@ def test_filters_read_in_place_match_numpy(tail):
 
 
 def test_the_wide_tile_prefetches_the_next_blocks_filter_a_tap_run_at_a_time():
-    config = parse_config(DEEP.replace("FILTER ", "filter_layout: OHWI16o, ").replace("OPS\n", ""), "deep.yaml")
+    lone = DEEP.replace("FILTER ", "filter_layout: OHWI16o, ").replace("OPS\n", "")
+    config = parse_config(lone + "c: {winograd: false}\n", "deep.yaml")  # the direct tile (Winograd: winograd.py)
     text = jobs(config, ("c",))["c"].files["deep.c"]
     # 7 rows x 1 tile x 1 kv step x 9 taps = 63 runs a 32-channel block; its 2 x 9 runs of 256 lines go to runs
     # floor(u x 63 / 18); blocks of 16 channels 9 x 256 x 16 = 36864 elements apart, taps 4096; one stripe of all

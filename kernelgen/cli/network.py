@@ -3,7 +3,6 @@ commands.py and bench.py hand over to when their arguments are manifests rather 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -20,7 +19,6 @@ from ..measure.network_run import step_status
 from ..measure.program_run import PROGRAM_AGREEMENT
 from ..measure.records import Status
 from ..network.manifest import Network, is_manifest
-from ..targets.c.network import program_waiting
 from .common import handle_errors, number
 
 if TYPE_CHECKING:
@@ -220,7 +218,7 @@ def _program_report(times: NetworkTimes, as_json: bool) -> NetworkTimes:
         click.echo(json.dumps({
             "network": times.network, "target": times.target, "threads": timed.threads, "rounds": len(timed.rounds),
             "inferences_per_round": timed.repeat, "onnxruntime": timed.onnxruntime,
-            **({"waiting": program_waiting(os.environ)} if timed.threads > 1 else {}),
+            **({"waiting": timed.waiting} if timed.threads > 1 else {}),
             **{f"{f}_seconds": number(v) for f, v in medians.items()},
             "cpu_ratio": number(ratio_cpu), "wall_ratio": number(ratio_wall),
             **({"threads_wall_ratio": number(medians["program_wall"] / medians["single_wall"])}
@@ -234,7 +232,7 @@ def _program_report(times: NetworkTimes, as_json: bool) -> NetworkTimes:
                f"{'s' if timed.threads > 1 else ''}, {len(timed.rounds)} rounds of {timed.repeat} inferences "
                f"interleaved with {timed.onnxruntime}")
     if timed.threads > 1:
-        click.echo(f"  {program_waiting(os.environ)}")
+        click.echo(f"  {timed.waiting}")
     for r in times.steps:
         rates = f"{r.flops / r.seconds / 1e9:7.2f} GFLOP/s" if r.kind == "kernel" and r.seconds > 0 else ""
         click.echo(f"  [{r.step + 1:>3}] {r.name:<52} {r.seconds * 1e3:9.3f} ms {r.share:6.1%}  {rates}")

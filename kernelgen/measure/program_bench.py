@@ -13,6 +13,7 @@ Nothing here prints.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import statistics
@@ -59,6 +60,7 @@ class ProgramBench:
     max_abs: float  # the program's output against onnxruntime's, last round
     relative: float  # over onnxruntime's largest magnitude
     onnxruntime: str  # its version and settings
+    waiting: str = ""  # how the program's waiting threads wait (program_waiting), with threads > 1
 
     @property
     def agrees(self) -> bool:
@@ -96,8 +98,24 @@ def bench_program(network: Network, target: Any, jobs: Mapping[str, Job], feeds:
     reference = np.asarray(expected, np.float64).reshape(got.shape)
     max_abs = float(np.max(np.abs(got - reference)))
     largest = float(np.max(np.abs(reference))) or 1.0
+    spins = target.network_program(network, jobs).main_values.get("spin_count")
     return ProgramBench(network=network.name, threads=threads, repeat=repeat, rounds=tuple(results), step_names=names,
-                        max_abs=max_abs, relative=max_abs / largest, onnxruntime=version)
+                        max_abs=max_abs, relative=max_abs / largest, onnxruntime=version,
+                        waiting=program_waiting(spins, os.environ) if threads > 1 else "")
+
+
+WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # a user who sets either keeps their own (the program sets neither)
+
+
+def program_waiting(spin_count: int | None, environ: Mapping[str, str]) -> str:
+    """How the program's waiting OpenMP threads wait when run in `environ`: what a benchmark says it measured.
+    `spin_count`: the rounds the program spins them for unless the environment says otherwise (its main's)."""
+    given = [f"{name}={environ[name]}" for name in WAITING if name in environ]
+    if given:
+        return f"its threads wait as the environment says ({', '.join(given)})"
+    if spin_count is None:
+        return "its threads wait as its OpenMP runtime's default"
+    return f"its threads spin {spin_count} rounds, then sleep (GOMP_SPINCOUNT={spin_count}, OMP_WAIT_POLICY=passive)"
 
 
 def build_timed_program(network: Network, target: Any, jobs: Mapping[str, Job], workdir: Path) -> Path:

@@ -27,6 +27,8 @@ from .rowcopy import row_reads
 from .stripe_team import StripeTeam, stripe_team
 from .team import barriers, blocks_shared, one_team, pays, solo
 from .tiles import op_tile, reads_input
+from .options import c_options
+from .winograd import winograd_fits, winograd_kernel
 from .writeback import transposed_write_backs
 
 
@@ -75,6 +77,10 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     if plan.dtype != "float32":
         return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes),
                        workspace_elements=plan.workspace_elements)
+    if c_options(config).winograd and winograd_fits(plan) is None:
+        if threads == 1:
+            return _winograd(plan, notes)
+        notes.append(f"{plan.ops[0].label}: the direct kernel, which runs a team (Winograd's runs one thread)")
     pool = direct_max_pool(plan)
     if pool is not None:
         return CKernel(kernel=pool, threads=1, tiles=tuple(tiles), workspace_elements=plan.workspace_elements,
@@ -141,6 +147,17 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
                      doc=plan.kernel.doc + "; register-blocked micro-kernels")
     return CKernel(kernel=kernel, threads=threads if teamed is not stripes else 1, tiles=tuple(tiles),
                    notes=tuple(notes), workspace_elements=plan.workspace_elements)
+
+
+def _winograd(plan: Plan, notes: list[str]) -> CKernel:
+    kernel, cut = winograd_kernel(plan, LANES)
+    block = cut.block_rows * cut.tile_cols
+    notes = [n for n in notes if not n.startswith(plan.ops[0].label)]  # no micro-kernel: the products are its own
+    notes.append(f"{plan.ops[0].label}: Winograd F(2x2, 3x3): {cut.tile_rows} x {cut.tile_cols} tiles of 2x2 outputs "
+                 f"in blocks of {block}, 16 products over the input channels each; the filter transformed each call "
+                 f"({cut.u_elements * 4:,} bytes of workspace)")
+    return CKernel(kernel=kernel, threads=1, tiles=(None,) * len(plan.ops), notes=tuple(notes),
+                   workspace_elements=cut.workspace_elements)
 
 
 def _stripes_shared(plan: Plan, shared: StripeTeam, rest: tuple, unused: tuple[str, ...], threads: int,

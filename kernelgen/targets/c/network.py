@@ -123,15 +123,6 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
 
 # The rounds a waiting libgomp thread of the program spins before it sleeps (templates/c/program_main.c.j2 says why)
 SPIN_COUNT = 3000
-WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # a user who sets either keeps their own (the program sets neither)
-
-
-def program_waiting(environ: Mapping[str, str]) -> str:
-    """How the program's waiting OpenMP threads wait when run in `environ`: what a benchmark says it measured."""
-    given = [f"{name}={environ[name]}" for name in WAITING if name in environ]
-    if given:
-        return f"its threads wait as the environment says ({', '.join(given)})"
-    return f"its threads spin {SPIN_COUNT} rounds, then sleep (GOMP_SPINCOUNT={SPIN_COUNT}, OMP_WAIT_POLICY=passive)"
 
 
 def workspace_bytes(job: Job) -> int:

@@ -30,6 +30,9 @@ class CModel(StrictModel):
     threads: Count = Field(
         default=1, description="a positive int: OpenMP threads over the output rows of each conv (default 1: no "
                                "OpenMP; more adds -fopenmp)")
+    winograd: bool = Field(
+        default=True, description="true or false: a lone 3x3 stride-1 conv that fits (winograd.py) computes by "
+                                  "Winograd's F(2x2, 3x3), 2.25x fewer multiplies (default true)")
 
 
 def c_options(config: Config) -> CModel:

@@ -70,6 +70,8 @@ typedef float kg_vf16_unaligned __attribute__((vector_size(64), aligned(4), may_
 #define KG_FMAV16(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf16 (a wide depthwise tile's input) */
 #include <immintrin.h> /* the wide epilogue's max/min (register_epilogue.py) */
 #define KG_ADD16(a, b) ((a) + (b))
+#define KG_SUB16(a, b) ((a) - (b))
+#define KG_SCALE16(a, s) ((a) * (s)) /* s a float */
 #define KG_MAX16(a, b) ((kg_vf16)_mm512_max_ps((__m512)(a), (__m512)(b)))
 #define KG_MIN16(a, b) ((kg_vf16)_mm512_min_ps((__m512)(a), (__m512)(b)))
 #define KG_SPLAT16(x) ((kg_vf16){(x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x), (x)})
@@ -94,6 +96,8 @@ typedef int kg_vi __attribute__((vector_size(32)));
 #endif
 typedef int kg_vi4 __attribute__((vector_size(16)));
 #define KG_ADD(a, b) ((a) + (b))
+#define KG_SUB(a, b) ((a) - (b))
+#define KG_SCALE(a, s) ((a) * (s)) /* s a float */
 #define KG_SPLAT(x) ((kg_vf){(x), (x), (x), (x), (x), (x), (x), (x)})
 #define KG_ADD4(a, b) ((a) + (b))
 #define KG_MAX4(a, b) KG_SELECT((a) > (b), a, b, kg_vi4, kg_vf4)
@@ -101,6 +105,8 @@ typedef int kg_vi4 __attribute__((vector_size(16)));
 #define KG_SPLAT4(x) ((kg_vf4){(x), (x), (x), (x)})
 #else
 static inline KG_UNUSED kg_vf kg_add(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] += b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf kg_sub(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] -= b.lane[i]; return a; }
+static inline KG_UNUSED kg_vf kg_scale(kg_vf a, float s) { for (int i = 0; i < 8; ++i) a.lane[i] *= s; return a; }
 static inline KG_UNUSED kg_vf kg_max(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] = a.lane[i] > b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
 static inline KG_UNUSED kg_vf kg_min(kg_vf a, kg_vf b) { for (int i = 0; i < 8; ++i) a.lane[i] = a.lane[i] < b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
 static inline KG_UNUSED kg_vf kg_splat(float x) { kg_vf v; for (int i = 0; i < 8; ++i) v.lane[i] = x; return v; }
@@ -109,6 +115,8 @@ static inline KG_UNUSED kg_vf4 kg_max4(kg_vf4 a, kg_vf4 b) { for (int i = 0; i <
 static inline KG_UNUSED kg_vf4 kg_min4(kg_vf4 a, kg_vf4 b) { for (int i = 0; i < 4; ++i) a.lane[i] = a.lane[i] < b.lane[i] ? a.lane[i] : b.lane[i]; return a; }
 static inline KG_UNUSED kg_vf4 kg_splat4(float x) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = x; return v; }
 #define KG_ADD(a, b) kg_add((a), (b))
+#define KG_SUB(a, b) kg_sub((a), (b))
+#define KG_SCALE(a, s) kg_scale((a), (s))
 #define KG_MAX(a, b) kg_max((a), (b))
 #define KG_MIN(a, b) kg_min((a), (b))
 #define KG_SPLAT(x) kg_splat(x)

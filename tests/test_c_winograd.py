@@ -1,0 +1,99 @@
+"""A lone 3x3 stride-1 conv by Winograd's F(2x2, 3x3) on the c target (targets/c/winograd.py): where it is taken
+and where not, its cut of the tiles and its workspace, and its outputs against numpy (validate: real gcc runs) and
+the same bytes from its 16- and 8-float vectors (each output channel's products sum over the input channels in the
+same order whatever the vector width, and the transforms are lane by lane), the scalar fallback within a few units
+in the last place. No timings here:
+benchmarks/c_speed.py and `kernelgen bench` measure speed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from builders import Case, make_config, toolchain
+from conftest import requires_tool
+
+from kernelgen.api import jobs, validate
+from kernelgen.measure.tensors import random_inputs
+from kernelgen.targets.c import C
+from kernelgen.targets.c.toolchain import Library, build_shared
+from kernelgen.targets.c.winograd import winograd_fits
+
+CONV = "{{out_channels: {k}, kernel: 3, pad: 1, filter_layout: OHWI16o{extra}}}"
+
+
+def _case(shape, k, extra="", **more) -> Case:
+    return Case(shape, [CONV.format(k=k, extra=extra)], "NHWC", "NHWC", "auto", targets="[c]", **more)
+
+
+CASES = {
+    # ResNet's: bias, the shortcut, relu; 28 x 28 tiles in blocks of 6 rows (168 tiles: 12 register blocks of 14, 28
+    # of 6; the last block 4 rows)
+    "resnet_block": _case([1, 56, 56, 16], 32, ", bias: true, residual: shortcut, activation: relu",
+                          side_inputs="{shortcut: {shape: [1, 56, 56, 32]}}"),
+    # odd height and width (the last tiles' second row and column past the edge), batch 2, relu6
+    "odd_edges_batch2_relu6": _case([2, 7, 9, 32], 64, ", bias: true, activation: relu6"),
+    # no epilogue at all; 3 x 3 tiles (9: register blocks of 3 and the rest one at a time where 14 or 6 do not fit)
+    "bare": _case([1, 6, 6, 16], 32),
+}
+
+
+def _job(name: str, c_options: str | None = None):
+    case = CASES[name] if c_options is None else CASES[name].with_block("c", c_options)
+    config = make_config(name, case)
+    return config, jobs(config, ("c",))["c"]
+
+
+def test_the_cut_and_workspace_of_a_resnet_block():
+    _, job = _job("resnet_block")
+    text = job.files["resnet_block.c"]
+    note = next(n for n in job.target_plan.notes if "Winograd" in n)
+    assert note == ("conv2d #1: Winograd F(2x2, 3x3): 28 x 28 tiles of 2x2 outputs in blocks of 168, 16 products over "
+                    "the input channels each; the filter transformed each call (32,768 bytes of workspace)")
+    # U 16 x 16 x 32, V 16 x 168 x 16, M 16 x 168 x 32 floats (a row of tiles' V and M: 86,016 bytes; 6 in 512 KiB)
+    assert job.target_plan.workspace_elements == 16 * 16 * 32 + 16 * 168 * 16 + 16 * 168 * 32
+    assert "#define KG_WR 14" in text and "#define KG_WR 6" in text
+    assert "const int nt = (ty0 + 6 <= 28 ? 6 : 28 - ty0) * 28;" in text
+    assert "v = KG_WADD(v, KG_WLOAD(side_shortcut + at));" in text and "v = KG_WMAX(v, KG_WSPLAT(0.0f));" in text
+    assert "v = KG_WMIN(" not in text  # relu: no upper clamp
+    assert job.target_plan.threads == 1 and "#pragma omp" not in text
+
+
+@pytest.mark.parametrize("change, why", [
+    ("{out_channels: 32, kernel: 3, stride: 2, pad: 1, filter_layout: OHWI16o}", "not a 3x3 conv of stride 1"),
+    ("{out_channels: 32, kernel: 3, pad: 1}", "its filter is not OHWI16o"),
+    ("{out_channels: 48, kernel: 3, pad: 1, filter_layout: OHWI16o}", "channels not multiples"),
+    ("{out_channels: 32, kernel: 3, pad: 1, filter_layout: OHWI16o, activation: hardswish}", "is not a clamp"),
+])
+def test_what_keeps_the_direct_kernel(change, why):
+    config = make_config("direct", Case([1, 8, 8, 16], [change], "NHWC", "NHWC", "auto", targets="[c]"))
+    job = jobs(config, ("c",))["c"]
+    assert why in winograd_fits(job.plan)
+    assert not any("Winograd" in n for n in job.target_plan.notes)
+
+
+def test_threads_or_the_option_keep_the_direct_kernel():
+    _, teamed = _job("resnet_block", "{threads: 2}")
+    assert "conv2d #1: the direct kernel, which runs a team (Winograd's runs one thread)" in teamed.target_plan.notes
+    _, off = _job("resnet_block", "{winograd: false}")
+    assert not any("Winograd" in n for n in off.target_plan.notes) and "KG_WR" not in off.files["resnet_block.c"]
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_winograd_matches_numpy_and_every_vector_width_bit_for_bit(name, tmp_path):
+    config, job = _job(name)
+    assert any("Winograd" in n for n in job.target_plan.notes)
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+    exe = C().compile(job, tmp_path)
+    args = random_inputs(config, job.plan, np.random.default_rng(23))
+    outputs = []
+    for k, flags in enumerate(((), ("-mno-avx512f",), ("-DKG_SCALAR",))):
+        library = Library(build_shared([tmp_path / f"{name}.c"], tmp_path / f"lib{k}.so", flags=(*exe.flags, *flags)))
+        arrays = exe.arguments(args, 0xFF)
+        library.call(name, arrays)
+        outputs.append(arrays[-2].copy())
+    assert np.isfinite(outputs[0]).all() and outputs[0].any()
+    assert np.array_equal(outputs[0], outputs[1])  # 16- and 8-float vectors: the same sums in the same order
+    # the scalar struct's lane loops, which gcc vectorizes its own way, fuse other products into FMAs: a few units in
+    # the last place of the largest output (here at most 2 at 2^-23 relative)
+    assert np.abs(outputs[2] - outputs[0]).max() <= 4 * 2.0 ** -23 * np.abs(outputs[0]).max()
