@@ -6,6 +6,8 @@ in the last place. No timings here:
 benchmarks/c_speed.py and `kernelgen bench` measure speed."""
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from builders import Case, make_config, toolchain
@@ -54,7 +56,7 @@ def test_the_cut_and_workspace_of_a_resnet_block():
     assert "const int nt = (ty0 + 6 <= 28 ? 6 : 28 - ty0) * 28;" in text
     assert "v = KG_WADD(v, KG_WLOAD(side_shortcut + at));" in text and "v = KG_WMAX(v, KG_WSPLAT(0.0f));" in text
     assert "v = KG_WMIN(" not in text  # relu: no upper clamp
-    assert job.target_plan.threads == 1 and "#pragma omp" not in text
+    assert job.target_plan.threads == 1 and "#pragma omp" not in text  # one thread: no team
 
 
 @pytest.mark.parametrize("change, why", [
@@ -70,11 +72,30 @@ def test_what_keeps_the_direct_kernel(change, why):
     assert not any("Winograd" in n for n in job.target_plan.notes)
 
 
-def test_threads_or_the_option_keep_the_direct_kernel():
-    _, teamed = _job("resnet_block", "{threads: 2}")
-    assert "conv2d #1: the direct kernel, which runs a team (Winograd's runs one thread)" in teamed.target_plan.notes
+def test_the_option_keeps_the_direct_kernel():
     _, off = _job("resnet_block", "{winograd: false}")
     assert not any("Winograd" in n for n in off.target_plan.notes) and "KG_WR" not in off.files["resnet_block.c"]
+
+
+@requires_tool(*toolchain("c"))
+def test_two_threads_share_the_tiles_and_products_and_give_one_threads_bytes(tmp_path):
+    """One team a call: an `omp for` over the filter's vectors, each transform's tiles and the 16 products (every
+    element written by one thread); numpy agrees, and 2 threads give the 1-thread output bit for bit."""
+    config, job = _job("odd_edges_batch2_relu6", "{threads: 2}")
+    text = job.files["odd_edges_batch2_relu6.c"]
+    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 4
+    assert job.target_plan.threads == 2 and "kg_team_end(kg_team, kg_start);" in text
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+    exe = C().compile(job, tmp_path)
+    args = random_inputs(config, job.plan, np.random.default_rng(29))
+    outputs = []
+    for threads in (2, 1):
+        ctypes.CDLL(str(exe.library.path))["odd_edges_batch2_relu6_set_threads"](threads)
+        arrays = exe.arguments(args, 0x7F)
+        exe.call(arrays)
+        outputs.append(arrays[-2].copy())
+    assert np.array_equal(outputs[0], outputs[1])
 
 
 @requires_tool(*toolchain("c"))

@@ -78,9 +78,7 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes),
                        workspace_elements=plan.workspace_elements)
     if c_options(config).winograd and winograd_fits(plan) is None:
-        if threads == 1:
-            return _winograd(plan, notes)
-        notes.append(f"{plan.ops[0].label}: the direct kernel, which runs a team (Winograd's runs one thread)")
+        return _winograd(plan, notes, threads)
     pool = direct_max_pool(plan)
     if pool is not None:
         return CKernel(kernel=pool, threads=1, tiles=tuple(tiles), workspace_elements=plan.workspace_elements,
@@ -149,14 +147,17 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
                    notes=tuple(notes), workspace_elements=plan.workspace_elements)
 
 
-def _winograd(plan: Plan, notes: list[str]) -> CKernel:
-    kernel, cut = winograd_kernel(plan, LANES)
+def _winograd(plan: Plan, notes: list[str], threads: int) -> CKernel:
+    kernel, cut = winograd_kernel(plan, LANES, threads)
     block = cut.block_rows * cut.tile_cols
     notes = [n for n in notes if not n.startswith(plan.ops[0].label)]  # no micro-kernel: the products are its own
     notes.append(f"{plan.ops[0].label}: Winograd F(2x2, 3x3): {cut.tile_rows} x {cut.tile_cols} tiles of 2x2 outputs "
                  f"in blocks of {block}, 16 products over the input channels each; the filter transformed each call "
                  f"({cut.u_elements * 4:,} bytes of workspace)")
-    return CKernel(kernel=kernel, threads=1, tiles=(None,) * len(plan.ops), notes=tuple(notes),
+    if threads > 1:
+        notes.append(f"one OpenMP team per call: the filter's vectors, each transform's tiles and the 16 products "
+                     f"split between up to {threads} threads")
+    return CKernel(kernel=kernel, threads=threads, tiles=(None,) * len(plan.ops), notes=tuple(notes),
                    workspace_elements=cut.workspace_elements)
 
 

@@ -99,8 +99,11 @@ def _divisor(tiles: int, most: int) -> int:
     return best if best > most // 2 else most
 
 
-def winograd_kernel(plan: Plan, lanes: int) -> tuple[Function, Winograd]:
-    """The kernel function (the plan's name and parameters, the template's body) and its cut."""
+def winograd_kernel(plan: Plan, lanes: int, threads: int = 1) -> tuple[Function, Winograd]:
+    """The kernel function (the plan's name and parameters, the template's body) and its cut. With more than one
+    thread, one team a call (kernel.c.j2's timed choice of the team or one thread): every thread walks the blocks,
+    and the filter's output-channel vectors, each transform's tiles and the 16 products are split between them,
+    each written by one thread, so the outputs are the one-thread bytes."""
     op = plan.ops[0]
     cut = shape(plan)
     n, h, w, c = op.in_shape
@@ -116,6 +119,7 @@ def winograd_kernel(plan: Plan, lanes: int) -> tuple[Function, Winograd]:
     bias = next((name for name in names if name.startswith("bias")), None) if epi.bias else None
     text = environment().get_template(TEMPLATE).render(
         c=c, k=op.out_channels, h=h, w=w, batch=n, odd=bool(h % 2 or w % 2), input="input", output="output",
+        team=threads > 1,
         filter=filter_name, bias=bias, residual=residual, lo=lo, hi=hi, lanes=lanes,
         epilogue=", ".join(("+ bias",) * bool(bias) + ("+ the residual",) * bool(residual) +
                            ((epi.activation,) if epi.activated else ())) or "none",
