@@ -27,8 +27,8 @@ def _case(shape, k, extra="", **more) -> Case:
 
 
 CASES = {
-    # ResNet's: bias, the shortcut, relu; 28 x 28 tiles in blocks of 6 rows (168 tiles: 12 register blocks of 14, 28
-    # of 6; the last block 4 rows)
+    # ResNet's: bias, the shortcut, relu; 28 x 28 tiles in blocks of 12 rows (336 tiles: 24 register blocks of 14,
+    # 56 of 6; the last block 4 rows)
     "resnet_block": _case([1, 56, 56, 16], 32, ", bias: true, residual: shortcut, activation: relu",
                           side_inputs="{shortcut: {shape: [1, 56, 56, 32]}}"),
     # odd height and width (the last tiles' second row and column past the edge), batch 2, relu6
@@ -48,12 +48,14 @@ def test_the_cut_and_workspace_of_a_resnet_block():
     _, job = _job("resnet_block")
     text = job.files["resnet_block.c"]
     note = next(n for n in job.target_plan.notes if "Winograd" in n)
-    assert note == ("conv2d #1: Winograd F(2x2, 3x3): 28 x 28 tiles of 2x2 outputs in blocks of 168, 16 products over "
-                    "the input channels each; the filter transformed each call (32,768 bytes of workspace)")
-    # U 16 x 16 x 32, V 16 x 168 x 16, M 16 x 168 x 32 floats (a row of tiles' V and M: 86,016 bytes; 6 in 512 KiB)
-    assert job.target_plan.workspace_elements == 16 * 16 * 32 + 16 * 168 * 16 + 16 * 168 * 32
+    assert note == ("conv2d #1: Winograd F(2x2, 3x3): 28 x 28 tiles of 2x2 outputs in blocks of 336, 16 products over "
+                    "the input channels each; the filter transformed each call, a panel of 2 output-channel vectors at "
+                    "a time")
+    # V 16 x 336 x 16 floats; a panel's U 16 x 16 x 32 and M 16 x 336 x 32 (a row of tiles' V and M: 86,016 bytes,
+    # 12 in 1 MiB)
+    assert job.target_plan.workspace_elements == 16 * 336 * 16 + 16 * 16 * 32 + 16 * 336 * 32
     assert "#define KG_WR 14" in text and "#define KG_WR 6" in text
-    assert "const int nt = (ty0 + 6 <= 28 ? 6 : 28 - ty0) * 28;" in text
+    assert "const int nt = (ty0 + 12 <= 28 ? 12 : 28 - ty0) * 28;" in text
     assert "v = KG_WADD(v, KG_WLOAD(side_shortcut + at));" in text and "v = KG_WMAX(v, KG_WSPLAT(0.0f));" in text
     assert "v = KG_WMIN(" not in text  # relu: no upper clamp
     assert job.target_plan.threads == 1 and "#pragma omp" not in text  # one thread: no team
@@ -64,9 +66,11 @@ def test_the_cut_and_workspace_of_a_resnet_block():
     ("{out_channels: 32, kernel: 3, pad: 1}", "its filter is not OHWI16o"),
     ("{out_channels: 48, kernel: 3, pad: 1, filter_layout: OHWI16o}", "channels not multiples"),
     ("{out_channels: 32, kernel: 3, pad: 1, filter_layout: OHWI16o, activation: hardswish}", "is not a clamp"),
+    ("{out_channels: 512, kernel: 3, pad: 1, filter_layout: OHWI16o}", "its filter is past 4 MiB"),  # 512 x 512
 ])
 def test_what_keeps_the_direct_kernel(change, why):
-    config = make_config("direct", Case([1, 8, 8, 16], [change], "NHWC", "NHWC", "auto", targets="[c]"))
+    channels = 512 if "512" in change else 16
+    config = make_config("direct", Case([1, 8, 8, channels], [change], "NHWC", "NHWC", "auto", targets="[c]"))
     job = jobs(config, ("c",))["c"]
     assert why in winograd_fits(job.plan)
     assert not any("Winograd" in n for n in job.target_plan.notes)
@@ -79,12 +83,14 @@ def test_the_option_keeps_the_direct_kernel():
 
 @requires_tool(*toolchain("c"))
 def test_two_threads_share_the_tiles_and_products_and_give_one_threads_bytes(tmp_path):
-    """One team a call: an `omp for` over the filter's vectors, each transform's tiles and the 16 products (every
-    element written by one thread); numpy agrees, and 2 threads give the 1-thread output bit for bit."""
+    """One team a call: an `omp for` over the input tiles and one over the panels (each thread on its own U and M;
+    every element written by one thread); numpy agrees, and 2 threads give the 1-thread output bit for bit."""
     config, job = _job("odd_edges_batch2_relu6", "{threads: 2}")
     text = job.files["odd_edges_batch2_relu6.c"]
-    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 4
+    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 2
     assert job.target_plan.threads == 2 and "kg_team_end(kg_team, kg_start);" in text
+    # V 16 x 20 tiles x 32, then each thread's panel: U 16 x 32 x 32 and M 16 x 20 x 32
+    assert job.target_plan.workspace_elements == 16 * 20 * 32 + 2 * (16 * 32 * 32 + 16 * 20 * 32)
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
     exe = C().compile(job, tmp_path)

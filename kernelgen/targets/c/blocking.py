@@ -152,11 +152,11 @@ def _winograd(plan: Plan, notes: list[str], threads: int) -> CKernel:
     block = cut.block_rows * cut.tile_cols
     notes = [n for n in notes if not n.startswith(plan.ops[0].label)]  # no micro-kernel: the products are its own
     notes.append(f"{plan.ops[0].label}: Winograd F(2x2, 3x3): {cut.tile_rows} x {cut.tile_cols} tiles of 2x2 outputs "
-                 f"in blocks of {block}, 16 products over the input channels each; the filter transformed each call "
-                 f"({cut.u_elements * 4:,} bytes of workspace)")
+                 f"in blocks of {block}, 16 products over the input channels each; the filter transformed each call, "
+                 f"a panel of 2 output-channel vectors at a time")
     if threads > 1:
-        notes.append(f"one OpenMP team per call: the filter's vectors, each transform's tiles and the 16 products "
-                     f"split between up to {threads} threads")
+        notes.append(f"one OpenMP team per call: the input tiles and the panels split between up to {threads} "
+                     f"threads, each panel on its thread's own U and M")
     return CKernel(kernel=kernel, threads=threads, tiles=(None,) * len(plan.ops), notes=tuple(notes),
                    workspace_elements=cut.workspace_elements)
 

@@ -8,12 +8,14 @@ ResNet18's 3x3 convs are at the core's FMA peak the direct way (164-170 GFLOP/s 
 Cooper Lake core), as onnxruntime's are, so fewer multiplies are the only way ahead of it. A C harness against
 the generated direct kernels, same inputs, interleaved (quiet host): 56x56x64 -> 64 0.82 against 1.43 ms,
 28x28x128 -> 128 0.79 against 1.60, 14x14x256 -> 256 0.83 + 0.31 (this call's filter transform) against 1.60;
-outputs within 3.4e-6 of the direct kernel's (largest magnitude 3.8).
+outputs within 3.4e-6 of the direct kernel's (largest magnitude 3.8). In ResNet18's network program (one
+thread): layer1's convs 1.37-1.41 -> 0.85-0.89 ms, layer2's 0.79-0.81, layer3's 1.09-1.12.
 
-The filter is transformed in each call (U, 16 x C x K floats in the workspace), so the weights stay the direct
-kernel's OHWI16o and nothing else in a network changes; that caps where it pays: at 512 x 512 channels (ResNet18's
-layer4, 7x7 pixels) writing U alone takes about what the conv saves, so such a conv keeps the direct kernel
-(MAX_FILTER_BYTES). The rounding differs from the direct sum (the transforms add and halve before and after
+The filter is transformed in each call, so the weights stay the direct kernel's OHWI16o and nothing else in a
+network changes: a panel of 2 output-channel vectors at a time (U, 16 x C x 2 vectors, 1 MiB at 512 input
+channels), right before its 16 products and its outputs, so that U stays in L1/L2 and is never written out whole
+(the first cut transformed all of U at the call's start: 4 MiB at 256 x 256 channels, 0.3 ms of layer3's 1.3).
+The rounding differs from the direct sum (the transforms add and halve before and after
 the products) by a few units in the last place of the largest outputs; validation bounds it as any float sum.
 """
 from __future__ import annotations
@@ -27,34 +29,43 @@ from ...ops.dialect import c_float
 from ...plan_types import Function, Plan, Stmt
 
 TEMPLATE = "c/winograd.c.j2"
-MAX_FILTER_BYTES = 4 << 20  # U, the transformed filter, written every call: 256 x 256 channels at most
-BLOCK_BYTES = 512 << 10  # V and M of a block of tile rows: L2's share (1 MiB or more a core on x86)
-WHOLE_IMAGE_BYTES = 2 << 20  # ... or all of them, so that U is read once a call (it is then past L2)
+BLOCK_BYTES = 1 << 20  # V and a panel's M for a block of tiles: half of a 2 MiB L2 (the panel's U takes the rest)
+# A filter past this (OHWI16o bytes) keeps the direct kernel: transforming it each call, its reads from memory
+# among them, costs what the products save. ResNet18's layer4 (512 x 512 channels, 9.4 MB, 16 tiles of 7x7
+# pixels): 1.74-1.86 ms against the direct 1.74-1.95; its layer3 (256 x 256, 2.4 MB, 49 tiles) 1.09-1.12 against
+# 1.37-1.41.
+MAX_FILTER_BYTES = 4 << 20
 WIDE_TILES, NARROW_TILES = 14, 6  # tiles a register block holds: 2 x 14 zmm, 2 x 6 ymm accumulators
+WIDEST = 16  # floats a vector holds at most (KG_VF16): what the workspace is sized for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Winograd:
-    """How the kernel cuts its tiles: `block_rows` tile rows a block (V and M hold them), the register blocks."""
+    """How the kernel cuts its tiles: `block_rows` tile rows a block (V holds them), the register blocks, and the
+    workspace: V, then each thread's panel (U and M of 2 output-channel vectors)."""
 
     tile_rows: int
     tile_cols: int
     block_rows: int
     wide_tiles: int
     narrow_tiles: int
-    u_elements: int
     v_elements: int
-    m_elements: int
+    panel_elements: int
+    threads: int
+
+    @property
+    def block_tiles(self) -> int:
+        return self.block_rows * self.tile_cols
 
     @property
     def workspace_elements(self) -> int:
-        return self.u_elements + self.v_elements + self.m_elements
+        return self.v_elements + self.threads * self.panel_elements
 
 
 def winograd_fits(plan: Plan) -> str | None:
     """Why `plan` cannot run as a Winograd conv, or None when it can: one float conv2d, 3x3, stride and dilation 1,
     padding 1 all round, ungrouped, NHWC in and out (a side input too), its filter OHWI16o, input channels a
-    multiple of 16 and output channels of 32, a clamp or no activation, and U within MAX_FILTER_BYTES."""
+    multiple of 16 and output channels of 32, a clamp or no activation, and a filter within MAX_FILTER_BYTES."""
     if plan.dtype != "float32" or len(plan.ops) != 1 or plan.ops[0].kind != "conv2d":
         return "not one float conv2d"
     op = plan.ops[0]
@@ -71,25 +82,21 @@ def winograd_fits(plan: Plan) -> str | None:
         return "channels not multiples of 16 (input) and 32 (output)"
     if not isinstance(op.epilogue.act, (Identity, Clamp)):
         return f"its activation ({op.epilogue.activation}) is not a clamp"
-    if 16 * op.in_channels * op.out_channels * 4 > MAX_FILTER_BYTES:
-        return f"its transformed filter would take more than {MAX_FILTER_BYTES >> 20} MiB a call"
+    if 9 * op.in_channels * op.out_channels * 4 > MAX_FILTER_BYTES:
+        return f"its filter is past {MAX_FILTER_BYTES >> 20} MiB (transformed each call, it costs what it saves)"
     return None
 
 
-def shape(plan: Plan) -> Winograd:
+def shape(plan: Plan, threads: int = 1) -> Winograd:
     op = plan.ops[0]
     _, h, w, c = op.in_shape
-    k = op.out_channels
     tile_rows, tile_cols = math.ceil(h / 2), math.ceil(w / 2)
-    row_bytes = 16 * tile_cols * (c + k) * 4  # V and M of one row of tiles
-    if row_bytes * tile_rows <= WHOLE_IMAGE_BYTES:
-        block_rows = tile_rows
-    else:
-        block_rows = max(1, min(tile_rows, BLOCK_BYTES // row_bytes))
+    tile_bytes = 16 * (c + 2 * WIDEST) * 4  # a tile's V and its M in a panel
+    block_rows = max(1, min(tile_rows, BLOCK_BYTES // (tile_bytes * tile_cols)))
     tiles = block_rows * tile_cols
     return Winograd(tile_rows=tile_rows, tile_cols=tile_cols, block_rows=block_rows,
                     wide_tiles=_divisor(tiles, WIDE_TILES), narrow_tiles=_divisor(tiles, NARROW_TILES),
-                    u_elements=16 * c * k, v_elements=16 * tiles * c, m_elements=16 * tiles * k)
+                    v_elements=16 * tiles * c, panel_elements=16 * 2 * WIDEST * (c + tiles), threads=threads)
 
 
 def _divisor(tiles: int, most: int) -> int:
@@ -105,7 +112,7 @@ def winograd_kernel(plan: Plan, lanes: int, threads: int = 1) -> tuple[Function,
     and the filter's output-channel vectors, each transform's tiles and the 16 products are split between them,
     each written by one thread, so the outputs are the one-thread bytes."""
     op = plan.ops[0]
-    cut = shape(plan)
+    cut = shape(plan, threads)
     n, h, w, c = op.in_shape
     names = [p.name for p in plan.kernel.params]
     epi = op.epilogue
@@ -123,8 +130,8 @@ def winograd_kernel(plan: Plan, lanes: int, threads: int = 1) -> tuple[Function,
         filter=filter_name, bias=bias, residual=residual, lo=lo, hi=hi, lanes=lanes,
         epilogue=", ".join(("+ bias",) * bool(bias) + ("+ the residual",) * bool(residual) +
                            ((epi.activation,) if epi.activated else ())) or "none",
-        block_tiles=cut.block_rows * cut.tile_cols, **{f: getattr(cut, f) for f in (
-            "tile_rows", "tile_cols", "block_rows", "wide_tiles", "narrow_tiles", "u_elements", "v_elements")})
+        **{f: getattr(cut, f) for f in ("tile_rows", "tile_cols", "block_rows", "block_tiles", "wide_tiles",
+                                        "narrow_tiles", "v_elements", "panel_elements")})
     body = tuple(Stmt(code=line, summary="") for line in text.splitlines() if line.strip())
     kernel = Function(name=plan.kernel.name, doc=f"{plan.kernel.doc}; Winograd F(2x2, 3x3)",
                       params=plan.kernel.params, prologue=(), body=body)
