@@ -27,14 +27,16 @@ def _case(shape, k, extra="", **more) -> Case:
 
 
 CASES = {
-    # ResNet's: bias, the shortcut, relu; 28 x 28 tiles in blocks of 12 rows (336 tiles: 24 register blocks of 14,
-    # 56 of 6; the last block 4 rows)
+    # ResNet's: bias, the shortcut, relu; 28 x 28 tiles in blocks of 6 rows (168 tiles: 12 register blocks of 14,
+    # 28 of 6; the last block 4 rows); its filter transformed whole at the call's start
     "resnet_block": _case([1, 56, 56, 16], 32, ", bias: true, residual: shortcut, activation: relu",
                           side_inputs="{shortcut: {shape: [1, 56, 56, 32]}}"),
     # odd height and width (the last tiles' second row and column past the edge), batch 2, relu6
     "odd_edges_batch2_relu6": _case([2, 7, 9, 32], 64, ", bias: true, activation: relu6"),
     # no epilogue at all; 3 x 3 tiles (9: register blocks of 3 and the rest one at a time where 14 or 6 do not fit)
     "bare": _case([1, 6, 6, 16], 32),
+    # a filter whose transform (1 MiB) is made a panel of 2 output-channel vectors at a time
+    "panels_of_a_large_filter": _case([1, 6, 6, 128], 128, ", bias: true"),
 }
 
 
@@ -48,14 +50,13 @@ def test_the_cut_and_workspace_of_a_resnet_block():
     _, job = _job("resnet_block")
     text = job.files["resnet_block.c"]
     note = next(n for n in job.target_plan.notes if "Winograd" in n)
-    assert note == ("conv2d #1: Winograd F(2x2, 3x3): 28 x 28 tiles of 2x2 outputs in blocks of 336, 16 products over "
-                    "the input channels each; the filter transformed each call, a panel of 2 output-channel vectors at "
-                    "a time")
-    # V 16 x 336 x 16 floats; a panel's U 16 x 16 x 32 and M 16 x 336 x 32 (a row of tiles' V and M: 86,016 bytes,
-    # 12 in 1 MiB)
-    assert job.target_plan.workspace_elements == 16 * 336 * 16 + 16 * 16 * 32 + 16 * 336 * 32
+    assert note == ("conv2d #1: Winograd F(2x2, 3x3): 28 x 28 tiles of 2x2 outputs in blocks of 168, 16 products over "
+                    "the input channels each; the filter transformed each call, whole, at its start")
+    # V 16 x 168 x 16 floats, U 16 x 16 x 32, a panel's M 16 x 168 x 32 (a row of tiles' V and M: 86,016 bytes, 6
+    # in 512 KiB; the whole image's 2.4 MB past 1 MiB)
+    assert job.target_plan.workspace_elements == 16 * 168 * 16 + 16 * 16 * 32 + 16 * 168 * 32
     assert "#define KG_WR 14" in text and "#define KG_WR 6" in text
-    assert "const int nt = (ty0 + 12 <= 28 ? 12 : 28 - ty0) * 28;" in text
+    assert "const int nt = (ty0 + 6 <= 28 ? 6 : 28 - ty0) * 28;" in text
     assert "v = KG_WADD(v, KG_WLOAD(side_shortcut + at));" in text and "v = KG_WMAX(v, KG_WSPLAT(0.0f));" in text
     assert "v = KG_WMIN(" not in text  # relu: no upper clamp
     assert job.target_plan.threads == 1 and "#pragma omp" not in text  # one thread: no team
@@ -76,6 +77,14 @@ def test_what_keeps_the_direct_kernel(change, why):
     assert not any("Winograd" in n for n in job.target_plan.notes)
 
 
+def test_a_large_filter_is_transformed_a_panel_at_a_time():
+    _, job = _job("panels_of_a_large_filter")
+    assert any(n.endswith("a panel of 2 output-channel vectors at a time") for n in job.target_plan.notes)
+    # V 16 x 9 x 128, then the thread's panel: U 16 x 2 x 128 x 16 and M 16 x 9 x 32
+    assert job.target_plan.workspace_elements == 16 * 9 * 128 + 16 * 2 * 16 * (128 + 9)
+    assert "wf + " not in job.files["panels_of_a_large_filter.c"]
+
+
 def test_the_option_keeps_the_direct_kernel():
     _, off = _job("resnet_block", "{winograd: false}")
     assert not any("Winograd" in n for n in off.target_plan.notes) and "KG_WR" not in off.files["resnet_block.c"]
@@ -83,14 +92,15 @@ def test_the_option_keeps_the_direct_kernel():
 
 @requires_tool(*toolchain("c"))
 def test_two_threads_share_the_tiles_and_products_and_give_one_threads_bytes(tmp_path):
-    """One team a call: an `omp for` over the input tiles and one over the panels (each thread on its own U and M;
-    every element written by one thread); numpy agrees, and 2 threads give the 1-thread output bit for bit."""
+    """One team a call: an `omp for` over the panels' filters (transformed whole at the start), one over the input
+    tiles and one over the panels (each thread on its own M; every element written by one thread); numpy agrees,
+    and 2 threads give the 1-thread output bit for bit."""
     config, job = _job("odd_edges_batch2_relu6", "{threads: 2}")
     text = job.files["odd_edges_batch2_relu6.c"]
-    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 2
+    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 3
     assert job.target_plan.threads == 2 and "kg_team_end(kg_team, kg_start);" in text
-    # V 16 x 20 tiles x 32, then each thread's panel: U 16 x 32 x 32 and M 16 x 20 x 32
-    assert job.target_plan.workspace_elements == 16 * 20 * 32 + 2 * (16 * 32 * 32 + 16 * 20 * 32)
+    # V 16 x 20 tiles x 32, U 16 x 32 x 64, then each thread's M 16 x 20 x 32
+    assert job.target_plan.workspace_elements == 16 * 20 * 32 + 16 * 32 * 64 + 2 * 16 * 20 * 32
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
     exe = C().compile(job, tmp_path)

@@ -153,7 +153,7 @@ def _winograd(plan: Plan, notes: list[str], threads: int) -> CKernel:
     notes = [n for n in notes if not n.startswith(plan.ops[0].label)]  # no micro-kernel: the products are its own
     notes.append(f"{plan.ops[0].label}: Winograd F(2x2, 3x3): {cut.tile_rows} x {cut.tile_cols} tiles of 2x2 outputs "
                  f"in blocks of {block}, 16 products over the input channels each; the filter transformed each call, "
-                 f"a panel of 2 output-channel vectors at a time")
+                 + ("whole, at its start" if cut.whole_u else "a panel of 2 output-channel vectors at a time"))
     if threads > 1:
         notes.append(f"one OpenMP team per call: the input tiles and the panels split between up to {threads} "
                      f"threads, each panel on its thread's own U and M")

@@ -29,12 +29,18 @@ from ...ops.dialect import c_float
 from ...plan_types import Function, Plan, Stmt
 
 TEMPLATE = "c/winograd.c.j2"
-BLOCK_BYTES = 1 << 20  # V and a panel's M for a block of tiles: half of a 2 MiB L2 (the panel's U takes the rest)
+BLOCK_BYTES = 512 << 10  # V and a panel's M for a block of tiles: a quarter of a 2 MiB L2 (U takes the rest)
+WHOLE_BYTES = 1 << 20  # ... or of the whole image, where that is within this: the filter then transformed once
 # A filter past this (OHWI16o bytes) keeps the direct kernel: transforming it each call, its reads from memory
 # among them, costs what the products save. ResNet18's layer4 (512 x 512 channels, 9.4 MB, 16 tiles of 7x7
 # pixels): 1.74-1.86 ms against the direct 1.74-1.95; its layer3 (256 x 256, 2.4 MB, 49 tiles) 1.09-1.12 against
 # 1.37-1.41.
 MAX_FILTER_BYTES = 4 << 20
+# a filter whose transform (16 x C x K floats) is within this is transformed whole at the call's start, once for all
+# blocks of tiles, else a panel at a time in each block. ResNet18 (network program, one thread, interleaved runs):
+# layer2's 128 x 128 channels (1 MiB transformed) in 5 blocks 0.81-0.88 ms a panel at a time, 0.63-0.75 whole;
+# layer3's 256 x 256 (4 MiB) in one block 0.95-1.09 a panel at a time, 1.06-1.20 whole.
+WHOLE_FILTER_BYTES = 1 << 20
 WIDE_TILES, NARROW_TILES = 14, 6  # tiles a register block holds: 2 x 14 zmm, 2 x 6 ymm accumulators
 WIDEST = 16  # floats a vector holds at most (KG_VF16): what the workspace is sized for
 
@@ -50,8 +56,13 @@ class Winograd:
     wide_tiles: int
     narrow_tiles: int
     v_elements: int
+    u_elements: int  # the whole filter transformed (whole_u), else 0: a panel's U is in each thread's panel
     panel_elements: int
     threads: int
+
+    @property
+    def whole_u(self) -> bool:
+        return self.u_elements > 0
 
     @property
     def block_tiles(self) -> int:
@@ -59,7 +70,7 @@ class Winograd:
 
     @property
     def workspace_elements(self) -> int:
-        return self.v_elements + self.threads * self.panel_elements
+        return self.v_elements + self.u_elements + self.threads * self.panel_elements
 
 
 def winograd_fits(plan: Plan) -> str | None:
@@ -92,11 +103,15 @@ def shape(plan: Plan, threads: int = 1) -> Winograd:
     _, h, w, c = op.in_shape
     tile_rows, tile_cols = math.ceil(h / 2), math.ceil(w / 2)
     tile_bytes = 16 * (c + 2 * WIDEST) * 4  # a tile's V and its M in a panel
-    block_rows = max(1, min(tile_rows, BLOCK_BYTES // (tile_bytes * tile_cols)))
+    whole = tile_bytes * tile_rows * tile_cols <= WHOLE_BYTES
+    block_rows = tile_rows if whole else max(1, min(tile_rows, BLOCK_BYTES // (tile_bytes * tile_cols)))
     tiles = block_rows * tile_cols
+    u = 16 * c * op.out_channels
+    whole_u = u * 4 <= WHOLE_FILTER_BYTES
     return Winograd(tile_rows=tile_rows, tile_cols=tile_cols, block_rows=block_rows,
                     wide_tiles=_divisor(tiles, WIDE_TILES), narrow_tiles=_divisor(tiles, NARROW_TILES),
-                    v_elements=16 * tiles * c, panel_elements=16 * 2 * WIDEST * (c + tiles), threads=threads)
+                    v_elements=16 * tiles * c, u_elements=u if whole_u else 0,
+                    panel_elements=16 * 2 * WIDEST * (tiles if whole_u else c + tiles), threads=threads)
 
 
 def _divisor(tiles: int, most: int) -> int:
@@ -131,7 +146,7 @@ def winograd_kernel(plan: Plan, lanes: int, threads: int = 1) -> tuple[Function,
         epilogue=", ".join(("+ bias",) * bool(bias) + ("+ the residual",) * bool(residual) +
                            ((epi.activation,) if epi.activated else ())) or "none",
         **{f: getattr(cut, f) for f in ("tile_rows", "tile_cols", "block_rows", "block_tiles", "wide_tiles",
-                                        "narrow_tiles", "v_elements", "panel_elements")})
+                                        "narrow_tiles", "v_elements", "panel_elements", "whole_u")})
     body = tuple(Stmt(code=line, summary="") for line in text.splitlines() if line.strip())
     kernel = Function(name=plan.kernel.name, doc=f"{plan.kernel.doc}; Winograd F(2x2, 3x3)",
                       params=plan.kernel.params, prologue=(), body=body)
