@@ -35,8 +35,8 @@ CASES = {
     "odd_edges_batch2_relu6": _case([2, 7, 9, 32], 64, ", bias: true, activation: relu6"),
     # no epilogue at all; 3 x 3 tiles (9: register blocks of 3 and the rest one at a time where 14 or 6 do not fit)
     "bare": _case([1, 6, 6, 16], 32),
-    # a filter whose transform (1 MiB) is made a panel of 2 output-channel vectors at a time
-    "panels_of_a_large_filter": _case([1, 6, 6, 128], 128, ", bias: true"),
+    # a filter whose transform (1.25 MiB) is made a panel of 2 output-channel vectors at a time
+    "panels_of_a_large_filter": _case([1, 6, 6, 128], 160, ", bias: true"),
 }
 
 
