@@ -135,6 +135,14 @@ LAVAPIPE_TRIP_BODY = 2048
 #   3x3 0.44-0.46 of the probe against 0.30 and 0.51 in the same run; a third of the samples in the texel fetch
 #   helper, 17% of a 1x1's in its stores. subgroupBroadcast with a constant lane scans the execution mask per
 #   value on lavapipe 22.3: 0.04-0.07.
+# - The filter through uniform buffers (benchmarks/lavapipe_uniform_filter.py: the generated kernel with only its
+#   filter reads changed, parts of whole taps of at most maxUniformBufferRange, 64 KiB, one binding each of the 15 a
+#   stage may have: 9 for a 3x3 128 -> 128): 7-14% slower, 1x1 0.30 -> 0.27, 3x3 0.50 -> 0.46, 258x258x16 0.35 ->
+#   0.33, s2 RGB 0.25 -> 0.22 (paired, two runs). At a per-lane offset gallivm gathers each component on its own
+#   (8 offsets moved out lane by lane, 8 scalar loads inserted: ~80 instructions a vec4 against texelFetch's ~46);
+#   at an offset of constants and push constants (one value for all lanes) each scalar load sits behind its own
+#   bounds-check branch. Neither the calls it removes (81 -> 17 a 1x1 trip) nor the spills changed: the 3,200 spills
+#   and reloads a trip hold the 512 accumulator vectors, not registers saved around the calls.
 
 
 @dataclass(frozen=True, slots=True)
