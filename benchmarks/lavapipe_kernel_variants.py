@@ -21,14 +21,17 @@ buffer) and process CPU time (11 runs less 1, all threads). Variants (--variant,
 
 Measured by this script (2026-12-06; Intel Xeon with AVX-512 under KVM, 2 cores shared with two other sessions,
 load average 1-3; lavapipe 22.3.6 / LLVM 15, 256 bits, subgroup 8): ratio to the probe by timestamps, median of
-3-5 rounds, generated -> variant:
-  uniform     1x1 64x64x128 -> 128 0.304 -> 0.273, 0.308 -> 0.275 (one dispatch alone: 7.3-7.4 -> 7.9-8.5 ms);
-              3x3 64x64x128 -> 128 0.504 -> 0.468, 0.495 -> 0.457; 3x3 258x258x16 -> 256 0.352 -> 0.328;
-              3x3 s2 225x225x3 -> 32 0.252 -> 0.216
-  c_outer     3x3 64x64x128 0.508 -> 0.406;  c_inner 0.478;  fw_c_outer 0.329
-  hoist_rows  3x3 64x64x128 0.467 -> 0.441;  1x1 0.306 -> 0.311
-  trip1/2/8   1x1 0.301 -> 0.246 / 0.291 / 0.297
-None is faster. The uniform filter is slower everywhere, by 7-14%. What the JIT made of it (lavapipe_profile.py's
+3-5 rounds, generated -> variant, separate runs apart by "|" (CPU-time ratios agree unless said):
+  uniform     1x1 64x64x128 -> 128 0.304 -> 0.273 | 0.308 -> 0.275 | 0.336 -> 0.262 (one dispatch alone: 7.3-7.4 ->
+              7.9-8.5 ms); 3x3 64x64x128 -> 128 0.504 -> 0.468 | 0.495 -> 0.457 | 0.503 -> 0.478; 3x3 258x258x16
+              -> 256 0.352 -> 0.328 (CPU time 0.346 -> 0.380); 3x3 s2 225x225x3 -> 32 0.252 -> 0.216
+  c_outer     3x3 0.508 -> 0.406 | 0.503 -> 0.417; 1x1 0.336 -> 0.254
+  c_inner     3x3 0.508 -> 0.478 | 0.503 -> 0.496; 1x1 0.336 -> 0.295
+  fw_c_outer  3x3 0.508 -> 0.329 | 0.503 -> 0.360; 1x1 0.336 -> 0.264
+  hoist_rows  3x3 0.467 -> 0.441 | 0.503 -> 0.446; 1x1 0.306 -> 0.311 | 0.336 -> 0.309 (CPU time 0.307 -> 0.325)
+  trip1/2/8   1x1 0.301 -> 0.246 / 0.291 / 0.297 | 0.336 -> 0.290 / 0.416 / 0.349 (CPU time 0.307 -> 0.266 /
+              0.291 / 0.255; the timestamps' ranges 0.2-1.0 that round)
+None is faster by both measures in every run. The uniform filter is slower everywhere, by 7-14%. What the JIT made of it (lavapipe_profile.py's
 dump): each component of a filter vec4 is its own gather, the offsets recomputed, clamped and moved out lane by
 lane (8 vpextrd, some through the stack), then 8 scalar loads inserted (vmovd + 3 vpinsrd + vinserti128 per 4
 lanes): ~20 instructions a component, ~80 a vec4, against ~46 for texelFetch's call. The calls fall from 81 to 17
@@ -37,8 +40,8 @@ vectors, not registers saved around the calls. A uniform buffer read at an offse
 constants only (the same value in every lane) is no better on 22.3: each scalar is loaded behind its own
 bounds-check branch (cmp, jb, the buffer's base reloaded, a 32-bit load into a general register, often spilled)
 and broadcast with vpbroadcastd, and LLVM hoists them all to the top of the function. The generated order (each
-accumulator's four multiply-adds together, 4 chains of 4 interleaved) beats every reordering (why was not looked into:
-spreading an accumulator's updates keeps more of them live at once, which may spill more).
+accumulator's four multiply-adds together, 4 chains of 4 interleaved) beats every reordering (why was not
+looked into: spreading an accumulator's updates keeps more of them live at once, which may spill more).
 
     PYTHONPATH=. .venv/bin/python benchmarks/lavapipe_kernel_variants.py [--rounds 5] [--shape pw|c3|c258|s2]
         [--variant NAME ...]
