@@ -31,16 +31,16 @@ load average 1-3; lavapipe 22.3.6 / LLVM 15, 256 bits, subgroup 8): ratio to the
   hoist_rows  3x3 0.467 -> 0.441 | 0.503 -> 0.446; 1x1 0.306 -> 0.311 | 0.336 -> 0.309 (CPU time 0.307 -> 0.325)
   trip1/2/8   1x1 0.301 -> 0.246 / 0.291 / 0.297 | 0.336 -> 0.290 / 0.416 / 0.349 (CPU time 0.307 -> 0.266 /
               0.291 / 0.255; the timestamps' ranges 0.2-1.0 that round)
-None is faster by both measures in every run. The uniform filter is slower everywhere, by 7-14%. What the JIT made of it (lavapipe_profile.py's
-dump): each component of a filter vec4 is its own gather, the offsets recomputed, clamped and moved out lane by
-lane (8 vpextrd, some through the stack), then 8 scalar loads inserted (vmovd + 3 vpinsrd + vinserti128 per 4
-lanes): ~20 instructions a component, ~80 a vec4, against ~46 for texelFetch's call. The calls fall from 81 to 17
-a trip (1x1) but the spills and reloads do not (3,206 / 3,447 -> 3,192 / 3,287): they hold the 512 accumulator
-vectors, not registers saved around the calls. A uniform buffer read at an offset built from constants and push
-constants only (the same value in every lane) is no better on 22.3: each scalar is loaded behind its own
-bounds-check branch (cmp, jb, the buffer's base reloaded, a 32-bit load into a general register, often spilled)
-and broadcast with vpbroadcastd, and LLVM hoists them all to the top of the function. The generated order (each
-accumulator's four multiply-adds together, 4 chains of 4 interleaved) beats every reordering (why was not
+None is faster by both measures in every run. The uniform filter is slower everywhere, by 7-14%. What the JIT made
+of it (lavapipe_profile.py's dump): each component of a filter vec4 is its own gather, the offsets recomputed,
+clamped and moved out lane by lane (8 vpextrd, some through the stack), then 8 scalar loads inserted (vmovd + 3
+vpinsrd + vinserti128 per 4 lanes): ~20 instructions a component, ~80 a vec4, against ~46 for texelFetch's call. The
+calls fall from 81 to 17 a trip (1x1) but the spills and reloads do not (3,206 / 3,447 -> 3,192 / 3,287): they hold
+the 512 accumulator vectors, not registers saved around the calls. A uniform buffer read at an offset built from
+constants and push constants only (the same value in every lane) is no better on 22.3: each scalar is loaded behind
+its own bounds-check branch (cmp, jb, the buffer's base reloaded, a 32-bit load into a general register, often
+spilled) and broadcast with vpbroadcastd, and LLVM hoists them all to the top of the function. The generated order
+(each accumulator's four multiply-adds together, 4 chains of 4 interleaved) beats every reordering (why was not
 looked into: spreading an accumulator's updates keeps more of them live at once, which may spill more).
 
     PYTHONPATH=. .venv/bin/python benchmarks/lavapipe_kernel_variants.py [--rounds 5] [--shape pw|c3|c258|s2]
@@ -147,7 +147,7 @@ def filter_parts(flt: np.ndarray, conv: Conv) -> list[np.ndarray]:
     return out
 
 
-# The generated kernel's multiply-adds of one (pixel, kernel column): per output chunk, the 4 input channels of the chunk.
+# The generated kernel's multiply-adds of one (pixel, kernel column): per output chunk, the chunk's 4 input channels.
 MULTIPLY_ADDS = """                    [[unroll]] for (int k = 0; k < IVC_OC; ++k) {
                       O[i][j][k] = fma(vec4(v.x), F[b][fw][0][k], O[i][j][k]);
                       O[i][j][k] = fma(vec4(v.y), F[b][fw][1][k], O[i][j][k]);
