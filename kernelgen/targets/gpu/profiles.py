@@ -150,7 +150,11 @@ LAVAPIPE_TRIP_BODY = 2048
 # - The s2 RGB conv on 4 x-lanes of 2 chunks each, so that wide_store applies (wg 4x2x1 or 4x1x2, 1-2 rows x 8-16
 #   pixels): 0.64-0.72 of the default's speed (paired by the probe, 5 rounds). 1x1 tiles 4x16x8, 8x8x8, 2x8x16,
 #   4x4x16 and 2x16x16 against 4x8x16: 0.96-1.07 (medians of 5 paired rounds whose ranges spanned 0.5-4: the host
-#   too loaded to tell them apart).
+#   too loaded to tell them apart); the s2 RGB conv at 2x16x4, 4x8x4, 2x8x4, 4x4x4, 8x8x4, 8x16x4, 4x32x4 against
+#   4x16x4: 0.93-1.03 (8 rounds, load average 4).
+# - lavapipe at 512 bits on this AVX-512 host (LP_NATIVE_VECTOR_WIDTH=512: subgroups of 16, wg_size [16, 1, 1]):
+#   the 3x3 64x64x128 ran 27.5-31.6 GFLOP/s (0.68-0.75 of its probe) against ~28 at 256 bits (0.50), the 1x1
+#   10.8-10.9 against ~17: the ratio rose because the probe fell (40 GFLOP/s against 56), not the kernels.
 
 
 @dataclass(frozen=True, slots=True)
