@@ -90,7 +90,7 @@ SHAPES = {
 def config_text(conv: Conv) -> str:
     """A plain config of the conv (no schedule, no vulkan block), as issue 50's user writes it."""
     return yaml.safe_dump({
-        "name": f"uniform_filter_{conv.kernel}x{conv.kernel}", "dtype": "float32",
+        "name": f"kernel_variants_{conv.kernel}x{conv.kernel}", "dtype": "float32",
         "input": {"shape": [1, conv.size, conv.size, conv.ic], "layout": "NHWC"},
         "ops": [{"conv2d": {"out_channels": conv.oc, "kernel": conv.kernel, "stride": conv.stride, "pad": conv.pad,
                             "filter_layout": "HWIO"}}],
@@ -101,8 +101,8 @@ def taps_per_part(conv: Conv) -> int:
     if conv.tap_vec4s > UBO_VEC4S:
         raise ValueError(f"one tap of {conv} holds {conv.tap_vec4s} vec4s, more than a uniform buffer's {UBO_VEC4S}")
     per = UBO_VEC4S // conv.tap_vec4s
-    if -(-conv.kernel ** 2 // per) > UBO_BINDINGS - 1:
-        raise ValueError(f"{conv}'s filter needs more than {UBO_BINDINGS - 1} uniform buffers")
+    if -(-conv.kernel ** 2 // per) > UBO_BINDINGS:
+        raise ValueError(f"{conv}'s filter needs more than {UBO_BINDINGS} uniform buffers")
     return per
 
 
