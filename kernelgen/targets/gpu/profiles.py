@@ -86,6 +86,8 @@ DEFAULT_IVC_TILE = (4, 16, 8)
 # multiply-adds: at 128 accumulators 4x8x16 fetches a third less per multiply-add than 4x16x8 (1/16 + 1/32
 # against 1/8 + 1/64) and ran 0.43-0.51 of the probe against 0.35-0.44 (three pairs, one run, busy host); with
 # kernel taps the input rows serve kw taps and 4x16x8 stays ahead (3x3: 0.78-0.80 against 0.66-0.75).
+# Those counts predate shuffle_rows: with a row's 8 columns in one fetch, 4x16x8 and 8x8x8 fetch 16 vec4s per 512
+# multiply-adds and 4x8x16 20, yet all three ran within 3% of each other (issue 50, listed below).
 POINTWISE_IVC_TILE = (4, 8, 16)
 # A stride-1 conv with kernel taps reads (oh + kh - 1) x (ow + kw - 1) input vec4s per channel chunk: the square
 # 8x8 fetches 100 where 4x16 fetches 108 (3x3), and ran 0.87 of the probe against 0.73 (3x3 64x64x128) and 0.61-0.62
@@ -150,7 +152,7 @@ LAVAPIPE_TRIP_BODY = 2048
 # - The s2 RGB conv on 4 x-lanes of 2 chunks each, so that wide_store applies (wg 4x2x1 or 4x1x2, 1-2 rows x 8-16
 #   pixels): 0.64-0.72 of the default's speed (paired by the probe, 5 rounds). 1x1 tiles 4x16x8, 8x8x8, 2x8x16,
 #   4x4x16 and 2x16x16 against 4x8x16: 0.96-1.07 (medians of 5 paired rounds whose ranges spanned 0.5-4: the host
-#   too loaded to tell them apart); the s2 RGB conv at 2x16x4, 4x8x4, 2x8x4, 4x4x4, 8x8x4, 8x16x4, 4x32x4 against
+#   too loaded to tell them apart), and 8x8x8 and 4x16x8 again 1.010-1.026 (three runs of 10-40 rounds); the s2 RGB conv at 2x16x4, 4x8x4, 2x8x4, 4x4x4, 8x8x4, 8x16x4, 4x32x4 against
 #   4x16x4: 0.93-1.03 (8 rounds, load average 4).
 # - lavapipe at 512 bits on this AVX-512 host (LP_NATIVE_VECTOR_WIDTH=512: subgroups of 16, wg_size [16, 1, 1]):
 #   the 3x3 64x64x128 ran 27.5-31.6 GFLOP/s (0.68-0.75 of its probe) against ~28 at 256 bits (0.50), the 1x1
