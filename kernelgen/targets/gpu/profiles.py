@@ -86,6 +86,8 @@ DEFAULT_IVC_TILE = (4, 16, 8)
 # multiply-adds: at 128 accumulators 4x8x16 fetches a third less per multiply-add than 4x16x8 (1/16 + 1/32
 # against 1/8 + 1/64) and ran 0.43-0.51 of the probe against 0.35-0.44 (three pairs, one run, busy host); with
 # kernel taps the input rows serve kw taps and 4x16x8 stays ahead (3x3: 0.78-0.80 against 0.66-0.75).
+# Those counts predate shuffle_rows: with a row's 8 columns in one fetch, 4x16x8 and 8x8x8 fetch 16 vec4s per 512
+# multiply-adds and 4x8x16 20, yet all three ran within 3% of each other (issue 50, listed below).
 POINTWISE_IVC_TILE = (4, 8, 16)
 # A stride-1 conv with kernel taps reads (oh + kh - 1) x (ow + kw - 1) input vec4s per channel chunk: the square
 # 8x8 fetches 100 where 4x16 fetches 108 (3x3), and ran 0.87 of the probe against 0.73 (3x3 64x64x128) and 0.61-0.62
@@ -135,6 +137,26 @@ LAVAPIPE_TRIP_BODY = 2048
 #   3x3 0.44-0.46 of the probe against 0.30 and 0.51 in the same run; a third of the samples in the texel fetch
 #   helper, 17% of a 1x1's in its stores. subgroupBroadcast with a constant lane scans the execution mask per
 #   value on lavapipe 22.3: 0.04-0.07.
+# - The filter through uniform buffers (benchmarks/lavapipe_kernel_variants.py: the generated kernel with only its
+#   filter reads changed, parts of whole taps of at most maxUniformBufferRange, 64 KiB, one binding each of the 15 a
+#   stage may have: 9 for a 3x3 128 -> 128): 7-14% slower, 1x1 0.30 -> 0.27, 3x3 0.50 -> 0.46, 258x258x16 0.35 ->
+#   0.33, s2 RGB 0.25 -> 0.22 (paired, two runs). At a per-lane offset gallivm gathers each component on its own
+#   (8 offsets moved out lane by lane, 8 scalar loads inserted: ~80 instructions a vec4 against texelFetch's ~46);
+#   at an offset of constants and push constants (one value for all lanes) each scalar load sits behind its own
+#   bounds-check branch. It removes the calls (81 -> 17 in a 1x1 trip) but not the spills: the 3,200 spills and
+#   reloads a trip hold the 512 accumulator vectors, not registers saved around the calls.
+# - In the same script, on this host (paired, 3-5 rounds): an accumulator's 4 multiply-adds a chunk spread apart
+#   (the chunk's input channel outside the pixels, or inside the output chunks, or with the kernel column) 3x3
+#   64x64x128 0.51 -> 0.33-0.48; every input row of a chunk fetched ahead of its multiply-adds 0.47 -> 0.44 (1x1
+#   0.31 -> 0.31); 1, 2 or 8 chunks a 1x1 trip instead of 4: 0.30 -> 0.25, 0.29, 0.30.
+# - The s2 RGB conv on 4 x-lanes of 2 chunks each, so that wide_store applies (wg 4x2x1 or 4x1x2, 1-2 rows x 8-16
+#   pixels): 0.64-0.72 of the default's speed (paired by the probe, 5 rounds). 1x1 tiles 4x16x8, 8x8x8, 2x8x16,
+#   4x4x16 and 2x16x16 against 4x8x16: 0.96-1.07 (medians of 5 paired rounds whose ranges spanned 0.5-4: the host
+#   too loaded to tell them apart), and 8x8x8 and 4x16x8 again 1.010-1.026 (three runs of 10-40 rounds); the s2 RGB conv at 2x16x4, 4x8x4, 2x8x4, 4x4x4, 8x8x4, 8x16x4, 4x32x4 against
+#   4x16x4: 0.93-1.03 (8 rounds, load average 4).
+# - lavapipe at 512 bits on this AVX-512 host (LP_NATIVE_VECTOR_WIDTH=512: subgroups of 16, wg_size [16, 1, 1]):
+#   the 3x3 64x64x128 ran 27.5-31.6 GFLOP/s (0.68-0.75 of its probe) against ~28 at 256 bits (0.50), the 1x1
+#   10.8-10.9 against ~17: the ratio rose because the probe fell (40 GFLOP/s against 56), not the kernels.
 
 
 @dataclass(frozen=True, slots=True)
