@@ -85,6 +85,26 @@ def test_a_large_filter_is_transformed_a_panel_at_a_time():
     assert "wf + " not in job.files["panels_of_a_large_filter.c"]
 
 
+@requires_tool(*toolchain("c"))
+def test_a_team_splits_a_large_filters_tiles_then_its_panels(tmp_path):
+    """Transformed a panel at a time, the filter is split by panels (each thread its own U and M), after the input
+    tiles are split; 2 threads give the 1-thread bytes."""
+    config, job = _job("panels_of_a_large_filter", "{threads: 2}")
+    text = job.files["panels_of_a_large_filter.c"]
+    assert text.count("#pragma omp for ") == 2 and "const int t_lo = 0, t_hi = nt;" in text
+    exe = C().compile(job, tmp_path)
+    args = random_inputs(config, job.plan, np.random.default_rng(31))
+    outputs = []
+    for threads in (2, 1):
+        ctypes.CDLL(str(exe.library.path))["panels_of_a_large_filter_set_threads"](threads)
+        arrays = exe.arguments(args, 0x7F)
+        exe.call(arrays)
+        outputs.append(arrays[-2].copy())
+    assert np.array_equal(outputs[0], outputs[1])
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
+
+
 def test_the_option_keeps_the_direct_kernel():
     _, off = _job("resnet_block", "{winograd: false}")
     assert not any("Winograd" in n for n in off.target_plan.notes) and "KG_WR" not in off.files["resnet_block.c"]
@@ -92,13 +112,14 @@ def test_the_option_keeps_the_direct_kernel():
 
 @requires_tool(*toolchain("c"))
 def test_two_threads_share_the_tiles_and_products_and_give_one_threads_bytes(tmp_path):
-    """One team a call: an `omp for` over the panels' filters (transformed whole at the start), one over the input
-    tiles and one over the panels (each thread on its own M; every element written by one thread); numpy agrees,
-    and 2 threads give the 1-thread output bit for bit."""
+    """One team a call: an `omp for` over the panels' filters (transformed whole at the start), then each thread its
+    own share of each block's tiles, from their input patches to their outputs (its own M; every element written by
+    one thread); numpy agrees, and 2 threads give the 1-thread output bit for bit."""
     config, job = _job("odd_edges_batch2_relu6", "{threads: 2}")
     text = job.files["odd_edges_batch2_relu6.c"]
-    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 3
+    assert text.count("#pragma omp parallel num_threads(kg_team)") == 1 and text.count("#pragma omp for ") == 1
     assert job.target_plan.threads == 2 and "kg_team_end(kg_team, kg_start);" in text
+    assert "const int t_lo = nt * me / share, t_hi = nt * (me + 1) / share;" in text
     # V 16 x 20 tiles x 32, U 16 x 32 x 64, then each thread's M 16 x 20 x 32
     assert job.target_plan.workspace_elements == 16 * 20 * 32 + 16 * 32 * 64 + 2 * 16 * 20 * 32
     result = validate(config, "c")
