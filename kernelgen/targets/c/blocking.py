@@ -155,8 +155,9 @@ def _winograd(plan: Plan, notes: list[str], threads: int) -> CKernel:
                  f"in blocks of {block}, 16 products over the input channels each; the filter transformed each call, "
                  + ("whole, at its start" if cut.whole_u else "a panel of 2 output-channel vectors at a time"))
     if threads > 1:
-        notes.append(f"one OpenMP team per call: the input tiles and the panels split between up to {threads} "
-                     f"threads, each panel on its thread's own U and M")
+        split = ("each thread its share of each block's tiles through every panel" if cut.whole_u else
+                 "the input tiles, then the panels split between them, each panel on its thread's own U and M")
+        notes.append(f"one OpenMP team per call, up to {threads} threads: {split}")
     return CKernel(kernel=kernel, threads=threads, tiles=(None,) * len(plan.ops), notes=tuple(notes),
                    workspace_elements=cut.workspace_elements)
 
