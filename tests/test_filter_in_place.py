@@ -69,13 +69,14 @@ def test_filters_read_in_place_match_numpy(tail):
 def test_the_wide_tile_prefetches_the_next_blocks_filter_a_tap_run_at_a_time():
     config = parse_config(DEEP.replace("FILTER ", "filter_layout: OHWI16o, ").replace("OPS\n", ""), "deep.yaml")
     text = jobs(config, ("c",))["c"].files["deep.c"]
-    # 7 rows x 1 tile x 1 kv step x 9 taps = 63 runs a 32-channel block; its 2 x 9 runs of 256 lines go to runs
-    # floor(u x 63 / 18); blocks of 16 channels 9 x 256 x 16 = 36864 elements apart, taps 4096; one stripe of all
-    # 16 blocks (589824), the next block 2 on
-    assert ("const int pu = ((((oh * 1 + owb) * 1 + kv) * 9 + rh * 3 + rw) * 18 + 62) / 63;" in text)
+    # 7 rows in 4 row tiles (3 of 2 rows, Tile.over_rows, then the 7th row alone) x 1 tile x 1 kv step x 9 taps =
+    # 36 runs a 32-channel block; its 2 x 9 runs of 256 lines go to runs floor(u x 36 / 18); blocks of 16 channels
+    # 9 x 256 x 16 = 36864 elements apart, taps 4096; one stripe of all 16 blocks (589824), the next block 2 on
+    for row_tile in ("(oh / 2)", "(oh - 3)"):  # rows 0, 2, 4 by two; row 6 the 4th row tile
+        assert f"const int pu = (((({row_tile} * 1 + owb) * 1 + kv) * 9 + rh * 3 + rw) * 18 + 35) / 36;" in text
     assert ("? filter1 + ko_outer * 589824 + ko_inner * 73728 + 73728 + (pu / 9) * 36864 + (pu % 9) * 4096 : 0;"
             in text)
-    assert text.count("if (pf) KG_PREFETCH(pf + rc * 16);") == 1  # the 16-float tile only
+    assert text.count("if (pf) KG_PREFETCH(pf + rc * 16);") == 2  # the 16-float tiles only
 
 
 def test_no_prefetch_where_the_runs_are_too_few_or_too_short():
