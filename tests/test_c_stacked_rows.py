@@ -6,6 +6,7 @@ and run against numpy (validate: its tolerance bounds float32 summation error fo
 8-float variant beside it too. No timings: `kernelgen bench` measures speed."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,8 @@ CASES = {name: Case(row[0], row[1], schedule=row[2], targets="[c]", expect=row[3
 }.items()}
 
 
-def _job(name: str, c_options: str | None = None):
-    case = CASES[name]
+def _job(name: str, c_options: str | None = None, schedule: str | None = None):
+    case = CASES[name] if schedule is None else CASES[name].with_(schedule=schedule)
     if name == "stacked_7x7_residual_k32":
         case = case.with_(side_inputs="{input2: {shape: [1, 7, 7, 64]}}")
     if c_options is not None:
@@ -49,9 +50,12 @@ def test_a_7x7_tile_spans_the_rows_the_price_chooses(name):
     assert (stacked.rows, stacked.pixels, stacked.vectors, stacked.row_step) == (rows, pixels, vectors, row_step)
     assert (one_row.rows, one_row.pixels, one_row.vectors, tile.wide.pixels) == (1, 7, vectors, 7)
     text = job.files[f"{name}.c"]
-    assert f"for (int ohs = 0; ohs < {runs}; ++ohs) {{ /* tiles of {rows} rows */" in text
-    assert f"for (int ohl = 0; ohl < {left}; ++ohl) {{ /* the rows left over, one a tile */" in text
-    assert f"const int oh = {runs * rows} + ohl;" in text
+    # one loop over row tiles: `runs` of `rows` rows, then the 7th row alone (row tile `runs`: row runs * rows)
+    assert (f"for (int ohs = 0; ohs < {runs + left}; ++ohs) {{ /* row tiles: {runs} of {rows} rows, then {left} of "
+            f"one */") in text
+    assert f"if (ohs >= {runs}) {{\n" in text and f"const int oh = ohs + {runs * (rows - 1)};" in text
+    # the 8-float tile runs the same row tiles' rows
+    assert f"const int oh_first = ohs < {runs} ? ohs * {rows} : ohs + {runs * (rows - 1)};" in text
     # pixel 7 + 1 (row 1, column 1): one output row on (row_step), one column (stride 1 of 128 channels, stride 2
     # of 24)
     column = 128 if name == "stacked_7x7_residual_k32" else 2 * 24
@@ -66,11 +70,29 @@ def test_a_7x7_tile_spans_the_rows_the_price_chooses(name):
         assert "(oh / 2)" in stacked.prefetch.call and "(oh - 3)" in one_row.prefetch.call
 
 
-def test_threads_keep_one_row_tiles():
-    """Under a team the rows are shared out by `omp for` over the planner's row loop: the one-row tile there."""
-    _, job = _job("stacked_7x7_residual_k32", "{threads: 2}")
-    assert job.target_plan.tiles[0].wide.over_rows is not None
-    assert "ohs" not in job.files["stacked_7x7_residual_k32.c"]
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("schedule, shared", [
+    # one stripe of both 32-channel blocks: the team's `omp for` splits the loop over row tiles (2 each: rows 0-3
+    # and 4-6), whichever variant runs
+    ("{k_block: 32, k_split: 2}", "#pragma omp for schedule(static)"),
+    # the schedule auto takes for 2 threads: 2 channel stripes shared out, each thread's rows its own
+    ("auto", "#pragma omp for collapse(2) schedule(dynamic)"),
+])
+def test_a_team_keeps_the_row_tiles(monkeypatch, schedule, shared):
+    """c: {threads: 2}: the tiles over two rows under a team, and the output matching numpy (built with -fopenmp,
+    the wide tile where the host runs it)."""
+    from kernelgen.targets.c import team
+
+    monkeypatch.setattr(team, "MIN_WORK_PER_BARRIER", 0)  # a team whatever it costs
+    config, job = _job("stacked_7x7_residual_k32", "{threads: 2}", schedule)
+    text = job.files["stacked_7x7_residual_k32.c"]
+    assert text.count("#pragma omp parallel") == 1 and shared in text
+    loop = "for (int ohs = 0; ohs < 4; ++ohs) { /* row tiles: 3 of 2 rows, then 1 of one */"
+    following = re.search(rf"{re.escape(shared)}\n(?: *#endif\n)? *(.+)", text).group(1)
+    assert following == loop if "static" in shared else following.startswith("for (int ko_outer = 0;")
+    assert loop in text
+    result = validate(config, "c")
+    assert result.passed, f"{result.detail} (seed {result.seed})"
 
 
 def _host_has_avx512f() -> bool:

@@ -174,8 +174,8 @@ def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int, rows: in
     (the row loop's extent where a wide tile spans several, Tile.over_rows)."""
     out: list[Node] = []
     for node in nodes:
-        if isinstance(node, Loop) and node.var == "oh" and threads == 1 and _stacks(node, t, rows):
-            out += _stacked(node, t, cols)
+        if isinstance(node, Loop) and node.var == "oh" and _stacks(node, t, rows):
+            out += _stacked(node, t, cols, threads)
         elif isinstance(node, Loop) and node.var == "ow" and t.wide is not None:
             # both variants in the source, the preprocessor picks (the same bytes on every host): WIDE-float
             # vectors where the compiler targets AVX-512F, the 8-float tile everywhere else. The #else and #endif
@@ -208,24 +208,35 @@ def _stacks(oh: Loop, t: Tile, rows: int) -> bool:
     return isinstance(ow, Loop) and ow.var == "ow" and len(ow.body) == 4 and not isinstance(ow.body[2], Guard)
 
 
-def _stacked(oh: Loop, t: Tile, cols: int) -> list[Node]:
-    """The row loop where the compiler targets AVX-512F as tiles of several rows (the rows left over on one-row
-    tiles), elsewhere as the 8-float tile's rows. The #else and #endif name their #if (see _blocked)."""
+def _stacked(oh: Loop, t: Tile, cols: int, threads: int) -> list[Node]:
+    """The row loop as a loop over row tiles: where the compiler targets AVX-512F, tiles of several rows, then the
+    rows left over on one-row tiles; elsewhere the 8-float tile's rows, the same rows in each row tile. One loop for
+    both, so a team splits the row tiles (rows two threads share: 4 tiles of 7 rows, 2 each). The #else and #endif
+    name their #if (see _blocked)."""
     stacked, one_row = t.wide.over_rows
     count = stacked.rows
     runs, left = divmod(oh.extent, count)
-    first = Stmt(code=f"const int oh_first = ohs * {count}, oh = oh_first;", summary="oh = the tile's first row")
-    out: list[Node] = [
-        Stmt(code="#if KG_VF16", summary="where the compiler targets AVX-512F: 16-float vectors"),
-        Loop(var="ohs", extent=runs, comment=f"tiles of {count} rows", body=(
-            first, *_blocked(oh.body, stacked, cols, 1)))]
+    # row tile ohs >= runs: row runs * count + (ohs - runs)
+    first = f"ohs < {runs} ? ohs * {count} : ohs + {runs * (count - 1)}" if left else f"ohs * {count}"
+    wide: list[Node] = [Guard(cond=f"ohs < {runs}", body=(
+        Stmt(code=f"const int oh_first = ohs * {count}, oh = oh_first;", summary="oh = the tile's first row"),
+        *_blocked(oh.body, stacked, cols, 1)))]
     if left:
-        out.append(Loop(var="ohl", extent=left, comment="the rows left over, one a tile", body=(
-            Stmt(code=f"const int oh = {runs * count} + ohl;", summary="oh = a row left over"),
+        wide.append(Guard(cond=f"ohs >= {runs}", body=(
+            Stmt(code=f"const int oh = ohs + {runs * (count - 1)};", summary="oh = a row left over"),
             *_blocked(oh.body, one_row, cols, 1))))
-    return out + [Stmt(code="#else /* !KG_VF16 */", summary="elsewhere: 8-float"),
-                  replace(oh, body=_blocked(oh.body, replace(t, wide=None), cols, 1)),
-                  Stmt(code="#endif /* KG_VF16 */", summary="")]
+    rows = Loop(var="ohr", extent=count, body=(Guard(cond=f"ohs < {runs} || ohr == 0", body=(
+        Stmt(code="const int oh = oh_first + ohr;", summary="oh = the row"),
+        *_blocked(oh.body, replace(t, wide=None), cols, 1))),))
+    return [*(shared_rows() if threads > 1 else ()), Loop(
+        var="ohs", extent=runs + left, comment=f"row tiles: {runs} of {count} rows" + (
+            f", then {left} of one" if left else ""), body=(
+            Stmt(code="#if KG_VF16", summary="where the compiler targets AVX-512F: 16-float vectors"),
+            *wide,
+            Stmt(code="#else /* !KG_VF16 */", summary="elsewhere: 8-float"),
+            Stmt(code=f"const int oh_first = {first};", summary="oh_first = the row tile's first row"),
+            rows,
+            Stmt(code="#endif /* KG_VF16 */", summary="")))]
 
 
 def _unswitched_channels(stores: Loop, block: int, tail: int = 0) -> list[Node]:
