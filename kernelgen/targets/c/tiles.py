@@ -319,12 +319,13 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: s
                       filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
     if stacked == 1:
         return one_row
-    # the stacked tile runs rows 0, stacked, ... (row tile oh / stacked), the one-row tile the rows left over
-    left_over = rows - rows % stacked
+    # the stacked tile runs rows 0, stacked, ... (row tile oh / stacked), the one-row tile the rows left over from
+    # row `first_left` on (row tile oh - first_left + first_left / stacked)
+    first_left = rows - rows % stacked
     return replace(one_row, over_rows=(
         replace(one_row, rows=stacked, pixels=stacked * pixels, row_step=row_step,
                 prefetch=prefetch(f"(oh / {stacked})", stacked_tiles)),
-        replace(one_row, prefetch=prefetch(f"(oh - {left_over - left_over // stacked})", stacked_tiles))))
+        replace(one_row, prefetch=prefetch(f"(oh - {first_left - first_left // stacked})", stacked_tiles))))
 
 
 def _row_step(layout) -> int:
