@@ -7,7 +7,7 @@ from conftest import requires_tool
 
 from kernelgen.api import jobs, parse_config, validate
 from kernelgen.planner import plan
-from kernelgen.targets.c.filter_prefetch import MIN_REDUCE, filter_prefetch
+from kernelgen.targets.c.filter_prefetch import MIN_REDUCE, filter_prefetch, prefetch_line, prefetch_pointer
 
 # ResNet18's layer4_0_conv2 as `kernelgen import` writes it, at 256 channels (a 2.4 MB filter)
 DEEP = """name: deep
@@ -70,13 +70,15 @@ def test_the_wide_tile_prefetches_the_next_blocks_filter_a_tap_run_at_a_time():
     lone = DEEP.replace("FILTER ", "filter_layout: OHWI16o, ").replace("OPS\n", "")
     config = parse_config(lone + "c: {winograd: false}\n", "deep.yaml")  # the direct tile (Winograd: winograd.py)
     text = jobs(config, ("c",))["c"].files["deep.c"]
-    # 7 rows x 1 tile x 1 kv step x 9 taps = 63 runs a 32-channel block; its 2 x 9 runs of 256 lines go to runs
-    # floor(u x 63 / 18); blocks of 16 channels 9 x 256 x 16 = 36864 elements apart, taps 4096; one stripe of all
-    # 16 blocks (589824), the next block 2 on
-    assert ("const int pu = ((((oh * 1 + owb) * 1 + kv) * 9 + rh * 3 + rw) * 18 + 62) / 63;" in text)
-    assert ("? filter1 + ko_outer * 589824 + ko_inner * 73728 + 73728 + (pu / 9) * 36864 + (pu % 9) * 4096 : 0;"
-            in text)
-    assert text.count("if (pf) KG_PREFETCH(pf + rc * 16);") == 1  # the 16-float tile only
+    # 7 rows in 4 row tiles (3 of 2 rows, Tile.over_rows, then the 7th row alone) x 1 tile x 1 kv step x 9 taps =
+    # 36 runs a 32-channel block for its 2 x 9 runs of 256 lines: 2 runs each, run call / 2 and its half call % 2
+    # (128 lines of 16 elements on), a line every 2 steps; blocks of 16 channels 9 x 256 x 16 = 36864 elements
+    # apart, taps 4096; one stripe of all 16 blocks (589824), the next block 2 on
+    for row_tile in ("(oh / 2)", "(oh - 3)"):  # rows 0, 2, 4 by two; row 6 the 4th row tile
+        assert f"const int pc = (({row_tile} * 1 + owb) * 1 + kv) * 9 + rh * 3 + rw, pu = pc / 2;" in text
+    assert ("const float *const pf = pu < 18 ? filter1 + ko_outer * 589824 + ko_inner * 73728 + 73728 + (pu / 9) * "
+            "36864 + (pu % 9) * 4096 + (pc % 2) * 2048 : 0;" in text)
+    assert text.count("if (pf && rc % 2 == 0) KG_PREFETCH(pf + rc / 2 * 16);") == 2  # the 16-float tiles only
 
 
 def test_no_prefetch_where_the_runs_are_too_few_or_too_short():
@@ -84,3 +86,18 @@ def test_no_prefetch_where_the_runs_are_too_few_or_too_short():
     assert filter_prefetch(calls=17, reduce=256, **runs) is None
     assert filter_prefetch(calls=18, reduce=256, **runs).units == 18
     assert filter_prefetch(calls=18, reduce=MIN_REDUCE - 1, **runs) is None  # too short a run to pay
+
+
+def test_tap_runs_share_a_run_of_lines_where_there_are_more_of_them():
+    """63 tap runs for 18 runs of 256 lines: 3 tap runs each (the 9 past 54 bring none), pieces of 86 lines, a line
+    every 3 steps; 35 tap runs: one run each (the old burst), as the one-part form spells it."""
+    runs = dict(ahead="f", call="c", taps=9, blocks=2, block_stride=1, tap_stride=1, line=16, reduce=256)
+    three = filter_prefetch(calls=63, **runs)
+    assert three.parts == 3
+    assert [s.code for s in prefetch_pointer(three)] == [
+        "const int pc = c, pu = pc / 3;",
+        "const float *const pf = pu < 18 ? f + (pu / 9) * 1 + (pu % 9) * 1 + (pc % 3) * 1376 : 0;"]
+    assert prefetch_line(three).code == "if (pf && rc % 3 == 0) KG_PREFETCH(pf + rc / 3 * 16);"
+    one = filter_prefetch(calls=35, **runs)
+    assert one.parts == 1 and prefetch_line(one).code == "if (pf) KG_PREFETCH(pf + rc * 16);"
+    assert prefetch_pointer(one)[0].code == "const int pu = ((c) * 18 + 34) / 35;"

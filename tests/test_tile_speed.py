@@ -206,6 +206,21 @@ def test_the_16_float_tiles_follow_the_micro_kernel(k_block, cols, shape):
     assert t.slots == pytest.approx((1 + SPEED.load_slots * loads) * (1 + SPEED.row_pixels / cols))
 
 
+@pytest.mark.parametrize("k_block, cols, rows, stacked, loads", [
+    (32, 7, 7, 2, (6 * 16 / 28 + 9 / 14) / 7),  # ResNet18's layer4: 14 pixels x 2 vectors, the 7th row alone
+    (32, 7, 8, 2, 16 / 28),
+    (16, 7, 7, 3, (6 * 22 / 21 + 8 / 7) / 7),  # 1 vector: 4 rows (28 pixels) would leave 3 rows on 7-pixel tiles
+    (16, 7, 8, 4, 29 / 28),
+    (32, 14, 14, 1, 16 / 28),  # a 14-pixel row fills the 28 accumulators alone
+    (32, 7, 1, 1, 9 / 14),  # one row a stripe: nothing to stack
+])
+def test_a_16_float_tile_spans_the_rows_its_price_chooses(k_block, cols, rows, stacked, loads):
+    from kernelgen.planner.tile_speed import double_tiles
+    t = double_tiles(SPEED, parse_config(TAIL.replace("SCHEDULE", f"{{k_block: {k_block}}}")), 1, cols, rows)
+    assert (t.rows, t.pixels, t.tiles) == (stacked, cols, 1)
+    assert t.slots == pytest.approx((1 + SPEED.load_slots * loads) * (1 + SPEED.row_pixels / cols))
+
+
 def _slots(config_text: str, speed) -> list[float]:
     from kernelgen.planner.fitted import fit
     from kernelgen.planner.tile_speed import op_slots
@@ -228,7 +243,9 @@ def test_a_schedule_is_priced_on_both_kinds_of_host():
     assert _slots(eight, narrow_only) == pytest.approx(on_narrow)
     assert _slots(eight, SPEED) == pytest.approx([s * 1.5 for s in on_narrow])  # (1 + 2) / 2
     by_4x2 = (1 + SPEED.load_slots * 6 / 8) * (1 + SPEED.row_pixels / 7) * 8 / 7
-    by_7x2 = (1 + SPEED.load_slots * 9 / 14) * (1 + SPEED.row_pixels / 7)
+    # the 16-float host: 7 x 2 tiles stacked over 2 rows (stacked_rows), 14 pixels: 6 of the 7 rows at 16 loads per
+    # 28 FMAs, the 7th on a one-row tile at 9 per 14
+    by_7x2 = (1 + SPEED.load_slots * (6 * 16 / 28 + 9 / 14) / 7) * (1 + SPEED.row_pixels / 7)
     assert _slots(thirty_two, narrow_only) == pytest.approx([by_4x2] * 2)
     assert _slots(thirty_two, SPEED) == pytest.approx([(by_4x2 + by_7x2) / 2] * 2)
     # a depthwise tap loads as many values on either host: one price

@@ -351,7 +351,7 @@ def _why_won(config: Config, shape_list: list, best: Key, fitting: int) -> str:
     def op_text(j: int) -> str:
         share = computed_share(roofs.tile_speed, config, geo, cut, work, j)
         past = f", {share - 1:.0%} more pixels computed than kept" if share > 1.005 else ""
-        return f"{config.ops[j - 1].kind} #{j} {tiles_text(roofs.tile_speed, config, j, geo.cols[j])}{past}"
+        return f"{config.ops[j - 1].kind} #{j} {tiles_text(roofs.tile_speed, config, j, geo.cols[j], geo.rows[j])}{past}"
     tiles = "; ".join(op_text(j) for j in range(1, len(config.ops) + 1))
     moved = transposed_bytes(config, geo, work) if roofs.tile_speed.transpose_flops_per_byte else 0
     transposing = round(transpose_flops(roofs.tile_speed, config, geo, work) * roofs.bytes_per_second

@@ -48,17 +48,39 @@ class OpTiles:
     width: int  # floats of a vector the channel block fills (the target's lanes when whole vectors)
     slots: float  # per FMA computed
     other_loads: int = 0  # not dense: loads per FMA (or per max or add of a pool)
+    rows: int = 1  # dense: output rows one tile spans (stacked_rows), each `pixels` wide
 
     @property
     def loads_per_fma(self) -> float:
-        return (self.pixels + self.vectors) / (self.pixels * self.vectors) if self.dense else self.other_loads
+        held = self.pixels * self.rows
+        return (held + self.vectors) / (held * self.vectors) if self.dense else self.other_loads
 
     def text(self) -> str:
         if not self.dense:
             return f"{self.loads_per_fma:g} loads per FMA"
         tail = self.tiles * self.pixels - self.cols
-        return (f"{self.tiles} tile(s) of {self.pixels} pixels x {self.vectors} vector(s) a row of {self.cols}"
+        rows = f" over {self.rows} rows" if self.rows > 1 else ""
+        return (f"{self.tiles} tile(s) of {self.pixels} pixels{rows} x {self.vectors} vector(s) a row of {self.cols}"
                 f"{f' ({tail} idle)' if tail else ''}, {self.loads_per_fma:.2f} loads per FMA")
+
+
+def stacked_rows(load_slots: float, cols: int, rows: int, vectors: int, most: int) -> int:
+    """How many output rows one dense tile of `vectors` vectors spans where a whole row of `cols` pixels leaves its
+    `most` accumulators room for more: the count (1 to most // cols) whose tiles take the fewest load slots over a
+    stripe's `rows` rows, the rows a count leaves over (rows % count) on one-row tiles. Each filter vector loaded then
+    serves the pixels of several rows: ResNet18's 7x7x512 3x3 convs (7-pixel rows, 2 wide vectors) reloaded their
+    590 KB filter block from L2 for every row. Over two rows (14 pixels; `kernelgen bench`, interleaved with the
+    one-row tiles, loaded 2-core AVX-512 host) layer4_0_conv2 went from 0.72-0.85 to 0.85-0.89 of the FMA probe warm,
+    layer4_1_conv2_to_fc 0.73-0.81 to 0.85-0.86; in the network program layer4 from 29.0% to 26.8% of the time."""
+    if cols * 2 > most or rows < 2:
+        return 1
+
+    def slots(count: int) -> float:  # per computed pixel
+        def per_fma(pixels: int) -> float:
+            return 1 + load_slots * (pixels + vectors) / (pixels * vectors)
+        stacked = rows - rows % count
+        return (stacked * per_fma(count * cols) + rows % count * per_fma(cols)) / rows
+    return min(range(1, min(most // cols, rows) + 1), key=lambda count: (slots(count), count))
 
 
 def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
@@ -79,24 +101,31 @@ def op_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles:
     return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=width, slots=slots)
 
 
-def double_tiles(speed: TileSpeed, config: Config, j: int, cols: int) -> OpTiles | None:
-    """Op j's (1-based) tiles in the wider vectors (TileSpeed.double_lanes) over stripe rows of `cols` output pixels,
-    on a host that has them; None where op j keeps the narrow tile there (not dense, or a channel block that is not
-    whole wide vectors)."""
+def double_tiles(speed: TileSpeed, config: Config, j: int, cols: int, rows: int = 1) -> OpTiles | None:
+    """Op j's (1-based) tiles in the wider vectors (TileSpeed.double_lanes) over stripe rows of `cols` output pixels
+    (`rows` of them a stripe: a tile may span several, stacked_rows), on a host that has them; None where op j keeps
+    the narrow tile there (not dense, or a channel block that is not whole wide vectors)."""
     op, k_block, lanes = config.ops[j - 1], config.schedule.k_block, speed.double_lanes
     if not lanes or k_block % lanes or op.kind != "conv2d" or op.groups != 1 or config.dtype != "float32":
         return None
     vectors = speed.wide_vectors if k_block % (speed.wide_vectors * lanes) == 0 else 1
-    tiles = math.ceil(cols / (speed.double_accumulators // vectors))
+    most = speed.double_accumulators // vectors
+    tiles = math.ceil(cols / most)
     pixels = math.ceil(cols / tiles)
-    loads = (pixels + vectors) / (pixels * vectors)
-    slots = (1 + speed.load_slots * loads) * (1 + speed.row_pixels / cols)
-    return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=lanes, slots=slots)
+    stacked = stacked_rows(speed.load_slots, cols, rows, vectors, most)
+    left = rows % stacked  # rows on one-row tiles
+
+    def loads(held: int) -> float:
+        return (held + vectors) / (held * vectors)
+    per_fma = ((rows - left) * loads(pixels * stacked) + left * loads(pixels)) / rows if stacked > 1 else loads(pixels)
+    slots = (1 + speed.load_slots * per_fma) * (1 + speed.row_pixels / cols)
+    return OpTiles(dense=True, pixels=pixels, vectors=vectors, cols=cols, tiles=tiles, width=lanes, slots=slots,
+                   rows=stacked)
 
 
-def tiles_text(speed: TileSpeed, config: Config, j: int, cols: int) -> str:
+def tiles_text(speed: TileSpeed, config: Config, j: int, cols: int, rows: int = 1) -> str:
     """Op j's tiles for the plan's `why:` line: the narrow ones, and the wide ones where a host with them runs those."""
-    narrow, wide = op_tiles(speed, config, j, cols), double_tiles(speed, config, j, cols)
+    narrow, wide = op_tiles(speed, config, j, cols), double_tiles(speed, config, j, cols, rows)
     return narrow.text() + (f" ({wide.width}-float vectors: {wide.text()})" if wide is not None else "")
 
 
@@ -111,7 +140,7 @@ def op_slots(speed: TileSpeed, config: Config, geo: StripeGeometry, cut: Stripes
     # a 1x1 conv on one pixel (a squeeze-excite FC, a classifier) runs as dot products of narrow vectors on every host
     # (the c target's dot tile): at k_block 32 MobileNetV3-small's SE FCs took 0.034 ms against 0.013 at 16
     dot = config.ops[j - 1].kernel == (1, 1) and tuple(geo.shapes[j][1:3]) == (1, 1)
-    wide = None if dot else double_tiles(speed, config, j, geo.cols[j])
+    wide = None if dot else double_tiles(speed, config, j, geo.cols[j], geo.rows[j])
     on_wide = (computed_share(speed, config, geo, cut, work, j, wide) * wide.slots if wide is not None
                else own * speed.double_lanes / speed.lanes if narrow.dense else own)
     return (own + on_wide) / 2

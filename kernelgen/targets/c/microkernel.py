@@ -1,7 +1,7 @@
 """Register-blocked micro-kernels for the c target: the compute of one conv tile as loop-tree nodes. Pure.
 
-A tile is `pixels` output pixels of one output row by the planner's k_block output channels. Dense convs keep
-pixels x `lanes`-wide vectors of output channels in accumulators: each step of the reduction loads `vectors`
+A tile is `pixels` output pixels of one output row (or `rows` rows) by the planner's k_block output channels. Dense
+convs keep pixels x `lanes`-wide vectors of output channels in accumulators: each step of the reduction loads `vectors`
 filter vectors (the filter cache repacked with output channels innermost, unit stride) and one input value per
 pixel, broadcast into `pixels x vectors` multiply-adds. Depthwise convs keep `groups` channel vectors of each of
 the tile's pixels in accumulators (up to DEPTHWISE_ACCUMULATORS) and sum the 9 taps of a pixel before moving on, so
@@ -96,6 +96,11 @@ class Tile:
     # dense, k_block a multiple of WIDE: the same tile in WIDE-float vectors, emitted beside this one for
     # compilers that target AVX-512F (rewrite.py)
     wide: "Tile | None" = None
+    # dense, wide: a tile of `rows` output rows, pixels / rows each, row r's source `row_step` elements on; on a
+    # one-row wide tile, `over_rows` is (such a tile, the one-row tile for the rows it leaves): tiles.py, rewrite.py
+    rows: int = 1
+    row_step: int = 0
+    over_rows: "tuple[Tile, Tile] | None" = None
     # channel-vector depthwise: the tile holds every channel of the stripe, the planner's k_split blocks of
     # k_block / k_split (its ko_inner loop moves from around the rows to around each pixel's store), so a tile
     # writes whole output pixels at once rather than a third of each pixel per pass over the stripe
@@ -208,7 +213,9 @@ def _dense(t: Tile) -> tuple[Node, ...]:
     pointers: list[Node] = [_clamp(f"xc{p}", f"xb + {p * step} + rw * {t.dilation}", t.col_limit) for p in clamped]
     pointers += [Stmt(code=f"const float *const x{p} = {t.src} + xr + {t.col[p]};", summary=f"x{p} = pixel {p}")
                  for p in clamped]
-    inputs = [f"x{p}[ch]" if p in clamped else f"x[xo + ch + {p * step * t.col_step}]" for p in p_range]
+    across = t.pixels // t.rows  # pixel p: row p / across, column p % across
+    inputs = [f"x{p}[ch]" if p in clamped else
+              f"x[xo + ch + {p % across * step * t.col_step + p // across * t.row_step}]" for p in p_range]
     if len(clamped) < t.pixels:
         pointers += [Stmt(code=f"const int xw = xb + rw * {t.dilation};", summary="xw = the first pixel's column"),
                      Stmt(code=f"const int xo = {t.col_at};", summary="xo = its column offset"),

@@ -43,8 +43,23 @@ def register_epilogue(t: Tile, init: Loop, reduction: Node, stores: Loop, col_gu
     sums = tuple(n for n in kv.body if not (isinstance(n, Stmt) and n.code.startswith(f"KG_STORE{t.suffix}(tile + ")))
     assert len(sums) == len(kv.body) - t.pixels, "the tile's stores into tile[]: one statement per pixel"
     pixels = tuple(_pixel(t, p, steps, position, col_guard, cols) for p in range(t.pixels))
-    return Loop(var="owb", extent=math.ceil(cols / t.pixels), comment=f"tiles of {t.pixels} pixels, epilogue in "
-                f"registers", body=(xb, replace(kv, body=(*sums, *pixels))))
+    return Loop(var="owb", extent=math.ceil(cols / (t.pixels // t.rows)), comment=f"tiles of {tile_shape(t)}, "
+                f"epilogue in registers", body=(xb, replace(kv, body=(*sums, *pixels))))
+
+
+def tile_shape(t: Tile) -> str:
+    return f"{t.pixels} pixels" + (f" ({t.rows} rows of {t.pixels // t.rows})" if t.rows > 1 else "")
+
+
+def pixel_position(t: Tile, p: int, owb: str = "owb") -> tuple[Stmt, ...]:
+    """Tile pixel p's output row (where the tile spans rows: the first's, `oh_first`, plus p's) and column; `p` a
+    number or C."""
+    across = t.pixels // t.rows
+    if t.rows == 1:
+        return (Stmt(code=f"const int ow = {owb} * {t.pixels} + {p};", summary="ow = tile pixel"),)
+    row, col = divmod(p, across) if isinstance(p, int) else (f"{p} / {across}", f"{p} % {across}")
+    return (*((Stmt(code=f"const int oh = oh_first + {row};", summary="oh = the pixel's row"),) if row != 0 else ()),
+            Stmt(code=f"const int ow = {owb} * {across} + {col};", summary="ow = the pixel's column"))
 
 
 def _steps(body: tuple[Node, ...], position: str) -> tuple[Node, ...] | None:
@@ -100,10 +115,9 @@ def _pixel(t: Tile, p: int, steps: tuple[Node, ...], position: str, col_guard: s
         body = vectors("")
     if col_guard:
         body = (Guard(cond=col_guard, body=body),)
-    if cols % t.pixels:
+    if cols % (t.pixels // t.rows):
         body = (Guard(cond=f"ow < {cols}", body=body),)
-    return Block(label=f"pixel {p}: epilogue and store", body=(
-        Stmt(code=f"const int ow = owb * {t.pixels} + {p};", summary="ow = tile pixel"), *body))
+    return Block(label=f"pixel {p}: epilogue and store", body=(*pixel_position(t, p), *body))
 
 
 def _vector(t: Tile, p: int, v: int, first: str, steps: tuple[Node, ...], position: str,

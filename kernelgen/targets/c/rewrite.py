@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
-from .register_epilogue import direct_store, register_epilogue
+from .register_epilogue import direct_store, pixel_position, register_epilogue, tile_shape
 from .team import shared_rows
 
 
@@ -65,7 +65,8 @@ def rewrite(nodes: tuple[Node, ...], tiles: list, cut, geo, threads: int) -> tup
                 continue
             if node.step.phase is Phase.CONV:
                 out.append(replace(node, label=node.label + " (register-blocked micro-kernel)",
-                                   body=_blocked(node.body, tile, geo.cols[node.step.op], threads)))
+                                   body=_blocked(node.body, tile, geo.cols[node.step.op], threads,
+                                                 geo.rows[node.step.op])))
                 continue
         if isinstance(node, (Loop, Guard, Block, Section)):
             out.append(replace(node, body=rewrite(node.body, tiles, cut, geo, threads)))
@@ -167,12 +168,15 @@ def _innermost(fk: Loop) -> Loop:
     return nest
 
 
-def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple[Node, ...]:
+def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int, rows: int = 0) -> tuple[Node, ...]:
     """The conv section with its pixel loop (ow) cut into tiles: the micro-kernel sums a tile, then the planner's
-    store runs for each of its pixels with `acc` pointing at that pixel's sums."""
+    store runs for each of its pixels with `acc` pointing at that pixel's sums. `rows`: the stripe's output rows
+    (the row loop's extent where a wide tile spans several, Tile.over_rows)."""
     out: list[Node] = []
     for node in nodes:
-        if isinstance(node, Loop) and node.var == "ow" and t.wide is not None:
+        if isinstance(node, Loop) and node.var == "oh" and _stacks(node, t, rows):
+            out += _stacked(node, t, cols, threads)
+        elif isinstance(node, Loop) and node.var == "ow" and t.wide is not None:
             # both variants in the source, the preprocessor picks (the same bytes on every host): WIDE-float
             # vectors where the compiler targets AVX-512F, the 8-float tile everywhere else. The #else and #endif
             # name their #if: team.py takes a bare #endif for its own (_OPENMP) and drops it from a one-thread call
@@ -188,10 +192,51 @@ def _blocked(nodes: tuple[Node, ...], t: Tile, cols: int, threads: int) -> tuple
             # (team.py puts the kernel's one parallel region around them)
             out += [*shared_rows(), replace(node, body=_blocked(node.body, t, cols, threads))]
         elif isinstance(node, (Loop, Guard, Block, Section)):
-            out.append(replace(node, body=_blocked(node.body, t, cols, threads)))
+            out.append(replace(node, body=_blocked(node.body, t, cols, threads, rows)))
         else:
             out.append(node)
     return tuple(out)
+
+
+def _stacks(oh: Loop, t: Tile, rows: int) -> bool:
+    """Whether the wide tile's rows of the row loop `oh` run on its tile over several rows: the loop runs the
+    stripe's rows the tile was made for, and its body is the pixel loop alone, every pixel summed (no row or column
+    test: a consumer's padding, stripe tails)."""
+    if t.wide is None or t.wide.over_rows is None or oh.extent != rows or len(oh.body) != 1:
+        return False
+    ow = oh.body[0]
+    return isinstance(ow, Loop) and ow.var == "ow" and len(ow.body) == 4 and not isinstance(ow.body[2], Guard)
+
+
+def _stacked(oh: Loop, t: Tile, cols: int, threads: int) -> list[Node]:
+    """The row loop as a loop over row tiles: where the compiler targets AVX-512F, tiles of several rows, then the
+    rows left over on one-row tiles; elsewhere the 8-float tile's rows, the same rows in each row tile. One loop for
+    both, so a team splits the row tiles (rows two threads share: 4 tiles of 7 rows, 2 each). The #else and #endif
+    name their #if (see _blocked)."""
+    stacked, one_row = t.wide.over_rows
+    count = stacked.rows
+    runs, left = divmod(oh.extent, count)
+    # row tile ohs >= runs: row runs * count + (ohs - runs)
+    first = f"ohs < {runs} ? ohs * {count} : ohs + {runs * (count - 1)}" if left else f"ohs * {count}"
+    wide: list[Node] = [Guard(cond=f"ohs < {runs}", body=(
+        Stmt(code=f"const int oh_first = ohs * {count}, oh = oh_first;", summary="oh = the tile's first row"),
+        *_blocked(oh.body, stacked, cols, 1)))]
+    if left:
+        wide.append(Guard(cond=f"ohs >= {runs}", body=(
+            Stmt(code=f"const int oh = ohs + {runs * (count - 1)};", summary="oh = a row left over"),
+            *_blocked(oh.body, one_row, cols, 1))))
+    rows = Loop(var="ohr", extent=count, body=(Guard(cond=f"ohs < {runs} || ohr == 0", body=(
+        Stmt(code="const int oh = oh_first + ohr;", summary="oh = the row"),
+        *_blocked(oh.body, replace(t, wide=None), cols, 1))),))
+    return [*(shared_rows() if threads > 1 else ()), Loop(
+        var="ohs", extent=runs + left, comment=f"row tiles: {runs} of {count} rows" + (
+            f", then {left} of one" if left else ""), body=(
+            Stmt(code="#if KG_VF16", summary="where the compiler targets AVX-512F: 16-float vectors"),
+            *wide,
+            Stmt(code="#else /* !KG_VF16 */", summary="elsewhere: 8-float"),
+            Stmt(code=f"const int oh_first = {first};", summary="oh_first = the row tile's first row"),
+            rows,
+            Stmt(code="#endif /* KG_VF16 */", summary="")))]
 
 
 def _unswitched_channels(stores: Loop, block: int, tail: int = 0) -> list[Node]:
@@ -294,15 +339,15 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
     pixel = [Stmt(code=f"float *const acc = {sums};", summary="acc = its sums"), *pixel]
     if t.folded:  # the planner's channel blocks of this pixel, each stored as the planner stores it
         pixel = [Loop(var="ko_inner", extent=t.k_split, body=tuple(pixel))]
-    here: tuple[Node, ...] = (Stmt(code=f"const int ow = owb * {t.pixels} + pb;", summary="ow = tile pixel"),
+    here: tuple[Node, ...] = (*pixel_position(t, "pb"),
                               *((Guard(cond=col_guard, body=tuple(pixel)),) if col_guard else pixel))
-    if cols % t.pixels:
+    if cols % t.pixels and t.rows == 1:  # a stacked tile spans whole rows
         here = (Guard(cond=f"owb * {t.pixels} + pb < {cols}", body=here),)
     sums_nodes = tile_nodes(t)
     row = _row_test(reduction.cond) if isinstance(reduction, Guard) else ""
     if row:  # a row of the consumer's padding: every pixel's stores zero its sums first, the tile is not summed
         sums_nodes = (Guard(cond=f"KG_LIKELY({row})", body=sums_nodes),)
-    return Loop(var="owb", extent=math.ceil(cols / t.pixels), comment=f"tiles of {t.pixels} pixels", body=(
+    return Loop(var="owb", extent=math.ceil(cols / (t.pixels // t.rows)), comment=f"tiles of {tile_shape(t)}", body=(
         Stmt(code=f"float tile[{t.pixels * t.k_block}];", summary=f"tile[{t.pixels}][{t.k_block}]"),
         *sums_nodes,
         Loop(var="pb", extent=t.pixels, body=here)))

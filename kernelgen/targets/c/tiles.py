@@ -12,10 +12,12 @@ from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
 from ...planner.geometry import cache_window, filter_in_place, reduction_channels, temp_names, unproven
 from dataclasses import replace
 
-from .filter_prefetch import filter_prefetch
+from ...planner.tile_speed import stacked_rows
+from .filter_prefetch import FilterPrefetch, filter_prefetch
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
                           PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
                           columns_contiguous, fresh_rows, part, separable)
+from .tile_speed import LOAD_SLOTS
 
 
 def reads_input(cfg: Config, plan: Plan) -> bool:
@@ -199,7 +201,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     if in_place and not stride:
         return None, "its filter tensor's blocks do not line up with the tile's (and the plan keeps no filter cache)"
     if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
-        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first))
+        ring = j == 1 and s.halo is Halo.REUSE and geo.halo_rows > 0  # input rows in a ring: not evenly spaced
+        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first, ring))
     if depthwise and not columns and found is None and _paired(tile.vector_channels):
         # as many pixels as DEPTHWISE_ACCUMULATORS wide vectors hold: each tap's filter vectors serve twice the pixels
         most = min(DEPTHWISE_ACCUMULATORS // (groups // 2), cols)
@@ -263,12 +266,15 @@ def _block_stride(plan: Plan, j: int, t: Tile, channels: int, stripe: int) -> tu
     return stride, i
 
 
-def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: str = "") -> Tile | None:
+def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: str = "", ring: bool = False
+          ) -> Tile | None:
     """The dense tile `t` (filter blocks of WIDE channels) in WIDE-float vectors: two per pixel where k_block
     allows (two filter loads per 2 x 14 FMAs), else one; as many pixels as WIDE_ACCUMULATORS hold (at most the
     row's). None where the source's columns are not evenly spaced (no constant offsets between pixels). `stride`:
     the elements between two filter blocks where `t` reads its filter tensor in place (0: the filter cache), `first`
-    where the tile's first block (kv = 0) lies then."""
+    where the tile's first block (kv = 0) lies then. Where a whole row leaves the accumulators room for more rows
+    (planner.tile_speed.stacked_rows, the tile model's price) and the source rows are evenly spaced (`ring`: op 1's
+    input rows in a ring are not), the tile's `over_rows` spans that many rows."""
     step = column_step(src)
     if not step:
         return None
@@ -288,19 +294,48 @@ def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: s
     wide["xw"] = (lo, hi + (op.kernel[1] - 1) * op.dilation[1])  # the taps' first columns, some left of the window
     block = op.kernel[0] * op.kernel[1] * t.reduce * WIDE  # one repacked filter block of WIDE channels
     filter_block = f"(ko_inner * {t.k_block // WIDE} + kv * {vectors}) * {block}"
-    prefetch = None
+    tiles, rows = math.ceil(cols / pixels), geo.rows[j]
+    stacked = stacked_rows(LOAD_SLOTS, cols, rows, vectors, WIDE_ACCUMULATORS // vectors)
+    row_step = _row_step(src) * op.stride[0]
+    if clamped or not row_step or ring:  # a row's pixels each through its own pointer, or rows not evenly spaced
+        stacked = 1
+    stacked_tiles = rows // stacked + rows % stacked  # a stripe's row tiles: stacked ones, then one-row ones
+
+    def prefetch(row: str, row_tiles: int) -> FilterPrefetch | None:
+        """In place: the next block's filter lines over the block's calls, row tile `row` (C) of `row_tiles`."""
+        if not stride:
+            return None
+        kv_steps, taps = t.k_block // (vectors * WIDE), op.kernel[0] * op.kernel[1]
+        call = f"(({row} * {tiles} + owb) * {kv_steps} + kv) * {taps} + rh * {op.kernel[1]} + rw"
+        return filter_prefetch(ahead=f"filter{j} + {first} + {t.k_block // WIDE * stride}", call=call,
+                               calls=row_tiles * tiles * kv_steps * taps, taps=taps, blocks=t.k_block // WIDE,
+                               block_stride=stride, tap_stride=t.filter_tap, line=WIDE, reduce=t.reduce)
     if stride:  # in place: each kv step `vectors` blocks
         filter_block, block = f"{first} + kv * {stride * vectors}", stride
-        kv_steps, taps, tiles = t.k_block // (vectors * WIDE), op.kernel[0] * op.kernel[1], math.ceil(cols / pixels)
-        call = f"((oh * {tiles} + owb) * {kv_steps} + kv) * {taps} + rh * {op.kernel[1]} + rw"  # oh: the stripe's
-        prefetch = filter_prefetch(ahead=f"filter{j} + {first} + {t.k_block // WIDE * stride}", call=call,
-                                   calls=geo.rows[j] * tiles * kv_steps * taps, taps=taps, blocks=t.k_block // WIDE,
-                                   block_stride=stride, tap_stride=t.filter_tap, line=WIDE, reduce=t.reduce)
-    return replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
-                   prefetch=prefetch,
-                   col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
-                   col_at=part(src, "w", E.Var("xw"), wide), col_step=step, filter_block=filter_block,
-                   filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
+    one_row = replace(t, lanes=WIDE, vectors=vectors, pixels=pixels, col_base=E.to_c(col_base), clamped=clamped,
+                      prefetch=prefetch("oh", rows),  # oh: the stripe's
+                      col=tuple(part(src, "w", E.Var(f"xc{i}"), wide) for i in range(pixels)),
+                      col_at=part(src, "w", E.Var("xw"), wide), col_step=step, filter_block=filter_block,
+                      filter_row=WIDE, vector_offsets=tuple(v * block for v in range(vectors)))
+    if stacked == 1:
+        return one_row
+    # the stacked tile runs rows 0, stacked, ... (row tile oh / stacked), the one-row tile the rows left over from
+    # row `first_left` on (row tile oh - first_left + first_left / stacked)
+    first_left = rows - rows % stacked
+    return replace(one_row, over_rows=(
+        replace(one_row, rows=stacked, pixels=stacked * pixels, row_step=row_step,
+                prefetch=prefetch(f"(oh / {stacked})", stacked_tiles)),
+        replace(one_row, prefetch=prefetch(f"(oh - {first_left - first_left // stacked})", stacked_tiles))))
+
+
+def _row_step(layout) -> int:
+    """Elements between two consecutive rows of the window, where every row is that far from the one before (else
+    0: no constant offset between a stacked tile's rows)."""
+    height = layout.logical_shape[1]
+    offsets = [E.evaluate(layout.flat_offset({"n": E.Const(0), "h": E.Const(h), "w": E.Const(0), "c": E.Const(0)},
+                                             {}), {}) for h in range(height)]
+    step = offsets[1] - offsets[0] if height > 1 else 0
+    return step if all(b - a == step for a, b in zip(offsets, offsets[1:])) else 0
 
 
 def _rows_in_place(plan: Plan, j: int, out_k: int, reduce: int, in_c: int) -> bool:
