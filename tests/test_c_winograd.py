@@ -46,6 +46,19 @@ def _job(name: str, c_options: str | None = None):
     return config, jobs(config, ("c",))["c"]
 
 
+def _on_threads(config, job, folder, counts):
+    """The kernel's output on the same random tensors with each team size in `counts` (<kernel>_set_threads)."""
+    exe = C().compile(job, folder)
+    args = random_inputs(config, job.plan, np.random.default_rng(29))
+    outputs = []
+    for threads in counts:
+        ctypes.CDLL(str(exe.library.path))[f"{job.plan.name}_set_threads"](threads)
+        arrays = exe.arguments(args, 0x7F)
+        exe.call(arrays)
+        outputs.append(arrays[-2].copy())
+    return outputs
+
+
 def test_the_cut_and_workspace_of_a_resnet_block():
     _, job = _job("resnet_block")
     text = job.files["resnet_block.c"]
@@ -92,15 +105,7 @@ def test_a_team_splits_a_large_filters_tiles_then_its_panels(tmp_path):
     config, job = _job("panels_of_a_large_filter", "{threads: 2}")
     text = job.files["panels_of_a_large_filter.c"]
     assert text.count("#pragma omp for ") == 2 and "const int t_lo = 0, t_hi = nt;" in text
-    exe = C().compile(job, tmp_path)
-    args = random_inputs(config, job.plan, np.random.default_rng(31))
-    outputs = []
-    for threads in (2, 1):
-        ctypes.CDLL(str(exe.library.path))["panels_of_a_large_filter_set_threads"](threads)
-        arrays = exe.arguments(args, 0x7F)
-        exe.call(arrays)
-        outputs.append(arrays[-2].copy())
-    assert np.array_equal(outputs[0], outputs[1])
+    assert np.array_equal(*_on_threads(config, job, tmp_path, (2, 1)))
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
 
@@ -124,15 +129,7 @@ def test_two_threads_share_the_tiles_and_products_and_give_one_threads_bytes(tmp
     assert job.target_plan.workspace_elements == 16 * 20 * 32 + 16 * 32 * 64 + 2 * 16 * 20 * 32
     result = validate(config, "c")
     assert result.passed, f"{result.detail} (seed {result.seed})"
-    exe = C().compile(job, tmp_path)
-    args = random_inputs(config, job.plan, np.random.default_rng(29))
-    outputs = []
-    for threads in (2, 1):
-        ctypes.CDLL(str(exe.library.path))["odd_edges_batch2_relu6_set_threads"](threads)
-        arrays = exe.arguments(args, 0x7F)
-        exe.call(arrays)
-        outputs.append(arrays[-2].copy())
-    assert np.array_equal(outputs[0], outputs[1])
+    assert np.array_equal(*_on_threads(config, job, tmp_path, (2, 1)))
 
 
 @requires_tool(*toolchain("c"))
