@@ -81,9 +81,10 @@ def test_the_cut_and_workspace_of_a_resnet_block():
     ("{out_channels: 48, kernel: 3, pad: 1, filter_layout: OHWI16o}", "channels not multiples"),
     ("{out_channels: 32, kernel: 3, pad: 1, filter_layout: OHWI16o, activation: hardswish}", "is not a clamp"),
     ("{out_channels: 512, kernel: 3, pad: 1, filter_layout: OHWI16o}", "its filter is past 4 MiB"),  # 512 x 512
+    ("{out_channels: 32, kernel: 3, pad: 1, filter_layout: OHWI16o, residual: input}", "not a side input"),
 ])
 def test_what_keeps_the_direct_kernel(change, why):
-    channels = 512 if "512" in change else 16
+    channels = 512 if "512" in change else 32 if "residual" in change else 16
     config = make_config("direct", Case([1, 8, 8, channels], [change], "NHWC", "NHWC", "auto", targets="[c]"))
     job = jobs(config, ("c",))["c"]
     assert why in winograd_fits(job.plan)

@@ -76,7 +76,8 @@ class Winograd:
 def winograd_fits(plan: Plan) -> str | None:
     """Why `plan` cannot run as a Winograd conv, or None when it can: one float conv2d, 3x3, stride and dilation 1,
     padding 1 all round, ungrouped, NHWC in and out (a side input too), its filter OHWI16o, input channels a
-    multiple of 16 and output channels of 32, a clamp or no activation, and a filter within MAX_FILTER_BYTES."""
+    multiple of 16 and output channels of 32, a clamp or no activation, a residual only from a side input, and a
+    filter within MAX_FILTER_BYTES."""
     if plan.dtype != "float32" or len(plan.ops) != 1 or plan.ops[0].kind != "conv2d":
         return "not one float conv2d"
     op = plan.ops[0]
@@ -93,6 +94,8 @@ def winograd_fits(plan: Plan) -> str | None:
         return "channels not multiples of 16 (input) and 32 (output)"
     if not isinstance(op.epilogue.act, (Identity, Clamp)):
         return f"its activation ({op.epilogue.activation}) is not a clamp"
+    if op.epilogue.residual is not None and not isinstance(op.epilogue.residual, str):
+        return "its residual is not a side input"
     if 9 * op.in_channels * op.out_channels * 4 > MAX_FILTER_BYTES:
         return f"its filter is past {MAX_FILTER_BYTES >> 20} MiB (transformed each call, it costs what it saves)"
     return None
