@@ -164,10 +164,12 @@ def test_plan_tiles_dispatch_and_loop_count():
     op = vk.ops[0]
     assert op.wg_tile == (2, 8, 16) and op.ivc_tile == (2, 4, 2)
     assert op.groups == (2, 2, 5)  # 5 of 4 chunks of 16 channels, 9 of 8 columns, 10 of 2 rows
-    assert op.fh_block == 3 and op.rows == 4 and op.row == 6  # every tap unrolled: 2 rows + 2, 4 columns + 2
-    # both input-channel chunks in one trip: 2 x 576 multiply-adds stay within lavapipe's trip_body (2,048)
-    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 9 * 4 <= VULKAN_DEFAULTS["lavapipe"].trip_body
-    assert op.trips == 1 + 1 * (2 + 2 // 2) and op.trips <= LOOP_LIMIT
+    # one kernel row of a chunk (2 x 4 pixels x 2 chunks x 3 taps x 4 = 192) fits lavapipe's trip cap (384) and all
+    # three (576) do not: the rows go into the fh0 loop (2 input rows a trip, 4 columns + 2) ...
+    assert op.fh_block == 1 and op.rows == 2 and op.row == 6
+    # ... and both input-channel chunks share a trip: 2 x 192 multiply-adds, the cap
+    assert op.ic_unroll == 2 and op.body == 2 * 2 * 4 * 2 * 3 * 4 == VULKAN_DEFAULTS["lavapipe"].trip_cap
+    assert op.trips == 1 + 3 * (2 + 2 // 2) and op.trips <= LOOP_LIMIT
     assert op.bounds_check and "ow < 9" in op.store_guard and "oc4 < 5" in op.store_guard
 
 
@@ -228,14 +230,16 @@ def test_the_default_tile_of_a_big_3x3_compiles_and_validates_in_well_under_minu
     """Issue 21: a 3x3 conv over 64x64x128 (no pad) with the default tile kept lavapipe's compiler busy for more
     than 10 minutes; its scalar filter reads (OIHW) were each a branch, which left LLVM a phi per read: 37 s CPU
     for its cold compile before issue 30 made them branch-free, ~4 s after; since the target packs an OIHW
-    filter into vec4s of output channels both reads are texel fetches and the kernel rows unroll too (4,608 vec4
-    multiply-adds per trip): 8.4 s (benchmarks/vulkan_compile.py; not asserted: times belong to benchmarks)."""
+    filter into vec4s of output channels both reads are texel fetches and the kernel rows unrolled too (4,608 vec4
+    multiply-adds per trip): 8.4 s; at the 1x32x4 default with one kernel row of one chunk a trip (384, issue 50's
+    trip cap) 2.3 s (benchmarks/vulkan_compile.py; not asserted: times belong to benchmarks)."""
     config = parse_config("name: big3x3\ninput: {shape: [1, 64, 64, 128]}\n"
                           "ops: [{conv2d: {out_channels: 128, kernel: 3}}]\ntargets: [vulkan]\n", "big3x3.yaml")
     vk = plan_vulkan(config, plan(config))
     op = vk.ops[0]
     assert vk.buffers[op.filter].layout is not None and op.f.vec4 and op.f.texel
-    assert op.fh_block == 3 and op.body == 4 * 16 * 2 * 9 * 4 <= MAX_UNROLLED_BODY and op.trips <= LOOP_LIMIT
+    assert op.ivc_tile == (1, 32, 1) and op.fh_block == 1 and op.body == 32 * 3 * 4
+    assert op.trips == 1 + 3 * (2 + 32) <= LOOP_LIMIT
     result = validate(config, "vulkan")
     assert result.passed, result.detail
 
@@ -245,33 +249,35 @@ NCHW_RESIDUAL = ("name: nchw_residual\ninput: {shape: [1, 64, 56, 56], layout: N
                  "output: {layout: NCHW}\ntargets: [vulkan]\n")
 
 
+NCHW_STRIDED = ("name: nchw_strided\ninput: {shape: [1, 64, 56, 56], layout: NCHW}\nops:\n"
+                "  - conv2d: {out_channels: 128, kernel: 3, stride: 2, pad: 1, bias: true, activation: relu}\n"
+                "output: {layout: NCHW}\ntargets: [vulkan]\n")
+
+
 def test_the_default_tile_shrinks_to_the_store_work_budget():
-    """An imported ResNet block's 3x3 (NCHW in, out and residual): the square 8x8x8 default tile stores each of its
-    128 chunks as 4 scalars and reads 4 residual scalars, 1,024 per-lane loops on lavapipe, times its 4,608
-    multiply-adds per trip (22.8 s CPU cold); halved along its longer side (rows on a tie) to 4x8x8: 512 x 2,304.
-    Without the residual 512 x 4,608 shrinks too; a 1x1 keeps its default 4x8x8 (256 x 2,048), and NHWC, which
-    stores and reads vec4s, its 8x8x8 (256 x 4,608)."""
+    """An imported network's 3x3 stride-2 conv on NCHW: the strided default 4x16x8 tile stores each of its 128 chunks
+    as 4 scalars, 512 per-lane loops on lavapipe, times its 4,608 multiply-adds per trip (11-16 s to compile); halved
+    along its longer side to 4x8x8: 256 x 2,304. The stride-1 ResNet 3x3 with an NCHW residual (4 scalars stored and
+    4 read a chunk) now takes the 1x32x4 default, one kernel row a trip: 32 x 8 accesses x 384, far inside."""
+    config = parse_config(NCHW_STRIDED, "nchw_strided.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert not op.y.vec4 and op.fh_block == 3
+    assert op.ivc_tile == (4, 8, 2) and op.body == 4 * 8 * 2 * 9 * 4
+    assert 4 * 8 * 2 * 4 * op.body <= MAX_STORE_WORK < 4 * 16 * 2 * 4 * 2 * op.body
     config = parse_config(NCHW_RESIDUAL, "nchw_residual.yaml")
     op = plan_vulkan(config, plan(config)).ops[0]
     assert not op.y.vec4 and op.residual is not None and not op.residual.vec4
-    assert op.ivc_tile == (4, 8, 2) and op.body == 4 * 8 * 2 * 9 * 4
-    assert 4 * 8 * 2 * (4 + 4) * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * (4 + 4) * 2 * op.body
-    config = parse_config(NCHW_RESIDUAL.replace(", residual: input", ""), "plain.yaml")
-    assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == (4, 8, 2)
-    assert 4 * 8 * 2 * 4 * op.body <= MAX_STORE_WORK < 8 * 8 * 2 * 4 * 2 * op.body
-    pointwise = NCHW_RESIDUAL.replace(", residual: input", "").replace("kernel: 3, pad: 1", "kernel: 1")
-    for text, tile in ((pointwise, (4, 8, 2)), (NCHW_RESIDUAL.replace("NCHW", "NHWC").replace("[1, 64, 56, 56]", "[1, 56, 56, 64]"), (8, 8, 2))):
-        config = parse_config(text, "kept.yaml")
-        assert plan_vulkan(config, plan(config)).ops[0].ivc_tile == tile, text
-    # MobileNetV3-small's 1x1 7x7x576 -> 96 with an NCHW residual: 4x7x12 reads and stores 672 scalars per
-    # invocation (x 1,344 multiply-adds, within MAX_STORE_WORK): its columns halve to 3, 288 accesses
-    tail = parse_config("name: tail\ninput: {shape: [1, 576, 7, 7], layout: NCHW}\n"
-                        "side_inputs: {shortcut: {shape: [1, 96, 7, 7], layout: NCHW}}\n"
-                        "ops: [{conv2d: {out_channels: 96, kernel: 1, bias: true, residual: shortcut}}]\n"
+    assert op.ivc_tile == (1, 32, 1) and op.fh_block == 1 and op.body == 32 * 3 * 4
+    assert 32 * (4 + 4) * op.body <= MAX_STORE_WORK
+    # A chain with a strided conv keeps the strided 4x16x8 default for all its convs: its 1x1 28x28x96 -> 96 with an
+    # NCHW residual would read and store 4 x 16 x 2 chunks x 8 scalars = 1,024 per invocation: halved to 4x8x8, 512
+    tail = parse_config("name: tail\ninput: {shape: [1, 96, 56, 56], layout: NCHW}\n"
+                        "side_inputs: {shortcut: {shape: [1, 96, 28, 28], layout: NCHW}}\n"
+                        "ops: [{conv2d: {out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96}},\n"
+                        "      {conv2d: {out_channels: 96, kernel: 1, bias: true, residual: shortcut}}]\n"
                         "output: {layout: NCHW}\ntargets: [vulkan]\n", "tail.yaml")
-    op = plan_vulkan(tail, plan(tail)).ops[0]
-    assert op.ivc_tile == (4, 3, 3) and 4 * 7 * 3 * 8 > MAX_STORE_ACCESSES >= 4 * 3 * 3 * 8
-    assert 4 * 7 * 3 * 8 * 4 * 7 * 3 * 4 * 4 <= MAX_STORE_WORK
+    op = plan_vulkan(tail, plan(tail)).ops[1]
+    assert op.ivc_tile == (4, 8, 2) and 4 * 16 * 2 * 8 > MAX_STORE_ACCESSES >= 4 * 8 * 2 * 8
     explicit = parse_config(NCHW_RESIDUAL + "vulkan: {ivc_tile: [8, 8, 8]}\n", "explicit.yaml")
     assert plan_vulkan(explicit, plan(explicit)).ops[0].ivc_tile == (8, 8, 2)  # a tile the config sets is kept
 
@@ -385,9 +391,9 @@ def test_every_default_kernel_unrolls_at_most_the_body_limit(repo):
 
 
 def test_the_body_counts_what_is_unrolled():
-    config = _config("k3_pad1_tiles_not_dividing")  # [2, 4, 8] tile, 3x3, all taps unrolled, 2 input chunks
+    config = _config("k3_pad1_tiles_not_dividing")  # [2, 4, 8] tile, 3x3, one kernel row a trip, 2 input chunks
     op = plan_vulkan(config, plan(config)).ops[0]
-    assert op.fh_block == 3 and op.ic_unroll == 2 and op.body == 2 * (2 * 4 * 2 * 3 * 3 * 4)
+    assert op.fh_block == 1 and op.ic_unroll == 2 and op.body == 2 * (2 * 4 * 2 * 1 * 3 * 4)
 
 
 def _pointwise(channels: int, out_channels: int, vulkan: str = "") -> str:
@@ -397,23 +403,55 @@ def _pointwise(channels: int, out_channels: int, vulkan: str = "") -> str:
 
 @pytest.mark.parametrize("channels, unroll", [(128, 4), (96, 4), (40, 2), (36, 1), (4, 1)])
 def test_lavapipe_unrolls_input_chunks_to_its_trip_body(channels, unroll):
-    """A 1x1 conv at lavapipe's 4x8x16 tile: 512 multiply-adds per input chunk, so 4 chunks per trip (2,048, the
-    profile's trip_body) where the chunks divide by 4, else the largest power of two that divides them; a GPU
-    profile keeps one chunk per trip."""
-    config = parse_config(_pointwise(channels, 128), "pw.yaml")
+    """A 1x1 conv at a 4x8x16 tile: 512 multiply-adds per input chunk, past the trip cap (384), so 4 chunks per trip
+    (2,048, the profile's trip_body) where the chunks divide by 4, else the largest power of two that divides them;
+    a GPU profile keeps one chunk per trip."""
+    config = parse_config(_pointwise(channels, 128, "vulkan: {ivc_tile: [4, 8, 16]}\n"), "pw.yaml")
     op = plan_vulkan(config, plan(config)).ops[0]
     assert op.ivc_tile == (4, 8, 4) and op.ic_unroll == unroll and op.body == 512 * unroll <= 2048
     assert f"icb += {unroll})" in TARGETS["vulkan"].build(config, plan(config)).files["pw.comp"]
-    gpu = parse_config(_pointwise(channels, 128, "vulkan: {device: rdna2}\n"), "pw.yaml")
+    gpu = parse_config(_pointwise(channels, 128, "vulkan: {device: rdna2, ivc_tile: [4, 8, 16]}\n"), "pw.yaml")
     assert plan_vulkan(gpu, plan(gpu)).ops[0].ic_unroll == 1
 
 
+PLAIN_3X3 = ("name: c3\ninput: {shape: [1, 64, 64, 128], layout: NHWC}\n"
+             "ops: [{conv2d: {out_channels: 128, kernel: 3, stride: STRIDE, pad: 1, filter_layout: HWIO}}]\n"
+             "VULKANtargets: [vulkan]\n")
+
+
+@pytest.mark.parametrize("kind, vulkan, tile, fh_block, unroll, body", [
+    # the default 1x32x4: one kernel row of one input chunk a trip, 32 x 3 taps x 4 = 384 (the cap)
+    ("3x3", "", (1, 32, 1), 1, 1, 384),
+    # a 1x1 at it: 128 a chunk, two chunks a trip (four would pass the cap)
+    ("1x1", "", (1, 32, 1), 1, 2, 256),
+    # a tile one of whose kernel rows passes the cap keeps its rows unrolled (8x8x8: 1,536 a row)
+    ("3x3", "vulkan: {ivc_tile: [8, 8, 8]}\n", (8, 8, 2), 3, 1, 4608),
+    # a strided conv keeps the 4x16x4 default, its rows unrolled (one row 768, past the cap)
+    ("s2", "", (4, 16, 1), 3, 1, 2304),
+])
+def test_lavapipe_trips_stay_within_its_trip_cap(kind, vulkan, tile, fh_block, unroll, body):
+    """LAVAPIPE_TRIP_CAP: a trip's x86 (~17 bytes per 8-lane multiply-add pair) within the 32 KiB L1 instruction
+    cache where a kernel row of a chunk fits 384 vec4 multiply-adds."""
+    text = PLAIN_3X3.replace("STRIDE", "2" if kind == "s2" else "1").replace("VULKAN", vulkan)
+    if kind == "1x1":
+        text = text.replace("kernel: 3", "kernel: 1").replace("pad: 1", "pad: 0")
+    if kind == "s2":
+        text = text.replace("out_channels: 128", "out_channels: 32")
+    config = parse_config(text, "c3.yaml")
+    op = plan_vulkan(config, plan(config)).ops[0]
+    assert (op.ivc_tile, op.fh_block, op.ic_unroll, op.body) == (tile, fh_block, unroll, body)
+    assert op.lane_chunks == (2 if tile[2] % 2 == 0 else 1)  # wide_store only where a lane owns chunk pairs
+    glsl = TARGETS["vulkan"].build(config, plan(config)).files["c3.comp"]
+    assert f"// {body} vec4 multiply-adds unrolled per trip" in glsl and f"const int FHB = {fh_block};" in glsl
+
+
 @pytest.mark.parametrize("out_channels, vulkan, pairs", [
-    (128, "", True),  # 16 pairs: each of the 8 lanes owns 2
-    (64, "", True),
+    (128, "", False),  # the 1x32x4 default tile owns one chunk a lane
+    (128, "vulkan: {ivc_tile: [4, 8, 16]}\n", True),  # 16 pairs: each of the 8 lanes owns 2
+    (64, "vulkan: {ivc_tile: [4, 8, 16]}\n", True),
     (32, "", False),  # pairs would fill 4 of the 8 lanes
     (96, "", False),  # 12 pairs for 8 lanes: a quarter of the last step idle, where 24 chunks fill 8 x 3
-    (192, "", True),
+    (192, "vulkan: {ivc_tile: [4, 8, 16]}\n", True),
     (128, "vulkan: {wide_store: false}\n", False),
     (32, "vulkan: {wide_store: true}\n", True),
     (128, "vulkan: {ivc_tile: [4, 8, 4]}\n", False),  # an explicit tile of one chunk

@@ -88,12 +88,14 @@ DEFAULT_IVC_TILE = (4, 16, 8)
 # kernel taps the input rows serve kw taps and 4x16x8 stays ahead (3x3: 0.78-0.80 against 0.66-0.75).
 # Those counts predate shuffle_rows: with a row's 8 columns in one fetch, 4x16x8 and 8x8x8 fetch 16 vec4s per 512
 # multiply-adds and 4x8x16 20, yet all three ran within 3% of each other (issue 50, listed below).
-POINTWISE_IVC_TILE = (4, 8, 16)
+# Superseded by the trip cap below (issue 50): the counts above held the code size of a trip fixed at what 4,608
+# unrolled multiply-adds make, which is what bounded these kernels.
+POINTWISE_IVC_TILE = (1, 32, 4)
 # A stride-1 conv with kernel taps reads (oh + kh - 1) x (ow + kw - 1) input vec4s per channel chunk: the square
 # 8x8 fetches 100 where 4x16 fetches 108 (3x3), and ran 0.87 of the probe against 0.73 (3x3 64x64x128) and 0.61-0.62
 # against 0.53-0.55 (3x3 258x258x16 -> 256), quiet host, same runs. Strided convs keep 4x16x8: at stride 2 the 3x3
 # 225x225x3 -> 32 ran 0.19 with 8x8 against 0.24.
-SQUARE_IVC_TILE = (8, 8, 8)
+SQUARE_IVC_TILE = (1, 32, 4)  # with LAVAPIPE_TRIP_CAP below: one kernel row and one chunk a trip
 # lavapipe keeps one tile per chain: its LLVM compiles the larger tiles each conv would take for much longer.
 # Imported MobileNetV2 (one 54-op chain ending in 1x1x1000, so every conv at 1x1 pixels) took 12.9 s of CPU to
 # create its 54 pipelines cold; with a tile per conv (1x1s at 4x8x16) 163.5 s (slowest module 6.5 s; issue 47's
@@ -109,6 +111,21 @@ GPU_POINTWISE_IVC_TILE = (2, 2, 4)
 # 0.51, 8 chunks (4,096) 0.53 (1x1 64x64x128, alternating runs, busy host). A 3x3's 8x8x8 tile already holds
 # 4,608 per chunk.
 LAVAPIPE_TRIP_BODY = 2048
+# What bounded the unrolled tiles (issue 50, lavapipe 22.3 on a Xeon with AVX-512): one trip of 8x8x8's channel
+# loop is 4,608 vec4 multiply-adds, 18,432 vmulps + vaddps pairs of 8 lanes and 313 KB of x86 (17 bytes a pair:
+# the filter and the accumulators sit on a 64 KiB stack frame, so operands take 32-bit displacements), ten times
+# the 32 KiB L1 instruction cache. llvm-mca (LLVM 15, skylake-avx512 and icelake-server models) puts a 3,000
+# instruction window of it at one pair a cycle, the FMA probe's rate, so the code ran at half its port-bound speed
+# for the front end alone: the probe itself unrolled to 1,024 steps a trip had run 0.63 of its speed. A trip that
+# fits the L1i needs few accumulators (each one the trip carries costs a masked copy at the back-edge, see
+# LAVAPIPE_TRIP_BODY) and enough pixels to share each gathered filter vec4: 1x32 pixels x 1 chunk (32 vec4
+# accumulators), one kernel row of one input chunk a trip (3x3: 384 vec4 multiply-adds, ~26 KB), the kernel rows
+# in the fh0 loop. Paired with the probe in one process (5 rounds, medians, host quiet), against the tiles before:
+# 3x3 64x64x128 -> 128 0.47-0.49 -> 0.66 (4x8x4 0.59-0.61, 2x16x4 0.55-0.63, 1x16x4 0.56, 1x64x4 0.44, 2x16x8
+# with wide_store 0.38, 8x8x8 with the rows in the loop 0.39-0.42, 4x16x8 with them 0.41 against 0.48 unrolled);
+# 3x3 258x258x16 -> 256 0.35 -> 0.42; 1x1 64x64x128 0.30-0.31 -> 0.42 at one chunk a trip, 0.44 at two (256), 0.36
+# at 4x8x4. A strided conv keeps 4x16x4 with its rows unrolled: a row of it passes the cap (0.19-0.21 either way).
+LAVAPIPE_TRIP_CAP = 384
 # lavapipe's texelFetch is an out-of-line call that gathers the 8 lanes' texels (~46 instructions, and the caller
 # spills around it); a dense conv's lanes (output channels) all read the same input pixels, so each fetched the
 # same texel. Fetching a column per lane and passing the columns round by subgroupShuffle (one vpermd per component
@@ -181,6 +198,10 @@ class VulkanDefaults:
     # input-channel chunks per trip of the channel loop until a trip holds this many vec4 multiply-adds (0: one
     # chunk, or as the loop-count limit needs): VulkanOp.ic_unroll
     trip_body: int = 0
+    # the most vec4 multiply-adds one trip holds where one kernel row of one input-channel chunk fits it (0: none):
+    # the kernel rows go into the fh0 loop and chunks join a trip only within it, so the trip's code stays in the
+    # L1 instruction cache (LAVAPIPE_TRIP_CAP says why); a tile whose row passes it keeps trip_body's rule
+    trip_cap: int = 0
     # vulkan.wide_store when the config leaves it unset (vulkan/defaults.py wide_store says where it applies)
     wide_store: bool = False
     # a dense conv's x lanes, which read the same input rows, fetch a row segment a column each and pass the
@@ -191,7 +212,8 @@ class VulkanDefaults:
 VULKAN_DEFAULTS = {
     "lavapipe": VulkanDefaults(ivc_tile=DEFAULT_IVC_TILE, wg_size=DEFAULT_WG_SIZE, pointwise_ivc_tile=POINTWISE_IVC_TILE,
                                unroll_kernel_rows=True, tile_per_op=LAVAPIPE_TILE_PER_OP,
-                               scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, wide_store=True,
+                               scalar_texel_reads=True, trip_body=LAVAPIPE_TRIP_BODY, trip_cap=LAVAPIPE_TRIP_CAP,
+                               wide_store=True,
                                shuffle_rows=True),
     # 2x4 pixels x 4 channels with kernel rows in a loop: no spill and <= 128 VGPRs for every vulkan config
     # here (kernelgen stats on RADV's ACO); 64 invocations = one wave64 per workgroup

@@ -78,6 +78,11 @@ def wide_store(option: bool | None, wg_tile: list[int] | None, defaults: VulkanD
         return option
     pairs = 8 * wg[0]
     convs = [op for op in plan.ops if not op.pool]
+    if ivc is None and wg_tile is None:  # the profile's tiles: a one-chunk tile (1x32x4 on lavapipe) has no pairs
+        tiles = ([default_tile_for(defaults, op, wg, 1) for op in convs] if defaults.tile_per_op
+                 else [chain_tile_for(defaults, plan, wg, 1)])
+        if any(tile[2] % 8 for tile in tiles):
+            return False
     return (defaults.wide_store and all(op.out_shape[3] % pairs == 0 for op in convs)
             and (ivc is None or ivc[2] % 8 == 0) and (wg_tile is None or wg_tile[2] % pairs == 0))
 

@@ -200,14 +200,16 @@ class _Reduction:
 
 
 def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll_rows: bool,
-               taps_loop: bool = False, trip_body: int = 0) -> _Reduction:
+               taps_loop: bool = False, trip_body: int = 0, trip_cap: int = 0) -> _Reduction:
     """How a dense conv's reduction runs for an invocation tile: kh unrolled too when the body stays small
     enough for lavapipe's LLVM to compile quickly and both reads are texel fetches (a scalar storage read is a
     per-lane loop of its own: unrolled by the hundreds it bloats the code for little gain); the input-channel
     loop unrolled until one invocation's loop back-edges fit lavapipe's limit. A grouped conv keeps its rc and
     fh loops and unrolls the kw taps. `taps_loop`: the kw taps stay a loop too (a profile's taps_in_loop).
     `trip_body` (a profile's, 0: none): more input-channel chunks per trip while a trip's multiply-adds stay
-    within it (VulkanDefaults.trip_body says why)."""
+    within it (VulkanDefaults.trip_body says why). `trip_cap` (a profile's, 0: none): where one kernel row of one
+    chunk fits it, a trip holds at most that many: the kernel rows go into the fh0 loop when all of them would pass
+    it, and chunks join a trip only within it (VulkanDefaults.trip_cap says why); else trip_body rules."""
     kh, kw = op.kernel
     taps = kw + 1 if taps_loop else 0  # the kw loop's back-edges and exit, per instance
     if op.groups > 1:
@@ -216,7 +218,9 @@ def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll
                           body=ioh * iow * k4 * (1 if taps_loop else kw))
     ic4_full = op.in_shape[3] // 4
     body = ioh * iow * k4 * kh * kw * 4  # vec4 multiply-adds per input-channel chunk, all taps
-    fh_block = kh if unroll_rows and body <= BODY_LIMIT and texels and not taps_loop else 1
+    capped = bool(trip_cap) and not taps_loop and body // kh <= trip_cap
+    fh_block = kh if (unroll_rows and body <= BODY_LIMIT and texels and not taps_loop
+                      and not (capped and body > trip_cap)) else 1
     tail = ioh * fh_block * taps if op.in_shape[3] % 4 else 0
 
     def trips_at(unroll: int) -> int:
@@ -230,7 +234,8 @@ def _reduction(op: OpGeometry, ioh: int, iow: int, k4: int, texels: bool, unroll
     while ic4_full % unroll:
         unroll //= 2
     chunk_body = body // kh * fh_block  # multiply-adds of one chunk's trip
-    while trip_body and not taps_loop and ic4_full % (2 * unroll) == 0 and 2 * unroll * chunk_body <= trip_body:
+    limit = trip_cap if capped else trip_body
+    while limit and not taps_loop and ic4_full % (2 * unroll) == 0 and 2 * unroll * chunk_body <= limit:
         unroll *= 2
     body = iow * k4 * 4 if taps_loop else unroll * chunk_body
     return _Reduction(fh_block=fh_block, ic_unroll=unroll, trips=trips_at(unroll), body=body)
@@ -269,7 +274,8 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
     scalar, vec = GLSL_TYPES[config.dtype]
     tiling = Tiling(ivc=ivc, wg=wg, lanes=lanes, scalar=scalar, default_tile=default_tile,
                     unroll_rows=defaults.unroll_kernel_rows, words64=profile.int64,
-                    scalar_texels=defaults.scalar_texel_reads, trip_body=defaults.trip_body)
+                    scalar_texels=defaults.scalar_texel_reads, trip_body=defaults.trip_body,
+                    trip_cap=defaults.trip_cap)
     tensors = {t.name: t.layout for t in plan.tensors}
     inter = {t.name: t.layout for t in plan.intermediates}
     n_ops = len(config.ops)
@@ -366,15 +372,18 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
     # depthwise 3x3 of configs/mobilenet_v2_block.yaml from 7.7 to 32 s of CPU to compile cold
     f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4,
                read=op.groups == 1)
-    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
+    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
+                         tiling.trip_cap)
     while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
+                         tiling.trip_cap)
     per_chunk = _store_accesses(op, y_tl, buffers.res)
     while default_tile and ioh * iow > 1 and (ioh * iow * k4 * per_chunk > MAX_STORE_ACCESSES
                                               or ioh * iow * k4 * per_chunk * red.body > MAX_STORE_WORK):
         ioh, iow = (ioh, iow // 2) if iow > ioh else (ioh // 2, iow)  # the longer side: fewer input rows refetched
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body)
+        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
+                         tiling.trip_cap)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
     grid = TileGrid(axes=(TileAxis(oc4, k4, wg[0]), TileAxis(out_w, iow, wg[1]), TileAxis(out_h, ioh, wg[2])),

@@ -21,6 +21,7 @@ class Tiling:
     words64: bool = True
     scalar_texels: bool = False
     trip_body: int = 0
+    trip_cap: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

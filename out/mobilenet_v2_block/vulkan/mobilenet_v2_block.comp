@@ -7,11 +7,11 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x56x56x24]xFilter[1x1x24x144]/Stride[1x1]/Tile[1x32x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 24] -> out [1, 56, 56, 144], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
-// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
-// 512 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [1, 32, 32], invocation tile [oh, ow, vec4 chunks] = [1, 32, 1]
+// dispatch [5, 2, 56] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
+// 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -19,17 +19,20 @@ layout(binding = 1) uniform samplerBuffer flt;
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias1, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 8;
-const int IVC_OW = 8;
+const int IVC_OH = 1;
+const int IVC_OW = 32;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 8;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 1;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 32;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
+  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
+  ih = min(ih, 55);
+  iw = min(iw, 55);
   vec4 v = vec4(texelFetch(src, ((n*18816)+(ih*336)+(iw*6)+ic4)));
   return v;
 }
@@ -62,9 +65,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 7;
-  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 56;
+  int oh0 = (int(gl_WorkGroupID.z) % 56) * 1 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
   // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
   uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
@@ -97,8 +100,8 @@ void main() {
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           // The 8 lanes along x read the same row segment: each fetches one column of
           // every 8 and the shuffles hand each lane all of them.
-          vec4 C[1];
-          [[unroll]] for (int q = 0; q < 1; ++q)
+          vec4 C[4];
+          [[unroll]] for (int q = 0; q < 4; ++q)
             C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
           vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -129,7 +132,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (oc4 < 36)
+        if (ow < 56 && oc4 < 36)
         store_dst(n, oh, ow, oc4, epilogue(O[i][j][k], n, oh, ow, oc4));
       }
     }
@@ -138,11 +141,11 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x56x56x144]xFilter[3x3x144 depthwise]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x56x56x144]xFilter[3x3x144 depthwise]/Stride[1x1]/Tile[1x32x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 144], kernel [3, 3], stride [1, 1], pad [1, 1, 1, 1], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
-// dispatch [5, 7, 7] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
-// 192 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [1, 32, 32], invocation tile [oh, ow, vec4 chunks] = [1, 32, 1]
+// dispatch [5, 2, 56] workgroups of [8, 1, 1]; 6 loop back-edges per invocation (limit 65535)
+// 96 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = temp2 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -150,14 +153,14 @@ layout(std430, binding = 1) readonly buffer Flt { vec4 flt[]; };
 layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias2, zero-padded
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 8;
-const int IVC_OW = 8;
+const int IVC_OH = 1;
+const int IVC_OW = 32;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROW = 10;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROW = 34;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   // Spatial padding reads zeros: the read itself goes to a clamped pixel and a select drops it, with no branch
@@ -194,9 +197,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 7;
-  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 56;
+  int oh0 = (int(gl_WorkGroupID.z) % 56) * 1 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
 
   // The output tile, accumulated in registers and written once.
   vec4 O[IVC_OH][IVC_OW][IVC_OC];
@@ -233,7 +236,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (oc4 < 36)
+        if (ow < 56 && oc4 < 36)
         store_dst(n, oh, ow, oc4, epilogue(O[i][j][k], n, oh, ow, oc4));
       }
     }
@@ -242,11 +245,11 @@ void main() {
 #endif
 
 #if KG_OP == 3
-// conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[8x8x4]/WGSize[8x1x1]/f32
+// conv2d #3: Input[1x56x56x144]xFilter[1x1x144x24]/Stride[1x1]/Tile[1x32x4]/WGSize[8x1x1]/f32
 // in [1, 56, 56, 144] -> out [1, 56, 56, 24], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [8, 8, 32], invocation tile [oh, ow, vec4 chunks] = [8, 8, 1]
-// dispatch [1, 7, 7] workgroups of [8, 1, 1]; 12 loop back-edges per invocation (limit 65535)
-// 1024 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [1, 32, 32], invocation tile [oh, ow, vec4 chunks] = [1, 32, 1]
+// dispatch [1, 2, 56] workgroups of [8, 1, 1]; 21 loop back-edges per invocation (limit 65535)
+// 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp2 (vec4), flt = filter3 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -256,17 +259,20 @@ layout(std430, binding = 3) readonly buffer Bias { vec4 bias[]; };  // bias3, ze
 layout(std430, binding = 4) readonly buffer Res { vec4 res[]; };
 layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 8;
-const int IVC_OW = 8;
+const int IVC_OH = 1;
+const int IVC_OW = 32;
 const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 8;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 1;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 32;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
+  // Without padding only a ragged tile's outputs past the tensor, never stored, read past it: a clamped read
+  ih = min(ih, 55);
+  iw = min(iw, 55);
   vec4 v = vec4(texelFetch(src, ((n*112896)+(ih*2016)+(iw*36)+ic4)));
   return v;
 }
@@ -298,9 +304,9 @@ int owned_chunk(int first, int k) {
 
 void main() {
   int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 7;
-  int oh0 = (int(gl_WorkGroupID.z) % 7) * 8 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int n = int(gl_WorkGroupID.z) / 56;
+  int oh0 = (int(gl_WorkGroupID.z) % 56) * 1 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
   // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
   uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
@@ -320,8 +326,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 36; icb += 4) {
-      [[unroll]] for (int u = 0; u < 4; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 36; icb += 2) {
+      [[unroll]] for (int u = 0; u < 2; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];
@@ -333,8 +339,8 @@ void main() {
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           // The 8 lanes along x read the same row segment: each fetches one column of
           // every 8 and the shuffles hand each lane all of them.
-          vec4 C[1];
-          [[unroll]] for (int q = 0; q < 1; ++q)
+          vec4 C[4];
+          [[unroll]] for (int q = 0; q < 4; ++q)
             C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
           vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -365,7 +371,7 @@ void main() {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
       [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        if (oc4 < 6)
+        if (ow < 56 && oc4 < 6)
         store_dst(n, oh, ow, oc4, epilogue(O[i][j][k], n, oh, ow, oc4));
       }
     }

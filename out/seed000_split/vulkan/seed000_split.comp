@@ -4,30 +4,29 @@
    Compile each op with glslangValidator -V --target-env vulkan1.1 -DKG_OP=<op> (as validated). */
 // Seed 002's direct conv2d: one dispatch per op, compiled once per op with -DKG_OP=<op>.
 #extension GL_EXT_control_flow_attributes : require
-#extension GL_ARB_gpu_shader_int64 : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 
 #if KG_OP == 1
-// conv2d #1: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
+// conv2d #1: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[1x32x4]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 64, 64, 128], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 11 loop back-edges per invocation (limit 65535)
-// 2048 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [1, 32, 32], invocation tile [oh, ow, vec4 chunks] = [1, 32, 1]
+// dispatch [4, 2, 64] workgroups of [8, 1, 1]; 19 loop back-edges per invocation (limit 65535)
+// 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 8;
-const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
-const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
+const int IVC_OH = 1;
+const int IVC_OW = 32;
+const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 1;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 32;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   vec4 v = vec4(texelFetch(src, ((n*131072)+((ih>>3)*16384)+((iw>>3)*2048)+((ic4>>3)*512)+((ih&7)*64)+((iw&7)*8)+(ic4&7))));
@@ -38,15 +37,8 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
   return vec4(texelFetch(flt, ((fh*4096)+(fw*4096)+(ci*32)+oc4)));
 }
 
-// wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
-// one store where two vec4 stores would each run lavapipe's per-lane store loop.
-uint64_t word(vec2 v) {  // 2 channels
-  return packUint2x32(floatBitsToUint(v));
-}
-
-void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
-  int oc8 = oc4 / 2;
-  dst[((n*65536)+((oh>>3)*8192)+((ow>>3)*1024)+((oc8>>2)*256)+((oh&7)*32)+((ow&7)*4)+(oc8&3))] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
+void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
+  dst[((n*131072)+((oh>>3)*16384)+((ow>>3)*2048)+((oc4>>3)*512)+((oh&7)*64)+((ow&7)*8)+(oc4&7))] = v;
 }
 
 vec4 shuffled(vec4 v, uint lane) {
@@ -56,14 +48,14 @@ vec4 shuffled(vec4 v, uint lane) {
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
-  return first + 16 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+  return first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 16;
-  int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int n = int(gl_WorkGroupID.z) / 64;
+  int oh0 = (int(gl_WorkGroupID.z) % 64) * 1 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
   // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
   uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
@@ -79,8 +71,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 4) {
-      [[unroll]] for (int u = 0; u < 4; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 2) {
+      [[unroll]] for (int u = 0; u < 2; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];
@@ -92,8 +84,8 @@ void main() {
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           // The 8 lanes along x read the same row segment: each fetches one column of
           // every 8 and the shuffles hand each lane all of them.
-          vec4 C[1];
-          [[unroll]] for (int q = 0; q < 1; ++q)
+          vec4 C[4];
+          [[unroll]] for (int q = 0; q < 4; ++q)
             C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
           vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -122,9 +114,9 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; k += 2) {
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        store_pair(n, oh, ow, oc4, O[i][j][k], O[i][j][k + 1]);
+        store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
     }
   }
@@ -132,26 +124,26 @@ void main() {
 #endif
 
 #if KG_OP == 2
-// conv2d #2: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[4x8x16]/WGSize[8x1x1]/f32
+// conv2d #2: Input[1x64x64x128]xFilter[1x1x128x128]/Stride[1x1]/Tile[1x32x4]/WGSize[8x1x1]/f32
 // in [1, 64, 64, 128] -> out [1, 64, 64, 128], kernel [1, 1], stride [1, 1], pad [0, 0, 0, 0], dilation [1, 1]
-// workgroup tile [oh, ow, oc] = [4, 8, 128], invocation tile [oh, ow, vec4 chunks] = [4, 8, 4]
-// dispatch [1, 8, 16] workgroups of [8, 1, 1]; 11 loop back-edges per invocation (limit 65535)
-// 2048 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// workgroup tile [oh, ow, oc] = [1, 32, 32], invocation tile [oh, ow, vec4 chunks] = [1, 32, 1]
+// dispatch [4, 2, 64] workgroups of [8, 1, 1]; 19 loop back-edges per invocation (limit 65535)
+// 256 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = output (vec4)
 layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
 layout(binding = 1) uniform samplerBuffer flt;
-layout(std430, binding = 2) writeonly buffer Dst { u64vec4 dst[]; };
+layout(std430, binding = 2) writeonly buffer Dst { vec4 dst[]; };
 
-const int IVC_OH = 4;
-const int IVC_OW = 8;
-const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
-const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
+const int IVC_OH = 1;
+const int IVC_OW = 32;
+const int IVC_OC = 1;  // vec4 chunks, cyclic over the workgroup's x
+const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 1;
 const int KW = 1;
 const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
-const int ROW = 8;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
+const int ROWS = 1;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int ROW = 32;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
   vec4 v = vec4(texelFetch(src, ((n*131072)+((ih>>3)*16384)+((iw>>3)*2048)+((ic4>>3)*512)+((ih&7)*64)+((iw&7)*8)+(ic4&7))));
@@ -162,15 +154,8 @@ vec4 load_flt(int fh, int fw, int ci, int oc4) {
   return vec4(texelFetch(flt, ((fh*4096)+(fw*4096)+(ci*32)+oc4)));
 }
 
-// wide_store: chunks oc4 (even) and oc4 + 1, i.e. 8 channels, as one vector of 64-bit words:
-// one store where two vec4 stores would each run lavapipe's per-lane store loop.
-uint64_t word(vec2 v) {  // 2 channels
-  return packUint2x32(floatBitsToUint(v));
-}
-
-void store_pair(int n, int oh, int ow, int oc4, vec4 lo, vec4 hi) {
-  int oc8 = oc4 / 2;
-  dst[((n*65536)+((oh>>3)*8192)+((ow>>3)*1024)+((oc8>>2)*256)+((oh&7)*32)+((ow&7)*4)+(oc8&3))] = u64vec4(word(lo.xy), word(lo.zw), word(hi.xy), word(hi.zw));
+void store_dst(int n, int oh, int ow, int oc4, vec4 v) {
+  dst[((n*131072)+((oh>>3)*16384)+((ow>>3)*2048)+((oc4>>3)*512)+((oh&7)*64)+((ow&7)*8)+(oc4&7))] = v;
 }
 
 vec4 shuffled(vec4 v, uint lane) {
@@ -180,14 +165,14 @@ vec4 shuffled(vec4 v, uint lane) {
 // The k-th vec4 chunk an invocation owns: groups of LANE_CHUNKS adjacent chunks, cyclic over
 // the workgroup's x so adjacent invocations touch adjacent chunks (seed 002).
 int owned_chunk(int first, int k) {
-  return first + 16 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
+  return first + 8 * (k / LANE_CHUNKS) + k % LANE_CHUNKS;
 }
 
 void main() {
-  int wg_oc4 = int(gl_WorkGroupID.x) * 32 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
-  int n = int(gl_WorkGroupID.z) / 16;
-  int oh0 = (int(gl_WorkGroupID.z) % 16) * 4 + int(gl_LocalInvocationID.z) * IVC_OH;
-  int ow0 = int(gl_WorkGroupID.y) * 8 + int(gl_LocalInvocationID.y) * IVC_OW;
+  int wg_oc4 = int(gl_WorkGroupID.x) * 8 + LANE_CHUNKS * int(gl_LocalInvocationID.x);
+  int n = int(gl_WorkGroupID.z) / 64;
+  int oh0 = (int(gl_WorkGroupID.z) % 64) * 1 + int(gl_LocalInvocationID.z) * IVC_OH;
+  int ow0 = int(gl_WorkGroupID.y) * 32 + int(gl_LocalInvocationID.y) * IVC_OW;
   // the subgroup lane of this row of x lanes' first (subgroups hold whole rows of x: .dispatch.txt)
   uint lane0 = gl_SubgroupInvocationID - gl_LocalInvocationID.x;
 
@@ -203,8 +188,8 @@ void main() {
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
   {
     const int fh0 = 0;
-    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 4) {
-      [[unroll]] for (int u = 0; u < 4; ++u) {
+    [[dont_unroll]] for (int icb = 0; icb < 32; icb += 2) {
+      [[unroll]] for (int u = 0; u < 2; ++u) {
         int ic4 = icb + u;
         // The filter of 4 input channel(s) x this invocation's output chunks, FHB x KW taps.
         vec4 F[FHB][KW][4][IVC_OC];
@@ -216,8 +201,8 @@ void main() {
         [[unroll]] for (int h = 0; h < ROWS; ++h) {
           // The 8 lanes along x read the same row segment: each fetches one column of
           // every 8 and the shuffles hand each lane all of them.
-          vec4 C[1];
-          [[unroll]] for (int q = 0; q < 1; ++q)
+          vec4 C[4];
+          [[unroll]] for (int q = 0; q < 4; ++q)
             C[q] = load_src(n, oh0 * 1 + fh0 * 1 - 0 + h, ow0 * 1 - 0 + min(8 * q + int(gl_LocalInvocationID.x), ROW - 1), ic4);
           vec4 R[ROW];
           [[unroll]] for (int r = 0; r < ROW; ++r)
@@ -246,9 +231,9 @@ void main() {
 
   [[unroll]] for (int i = 0; i < IVC_OH; ++i) {
     [[unroll]] for (int j = 0; j < IVC_OW; ++j) {
-      [[unroll]] for (int k = 0; k < IVC_OC; k += 2) {
+      [[unroll]] for (int k = 0; k < IVC_OC; k += 1) {
         int oh = oh0 + i, ow = ow0 + j, oc4 = owned_chunk(wg_oc4, k);
-        store_pair(n, oh, ow, oc4, O[i][j][k], O[i][j][k + 1]);
+        store_dst(n, oh, ow, oc4, O[i][j][k]);
       }
     }
   }

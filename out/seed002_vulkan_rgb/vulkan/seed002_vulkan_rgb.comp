@@ -11,8 +11,8 @@
 // conv2d #1: Input[1x33x33x3]xFilter[3x3x3x32]/Stride[2x2]/Tile[1x4x16]/WGSize[2x2x2]/f32
 // in [1, 33, 33, 3] -> out [1, 16, 16, 32], kernel [3, 3], stride [2, 2], pad [0, 0, 0, 0], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [2, 8, 32], invocation tile [oh, ow, vec4 chunks] = [1, 4, 4]
-// dispatch [1, 2, 8] workgroups of [2, 2, 2]; 3 loop back-edges per invocation (limit 65535)
-// 1152 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 2, 8] workgroups of [2, 2, 2]; 7 loop back-edges per invocation (limit 65535)
+// 384 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -25,8 +25,8 @@ const int IVC_OC = 4;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 2;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
-const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 3;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 1;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 9;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 vec4 load_src(int n, int ih, int iw, int ic4) {
@@ -83,8 +83,7 @@ void main() {
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
-  {
-    const int fh0 = 0;
+  [[dont_unroll]] for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
     {  // the last 3 input channel(s): only their filter rows
       const int ic4 = 0;
         // The filter of 3 input channel(s) x this invocation's output chunks, FHB x KW taps.

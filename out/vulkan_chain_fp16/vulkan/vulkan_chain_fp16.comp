@@ -12,8 +12,8 @@
 // conv2d #1: Input[1x20x18x6]xFilter[3x3x6x10]/Stride[1x1]/Tile[2x4x8]/WGSize[2x2x2]/f16
 // in [1, 20, 18, 6] -> out [1, 20, 18, 10], kernel [3, 3], stride [1, 1], pad [1, 1, 1, 1], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 16], invocation tile [oh, ow, vec4 chunks] = [2, 4, 2]
-// dispatch [1, 3, 5] workgroups of [2, 2, 2]; 4 loop back-edges per invocation (limit 65535)
-// 576 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 3, 5] workgroups of [2, 2, 2]; 10 loop back-edges per invocation (limit 65535)
+// 192 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = input (vec4), flt = filter1 (vec4), dst = temp1 (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -26,8 +26,8 @@ const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
-const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 4;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 2;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 6;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 f16vec4 load_src(int n, int ih, int iw, int ic4) {
@@ -95,8 +95,7 @@ void main() {
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
-  {
-    const int fh0 = 0;
+  [[dont_unroll]] for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
     [[dont_unroll]] for (int icb = 0; icb < 1; icb += 1) {
       [[unroll]] for (int u = 0; u < 1; ++u) {
         int ic4 = icb + u;
@@ -189,8 +188,8 @@ void main() {
 // conv2d #2: Input[1x20x18x10]xFilter[3x3x10x16]/Stride[2x2]/Tile[2x4x8]/WGSize[2x2x2]/f16
 // in [1, 20, 18, 10] -> out [1, 10, 9, 16], kernel [3, 3], stride [2, 2], pad [1, 1, 1, 1], dilation [1, 1]
 // workgroup tile [oh, ow, oc] = [4, 8, 16], invocation tile [oh, ow, vec4 chunks] = [2, 4, 2]
-// dispatch [1, 2, 3] workgroups of [2, 2, 2]; 4 loop back-edges per invocation (limit 65535)
-// 1152 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
+// dispatch [1, 2, 3] workgroups of [2, 2, 2]; 10 loop back-edges per invocation (limit 65535)
+// 384 vec4 multiply-adds unrolled per trip of the innermost loop kept (limit 9216)
 // buffers: src = temp1 (vec4), flt = filter2 (vec4), dst = output (vec4)
 layout(local_size_x = 2, local_size_y = 2, local_size_z = 2) in;
 layout(binding = 0) uniform samplerBuffer src;  // texelFetch: gathers on lavapipe, not a per-lane loop
@@ -203,8 +202,8 @@ const int IVC_OC = 2;  // vec4 chunks, cyclic over the workgroup's x
 const int LANE_CHUNKS = 1;  // adjacent chunks per cyclic step: 2 with wide_store
 const int KH = 3;
 const int KW = 3;
-const int FHB = 3;  // kernel rows unrolled per fh0 trip: KH or 1
-const int ROWS = 5;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
+const int FHB = 1;  // kernel rows unrolled per fh0 trip: KH or 1
+const int ROWS = 3;  // input rows under the tile per fh0 trip: (IVC_OH - 1) * stride + (FHB - 1) * dilation + 1
 const int ROW = 9;  // input columns under one output row of the tile: (IVC_OW - 1) * stride + (KW - 1) * dilation + 1
 
 f16vec4 load_src(int n, int ih, int iw, int ic4) {
@@ -268,8 +267,7 @@ void main() {
   // Taps are unrolled, kw always and kh when the body fits (FHB = KH, else FHB = 1 and fh0
   // loops): each input row segment (ROW vec4s) is fetched once per channel chunk and serves
   // every (output row, kernel row, kernel column) that reads it; lavapipe pays per fetch.
-  {
-    const int fh0 = 0;
+  [[dont_unroll]] for (int fh0 = 0; fh0 < KH; fh0 += FHB) {
     [[dont_unroll]] for (int icb = 0; icb < 2; icb += 2) {
       [[unroll]] for (int u = 0; u < 2; ++u) {
         int ic4 = icb + u;
