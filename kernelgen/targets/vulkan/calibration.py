@@ -26,11 +26,11 @@ from .mesa_pin import cache_root
 FORMAT = 1
 # The kinds of conv whose default tiles differ (vulkan/defaults.py default_tile_for) and the tiles a calibration
 # tries for each, the default on its workload first (the strided RGB conv's 32 channels shrink 4x16x8 to 4x16x4):
-# the 128-accumulator shapes that fetch least per multiply-add and their 64-accumulator halves, whose stack fits a
-# 32 KiB L1d (lavapipe_host.stack_kib).
+# for 1x1 and stride-1 convs the 32-pixel one-chunk tiles whose trips fit the L1i (profiles.LAVAPIPE_TRIP_CAP) and
+# the unrolled 128-accumulator tile they replaced; for strided convs 4x16x4, its 64-accumulator half and 4x8x8.
 CANDIDATES: dict[str, tuple[tuple[int, int, int], ...]] = {
-    "pointwise": ((4, 8, 16), (4, 4, 16), (8, 8, 8)),
-    "square": ((8, 8, 8), (4, 8, 8), (4, 16, 8)),
+    "pointwise": ((1, 32, 4), (2, 16, 4), (4, 8, 16)),
+    "square": ((1, 32, 4), (2, 16, 4), (8, 8, 8)),
     "strided": ((4, 16, 4), (8, 8, 4), (4, 8, 8)),
 }
 
