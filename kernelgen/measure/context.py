@@ -13,6 +13,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
+from ..cpuinfo import first_processor, model_text
 from ..registry import TARGETS
 from ..version import __version__
 
@@ -21,15 +22,9 @@ _DEVICE_STATUS = ("opencl-device", "vulkan-device")
 
 
 def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The CPU's model name with its family, model and stepping numbers from /proc/cpuinfo (Linux; a hypervisor
+    often shows a generic name), else what platform knows."""
+    return model_text(first_processor()) or platform.processor() or platform.machine()
 
 
 # The CPU features a measurement depends on: the c kernels' and lavapipe's code is 256-bit AVX2 with FMA, or

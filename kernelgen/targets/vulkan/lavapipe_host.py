@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...cpuinfo import first_processor, model_text
+
 # The features that decide llvmpipe's code: vector width and count of registers, fused multiply-add.
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512vl")
 _OVERRIDE = "GALLIUM_OVERRIDE_CPU_CAPS"
@@ -57,22 +59,11 @@ def vector_bits(device_name: str) -> int:
 
 
 def cpu_info(text: str | None = None) -> tuple[str, tuple[str, ...]]:
-    """(model name, VECTOR_FLAGS present) from /proc/cpuinfo's first processor (or `text`)."""
-    if text is None:
-        try:
-            text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if fields:
-                break
-            continue
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
+    """(model name with its family, model and stepping numbers, VECTOR_FLAGS present) from /proc/cpuinfo's first
+    processor (or `text`): the numbers tell apart CPUs a hypervisor names alike, whose probe shapes and tiles differ."""
+    fields = first_processor(text)
     present = set(fields.get("flags", "").split())
-    return fields.get("model name", "unknown CPU"), tuple(f for f in VECTOR_FLAGS if f in present)
+    return model_text(fields) or "unknown CPU", tuple(f for f in VECTOR_FLAGS if f in present)
 
 
 def llvmpipe_flags(flags: tuple[str, ...], override: str | None) -> tuple[str, ...]:
