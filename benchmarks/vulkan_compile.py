@@ -135,10 +135,11 @@ def glsl_lines(source: str, index: int) -> int:
 
 
 def host() -> str:
-    """The CPU model (from /proc/cpuinfo) and the cores this process may use."""
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), "unknown CPU")
-    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+    """The CPU model (with its family, model and stepping: kernelgen.measure.context.cpu_model) and the cores this
+    process may use."""
+    from kernelgen.measure.context import cpu_model
+
+    return f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores"
 
 
 def child_speed(config_path: str, repeat: int) -> None:

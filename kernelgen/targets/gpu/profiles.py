@@ -125,6 +125,13 @@ LAVAPIPE_TRIP_BODY = 2048
 # with wide_store 0.38, 8x8x8 with the rows in the loop 0.39-0.42, 4x16x8 with them 0.41 against 0.48 unrolled);
 # 3x3 258x258x16 -> 256 0.35 -> 0.42; 1x1 64x64x128 0.30-0.31 -> 0.42 at one chunk a trip, 0.44 at two (256), 0.36
 # at 4x8x4. A strided conv keeps 4x16x4 with its rows unrolled: a row of it passes the cap (0.19-0.21 either way).
+# `kernelgen bench` of the plain configs, 4 processes alternating with the tiles before (native: 3x4x64 probe at
+# 94-111 GFLOP/s): 1x1 0.33-0.45 (before 0.24-0.31), 3x3 0.48-0.68 (0.42-0.48), 258 0.33-0.44 (0.33-0.35). With
+# lavapipe compiling for AVX2 + FMA and 16 vector registers (GALLIUM_OVERRIDE_CPU_CAPS=avx on the same Xeon, the
+# ISA of an AVX2 host; its fastest probe 8x1x8 at 41-62 GFLOP/s) 3 processes each: 1x1 0.55-0.68 (0.49-0.62), 3x3
+# 0.81-1.04 (0.79-0.82), 258 0.62-0.73 (0.57-0.62); 2x16x4 and 1x16x4 within noise of 1x32x4 there, 8x8x8 behind.
+# The small-trip kernels swing more between processes (a slow mode near the old tiles' ratios in about one run in
+# four, whole processes at a time); the old ones, always past the L1i, do not.
 LAVAPIPE_TRIP_CAP = 384
 # lavapipe's texelFetch is an out-of-line call that gathers the 8 lanes' texels (~46 instructions, and the caller
 # spills around it); a dense conv's lanes (output channels) all read the same input pixels, so each fetched the
