@@ -372,18 +372,20 @@ def _plan_op(config: Config, op: OpGeometry, tiling: Tiling, buffers: ConvBuffer
     # depthwise 3x3 of configs/mobilenet_v2_block.yaml from 7.7 to 32 s of CPU to compile cold
     f = access(f_tl, "flt", 0, {"i": E.Var("ci"), "h": E.Var("fh"), "w": E.Var("fw")}, "oc4", in_bounds, use_f4,
                read=op.groups == 1)
-    red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
-                         tiling.trip_cap)
+
+    def reduction(ioh: int, iow: int) -> _Reduction:
+        return _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
+                          tiling.trip_cap)
+
+    red = reduction(ioh, iow)
     while default_tile and red.body > MAX_UNROLLED_BODY and ioh * iow > 1:  # rows, then columns, halved
         ioh, iow = (ioh // 2, iow) if ioh > 1 else (ioh, iow // 2)
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
-                         tiling.trip_cap)
+        red = reduction(ioh, iow)
     per_chunk = _store_accesses(op, y_tl, buffers.res)
     while default_tile and ioh * iow > 1 and (ioh * iow * k4 * per_chunk > MAX_STORE_ACCESSES
                                               or ioh * iow * k4 * per_chunk * red.body > MAX_STORE_WORK):
         ioh, iow = (ioh, iow // 2) if iow > ioh else (ioh // 2, iow)  # the longer side: fewer input rows refetched
-        red = _reduction(op, ioh, iow, k4, x.texel and f.texel, tiling.unroll_rows, taps_loop, tiling.trip_body,
-                         tiling.trip_cap)
+        red = reduction(ioh, iow)
     check_body(config, j - 1, (ioh, iow, k4), red.body, explicit=not default_tile)
     wg_tile = (ioh * wg[2], iow * wg[1], 4 * k4 * wg[0])
     grid = TileGrid(axes=(TileAxis(oc4, k4, wg[0]), TileAxis(out_w, iow, wg[1]), TileAxis(out_h, ioh, wg[2])),
