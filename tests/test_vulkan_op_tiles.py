@@ -1,6 +1,6 @@
 """Issue 47: on the GPU profiles each conv of a vulkan chain takes its own default tile (vulkan/defaults.py
 default_tile_for), by its own kernel, stride and output, not one tile sized by the chain's last op and largest
-stride; lavapipe keeps one per chain; a tile the config gives still serves every conv. Plans only (no toolchain): the tiles are the profile's numbers, exactly."""
+stride (lavapipe too since issue 50); a tile the config gives still serves every conv. Plans only (no toolchain): the tiles are the profile's numbers, exactly."""
 from __future__ import annotations
 
 import pytest
@@ -36,10 +36,10 @@ def _tiles(device: str, extra: str = "") -> list[tuple[int, int, int]]:
     ("mali-valhall", [(1, 1, 1)] * 4),
     # rdna2: 2x4x4, halved in width at stride 2
     ("rdna2", [(2, 4, 1), (2, 2, 1), (2, 4, 1), (2, 2, 1)]),
-    # lavapipe keeps one tile per chain (profiles.py LAVAPIPE_TILE_PER_OP: cold compile time): its 4x16x8, as the
-    # convs are neither all 1x1 nor all stride 1, fitted to the last output 7x7x8 (4x7x4), each conv then shrunk
-    # on its own (the grouped conv on scalar reads to 2x7x4, gathering at most 64 chunks a kernel row)
-    ("lavapipe", [(4, 7, 1), (2, 7, 1), (4, 7, 1), (4, 7, 1)]),
+    # lavapipe (a tile per conv since issue 50's trip cap made them quick to compile): the 1x1s 1x32x4 fitted to
+    # their outputs (1x28x4, 1x14x4), the strided convs 4x16x8 fitted (4x7x4 for 7x7x8; the grouped conv on scalar
+    # reads 4x14x8 shrunk to 1x7x8, gathering at most 64 chunks a kernel row)
+    ("lavapipe", [(1, 28, 1), (1, 7, 2), (1, 14, 1), (4, 7, 1)]),
 ])
 def test_each_conv_of_a_chain_takes_its_own_default_tile(device, tiles):
     assert _tiles(device) == tiles

@@ -269,14 +269,14 @@ def test_the_default_tile_shrinks_to_the_store_work_budget():
     assert not op.y.vec4 and op.residual is not None and not op.residual.vec4
     assert op.ivc_tile == (1, 32, 1) and op.fh_block == 1 and op.body == 32 * 3 * 4
     assert 32 * (4 + 4) * op.body <= MAX_STORE_WORK
-    # A chain with a strided conv keeps the strided 4x16x8 default for all its convs: its 1x1 28x28x96 -> 96 with an
-    # NCHW residual would read and store 4 x 16 x 2 chunks x 8 scalars = 1,024 per invocation: halved to 4x8x8, 512
-    tail = parse_config("name: tail\ninput: {shape: [1, 96, 56, 56], layout: NCHW}\n"
-                        "side_inputs: {shortcut: {shape: [1, 96, 28, 28], layout: NCHW}}\n"
-                        "ops: [{conv2d: {out_channels: 96, kernel: 3, stride: 2, pad: 1, groups: 96}},\n"
-                        "      {conv2d: {out_channels: 96, kernel: 1, bias: true, residual: shortcut}}]\n"
-                        "output: {layout: NCHW}\ntargets: [vulkan]\n", "tail.yaml")
-    op = plan_vulkan(tail, plan(tail)).ops[1]
+    # The strided conv with an NCHW residual (a side input of its output's shape) would read and store 4 x 16 x 2
+    # chunks x (4 + 4) scalars = 1,024 per invocation: halved to 4x8x8, 512
+    strided = parse_config(NCHW_STRIDED.replace("input: {shape: [1, 64, 56, 56], layout: NCHW}\n",
+                                                "input: {shape: [1, 64, 56, 56], layout: NCHW}\nside_inputs: "
+                                                "{shortcut: {shape: [1, 128, 28, 28], layout: NCHW}}\n")
+                                       .replace("bias: true,", "bias: true, residual: shortcut,"), "res.yaml")
+    op = plan_vulkan(strided, plan(strided)).ops[0]
+    assert op.residual is not None and not op.residual.vec4
     assert op.ivc_tile == (4, 8, 2) and 4 * 16 * 2 * 8 > MAX_STORE_ACCESSES >= 4 * 8 * 2 * 8
     explicit = parse_config(NCHW_RESIDUAL + "vulkan: {ivc_tile: [8, 8, 8]}\n", "explicit.yaml")
     assert plan_vulkan(explicit, plan(explicit)).ops[0].ivc_tile == (8, 8, 2)  # a tile the config sets is kept

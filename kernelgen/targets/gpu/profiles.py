@@ -96,12 +96,16 @@ POINTWISE_IVC_TILE = (1, 32, 4)
 # against 0.53-0.55 (3x3 258x258x16 -> 256), quiet host, same runs. Strided convs keep 4x16x8: at stride 2 the 3x3
 # 225x225x3 -> 32 ran 0.19 with 8x8 against 0.24.
 SQUARE_IVC_TILE = (1, 32, 4)  # with LAVAPIPE_TRIP_CAP below: one kernel row and one chunk a trip
-# lavapipe keeps one tile per chain: its LLVM compiles the larger tiles each conv would take for much longer.
+# lavapipe kept one tile per chain until issue 50: its LLVM compiled the larger tiles each conv took much longer.
 # Imported MobileNetV2 (one 54-op chain ending in 1x1x1000, so every conv at 1x1 pixels) took 12.9 s of CPU to
 # create its 54 pipelines cold; with a tile per conv (1x1s at 4x8x16) 163.5 s (slowest module 6.5 s; issue 47's
 # limit for the network is 60 s; benchmarks/vulkan_compile.py --network, MESA_SHADER_CACHE_DISABLE=true, host at
-# load 25).
-LAVAPIPE_TILE_PER_OP = False
+# load 25). With the trip cap below (1x1 and stride-1 convs at 1x32x4, one kernel row of one chunk a trip) each conv
+# takes its own tile again (issue 50; cold compile CPU, `kernelgen bench` of the shipped program, chain tile -> a tile
+# per conv): MobileNetV2 12.2 -> 29.0 s and 267 -> 69 ms, ResNet18 61.0 -> 27.6 s and 292 -> 118 ms,
+# MobileNetV3-small 30.9 -> 15.8 s and 28.4 -> 23.2 ms (the chain tile sized every conv of a chain by its last output
+# and its largest stride: MobileNetV2's by a 1x1x1000 classifier).
+LAVAPIPE_TILE_PER_OP = True
 # The Adreno profiles' 1x1 tile (they say below what it measured).
 GPU_POINTWISE_IVC_TILE = (2, 2, 4)
 # llvmpipe runs a kept loop as a divergent one: at each back-edge every value the loop carries is copied under
