@@ -32,3 +32,30 @@ def model_text(fields: dict[str, str]) -> str:
     numbers = [f"{label} {fields[key]}" for key, label in (("cpu family", "family"), ("model", "model"),
                                                              ("stepping", "stepping")) if fields.get(key)]
     return f"{name} [{', '.join(numbers)}]" if name and numbers else name
+
+
+CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def cache_size_bytes(text: str) -> int:
+    """sysfs' cache size ('48K', '2048K', '491520K', '1M', '65536') in bytes; 0 where unreadable."""
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    return int(digits) * scale if digits.isdigit() else 0
+
+
+def last_level_cache_bytes(folder: Path = CACHE_SYSFS) -> int:
+    """The size of the first CPU's highest-level data or unified cache (sysfs index*/level, type, size): what a
+    buffer meant to evict every cache must pass. 0 where sysfs does not say (not Linux, a container hiding it)."""
+    best_level, best_size = 0, 0
+    for index in sorted(folder.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = cache_size_bytes((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and (level, size) > (best_level, best_size):
+            best_level, best_size = level, size
+    return best_size

@@ -30,3 +30,37 @@ def test_two_cpus_a_hypervisor_names_alike_are_two_lavapipe_hosts():
                                   driver="llvmpipe Mesa 22.3.6 (LLVM 15.0.6)"))
     assert hosts[0].flags == hosts[1].flags == ("avx", "avx2", "fma", "avx512f", "avx512vl")
     assert hosts[0].key() != hosts[1].key() and "model 207" in hosts[1].key()
+
+
+def _sysfs_caches(folder, caches):
+    for i, (level, kind, size) in enumerate(caches):
+        index = folder / f"index{i}"
+        index.mkdir(parents=True)
+        for name, value in (("level", f"{level}\n"), ("type", f"{kind}\n"), ("size", f"{size}\n")):
+            (index / name).write_text(value)
+    return folder
+
+
+def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
+    """This session's host as sysfs lists it (48K L1d, 64K L1i, 2 MiB L2, 480 MiB L3), and hosts without an L3."""
+    from kernelgen.cpuinfo import cache_size_bytes, last_level_cache_bytes
+
+    assert [cache_size_bytes(t) for t in ("48K", "2048K", "491520K", "1M", "65536", "", "lots")] == \
+        [48 << 10, 2 << 20, 480 << 20, 1 << 20, 65536, 0, 0]
+    host = _sysfs_caches(tmp_path / "a", [(1, "Data", "48K"), (1, "Instruction", "64K"), (2, "Unified", "2048K"),
+                                          (3, "Unified", "491520K")])
+    assert last_level_cache_bytes(host) == 480 << 20
+    no_l3 = _sysfs_caches(tmp_path / "b", [(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K")])
+    assert last_level_cache_bytes(no_l3) == 1 << 20
+    assert last_level_cache_bytes(tmp_path / "missing") == 0
+
+
+def test_the_triad_passes_the_last_level_cache():
+    """Each of its three arrays at least the LLC (so a run evicts a kernel's tensors before its cold run), 64 MiB
+    at least, 1 GiB at most."""
+    from kernelgen.targets.c.roofline import triad_array_bytes
+
+    assert triad_array_bytes(480 << 20) == 480 << 20
+    assert triad_array_bytes(16 << 20) == 64 << 20 and triad_array_bytes(0) == 64 << 20
+    assert triad_array_bytes((100 << 20) + 1) == 101 << 20  # whole MiB
+    assert triad_array_bytes(8 << 30) == 1 << 30

@@ -121,12 +121,12 @@ def test_the_c_triad_moves_its_arrays(tmp_path):
     from kernelgen.measure.primitives import BANDWIDTH, FMA
     from kernelgen.measure.probes import rate
     from kernelgen.targets.c import C
-    from kernelgen.targets.c.roofline import TRIAD_BYTES, Probes
+    from kernelgen.targets.c.roofline import Probes, triad_array_bytes
 
     probes = Probes(tmp_path, iterations=1000)
     (fma,), (triad,) = probes.records(FMA), probes.records(BANDWIDTH)
     # 8 chains x 2 FLOPs a step of the widest vectors the micro-kernels use: 16 floats where -march=native has AVX-512F
-    assert fma.work == 8 * probes.lanes * 2 * 1000 and triad.work == 3 * TRIAD_BYTES
+    assert fma.work == 8 * probes.lanes * 2 * 1000 and triad.work == 3 * triad_array_bytes()
     assert probes.lanes == (16 if " avx512f" in Path("/proc/cpuinfo").read_text() else 8)
     assert fma.shape == f"8x{probes.lanes}" and f"{probes.lanes}-float" in probes.describe
     gbs = rate(C(), None, triad, repeat=2)  # timed as beside a kernel: the c target's time primitive
@@ -151,7 +151,7 @@ def test_the_roofline_peaks_are_the_probes_the_core_times(monkeypatch):
     peaks = roofline.measure_peaks(C(), repeat=3)
     assert (peaks.gflops, peaks.bandwidth_gbs) == (100.0, 20.0)
     lanes = 16 if " avx512f" in Path("/proc/cpuinfo").read_text() else 8  # -march=native's widest vectors
-    assert timed == [("c", FMA, 8 * lanes * 2 * 20_000_000, 3), ("c", BANDWIDTH, 3 * roofline.TRIAD_BYTES, 3)]
+    assert timed == [("c", FMA, 8 * lanes * 2 * 20_000_000, 3), ("c", BANDWIDTH, 3 * roofline.triad_array_bytes(), 3)]
 
 
 @requires_tool(*OPENCL)

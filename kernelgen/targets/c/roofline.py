@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...cpuinfo import last_level_cache_bytes
 from ...measure.primitives import BANDWIDTH, FMA, Primitives, Probe
 from ...measure.probes import rate
 from ...measure.roofline import MachinePeaks
@@ -50,7 +51,18 @@ void triad(long n, float *restrict a, const float *restrict b, const float *rest
     for (long i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
 }
 """
-TRIAD_BYTES = 64 * 1024 * 1024  # per array: 4x a 16 MiB L3
+TRIAD_MIN_BYTES = 64 << 20  # per array, also where the host does not name its last-level cache: 4x a 16 MiB L3
+TRIAD_MAX_BYTES = 1 << 30  # per array: the three arrays (3 GiB at most) bound the memory a probe holds
+
+
+def triad_array_bytes(llc_bytes: int | None = None) -> int:
+    """Bytes of each triad array: at least the host's last-level cache (whole MiB), so that one run passes three
+    times the cache and evicts a kernel's tensors before its cold run. A fixed 64 MiB did not on a host with a
+    480 MiB L3 (issue 50): a depthwise conv's 9.6 MB stayed cached and its "cold" run read 22 GB/s against the
+    triad's 16; with 3 x 512 MiB arrays it read 14 (the triad itself 16.3 either way)."""
+    llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
+    whole_mib = -(-llc // (1 << 20)) << 20
+    return min(max(TRIAD_MIN_BYTES, whole_mib), TRIAD_MAX_BYTES)
 
 
 class Probes:
@@ -69,7 +81,7 @@ class Probes:
         self._lib.triad.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.iterations = iterations
         self._out = np.zeros(self.lanes, dtype=np.float32)
-        n = TRIAD_BYTES // 4
+        n = triad_array_bytes() // 4
         # on huge pages as the kernels' tensors (placement.py), not as numpy happens to place them
         self._a, self._b, self._c = (placed(np.full(n, v, np.float32)) for v in (0.0, 1.0, 2.0))
         self.peak(), self.triad()  # warm-up: page in the arrays

@@ -2,9 +2,10 @@
 over (measure/probes.py: the FMA chains, and the triad for a memory-bound kernel), then the kernel twice, cold and
 warm, every repeat, so each time pairs with the probes run right before it.
 
-- cold: right after the triad, whose three 64 MiB arrays evicted every cache, the tensors come from memory (a
-  layer whose input another kernel wrote long before); a kernel the core gave no triad (a dense conv) runs the
-  triad untimed first, so cold means the same for every kernel;
+- cold: right after the triad, whose three arrays (each the size of the last-level cache, 64 MiB at least:
+  roofline.triad_array_bytes) evicted every cache, the tensors come from memory (a layer whose input another
+  kernel wrote long before); a kernel the core gave no triad (a dense conv) runs the triad untimed first, so cold
+  means the same for every kernel;
 - warm: again at once, the tensors where the cold run left them (a layer right after the one that wrote its input).
 A one-thread kernel is timed by the CPU time of the calling thread, so time the host gave other work meanwhile is
 not counted (seven jobs shared two cores where this was written); OpenMP threads run on other threads' clocks, so
@@ -17,6 +18,7 @@ from typing import Callable
 
 from ...measure.primitives import BANDWIDTH, Probe
 from .placement import pages
+from .roofline import triad_array_bytes
 
 COLD, WARM = "cold", "warm"
 
@@ -65,6 +67,6 @@ def cold_and_warm(call: Callable[[], None] | None, probes: tuple[Probe, ...], fl
 
 def measured(when: str, threads: int) -> str:
     """What a time of `when` is, in words a report prints beside it."""
-    what = ("cold: right after the triad's 192 MiB evicted the caches" if when == COLD else
+    what = (f"cold: right after the triad's {3 * triad_array_bytes() >> 20} MiB evicted the caches" if when == COLD else
             "warm: run again at once, the tensors where the cold run left them")
     return f"{what}; {clock_text(threads)}; {pages()}"
