@@ -136,6 +136,11 @@ LAVAPIPE_TRIP_BODY = 2048
 # 0.81-1.04 (0.79-0.82), 258 0.62-0.73 (0.57-0.62); 2x16x4 and 1x16x4 within noise of 1x32x4 there, 8x8x8 behind.
 # The small-trip kernels swing more between processes (a slow mode near the old tiles' ratios in about one run in
 # four, whole processes at a time); the old ones, always past the L1i, do not.
+# Not the L1i's size alone: on a host with a 64 KiB L1i (KVM's family 6 model 167, AVX-512) caps of 768 and 1,152
+# ran no better, 3 processes alternating (1x1 0.43-0.44 and 0.32-0.33 against 0.41-0.44; 3x3 0.57-0.59 and 0.44-0.45
+# against 0.55-0.59; 258x258x16 0.32-0.33 and 0.31 against 0.37). There llvm-mca (LLVM 19, sapphirerapids) puts the
+# 1x1's trip at 1,144 cycles for 1,024 pairs where its 2,048 multiplies and adds alone need 683 on the three vector
+# ports: the input shuffles, texel fetches and masked copies share those ports (issue 50's note).
 LAVAPIPE_TRIP_CAP = 384
 # lavapipe's texelFetch is an out-of-line call that gathers the 8 lanes' texels (~46 instructions, and the caller
 # spills around it); a dense conv's lanes (output channels) all read the same input pixels, so each fetched the
