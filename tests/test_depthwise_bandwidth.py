@@ -160,6 +160,7 @@ def test_the_opencl_triad_moves_the_bytes_it_claims():
     from kernelgen.targets.opencl.toolchain import OpenCLRunner
 
     with OpenCLRunner() as runner:
+        assert runner.info.cpu  # PoCL: its triad passes the host's last-level cache (test_cpu_devices_triad...)
         probe = bandwidth_probe(runner.info, array_bytes=1 << 20, read_back=True)
         result = runner.run_sequence([probe.kernel.launch], probe.kernel.tensors, repeat=2)
     written = result.outputs["bandwidth_a"]
@@ -177,6 +178,7 @@ def test_the_vulkan_triad_moves_the_bytes_it_claims():
     from kernelgen.targets.vulkan.runtime import VulkanRunner
 
     with VulkanRunner() as runner:
+        assert runner.info.cpu  # lavapipe
         for texels in (0, runner.info.max_texel_buffer_elements):  # storage-buffer reads, texel-buffer reads
             probe = bandwidth_probe(replace(runner.info, max_texel_buffer_elements=texels), array_bytes=1 << 20)
             stage = probe.kernel.stage(0)
@@ -230,3 +232,29 @@ def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
     # the last block's 16 channels: a loop over them alone, without the channel test, vectorized like the others
     tail = text.index("if (KG_LIKELY(!(")
     assert "for (int ki = 0; ki < 16; ++ki)" in text[tail:tail + 200]
+
+
+def test_cpu_devices_triad_passes_the_host_cache_gpus_keep_32_mib():
+    """PoCL's and lavapipe's memory is the host's: their triad arrays are at least its last-level cache (PoCL read
+    33 GB/s over 32 MiB arrays, 28 over 128 or 512 MiB, on a host with a 480 MiB L3); a GPU's stay 32 MiB."""
+    from dataclasses import replace
+
+    from kernelgen.measure.probes import triad_array_bytes
+    from kernelgen.targets.gpu.api import VULKAN
+    from kernelgen.targets.gpu.probes import TRIAD_ARRAY_BYTES, device_triad_array_bytes, triad_grid
+    from kernelgen.targets.gpu.profiles import VULKAN_PROBE_SIZES
+    from kernelgen.targets.vulkan.device import DeviceInfo
+    from kernelgen.targets.vulkan.probes import bandwidth_probe
+
+    assert device_triad_array_bytes(False) == TRIAD_ARRAY_BYTES == 32 << 20
+    assert device_triad_array_bytes(True) == triad_array_bytes(32 << 20) >= 32 << 20
+    assert triad_array_bytes(32 << 20, llc_bytes=480 << 20) == 480 << 20
+    assert triad_array_bytes(32 << 20, llc_bytes=8 << 20) == 32 << 20
+    gpu = DeviceInfo(index=0, name="gpu", driver="", shader_float16=False, storage_16bit=False, subgroup_size=32,
+                     timestamp_period_ns=1.0, max_workgroup_size=(1024, 1024, 64), max_workgroup_invocations=1024,
+                     max_texel_buffer_elements=1 << 27)
+    assert bandwidth_probe(gpu).work == 3 * TRIAD_ARRAY_BYTES
+    # lavapipe's grows as far as one axis of work-groups (65,535 of 64 vec4s: 64 MiB an array) reaches
+    cpu = bandwidth_probe(replace(gpu, cpu=True)).work
+    assert cpu == triad_grid(VULKAN, VULKAN_PROBE_SIZES.triad_work_group, device_triad_array_bytes(True)).bytes
+    assert 3 * TRIAD_ARRAY_BYTES <= cpu <= 3 * 65535 * VULKAN_PROBE_SIZES.triad_work_group * 16

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...cpuinfo import last_level_cache_bytes
 from ...measure.primitives import BANDWIDTH, FMA, Primitives, Probe
-from ...measure.probes import rate
+from ...measure.probes import rate, triad_array_bytes as shared_triad_array_bytes
 from ...measure.roofline import MachinePeaks
 from .placement import placed
 from .toolchain import build_shared
@@ -52,17 +51,11 @@ void triad(long n, float *restrict a, const float *restrict b, const float *rest
 }
 """
 TRIAD_MIN_BYTES = 64 << 20  # per array, also where the host does not name its last-level cache: 4x a 16 MiB L3
-TRIAD_MAX_BYTES = 1 << 30  # per array: the three arrays (3 GiB at most) bound the memory a probe holds
 
 
 def triad_array_bytes(llc_bytes: int | None = None) -> int:
-    """Bytes of each triad array: at least the host's last-level cache (whole MiB), so that one run passes three
-    times the cache and evicts a kernel's tensors before its cold run. A fixed 64 MiB did not on a host with a
-    480 MiB L3 (issue 50): a depthwise conv's 9.6 MB stayed cached and its "cold" run read 22 GB/s against the
-    triad's 16; with 3 x 512 MiB arrays it read 14 (the triad itself 16.3 either way)."""
-    llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
-    whole_mib = -(-llc // (1 << 20)) << 20
-    return min(max(TRIAD_MIN_BYTES, whole_mib), TRIAD_MAX_BYTES)
+    """Each triad array: the host's last-level cache, TRIAD_MIN_BYTES at least (measure/probes.py says why)."""
+    return shared_triad_array_bytes(TRIAD_MIN_BYTES, llc_bytes)
 
 
 class Probes:

@@ -9,7 +9,11 @@ times per loop trip. Which shape reaches the peak depends on the host under a CP
 candidates are each API's profile data (profiles.py).
 
 The triad counts GB/s as STREAM does: two arrays read and one written per element (the write's read for
-ownership not counted). 32 MiB per array: 96 MiB in all, six times a 16 MiB L3, so the arrays come from memory.
+ownership not counted). 32 MiB per array on a GPU (96 MiB in all, six times a 16 MiB L3); on a CPU device
+(PoCL, lavapipe) the host's last-level cache per array where that is larger (measure/probes.triad_array_bytes:
+PoCL's triad read 33 GB/s over 32 MiB arrays and 28 over 128 or 512 MiB on a host with a 480 MiB L3), as far as
+one axis of work-groups reaches on Vulkan (65,535 groups: 64 MiB an array; lavapipe's own triad read 15.6 GB/s over
+32 MiB and 14-15 over 512 MiB there, so its cap costs little).
 One 4-float vector per work-item and no loop (lavapipe silently stops a loop after 65,535 back-edges)."""
 from __future__ import annotations
 
@@ -18,10 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...measure.primitives import BANDWIDTH, FMA, Probe
+from ...measure.probes import triad_array_bytes
 from .api import GpuApi
 
 FMA_M, FMA_C = 0.999, 0.001  # the chains' multiplier and addend
 TRIAD_ARRAY_BYTES = 32 * 1024 * 1024
+
+
+def device_triad_array_bytes(cpu: bool) -> int:
+    """Each triad array on a device: TRIAD_ARRAY_BYTES on a GPU, at least the host's last-level cache on a CPU."""
+    return triad_array_bytes(TRIAD_ARRAY_BYTES) if cpu else TRIAD_ARRAY_BYTES
 TRIAD_VALUES = (0.0, 1.0, 2.0)  # a, b, c before a run: a becomes 1 + 3 * 2 = 7 everywhere
 TRIAD_SCALE = 3.0
 

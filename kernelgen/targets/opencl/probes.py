@@ -12,7 +12,7 @@ import numpy as np
 
 from ...measure.primitives import BANDWIDTH, FMA, Probe
 from ..gpu.api import OPENCL
-from ..gpu.probes import (FMA_C, FMA_M, OPENCL_TEXT, TRIAD_ARRAY_BYTES, TRIAD_VALUES, FmaShape, ProbeKernels,
+from ..gpu.probes import (FMA_C, FMA_M, OPENCL_TEXT, TRIAD_VALUES, FmaShape, ProbeKernels, device_triad_array_bytes,
                           fma_source, triad_grid)
 from ..gpu.profiles import OPENCL_FMA_SHAPES, OPENCL_PROBE_SIZES, ProbeSizes
 from .args import BufferArg, Launch, ScalarArg
@@ -36,9 +36,9 @@ def fma_probe(info: DeviceInfo, shape: FmaShape, sizes: ProbeSizes = OPENCL_PROB
                  kernel=ProbeLaunch(launch, tensors))
 
 
-def bandwidth_probe(info: DeviceInfo, *, array_bytes: int = TRIAD_ARRAY_BYTES, read_back: bool = False) -> Probe:
+def bandwidth_probe(info: DeviceInfo, *, array_bytes: int | None = None, read_back: bool = False) -> Probe:
     """The triad on fresh arrays; read_back returns `a` (a test checks it holds b + 3 c everywhere)."""
-    grid = triad_grid(OPENCL, OPENCL_PROBE_SIZES.triad_work_group, array_bytes)
+    grid = triad_grid(OPENCL, OPENCL_PROBE_SIZES.triad_work_group, array_bytes or device_triad_array_bytes(info.cpu))
     names = ("bandwidth_a", "bandwidth_b", "bandwidth_c")
     tensors = {name: BufferArg(np.full((grid.vectors, 4), value, np.float32), output=read_back and name == names[0])
                for name, value in zip(names, TRIAD_VALUES)}

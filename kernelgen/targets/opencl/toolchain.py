@@ -97,6 +97,7 @@ class DeviceInfo:
     max_work_group_size: int
     compute_units: int
     local_mem_bytes: int
+    cpu: bool = False  # CL_DEVICE_TYPE_CPU (PoCL): its memory is the host's, behind the host's caches
 
 
 # ---------------------------------------------------------------- runner
@@ -320,4 +321,5 @@ def _device_info(cl: ModuleType, device: cl.Device, context: cl.Context) -> Devi
         max_work_group_size=int(device.max_work_group_size),
         compute_units=int(device.max_compute_units),
         local_mem_bytes=int(device.local_mem_size),
+        cpu=bool(device.type & cl.device_type.CPU),
     )

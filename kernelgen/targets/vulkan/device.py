@@ -97,6 +97,7 @@ class DeviceInfo:
     max_uniform_buffer_bytes: int = 0
     max_texel_buffer_elements: int = 0
     timestamps: bool = False  # the chosen compute queue family has timestampValidBits > 0
+    cpu: bool = False  # VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe): its memory is the host's, behind the host's caches
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +158,8 @@ def _probe(vk: ModuleType, index: int, handle: Any) -> PhysicalDevice:
         max_shared_memory_bytes=int(p.limits.maxComputeSharedMemorySize),
         max_push_constant_bytes=int(p.limits.maxPushConstantsSize),
         max_uniform_buffer_bytes=int(p.limits.maxUniformBufferRange),
-        max_texel_buffer_elements=int(p.limits.maxTexelBufferElements), timestamps=bits > 0)
+        max_texel_buffer_elements=int(p.limits.maxTexelBufferElements), timestamps=bits > 0,
+        cpu=p.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU)
     return PhysicalDevice(handle, info, family, (1 << bits) - 1, enable)
 
 

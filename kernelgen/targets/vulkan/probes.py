@@ -13,8 +13,8 @@ import numpy as np
 
 from ...measure.primitives import BANDWIDTH, FMA, Probe
 from ..gpu.api import VULKAN
-from ..gpu.probes import (FMA_C, FMA_M, STORAGE_READS, TEXEL_READS, TRIAD_ARRAY_BYTES, TRIAD_VALUES, VULKAN_TEXT,
-                          FmaShape, ProbeKernels, fma_source, triad_grid)
+from ..gpu.probes import (FMA_C, FMA_M, STORAGE_READS, TEXEL_READS, TRIAD_VALUES, VULKAN_TEXT, FmaShape, ProbeKernels,
+                          device_triad_array_bytes, fma_source, triad_grid)
 from ..gpu.profiles import VULKAN_FMA_SHAPES, VULKAN_PROBE_SIZES, ProbeSizes
 from .device import DeviceInfo
 from .runtime import Stage
@@ -50,9 +50,9 @@ def fma_probe(info: DeviceInfo, shape: FmaShape, sizes: ProbeSizes = VULKAN_PROB
     return Probe(kind=FMA, work=shape.flops(invocations), device=info.name, shape=shape.name, kernel=stage)
 
 
-def bandwidth_probe(info: DeviceInfo, *, array_bytes: int = TRIAD_ARRAY_BYTES) -> Probe:
+def bandwidth_probe(info: DeviceInfo, *, array_bytes: int | None = None) -> Probe:
     """Texel reads where the device's maxTexelBufferElements holds the arrays, else storage buffers."""
-    grid = triad_grid(VULKAN, VULKAN_PROBE_SIZES.triad_work_group, array_bytes)
+    grid = triad_grid(VULKAN, VULKAN_PROBE_SIZES.triad_work_group, array_bytes or device_triad_array_bytes(info.cpu))
     texels = grid.vectors <= info.max_texel_buffer_elements
     source = VULKAN_TEXT.triad.format(reads=TEXEL_READS if texels else STORAGE_READS)
     stage = ProbeStage(_spirv(source), (grid.groups, 1, 1),
