@@ -27,13 +27,13 @@ from .api import GpuApi
 
 FMA_M, FMA_C = 0.999, 0.001  # the chains' multiplier and addend
 TRIAD_ARRAY_BYTES = 32 * 1024 * 1024
+TRIAD_VALUES = (0.0, 1.0, 2.0)  # a, b, c before a run: a becomes 1 + 3 * 2 = 7 everywhere
+TRIAD_SCALE = 3.0
 
 
 def device_triad_array_bytes(cpu: bool) -> int:
     """Each triad array on a device: TRIAD_ARRAY_BYTES on a GPU, at least the host's last-level cache on a CPU."""
     return triad_array_bytes(TRIAD_ARRAY_BYTES) if cpu else TRIAD_ARRAY_BYTES
-TRIAD_VALUES = (0.0, 1.0, 2.0)  # a, b, c before a run: a becomes 1 + 3 * 2 = 7 everywhere
-TRIAD_SCALE = 3.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,8 @@ def fma_probe(info: DeviceInfo, shape: FmaShape, sizes: ProbeSizes = OPENCL_PROB
 
 def bandwidth_probe(info: DeviceInfo, *, array_bytes: int | None = None, read_back: bool = False) -> Probe:
     """The triad on fresh arrays; read_back returns `a` (a test checks it holds b + 3 c everywhere)."""
-    grid = triad_grid(OPENCL, OPENCL_PROBE_SIZES.triad_work_group, array_bytes or device_triad_array_bytes(info.cpu))
+    array_bytes = array_bytes or device_triad_array_bytes(info.cpu)  # a CPU device's pass its host's caches
+    grid = triad_grid(OPENCL, OPENCL_PROBE_SIZES.triad_work_group, array_bytes)
     names = ("bandwidth_a", "bandwidth_b", "bandwidth_c")
     tensors = {name: BufferArg(np.full((grid.vectors, 4), value, np.float32), output=read_back and name == names[0])
                for name, value in zip(names, TRIAD_VALUES)}

@@ -52,7 +52,8 @@ def fma_probe(info: DeviceInfo, shape: FmaShape, sizes: ProbeSizes = VULKAN_PROB
 
 def bandwidth_probe(info: DeviceInfo, *, array_bytes: int | None = None) -> Probe:
     """Texel reads where the device's maxTexelBufferElements holds the arrays, else storage buffers."""
-    grid = triad_grid(VULKAN, VULKAN_PROBE_SIZES.triad_work_group, array_bytes or device_triad_array_bytes(info.cpu))
+    array_bytes = array_bytes or device_triad_array_bytes(info.cpu)  # a CPU device's pass its host's caches
+    grid = triad_grid(VULKAN, VULKAN_PROBE_SIZES.triad_work_group, array_bytes)
     texels = grid.vectors <= info.max_texel_buffer_elements
     source = VULKAN_TEXT.triad.format(reads=TEXEL_READS if texels else STORAGE_READS)
     stage = ProbeStage(_spirv(source), (grid.groups, 1, 1),
