@@ -179,3 +179,33 @@ def test_the_sanitizer_build_fails_on_undefined_behaviour(finding):
     assert edited != job.files[name]
     with pytest.raises(ToolchainError, match=finding):
         validate_job(TARGETS["c"], replace(job, files={**job.files, name: edited}), seed=44)
+
+
+
+def test_a_compilers_warning_about_its_own_native_reading_does_not_fail_builds(monkeypatch, tmp_path):
+    """clang 19 on an AVX10.1 core warns that -march=native's +avx10.1-256 is promoted to avx10.1-512, and -Werror
+    failed every kernel built with it (seen on a Granite Rapids-class Xeon): the quirk flag is added for a compiler
+    that warns so, and only with -march=native. A stand-in compiler plays clang 19 on such a core."""
+    import shutil
+
+    from kernelgen.errors import ToolchainError
+    from kernelgen.targets.c import toolchain as c_toolchain
+
+    fake = tmp_path / "fake-cc"
+    fake.write_text("#!/bin/sh\ncase \"$*\" in *-Wno-invalid-feature-combination*) exit 0;; esac\n"
+                    "echo 'error: invalid feature combination:  +avx10.1-256; will be promoted to avx10.1-512 "
+                    "[-Werror,-Winvalid-feature-combination]' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    c_toolchain.native_quirks.cache_clear()
+    try:
+        assert c_toolchain.native_quirks(str(fake)) == (c_toolchain.NATIVE_QUIRK_FLAG,)
+        monkeypatch.setenv(COMPILER_VARIABLE, str(fake))
+        source = tmp_path / "k.c"
+        source.write_text("int k;\n")
+        c_toolchain.build_shared([source], tmp_path / "k.so", flags=(*c_toolchain.CFLAGS, "-march=native"))
+        with pytest.raises(ToolchainError, match="invalid-feature-combination"):  # no -march=native: no quirk
+            c_toolchain.build_shared([source], tmp_path / "k.so", flags=c_toolchain.CFLAGS)
+        if shutil.which("gcc"):
+            assert c_toolchain.native_quirks(shutil.which("gcc")) == ()  # gcc 12 reads AVX10.1 cores quietly
+    finally:
+        c_toolchain.native_quirks.cache_clear()

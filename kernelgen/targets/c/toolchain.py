@@ -7,6 +7,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +56,32 @@ def _build(sources: list[Path], output: Path, flags: tuple[str, ...]) -> Path:
     cc, name = compiler(), compiler_name()
     if not cc:
         raise ToolchainError(f"{name} not found: {status()[0].install_hint}")
+    if "-march=native" in flags:
+        flags = (*flags, *native_quirks(cc))
     cmd = [cc, *flags, "-o", str(output), *map(str, sources)]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise ToolchainError(f"{name} failed ({' '.join(cmd)}):\n{result.stderr.strip()}")
     return output
+
+
+# clang 19 on a core with AVX10.1 (a Granite Rapids Xeon) reads -march=native as +avx10.1-256, then warns that it
+# promotes that to avx10.1-512 (-Winvalid-feature-combination): a warning about its own reading of the host, not
+# about the code, which -Werror turns into a failed build of every kernel. gcc 12 and clang 15 build quietly there.
+NATIVE_QUIRK_FLAG = "-Wno-invalid-feature-combination"
+
+
+@functools.cache
+def native_quirks(cc: str) -> tuple[str, ...]:
+    """Flags `cc -march=native -Werror` needs to build an empty file on this host: NATIVE_QUIRK_FLAG where the
+    compiler warns about its own host features, else none (a compiler that rejects -march=native fails later, on the
+    real build, with its own message)."""
+    with tempfile.TemporaryDirectory(prefix="kernelgen-cc-") as folder:
+        source = Path(folder) / "native.c"
+        source.write_text("int kernelgen_native;\n")
+        result = subprocess.run([cc, "-march=native", "-Werror", "-c", str(source), "-o", str(Path(folder) / "n.o")],
+                                capture_output=True, text=True)
+    return (NATIVE_QUIRK_FLAG,) if "-Winvalid-feature-combination" in result.stderr else ()
 
 
 @dataclass(frozen=True, slots=True)
