@@ -235,8 +235,8 @@ def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
 
 
 def test_cpu_devices_triad_passes_the_host_cache_gpus_keep_32_mib():
-    """PoCL's and lavapipe's memory is the host's: their triad arrays are at least its last-level cache (PoCL read
-    33 GB/s over 32 MiB arrays, 28 over 128 or 512 MiB, on a host with a 480 MiB L3); a GPU's stay 32 MiB."""
+    """PoCL's and lavapipe's memory is the host's: their triad arrays are at least half its last-level cache (PoCL
+    read 33 GB/s over 32 MiB arrays, 28 over 128 or 512 MiB, on a host with a 480 MiB L3); a GPU's stay 32 MiB."""
     from dataclasses import replace
 
     from kernelgen.measure.probes import triad_array_bytes
@@ -248,7 +248,7 @@ def test_cpu_devices_triad_passes_the_host_cache_gpus_keep_32_mib():
 
     assert device_triad_array_bytes(False) == TRIAD_ARRAY_BYTES == 32 << 20
     assert device_triad_array_bytes(True) == triad_array_bytes(32 << 20) >= 32 << 20
-    assert triad_array_bytes(32 << 20, llc_bytes=480 << 20) == 480 << 20
+    assert triad_array_bytes(32 << 20, llc_bytes=480 << 20) == 240 << 20
     assert triad_array_bytes(32 << 20, llc_bytes=8 << 20) == 32 << 20
     gpu = DeviceInfo(index=0, name="gpu", driver="", shader_float16=False, storage_16bit=False, subgroup_size=32,
                      timestamp_period_ns=1.0, max_workgroup_size=(1024, 1024, 64), max_workgroup_invocations=1024,

@@ -16,17 +16,18 @@ from .primitives import BANDWIDTH, FMA, Executable, Job, Primitives, Probe
 from .records import Timings
 
 _CHOSEN: dict[tuple[str, str, str], str] = {}  # (target, device, kind) -> the fastest candidate's shape
-TRIAD_MAX_ARRAY_BYTES = 1 << 30  # the three arrays (3 GiB at most) bound the memory a triad holds
+TRIAD_MAX_ARRAY_BYTES = 512 << 20  # the three arrays (1.5 GiB at most) bound the memory a triad holds
 
 
 def triad_array_bytes(minimum: int, llc_bytes: int | None = None) -> int:
     """Bytes of each array of a triad that runs on this host's CPU (the c target's, PoCL's, lavapipe's): at least
-    the last-level cache (whole MiB), so one run passes three times the cache and evicts what a kernel left there,
-    and at least `minimum`. A fixed 64 MiB did not on a host with a 480 MiB L3 (issue 50): a depthwise conv's
-    9.6 MB stayed cached, its "cold" run read 22 GB/s against a 16 GB/s triad; with 3 x 512 MiB, 14."""
+    half the last-level cache (whole MiB), so one run streams 1.5 times the cache past what a kernel left there, and
+    at least `minimum`. A fixed 64 MiB did not evict on a host with a 480 MiB L3 (issue 50): a depthwise conv's
+    9.6 MB stayed cached and its "cold" run read 0.95-1.3 of the triad; arrays of 128 MiB gave 0.79-0.85, of 256
+    and 512 MiB 0.65-0.70 alike (alternating runs; the triad itself 15.4-16.6 GB/s at every size)."""
     llc = last_level_cache_bytes() if llc_bytes is None else llc_bytes
-    whole_mib = -(-llc // (1 << 20)) << 20
-    return min(max(minimum, whole_mib), TRIAD_MAX_ARRAY_BYTES)
+    half_mib = -(-llc // (2 << 20)) << 20
+    return min(max(minimum, half_mib), TRIAD_MAX_ARRAY_BYTES)
 
 
 def beside(target: Primitives, executable: Executable, job: Job) -> tuple[Probe, ...]:

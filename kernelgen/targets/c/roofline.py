@@ -54,7 +54,7 @@ TRIAD_MIN_BYTES = 64 << 20  # per array, also where the host does not name its l
 
 
 def triad_array_bytes(llc_bytes: int | None = None) -> int:
-    """Each triad array: the host's last-level cache, TRIAD_MIN_BYTES at least (measure/probes.py says why)."""
+    """Each triad array: half the host's last-level cache, TRIAD_MIN_BYTES at least (measure/probes.py says why)."""
     return shared_triad_array_bytes(TRIAD_MIN_BYTES, llc_bytes)
 
 

@@ -2,7 +2,7 @@
 over (measure/probes.py: the FMA chains, and the triad for a memory-bound kernel), then the kernel twice, cold and
 warm, every repeat, so each time pairs with the probes run right before it.
 
-- cold: right after the triad, whose three arrays (each the size of the last-level cache, 64 MiB at least:
+- cold: right after the triad, whose three arrays (each half the last-level cache, 64 MiB at least:
   roofline.triad_array_bytes) evicted every cache, the tensors come from memory (a layer whose input another
   kernel wrote long before); a kernel the core gave no triad (a dense conv) runs the triad untimed first, so cold
   means the same for every kernel;

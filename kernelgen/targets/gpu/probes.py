@@ -10,7 +10,7 @@ candidates are each API's profile data (profiles.py).
 
 The triad counts GB/s as STREAM does: two arrays read and one written per element (the write's read for
 ownership not counted). 32 MiB per array on a GPU (96 MiB in all, six times a 16 MiB L3); on a CPU device
-(PoCL, lavapipe) the host's last-level cache per array where that is larger (measure/probes.triad_array_bytes:
+(PoCL, lavapipe) half the host's last-level cache per array where that is larger (measure/probes.triad_array_bytes:
 PoCL's triad read 33 GB/s over 32 MiB arrays and 28 over 128 or 512 MiB on a host with a 480 MiB L3), as far as
 one axis of work-groups reaches on Vulkan (65,535 groups: 64 MiB an array; lavapipe's own triad read 15.6 GB/s over
 32 MiB and 14-15 over 512 MiB there, so its cap costs little).
@@ -32,7 +32,7 @@ TRIAD_SCALE = 3.0
 
 
 def device_triad_array_bytes(cpu: bool) -> int:
-    """Each triad array on a device: TRIAD_ARRAY_BYTES on a GPU, at least the host's last-level cache on a CPU."""
+    """Each triad array on a device: TRIAD_ARRAY_BYTES on a GPU, at least half the host's last-level cache on a CPU."""
     return triad_array_bytes(TRIAD_ARRAY_BYTES) if cpu else TRIAD_ARRAY_BYTES
 
 
