@@ -45,10 +45,10 @@ def cache_size_bytes(text: str) -> int:
     return int(digits) * scale if digits.isdigit() else 0
 
 
-def last_level_cache_bytes(folder: Path = CACHE_SYSFS) -> int:
-    """The size of the first CPU's highest-level data or unified cache (sysfs index*/level, type, size): what a
-    buffer meant to evict every cache must pass. 0 where sysfs does not say (not Linux, a container hiding it)."""
-    best_level, best_size = 0, 0
+def data_caches(folder: Path = CACHE_SYSFS) -> dict[int, int]:
+    """level -> bytes of the first CPU's data or unified cache at each level (sysfs index*/level, type, size);
+    {} where sysfs does not say (not Linux, a container hiding it)."""
+    sizes: dict[int, int] = {}
     for index in sorted(folder.glob("index*")):
         try:
             level = int((index / "level").read_text())
@@ -56,6 +56,13 @@ def last_level_cache_bytes(folder: Path = CACHE_SYSFS) -> int:
             size = cache_size_bytes((index / "size").read_text())
         except (OSError, ValueError):
             continue
-        if kind != "Instruction" and (level, size) > (best_level, best_size):
-            best_level, best_size = level, size
-    return best_size
+        if kind != "Instruction" and size:
+            sizes[level] = max(size, sizes.get(level, 0))
+    return sizes
+
+
+def last_level_cache_bytes(folder: Path = CACHE_SYSFS) -> int:
+    """The highest-level data or unified cache's size: what a buffer meant to evict every cache must pass. 0 where
+    sysfs does not say."""
+    sizes = data_caches(folder)
+    return sizes[max(sizes)] if sizes else 0

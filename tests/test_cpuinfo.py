@@ -43,13 +43,14 @@ def _sysfs_caches(folder, caches):
 
 def test_the_last_level_cache_is_read_from_sysfs(tmp_path):
     """This session's host as sysfs lists it (48K L1d, 64K L1i, 2 MiB L2, 480 MiB L3), and hosts without an L3."""
-    from kernelgen.cpuinfo import cache_size_bytes, last_level_cache_bytes
+    from kernelgen.cpuinfo import cache_size_bytes, data_caches, last_level_cache_bytes
 
     assert [cache_size_bytes(t) for t in ("48K", "2048K", "491520K", "1M", "65536", "", "lots")] == \
         [48 << 10, 2 << 20, 480 << 20, 1 << 20, 65536, 0, 0]
     host = _sysfs_caches(tmp_path / "a", [(1, "Data", "48K"), (1, "Instruction", "64K"), (2, "Unified", "2048K"),
                                           (3, "Unified", "491520K")])
     assert last_level_cache_bytes(host) == 480 << 20
+    assert data_caches(host) == {1: 48 << 10, 2: 2 << 20, 3: 480 << 20}  # the L1i left out
     no_l3 = _sysfs_caches(tmp_path / "b", [(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "1024K")])
     assert last_level_cache_bytes(no_l3) == 1 << 20
     assert last_level_cache_bytes(tmp_path / "missing") == 0

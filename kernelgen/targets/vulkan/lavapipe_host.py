@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from ...cpuinfo import first_processor, model_text
+from ...cpuinfo import data_caches, first_processor, model_text
 
 # The features that decide llvmpipe's code: vector width and count of registers, fused multiply-add.
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512vl")
@@ -80,11 +79,7 @@ def l1d_bytes() -> int:
         size = 0
     if size and size > 0:
         return int(size)
-    try:  # sysfs says e.g. "32K"
-        text = Path("/sys/devices/system/cpu/cpu0/cache/index0/size").read_text().strip()
-        return int(text.rstrip("K")) * 1024 if text.endswith("K") else int(text)
-    except (OSError, ValueError):
-        return 0
+    return data_caches().get(1, 0)  # sysfs, where glibc does not say
 
 
 def observe(device_name: str, driver: str, subgroup: int) -> LavapipeHost:
