@@ -527,3 +527,49 @@ target_link_libraries(host PRIVATE k)""")
     link = (build / "build.ninja").read_text().split("build host:")[1].split("\n\n")[0]
     assert "-fopenmp" in link, link
     assert HOST_LINE.match(_run(build / "host").stdout.strip())
+
+
+# clang 19 on an AVX10.1 core, played by gcc: -march=native warns (an error under -Werror) unless the quirk flag
+# silences it; the flag itself is clang's, so the stand-in drops it before calling gcc.
+AVX10_CLANG = """#!/bin/bash
+native=0 quiet=0 werror=0 args=()
+for a in "$@"; do
+  case "$a" in
+    -march=native) native=1 ;;
+    -Werror) werror=1 ;;
+    -Wno-invalid-feature-combination) quiet=1; continue ;;
+  esac
+  args+=("$a")
+done
+if [ $native = 1 ] && [ $quiet = 0 ]; then
+  echo "warning: invalid feature combination: +avx10.1-256; will be promoted to avx10.1-512 [-Winvalid-feature-combination]" >&2
+  [ $werror = 1 ] && exit 1
+fi
+exec gcc "${args[@]}"
+"""
+
+
+@requires_tool("cmake", "ninja", "gcc")
+def test_a_compiler_that_warns_about_its_reading_of_the_host_gets_the_flag_kernelgen_builds_with(kernelgen,
+                                                                                                tmp_path):
+    """As kernelgen's own c builds (targets/c/toolchain.native_quirks), the package asks the project's C compiler
+    once whether -march=native builds quietly; a compiler that warns about its own host features (clang 19 on
+    AVX10.1) gets -Wno-invalid-feature-combination beside it, so a -Werror build of the kernels passes."""
+    compiler = tmp_path / "avx10-clang"
+    compiler.write_text(AVX10_CLANG)
+    compiler.chmod(0o755)
+    source = _project(tmp_path / "p", """find_package(kernelgen 0.1 CONFIG REQUIRED)
+kernelgen_add_kernels(k CONFIGS conv.yaml TARGETS c)
+add_executable(host host.c)
+target_link_libraries(host PRIVATE k)""")
+    shutil.copy2(REPO / "examples" / "conv.yaml", source / "conv.yaml")
+    shutil.copy2(REPO / "examples" / "host.c", source / "host.c")
+    build = tmp_path / "b"
+    configured = _configure(source, build, kernelgen, f"-DCMAKE_C_COMPILER={compiler}", "-DCMAKE_C_FLAGS=-Werror",
+                            "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON")
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = _build(build)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert _flags_of(_compile_commands(build), "example_conv/c/example_conv.c")[-4:] == [
+        "-O3", "-march=native", "-Wno-invalid-feature-combination", "-ffp-contract=fast"]
+    assert HOST_LINE.match(_run(build / "host").stdout.strip())

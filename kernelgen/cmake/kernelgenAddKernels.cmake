@@ -230,6 +230,11 @@ function(_kernelgen_apply_flags name out flag_lines sources)
     if(CMAKE_CROSSCOMPILING AND flag MATCHES "^-m(arch|cpu|tune)=native$")
       continue()
     endif()
+    set(flags "${flag}")
+    if(flag STREQUAL "-march=native")
+      _kernelgen_native_quirks(quirks)
+      list(APPEND flags ${quirks})
+    endif()
     cmake_path(GET folder FILENAME target)
     set(library ${name})
     if(target STREQUAL "hvx")
@@ -246,10 +251,34 @@ function(_kernelgen_apply_flags name out flag_lines sources)
       cmake_path(GET file PARENT_PATH parent)
       cmake_path(GET file EXTENSION LAST_ONLY extension)
       if(parent STREQUAL folder AND extension STREQUAL ".c")
-        set_property(SOURCE "${file}" APPEND PROPERTY COMPILE_OPTIONS "$<${compiler}:${flag}>")
+        foreach(one IN LISTS flags)
+          set_property(SOURCE "${file}" APPEND PROPERTY COMPILE_OPTIONS "$<${compiler}:${one}>")
+        endforeach()
       endif()
     endforeach()
   endforeach()
+endfunction()
+
+
+# What the C compiler needs beside -march=native to build quietly on this machine, asked once per compiler: clang 19
+# on a core with AVX10.1 reads -march=native as +avx10.1-256 and warns on every file that it promotes that to 512
+# bits (-Winvalid-feature-combination), which a -Werror build turns into errors. kernelgen's own c builds add the
+# same flag on such a machine (targets/c/toolchain.py, native_quirks); other compilers and machines get nothing.
+function(_kernelgen_native_quirks result_var)
+  string(MD5 slot "${CMAKE_C_COMPILER}|${CMAKE_C_COMPILER_VERSION}")
+  set(slot "_KERNELGEN_NATIVE_QUIRKS_${slot}")
+  if(NOT DEFINED CACHE{${slot}})
+    set(probe "${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/kernelgen_native_quirks")
+    file(WRITE "${probe}/native.c" "int kernelgen_native;\n")
+    execute_process(COMMAND "${CMAKE_C_COMPILER}" -march=native -Werror -c "${probe}/native.c" -o "${probe}/native.o"
+                    RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE error)
+    set(quirks "")
+    if(error MATCHES "-Winvalid-feature-combination")
+      set(quirks "-Wno-invalid-feature-combination")
+    endif()
+    set(${slot} "${quirks}" CACHE INTERNAL "")
+  endif()
+  set(${result_var} "$CACHE{${slot}}" PARENT_SCOPE)
 endfunction()
 
 
