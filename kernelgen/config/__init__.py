@@ -108,6 +108,9 @@ class Config:
     side_inputs: tuple[SideInput, ...] = ()  # tensors besides the input (a residual's other branch)
     # every target of the config wants the caches channels-innermost (TargetInfo.channels_last_caches)
     channels_last_caches: bool = False
+    # every target of the config that runs the plan's stripes reads a lone channelwise op's input by channel stripe
+    # (TargetInfo.channel_striped_inputs)
+    channel_striped_inputs: bool = False
     # the float filter layout every target of the config reads in place (TargetInfo.dense_filter_layout; "": some
     # target copies each filter stripe into its filter cache)
     in_place_filter_layout: str = ""
@@ -339,6 +342,10 @@ class _Checker:
                       source=m.source, side_inputs=self.sides,
                       channels_last_caches=bool(m.targets) and all(
                           t.channels_last_caches for t in self.catalog if t.name in m.targets),
+                      # (a target running no stripe loops, a GPU's kernel per op, reads no plan cache)
+                      channel_striped_inputs=bool(m.targets) and all(
+                          t.channel_striped_inputs or t.loop_orders is None
+                          for t in self.catalog if t.name in m.targets),
                       in_place_filter_layout=_shared({t.dense_filter_layout for t in self.catalog
                                                       if t.name in m.targets}),
                       marks={key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})

@@ -171,6 +171,11 @@ class TargetInfo:
     # whether its kernels want a chain's caches channels-innermost (NHWC) where the tensors' layouts are not (an
     # imported NCHW network's): the c target's micro-kernels read channel vectors of each pixel
     channels_last_caches: bool = False
+    # whether its kernels read a lone channelwise op's input (a pool, a mul, a depthwise conv of one filter per
+    # channel) one channel stripe at a time, so the plan's input cache holds the stripe's channels alone
+    # (planner/geometry.channel_striped_input): the c target's do; hvx's input read copies the stripe's channel
+    # blocks into a cache of every channel
+    channel_striped_inputs: bool = False
 
 
 Catalog = tuple[TargetInfo, ...]

@@ -10,8 +10,8 @@ from ..layout import LayoutError, PadKind, TensorLayout, padding_cover
 from ..ops import OPS, statements
 from ..ops.dialect import c_float
 from ..plan_types import Guard, Halo, Loop, LoopOrder, Node, PadHandling, PadStrategy, Phase, Section, Step, Stmt, Tensor
-from .geometry import (StripeGeometry, Stripes, Windows, cache_window, channel_cover, reduction_channels,
-                       unproven as _cond)
+from .geometry import (StripeGeometry, Stripes, Windows, cache_window, channel_cover, channel_striped_input,
+                       reduction_channels, unproven as _cond)
 from .pooling import divisor as pool_divisor, tap as pool_tap, window as pool_window
 
 ACC_TYPES = {"float32": "float", "float16": "float", "uint8": "int32_t"}
@@ -35,6 +35,8 @@ class StripeBuilder:
         # input-channel chunks (schedule.c_split, a single op): the caches hold c_block channels at a time
         self.c_block = config.schedule.c_block
         self.chunks = config.schedule.c_split if self.c_block else 1
+        # a lone channelwise op: the input cache holds the channel stripe's own channels (geometry)
+        self.striped_input = channel_striped_input(config)
         for j in range(self.n_ops):
             self._note_reduction(j)
         # Output channel padding can be stored like real channels when it must hold 0: the zero filter
@@ -96,7 +98,8 @@ class StripeBuilder:
     def _input_read(self, first_row: int, rows: int, label: str, phase: Phase) -> Node:
         geo, win, tensor = self.geo, self.win.input, self.tensors[0].layout
         _, height, width, _ = self.shape_list[0]
-        copied = self.reduce_channels[0]  # the real channels, or with padding for overcompute
+        # the real channels, or with padding for overcompute; a striped input: the stripe's channels
+        copied = self.cut.channels if self.striped_input else self.reduce_channels[0]
         bounds = self.bounds() | {"ih": (0, rows - 1), "iw": (0, geo.cols[0] - 1), "ic": (0, copied - 1)}
         window_row = E.add(E.Var("ih"), E.Const(first_row))
         row = E.add(geo.row_start[0], window_row)
@@ -104,10 +107,13 @@ class StripeBuilder:
         cache_row = self.ring_row(window_row) if self.ring else window_row
         local = win.offset_c({"n": E.Const(0), "h": cache_row, "w": E.Var("iw"), "c": E.Var("ic")}, bounds)
         channel = self._chunk_channel("ic")
+        if self.striped_input:
+            channel = E.add(E.mul(E.Var("ko_outer"), copied), E.Var("ic"))
         glob = tensor.offset_c({"n": E.Var("nb") if self.batched else E.Const(0), "h": row, "w": col,
                                 "c": channel}, bounds | {"ic": (0, min(copied, self.shape_list[0][3]) - 1)})
         checks = [(row, ">=", 0), (row, "<", height), (col, ">=", 0), (col, "<", width)]
-        conds = _cond(checks + ([(channel, "<", self.shape_list[0][3])] if self.c_block else []), bounds)
+        chunked = self.c_block or self.striped_input  # a chunk or stripe may reach past the last channel
+        conds = _cond(checks + ([(channel, "<", self.shape_list[0][3])] if chunked else []), bounds)
         # Inside the tensor the copy includes channel padding when the reduction overcomputes (the input's
         # padding holds its pad value); outside (conv padding) every channel gets zero.
         value = f"({' && '.join(conds)}) ? input[{glob}] : {self.zero}" if conds else f"input[{glob}]"
@@ -118,7 +124,8 @@ class StripeBuilder:
                                                why="positions outside the input (conv padding, stripe tails) get "
                                                    "zeros while loading, so the conv loops read the window without "
                                                    "branches"))
-        chunk = f" (chunk ci_outer of {self.chunks})" if self.c_block else ""
+        chunk = f" (chunk ci_outer of {self.chunks})" if self.c_block else (
+            " (the channel stripe's own)" if self.striped_input else "")
         return Section(label=f"{label}: {rows} rows x {geo.cols[0]} columns x {copied} channels{chunk}",
                        step=Step(phase), body=(Loop(var="ih", extent=rows, body=(
                            Loop(var="iw", extent=geo.cols[0], body=(Loop(var="ic", extent=copied, body=(stmt,)),)),)),))
@@ -204,7 +211,9 @@ class StripeBuilder:
         if cut.wo_extent == 1 and not last:
             src_bounds = bounds | {"ow": (-geo.col_start[j].value, -geo.col_start[j].value + out_w - 1)}
         channel: E.Expr = E.Var("rc")
-        if op.pool:  # output channel k is input channel k's window
+        if j == 1 and self.striped_input:  # the input cache holds this stripe's channels only
+            channel = E.add(k_local, E.Var("rc")) if not op.pool else k_local
+        elif op.pool:  # output channel k is input channel k's window
             channel = k_global
         elif groups > 1:  # output channel k reads its group's input channels: k // (K / G) * (C / G) + rc
             group_of_k = E.floordiv(k_global, out_k // groups)
@@ -375,6 +384,8 @@ class StripeBuilder:
         layout = self.source_layouts[index]
         if index == 0 and self.c_block:  # the input cache holds one chunk of channels
             return cache_window(self.config, layout, (1, rows, cols, self.c_block))
+        if index == 0 and self.striped_input:  # ... or one channel stripe's
+            return cache_window(self.config, layout, (1, rows, cols, self.cut.channels))
         return cache_window(self.config, layout, (1, rows, cols, max(channels, self.shape_list[index][3])))
 
     # ------------------------------------------------------------ store

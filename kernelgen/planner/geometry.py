@@ -9,7 +9,8 @@ positions: the halo. Caches hold these windows in their tensor's own layout, car
 one workspace, except where every target of the config wants them channels-innermost
 (Config.channels_last_caches) and the tensor's layout is not: an NCHW tensor's windows are
 then NHWC caches (cache_window), the same elements, and the input read and the write-back
-transpose.
+transpose. The input window holds every input channel, except for a lone channelwise op
+(channel_striped_input), whose channel stripe reads its own channels only.
 """
 from __future__ import annotations
 
@@ -133,6 +134,25 @@ def cache_window(config: Config, layout: Layout, shape: Shape) -> TensorLayout:
     return bound if E.evaluate(at[1], {}) - E.evaluate(at[0], {}) == 1 else CHANNELS_LAST.bind(shape)
 
 
+def channel_striped_input(config: Config) -> bool:
+    """Whether each channel stripe's input window holds only that stripe's channels: the chain is one op whose output
+    channel k reads input channel k alone (a pool or a mul; a depthwise conv, one filter per channel), the input is
+    read inside the channel-stripe loop (channels_outer), in one chunk, for targets whose kernels read it so
+    (Config.channel_striped_inputs). Elsewhere a stripe's input window holds every channel: a later op, or a dense
+    first op, reads them all. (MobileNetV3-Large's 5x5 depthwise over 14x14x672 asked for 680 KiB of caches when it
+    counted all 672 channels in each stripe's input window, past a 512 KiB L2, and ran in onnxruntime.)"""
+    return config.schedule.order is LoopOrder.CHANNELS_OUTER and lone_channelwise_op(config)
+
+
+def lone_channelwise_op(config: Config) -> bool:
+    """channel_striped_input but for the loop order: one op, each output channel from its own input channel, the
+    input in one chunk, on targets that read such an input by channel stripe."""
+    if not config.channel_striped_inputs or len(config.ops) != 1 or config.schedule.c_block:
+        return False
+    op, channels = config.ops[0], config.input_shape[3]
+    return op.pool or (op.kind == "conv2d" and op.groups == channels == op.out_channels)
+
+
 @dataclass(frozen=True, slots=True)
 class Windows:
     """The cache windows of one schedule, each bound to its tensor's layout."""
@@ -204,8 +224,9 @@ def windows(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut: S
             for j, op in enumerate(config.ops))
         memo[filters_key + ("in place",)] = tuple(filter_in_place(config, shape_list, j, cut.channels)
                                                    for j in range(1, n_ops + 1))
-    return Windows(input=cache_window(config, config.input_layout,
-                                      (1, geo.rows[0], geo.cols[0], config.schedule.c_block or shape_list[0][3])),
+    input_channels = (cut.channels if channel_striped_input(config)
+                      else config.schedule.c_block or shape_list[0][3])
+    return Windows(input=cache_window(config, config.input_layout, (1, geo.rows[0], geo.cols[0], input_channels)),
                    temps=temps, filters=filters, in_place=memo[filters_key + ("in place",)],
                    output=cache_window(config, config.ops[-1].output_layout,
                                        (1, geo.rows[-1], geo.cols[-1], cut.channels)),

@@ -30,7 +30,7 @@ from typing import NamedTuple
 from ..config import Config
 from ..errors import NoScheduleFits
 from ..plan_types import Halo, LoopOrder, Pipeline, StripeGeometry, Stripes
-from .geometry import ELEMENT_BYTES, shapes, stripe_geometry, stripes, windows, workspace_of
+from .geometry import ELEMENT_BYTES, lone_channelwise_op, shapes, stripe_geometry, stripes, windows, workspace_of
 from .tile_speed import computed_share, peak_flops, tiles_text, transpose_flops, transposed_bytes
 from .work import Work, count_work
 
@@ -202,10 +202,13 @@ def narrow_cost(k_block: int, config_k_block: int, executed: int) -> int:
 
 
 def _k_blocks(config: Config, order: LoopOrder) -> list[int]:
-    """Channel blocks to try: the config's, and under rows_outer (where the block sizes only the filter and output
-    caches, not the traffic) its halvings down to MIN_K_BLOCK when the config left it open."""
+    """Channel blocks to try: the config's, and when the config left it open its halvings down to MIN_K_BLOCK under
+    rows_outer (where the block sizes only the filter and output caches, not the traffic) and for a lone channelwise
+    op under channels_outer (where it sizes the input window too: a global pool over 112x112x32 has no row stripes,
+    and 8 channels of it fit a 512 KiB budget where 32 do not)."""
     s = config.schedule
-    if order is LoopOrder.CHANNELS_OUTER or not s.k_block_open:
+    striped = order is LoopOrder.CHANNELS_OUTER and lone_channelwise_op(config)
+    if not s.k_block_open or (order is LoopOrder.CHANNELS_OUTER and not striped):
         return [s.k_block]
     blocks, block = [s.k_block], s.k_block
     while block // 2 >= MIN_K_BLOCK:

@@ -15,6 +15,7 @@ from ..config import Config
 from ..ops import OPS
 from ..plan_types import Shape, StripeGeometry, Stripes
 from ..plan_types import Halo, LoopOrder, Traffic
+from .geometry import channel_striped_input
 
 
 def _overlap(start: int, count: int, limit: int) -> int:
@@ -144,7 +145,8 @@ def count_work(config: Config, shape_list: list[Shape], geo: StripeGeometry, cut
         keep, first = geo.halo_rows, row_starts[0]
         rest = Starts(step=first.step, first=first.first + first.step, extent=first.extent - 1)
         loaded_rows = _overlap(first.first, geo.rows[0], h0) + rest.overlaps(geo.rows[0] - keep, h0, skip=keep)
-    input_scale = col_sums[0] * c0 * reruns * batch * ebytes
+    # a lone channelwise op's stripes read their own channels: the input once over all of them
+    input_scale = col_sums[0] * c0 * (1 if channel_striped_input(config) else reruns) * batch * ebytes
     out_elems = row_sums[n_ops] * col_sums[n_ops] * shape_list[-1][3]
     traffic = Traffic(input_bytes=loaded_rows * input_scale + residual_elems * batch * ebytes,
                       filter_bytes=f_elems * batch * ebytes,

@@ -131,7 +131,8 @@ class C(Target[CKernel, CLibrary]):
     def info(self) -> TargetInfo:
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model, default_budget=l2_budget,
                           roofs=CPU_ROOFS, loop_orders=self.loop_orders, default_schedule="auto",
-                          channels_last_caches=True, dense_filter_layout=IN_PLACE_FILTER)
+                          channels_last_caches=True, channel_striped_inputs=True,
+                          dense_filter_layout=IN_PLACE_FILTER)
 
     def toolchain(self) -> tuple[ToolStatus, ...]:
         """gcc, and the flags kernels build with by default (what a validate/bench JSON context records)."""

@@ -9,7 +9,8 @@ import math
 import kernelgen.expr as E
 from ...config import Config
 from ...plan_types import Halo, Phase, Pipeline, Plan, Section, Step
-from ...planner.geometry import cache_window, filter_in_place, reduction_channels, temp_names, unproven
+from ...planner.geometry import (cache_window, channel_striped_input, filter_in_place, reduction_channels, temp_names,
+                                 unproven)
 from dataclasses import replace
 
 from ...planner.tile_speed import stacked_rows
@@ -76,7 +77,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     if s.k_block % HALF:
         return None, f"k_block {s.k_block} is not a multiple of {HALF}"
     layout = cfg.input_layout if j == 1 else cfg.ops[j - 2].output_layout
-    channels = s.c_block if j == 1 and s.c_block else max(reduce, shape_list[j - 1][3])
+    striped = j == 1 and channel_striped_input(cfg)  # the input cache holds the channel stripe's channels alone
+    channels = s.c_block if j == 1 and s.c_block else cut.channels if striped else max(reduce, shape_list[j - 1][3])
     src = cache_window(cfg, layout, (1, geo.rows[j - 1], geo.cols[j - 1], channels))  # the cache's layout
     if not separable(src):
         return None, f"its source layout {layout.name} mixes dims in one axis"
@@ -119,6 +121,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         k_block, k_split, live = cut.channels, s.k_split, cut.channels // LANES
         bounds["kv"] = (0, live - 1)
         k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("kv"), LANES))
+        src_first = E.mul(E.Var("kv"), LANES) if striped else k_first
         present = unproven([(k_first, "<", out_k)], bounds)
         if present and last and bounds[ko_var] == (0, 0) and out_k % LANES == 0:
             # one channel stripe wider than the op (144 channels in 5 blocks of 32): only the op's vectors are
@@ -141,13 +144,14 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
                         E.mul(E.Var("kv"), GROUP))
         bounds["kv"] = (0, s.k_block // GROUP - 1)
-        group = tuple(part(src, "c", E.add(k_first, E.Const(c)), bounds) for c in range(GROUP))
+        src_first = E.add(E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), GROUP)) if striped else k_first
+        group = tuple(part(src, "c", E.add(src_first, E.Const(c)), bounds) for c in range(GROUP))
         channel, block, tap = "", f"ko_inner * {s.k_block} + kv * {GROUP}", cut.channels
         present = unproven([(k_first, "<", out_k)], bounds)
         reach = (LANES - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1]
         inside = f"xb >= 0 && xb + {reach} <= {geo.cols[j - 1] - 1}"
     elif depthwise:
-        channel, block, tap = part(src, "c", k_first, bounds), f"kv * {LANES}", cut.channels
+        channel, block, tap = part(src, "c", src_first, bounds), f"kv * {LANES}", cut.channels
         present = unproven([(k_first, "<", out_k)], bounds)
     else:
         channel, block, present = part(src, "c", E.Var("rc"), bounds), "", []
