@@ -47,6 +47,8 @@ FEATURES = {t: {"groups", "bias", "residual", "residual_op", "activation", "pool
             for t in ("c", "hvx", "opencl", "vulkan")}  # issue 29: pools, mul, side inputs and the hard gates too
 ACTIVATIONS = ["none", "relu", "relu6", [-0.5, 0.25], [0.1, 2.0], "hardswish", "hardsigmoid",
                {"hardsigmoid": {"alpha": 0.1666667, "beta": 0.5}}]
+# the float-only kinds, which hvx does not compute (no exp or divide in qf32)
+EXP_ACTIVATIONS = {"c": ["sigmoid", "silu"], "hvx": [], "opencl": ["sigmoid", "silu"], "vulkan": ["sigmoid", "silu"]}
 FILTER_LAYOUTS = ["OIHW", "HWIO", "OHWI", "oihw-8i32o4i", "oihw-4o", "hwio-4i4o"]
 
 
@@ -138,7 +140,7 @@ def valid_configs(draw, dtypes=("float32",), max_side: int = 12, max_channels: i
             sides[side] = _tensor(out, draw(st.sampled_from(layouts)))
             op["residual"] = side
         if "activation" in FEATURES[target]:
-            op["activation"] = draw(st.sampled_from(ACTIVATIONS))
+            op["activation"] = draw(st.sampled_from(ACTIVATIONS + EXP_ACTIVATIONS[target]))
         ops.append({"conv2d": op})
         flops += 2 * math.prod(out) * channels // groups * kernel[0] * kernel[1]
         shapes.append(out)

@@ -13,18 +13,19 @@ from kernelgen.ops.activations import Clamp
 from kernelgen.ops.dialect import C
 from kernelgen.ops.hard_gates import HARDSWISH, HardSigmoid
 from kernelgen.ops.leaky_relu import LeakyRelu
+from kernelgen.ops.sigmoid import SIGMOID, SILU, Sigmoid
 from kernelgen.ops.statements import ARITY, Assign, Lit, Op, Var, evaluate, literals
 
 
 def test_the_table_holds_each_kind_once_with_its_spellings_and_onnx_types():
-    assert list(ops.ACTIVATIONS) == ["none", "clamp", "hardsigmoid", "leaky_relu"]
+    assert list(ops.ACTIVATIONS) == ["none", "clamp", "hardsigmoid", "leaky_relu", "sigmoid"]
     assert ops.NAMED == {"none": ops.IDENTITY, "relu": Clamp(lo=0.0), "relu6": Clamp(lo=0.0, hi=6.0),
                          "hardswish": HARDSWISH, "hardsigmoid": HardSigmoid(alpha=0.2, beta=0.5),
-                         "leaky_relu": LeakyRelu(alpha=0.01)}
+                         "leaky_relu": LeakyRelu(alpha=0.01), "sigmoid": SIGMOID, "silu": SILU}
     assert ops.BY_ONNX == {"Relu": Clamp, "HardSigmoid": HardSigmoid, "HardSwish": HardSigmoid,
-                           "LeakyRelu": LeakyRelu}
+                           "LeakyRelu": LeakyRelu, "Sigmoid": Sigmoid}
     assert {key: kind.UINT8 for key, kind in ops.ACTIVATIONS.items()} == {
-        "none": "range", "clamp": "range", "hardsigmoid": "table", "leaky_relu": "table"}
+        "none": "range", "clamp": "range", "hardsigmoid": "table", "leaky_relu": "table", "sigmoid": ""}
     assert list(ops.Parameters.model_fields) == ["hardsigmoid", "leaky_relu"]
 
 

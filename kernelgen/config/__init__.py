@@ -106,11 +106,8 @@ class Config:
     file: str = field(default="", compare=False, repr=False)
     source: M.SourceModel | None = None  # an imported config's model and nodes (kernelgen import)
     side_inputs: tuple[SideInput, ...] = ()  # tensors besides the input (a residual's other branch)
-    # every target of the config wants the caches channels-innermost (TargetInfo.channels_last_caches)
-    channels_last_caches: bool = False
-    # every target of the config that runs the plan's stripes reads a lone channelwise op's input by channel stripe
-    # (TargetInfo.channel_striped_inputs)
-    channel_striped_inputs: bool = False
+    channels_last_caches: bool = False  # every target wants the caches channels-innermost (TargetInfo)
+    channel_striped_inputs: bool = False  # every target running stripes reads them so (TargetInfo)
     # the float filter layout every target of the config reads in place (TargetInfo.dense_filter_layout; "": some
     # target copies each filter stripe into its filter cache)
     in_place_filter_layout: str = ""
@@ -342,10 +339,8 @@ class _Checker:
                       source=m.source, side_inputs=self.sides,
                       channels_last_caches=bool(m.targets) and all(
                           t.channels_last_caches for t in self.catalog if t.name in m.targets),
-                      # (a target running no stripe loops, a GPU's kernel per op, reads no plan cache)
-                      channel_striped_inputs=bool(m.targets) and all(
-                          t.channel_striped_inputs or t.loop_orders is None
-                          for t in self.catalog if t.name in m.targets),
+                      channel_striped_inputs=bool(m.targets) and all(  # a GPU's kernel per op reads no cache
+                          t.channel_striped_inputs or t.loop_orders is None for t in self.catalog if t.name in m.targets),
                       in_place_filter_layout=_shared({t.dense_filter_layout for t in self.catalog
                                                       if t.name in m.targets}),
                       marks={key_text(k): (v.line, v.column) for k, v in self.document.value_marks.items() if k})
@@ -411,7 +406,10 @@ class _Checker:
         return self.layout((*keys, "filter_layout"), filter_spec, FILTER_DIMS, filter_shape), filter_layout_by
 
     def activation(self, keys: tuple, spec: Any) -> epilogue_config.Activation:
-        return epilogue_config.activation(self.problem, keys, spec)
+        act = epilogue_config.activation(self.problem, keys, spec)
+        epilogue_config.check_computed(self.problem, keys, act, [t for t in self.catalog if t.name in self.model.targets],
+                                       self.model.dtype)
+        return act
 
     def residual(self, keys: tuple, spec: str | int | None, stride: tuple[int, int],
                  out_shape: tuple[int, int, int, int]) -> int | str | None:

@@ -31,6 +31,22 @@ def activation(problem: Problem, keys: tuple, spec) -> Activation:
     return Activation(ops.Clamp(lo=lo, hi=hi), f"clamp[{lo:g}, {hi:g}]")
 
 
+def check_computed(problem: Problem, keys: tuple, act: "Activation", targets: list, dtype: str) -> None:
+    """A problem at the activation's key where one of the config's targets (their TargetInfo) or its dtype does not
+    compute that kind: hvx has no sigmoid, uint8 none of the float-only kinds."""
+    kind = act.step.KEY
+    for t in targets:
+        if t.activations is not None and kind not in t.activations:
+            named = [name for name, record in ops.NAMED.items() if record.KEY in t.activations]
+            problem(keys, f"expected an activation target {t.name!r} computes ({', '.join(named)} or a clamp "
+                          f"[lo, hi]), got {act.name}")
+            return
+    if dtype == "uint8" and not act.step.UINT8:
+        named = [name for name, record in ops.NAMED.items() if record.UINT8]
+        problem(keys, f"expected an activation dtype uint8 computes ({', '.join(named)} or a clamp [lo, hi]), got "
+                      f"{act.name}: float only")
+
+
 class Activation(NamedTuple):
     step: ops.Activation
     name: str  # as reports print it

@@ -176,6 +176,8 @@ class TargetInfo:
     # (planner/geometry.channel_striped_input): the c target's do; hvx's input read copies the stripe's channel
     # blocks into a cache of every channel
     channel_striped_inputs: bool = False
+    # the activation kinds (kernelgen/ops ACTIVATIONS keys) its kernels compute; None: every kind
+    activations: tuple[str, ...] | None = None
 
 
 Catalog = tuple[TargetInfo, ...]

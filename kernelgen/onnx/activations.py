@@ -2,7 +2,9 @@
 [lo, hi], hardswish, {hardsigmoid: {alpha, beta}}). A clamp (Relu, Clip) folds into a uint8 conv's store as well;
 a gate (HardSwish, HardSigmoid) into a uint8 conv only as DequantizeLinear -> gate -> QuantizeLinear (a table of
 bytes: quant.with_gate). Every kind of kernelgen/ops brings its own ONNX form (its ONNX op types and from_onnx):
-an activation added there is imported with no line here; only Clip, whose bounds are graph inputs, is read here."""
+an activation added there is imported with no line here; only Clip, whose bounds are graph inputs, is read here, and
+SiLU, which PyTorch exports as two nodes (a Sigmoid of the conv's result and a Mul of the result by it). A float-only
+kind (Sigmoid) folds into float convs only: a quantized network keeps it in onnxruntime."""
 from __future__ import annotations
 
 import math
@@ -43,6 +45,7 @@ def _clip(graph: Graph, node) -> Activation | None:
 class ActivationForm:
     convert: Callable[[Graph, object], Activation | None]  # the node's activation; None: not one a config holds
     gate: bool = False  # uint8: folded only between DequantizeLinear and QuantizeLinear (not a clamp of the bytes)
+    float_only: bool = False  # never folded into a uint8 conv
 
 
 def _of_kind(kind: type[ops.Activation]) -> ActivationForm:
@@ -50,7 +53,7 @@ def _of_kind(kind: type[ops.Activation]) -> ActivationForm:
     reads; uint8 folds it as a clamp of the bytes or, for a table kind, only between DequantizeLinear and
     QuantizeLinear."""
     return ActivationForm(lambda graph, node: kind.from_onnx(node.op_type, _attributes(node)),
-                          gate=kind.UINT8 == "table")
+                          gate=kind.UINT8 == "table", float_only=not kind.UINT8)
 
 
 ACTIVATIONS: dict[str, ActivationForm] = {
@@ -64,12 +67,29 @@ def activation(graph: Graph, index: int, gates: bool = True) -> Activation | Non
     only the clamps (what a uint8 conv's store folds in)."""
     node = graph.nodes[index]
     form = ACTIVATIONS.get(node.op_type)
-    if form is None or (form.gate and not gates):
+    if form is None or (not gates and (form.gate or form.float_only)):
         return None
     return form.convert(graph, node)
+
+
+def silu(graph: Graph, tensor: str) -> tuple[int, int] | None:
+    """(the Sigmoid, the Mul) when `tensor` is read by exactly a Sigmoid and a Mul of `tensor` by that Sigmoid's
+    result, which nothing else reads: x * sigmoid(x), SiLU as PyTorch exports it. None otherwise."""
+    readers = graph.consumers.get(tensor, ())
+    if len(readers) != 2 or tensor in graph.outputs:
+        return None
+    sigmoid = next((r for r in readers if graph.nodes[r].op_type == "Sigmoid"), None)
+    if sigmoid is None:
+        return None
+    gate = graph.nodes[sigmoid].output[0]
+    mul = next(r for r in readers if r != sigmoid)
+    if (graph.nodes[mul].op_type != "Mul" or sorted(graph.nodes[mul].input) != sorted([tensor, gate])
+            or tuple(graph.consumers.get(gate, ())) != (mul,) or gate in graph.outputs):
+        return None
+    return sigmoid, mul
 
 
 def is_gate(op_type: str) -> bool:
     """A gate activation: folded into a uint8 conv as DequantizeLinear -> gate -> QuantizeLinear."""
     form = ACTIVATIONS.get(op_type)
-    return form is not None and form.gate
+    return form is not None and form.gate and not form.float_only

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from ..layout import FILTER_DIMS, parse_layout
 from . import layers
-from .activations import Activation, activation as fused_activation
+from .activations import Activation, activation as fused_activation, silu
 from .converters import float_op
 from .graph import ConvNode, Graph
 from .group_config import GroupConfig, Op, Side
@@ -52,6 +52,10 @@ def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
             op.activation = fused_activation(graph, reader)
             op.members.append(reader)
             tensor = graph.nodes[reader].output[0]
+        elif not pool and (swish := silu(graph, tensor)) is not None:  # x * Sigmoid(x): two readers of the result
+            op.activation = "silu"
+            op.members.extend(swish)
+            tensor = graph.nodes[swish[1]].output[0]
         op.out = tensor
         ops.append(op)
         chain.append(tensor)

@@ -17,7 +17,11 @@ def pool(graph: Graph, index: int) -> ConvNode | str:
     if len(node.output) > 1 and node.output[1]:
         return "it also returns the argmax indices"
     _, channels, height, width = shape
-    if node.op_type == "GlobalAveragePool":
+    if node.op_type == "ReduceMean":  # MNASNet's x.mean([2, 3]): a global average pool, [N, C] or [N, C, 1, 1]
+        axes = spatial_mean_axes(graph, node)
+        if axes is not None:
+            return axes
+    if node.op_type in ("GlobalAveragePool", "ReduceMean"):
         return ConvNode(weight="", bias=None, out_channels=channels, kernel=(height, width), stride=(1, 1),
                         pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels, kind="global_avgpool")
     attrs = _attributes(node)
@@ -47,6 +51,22 @@ def pool(graph: Graph, index: int) -> ConvNode | str:
     return ConvNode(weight="", bias=None, out_channels=channels, kernel=kernel, stride=stride, pad=pads,
                     dilation=(1, 1), groups=channels, kind=kind,
                     count_include_pad=bool(int(attrs.get("count_include_pad", 0))))
+
+
+def spatial_mean_axes(graph: Graph, node) -> str | None:
+    """Why a ReduceMean of an NCHW tensor is not a mean over its rows and columns (axes 2 and 3, in either sign, as an
+    attribute or, from opset 18, a constant input); None when it is one."""
+    attrs = _attributes(node)
+    if len(node.input) > 1 and node.input[1]:
+        given = graph.constants.get(node.input[1])
+        if given is None:
+            return "its axes are computed, not constant"
+        axes = [int(a) for a in given.reshape(-1)]
+    else:
+        axes = [int(a) for a in attrs.get("axes", ())]
+    if sorted(a % 4 for a in axes) != [2, 3]:
+        return f"a mean over axes {axes}, not the rows and columns (2, 3)"
+    return None
 
 
 def flattened_gemm(graph: Graph, flatten: int) -> int | None:

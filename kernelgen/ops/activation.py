@@ -42,7 +42,8 @@ class Activation:
     """The base of every kind. `KEY`: the kind's spelling (plain, and the key of its parameter block); `SPELLINGS`:
     the plain names it takes and the record each means; `SPEC`: the schema of the block in its {KEY: {...}} form
     (None: no parameters); `ONNX`: the op types the importer folds into a conv as this kind; `UINT8`: how uint8 kernels apply
-    it ("range": a clamp of the output bytes; "table": 256 bytes of the conv's own bytes, quant.py)."""
+    it ("range": a clamp of the output bytes; "table": 256 bytes of the conv's own bytes, quant.py; "": it does not,
+    float only)."""
 
     KEY: ClassVar[str] = ""
     DOC: ClassVar[str] = ""  # its spellings, for the schema's description of `activation`

@@ -11,12 +11,14 @@ from .activation import Activation, Number, OneKind
 from .activations import Clamp, Identity
 from .hard_gates import HardSigmoid
 from .leaky_relu import LeakyRelu
+from .sigmoid import Sigmoid
 
 ACTIVATIONS: dict[str, type[Activation]] = {
     "none": Identity,
     "clamp": Clamp,
     "hardsigmoid": HardSigmoid,
     "leaky_relu": LeakyRelu,
+    "sigmoid": Sigmoid,
 }
 
 # the plain spellings ("relu", "hardswish") and the record each means

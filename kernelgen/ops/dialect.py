@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .statements import ARITY
+from .statements import ARITY, BASE_KINDS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -16,7 +16,7 @@ class Dialect:
     forms: dict[str, str] = field(default_factory=dict)  # operation kind -> its spelling
 
     def __post_init__(self) -> None:
-        assert set(self.forms) == set(ARITY), sorted(set(ARITY) ^ set(self.forms))
+        assert BASE_KINDS <= set(self.forms) <= set(ARITY), sorted(set(ARITY) ^ set(self.forms))
 
     def with_type(self, decl: str, literal: Callable[[float], str] | None = None) -> "Dialect":
         """The same spelling over another vector type (an OpenCL kernel's float4, GLSL's f16vec4)."""
@@ -34,4 +34,5 @@ def c_float(value: float) -> str:
 C = Dialect(literal=c_float, decl="float", forms={
     "mul": "{0} * {1}", "add": "{0} + {1}", "muladd": "{0} * {1} + {2}",
     "max": "{0} > {1} ? {0} : {1}", "min": "{0} < {1} ? {0} : {1}", "select_gt": "{0} > {1} ? {2} : {3}",
+    "exp": "kg_expf({0})", "div": "{0} / {1}",  # kg_expf: templates/c/expf.h.j2
 })

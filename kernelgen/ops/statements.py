@@ -38,13 +38,17 @@ class Load:
 Leaf = Union[Lit, Var, Load]
 
 # operation kind -> operand count; a dialect spells each as a format of its operands ({0}, {1}, ...)
-ARITY = {"mul": 2, "add": 2, "muladd": 3, "max": 2, "min": 2, "select_gt": 4}
+ARITY = {"mul": 2, "add": 2, "muladd": 3, "max": 2, "min": 2, "select_gt": 4, "exp": 1, "div": 2}
+# what every dialect spells; the others (exp, div) only where the target computes a kind that uses them
+# (Target info's activations: HVX qf32 has neither an exp nor a divide)
+BASE_KINDS = frozenset({"mul", "add", "muladd", "max", "min", "select_gt"})
 
 
 @dataclass(frozen=True, slots=True)
 class Op:
     """One operation on leaves: mul a*b, add a+b, muladd a*b+c (two roundings, never fused), max, min, select_gt
-    (a > b ? x : y). Operands are leaves only, so no dialect needs parentheses or precedence."""
+    (a > b ? x : y), exp e^a (the target's library exp: not correctly rounded), div a/b. Operands are leaves only,
+    so no dialect needs parentheses or precedence."""
 
     kind: str
     args: tuple[Leaf, ...]
@@ -70,6 +74,11 @@ def op(kind: str, *args: Leaf) -> Op:
 # the adds onto the conv's sum, before the activation (ResNet's and MobileNetV2's order)
 BIAS = Assign("v", op("add", Var("v"), Load("bias")))
 RESIDUAL = Assign("v", op("add", Var("v"), Load("residual")))
+
+
+def uses(statements: tuple[Assign, ...], kind: str) -> bool:
+    """Whether any statement is an operation of `kind` (what a dialect may spell as a helper it must declare)."""
+    return any(isinstance(s.value, Op) and s.value.kind == kind for s in statements)
 
 
 def loaded(statement: Assign) -> tuple[str, ...]:
@@ -120,4 +129,8 @@ def _value(node: Union[Op, Leaf], names: dict, read: dict, dtype: type) -> np.nd
         return np.maximum(a[0], a[1]).astype(dtype)
     if node.kind == "min":
         return np.minimum(a[0], a[1]).astype(dtype)
+    if node.kind == "exp":
+        return np.exp(a[0]).astype(dtype)
+    if node.kind == "div":
+        return (a[0] / a[1]).astype(dtype)
     return np.where(a[0] > a[1], a[2], a[3]).astype(dtype)  # select_gt

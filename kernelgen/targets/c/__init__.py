@@ -11,6 +11,7 @@ import numpy as np
 
 from ...config import Config
 from ...errors import ToolchainError
+from ...ops.statements import uses
 from ...roofs import Roofs
 from ...config.model import TargetInfo
 from ...emit import OutputFile
@@ -124,7 +125,7 @@ class C(Target[CKernel, CLibrary]):
     files = (OutputFile(pattern="{name}.h", template="c/kernel.h.j2"),
              OutputFile(pattern="{name}.c", template="c/kernel.c.j2"))
     # the micro-kernels' vector macros, and what `kernelgen build network.yaml` renders beside the kernels (depfiles)
-    includes = ("c/vector.h.j2", *NETWORK_TEMPLATES)
+    includes = ("c/vector.h.j2", "c/expf.h.j2", *NETWORK_TEMPLATES)
     loop_orders = ("channels_outer", "rows_outer")  # the plan's loop nest
     options_model = CModel
 
@@ -156,6 +157,8 @@ class C(Target[CKernel, CLibrary]):
     def context(self, config: Config, plan: Plan, target_plan: CKernel) -> dict:
         return {"c": {"kernel": target_plan.kernel, "notes": target_plan.notes, "lanes": LANES, "wide_lanes": WIDE, "wide_accumulators": WIDE_ACCUMULATORS,
                       "tiled": target_plan.vectors,
+                      # kg_expf (templates/c/expf.h.j2) where an epilogue takes an exp: a sigmoid or silu
+                      "exp": any(uses(op.act.statements(), "exp") for op in config.ops),
                       "threads": target_plan.threads, "workspace_elements": target_plan.workspace_elements,
                       "workspace_bytes": target_plan.workspace_elements * plan.element_bytes,
                       "thread_elements": target_plan.thread_elements}}

@@ -50,14 +50,16 @@ def glsl_dialect(scalar: str, vec: str) -> Dialect:
     return Dialect(literal=literal, decl=vec, forms={
         "mul": "{0} * {1}", "add": "{0} + {1}", "muladd": "{0} * {1} + {2}", "max": "max({0}, {1})",
         "min": "min({0}, {1})",
-        "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))"})
+        "select_gt": f"mix({vec}({{3}}), {vec}({{2}}), greaterThan({vec}({{0}}), {vec}({{1}})))",
+        "exp": "exp({0})", "div": "{0} / {1}"})
 
 
 # OpenCL C: C's operators and float literals with an f, and its fmax/fmin builtins for max and min (C's selects
 # elsewhere: gcc vectorizes a select); C casts, floatN vectors; an NDRange of any number of work-groups
 OPENCL = GpuApi(name="opencl", launch="NDRange", grid_in_groups=False, work_group="local size",
                 dialect=Dialect(literal=c_float, decl="float",
-                                forms=C.forms | {"max": "fmax({0}, {1})", "min": "fmin({0}, {1})"}),
+                                forms=C.forms | {"max": "fmax({0}, {1})", "min": "fmin({0}, {1})",
+                                                 "exp": "exp({0})"}),
                 count_as_float="(float)count", index_text=c_index,
                 vector_type=lambda n: f"float{n}" if n > 1 else "float", max_groups=None,
                 vectors_at_any_offset=True,

@@ -55,7 +55,9 @@ class Hvx(Target[HvxPlan, HvxProgram]):
         # an op naming no filter_layout takes the one the uint8 kernel's vrmpy reads (dense and depthwise)
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model,
                           default_budget=default_budget, roofs=HVX_ROOFS, loop_orders=self.loop_orders,
-                          filter_layouts=(("uint8", FILTER_LAYOUT),))
+                          filter_layouts=(("uint8", FILTER_LAYOUT),),
+                          # not sigmoid: HVX has no exp or divide in qf32, and uint8 keeps it float only
+                          activations=("none", "clamp", "hardsigmoid", "leaky_relu"))
 
     def target_plan(self, config: Config, plan: Plan) -> HvxPlan:
         return hvx_plan(config, plan)
