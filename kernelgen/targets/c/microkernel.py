@@ -71,7 +71,7 @@ class Tile:
     channel: str  # C: the channel offset of reduction channel rc (dense) or of the tile's vector kv (depthwise)
     filter_block: str  # C: the filter cache offset of the tile's first output channel block (dense: kv's)
     filter_tap: int  # filter cache elements between two taps (rh * kw + rw)
-    present: str = ""  # depthwise, C: whether vector kv has source channels ("": always); else it sums to 0
+    present: str = ""  # depthwise or grouped, C: whether block kv has source channels ("": always); else sums 0
     # depthwise over a source whose columns are unit-stride but channels are not (NCHW): vectors of LANES
     # pixels, GROUP channels at a time; `channels` their offsets (C, in kv), `inside` whether every column the
     # tile reads lies in the window (then no clamps)
@@ -240,6 +240,9 @@ def _dense(t: Tile) -> tuple[Node, ...]:
                 *pointers, reduction)),)),)),
         *(Stmt(code=" ".join(f"KG_STORE{x}(tile + {p * t.k_block} + kv * {t.width} + {v * t.lanes}, a{p}_{v});"
                              for v in v_range), summary=f"tile[{p}] = a{p}_*") for p in p_range))
+    if t.present:  # a grouped conv's stripe past its last group: no source to read, the sums stay 0
+        body = (*body[:-len(p_range) - 1], Guard(cond=t.present, body=(body[-len(p_range) - 1],)),
+                *body[-len(p_range):])
     return (Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"),
             Loop(var="kv", extent=t.k_block // t.width, body=body))
 

@@ -72,8 +72,11 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     out_k = shape_list[j][3]
     reduce = reduction_channels(cfg, shape_list)[j - 1] // op.groups
     depthwise = op.groups > 1 and reduce == 1 and op.groups == out_k == shape_list[j - 1][3]
-    if op.groups > 1 and not depthwise:
-        return None, "a grouped conv that is not depthwise"
+    grouped = op.groups > 1 and not depthwise  # a dense tile per group: each vector of outputs in one group
+    group_out = out_k // op.groups
+    if grouped and (group_out % LANES or s.k_block % LANES or (j == 1 and s.c_block)):
+        return None, (f"a grouped conv whose groups' {group_out} output channels are not whole vectors of {LANES} "
+                      f"(or a k_block of {s.k_block}, input-channel chunks)")
     if s.k_block % HALF:
         return None, f"k_block {s.k_block} is not a multiple of {HALF}"
     layout = cfg.input_layout if j == 1 else cfg.ops[j - 2].output_layout
@@ -89,7 +92,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         return None, (f"depthwise over a source layout ({layout.name}) with neither {LANES} consecutive channels "
                       f"nor consecutive columns (or channels not a multiple of {GROUP})")
     taps = op.kernel[0] * op.kernel[1]
-    vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise else 1
+    vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise and group_out % (2 * LANES) == 0 else 1
     lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
     in_place = filter_in_place(cfg, shape_list, j, cut.channels)  # the plan keeps no filter cache for it
     if not in_place and cut.channels * taps * (1 if depthwise else reduce) > filter_room:
@@ -153,6 +156,14 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     elif depthwise:
         channel, block, tap = part(src, "c", src_first, bounds), f"kv * {LANES}", cut.channels
         present = unproven([(k_first, "<", out_k)], bounds)
+    elif grouped:  # block kv's outputs are one group's: it sums that group's `reduce` input channels
+        block_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
+                            E.mul(E.Var("kv"), width))
+        group_first = E.mul(E.floordiv(block_first, group_out), reduce)
+        channel = part(src, "c", E.add(group_first, E.Var("rc")), bounds)
+        present = unproven([(block_first, "<", out_k)], bounds)  # a stripe's blocks past the op: no group to read
+        tap = reduce * width
+        block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
     else:
         channel, block, present = part(src, "c", E.Var("rc"), bounds), "", []
         tap = reduce * width
@@ -173,7 +184,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                      E.mul(geo.col_start[j - 1], -1))
     if loaded is not None:
         count = loaded
-    dot = _dot_product(op, src, reduce, shape_list[j], s) and not depthwise
+    dot = _dot_product(op, src, reduce, shape_list[j], s) and op.groups == 1
     rows, rows_present = "", []
     if dot and _rows_in_place(plan, j, out_k, reduce, shape_list[j - 1][3]):
         first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
@@ -190,7 +201,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                 vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
                 rows_present=rows_present[0] if rows_present else "")
     stride, first = 0, ""
-    if not depthwise and not dot:
+    if not depthwise and not dot and not grouped:
         chunked = j == 1 and s.c_block  # input-channel chunks: the tile sums chunk ci_outer's channels
         stride, inputs = _block_stride(plan, j, tile, math.ceil(produced / cut.channels) * cut.channels,
                                        cut.channels)
@@ -204,7 +215,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
             stride = 0
     if in_place and not stride:
         return None, "its filter tensor's blocks do not line up with the tile's (and the plan keeps no filter cache)"
-    if not depthwise and not dot and tile.width == WIDE and tile.lanes == LANES:
+    if not depthwise and not dot and not grouped and tile.width == WIDE and tile.lanes == LANES:
         ring = j == 1 and s.halo is Halo.REUSE and geo.halo_rows > 0  # input rows in a ring: not evenly spaced
         tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first, ring))
     if depthwise and not columns and found is None and _paired(tile.vector_channels):
