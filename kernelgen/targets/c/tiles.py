@@ -92,7 +92,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         return None, (f"depthwise over a source layout ({layout.name}) with neither {LANES} consecutive channels "
                       f"nor consecutive columns (or channels not a multiple of {GROUP})")
     taps = op.kernel[0] * op.kernel[1]
-    vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise and group_out % (2 * LANES) == 0 else 1
+    vectors = 2 if s.k_block % (2 * LANES) == 0 and not depthwise and not (grouped and group_out % (2 * LANES)) \
+        else 1
     lanes = LANES if s.k_block % LANES == 0 or depthwise else HALF
     in_place = filter_in_place(cfg, shape_list, j, cut.channels)  # the plan keeps no filter cache for it
     if not in_place and cut.channels * taps * (1 if depthwise else reduce) > filter_room:
