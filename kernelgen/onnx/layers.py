@@ -37,7 +37,12 @@ def pool(graph: Graph, index: int) -> ConvNode | str:
     if auto_pad == "VALID":
         pads = (0, 0, 0, 0)
     if int(attrs.get("ceil_mode", 0)):
-        return "ceil_mode 1 (output sizes rounded up)"
+        if node.op_type != "MaxPool":  # an average's divisor at the rounded-up edge is not a padding rule
+            return "ceil_mode 1 (output sizes rounded up) on an AveragePool"
+        extra = _ceil_padding(graph, node, (height, width), kernel, stride, pads)
+        if isinstance(extra, str):
+            return extra
+        pads = (pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1])
     if tuple(attrs.get("dilations", (1, 1))) != (1, 1):
         return "dilated pooling"
     if min(kernel) < 1 or min(stride) < 1 or min(pads) < 0:
@@ -51,6 +56,22 @@ def pool(graph: Graph, index: int) -> ConvNode | str:
     return ConvNode(weight="", bias=None, out_channels=channels, kernel=kernel, stride=stride, pad=pads,
                     dilation=(1, 1), groups=channels, kind=kind,
                     count_include_pad=bool(int(attrs.get("count_include_pad", 0))))
+
+
+def _ceil_padding(graph: Graph, node, size: tuple[int, int], kernel: tuple, stride: tuple, pads: tuple
+                  ) -> tuple[int, int] | str:
+    """A MaxPool's ceil_mode as padding: the rows and columns past the bottom and right pads its rounded-up output
+    reads (SqueezeNet's and GoogLeNet's 3x3 stride-2 pools). A max over a window reaching into the padding is the max
+    of its positions in the input, as onnxruntime's is, so extra padding is the whole of ceil_mode. The output size is
+    the model's own (shape inference)."""
+    out = graph.shapes.get(node.output[0])
+    if out is None or len(out) != 4 or not all(isinstance(d, int) for d in out[2:]):
+        return "ceil_mode 1 with no static output shape"
+    extra = tuple((o - 1) * s + k - (n + head + tail)
+                  for o, s, k, n, head, tail in zip(out[2:], stride, kernel, size, pads[:2], pads[2:]))
+    if min(extra) < 0:
+        return f"ceil_mode 1: an output of {list(out[2:])} where rounding up gives no more than rounding down"
+    return extra
 
 
 def spatial_mean_axes(graph: Graph, node) -> str | None:
