@@ -270,8 +270,8 @@ function(_kernelgen_native_quirks result_var)
   if(NOT DEFINED CACHE{${slot}})
     set(probe "${CMAKE_CURRENT_BINARY_DIR}/CMakeFiles/kernelgen_native_quirks")
     file(WRITE "${probe}/native.c" "int kernelgen_native;\n")
-    execute_process(COMMAND "${CMAKE_C_COMPILER}" -march=native -Werror -c "${probe}/native.c" -o "${probe}/native.o"
-                    RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE error)
+    execute_process(COMMAND "${CMAKE_C_COMPILER}" -march=native -Werror -fsyntax-only "${probe}/native.c"
+                    RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE error)  # no object: the build's own are counted
     set(quirks "")
     if(error MATCHES "-Winvalid-feature-combination")
       set(quirks "-Wno-invalid-feature-combination")
