@@ -164,3 +164,19 @@ def test_a_mul_of_a_sigmoid_by_another_tensor_is_no_silu(tmp_path):
     assert result.exit_code == 0, result.output
     assert "not generated (host steps in network.yaml, run by onnxruntime): Mul\n" in result.output, result.output
     assert [op.activation for op in api.load_config(tmp_path / "g" / "conv.yaml").ops] == ["sigmoid"]
+
+
+@requires_tool(*ONNX)
+def test_a_target_without_sigmoid_keeps_the_convs_and_leaves_the_sigmoids_to_onnxruntime(tmp_path):
+    """hvx computes no sigmoid: its float import folds none (the convs stay kernels, as before sigmoid existed),
+    where folding would have made every such conv's config fail and left the conv itself to onnxruntime (the
+    squeeze-excite gate's Mul is a kernel)."""
+    import onnx_models
+
+    b = onnx_models.Builder(7)
+    path = onnx_models.save(b.model("x", [1, 8, 10, 9], _efficientnet_block(b)), tmp_path / "b0.onnx")
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "h"), "--target", "hvx"])
+    assert result.exit_code == 0, result.output
+    assert "not imported" not in result.output, result.output
+    assert "not generated (host steps in network.yaml, run by onnxruntime): Sigmoid x4, Mul x3" in result.output, \
+        result.output

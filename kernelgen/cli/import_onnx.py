@@ -131,6 +131,13 @@ def _progress(nodes: int):
         yield reached
 
 
+def _activations(targets: tuple[str, ...]) -> frozenset[str] | None:
+    """The activation kinds every one of the targets computes (None: every kind): what float convs may fold."""
+    listed = [TARGETS[t].info().activations for t in targets]
+    known = [frozenset(kinds) for kinds in listed if kinds is not None]
+    return frozenset.intersection(*known) if known else None
+
+
 def _plan_problem(group) -> str:
     """Why the planner rejects a candidate group ("" when it plans): for a target without a fusion cost, whose
     chains are not planned while they are cut."""
@@ -211,6 +218,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         fusion = Fusion(coster=fusion_coster(floats[0]), max_ops=max_ops, cut_after=frozenset(cuts),
                         quant_coster=fusion_coster(quantized[0]) if quantized else None, check=_plan_problem,
                         channels_last=all(TARGETS[t].info().channels_last_caches for t in floats),
+                        activations=_activations(floats),
                         filter_layout=layouts.pop() if len(layouts) == 1 else "")
         with _progress(len(graph.nodes)) as reached:
             imported = import_graph(graph, out_dir, floats, fusion if reached is None else

@@ -46,6 +46,7 @@ class ActivationForm:
     convert: Callable[[Graph, object], Activation | None]  # the node's activation; None: not one a config holds
     gate: bool = False  # uint8: folded only between DequantizeLinear and QuantizeLinear (not a clamp of the bytes)
     float_only: bool = False  # never folded into a uint8 conv
+    kind: str = "clamp"  # its kind (kernelgen/ops ACTIVATIONS key): what a target may not compute
 
 
 def _of_kind(kind: type[ops.Activation]) -> ActivationForm:
@@ -53,7 +54,7 @@ def _of_kind(kind: type[ops.Activation]) -> ActivationForm:
     reads; uint8 folds it as a clamp of the bytes or, for a table kind, only between DequantizeLinear and
     QuantizeLinear."""
     return ActivationForm(lambda graph, node: kind.from_onnx(node.op_type, _attributes(node)),
-                          gate=kind.UINT8 == "table", float_only=not kind.UINT8)
+                          gate=kind.UINT8 == "table", float_only=not kind.UINT8, kind=kind.KEY)
 
 
 ACTIVATIONS: dict[str, ActivationForm] = {
@@ -62,12 +63,13 @@ ACTIVATIONS: dict[str, ActivationForm] = {
 }
 
 
-def activation(graph: Graph, index: int, gates: bool = True) -> Activation | None:
+def activation(graph: Graph, index: int, gates: bool = True, kinds: frozenset[str] | None = None
+               ) -> Activation | None:
     """The node at `index` as kernelgen's activation, or None when it is none a config can hold; with gates False
-    only the clamps (what a uint8 conv's store folds in)."""
+    only the clamps (what a uint8 conv's store folds in); `kinds`: the kinds the targets compute (None: all)."""
     node = graph.nodes[index]
     form = ACTIVATIONS.get(node.op_type)
-    if form is None or (not gates and (form.gate or form.float_only)):
+    if form is None or (not gates and (form.gate or form.float_only)) or (kinds is not None and form.kind not in kinds):
         return None
     return form.convert(graph, node)
 

@@ -34,6 +34,8 @@ class Fusion:
     # float kernels are NHWC in the network (layouts.py)
     channels_last: bool = False
     filter_layout: str = ""  # named on the float dense convs (fchain.float_group): what the targets read in place
+    # the activation kinds every float target computes (TargetInfo.activations; None: all): others stay host steps
+    activations: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,11 @@ class ChainOp:
     activation: Activation = "none"
 
 
-def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]) -> list[ChainOp]:
+def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int],
+           activations: frozenset[str] | None = None) -> list[ChainOp]:
     """The chain of ops from `start` ((lead nodes, the op's node, the op)), each conv with the Add and the activation
     it folds in (nodes an earlier group took stay its: the other branch of a two-branch add meets an Add its partner
-    branch already folded)."""
+    branch already folded); `activations`: the kinds every target computes (None: all), others stay host steps."""
     lead, index, conv = start
     # tensor j of the group: its input, then each op's result
     chain = [graph.nodes[lead[0]].input[0] if lead else layers.op_input(graph, index, conv)]
@@ -48,11 +49,12 @@ def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
                 tensor = graph.nodes[reader].output[0]
                 op.members.append(reader)
                 reader = graph.sole_consumer(tensor)
-        if not pool and reader is not None and fused_activation(graph, reader) is not None:
-            op.activation = fused_activation(graph, reader)
+        if not pool and reader is not None and fused_activation(graph, reader, kinds=activations) is not None:
+            op.activation = fused_activation(graph, reader, kinds=activations)
             op.members.append(reader)
             tensor = graph.nodes[reader].output[0]
-        elif not pool and (swish := silu(graph, tensor)) is not None:  # x * Sigmoid(x): two readers of the result
+        elif not pool and (activations is None or "sigmoid" in activations) and (swish := silu(graph, tensor)):
+            # x * Sigmoid(x): two readers of the result
             op.activation = "silu"
             op.members.extend(swish)
             tensor = graph.nodes[swish[1]].output[0]

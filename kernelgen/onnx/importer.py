@@ -115,8 +115,8 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
         if isinstance(start, str):
             why_not[index] = start
         elif start is not None and not taken & {*start[0], start[1]}:
-            _take(graph, fchain(graph, start, taken), path, out_dir, targets, fusion, namer, taken, configs,
-                  notes, why_not)
+            _take(graph, fchain(graph, start, taken, fusion.activations), path, out_dir, targets, fusion, namer,
+                  taken, configs, notes, why_not)
     skipped = tuple((node_id(n), n.op_type, why_not.get(i, "")) for i, n in enumerate(graph.nodes)
                     if i not in taken and not graph.computes_constant(i))
     manifest = network_yaml(graph, configs, os.path.relpath(Path(path).resolve(), Path(out_dir).resolve()),
