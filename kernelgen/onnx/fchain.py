@@ -49,8 +49,9 @@ def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
                 tensor = graph.nodes[reader].output[0]
                 op.members.append(reader)
                 reader = graph.sole_consumer(tensor)
-        if not pool and reader is not None and fused_activation(graph, reader, kinds=activations) is not None:
-            op.activation = fused_activation(graph, reader, kinds=activations)
+        folded = None if pool or reader is None else fused_activation(graph, reader, kinds=activations)
+        if folded is not None:
+            op.activation = folded
             op.members.append(reader)
             tensor = graph.nodes[reader].output[0]
         elif not pool and (activations is None or "sigmoid" in activations) and (swish := silu(graph, tensor)):

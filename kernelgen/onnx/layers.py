@@ -18,9 +18,9 @@ def pool(graph: Graph, index: int) -> ConvNode | str:
         return "it also returns the argmax indices"
     _, channels, height, width = shape
     if node.op_type == "ReduceMean":  # MNASNet's x.mean([2, 3]): a global average pool, [N, C] or [N, C, 1, 1]
-        axes = spatial_mean_axes(graph, node)
-        if axes is not None:
-            return axes
+        why = not_spatial_mean(graph, node)
+        if why is not None:
+            return why
     if node.op_type in ("GlobalAveragePool", "ReduceMean"):
         return ConvNode(weight="", bias=None, out_channels=channels, kernel=(height, width), stride=(1, 1),
                         pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels, kind="global_avgpool")
@@ -74,7 +74,7 @@ def _ceil_padding(graph: Graph, node, size: tuple[int, int], kernel: tuple, stri
     return extra
 
 
-def spatial_mean_axes(graph: Graph, node) -> str | None:
+def not_spatial_mean(graph: Graph, node) -> str | None:
     """Why a ReduceMean of an NCHW tensor is not a mean over its rows and columns (axes 2 and 3, in either sign, as an
     attribute or, from opset 18, a constant input); None when it is one."""
     attrs = _attributes(node)

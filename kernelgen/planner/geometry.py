@@ -139,7 +139,7 @@ def channel_striped_input(config: Config) -> bool:
     channel k reads input channel k alone (a pool or a mul; a depthwise conv, one filter per channel), the input is
     read inside the channel-stripe loop (channels_outer), in one chunk, for targets whose kernels read it so
     (Config.channel_striped_inputs). Elsewhere a stripe's input window holds every channel: a later op, or a dense
-    first op, reads them all. (MobileNetV3-Large's 5x5 depthwise over 14x14x672 asked for 680 KiB of caches when it
+    first op, reads them all. (MobileNetV3-Large's 5x5 depthwise over 14x14x672 asked for 790,528 bytes of caches when it
     counted all 672 channels in each stripe's input window, past a 512 KiB L2, and ran in onnxruntime.)"""
     return config.schedule.order is LoopOrder.CHANNELS_OUTER and lone_channelwise_op(config)
 

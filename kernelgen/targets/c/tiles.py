@@ -157,16 +157,14 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     elif depthwise:
         channel, block, tap = part(src, "c", src_first, bounds), f"kv * {LANES}", cut.channels
         present = unproven([(k_first, "<", out_k)], bounds)
-    elif grouped:  # block kv's outputs are one group's: it sums that group's `reduce` input channels
-        block_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
-                            E.mul(E.Var("kv"), width))
-        group_first = E.mul(E.floordiv(block_first, group_out), reduce)
-        channel = part(src, "c", E.add(group_first, E.Var("rc")), bounds)
-        present = unproven([(block_first, "<", out_k)], bounds)  # a stripe's blocks past the op: no group to read
-        tap = reduce * width
-        block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
     else:
-        channel, block, present = part(src, "c", E.Var("rc"), bounds), "", []
+        channel, present = part(src, "c", E.Var("rc"), bounds), []
+        if grouped:  # block kv's outputs are one group's: it sums that group's `reduce` input channels
+            block_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
+                                E.mul(E.Var("kv"), width))
+            group_first = E.mul(E.floordiv(block_first, group_out), reduce)
+            channel = part(src, "c", E.add(group_first, E.Var("rc")), bounds)
+            present = unproven([(block_first, "<", out_k)], bounds)  # a stripe's blocks past the op: no group
         tap = reduce * width
         block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
     found = None
