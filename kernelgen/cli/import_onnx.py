@@ -235,10 +235,12 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             path = Path(out_dir) / "network.yaml"
             write_if_changed(path, imported.manifest)
             hosts = len(re.findall(r"^  - host:", imported.manifest, re.MULTILINE))
-            between = f"and {hosts} host step(s) between them" if hosts else "and no host step"
+            concats = len(re.findall(r"^  - concat:", imported.manifest, re.MULTILINE))
+            between = (f", {concats} concat step(s) " if concats else " ") + (
+                f"and {hosts} host step(s) between them" if hosts else "and no host step")
             nhwc = imported.manifest.count("dtype: float32, layout: NHWC}")
             relaid = f"; {nhwc} tensor(s) NHWC between kernels, as they compute" if nhwc else ""
-            click.echo(f"network {path}: {len(imported.configs)} kernel(s) {between}, in order{relaid}")
+            click.echo(f"network {path}: {len(imported.configs)} kernel(s){between}, in order{relaid}")
         if fusion.coster is None and "float32" in chosen:
             costed = " or ".join(name for name in TARGETS if fusion_coster(name) is not None)
             click.echo(f"note: the {floats[0]} target has no fusion cost: it runs one kernel per conv2d (intermediates "
@@ -257,6 +259,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         shown = ", ".join(imported.converted[:3]) + (f" and {len(imported.converted) - 3} more"
                                                      if len(imported.converted) > 3 else "")
         click.echo(f"converted by kernelgen (convert steps in network.yaml): {shown}")
+    if imported.copied:
+        click.echo(f"copied by kernelgen (concat steps in network.yaml, along the channels): "
+                   f"{len(imported.copied)} Concat node(s)")
     for line in _left_lines(imported.skipped, bool(imported.manifest)):
         click.echo(line)
     if not imported.configs:

@@ -111,7 +111,7 @@ def _validate_one(network: Network, target: str, seed: int | None, as_json: bool
         if as_json:
             click.echo(json.dumps({
                 "network": network.name, "target": target, "step": run.step.index, "kind":
-                "kernel" if run.step.is_kernel else "convert" if run.step.convert else "host", "name": run.step.label, "status": status,
+                run.step.kind, "name": run.step.label, "status": status,
                 "seconds": round(run.seconds, 4), "seed": record.seed if record is not None else None,
                 "checked": record.checked if record is not None else "onnxruntime",
                 "max_abs_error": number(record.max_abs_error) if record is not None else None,
@@ -382,7 +382,7 @@ def _network_summary(network: Network) -> dict:
                          "workspace_bytes": p.workspace_bytes, "inputs": list(step.inputs),
                          "outputs": list(step.outputs)})
         else:
-            rows.append({"step": step.index, "kind": "convert" if step.convert else "host", "name": step.label,
+            rows.append({"step": step.index, "kind": step.kind, "name": step.label,
                          "nodes": list(step.nodes),
                          "inputs": list(step.inputs), "outputs": list(step.outputs)})
     return {"network": network.name, "model": str(network.model), "steps": rows, "arena_bytes": arena.size_bytes,

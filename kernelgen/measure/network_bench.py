@@ -26,7 +26,7 @@ from .records import BenchOptions
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepTime:
     step: int
-    kind: str  # kernel, host, convert
+    kind: str  # kernel, host, convert, concat
     name: str
     seconds: float  # NaN: measured by counters, not a clock (hvx under QEMU: packets)
     flops: int
@@ -77,7 +77,7 @@ def bench_network(target: Primitives, network: Network, jobs: Mapping[str, Job],
                 start = time.perf_counter()
                 host(expected | feeds)
                 times.append(time.perf_counter() - start)
-            rows.append(StepTime(step=step.index, kind="convert" if step.convert else "host", name=step.label,
+            rows.append(StepTime(step=step.index, kind=step.kind, name=step.label,
                                  seconds=statistics.median(times), flops=0, executed_flops=0, bytes=0, packets=None))
     total = sum(r.seconds for r in rows if not r.counted)
     packets = sum(r.packets or 0 for r in rows if r.counted)

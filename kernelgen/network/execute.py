@@ -109,11 +109,13 @@ def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracl
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):
-    """A host or convert step as a function {input name: array} -> {output name: array} (a host step: one
+    """A host, convert or concat step as a function {input name: array} -> {output name: array} (a host step: one
     onnxruntime session, `oracle`'s, by default network_oracle's: a quantized conv left to the host computes what
     the reference does)."""
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
+    if step.concat:
+        return lambda values: {step.outputs[0]: np.concatenate([values[t] for t in step.inputs], axis=1)}
     key = f"steps[{step.index}].host"
     entries = (oracle or network_oracle(network)).entries
     with _blamed_on(network, key):

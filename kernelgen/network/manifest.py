@@ -48,6 +48,10 @@ class StepModel(StrictModel):
         default=None, description="'quantize' or 'dequantize': ONNX's QuantizeLinear or DequantizeLinear of one tensor "
                                   "at the uint8 side's scale and zero point, run by kernelgen (a quantized network's "
                                   "float input and output)")
+    concat: Union[Literal["channels"], None] = Field(
+        default=None, description="'channels': ONNX's Concat along axis 1 of NCHW images, run by kernelgen: the "
+                                  "inputs' channels one after another in the output, as a copy (equal dtypes, and a "
+                                  "uint8 network's equal scales and zero points)")
     ops: Union[conlist(Annotated[str, Field(strict=True)]), None] = Field(
         default=None, description="the host nodes' ONNX op types (for the reader)")
     inputs: conlist(TensorName, min_length=1) = Field(description="a list of tensor names the step reads")
@@ -91,10 +95,21 @@ class Step:
     nodes: tuple[str, ...] = ()  # a host step's ONNX nodes
     op_types: tuple[str, ...] = ()
     convert: str = ""  # "quantize" or "dequantize": a conversion kernelgen runs (network/execute.py convert)
+    concat: bool = False  # the inputs' channels one after another: a copy kernelgen runs (execute.concat)
 
     @property
     def is_kernel(self) -> bool:
         return self.config is not None
+
+    @property
+    def kind(self) -> str:
+        """kernel, convert, concat (what kernelgen runs) or host (what onnxruntime runs)."""
+        return "kernel" if self.config is not None else "convert" if self.convert else \
+            "concat" if self.concat else "host"
+
+    @property
+    def is_host(self) -> bool:
+        return self.kind == "host"
 
     @property
     def label(self) -> str:
@@ -102,6 +117,8 @@ class Step:
             return self.config.name
         if self.convert:
             return self.convert
+        if self.concat:
+            return "concat"
         return "host " + "+".join(dict.fromkeys(self.op_types or ("nodes",)))
 
 
@@ -189,8 +206,8 @@ class _Checker:
                                           f"of the input is the caller's)")
         steps = [self._step(k, s, tensors) for k, s in enumerate(m.steps)]
         if not any(s.kernel is not None for s in m.steps):
-            self.fail(("steps",), "expected at least one kernel step (kernel: a config name): with host and convert "
-                                  "steps only, kernelgen has nothing to generate or check (onnxruntime runs the model)")
+            self.fail(("steps",), "expected at least one kernel step (kernel: a config name): with host, convert and "
+                                  "concat steps only, kernelgen has nothing to generate or check (onnxruntime runs the model)")
         self._order(steps)
         if self.problems:
             raise ConfigError(self.problems)
@@ -210,9 +227,9 @@ class _Checker:
                                                           f"nhwc-8h8w32c, ...), got {tensor.layout!r}: {error}")
 
     def _step(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> Step:
-        if sum(x is not None for x in (s.kernel, s.host, s.convert)) != 1:
-            self.fail(("steps", k), "expected exactly one of kernel: (a config name), host: (ONNX nodes) or convert: "
-                                    "(quantize or dequantize)")
+        if sum(x is not None for x in (s.kernel, s.host, s.convert, s.concat)) != 1:
+            self.fail(("steps", k), "expected exactly one of kernel: (a config name), host: (ONNX nodes), convert: "
+                                    "(quantize or dequantize) or concat: channels")
         for where in ("inputs", "outputs"):
             for i, name in enumerate(getattr(s, where)):
                 if name not in tensors:
@@ -233,8 +250,44 @@ class _Checker:
                     self._wiring(k, s, config, tensors)
         if s.convert is not None:
             self._conversion(k, s, tensors)
+        if s.concat is not None:
+            self._concatenation(k, s, tensors)
         return Step(index=k, inputs=tuple(s.inputs), outputs=tuple(s.outputs), config=config,
-                    nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()), convert=s.convert or "")
+                    nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()), convert=s.convert or "",
+                    concat=s.concat is not None)
+
+    def _concatenation(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
+        """concat: channels: NCHW images of one batch, height and width, whose channels add up to the output's, all
+        of one dtype; uint8 ones of one scale and zero point (a copy of bytes: a concat that requantizes is ONNX
+        nodes for onnxruntime)."""
+        if len(s.outputs) != 1:
+            self.fail(("steps", k, "outputs"), f"expected one output for concat: channels, got {len(s.outputs)}")
+            return
+        result = tensors.get(s.outputs[0])
+        parts = [(i, tensors.get(name)) for i, name in enumerate(s.inputs)]
+        if result is None or any(t is None for _, t in parts):
+            return
+        for where, tensor in (*((("inputs", i), t) for i, t in parts), (("outputs", 0), result)):
+            if len(tensor.shape) != 4:
+                self.fail(("steps", k, *where), f"expected an NCHW image for concat: channels, got {tensor.name!r} "
+                                                f"of shape {list(tensor.shape)}")
+                return
+            if tensor.dtype != result.dtype:
+                self.fail(("steps", k, *where), f"dtype mismatch: {tensor.name!r} is {tensor.dtype}, the concat's "
+                                                f"output {result.name!r} {result.dtype} (a concat copies)")
+            elif (tensor.scale, tensor.zero_point) != (result.scale, result.zero_point):
+                self.fail(("steps", k, *where), f"{tensor.name!r} has scale {tensor.scale} and zero point "
+                                                f"{tensor.zero_point}, the output {result.scale} and "
+                                                f"{result.zero_point}: a concat copies bytes, it does not requantize")
+        n, _, h, w = result.shape
+        for i, tensor in parts:
+            if (tensor.shape[0], *tensor.shape[2:]) != (n, h, w):
+                self.fail(("steps", k, "inputs", i), f"shape mismatch: {tensor.name!r} is {list(tensor.shape)}; the "
+                                                     f"output's batch, height and width are {[n, h, w]}")
+        channels = sum(t.shape[1] for _, t in parts)
+        if channels != result.shape[1]:
+            self.fail(("steps", k, "outputs", 0), f"shape mismatch: the inputs' channels add up to {channels}, the "
+                                                  f"output {result.name!r} has {result.shape[1]}")
 
     def _conversion(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
         """quantize: one float32 tensor to one uint8 tensor of the same shape with a scale and zero point;

@@ -101,7 +101,7 @@ def program_names(network: Network, embed: bool) -> tuple[str, ...]:
 
 def why_no_program(network: Network) -> str:
     """Why the network cannot be a program on its own; "" when it can."""
-    hosts = [s for s in network.steps if not s.is_kernel and not s.convert]
+    hosts = [s for s in network.steps if s.is_host]
     if hosts:
         return (f"{len(hosts)} host step(s) ({', '.join(dict.fromkeys(t for s in hosts for t in s.op_types))}), "
                 f"which run in onnxruntime: call {network.name}_run from your own program with a host callback")

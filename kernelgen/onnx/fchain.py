@@ -10,7 +10,7 @@ from ..layout import FILTER_DIMS, parse_layout
 from . import layers
 from .activations import Activation, activation as fused_activation, silu
 from .converters import float_op
-from .graph import ConvNode, Graph
+from .graph import ConvNode, Graph, _attributes
 from .group_config import GroupConfig, Op, Side
 
 
@@ -59,6 +59,10 @@ def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
             op.activation = "silu"
             op.members.extend(swish)
             tensor = graph.nodes[swish[1]].output[0]
+        flatten = _trailing_flatten(graph, tensor)
+        if flatten is not None:  # the last op's [N, C, 1, 1] as the [N, C] the model goes on with: the same bytes
+            op.members.append(flatten)
+            tensor = graph.nodes[flatten].output[0]
         op.out = tensor
         ops.append(op)
         chain.append(tensor)
@@ -73,6 +77,20 @@ def fchain(graph: Graph, start: tuple[list[int], int, ConvNode], taken: set[int]
             break
         lead, index, conv = following[0][1]
     return cut_escapes(graph, ops)
+
+
+def _trailing_flatten(graph: Graph, tensor: str) -> int | None:
+    """The Flatten (axis 1) that alone reads a 1x1 image and leads to no classifier (SqueezeNet's last node, after its
+    global pool): folded into the op before it, whose [N, C, 1, 1] result it reshapes to [N, C] without moving a
+    byte. A Flatten before a Gemm stays the classifier's lead node (layers.flatten_op)."""
+    reader = graph.sole_consumer(tensor)
+    shape = graph.shapes.get(tensor)
+    if reader is None or tensor in graph.outputs or shape is None or len(shape) != 4 or shape[2:] != (1, 1):
+        return None
+    node = graph.nodes[reader]
+    if node.op_type != "Flatten" or int(_attributes(node).get("axis", 1)) != 1:
+        return None
+    return reader if layers.flattened_gemm(graph, reader) is None else None
 
 
 def _residual_source(graph: Graph, add: int, tensor: str, chain: list[str], ops: list[ChainOp], conv: ConvNode

@@ -6,12 +6,12 @@ transposed into them and an NCHW output transposed back, at every kernel boundar
 write and read is better held as they compute it: the input read becomes one run per window row and the write-back
 a plain copy. The network's own inputs and outputs stay as ONNX holds them (the caller's buffers: the first and
 last kernel transpose once), and so does every tensor a host step (onnxruntime) reads or writes, or that is not an
-image (a classifier's [N, C]).
+image (a classifier's [N, C]). A concat step copies in whichever layout its tensors have, so it keeps none NCHW.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Collection, Iterable, Mapping, Protocol, Sequence
 
 from .group_config import GroupConfig
 
@@ -30,13 +30,15 @@ StepTensors = tuple[int | tuple[int, ...], Sequence[str], Sequence[str]]
 
 
 def channels_last_tensors(steps: Iterable[StepTensors], kernels: Sequence[Kernel], ends: Iterable[str],
-                          shapes: Mapping[str, tuple[int, ...]]) -> frozenset[str]:
-    """The 4-D tensors every step touching which is a float kernel, none of them a network input or output (`ends`).
-    The caller passes the steps only when the kernels' targets all compute channels innermost."""
+                          shapes: Mapping[str, tuple[int, ...]], copies: Collection[tuple[int, ...]] = ()
+                          ) -> frozenset[str]:
+    """The 4-D tensors every step touching which is a float kernel or a concat step (`copies`: their nodes), none
+    of them a network input or output (`ends`). The caller passes the steps only when the kernels' targets all
+    compute channels innermost."""
     floats = {k for k, kernel in enumerate(kernels) if kernel.config.quant is None}
     touched: dict[str, bool] = {}  # tensor -> whether only float kernels touch it so far
     for what, inputs, outputs in steps:
-        by_float_kernel = isinstance(what, int) and what in floats
+        by_float_kernel = (isinstance(what, int) and what in floats) or what in copies
         for tensor in (*inputs, *outputs):
             touched[tensor] = touched.get(tensor, True) and by_float_kernel
     outside = set(ends)

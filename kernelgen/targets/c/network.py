@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
+from ...network.concat_copy import ConcatPart, concat_parts
 from ...network.driver_text import check_c_name, c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
@@ -91,6 +92,7 @@ class StepRow:
     workspace_offset: int  # bytes from the arena's start; -1: none
     args: tuple[str, ...]  # a kernel's call, argument by argument
     threads: int = 1  # a kernel's OpenMP team by default (>1: it has <kernel>_set_threads)
+    copies: tuple[tuple[TensorRow, ConcatPart], ...] = ()  # a concat step's: each input and the copy into its channels
 
 
 def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan, flags_line: str = ""
@@ -103,8 +105,9 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
     arena = plan_arena(network, spaces)
     tensors = _tensor_rows(network, arena)
     weights = _weight_rows(network, plans, packed)
+    layouts = {name: row.layout for name, row in tensors.items()}
     steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena, spaces.get(step.index, 0))
-                  for step in network.steps)
+                  if not step.concat else _concat_row(network, step, tensors, layouts) for step in network.steps)
     teams = {step.index: jobs[step.config.name].target_plan.threads for step in network.kernels}
     steps = tuple(replace(s, threads=teams.get(s.index, 1)) for s in steps)
     net = network.name
@@ -196,7 +199,7 @@ def _held(network: Network, name: str) -> str | None:
     if layout not in AXES:
         raise network.problem(f"tensors.{name}.layout", f"network.c holds tensors NCHW or, between kernels, NHWC; "
                                                         f"{name!r} is {layout}")
-    outside = {*network.inputs, *network.outputs} | {t for s in network.steps if not s.is_kernel
+    outside = {*network.inputs, *network.outputs} | {t for s in network.steps if s.is_host
                                                      for t in (*s.inputs, *s.outputs)}
     if layout == "NHWC" and name in outside:
         raise network.problem(f"tensors.{name}.layout", f"{name!r} is NHWC, but the caller or a host step reads or "
@@ -244,6 +247,16 @@ def _op_order(tensor: PlanTensor) -> tuple[int, int]:
     if match is None:
         raise KernelgenError(f"network.c knows a kernel's filter<j> and bias<j> arguments, not {tensor.name!r}")
     return int(match.group(2)), match.group(1) == "bias"
+
+
+def _concat_row(network: Network, step: Step, tensors: Mapping[str, TensorRow], layouts: dict[str, str]
+                ) -> StepRow:
+    """A concat step: network.c copies each input into its channels of the output (network/concat_copy.py)."""
+    inputs = tuple(tensors[t] for t in step.inputs)
+    parts = concat_parts(network, step, layouts)
+    return StepRow(index=step.index, host=False, name=c_string("concat"), function="", label="concat", nodes=(),
+                   node_comments=(), inputs=inputs, outputs=(tensors[step.outputs[0]],), workspace_bytes=0,
+                   workspace_offset=-1, args=(), copies=tuple(zip(inputs, parts)))
 
 
 def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], weights: tuple[WeightRow, ...],

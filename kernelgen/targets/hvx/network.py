@@ -83,7 +83,7 @@ class StepRow:
 
 
 def _host_steps(network: Network) -> list:
-    return [step for step in network.steps if not step.is_kernel and not step.convert]
+    return [step for step in network.steps if step.kind in ("host", "concat")]
 
 
 def refusal(network: Network) -> str:
@@ -92,8 +92,10 @@ def refusal(network: Network) -> str:
     hosts = _host_steps(network)
     if not hosts:
         return ""
-    return (f"the hvx network driver runs kernels and convert steps only: {hosts[0].label} (ONNX nodes onnxruntime "
-            f"runs) has no place on the DSP")
+    what = ("a copy of channels between packed uint8 tensors, which it does not make yet" if hosts[0].concat else
+            "ONNX nodes onnxruntime runs")
+    return (f"the hvx network driver runs kernels and convert steps only: {hosts[0].label} ({what}) has no place on "
+            f"the DSP")
 
 
 def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan, flags_line: str = ""
@@ -103,7 +105,8 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
     check_c_name(network)
     refused = refusal(network)
     if refused:
-        raise network.problem(f"steps[{_host_steps(network)[0].index}].host", refused)
+        first = _host_steps(network)[0]
+        raise network.problem(f"steps[{first.index}].{first.kind}", refused)
     jobs_of = {step.index: _checked_job(network, step, jobs) for step in network.kernels}
     arch, vtcm_limit = _arch(network, jobs_of)
     vtcm = _vtcm_bytes(network, jobs_of, vtcm_limit, arch)

@@ -101,11 +101,11 @@ class GpuNetwork:
 
 
 def refusal(network: Network) -> str:
-    """A host or convert step has no place in one command buffer."""
+    """A host, convert or concat step has no place in one command buffer."""
     other = [s for s in network.steps if not s.is_kernel]
     if not other:
         return ""
-    what = "a conversion" if other[0].convert else "ONNX nodes onnxruntime runs"
+    what = {"convert": "a conversion", "concat": "a copy of channels"}.get(other[0].kind, "ONNX nodes onnxruntime runs")
     return (f"the vulkan network driver runs kernels only: {other[0].label} ({what}) cannot be recorded into its "
             f"command buffer")
 

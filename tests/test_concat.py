@@ -1,0 +1,240 @@
+"""Concat along the channels as a step kernelgen runs (`concat: channels` in network.yaml): the manifest's checks, the
+copies network.c makes in each pair of layouts, and imported Inception and SqueezeNet blocks run whole as programs
+(the Concats were onnxruntime's host steps before, so such networks had no program)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import requires_tool
+
+from kernelgen import api
+from kernelgen.cli import main
+from kernelgen.errors import ConfigError
+from kernelgen.network.concat_copy import concat_parts
+from kernelgen.network.manifest import Network, Step, Tensor, load_network
+
+ONNX = ("py:onnx", "py:onnxruntime")
+
+
+def _network(shapes: dict[str, tuple[int, ...]], dtype: str = "float32") -> tuple[Network, Step]:
+    tensors = {name: Tensor(name, shape, dtype, None) for name, shape in shapes.items()}
+    *inputs, output = shapes
+    step = Step(index=0, inputs=tuple(inputs), outputs=(output,), concat=True)
+    return Network(name="n", path="n.yaml", model=None, inputs=tuple(inputs), outputs=(output,), tensors=tensors,
+                   steps=(step,)), step
+
+
+def _copied(network: Network, step: Step, layouts: dict[str, str], values: dict[str, np.ndarray]) -> np.ndarray:
+    """What network.c's loops write: each part's loops and memcpy replayed over bytes."""
+    out = network.tensors[step.outputs[0]]
+    to = bytearray(out.nbytes)
+    for part in concat_parts(network, step, layouts):
+        source = values[part.source]
+        held = source.transpose(0, 2, 3, 1) if layouts[part.source] == "NHWC" else source
+        raw = np.ascontiguousarray(held).tobytes()
+        for index in np.ndindex(*(loop.extent for loop in part.loops)):
+            t = part.to_offset + sum(i * loop.to_stride for i, loop in zip(index, part.loops))
+            f = sum(i * loop.from_stride for i, loop in zip(index, part.loops))
+            to[t:t + part.run_bytes] = raw[f:f + part.run_bytes]
+    n, c, h, w = out.shape
+    flat = np.frombuffer(bytes(to), out.dtype)
+    return flat.reshape(n, h, w, c).transpose(0, 3, 1, 2) if layouts[out.name] == "NHWC" else flat.reshape(n, c, h, w)
+
+
+@pytest.mark.parametrize("layout_in, layout_out", [("NHWC", "NHWC"), ("NCHW", "NCHW"), ("NHWC", "NCHW"),
+                                                   ("NCHW", "NHWC")])
+def test_the_copies_put_each_input_at_its_channels_in_every_pair_of_layouts(layout_in, layout_out):
+    network, step = _network({"a": (2, 3, 4, 5), "b": (2, 5, 4, 5), "c": (2, 1, 4, 5), "y": (2, 9, 4, 5)})
+    rng = np.random.default_rng(1)
+    values = {t: rng.standard_normal(network.tensors[t].shape).astype(np.float32) for t in "abc"}
+    layouts = {"a": layout_in, "b": layout_in, "c": layout_in, "y": layout_out}
+    got = _copied(network, step, layouts, values)
+    np.testing.assert_array_equal(got, np.concatenate([values[t] for t in "abc"], axis=1))
+
+
+def test_equal_layouts_copy_runs_and_mixed_ones_transpose():
+    network, step = _network({"a": (1, 64, 55, 55), "b": (1, 64, 55, 55), "y": (1, 128, 55, 55)})
+    nhwc = concat_parts(network, step, dict.fromkeys("aby", "NHWC"))
+    # SqueezeNet's fire module: a run of the input's 64 channels each pixel, the output's pixels 128 channels wide
+    assert [(p.to_offset, p.run_bytes, [(l.extent, l.to_stride, l.from_stride) for l in p.loops]) for p in nhwc] == [
+        (0, 256, [(3025, 512, 256)]), (256, 256, [(3025, 512, 256)])]
+    nchw = concat_parts(network, step, dict.fromkeys("aby", "NCHW"))
+    assert [(p.to_offset, p.run_bytes, p.loops) for p in nchw] == [(0, 774400, ()), (774400, 774400, ())]  # planes
+    batch, step2 = _network({"a": (2, 3, 4, 4), "b": (2, 5, 4, 4), "y": (2, 8, 4, 4)}, "uint8")
+    parts = concat_parts(batch, step2, dict.fromkeys("aby", "NCHW"))
+    assert [(p.to_offset, p.run_bytes, [(l.extent, l.to_stride, l.from_stride) for l in p.loops]) for p in parts] == [
+        (0, 48, [(2, 128, 48)]), (48, 80, [(2, 128, 80)])]
+    mixed = concat_parts(network, step, {"a": "NHWC", "b": "NHWC", "y": "NCHW"})
+    assert mixed[1].run_bytes == 4 and mixed[1].to_offset == 64 * 55 * 55 * 4
+    assert [(l.extent, l.to_stride, l.from_stride) for l in mixed[1].loops] == [(3025, 4, 256), (64, 12100, 4)]
+
+
+def _manifest(tmp_path, steps: str, tensors: str, inputs: str = "x") -> str:
+    import onnx_models
+
+    b = onnx_models.Builder(1)
+    onnx_models.save(b.model("x", [1, 4, 5, 5], b.conv("c1", "x", 4, 4, 1)), tmp_path / "m.onnx")
+    (tmp_path / "k.yaml").write_text("""
+name: k
+dtype: float32
+input: {shape: [1, 5, 5, 4], layout: NCHW}
+ops:
+  - {op: conv2d, out_channels: 4, kernel: [1, 1]}
+output: {layout: NCHW}
+""")
+    path = tmp_path / "network.yaml"
+    path.write_text(f"""network: n
+model: m.onnx
+inputs: [{inputs}]
+outputs: [y]
+tensors:
+  x: {{shape: [1, 4, 5, 5], dtype: float32}}
+  a: {{shape: [1, 4, 5, 5], dtype: float32}}
+{tensors}steps:
+  - kernel: k
+    inputs: [x]
+    outputs: [a]
+{steps}""")
+    with pytest.raises(ConfigError) as error:
+        load_network(path, api.load_config)
+    return "\n".join(str(p) for p in error.value.problems)
+
+
+@requires_tool(*ONNX)
+@pytest.mark.parametrize("tensors, expected", [
+    ("  y: {shape: [1, 9, 5, 5], dtype: float32}\n", "the inputs' channels add up to 8, the output 'y' has 9"),
+    ("  y: {shape: [1, 8, 5, 5], dtype: uint8, scale: 0.1, zero_point: 3}\n",
+     "dtype mismatch: 'a' is float32, the concat's output 'y' uint8 (a concat copies)"),
+    ("  y: {shape: [1, 8, 5, 4], dtype: float32}\n",
+     "shape mismatch: 'a' is [1, 4, 5, 5]; the output's batch, height and width are [1, 5, 4]"),
+    ("  y: {shape: [1, 200], dtype: float32}\n", "expected an NCHW image for concat: channels, got 'y' of shape"),
+])
+def test_a_concat_whose_tensors_do_not_fit_is_refused_at_its_step(tmp_path, tensors, expected):
+    text = _manifest(tmp_path, "  - concat: channels\n    inputs: [a, a]\n    outputs: [y]\n", tensors)
+    assert "steps[1]" in text and expected in text, text
+
+
+@requires_tool(*ONNX)
+def test_a_concat_that_would_requantize_or_of_another_kind_is_refused(tmp_path):
+    q8 = "dtype: uint8, zero_point: 3"
+    text = _manifest(tmp_path, "  - concat: channels\n    inputs: [p, q]\n    outputs: [y]\n",
+                     f"  p: {{shape: [1, 4, 5, 5], {q8}, scale: 0.1}}\n  q: {{shape: [1, 4, 5, 5], {q8}, scale: 0.2}}\n"
+                     f"  y: {{shape: [1, 8, 5, 5], {q8}, scale: 0.1}}\n", inputs="x, p, q")
+    assert ("steps[1].inputs[1]: 'q' has scale 0.2 and zero point 3, the output 0.1 and 3: a concat copies bytes, "
+            "it does not requantize") in text, text
+    text = _manifest(tmp_path, "  - concat: sideways\n    inputs: [a, a]\n    outputs: [y]\n",
+                     "  y: {shape: [1, 8, 5, 5], dtype: float32}\n")
+    assert "steps[1].concat" in text and "'channels'" in text, text
+
+
+def _inception(b, x: str, c: int, name: str) -> str:
+    """GoogLeNet's block at a small size: 1x1, 1x1 -> 3x3, 1x1 -> 3x3 -> 3x3, max pool -> 1x1, met by a Concat."""
+    one = b.relu(f"{name}_b1r", b.conv(f"{name}_b1", x, c, 8, 1))
+    two = b.relu(f"{name}_b2r", b.conv(f"{name}_b2b", b.relu(f"{name}_b2ar", b.conv(f"{name}_b2a", x, c, 6, 1)),
+                                       6, 12, 3, pad=1))
+    three = b.relu(f"{name}_b3r", b.conv(f"{name}_b3", b.node("MaxPool", f"{name}_pool", [x], kernel_shape=[3, 3],
+                                                                pads=[1, 1, 1, 1]), c, 4, 1))
+    return b.node("Concat", f"{name}_cat", [one, two, three], axis=1)
+
+
+def _inception_network(batch: int = 1):
+    import onnx_models
+
+    b = onnx_models.Builder(5)
+    first = _inception(b, "x", 16, "a")  # 24 channels
+    second = _inception(b, b.relu("mid_r", b.conv("mid", first, 24, 16, 1)), 16, "b")
+    # the network's output: a Concat of a kernel's result and the first block's (NHWC between kernels, NCHW out)
+    out = b.node("Concat", "tail_cat", [b.conv("tail", second, 24, 8, 3, pad=1), first], axis=-3)
+    return b.model("x", [batch, 16, 9, 8], out)
+
+
+def _run_whole(tmp_path, model, *targets: str) -> tuple[str, str]:
+    import onnx_models
+
+    path = onnx_models.save(model, tmp_path / "net.onnx")
+    flags = [f for t in targets for f in ("--target", t)]
+    imported = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "net"), *flags])
+    assert imported.exit_code == 0, imported.output
+    checked = CliRunner().invoke(main, ["validate", str(tmp_path / "net" / "network.yaml"), "--target", "c"])
+    assert checked.exit_code == 0, checked.output
+    return imported.output, checked.output
+
+
+@requires_tool(*ONNX, "gcc")
+def test_an_inception_network_imports_with_concat_steps_and_runs_whole_as_a_program(tmp_path):
+    imported, checked = _run_whole(tmp_path, _inception_network())
+    assert "3 concat step(s) and no host step" in imported, imported
+    assert "copied by kernelgen (concat steps in network.yaml, along the channels): 3 Concat node(s)" in imported
+    assert "not generated" not in imported, imported
+    manifest = (tmp_path / "net" / "network.yaml").read_text()
+    assert manifest.count("  - concat: channels") == 3 and "host:" not in manifest
+    assert '"a_cat_out": {shape: [1, 24, 9, 8], dtype: float32, layout: NHWC}' in manifest, manifest
+    assert '"tail_cat_out": {shape: [1, 32, 9, 8], dtype: float32}' in manifest, manifest  # the caller's: NCHW
+    assert "FAIL" not in checked and checked.count("concat ") >= 3, checked
+    assert "program net_run (make run)" in checked and "pass" in checked.splitlines()[-1], checked
+
+
+@requires_tool(*ONNX, "gcc")
+def test_a_batch_of_two_held_nchw_copies_each_image_of_the_batch(tmp_path):
+    """With vulkan beside c the tensors stay NCHW (it holds no NHWC between kernels): network.c's copies are a run
+    of the input's planes per image of the batch."""
+    imported, checked = _run_whole(tmp_path, _inception_network(batch=2), "c", "vulkan")
+    assert "NHWC" not in (tmp_path / "net" / "network.yaml").read_text()
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+
+
+@requires_tool(*ONNX)
+def test_other_concats_stay_with_onnxruntime(tmp_path):
+    """A Concat along the rows, or of a constant, is ONNX nodes for onnxruntime; so is one whose input a host node
+    writes (here a Concat of a rows-Concat)."""
+    import onnx_models
+    from onnx import numpy_helper
+
+    b = onnx_models.Builder(2)
+    a = b.conv("c1", "x", 4, 4, 1)
+    rows = b.node("Concat", "rows", [a, a], axis=2)
+    b.inits.append(numpy_helper.from_array(np.ones((1, 2, 5, 5), np.float32), "ones"))
+    with_constant = b.node("Concat", "const_cat", [a, "ones"], axis=1)
+    fed = b.node("Concat", "fed_by_host", [rows, rows], axis=1)
+    out = b.add("sum", b.conv("c2", with_constant, 6, 8, 1), b.node("Slice", "cut", [fed, "s0", "s1", "s2"]))
+    for name, value in (("s0", [0]), ("s1", [5]), ("s2", [2])):
+        b.inits.append(numpy_helper.from_array(np.array(value, np.int64), name))
+    path = onnx_models.save(b.model("x", [1, 4, 5, 5], out), tmp_path / "m.onnx")
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "m"), "--target", "c"])
+    assert result.exit_code == 0, result.output
+    assert "copied by kernelgen" not in result.output, result.output
+    assert "concat:" not in (tmp_path / "m" / "network.yaml").read_text()
+
+
+@requires_tool(*ONNX)
+def test_the_gpu_and_hvx_drivers_say_they_make_no_copies_yet(tmp_path):
+    import onnx_models
+
+    path = onnx_models.save(_inception_network(), tmp_path / "net.onnx")
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "net"), "--target", "vulkan"])
+    assert result.exit_code == 0, result.output
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", "vulkan", "-o",
+                                      str(tmp_path / "out")])
+    assert "concat (a copy of channels) cannot be recorded into its command buffer" in built.output, built.output
+
+
+@requires_tool(*ONNX, "gcc")
+def test_squeezenets_trailing_flatten_folds_into_the_global_pool(tmp_path):
+    """SqueezeNet ends conv -> Relu -> GlobalAveragePool -> Flatten: the Flatten reshapes the pool's [N, C, 1, 1] to
+    [N, C] and moves no byte, so the pool's kernel writes the network's [N, C] output; with its fire modules'
+    Concats copied, the network is one program."""
+    import onnx_models
+
+    b = onnx_models.Builder(9)
+    squeeze = b.relu("sq_r", b.conv("sq", "x", 16, 4, 1))
+    fire = b.node("Concat", "fire", [b.relu("e1_r", b.conv("e1", squeeze, 4, 8, 1)),
+                                     b.relu("e3_r", b.conv("e3", squeeze, 4, 8, 3, pad=1))], axis=1)
+    pooled = b.node("GlobalAveragePool", "pool", [b.relu("cls_r", b.conv("cls", fire, 16, 10, 1))])
+    flat = b.node("Flatten", "flat", [pooled], axis=1)
+    imported, checked = _run_whole(tmp_path, b.model("x", [1, 16, 7, 6], flat), "c")
+    assert "not generated" not in imported and "1 concat step(s) and no host step" in imported, imported
+    manifest = (tmp_path / "net" / "network.yaml").read_text()
+    assert '"flat_out": {shape: [1, 10], dtype: float32, layout: NCHW}' in manifest, manifest
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
