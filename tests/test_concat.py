@@ -238,3 +238,98 @@ def test_squeezenets_trailing_flatten_folds_into_the_global_pool(tmp_path):
     manifest = (tmp_path / "net" / "network.yaml").read_text()
     assert '"flat_out": {shape: [1, 10], dtype: float32, layout: NCHW}' in manifest, manifest
     assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+
+
+def _batch_norm(b, name: str, x: str, channels: int, epsilon: float = 1e-5) -> str:
+    from onnx import numpy_helper
+
+    rng = b.rng
+    stats = {"scale": rng.uniform(0.5, 1.5, channels), "bias": rng.uniform(-0.5, 0.5, channels),
+             "mean": rng.uniform(-0.3, 0.3, channels), "var": rng.uniform(0.5, 2.0, channels)}
+    for key, value in stats.items():
+        b.inits.append(numpy_helper.from_array(value.astype(np.float32), f"{name}_{key}"))
+    return b.node("BatchNormalization", name, [x, *(f"{name}_{key}" for key in stats)], epsilon=epsilon)
+
+
+def _dense_block(b, x: str, channels: int, growth: int, layers: int, name: str) -> tuple[str, int]:
+    """DenseNet's block as torchvision exports it: each layer a Concat of every feature so far, then BN, ReLU,
+    1x1 conv (its BN folded), ReLU, 3x3 conv; the block's output the Concat of all of them."""
+    features = [x]
+    for k in range(layers):
+        cat = features[0] if len(features) == 1 else b.node("Concat", f"{name}_l{k}_cat", features, axis=1)
+        width = channels + k * growth
+        t = b.relu(f"{name}_l{k}_r1", _batch_norm(b, f"{name}_l{k}_norm1", cat, width, epsilon=1e-3))
+        t = b.relu(f"{name}_l{k}_r2", b.conv(f"{name}_l{k}_conv1", t, width, 2 * growth, 1))
+        features.append(b.conv(f"{name}_l{k}_conv2", t, 2 * growth, growth, 3, pad=1, bias=False))
+    return b.node("Concat", f"{name}_out_cat", features, axis=1), channels + layers * growth
+
+
+@requires_tool(*ONNX, "gcc")
+def test_a_densenet_block_imports_whole_its_batch_norms_as_depthwise_convs(tmp_path):
+    """DenseNet's norm1 follows a Concat, so no conv absorbs it: it becomes a 1x1 depthwise conv with bias (ReLU
+    folded), and with the Concats copied the network (ending BN, ReLU, pool, classifier) is one program."""
+    import onnx_models
+
+    b = onnx_models.Builder(13)
+    x = b.relu("stem_r", b.conv("stem", "x", 3, 8, 3, pad=1))
+    block, width = _dense_block(b, x, 8, 4, 3, "db")
+    t = b.relu("final_r", _batch_norm(b, "final_norm", block, width))
+    pooled = b.node("Flatten", "flat", [b.node("GlobalAveragePool", "pool", [t])], axis=1)
+    from onnx import numpy_helper
+
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.3, 0.3, (5, width)).astype(np.float32), "fc_w"))
+    logits = b.node("Gemm", "fc", [pooled, "fc_w"], transB=1)
+    imported, checked = _run_whole(tmp_path, b.model("x", [1, 3, 10, 9], logits), "c")
+    assert "not generated" not in imported and "not imported" not in imported, imported
+    assert "3 concat step(s) and no host step" in imported, imported
+    norms = [op for file in (tmp_path / "net").glob("*.yaml") if file.name != "network.yaml"
+             for op in api.load_config(file).ops if op.kind == "conv2d" and op.kernel == (1, 1) and op.groups > 1]
+    assert len(norms) == 4 and all(op.bias and op.groups == op.out_channels for op in norms), norms
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+
+
+@requires_tool(*ONNX)
+def test_a_batch_norms_folded_weights_are_what_onnxruntime_computes_with(tmp_path):
+    """batch_norm_affine rounds as onnxruntime's kernel folds the statistics, and unit_variance makes the oracle's
+    BatchNormalization compute x * filter + bias: both within one float32 rounding of onnxruntime's output."""
+    import onnx_models
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    from kernelgen.onnx.graph import read_graph
+    from kernelgen.onnx.layers import batch_norm_affine, unit_variance
+
+    b = onnx_models.Builder(4)
+    out = _batch_norm(b, "bn", "x", 16, epsilon=1e-3)
+    model = b.model("x", [2, 16, 5, 7], out)
+    x = np.random.default_rng(2).standard_normal((2, 16, 5, 7)).astype(np.float32) * 4
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    theirs = session.run(None, {"x": x})[0]
+    graph = read_graph(onnx_models.save(model, tmp_path / "bn.onnx"))
+    factor, shift = batch_norm_affine(graph, graph.nodes[0])
+    ours = x * factor.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)
+    ulp = np.spacing(np.abs(theirs).astype(np.float32))
+    assert np.all(np.abs(ours - theirs) <= ulp), float(np.max(np.abs(ours - theirs) / ulp))
+    variance = unit_variance(1e-3)
+    assert variance + np.float32(1e-3) == np.float32(1)
+    for init in model.graph.initializer:  # the oracle's feed: scale = filter, B = bias, mean 0, unit variance
+        values = {"bn_scale": factor.reshape(-1), "bn_bias": shift, "bn_mean": np.zeros(16, np.float32),
+                  "bn_var": np.full(16, variance, np.float32)}[init.name]
+        init.CopyFrom(numpy_helper.from_array(values.astype(np.float32), init.name))
+    given = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.all(np.abs(given - ours) <= ulp), float(np.max(np.abs(given - ours) / ulp))
+
+
+@requires_tool(*ONNX)
+def test_a_batch_norm_in_training_mode_stays_with_onnxruntime(tmp_path):
+    import onnx_models
+
+    b = onnx_models.Builder(6)
+    norm = _batch_norm(b, "bn", b.conv("c1", "x", 4, 8, 1), 8)
+    from onnx import helper
+
+    b.nodes[-1].attribute.extend([helper.make_attribute("training_mode", 1)])
+    b.nodes[-1].output.extend(["running_mean", "running_var"])
+    path = onnx_models.save(b.model("x", [1, 4, 5, 5], norm), tmp_path / "m.onnx")
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "m"), "--target", "c"])
+    assert "training mode (it also updates the running mean and variance)" in result.output, result.output

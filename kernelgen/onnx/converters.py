@@ -39,6 +39,7 @@ CONVERTERS: dict[str, Converter] = {
     "Flatten": Converter(float=layers.flatten_op),  # a classifier's lead node; its QDQ form starts at the Gemm
     "Gemm": Converter(float=layers.gemm_op, quantized=qlayers.qgemm),
     "Mul": Converter(float=layers.channel_scale, quantized=qlayers.qmul),
+    "BatchNormalization": Converter(float=layers.batch_norm_op),  # one no conv before it absorbed (DenseNet's)
 }
 
 

@@ -1,6 +1,6 @@
 """The float forms of the ONNX nodes that start an op of a float chain (graph.ConvNode): a Conv, MaxPool,
 AveragePool and GlobalAveragePool as pools, a Gemm on a flattened 1x1 image (the classifier after a global pool) as
-a 1x1 conv, and a Mul by channel factors. Each *_op function returns the op, or why kernelgen cannot take the node,
+a 1x1 conv, a Mul by channel factors, and a BatchNormalization no conv absorbed as a 1x1 depthwise conv. Each *_op function returns the op, or why kernelgen cannot take the node,
 or None when the node is not that op after all; converters.py says which op type each one converts."""
 from __future__ import annotations
 
@@ -175,6 +175,47 @@ def gemm_op(graph: Graph, index: int, source: str | None) -> FloatOp | str | Non
         return None
     fc = gemm(graph, index, shape[1])
     return fc if isinstance(fc, str) else ([], index, fc)
+
+
+def batch_norm_op(graph: Graph, index: int, source: str | None) -> FloatOp | str:
+    """An inference BatchNormalization that follows no conv (DenseNet's pre-activation after each Concat: BN, ReLU,
+    conv; PyTorch's export folds every BN that follows a conv into it) as the 1x1 depthwise conv it is per channel:
+    filter scale / sqrt(var + eps), bias B - mean * filter (batch_norm_affine)."""
+    node = graph.nodes[index]
+    shape = graph.shapes.get(node.input[0])
+    if shape is None or len(shape) != 4:
+        return "its input has no static NCHW shape"
+    if int(_attributes(node).get("training_mode", 0)) or any(node.output[1:]):
+        return "training mode (it also updates the running mean and variance)"
+    channels = shape[1]
+    stats = [graph.constants.get(t) for t in node.input[1:5]]
+    if len(stats) != 4 or any(s is None or s.shape != (channels,) for s in stats):
+        return "its scale, bias, mean and variance are not constants of one value per channel"
+    return [], index, ConvNode(weight=node.input[1], bias=node.input[2], out_channels=channels, kernel=(1, 1),
+                               stride=(1, 1), pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels)
+
+
+def batch_norm_affine(graph: Graph, node) -> tuple[np.ndarray, np.ndarray]:
+    """A BatchNormalization's per-channel filter [C, 1, 1, 1] and bias [C] in float32, rounded step by step as
+    onnxruntime's CPU kernel folds them (1 / sqrt(var + eps), times the scale; B - mean * that), so a kernel given
+    them computes what onnxruntime does but for the final multiply-add's rounding."""
+    scale, bias, mean, var = (graph.constants[t].astype(np.float32) for t in node.input[1:5])
+    epsilon = np.float32(_attributes(node).get("epsilon", 1e-5))
+    factor = (np.float32(1) / np.sqrt(var + epsilon)) * scale
+    return factor.reshape(-1, 1, 1, 1), bias - mean * factor
+
+
+def unit_variance(epsilon: float) -> np.float32:
+    """A variance v with float32(v + epsilon) exactly 1 (so 1 / sqrt(v + epsilon) is exactly 1): what a
+    BatchNormalization is given, with mean 0, to compute x * scale + B and nothing else."""
+    eps = np.float32(epsilon)
+    v = np.float32(1) - eps
+    for _ in range(8):
+        total = v + eps
+        if total == np.float32(1):
+            return v
+        v = np.nextafter(v, np.float32(-np.inf) if total > 1 else np.float32(np.inf), dtype=np.float32)
+    raise ValueError(f"no float32 variance makes {epsilon} + it exactly 1")
 
 
 def channel_scale(graph: Graph, index: int, source: str | None) -> FloatOp | None:

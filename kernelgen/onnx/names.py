@@ -25,7 +25,8 @@ from ..config.reserved import MAX_NAME_LENGTH, RESERVED
 
 # The nodes a group's op can start at, and the word their places are counted under (conv_000, pool_000, fc_000)
 PLACES = {"Conv": "conv", "QLinearConv": "conv", "MaxPool": "pool", "AveragePool": "pool",
-          "GlobalAveragePool": "pool", "ReduceMean": "pool", "Flatten": "fc", "Gemm": "fc", "Mul": "mul"}
+          "GlobalAveragePool": "pool", "ReduceMean": "pool", "Flatten": "fc", "Gemm": "fc", "Mul": "mul",
+          "BatchNormalization": "bn"}
 Label = tuple[str, ...]
 
 

@@ -13,6 +13,7 @@ from ..config import Config
 from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
 from .converters import float_op
+from .layers import unit_variance
 from .quant import with_gate, with_residual
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
                    u8s8_saturation)
@@ -91,6 +92,12 @@ def _given(config: Config, nodes: list, tensors: dict[str, np.ndarray]) -> dict[
     weighted = [n for n in nodes if n.op_type in WEIGHTED and config.dtype != "uint8"]
     for j, node in zip(conv_ops(config), weighted):
         w = tensors[f"filter{j}"]
+        if node.op_type == "BatchNormalization":  # x * filter + bias exactly: mean 0, a variance that makes 1
+            variance = unit_variance(_attributes(node).get("epsilon", 1e-5))
+            given |= {node.input[1]: w.reshape(-1), node.input[2]: tensors[f"bias{j}"],
+                      node.input[3]: np.zeros(w.shape[0], np.float32),
+                      node.input[4]: np.full(w.shape[0], variance, np.float32)}
+            continue
         if node.op_type == "Gemm":  # back to B's own shape: [K, C], or [C, K] without transB
             w = w.reshape(w.shape[:2]) if _attributes(node).get("transB", 0) else w.reshape(w.shape[:2]).T
         given[node.input[1]] = w

@@ -15,10 +15,11 @@ from ..config import Config
 from ..layout import ACTIVATION_DIMS, listed_of_logical, listed_order
 from .converters import quantized_op
 from .graph import Graph, OnnxError, _attributes, node_id
-from .layers import gemm_filter
+from .layers import batch_norm_affine, gemm_filter
 from .quant import QConv
 
-WEIGHTED = ("Conv", "Gemm")  # the nodes that give a conv2d op its filter (a Gemm: the 1x1 conv it is)
+# the nodes that give a conv2d op its filter (a Gemm: the 1x1 conv it is; a BatchNormalization: the 1x1 depthwise one)
+WEIGHTED = ("Conv", "Gemm", "BatchNormalization")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +100,9 @@ def model_weights(config: Config) -> dict[str, ModelWeight]:
     out = {}
     for j, node in zip(indices, convs):
         op = config.ops[j - 1]
+        if node.op_type == "BatchNormalization":
+            out |= _batch_norm_weights(config, graph, node, j)
+            continue
         w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
         if node.op_type == "Gemm" and w is not None and w.ndim == 2:  # the classifier: a 1x1 conv
             w = gemm_filter(w, bool(_attributes(node).get("transB", 0)))
@@ -119,6 +123,21 @@ def model_weights(config: Config) -> dict[str, ModelWeight]:
                                                      f"ops[{j - 1}] expects [{op.out_channels}]")
             out[f"bias{j}"] = ModelWeight(values=bias.astype(np.float32), initializers=(node.input[2],))
     return out
+
+
+def _batch_norm_weights(config: Config, graph: Graph, node, j: int) -> dict[str, ModelWeight]:
+    """filter<j> and bias<j> of a BatchNormalization's 1x1 depthwise conv, each from its four statistics."""
+    want = filter_shape(config, j - 1)
+    if any(t not in graph.constants for t in node.input[1:5]) or graph.constants[node.input[1]].shape != want[:1]:
+        raise config.problem("source.nodes", f"BatchNormalization {node_id(node)!r} has no constant statistics of "
+                                             f"{want[0]} channels; ops[{j - 1}] expects a filter of {list(want)}")
+    if not config.ops[j - 1].bias:
+        raise config.problem(f"ops[{j - 1}].conv2d.bias", f"BatchNormalization {node_id(node)!r} adds a bias: the "
+                                                          f"op needs `bias: true`")
+    factor, shift = batch_norm_affine(graph, node)
+    read = tuple(node.input[1:5])
+    return {f"filter{j}": ModelWeight(values=factor, initializers=read),
+            f"bias{j}": ModelWeight(values=shift, initializers=read)}
 
 
 def conv_ops(config: Config) -> list[int]:
