@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import requires_tool
+from builders import toolchain
+from conftest import require_tools, requires_tool
 
 from kernelgen import api
 from kernelgen.cli import main
@@ -150,21 +151,23 @@ def _inception_network(batch: int = 1):
     return b.model("x", [batch, 16, 9, 8], out)
 
 
-def _run_whole(tmp_path, model, *targets: str) -> tuple[str, str]:
+def _run_whole(tmp_path, model, *targets: str, on: str = "c") -> tuple[str, str]:
+    """`kernelgen import` for `targets`, then `kernelgen validate` on target `on` (every kernel and concat against
+    onnxruntime, then the program's `make run`): both outputs."""
     import onnx_models
 
     path = onnx_models.save(model, tmp_path / "net.onnx")
-    flags = [f for t in targets for f in ("--target", t)]
+    flags = [f for t in targets or (on,) for f in ("--target", t)]
     imported = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "net"), *flags])
     assert imported.exit_code == 0, imported.output
-    checked = CliRunner().invoke(main, ["validate", str(tmp_path / "net" / "network.yaml"), "--target", "c"])
+    checked = CliRunner().invoke(main, ["validate", str(tmp_path / "net" / "network.yaml"), "--target", on])
     assert checked.exit_code == 0, checked.output
     return imported.output, checked.output
 
 
 @requires_tool(*ONNX, "gcc")
 def test_an_inception_network_imports_with_concat_steps_and_runs_whole_as_a_program(tmp_path):
-    imported, checked = _run_whole(tmp_path, _inception_network())
+    imported, checked = _run_whole(tmp_path, _inception_network(), "c")
     assert "3 concat step(s) and no host step" in imported, imported
     assert "copied by kernelgen (concat steps in network.yaml, along the channels): 3 Concat node(s)" in imported
     assert "not generated" not in imported, imported
@@ -209,7 +212,9 @@ def test_other_concats_stay_with_onnxruntime(tmp_path):
 
 
 @requires_tool(*ONNX)
-def test_the_gpu_and_hvx_drivers_say_they_make_no_copies_yet(tmp_path):
+def test_branches_at_unaligned_offsets_keep_the_gpu_program_out_and_say_why(tmp_path):
+    """At 9x8 a channel is 288 bytes: the second branch would start 2,304 bytes in (aligned), the third 5,760 (not
+    a multiple of 256), so vulkan writes the kernels alone and says which tensor would not fit."""
     import onnx_models
 
     path = onnx_models.save(_inception_network(), tmp_path / "net.onnx")
@@ -217,7 +222,8 @@ def test_the_gpu_and_hvx_drivers_say_they_make_no_copies_yet(tmp_path):
     assert result.exit_code == 0, result.output
     built = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", "vulkan", "-o",
                                       str(tmp_path / "out")])
-    assert "concat (a copy of channels) cannot be recorded into its command buffer" in built.output, built.output
+    assert ("no vulkan driver: concat step 3 cannot be placed in device memory without a copy: 'a_b3r_out' would "
+            "start 5760 bytes into 'a_cat_out', not a multiple of the 256-byte alignment") in built.output, built.output
 
 
 @requires_tool(*ONNX, "gcc")
@@ -333,3 +339,75 @@ def test_a_batch_norm_in_training_mode_stays_with_onnxruntime(tmp_path):
     path = onnx_models.save(b.model("x", [1, 4, 5, 5], norm), tmp_path / "m.onnx")
     result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "m"), "--target", "c"])
     assert "training mode (it also updates the running mean and variance)" in result.output, result.output
+
+
+def _aliases(shapes: dict[str, tuple[int, ...]], concats: list[tuple[list[str], str]], ends=("x", "y"),
+             alignment: int = 256):
+    from kernelgen.targets.gpu.concat_alias import concat_aliases
+
+    tensors = {name: Tensor(name, shape, "float32", None) for name, shape in shapes.items()}
+    steps = tuple(Step(index=k, inputs=tuple(i), outputs=(o,), concat=True) for k, (i, o) in enumerate(concats))
+    network = Network(name="n", path="n.yaml", model=None, inputs=(ends[0],), outputs=(ends[1],), tensors=tensors,
+                      steps=steps)
+    return concat_aliases(network, lambda name: 4, alignment)
+
+
+def test_on_a_gpu_each_concat_input_sits_inside_the_outermost_output_at_its_channels():
+    shapes = {"x": (1, 3, 8, 8), "a": (1, 4, 8, 8), "b": (1, 2, 8, 8), "ab": (1, 6, 8, 8), "c": (1, 1, 8, 8),
+              "y": (1, 7, 8, 8)}
+    aliases = _aliases(shapes, [(["a", "b"], "ab"), (["c", "ab"], "y")])
+    assert {n: (a.within, a.offset) for n, a in aliases.items()} == {
+        "a": ("y", 256), "b": ("y", 256 + 4 * 256), "ab": ("y", 256), "c": ("y", 0)}  # 256 bytes a channel
+
+
+@pytest.mark.parametrize("shapes, concats, expected", [
+    ({"a": (2, 4, 8, 8), "b": (2, 4, 8, 8), "y": (2, 8, 8, 8)}, [(["a", "b"], "y")], "a batch of 2"),
+    ({"a": (1, 3, 5, 5), "b": (1, 4, 5, 5), "y": (1, 7, 5, 5)}, [(["a", "b"], "y")],
+     "'b' would start 300 bytes into 'y', not a multiple of the 256-byte alignment"),
+    ({"a": (1, 4, 8, 8), "b": (1, 4, 8, 8), "ab": (1, 8, 8, 8), "y": (1, 12, 8, 8)},
+     [(["a", "b"], "ab"), (["ab", "a"], "y")], "'a' is an input of two concats"),
+    ({"x": (1, 4, 8, 8), "b": (1, 4, 8, 8), "y": (1, 8, 8, 8)}, [(["x", "b"], "y")],
+     "'x' is the network's own input or output"),
+])
+def test_a_concat_the_kernels_cannot_write_in_place_says_why(shapes, concats, expected):
+    why = _aliases(shapes, concats)
+    assert isinstance(why, str) and "cannot be placed in device memory without a copy" in why and expected in why, why
+
+
+def _small_inception():
+    """The inception network at 8x8: 256 bytes a channel, so every branch starts at an aligned offset."""
+    import onnx_models
+
+    b = onnx_models.Builder(5)
+    first = _inception(b, "x", 16, "a")
+    second = _inception(b, b.relu("mid_r", b.conv("mid", first, 24, 16, 1)), 16, "b")
+    out = b.node("Concat", "tail_cat", [b.conv("tail", second, 24, 8, 3, pad=1), first], axis=1)
+    return b.model("x", [1, 16, 8, 8], out)
+
+
+@pytest.mark.parametrize("target", ["vulkan", "opencl"])
+def test_an_inception_network_runs_whole_on_a_gpu_its_concats_written_in_place(tmp_path, target):
+    """The branches' kernels write straight into their channels of the Concat's region (the first block's output
+    nested inside the network's output): the program dispatches the kernels only and matches onnxruntime."""
+    require_tools(*ONNX, *toolchain(target))
+    imported, checked = _run_whole(tmp_path, _small_inception(), on=target)
+    assert "3 concat step(s) and no host step" in imported, imported
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+    assert checked.splitlines()[-1].startswith(f"network net on {target}: pass"), checked
+
+
+
+@requires_tool(*ONNX)
+def test_densenets_concats_keep_the_gpu_program_out_and_say_why(tmp_path):
+    """Every DenseNet layer's output is an input of each later layer's Concat: one tensor cannot sit in two places,
+    so the GPU targets write the kernels alone and name the concat (the c program copies: the test above)."""
+    import onnx_models
+
+    b = onnx_models.Builder(13)
+    block, _ = _dense_block(b, b.conv("stem", "x", 3, 8, 3, pad=1), 8, 4, 3, "db")
+    path = onnx_models.save(b.model("x", [1, 3, 8, 8], block), tmp_path / "dense.onnx")
+    assert CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "d"), "--target", "vulkan"]).exit_code == 0
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "d" / "network.yaml"), "--target", "vulkan", "-o",
+                                      str(tmp_path / "out")])
+    assert ("no vulkan driver: concat step 4 cannot be placed in device memory without a copy: 'stem_out' is an "
+            "input of two concats") in built.output, built.output

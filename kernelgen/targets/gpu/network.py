@@ -18,8 +18,9 @@ wrong answer. (An in-order OpenCL queue orders every launch anyway; Vulkan needs
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ...errors import KernelgenError
 from ...network.arena import Buffer, place_buffers, round_up
@@ -27,6 +28,7 @@ from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ...plan_types import TextEnum
+from .concat_alias import Alias, concat_aliases
 from .dispatch import GpuDispatch, GpuTensor, Role, TensorKind, role_of
 
 if TYPE_CHECKING:
@@ -141,11 +143,14 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     """The plan of `network` on a GPU target (anything with `launches(job)`: targets/gpu/program.py's GpuTarget),
     `jobs` its jobs by config name, `weights` the weights file's plan (the target's pack_weights; None: the weights
     placed in the order dispatches first bind them, with no source offsets, for a note that needs no packing).
-    Every step must be a kernel: a host step's tensors would have to come back to the host (the targets refuse such
-    a network)."""
-    hosts = [s.label for s in network.steps if not s.is_kernel]
+    Every step must be a kernel or a concat its kernels write in place (concat_alias.py): a host step's tensors
+    would have to come back to the host (the targets refuse such a network)."""
+    hosts = [s.label for s in network.steps if s.kind in ("host", "convert")]
     if hosts:
         raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels only, not {hosts[0]}")
+    aliases = concat_aliases(network, element_sizes(network), alignment)
+    if isinstance(aliases, str):
+        raise KernelgenError(f"network {network.name}: {aliases}")
     launched: list[Launched] = []
     shapes: dict[str, tuple[GpuTensor, int]] = {}  # region name -> (its first declaration, its bytes)
     for step in network.kernels:
@@ -162,7 +167,7 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
                 raise KernelgenError(f"network {network.name}: kernel {step.config.name} holds {names[tensor.name]!r} "
                                      f"in {size} bytes, an earlier kernel in {first[1]}: their layouts differ")
         launched += [(step, dispatch, names) for dispatch in dispatches]
-    regions = _regions(network, launched, shapes, weights, alignment)
+    regions = _regions(network, launched, shapes, weights, alignment, aliases)
     dispatches: list[NetworkDispatch] = []
     pending_writes: list[Region] = []
     pending_reads: list[Region] = []
@@ -181,11 +186,29 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     ordered = tuple(sorted(regions.values(), key=lambda r: r.index))
     sizes = {a: round_up(max((r.end for r in ordered if r.allocation == a), default=0), alignment)
              for a in Allocation}
-    naive = sum(round_up(r.size_bytes, alignment) for r in ordered if r.allocation == Allocation.ARENA)
+    naive = sum(round_up(r.size_bytes, alignment) for r in ordered
+                if r.allocation == Allocation.ARENA and r.name not in aliases)  # a concat's inputs: its bytes
     return GpuNetworkPlan(network=network.name, input_bytes=sizes[Allocation.INPUT],
                           output_bytes=sizes[Allocation.OUTPUT], arena_bytes=sizes[Allocation.ARENA],
                           weights_bytes=sizes[Allocation.WEIGHTS], regions=ordered, dispatches=tuple(dispatches),
                           naive_arena_bytes=naive, alignment=alignment)
+
+
+def concat_refusal(network: Network, alignment: int = ALIGNMENT) -> str:
+    """Why the network's concat steps cannot be written in place ("" when they can, or it has none)."""
+    if not any(s.concat for s in network.steps):
+        return ""
+    aliases = concat_aliases(network, element_sizes(network), alignment)
+    return aliases if isinstance(aliases, str) else ""
+
+
+def element_sizes(network: Network) -> Callable[[str], int]:
+    """A network tensor's device element size: its kernels' storage type (the network's first kernel's for a tensor
+    only concats touch)."""
+    sizes = {name: ELEMENT_BYTES[step.config.dtype] for step in network.kernels
+             for name in (*step.inputs, *step.outputs)}
+    default = ELEMENT_BYTES.get(network.kernels[0].config.dtype, 4) if network.kernels else 4
+    return lambda name: sizes.get(name, default)
 
 
 def _written(tensor: str) -> bool:
@@ -211,15 +234,24 @@ def _region_names(step: Step, tensors: tuple[GpuTensor, ...]) -> dict[str, str]:
 
 
 def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tuple[GpuTensor, int]],
-             weights: WeightsPlan | None, alignment: int) -> dict[str, Region]:
+             weights: WeightsPlan | None, alignment: int, aliases: Mapping[str, Alias]) -> dict[str, Region]:
     """Every region: the ends stacked in their allocations, the arena by the greedy plan over the dispatches that
-    bind each region, the weights re-aligned in the order of the file."""
+    bind each region (a concat's inputs inside its output's, which lives while any of them does), the weights
+    re-aligned in the order of the file."""
     regions: dict[str, Region] = {}
+    sizes = element_sizes(network)
+    shapes = {**{alias.within: (None, math.prod(network.tensors[alias.within].shape) * sizes(alias.within))
+                 for alias in aliases.values()}, **shapes}  # a concat's output no kernel binds still has bytes
 
     def add(name: str, allocation: Allocation, offset: int, source_offset: int = -1) -> None:
         tensor, size = shapes[name]
+        if tensor is not None and name in {*aliases, *(a.within for a in aliases.values())} and \
+                tensor.kind is not TensorKind.BUFFER:
+            raise KernelgenError(f"network {network.name}: {name!r} is a concat's, but a kernel binds it as an "
+                                 f"{tensor.kind}: only buffers share their bytes")
         regions[name] = Region(index=len(regions), name=name, allocation=allocation, offset=offset, size_bytes=size,
-                               kind=tensor.kind, source_offset=source_offset, tensor=tensor)
+                               kind=TensorKind.BUFFER if tensor is None else tensor.kind,
+                               source_offset=source_offset, tensor=tensor)
 
     for allocation, ends in ((Allocation.INPUT, network.inputs), (Allocation.OUTPUT, network.outputs)):
         offset = 0
@@ -231,7 +263,7 @@ def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tu
     last: dict[str, int] = {}
     for k, (step, dispatch, names) in enumerate(launched):
         for tensor in dispatch.tensors:
-            name = names[tensor]
+            name = aliases[names[tensor]].within if names[tensor] in aliases else names[tensor]
             if name not in regions and role_of(tensor) not in (Role.FILTER, Role.BIAS):
                 first.setdefault(name, k)
                 last[name] = k
@@ -239,6 +271,9 @@ def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tu
                            for name in first], alignment)
     for buffer in arena:
         add(buffer.name, Allocation.ARENA, buffer.offset)
+    for name, alias in aliases.items():  # inside the region holding it, at its channels
+        within = regions[alias.within]
+        add(name, within.allocation, within.offset + alias.offset)
     if weights is None:
         files = [(name, -1) for _, dispatch, names in launched for name in (names[t] for t in dispatch.tensors)
                  if name not in regions and shapes[name][0].role in (Role.FILTER, Role.BIAS)]

@@ -26,7 +26,7 @@ from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
 from ..gpu.dispatch import TensorKind
-from ..gpu.network import Allocation, GpuNetworkPlan, host_program, plan_gpu_network
+from ..gpu.network import Allocation, GpuNetworkPlan, concat_refusal, host_program, plan_gpu_network
 from .plan import OpenCLPlan
 
 DRIVER = ("opencl/network.h.j2", "opencl/network.c.j2")
@@ -58,10 +58,13 @@ def pack_weights(job: Job[OpenCLPlan], logical: Mapping[str, np.ndarray]) -> dic
 def refusal(network: Network) -> str:
     """Why network.c cannot run this network yet ("" when it can): a host step, half storage, or a network input or
     output the kernels do not hold as ONNX does (an image, a padded or blocked layout)."""
-    hosts = [s for s in network.steps if not s.is_kernel]
+    hosts = [s for s in network.steps if s.kind in ("host", "convert")]
     if hosts:
         return (f"step {hosts[0].index} ({hosts[0].label}) runs on the host; the opencl network runs kernels only "
                 f"(their tensors stay on the device)")
+    in_place = concat_refusal(network)
+    if in_place:
+        return in_place
     for step in network.kernels:
         config = step.config
         if config.dtype != "float32":

@@ -27,7 +27,7 @@ from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
-from ..gpu.network import ALIGNMENT, Allocation, Region, host_program, plan_gpu_network
+from ..gpu.network import ALIGNMENT, Allocation, Region, concat_refusal, host_program, plan_gpu_network
 from .code import compile_ops
 from .plan import VulkanPlan
 from .program import stages
@@ -101,11 +101,12 @@ class GpuNetwork:
 
 
 def refusal(network: Network) -> str:
-    """A host, convert or concat step has no place in one command buffer."""
-    other = [s for s in network.steps if not s.is_kernel]
+    """A host or convert step has no place in one command buffer; a concat step has when its kernels write its
+    output in place (gpu/concat_alias.py)."""
+    other = [s for s in network.steps if s.kind in ("host", "convert")]
     if not other:
-        return ""
-    what = {"convert": "a conversion", "concat": "a copy of channels"}.get(other[0].kind, "ONNX nodes onnxruntime runs")
+        return concat_refusal(network, ALIGNMENT)
+    what = "a conversion" if other[0].convert else "ONNX nodes onnxruntime runs"
     return (f"the vulkan network driver runs kernels only: {other[0].label} ({what}) cannot be recorded into its "
             f"command buffer")
 
@@ -187,7 +188,8 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPl
     check_c_name(network)
     refused = refusal(network)
     if refused:
-        raise network.problem(f"steps[{next(s.index for s in network.steps if not s.is_kernel)}]", refused)
+        first = min((s for s in network.steps if not s.is_kernel), key=lambda s: (s.concat, s.index))
+        raise network.problem(f"steps[{first.index}]", refused)
     gpu = plan_network(network, target, jobs, weights)
     net = network.name
     context: dict[str, Any] = dict(
