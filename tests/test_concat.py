@@ -13,7 +13,7 @@ from conftest import require_tools, requires_tool
 from kernelgen import api
 from kernelgen.cli import main
 from kernelgen.errors import ConfigError
-from kernelgen.network.concat_copy import concat_parts
+from kernelgen.network.channel_copy import copy_parts
 from kernelgen.network.manifest import Network, Step, Tensor, load_network
 
 ONNX = ("py:onnx", "py:onnxruntime")
@@ -31,13 +31,13 @@ def _copied(network: Network, step: Step, layouts: dict[str, str], values: dict[
     """What network.c's loops write: each part's loops and memcpy replayed over bytes."""
     out = network.tensors[step.outputs[0]]
     to = bytearray(out.nbytes)
-    for part in concat_parts(network, step, layouts):
+    for part in copy_parts(network, step, layouts):
         source = values[part.source]
         held = source.transpose(0, 2, 3, 1) if layouts[part.source] == "NHWC" else source
         raw = np.ascontiguousarray(held).tobytes()
         for index in np.ndindex(*(loop.extent for loop in part.loops)):
             t = part.to_offset + sum(i * loop.to_stride for i, loop in zip(index, part.loops))
-            f = sum(i * loop.from_stride for i, loop in zip(index, part.loops))
+            f = part.from_offset + sum(i * loop.from_stride for i, loop in zip(index, part.loops))
             to[t:t + part.run_bytes] = raw[f:f + part.run_bytes]
     n, c, h, w = out.shape
     flat = np.frombuffer(bytes(to), out.dtype)
@@ -57,17 +57,17 @@ def test_the_copies_put_each_input_at_its_channels_in_every_pair_of_layouts(layo
 
 def test_equal_layouts_copy_runs_and_mixed_ones_transpose():
     network, step = _network({"a": (1, 64, 55, 55), "b": (1, 64, 55, 55), "y": (1, 128, 55, 55)})
-    nhwc = concat_parts(network, step, dict.fromkeys("aby", "NHWC"))
+    nhwc = copy_parts(network, step, dict.fromkeys("aby", "NHWC"))
     # SqueezeNet's fire module: a run of the input's 64 channels each pixel, the output's pixels 128 channels wide
     assert [(p.to_offset, p.run_bytes, [(l.extent, l.to_stride, l.from_stride) for l in p.loops]) for p in nhwc] == [
         (0, 256, [(3025, 512, 256)]), (256, 256, [(3025, 512, 256)])]
-    nchw = concat_parts(network, step, dict.fromkeys("aby", "NCHW"))
+    nchw = copy_parts(network, step, dict.fromkeys("aby", "NCHW"))
     assert [(p.to_offset, p.run_bytes, p.loops) for p in nchw] == [(0, 774400, ()), (774400, 774400, ())]  # planes
     batch, step2 = _network({"a": (2, 3, 4, 4), "b": (2, 5, 4, 4), "y": (2, 8, 4, 4)}, "uint8")
-    parts = concat_parts(batch, step2, dict.fromkeys("aby", "NCHW"))
+    parts = copy_parts(batch, step2, dict.fromkeys("aby", "NCHW"))
     assert [(p.to_offset, p.run_bytes, [(l.extent, l.to_stride, l.from_stride) for l in p.loops]) for p in parts] == [
         (0, 48, [(2, 128, 48)]), (48, 80, [(2, 128, 80)])]
-    mixed = concat_parts(network, step, {"a": "NHWC", "b": "NHWC", "y": "NCHW"})
+    mixed = copy_parts(network, step, {"a": "NHWC", "b": "NHWC", "y": "NCHW"})
     assert mixed[1].run_bytes == 4 and mixed[1].to_offset == 64 * 55 * 55 * 4
     assert [(l.extent, l.to_stride, l.from_stride) for l in mixed[1].loops] == [(3025, 4, 256), (64, 12100, 4)]
 
@@ -169,7 +169,8 @@ def _run_whole(tmp_path, model, *targets: str, on: str = "c") -> tuple[str, str]
 def test_an_inception_network_imports_with_concat_steps_and_runs_whole_as_a_program(tmp_path):
     imported, checked = _run_whole(tmp_path, _inception_network(), "c")
     assert "3 concat step(s) and no host step" in imported, imported
-    assert "copied by kernelgen (concat steps in network.yaml, along the channels): 3 Concat node(s)" in imported
+    assert "copied by kernelgen (channels moved, nothing computed: network.c copies them): 3 node(s) in 3 concat " \
+           "step(s)" in imported, imported
     assert "not generated" not in imported, imported
     manifest = (tmp_path / "net" / "network.yaml").read_text()
     assert manifest.count("  - concat: channels") == 3 and "host:" not in manifest

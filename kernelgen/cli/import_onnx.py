@@ -235,8 +235,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             path = Path(out_dir) / "network.yaml"
             write_if_changed(path, imported.manifest)
             hosts = len(re.findall(r"^  - host:", imported.manifest, re.MULTILINE))
-            concats = len(re.findall(r"^  - concat:", imported.manifest, re.MULTILINE))
-            between = (f", {concats} concat step(s) " if concats else " ") + (
+            moved = [f"{n} {kind}" for kind in ("concat", "slice", "shuffle")
+                     for n in (len(re.findall(rf"^  - {kind}:", imported.manifest, re.MULTILINE)),) if n]
+            between = (f", {', '.join(moved)} step(s) " if moved else " ") + (
                 f"and {hosts} host step(s) between them" if hosts else "and no host step")
             nhwc = imported.manifest.count("dtype: float32, layout: NHWC}")
             relaid = f"; {nhwc} tensor(s) NHWC between kernels, as they compute" if nhwc else ""
@@ -260,8 +261,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
                                                      if len(imported.converted) > 3 else "")
         click.echo(f"converted by kernelgen (convert steps in network.yaml): {shown}")
     if imported.copied:
-        click.echo(f"copied by kernelgen (concat steps in network.yaml, along the channels): "
-                   f"{len(imported.copied)} Concat node(s)")
+        kinds = Counter(re.findall(r"^  - (concat|slice|shuffle):", imported.manifest, re.MULTILINE))
+        click.echo(f"copied by kernelgen (channels moved, nothing computed: network.c copies them): "
+                   f"{len(imported.copied)} node(s) in {', '.join(f'{n} {k}' for k, n in kinds.items())} step(s)")
     for line in _left_lines(imported.skipped, bool(imported.manifest)):
         click.echo(line)
     if not imported.configs:

@@ -109,13 +109,13 @@ def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracl
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):
-    """A host, convert or concat step as a function {input name: array} -> {output name: array} (a host step: one
+    """A host, convert or channel step as a function {input name: array} -> {output name: array} (a host step: one
     onnxruntime session, `oracle`'s, by default network_oracle's: a quantized conv left to the host computes what
     the reference does)."""
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
-    if step.concat:
-        return lambda values: {step.outputs[0]: np.concatenate([values[t] for t in step.inputs], axis=1)}
+    if step.moves_channels:
+        return lambda values: {step.outputs[0]: moved_channels(step, [values[t] for t in step.inputs])}
     key = f"steps[{step.index}].host"
     entries = (oracle or network_oracle(network)).entries
     with _blamed_on(network, key):
@@ -198,6 +198,18 @@ def _allowance(step: Step, oracle: QuantOracle) -> str:
         if allowed:
             return f"{form} (op #{j}; within 1 of onnxruntime on its own input, op by op)"
     return ""
+
+
+def moved_channels(step: Step, values: list[np.ndarray]) -> np.ndarray:
+    """What a concat, slice or shuffle step makes of its NCHW inputs, as ONNX's nodes compute it."""
+    if step.concat:
+        return np.concatenate(values, axis=1)
+    (x,) = values
+    if step.slice is not None:
+        return np.ascontiguousarray(x[:, step.slice[0]:step.slice[1]])
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, step.shuffle, c // step.shuffle, h, w).transpose(0, 2, 1, 3, 4)
+                                ).reshape(n, c, h, w)
 
 
 def convert(network: Network, step: Step, value: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Annotated, Callable, Literal, Union
 from pydantic import Field, ValidationError, conlist
 
 from ..config import Config
+from .channel_checks import check_channel_step
 from ..config.model import Name, Scale, StrictModel, ZeroPoint, Count, LayoutText
 from ..errors import ConfigError, ConfigProblem
 from ..files import display_path, read_head
@@ -40,6 +41,16 @@ class TensorModel(StrictModel):
     zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int 0..255: its zero point")
 
 
+class SliceModel(StrictModel):
+    start: Annotated[int, Field(strict=True, ge=0)] = Field(description="the first channel taken")
+    stop: Annotated[int, Field(strict=True, ge=1)] = Field(description="one past the last channel taken")
+
+
+class ShuffleModel(StrictModel):
+    groups: Annotated[int, Field(strict=True, ge=1)] = Field(description="g: output channel j*g + i is input channel "
+                                                                         "i*(C/g) + j")
+
+
 class StepModel(StrictModel):
     kernel: Union[Name, None] = Field(default=None, description="a config name: <name>.yaml beside the manifest")
     host: Union[conlist(NodeName, min_length=1), None] = Field(
@@ -48,6 +59,12 @@ class StepModel(StrictModel):
         default=None, description="'quantize' or 'dequantize': ONNX's QuantizeLinear or DequantizeLinear of one tensor "
                                   "at the uint8 side's scale and zero point, run by kernelgen (a quantized network's "
                                   "float input and output)")
+    slice: Union[SliceModel, None] = Field(
+        default=None, description="{start, stop}: ONNX's Slice of channels start..stop-1 of one NCHW image, run by "
+                                  "kernelgen as a copy (ShuffleNetV2's split)")
+    shuffle: Union[ShuffleModel, None] = Field(
+        default=None, description="{groups}: the channel shuffle ONNX spells Reshape [N, g, C/g, H, W], Transpose "
+                                  "(0, 2, 1, 3, 4), Reshape [N, C, H, W], run by kernelgen as a copy")
     concat: Union[Literal["channels"], None] = Field(
         default=None, description="'channels': ONNX's Concat along axis 1 of NCHW images, run by kernelgen: the "
                                   "inputs' channels one after another in the output, as a copy (equal dtypes, and a "
@@ -95,7 +112,9 @@ class Step:
     nodes: tuple[str, ...] = ()  # a host step's ONNX nodes
     op_types: tuple[str, ...] = ()
     convert: str = ""  # "quantize" or "dequantize": a conversion kernelgen runs (network/execute.py convert)
-    concat: bool = False  # the inputs' channels one after another: a copy kernelgen runs (execute.concat)
+    concat: bool = False  # the inputs' channels one after another: a copy kernelgen runs (channel_copy.py)
+    slice: tuple[int, int] | None = None  # (start, stop): channels start..stop-1 of the input, a copy
+    shuffle: int = 0  # groups: the channel shuffle, a copy
 
     @property
     def is_kernel(self) -> bool:
@@ -103,9 +122,14 @@ class Step:
 
     @property
     def kind(self) -> str:
-        """kernel, convert, concat (what kernelgen runs) or host (what onnxruntime runs)."""
+        """kernel, convert, concat, slice, shuffle (what kernelgen runs) or host (what onnxruntime runs)."""
         return "kernel" if self.config is not None else "convert" if self.convert else \
-            "concat" if self.concat else "host"
+            "concat" if self.concat else "slice" if self.slice is not None else "shuffle" if self.shuffle else "host"
+
+    @property
+    def moves_channels(self) -> bool:
+        """A concat, slice or shuffle: channels copied, nothing computed."""
+        return self.kind in ("concat", "slice", "shuffle")
 
     @property
     def is_host(self) -> bool:
@@ -117,8 +141,8 @@ class Step:
             return self.config.name
         if self.convert:
             return self.convert
-        if self.concat:
-            return "concat"
+        if self.moves_channels:
+            return self.kind
         return "host " + "+".join(dict.fromkeys(self.op_types or ("nodes",)))
 
 
@@ -207,7 +231,7 @@ class _Checker:
         steps = [self._step(k, s, tensors) for k, s in enumerate(m.steps)]
         if not any(s.kernel is not None for s in m.steps):
             self.fail(("steps",), "expected at least one kernel step (kernel: a config name): with host, convert and "
-                                  "concat steps only, kernelgen has nothing to generate or check (onnxruntime runs the model)")
+                                  "copy steps only, kernelgen has nothing to generate or check (onnxruntime runs the model)")
         self._order(steps)
         if self.problems:
             raise ConfigError(self.problems)
@@ -227,9 +251,10 @@ class _Checker:
                                                           f"nhwc-8h8w32c, ...), got {tensor.layout!r}: {error}")
 
     def _step(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> Step:
-        if sum(x is not None for x in (s.kernel, s.host, s.convert, s.concat)) != 1:
+        if sum(x is not None for x in (s.kernel, s.host, s.convert, s.concat, s.slice, s.shuffle)) != 1:
             self.fail(("steps", k), "expected exactly one of kernel: (a config name), host: (ONNX nodes), convert: "
-                                    "(quantize or dequantize) or concat: channels")
+                                    "(quantize or dequantize), concat: channels, slice: {start, stop} or shuffle: "
+                                    "{groups}")
         for where in ("inputs", "outputs"):
             for i, name in enumerate(getattr(s, where)):
                 if name not in tensors:
@@ -250,44 +275,15 @@ class _Checker:
                     self._wiring(k, s, config, tensors)
         if s.convert is not None:
             self._conversion(k, s, tensors)
-        if s.concat is not None:
-            self._concatenation(k, s, tensors)
+        kind = "concat" if s.concat else "slice" if s.slice else "shuffle" if s.shuffle else ""
+        if kind and all(t in tensors for t in (*s.inputs, *s.outputs)):
+            check_channel_step(kind, k, [tensors[t] for t in s.inputs], [tensors[t] for t in s.outputs], self.fail,
+                               start=s.slice.start if s.slice else 0, stop=s.slice.stop if s.slice else 0,
+                               groups=s.shuffle.groups if s.shuffle else 0)
         return Step(index=k, inputs=tuple(s.inputs), outputs=tuple(s.outputs), config=config,
                     nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()), convert=s.convert or "",
-                    concat=s.concat is not None)
-
-    def _concatenation(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
-        """concat: channels: NCHW images of one batch, height and width, whose channels add up to the output's, all
-        of one dtype; uint8 ones of one scale and zero point (a copy of bytes: a concat that requantizes is ONNX
-        nodes for onnxruntime)."""
-        if len(s.outputs) != 1:
-            self.fail(("steps", k, "outputs"), f"expected one output for concat: channels, got {len(s.outputs)}")
-            return
-        result = tensors.get(s.outputs[0])
-        parts = [(i, tensors.get(name)) for i, name in enumerate(s.inputs)]
-        if result is None or any(t is None for _, t in parts):
-            return
-        for where, tensor in (*((("inputs", i), t) for i, t in parts), (("outputs", 0), result)):
-            if len(tensor.shape) != 4:
-                self.fail(("steps", k, *where), f"expected an NCHW image for concat: channels, got {tensor.name!r} "
-                                                f"of shape {list(tensor.shape)}")
-                return
-            if tensor.dtype != result.dtype:
-                self.fail(("steps", k, *where), f"dtype mismatch: {tensor.name!r} is {tensor.dtype}, the concat's "
-                                                f"output {result.name!r} {result.dtype} (a concat copies)")
-            elif (tensor.scale, tensor.zero_point) != (result.scale, result.zero_point):
-                self.fail(("steps", k, *where), f"{tensor.name!r} has scale {tensor.scale} and zero point "
-                                                f"{tensor.zero_point}, the output {result.scale} and "
-                                                f"{result.zero_point}: a concat copies bytes, it does not requantize")
-        n, _, h, w = result.shape
-        for i, tensor in parts:
-            if (tensor.shape[0], *tensor.shape[2:]) != (n, h, w):
-                self.fail(("steps", k, "inputs", i), f"shape mismatch: {tensor.name!r} is {list(tensor.shape)}; the "
-                                                     f"output's batch, height and width are {[n, h, w]}")
-        channels = sum(t.shape[1] for _, t in parts)
-        if channels != result.shape[1]:
-            self.fail(("steps", k, "outputs", 0), f"shape mismatch: the inputs' channels add up to {channels}, the "
-                                                  f"output {result.name!r} has {result.shape[1]}")
+                    concat=s.concat is not None, slice=(s.slice.start, s.slice.stop) if s.slice else None,
+                    shuffle=s.shuffle.groups if s.shuffle else 0)
 
     def _conversion(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
         """quantize: one float32 tensor to one uint8 tensor of the same shape with a scale and zero point;

@@ -17,6 +17,7 @@ from ..errors import KernelgenError
 from ..files import FileRefused, read_regular
 from .checks import conv_problem
 from .short_names import shorten_long_names
+from .static_shapes import fold_static_shapes
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # protobuf's limit on one serialized message: an ONNX file (weights beyond it are external data files) is smaller
@@ -170,6 +171,12 @@ def read_graph(path: str | Path) -> Graph:
         model = shape_inference.infer_shapes(model)
     except Exception as error:
         raise OnnxError(f"{path}: ONNX shape inference failed: {error}") from None
+    if any(node.op_type == "Shape" for node in model.graph.node) and \
+            fold_static_shapes(model, _static_shapes(model.graph, batch_of_one=False)):  # then infer again, with the sizes known
+        try:
+            model = shape_inference.infer_shapes(model)
+        except Exception as error:
+            raise OnnxError(f"{path}: ONNX shape inference failed: {error}") from None
     graph = model.graph
     _distinct_ids(graph.node)
     constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
@@ -181,15 +188,7 @@ def read_graph(path: str | Path) -> Graph:
     for node in graph.node:  # exporters share one initializer between layers through Identity nodes
         if node.op_type == "Identity" and node.input[0] in constants:
             constants[node.output[0]] = constants[node.input[0]]
-    shapes = {}
-    for info in (*graph.input, *graph.value_info, *graph.output):
-        dims = info.type.tensor_type.shape.dim
-        if info.type.tensor_type.HasField("shape") and dims:
-            values = [d.dim_value if d.HasField("dim_value") else None for d in dims]
-            if values[0] is None:  # a symbolic batch ("N"): one image
-                values[0] = 1
-            if all(v is not None for v in values):
-                shapes[info.name] = tuple(int(v) for v in values)
+    shapes = _static_shapes(graph)
     consumers: dict[str, list[int]] = {}
     for index, node in enumerate(graph.node):
         for name in dict.fromkeys(node.input):
@@ -199,6 +198,21 @@ def read_graph(path: str | Path) -> Graph:
                  consumers={k: tuple(v) for k, v in consumers.items()},
                  producers={o: i for i, node in enumerate(graph.node) for o in node.output if o},
                  outputs=frozenset(o.name for o in graph.output))
+
+
+def _static_shapes(graph, batch_of_one: bool = True) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape that inference made static (a symbolic batch "N" read as one image, unless not
+    `batch_of_one`: shape arithmetic is folded only where the model itself fixes every extent)."""
+    shapes = {}
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        dims = info.type.tensor_type.shape.dim
+        if info.type.tensor_type.HasField("shape") and dims:
+            values = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+            if values[0] is None and batch_of_one:  # a symbolic batch ("N"): one image
+                values[0] = 1
+            if all(v is not None for v in values):
+                shapes[info.name] = tuple(int(v) for v in values)
+    return shapes
 
 
 def _model_bytes(path: Path) -> bytes:

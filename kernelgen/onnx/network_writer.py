@@ -7,8 +7,8 @@ DequantizeLinear a kernel folds in, is run again on the host when a host node al
 connected to each other are one step (onnxruntime then fuses them as it does in the whole model, a QDQ Add into
 QLinearAdd), unless that would make a step wait for itself through a kernel; steps are ordered topologically.
 Two kinds of node kernelgen runs itself rather than onnxruntime: a quantized network's input and output conversions
-(convert steps) and a float Concat of images along their channels whose inputs no host node writes (a concat step:
-network.c copies it, so an Inception or SqueezeNet block's branches meet without leaving the program).
+(convert steps) and the nodes that only move channels (channel_moves.py: concat, slice and shuffle steps, which a C
+driver copies, so Inception's branches, SqueezeNet's fire modules and ShuffleNet's units stay in the program).
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..config.reserved import RESERVED
-from .graph import Graph, _attributes, node_id
+from .channel_moves import channel_moves
+from .graph import Graph, node_id
 from .layouts import CHANNELS_LAST, channels_last_tensors
 
 # ONNX TensorProto element types the manifest names
@@ -41,7 +42,7 @@ class Manifest:
     text: str  # "" when the network cannot be described
     why: str  # why not ("" when it can)
     converted: tuple[str, ...] = ()  # the nodes its convert steps run
-    copied: tuple[str, ...] = ()  # the Concat nodes its concat steps run
+    copied: tuple[str, ...] = ()  # the nodes its concat, slice and shuffle steps run
     channels_last: frozenset[str] = frozenset()  # the tensors it holds NHWC (layouts.py): their kernels' configs too
 
 
@@ -65,8 +66,8 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         host.add(index)
         stack += [t for t in graph.nodes[index].input if t]
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
-    copies = _channel_concats(graph, host, types)
-    steps = _steps(graph, kernels, host, producer, copies)
+    moves = channel_moves(graph, host, types)
+    steps = _steps(graph, kernels, host, producer, tuple(moves))
     if steps is None:
         return Manifest("", "the kernels and the nodes between them form a cycle")
     tensors: dict[str, None] = dict.fromkeys([*_graph_inputs(graph)])
@@ -81,7 +82,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         return Manifest("", f"tensor {empty[0]!r} has shape {list(graph.shapes[empty[0]])}: a manifest's tensors "
                             f"hold at least one element")
     nhwc = channels_last_tensors(steps, kernels, [*_graph_inputs(graph), *graph.outputs], graph.shapes,
-                                 {(i,) for i in copies}) if channels_last else frozenset()
+                                 set(moves)) if channels_last else frozenset()
     layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
                | {k.output: k.layout for k in kernels} | dict.fromkeys(nhwc, CHANNELS_LAST))
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
@@ -111,8 +112,8 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
             converted.append(node_id(node))
             lines.append(f"  - convert: {'quantize' if node.op_type == 'QuantizeLinear' else 'dequantize'}  # "
                          f"{json.dumps(node_id(node))}")
-        elif len(what) == 1 and what[0] in copies:
-            lines.append(f"  - concat: channels  # {json.dumps(node_id(graph.nodes[what[0]]))}")
+        elif what in moves:
+            lines.append(f"  - {moves[what].key}  # {', '.join(json.dumps(node_id(graph.nodes[i])) for i in what)}")
         else:
             lines.append(f"  - host: [{', '.join(json.dumps(node_id(graph.nodes[i])) for i in what)}]")
             lines.append(f"    ops: [{', '.join(graph.nodes[i].op_type for i in what)}]")
@@ -122,7 +123,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
     problem = _schema_problem(text)
     return Manifest("", f"it would not load ({problem})") if problem else \
         Manifest(text, "", tuple(converted), channels_last=nhwc,
-                 copied=tuple(node_id(graph.nodes[i]) for i in sorted(copies)))
+                 copied=tuple(node_id(graph.nodes[i]) for nodes in moves for i in nodes))
 
 
 def _schema_problem(text: str) -> str:
@@ -158,30 +159,6 @@ def _conversion(graph: Graph, nodes, types: dict[str, int]) -> bool:
             and types.get(uint8) == 2 and types.get(real) == 1)
 
 
-def _channel_concats(graph: Graph, host: set[int], types: dict[str, int]) -> frozenset[int]:
-    """The host nodes that are concat steps: a Concat along axis 1 of float32 NCHW images with static shapes, each
-    input written by a kernel, another such Concat or the caller (not by ONNX nodes onnxruntime runs: a quantized
-    model's Concat of DequantizeLinear results stays with them, as onnxruntime fuses it)."""
-    candidates = set()
-    for i in host:
-        node = graph.nodes[i]
-        if node.op_type != "Concat" or not node.input or len(node.output) != 1:
-            continue
-        tensors = [*node.input, node.output[0]]
-        shapes = [graph.shapes.get(t) for t in tensors]
-        if any(s is None or len(s) != 4 for s in shapes) or any(types.get(t) != 1 for t in tensors):
-            continue
-        if _attributes(node).get("axis") in (1, -3) and not any(t in graph.constants for t in node.input):
-            candidates.add(i)
-    producer = graph.producers
-    while True:  # a Concat fed by one that is not a concat step is not one either
-        dropped = {i for i in candidates if any(producer.get(t) in host - candidates
-                                                for t in graph.nodes[i].input)}
-        if not dropped:
-            return frozenset(candidates)
-        candidates -= dropped
-
-
 def _graph_inputs(graph: Graph) -> list[str]:
     initializers = {t.name for t in graph.model.graph.initializer}
     return [i.name for i in graph.model.graph.input if i.name not in initializers]
@@ -213,12 +190,13 @@ def _quantization(graph: Graph, tensor: str, producer: dict[str, int]) -> tuple[
     return None
 
 
-def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int], copies: frozenset[int]
+def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int], moves: tuple[tuple[int, ...], ...]
            ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
     """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
-    None when no order does. A concat step (`copies`) is a step of its own node."""
+    None when no order does. A channel step (`moves`: its nodes) is a step of its own."""
     inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
-    components = _components(graph, host - copies, producer) + [(i,) for i in sorted(copies)]
+    moved = {i for nodes in moves for i in nodes}
+    components = _components(graph, host - moved, producer) + list(moves)
     for attempt in (components, [(i,) for i in sorted(host)]):  # joined host steps, else one node each
         steps: list[tuple[int | tuple[int, ...], list[str], list[str], int]] = []
         for k, kernel in enumerate(kernels):

@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
-from ...network.concat_copy import ConcatPart, concat_parts
+from ...network.channel_copy import ChannelPart, copy_parts
 from ...network.driver_text import check_c_name, c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
@@ -92,7 +92,7 @@ class StepRow:
     workspace_offset: int  # bytes from the arena's start; -1: none
     args: tuple[str, ...]  # a kernel's call, argument by argument
     threads: int = 1  # a kernel's OpenMP team by default (>1: it has <kernel>_set_threads)
-    copies: tuple[tuple[TensorRow, ConcatPart], ...] = ()  # a concat step's: each input and the copy into its channels
+    copies: tuple[tuple[TensorRow, ChannelPart], ...] = ()  # a concat, slice or shuffle: each part's input and copy
 
 
 def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan, flags_line: str = ""
@@ -107,7 +107,8 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
     weights = _weight_rows(network, plans, packed)
     layouts = {name: row.layout for name, row in tensors.items()}
     steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena, spaces.get(step.index, 0))
-                  if not step.concat else _concat_row(network, step, tensors, layouts) for step in network.steps)
+                  if not step.moves_channels else _copy_row(network, step, tensors, layouts)
+                  for step in network.steps)
     teams = {step.index: jobs[step.config.name].target_plan.threads for step in network.kernels}
     steps = tuple(replace(s, threads=teams.get(s.index, 1)) for s in steps)
     net = network.name
@@ -249,14 +250,14 @@ def _op_order(tensor: PlanTensor) -> tuple[int, int]:
     return int(match.group(2)), match.group(1) == "bias"
 
 
-def _concat_row(network: Network, step: Step, tensors: Mapping[str, TensorRow], layouts: dict[str, str]
-                ) -> StepRow:
-    """A concat step: network.c copies each input into its channels of the output (network/concat_copy.py)."""
-    inputs = tuple(tensors[t] for t in step.inputs)
-    parts = concat_parts(network, step, layouts)
-    return StepRow(index=step.index, host=False, name=c_string("concat"), function="", label="concat", nodes=(),
-                   node_comments=(), inputs=inputs, outputs=(tensors[step.outputs[0]],), workspace_bytes=0,
-                   workspace_offset=-1, args=(), copies=tuple(zip(inputs, parts)))
+def _copy_row(network: Network, step: Step, tensors: Mapping[str, TensorRow], layouts: dict[str, str]) -> StepRow:
+    """A concat, slice or shuffle step: network.c copies channels of its inputs into the output
+    (network/channel_copy.py)."""
+    parts = copy_parts(network, step, layouts)
+    return StepRow(index=step.index, host=False, name=c_string(step.kind), function="", label=step.kind, nodes=(),
+                   node_comments=(), inputs=tuple(tensors[t] for t in step.inputs),
+                   outputs=(tensors[step.outputs[0]],), workspace_bytes=0, workspace_offset=-1, args=(),
+                   copies=tuple((tensors[part.source], part) for part in parts))
 
 
 def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], weights: tuple[WeightRow, ...],

@@ -145,7 +145,7 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     placed in the order dispatches first bind them, with no source offsets, for a note that needs no packing).
     Every step must be a kernel or a concat its kernels write in place (concat_alias.py): a host step's tensors
     would have to come back to the host (the targets refuse such a network)."""
-    hosts = [s.label for s in network.steps if s.kind in ("host", "convert")]
+    hosts = [s.label for s in network.steps if s.kind in ("host", "convert", "slice", "shuffle")]
     if hosts:
         raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels only, not {hosts[0]}")
     aliases = concat_aliases(network, element_sizes(network), alignment)
@@ -195,7 +195,11 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
 
 
 def concat_refusal(network: Network, alignment: int = ALIGNMENT) -> str:
-    """Why the network's concat steps cannot be written in place ("" when they can, or it has none)."""
+    """Why the network's channel steps cannot be written in place ("" when they can, or it has none): a concat's
+    inputs can sit inside its output; a slice or shuffle is a copy no GPU network dispatches yet."""
+    moved = next((s for s in network.steps if s.kind in ("slice", "shuffle")), None)
+    if moved is not None:
+        return f"step {moved.index} ({moved.kind} of channels) is a copy, and the GPU network programs dispatch kernels only"
     if not any(s.concat for s in network.steps):
         return ""
     aliases = concat_aliases(network, element_sizes(network), alignment)

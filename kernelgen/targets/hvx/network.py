@@ -83,7 +83,7 @@ class StepRow:
 
 
 def _host_steps(network: Network) -> list:
-    return [step for step in network.steps if step.kind in ("host", "concat")]
+    return [step for step in network.steps if step.is_host or step.moves_channels]
 
 
 def refusal(network: Network) -> str:
@@ -92,7 +92,7 @@ def refusal(network: Network) -> str:
     hosts = _host_steps(network)
     if not hosts:
         return ""
-    what = ("a copy of channels between packed uint8 tensors, which it does not make yet" if hosts[0].concat else
+    what = ("a copy of channels between packed uint8 tensors, which it does not make yet" if hosts[0].moves_channels else
             "ONNX nodes onnxruntime runs")
     return (f"the hvx network driver runs kernels and convert steps only: {hosts[0].label} ({what}) has no place on "
             f"the DSP")
