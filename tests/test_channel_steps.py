@@ -1,6 +1,7 @@
-"""Concat along the channels as a step kernelgen runs (`concat: channels` in network.yaml): the manifest's checks, the
-copies network.c makes in each pair of layouts, and imported Inception and SqueezeNet blocks run whole as programs
-(the Concats were onnxruntime's host steps before, so such networks had no program)."""
+"""Steps that move channels without computing, run by kernelgen (`concat: channels`, `slice: {start, stop}`,
+`shuffle: {groups}` in network.yaml): the manifest's checks, the copies network.c makes in each pair of layouts, the
+GPU programs' concats written in place, and imported Inception, SqueezeNet, DenseNet and ShuffleNet blocks run whole as
+programs (those nodes were onnxruntime's host steps before, so such networks had no program)."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,10 +20,10 @@ from kernelgen.network.manifest import Network, Step, Tensor, load_network
 ONNX = ("py:onnx", "py:onnxruntime")
 
 
-def _network(shapes: dict[str, tuple[int, ...]], dtype: str = "float32") -> tuple[Network, Step]:
+def _network(shapes: dict[str, tuple[int, ...]], dtype: str = "float32", **kind) -> tuple[Network, Step]:
     tensors = {name: Tensor(name, shape, dtype, None) for name, shape in shapes.items()}
     *inputs, output = shapes
-    step = Step(index=0, inputs=tuple(inputs), outputs=(output,), concat=True)
+    step = Step(index=0, inputs=tuple(inputs), outputs=(output,), **(kind or {"concat": True}))
     return Network(name="n", path="n.yaml", model=None, inputs=tuple(inputs), outputs=(output,), tensors=tensors,
                    steps=(step,)), step
 
@@ -53,6 +54,24 @@ def test_the_copies_put_each_input_at_its_channels_in_every_pair_of_layouts(layo
     layouts = {"a": layout_in, "b": layout_in, "c": layout_in, "y": layout_out}
     got = _copied(network, step, layouts, values)
     np.testing.assert_array_equal(got, np.concatenate([values[t] for t in "abc"], axis=1))
+
+
+@pytest.mark.parametrize("layout_in, layout_out", [("NHWC", "NHWC"), ("NCHW", "NCHW"), ("NHWC", "NCHW")])
+def test_a_slice_and_a_shuffle_copy_what_onnx_computes(layout_in, layout_out):
+    from kernelgen.network.execute import moved_channels
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 12, 3, 5)).astype(np.float32)
+    for kind, shapes in (({"slice": (5, 11)}, {"x": (2, 12, 3, 5), "y": (2, 6, 3, 5)}),
+                         ({"shuffle": 3}, {"x": (2, 12, 3, 5), "y": (2, 12, 3, 5)})):
+        network, step = _network(shapes, **kind)
+        got = _copied(network, step, {"x": layout_in, "y": layout_out}, {"x": x})
+        np.testing.assert_array_equal(got, moved_channels(step, [x]))
+    # ONNX's own spelling of the shuffle: Reshape [N, g, C/g, H, W], Transpose (0, 2, 1, 3, 4), Reshape back
+    onnx_way = x.reshape(2, 3, 4, 3, 5).transpose(0, 2, 1, 3, 4).reshape(2, 12, 3, 5)
+    np.testing.assert_array_equal(moved_channels(_network({"x": x.shape, "y": x.shape}, shuffle=3)[1], [x]), onnx_way)
+    np.testing.assert_array_equal(moved_channels(_network({"x": x.shape, "y": (2, 6, 3, 5)}, slice=(5, 11))[1], [x]),
+                                  x[:, 5:11])
 
 
 def test_equal_layouts_copy_runs_and_mixed_ones_transpose():
@@ -412,3 +431,118 @@ def test_densenets_concats_keep_the_gpu_program_out_and_say_why(tmp_path):
                                       str(tmp_path / "out")])
     assert ("no vulkan driver: concat step 4 cannot be placed in device memory without a copy: 'stem_out' is an "
             "input of two concats") in built.output, built.output
+
+
+def test_a_shuffles_parts_land_every_gth_channel():
+    network, step = _network({"x": (1, 48, 28, 28), "y": (1, 48, 28, 28)}, shuffle=2)
+    parts = copy_parts(network, step, {"x": "NHWC", "y": "NHWC"})
+    # ShuffleNet's 48 channels: input 0..23 to output 0, 2, .., 46 and 24..47 to 1, 3, .., 47, one float a run
+    assert [(p.from_channel, p.to_channel, p.last_channel, p.to_offset, p.from_offset) for p in parts] == [
+        (0, 0, 46, 0, 0), (24, 1, 47, 4, 96)]
+    assert [(l.extent, l.to_stride, l.from_stride) for l in parts[1].loops] == [(784, 192, 192), (24, 8, 4)]
+    nchw = copy_parts(network, step, {"x": "NCHW", "y": "NCHW"})  # a plane a run, every other plane
+    assert [(l.extent, l.to_stride, l.from_stride) for l in nchw[1].loops] == [(24, 6272, 3136)]
+    assert nchw[1].run_bytes == 3136
+
+
+@requires_tool(*ONNX)
+@pytest.mark.parametrize("step, tensors, expected", [
+    ("  - slice: {start: 2, stop: 9}\n    inputs: [a]\n    outputs: [y]\n", "  y: {shape: [1, 7, 5, 5], dtype: float32}\n",
+     "steps[1].slice: expected 0 <= start < stop <= 4 (the channels of 'a'), got start 2, stop 9"),
+    ("  - slice: {start: 1, stop: 3}\n    inputs: [a]\n    outputs: [y]\n", "  y: {shape: [1, 3, 5, 5], dtype: float32}\n",
+     "channels 1..2 are 2, the output 'y' has 3"),
+    ("  - shuffle: {groups: 3}\n    inputs: [a]\n    outputs: [y]\n", "  y: {shape: [1, 4, 5, 5], dtype: float32}\n",
+     "steps[1].shuffle.groups: expected a divisor of 4 (the channels of 'a'), got 3"),
+    ("  - shuffle: {groups: 2}\n    inputs: [a, a]\n    outputs: [y]\n", "  y: {shape: [1, 4, 5, 5], dtype: float32}\n",
+     "expected one input and one output for shuffle, got 2 and 1"),
+])
+def test_a_slice_or_shuffle_that_does_not_fit_is_refused_at_its_key(tmp_path, step, tensors, expected):
+    text = _manifest(tmp_path, step, tensors)
+    assert expected in text, text
+
+
+def _shufflenet_unit(b, x: str, channels: int, name: str, size: int) -> str:
+    """ShuffleNetV2's stride-1 unit as PyTorch exports it: x.chunk(2, dim=1) as Shape -> Gather -> Add -> Div -> Mul
+    -> Slice (the split point computed from the shape), the right half through 1x1, 3x3 depthwise, 1x1, the halves
+    concatenated and shuffled by Reshape, Transpose, Reshape."""
+    from onnx import numpy_helper
+
+    half = channels // 2
+    for key, value in (("one", [1]), ("zero", [0]), ("two", [2]), ("axis", [1]), ("split", [1, 2, half, size, size]),
+                       ("whole", [1, channels, size, size])):
+        b.inits.append(numpy_helper.from_array(np.array(value, np.int64), f"{name}_{key}"))
+    channels_now = b.node("Gather", f"{name}_gather", [b.node("Shape", f"{name}_shape", [x]), f"{name}_one"], axis=0)
+    middle = b.node("Mul", f"{name}_mul", [b.node("Div", f"{name}_div", [
+        b.node("Add", f"{name}_add", [channels_now, f"{name}_one"]), f"{name}_two"]), f"{name}_one"])
+    end = b.node("Mul", f"{name}_mul2", [middle, f"{name}_two"])
+    left = b.node("Slice", f"{name}_left", [x, f"{name}_zero", middle, f"{name}_axis"])
+    right = b.node("Slice", f"{name}_right", [x, middle, end, f"{name}_axis"])
+    t = b.relu(f"{name}_r1", b.conv(f"{name}_c1", right, half, half, 1))
+    t = b.relu(f"{name}_r3", b.conv(f"{name}_c3", b.conv(f"{name}_dw", t, half, half, 3, pad=1, groups=half), half,
+                                    half, 1))
+    joined = b.node("Concat", f"{name}_cat", [left, t], axis=1)
+    split = b.node("Reshape", f"{name}_reshape", [joined, f"{name}_split"])
+    turned = b.node("Transpose", f"{name}_transpose", [split], perm=[0, 2, 1, 3, 4])
+    return b.node("Reshape", f"{name}_reshape2", [turned, f"{name}_whole"])
+
+
+@requires_tool(*ONNX, "gcc")
+def test_a_shufflenet_unit_imports_whole_its_split_and_shuffle_copied(tmp_path):
+    """Before, shape inference left everything after the first chunk unknown (its Slice's end computed from a
+    Shape), so no conv there imported; now the shape arithmetic is constants, the Slices and the shuffle are copy
+    steps, and the two-unit network is one program."""
+    import onnx_models
+
+    b = onnx_models.Builder(21)
+    x = b.relu("stem_r", b.conv("stem", "x", 3, 16, 3, pad=1))
+    y = _shufflenet_unit(b, _shufflenet_unit(b, x, 16, "u1", 8), 16, "u2", 8)
+    imported, checked = _run_whole(tmp_path, b.model("x", [1, 3, 8, 8], b.conv("head", y, 16, 10, 1)), "c")
+    assert "not generated" not in imported and "not imported" not in imported, imported
+    assert "2 concat, 4 slice, 2 shuffle step(s) and no host step" in imported, imported
+    manifest = (tmp_path / "net" / "network.yaml").read_text()
+    assert 'slice: {start: 0, stop: 8}  # "u1_left"' in manifest and "slice: {start: 8, stop: 16}" in manifest
+    assert 'shuffle: {groups: 2}  # "u1_reshape", "u1_transpose", "u1_reshape2"' in manifest, manifest
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", "c", "-o",
+                                      str(tmp_path / "out")])
+    network_c = (tmp_path / "out" / "net" / "c" / "network.c").read_text()
+    assert "channels 8..15 -> channels 1..15 every 2th" in network_c, built.output
+
+
+@requires_tool(*ONNX)
+def test_only_shape_arithmetic_is_folded(tmp_path):
+    """A Shape of a static tensor and the integer nodes after it become Constants (same names); a DequantizeLinear
+    of an int8 initializer, constant too, stays: a quantized conv's weights are read through it."""
+    import onnx_models
+    from onnx import helper, numpy_helper
+
+    from kernelgen.onnx.graph import read_graph
+
+    b = onnx_models.Builder(2)
+    b.inits += [numpy_helper.from_array(np.ones((4, 4, 1, 1), np.int8), "wq"),
+                numpy_helper.from_array(np.array(0.5, np.float32), "ws"),
+                numpy_helper.from_array(np.array([2], np.int64), "two"),
+                numpy_helper.from_array(np.array([1], np.int64), "one")]
+    weights = b.node("DequantizeLinear", "dq", ["wq", "ws"])
+    b.nodes.append(helper.make_node("Conv", ["x", weights], ["conv_out"], name="conv"))
+    half = b.node("Div", "half", [b.node("Shape", "shape", ["conv_out"], start=1, end=2), "two"])
+    out = b.node("Slice", "cut", ["conv_out", half, b.node("Mul", "twice", [half, "two"]), "one"])
+    graph = read_graph(onnx_models.save(b.model("x", [1, 4, 5, 6], out), tmp_path / "m.onnx"))
+    ops = {n.name: n.op_type for n in graph.nodes}
+    assert ops == {"dq": "DequantizeLinear", "conv": "Conv", "shape": "Constant", "half": "Constant",
+                   "twice": "Constant", "cut": "Slice"}, ops
+    assert graph.constants["twice_out"].tolist() == [4] and graph.shapes["cut_out"] == (1, 2, 5, 6)
+
+
+@requires_tool(*ONNX)
+def test_a_slice_or_shuffle_keeps_the_gpu_program_out_and_says_why(tmp_path):
+    import onnx_models
+
+    b = onnx_models.Builder(21)
+    y = _shufflenet_unit(b, b.conv("stem", "x", 3, 16, 3, pad=1), 16, "u1", 8)
+    path = onnx_models.save(b.model("x", [1, 3, 8, 8], b.conv("head", y, 16, 10, 1)), tmp_path / "s.onnx")
+    assert CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "s"), "--target", "opencl"]).exit_code == 0
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "s" / "network.yaml"), "--target", "opencl", "-o",
+                                      str(tmp_path / "out")])
+    assert "(slice of channels) is a copy, and the GPU network programs dispatch kernels only" in built.output, \
+        built.output
