@@ -91,10 +91,11 @@ def not_spatial_mean(graph: Graph, node) -> str | None:
 
 
 def flattened_gemm(graph: Graph, flatten: int) -> int | None:
-    """The Gemm a Flatten of an [N, C, 1, 1] tensor feeds alone (the classifier after a global pool), or None."""
+    """The Gemm a Flatten of an [N, C, H, W] image feeds alone (the classifier after a global pool, 1x1; VGG's and
+    AlexNet's after a 7x7 or 6x6 pool), or None."""
     node = graph.nodes[flatten]
     shape = graph.shapes.get(node.input[0])
-    if node.op_type != "Flatten" or shape is None or len(shape) != 4 or shape[2:] != (1, 1):
+    if node.op_type != "Flatten" or shape is None or len(shape) != 4:
         return None
     if int(_attributes(node).get("axis", 1)) != 1:
         return None
@@ -104,8 +105,9 @@ def flattened_gemm(graph: Graph, flatten: int) -> int | None:
     return reader
 
 
-def gemm(graph: Graph, index: int, channels: int) -> ConvNode | str:
-    """A Gemm y = x B^T + c (or x B + c) on [N, channels], as a 1x1 conv with B's rows as its filters."""
+def gemm(graph: Graph, index: int, channels: int, window: tuple[int, int] = (1, 1)) -> ConvNode | str:
+    """A Gemm y = x B^T + c (or x B + c) on [N, channels * window] (a flattened image), as a conv over the whole
+    window with B's rows as its filters."""
     node = graph.nodes[index]
     attrs = _attributes(node)
     weight = node.input[1]
@@ -122,11 +124,12 @@ def gemm(graph: Graph, index: int, channels: int) -> ConvNode | str:
     if b.ndim != 2 or b.dtype != np.float32:
         return f"a {b.dtype} weight of rank {b.ndim} (float32 [K, C] only)"
     k, c = b.shape if trans_b else b.shape[::-1]
-    if c != channels:
-        return f"its weight {list(b.shape)} does not take the {channels} channels it is given"
+    if c != channels * window[0] * window[1]:
+        given = f"{channels} channels" if window == (1, 1) else f"{channels}x{window[0]}x{window[1]} values"
+        return f"its weight {list(b.shape)} does not take the {given} it is given"
     if bias is not None and gemm_bias_problem(graph.constants[bias].shape, int(k)):
         return gemm_bias_problem(graph.constants[bias].shape, int(k))
-    return ConvNode(weight=weight, bias=bias, out_channels=int(k), kernel=(1, 1), stride=(1, 1), pad=(0, 0, 0, 0),
+    return ConvNode(weight=weight, bias=bias, out_channels=int(k), kernel=window, stride=(1, 1), pad=(0, 0, 0, 0),
                     dilation=(1, 1), groups=1, trans_b=trans_b)
 
 
@@ -139,10 +142,11 @@ def gemm_bias_problem(shape: tuple[int, ...], k: int) -> str:
     return f"a bias of shape {list(shape)} for {k} outputs (one per output: [{k}] or [1, {k}])"
 
 
-def gemm_filter(b: np.ndarray, trans_b: bool) -> np.ndarray:
-    """A Gemm's B as the OIHW filter of the 1x1 conv it is."""
-    rows = b if trans_b else b.T
-    return np.ascontiguousarray(rows).reshape(rows.shape[0], rows.shape[1], 1, 1)
+def gemm_filter(b: np.ndarray, trans_b: bool, window: tuple[int, int] = (1, 1)) -> np.ndarray:
+    """A Gemm's B as the OIHW filter of the conv it is (over a flattened image's whole window: a row of B holds
+    channel-major C, H, W values, as Flatten orders an NCHW image)."""
+    rows = np.ascontiguousarray(b if trans_b else b.T)
+    return rows.reshape(rows.shape[0], rows.shape[1] // (window[0] * window[1]), *window)
 
 
 FloatOp = tuple[list[int], int, ConvNode]  # (the nodes before the op's own, its node, the op)
@@ -159,11 +163,13 @@ def pool_op(graph: Graph, index: int, source: str | None) -> FloatOp | str:
 
 
 def flatten_op(graph: Graph, index: int, source: str | None) -> FloatOp | str | None:
-    """A Flatten of a 1x1 image feeding a Gemm alone: the classifier, a 1x1 conv whose lead node is the Flatten."""
+    """A Flatten of an image feeding a Gemm alone: the classifier, a conv whose lead node is the Flatten, its window
+    the whole image (1x1 after a global pool: Flatten orders C, H, W as an OIHW filter's rows do)."""
     classifier = flattened_gemm(graph, index)
     if classifier is None:
         return None
-    fc = gemm(graph, classifier, graph.shapes[graph.nodes[index].input[0]][1])
+    _, channels, height, width = graph.shapes[graph.nodes[index].input[0]]
+    fc = gemm(graph, classifier, channels, (height, width))
     return fc if isinstance(fc, str) else ([index], classifier, fc)
 
 

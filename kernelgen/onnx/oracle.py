@@ -99,7 +99,7 @@ def _given(config: Config, nodes: list, tensors: dict[str, np.ndarray]) -> dict[
                       node.input[4]: np.full(w.shape[0], variance, np.float32)}
             continue
         if node.op_type == "Gemm":  # back to B's own shape: [K, C], or [C, K] without transB
-            w = w.reshape(w.shape[:2]) if _attributes(node).get("transB", 0) else w.reshape(w.shape[:2]).T
+            w = w.reshape(w.shape[0], -1) if _attributes(node).get("transB", 0) else w.reshape(w.shape[0], -1).T
         given[node.input[1]] = w
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]

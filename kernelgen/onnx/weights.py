@@ -104,9 +104,9 @@ def model_weights(config: Config) -> dict[str, ModelWeight]:
             out |= _batch_norm_weights(config, graph, node, j)
             continue
         w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
-        if node.op_type == "Gemm" and w is not None and w.ndim == 2:  # the classifier: a 1x1 conv
-            w = gemm_filter(w, bool(_attributes(node).get("transB", 0)))
         want = filter_shape(config, j - 1)
+        if node.op_type == "Gemm" and w is not None and w.ndim == 2:  # the classifier: a conv over its window
+            w = gemm_filter(w, bool(_attributes(node).get("transB", 0)), want[2:])
         if w is None or w.shape != want:
             raise config.problem("source.nodes", f"Conv {node_id(node)!r} has weights of shape "
                                                  f"{None if w is None else list(w.shape)}; ops[{j - 1}] expects "
