@@ -159,8 +159,9 @@ def side_sources(chain: list[ChainOp], start: int, stop: int) -> tuple[int, ...]
 def float_group(graph: Graph, name: str, ops: list[ChainOp], model_path: str, nodes: tuple[str, ...],
                   targets: tuple[str, ...], schedule: str | None = None, filter_layout: str = "") -> GroupConfig:
     """`filter_layout`: what the targets' dense-conv kernels read in place (TargetInfo.dense_filter_layout), named
-    on each conv that is one: groups 1, more than one output pixel (a classifier's GEMV reads OIHW rows), output
-    channels in whole blocks of it."""
+    on each conv that is one: groups 1, more than one output pixel or a window wider than 1x1 (a 1x1 classifier's
+    GEMV reads OIHW rows in place; VGG's over a 7x7 window would gather each row from 16 filters a copy, 2.8x slower
+    on AlexNet's 151 MB one), output channels in whole blocks of it."""
     sides = fsides(ops)
     block = parse_layout(filter_layout, FILTER_DIMS).block_factor("o") or 1 if filter_layout else 1
     entries = []
@@ -176,7 +177,8 @@ def float_group(graph: Graph, name: str, ops: list[ChainOp], model_path: str, no
                 ("dilation", cv.dilation)]
         keys += [("groups", cv.groups)] if cv.groups > 1 else []
         pixels = math.prod((*graph.shapes[op.out], 1, 1)[2:4])
-        dense = filter_layout and cv.groups == 1 and pixels > 1 and cv.out_channels % block == 0
+        dense = filter_layout and cv.groups == 1 and (pixels > 1 or cv.kernel != (1, 1)) and \
+            cv.out_channels % block == 0
         keys += [("filter_layout", filter_layout)] if dense else []
         keys += [("bias", True)] if cv.bias else []
         keys += [("residual", "input" if op.residual == 0 else op.residual)] if op.residual is not None else []
