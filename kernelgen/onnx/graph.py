@@ -17,7 +17,7 @@ from ..errors import KernelgenError
 from ..files import FileRefused, read_regular
 from .checks import conv_problem
 from .short_names import shorten_long_names
-from .static_shapes import fold_static_shapes
+from .static_shapes import fold_static_shapes, stored_constants
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
 # protobuf's limit on one serialized message: an ONNX file (weights beyond it are external data files) is smaller
@@ -155,7 +155,7 @@ class Graph:
 
 def read_graph(path: str | Path) -> Graph:
     onnx = onnx_module()
-    from onnx import numpy_helper, shape_inference
+    from onnx import shape_inference
 
     path = Path(path)
     data = _model_bytes(path)
@@ -179,12 +179,7 @@ def read_graph(path: str | Path) -> Graph:
             raise OnnxError(f"{path}: ONNX shape inference failed: {error}") from None
     graph = model.graph
     _distinct_ids(graph.node)
-    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            value = next((a for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                constants[node.output[0]] = numpy_helper.to_array(value.t)
+    constants = stored_constants(graph)
     for node in graph.node:  # exporters share one initializer between layers through Identity nodes
         if node.op_type == "Identity" and node.input[0] in constants:
             constants[node.output[0]] = constants[node.input[0]]

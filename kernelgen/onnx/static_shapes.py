@@ -24,12 +24,7 @@ def fold_static_shapes(model: Any, shapes: dict[str, tuple[int, ...]]) -> int:
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    known = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant":
-            value = next((a for a in node.attribute if a.name == "value"), None)
-            if value is not None:
-                known[node.output[0]] = numpy_helper.to_array(value.t)
+    known = stored_constants(graph)
     folded = 0
     derived: set[str] = set()  # tensors computed from a Shape: only their arithmetic is folded (not, say, a
     for index, node in enumerate(graph.node):  # quantized model's DequantizeLinear of its int8 weights)
@@ -47,6 +42,19 @@ def fold_static_shapes(model: Any, shapes: dict[str, tuple[int, ...]]) -> int:
         graph.node[index].CopyFrom(constant)
         folded += 1
     return folded
+
+
+def stored_constants(graph: Any) -> dict[str, np.ndarray]:
+    """The values a graph stores: its initializers and its Constant nodes' tensors, by name."""
+    from onnx import numpy_helper
+
+    known = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            value = next((a for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                known[node.output[0]] = numpy_helper.to_array(value.t)
+    return known
 
 
 def _value(node: Any, known: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], model: Any
