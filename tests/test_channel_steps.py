@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from click.testing import CliRunner
 
 from builders import toolchain
@@ -546,3 +547,40 @@ def test_a_slice_or_shuffle_keeps_the_gpu_program_out_and_says_why(tmp_path):
                                       str(tmp_path / "out")])
     assert "(slice of channels) is a copy, and the GPU network programs dispatch kernels only" in built.output, \
         built.output
+
+
+@st.composite
+def _channel_steps(draw):
+    """A concat, slice or shuffle over small images, each tensor in either layout, float32 or uint8."""
+    n, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from(["float32", "uint8"]))
+    kind = draw(st.sampled_from(["concat", "slice", "shuffle"]))
+    if kind == "concat":
+        widths = draw(st.lists(st.integers(1, 5), min_size=1, max_size=4))
+        shapes = {f"i{k}": (n, c, h, w) for k, c in enumerate(widths)} | {"y": (n, sum(widths), h, w)}
+        extra = {}
+    elif kind == "slice":
+        c = draw(st.integers(1, 9))
+        start = draw(st.integers(0, c - 1))
+        stop = draw(st.integers(start + 1, c))
+        shapes, extra = {"i0": (n, c, h, w), "y": (n, stop - start, h, w)}, {"slice": (start, stop)}
+    else:
+        groups, width = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+        shapes, extra = {"i0": (n, groups * width, h, w), "y": (n, groups * width, h, w)}, {"shuffle": groups}
+    layouts = {name: draw(st.sampled_from(["NCHW", "NHWC"])) for name in shapes}
+    return shapes, dtype, extra, layouts
+
+
+@settings(max_examples=200, deadline=None)
+@given(_channel_steps(), st.integers(0, 2**31 - 1))
+def test_any_channel_step_copies_what_onnx_computes(case, seed):
+    """network.c's loops (replayed over bytes) give what execute.moved_channels, ONNX's Concat, Slice and
+    Reshape-Transpose-Reshape, gives, for any sizes, layouts and element size."""
+    from kernelgen.network.execute import moved_channels
+
+    shapes, dtype, extra, layouts = case
+    network, step = _network(shapes, dtype, **extra)
+    rng = np.random.default_rng(seed)
+    values = {name: rng.integers(0, 255, shape).astype(dtype) for name, shape in shapes.items() if name != "y"}
+    got = _copied(network, step, layouts, values)
+    np.testing.assert_array_equal(got, moved_channels(step, [values[t] for t in step.inputs]))
