@@ -231,7 +231,8 @@ class _Checker:
         steps = [self._step(k, s, tensors) for k, s in enumerate(m.steps)]
         if not any(s.kernel is not None for s in m.steps):
             self.fail(("steps",), "expected at least one kernel step (kernel: a config name): with host, convert and "
-                                  "copy steps only, kernelgen has nothing to generate or check (onnxruntime runs the model)")
+                                  "copy steps only, kernelgen has nothing to generate or check (onnxruntime runs the "
+                                  "model)")
         self._order(steps)
         if self.problems:
             raise ConfigError(self.problems)

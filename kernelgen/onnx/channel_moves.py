@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .graph import Graph, _attributes
 
 FLOAT32 = 1  # ONNX TensorProto.FLOAT
@@ -65,11 +67,12 @@ def _slice(graph: Graph, i: int, types: dict[str, int]) -> ChannelMove | None:
     if node.op_type != "Slice" or len(node.input) < 4 or len(node.output) != 1:
         return None
     shape, out = _image(graph, node.input[0], types), _image(graph, node.output[0], types)
-    values = [graph.constants.get(t) if t else None for t in (*node.input[1:5], "")[:4]]
-    if shape is None or out is None or any(v is None for v in values[:3]):
+    bounds = [graph.constants.get(t) for t in node.input[1:4]]  # starts, ends, axes
+    stride = graph.constants.get(node.input[4]) if len(node.input) > 4 and node.input[4] else np.ones(1, np.int64)
+    if shape is None or out is None or any(v is None for v in (*bounds, stride)):
         return None
-    starts, ends, axes = (v.reshape(-1).tolist() for v in values[:3])
-    steps = values[3].reshape(-1).tolist() if values[3] is not None else [1] * len(axes)
+    starts, ends, axes = (v.reshape(-1).tolist() for v in bounds)
+    steps = stride.reshape(-1).tolist()
     if len(axes) != 1 or axes[0] not in (1, -3) or steps != [1] or len(starts) != 1 or len(ends) != 1:
         return None
     channels = shape[1]

@@ -171,8 +171,9 @@ def read_graph(path: str | Path) -> Graph:
         model = shape_inference.infer_shapes(model)
     except Exception as error:
         raise OnnxError(f"{path}: ONNX shape inference failed: {error}") from None
+    # shape arithmetic made constants: then infer again, with the sizes it feeds known
     if any(node.op_type == "Shape" for node in model.graph.node) and \
-            fold_static_shapes(model, _static_shapes(model.graph, batch_of_one=False)):  # then infer again, with the sizes known
+            fold_static_shapes(model, _static_shapes(model.graph, batch_of_one=False)):
         try:
             model = shape_inference.infer_shapes(model)
         except Exception as error:

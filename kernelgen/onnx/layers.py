@@ -1,7 +1,8 @@
 """The float forms of the ONNX nodes that start an op of a float chain (graph.ConvNode): a Conv, MaxPool,
-AveragePool and GlobalAveragePool as pools, a Gemm on a flattened 1x1 image (the classifier after a global pool) as
-a 1x1 conv, a Mul by channel factors, and a BatchNormalization no conv absorbed as a 1x1 depthwise conv. Each *_op function returns the op, or why kernelgen cannot take the node,
-or None when the node is not that op after all; converters.py says which op type each one converts."""
+AveragePool and GlobalAveragePool as pools, a Gemm on a flattened image (the classifier) as the conv over its whole
+window, a Mul by channel factors, and a BatchNormalization no conv absorbed as a 1x1 depthwise conv. Each *_op
+function returns the op, or why kernelgen cannot take the node, or None when the node is not that op after all;
+converters.py says which op type each one converts."""
 from __future__ import annotations
 
 import numpy as np

@@ -199,7 +199,8 @@ def concat_refusal(network: Network, alignment: int = ALIGNMENT) -> str:
     inputs can sit inside its output; a slice or shuffle is a copy no GPU network dispatches yet."""
     moved = next((s for s in network.steps if s.kind in ("slice", "shuffle")), None)
     if moved is not None:
-        return f"step {moved.index} ({moved.kind} of channels) is a copy, and the GPU network programs dispatch kernels only"
+        return (f"step {moved.index} ({moved.kind} of channels) is a copy, and the GPU network programs dispatch "
+                f"kernels only")
     if not any(s.concat for s in network.steps):
         return ""
     aliases = concat_aliases(network, element_sizes(network), alignment)

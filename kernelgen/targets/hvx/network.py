@@ -92,8 +92,8 @@ def refusal(network: Network) -> str:
     hosts = _host_steps(network)
     if not hosts:
         return ""
-    what = ("a copy of channels between packed uint8 tensors, which it does not make yet" if hosts[0].moves_channels else
-            "ONNX nodes onnxruntime runs")
+    what = ("a copy of channels between packed uint8 tensors, which it does not make yet"
+            if hosts[0].moves_channels else "ONNX nodes onnxruntime runs")
     return (f"the hvx network driver runs kernels and convert steps only: {hosts[0].label} ({what}) has no place on "
             f"the DSP")
 
