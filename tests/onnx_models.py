@@ -365,6 +365,52 @@ def qdq_network(c: int = 16, size: int = 12, seed: int = 9):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def qdq_concat_network(size: int = 12, seed: int = 12):
+    """SqueezeNet's fire modules in the QDQ form onnxruntime's quantizer writes, float in and out: a 3x3 stem, then
+    branches of 32, 48 and 16 channels whose DequantizeLinear results a Concat joins and one QuantizeLinear
+    requantizes (each branch at its own scale and zero point, the first at the concat's own); a 1x1 squeeze, a
+    second Concat of two 32-channel branches; a 1x1 classifier, GlobalAveragePool and a Flatten between
+    DequantizeLinear and QuantizeLinear at one scale, as SqueezeNet ends."""
+    rng = np.random.default_rng(seed)
+    scales = {"x": (0.03, 128), "m": (0.04, 0), "b0": (0.05, 7), "b1": (0.031, 0), "b2": (0.09, 40),
+              "cat": (0.05, 7), "s": (0.06, 3), "e0": (0.045, 0), "e1": (0.02, 12), "cat2": (0.05, 0),
+              "y": (0.07, 0), "g": (0.03, 5)}
+    inits = [item for key, (scale, z) in scales.items()
+             for item in (_q(f"{key}_s", scale, np.float32), _q(f"{key}_z", z, np.uint8))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["x_q"], name="q_x"),
+             helper.make_node("DequantizeLinear", ["x_q", "x_s", "x_z"], ["x_f"], name="dq_x")]
+
+    def dq(tensor: str, key: str) -> str:  # one for each reader, as the quantizer writes them
+        name = f"dq{len(nodes)}_{tensor}"
+        nodes.append(helper.make_node("DequantizeLinear", [tensor, f"{key}_s", f"{key}_z"], [name], name=name))
+        return name
+
+    def concat(name: str, branches: list[tuple[str, str]], key: str) -> str:
+        nodes.append(helper.make_node("Concat", [dq(t, k) for t, k in branches], [f"{name}_f"], name=name, axis=1))
+        nodes.append(helper.make_node("QuantizeLinear", [f"{name}_f", f"{key}_s", f"{key}_z"], [f"{name}_q"],
+                                      name=f"q_{name}"))
+        return f"{name}_q"
+
+    stem = _qdq_conv(nodes, inits, rng, "stem", "x_f", 8, 24, 3, "m_s", "m_z", activation="relu")
+    branches = [(_qdq_conv(nodes, inits, rng, f"b{i}", dq(stem, "m"), 24, width, k, f"b{i}_s", f"b{i}_z",
+                           activation="relu"), f"b{i}") for i, (width, k) in enumerate(((32, 1), (48, 3), (16, 1)))]
+    cat = concat("cat", branches, "cat")
+    squeeze = _qdq_conv(nodes, inits, rng, "squeeze", dq(cat, "cat"), 96, 16, 1, "s_s", "s_z", activation="relu")
+    expands = [(_qdq_conv(nodes, inits, rng, f"e{i}", dq(squeeze, "s"), 16, 32, k, f"e{i}_s", f"e{i}_z",
+                          activation="relu"), f"e{i}") for i, k in enumerate((1, 3))]
+    cat2 = concat("cat2", expands, "cat2")
+    y = _qdq_conv(nodes, inits, rng, "classifier", dq(cat2, "cat2"), 64, 10, 1, "y_s", "y_z", activation="relu")
+    nodes += [helper.make_node("GlobalAveragePool", [dq(y, "y")], ["gap_f"], name="gap"),
+              helper.make_node("QuantizeLinear", ["gap_f", "g_s", "g_z"], ["gap_q"], name="q_gap")]
+    nodes += [helper.make_node("Flatten", [dq("gap_q", "g")], ["flat_f"], name="flatten", axis=1),
+              helper.make_node("QuantizeLinear", ["flat_f", "g_s", "g_z"], ["flat_q"], name="q_flat"),
+              helper.make_node("DequantizeLinear", ["flat_q", "g_s", "g_z"], ["out"], name="dq_out")]
+    graph = helper.make_graph(nodes, "qdq_concat", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                  [1, 8, size, size])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
 def torchvision_named_stack(size: int = 12, seed: int = 10):
     """A stem conv and three MobileNetV2-like blocks (1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1 project; the
     channels change, so no residual add) named as torch.onnx's TorchScript exporter names torchvision's nodes:

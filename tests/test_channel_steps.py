@@ -138,13 +138,13 @@ def test_a_concat_whose_tensors_do_not_fit_is_refused_at_its_step(tmp_path, tens
 
 
 @requires_tool(*ONNX)
-def test_a_concat_that_would_requantize_or_of_another_kind_is_refused(tmp_path):
+def test_a_uint8_concat_without_a_scale_or_of_another_kind_is_refused(tmp_path):
     q8 = "dtype: uint8, zero_point: 3"
     text = _manifest(tmp_path, "  - concat: channels\n    inputs: [p, q]\n    outputs: [y]\n",
-                     f"  p: {{shape: [1, 4, 5, 5], {q8}, scale: 0.1}}\n  q: {{shape: [1, 4, 5, 5], {q8}, scale: 0.2}}\n"
+                     f"  p: {{shape: [1, 4, 5, 5], {q8}, scale: 0.1}}\n  q: {{shape: [1, 4, 5, 5], {q8}}}\n"
                      f"  y: {{shape: [1, 8, 5, 5], {q8}, scale: 0.1}}\n", inputs="x, p, q")
-    assert ("steps[1].inputs[1]: 'q' has scale 0.2 and zero point 3, the output 0.1 and 3: a concat copies bytes, "
-            "it does not requantize") in text, text
+    assert ("steps[1].inputs[1]: expected a scale and zero point on 'q' (a uint8 concat requantizes the inputs "
+            "whose differ from its output's)") in text, text
     text = _manifest(tmp_path, "  - concat: sideways\n    inputs: [a, a]\n    outputs: [y]\n",
                      "  y: {shape: [1, 8, 5, 5], dtype: float32}\n")
     assert "steps[1].concat" in text and "'channels'" in text, text

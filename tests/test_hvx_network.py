@@ -114,13 +114,13 @@ def test_a_host_step_is_refused_at_its_key(tmp_path):
     result = CliRunner().invoke(main, ["import", str(tmp_path / "qn.onnx"), "-o", str(tmp_path / "qn"),
                                        "--target", "hvx"])
     assert result.exit_code == 0, result.output
-    with pytest.raises(ConfigError, match=r"steps\[3\]\.host.*runs kernels and convert steps only"):
+    with pytest.raises(ConfigError, match=r"steps\[3\]\.host.*runs kernels, convert and channel steps only"):
         _files(kernelgen.load_network(tmp_path / "qn" / "network.yaml"))
     # build writes the kernels alone and says why; what it lists is what it writes
     manifest = str(tmp_path / "qn" / "network.yaml")
     built = CliRunner().invoke(main, ["build", manifest, "-o", str(tmp_path / "out")])
     assert built.exit_code == 0, built.output
-    assert "no hvx driver: the hvx network driver runs kernels and convert steps only" in built.output
+    assert "no hvx driver: the hvx network driver runs kernels, convert and channel steps only" in built.output
     written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
     listed = CliRunner().invoke(main, ["build", manifest, "-o", str(tmp_path / "out"), "--list-outputs"])
     assert sorted(str(Path(line).relative_to(tmp_path / "out")) for line in listed.output.split()) == written

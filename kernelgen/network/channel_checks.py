@@ -18,8 +18,8 @@ Fail = Callable[[tuple, str], None]
 
 def check_channel_step(kind: str, k: int, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fail: Fail,
                        start: int = 0, stop: int = 0, groups: int = 0) -> None:
-    """NCHW images of one batch, height and width and one dtype (uint8: one scale and zero point: a copy of bytes
-    does not requantize); a concat's channels adding up to its output's, a slice's range inside its input, a
+    """NCHW images of one batch, height and width and one dtype (a uint8 input of another scale or zero point than
+    the output is requantized: channel_copy.requantize_table); a concat's channels adding up to its output's, a slice's range inside its input, a
     shuffle's groups dividing its channels."""
     spelled = {"concat": "concat: channels", "slice": "slice", "shuffle": "shuffle"}[kind]
     if len(outputs) != 1 or (kind != "concat" and len(inputs) != 1):
@@ -35,10 +35,9 @@ def check_channel_step(kind: str, k: int, inputs: Sequence[Tensor], outputs: Seq
         if tensor.dtype != result.dtype:
             fail(("steps", k, *where), f"dtype mismatch: {tensor.name!r} is {tensor.dtype}, the {kind}'s output "
                                        f"{result.name!r} {result.dtype} (a {kind} copies)")
-        elif (tensor.scale, tensor.zero_point) != (result.scale, result.zero_point):
-            fail(("steps", k, *where), f"{tensor.name!r} has scale {tensor.scale} and zero point {tensor.zero_point}, "
-                                       f"the output {result.scale} and {result.zero_point}: a {kind} copies bytes, it "
-                                       f"does not requantize")
+        elif tensor.dtype == "uint8" and None in (tensor.scale, tensor.zero_point):
+            fail(("steps", k, *where), f"expected a scale and zero point on {tensor.name!r} (a uint8 {kind} "
+                                       f"requantizes the inputs whose differ from its output's)")
     n, _, h, w = result.shape
     for i, tensor in enumerate(inputs):
         if (tensor.shape[0], *tensor.shape[2:]) != (n, h, w):

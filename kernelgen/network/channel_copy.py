@@ -8,12 +8,17 @@ runs: NHWC, one run of a part's channels a pixel; NCHW, one run of its whole pla
 land every g-th, so NHWC copies element by element there, NCHW a plane at a time. Mixed layouts (an NHWC tensor
 between kernels into an output the caller reads as NCHW) are a transpose: one element a run, the loops in the
 source's order so that the reads stream.
+
+A uint8 part whose input has another scale or zero point than the output is requantized on the way: each byte
+through a table of 256 (`requantize_table`), what onnxruntime computes for DequantizeLinear, Concat (or Slice),
+QuantizeLinear in float32.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .manifest import Network, Step
+from ..ops.activations import IDENTITY
+from .manifest import Network, Step, Tensor
 
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "uint8": 1, "int8": 1, "int32": 4, "int64": 8}
 
@@ -43,6 +48,21 @@ class ChannelPart:
     @property
     def last_channel(self) -> int:
         return self.to_channel + (self.channels - 1) * self.to_step
+
+
+def requantize_table(source: Tensor, result: Tensor) -> tuple[int, ...] | None:
+    """The byte each of a uint8 input's 256 bytes becomes in the output: (q - z_in) * s_in in float32, then
+    saturate(rint(v / s_out) + z_out), as onnxruntime's DequantizeLinear and QuantizeLinear compute it; None when the
+    two tensors share scale and zero point (or are not uint8): a plain copy."""
+    if source.dtype != "uint8" or (source.scale, source.zero_point) == (result.scale, result.zero_point):
+        return None
+    return IDENTITY.byte_table(source.scale, source.zero_point, result.scale, result.zero_point)
+
+
+def input_tables(network: Network, step: Step) -> list[tuple[int, ...] | None]:
+    """requantize_table of each of a channel step's inputs into its output."""
+    result = network.tensors[step.outputs[0]]
+    return [requantize_table(network.tensors[name], result) for name in step.inputs]
 
 
 def step_parts(network: Network, step: Step) -> list[tuple[str, int, int, int, int]]:

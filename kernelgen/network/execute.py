@@ -37,6 +37,7 @@ from ..onnx.graph import OnnxError
 from ..onnx.oracle import OracleFailed, float_arithmetic
 from ..onnx.u8s8 import QuantOracle, allowed_difference, quant_oracle
 from ..quant import op_quants
+from .channel_copy import input_tables
 from .manifest import Network, Step
 
 FLOAT_AGREEMENT = 1e-3  # of the tensor's largest magnitude
@@ -115,7 +116,8 @@ def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None)
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
     if step.moves_channels:
-        return lambda values: {step.outputs[0]: moved_channels(step, [values[t] for t in step.inputs])}
+        tables = input_tables(network, step)
+        return lambda values: {step.outputs[0]: moved_channels(step, [values[t] for t in step.inputs], tables)}
     key = f"steps[{step.index}].host"
     entries = (oracle or network_oracle(network)).entries
     with _blamed_on(network, key):
@@ -200,8 +202,12 @@ def _allowance(step: Step, oracle: QuantOracle) -> str:
     return ""
 
 
-def moved_channels(step: Step, values: list[np.ndarray]) -> np.ndarray:
-    """What a concat, slice or shuffle step makes of its NCHW inputs, as ONNX's nodes compute it."""
+def moved_channels(step: Step, values: list[np.ndarray], tables: list[tuple[int, ...] | None] | None = None
+                   ) -> np.ndarray:
+    """What a concat, slice or shuffle step makes of its NCHW inputs, as ONNX's nodes compute it; `tables`: each
+    uint8 input's requantization into the output (channel_copy.input_tables; None: copied as it is)."""
+    if tables:
+        values = [v if t is None else np.asarray(t, np.uint8)[v] for v, t in zip(values, tables)]
     if step.concat:
         return np.concatenate(values, axis=1)
     (x,) = values
@@ -220,8 +226,9 @@ def convert(network: Network, step: Step, value: np.ndarray) -> np.ndarray:
     if step.convert == "quantize":
         with np.errstate(all="ignore"):
             q = np.rint(value.astype(np.float32) / scale) + np.float32(quantized.zero_point)
-        return np.clip(np.nan_to_num(q), 0, 255).astype(np.uint8)
-    return ((value.astype(np.int32) - quantized.zero_point).astype(np.float32) * scale).astype(np.float32)
+        return np.clip(np.nan_to_num(q), 0, 255).astype(np.uint8).reshape(network.tensors[step.outputs[0]].shape)
+    real = ((value.astype(np.int32) - quantized.zero_point).astype(np.float32) * scale).astype(np.float32)
+    return real.reshape(network.tensors[step.outputs[0]].shape)  # [N, C] of an [N, C, 1, 1] image: the same bytes
 
 
 def _image(value: np.ndarray) -> np.ndarray:

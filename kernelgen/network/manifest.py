@@ -287,8 +287,8 @@ class _Checker:
                     shuffle=s.shuffle.groups if s.shuffle else 0)
 
     def _conversion(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
-        """quantize: one float32 tensor to one uint8 tensor of the same shape with a scale and zero point;
-        dequantize the other way."""
+        """quantize: one float32 tensor to one uint8 tensor of the same shape (or [N, C] of an [N, C, 1, 1] image:
+        the same bytes) with a scale and zero point; dequantize the other way."""
         if len(s.inputs) != 1 or len(s.outputs) != 1:
             self.fail(("steps", k), f"expected one input and one output for convert: {s.convert}, got "
                                     f"{len(s.inputs)} and {len(s.outputs)}")
@@ -304,8 +304,9 @@ class _Checker:
         if real.dtype != "float32":
             self.fail(("steps", k, "inputs" if s.convert == "quantize" else "outputs", 0),
                       f"expected a float32 tensor for convert: {s.convert}, got {real.name!r} ({real.dtype})")
-        if source.shape != result.shape:
-            self.fail(("steps", k, "outputs", 0), f"shape mismatch: {list(source.shape)} in, {list(result.shape)} out")
+        if source.shape != result.shape and _as_image(source.shape) != _as_image(result.shape):
+            self.fail(("steps", k, "outputs", 0), f"shape mismatch: {list(source.shape)} in, {list(result.shape)} out "
+                                                  f"(the same shape, or [N, C] of an [N, C, 1, 1] image)")
 
     def _wiring(self, k: int, s: StepModel, config: Config, tensors: dict[str, Tensor]) -> None:
         """A kernel reads its input, then its side inputs in the config's order, and writes one tensor: their shapes
@@ -382,3 +383,8 @@ def output_shape(config: Config) -> tuple[int, int, int, int]:
         h = (h + top + bottom - span_h) // op.stride[0] + 1
         w = (w + left + right - span_w) // op.stride[1] + 1
     return n, h, w, config.ops[-1].out_channels
+
+
+def _as_image(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """[N, C] as the [N, C, 1, 1] image whose bytes it is (a Flatten of a 1x1 image); other shapes as they are."""
+    return (*shape, 1, 1) if len(shape) == 2 else shape

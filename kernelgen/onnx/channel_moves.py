@@ -2,8 +2,10 @@
 onnxruntime (network.yaml's `concat: channels`, `slice: {start, stop}` and `shuffle: {groups}` steps): a Concat along
 axis 1, a Slice of a channel range, and the channel shuffle PyTorch exports as Reshape [N, g, C/g, H, W], Transpose
 (0, 2, 1, 3, 4), Reshape [N, C, H, W] (ShuffleNetV2's). Float32 NCHW images with static shapes only, and only where
-each input comes from a kernel, another such step or the caller: a quantized model's Concat of DequantizeLinear
-results stays with them in onnxruntime, which fuses them into one requantizing op."""
+each input comes from a kernel, another such step or the caller. In a quantized model the nodes sit between a
+DequantizeLinear of each input and one QuantizeLinear of the result (the QDQ form): those join the step, which then
+moves uint8 tensors and requantizes each input whose scale or zero point differs from the output's (as onnxruntime
+does when it fuses them into one QLinearConcat)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ import numpy as np
 from .graph import Graph, _attributes
 
 FLOAT32 = 1  # ONNX TensorProto.FLOAT
+UINT8 = 2  # ONNX TensorProto.UINT8
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,7 @@ def channel_moves(graph: Graph, host: set[int], types: dict[str, int]) -> dict[t
     moves = {}
     for i in sorted(host):
         found = _concat(graph, i, types) or _slice(graph, i, types) or _shuffle(graph, i, host, types)
+        found = found and _quantized(graph, found, host, types)
         if found is not None and not any(set(found.nodes) & set(m) for m in moves):
             moves[found.nodes] = found
     while True:  # a step fed by ONNX nodes onnxruntime runs is not one either
@@ -42,6 +46,29 @@ def channel_moves(graph: Graph, host: set[int], types: dict[str, int]) -> dict[t
 def _inputs(graph: Graph, nodes: tuple[int, ...]) -> list[str]:
     produced = {o for i in nodes for o in graph.nodes[i].output}
     return [t for i in nodes for t in graph.nodes[i].input if t and t not in produced and t not in graph.constants]
+
+
+def _quantized(graph: Graph, move: ChannelMove, host: set[int], types: dict[str, int]) -> ChannelMove:
+    """The move with the DequantizeLinear before each input and the QuantizeLinear after its result when a quantized
+    model wraps it so (each read by the move alone, uint8, one constant scale and zero point); else as it is."""
+    before = [graph.producers.get(t) for t in _inputs(graph, move.nodes)]
+    result = graph.nodes[move.nodes[-1]].output[0]
+    after = graph.sole_consumer(result)
+    wrapped = all(i in host and _qdq(graph, i, "DequantizeLinear", types) and
+                  graph.sole_consumer(graph.nodes[i].output[0]) in move.nodes for i in before)
+    if not before or not wrapped or after not in host or not _qdq(graph, after, "QuantizeLinear", types):
+        return move
+    return ChannelMove(move.kind, tuple(sorted({*before, *move.nodes, after})), move.key)
+
+
+def _qdq(graph: Graph, i: int, op_type: str, types: dict[str, int]) -> bool:
+    """A QuantizeLinear (or DequantizeLinear) between float32 and uint8 at one constant scale and zero point."""
+    node = graph.nodes[i]
+    if node.op_type != op_type or len(node.input) != 3:
+        return False
+    scale, zero = (graph.constants.get(t) for t in node.input[1:3])
+    uint8 = node.output[0] if op_type == "QuantizeLinear" else node.input[0]
+    return scale is not None and scale.size == 1 and zero is not None and zero.size == 1 and types.get(uint8) == UINT8
 
 
 def _image(graph: Graph, tensor: str, types: dict[str, int]) -> tuple[int, ...] | None:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from ..config.reserved import RESERVED
 from .channel_moves import channel_moves
-from .graph import Graph, node_id
+from .graph import Graph, _attributes, node_id
 from .layouts import CHANNELS_LAST, channels_last_tensors
 
 # ONNX TensorProto element types the manifest names
@@ -108,10 +108,9 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
             kernel = kernels[what]
             lines.append(f"  - kernel: {kernel.name}")
         elif _conversion(graph, what, types):
-            node = graph.nodes[next(iter(what))]
-            converted.append(node_id(node))
-            lines.append(f"  - convert: {'quantize' if node.op_type == 'QuantizeLinear' else 'dequantize'}  # "
-                         f"{json.dumps(node_id(node))}")
+            ids = [node_id(graph.nodes[i]) for i in sorted(what)]
+            converted += ids
+            lines.append(f"  - convert: {_conversion(graph, what, types)}  # {', '.join(map(json.dumps, ids))}")
         elif what in moves:
             lines.append(f"  - {moves[what].key}  # {', '.join(json.dumps(node_id(graph.nodes[i])) for i in what)}")
         else:
@@ -144,19 +143,47 @@ def _schema_problem(text: str) -> str:
     return ""
 
 
-def _conversion(graph: Graph, nodes, types: dict[str, int]) -> bool:
-    """A step of one QuantizeLinear of float32 to uint8 (or DequantizeLinear back) at one constant scale and zero
-    point: a quantized network's input or output conversion, which kernelgen runs itself (execute.convert)."""
-    if len(nodes) != 1:
-        return False
-    node = graph.nodes[next(iter(nodes))]
-    if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 3:
-        return False
-    scale, zero = graph.constants.get(node.input[1]), graph.constants.get(node.input[2])
+def _conversion(graph: Graph, nodes, types: dict[str, int]) -> str:
+    """"quantize" or "dequantize" for a step kernelgen converts itself (execute.convert), "" otherwise: one
+    QuantizeLinear of float32 to uint8 (or DequantizeLinear back) at one constant scale and zero point, a quantized
+    network's input or output conversion; or the DequantizeLinear, Flatten, QuantizeLinear, DequantizeLinear that
+    ends a quantized classifier on a 1x1 image (SqueezeNet's), all at one scale and zero point: the Flatten moves no
+    byte and the requantization gives back each byte, so it is the first DequantizeLinear's, to [N, C]."""
+    order = sorted(nodes)
+    if len(order) == 4 and [graph.nodes[i].op_type for i in order] == [
+            "DequantizeLinear", "Flatten", "QuantizeLinear", "DequantizeLinear"]:
+        return "dequantize" if _flattened_tail(graph, order, types) else ""
+    if len(order) != 1:
+        return ""
+    node = graph.nodes[order[0]]
+    if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or _parameters(graph, node) is None:
+        return ""
     uint8 = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
     real = node.input[0] if node.op_type == "QuantizeLinear" else node.output[0]
-    return (scale is not None and scale.size == 1 and zero is not None and zero.size == 1
-            and types.get(uint8) == 2 and types.get(real) == 1)
+    if types.get(uint8) != 2 or types.get(real) != 1:
+        return ""
+    return "quantize" if node.op_type == "QuantizeLinear" else "dequantize"
+
+
+def _parameters(graph: Graph, node) -> tuple[float, int] | None:
+    """A QuantizeLinear's or DequantizeLinear's constant scalar scale and zero point."""
+    if len(node.input) < 3:
+        return None
+    scale, zero = graph.constants.get(node.input[1]), graph.constants.get(node.input[2])
+    if scale is None or scale.size != 1 or zero is None or zero.size != 1:
+        return None
+    return float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0])
+
+
+def _flattened_tail(graph: Graph, order: list[int], types: dict[str, int]) -> bool:
+    first, flatten, requantize, last = (graph.nodes[i] for i in order)
+    chained = (flatten.input[0] == first.output[0] and requantize.input[0] == flatten.output[0]
+               and last.input[0] == requantize.output[0])
+    shape = graph.shapes.get(first.input[0])
+    parameters = {_parameters(graph, node) for node in (first, requantize, last)}
+    return (chained and int(_attributes(flatten).get("axis", 1)) == 1 and shape is not None and len(shape) == 4
+            and shape[2:] == (1, 1) and len(parameters) == 1 and None not in parameters
+            and types.get(first.input[0]) == 2 and types.get(last.output[0]) == 1)
 
 
 def _graph_inputs(graph: Graph) -> list[str]:

@@ -9,8 +9,10 @@
 
 The network's own inputs and outputs are the model's float tensors (before its QuantizeLinear, after its
 DequantizeLinear): the `convert` steps quantize and pack the input into the arena, and unpack and dequantize the
-output from it, in C, as onnxruntime rounds. A host step has no place here (nothing on the DSP runs onnxruntime):
-it is refused at its key, as is a uint8 network input or output (no convert step at the boundary).
+output from it, in C, as onnxruntime rounds. The channel steps (concat, slice, shuffle) copy between packed tensors,
+requantizing where a quantized model's Concat does (channel_steps.py). A host step has no place here (nothing on the
+DSP runs onnxruntime): it is refused at its key, as is a uint8 network input or output (no convert step at the
+boundary).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from ...network.weights import WeightsPlan
 from ...measure.tensors import expected_dtype
 from ...plan_types import Plan
 from ..base import Job
+from .channel_steps import LAYOUT, CopyStep, copy_step
 from .plan import HvxPlan
 from .program import runtime_files
 
@@ -83,7 +86,7 @@ class StepRow:
 
 
 def _host_steps(network: Network) -> list:
-    return [step for step in network.steps if step.is_host or step.moves_channels]
+    return [step for step in network.steps if step.is_host]
 
 
 def refusal(network: Network) -> str:
@@ -92,10 +95,8 @@ def refusal(network: Network) -> str:
     hosts = _host_steps(network)
     if not hosts:
         return ""
-    what = ("a copy of channels between packed uint8 tensors, which it does not make yet"
-            if hosts[0].moves_channels else "ONNX nodes onnxruntime runs")
-    return (f"the hvx network driver runs kernels and convert steps only: {hosts[0].label} ({what}) has no place on "
-            f"the DSP")
+    return (f"the hvx network driver runs kernels, convert and channel steps only: {hosts[0].label} (ONNX nodes "
+            f"onnxruntime runs) has no place on the DSP")
 
 
 def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan, flags_line: str = ""
@@ -113,13 +114,15 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
     arena = plan_arena(network, {}, alignment=ARENA_ALIGNMENT)  # workspaces live in VTCM, not in the arena
     tensors = _tensor_rows(network, arena)
     converts = {step.index: _convert_row(network, step, tensors) for step in network.steps if step.convert}
-    steps = tuple(_step_row(network, step, jobs_of.get(step.index), converts.get(step.index), tensors, weights)
-                  for step in network.steps)
+    copies = {step.index: _copy_row(network, step) for step in network.steps if step.moves_channels}
+    steps = tuple(_step_row(network, step, jobs_of.get(step.index), converts.get(step.index) or copies.get(step.index),
+                            tensors, weights) for step in network.steps)
     net = network.name
     context: dict[str, Any] = dict(
         net=net, upper=net.upper(), guard=f"KERNELGEN_{net.upper()}_NETWORK_H", arena=arena, arch=arch,
         vtcm_bytes=vtcm, vtcm_limit=vtcm_limit, vtcm_alignment=VTCM_ALIGNMENT, steps=steps,
-        converts=tuple(converts.values()), weights=weights, digest=weights.digest_hex,
+        converts=tuple(converts.values()), copies=tuple(copies.values()),
+        vector_copies=any(part.vectors for copy in copies.values() for part in copy.parts), weights=weights, digest=weights.digest_hex,
         weight_rows=_weight_rows(weights, jobs_of),
         kernel_headers=tuple(dict.fromkeys(f"{job.plan.name}.h" for job in jobs_of.values())),
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
@@ -229,6 +232,19 @@ def _convert_row(network: Network, step: Step, tensors: Mapping[str, TensorRow])
                       zero_point=int(quantized.zero_point), extents=(n, c, h, w), packed_offset=offset)
 
 
+def _copy_row(network: Network, step: Step) -> CopyStep:
+    """A channel step's copy, once its tensors are known to be packed as the kernels hold them."""
+    for key, names in (("inputs", step.inputs), ("outputs", step.outputs)):
+        for i, name in enumerate(names):
+            tensor = network.tensors[name]
+            if tensor.dtype != "uint8" or tensor.layout != LAYOUT:
+                raise network.problem(f"steps[{step.index}].{key}[{i}]",
+                                      f"the hvx network driver copies channels between uint8 tensors in {LAYOUT} "
+                                      f"(the kernels' layout); {name!r} is {tensor.dtype} in "
+                                      f"{tensor.layout or 'NCHW'}")
+    return copy_step(network, step)
+
+
 def _image(tensor: Tensor) -> tuple[int, int, int, int]:
     """A tensor's NCHW extents: [N, C] (a classifier's) is [N, C, 1, 1]."""
     return tuple((*tensor.shape, 1, 1)[:4]) if len(tensor.shape) == 2 else tensor.shape
@@ -257,10 +273,14 @@ def _weight_rows(weights: WeightsPlan, jobs: Mapping[int, Job[HvxPlan]]) -> tupl
     return tuple(rows)
 
 
-def _step_row(network: Network, step: Step, job: Job[HvxPlan] | None, convert: ConvertRow | None,
+def _step_row(network: Network, step: Step, job: Job[HvxPlan] | None, convert: ConvertRow | CopyStep | None,
               tensors: Mapping[str, TensorRow], weights: WeightsPlan) -> StepRow:
     inputs = tuple(tensors[t] for t in step.inputs)
     outputs = tuple(tensors[t] for t in step.outputs)
+    if isinstance(convert, CopyStep):
+        args = [f"(const uint8_t *)({t.pointer})" for t in inputs] + [f"(uint8_t *)({outputs[0].pointer})"]
+        return StepRow(index=step.index, label=step.kind, inputs=inputs, outputs=outputs,
+                       call=f"{convert.function}({', '.join(args)});", workspace_bytes=0)
     if convert is not None:
         src, dst = (inputs[0], outputs[0])
         cast_src = "(const float *)" if convert.quantize else "(const uint8_t *)"
