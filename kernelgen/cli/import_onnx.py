@@ -212,6 +212,9 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         chosen, lines = _choose_targets(model, tuple(dict.fromkeys(targets)), conv_dtypes(graph))
         for line in lines:
             click.echo(line)
+        if graph.uint8_activations:
+            click.echo(f"int8 activations: {graph.uint8_activations} tensor(s) held as uint8, each byte and zero point "
+                       f"+ 128 (the same values: the hvx kernels move uint8 bytes)")
         floats, quantized = chosen.get("float32", DEFAULT_FLOAT), chosen.get("uint8", ())
         # a filter layout the float targets' dense kernels all read in place (c: OHWI16o): named on those convs
         layouts = {TARGETS[t].info().dense_filter_layout for t in floats}

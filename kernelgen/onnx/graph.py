@@ -17,6 +17,7 @@ from ..errors import KernelgenError
 from ..files import FileRefused, read_regular
 from .checks import conv_problem
 from .short_names import shorten_long_names
+from .int8_activations import uint8_activations
 from .static_shapes import fold_static_shapes, stored_constants
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
@@ -72,6 +73,7 @@ class Graph:
     consumers: dict[str, tuple[int, ...]]  # tensor -> indices of the nodes reading it
     outputs: frozenset[str]  # the graph's outputs
     producers: dict[str, int] = field(default_factory=dict)  # tensor -> index of the node computing it
+    uint8_activations: int = 0  # int8 activations held as uint8, + 128 (int8_activations.py)
 
     def sole_consumer(self, tensor: str) -> int | None:
         """The one node reading `tensor`, when exactly one does and it is not a graph output."""
@@ -167,6 +169,7 @@ def read_graph(path: str | Path) -> Graph:
     if not model.HasField("graph"):  # protobuf reads any bytes that hold no fields (an empty file) as a model
         raise OnnxError(f"{path}: not an ONNX model ({'an empty file' if not path.stat().st_size else 'no graph'})")
     shorten_long_names(model)
+    rebiased = uint8_activations(model)
     try:
         model = shape_inference.infer_shapes(model)
     except Exception as error:
@@ -193,7 +196,7 @@ def read_graph(path: str | Path) -> Graph:
     return Graph(path=path, model=model, nodes=tuple(graph.node), constants=constants, shapes=shapes,
                  consumers={k: tuple(v) for k, v in consumers.items()},
                  producers={o: i for i, node in enumerate(graph.node) for o in node.output if o},
-                 outputs=frozenset(o.name for o in graph.output))
+                 outputs=frozenset(o.name for o in graph.output), uint8_activations=rebiased)
 
 
 def _static_shapes(graph, batch_of_one: bool = True) -> dict[str, tuple[int, ...]]:

@@ -92,6 +92,8 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
              "# Steps run in order: kernels (a config <name>.yaml beside this file), conversions of a quantized network's",
              "# float input and output, and host steps (ONNX nodes kernelgen does not generate, run by onnxruntime).",
              "# Tensors by their ONNX names and shapes; weights stay in the model.",
+             *(["# The model's int8 activations are held as uint8 here: each byte and zero point + 128, the same "
+                "values."] if graph.uint8_activations else []),
              f"network: {name}", f"model: {json.dumps(model_path)}",
              f"inputs: [{', '.join(json.dumps(t) for t in _graph_inputs(graph))}]",
              f"outputs: [{', '.join(json.dumps(t) for t in sorted(graph.outputs))}]", "tensors:"]
@@ -224,7 +226,9 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
     inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
     moved = {i for nodes in moves for i in nodes}
     components = _components(graph, host - moved, producer) + list(moves)
-    for attempt in (components, [(i,) for i in sorted(host)]):  # joined host steps, else one node each
+    constant, needs = _from_constants(graph, host - moved)
+    singles = [tuple(sorted({i, *needs.get(i, ())})) for i in sorted(host - moved - constant)] + list(moves)
+    for attempt in (components, singles):  # joined host steps, else one node each (with what feeds it constants)
         steps: list[tuple[int | tuple[int, ...], list[str], list[str], int]] = []
         for k, kernel in enumerate(kernels):
             steps.append((k, [kernel.input, *kernel.sides], [kernel.output], min(kernel.members)))
@@ -235,12 +239,30 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
                       if t and t not in produced and t not in graph.constants]
             outputs = [o for o in produced if o in graph.outputs or any(
                 r not in nodes and (r in host or r in inside) for r in graph.consumers.get(o, ()))]
-            outputs = [o for o in outputs if o not in kernel_outputs]
+            outputs = [o for o in outputs if o not in kernel_outputs and producer.get(o) not in constant]
             steps.append((tuple(nodes), list(dict.fromkeys(inputs)), outputs, min(nodes)))
         ordered = _topological(steps)
         if ordered is not None:
             return [step[:3] for step in ordered]
     return None
+
+
+def _from_constants(graph: Graph, host: set[int]) -> tuple[set[int], dict[int, set[int]]]:
+    """The host nodes that compute from constants alone (a DequantizeLinear of a host Gemm's int8 weights), and for
+    each other host node those of them it needs: such a node is no step of its own (it would read nothing), it
+    runs inside the step of each node that needs it."""
+    fed: dict[int, set[int]] = {}  # a node computing from constants -> the ones it reads from, transitively
+    for i in sorted(host):  # graph order: a node's producers first
+        sources = [graph.producers.get(t) for t in graph.nodes[i].input if t and t not in graph.constants]
+        if all(j in fed for j in sources):
+            fed[i] = {k for j in sources for k in (j, *fed[j])}
+    needs: dict[int, set[int]] = {}
+    for i in sorted(host - set(fed)):
+        for t in graph.nodes[i].input:
+            j = graph.producers.get(t)
+            if j in fed:
+                needs.setdefault(i, set()).update({j, *fed[j]})
+    return set(fed), needs
 
 
 def _components(graph: Graph, host: set[int], producer: dict[str, int]) -> list[tuple[int, ...]]:
