@@ -2,7 +2,8 @@
 imports as a uint8 `concat: channels` step that requantizes each input whose scale or zero point differs from the
 output's, as onnxruntime does; the hvx network driver copies it between packed nhwc-8h8w32c tensors (whole blocks as
 vectors through vlut32, the rest byte by byte), and a QDQ network of fire modules runs whole under qemu-hexagon,
-every uint8 tensor bit-exact with onnxruntime. A quantized classifier's trailing Flatten is its output conversion."""
+every uint8 tensor bit-exact with onnxruntime. A quantized classifier's trailing Flatten is its output conversion.
+(The same network with int8 activations: test_qdq_import_forms.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -219,62 +220,3 @@ def test_a_qdq_network_of_fire_modules_runs_whole_on_the_dsp_bit_exact(tmp_path)
     out = runs[-1].values["out"]
     assert out.shape == (1, 10) and len(np.unique(out)) > 5
 
-
-def _as_int8(model):
-    """The same QDQ model with int8 activations, as quantize_static writes by default (QInt8): each uint8 zero
-    point - 128, so every dequantized value is the same."""
-    from onnx import TensorProto, numpy_helper
-
-    for k, init in enumerate(model.graph.initializer):
-        if init.data_type == TensorProto.UINT8:
-            values = numpy_helper.to_array(init).astype(np.int16) - 128
-            model.graph.initializer[k].CopyFrom(numpy_helper.from_array(values.astype(np.int8), init.name))
-    return model
-
-
-@requires_tool(*ONNX)
-def test_int8_activations_are_held_as_uint8_with_the_same_values_under_onnx_semantics():
-    import onnx_models
-    import onnxruntime as ort
-
-    from kernelgen.onnx.int8_activations import uint8_activations
-
-    model = _as_int8(onnx_models.qdq_concat_network())
-    rewritten = _as_int8(onnx_models.qdq_concat_network())
-    assert uint8_activations(rewritten) == 13  # every QuantizeLinear's result: x, 8 convs, 2 concats, the pool, the Flatten
-    zero_points = {i.name: i for i in rewritten.graph.initializer}
-    assert all(zero_points[n.input[2]].data_type == 2 for n in rewritten.graph.node if n.op_type == "QuantizeLinear")
-    weights = [n for n in rewritten.graph.node if n.op_type == "DequantizeLinear" and n.input[0].endswith("_wq")]
-    assert weights and all(zero_points[n.input[2]].data_type == 3 for n in weights)  # weights stay int8
-    x = np.random.default_rng(4).standard_normal((1, 8, 12, 12)).astype(np.float32)
-    spec = ort.SessionOptions()
-    spec.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the nodes as ONNX defines them
-    got, want = (ort.InferenceSession(m.SerializeToString(), spec, providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0] for m in (rewritten, model))
-    np.testing.assert_array_equal(got, want)
-    assert len(np.unique(want)) > 5
-    # an int8 tensor the caller gets (a graph output) or reads: the model is left as it is
-    ends = _as_int8(onnx_models.qdq_concat_network())
-    ends.graph.output.append(onnx_models.helper.make_tensor_value_info("cat_q", 3, None))
-    assert uint8_activations(ends) == 0 and all(i.data_type != 2 or not i.name.endswith("_as_uint8")
-                                                for i in ends.graph.initializer)
-
-
-@requires_tool(*ONNX, *HEXAGON, "make")
-def test_a_network_quantized_with_int8_activations_runs_whole_on_the_dsp_bit_exact(tmp_path):
-    import onnx
-    import onnx_models
-
-    onnx.save(_as_int8(onnx_models.qdq_concat_network()), str(tmp_path / "qs8.onnx"))
-    result = CliRunner().invoke(main, ["import", str(tmp_path / "qs8.onnx"), "-o", str(tmp_path / "qs8"),
-                                       "--target", "hvx"])
-    assert result.exit_code == 0, result.output
-    assert "int8 activations: 13 tensor(s) held as uint8, each byte and zero point + 128" in result.output
-    assert "8 kernel(s), 2 concat step(s) and no host step" in result.output
-    network = kernelgen.load_network(tmp_path / "qs8" / "network.yaml")
-    assert network.tensors["cat_q"].zero_point == 7 and network.tensors["x_q"].zero_point == 128
-    validation = kernelgen.validate_network(network, "hvx", seed=8)
-    runs = list(validation)
-    assert all(a.max_abs == 0 for r in runs for a in r.agreement) and len(runs) == 12
-    program = validation.run_program()
-    assert program.ran and program.passed and program.max_abs == 0, program.why

@@ -33,8 +33,10 @@ def config_text(group: GroupConfig) -> str:
             lines.append(f"  {side.name}: {_flow(data['side_inputs'][side.name])}  # {json.dumps(side.tensor)}")
     if group.quant is not None:
         first, _, rest = _flow(data["quant"]).rpartition(", requantization: ")
-        lines += [f"quant: {first},", f"       requantization: {rest}  # onnxruntime's float scale and rounding: "
-                                      f"bit-exact with it"]
+        why = ("onnxruntime's float scale and rounding: bit-exact with it" if group.quant.requantization == "float32"
+               else "a float32 scale s_in * s_w / s_out is past [2^-16, 0.5), which the kernels take: within 1 of "
+                    "onnxruntime")
+        lines += [f"quant: {first},", f"       requantization: {rest}  # {why}"]
     lines.append("ops:")
     lines += [f"  - {kind}: {_flow(keys)}" for op in data["ops"] for kind, keys in op.items()]
     lines.append(f"output: {_flow(data['output'])}")

@@ -34,6 +34,7 @@ class GroupQuant:
     input_zero_point: int
     weight_dtype: str  # int8 or uint8
     weight_zero_point: int
+    requantization: str = "float32"  # onnxruntime's; fixed_point where a float32 scale is past what a kernel takes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +76,7 @@ class GroupConfig:
             q = self.quant
             data["quant"] = {"input_scale": q.input_scale, "input_zero_point": q.input_zero_point,
                              "weight_dtype": q.weight_dtype, "weight_zero_point": q.weight_zero_point,
-                             "requantization": "float32"}
+                             "requantization": q.requantization}
         data["ops"] = [{op.kind: {key: _plain(value) for key, value in op.keys}} for op in self.ops]
         data["output"] = {"layout": self.output_layout or self.layout}
         if self.schedule is not None:

@@ -12,6 +12,7 @@ from .graph import Graph
 from .group_config import GroupConfig, GroupQuant, Op, Side
 from .converters import quantized_op
 from .qlayers import qnext
+from ..quant_float import MAX_SCALE, MIN_SCALE, float_scale
 from .quant import QConv, with_gate, with_residual
 
 QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
@@ -116,8 +117,16 @@ def quant_group(graph: Graph, name: str, ops: list[QConv], model_path: str, node
                        ops=tuple(entries), targets=targets, schedule="auto", nodes=nodes,
                        quant=GroupQuant(input_scale=first.x_scale, input_zero_point=first.x_zero_point,
                                         weight_dtype=weight_dtype,
-                                        weight_zero_point=weighted.weight_zero_point if weighted is not None else 0),
+                                        weight_zero_point=weighted.weight_zero_point if weighted is not None else 0,
+                                        requantization="float32" if _float_scales_fit(ops) else "fixed_point"),
                        sides=tuple(_side(graph, ops, tensor, side) for tensor, side in sides.items()))
+
+
+def _float_scales_fit(ops: list[QConv]) -> bool:
+    """Every conv's float32 scale f32(f32(s_in * s_w) / s_out) within what the kernels requantize by in float32's
+    way ([2^-16, 0.5): quant_float.py); a classifier whose weights barely move its output (a tiny s_w) is not."""
+    return all(MIN_SCALE <= float_scale(op.x_scale, s_w, op.conv_scale or op.y_scale) < MAX_SCALE
+               for op in ops if op.weights is not None and op.conv.kind == "conv2d" for s_w in op.weight_scales)
 
 
 def _side(graph: Graph, ops: list[QConv], tensor: str, name: str) -> Side:
