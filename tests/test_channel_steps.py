@@ -232,19 +232,25 @@ def test_other_concats_stay_with_onnxruntime(tmp_path):
     assert "concat:" not in (tmp_path / "m" / "network.yaml").read_text()
 
 
-@requires_tool(*ONNX)
-def test_branches_at_unaligned_offsets_keep_the_gpu_program_out_and_say_why(tmp_path):
+@pytest.mark.parametrize("target", ["vulkan", "opencl"])
+def test_branches_at_unaligned_offsets_are_copied_on_the_gpu_and_the_network_runs_whole(tmp_path, target):
     """At 9x8 a channel is 288 bytes: the second branch would start 2,304 bytes in (aligned), the third 5,760 (not
-    a multiple of 256), so vulkan writes the kernels alone and says which tensor would not fit."""
+    a multiple of 256), so that concat is copied by a dispatch per input, build says which and why, and the
+    program matches onnxruntime."""
+    require_tools(*ONNX, *toolchain(target))
     import onnx_models
 
     path = onnx_models.save(_inception_network(), tmp_path / "net.onnx")
-    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "net"), "--target", "vulkan"])
+    result = CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "net"), "--target", target])
     assert result.exit_code == 0, result.output
-    built = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", "vulkan", "-o",
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", target, "-o",
                                       str(tmp_path / "out")])
-    assert ("no vulkan driver: concat step 3 cannot be placed in device memory without a copy: 'a_b3r_out' would "
-            "start 5760 bytes into 'a_cat_out', not a multiple of the 256-byte alignment") in built.output, built.output
+    assert ("1 concat(s) written in place by their kernels, 2 channel step(s) copied by 6 dispatch(es) (first: "
+            "concat step 3 cannot be placed in device memory without a copy: 'a_b3r_out' would start 5760 bytes "
+            "into 'a_cat_out', not a multiple of the 256-byte alignment") in built.output, built.output
+    checked = CliRunner().invoke(main, ["validate", str(tmp_path / "net" / "network.yaml"), "--target", target])
+    assert checked.exit_code == 0 and "program net_run (make run)" in checked.output, checked.output
+    assert checked.output.splitlines()[-1].startswith(f"network net on {target}: pass"), checked.output
 
 
 @requires_tool(*ONNX, "gcc")
@@ -376,8 +382,9 @@ def _aliases(shapes: dict[str, tuple[int, ...]], concats: list[tuple[list[str], 
 def test_on_a_gpu_each_concat_input_sits_inside_the_outermost_output_at_its_channels():
     shapes = {"x": (1, 3, 8, 8), "a": (1, 4, 8, 8), "b": (1, 2, 8, 8), "ab": (1, 6, 8, 8), "c": (1, 1, 8, 8),
               "y": (1, 7, 8, 8)}
-    aliases = _aliases(shapes, [(["a", "b"], "ab"), (["c", "ab"], "y")])
-    assert {n: (a.within, a.offset) for n, a in aliases.items()} == {
+    placement = _aliases(shapes, [(["a", "b"], "ab"), (["c", "ab"], "y")])
+    assert not placement.copied
+    assert {n: (a.within, a.offset) for n, a in placement.aliases.items()} == {
         "a": ("y", 256), "b": ("y", 256 + 4 * 256), "ab": ("y", 256), "c": ("y", 0)}  # 256 bytes a channel
 
 
@@ -390,9 +397,11 @@ def test_on_a_gpu_each_concat_input_sits_inside_the_outermost_output_at_its_chan
     ({"x": (1, 4, 8, 8), "b": (1, 4, 8, 8), "y": (1, 8, 8, 8)}, [(["x", "b"], "y")],
      "'x' is the network's own input or output"),
 ])
-def test_a_concat_the_kernels_cannot_write_in_place_says_why(shapes, concats, expected):
-    why = _aliases(shapes, concats)
-    assert isinstance(why, str) and "cannot be placed in device memory without a copy" in why and expected in why, why
+def test_a_concat_the_kernels_cannot_write_in_place_is_copied_and_says_why(shapes, concats, expected):
+    placement = _aliases(shapes, concats)
+    why = placement.copied[len(concats) - 1]
+    assert "cannot be placed in device memory without a copy" in why and expected in why, why
+    assert len(placement.copied) == 1 and len(placement.aliases) == 2 * (len(concats) - 1)  # the first one placed
 
 
 def _small_inception():
@@ -418,20 +427,20 @@ def test_an_inception_network_runs_whole_on_a_gpu_its_concats_written_in_place(t
 
 
 
-@requires_tool(*ONNX)
-def test_densenets_concats_keep_the_gpu_program_out_and_say_why(tmp_path):
-    """Every DenseNet layer's output is an input of each later layer's Concat: one tensor cannot sit in two places,
-    so the GPU targets write the kernels alone and name the concat (the c program copies: the test above)."""
+@pytest.mark.parametrize("target", ["vulkan", "opencl"])
+def test_densenets_shared_features_are_copied_on_the_gpu_and_the_block_runs_whole(tmp_path, target):
+    """Every DenseNet layer's output is an input of each later layer's Concat: its bytes sit inside the first
+    concat's output, and each later concat copies its inputs (the stem's and the layers' outputs) into its own
+    region, one dispatch per input; the program matches onnxruntime."""
+    require_tools(*ONNX, *toolchain(target))
     import onnx_models
 
     b = onnx_models.Builder(13)
     block, _ = _dense_block(b, b.conv("stem", "x", 3, 8, 3, pad=1), 8, 4, 3, "db")
-    path = onnx_models.save(b.model("x", [1, 3, 8, 8], block), tmp_path / "dense.onnx")
-    assert CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "d"), "--target", "vulkan"]).exit_code == 0
-    built = CliRunner().invoke(main, ["build", str(tmp_path / "d" / "network.yaml"), "--target", "vulkan", "-o",
-                                      str(tmp_path / "out")])
-    assert ("no vulkan driver: concat step 4 cannot be placed in device memory without a copy: 'stem_out' is an "
-            "input of two concats") in built.output, built.output
+    imported, checked = _run_whole(tmp_path, b.model("x", [1, 3, 8, 8], block), on=target)
+    assert "3 concat step(s)" in imported and "no host step" in imported, imported
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+    assert checked.splitlines()[-1].startswith(f"network net on {target}: pass"), checked
 
 
 def test_a_shuffles_parts_land_every_gth_channel():
@@ -535,18 +544,17 @@ def test_only_shape_arithmetic_is_folded(tmp_path):
     assert graph.constants["twice_out"].tolist() == [4] and graph.shapes["cut_out"] == (1, 2, 5, 6)
 
 
-@requires_tool(*ONNX)
-def test_a_slice_or_shuffle_keeps_the_gpu_program_out_and_says_why(tmp_path):
+@pytest.mark.parametrize("target", ["vulkan", "opencl"])
+def test_a_shufflenet_unit_runs_whole_on_a_gpu_its_slices_and_shuffle_copied(tmp_path, target):
+    require_tools(*ONNX, *toolchain(target))
     import onnx_models
 
     b = onnx_models.Builder(21)
     y = _shufflenet_unit(b, b.conv("stem", "x", 3, 16, 3, pad=1), 16, "u1", 8)
-    path = onnx_models.save(b.model("x", [1, 3, 8, 8], b.conv("head", y, 16, 10, 1)), tmp_path / "s.onnx")
-    assert CliRunner().invoke(main, ["import", str(path), "-o", str(tmp_path / "s"), "--target", "opencl"]).exit_code == 0
-    built = CliRunner().invoke(main, ["build", str(tmp_path / "s" / "network.yaml"), "--target", "opencl", "-o",
-                                      str(tmp_path / "out")])
-    assert "(slice of channels) is a copy, and the GPU network programs dispatch kernels only" in built.output, \
-        built.output
+    imported, checked = _run_whole(tmp_path, b.model("x", [1, 3, 8, 8], b.conv("head", y, 16, 10, 1)), on=target)
+    assert "slice" in imported and "shuffle" in imported and "no host step" in imported, imported
+    assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
+    assert checked.splitlines()[-1].startswith(f"network net on {target}: pass"), checked
 
 
 @st.composite

@@ -1,18 +1,19 @@
-"""Concat steps of a GPU network, at no cost: each input of a `concat: channels` step is placed inside the output's
-device region, at its channels' bytes, so the kernel producing it writes the concatenation directly and no copy is
-dispatched. Pure.
+"""Concat steps of a GPU network, at no cost where it can be: each input of a `concat: channels` step is placed
+inside the output's device region, at its channels' bytes, so the kernel producing it writes the concatenation
+directly and no copy is dispatched. Pure.
 
 NCHW with a batch of one keeps an image's channels one after another, so a channel range of the output is one
-contiguous byte range: the input tensor itself. That needs, checked here from the manifest (refusal says which fails):
+contiguous byte range: the input tensor itself. That needs, checked here from the manifest:
 - every tensor of the step NCHW (what `kernelgen import` writes for the GPU targets) with a batch of one;
 - each input in one concat only, once, and not the network's own input or output (those live in their own
   allocations, which the host fills and reads);
 - each input's byte offset in the output a multiple of the regions' binding alignment (a Vulkan storage buffer's
   offset, an OpenCL sub-buffer's origin): GoogLeNet's and SqueezeNet's branches are (every channel count a multiple
   of 16 at 14x14, of 64 at 7x7); DenseNet's is not, and every layer's output is an input of each later layer's Concat.
-A concat of concats nests: an inner output's inputs sit inside the outer output. Overlapping regions need nothing
-more: the plan's barriers follow the regions' byte ranges, so a kernel reading the output waits for every kernel that
-wrote a part of it.
+A concat that fails one of them is copied instead (channel_copies.py: a dispatch per input), and the placement says
+why. A concat of concats nests: an inner output's inputs sit inside the outer output. Overlapping regions need
+nothing more: the plan's barriers follow the regions' byte ranges, so a kernel reading the output waits for every
+kernel that wrote a part of it.
 """
 from __future__ import annotations
 
@@ -30,15 +31,24 @@ class Alias:
     offset: int  # bytes from that region's start
 
 
-def concat_aliases(network: Network, element_bytes: Callable[[str], int], alignment: int) -> dict[str, Alias] | str:
-    """Each concat input's place inside its (outermost) concat's output, by name; or why the network's concats
-    cannot all be placed so. `element_bytes`: a tensor's device element size (its kernels' storage type)."""
-    concats = [s for s in network.steps if s.concat]
+@dataclass(frozen=True, slots=True)
+class Placement:
+    aliases: dict[str, Alias]  # each placed concat input, by name
+    copied: dict[int, str]  # each concat step that is copied instead, by index: why its inputs cannot be placed
+
+
+def concat_aliases(network: Network, element_bytes: Callable[[str], int], alignment: int) -> Placement:
+    """Each placeable concat input's place inside its (outermost placed) concat's output; the concats that are
+    copied instead, and why. `element_bytes`: a tensor's device element size (its kernels' storage type)."""
     direct: dict[str, tuple[str, int]] = {}  # input -> (the concat's output, byte offset in it)
-    for step in concats:
-        why = _refusal(network, step, element_bytes, alignment, direct)
+    copied = {}
+    for step in (s for s in network.steps if s.concat):
+        placed: dict[str, tuple[str, int]] = {}
+        why = _refusal(network, step, element_bytes, alignment, direct, placed)
         if why:
-            return f"concat step {step.index} cannot be placed in device memory without a copy: {why}"
+            copied[step.index] = f"concat step {step.index} cannot be placed in device memory without a copy: {why}"
+        else:
+            direct |= placed
     aliases = {}
     for name in direct:
         within, offset = direct[name]
@@ -46,11 +56,11 @@ def concat_aliases(network: Network, element_bytes: Callable[[str], int], alignm
             outer, more = direct[within]
             within, offset = outer, offset + more
         aliases[name] = Alias(tensor=name, within=within, offset=offset)
-    return aliases
+    return Placement(aliases=aliases, copied=copied)
 
 
 def _refusal(network: Network, step: Step, element_bytes: Callable[[str], int], alignment: int,
-             direct: dict[str, tuple[str, int]]) -> str:
+             direct: dict[str, tuple[str, int]], placed: dict[str, tuple[str, int]]) -> str:
     out = network.tensors[step.outputs[0]]
     size = element_bytes(out.name)
     offset = 0
@@ -62,7 +72,7 @@ def _refusal(network: Network, step: Step, element_bytes: Callable[[str], int], 
             return f"a batch of {out.shape[0]}: an image's channels are one byte range only in a batch of one"
         if name in network.inputs or name in network.outputs:
             return f"{name!r} is the network's own input or output, which the host fills or reads in place"
-        if name in direct:
+        if name in direct or name in placed:
             return (f"{name!r} is an input of two concats (or twice of one): its bytes can sit in one place only "
                     f"(DenseNet's layers feed every later layer's Concat)")
         if element_bytes(name) != size:
@@ -70,6 +80,6 @@ def _refusal(network: Network, step: Step, element_bytes: Callable[[str], int], 
         if offset % alignment:
             return (f"{name!r} would start {offset} bytes into {out.name!r}, not a multiple of the {alignment}-byte "
                     f"alignment a region's binding needs")
-        direct[name] = (out.name, offset)
+        placed[name] = (out.name, offset)
         offset += math.prod(tensor.shape) * size
     return ""

@@ -28,6 +28,7 @@ from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ...plan_types import TextEnum
+from .channel_copies import CopyPart, copied_steps, copy_parts, copy_refusal
 from .concat_alias import Alias, concat_aliases
 from .dispatch import GpuDispatch, GpuTensor, Role, TensorKind, role_of
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 # 1024 bits on PoCL and Adreno; Vulkan's minStorageBufferOffsetAlignment is at most 256 by the spec's limits table.
 ALIGNMENT = 256
 ELEMENT_BYTES = {"float32": 4, "float16": 2}  # a GPU kernel's storage type, by its config's dtype
-Launched = tuple[Step, GpuDispatch, dict[str, str]]  # a dispatch, its step, and its tensors' region names
+# a dispatch, its step, its tensors' region names, and the part it copies (None: a kernel's launch)
+Launched = tuple[Step, GpuDispatch, dict[str, str], CopyPart | None]
 
 
 class Allocation(TextEnum):
@@ -92,6 +94,7 @@ class NetworkDispatch:
     dispatch: GpuDispatch  # the launch as the target plans it (dispatch.kernel: the function or shader module)
     bindings: tuple[Binding, ...]  # in dispatch.tensors order
     barrier: bool  # wait for the earlier dispatches' writes (and reads of what it writes) before it starts
+    copy: CopyPart | None = None  # a channel step's part it copies (channel_copies.py); None: a kernel's launch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,17 +146,29 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     """The plan of `network` on a GPU target (anything with `launches(job)`: targets/gpu/program.py's GpuTarget),
     `jobs` its jobs by config name, `weights` the weights file's plan (the target's pack_weights; None: the weights
     placed in the order dispatches first bind them, with no source offsets, for a note that needs no packing).
-    Every step must be a kernel or a concat its kernels write in place (concat_alias.py): a host step's tensors
-    would have to come back to the host (the targets refuse such a network)."""
-    hosts = [s.label for s in network.steps if s.kind in ("host", "convert", "slice", "shuffle")]
+    Every step must be a kernel or a channel step: a concat its kernels write in place (concat_alias.py), else
+    copied by dispatches as a slice or shuffle is (channel_copies.py); a host step's tensors would have to come
+    back to the host (the targets refuse such a network)."""
+    hosts = [s.label for s in network.steps if s.kind in ("host", "convert")]
     if hosts:
-        raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels only, not {hosts[0]}")
-    aliases = concat_aliases(network, element_sizes(network), alignment)
-    if isinstance(aliases, str):
-        raise KernelgenError(f"network {network.name}: {aliases}")
+        raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels and copies, not {hosts[0]}")
+    placement = concat_aliases(network, element_sizes(network), alignment)
+    why = copy_refusal(network, placement, element_sizes(network))
+    if why:
+        raise KernelgenError(f"network {network.name}: {why}")
+    copied = {step.index for step in copied_steps(network, placement)}
     launched: list[Launched] = []
     shapes: dict[str, tuple[GpuTensor, int]] = {}  # region name -> (its first declaration, its bytes)
-    for step in network.kernels:
+    for step in network.steps:
+        if step.index in copied:
+            for part in copy_parts(network, step):
+                names = {"input": part.source, "output": part.output}
+                for tensor in part.tensors(network):
+                    shapes.setdefault(names[tensor.name], (tensor, tensor.elements * 4))
+                launched.append((step, part.dispatch, names, part))
+            continue
+        if not step.is_kernel:
+            continue
         job = jobs.get(step.config.name)
         if job is None:
             raise KernelgenError(f"network {network.name}: no {target.name} job for kernel {step.config.name}")
@@ -166,12 +181,20 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
             if first[1] != size:
                 raise KernelgenError(f"network {network.name}: kernel {step.config.name} holds {names[tensor.name]!r} "
                                      f"in {size} bytes, an earlier kernel in {first[1]}: their layouts differ")
-        launched += [(step, dispatch, names) for dispatch in dispatches]
+        launched += [(step, dispatch, names, None) for dispatch in dispatches]
+    for _, _, names, part in launched:
+        for tensor in part.tensors(network) if part else ():
+            held = shapes[names[tensor.name]][1]
+            if held != tensor.elements * 4:
+                raise KernelgenError(f"network {network.name}: a kernel holds {names[tensor.name]!r} in {held} "
+                                     f"bytes; step {part.step}'s copy reads and writes it as NCHW float32 "
+                                     f"({tensor.elements * 4} bytes)")
+    aliases = placement.aliases
     regions = _regions(network, launched, shapes, weights, alignment, aliases)
     dispatches: list[NetworkDispatch] = []
     pending_writes: list[Region] = []
     pending_reads: list[Region] = []
-    for k, (step, dispatch, names) in enumerate(launched):
+    for k, (step, dispatch, names, part) in enumerate(launched):
         bindings = tuple(Binding(tensor=t, region=regions[names[t]], writes=_written(t)) for t in dispatch.tensors)
         touched = [b.region for b in bindings]
         written = [b.region for b in bindings if b.writes]
@@ -181,8 +204,8 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
             pending_writes, pending_reads = [], []
         pending_writes += written
         pending_reads += touched
-        dispatches.append(NetworkDispatch(index=k, step=step.index, kernel=step.config.name, dispatch=dispatch,
-                                          bindings=bindings, barrier=barrier))
+        dispatches.append(NetworkDispatch(index=k, step=step.index, kernel=part.name if part else step.config.name,
+                                          dispatch=dispatch, bindings=bindings, barrier=barrier, copy=part))
     ordered = tuple(sorted(regions.values(), key=lambda r: r.index))
     sizes = {a: round_up(max((r.end for r in ordered if r.allocation == a), default=0), alignment)
              for a in Allocation}
@@ -195,16 +218,24 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
 
 
 def concat_refusal(network: Network, alignment: int = ALIGNMENT) -> str:
-    """Why the network's channel steps cannot be written in place ("" when they can, or it has none): a concat's
-    inputs can sit inside its output; a slice or shuffle is a copy no GPU network dispatches yet."""
-    moved = next((s for s in network.steps if s.kind in ("slice", "shuffle")), None)
-    if moved is not None:
-        return (f"step {moved.index} ({moved.kind} of channels) is a copy, and the GPU network programs dispatch "
-                f"kernels only")
-    if not any(s.concat for s in network.steps):
+    """Why the network's channel steps cannot run on the device ("" when they can, or it has none): a concat whose
+    inputs cannot sit inside its output, a slice and a shuffle are dispatched copies of NCHW float32 buffers."""
+    if not any(s.moves_channels for s in network.steps):
         return ""
-    aliases = concat_aliases(network, element_sizes(network), alignment)
-    return aliases if isinstance(aliases, str) else ""
+    return copy_refusal(network, concat_aliases(network, element_sizes(network), alignment), element_sizes(network))
+
+
+def placement_note(network: Network, alignment: int = ALIGNMENT) -> str:
+    """What build says of the channel steps: how many concats the kernels write in place, how many are copied."""
+    moves = [s for s in network.steps if s.moves_channels]
+    if not moves:
+        return ""
+    placement = concat_aliases(network, element_sizes(network), alignment)
+    copied = copied_steps(network, placement)
+    parts = sum(len(copy_parts(network, s)) for s in copied)
+    placed = sum(s.concat for s in moves) - len(placement.copied)
+    return (f"{placed} concat(s) written in place by their kernels, {len(copied)} channel step(s) copied by "
+            f"{parts} dispatch(es)" + (f" (first: {next(iter(placement.copied.values()))})" if placement.copied else ""))
 
 
 def element_sizes(network: Network) -> Callable[[str], int]:
@@ -266,7 +297,7 @@ def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tu
                 offset = round_up(offset + shapes[name][1], alignment)
     first: dict[str, int] = {}
     last: dict[str, int] = {}
-    for k, (step, dispatch, names) in enumerate(launched):
+    for k, (step, dispatch, names, _) in enumerate(launched):
         for tensor in dispatch.tensors:
             name = aliases[names[tensor]].within if names[tensor] in aliases else names[tensor]
             if name not in regions and role_of(tensor) not in (Role.FILTER, Role.BIAS):
@@ -280,7 +311,7 @@ def _regions(network: Network, launched: list[Launched], shapes: Mapping[str, tu
         within = regions[alias.within]
         add(name, within.allocation, within.offset + alias.offset)
     if weights is None:
-        files = [(name, -1) for _, dispatch, names in launched for name in (names[t] for t in dispatch.tensors)
+        files = [(name, -1) for _, dispatch, names, _ in launched for name in (names[t] for t in dispatch.tensors)
                  if name not in regions and shapes[name][0].role in (Role.FILTER, Role.BIAS)]
     else:
         files = [(f"{placed.kernel}.{placed.tensor}", placed.offset) for placed in weights.tensors]

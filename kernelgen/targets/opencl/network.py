@@ -26,14 +26,18 @@ from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
 from ..gpu.dispatch import TensorKind
-from ..gpu.network import Allocation, GpuNetworkPlan, concat_refusal, host_program, plan_gpu_network
+from ..gpu.network import (Allocation, GpuNetworkPlan, concat_refusal, host_program, placement_note,
+                           plan_gpu_network)
 from .plan import OpenCLPlan
 
 DRIVER = ("opencl/network.h.j2", "opencl/network.c.j2")
 HEADERS = ("kg_sha256.h",)  # copied as they are
 FILES = (*(Path(t).name.removesuffix(".j2") for t in DRIVER), *HEADERS)
 MAIN = "opencl/program_main.c.j2"
-TEMPLATES = (*DRIVER, *(f"opencl/{name}" for name in HEADERS), MAIN)  # every one the network's files come from
+COPY_TEMPLATE = "opencl/copy.cl.j2"  # the channel steps' parts copied on the device (gpu/channel_copies.py)
+COPIES = "kg_copies"  # that program's name
+# every one the network's files come from
+TEMPLATES = (*DRIVER, *(f"opencl/{name}" for name in HEADERS), MAIN, COPY_TEMPLATE)
 BUILD_OPTIONS = "-w"  # as the Python runtime builds them (toolchain.ALWAYS_BUILD_OPTIONS, less its arg info)
 NCHW = (Var("n"), Var("c"), Var("h"), Var("w"))  # logical NHWC stored as ONNX stores it
 ALLOCATION_INDEX = {Allocation.INPUT: 0, Allocation.OUTPUT: 1, Allocation.ARENA: 2, Allocation.WEIGHTS: 3}
@@ -106,10 +110,14 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[OpenCLPl
 def _context(network: Network, jobs: Mapping[str, Job[OpenCLPlan]], weights: WeightsPlan,
              plan: GpuNetworkPlan) -> dict[str, Any]:
     net = network.name
-    programs = {step.config.name: k for k, step in enumerate(network.kernels)}
-    sources = [dict(index=k, name=name, lines=tuple(c_string(line + "\n") for line in
-                                                    jobs[name].files[f"{name}.cl"].splitlines()))
-               for name, k in programs.items()]
+    programs = {step.config.name: k for k, step in enumerate(network.kernels)}  # a launch's kernel -> program
+    texts = [(name, jobs[name].files[f"{name}.cl"]) for name in programs]
+    copies = [d.copy for d in plan.dispatches if d.copy]
+    if copies:  # one more program: a kernel function per part a channel step copies (gpu/channel_copies.py)
+        programs |= {part.name: len(texts) for part in copies}
+        texts.append((COPIES, environment().get_template(COPY_TEMPLATE).render(parts=copies)))
+    sources = [dict(index=k, name=name, lines=tuple(c_string(line + "\n") for line in text.splitlines()))
+               for k, (name, text) in enumerate(texts)]
     regions = [dict(index=r.index, name=c_string(r.name), comment=comment_text(r.name),
                     allocation=ALLOCATION_INDEX[r.allocation], where=str(r.allocation), offset=r.offset,
                     bytes=r.size_bytes, source_offset=r.source_offset,
@@ -132,11 +140,13 @@ def _context(network: Network, jobs: Mapping[str, Job[OpenCLPlan]], weights: Wei
 def network_note(network: Network, target: Any, jobs: Mapping[str, Job[OpenCLPlan]]) -> str:
     """What build says of the device memory (the weights placed as the file would, without packing them)."""
     plan = plan_gpu_network(network, target, jobs)
-    programs = len(network.kernels)
+    programs = len(network.kernels) + any(d.copy for d in plan.dispatches)
+    moves = placement_note(network)
     return (f"{network.name}: network.c runs {len(plan.dispatches)} OpenCL kernels of {programs} "
             f"program{'s' if programs != 1 else ''} "
             f"over a {plan.arena_bytes:,}-byte device arena (each tensor and intermediate alone: "
-            f"{plan.naive_arena_bytes:,} bytes) and {plan.weights_bytes:,} bytes of weights")
+            f"{plan.naive_arena_bytes:,} bytes) and {plan.weights_bytes:,} bytes of weights" +
+            (f"; {moves}" if moves else ""))
 
 
 def network_program(network: Network, jobs: Mapping[str, Job[OpenCLPlan]]) -> ProgramBuild:

@@ -27,8 +27,11 @@ from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ..base import Job
-from ..gpu.network import ALIGNMENT, Allocation, Region, concat_refusal, host_program, plan_gpu_network
+from ..gpu.network import (ALIGNMENT, Allocation, Region, concat_refusal, host_program, placement_note,
+                           plan_gpu_network)
+from ...emit import environment
 from .code import compile_ops
+from .toolchain import compile_glsl
 from .plan import VulkanPlan
 from .program import stages
 
@@ -41,6 +44,7 @@ TEXEL_FORMATS = {("texel", "float32"): ("VK_FORMAT_R32G32B32A32_SFLOAT", 16),
                  ("texel3", "float32"): ("VK_FORMAT_R32G32B32_SFLOAT", 12),
                  ("texel", "float16"): ("VK_FORMAT_R16G16B16A16_SFLOAT", 8),
                  ("texel3", "float16"): ("VK_FORMAT_R16G16B16_SFLOAT", 6)}
+COPY_TEMPLATE = "vulkan/copy.comp.j2"  # a channel step's part copied on the device (gpu/channel_copies.py)
 MAIN = "vulkan/program_main.c.j2"  # the shared main, opening the device and its pipeline cache first
 DECLARED = ("open", "run", "close", "gpu", "start", "network")  # what network.h declares after `<net>_`
 
@@ -118,15 +122,19 @@ def plan_network(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPla
     visible, and what a device must have."""
     jobs_of = {step.index: _checked_job(network, step, jobs) for step in network.kernels}
     plan = plan_gpu_network(network, target, jobs, weights, alignment=ALIGNMENT)
-    per_op = []  # (label, SPIR-V, binding kinds, op, dtype) in the plan's dispatch order
+    kernel_ops = {}  # step -> (label, SPIR-V, binding kinds, op, dtype, the buffer it writes) of each launch
     for step in network.kernels:
         job = jobs_of[step.index]
         vk = job.target_plan
         spirv = compile_ops(job.files[f"{job.config.name}.comp"], vk)
-        per_op += [(f"{step.config.name}.op{op.index}", code, stage.kinds, op, vk.dtype, vk.buffers[op.dst].name)
-                   for op, stage, code in zip(vk.ops, stages(vk, spirv), spirv)]
-    if len(per_op) != len(plan.dispatches):
-        raise KernelgenError(f"network {network.name}: {len(plan.dispatches)} launches, {len(per_op)} shader modules")
+        kernel_ops[step.index] = iter([(f"{step.config.name}.op{op.index}", code, stage.kinds, op, vk.dtype,
+                                        vk.buffers[op.dst].name)
+                                       for op, stage, code in zip(vk.ops, stages(vk, spirv), spirv)])
+    copy_source = environment().get_template(COPY_TEMPLATE).render()
+    per_op = [(d.copy.name, compile_glsl(copy_source, defines=d.copy.defines), ("storage", "storage"), None,
+               "float32", "output") if d.copy else next(kernel_ops[d.step], None) for d in plan.dispatches]
+    if None in per_op or any(next(ops, None) for ops in kernel_ops.values()):
+        raise KernelgenError(f"network {network.name}: the launches and the shader modules do not pair up")
     rows, written, read = [], [], []
     for dispatch, (label, code, kinds, op, dtype, dst) in zip(plan.dispatches, per_op):
         bound = []
@@ -164,12 +172,14 @@ def plan_network(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPla
     ops = [op for vk in vks for op in vk.ops]
     lanes = [op.shuffle_lanes for op in ops if not op.is_pool and op.shuffle_lanes]
     bindings = [b for d in rows for b in d.bindings]
+    grids = [(op.wg_size, op.groups) for op in ops] + [(d.dispatch.work_group, d.dispatch.groups)
+                                                       for d in plan.dispatches if d.copy]
     requirements = Requirements(
         int64=any(vk.int64 for vk in vks), float16=any(vk.dtype == "float16" for vk in vks),
         shuffle_lanes=math.lcm(*lanes) if lanes else 0,
-        work_group=tuple(max(op.wg_size[a] for op in ops) for a in range(3)),
-        invocations=max(math.prod(op.wg_size) for op in ops),
-        groups=tuple(max(op.groups[a] for op in ops) for a in range(3)),
+        work_group=tuple(max(size[a] for size, _ in grids) for a in range(3)),
+        invocations=max(math.prod(size) for size, _ in grids),
+        groups=tuple(max(groups[a] for _, groups in grids) for a in range(3)),
         storage_range=max((b.range for b in bindings if not b.format), default=0),
         texel_elements=max((b.texels for b in bindings), default=0),
         formats=tuple(sorted({b.format for b in bindings if b.format})))
@@ -204,9 +214,11 @@ def network_files(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPl
 def memory_note(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPlan]]) -> str:
     """A line about the device memory network.c runs in (build prints it)."""
     plan = plan_gpu_network(network, target, jobs, alignment=ALIGNMENT)
+    moves = placement_note(network, ALIGNMENT)
     return (f"{network.name}: network.c records {len(plan.dispatches)} dispatches of {len(network.steps)} steps into "
             f"one command buffer ({plan.barriers} barriers), the activations and each kernel's intermediates in a "
-            f"{plan.arena_bytes:,}-byte device arena (each alone: {plan.naive_arena_bytes:,} bytes)")
+            f"{plan.arena_bytes:,}-byte device arena (each alone: {plan.naive_arena_bytes:,} bytes)"
+            + (f"; {moves}" if moves else ""))
 
 
 def pack_weights(job: Job[VulkanPlan], logical: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
