@@ -441,6 +441,11 @@ def test_densenets_shared_features_are_copied_on_the_gpu_and_the_block_runs_whol
     assert "3 concat step(s)" in imported and "no host step" in imported, imported
     assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
     assert checked.splitlines()[-1].startswith(f"network net on {target}: pass"), checked
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", target, "-o",
+                                      str(tmp_path / "out")]).output
+    assert "1 concat(s) written in place by their kernels, 2 channel step(s) copied by 7 dispatch(es)" in built, built
+    if target == "vulkan":  # the parts of one concat write apart: one barrier before them, none between (16 else)
+        assert "records 17 dispatches of 7 steps into one command buffer (11 barriers)" in built, built
 
 
 def test_a_shuffles_parts_land_every_gth_channel():

@@ -51,6 +51,17 @@ class CopyPart:
                            groups=(across, -(-groups // across), 1))
 
     @property
+    def spans(self) -> dict[str, tuple[int, int]]:
+        """The bytes of each binding it touches (from the tensor's start), where less than all: in a batch of one a
+        channel range is one byte range, so the parts of one concat write apart and need no barrier between them."""
+        if self.images != 1:
+            return {}
+        plane = self.hw * ELEMENT_BYTES
+        last = self.to_channel + (self.channels - 1) * self.to_step
+        return {"input": (self.from_channel * plane, (self.from_channel + self.channels) * plane),
+                "output": (self.to_channel * plane, (last + 1) * plane)}
+
+    @property
     def defines(self) -> dict[str, str]:
         """The numbers the GLSL shader is compiled with (-D), and the OpenCL function spells out."""
         return {"KG_ELEMENTS": f"{self.elements}u", "KG_ACROSS": f"{self.dispatch.groups[0]}u",

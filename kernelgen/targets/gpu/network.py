@@ -84,6 +84,13 @@ class Binding:
     tensor: str  # the kernel's own name: input, side_<name>, filter<j>, bias<j>, temp<j>, output
     region: Region
     writes: bool  # the kernel may write it (its temp<j> and output)
+    span: tuple[int, int] | None = None  # the bytes of the region it touches, from its start (None: all of them)
+
+    @property
+    def touched(self) -> tuple[Allocation, int, int]:
+        """(allocation, first byte, one past the last) of what it touches: what the barriers compare."""
+        start, end = self.span or (0, self.region.size_bytes)
+        return self.region.allocation, self.region.offset + start, self.region.offset + end
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,14 +199,16 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     aliases = placement.aliases
     regions = _regions(network, launched, shapes, weights, alignment, aliases)
     dispatches: list[NetworkDispatch] = []
-    pending_writes: list[Region] = []
-    pending_reads: list[Region] = []
+    pending_writes: list[tuple[Allocation, int, int]] = []
+    pending_reads: list[tuple[Allocation, int, int]] = []
     for k, (step, dispatch, names, part) in enumerate(launched):
-        bindings = tuple(Binding(tensor=t, region=regions[names[t]], writes=_written(t)) for t in dispatch.tensors)
-        touched = [b.region for b in bindings]
-        written = [b.region for b in bindings if b.writes]
-        barrier = k > 0 and (any(r.overlaps(w) for r in touched for w in pending_writes) or
-                             any(w.overlaps(r) for w in written for r in pending_reads))
+        spans = part.spans if part else {}
+        bindings = tuple(Binding(tensor=t, region=regions[names[t]], writes=_written(t), span=spans.get(t))
+                         for t in dispatch.tensors)
+        touched = [b.touched for b in bindings]
+        written = [b.touched for b in bindings if b.writes]
+        barrier = k > 0 and (any(_overlap(r, w) for r in touched for w in pending_writes) or
+                             any(_overlap(w, r) for w in written for r in pending_reads))
         if barrier:
             pending_writes, pending_reads = [], []
         pending_writes += written
@@ -245,6 +254,10 @@ def element_sizes(network: Network) -> Callable[[str], int]:
              for name in (*step.inputs, *step.outputs)}
     default = ELEMENT_BYTES.get(network.kernels[0].config.dtype, 4) if network.kernels else 4
     return lambda name: sizes.get(name, default)
+
+
+def _overlap(a: tuple[Allocation, int, int], b: tuple[Allocation, int, int]) -> bool:
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 
 def _written(tensor: str) -> bool:
