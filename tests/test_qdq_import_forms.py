@@ -104,3 +104,50 @@ def test_a_conv_whose_float32_scale_is_past_half_imports_with_fixed_point_requan
     assert validation.verdict().status == "pass"
     program = validation.run_program()
     assert program.ran and program.passed and program.max_abs == 0, program.why
+
+
+@requires_tool(*ONNX, *HEXAGON, "make")
+def test_a_shufflenet_quantized_with_the_defaults_runs_whole_on_the_dsp(tmp_path):
+    """Two ShuffleNetV2 units and a global pool, quantized by onnxruntime's quantize_static with its defaults (QDQ,
+    int8 activations, per channel), as a user does: each Slice between DequantizeLinear (one shared by both halves)
+    and QuantizeLinear, the shuffle's Reshape and Transpose each between a QuantizeLinear -> DequantizeLinear pair,
+    the Concat requantizing; the pool a ReduceMean before the classifier. All of it imports as kernels and channel steps, and the DSP
+    program is bit-exact with the step-by-step run."""
+    import onnx_models
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+    from test_channel_steps import _shufflenet_unit
+
+    b = onnx_models.Builder(22)
+    y = _shufflenet_unit(b, _shufflenet_unit(b, b.relu("stem_r", b.conv("stem", "x", 3, 16, 3, pad=1)), 16, "u1", 8),
+                         16, "u2", 8)
+    pooled = b.node("ReduceMean", "mean", [y], axes=[2, 3], keepdims=0)  # x.mean([2, 3])
+    rng = np.random.default_rng(4)
+    b.inits += [onnx_models.numpy_helper.from_array(rng.standard_normal((10, 16)).astype(np.float32) * 0.3, "fc_w"),
+                onnx_models.numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc_b")]
+    logits = b.node("Gemm", "fc", [pooled, "fc_w", "fc_b"], transB=1)
+    float_path = onnx_models.save(b.model("x", [1, 3, 8, 8], logits), tmp_path / "shn.onnx")
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(3)
+            self.feeds = iter([{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_static(str(float_path), str(tmp_path / "shn_q.onnx"), Calibration(), per_channel=True)
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "shn_q.onnx"), "-o", str(tmp_path / "q"),
+                                       "--target", "hvx"])
+    assert result.exit_code == 0, result.output
+    assert "int8 activations:" in result.output, result.output
+    assert "4 kernel(s), 2 concat, 4 slice, 2 shuffle step(s) and no host step" in result.output, result.output
+    manifest = (tmp_path / "q" / "network.yaml").read_text()
+    assert manifest.count("layout: nhwc-8h8w32c") == manifest.count("dtype: uint8"), manifest
+    network = kernelgen.load_network(tmp_path / "q" / "network.yaml")
+    validation = kernelgen.validate_network(network, "hvx", seed=10)
+    runs = list(validation)
+    assert validation.verdict().status == "pass"
+    moved = [a for r in runs if r.step.moves_channels for a in r.agreement]
+    assert len(moved) == 8 and max(a.max_abs for a in moved) <= 1
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why

@@ -8,7 +8,7 @@ moves uint8 tensors and requantizes each input whose scale or zero point differs
 does when it fuses them into one QLinearConcat)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,20 +23,30 @@ class ChannelMove:
     kind: str  # concat, slice, shuffle
     nodes: tuple[int, ...]  # graph order
     key: str  # the manifest's step line: "concat: channels", "slice: {start: 0, stop: 24}", "shuffle: {groups: 2}"
+    inputs: tuple[str, ...] = ()  # the tensors it reads (a QDQ move's: the uint8 ones its DequantizeLinear read)
+    output: str = ""  # the tensor it writes
 
 
 def channel_moves(graph: Graph, host: set[int], types: dict[str, int]) -> dict[tuple[int, ...], ChannelMove]:
     """The channel steps among the host nodes, by their nodes."""
-    moves = {}
+    found: list[ChannelMove] = []
     for i in sorted(host):
-        found = _concat(graph, i, types) or _slice(graph, i, types) or _shuffle(graph, i, host, types)
-        found = found and _quantized(graph, found, host, types)
-        if found is not None and not any(set(found.nodes) & set(m) for m in moves):
-            moves[found.nodes] = found
+        move = _concat(graph, i, types) or _slice(graph, i, types) or _shuffle(graph, i, host, types)
+        if move is not None and not any(set(move.nodes) & set(m.nodes) for m in found):
+            found.append(move)
+    readers: dict[int | None, list[ChannelMove]] = {}  # a node -> the moves reading what it computes
+    for move in found:
+        for tensor in _inputs(graph, move.nodes):
+            readers.setdefault(graph.producers.get(tensor), []).append(move)
+    owned: set[int] = set()
+    moves = {}
+    for move in found:
+        move = _quantized(graph, move, host, types, readers, owned)
+        moves[move.nodes] = move
     while True:  # a step fed by ONNX nodes onnxruntime runs is not one either
         inside = {i for nodes in moves for i in nodes}
-        dropped = [nodes for nodes in moves if any(graph.producers.get(t) in host - inside
-                                                   for t in _inputs(graph, nodes))]
+        dropped = [nodes for nodes, move in moves.items() if any(graph.producers.get(t) in host - inside
+                                                                 for t in move.inputs)]
         if not dropped:
             return moves
         for nodes in dropped:
@@ -48,17 +58,40 @@ def _inputs(graph: Graph, nodes: tuple[int, ...]) -> list[str]:
     return [t for i in nodes for t in graph.nodes[i].input if t and t not in produced and t not in graph.constants]
 
 
-def _quantized(graph: Graph, move: ChannelMove, host: set[int], types: dict[str, int]) -> ChannelMove:
-    """The move with the DequantizeLinear before each input and the QuantizeLinear after its result when a quantized
-    model wraps it so (each read by the move alone, uint8, one constant scale and zero point); else as it is."""
-    before = [graph.producers.get(t) for t in _inputs(graph, move.nodes)]
+def _quantized(graph: Graph, move: ChannelMove, host: set[int], types: dict[str, int],
+               readers: dict[int | None, list[ChannelMove]], owned: set[int]) -> ChannelMove:
+    """The move over uint8 tensors when a quantized model wraps it: a DequantizeLinear before each input (uint8,
+    one constant scale and zero point, read by channel moves alone: ShuffleNet's two Slices of one tensor share it;
+    the first move to read it takes the node), one QuantizeLinear after its result, and any QuantizeLinear ->
+    DequantizeLinear pair inside it at the input's scale and zero point (a shuffle's, between its Reshape and
+    Transpose: each gives back the bytes). Else the float move as it is."""
+    inputs = _inputs(graph, move.nodes)
+    before = [graph.producers.get(t) for t in inputs]
     result = graph.nodes[move.nodes[-1]].output[0]
     after = graph.sole_consumer(result)
-    wrapped = all(i in host and _qdq(graph, i, "DequantizeLinear", types) and
-                  graph.sole_consumer(graph.nodes[i].output[0]) in move.nodes for i in before)
-    if not before or not wrapped or after not in host or not _qdq(graph, after, "QuantizeLinear", types):
-        return move
-    return ChannelMove(move.kind, tuple(sorted({*before, *move.nodes, after})), move.key)
+    plain = replace(move, inputs=tuple(dict.fromkeys(inputs)), output=result)
+    if not before or after not in host or not _qdq(graph, after, "QuantizeLinear", types):
+        return plain
+    for i in before:
+        if i not in host or not _qdq(graph, i, "DequantizeLinear", types):
+            return plain
+        out = graph.nodes[i].output[0]
+        moving = {j for m in readers.get(i, ()) for j in m.nodes}
+        if out in graph.outputs or not set(graph.consumers.get(out, ())) <= moving:
+            return plain
+    pairs = [j for j in move.nodes if graph.nodes[j].op_type in ("QuantizeLinear", "DequantizeLinear")]
+    if pairs and len({_parameters(graph, j) for j in (*before, *pairs)}) > 1:
+        return plain  # a requantization inside: not one table of bytes
+    taken = [i for i in dict.fromkeys(before) if i not in owned]
+    owned.update(taken)
+    return ChannelMove(move.kind, tuple(sorted({*taken, *move.nodes, after})), move.key,
+                       inputs=tuple(dict.fromkeys(graph.nodes[i].input[0] for i in before)),
+                       output=graph.nodes[after].output[0])
+
+
+def _parameters(graph: Graph, i: int) -> tuple[float, int]:
+    scale, zero = (graph.constants[t] for t in graph.nodes[i].input[1:3])
+    return float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0])
 
 
 def _qdq(graph: Graph, i: int, op_type: str, types: dict[str, int]) -> bool:
@@ -119,12 +152,28 @@ def _shuffle(graph: Graph, i: int, host: set[int], types: dict[str, int]) -> Cha
     split = graph.shapes.get(first.output[0])
     if split is None or len(split) != 5 or split[0] != n or split[3:] != (h, w) or split[1] * split[2] != c:
         return None
-    middle = graph.sole_consumer(first.output[0])
+    split_to, pair1 = _through_pair(graph, first.output[0], host, types)
+    middle = graph.sole_consumer(split_to)
     if middle is None or middle not in host or graph.nodes[middle].op_type != "Transpose" or \
             list(_attributes(graph.nodes[middle]).get("perm", ())) != [0, 2, 1, 3, 4]:
         return None
-    last = graph.sole_consumer(graph.nodes[middle].output[0])
+    swapped, pair2 = _through_pair(graph, graph.nodes[middle].output[0], host, types)
+    last = graph.sole_consumer(swapped)
     if last is None or last not in host or graph.nodes[last].op_type != "Reshape" or \
             graph.shapes.get(graph.nodes[last].output[0]) != (n, c, h, w):
         return None
-    return ChannelMove("shuffle", (i, middle, last), f"shuffle: {{groups: {split[1]}}}")
+    return ChannelMove("shuffle", tuple(sorted((i, *pair1, middle, *pair2, last))), f"shuffle: {{groups: {split[1]}}}")
+
+
+def _through_pair(graph: Graph, tensor: str, host: set[int], types: dict[str, int]) -> tuple[str, tuple[int, ...]]:
+    """Past a QuantizeLinear -> DequantizeLinear pair of one scale and zero point that alone reads `tensor` (a
+    quantized model's, between a shuffle's Reshape and Transpose): the pair's float result and its nodes; else
+    `tensor` and no nodes."""
+    q = graph.sole_consumer(tensor)
+    if q is None or q not in host or not _qdq(graph, q, "QuantizeLinear", types):
+        return tensor, ()
+    dq = graph.sole_consumer(graph.nodes[q].output[0])
+    if dq is None or dq not in host or not _qdq(graph, dq, "DequantizeLinear", types) or \
+            _parameters(graph, q) != _parameters(graph, dq):
+        return tensor, ()
+    return graph.nodes[dq].output[0], (q, dq)

@@ -35,7 +35,7 @@ CONVERTERS: dict[str, Converter] = {
     "MaxPool": Converter(float=layers.pool_op, quantized=qlayers.qpool),
     "AveragePool": Converter(float=layers.pool_op),
     "GlobalAveragePool": Converter(float=layers.pool_op, quantized=qlayers.qpool),
-    "ReduceMean": Converter(float=layers.pool_op),  # over rows and columns: a global average pool
+    "ReduceMean": Converter(float=layers.pool_op, quantized=qlayers.qpool),  # over rows and columns: a global pool
     "Flatten": Converter(float=layers.flatten_op),  # a classifier's lead node; its QDQ form starts at the Gemm
     "Gemm": Converter(float=layers.gemm_op, quantized=qlayers.qgemm),
     "Mul": Converter(float=layers.channel_scale, quantized=qlayers.qmul),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..config.reserved import RESERVED
-from .channel_moves import channel_moves
+from .channel_moves import ChannelMove, channel_moves
 from .graph import Graph, _attributes, node_id
 from .layouts import CHANNELS_LAST, channels_last_tensors
 
@@ -67,7 +67,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         stack += [t for t in graph.nodes[index].input if t]
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
     moves = channel_moves(graph, host, types)
-    steps = _steps(graph, kernels, host, producer, tuple(moves))
+    steps = _steps(graph, kernels, host, producer, moves)
     if steps is None:
         return Manifest("", "the kernels and the nodes between them form a cycle")
     tensors: dict[str, None] = dict.fromkeys([*_graph_inputs(graph)])
@@ -81,10 +81,12 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
     if empty:
         return Manifest("", f"tensor {empty[0]!r} has shape {list(graph.shapes[empty[0]])}: a manifest's tensors "
                             f"hold at least one element")
+    float_moves = {nodes for nodes, move in moves.items() if types.get(move.output) == 1}
     nhwc = channels_last_tensors(steps, kernels, [*_graph_inputs(graph), *graph.outputs], graph.shapes,
-                                 set(moves)) if channels_last else frozenset()
+                                 float_moves) if channels_last else frozenset()
     layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
                | {k.output: k.layout for k in kernels} | dict.fromkeys(nhwc, CHANNELS_LAST))
+    layouts |= _packed_between_moves(moves.values(), layouts, float_moves)
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", os.path.splitext(os.path.basename(model_path))[0].lower()))
     name = name.strip("_")[:40].rstrip("_")
     name = name if name and name[0].isalpha() and name not in RESERVED else f"net_{name}".rstrip("_")
@@ -219,10 +221,11 @@ def _quantization(graph: Graph, tensor: str, producer: dict[str, int]) -> tuple[
     return None
 
 
-def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int], moves: tuple[tuple[int, ...], ...]
-           ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
+def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int],
+           moves: dict[tuple[int, ...], ChannelMove]) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
     """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
-    None when no order does. A channel step (`moves`: its nodes) is a step of its own."""
+    None when no order does. A channel step (`moves`, by its nodes) is a step of its own, reading and writing the
+    tensors it names (a QDQ one: uint8)."""
     inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
     moved = {i for nodes in moves for i in nodes}
     components = _components(graph, host - moved, producer) + list(moves)
@@ -234,6 +237,10 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
             steps.append((k, [kernel.input, *kernel.sides], [kernel.output], min(kernel.members)))
         kernel_outputs = {kernel.output for kernel in kernels}
         for nodes in attempt:
+            if nodes in moves:
+                move = moves[nodes]
+                steps.append((nodes, list(move.inputs), [move.output], min(nodes)))
+                continue
             produced = [o for i in nodes for o in graph.nodes[i].output if o]
             inputs = [t for i in nodes for t in graph.nodes[i].input
                       if t and t not in produced and t not in graph.constants]
@@ -245,6 +252,20 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
         if ordered is not None:
             return [step[:3] for step in ordered]
     return None
+
+
+def _packed_between_moves(moves, layouts: dict[str, str], float_moves: set) -> dict[str, str]:
+    """The layout of each uint8 tensor that only channel steps touch (a QDQ ShuffleNet's concat -> shuffle ->
+    slice): the one the kernels on either side hold, passed along the steps (a copy keeps the layout)."""
+    quantized = [m for m in moves if m.nodes not in float_moves]
+    known = dict(layouts)
+    while True:
+        found = {t: held for m in quantized
+                 for held in [next((known[u] for u in (*m.inputs, m.output) if u in known), None)] if held
+                 for t in (*m.inputs, m.output) if t not in known}
+        if not found:
+            return {t: known[t] for t in known if t not in layouts}
+        known |= found
 
 
 def _from_constants(graph: Graph, host: set[int]) -> tuple[set[int], dict[int, set[int]]]:
