@@ -42,13 +42,16 @@ def concat_aliases(network: Network, element_bytes: Callable[[str], int], alignm
     copied instead, and why. `element_bytes`: a tensor's device element size (its kernels' storage type)."""
     direct: dict[str, tuple[str, int]] = {}  # input -> (the concat's output, byte offset in it)
     copied = {}
+    outputs: dict[str, Step] = {}  # a placed concat's output -> its step
     for step in (s for s in network.steps if s.concat):
         placed: dict[str, tuple[str, int]] = {}
-        why = _refusal(network, step, element_bytes, alignment, direct, placed)
+        prefix = _prefix(step, direct, outputs)
+        why = _refusal(network, step, element_bytes, alignment, direct, placed, prefix)
         if why:
             copied[step.index] = f"concat step {step.index} cannot be placed in device memory without a copy: {why}"
         else:
             direct |= placed
+            outputs[step.outputs[0]] = step
     aliases = {}
     for name in direct:
         within, offset = direct[name]
@@ -59,12 +62,30 @@ def concat_aliases(network: Network, element_bytes: Callable[[str], int], alignm
     return Placement(aliases=aliases, copied=copied)
 
 
+def _prefix(step: Step, direct: dict[str, tuple[str, int]], outputs: dict[str, Step]) -> Step | None:
+    """The placed concat whose inputs begin this one's, in order, and whose output is placed nowhere else yet:
+    DenseNet's layer k concatenates what layer k - 1 did and one tensor more, so each concat's output is the
+    first bytes of the next one's, and the whole block's features sit once, in the last concat's region."""
+    if not step.inputs or step.inputs[0] not in direct:
+        return None
+    within = direct[step.inputs[0]][0]
+    while within in direct:  # the outermost placed output holding it
+        within = direct[within][0]
+    earlier = outputs.get(within)
+    if earlier is None or tuple(step.inputs[:len(earlier.inputs)]) != tuple(earlier.inputs):
+        return None
+    return earlier
+
+
 def _refusal(network: Network, step: Step, element_bytes: Callable[[str], int], alignment: int,
-             direct: dict[str, tuple[str, int]], placed: dict[str, tuple[str, int]]) -> str:
+             direct: dict[str, tuple[str, int]], placed: dict[str, tuple[str, int]], prefix: Step | None) -> str:
     out = network.tensors[step.outputs[0]]
     size = element_bytes(out.name)
     offset = 0
-    for name in step.inputs:
+    inputs = step.inputs
+    if prefix is not None:  # its output, holding its inputs, is this one's first bytes
+        inputs = (prefix.outputs[0], *step.inputs[len(prefix.inputs):])
+    for name in inputs:
         tensor = network.tensors[name]
         if any((t.layout or "NCHW") != "NCHW" for t in (tensor, out)):
             return f"{name!r} or {out.name!r} is not held NCHW (the GPU targets' import writes NCHW)"
