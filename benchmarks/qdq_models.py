@@ -4,19 +4,22 @@ torchvision's MobileNetV2 and ResNet18 (random weights, `weights=None`, seeded, 
 so that the folded biases are nonzero and distinct as in a trained network; an untrained one's are all zero and
 the exporter shares them through Identity nodes, which the quantizer leaves in float), exported by
 `torch.onnx.export(..., dynamo=False)` at opset 17 (BatchNorm folded in eval mode), quantized by
-`onnxruntime.quantization.quantize_static` in QDQ form with its defaults (uint8 activations, full-range int8
-weights, no reduce_range), per tensor and per channel; every config `kernelgen import --target hvx` makes of
+`onnxruntime.quantization.quantize_static` in QDQ form with its defaults (int8 activations, which kernelgen holds
+as uint8 with each zero point + 128: kernelgen/onnx/int8_activations.py; full-range int8 weights, no
+reduce_range), per tensor and per channel; every config `kernelgen import --target hvx` makes of
 them, and the whole network, validated on hvx under qemu-hexagon (bit-exact against kernelgen's numpy reference,
 and against onnxruntime in the session that is exact on this host, named in the output: kernelgen/onnx/u8s8.py).
 
     python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18] [--size 224] [--work build/qdq_models]
-                                    [--reduce-range] [--no-validate] [--json results.json]
+                                    [--reduce-range] [--activations int8|uint8] [--no-validate] [--json F]
 
 Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). The weights are
 quantize_static's defaults on every host: on x86 without VNNI, onnxruntime's default uint8 x int8 kernels add
 pairs of products in 16 bits and saturate on them, and kernelgen's checks then run onnxruntime in its exact u8u8
 precision mode (session.x64quantprecision) and say so. --reduce-range quantizes to 7-bit weights instead (what
 onnxruntime's quantization guide recommends for deploying on such a CPU); its models are kept apart (`_7bit`).
+--activations uint8 quantizes activations to uint8 (QUInt8), as the runs before int8 activations were taken did
+(`_u8` models).
 """
 from __future__ import annotations
 
@@ -76,7 +79,8 @@ def export(model: str, size: int, path: Path) -> None:
                       input_names=["input"], output_names=["logits"])
 
 
-def quantize(float_path: Path, path: Path, per_channel: bool, size: int, reduce_range: bool = False) -> None:
+def quantize(float_path: Path, path: Path, per_channel: bool, size: int, reduce_range: bool = False,
+             activations: str = "int8") -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Random(CalibrationDataReader):
@@ -89,7 +93,8 @@ def quantize(float_path: Path, path: Path, per_channel: bool, size: int, reduce_
             return next(self.batches, None)
 
     quantize_static(str(float_path), str(path), Random(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
+                    activation_type=QuantType.QUInt8 if activations == "uint8" else QuantType.QInt8,
+                    weight_type=QuantType.QInt8, reduce_range=reduce_range)
 
 
 def _validate_network(path: Path, seed: int, rows: list[dict], tag: str) -> int:
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("build/qdq_models"))
     parser.add_argument("--reduce-range", action="store_true",
                         help="7-bit int8 weights (quantize_static's reduce_range) instead of its full-range default")
+    parser.add_argument("--activations", choices=("int8", "uint8"), default="int8",
+                        help="the activations' type: quantize_static's default int8, or uint8")
     parser.add_argument("--no-validate", action="store_true", help="import only")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--json", type=Path)
@@ -132,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             export(model, args.size, float_path)
         for per_channel in (False, True):
             tag = (f"{model}_{args.size}_{'per_channel' if per_channel else 'per_tensor'}"
-                   f"{'_7bit' if args.reduce_range else ''}")
+                   f"{'_7bit' if args.reduce_range else ''}{'_u8' if args.activations == 'uint8' else ''}")
             q_path = args.work / f"{tag}.onnx"
             if not q_path.exists():
-                quantize(float_path, q_path, per_channel, args.size, args.reduce_range)
+                quantize(float_path, q_path, per_channel, args.size, args.reduce_range, args.activations)
             folder = args.work / tag
             folder.mkdir(exist_ok=True)
             # cut by cost as `kernelgen import --target hvx` cuts (without a coster the whole chain is one config)
