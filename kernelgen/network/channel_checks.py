@@ -19,8 +19,8 @@ Fail = Callable[[tuple, str], None]
 def check_channel_step(kind: str, k: int, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fail: Fail,
                        start: int = 0, stop: int = 0, groups: int = 0) -> None:
     """NCHW images of one batch, height and width and one dtype (a uint8 input of another scale or zero point than
-    the output is requantized: channel_copy.requantize_table); a concat's channels adding up to its output's, a slice's range inside its input, a
-    shuffle's groups dividing its channels."""
+    the output is requantized: channel_copy.requantize_table); a concat's channels adding up to its output's, a
+    slice's range inside its input, a shuffle's groups dividing its channels."""
     spelled = {"concat": "concat: channels", "slice": "slice", "shuffle": "shuffle"}[kind]
     if len(outputs) != 1 or (kind != "concat" and len(inputs) != 1):
         fail(("steps", k), f"expected {'one input and ' if kind != 'concat' else ''}one output for {spelled}, got "

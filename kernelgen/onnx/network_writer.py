@@ -222,7 +222,8 @@ def _quantization(graph: Graph, tensor: str, producer: dict[str, int]) -> tuple[
 
 
 def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int],
-           moves: dict[tuple[int, ...], ChannelMove]) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
+           moves: dict[tuple[int, ...], ChannelMove]
+           ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
     """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
     None when no order does. A channel step (`moves`, by its nodes) is a step of its own, reading and writing the
     tensors it names (a QDQ one: uint8)."""

@@ -243,8 +243,9 @@ def placement_note(network: Network, alignment: int = ALIGNMENT) -> str:
     copied = copied_steps(network, placement)
     parts = sum(len(copy_parts(network, s)) for s in copied)
     placed = sum(s.concat for s in moves) - len(placement.copied)
+    first = f" (first: {next(iter(placement.copied.values()))})" if placement.copied else ""
     return (f"{placed} concat(s) written in place by their kernels, {len(copied)} channel step(s) copied by "
-            f"{parts} dispatch(es)" + (f" (first: {next(iter(placement.copied.values()))})" if placement.copied else ""))
+            f"{parts} dispatch(es){first}")
 
 
 def element_sizes(network: Network) -> Callable[[str], int]:
