@@ -93,6 +93,11 @@ def test_quantized_network_is_bit_exact_with_onnxruntime_on_hvx(tmp_path):
     assert [s["name"] for s in kernels] == ["stem_to_pool", "conv_a_to_conv_b"] and all(s["seconds"] is None for s in kernels)
     assert report["counted_packets"] == sum(s["packets"] for s in kernels) > 0
     assert sum(s["share"] for s in kernels) == pytest.approx(1.0)
+    text = CliRunner().invoke(main, ["bench", str(manifest), "--repeat", "1"]).output
+    # the quantize step's time is Python's, not the DSP's: the table says so (the host step is onnxruntime's)
+    quantize = next(line for line in text.splitlines() if "] quantize" in line)
+    assert "timed in Python here; the DSP program runs it" in quantize, text
+    assert "timed in Python" not in next(line for line in text.splitlines() if "] host" in line), text
 
 
 @requires_tool(*ONNX, *TOOLS["c"])

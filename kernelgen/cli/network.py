@@ -196,6 +196,8 @@ def _bench_one(network: Network, target: str, repeat: int, as_json: bool, thread
             continue
         rates = (f"{r.flops / seconds / 1e9:7.2f} GFLOP/s {r.bytes / seconds / 1e9:6.2f} GB/s"
                  if r.kind == "kernel" and seconds > 0 else "")
+        if packets and r.kind != "host":  # a conversion or a copy: network.c runs it on the DSP, this ran numpy
+            rates = "timed in Python here; the DSP program runs it"
         click.echo(f"  [{r.step + 1:>3}] {r.name:<52} {seconds * 1e3:9.3f} ms {r.share:6.1%}  {rates}")
     total, reference = times.seconds, times.onnxruntime_seconds
     counted = f" (host steps; the kernels: {packets:,.0f} packets counted by the simulator)" if packets else ""

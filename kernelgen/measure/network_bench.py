@@ -26,7 +26,7 @@ from .records import BenchOptions
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepTime:
     step: int
-    kind: str  # kernel, host, convert, concat
+    kind: str  # kernel, host, convert, concat, slice, shuffle (Step.kind)
     name: str
     seconds: float  # NaN: measured by counters, not a clock (hvx under QEMU: packets)
     flops: int
