@@ -89,19 +89,25 @@ def _quantized(graph: Graph, move: ChannelMove, host: set[int], types: dict[str,
                        output=graph.nodes[after].output[0])
 
 
-def _parameters(graph: Graph, i: int) -> tuple[float, int]:
-    scale, zero = (graph.constants[t] for t in graph.nodes[i].input[1:3])
+def qdq_parameters(graph: Graph, node) -> tuple[float, int] | None:
+    """A QuantizeLinear's or DequantizeLinear's scale and zero point, when both are scalar constants."""
+    if len(node.input) < 3:
+        return None
+    scale, zero = graph.constants.get(node.input[1]), graph.constants.get(node.input[2])
+    if scale is None or scale.size != 1 or zero is None or zero.size != 1:
+        return None
     return float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0])
+
+
+def _parameters(graph: Graph, i: int) -> tuple[float, int] | None:
+    return qdq_parameters(graph, graph.nodes[i])
 
 
 def _qdq(graph: Graph, i: int, op_type: str, types: dict[str, int]) -> bool:
     """A QuantizeLinear (or DequantizeLinear) between float32 and uint8 at one constant scale and zero point."""
     node = graph.nodes[i]
-    if node.op_type != op_type or len(node.input) != 3:
-        return False
-    scale, zero = (graph.constants.get(t) for t in node.input[1:3])
     uint8 = node.output[0] if op_type == "QuantizeLinear" else node.input[0]
-    return scale is not None and scale.size == 1 and zero is not None and zero.size == 1 and types.get(uint8) == UINT8
+    return node.op_type == op_type and qdq_parameters(graph, node) is not None and types.get(uint8) == UINT8
 
 
 def _image(graph: Graph, tensor: str, types: dict[str, int]) -> tuple[int, ...] | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..config.reserved import RESERVED
-from .channel_moves import ChannelMove, channel_moves
+from .channel_moves import ChannelMove, channel_moves, qdq_parameters
 from .graph import Graph, _attributes, node_id
 from .layouts import CHANNELS_LAST, channels_last_tensors
 
@@ -111,10 +111,10 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         if isinstance(what, int):
             kernel = kernels[what]
             lines.append(f"  - kernel: {kernel.name}")
-        elif _conversion(graph, what, types):
+        elif conversion := _conversion(graph, what, types):
             ids = [node_id(graph.nodes[i]) for i in sorted(what)]
             converted += ids
-            lines.append(f"  - convert: {_conversion(graph, what, types)}  # {', '.join(map(json.dumps, ids))}")
+            lines.append(f"  - convert: {conversion}  # {', '.join(map(json.dumps, ids))}")
         elif what in moves:
             lines.append(f"  - {moves[what].key}  # {', '.join(json.dumps(node_id(graph.nodes[i])) for i in what)}")
         else:
@@ -160,7 +160,7 @@ def _conversion(graph: Graph, nodes, types: dict[str, int]) -> str:
     if len(order) != 1:
         return ""
     node = graph.nodes[order[0]]
-    if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or _parameters(graph, node) is None:
+    if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or qdq_parameters(graph, node) is None:
         return ""
     uint8 = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
     real = node.input[0] if node.op_type == "QuantizeLinear" else node.output[0]
@@ -169,22 +169,12 @@ def _conversion(graph: Graph, nodes, types: dict[str, int]) -> str:
     return "quantize" if node.op_type == "QuantizeLinear" else "dequantize"
 
 
-def _parameters(graph: Graph, node) -> tuple[float, int] | None:
-    """A QuantizeLinear's or DequantizeLinear's constant scalar scale and zero point."""
-    if len(node.input) < 3:
-        return None
-    scale, zero = graph.constants.get(node.input[1]), graph.constants.get(node.input[2])
-    if scale is None or scale.size != 1 or zero is None or zero.size != 1:
-        return None
-    return float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0])
-
-
 def _flattened_tail(graph: Graph, order: list[int], types: dict[str, int]) -> bool:
     first, flatten, requantize, last = (graph.nodes[i] for i in order)
     chained = (flatten.input[0] == first.output[0] and requantize.input[0] == flatten.output[0]
                and last.input[0] == requantize.output[0])
     shape = graph.shapes.get(first.input[0])
-    parameters = {_parameters(graph, node) for node in (first, requantize, last)}
+    parameters = {qdq_parameters(graph, node) for node in (first, requantize, last)}
     return (chained and int(_attributes(flatten).get("axis", 1)) == 1 and shape is not None and len(shape) == 4
             and shape[2:] == (1, 1) and len(parameters) == 1 and None not in parameters
             and types.get(first.input[0]) == 2 and types.get(last.output[0]) == 1)
