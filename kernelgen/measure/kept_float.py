@@ -1,7 +1,7 @@
 """How far onnxruntime's bytes may lie from a kernel's for an op its optimizer kept in float32.
 
-A QDQ conv onnxruntime does not fuse into QLinearConv (oracle.OpRun.in_float: with quantize_static's defaults, a
-conv whose dequantized input feeds more than one node; a hand-built one with a float bias and a Clip) runs as
+A QDQ conv onnxruntime does not fuse into QLinearConv (oracle.OpRun.in_float: on x86 every int8 x int8 one, as quantize_static's
+defaults make them, since its QDQIsInt8Allowed() is ARM only; a hand-built one with a float bias and a Clip) runs as
 DequantizeLinear -> Conv -> QuantizeLinear: every byte dequantized in float32, a float32 sum of the products, one
 rounding to the conv's step. The kernel sums the same products exactly in integers. Rounded once each, the two
 part by one step where the real value lies within a rounding of a half. Two things widen that:
