@@ -1,8 +1,8 @@
 """How far onnxruntime's bytes may lie from a kernel's for an op its optimizer kept in float32.
 
-A QDQ conv onnxruntime does not fuse into QLinearConv (oracle.OpRun.in_float: on x86 every int8 x int8 one, as quantize_static's
-defaults make them, since its QDQIsInt8Allowed() is ARM only; a hand-built one with a float bias and a Clip) runs as
-DequantizeLinear -> Conv -> QuantizeLinear: every byte dequantized in float32, a float32 sum of the products, one
+A QDQ conv onnxruntime does not fuse into QLinearConv (oracle.OpRun.in_float: on x86 every int8 x int8 one, as
+quantize_static's defaults make them, its QDQIsInt8Allowed() being ARM only; a hand-built one with a float bias
+and a Clip) runs as DequantizeLinear -> Conv -> QuantizeLinear: every byte dequantized in float32, a float32 sum of the products, one
 rounding to the conv's step. The kernel sums the same products exactly in integers. Rounded once each, the two
 part by one step where the real value lies within a rounding of a half. Two things widen that:
 - the float32 sum strays from the exact one by at most gamma_n * sum |x_i * w_i| (Higham, eq. 3.5, with or
