@@ -3,8 +3,8 @@
 A QDQ conv onnxruntime does not fuse into QLinearConv (oracle.OpRun.in_float: on x86 every int8 x int8 one, as
 quantize_static's defaults make them, its QDQIsInt8Allowed() being ARM only; a hand-built one with a float bias
 and a Clip) runs as DequantizeLinear -> Conv -> QuantizeLinear: every byte dequantized in float32, a float32 sum
-of the products, one rounding to the conv's step. The kernel sums the same products exactly in integers. Rounded once each, the two
-part by one step where the real value lies within a rounding of a half. Two things widen that:
+of the products, one rounding to the conv's step. The kernel sums the same products exactly in integers. Rounded
+once each, the two part by one step where the real value lies within a rounding of a half. Two things widen that:
 - the float32 sum strays from the exact one by at most gamma_n * sum |x_i * w_i| (Higham, eq. 3.5, with or
   without FMA) over n = K + 4 roundings for K products (the dequantizations of x and w, the bias, the division of
   QuantizeLinear); where that bound reaches whole steps, so may the bytes (on ResNet50 it stays under a step);
