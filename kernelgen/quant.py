@@ -108,6 +108,8 @@ class OpQuant:
     float_requants: tuple[FloatRequant, ...] = ()
     # a table activation (a hard gate): the output byte of each of the conv's bytes (at s_conv, z_conv); else ()
     table: tuple[int, ...] = ()
+    # how far onnxruntime's own table may lie from it (a sigmoid's: MLAS's approximate logistic); 0: exactly it
+    table_slack: int = 0
 
     @property
     def per_channel(self) -> bool:
@@ -155,10 +157,13 @@ def op_quants(config: Config) -> list[OpQuant]:
         s_conv, z_conv, add = s_out, z_out, None
         conv_key = out_key
         table: tuple[int, ...] = ()
+        slack = 0
         if op.act.UINT8 == "table":  # the conv's bytes at its own scale, through the activation's table (config
             s_conv, z_conv = own.conv_scale, own.conv_zero_point  # checked both)
             conv_key = f"ops[{j}].conv2d.quant.conv_scale"
-            table = op.act.byte_table(s_conv, z_conv, s_out, z_out)
+            gate = None if own.gate_scale is None else (own.gate_scale, own.gate_zero_point)
+            table = op.act.byte_table(s_conv, z_conv, s_out, z_out, gate)
+            slack = op.act.table_slack(s_conv, z_conv, s_out, z_out, gate)
         if op.residual is not None:
             s_conv = own.conv_scale if own and own.conv_scale is not None else s_out
             z_conv = own.conv_zero_point if own and own.conv_zero_point is not None else z_out
@@ -182,7 +187,7 @@ def op_quants(config: Config) -> list[OpQuant]:
         out.append(OpQuant(s_in=s_in, z_in=z_in, s_w=s_w, z_w=q.weight_zero_point, s_out=s_out, z_out=z_out,
                            q_min=q_min, q_max=q_max, requants=tuple(requants[s] for s in s_w), s_conv=s_conv,
                            z_conv=z_conv, add=add, float_requants=tuple(floats[s] for s in s_w) if floats else (),
-                           table=table))
+                           table=table, table_slack=slack))
     return out
 
 

@@ -282,6 +282,30 @@ def squeeze_excite_network(seed: int = 6):
     return b.model("x", [2, 6, 9, 7], b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1))
 
 
+def efficientnet_network(seed: int = 13):
+    """EfficientNet's MBConv block at a small size, as torchvision exports it: 1x1 expand + SiLU (a Sigmoid and a
+    Mul of the conv's result by it), 3x3 depthwise + SiLU, squeeze-excite (global pool, 1x1 conv + SiLU, 1x1 conv +
+    Sigmoid, Mul with the block's tensor), 1x1 project + the block's input; then the head (1x1 conv + SiLU, global
+    pool, Flatten, Gemm)."""
+    b = Builder(seed)
+
+    def silu(name: str, t: str) -> str:
+        return b.node("Mul", name, [t, b.node("Sigmoid", f"{name}_sigmoid", [t])])
+
+    t = silu("expand_silu", b.conv("expand", "x", 8, 24, 1))
+    t = silu("dw_silu", b.conv("dw", t, 24, 24, 3, pad=1, groups=24))
+    s = b.node("GlobalAveragePool", "se_pool", [t])
+    s = silu("se_silu", b.conv("se_fc1", s, 24, 6, 1))
+    s = b.node("Sigmoid", "se_gate", [b.conv("se_fc2", s, 6, 24, 1)])
+    t = b.node("Mul", "se_mul", [t, s])
+    t = b.add("block_add", b.conv("project", t, 24, 8, 1), "x")
+    t = silu("head_silu", b.conv("head", t, 8, 16, 1))
+    t = b.node("Flatten", "flatten", [b.node("GlobalAveragePool", "gap", [t])])
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.5, 0.5, (5, 16)).astype(np.float32), "fc_w"))
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.2, 0.2, 5).astype(np.float32), "fc_b"))
+    return b.model("x", [2, 8, 9, 7], b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1))
+
+
 def quantized(model, per_channel: bool, seed: int = 0, full_range: bool = False):
     """`model` as onnxruntime's quantize_static writes it in QDQ form (uint8 activations, int8 weights; 7-bit weights
     on an x86 host without VNNI, whose uint8 x int8 kernels would saturate otherwise, unless full_range: then

@@ -185,3 +185,34 @@ def test_vector_pool_rounding_is_onnxruntimes_on_every_sum(s_in, s_out, za, pixe
     want, got = requantize_float(acc[:, None], (scale,))[:, 0], pool.split.emulate(acc[:, None])[:, 0]
     for z_out in (0, 128, 255):  # the bytes: past +-511 the kernel's cap, saturated alike
         assert (np.clip(got + z_out, 0, 255) == np.clip(want + z_out, 0, 255)).all()
+
+
+@requires_tool(*TOOLS)
+def test_a_depthwise_after_two_pointwise_convs_is_right_as_compiled():
+    """EfficientNet-B0's block 5.0 at its shape: 1x1 480 -> 80, 1x1 80 -> 480, 5x5 depthwise, per-channel scales.
+    Inlined into the kernel after the two 1x1 convs' 7-pixel asm rows, the depthwise's stripe compute came out
+    wrong under clang-19 -O2 (13,303 of 94,080 bytes at one seed, by up to 3); kept out of line it is exact."""
+    from kernelgen import api
+
+    rng = np.random.default_rng(0)
+
+    def scales(n: int, lo: float, hi: float) -> str:
+        return "[" + ", ".join(f"{v:.6g}" for v in rng.uniform(lo, hi, n)) + "]"
+
+    text = f"""name: block5
+dtype: uint8
+input: {{shape: [1, 14, 14, 480], layout: nhwc-8h8w32c}}
+quant: {{input_scale: 0.05, input_zero_point: 128, weight_dtype: int8, weight_zero_point: 0, requantization: float32}}
+ops:
+  - conv2d: {{out_channels: 80, kernel: 1, bias: true, quant: {{weight_scale: {scales(80, 0.003, 0.005)},
+             output_scale: 0.4, output_zero_point: 129}}}}
+  - conv2d: {{out_channels: 480, kernel: 1, bias: true, activation: relu, quant: {{weight_scale:
+             {scales(480, 0.001, 0.0015)}, output_scale: 0.1, output_zero_point: 128}}}}
+  - conv2d: {{out_channels: 480, kernel: 5, pad: 2, groups: 480, bias: true, activation: relu, quant: {{weight_scale:
+             {scales(480, 0.0002, 0.0003)}, output_scale: 0.02, output_zero_point: 115}}}}
+output: {{layout: nhwc-8h8w32c}}
+schedule: auto
+targets: [hvx]
+"""
+    result = api.validate(api.parse_config(text, "block5.yaml"), "hvx", seed=1)
+    assert result.passed, result.detail

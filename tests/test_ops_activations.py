@@ -25,7 +25,7 @@ def test_the_table_holds_each_kind_once_with_its_spellings_and_onnx_types():
     assert ops.BY_ONNX == {"Relu": Clamp, "HardSigmoid": HardSigmoid, "HardSwish": HardSigmoid,
                            "LeakyRelu": LeakyRelu, "Sigmoid": Sigmoid}
     assert {key: kind.UINT8 for key, kind in ops.ACTIVATIONS.items()} == {
-        "none": "range", "clamp": "range", "hardsigmoid": "table", "leaky_relu": "table", "sigmoid": ""}
+        "none": "range", "clamp": "range", "hardsigmoid": "table", "leaky_relu": "table", "sigmoid": "table"}
     assert list(ops.Parameters.model_fields) == ["hardsigmoid", "leaky_relu"]
 
 

@@ -47,8 +47,10 @@ def test_the_keys_become_the_sigmoid_records():
 @pytest.mark.parametrize("text, expected", [
     ("targets: [hvx]\n", "expected an activation target 'hvx' computes (none, relu, relu6, hardswish, hardsigmoid, "
                          "leaky_relu or a clamp [lo, hi]), got silu"),
-    ("dtype: uint8\ntargets: [c]\n", "expected an activation dtype uint8 computes (none, relu, relu6, hardswish, "
-                                     "hardsigmoid, leaky_relu or a clamp [lo, hi]), got silu: float only"),
+    # uint8 looks it up in a table of the conv's own bytes (hvx too): it needs their scale
+    ("dtype: uint8\ntargets: [hvx]\nquant: {input_scale: 0.1, "
+     "input_zero_point: 0, weight_scale: 0.1, output_scale: 0.1, output_zero_point: 0}\n",
+     "expected quant: {conv_scale: ..., conv_zero_point: ...} on the op with a silu on dtype uint8"),
 ])
 def test_a_target_or_dtype_without_it_is_refused_at_the_key(text, expected):
     source = ("name: s\ninput: {shape: [1, 4, 4, 4]}\nops:\n  - conv2d: {out_channels: 4, activation: silu}\n"

@@ -178,6 +178,9 @@ class TargetInfo:
     channel_striped_inputs: bool = False
     # the activation kinds (kernelgen/ops ACTIVATIONS keys) its kernels compute; None: every kind
     activations: tuple[str, ...] | None = None
+    # whether its uint8 kernels apply any table kind (a byte table does not care what the activation computes),
+    # those left out of `activations` for their float arithmetic included (hvx: a sigmoid's exp on uint8)
+    uint8_tables: bool = False
 
 
 Catalog = tuple[TargetInfo, ...]

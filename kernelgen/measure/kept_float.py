@@ -10,7 +10,9 @@ once each, the two part by one step where the real value lies within a rounding 
   QuantizeLinear); where that bound reaches whole steps, so may the bytes (on ResNet50 it stays under a step);
 - a residual add after it (ResNet's last conv of a block): onnxruntime's QLinearAdd reads the conv's bytes at
   s_conv, which move the output by s_conv / s_out per step, and rounds once more. ResNet50 under quantize_static's
-  defaults parts by two there: in 1-2 of 200,000-800,000 outputs, at 3 of its 16 blocks' ends, in each of two runs.
+  defaults parts by two there: in 1-2 of 200,000-800,000 outputs, at 3 of its 16 blocks' ends, in each of two runs;
+- a table activation after it (a hard gate, a sigmoid, a SiLU): the conv's bytes move the output as far as the
+  table moves within those steps.
 """
 from __future__ import annotations
 
@@ -34,6 +36,12 @@ def kept_float_allowance(op: Conv2d, oq: OpQuant, x: np.ndarray, w: np.ndarray |
     if steps is None:
         return None
     conv = 1 + steps
+    if oq.table:  # the conv's bytes through the activation's table: as far as it moves within that many steps
+        table = np.asarray(oq.table, dtype=np.int64)
+        reach = int(conv.max())
+        jump = max(int(np.abs(table[np.clip(np.arange(256) + d, 0, 255)] - table).max())
+                   for d in range(-reach, reach + 1))
+        return np.full_like(conv, max(jump + oq.table_slack, 1))
     if oq.add is None:
         return conv
     # the add's pre-rounding values part by conv * s_conv / s_out, and its own rounding by one more step (a

@@ -1,10 +1,10 @@
 """The activations a conv folds in, by ONNX op type: what each node means as kernelgen's `activation` (relu, relu6,
 [lo, hi], hardswish, {hardsigmoid: {alpha, beta}}). A clamp (Relu, Clip) folds into a uint8 conv's store as well;
-a gate (HardSwish, HardSigmoid) into a uint8 conv only as DequantizeLinear -> gate -> QuantizeLinear (a table of
-bytes: quant.with_gate). Every kind of kernelgen/ops brings its own ONNX form (its ONNX op types and from_onnx):
-an activation added there is imported with no line here; only Clip, whose bounds are graph inputs, is read here, and
-SiLU, which PyTorch exports as two nodes (a Sigmoid of the conv's result and a Mul of the result by it). A float-only
-kind (Sigmoid) folds into float convs only: a quantized network keeps it in onnxruntime."""
+a gate (HardSwish, HardSigmoid, Sigmoid) into a uint8 conv only as DequantizeLinear -> gate -> QuantizeLinear (a
+table of bytes: quant.with_gate). Every kind of kernelgen/ops brings its own ONNX form (its ONNX op types and
+from_onnx): an activation added there is imported with no line here; only Clip, whose bounds are graph inputs, is
+read here, and SiLU, which PyTorch exports as two nodes (a Sigmoid of the conv's result and a Mul of the result by
+it; quantized, with a QuantizeLinear -> DequantizeLinear between: quant.with_silu)."""
 from __future__ import annotations
 
 import math

@@ -14,7 +14,7 @@ from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
 from .converters import float_op
 from .layers import unit_variance
-from .quant import with_gate, with_residual
+from .quant import with_gate, with_residual, with_silu
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
                    u8s8_saturation)
 from .weights import (WEIGHTED, config_nodes as _nodes, conv_ops, graph_of_config as _graph,  # noqa: F401
@@ -137,7 +137,7 @@ def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[s
     graph = _graph(config)
     wanted = set(config.source.nodes)
     outside = {i for i, n in enumerate(graph.nodes) if node_id(n) not in wanted}  # an Add another config folded
-    ops = [with_gate(graph, with_residual(graph, op, outside), outside)  # as the importer read them
+    ops = [with_gate(graph, with_silu(graph, with_residual(graph, op, outside), outside), outside)  # as imported
            for op in _quantized_ops(config, graph)]
     tensors = {ops[0].in_q: 0, **{q.out_q: k for k, q in enumerate(ops, start=1)}}
     side_of = {tensor: name for name, tensor in config.source.sides.items()}

@@ -13,7 +13,7 @@ from .group_config import GroupConfig, GroupQuant, Op, Side
 from .converters import quantized_op
 from .qlayers import qnext
 from ..quant_float import MAX_SCALE, MIN_SCALE, float_scale
-from .quant import QConv, with_gate, with_residual
+from .quant import QConv, with_gate, with_residual, with_silu
 
 QUANT_LAYOUT = "nhwc-8h8w32c"  # a uint8 config's activations: HVX's blocked layout
 
@@ -38,7 +38,7 @@ def qchain(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
     """Quantized ops (convs, pools, the classifier) chained through uint8 tensors that only the next op reads
     (directly, or through one DequantizeLinear; an Add a later op folds in may read it too), with the same weight
     type and zero point (the config's top-level quant). Ends at the first op whose result escapes the chain."""
-    ops = [with_gate(graph, with_residual(graph, first, taken), taken)]
+    ops = [with_gate(graph, with_silu(graph, with_residual(graph, first, taken), taken), taken)]
     while True:
         following = qnext(graph, ops[-1].out_q)
         op = quantized_op(graph, following[0]) if following is not None else None
@@ -47,7 +47,7 @@ def qchain(graph: Graph, first: QConv, taken: set[int]) -> list[QConv]:
                 op.weights is not None and weighted is not None and (
                     op.weights.dtype != weighted.weights.dtype or op.weight_zero_point != weighted.weight_zero_point)):
             break
-        ops.append(with_gate(graph, with_residual(graph, op, taken), taken))
+        ops.append(with_gate(graph, with_silu(graph, with_residual(graph, op, taken), taken), taken))
     return cut_quantized_escapes(graph, ops)
 
 
@@ -146,5 +146,7 @@ def _qconv_keys(op: QConv, first: QConv, sides: dict[str, str], results: dict[st
                      or results[op.residual]))
     keys += [("activation", op.activation)] if op.activation != "none" else []
     conv = {"conv_scale": op.conv_scale, "conv_zero_point": op.conv_zero_point} if op.conv_scale is not None else {}
+    if op.gate_scale is not None:
+        conv |= {"gate_scale": op.gate_scale, "gate_zero_point": op.gate_zero_point}
     quant = {"weight_scale": scales[0] if len(set(scales)) == 1 else scales, **out, **conv}
     return (*keys, ("filter_layout", "oihw-8i32o4i"), ("quant", quant))

@@ -36,6 +36,9 @@ class QConv:
     residual_zero_point: int | None = None
     conv_scale: float | None = None
     conv_zero_point: int | None = None
+    # a QDQ SiLU folded in: the scale and zero point its Sigmoid's result is quantized to before the Mul
+    gate_scale: float | None = None
+    gate_zero_point: int | None = None
     # a mul: its factors' uint8 tensor is conv.scale_by, at this scale and zero point
     by_scale: float | None = None
     by_zero_point: int | None = None
@@ -231,3 +234,62 @@ def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozen
     return replace(op, members=op.members + (dq, gate, q), out_q=node.output[0], y_scale=y_scale,
                    y_zero_point=int(y_zp), activation=fused_activation(graph, gate), conv_scale=op.y_scale,
                    conv_zero_point=op.y_zero_point)
+
+
+def with_silu(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozenset()) -> QConv:
+    """op with a QDQ SiLU that follows it folded in: its result -> DequantizeLinear (one, or one for each reader) ->
+    Sigmoid -> QuantizeLinear -> DequantizeLinear -> Mul by the result -> QuantizeLinear, as quantize_static writes
+    EfficientNet's activation (onnxruntime runs QLinearSigmoid and QLinearMul: a table of bytes, Sigmoid's
+    byte_table with the gate's quantization). op unchanged otherwise."""
+    if op.activation != "none" or op.residual is not None or op.weights is None or op.out_q in graph.outputs:
+        return op
+    dqs = graph.consumers.get(op.out_q, ())
+    if not dqs or not all(_is_dequantize_of(graph, d, op.y_scale, op.y_zero_point) for d in dqs):
+        return op
+    values = {graph.nodes[d].output[0] for d in dqs}
+    readers = {r for v in values for r in graph.consumers.get(v, ())}
+    sigmoids = [r for r in readers if graph.nodes[r].op_type == "Sigmoid"]
+    if len(readers) != 2 or len(sigmoids) != 1 or values & set(graph.outputs):
+        return op
+    (sigmoid,), (mul,) = sigmoids, readers - set(sigmoids)
+    chain = _gate_chain(graph, sigmoid)
+    if chain is None or graph.nodes[mul].op_type != "Mul":
+        return op
+    q_gate, dq_gate, s_gate, z_gate = chain
+    factors, gate = list(graph.nodes[mul].input), graph.nodes[dq_gate].output[0]
+    if len(factors) != 2 or gate not in factors or factors[1 - factors.index(gate)] not in values \
+            or graph.sole_consumer(gate) != mul:
+        return op
+    q = graph.sole_consumer(graph.nodes[mul].output[0])
+    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+        return op
+    node = graph.nodes[q]
+    y_scale, y_zp = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
+    members = (*dqs, sigmoid, q_gate, dq_gate, mul, q)
+    if None in (y_scale, y_zp) or set(members) & set(taken):
+        return op
+    return replace(op, members=op.members + tuple(m for m in members if m not in op.members), out_q=node.output[0],
+                   y_scale=y_scale, y_zero_point=int(y_zp), activation="silu", conv_scale=op.y_scale,
+                   conv_zero_point=op.y_zero_point, gate_scale=s_gate, gate_zero_point=int(z_gate))
+
+
+def _is_dequantize_of(graph: Graph, index: int, scale: float, zero_point: int) -> bool:
+    """A DequantizeLinear at exactly this scale and zero point."""
+    node = graph.nodes[index]
+    return node.op_type == "DequantizeLinear" and (
+        _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0) == (scale,
+                                                                                                         zero_point)
+
+
+def _gate_chain(graph: Graph, sigmoid: int) -> tuple[int, int, float, int] | None:
+    """A Sigmoid's result -> QuantizeLinear -> DequantizeLinear at the same scalar scale and zero point, nothing
+    else reading either: (the Q, the DQ, the scale, the zero point); None otherwise."""
+    q = graph.sole_consumer(graph.nodes[sigmoid].output[0])
+    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+        return None
+    node = graph.nodes[q]
+    scale, zero_point = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
+    dq = graph.sole_consumer(node.output[0])
+    if None in (scale, zero_point) or dq is None or not _is_dequantize_of(graph, dq, scale, zero_point):
+        return None
+    return q, dq, scale, int(zero_point)

@@ -78,16 +78,29 @@ class Activation:
         """What its own float32 roundings add, for an input of magnitude at most `size` (elementwise)."""
         return 0.0
 
-    def byte_table(self, s_conv: float, z_conv: int, s_out: float, z_out: int) -> tuple[int, ...]:
+    def byte_table(self, s_conv: float, z_conv: int, s_out: float, z_out: int,
+                   gate: tuple[float, int] | None = None) -> tuple[int, ...]:
         """uint8 "table": each of the conv's 256 bytes through the activation between DequantizeLinear and
         QuantizeLinear, as onnxruntime runs it in float32: v = (q - z) * s, the statements in float32, then
-        rint(y / s_out) + z_out, saturated."""
+        rint(y / s_out) + z_out, saturated. `gate`: the (scale, zero point) a kind that multiplies by a gate
+        quantizes the gate to first (a QDQ SiLU's); the kinds here have none."""
         f32 = np.float32
         with np.errstate(all="ignore"):
             v = (np.arange(256, dtype=np.int32) - z_conv).astype(f32) * f32(s_conv)
             y = evaluate(self.statements(), v, f32)
             q = np.rint((y / f32(s_out)).astype(f32)) + f32(z_out)
         return tuple(int(b) for b in np.clip(q, 0, 255))
+
+    @property
+    def takes_gate_quant(self) -> bool:
+        """uint8: whether a config's quant may give the scale its gate is quantized to before the product."""
+        return False
+
+    def table_slack(self, s_conv: float, z_conv: int, s_out: float, z_out: int,
+                    gate: tuple[float, int] | None = None) -> int:
+        """How far onnxruntime's own table of this activation may lie from byte_table's, entry by entry: 0 where
+        it computes the same float32 statements (the gates here)."""
+        return 0
 
     @classmethod
     def from_params(cls, problem: Problem, keys: tuple, params: Params) -> tuple["Activation", str]:

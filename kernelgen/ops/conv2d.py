@@ -135,6 +135,12 @@ class Conv2dOp(OpKind):
             checker.problem((*keys, "activation"), f"expected quant: {{conv_scale: ..., conv_zero_point: ...}} on the "
                                                    f"op with a {act.name} on dtype uint8 (the conv's own bytes, which "
                                                    f"a table maps through the {act.name} to the output's), got none")
+        elif uint8 and c.quant is not None and (c.quant.gate_scale is None) != (c.quant.gate_zero_point is None):
+            checker.problem((*keys, "quant"), "expected gate_scale and gate_zero_point together (the scale and zero "
+                                              "point the silu's gate is quantized to), got one of them")
+        elif uint8 and c.quant is not None and c.quant.gate_scale is not None and not act.step.takes_gate_quant:
+            checker.problem((*keys, "quant", "gate_scale"), f"expected gate_scale only with a silu on dtype uint8 (the "
+                                                            f"gate it multiplies by), got it with {act.name}")
         elif uint8 and act.step.UINT8 == "table" and residual is not None:
             checker.problem((*keys, "activation"), f"expected none, relu, relu6 or a clamp after a residual add with "
                                                    f"dtype uint8 (the add's bytes through a {act.name} table: not "

@@ -79,6 +79,11 @@ class OpQuantModel(StrictModel):
                                   "before the add (the conv's own output tensor in TFLite; default: output_scale)")
     conv_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255] (default: "
                                                                               "output_zero_point)")
+    gate_scale: Union[Scale, None] = Field(
+        default=None, description="a positive number: with a silu on dtype uint8, the scale its gate (the sigmoid) is "
+                                  "quantized to before the product (a QDQ model's QuantizeLinear after the Sigmoid; "
+                                  "default: the gate is not quantized)")
+    gate_zero_point: Union[ZeroPoint, None] = Field(default=None, description="an int in [0, 255]")
 
 
 class PoolQuantModel(StrictModel):

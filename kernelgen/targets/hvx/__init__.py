@@ -56,8 +56,8 @@ class Hvx(Target[HvxPlan, HvxProgram]):
         return TargetInfo(name=self.name, dtypes=self.dtypes, options=self.options_model,
                           default_budget=default_budget, roofs=HVX_ROOFS, loop_orders=self.loop_orders,
                           filter_layouts=(("uint8", FILTER_LAYOUT),),
-                          # not sigmoid: HVX has no exp or divide in qf32, and uint8 keeps it float only
-                          activations=("none", "clamp", "hardsigmoid", "leaky_relu"))
+                          # not sigmoid in float: HVX has no exp or divide in qf32; uint8 looks any table up
+                          activations=("none", "clamp", "hardsigmoid", "leaky_relu"), uint8_tables=True)
 
     def target_plan(self, config: Config, plan: Plan) -> HvxPlan:
         return hvx_plan(config, plan)
