@@ -306,6 +306,47 @@ def efficientnet_network(seed: int = 13):
     return b.model("x", [2, 8, 9, 7], b.node("Gemm", "fc", [t, "fc_w", "fc_b"], transB=1))
 
 
+def batch_norm(b: Builder, name: str, x: str, channels: int, epsilon: float = 1e-5) -> str:
+    rng = b.rng
+    stats = {"scale": rng.uniform(0.5, 1.5, channels), "bias": rng.uniform(-0.5, 0.5, channels),
+             "mean": rng.uniform(-0.3, 0.3, channels), "var": rng.uniform(0.5, 2.0, channels)}
+    for key, value in stats.items():
+        b.inits.append(numpy_helper.from_array(value.astype(np.float32), f"{name}_{key}"))
+    return b.node("BatchNormalization", name, [x, *(f"{name}_{key}" for key in stats)], epsilon=epsilon)
+
+
+def dense_block(b: Builder, x: str, channels: int, growth: int, layers: int, name: str,
+                single_concat: bool = False) -> tuple[str, int]:
+    """DenseNet's block as torchvision exports it: each layer a Concat of every feature so far, then BN, ReLU,
+    1x1 conv (its BN folded), ReLU, 3x3 conv; the block's output the Concat of all of them."""
+    features = [x]
+    for k in range(layers):
+        one = len(features) == 1 and not single_concat  # torchvision's torch.cat([x], 1): a Concat of one input
+        cat = features[0] if one else b.node("Concat", f"{name}_l{k}_cat", features, axis=1)
+        width = channels + k * growth
+        t = b.relu(f"{name}_l{k}_r1", batch_norm(b, f"{name}_l{k}_norm1", cat, width, epsilon=1e-3))
+        t = b.relu(f"{name}_l{k}_r2", b.conv(f"{name}_l{k}_conv1", t, width, 2 * growth, 1))
+        features.append(b.conv(f"{name}_l{k}_conv2", t, 2 * growth, growth, 3, pad=1, bias=False))
+    return b.node("Concat", f"{name}_out_cat", features, axis=1), channels + layers * growth
+
+
+def densenet_network(seed: int = 14):
+    """DenseNet's shape at a small size: a stem conv, a dense block (Concats, each layer's BN + ReLU before its
+    1x1 conv), a transition (BN, ReLU, 1x1 conv, 2x2 average pool), a second block, the final BN + ReLU, global
+    pool and classifier."""
+    b = Builder(seed)
+    x = b.relu("stem_r", b.conv("stem", "x", 3, 8, 3, pad=1))
+    block, width = dense_block(b, x, 8, 4, 2, "db1", single_concat=True)
+    t = b.relu("tr_r", batch_norm(b, "tr_norm", block, width))
+    t = b.node("AveragePool", "tr_pool", [b.conv("tr_conv", t, width, 8, 1, bias=False)], kernel_shape=[2, 2],
+               strides=[2, 2])
+    block, width = dense_block(b, t, 8, 4, 2, "db2", single_concat=True)
+    t = b.relu("final_r", batch_norm(b, "final_norm", block, width))
+    pooled = b.node("Flatten", "flat", [b.node("GlobalAveragePool", "pool", [t])], axis=1)
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.3, 0.3, (5, width)).astype(np.float32), "fc_w"))
+    return b.model("x", [1, 3, 12, 10], b.node("Gemm", "fc", [pooled, "fc_w"], transB=1))
+
+
 def quantized(model, per_channel: bool, seed: int = 0, full_range: bool = False):
     """`model` as onnxruntime's quantize_static writes it in QDQ form (uint8 activations, int8 weights; 7-bit weights
     on an x86 host without VNNI, whose uint8 x int8 kernels would saturate otherwise, unless full_range: then

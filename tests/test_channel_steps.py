@@ -275,30 +275,6 @@ def test_squeezenets_trailing_flatten_folds_into_the_global_pool(tmp_path):
     assert "FAIL" not in checked and "program net_run (make run)" in checked, checked
 
 
-def _batch_norm(b, name: str, x: str, channels: int, epsilon: float = 1e-5) -> str:
-    from onnx import numpy_helper
-
-    rng = b.rng
-    stats = {"scale": rng.uniform(0.5, 1.5, channels), "bias": rng.uniform(-0.5, 0.5, channels),
-             "mean": rng.uniform(-0.3, 0.3, channels), "var": rng.uniform(0.5, 2.0, channels)}
-    for key, value in stats.items():
-        b.inits.append(numpy_helper.from_array(value.astype(np.float32), f"{name}_{key}"))
-    return b.node("BatchNormalization", name, [x, *(f"{name}_{key}" for key in stats)], epsilon=epsilon)
-
-
-def _dense_block(b, x: str, channels: int, growth: int, layers: int, name: str) -> tuple[str, int]:
-    """DenseNet's block as torchvision exports it: each layer a Concat of every feature so far, then BN, ReLU,
-    1x1 conv (its BN folded), ReLU, 3x3 conv; the block's output the Concat of all of them."""
-    features = [x]
-    for k in range(layers):
-        cat = features[0] if len(features) == 1 else b.node("Concat", f"{name}_l{k}_cat", features, axis=1)
-        width = channels + k * growth
-        t = b.relu(f"{name}_l{k}_r1", _batch_norm(b, f"{name}_l{k}_norm1", cat, width, epsilon=1e-3))
-        t = b.relu(f"{name}_l{k}_r2", b.conv(f"{name}_l{k}_conv1", t, width, 2 * growth, 1))
-        features.append(b.conv(f"{name}_l{k}_conv2", t, 2 * growth, growth, 3, pad=1, bias=False))
-    return b.node("Concat", f"{name}_out_cat", features, axis=1), channels + layers * growth
-
-
 @requires_tool(*ONNX, "gcc")
 def test_a_densenet_block_imports_whole_its_batch_norms_as_depthwise_convs(tmp_path):
     """DenseNet's norm1 follows a Concat, so no conv absorbs it: it becomes a 1x1 depthwise conv with bias (ReLU
@@ -307,8 +283,8 @@ def test_a_densenet_block_imports_whole_its_batch_norms_as_depthwise_convs(tmp_p
 
     b = onnx_models.Builder(13)
     x = b.relu("stem_r", b.conv("stem", "x", 3, 8, 3, pad=1))
-    block, width = _dense_block(b, x, 8, 4, 3, "db")
-    t = b.relu("final_r", _batch_norm(b, "final_norm", block, width))
+    block, width = onnx_models.dense_block(b, x, 8, 4, 3, "db")
+    t = b.relu("final_r", onnx_models.batch_norm(b, "final_norm", block, width))
     pooled = b.node("Flatten", "flat", [b.node("GlobalAveragePool", "pool", [t])], axis=1)
     from onnx import numpy_helper
 
@@ -335,7 +311,7 @@ def test_a_batch_norms_folded_weights_are_what_onnxruntime_computes_with(tmp_pat
     from kernelgen.onnx.layers import batch_norm_affine, unit_variance
 
     b = onnx_models.Builder(4)
-    out = _batch_norm(b, "bn", "x", 16, epsilon=1e-3)
+    out = onnx_models.batch_norm(b, "bn", "x", 16, epsilon=1e-3)
     model = b.model("x", [2, 16, 5, 7], out)
     x = np.random.default_rng(2).standard_normal((2, 16, 5, 7)).astype(np.float32) * 4
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -360,7 +336,7 @@ def test_a_batch_norm_in_training_mode_stays_with_onnxruntime(tmp_path):
     import onnx_models
 
     b = onnx_models.Builder(6)
-    norm = _batch_norm(b, "bn", b.conv("c1", "x", 4, 8, 1), 8)
+    norm = onnx_models.batch_norm(b, "bn", b.conv("c1", "x", 4, 8, 1), 8)
     from onnx import helper
 
     b.nodes[-1].attribute.extend([helper.make_attribute("training_mode", 1)])
@@ -454,7 +430,7 @@ def test_densenets_concats_nest_as_prefixes_on_the_gpu_and_the_block_runs_whole(
     import onnx_models
 
     b = onnx_models.Builder(13)
-    block, _ = _dense_block(b, b.conv("stem", "x", 3, 8, 3, pad=1), 8, 4, 3, "db")
+    block, _ = onnx_models.dense_block(b, b.conv("stem", "x", 3, 8, 3, pad=1), 8, 4, 3, "db")
     imported, checked = _run_whole(tmp_path, b.model("x", [1, 3, 8, 8], block), on=target)
     assert "3 concat step(s)" in imported and "no host step" in imported, imported
     assert "FAIL" not in checked and "program net_run (make run)" in checked, checked

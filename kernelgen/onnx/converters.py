@@ -33,13 +33,14 @@ CONVERTERS: dict[str, Converter] = {
     "Conv": Converter(float=layers.conv_op, quantized=qdq_conv, conv=True),
     "QLinearConv": Converter(quantized=qlinear_conv, conv=True),
     "MaxPool": Converter(float=layers.pool_op, quantized=qlayers.qpool),
-    "AveragePool": Converter(float=layers.pool_op),
+    "AveragePool": Converter(float=layers.pool_op, quantized=qlayers.qpool),
     "GlobalAveragePool": Converter(float=layers.pool_op, quantized=qlayers.qpool),
     "ReduceMean": Converter(float=layers.pool_op, quantized=qlayers.qpool),  # over rows and columns: a global pool
     "Flatten": Converter(float=layers.flatten_op),  # a classifier's lead node; its QDQ form starts at the Gemm
     "Gemm": Converter(float=layers.gemm_op, quantized=qlayers.qgemm),
     "Mul": Converter(float=layers.channel_scale, quantized=qlayers.qmul),
-    "BatchNormalization": Converter(float=layers.batch_norm_op),  # one no conv before it absorbed (DenseNet's)
+    # one no conv before it absorbed (DenseNet's); quantized: between DequantizeLinear and QuantizeLinear
+    "BatchNormalization": Converter(float=layers.batch_norm_op, quantized=qlayers.qbatch_norm),
 }
 
 

@@ -124,7 +124,8 @@ class OpRun:
 # the nodes whose float32 arithmetic rounds a sum or product differently from the integer operators (a max, a
 # clip or a transpose changes no value; a HardSwish or HardSigmoid gate is a table of onnxruntime's float bytes)
 FLOAT_ARITHMETIC = frozenset({"Conv", "FusedConv", "Gemm", "FusedGemm", "MatMul", "Add", "Sum", "Mul",
-                              "AveragePool", "GlobalAveragePool"})
+                              "AveragePool", "GlobalAveragePool", "BatchNormalization",
+                              "QLinearAveragePool"})  # the last dequantizes, sums and divides in float32
 
 
 def run_onnxruntime_ops(config: Config, sources: list[np.ndarray], sides: dict[str, np.ndarray] | None = None,

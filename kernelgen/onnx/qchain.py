@@ -109,6 +109,8 @@ def quant_group(graph: Graph, name: str, ops: list[QConv], model_path: str, node
             entries.append(layers.pool_entry(cv))
         elif cv.kind == "mul":
             entries.append(Op(kind="mul", keys=(("by", sides[cv.scale_by]), ("quant", out))))
+        elif cv.kind == "avgpool":  # its window as a float pool's, then the sums' requantization
+            entries.append(Op(kind="avgpool", keys=(*layers.pool_entry(cv).keys, ("quant", out))))
         elif cv.kind != "conv2d":
             entries.append(Op(kind=cv.kind, keys=(("quant", out),)))
         else:

@@ -1,6 +1,7 @@
-"""The quantized ops between a QDQ model's convs, as the QConv records a uint8 chain holds: a MaxPool or a
-GlobalAveragePool between DequantizeLinear and QuantizeLinear (onnxruntime runs the first on the bytes, the second
-as QLinearGlobalAveragePool), and the classifier, DequantizeLinear -> [Flatten -> QuantizeLinear ->
+"""The quantized ops between a QDQ model's convs, as the QConv records a uint8 chain holds: a MaxPool, an
+AveragePool or a GlobalAveragePool between DequantizeLinear and QuantizeLinear (onnxruntime runs the first on the
+bytes, the others as QLinear(Global)AveragePool), a BatchNormalization there (DenseNet's, as a 1x1 depthwise conv
+on int8 weights: qbatch_norm), and the classifier, DequantizeLinear -> [Flatten -> QuantizeLinear ->
 DequantizeLinear ->] Gemm on int8 weights -> QuantizeLinear, as a 1x1 conv on a 1x1 image. converters.py says
 which op type each one converts; qnext finds the op that reads a uint8 tensor."""
 from __future__ import annotations
@@ -162,3 +163,81 @@ def qmul(graph: Graph, index: int) -> QConv | str | None:
                  out_q=q.output[0], x_scale=dq_x[1], x_zero_point=dq_x[2], weights=None, weight_scales=(),
                  weight_zero_point=0, bias=None, y_scale=y_scale, y_zero_point=int(y_zp), by_scale=dq_f[1],
                  by_zero_point=dq_f[2])
+
+
+# the int8 weight each channel's BatchNormalization factor becomes: its sign times this, at scale |factor| / this
+BN_WEIGHT = 127
+# the nodes that hand a BatchNormalization its constants in a QDQ model (its scale quantized like a weight; an
+# exporter shares equal vectors through Identity nodes)
+_CONSTANT_CHAIN = ("Identity", "DequantizeLinear", "QuantizeLinear")
+
+
+def qbatch_norm(graph: Graph, index: int) -> QConv | str | None:
+    """A BatchNormalization between DequantizeLinear and QuantizeLinear (DenseNet's after each Concat, which
+    quantize_static leaves in float, its ReLU folded into the QuantizeLinear's range) as the 1x1 depthwise conv it
+    is per channel: weight sign(f) * 127 at scale |f| / 127 (f = scale / sqrt(var + eps), as onnxruntime folds it:
+    layers.batch_norm_affine), its bias B - mean * f as int32 at s_in * s_w. onnxruntime runs it in float32 (the
+    oracle allows that a rounding); the bias's own rounding is at most half of s_in * s_w, 1/254 of f's step."""
+    node = graph.nodes[index]
+    dq = _dequantized_input(graph, node.input[0])
+    if dq is None:
+        return None
+    shape = graph.shapes.get(node.input[0])
+    if shape is None or len(shape) != 4:
+        return "its input has no static NCHW shape"
+    if int(_attributes(node).get("training_mode", 0)) or any(node.output[1:]):
+        return "training mode (it also updates the running mean and variance)"
+    channels = shape[1]
+    folded = [_folded(graph, t) for t in node.input[1:5]]
+    if any(f is None or f[0].shape != (channels,) for f in folded):
+        return "its scale, bias, mean and variance are not constants (or their Q/DQ) of one value per channel"
+    quantized = _requantized(graph, node.output[0])
+    if quantized is None or None in quantized[3:]:
+        return "a quantized BatchNormalization whose result is not quantized again (QuantizeLinear)"
+    tail, activation, q, y_scale, y_zp = quantized
+    dq_x, x_scale, x_zp = dq
+    scale, bias, mean, var = (f[0].astype(np.float32) for f in folded)
+    factor = (np.float32(1) / np.sqrt(var + np.float32(_attributes(node).get("epsilon", 1e-5)))) * scale
+    shift = (bias - mean * factor).astype(np.float64)
+    magnitude = np.abs(factor.astype(np.float64))
+    floor = magnitude[magnitude > 0].min() if (magnitude > 0).any() else 1.0
+    weight_scales = np.where(magnitude > 0, magnitude, floor) / BN_WEIGHT  # a zero factor: weight 0, any scale
+    weights = (np.sign(factor) * BN_WEIGHT).astype(np.int8).reshape(channels, 1, 1, 1)
+    q_bias = np.rint(shift / (x_scale * weight_scales))
+    if np.abs(q_bias).max(initial=0) >= 2 ** 31:
+        return "its bias does not fit an int32 at the input's scale times the weights'"
+    conv = ConvNode(weight=node.input[1], bias=node.input[2], out_channels=channels, kernel=(1, 1), stride=(1, 1),
+                    pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels)
+    constants = tuple(n for f in folded for n in f[1])
+    return QConv(start=index, conv=conv, members=tuple(dict.fromkeys((index, *tail, dq_x, *constants))),
+                 in_q=graph.nodes[dq_x].input[0], out_q=q.output[0], x_scale=x_scale, x_zero_point=x_zp,
+                 weights=weights, weight_scales=tuple(float(s) for s in weight_scales), weight_zero_point=0,
+                 bias=q_bias.astype(np.int32), y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
+
+
+def _folded(graph: Graph, tensor: str) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """A constant's value through the Identity, DequantizeLinear and QuantizeLinear nodes a QDQ model puts
+    between it and its reader (ONNX's arithmetic: saturate(rint(x / s) + z), (q - z) * s in float32), and those
+    nodes; None when a node on the way is anything else or reads something other than constants."""
+    if tensor in graph.constants:
+        return graph.constants[tensor], ()
+    index = graph.producers.get(tensor)
+    if index is None or graph.nodes[index].op_type not in _CONSTANT_CHAIN:
+        return None
+    node = graph.nodes[index]
+    inputs = [_folded(graph, t) if t else None for t in node.input]
+    if inputs[0] is None or any(i is None for i, t in zip(inputs, node.input) if t):
+        return None
+    x = inputs[0][0]
+    nodes = (index, *(n for i in inputs if i is not None for n in i[1]))
+    if node.op_type == "Identity":
+        return x, nodes
+    scale = inputs[1][0].astype(np.float32)
+    zero = inputs[2][0] if len(inputs) > 2 and inputs[2] is not None else np.zeros((), np.uint8)
+    if scale.size != 1 or zero.size != 1:
+        return None  # per-axis: not one of these
+    if node.op_type == "DequantizeLinear":
+        return ((x.astype(np.int64) - zero.astype(np.int64)).astype(np.float32) * scale).astype(np.float32), nodes
+    info = np.iinfo(zero.dtype)
+    q = np.rint(x.astype(np.float32) / scale) + zero.astype(np.float32)
+    return np.clip(q, info.min, info.max).astype(zero.dtype), nodes

@@ -29,6 +29,10 @@ class AvgPoolModel(MaxPoolModel):
     count_include_pad: StrictBool = Field(
         default=False, description="true or false: divide by the whole window (true) or by its positions inside "
                                    "the input (false, ONNX AveragePool's default)")
+    quant: Union[PoolQuantModel, None] = Field(
+        default=None, description="dtype uint8 (pad 0: every window whole): {output_scale: ..., output_zero_point: "
+                                  "...} (onnxruntime's QLinearAveragePool: the byte sum requantized by s_in / "
+                                  "(s_out * pixels))")
 
 
 class GlobalAvgPoolModel(StrictModel):
@@ -128,16 +132,25 @@ class MaxPoolOp(SlidingPool):
 @dataclass(frozen=True, slots=True)
 class AvgPoolOp(SlidingPool):
     """A mean of n values is a sum of n terms (gamma_n of their magnitudes, over n) and one division (a rounding of
-    the result), plus the mean of the inputs' errors. uint8: the global form only (onnxruntime's
-    QLinearGlobalAveragePool, every window whole): sum(a) - n * za, requantized."""
+    the result), plus the mean of the inputs' errors. uint8: every window whole (pad 0; onnxruntime's
+    QLinearAveragePool and QLinearGlobalAveragePool): sum(a) - n * za, requantized."""
 
     KEY: ClassVar[str] = "avgpool"
     MODEL: ClassVar[type] = AvgPoolModel
     DOC: ClassVar[str] = "an average pool: {kernel: ..., stride: ..., pad: ..., count_include_pad: ...}"
-    UINT8: ClassVar[bool] = False
+    UINT8: ClassVar[bool] = True
     OF_PADDING_ALONE: ClassVar[str] = "mean"
     TAP: ClassVar[tuple[str, str]] = ("acc[ki] += x;", "acc[ki] += x")
     MEAN: ClassVar[bool] = True
+
+    def check(self, checker: Checker, keys: tuple, model: Any, last: bool, input_layout: Any, in_shape: Shape
+              ) -> dict[str, Any] | None:
+        fields = SlidingPool.check(self, checker, keys, model, last, input_layout, in_shape)
+        if fields is not None and checker.model.dtype == "uint8" and any(fields["pad"]):
+            checker.problem((*keys, "pad"), f"expected pad 0 with dtype uint8 (every window whole: one divisor "
+                                            f"for the byte sums), got {list(fields['pad'])}")
+            return None
+        return fields
 
     def reference(self, x: np.ndarray, w: np.ndarray | None, op: Any, sides: Mapping[str, np.ndarray] | None
                   ) -> np.ndarray:

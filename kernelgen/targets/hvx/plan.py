@@ -214,8 +214,10 @@ class OpGeo:
 
     @property
     def vector_avg(self) -> VectorAvg | None:
-        """A global average pool's vector sums and rounding (avgpool.py); None: not one, or the scalar loop."""
-        return VectorAvg.of(self.kw, self.pool_floats) if self.pool == "avg" else None
+        """A global average pool's vector sums and rounding (avgpool.py); None: not one, or the scalar loop (a
+        windowed pool: its windows start at any column, where whole-vector reads would not line up)."""
+        glob = self.pool == "avg" and (self.out_h, self.out_w) == (1, 1)
+        return VectorAvg.of(self.kw, self.pool_floats) if glob else None
 
     @property
     def vector_mul(self) -> MulRequant | None:
