@@ -10,7 +10,7 @@ reduce_range), per tensor and per channel; every config `kernelgen import --targ
 them, and the whole network, validated on hvx under qemu-hexagon (bit-exact against kernelgen's numpy reference,
 and against onnxruntime in the session that is exact on this host, named in the output: kernelgen/onnx/u8s8.py).
 
-    python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18] [--size 224] [--work build/qdq_models]
+    python benchmarks/qdq_models.py [--models mobilenet_v2 resnet18 ...] [--size 224] [--work build/qdq_models]
                                     [--reduce-range] [--activations int8|uint8] [--no-validate] [--json F]
 
 Needs torch and torchvision (not kernelgen dependencies: `pip install torch torchvision`). The weights are
@@ -35,7 +35,12 @@ from kernelgen import api
 from kernelgen.onnx.importer import Fusion, import_model
 from kernelgen.measure.context import host_line
 
-MODELS = ("mobilenet_v2", "resnet18")
+MODELS = ("mobilenet_v2", "resnet18")  # the default run
+# more of torchvision's classifiers that run whole on hvx once quantized (each minutes under qemu-hexagon): SiLU and
+# squeeze-excite Sigmoids (EfficientNet, RegNetY), BatchNorms and AveragePools between Q/DQ (DenseNet), Concats,
+# Slices and channel shuffles (SqueezeNet, ShuffleNet), deep float32 sums in onnxruntime's reference (ResNet50)
+MORE_MODELS = ("resnet50", "mobilenet_v3_small", "efficientnet_b0", "regnet_y_400mf", "densenet121",
+               "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5")
 TORCHVISION_OPS = ("nms", "qnms", "roi_align", "_roi_align_backward", "qroi_align", "ps_roi_align",
                    "_ps_roi_align_backward", "roi_pool", "_roi_pool_backward", "ps_roi_pool", "_ps_roi_pool_backward",
                    "deform_conv2d", "_deform_conv2d_backward")
@@ -119,7 +124,7 @@ def _validate_network(path: Path, seed: int, rows: list[dict], tag: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS + MORE_MODELS)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--work", type=Path, default=Path("build/qdq_models"))
     parser.add_argument("--reduce-range", action="store_true",

@@ -627,9 +627,8 @@ static inline __attribute__((always_inline)) void kg_row_1(HVX_Vector *restrict 
 
 #undef KG_P
 #define KG_P 7 /* this conv's output pixels per group */
-/* The stripe compute: 2 x 32 output channels x 18 rows x columns [0, 62) of temp_output
-   (out of line: clang-19 -O2 miscompiled one inlined). */
-__attribute__((noinline)) static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt, const int32_t *restrict sums,
+/* The stripe compute: 2 x 32 output channels x 18 rows x columns [0, 62) of temp_output. */
+static void kg_conv_1(const uint8_t *restrict src, const uint8_t *restrict filt, const int32_t *restrict sums,
                         const int32_t *restrict wcorr, uint8_t *restrict dst, int ko, int ho_outer)
 {
   KG_COMPUTE_BEGIN();
@@ -1134,9 +1133,8 @@ static inline __attribute__((always_inline)) void kg_row_2(HVX_Vector *restrict 
 
 #undef KG_P
 #define KG_P 6 /* this conv's output pixels per group */
-/* The stripe compute: 2 x 32 output channels x 16 rows x columns [0, 60) of output_cache
-   (out of line: clang-19 -O2 miscompiled one inlined). */
-__attribute__((noinline)) static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt, const int32_t *restrict sums,
+/* The stripe compute: 2 x 32 output channels x 16 rows x columns [0, 60) of output_cache. */
+static void kg_conv_2(const uint8_t *restrict src, const uint8_t *restrict filt, const int32_t *restrict sums,
                         const int32_t *restrict wcorr, uint8_t *restrict dst, int ko, int ho_outer)
 {
   KG_COMPUTE_BEGIN();
