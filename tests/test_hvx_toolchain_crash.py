@@ -198,8 +198,13 @@ SHIPPED = CRASHING.format(name="crash_shipped", weights="int8", zero=0, bias="fa
                  "-DKG_TRACE_INTERMEDIATES (not on the kernel as shipped, which built as usual); that build was made "
                  "with the pipeliner off", marks=pytest.mark.xfail(strict=True, reason="no trace-only crash config "
                                                                     "since the vector input copy")),
-    (SHIPPED, "clang-19 crashed in Modulo Software Pipelining; built with the pipeliner off (add -mllvm "
-              "-enable-pipeliner=false where you compile this kernel)"),
+    # Since a grouped conv's generic stripe compute is kept out of line (a miscompile inlined: conv2d_uint8.c.j2),
+    # clang-19 builds this one too: the crash was in the inlined depthwise. No shipped-build crash config has been
+    # found since (150 drawn from strategies.hvx_uint8_configs with hvx.arch and hvx.pixels); strict as above.
+    pytest.param(SHIPPED, "clang-19 crashed in Modulo Software Pipelining; built with the pipeliner off (add -mllvm "
+                 "-enable-pipeliner=false where you compile this kernel)",
+                 marks=pytest.mark.xfail(strict=True, reason="no shipped-build crash config since the grouped stripe "
+                                                             "compute is out of line")),
 ], ids=["trace_build", "shipped_build"])
 def test_valid_configs_that_crash_clang_19_pass_bit_exact_and_say_which_build_crashed(text, note):
     config = load_config(text)

@@ -189,17 +189,24 @@ def batch_norm_op(graph: Graph, index: int, source: str | None) -> FloatOp | str
     conv; PyTorch's export folds every BN that follows a conv into it) as the 1x1 depthwise conv it is per channel:
     filter scale / sqrt(var + eps), bias B - mean * filter (batch_norm_affine)."""
     node = graph.nodes[index]
-    shape = graph.shapes.get(node.input[0])
-    if shape is None or len(shape) != 4:
-        return "its input has no static NCHW shape"
-    if int(_attributes(node).get("training_mode", 0)) or any(node.output[1:]):
-        return "training mode (it also updates the running mean and variance)"
-    channels = shape[1]
+    channels = batch_norm_channels(graph, node)
+    if isinstance(channels, str):
+        return channels
     stats = [graph.constants.get(t) for t in node.input[1:5]]
     if len(stats) != 4 or any(s is None or s.shape != (channels,) for s in stats):
         return "its scale, bias, mean and variance are not constants of one value per channel"
     return [], index, ConvNode(weight=node.input[1], bias=node.input[2], out_channels=channels, kernel=(1, 1),
                                stride=(1, 1), pad=(0, 0, 0, 0), dilation=(1, 1), groups=channels)
+
+
+def batch_norm_channels(graph: Graph, node) -> int | str:
+    """An inference BatchNormalization's channels, or why kernelgen cannot take it (float or quantized)."""
+    shape = graph.shapes.get(node.input[0])
+    if shape is None or len(shape) != 4:
+        return "its input has no static NCHW shape"
+    if int(_attributes(node).get("training_mode", 0)) or any(node.output[1:]):
+        return "training mode (it also updates the running mean and variance)"
+    return shape[1]
 
 
 def batch_norm_affine(graph: Graph, node) -> tuple[np.ndarray, np.ndarray]:

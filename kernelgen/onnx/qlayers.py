@@ -182,12 +182,9 @@ def qbatch_norm(graph: Graph, index: int) -> QConv | str | None:
     dq = _dequantized_input(graph, node.input[0])
     if dq is None:
         return None
-    shape = graph.shapes.get(node.input[0])
-    if shape is None or len(shape) != 4:
-        return "its input has no static NCHW shape"
-    if int(_attributes(node).get("training_mode", 0)) or any(node.output[1:]):
-        return "training mode (it also updates the running mean and variance)"
-    channels = shape[1]
+    channels = layers.batch_norm_channels(graph, node)
+    if isinstance(channels, str):
+        return channels
     folded = [_folded(graph, t) for t in node.input[1:5]]
     if any(f is None or f[0].shape != (channels,) for f in folded):
         return "its scale, bias, mean and variance are not constants (or their Q/DQ) of one value per channel"

@@ -220,18 +220,13 @@ def with_gate(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozen
     gate = graph.sole_consumer(graph.nodes[dq].output[0])
     if gate is None or gate in taken or not is_gate(graph.nodes[gate].op_type):
         return op
-    r = graph.nodes[dq]
-    if (_scalar(graph, r.input[1]), _scalar(graph, r.input[2]) if len(r.input) > 2 else 0) != (op.y_scale,
-                                                                                             op.y_zero_point):
+    if not _is_dequantize_of(graph, dq, op.y_scale, op.y_zero_point):
         return op
-    q = graph.sole_consumer(graph.nodes[gate].output[0])
-    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+    quantized = _quantized_once(graph, graph.nodes[gate].output[0])
+    if quantized is None:
         return op
-    node = graph.nodes[q]
-    y_scale, y_zp = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
-    if None in (y_scale, y_zp):
-        return op
-    return replace(op, members=op.members + (dq, gate, q), out_q=node.output[0], y_scale=y_scale,
+    q, y_scale, y_zp = quantized
+    return replace(op, members=op.members + (dq, gate, q), out_q=graph.nodes[q].output[0], y_scale=y_scale,
                    y_zero_point=int(y_zp), activation=fused_activation(graph, gate), conv_scale=op.y_scale,
                    conv_zero_point=op.y_zero_point)
 
@@ -260,17 +255,27 @@ def with_silu(graph: Graph, op: QConv, taken: frozenset[int] | set[int] = frozen
     if len(factors) != 2 or gate not in factors or factors[1 - factors.index(gate)] not in values \
             or graph.sole_consumer(gate) != mul:
         return op
-    q = graph.sole_consumer(graph.nodes[mul].output[0])
-    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+    quantized = _quantized_once(graph, graph.nodes[mul].output[0])
+    if quantized is None:
         return op
-    node = graph.nodes[q]
-    y_scale, y_zp = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
+    q, y_scale, y_zp = quantized
     members = (*dqs, sigmoid, q_gate, dq_gate, mul, q)
-    if None in (y_scale, y_zp) or set(members) & set(taken):
+    if set(members) & set(taken):
         return op
-    return replace(op, members=op.members + tuple(m for m in members if m not in op.members), out_q=node.output[0],
+    return replace(op, members=op.members + tuple(m for m in members if m not in op.members),
+                   out_q=graph.nodes[q].output[0],
                    y_scale=y_scale, y_zero_point=int(y_zp), activation="silu", conv_scale=op.y_scale,
                    conv_zero_point=op.y_zero_point, gate_scale=s_gate, gate_zero_point=int(z_gate))
+
+
+def _quantized_once(graph: Graph, tensor: str) -> tuple[int, float, int] | None:
+    """The QuantizeLinear that alone reads `tensor`, with its scalar scale and zero point; None otherwise."""
+    q = graph.sole_consumer(tensor)
+    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+        return None
+    node = graph.nodes[q]
+    scale, zero_point = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
+    return None if None in (scale, zero_point) else (q, scale, int(zero_point))
 
 
 def _is_dequantize_of(graph: Graph, index: int, scale: float, zero_point: int) -> bool:
@@ -284,12 +289,11 @@ def _is_dequantize_of(graph: Graph, index: int, scale: float, zero_point: int) -
 def _gate_chain(graph: Graph, sigmoid: int) -> tuple[int, int, float, int] | None:
     """A Sigmoid's result -> QuantizeLinear -> DequantizeLinear at the same scalar scale and zero point, nothing
     else reading either: (the Q, the DQ, the scale, the zero point); None otherwise."""
-    q = graph.sole_consumer(graph.nodes[sigmoid].output[0])
-    if q is None or graph.nodes[q].op_type != "QuantizeLinear":
+    quantized = _quantized_once(graph, graph.nodes[sigmoid].output[0])
+    if quantized is None:
         return None
-    node = graph.nodes[q]
-    scale, zero_point = _scalar(graph, node.input[1]), _scalar(graph, node.input[2]) if len(node.input) > 2 else 0
-    dq = graph.sole_consumer(node.output[0])
-    if None in (scale, zero_point) or dq is None or not _is_dequantize_of(graph, dq, scale, zero_point):
+    q, scale, zero_point = quantized
+    dq = graph.sole_consumer(graph.nodes[q].output[0])
+    if dq is None or not _is_dequantize_of(graph, dq, scale, zero_point):
         return None
-    return q, dq, scale, int(zero_point)
+    return q, dq, scale, zero_point
