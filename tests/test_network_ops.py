@@ -118,9 +118,9 @@ BAD = {
         "no op reads 's'"),
     "two ops in one item": (
         "ops:\n  - {maxpool: {kernel: 2}, conv2d: {out_channels: 4}}\n", "ops[0]", "got conv2d and maxpool"),
-    "a quantized average pool": (
-        "dtype: uint8\nops:\n  - avgpool: {kernel: 2}\ntargets: [hvx]\n", "ops[0].avgpool",
-        "a quantized avgpool is not generated"),
+    "a padded quantized average pool": (
+        "dtype: uint8\nops:\n  - avgpool: {kernel: 2, pad: 1}\ntargets: [hvx]\n", "ops[0].avgpool.pad",
+        "expected pad 0 with dtype uint8 (every window whole"),
     "a quant block on a float pool": (
         "ops:\n  - global_avgpool: {quant: {output_scale: 0.1}}\n", "ops[0].global_avgpool.quant",
         "a quant block only with dtype uint8"),

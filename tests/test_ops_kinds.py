@@ -38,7 +38,8 @@ def test_the_table_holds_each_kind_once_under_its_config_key():
     # a chain op's kind is a key of the table: a global average pool is an average pool over the whole image
     assert {key: record.KIND for key, record in OPS.items()} == {
         "conv2d": "conv2d", "maxpool": "maxpool", "avgpool": "avgpool", "global_avgpool": "avgpool", "mul": "mul"}
-    assert [key for key, record in OPS.items() if record.UINT8] == ["conv2d", "maxpool", "global_avgpool", "mul"]
+    assert [key for key, record in OPS.items() if record.UINT8] == ["conv2d", "maxpool", "avgpool", "global_avgpool",
+                                                                    "mul"]
     assert [key for key, record in OPS.items() if record.FILTER] == ["conv2d"]
 
 
@@ -165,8 +166,8 @@ def test_uint8_references_by_hand():
 
 
 @pytest.mark.parametrize("spec, key, message", [
-    ("avgpool: {kernel: 2}", "ops[0].avgpool", "expected conv2d, maxpool, global_avgpool or mul ops with dtype "
-                                               "uint8 (a quantized avgpool is not generated yet), got avgpool"),
+    ("avgpool: {kernel: 2, pad: 1}", "ops[0].avgpool.pad", "expected pad 0 with dtype uint8 (every window whole: "
+                                                           "one divisor for the byte sums), got [1, 1, 1, 1]"),
     ("maxpool: {kernel: 2, pad: 2}", "ops[0].maxpool.pad", "expected pads smaller than the 2x2 window (a window "
                                                           "of padding alone has no maximum), got [2, 2, 2, 2]"),
 ])
