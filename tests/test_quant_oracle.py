@@ -170,10 +170,12 @@ def test_a_full_range_qdq_network_passes_bit_exact_per_step_naming_its_oracle(tm
         assert "session.x64quantprecision" in lines[-1] and "no VNNI" in lines[-1]
 
 
-def _numpy_kernel(flip: str | None = None):
+def _numpy_kernel(flip: str | None = None, failed: bool = False):
     """A network's kernels as kernelgen's exact integer reference computes them, on the model's weights (what the
     hvx kernels match bit for bit); `flip`: the config whose output bytes are each off by one (its lowest bit
-    flipped: a max pool after it cannot hide that)."""
+    flipped: a max pool after it cannot hide that), and with `failed` its record a FAIL of its own check."""
+    from kernelgen.measure.records import Status, unmeasured
+
     from kernelgen import reference_quant
     from kernelgen.onnx import oracle as onnx_oracle
 
@@ -185,6 +187,8 @@ def _numpy_kernel(flip: str | None = None):
                                     [given.get(f"bias{j}") for j in range(1, n + 1)], sides).astype(np.uint8)
         if config.name == flip:
             out ^= 1
+            if failed:
+                return out, unmeasured(config.name, "hvx", 0, Status.FAIL, "outputs differ from numpy")
         return out, None
 
     return run
@@ -220,6 +224,10 @@ def test_the_network_check_holds_every_uint8_tensor_to_the_oracle(tmp_path):
     runs = list(execute.run_steps(network, feeds, _numpy_kernel(flip=with_add), expected))
     verdict = next(r.agreement[0] for r in runs if r.step.label == with_add)
     assert verdict.passed and verdict.max_abs == 1 and verdict.why.startswith("from a residual add (op #")
+    # the same bytes from a kernel that failed its own check: its add's allowance no longer explains them
+    runs = list(execute.run_steps(network, feeds, _numpy_kernel(flip=with_add, failed=True), expected))
+    verdict = next(r.agreement[0] for r in runs if r.step.label == with_add)
+    assert not verdict.passed and "must match it exactly" in verdict.why
 
 
 @requires_tool(*ONNX, *HVX)
