@@ -16,7 +16,8 @@ End to end, every tensor a step wrote is compared with the model's own value of 
   convolution saturates on full-range int8 weights); the oracle is named in the output. A step whose inputs are
   onnxruntime's bytes must give onnxruntime's bytes, unless its kernel holds an op whose own check allows a
   difference of 1 on the op's own input (u8s8.allowed_difference: a residual add, a fixed-point requantization):
-  then its bytes may differ, each op of it having been held to that op by op. A tensor computed from bytes that
+  then its bytes may differ, each op of it having been held to that op by op (a kernel that failed that check
+  claims no allowance). A tensor computed from bytes that
   already differ carries that difference on (through a conv it can grow past 1); it is reported with the step it
   comes from, each kernel on it still held op by op to the oracle in its own check. Anything else that differs
   fails: a step whose input matched and whose arithmetic has no allowance (a wrong kernel, tensor or wiring).
