@@ -200,7 +200,7 @@ SHIPPED = CRASHING.format(name="crash_shipped", weights="int8", zero=0, bias="fa
                                                                     "since the vector input copy")),
     # Since a grouped conv's generic stripe compute is kept out of line (a miscompile inlined: conv2d_uint8.c.j2),
     # clang-19 builds this one too: the crash was in the inlined depthwise. No shipped-build crash config has been
-    # found since (150 drawn from strategies.hvx_uint8_configs with hvx.arch and hvx.pixels); strict as above.
+    # found since (850 drawn from strategies.hvx_uint8_configs with hvx.arch and hvx.pixels); strict as above.
     pytest.param(SHIPPED, "clang-19 crashed in Modulo Software Pipelining; built with the pipeliner off (add -mllvm "
                  "-enable-pipeliner=false where you compile this kernel)",
                  marks=pytest.mark.xfail(strict=True, reason="no shipped-build crash config since the grouped stripe "
