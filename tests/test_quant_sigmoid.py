@@ -37,7 +37,8 @@ def _onnxruntime_table(silu: bool, s_in: float, z_in: int, s_out: float, z_out: 
     if silu:
         nodes += [helper.make_node("QuantizeLinear", ["g", "sg", "zg"], ["gq"]),
                   helper.make_node("DequantizeLinear", ["gq", "sg", "zg"], ["gv"]),
-                  helper.make_node("Mul", ["v", "gv"], ["m"]), helper.make_node("QuantizeLinear", ["m", "so", "zo"], ["y"])]
+                  helper.make_node("Mul", ["v", "gv"], ["m"]),
+                  helper.make_node("QuantizeLinear", ["m", "so", "zo"], ["y"])]
     else:
         nodes.append(helper.make_node("QuantizeLinear", ["g", "so", "zo"], ["y"]))
     graph = helper.make_graph(nodes, "table", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 256])],

@@ -196,8 +196,8 @@ def _allowance(step: Step, oracle: QuantOracle) -> str:
         except OracleFailed:  # onnxruntime refuses the step's nodes alone: its own check says so; none known here
             kept = ()
         if kept:
-            return f"float32 arithmetic onnxruntime kept for its nodes ({', '.join(kept)}; held op by op to a rounding" \
-                   f" and its float32 sums' bound)"
+            return (f"float32 arithmetic onnxruntime kept for its nodes ({', '.join(kept)}; held op by op to a "
+                    f"rounding and its float32 sums' bound)")
     for j, oq in enumerate(op_quants(step.config), start=1):
         allowed, form = allowed_difference(oq)
         if allowed:
