@@ -32,7 +32,7 @@ def test_a_conv_whose_float32_sum_stays_within_a_step_is_allowed_one():
 
 def test_a_deep_sum_of_large_terms_is_allowed_its_bounds_whole_steps():
     """At s_out 0.1 the products sum to 9,290 real units, which float32 may miss by 0.64: six whole steps."""
-    fine = replace(OQ, s_out=0.1)
+    fine = replace(OQ, s_out=0.1, s_conv=0.1)  # a plain conv's own step is its output's
     assert _bound_steps(0.1) == 6
     assert np.all(kept_float_allowance(OP, fine, X, W, None) == 7)
     # a bias is one more term of the magnitude: 2^24 of it (at s_in * s_w = 5e-4) adds 8,389 real units
@@ -56,3 +56,11 @@ def test_a_residual_add_after_the_float_conv_scales_its_steps_into_the_output():
 
 def test_a_pool_has_no_sum_to_stray():
     assert kept_float_allowance(replace(OP, kind="maxpool"), OQ, X, None, None) is None
+
+
+def test_a_table_after_the_float_conv_moves_its_steps_as_far_as_the_table_does():
+    """A gate's table that doubles its bytes (up to 255): one conv step apart is two output steps apart."""
+    steep = replace(OQ, table=tuple(min(255, 2 * q) for q in range(256)))
+    assert np.all(kept_float_allowance(OP, steep, X, W, None) == 2)
+    flat = replace(OQ, table=(7,) * 256, table_slack=1)  # a table that moves nothing: its slack alone
+    assert np.all(kept_float_allowance(OP, flat, X, W, None) == 1)

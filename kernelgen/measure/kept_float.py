@@ -4,7 +4,8 @@ A QDQ conv onnxruntime does not fuse into QLinearConv (oracle.OpRun.in_float: on
 quantize_static's defaults make them, its QDQIsInt8Allowed() being ARM only; a hand-built one with a float bias
 and a Clip) runs as DequantizeLinear -> Conv -> QuantizeLinear: every byte dequantized in float32, a float32 sum
 of the products, one rounding to the conv's step. The kernel sums the same products exactly in integers. Rounded
-once each, the two part by one step where the real value lies within a rounding of a half. Two things widen that:
+once each, the two part by one step where the real value lies within a rounding of a half. Three things widen
+that:
 - the float32 sum strays from the exact one by at most gamma_n * sum |x_i * w_i| (Higham, eq. 3.5, with or
   without FMA) over n = K + 4 roundings for K products (the dequantizations of x and w, the bias, the division of
   QuantizeLinear); where that bound reaches whole steps, so may the bytes (on ResNet50 it stays under a step);
@@ -51,8 +52,8 @@ def kept_float_allowance(op: Conv2d, oq: OpQuant, x: np.ndarray, w: np.ndarray |
 
 def float32_steps(op: Conv2d, oq: OpQuant, x: np.ndarray, w: np.ndarray | None, bias: np.ndarray | None
                   ) -> np.ndarray | None:
-    """Per output element (NHWC), the whole steps (of the conv's own scale: s_conv before a residual add, else
-    s_out) by which onnxruntime's float32 sum of op's dequantized products may stray from the exact sum, on the
+    """Per output element (NHWC), the whole steps (of the conv's own scale, s_conv: before a residual add or a
+    table, else the output's) by which onnxruntime's float32 sum of op's dequantized products may stray from the exact sum, on the
     op's uint8 input x, its integer weights w and its int32 bias; None for an op without weights."""
     if op.kind != "conv2d" or w is None:
         return None
@@ -63,5 +64,4 @@ def float32_steps(op: Conv2d, oq: OpQuant, x: np.ndarray, w: np.ndarray | None, 
     roundings = products + 4
     gamma = roundings * FLOAT32_UNIT_ROUNDOFF / (1 - roundings * FLOAT32_UNIT_ROUNDOFF)
     real = magnitude * (oq.s_in * np.asarray(oq.s_w, dtype=np.float64))  # s_w: one scale per output channel
-    step = oq.s_conv if oq.add is not None else oq.s_out
-    return np.floor(gamma * real / step).astype(np.int64)
+    return np.floor(gamma * real / oq.s_conv).astype(np.int64)
