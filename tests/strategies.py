@@ -181,8 +181,9 @@ def _between(draw, n: int, height: int, width: int, channels: int, sides: dict, 
 def hvx_uint8_configs(draw, max_side: int = 10, max_channels: int = 40, name: str = "fuzz_u8"):
     """uint8 chains for the hvx target in the neighbourhood of issue 32's crash: a stride-1 op (1x1, or 3x3 pad 1)
     with or without `residual: input`, then a grouped or depthwise op (or a dense one) with stride, dilation and
-    padding drawn together; batch 1 or 2, int8 or uint8 weights at zero point 0 or not. NHWC8h8w32c activations
-    and OIHW8i32o4i filters, the layouts the hvx uint8 kernel computes on."""
+    padding drawn together; batch 1 or 2, int8 or uint8 weights at zero point 0 or not; half of them with an
+    `hvx:` arch and pixels a group. NHWC8h8w32c activations and OIHW8i32o4i filters, the layouts the hvx uint8
+    kernel computes on."""
     n = draw(st.integers(1, 2))
     h, w, c = draw(st.integers(1, max_side)), draw(st.integers(1, max_side)), draw(st.integers(1, max_channels))
     first = draw(st.sampled_from([(1, 0), (3, 1)]))
@@ -227,6 +228,9 @@ def hvx_uint8_configs(draw, max_side: int = 10, max_channels: int = 40, name: st
     data = {"name": name, "dtype": "uint8", "input": {"shape": [n, h, w, c], "layout": "nhwc-8h8w32c"},
             "quant": quant, "ops": [{"conv2d": op1}, {"conv2d": op2}], "output": {"layout": "nhwc-8h8w32c"},
             "targets": ["hvx"]}
+    if draw(st.booleans()):  # the arch and the pixels a group (a padding-only window's group faulted at 12 pixels)
+        data["hvx"] = {"arch": draw(st.sampled_from(["v66", "v67", "v68", "v73"])),
+                       "pixels": draw(st.sampled_from([4, 8, 12, 16, 20, 24, 28]))}
     return ValidCase(data=data, shapes=shapes, flops=flops)
 
 

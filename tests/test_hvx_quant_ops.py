@@ -216,3 +216,30 @@ targets: [hvx]
 """
     result = api.validate(api.parse_config(text, "block5.yaml"), "hvx", seed=1)
     assert result.passed, result.detail
+
+
+@requires_tool(*TOOLS)
+def test_a_window_of_padding_columns_alone_computes_no_pixel_group():
+    """Found by the random uint8 chains with `hvx.pixels` drawn: after a 1-column conv, a 1x1 with stride 3 and pad 1
+    reads only the padding column left of the image, so conv #1's window there holds no column to compute. Its
+    pixel group still ran, on a column clamped to one left of the source, and read 1,824 bytes before the workspace
+    (the driver's guard page: SIGSEGV). Now such a window's first group is its end: no group runs."""
+    from kernelgen import api
+
+    text = """name: pad_cols
+dtype: uint8
+input: {shape: [2, 3, 1, 2], layout: nhwc-8h8w32c}
+quant: {input_scale: 0.05, input_zero_point: 133, weight_dtype: uint8, weight_scale: 0.01, weight_zero_point: 0,
+        intermediate_scale: 0.05, intermediate_zero_point: 140, output_scale: 0.1, output_zero_point: 60}
+ops:
+  - conv2d: {out_channels: 2, kernel: 3, pad: 1, activation: relu6}
+  - conv2d: {out_channels: 4, kernel: 1, stride: [1, 3], pad: 1, groups: 2}
+output: {layout: nhwc-8h8w32c}
+targets: [hvx]
+hvx: {arch: v67, pixels: 12}
+"""
+    config = api.parse_config(text, "pad_cols.yaml")
+    first = api.jobs(config, ("hvx",))["hvx"].target_plan.ops[0]
+    assert (first.col_lo, first.col_hi, first.first_group) == (1, 1, 1)
+    result = api.validate(config, "hvx", seed=11)
+    assert result.passed, result.detail

@@ -65,7 +65,9 @@ def dense_blocking(op, forced: int | None = None, chunks: int = 1) -> DenseBlock
         return None
     columns = op.col_hi - op.col_lo
     pixels = choose_pixels(columns, forced)
-    first = op.col_lo - op.col_lo % pixels
+    # a window of padding columns alone (col_hi <= col_lo) computes no group: its one clamped column lay left of
+    # the source, and its reads before the workspace faulted (a stride-3 1x1 with pad 1 after a 1-column conv)
+    first = op.col_lo - op.col_lo % pixels if columns > 0 else op.col_hi
     groups = -(-(op.col_hi - first) // pixels)
     row = KernelRow(pixels=pixels, taps=op.kw, blocks=op.src_cb, vectors=live_vectors(op, chunks))
     cols = []
