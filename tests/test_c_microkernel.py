@@ -160,6 +160,11 @@ CASES = {name: Case(*row[:5], targets=row[6] if len(row) > 6 else "[c]", expect=
     # 80 channels in blocks of 64 and 16, batch 2, a 3x2 window with stride 2x3 and padding on three sides
     "nhwc_maxpool_alone_in_place": ([2, 9, 11, 80], ["maxpool: {kernel: [3, 2], stride: [2, 3], pad: [1, 1, 0, 1]}"],
                                     "NHWC", "NHWC", "{k_block: 16}", [None]),
+    # ResNeXt's block, groups of 4 in a lane-group tile (each lane shuffled its group's inputs), over NCHW tensors
+    "grouped_lane_groups_nchw_chain": ([1, 9, 11, 16], ["{out_channels: 32, kernel: 1, bias: true, activation: relu}",
+                                                        "{out_channels: 32, kernel: 3, pad: 1, groups: 8, bias: true}",
+                                                        "{out_channels: 16, kernel: 1}"], "NCHW", "NCHW",
+                                       "{k_block: 16}", ["dense", "dense", "dense"]),
     # where it does not fit: a k_block below the vector width, a grouped conv, channels no vector width divides,
     # an index map mixing h and w in one axis
     "k_block_2_falls_back": ([1, 8, 8, 8], ["{out_channels: 8, kernel: 3, pad: 1}"], "NHWC", "NHWC", "{k_block: 2}",
@@ -424,7 +429,8 @@ def test_nchw_tensors_get_channels_last_caches_when_c_is_the_only_target():
 @pytest.mark.parametrize("name", ["inverted_residual_hardswish_chain", "depthwise_40_blocked_tail_vectors",
                                   "depthwise_nchw_pixel_vectors_chain", "dense_k_block_4_half_vectors_chain",
                                   "dot_products_after_global_pool", "depthwise_nchw_channels_last_caches_chain",
-                                  "dense_dilation2_nchw_w_split", "nchw_chain_ending_in_maxpool"])
+                                  "dense_dilation2_nchw_w_split", "nchw_chain_ending_in_maxpool",
+                                  "grouped_lane_groups_nchw_chain"])
 def test_the_scalar_fallback_of_the_vector_macros_matches_numpy(tmp_path, name):
     """-DKG_SCALAR: the struct-and-loop kg_vf a compiler without vector extensions gets."""
     config, job = _job(name)
@@ -455,7 +461,8 @@ def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
     vector extensions with and without AVX-512F (the 16-float dense tiles), or the scalar struct."""
     import subprocess
 
-    for name in ("inverted_residual_hardswish_chain", "dense_k_block_4_half_vectors_chain"):
+    for name in ("inverted_residual_hardswish_chain", "dense_k_block_4_half_vectors_chain",
+                 "grouped_lane_groups_nchw_chain"):
         _, job = _job(name)
         for file, text in job.files.items():
             (tmp_path / file).write_text(text)

@@ -66,7 +66,8 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
             channels = GROUP if tile.columns else LANES * tile.groups if tile.depthwise else \
                 tile.k_block if tile.dot else tile.width
             kind = " (depthwise, pixel vectors)" if tile.columns else " (depthwise)" if tile.depthwise else \
-                " (dot products: a matrix-vector product)" if tile.dot else ""
+                " (dot products: a matrix-vector product)" if tile.dot else \
+                f" (groups of {tile.lane_group}: each lane its group's inputs)" if tile.lane_group else ""
             notes.append(f"{op.label}: micro-kernel, {tile.pixels} pixels x {channels} channels in registers{kind}")
             if tile.wide is not None:
                 wide = LANES * tile.groups if tile.depthwise else tile.wide.width

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from ...planner.tile_speed import stacked_rows
 from .filter_prefetch import FilterPrefetch, filter_prefetch
+from .lane_groups import LANE_GROUP_PIXELS
 from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
                           PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
                           columns_contiguous, fresh_rows, part, separable)
@@ -74,7 +75,11 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     depthwise = op.groups > 1 and reduce == 1 and op.groups == out_k == shape_list[j - 1][3]
     grouped = op.groups > 1 and not depthwise  # a dense tile per group: each vector of outputs in one group
     group_out = out_k // op.groups
-    if grouped and (group_out % LANES or s.k_block % LANES or (j == 1 and s.c_block)):
+    # groups narrower than a vector, as many inputs as outputs: each lane sums its own group (microkernel._lane_groups).
+    # Whole vectors of channels: a block's 8 input channels are then all in the source pixel
+    lane_group = group_out if grouped and group_out < LANES and LANES % group_out == 0 and reduce == group_out \
+        and out_k % LANES == 0 and s.k_block % LANES == 0 and not (j == 1 and s.c_block) else 0
+    if grouped and not lane_group and (group_out % LANES or s.k_block % LANES or (j == 1 and s.c_block)):
         return None, (f"a grouped conv whose groups' {group_out} output channels are not whole vectors of {LANES} "
                       f"(or a k_block of {s.k_block}, input-channel chunks)")
     if s.k_block % HALF:
@@ -100,6 +105,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         return None, "the filter cache cannot hold the repacked block"
     cols = geo.cols[j]
     most = ACCUMULATORS // vectors
+    if lane_group:
+        most = LANE_GROUP_PIXELS
     pixels = LANES if columns else math.ceil(cols / math.ceil(cols / most))
     ko_var = "ko_outer" if last else f"ko_outer_{j}"
     produced = out_k if last else max(out_k, reduction_channels(cfg, shape_list)[j])
@@ -115,8 +122,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                             bounds | {"ih": (0, geo.rows[0] - 1)})
     col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
                      E.mul(geo.col_start[j - 1], -1))
-    count = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1 if depthwise and not columns else (
-        0 if columns else pixels)
+    count = (pixels - 1) * op.stride[1] + (op.kernel[1] - 1) * op.dilation[1] + 1 if (
+        depthwise and not columns) or lane_group else (0 if columns else pixels)
     bounds |= {f"xc{i}": (0, geo.cols[j - 1] - 1) for i in range(count)}
     k_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block), E.mul(E.Var("kv"), LANES))
     k_block, k_split = s.k_block, 1
@@ -163,7 +170,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
             block_first = E.add(E.mul(E.Var(ko_var), cut.channels), E.mul(E.Var("ko_inner"), s.k_block),
                                 E.mul(E.Var("kv"), width))
             group_first = E.mul(E.floordiv(block_first, group_out), reduce)
-            channel = part(src, "c", E.add(group_first, E.Var("rc")), bounds)
+            # a lane-group tile's inputs are its outputs' channels (reduce == group_out): the block's first
+            channel = part(src, "c", group_first if lane_group else E.add(group_first, E.Var("rc")), bounds)
             present = unproven([(block_first, "<", out_k)], bounds)  # a stripe's blocks past the op: no group
         tap = reduce * width
         block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
@@ -198,7 +206,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
                 vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
-                rows_present=rows_present[0] if rows_present else "")
+                rows_present=rows_present[0] if rows_present else "", lane_group=lane_group)
     stride, first = 0, ""
     if not depthwise and not dot and not grouped:
         chunked = j == 1 and s.c_block  # input-channel chunks: the tile sums chunk ci_outer's channels

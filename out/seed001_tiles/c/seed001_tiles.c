@@ -23,6 +23,14 @@ typedef float kg_vf_unaligned __attribute__((vector_size(32), aligned(4), may_al
 #define KG_FMAV(acc, x, w) ((acc) += (x) * (w)) /* x a kg_vf */
 #define KG_SET(...) ((kg_vf){__VA_ARGS__})
 #define KG_LANE(v, i) ((v)[i])
+/* lanes of v picked by constant indices: a narrow-group conv's input channels, each lane its group's r-th (an
+   in-lane shuffle, vpermilps, where the groups are 128-bit lanes). GCC before 12 has only __builtin_shuffle. */
+#if defined(__clang__) || __GNUC__ >= 12
+#define KG_SHUFFLE(v, ...) __builtin_shufflevector((v), (v), __VA_ARGS__)
+#else
+typedef int kg_vshuffle __attribute__((vector_size(32)));
+#define KG_SHUFFLE(v, ...) __builtin_shuffle((v), (kg_vshuffle){__VA_ARGS__})
+#endif
 typedef float kg_vf4 __attribute__((vector_size(16))); /* half vectors: a k_block of 4 */
 typedef float kg_vf4_unaligned __attribute__((vector_size(16), aligned(4), may_alias));
 #define KG_ZERO4 ((kg_vf4){0})
@@ -47,6 +55,8 @@ static inline KG_UNUSED void kg_fma_v(kg_vf *acc, kg_vf x, kg_vf w) { for (int i
 #define KG_FMAV(acc, x, w) kg_fma_v(&(acc), (x), (w))
 #define KG_SET(...) ((kg_vf){{__VA_ARGS__}})
 #define KG_LANE(v, i) ((v).lane[i])
+static inline KG_UNUSED kg_vf kg_shuffle(kg_vf v, const int *index) { kg_vf s; for (int i = 0; i < 8; ++i) s.lane[i] = v.lane[index[i]]; return s; }
+#define KG_SHUFFLE(v, ...) kg_shuffle((v), (const int[]){__VA_ARGS__})
 typedef struct { float lane[4]; } kg_vf4;
 static inline KG_UNUSED kg_vf4 kg_load4(const float *p) { kg_vf4 v; for (int i = 0; i < 4; ++i) v.lane[i] = p[i]; return v; }
 static inline KG_UNUSED void kg_store4(float *p, kg_vf4 v) { for (int i = 0; i < 4; ++i) p[i] = v.lane[i]; }
