@@ -222,9 +222,9 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
             stride = 0
     if in_place and not stride:
         return None, "its filter tensor's blocks do not line up with the tile's (and the plan keeps no filter cache)"
-    if not depthwise and not dot and not grouped and tile.width == WIDE and tile.lanes == LANES:
+    if not depthwise and not dot and not lane_group and tile.width == WIDE and tile.lanes == LANES:
         ring = j == 1 and s.halo is Halo.REUSE and geo.halo_rows > 0  # input rows in a ring: not evenly spaced
-        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first, ring))
+        tile = replace(tile, wide=_wide(tile, src, op, geo, j, bounds, stride, first, ring, one_vector=grouped))
     if depthwise and not columns and found is None and _paired(tile.vector_channels):
         # as many pixels as DEPTHWISE_ACCUMULATORS wide vectors hold: each tap's filter vectors serve twice the pixels
         most = min(DEPTHWISE_ACCUMULATORS // (groups // 2), cols)
@@ -288,19 +288,20 @@ def _block_stride(plan: Plan, j: int, t: Tile, channels: int, stripe: int) -> tu
     return stride, i
 
 
-def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: str = "", ring: bool = False
-          ) -> Tile | None:
+def _wide(t: Tile, src, op, geo, j: int, bounds: dict, stride: int = 0, first: str = "", ring: bool = False,
+          one_vector: bool = False) -> Tile | None:
     """The dense tile `t` (filter blocks of WIDE channels) in WIDE-float vectors: two per pixel where k_block
     allows (two filter loads per 2 x 14 FMAs), else one; as many pixels as WIDE_ACCUMULATORS hold (at most the
     row's). None where the source's columns are not evenly spaced (no constant offsets between pixels). `stride`:
     the elements between two filter blocks where `t` reads its filter tensor in place (0: the filter cache), `first`
     where the tile's first block (kv = 0) lies then. Where a whole row leaves the accumulators room for more rows
     (planner.tile_speed.stacked_rows, the tile model's price) and the source rows are evenly spaced (`ring`: op 1's
-    input rows in a ring are not), the tile's `over_rows` spans that many rows."""
+    input rows in a ring are not), the tile's `over_rows` spans that many rows. `one_vector`: a grouped conv's tile,
+    whose kv step is 16 channels of one group (its source channel offset, in kv, holds for one wide vector alone)."""
     step = column_step(src)
     if not step:
         return None
-    vectors = 2 if t.k_block % (2 * WIDE) == 0 else 1
+    vectors = 2 if t.k_block % (2 * WIDE) == 0 and not one_vector else 1
     cols = geo.cols[j]
     pixels = math.ceil(cols / math.ceil(cols / (WIDE_ACCUMULATORS // vectors)))
     limit = geo.cols[j - 1] - 1
