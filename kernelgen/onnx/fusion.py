@@ -50,6 +50,19 @@ class Group:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Cover:
+    """A cover of the chain's first ops by groups: the ops of groups breaking a soft rule, the estimated time, and
+    the op counts where its groups end (0 and the last included)."""
+
+    violations: int
+    seconds: float
+    bounds: frozenset[int]
+
+    def key(self) -> tuple[int, float]:
+        return self.violations, self.seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Grouping:
     """What the caller knows: how to cost a group, and the user's limits."""
 
@@ -109,38 +122,50 @@ def choose(n: int, fusable: Callable[[int, int], str], grouping: Grouping) -> tu
             costs[(j, i)] = grouping.cost(j, i)
         return costs[(j, i)]
 
-    def ends(j: int, boundaries: tuple[int, ...]) -> bool:
-        """Whether the best cover of ops 0..j-1 ends a group at each of `boundaries` (a side residual's source);
-        a cover without it is not taken, even where it would have been cheaper (the search stays one pass)."""
-        path, k = {0, j}, j
-        while k > 0:
-            k = start_of[k]
-            path.add(k)
-        return all(b in path for b in boundaries)
+    def needs(j: int, i: int) -> frozenset[int]:
+        return frozenset(grouping.needs(j, i)) if grouping.needs else frozenset()
+
+    def extend(cover: Cover | None, j: int, i: int) -> Cover | None:
+        """`cover` (of ops 0..j-1) and the group [j, i), or None where that group may not follow it."""
+        if cover is None or hard(j, i) or not needs(j, i) <= cover.bounds:
+            return None
+        return Cover(violations=cover.violations + (i - j) * bool(why_not(j, i)),
+                     seconds=cover.seconds + cost(j, i).seconds, bounds=cover.bounds | {i})
+
+    def through(best: list[Cover | None], j: int, boundaries: frozenset[int], window: int) -> Cover | None:
+        """The best cover of ops 0..j-1 that ends a group at each of `boundaries` (a side residual's source): the
+        best cover up to the last of them, then the best run of groups from there to j. best[j] alone missed it
+        where a cheaper cover fused across that boundary (ResNeXt50's layer2.1: its conv1 fused with layer2.0's
+        conv3, so conv2..conv3 could not read the block's input, and the three convs were one kernel that
+        recomputed 1.43x its FLOPs)."""
+        last = max(boundaries)
+        runs: dict[int, Cover | None] = {last: best[last]}
+        for k in range(last + 1, j + 1):
+            found = [extend(runs[m], m, k) for m in range(max(last, k - window), k)]
+            runs[k] = min((c for c in found if c is not None), key=Cover.key, default=None)
+        cover = runs[j]
+        return cover if cover is not None and boundaries <= cover.bounds else None
 
     # The graph's rule is hard (a residual's kernel holds its source); the others count as violations (the ops of
     # groups breaking them), fewest first, then time: the user's limits and the cost refusals bend only where the
     # graph leaves no other cover.
     # Groups longer than max_ops are tried only when the shorter ones cover nothing.
     for window in (grouping.max_ops, n):
-        best: list[tuple[int, float]] = [(0, 0.0)] + [(n * n + 1, 0.0)] * n
-        start_of = [0] * (n + 1)
+        best: list[Cover | None] = [Cover(violations=0, seconds=0.0, bounds=frozenset({0}))] + [None] * n
         for i in range(1, n + 1):
             if grouping.reached is not None:
                 grouping.reached(i - 1)
             for j in range(max(0, i - window), i):
-                if best[j][0] > n * n or hard(j, i) or not ends(j, grouping.needs(j, i) if grouping.needs else ()):
+                if best[j] is None or hard(j, i):
                     continue
-                total = (best[j][0] + (i - j) * bool(why_not(j, i)), best[j][1] + cost(j, i).seconds)
-                if total < best[i]:
-                    best[i], start_of[i] = total, j
-        if best[n][0] <= n * n:
+                before = best[j] if needs(j, i) <= best[j].bounds else through(best, j, needs(j, i), window)
+                total = extend(before, j, i)
+                if total is not None and (best[i] is None or total.key() < best[i].key()):
+                    best[i] = total
+        if best[n] is not None:
             break
-    bounds, i = [], n
-    while i > 0:
-        bounds.append((start_of[i], i))
-        i = start_of[i]
-    bounds.reverse()
+    cuts = sorted(best[n].bounds) if best[n] is not None else [0, n]  # no cover at all: the chain as one group
+    bounds = list(zip(cuts, cuts[1:]))
     groups = []
     for k, (j, i) in enumerate(bounds):
         reason = ""
