@@ -26,7 +26,7 @@ from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_in
 from .rowcopy import row_reads
 from .stripe_team import StripeTeam, stripe_team
 from .team import barriers, blocks_shared, one_team, pays, solo
-from .tiles import op_tile, reads_input
+from .tiles import READ_PAST_CHANNELS, op_tile, reads_input
 from .options import c_options
 from .winograd import winograd_fits, winograd_kernel
 from .writeback import transposed_write_backs
@@ -61,6 +61,8 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     for j in range(1, len(cfg.ops) + 1):
         tile, why = op_tile(cfg, plan, j, shape_list, cut, geo, filter_room, in_place and j == 1)
         tiles.append(tile)
+        if tile is not None and tile.reads_past:  # its last vector's reach past the last cache: in the workspace
+            plan = replace(plan, workspace_elements=plan.workspace_elements + READ_PAST_CHANNELS)
         op = plan.ops[j - 1]
         if tile is not None:
             channels = GROUP if tile.columns else LANES * tile.groups if tile.depthwise else \

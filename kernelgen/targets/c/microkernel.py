@@ -48,10 +48,12 @@ def part(layout: TensorLayout, dim: str, expr: E.Expr, bounds: dict) -> str:
     return E.to_c(layout.flat_offset(index, bounds))
 
 
-def channels_contiguous(layout: TensorLayout) -> bool:
-    """Whether each aligned run of LANES channels is LANES consecutive elements (NHWC, 8c/16c/32c blocks)."""
+def channels_contiguous(layout: TensorLayout, tail: bool = False) -> bool:
+    """Whether each aligned run of LANES channels is LANES consecutive elements (NHWC, 8c/16c/32c blocks); with
+    `tail`, the last run may be short (NHWC with 58 channels: a vector read there takes the next pixel's first
+    channels, or past the cache, into the workspace's slack: tiles.READ_PAST_CHANNELS)."""
     channels = layout.logical_shape[3]
-    if channels % LANES:
+    if channels % LANES and not tail:
         return False
     bounds = {"c": (0, channels - 1)}
     offset = layout.flat_offset({"n": E.Const(0), "h": E.Const(0), "w": E.Const(0), "c": E.Var("c")}, bounds)

@@ -98,6 +98,8 @@ class Tile:
     # its layout is the repacked order (IN_PLACE_FILTER; filter_block, filter_tap are then offsets in the tensor)
     filter_base: str = "filter_cache"
     prefetch: FilterPrefetch | None = None  # dense, in place: the next channel block's filter brought into L2
+    # depthwise over channels no multiple of LANES: the last vector reads past the pixel's channels (never stored)
+    reads_past: bool = False
     lane_group: int = 0  # groups narrower than a vector: their width (lane_groups.py; `col`: the loaded columns)
 
     @property

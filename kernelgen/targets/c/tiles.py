@@ -40,6 +40,10 @@ def reads_input(cfg: Config, plan: Plan) -> bool:
     return all(E.evaluate(offset, {"c": c}) == c for c in range(channels))
 
 
+# Elements past its end the c target's workspace holds for a depthwise tile whose last channel vector is short
+# (Tile.reads_past): the widest vector's reach past a cache's last pixel.
+READ_PAST_CHANNELS = WIDE
+
 # A channel-vector depthwise tile over a cache holds at least this many pixels (at most 4 channel vectors each):
 # each tap's filter vectors then serve 3 pixels (1.33 loads per FMA, not 2). MobileNetV3-small's 5x5 depthwise
 # 576 channels on 7x7 (`kernelgen bench --repeat 20`, warm, two interleaved runs): 1 pixel x 12 vectors 0.145 /
@@ -90,7 +94,11 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     src = cache_window(cfg, layout, (1, geo.rows[j - 1], geo.cols[j - 1], channels))  # the cache's layout
     if not separable(src):
         return None, f"its source layout {layout.name} mixes dims in one axis"
-    columns = depthwise and not channels_contiguous(src)
+    # a depthwise tile's last channel vector may be short (ShuffleNetV2's 58 and 116 channels): its lanes past the
+    # channels read what follows in the cache (the next pixel, or the workspace's slack: READ_PAST_CHANNELS) and are
+    # never stored. Such a tile reads a cache, never the kernel's input in place (nothing is known to follow it)
+    columns = depthwise and not channels_contiguous(src, tail=True)
+    reads_past = depthwise and not columns and src.logical_shape[3] % LANES != 0
     if depthwise and not columns and s.k_block % LANES:
         return None, f"depthwise channel vectors need a k_block that is a multiple of {LANES}, not {s.k_block}"
     if columns and (s.c_block or out_k % GROUP or not columns_contiguous(src)):
@@ -176,7 +184,10 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         tap = reduce * width
         block = f"(ko_inner * {s.k_block // width} + kv) * {taps * tap}"
     found = None
-    if direct and depthwise and not columns and not present:  # op 1 reads the input: positions in the input
+    # op 1 reads the input in place, where its channels are whole vectors: a short last vector would read past
+    # the input's last pixel (it did, 6 floats past a 58-channel input, before the input's channels were checked)
+    whole = shape_list[j - 1][3] % LANES == 0
+    if direct and depthwise and not columns and not present and whole:
         full = cfg.input_layout.bind(tuple(plan.ops[0].in_shape))
         wide = bounds | {"ih": (-op.pad[0], shape_list[0][1] - 1), "iw": (-op.pad[1], shape_list[0][2] - 1)}
         found = Direct(row=E.to_c(E.simplify(E.add(geo.row_start[0], in_row), bounds)),
@@ -206,7 +217,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                 channel=channel, filter_block=block, filter_tap=tap, present=present[0] if present else "",
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
                 vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
-                rows_present=rows_present[0] if rows_present else "", lane_group=lane_group)
+                rows_present=rows_present[0] if rows_present else "", lane_group=lane_group,
+                reads_past=reads_past)
     stride, first = 0, ""
     if not depthwise and not dot and not grouped:
         chunked = j == 1 and s.c_block  # input-channel chunks: the tile sums chunk ci_outer's channels
