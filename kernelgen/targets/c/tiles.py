@@ -79,7 +79,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
     depthwise = op.groups > 1 and reduce == 1 and op.groups == out_k == shape_list[j - 1][3]
     grouped = op.groups > 1 and not depthwise  # a dense tile per group: each vector of outputs in one group
     group_out = out_k // op.groups
-    # groups narrower than a vector, as many inputs as outputs: each lane sums its own group (microkernel._lane_groups).
+    # groups narrower than a vector, as many inputs as outputs: each lane sums its own group (lane_groups.py).
     # Whole vectors of channels: a block's 8 input channels are then all in the source pixel
     lane_group = group_out if grouped and group_out < LANES and LANES % group_out == 0 and reduce == group_out \
         and out_k % LANES == 0 and s.k_block % LANES == 0 and not (j == 1 and s.c_block) else 0
