@@ -58,6 +58,10 @@ LANE_GROUPS = {
     # dilation 2, padding 2, and a stripe of 24 over 40 channels: its last block (40..47) has no group to sum
     "dilated_stripe_past_the_groups": (Case([1, 9, 17, 40], [NARROW % (40, 1, 2, 2, 10)],
                                             schedule="{k_block: 8, k_split: 3}", targets="[c]"), (4,)),
+    # a grouped 1x1 at stride 2 (every other loaded column read: only those declared, -Werror)
+    "pointwise_stride_2": (Case([1, 9, 10, 32], ["{out_channels: 32, kernel: 1, bias: true}",
+                                                 NARROW.replace("kernel: 3", "kernel: 1") % (32, 2, 0, 1, 8)],
+                                schedule="{k_block: 16}", targets="[c]"), (0, 4)),
     # ResNeXt's block over NCHW tensors: 1x1, grouped 3x3 (groups of 4), 1x1 (channels-last caches)
     "block_nchw": (Case([1, 12, 10, 24], ["{out_channels: 64, kernel: 1, bias: true, activation: relu}",
                                           NARROW % (64, 1, 1, 1, 16), "{out_channels: 32, kernel: 1, bias: true}"],

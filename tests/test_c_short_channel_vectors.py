@@ -66,3 +66,21 @@ def test_a_lone_depthwise_over_such_channels_reads_its_input_through_the_cache(c
     assert not any("reads the input directly" in note for note in job.target_plan.notes)
     result = api.validate(_sanitized(text), "c", seed=3)
     assert result.passed, result.detail
+
+
+@requires_tool(*toolchain("c"))
+@pytest.mark.parametrize("c", [20, 16])
+def test_a_strided_1x1_depthwise_over_the_cache_declares_only_the_columns_it_reads(c):
+    """A 1x1 depthwise at stride 2 reads every other loaded column: the tile clamped them all, and the kernels'
+    -Werror stopped at the unused ones (found by random configs under AddressSanitizer, 20 channels)."""
+    text = f"""name: dw1s2
+input: {{shape: [1, 9, 9, {c}], layout: NHWC}}
+ops:
+  - conv2d: {{out_channels: {c}, kernel: 1, bias: true, activation: relu}}
+  - conv2d: {{out_channels: {c}, kernel: 1, stride: 2, groups: {c}}}
+output: {{layout: NHWC}}
+schedule: {{k_block: 16}}
+targets: [c]
+"""
+    result = api.validate(api.parse_config(text, "dw1s2.yaml"), "c", seed=3)
+    assert result.passed, result.detail

@@ -20,18 +20,18 @@ def lane_group_nodes(t: Tile) -> tuple[Node, ...]:
     for a 3x3: no product is wasted, where broadcasting each input into a whole vector would need lanes / q times
     the FMAs, and the planner's loops for such a conv ran scalar (ResNeXt50's layer1: 36 of 77 ms)."""
     q, p_range, kw = t.lane_group, range(t.pixels), t.kernel[1]
-    loaded = (t.pixels - 1) * t.stride + (kw - 1) * t.dilation + 1
+    loaded = sorted({p * t.stride + rw * t.dilation for p in p_range for rw in range(kw)})  # a 1x1 at stride 2 skips
     clamps = [Stmt(code=f"const int xc{c} = KG_CLAMP(xb + {c}, 0, {t.col_limit});",
-                   summary=f"xc{c} = column in the window") for c in range(loaded)]
+                   summary=f"xc{c} = column in the window") for c in loaded]
     rows: list[Node] = [Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
                         *(Stmt(code=f"const float *const x{c} = {t.src} + xr + {t.col[c]} + ch;",
-                               summary=f"x{c} = loaded column {c}") for c in range(loaded))]
+                               summary=f"x{c} = loaded column {c}") for c in loaded)]
     for r in range(q):
         index = ", ".join(str(k // q * q + r) for k in range(t.lanes))
         step: list[Node] = [Stmt(code="const kg_vf " + ", ".join(
             f"w{rw} = KG_LOAD(wk + ((rh * {kw} + {rw}) * {q} + {r}) * {t.lanes})" for rw in range(kw)) + ";",
             summary=f"w* = the taps' weights for input {r} of each group")]
-        for c in range(loaded):
+        for c in loaded:
             readers = [(p, rw) for p in p_range for rw in range(kw) if p * t.stride + rw * t.dilation == c]
             if readers:
                 step.append(Stmt(code=f"{{ const kg_vf xs = KG_SHUFFLE(KG_LOAD(x{c}), {index}); " + " ".join(

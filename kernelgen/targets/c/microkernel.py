@@ -178,7 +178,6 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
     accumulators (input and filter vectors straight from memory: one FMA per two loads), the tile's pixels side by
     side. A wide tile (lanes WIDE) sums each pair of the group's 8-float vectors as one 16-float vector."""
     g, p_range, i_range = t.groups, range(t.pixels), range(t.groups)
-    span = (t.kernel[1] - 1) * t.dilation
     taps: list[Node] = []
     if t.direct is not None:
         d = t.direct
@@ -217,8 +216,8 @@ def _depthwise(t: Tile) -> tuple[Node, ...]:
         inside = _inside(t)
         loops = (Guard(cond=f"KG_LIKELY({inside})", body=(replace(loop, body=_group(t, _inside_taps(t))),)),
                  Guard(cond=f"!({inside})", body=(loop,)))
-    clamps = [] if t.direct is not None else [
-        _clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in range((t.pixels - 1) * t.stride + span + 1)]
+    read = sorted({p * t.stride + rw * t.dilation for p in p_range for rw in range(t.kernel[1])})  # a 1x1 at stride
+    clamps = [] if t.direct is not None else [_clamp(f"xc{i}", f"xb + {i}", t.col_limit) for i in read]  # 2 skips some
     zeros = [Stmt(code=f"static const float kg_zeros[{g * LANES}] = {{0}};", summary="kg_zeros = the conv padding")
              ] if t.direct is not None else []
     return (*zeros, Stmt(code=f"const int xb = {t.col_base};", summary="xb = first column"), *_prefetch(t), *clamps,
