@@ -61,8 +61,6 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
     for j in range(1, len(cfg.ops) + 1):
         tile, why = op_tile(cfg, plan, j, shape_list, cut, geo, filter_room, in_place and j == 1)
         tiles.append(tile)
-        if tile is not None and tile.reads_past:  # its last vector's reach past the last cache: in the workspace
-            plan = replace(plan, workspace_elements=plan.workspace_elements + READ_PAST_CHANNELS)
         op = plan.ops[j - 1]
         if tile is not None:
             channels = GROUP if tile.columns else LANES * tile.groups if tile.depthwise else \
@@ -77,6 +75,8 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
                              f"{wide} channels in 16-float vectors (KG_VF16)")
         elif why:
             notes.append(f"{op.label}: the planner's loops ({why})")
+    if any(t is not None and t.reads_past for t in tiles):  # a short last vector's reach past the last cache
+        plan = replace(plan, workspace_elements=plan.workspace_elements + READ_PAST_CHANNELS)
     if plan.dtype != "float32":
         return CKernel(kernel=plan.kernel, threads=1, tiles=tuple(tiles), notes=tuple(notes),
                        workspace_elements=plan.workspace_elements)

@@ -23,6 +23,8 @@ def lane_group_nodes(t: Tile) -> tuple[Node, ...]:
     loaded = sorted({p * t.stride + rw * t.dilation for p in p_range for rw in range(kw)})  # a 1x1 at stride 2 skips
     clamps = [Stmt(code=f"const int xc{c} = KG_CLAMP(xb + {c}, 0, {t.col_limit});",
                    summary=f"xc{c} = column in the window") for c in loaded]
+    readers = {c: [(p, rw) for p in p_range for rw in range(kw) if p * t.stride + rw * t.dilation == c]
+               for c in loaded}  # the (pixel, kernel column) pairs that read loaded column c
     rows: list[Node] = [Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
                         *(Stmt(code=f"const float *const x{c} = {t.src} + xr + {t.col[c]} + ch;",
                                summary=f"x{c} = loaded column {c}") for c in loaded)]
@@ -31,12 +33,9 @@ def lane_group_nodes(t: Tile) -> tuple[Node, ...]:
         step: list[Node] = [Stmt(code="const kg_vf " + ", ".join(
             f"w{rw} = KG_LOAD(wk + ((rh * {kw} + {rw}) * {q} + {r}) * {t.lanes})" for rw in range(kw)) + ";",
             summary=f"w* = the taps' weights for input {r} of each group")]
-        for c in loaded:
-            readers = [(p, rw) for p in p_range for rw in range(kw) if p * t.stride + rw * t.dilation == c]
-            if readers:
-                step.append(Stmt(code=f"{{ const kg_vf xs = KG_SHUFFLE(KG_LOAD(x{c}), {index}); " + " ".join(
-                    f"KG_FMAV(a{p}_0, xs, w{rw});" for p, rw in readers) + " }",
-                    summary=f"pixels reading column {c} += its group inputs {r} * w"))
+        step += [Stmt(code=f"{{ const kg_vf xs = KG_SHUFFLE(KG_LOAD(x{c}), {index}); " + " ".join(
+            f"KG_FMAV(a{p}_0, xs, w{rw});" for p, rw in readers[c]) + " }",
+            summary=f"pixels reading column {c} += its group inputs {r} * w") for c in loaded]
         rows.append(Block(label=f"input {r} of each group", body=tuple(step)))
     accumulate: Node = Block(label="the groups' sums", body=(
         Stmt(code=f"const int ch = {t.channel};", summary="ch = the block's first channel"),

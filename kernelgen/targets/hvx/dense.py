@@ -58,6 +58,13 @@ def live_vectors(op, chunks: int) -> int:
     return 8
 
 
+def first_group(col_lo: int, col_hi: int, pixels: int) -> int:
+    """The first pixel group's first column: col_lo rounded down to the pixel block; col_hi where the window holds
+    padding columns alone (col_hi <= col_lo), so that no group runs there: its one clamped column lay left of the
+    source, and its reads before the workspace faulted (a stride-3 1x1 with pad 1 after a 1-column conv)."""
+    return col_lo - col_lo % pixels if col_lo < col_hi else col_hi
+
+
 def dense_blocking(op, forced: int | None = None, chunks: int = 1) -> DenseBlocking | None:
     """The blocking of a dense conv op (plan.OpGeo), or None for ops the assembly does not compute (grouped convs,
     pools, and a forced pixel count past the scalar registers it has)."""
@@ -65,9 +72,7 @@ def dense_blocking(op, forced: int | None = None, chunks: int = 1) -> DenseBlock
         return None
     columns = op.col_hi - op.col_lo
     pixels = choose_pixels(columns, forced)
-    # a window of padding columns alone (col_hi <= col_lo) computes no group: its one clamped column lay left of
-    # the source, and its reads before the workspace faulted (a stride-3 1x1 with pad 1 after a 1-column conv)
-    first = op.col_lo - op.col_lo % pixels if columns > 0 else op.col_hi
+    first = first_group(op.col_lo, op.col_hi, pixels)
     groups = -(-(op.col_hi - first) // pixels)
     row = KernelRow(pixels=pixels, taps=op.kw, blocks=op.src_cb, vectors=live_vectors(op, chunks))
     cols = []

@@ -42,7 +42,7 @@ from ...planner.geometry import temp_names
 from ...quant import Requant, ResidualAdd, op_quants
 from ...quant_float import FloatRequant
 from .blocked import ACTIVATION_LAYOUT, FILTER_LAYOUT, unblocked_key
-from .dense import DenseBlocking, dense_blocking
+from .dense import DenseBlocking, dense_blocking, first_group
 from .depthwise import depthwise, depthwise_pixels
 from .epilogue import BLOCK, qf32_epilogue
 from .io import IoGeo, io_geometry
@@ -332,12 +332,6 @@ def _default_pixels(plan: Plan) -> int:
     return DEFAULT_PIXELS
 
 
-def _first_group(col_lo: int, col_hi: int, pixels: int) -> int:
-    """The first pixel group's first column: col_lo rounded down to the pixel block; col_hi where the window holds
-    padding columns alone (no group runs: a group there would read left of its source)."""
-    return col_lo - col_lo % pixels if col_lo < col_hi else col_hi
-
-
 def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
     """Each op's windows (from the plan's stripe geometry), filter blocks, and uint8 or qf32 epilogue fields."""
     geo = plan.geometry
@@ -362,6 +356,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
         a, b = geo.row_affine(j)
         dst_cols = out_w if last else geo.cols[j]
         col_lo = 0 if last else -geo.col_start[j].value
+        col_hi = min(col_lo + out_w, dst_cols)
         taps = op.kernel[0] * op.kernel[1] * src_cb * 32
         quantized = (uint8_fields(config, j, quants[j - 1], shape_list[j - 1], out_k, taps) if uint8
                      else dict(zp_in=0, zp_out=0, requant=None))
@@ -371,8 +366,7 @@ def _ops(config: Config, plan: Plan, pixels: int) -> tuple[OpGeo, ...]:
             src_wb=-(-geo.cols[j - 1] // 8), src_cb=src_cb, src_c=src_c, dst_rows=geo.rows[j], dst_cols=dst_cols,
             dst_wb=-(-dst_cols // 8), dst_cb=plan.k_split if last else -(-out_k // 32), out_h=out_h, out_w=out_w,
             out_k=out_k, out_kb=-(-out_k // 32), k_tail=out_k % 32, row_a=a, row_b=b, col_lo=col_lo,
-            col_hi=min(col_lo + out_w, dst_cols),
-            first_group=_first_group(col_lo, min(col_lo + out_w, dst_cols), pixels),
+            col_hi=col_hi, first_group=first_group(col_lo, col_hi, pixels),
             filter_block=f_cb * op.kernel[0] * op.kernel[1] * FILTER_TAP_BLOCK, taps=taps, f_cb=f_cb, zp_w=zw_u,
             filter_stride=filter_stride, zp_w_raw=config.quant.weight_zero_point, **quantized,
             **qf32_epilogue(op, ops, list(shape_list), src_c, out_k)))
