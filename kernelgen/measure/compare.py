@@ -215,11 +215,11 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     problems: list[tuple[str, str]] = []  # (what failed, in short; the finding)
     worst = 0
     quants = op_quants(config)
+    read = _read_positions(config, plan)  # where the kernel's stored intermediates hold what a later op reads
     if intermediates is None:
         sources = reference_quant.chain_outputs(config, x, filters, biases, args.sides())
     else:
         sources = [x, *intermediates]
-        read = _read_positions(config, plan)
         for j in range(len(intermediates)):  # op j + 1 on the kernel's own input (and residual) to it
             want = reference_quant.op_output(config, j, sources, filters[j], biases[j], quants[j],
                                               args.sides()).astype(np.int32)
@@ -258,7 +258,7 @@ def _compare_exact(config: Config, plan: Plan, target: str, seed: int, args: Ker
     oracles, ort_note = ("numpy",), ""
     if config.source is not None:
         try:
-            ort_problems, ort_note, decided = _onnxruntime_ops(config, sources, filters, biases, args.sides())
+            ort_problems, ort_note, decided = _onnxruntime_ops(config, sources, filters, biases, args.sides(), read)
         except onnx_oracle.OracleFailed as error:  # the model's nodes do not run: a finding, not a crash
             ort_problems, ort_note, decided = [str(error)], "", ()
         problems += [("onnxruntime", p) for p in ort_problems]
@@ -298,7 +298,7 @@ def _read_positions(config: Config, plan: Plan) -> list[np.ndarray]:
 
 
 def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np.ndarray | None],
-                     biases: list[np.ndarray | None], sides: dict[str, np.ndarray]
+                     biases: list[np.ndarray | None], sides: dict[str, np.ndarray], read: list[np.ndarray]
                      ) -> tuple[list[str], str, tuple[str, ...]]:
     """Each op against onnxruntime running that op's nodes alone on the op's own input (the kernel's stored
     intermediates where it kept them, else numpy's, which its output matched bit for bit), in the session that is
@@ -306,7 +306,9 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
     convolution saturates), held to each op's allowed difference (u8s8.allowed_difference: none for a float32
     requantization, 1 for a fixed-point one, a residual add, or an op onnxruntime kept in float32, which its float32
     sum's rounding bound may widen by whole steps where its terms are large: kept_float.float32_steps). filters:
-    None for an op without weights (a pool, a mul). Returns (problems, note, the oracles that decided)."""
+    None for an op without weights (a pool, a mul). `read`: per source, the positions a later op reads
+    (_read_positions); an intermediate is compared there only, as numpy's check does (a fused chain need not compute
+    the rest: a stride-2 op after it skips them). Returns (problems, note, the oracles that decided)."""
     oracle = onnx_oracle.quant_oracle(filters)
     if not oracle.compared:  # no onnxruntime session is exact here: numpy alone decides, and we say why
         return [], f"; onnxruntime {oracle.why}", ()
@@ -315,7 +317,8 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
     maxima, counts, over = [], [], []
     forms = []
     for j, (oq, mine, ran) in enumerate(zip(quants, sources[1:], theirs), start=1):
-        apart = np.abs(ran.output - mine.astype(np.int32))
+        apart = np.abs(ran.output - mine.astype(np.int32)) * np.broadcast_to(read[j], mine.shape)
+        compared = int(np.broadcast_to(read[j], mine.shape).sum())
         allowed, form = allowed_difference(oq, ran.in_float)
         kept = kept_float_allowance(config.ops[j - 1], oq, sources[j - 1], filters[j - 1], biases[j - 1]) \
             if ran.in_float else None
@@ -324,12 +327,12 @@ def _onnxruntime_ops(config: Config, sources: list[np.ndarray], filters: list[np
             form += f"; with its float32 sums' bound{' and the add after' if oq.add else ''}: up to {int(kept.max())}"
         forms.append(form)
         maxima.append(int(apart.max()))
-        counts.append((int((apart > 0).sum()), apart.size))
+        counts.append((int((apart > 0).sum()), compared))
         if (apart > allowed).any():
             expected = "exactly its result" if np.max(allowed) == 0 else \
                 "at most 1" if np.max(allowed) == 1 else "at most what its float32 arithmetic allows"
             over.append(f"{config.ops[j - 1].kind} #{j}: {oracle.name} differs by up to {int(apart.max())} in "
-                        f"{counts[-1][0]} of {apart.size} outputs (expected {expected}: {form})")
+                        f"{counts[-1][0]} of {compared} outputs (expected {expected}: {form})")
     decided = f" ({oracle.why})" if oracle.why else ""
     if over:
         return [text + decided for text in over], "", (oracle.name,)
