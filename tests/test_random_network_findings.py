@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from click.testing import CliRunner
 
-from conftest import requires_tool
+from builders import toolchain
+from conftest import require_tools, requires_tool
 
 import kernelgen
 from kernelgen.cli import main
@@ -55,3 +56,27 @@ def test_onnxruntime_checks_a_fused_intermediate_only_where_the_next_op_reads_it
     result = kernelgen.validate(config, "hvx", seed=1)
     assert result.passed, result.detail
     assert result.checked == "bit-exact op-by-op" and "onnxruntime op by op: bit-exact in all 2 ops" in result.detail
+
+
+@requires_tool(*ONNX, "make", "gcc")
+def test_a_copied_channel_step_shares_its_tensor_with_a_kernel_that_binds_it_by_whole_texels(tmp_path):
+    """On vulkan a kernel that reads an NCHW tensor by 4-float texels binds it rounded up to whole texels (a 3x5x5
+    slice: 76 floats); the slice's copy writes its 75. The network plan took the 4 bytes for another layout and
+    refused the network ("holds 'slice_out' in 304 bytes, an earlier kernel in 300"); now they are the binding's
+    slack, and the region holds the larger."""
+    import onnx_models
+    from onnx import numpy_helper
+
+    require_tools(*toolchain("vulkan"))
+    b = onnx_models.Builder(5)
+    for name, value in (("start", [0]), ("end", [3]), ("axis", [1])):
+        b.inits.append(numpy_helper.from_array(np.array(value, np.int64), name))
+    sliced = b.node("Slice", "slice", ["x", "start", "end", "axis"])  # [1, 3, 5, 5]: 75 floats
+    model = onnx_models.save(b.model("x", [1, 4, 5, 5], b.conv("c1", sliced, 3, 4, 1)), tmp_path / "slice.onnx")
+    _import(model, tmp_path / "net", "vulkan")
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, "vulkan", seed=3)
+    runs = list(validation)
+    assert len(runs) == 2 and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+    program = validation.run_program()
+    assert program.ran and program.passed, program.why

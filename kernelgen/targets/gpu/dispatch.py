@@ -43,6 +43,9 @@ class GpuTensor:
     role: Role
     elements: int  # in the storage type
     kind: TensorKind = TensorKind.BUFFER
+    # of `elements`, those past the tensor's own, bound so that a kernel reading it by whole 4-element texels stays
+    # inside the binding (Vulkan: vulkan/plan.py); the bytes before them are the layout another kernel shares
+    slack: int = 0
     # how the host packs its array when the target chooses (OpenCL: every tensor, image or buffer; Vulkan: a filter
     # it packs itself, filters.py); None: the core plan's physical array as it is
     layout: TensorLayout | None = None

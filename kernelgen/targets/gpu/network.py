@@ -166,12 +166,14 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     copied = {step.index for step in copied_steps(network, placement)}
     launched: list[Launched] = []
     shapes: dict[str, tuple[GpuTensor, int]] = {}  # region name -> (its first declaration, its bytes)
+    laid: dict[str, int] = {}  # region name -> its layout's bytes (a binding's slack for whole texels aside)
     for step in network.steps:
         if step.index in copied:
             for part in copy_parts(network, step):
                 names = {"input": part.source, "output": part.output}
                 for tensor in part.tensors(network):
                     shapes.setdefault(names[tensor.name], (tensor, tensor.elements * 4))
+                    laid.setdefault(names[tensor.name], tensor.elements * 4)
                 launched.append((step, part.dispatch, names, part))
             continue
         if not step.is_kernel:
@@ -183,15 +185,16 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
         element = ELEMENT_BYTES[job.config.dtype]
         names = _region_names(step, tensors)
         for tensor in tensors:
-            size = tensor.elements * element
-            first = shapes.setdefault(names[tensor.name], (tensor, size))
-            if first[1] != size:
-                raise KernelgenError(f"network {network.name}: kernel {step.config.name} holds {names[tensor.name]!r} "
-                                     f"in {size} bytes, an earlier kernel in {first[1]}: their layouts differ")
+            name, size = names[tensor.name], (tensor.elements - tensor.slack) * element
+            if laid.setdefault(name, size) != size:
+                raise KernelgenError(f"network {network.name}: kernel {step.config.name} holds {name!r} in {size} "
+                                     f"bytes, an earlier kernel in {laid[name]}: their layouts differ")
+            first = shapes.setdefault(name, (tensor, tensor.elements * element))  # the most any binding reads
+            shapes[name] = (first[0], max(first[1], tensor.elements * element))
         launched += [(step, dispatch, names, None) for dispatch in dispatches]
     for _, _, names, part in launched:
         for tensor in part.tensors(network) if part else ():
-            held = shapes[names[tensor.name]][1]
+            held = laid[names[tensor.name]]
             if held != tensor.elements * 4:
                 raise KernelgenError(f"network {network.name}: a kernel holds {names[tensor.name]!r} in {held} "
                                      f"bytes; step {part.step}'s copy reads and writes it as NCHW float32 "

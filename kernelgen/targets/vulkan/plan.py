@@ -321,7 +321,7 @@ def plan_vulkan(config: Config, plan: Plan, *, ivc_tile: tuple[int, int, int] | 
                            ))
     # a source read as scalars through 4-element texels (access.py) is bound as whole texels
     texel_scalars = {op.src for op in ops if not op.is_pool and op.x.texel and not op.x.vec4 and not op.x.rgb}
-    buffers = tuple(replace(b, elements=-(-b.elements // 4) * 4) if i in texel_scalars else b
+    buffers = tuple(replace(b, elements=-(-b.elements // 4) * 4, slack=-b.elements % 4) if i in texel_scalars else b
                     for i, b in enumerate(buffers))
     return VulkanPlan(dtype=config.dtype, short=SHORT_NAMES[config.dtype], scalar=scalar, vec=vec,
                       words=WORD_TYPES[config.dtype], buffers=buffers, ops=tuple(ops), loop_limit=LOOP_LIMIT)
