@@ -80,3 +80,30 @@ def test_a_copied_channel_step_shares_its_tensor_with_a_kernel_that_binds_it_by_
     assert len(runs) == 2 and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
     program = validation.run_program()
     assert program.ran and program.passed, program.why
+
+
+@requires_tool(*ONNX, *HEXAGON, "make")
+def test_a_quantized_classifier_over_a_flattened_image_is_a_conv_over_its_window(tmp_path):
+    """Flatten + Gemm over a 6x5 image (VGG's and AlexNet's classifier form), quantized: the float import took it
+    as a 6x5 conv, the quantized one as a 1x1 conv on a 6x5 image with [5, 240] weights, and its config and
+    network.yaml were refused (exit 2: "weights of shape [5, 240, 1, 1]; ops[0] expects [5, 8, 1, 1]")."""
+    import onnx_models
+    from onnx import numpy_helper
+
+    b = onnx_models.Builder(2)
+    image = b.relu("relu", b.conv("conv", "x", 4, 8, 3, pad=1))
+    flat = b.node("Flatten", "flatten", [image], axis=1)
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.1, 0.1, (5, 8 * 6 * 5)).astype(np.float32), "fc_w"))
+    b.inits.append(numpy_helper.from_array(b.rng.uniform(-0.1, 0.1, 5).astype(np.float32), "fc_b"))
+    y = b.node("Gemm", "fc", [flat, "fc_w", "fc_b"], transB=1)
+    model = quantized(b.model("x", [1, 4, 6, 5], y), tmp_path / "classifier.onnx", [1, 4, 6, 5])
+    _import(model, tmp_path / "net", "hvx")
+    fc = kernelgen.load_config(tmp_path / "net" / "fc.yaml")
+    assert fc.ops[0].kernel == (6, 5) and fc.ops[0].out_channels == 5, fc.ops[0]
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    assert [step.kind for step in network.steps] == ["convert", "kernel", "kernel", "convert"]
+    validation = kernelgen.validate_network(network, "hvx", seed=4)
+    runs = list(validation)
+    assert all(a.max_abs == 0 for run in runs for a in run.agreement if a.dtype == "uint8"), runs
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why

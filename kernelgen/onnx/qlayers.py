@@ -2,8 +2,9 @@
 AveragePool or a GlobalAveragePool between DequantizeLinear and QuantizeLinear (onnxruntime runs the first on the
 bytes, the others as QLinear(Global)AveragePool), a BatchNormalization there (DenseNet's, as a 1x1 depthwise conv
 on int8 weights: qbatch_norm), and the classifier, DequantizeLinear -> [Flatten -> QuantizeLinear ->
-DequantizeLinear ->] Gemm on int8 weights -> QuantizeLinear, as a 1x1 conv on a 1x1 image. converters.py says
-which op type each one converts; qnext finds the op that reads a uint8 tensor."""
+DequantizeLinear ->] Gemm on int8 weights -> QuantizeLinear, as a conv over the flattened image's whole window (1x1
+after a global pool). converters.py says which op type each one converts; qnext finds the op that reads a uint8
+tensor."""
 from __future__ import annotations
 
 import numpy as np
@@ -89,14 +90,17 @@ def qgemm(graph: Graph, index: int) -> QConv | str | None:
         return None
     dq_x, x_scale, x_zp = dq
     lead: tuple[int, ...] = ()
+    window = (1, 1)  # the flattened image's: the conv's kernel covers it whole (VGG's 7x7, AlexNet's 6x6)
     in_q = graph.nodes[dq_x].input[0]
     q_flat = graph.producers.get(in_q)
-    if q_flat is not None and graph.nodes[q_flat].op_type == "QuantizeLinear":  # after a Flatten of a 1x1 image
+    if q_flat is not None and graph.nodes[q_flat].op_type == "QuantizeLinear":  # after a Flatten of an image
         flatten = graph.producers.get(graph.nodes[q_flat].input[0])
         if flatten is not None and graph.nodes[flatten].op_type == "Flatten":
             inner = _dequantized_input(graph, graph.nodes[flatten].input[0])
-            if inner is not None and inner[1:] == (x_scale, x_zp):
-                lead, in_q = (inner[0], flatten, q_flat), graph.nodes[inner[0]].input[0]
+            image = graph.shapes.get(graph.nodes[flatten].input[0])
+            if inner is not None and inner[1:] == (x_scale, x_zp) and image is not None and len(image) == 4 and \
+                    int(_attributes(graph.nodes[flatten]).get("axis", 1)) == 1:
+                lead, in_q, window = (inner[0], flatten, q_flat), graph.nodes[inner[0]].input[0], tuple(image[2:])
     attrs = _attributes(node)
     if float(attrs.get("alpha", 1.0)) != 1.0 or float(attrs.get("beta", 1.0)) != 1.0 or int(attrs.get("transA", 0)):
         return "a quantized Gemm with alpha or beta other than 1, or transA 1"
@@ -112,7 +116,11 @@ def qgemm(graph: Graph, index: int) -> QConv | str | None:
     scales = graph.constants.get(w.input[1])
     if scales is not None and scales.size > 1 and axis != (0 if trans_b else 1):
         return "per-channel weight scales along the Gemm's input channels (one per output only)"
-    filters = layers.gemm_filter(b, trans_b)
+    columns = b.shape[1] if trans_b else b.shape[0]
+    channels = graph.shapes[in_q][1] if in_q in graph.shapes else columns
+    if columns != channels * window[0] * window[1]:
+        return f"its weights {list(b.shape)} do not take the {channels}x{window[0]}x{window[1]} values it is given"
+    filters = layers.gemm_filter(b, trans_b, window)
     parts = _weight_parts(filters, scales, graph.constants.get(w.input[2]) if len(w.input) > 2 else None)
     if isinstance(parts, str):
         return parts
@@ -133,7 +141,7 @@ def qgemm(graph: Graph, index: int) -> QConv | str | None:
     tail, activation, q, y_scale, y_zp = quantized
     if None in (y_scale, y_zp):
         return "its activation scales and zero points are not scalar constants"
-    conv = ConvNode(weight=w.input[0], bias=None, out_channels=int(filters.shape[0]), kernel=(1, 1), stride=(1, 1),
+    conv = ConvNode(weight=w.input[0], bias=None, out_channels=int(filters.shape[0]), kernel=window, stride=(1, 1),
                     pad=(0, 0, 0, 0), dilation=(1, 1), groups=1, trans_b=trans_b)
     return QConv(start=index, conv=conv, members=(*members, *tail, dq_x, *lead), in_q=in_q, out_q=q.output[0],
                  x_scale=x_scale, x_zero_point=x_zp, weights=filters, weight_scales=parts[0],
