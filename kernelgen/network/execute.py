@@ -102,12 +102,14 @@ def network_oracle(network: Network) -> QuantOracle:
 def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracle | None = None
               ) -> dict[str, np.ndarray]:
     """onnxruntime running the whole model (in `oracle`'s session, by default network_oracle's), every tensor the
-    manifest names among its outputs."""
+    manifest names among its outputs (where onnxruntime's fusions refuse those outputs, without its fusions:
+    subgraph.session)."""
     entries = (oracle or network_oracle(network)).entries
     with _blamed_on(network, "model"):
         graph = subgraph.graph_of(network.model)
         inner = {t: np.dtype(network.tensors[t].dtype) for t in network.tensors if t not in network.inputs}
-        return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner), entries=entries), feeds)
+        return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner), entries=entries,
+                                             basic_if_refused=True), feeds)
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):

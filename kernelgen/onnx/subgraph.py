@@ -35,21 +35,38 @@ class RuntimeRefused(OnnxError):
     knows which manifest key is to blame (execute.py)."""
 
 
-def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str], ...] = ()):
+def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str], ...] = (),
+            basic_if_refused: bool = False):
     """An onnxruntime CPU session with its default optimizations (what a deployment runs); threads 0: its own
-    choice (one per core); entries: session config entries (a quantized oracle's, u8s8.QuantOracle)."""
+    choice (one per core); entries: session config entries (a quantized oracle's, u8s8.QuantOracle).
+    basic_if_refused: where that session refuses the model, one with its basic optimizations only (constant folding
+    and node eliminations; no fusions). For a model with its intermediates as extra outputs: onnxruntime 1.32 fuses a
+    Conv into the Add after it even where the Conv's result is such an output, then cannot find that output and
+    refuses the session ("Failed to find node output ... producing output: conv2_out")."""
     onnxruntime = _runtime()
-    options = onnxruntime.SessionOptions()
-    for key, value in entries:
-        options.add_session_config_entry(key, value)
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    try:
+
+    def create(level=None):
+        options = onnxruntime.SessionOptions()
+        for key, value in entries:
+            options.add_session_config_entry(key, value)
+        options.log_severity_level = 3
+        if level is not None:
+            options.graph_optimization_level = level
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
         return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+    try:
+        return create()
     except Exception as error:  # its pybind Fail, InvalidGraph, NotImplemented...: all RuntimeError or bare
-        raise RuntimeRefused(f"onnxruntime refuses the model: {_first_line(error)}") from None
+        refused = RuntimeRefused(f"onnxruntime refuses the model: {_first_line(error)}")
+    if basic_if_refused:
+        try:
+            return create(onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        except Exception:
+            pass
+    raise refused
 
 
 def nodes_model(graph: Graph, nodes: tuple[str, ...], inputs: dict[str, np.dtype], outputs: dict[str, np.dtype]
