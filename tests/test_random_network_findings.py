@@ -107,3 +107,42 @@ def test_a_quantized_classifier_over_a_flattened_image_is_a_conv_over_its_window
     assert all(a.max_abs == 0 for run in runs for a in run.agreement if a.dtype == "uint8"), runs
     program = validation.run_program()
     assert program.ran and program.passed and program.max_abs == 0, program.why
+
+
+@requires_tool(*ONNX, *HEXAGON)
+def test_a_network_input_a_kernel_and_a_host_step_both_read_is_quantized_by_its_own_step(tmp_path):
+    """A quantized Concat of the network's input with a conv's result (DenseNet's form; the concat requantizes, so
+    onnxruntime runs it): the input's QuantizeLinear went into the host step with the Concat, and the conv kernel,
+    placed first, read bytes no step had written (network.yaml refused: "no step produces
+    'x_QuantizeLinear_Output'"). It is a convert step of its own now, before both."""
+    import onnx_models
+
+    b = onnx_models.Builder(6)
+    y = b.node("Concat", "cat", ["x", b.relu("relu", b.conv("conv", "x", 4, 8, 3, pad=1))], axis=1)
+    model = quantized(b.model("x", [1, 4, 6, 6], y), tmp_path / "concat.onnx", [1, 4, 6, 6])
+    _import(model, tmp_path / "net", "hvx")
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    assert [step.kind for step in network.steps] == ["convert", "kernel", "host"]
+    assert network.steps[0].outputs == network.steps[1].inputs == ("x_QuantizeLinear_Output",)
+    runs = list(kernelgen.validate_network(network, "hvx", seed=5))
+    assert len(runs) == 3 and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+
+
+@requires_tool(*ONNX, "gcc", "make")
+def test_the_whole_model_oracle_holds_when_onnxruntime_fusions_refuse_an_intermediate_output(tmp_path):
+    """Two convs of one input added, the 1x1's result a step boundary: validation asks onnxruntime for it as an
+    extra output, and onnxruntime 1.32's default session then refuses the model (it fuses that Conv into the Add
+    and loses the output). The oracle takes a session without fusions there instead of stopping the validation."""
+    import onnx_models
+
+    b = onnx_models.Builder(0)
+    y = b.add("add", b.conv("conv1", "x", 26, 8, 3, pad=1, bias=False), b.conv("conv2", "x", 26, 8, 1))
+    model = onnx_models.save(b.model("x", [1, 26, 6, 6], y), tmp_path / "two_convs.onnx")
+    _import(model, tmp_path / "net", "c")
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    assert "conv2_out" in network.tensors, network.tensors  # a step boundary: the refused extra output
+    validation = kernelgen.validate_network(network, "c", seed=6)
+    runs = list(validation)
+    assert runs and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+    program = validation.run_program()
+    assert program.ran and program.passed, program.why

@@ -67,7 +67,10 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         stack += [t for t in graph.nodes[index].input if t]
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
     moves = channel_moves(graph, host, types)
-    steps = _steps(graph, kernels, host, producer, moves)
+    inputs = set(_graph_inputs(graph))
+    entry = {i for i in host if graph.nodes[i].input and graph.nodes[i].input[0] in inputs
+             and _conversion(graph, (i,), types) == "quantize"}
+    steps = _steps(graph, kernels, host, producer, moves, entry)
     if steps is None:
         return Manifest("", "the kernels and the nodes between them form a cycle")
     tensors: dict[str, None] = dict.fromkeys([*_graph_inputs(graph)])
@@ -212,14 +215,15 @@ def _quantization(graph: Graph, tensor: str, producer: dict[str, int]) -> tuple[
 
 
 def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int],
-           moves: dict[tuple[int, ...], ChannelMove]
+           moves: dict[tuple[int, ...], ChannelMove], entry: set[int]
            ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
     """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
     None when no order does. A channel step (`moves`, by its nodes) is a step of its own, reading and writing the
-    tensors it names (a QDQ one: uint8)."""
+    tensors it names (a QDQ one: uint8); so is each quantization of a network input (`entry`: a convert step, which
+    a kernel may read although a host node reads its bytes too, a concat of the input with a conv's result)."""
     inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
     moved = {i for nodes in moves for i in nodes}
-    components = _components(graph, host - moved, producer) + list(moves)
+    components = _components(graph, host - moved - entry, producer) + [(i,) for i in sorted(entry)] + list(moves)
     constant, needs = _from_constants(graph, host - moved)
     singles = [tuple(sorted({i, *needs.get(i, ())})) for i in sorted(host - moved - constant)] + list(moves)
     for attempt in (components, singles):  # joined host steps, else one node each (with what feeds it constants)
