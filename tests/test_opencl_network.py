@@ -189,7 +189,7 @@ def test_the_texture_variant_runs_its_filters_and_intermediates_as_images(tmp_pa
     folder = tmp_path / "out" / NET / "opencl"
     network_c = (folder / "network.c").read_text()
     assert '  { "block_conv1_to_fc.temp1", 2, 0, 1920, -1, 4, 30 }, /* 4: arena */' in network_c  # 3 c4 x 10 rows
-    assert '  { "downsample.filter1", 3, 5120, 384, 4800, 6, 4 }, /* 10: weights */' in network_c
+    assert '  { "downsample.filter1", 3, 5120, 384, 4864, 6, 4 }, /* 10: weights */' in network_c
     assert '  { "stem_to_pool.filter1", 3, 0, 4704, 0, 0, 0 }, /* 8: weights */' in network_c  # a buffer
     make(folder)
     x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)

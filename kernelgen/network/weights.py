@@ -37,7 +37,8 @@ from .manifest import Network
 if TYPE_CHECKING:
     from ..measure.primitives import Job
 
-ALIGNMENT = 64  # bytes: each tensor starts on a cache line (and an HVX vector) boundary
+ALIGNMENT = 128  # bytes: each tensor starts on an HVX vector boundary (128 bytes; two 64-byte cache lines), as the
+# hvx kernels load their filters and biases: an aligned HVX load drops the address's low 7 bits
 MAGIC = b"KGWEIGHT"
 FORMAT = 1
 BYTE_ORDER_MARK = 0x01020304
