@@ -146,3 +146,43 @@ def test_the_whole_model_oracle_holds_when_onnxruntime_fusions_refuse_an_interme
     assert runs and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
     program = validation.run_program()
     assert program.ran and program.passed, program.why
+
+
+@requires_tool(*ONNX, *HEXAGON, "make")
+def test_a_lone_quantized_depthwise_conv_program_reads_its_filter_from_whole_hvx_vectors(tmp_path):
+    """A quantized depthwise 3x3 alone in a network: its kernel loads the filter and biases as aligned 128-byte HVX
+    vectors (an aligned load drops the address's low 7 bits), and the weights file aligned its data section and
+    tensors to 64 bytes only: the program read each tap's weights from 64 bytes before them and every output was
+    wrong (by up to 6.4 against outputs of 8), while validation's own buffers, 128-byte aligned, passed. The file
+    aligns to 128 bytes now, and network.c refuses weights that are not."""
+    import onnx_models
+    from kernelgen.network.weights import ALIGNMENT
+
+    assert ALIGNMENT == 128
+    b = onnx_models.Builder(1)
+    y = b.conv("conv", "x", 32, 32, 3, pad=1, groups=32)
+    model = quantized(b.model("x", [1, 32, 17, 17], y), tmp_path / "depthwise.onnx", [1, 32, 17, 17])
+    _import(model, tmp_path / "net", "hvx")
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, "hvx", seed=2)
+    assert all(a.max_abs == 0 for run in validation for a in run.agreement if a.dtype == "uint8")
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why
+
+
+@requires_tool(*ONNX, *HEXAGON)
+def test_a_float_kernels_result_a_quantized_kernel_reads_is_quantized_by_its_own_step(tmp_path):
+    """The same with a float kernel before the quantization: quantize_static leaves a MaxPool of the network's
+    input in float, so the pool is a float kernel, its QuantizeLinear went into the host step with the Concat, and
+    the conv kernel reading its bytes came first with nothing to read."""
+    import onnx_models
+
+    b = onnx_models.Builder(7)
+    pooled = b.node("MaxPool", "pool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    y = b.node("Concat", "cat", [pooled, b.conv("conv", pooled, 12, 12, 3, pad=1)], axis=1)
+    model = quantized(b.model("x", [1, 12, 9, 9], y), tmp_path / "pool_concat.onnx", [1, 12, 9, 9])
+    _import(model, tmp_path / "net", "hvx", "--max-group-ops", "1")
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    assert [step.kind for step in network.steps] == ["kernel", "convert", "kernel", "host"], network.steps
+    runs = list(kernelgen.validate_network(network, "hvx", seed=5))
+    assert len(runs) == 4 and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs

@@ -67,9 +67,9 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         stack += [t for t in graph.nodes[index].input if t]
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
     moves = channel_moves(graph, host, types)
-    inputs = set(_graph_inputs(graph))
-    entry = {i for i in host if graph.nodes[i].input and graph.nodes[i].input[0] in inputs
-             and _conversion(graph, (i,), types) == "quantize"}
+    moved = {i for nodes in moves for i in nodes}
+    entry = {i for i in host - moved if _conversion(graph, (i,), types) == "quantize"
+             and any(t in read for t in graph.nodes[i].output)}
     steps = _steps(graph, kernels, host, producer, moves, entry)
     if steps is None:
         return Manifest("", "the kernels and the nodes between them form a cycle")
@@ -219,8 +219,8 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
            ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
     """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
     None when no order does. A channel step (`moves`, by its nodes) is a step of its own, reading and writing the
-    tensors it names (a QDQ one: uint8); so is each quantization of a network input (`entry`: a convert step, which
-    a kernel may read although a host node reads its bytes too, a concat of the input with a conv's result)."""
+    tensors it names (a QDQ one: uint8); so is each quantization a kernel reads (`entry`: a convert step, though a
+    host node reads its bytes too: a concat of the network's input, or a float pool's result, with a conv's)."""
     inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
     moved = {i for nodes in moves for i in nodes}
     components = _components(graph, host - moved - entry, producer) + [(i,) for i in sorted(entry)] + list(moves)
