@@ -174,7 +174,8 @@ def test_a_lone_quantized_depthwise_conv_program_reads_its_filter_from_whole_hvx
 def test_a_float_kernels_result_a_quantized_kernel_reads_is_quantized_by_its_own_step(tmp_path):
     """The same with a float kernel before the quantization: quantize_static leaves a MaxPool of the network's
     input in float, so the pool is a float kernel, its QuantizeLinear went into the host step with the Concat, and
-    the conv kernel reading its bytes came first with nothing to read."""
+    the conv kernel reading its bytes came first with nothing to read. A tensor a kernel reads is now an output of
+    the step making it: that step would then wait for the conv, so the host nodes are steps one by one."""
     import onnx_models
 
     b = onnx_models.Builder(7)
@@ -183,6 +184,6 @@ def test_a_float_kernels_result_a_quantized_kernel_reads_is_quantized_by_its_own
     model = quantized(b.model("x", [1, 12, 9, 9], y), tmp_path / "pool_concat.onnx", [1, 12, 9, 9])
     _import(model, tmp_path / "net", "hvx", "--max-group-ops", "1")
     network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
-    assert [step.kind for step in network.steps] == ["kernel", "convert", "kernel", "host"], network.steps
+    assert [step.kind for step in network.steps][:3] == ["kernel", "convert", "kernel"], network.steps
     runs = list(kernelgen.validate_network(network, "hvx", seed=5))
-    assert len(runs) == 4 and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+    assert len(runs) == len(network.steps) and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs

@@ -67,9 +67,9 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         stack += [t for t in graph.nodes[index].input if t]
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
     moves = channel_moves(graph, host, types)
-    moved = {i for nodes in moves for i in nodes}
-    entry = {i for i in host - moved if _conversion(graph, (i,), types) == "quantize"
-             and any(t in read for t in graph.nodes[i].output)}
+    inputs = set(_graph_inputs(graph))
+    entry = {i for i in host if graph.nodes[i].input and graph.nodes[i].input[0] in inputs
+             and _conversion(graph, (i,), types) == "quantize"}
     steps = _steps(graph, kernels, host, producer, moves, entry)
     if steps is None:
         return Manifest("", "the kernels and the nodes between them form a cycle")
@@ -219,8 +219,10 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
            ) -> list[tuple[int | tuple[int, ...], list[str], list[str]]] | None:
     """(kernel index or host node indices, inputs, outputs) per step, in an order that respects every read;
     None when no order does. A channel step (`moves`, by its nodes) is a step of its own, reading and writing the
-    tensors it names (a QDQ one: uint8); so is each quantization a kernel reads (`entry`: a convert step, though a
-    host node reads its bytes too: a concat of the network's input, or a float pool's result, with a conv's)."""
+    tensors it names (a QDQ one: uint8); so is each quantization of a network input (`entry`: a convert step,
+    though a host node reads its bytes too: a concat of the input with a conv's result). A tensor a kernel reads is
+    an output of the step making it, though a node of that step reads it too (the DequantizeLinear a kernel folds
+    in, run again on the host)."""
     inside = {i: k for k, kernel in enumerate(kernels) for i in kernel.members}
     moved = {i for nodes in moves for i in nodes}
     components = _components(graph, host - moved - entry, producer) + [(i,) for i in sorted(entry)] + list(moves)
@@ -231,6 +233,7 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
         for k, kernel in enumerate(kernels):
             steps.append((k, [kernel.input, *kernel.sides], [kernel.output], min(kernel.members)))
         kernel_outputs = {kernel.output for kernel in kernels}
+        kernel_inputs = {t for kernel in kernels for t in (kernel.input, *kernel.sides)}
         for nodes in attempt:
             if nodes in moves:
                 move = moves[nodes]
@@ -239,7 +242,7 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
             produced = [o for i in nodes for o in graph.nodes[i].output if o]
             inputs = [t for i in nodes for t in graph.nodes[i].input
                       if t and t not in produced and t not in graph.constants]
-            outputs = [o for o in produced if o in graph.outputs or any(
+            outputs = [o for o in produced if o in graph.outputs or o in kernel_inputs or any(
                 r not in nodes and (r in host or r in inside) for r in graph.consumers.get(o, ()))]
             outputs = [o for o in outputs if o not in kernel_outputs and producer.get(o) not in constant]
             steps.append((tuple(nodes), list(dict.fromkeys(inputs)), outputs, min(nodes)))
