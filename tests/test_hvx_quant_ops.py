@@ -243,3 +243,27 @@ hvx: {arch: v67, pixels: 12}
     assert (first.col_lo, first.col_hi, first.first_group) == (1, 1, 1)
     result = api.validate(config, "hvx", seed=11)
     assert result.passed, result.detail
+
+
+@requires_tool(*TOOLS)
+@pytest.mark.parametrize("kernel, pad", [((5, 5), (3, 3, 3, 3)), ((3, 5), (2, 10, 2, 9))])
+def test_padding_wider_than_half_the_kernel_reads_no_layout_padding(kernel, pad):
+    """Found by the random network search: a 5x5 conv with pad 3 on a 4-column input. The window's second 8-pixel
+    block lies wholly right of the input, its count of valid pixels came out negative (a byte 0xFF: every pixel
+    kept), and the input's layout padding went into the conv as pixels: 167 of 672 outputs wrong. With pad 10 on
+    the left, the copy also loaded a block before the input (SIGSEGV). The counts are clamped to [0, 8] and a block
+    outside the input is the zero point."""
+    from kernelgen import api
+
+    text = f"""name: wide_pad
+dtype: uint8
+input: {{shape: [1, 12, 4, 8], layout: nhwc-8h8w32c}}
+quant: {{input_scale: 0.0273, input_zero_point: 143, weight_dtype: int8, weight_scale: 0.0021, weight_zero_point: 0,
+        output_scale: 0.0248, output_zero_point: 136}}
+ops:
+  - conv2d: {{out_channels: 8, kernel: {list(kernel)}, pad: {list(pad)}, bias: true}}
+output: {{layout: nhwc-8h8w32c}}
+targets: [hvx]
+"""
+    result = api.validate(api.parse_config(text, "wide_pad.yaml"), "hvx", seed=1)
+    assert result.passed, result.detail
