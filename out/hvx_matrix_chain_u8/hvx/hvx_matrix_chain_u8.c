@@ -162,8 +162,11 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
         continue;
       }
       if (gh >= 0 && gh < 18) {
-        /* valid pixels [first, last) of the block: first > pixel or pixel >= last is the conv's padding */
-        const int first = gw0 < 0 ? -gw0 : 0, last = 20 - gw0 < 8 ? 20 - gw0 : 8;
+        /* valid pixels [first, last) of the block: first > pixel or pixel >= last is the conv's padding; both in
+           [0, 8], so that one byte holds each (a block wholly right of the input, padding wider than half the
+           kernel: last would be negative, its byte 0xFF, and the input's layout padding would pass the mux) */
+        const int first = gw0 < 0 ? (gw0 > -8 ? -gw0 : 8) : 0;
+        const int last = 20 - gw0 < 0 ? 0 : 20 - gw0 < 8 ? 20 - gw0 : 8;
         const HVX_Vector lo = Q6_V_vsplat_R(first * 0x01010101), hi = Q6_V_vsplat_R(last * 0x01010101);
         const HVX_VectorPred keep0 = Q6_Q_and_QQn(Q6_Q_vcmp_gt_VubVub(hi, kg_pixel_of_byte[0]),
                                                   Q6_Q_vcmp_gt_VubVub(lo, kg_pixel_of_byte[0]));
@@ -171,8 +174,9 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
                                                   Q6_Q_vcmp_gt_VubVub(lo, kg_pixel_of_byte[1]));
         const int block = gw0 >> 3; /* the input block of the first pixel (-1: left of the input) */
         for (int cb = 0; cb < 1; ++cb) {
-          const HVX_Vector *restrict a = block >= 0 ? (const HVX_Vector *)(image + kg_pixel(gh, block * 8, 3, 1) + cb * 2048) : 0;
-          const HVX_Vector *restrict b = block + 1 < 3 ? (const HVX_Vector *)(image + kg_pixel(gh, block * 8 + 8, 3, 1) + cb * 2048) : 0;
+          /* the two input blocks the window's block straddles, where the input has them (else the zero point) */
+          const HVX_Vector *restrict a = block >= 0 && block < 3 ? (const HVX_Vector *)(image + kg_pixel(gh, block * 8, 3, 1) + cb * 2048) : 0;
+          const HVX_Vector *restrict b = block + 1 >= 0 && block + 1 < 3 ? (const HVX_Vector *)(image + kg_pixel(gh, block * 8 + 8, 3, 1) + cb * 2048) : 0;
           const HVX_Vector a0 = a ? a[0] : zp_bytes, a1 = a ? a[1] : zp_bytes;
           const HVX_Vector b0 = b ? b[0] : zp_bytes, b1 = b ? b[1] : zp_bytes;
           HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
