@@ -3,6 +3,7 @@ the smallest model that showed it: a case the importer, the validation or a netw
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from builders import toolchain
@@ -187,3 +188,25 @@ def test_a_float_kernels_result_a_quantized_kernel_reads_is_quantized_by_its_own
     assert [step.kind for step in network.steps][:3] == ["kernel", "convert", "kernel"], network.steps
     runs = list(kernelgen.validate_network(network, "hvx", seed=5))
     assert len(runs) == len(network.steps) and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+
+
+@requires_tool(*ONNX, "gcc", "make")
+@pytest.mark.parametrize("target", ["c", "vulkan"])
+def test_a_network_of_pools_alone_builds_a_program_with_no_weights(tmp_path, target):
+    """A MaxPool alone imports as one kernel without weights: validation passed step by step, then the program did
+    not build on c ("template precondition failed: the network's kernels have no weights": C has no empty array)
+    and crashed on vulkan (a weights buffer of 0 bytes). Now the weights table has one row of zeros and the
+    device's weights buffer is never empty."""
+    import onnx_models
+
+    if target == "vulkan":
+        require_tools(*toolchain("vulkan"))
+    b = onnx_models.Builder(8)
+    y = b.node("MaxPool", "pool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    model = onnx_models.save(b.model("x", [1, 4, 9, 9], y), tmp_path / "pool.onnx")
+    _import(model, tmp_path / "net", target)
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, target, seed=8)
+    assert all(run.ran and all(a.passed for a in run.agreement) for run in validation)
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why

@@ -184,7 +184,9 @@ def plan_network(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPla
         texel_elements=max((b.texels for b in bindings), default=0),
         formats=tuple(sorted({b.format for b in bindings if b.format})))
     source, sink = network.tensors[network.inputs[0]], network.tensors[network.outputs[0]]
-    return GpuNetwork(sizes=(plan.input_bytes, plan.output_bytes, max(plan.arena_bytes, ALIGNMENT), plan.weights_bytes),
+    # a Vulkan buffer holds at least one byte: a network without weights (pools alone) still gets one, unread
+    return GpuNetwork(sizes=(plan.input_bytes, plan.output_bytes, max(plan.arena_bytes, ALIGNMENT),
+                             max(plan.weights_bytes, ALIGNMENT)),
                       input_bytes=source.nbytes, output_bytes=sink.nbytes, dispatches=tuple(rows),
                       weights=tuple(r for r in plan.regions if r.allocation is Allocation.WEIGHTS),
                       requirements=requirements, spirv_digest=digest.hexdigest(), arena_naive=plan.naive_arena_bytes,
