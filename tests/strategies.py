@@ -77,8 +77,8 @@ def _pads(draw, height: int, width: int, span: tuple[int, int], stride: tuple[in
     if form == "pair":
         ph, pw = draw(st.integers(0, 2)), draw(st.integers(0, 2))
         return [ph, pw], (ph, pw, ph, pw)
-    four = [draw(st.integers(0, 2)) for _ in range(4)]
-    return four, tuple(four)
+    four = [draw(st.integers(0, 4)) for _ in range(4)]  # up to 4: wider than half a 5-wide kernel (a 5x5 with
+    return four, tuple(four)  # pad 3 over 4 columns read the input's layout padding on hvx)
 
 
 @st.composite
