@@ -161,3 +161,19 @@ def test_a_target_without_packing_says_so(manifest, monkeypatch):
     monkeypatch.setitem(TARGETS, "c_args", CArgs())  # a target that writes kernels alone (tests/plugin_target)
     result = CliRunner().invoke(main, ["weights", str(manifest), "--target", "c_args", "-o", "x.weights"])
     assert result.exit_code == 1 and "the c_args target packs no weights" in result.output
+
+
+def test_every_program_file_takes_the_weights_alignment_from_the_file_format():
+    """One alignment, network/weights.py's: the program's loader (kg_weights.h), the embedded copy, c's
+    <NET>_WEIGHTS_ALIGNMENT and hvx's check of the pointer all render it (128: an aligned HVX load drops the
+    address's low 7 bits, and a 64-byte one put hvx filters 64 bytes off)."""
+    from kernelgen.emit import environment
+
+    assert ALIGNMENT == 128
+    env = environment()
+    loader = env.get_template("_common/program/kg_weights.h").render(weights_alignment=ALIGNMENT)
+    assert f"#define KG_WEIGHTS_ALIGNMENT {ALIGNMENT} " in loader
+    for name in ("_common/program/weights.c.j2", "_common/program/main.c.j2", "c/network.h.j2",
+                 "hvx/network.c.j2", "hvx/network.h.j2"):
+        source = env.loader.get_source(env, name)[0]
+        assert "{{ weights_alignment }}" in source, name

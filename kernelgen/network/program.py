@@ -21,7 +21,7 @@ from ..emit import TemplateError, environment, template_files
 from ..version import __version__
 from .arena import plan_arena
 from .manifest import Network, Tensor
-from .weights import WeightsPlan, pack_network_weights, weights_file
+from .weights import ALIGNMENT, WeightsPlan, pack_network_weights, weights_file
 
 if TYPE_CHECKING:
     from ..measure.primitives import Job
@@ -140,12 +140,13 @@ def program_files(network: Network, target: str, build: ProgramBuild, weights: W
         runner=build.runner, clean=build.clean, kernels=kernels, program_objects=program_objects,
         objects=[o["object"] for o in program_objects],
         defines=[f"{net.upper()}_EMBEDDED_WEIGHTS"] if embed else [],
-        input=_end(source), output=_end(sink),
+        input=_end(source), output=_end(sink), weights_alignment=ALIGNMENT,
         embedded_note=(" or, without --weights, the copy built into it (--embed-weights)" if embed else ""),
         **build.main_values)
     files = {f"{net}_run.c": _render(build.main_template, context, network, "c", flags_line),
              "Makefile": _render(f"{PROGRAM}/Makefile.j2", context, network, "make")}
-    files |= {name: environment().get_template(f"{PROGRAM}/{name}").render() for name in HEADERS}
+    files |= {name: environment().get_template(f"{PROGRAM}/{name}").render(weights_alignment=ALIGNMENT)
+              for name in HEADERS}
     if embed:
         whole = weights_file(weights, data)
         files[f"{net}_weights.c"] = _render(f"{PROGRAM}/weights.c.j2", {

@@ -27,7 +27,7 @@ from ...network.channel_copy import ChannelPart, copy_parts
 from ...network.driver_text import check_c_name, c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
-from ...network.weights import WeightsPlan
+from ...network.weights import ALIGNMENT, WeightsPlan
 from ...plan_types import Plan, Tensor as PlanTensor
 from ..base import Job
 from .options import c_options, speed_flags
@@ -118,7 +118,7 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
         host_steps=tuple(s for s in steps if s.host), kernel_headers=tuple(dict.fromkeys(
             f"{p.name}.h" for p in plans.values())),
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),
-        weights_bytes=packed.data_bytes, digest=packed.digest_hex,
+        weights_bytes=packed.data_bytes, weights_alignment=ALIGNMENT, digest=packed.digest_hex,
         max_rank=max(len(t.shape) for t in tensors.values()), threads=max(teams.values(), default=1),
         manifest=comment_text(Path(network.path).name))
     return {name: _render(template, context, flags_line if name.endswith(".c") else "")

@@ -29,7 +29,7 @@ from ...layout import ACTIVATION_DIMS, parse_layout
 from ...network.arena import Arena, plan_arena, tensor_bytes
 from ...network.driver_text import check_c_name, comment_text, places, render
 from ...network.manifest import Network, Step, Tensor
-from ...network.weights import WeightsPlan
+from ...network.weights import ALIGNMENT, WeightsPlan
 from ...measure.tensors import expected_dtype
 from ...plan_types import Plan
 from ..base import Job
@@ -123,7 +123,7 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
         vtcm_bytes=vtcm, vtcm_limit=vtcm_limit, vtcm_alignment=VTCM_ALIGNMENT, steps=steps,
         converts=tuple(converts.values()), copies=tuple(copies.values()),
         vector_copies=any(part.vectors for copy in copies.values() for part in copy.parts), weights=weights,
-        digest=weights.digest_hex,
+        digest=weights.digest_hex, weights_alignment=ALIGNMENT,
         weight_rows=_weight_rows(weights, jobs_of),
         kernel_headers=tuple(dict.fromkeys(f"{job.plan.name}.h" for job in jobs_of.values())),
         inputs=tuple(tensors[t] for t in network.inputs), outputs=tuple(tensors[t] for t in network.outputs),

@@ -6,7 +6,7 @@
             12  u32 byte-order mark 0x01020304
             16  32-byte SHA-256 digest of the build (manifest, configs, packed weights)
             48  u64 offset and u64 bytes of the table of contents (JSON, for people and tools)
-            64  u64 offset and u64 bytes of the data section (offset a multiple of 128); the file ends with it
+            64  u64 offset and u64 bytes of the data section (offset a multiple of KG_WEIGHTS_ALIGNMENT); the file ends with it
 
    network.h names the digest its build wrote (<NET>_WEIGHTS_DIGEST, hex) and each tensor's offset in the data
    section; a file from another build is refused, naming both digests. */
@@ -22,7 +22,7 @@
 #define KG_WEIGHTS_FORMAT 1
 #define KG_WEIGHTS_HEADER_BYTES 80
 #define KG_WEIGHTS_DIGEST_BYTES 32
-#define KG_WEIGHTS_ALIGNMENT 128
+#define KG_WEIGHTS_ALIGNMENT {{ weights_alignment }} /* network/weights.py ALIGNMENT */
 
 static inline uint64_t kg_weights_u64(const unsigned char *p, int bytes)
 {
@@ -35,7 +35,7 @@ static inline uint64_t kg_weights_u64(const unsigned char *p, int bytes)
 
 /* Checks a whole weights file (`file`, `size` bytes) against the build this program was compiled from: the
    digest `expected_hex` (64 hex digits) and a data section of `expected_bytes`. Returns the data section, or NULL
-   with the reason in `message`. The data section is 128-byte aligned when `file` is (kg_weights_load). */
+   with the reason in `message`. The data section is KG_WEIGHTS_ALIGNMENT-byte aligned when `file` is (kg_weights_load). */
 static inline const unsigned char *kg_weights_check(const unsigned char *file, size_t size, const char *expected_hex,
                                                     size_t expected_bytes, char *message, size_t message_size)
 {
@@ -82,7 +82,7 @@ static inline void kg_weights_free(unsigned char *file)
   }
 }
 
-/* Reads the file at `path` into a new 128-byte aligned buffer (free it with kg_weights_free); NULL with the reason
+/* Reads the file at `path` into a new KG_WEIGHTS_ALIGNMENT-byte aligned buffer (free it with kg_weights_free); NULL with the reason
    in `message` when it cannot. */
 static inline unsigned char *kg_weights_load(const char *path, size_t *size, char *message, size_t message_size)
 {
