@@ -16,6 +16,7 @@ from conftest import requires_tool
 
 from kernelgen import api
 from kernelgen.errors import NoScheduleFits
+from kernelgen.planner.work import PREFETCHED_BYTES
 
 # MobileNetV3-Large's features.13 depthwise, as `kernelgen import` writes it
 V3_LARGE_DW = Case([1, 14, 14, 672], ["{out_channels: 672, kernel: 5, stride: 2, pad: 2, groups: 672, bias: true, "
@@ -28,15 +29,45 @@ def _caches(plan) -> dict[str, tuple[tuple[int, ...], int]]:
     return {c.name: (c.logical_shape, c.elements * c.element_bytes) for c in plan.caches}
 
 
-def test_a_depthwise_stripe_caches_its_own_channels_and_the_input_is_read_once():
+def test_a_depthwise_stripe_caches_its_own_channels():
     plan = api.plan(make_config("v3l_dw", V3_LARGE_DW))
-    # 7 output rows of a 5x5 stride-2 window: 17 input rows and columns, 32 channels a stripe (k_block 32)
-    assert (plan.k_block, plan.k_split, plan.stripe_counts) == (32, 1, (21, 1, 1))
-    assert _caches(plan) == {"input": ((1, 17, 17, 32), 36992), "filter": ((32, 1, 5, 5), 3200),
-                             "output": ((1, 7, 7, 32), 6272)}
-    assert plan.workspace_elements * 4 == 51200  # each cache aligned to 2048 bytes
-    assert plan.traffic.input_bytes == 14 * 14 * 672 * 4  # once, not once per each of the 21 stripes
+    # 7 output rows of a 5x5 stride-2 window: 17 input rows and columns; two stripes of 352 channels (11 x 32)
+    assert (plan.k_block, plan.k_split, plan.stripe_counts) == (32, 11, (2, 1, 1))
+    assert _caches(plan) == {"input": ((1, 17, 17, 352), 406912), "filter": ((352, 1, 5, 5), 35200),
+                             "output": ((1, 7, 7, 352), 68992)}
+    assert plan.workspace_elements * 4 == 514048 <= 524288  # each cache aligned to 2048 bytes, within the budget
+    # each stripe's run of an NHWC pixel (352 and 320 channels of 672) moves with the 128 bytes prefetched after it
+    assert PREFETCHED_BYTES == 128
+    assert plan.traffic.input_bytes == 14 * 14 * ((352 * 4 + 128) + (320 * 4 + 128))
     assert plan.traffic.output_bytes == 7 * 7 * 672 * 4
+
+
+def test_short_runs_of_nhwc_pixels_are_not_chosen_over_whole_pixels():
+    """The c target's default plan for a lone depthwise 3x3 over 112x112x96 NHWC, as a plain config gets it. When each
+    stripe's 8 channels counted as 32 bytes moved, the search chose 12 stripes of them: every stripe's memory
+    traffic was whole pixels, and the kernel ran 3.3x slower cold (3.2 against 0.98 ms). All 96 channels of a pixel
+    in one stripe, the input's pixels move once (and the window's halo columns again)."""
+    plan = api.plan(make_config("dw", Case([1, 112, 112, 96], [DW % (96, 3, 1, 1, 96)], schedule=None, targets="[c]")))
+    assert plan.schedule_origin.startswith("auto")
+    assert (plan.k_block, plan.k_split, plan.stripe_counts) == (32, 3, (1, 5, 5))
+    assert _caches(plan)["input"][0][3] == 96
+    eight = api.plan(make_config("dw8", Case([1, 112, 112, 96], [DW % (96, 3, 1, 1, 96)],
+                                             schedule="{budget: 524288, k_block: 8, k_split: 1}",
+                                             targets="[c]")))
+    assert eight.stripe_counts[0] == 12  # 8 channels a stripe when the config asks for them: each run 32 + 128 bytes
+    assert eight.traffic.input_bytes % (12 * 112 * 160) == 0  # each 32-byte run of a row's 112 pixels costs 160
+    assert eight.traffic.input_bytes > 3 * plan.traffic.input_bytes
+
+
+def test_channel_planes_move_once_however_narrow_the_stripe():
+    """NCHW: a stripe's channels are whole planes of memory, so 3 stripes of 8 channels read the input once; the same
+    stripes over NHWC (96-byte pixels) bring every pixel in each stripe."""
+    plan = api.plan(make_config("nchw", CASES["nchw_input"]))
+    assert plan.stripe_counts == (3, 2, 1)
+    rows = 9 + 3  # two row stripes' windows inside the 10 rows: 8 rows and a halo row each side, clipped
+    assert plan.traffic.input_bytes == rows * 9 * 24 * 4
+    nhwc = api.plan(make_config("nhwc", CASES["nchw_input"].with_(input_layout="NHWC")))
+    assert nhwc.stripe_counts == (3, 2, 1) and nhwc.traffic.input_bytes == 3 * rows * 9 * 24 * 4
 
 
 def test_a_target_that_copies_every_channel_keeps_the_whole_window():
@@ -51,13 +82,16 @@ def test_a_target_that_copies_every_channel_keeps_the_whole_window():
     striped, whole = api.plan(small), api.plan(replace(small, channel_striped_inputs=False))
     assert _caches(striped)["input"] == ((1, 9, 9, 16), 5184)
     assert _caches(whole)["input"] == ((1, 9, 9, 64), 20736)
-    assert (striped.traffic.input_bytes, whole.traffic.input_bytes) == (7 * 7 * 64 * 4, 4 * 7 * 7 * 64 * 4)
+    # four 16-channel runs of each 64-channel pixel, each with the 128 bytes prefetched after it; the whole window
+    # reads each pixel once per stripe
+    assert (striped.traffic.input_bytes, whole.traffic.input_bytes) == (7 * 7 * 4 * (16 * 4 + 128),
+                                                                        4 * 7 * 7 * 64 * 4)
 
 
 def test_a_gpu_target_beside_c_does_not_take_the_striped_window_away():
     """opencl and vulkan run a kernel per op, no stripe loops: they read no plan cache, so c's plan keeps its."""
     plan = api.plan(make_config("v3l_dw", V3_LARGE_DW.with_(targets="[c, opencl, vulkan]")))
-    assert _caches(plan)["input"] == ((1, 17, 17, 32), 36992)
+    assert _caches(plan)["input"] == ((1, 17, 17, 352), 406912)
 
 
 def test_a_global_pool_narrows_its_channel_block_until_the_window_fits():
@@ -66,7 +100,8 @@ def test_a_global_pool_narrows_its_channel_block_until_the_window_fits():
     plan = api.plan(make_config("b0_pool", B0_POOL))
     assert (plan.k_block, plan.stripe_counts) == (8, (4, 1, 1))
     assert _caches(plan) == {"input": ((1, 112, 112, 8), 401408), "output": ((1, 1, 1, 8), 32)}
-    assert plan.traffic.input_bytes == 112 * 112 * 32 * 4
+    # each stripe's 32-byte run of a 128-byte pixel brings the whole pixel (PREFETCHED_BYTES): four times the input
+    assert plan.traffic.input_bytes == 4 * 112 * 112 * 32 * 4
 
 
 def test_a_chain_or_rows_outer_keeps_every_channel_in_the_input_window():
@@ -86,7 +121,8 @@ CASES = {
     "v3_large_5x5_s2": V3_LARGE_DW,
     # 120 channels in stripes of 32: the last stripe reads channels 96..119, zeros past them (MobileNetV3-Large's
     # features.5, which read every channel's pixel stride before the tiles learnt the window's)
-    "channel_tail": Case([1, 28, 28, 120], [DW % (120, 5, 1, 2, 120)], schedule="auto", targets="[c]"),
+    "channel_tail": Case([1, 28, 28, 120], [DW % (120, 5, 1, 2, 120)], schedule="{k_block: 32, k_split: 1}",
+                         targets="[c]"),
     "two_stripes_a_block": Case([1, 9, 11, 48], [DW % (48, 3, 1, 1, 48)], schedule="{k_block: 8, k_split: 3}",
                                 targets="[c]"),
     "nchw_input": Case([1, 10, 9, 24], [DW % (24, 3, 1, 1, 24)], input_layout="NCHW", schedule="{k_block: 8}",
