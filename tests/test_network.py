@@ -273,7 +273,7 @@ def test_bad_manifest_a_missing_model_file_and_a_schema_error(small_resnet):
     small_resnet.write_text(small_resnet.read_text().replace('model: "../gone.onnx"', 'model: "../sr.onnx"'))
     out = _bad(small_resnet, "  - kernel: stem\n", "  - kernel: stem\n    host: [pool]\n")
     assert ("error: steps[0]: expected exactly one of kernel: (a config name), host: (ONNX nodes), convert: "
-            "(quantize or dequantize), concat: channels, slice: {start, stop} or shuffle: {groups}") in out
+            "(quantize or dequantize), concat: channels, slice: {start, stop}, shuffle: {groups} or resize: {mode, coordinates, scales}") in out
 
 
 @requires_tool(*ONNX)

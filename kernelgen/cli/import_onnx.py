@@ -238,7 +238,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
             path = Path(out_dir) / "network.yaml"
             write_if_changed(path, imported.manifest)
             hosts = len(re.findall(r"^  - host:", imported.manifest, re.MULTILINE))
-            moved = [f"{n} {kind}" for kind in ("concat", "slice", "shuffle")
+            moved = [f"{n} {kind}" for kind in ("concat", "slice", "shuffle", "resize")
                      for n in (len(re.findall(rf"^  - {kind}:", imported.manifest, re.MULTILINE)),) if n]
             between = (f", {', '.join(moved)} step(s) " if moved else " ") + (
                 f"and {hosts} host step(s) between them" if hosts else "and no host step")
@@ -267,6 +267,10 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
         kinds = Counter(re.findall(r"^  - (concat|slice|shuffle):", imported.manifest, re.MULTILINE))
         click.echo(f"copied by kernelgen (channels moved, nothing computed: network.c copies them): "
                    f"{len(imported.copied)} node(s) in {', '.join(f'{n} {k}' for k, n in kinds.items())} step(s)")
+    if imported.resized:
+        steps = len(re.findall(r"^  - resize:", imported.manifest, re.MULTILINE))
+        click.echo(f"resized by kernelgen (resize steps, computed as onnxruntime's Resize: network.c on c): "
+                   f"{len(imported.resized)} node(s) in {steps} resize step(s)")
     for line in _left_lines(imported.skipped, bool(imported.manifest)):
         click.echo(line)
     if not imported.configs:

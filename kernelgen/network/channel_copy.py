@@ -88,10 +88,10 @@ def copy_parts(network: Network, step: Step, layouts: dict[str, str]) -> tuple[C
     out = network.tensors[step.outputs[0]]
     size = ELEMENT_BYTES[out.dtype]
     n, _, h, w = out.shape
-    to_strides = _strides(layouts[out.name], out.shape, size)
+    to_strides = strides(layouts[out.name], out.shape, size)
     parts = []
     for name, from_channel, to_channel, channels, to_step in step_parts(network, step):
-        from_strides = _strides(layouts[name], network.tensors[name].shape, size)
+        from_strides = strides(layouts[name], network.tensors[name].shape, size)
         extents = {"n": n, "c": channels, "h": h, "w": w}
         steps = {"c": to_step}
         dims = [CopyLoop(extents[a], to_strides[a] * steps.get(a, 1), from_strides[a])
@@ -105,7 +105,7 @@ def copy_parts(network: Network, step: Step, layouts: dict[str, str]) -> tuple[C
     return tuple(parts)
 
 
-def _strides(layout: str, shape: tuple[int, ...], size: int) -> dict[str, int]:
+def strides(layout: str, shape: tuple[int, ...], size: int) -> dict[str, int]:
     _, channels, h, w = shape
     if layout == "NHWC":
         return {"n": h * w * channels * size, "h": w * channels * size, "w": channels * size, "c": size}

@@ -40,6 +40,7 @@ from ..onnx.u8s8 import QuantOracle, allowed_difference, quant_oracle
 from ..quant import op_quants
 from .channel_copy import input_tables
 from .manifest import Network, Step
+from .resize import resized
 
 FLOAT_AGREEMENT = 1e-3  # of the tensor's largest magnitude
 
@@ -113,11 +114,14 @@ def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracl
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):
-    """A host, convert or channel step as a function {input name: array} -> {output name: array} (a host step: one
+    """A host, convert, channel or resize step as a function {input name: array} -> {output name: array} (a host step: one
     onnxruntime session, `oracle`'s, by default network_oracle's: a quantized conv left to the host computes what
     the reference does)."""
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
+    if step.resize is not None:
+        shape = network.tensors[step.outputs[0]].shape
+        return lambda values: {step.outputs[0]: resized(step.resize, values[step.inputs[0]], shape)}
     if step.moves_channels:
         tables = input_tables(network, step)
         return lambda values: {step.outputs[0]: moved_channels(step, [values[t] for t in step.inputs], tables)}

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, conlist
 
 from ..config import Config
 from .channel_checks import check_channel_step
+from .resize import COORDINATES, MODES, ROUNDINGS, Resize, check_resize_step
 from ..config.model import Name, Scale, StrictModel, ZeroPoint, Count, LayoutText
 from ..errors import ConfigError, ConfigProblem
 from ..files import display_path, read_head
@@ -51,6 +52,16 @@ class ShuffleModel(StrictModel):
                                                                          "i*(C/g) + j")
 
 
+class ResizeModel(StrictModel):
+    mode: Literal[MODES] = Field(description="'linear' (bilinear over rows and columns) or 'nearest'")
+    coordinates: Literal[COORDINATES] = Field(
+        description="how an output index maps back to the input: ONNX's coordinate_transformation_mode")
+    rounding: Literal[ROUNDINGS] = Field(
+        default="round_prefer_floor", description="the input index a nearest resize reads: ONNX's nearest_mode")
+    scales: conlist(Annotated[float, Field(strict=False, gt=0)], min_length=2, max_length=2) = Field(
+        description="[rows, columns]: the model's scales, or output size over input size")
+
+
 class StepModel(StrictModel):
     kernel: Union[Name, None] = Field(default=None, description="a config name: <name>.yaml beside the manifest")
     host: Union[conlist(NodeName, min_length=1), None] = Field(
@@ -69,6 +80,9 @@ class StepModel(StrictModel):
         default=None, description="'channels': ONNX's Concat along axis 1 of NCHW images, run by kernelgen: the "
                                   "inputs' channels one after another in the output, as a copy (equal dtypes, and a "
                                   "uint8 network's equal scales and zero points)")
+    resize: Union[ResizeModel, None] = Field(
+        default=None, description="{mode, coordinates, rounding, scales}: ONNX's Resize of one float32 NCHW image's "
+                                  "rows and columns, run by kernelgen (network/resize.py)")
     ops: Union[conlist(Annotated[str, Field(strict=True)]), None] = Field(
         default=None, description="the host nodes' ONNX op types (for the reader)")
     inputs: conlist(TensorName, min_length=1) = Field(description="a list of tensor names the step reads")
@@ -115,6 +129,7 @@ class Step:
     concat: bool = False  # the inputs' channels one after another: a copy kernelgen runs (channel_copy.py)
     slice: tuple[int, int] | None = None  # (start, stop): channels start..stop-1 of the input, a copy
     shuffle: int = 0  # groups: the channel shuffle, a copy
+    resize: Resize | None = None  # ONNX's Resize of rows and columns, computed by kernelgen (network/resize.py)
 
     @property
     def is_kernel(self) -> bool:
@@ -122,9 +137,10 @@ class Step:
 
     @property
     def kind(self) -> str:
-        """kernel, convert, concat, slice, shuffle (what kernelgen runs) or host (what onnxruntime runs)."""
+        """kernel, convert, concat, slice, shuffle, resize (what kernelgen runs) or host (what onnxruntime runs)."""
         return "kernel" if self.config is not None else "convert" if self.convert else \
-            "concat" if self.concat else "slice" if self.slice is not None else "shuffle" if self.shuffle else "host"
+            "concat" if self.concat else "slice" if self.slice is not None else "shuffle" if self.shuffle else \
+            "resize" if self.resize is not None else "host"
 
     @property
     def moves_channels(self) -> bool:
@@ -141,7 +157,7 @@ class Step:
             return self.config.name
         if self.convert:
             return self.convert
-        if self.moves_channels:
+        if self.moves_channels or self.resize is not None:
             return self.kind
         return "host " + "+".join(dict.fromkeys(self.op_types or ("nodes",)))
 
@@ -252,10 +268,10 @@ class _Checker:
                                                           f"nhwc-8h8w32c, ...), got {tensor.layout!r}: {error}")
 
     def _step(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> Step:
-        if sum(x is not None for x in (s.kernel, s.host, s.convert, s.concat, s.slice, s.shuffle)) != 1:
+        if sum(x is not None for x in (s.kernel, s.host, s.convert, s.concat, s.slice, s.shuffle, s.resize)) != 1:
             self.fail(("steps", k), "expected exactly one of kernel: (a config name), host: (ONNX nodes), convert: "
-                                    "(quantize or dequantize), concat: channels, slice: {start, stop} or shuffle: "
-                                    "{groups}")
+                                    "(quantize or dequantize), concat: channels, slice: {start, stop}, shuffle: "
+                                    "{groups} or resize: {mode, coordinates, scales}")
         for where in ("inputs", "outputs"):
             for i, name in enumerate(getattr(s, where)):
                 if name not in tensors:
@@ -281,10 +297,17 @@ class _Checker:
             check_channel_step(kind, k, [tensors[t] for t in s.inputs], [tensors[t] for t in s.outputs], self.fail,
                                start=s.slice.start if s.slice else 0, stop=s.slice.stop if s.slice else 0,
                                groups=s.shuffle.groups if s.shuffle else 0)
+        resize = None
+        if s.resize is not None:
+            resize = Resize(mode=s.resize.mode, coordinates=s.resize.coordinates, rounding=s.resize.rounding,
+                            scales=(float(s.resize.scales[0]), float(s.resize.scales[1])))
+            if all(t in tensors for t in (*s.inputs, *s.outputs)):
+                check_resize_step(k, resize, [tensors[t] for t in s.inputs], [tensors[t] for t in s.outputs],
+                                  self.fail)
         return Step(index=k, inputs=tuple(s.inputs), outputs=tuple(s.outputs), config=config,
                     nodes=tuple(s.host or ()), op_types=tuple(s.ops or ()), convert=s.convert or "",
                     concat=s.concat is not None, slice=(s.slice.start, s.slice.stop) if s.slice else None,
-                    shuffle=s.shuffle.groups if s.shuffle else 0)
+                    shuffle=s.shuffle.groups if s.shuffle else 0, resize=resize)
 
     def _conversion(self, k: int, s: StepModel, tensors: dict[str, Tensor]) -> None:
         """quantize: one float32 tensor to one uint8 tensor of the same shape (or [N, C] of an [N, C, 1, 1] image:

@@ -27,10 +27,13 @@ class ChannelMove:
     output: str = ""  # the tensor it writes
 
 
-def channel_moves(graph: Graph, host: set[int], types: dict[str, int]) -> dict[tuple[int, ...], ChannelMove]:
-    """The channel steps among the host nodes, by their nodes."""
+def channel_moves(graph: Graph, host: set[int], types: dict[str, int],
+                  computed: dict[tuple[int, ...], ChannelMove] | None = None) -> dict[tuple[int, ...], ChannelMove]:
+    """The channel steps among the host nodes, by their nodes, and the `computed` steps kernelgen also runs
+    (resize_steps.py: their nodes are no channel move's)."""
+    computed = computed or {}
     found: list[ChannelMove] = []
-    for i in sorted(host):
+    for i in sorted(host - {j for nodes in computed for j in nodes}):
         move = _concat(graph, i, types) or _slice(graph, i, types) or _shuffle(graph, i, host, types)
         if move is not None and not any(set(move.nodes) & set(m.nodes) for m in found):
             found.append(move)
@@ -39,7 +42,7 @@ def channel_moves(graph: Graph, host: set[int], types: dict[str, int]) -> dict[t
         for tensor in _inputs(graph, move.nodes):
             readers.setdefault(graph.producers.get(tensor), []).append(move)
     owned: set[int] = set()
-    moves = {}
+    moves = dict(computed)
     for move in found:
         move = _quantized(graph, move, host, types, readers, owned)
         moves[move.nodes] = move

@@ -60,6 +60,7 @@ class Imported:
     manifest: str = ""  # network.yaml (network.py); "" when the network cannot be described
     converted: tuple[str, ...] = ()  # QuantizeLinear / DequantizeLinear nodes the network's convert steps run
     copied: tuple[str, ...] = ()  # Concat nodes the network's concat steps run
+    resized: tuple[str, ...] = ()  # Resize nodes (and their sizes' nodes) the network's resize steps run
 
 
 def conv_dtypes(graph: Graph) -> dict[str, tuple[str, ...]]:
@@ -125,10 +126,10 @@ def import_graph(graph: Graph, out_dir: str | Path, targets: tuple[str, ...], fu
     if manifest.why:
         notes.append(f"no network.yaml: {manifest.why}")
     configs = [replace(c, config=relaid(c, manifest.channels_last)) for c in configs]
-    ran = {*manifest.converted, *manifest.copied}
-    skipped = tuple(s for s in skipped if s[0] not in ran)  # kernelgen runs those: its conversions and concats
+    ran = {*manifest.converted, *manifest.copied, *manifest.resized}
+    skipped = tuple(s for s in skipped if s[0] not in ran)  # kernelgen runs those: conversions, copies, resizes
     return Imported(configs=tuple(configs), skipped=skipped, notes=tuple(notes), manifest=manifest.text,
-                    converted=manifest.converted, copied=manifest.copied)
+                    converted=manifest.converted, copied=manifest.copied, resized=manifest.resized)
 
 
 def _take(graph: Graph, chain: list[ChainOp], path: Path, out_dir: str | Path, targets: tuple[str, ...], fusion: Fusion,

@@ -6,9 +6,10 @@ kernels' inputs, every node producing a tensor no kernel writes is a host node (
 DequantizeLinear a kernel folds in, is run again on the host when a host node also reads its result). Host nodes
 connected to each other are one step (onnxruntime then fuses them as it does in the whole model, a QDQ Add into
 QLinearAdd), unless that would make a step wait for itself through a kernel; steps are ordered topologically.
-Two kinds of node kernelgen runs itself rather than onnxruntime: a quantized network's input and output conversions
-(convert steps) and the nodes that only move channels (channel_moves.py: concat, slice and shuffle steps, which a C
-driver copies, so Inception's branches, SqueezeNet's fire modules and ShuffleNet's units stay in the program).
+Three kinds of node kernelgen runs itself rather than onnxruntime: a quantized network's input and output
+conversions (convert steps), the nodes that only move channels (channel_moves.py: concat, slice and shuffle steps,
+which a C driver copies, so Inception's branches, SqueezeNet's fire modules and ShuffleNet's units stay in the
+program), and float Resize nodes (resize_steps.py: a segmentation head's upsampling).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Protocol
 
 from ..config.reserved import RESERVED
 from .channel_moves import ChannelMove, channel_moves, qdq_parameters
+from .resize_steps import resize_steps
 from .graph import Graph, _attributes, node_id
 from .layouts import CHANNELS_LAST, channels_last_tensors
 
@@ -43,6 +45,7 @@ class Manifest:
     why: str  # why not ("" when it can)
     converted: tuple[str, ...] = ()  # the nodes its convert steps run
     copied: tuple[str, ...] = ()  # the nodes its concat, slice and shuffle steps run
+    resized: tuple[str, ...] = ()  # the nodes its resize steps run (a Resize, the nodes working out its sizes)
     channels_last: frozenset[str] = frozenset()  # the tensors it holds NHWC (layouts.py): their kernels' configs too
 
 
@@ -66,7 +69,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
         host.add(index)
         stack += [t for t in graph.nodes[index].input if t]
     host = {i for i in host if graph.nodes[i].op_type != "Constant"}
-    moves = channel_moves(graph, host, types)
+    moves = channel_moves(graph, host, types, resize_steps(graph, host, types))
     inputs = set(_graph_inputs(graph))
     entry = {i for i in host if graph.nodes[i].input and graph.nodes[i].input[0] in inputs
              and _conversion(graph, (i,), types) == "quantize"}
@@ -129,7 +132,9 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
     problem = _schema_problem(text)
     return Manifest("", f"it would not load ({problem})") if problem else \
         Manifest(text, "", tuple(converted), channels_last=nhwc,
-                 copied=tuple(node_id(graph.nodes[i]) for nodes in moves for i in nodes))
+                 copied=tuple(node_id(graph.nodes[i]) for nodes, m in moves.items() if m.kind != "resize" for i in nodes),
+                 resized=tuple(node_id(graph.nodes[i]) for nodes, m in moves.items() if m.kind == "resize"
+                               for i in nodes))
 
 
 def _schema_problem(text: str) -> str:

@@ -23,10 +23,11 @@ import numpy as np
 from ...errors import KernelgenError
 from ...expr import Var
 from ...network.arena import Arena, plan_arena
-from ...network.channel_copy import ChannelPart, copy_parts
+from ...network.channel_copy import ChannelPart, copy_parts, strides as _strides
 from ...network.driver_text import check_c_name, c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
+from ...network.resize import AxisTaps, axis_taps
 from ...network.weights import ALIGNMENT, WeightsPlan
 from ...plan_types import Plan, Tensor as PlanTensor
 from ..base import Job
@@ -93,6 +94,48 @@ class StepRow:
     args: tuple[str, ...]  # a kernel's call, argument by argument
     threads: int = 1  # a kernel's OpenMP team by default (>1: it has <kernel>_set_threads)
     copies: tuple[tuple[TensorRow, ChannelPart], ...] = ()  # a concat, slice or shuffle: each part's input and copy
+    resize: ResizeRow | None = None  # a resize step: network.c's loops over its tables
+
+
+@dataclass(frozen=True, slots=True)
+class TapsText:
+    """network/resize.AxisTaps as C initializers: indices, and float32 weights that read back as the same floats."""
+
+    first: str
+    second: str
+    first_weight: str
+    second_weight: str
+
+    @classmethod
+    def of(cls, taps: AxisTaps) -> TapsText:
+        def weights(values: tuple[float, ...]) -> str:  # the shortest decimal of each float32, 1.0f not 1f
+            return _rows([np.format_float_positional(np.float32(v), unique=True, trim="0") + "f" for v in values])
+        return cls(_rows([str(i) for i in taps.first]), _rows([str(i) for i in taps.second]),
+                   weights(taps.first_weight), weights(taps.second_weight))
+
+
+def _rows(items: list[str], per_row: int = 16) -> str:
+    """An initializer's items, `per_row` to a line."""
+    return ",\n  ".join(", ".join(items[k:k + per_row]) for k in range(0, len(items), per_row))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResizeRow:
+    """A resize step as network.c computes it: per output row and column the two input rows (columns) read and
+    their weights (network/resize.axis_taps), and each tensor's element strides in its layout."""
+
+    what: str  # for the comment: "linear, half_pixel, scales 8 x 8"
+    linear: bool  # else nearest: the first tap alone
+    batch: int
+    channels: int
+    out_h: int
+    out_w: int
+    in_w: int
+    channels_inner: bool  # the output is NHWC: channels innermost (else NCHW: channel planes outermost)
+    rows: TapsText
+    cols: TapsText
+    from_strides: dict[str, int]  # elements between consecutive n, c, h, w of the input
+    to_strides: dict[str, int]
 
 
 def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan, flags_line: str = ""
@@ -106,8 +149,9 @@ def network_files(network: Network, jobs: Mapping[str, Job], packed: WeightsPlan
     tensors = _tensor_rows(network, arena)
     weights = _weight_rows(network, plans, packed)
     layouts = {name: row.layout for name, row in tensors.items()}
-    steps = tuple(_step_row(step, plans.get(step.index), tensors, weights, arena, spaces.get(step.index, 0))
-                  if not step.moves_channels else _copy_row(network, step, tensors, layouts)
+    steps = tuple(_copy_row(network, step, tensors, layouts) if step.moves_channels else
+                  _resize_row(network, step, tensors) if step.resize is not None else
+                  _step_row(step, plans.get(step.index), tensors, weights, arena, spaces.get(step.index, 0))
                   for step in network.steps)
     teams = {step.index: jobs[step.config.name].target_plan.threads for step in network.kernels}
     steps = tuple(replace(s, threads=teams.get(s.index, 1)) for s in steps)
@@ -258,6 +302,26 @@ def _copy_row(network: Network, step: Step, tensors: Mapping[str, TensorRow], la
                    node_comments=(), inputs=tuple(tensors[t] for t in step.inputs),
                    outputs=(tensors[step.outputs[0]],), workspace_bytes=0, workspace_offset=-1, args=(),
                    copies=tuple((tensors[part.source], part) for part in parts))
+
+
+def _resize_row(network: Network, step: Step, tensors: Mapping[str, TensorRow]) -> StepRow:
+    """A resize step: network.c reads the taps' tables it prints and blends (linear) or picks (nearest)."""
+    source, result = tensors[step.inputs[0]], tensors[step.outputs[0]]
+    resize = step.resize
+    n, channels, out_h, out_w = result.shape
+    scales = " x ".join(f"{x:g}" for x in resize.scales)
+    rounding = f", {resize.rounding}" if resize.mode == "nearest" else ""
+    row = ResizeRow(what=f"{resize.mode}, {resize.coordinates}{rounding}, scales {scales}",
+                    linear=resize.mode == "linear", batch=n, channels=channels, out_h=out_h, out_w=out_w,
+                    in_w=source.shape[3],
+                    channels_inner=result.layout == "NHWC",
+                    rows=TapsText.of(axis_taps(resize, 0, source.shape[2], out_h)),
+                    cols=TapsText.of(axis_taps(resize, 1, source.shape[3], out_w)),
+                    from_strides={a: b // 4 for a, b in _strides(source.layout, source.shape, 4).items()},
+                    to_strides={a: b // 4 for a, b in _strides(result.layout, result.shape, 4).items()})
+    return StepRow(index=step.index, host=False, name=c_string(step.kind), function="", label=step.kind, nodes=(),
+                   node_comments=(), inputs=(source,), outputs=(result,), workspace_bytes=0, workspace_offset=-1,
+                   args=(), resize=row)
 
 
 def _step_row(step: Step, plan: Plan | None, tensors: Mapping[str, TensorRow], weights: tuple[WeightRow, ...],

@@ -156,7 +156,7 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     Every step must be a kernel or a channel step: a concat its kernels write in place (concat_alias.py), else
     copied by dispatches as a slice or shuffle is (channel_copies.py); a host step's tensors would have to come
     back to the host (the targets refuse such a network)."""
-    hosts = [s.label for s in network.steps if s.kind in ("host", "convert")]
+    hosts = [s.label for s in network.steps if s.kind in ("host", "convert", "resize")]
     if hosts:
         raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels and copies, not {hosts[0]}")
     placement = concat_aliases(network, element_sizes(network), alignment)

@@ -86,7 +86,8 @@ class StepRow:
 
 
 def _host_steps(network: Network) -> list:
-    return [step for step in network.steps if step.is_host]
+    """Steps the DSP driver has no code for: host steps, and a float resize (network.c on c computes it)."""
+    return [step for step in network.steps if step.is_host or step.resize is not None]
 
 
 def refusal(network: Network) -> str:
@@ -95,8 +96,10 @@ def refusal(network: Network) -> str:
     hosts = _host_steps(network)
     if not hosts:
         return ""
-    return (f"the hvx network driver runs kernels, convert and channel steps only: {hosts[0].label} (ONNX nodes "
-            f"onnxruntime runs) has no place on the DSP")
+    what = "a float32 resize, which the c target's network.c computes" if hosts[0].resize is not None else \
+        "ONNX nodes onnxruntime runs"
+    return (f"the hvx network driver runs kernels, convert and channel steps only: {hosts[0].label} ({what}) has no "
+            f"place on the DSP")
 
 
 def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: WeightsPlan, flags_line: str = ""

@@ -62,10 +62,11 @@ def pack_weights(job: Job[OpenCLPlan], logical: Mapping[str, np.ndarray]) -> dic
 def refusal(network: Network) -> str:
     """Why network.c cannot run this network yet ("" when it can): a host step, half storage, or a network input or
     output the kernels do not hold as ONNX does (an image, a padded or blocked layout)."""
-    hosts = [s for s in network.steps if s.kind in ("host", "convert")]
+    hosts = [s for s in network.steps if s.kind in ("host", "convert", "resize")]
     if hosts:
+        resize = "; a resize: the c target's network.c computes it" if hosts[0].resize is not None else ""
         return (f"step {hosts[0].index} ({hosts[0].label}) runs on the host; the opencl network runs kernels only "
-                f"(their tensors stay on the device)")
+                f"(their tensors stay on the device{resize})")
     in_place = concat_refusal(network)
     if in_place:
         return in_place

@@ -107,10 +107,11 @@ class GpuNetwork:
 def refusal(network: Network) -> str:
     """A host or convert step has no place in one command buffer; a concat step has when its kernels write its
     output in place (gpu/concat_alias.py)."""
-    other = [s for s in network.steps if s.kind in ("host", "convert")]
+    other = [s for s in network.steps if s.kind in ("host", "convert", "resize")]
     if not other:
         return concat_refusal(network, ALIGNMENT)
-    what = "a conversion" if other[0].convert else "ONNX nodes onnxruntime runs"
+    what = "a conversion" if other[0].convert else "a resize: the c target's network.c computes it" \
+        if other[0].resize is not None else "ONNX nodes onnxruntime runs"
     return (f"the vulkan network driver runs kernels only: {other[0].label} ({what}) cannot be recorded into its "
             f"command buffer")
 
