@@ -70,13 +70,20 @@ def _locate(loc: tuple, schema: type[BaseModel]) -> tuple[tuple, str]:
             description = field.description or description
             mapping = typing.get_origin(field.annotation) is dict
             model = _model_in(field.annotation)
-            if model is not None and _branch_model(field.annotation, model.__name__) is not None:
+            if model is not None and _branch_model(field.annotation, model.__name__) is not None \
+                    and not _optional(field.annotation):
                 model = None  # a union of a model and scalars: the error's branch tag says which
         elif model is None and (branch := _branch_model(field.annotation, item)) is not None:
             model = branch  # the union branch the value went into: `layout: {map: ..., pad_value: nan}`
         else:
             break  # a union branch tag such as 'list[int]' or 'str'
     return tuple(keys), description
+
+
+def _optional(annotation: Any) -> bool:
+    """A model or None (`slice: {start, stop}` in a manifest step): pydantic's error location has no branch tag."""
+    return typing.get_origin(annotation) is typing.Union and len(
+        [a for a in typing.get_args(annotation) if a is not type(None)]) == 1
 
 
 def _branch_model(annotation: Any, tag: Any) -> type[BaseModel] | None:

@@ -55,9 +55,11 @@ class ShuffleModel(StrictModel):
 class ResizeModel(StrictModel):
     mode: Literal[MODES] = Field(description="'linear' (bilinear over rows and columns) or 'nearest'")
     coordinates: Literal[COORDINATES] = Field(
-        description="how an output index maps back to the input: ONNX's coordinate_transformation_mode")
+        description="'half_pixel', 'pytorch_half_pixel', 'align_corners' or 'asymmetric': how an output index maps "
+                    "back to the input (ONNX's coordinate_transformation_mode)")
     rounding: Literal[ROUNDINGS] = Field(
-        default="round_prefer_floor", description="the input index a nearest resize reads: ONNX's nearest_mode")
+        default="round_prefer_floor", description="'round_prefer_floor', 'round_prefer_ceil', 'floor' or 'ceil': the "
+                                                  "input index a nearest resize reads (ONNX's nearest_mode)")
     scales: conlist(Annotated[float, Field(strict=False, gt=0)], min_length=2, max_length=2) = Field(
         description="[rows, columns]: the model's scales, or output size over input size")
 

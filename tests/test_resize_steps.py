@@ -1,0 +1,230 @@
+"""Resize steps (network/resize.py, onnx/resize_steps.py): a float Resize of rows and columns that kernelgen computes
+itself rather than onnxruntime, so a segmentation head (torchvision's LRASPP upsamples 14x14 to 28x28 between its
+convs and its 28x28 logits to the 224x224 image) stays in the shipped program. The taps against onnxruntime's own
+Resize, bit for bit; the import of the forms PyTorch exports; the c program built and run; the manifest's checks;
+the drivers that have no resize saying so."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from builders import toolchain
+from conftest import require_tools, requires_tool
+
+import kernelgen
+from kernelgen.cli import main
+from kernelgen.network.resize import COORDINATES, ROUNDINGS, Resize, axis_taps, resized
+
+ONNX = ("py:onnx", "py:onnxruntime")
+# (input rows, columns, output rows, columns): up by 2 and 8 (LRASPP), by odd ratios, down, to and from one pixel
+SIZES = [(4, 5, 8, 10), (7, 3, 10, 7), (28, 28, 224, 224), (5, 6, 3, 4), (1, 4, 3, 8), (3, 3, 1, 1), (6, 6, 6, 6)]
+
+
+def _resize_model(mode: str, coordinates: str, rounding: str, shape, out_hw, scales=None):
+    from onnx import TensorProto, helper
+
+    if scales is None:
+        inputs = ["x", "", "", "sizes"]
+        inits = [helper.make_tensor("sizes", TensorProto.INT64, [4], [*shape[:2], *out_hw])]
+    else:
+        inputs = ["x", "", "scales"]
+        inits = [helper.make_tensor("scales", TensorProto.FLOAT, [4], [1.0, 1.0, *scales])]
+    node = helper.make_node("Resize", inputs, ["y"], mode=mode, coordinate_transformation_mode=coordinates,
+                            nearest_mode=rounding)
+    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _onnxruntime(model, x):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+CASES = [(m, c, r, s) for m, c, r, s in itertools.product(("linear", "nearest"), COORDINATES, ROUNDINGS, SIZES)
+         if m == "nearest" or r == "round_prefer_floor"]
+
+
+@requires_tool(*ONNX)
+@pytest.mark.parametrize("given", ["sizes", "scales"])
+def test_the_taps_compute_what_onnxruntime_does_bit_for_bit(given):
+    """Every mode, coordinate transformation and nearest rounding over up-, odd-, down- and one-pixel sizes, the
+    scales given as sizes (output over input size, as ONNX takes them) or as the model's constant scales."""
+    rng = np.random.default_rng(5)
+    compared = 0
+    for mode, coordinates, rounding, (h, w, oh, ow) in CASES:
+        x = rng.standard_normal((1, 3, h, w)).astype(np.float32)
+        if given == "sizes":
+            scales = (float(np.float32(oh) / np.float32(h)), float(np.float32(ow) / np.float32(w)))
+            model = _resize_model(mode, coordinates, rounding, [1, 3, h, w], (oh, ow))
+        else:
+            scales = (oh / h, ow / w)
+            model = _resize_model(mode, coordinates, rounding, [1, 3, h, w], None, scales)
+        expected = _onnxruntime(model, x)
+        if expected.shape[2:] != (oh, ow):  # a scale whose product floors one short: another case
+            continue
+        actual = resized(Resize(mode, coordinates, rounding, scales), x, expected.shape)
+        assert actual.tobytes() == expected.tobytes(), (mode, coordinates, rounding, (h, w, oh, ow))
+        compared += 1
+    assert compared >= len(CASES) - 4
+
+
+def test_taps_at_the_edges():
+    """half_pixel 4 -> 8: output 0 maps to -0.25, clamped to 0 (taps 0 and 1, weights 1 and 0); output 7 to 3.25,
+    clamped to 3, the last row (both taps row 3, half each); between, each weight is the distance to the other."""
+    taps = axis_taps(Resize("linear", "half_pixel", "round_prefer_floor", (2.0, 2.0)), 0, 4, 8)
+    assert taps.first == (0, 0, 0, 1, 1, 2, 2, 3) and taps.second == (1, 1, 1, 2, 2, 3, 3, 3)
+    assert taps.first_weight == (1.0, 0.75, 0.25, 0.75, 0.25, 0.75, 0.25, 0.5)
+    assert taps.second_weight == (0.0, 0.25, 0.75, 0.25, 0.75, 0.25, 0.75, 0.5)
+    nearest = axis_taps(Resize("nearest", "asymmetric", "floor", (2.0, 2.0)), 0, 3, 6)  # PyTorch's 'nearest'
+    assert nearest.first == (0, 0, 1, 1, 2, 2) and nearest.first_weight == (1.0,) * 6
+
+
+def _segmentation_head(tmp_path, nearest: bool = False):
+    """A model shaped like LRASPP's head as PyTorch exports it: conv -> Resize 2x between convs (sizes a constant),
+    conv -> Resize to the input's size (sizes from Shape -> Slice -> Concat of the input), the network's output."""
+    import onnx_models
+    from onnx import TensorProto, helper, numpy_helper
+
+    b = onnx_models.Builder(7)
+    low = b.relu("relu", b.conv("down", "x", 3, 16, 3, stride=2, pad=1))  # [1, 16, 6, 7]
+    mode = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor") if nearest \
+        else dict(mode="linear", coordinate_transformation_mode="half_pixel")
+    b.inits.append(numpy_helper.from_array(np.array([1, 16, 12, 14], np.int64), "mid_sizes"))
+    up = b.node("Resize", "up", [low, "", "", "mid_sizes"], **mode)  # [1, 16, 12, 14]: NHWC between kernels
+    logits = b.conv("classify", b.conv("mix", up, 16, 16, 3, pad=1), 16, 5, 1)
+    for name, value in (("start", [2]), ("end", [4]), ("classes", [1, 5])):
+        b.inits.append(numpy_helper.from_array(np.array(value, np.int64), name))
+    shape = b.node("Shape", "shape", ["x"])
+    hw = b.node("Slice", "hw", [shape, "start", "end"])
+    sizes = b.node("Concat", "sizes", ["classes", hw], axis=0)
+    y = b.node("Resize", "out", [b.conv("coarse", logits, 5, 5, 3, stride=2, pad=1), "", "", sizes], **mode)
+    # the output's shape declared as torch.onnx.export declares it; the input's from an exported shape: the sizes
+    # from Shape -> Slice -> Concat are then nodes (as in torchvision's LRASPP), not a folded constant
+    model = b.model("x", ["batch", 3, 12, 14], y)
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 5, 12, 14]))
+    return onnx_models.save(model, tmp_path / "head.onnx")
+
+
+def _import(model, out, target: str = "c"):
+    result = CliRunner().invoke(main, ["import", str(model), "-o", str(out), "--target", target])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@requires_tool(*ONNX)
+def test_import_writes_resize_steps_and_no_host_step(tmp_path):
+    output = _import(_segmentation_head(tmp_path), tmp_path / "net")
+    assert "2 resize step(s) and no host step" in output, output
+    assert "resized by kernelgen" in output and "5 node(s) in 2 resize step(s)" in output, output
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    resizes = [s for s in network.steps if s.kind == "resize"]
+    assert [s.resize for s in resizes] == [Resize("linear", "half_pixel", "round_prefer_floor", (2.0, 2.0))] * 2
+    assert not any(s.is_host for s in network.steps)
+    middle, last = resizes
+    # between kernels the resize reads and writes NHWC (the c kernels' channels innermost); the output stays NCHW
+    assert [network.tensors[t].layout for t in (*middle.inputs, *middle.outputs)] == ["NHWC", "NHWC"]
+    assert network.tensors[last.outputs[0]].layout is None and last.outputs[0] in network.outputs
+    text = (tmp_path / "net" / "network.yaml").read_text()
+    assert '- resize: {mode: linear, coordinates: half_pixel, scales: [2.0, 2.0]}  # "shape", "hw", "sizes", "out"' \
+        in text
+
+
+@requires_tool(*ONNX, "make", "gcc")
+@pytest.mark.parametrize("nearest", [False, True], ids=["linear", "nearest"])
+def test_the_c_program_resizes_as_onnxruntime_does(tmp_path, nearest):
+    """Both of network.c's loops (NHWC out between kernels, NCHW out at the network's output), linear and nearest:
+    every step against onnxruntime on the step before's output, then the built program on a new input against
+    onnxruntime's whole model. Float tolerance: validation's (1e-3 of the largest magnitude a step, 1e-4 for the
+    program against the step-by-step run); the numbers checked are far below."""
+    require_tools(*toolchain("c"))
+    _import(_segmentation_head(tmp_path, nearest), tmp_path / "net")
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, "c", seed=6)
+    runs = list(validation)
+    resizes = [run for run in runs if run.step.kind == "resize"]
+    assert len(resizes) == 2 and all(run.ran for run in runs), runs
+    for run in resizes:  # numpy's resize of the kernel's output against onnxruntime's of its own
+        assert all(a.passed and a.relative < 1e-5 for a in run.agreement), run.agreement
+    program = validation.run_program()
+    assert program.ran and program.passed, program.why
+    assert program.relative < 1e-5, program.relative
+    assert not validation.verdict().failed
+
+
+def _manifest(tmp_path, resize: str, out_shape=(1, 2, 8, 10), dtype: str = "float32"):
+    """A manifest of one resize step (no model run: load_network checks the file)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    import onnx
+    onnx.save(helper.make_model(graph), str(tmp_path / "m.onnx"))
+    path = tmp_path / "network.yaml"
+    path.write_text("network: r\nmodel: m.onnx\ninputs: [x]\noutputs: [y]\ntensors:\n"
+                    "  x: {shape: [1, 2, 4, 5], dtype: float32}\n"
+                    f"  y: {{shape: {list(out_shape)}, dtype: {dtype}}}\n"
+                    f"steps:\n  - resize: {resize}\n    inputs: [x]\n    outputs: [y]\n")
+    return path
+
+
+@requires_tool(*ONNX)
+@pytest.mark.parametrize("resize, out_shape, dtype, expected", [
+    ("{mode: cubic, coordinates: half_pixel, scales: [2, 2]}", (1, 2, 8, 10), "float32",
+     "network.yaml:9:20: error: steps[0].resize.mode: expected 'linear' (bilinear over rows and columns) or "
+     "'nearest', got \"cubic\""),
+    ("{mode: linear, coordinates: tf_crop_and_resize, scales: [2, 2]}", (1, 2, 8, 10), "float32",
+     "network.yaml:9:41: error: steps[0].resize.coordinates: expected 'half_pixel', 'pytorch_half_pixel', "
+     "'align_corners' or 'asymmetric'"),
+    ("{mode: linear, coordinates: half_pixel, scales: [2, 3]}", (1, 2, 8, 10), "float32",
+     "steps[0].resize.scales[1]: expected a scale near 2 (5 columns to 10), got 3.0"),
+    ("{mode: linear, coordinates: half_pixel, scales: [2, 2]}", (1, 3, 8, 10), "float32",
+     "steps[0].outputs[0]: shape mismatch: a resize keeps batch and channels [1, 2], the output 'y' has [1, 3]"),
+    ("{mode: nearest, coordinates: asymmetric, scales: [2, 2]}", (1, 2, 8, 10), "uint8",
+     "steps[0].outputs[0]: expected a float32 NCHW image for resize, got 'y': uint8 of shape [1, 2, 8, 10]"),
+])
+def test_a_bad_resize_step_is_an_error_at_its_key(tmp_path, resize, out_shape, dtype, expected):
+    path = _manifest(tmp_path, resize, out_shape, dtype)
+    result = CliRunner().invoke(main, ["build", str(path), "--target", "c", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output, result.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@requires_tool(*ONNX)
+@pytest.mark.parametrize("target, reason", [
+    ("vulkan", "the vulkan network driver runs kernels only: resize (a resize: the c target's network.c computes it)"),
+    ("opencl", "the opencl network runs kernels only (their tensors stay on the device; a resize: the c target's "
+               "network.c computes it)"),
+])
+def test_gpu_drivers_say_they_have_no_resize(tmp_path, target, reason):
+    _import(_segmentation_head(tmp_path), tmp_path / "net", target)
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "--target", target,
+                                       "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"on {target}: the kernels alone; no {target} driver: " in result.output and reason in result.output, \
+        result.output
+
+
+@requires_tool(*ONNX)
+def test_a_quantized_resize_stays_with_onnxruntime(tmp_path):
+    """Between a DequantizeLinear and a QuantizeLinear a Resize moves uint8 bytes, which kernelgen's float resize
+    does not: it stays a host step (the hvx driver then runs the kernels alone)."""
+    from test_random_network_findings import quantized
+
+    import onnx
+
+    model = onnx.load(str(_segmentation_head(tmp_path)))
+    q = quantized(model, tmp_path / "head_q.onnx", [1, 3, 12, 14])
+    output = _import(q, tmp_path / "net", "hvx")
+    assert "resize step" not in output
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    assert not any(s.kind == "resize" for s in network.steps)
+    assert any(s.is_host and "Resize" in s.op_types for s in network.steps)
