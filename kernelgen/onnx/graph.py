@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from ..files import FileRefused, read_regular
 from .checks import conv_problem
 from .short_names import shorten_long_names
 from .int8_activations import uint8_activations
+from .live_taps import trim
 from .static_shapes import fold_static_shapes, stored_constants
 
 ONNX_EXTRA = "pip install 'kernelgen[onnx]'"
@@ -61,6 +62,9 @@ class ConvNode:
     count_include_pad: bool = False  # avgpool
     trans_b: bool | None = None  # a Gemm's weight B: [K, C] (True) or [C, K] (False); None: a Conv's OIHW
     scale_by: str | None = None  # mul: the [N, C, 1, 1] tensor each channel is multiplied by (a side input)
+    # the model filter's rows r0..r1 and columns c0..c1 a float Conv keeps when its outer taps read padding alone
+    # (live_taps.py); None: all of them
+    taps: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,12 @@ class Graph:
         if self.constants[weight].dtype != np.float32:
             return f"{self.constants[weight].dtype} weights (float32 models only; quantized ones come as " \
                    f"QLinearConv or DequantizeLinear -> Conv -> QuantizeLinear)"
-        return self.conv_geometry(index, node.input[0], weight, bias)
+        conv = self.conv_geometry(index, node.input[0], weight, bias)
+        if isinstance(conv, str):
+            return conv
+        cut = trim(conv.kernel, conv.stride, conv.dilation, conv.pad, self.shapes[node.input[0]][2:4])
+        return conv if cut is None else replace(conv, kernel=cut.kernel, pad=cut.pad, dilation=cut.dilation,
+                                                 taps=cut.taps)
 
     def conv_geometry(self, index: int, source: str, weight: str, bias: str | None) -> ConvNode | str:
         """Kernel, stride, pads, dilation and groups of the conv node at `index` (Conv or QLinearConv)."""

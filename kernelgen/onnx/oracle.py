@@ -14,6 +14,7 @@ from ..errors import KernelgenError
 from .graph import OnnxError, ONNX_EXTRA, Graph, _attributes, node_id, onnx_module
 from .converters import float_op
 from .layers import unit_variance
+from .live_taps import embedded
 from .quant import with_gate, with_residual, with_silu
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
                    u8s8_saturation)
@@ -32,7 +33,7 @@ def run_onnxruntime(config: Config, x_nhwc: np.ndarray, tensors: dict[str, np.nd
     graph = _graph(config)
     nodes = _nodes(config, graph)
     feeds = {_chain_input(config, graph, nodes): x_nhwc} | _side_feeds(config, tensors)
-    return _session(config, graph, nodes, feeds, nodes[-1].output[0], _given(config, nodes, tensors))
+    return _session(config, graph, nodes, feeds, nodes[-1].output[0], _given(config, graph, nodes, tensors))
 
 
 def run_onnxruntime_float_ops(config: Config, stored: list[np.ndarray], tensors: dict[str, np.ndarray]
@@ -45,7 +46,7 @@ def run_onnxruntime_float_ops(config: Config, stored: list[np.ndarray], tensors:
     graph = _graph(config)
     nodes = _nodes(config, graph)
     per_op = float_op_nodes(config, graph, nodes)
-    given = _given(config, nodes, tensors)
+    given = _given(config, graph, nodes, tensors)
     known = {_chain_input(config, graph, nodes): stored[0]} | _side_feeds(config, tensors)
     out = []
     for j, members in enumerate(per_op):
@@ -84,7 +85,8 @@ def float_op_nodes(config: Config, graph: Graph, nodes: list) -> list[list]:
     return [nodes[a:b] for a, b in zip(starts, [*starts[1:], len(nodes)])]
 
 
-def _given(config: Config, nodes: list, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _given(config: Config, graph: Graph, nodes: list, tensors: dict[str, np.ndarray]
+           ) -> dict[str, np.ndarray]:
     """What each Conv or Gemm of a float config runs with in place of the model's weights and bias: the kernel's
     own filter<j> and bias<j> (the model's, rounded to half for float16 storage). A bias the config does not
     declare stays the model's: then the model says what the config left out."""
@@ -100,6 +102,10 @@ def _given(config: Config, nodes: list, tensors: dict[str, np.ndarray]) -> dict[
             continue
         if node.op_type == "Gemm":  # back to B's own shape: [K, C], or [C, K] without transB
             w = w.reshape(w.shape[0], -1) if _attributes(node).get("transB", 0) else w.reshape(w.shape[0], -1).T
+        model = graph.constants.get(node.input[1])
+        if node.op_type == "Conv" and model is not None and w.shape != model.shape:  # taps that read padding alone
+            conv = graph.conv(next(i for i, n in enumerate(graph.nodes) if n is node))
+            w = w if isinstance(conv, str) or conv.taps is None else embedded(w, conv.taps, model.shape)
         given[node.input[1]] = w
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]

@@ -16,6 +16,7 @@ from ..layout import ACTIVATION_DIMS, listed_of_logical, listed_order
 from .converters import quantized_op
 from .graph import Graph, OnnxError, _attributes, node_id
 from .layers import batch_norm_affine, gemm_filter
+from .live_taps import sliced
 from .quant import QConv
 
 # the nodes that give a conv2d op its filter (a Gemm: the 1x1 conv it is; a BatchNormalization: the 1x1 depthwise one)
@@ -105,6 +106,8 @@ def model_weights(config: Config) -> dict[str, ModelWeight]:
             continue
         w = graph.constants.get(node.input[1]) if len(node.input) > 1 else None
         want = filter_shape(config, j - 1)
+        if node.op_type == "Conv" and w is not None and w.shape != want:  # outer taps that read padding alone
+            w = _live_filter(graph, node, w)
         if node.op_type == "Gemm" and w is not None and w.ndim == 2:  # the classifier: a conv over its window
             w = gemm_filter(w, bool(_attributes(node).get("transB", 0)), want[2:])
         if w is None or w.shape != want:
@@ -123,6 +126,12 @@ def model_weights(config: Config) -> dict[str, ModelWeight]:
                                                      f"ops[{j - 1}] expects [{op.out_channels}]")
             out[f"bias{j}"] = ModelWeight(values=bias.astype(np.float32), initializers=(node.input[2],))
     return out
+
+
+def _live_filter(graph: Graph, node, w: np.ndarray) -> np.ndarray:
+    """A float Conv's filter as its config's op takes it: the taps the import kept (live_taps.py)."""
+    conv = graph.conv(next(i for i, n in enumerate(graph.nodes) if n is node))
+    return w if isinstance(conv, str) or conv.taps is None else sliced(w, conv.taps)
 
 
 def _batch_norm_weights(config: Config, graph: Graph, node, j: int) -> dict[str, ModelWeight]:

@@ -146,7 +146,7 @@ class _Trials:
         return self.config_type(**{**self.config, "schedule": schedule})
 
 
-MAX_CHUNK_CHOICES = 4  # c_split candidates: the smallest divisors (each extra chunk rereads the partial sums)
+MAX_CHUNK_CHOICES = 8  # c_split candidates: the smallest divisors (each extra chunk rereads the partial sums)
 
 
 def _channel_choices(config: Config) -> list[int]:

@@ -1,0 +1,93 @@
+"""A float Conv whose outer taps only ever read padding (DeepLabV3's atrous pyramid: 3x3 dilated by 24 and 36 over
+14x14) imports as the smaller conv it computes (onnx/live_taps.py), and a dense conv's input chunks are searched
+past four (the dilation-12 conv over 14x14x960 fits 512 KiB in 8 chunks). Before, all three went to onnxruntime and
+DeepLabV3 got no program."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from builders import Case, make_config, toolchain
+from conftest import require_tools, requires_tool
+
+import kernelgen
+from kernelgen import api
+from kernelgen.cli import main
+from kernelgen.onnx.live_taps import Trim, embedded, live_range, sliced, trim
+
+ONNX = ("py:onnx", "py:onnxruntime")
+
+
+@pytest.mark.parametrize("dilation, expected", [
+    (36, Trim(kernel=(1, 1), pad=(0, 0, 0, 0), dilation=(1, 1), taps=(1, 1, 1, 1))),
+    (24, Trim(kernel=(1, 1), pad=(0, 0, 0, 0), dilation=(1, 1), taps=(1, 1, 1, 1))),
+    (14, Trim(kernel=(1, 1), pad=(0, 0, 0, 0), dilation=(1, 1), taps=(1, 1, 1, 1))),  # 14 rows away: outside
+    (13, None),  # row 13 reads row 0 from output 13, and output 0 row 13: every tap reads the image somewhere
+    (12, None),
+])
+def test_deeplab_pyramid_taps_over_14x14(dilation, expected):
+    assert trim((3, 3), (1, 1), (dilation, dilation), (dilation,) * 4, (14, 14)) == expected
+
+
+def test_one_side_and_one_pixel():
+    # 4 rows padded 3 on top only, 3 taps dilated by 3: the one output reads rows -3, 0 and 3; the first tap goes
+    assert live_range(4, 3, 1, 3, 3, 0) == (1, 2)
+    assert trim((3, 1), (1, 1), (3, 1), (3, 0, 0, 0), (4, 5)) == Trim(kernel=(2, 1), pad=(0, 0, 0, 0),
+                                                                       dilation=(3, 1), taps=(1, 2, 0, 0))
+    # a 3x3 over one pixel padded by 1 is its centre tap
+    assert trim((3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (1, 1)) == Trim(kernel=(1, 1), pad=(0, 0, 0, 0),
+                                                                       dilation=(1, 1), taps=(1, 1, 1, 1))
+    assert trim((3, 3), (2, 2), (1, 1), (1, 1, 1, 1), (7, 7)) is None  # an ordinary padded conv keeps its taps
+
+
+def test_the_filter_is_sliced_and_given_back_in_zeros():
+    w = np.arange(2 * 3 * 3 * 3, dtype=np.float32).reshape(2, 3, 3, 3)
+    cut = sliced(w, (1, 1, 0, 2))
+    assert cut.shape == (2, 3, 1, 3) and np.array_equal(cut, w[:, :, 1:2, :])
+    back = embedded(cut, (1, 1, 0, 2), w.shape)
+    assert np.array_equal(back[:, :, 1], w[:, :, 1]) and not back[:, :, 0].any() and not back[:, :, 2].any()
+
+
+def _atrous_model(tmp_path):
+    """An atrous pyramid's branches over a 6x6 image: dilation 6 (only the centre tap reads the image), 3 (all read)
+    and a 3x3 with pad 4 (outer rows and columns read padding alone), summed."""
+    import onnx_models
+
+    b = onnx_models.Builder(9)
+    x = b.relu("stem", b.conv("stem_conv", "x", 4, 16, 3, pad=1))
+    wide = b.conv("wide", x, 16, 8, 3, pad=6, dilation=6)
+    mid = b.conv("mid", x, 16, 8, 3, pad=3, dilation=3)
+    y = b.add("sum", wide, mid)
+    return onnx_models.save(b.model("x", [1, 4, 6, 6], y), tmp_path / "atrous.onnx")
+
+
+@requires_tool(*ONNX, "make", "gcc")
+def test_an_atrous_branch_imports_as_the_1x1_it_computes_and_runs_as_onnxruntime(tmp_path):
+    require_tools(*toolchain("c"))
+    result = CliRunner().invoke(main, ["import", str(_atrous_model(tmp_path)), "-o", str(tmp_path / "net"),
+                                       "--target", "c", "--max-group-ops", "1"])
+    assert result.exit_code == 0, result.output
+    wide = kernelgen.load_config(tmp_path / "net" / "wide.yaml")
+    mid = kernelgen.load_config(tmp_path / "net" / "mid.yaml")
+    assert (wide.ops[0].kernel, wide.ops[0].pad, wide.ops[0].dilation) == ((1, 1), (0, 0, 0, 0), (1, 1))
+    assert (mid.ops[0].kernel, mid.ops[0].dilation) == ((3, 3), (3, 3))
+    check = kernelgen.validate(wide, "c", seed=2)  # the 1x1 kernel against onnxruntime's 3x3 node
+    assert check.passed, check.detail
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, "c", seed=3)
+    runs = list(validation)
+    assert all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+    program = validation.run_program()
+    assert program.ran and program.passed and program.relative < 1e-5, program.why
+
+
+def test_a_dense_conv_takes_up_to_eight_input_chunks_to_fit():
+    """DeepLabV3's dilation-12 branch: 3x3 over 14x14x960 padded by 12, 256 outputs. Four chunks of 240 channels
+    asked for 991,232 bytes of caches; the search now tries the eight smallest divisors (1, 2, 3, 4, 5, 6, 8, 10),
+    and more chunks than four fit the 512 KiB budget (the least estimated time among them: ten of 96 here)."""
+    config = make_config("atrous12", Case([1, 14, 14, 960], ["{out_channels: 256, kernel: 3, pad: 12, dilation: 12}"],
+                                          schedule="auto", targets="[c]"))
+    plan = api.plan(config)
+    assert plan.c_split in (5, 6, 8, 10) and plan.workspace_elements * 4 <= 524288, (plan.c_split,
+                                                                                      plan.workspace_elements)
