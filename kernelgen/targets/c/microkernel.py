@@ -94,6 +94,11 @@ def _clamp(name: str, offset: str, limit: int) -> Stmt:
     return Stmt(code=f"const int {name} = KG_CLAMP({offset}, 0, {limit});", summary=f"{name} = column in the window")
 
 
+def _guarded(cond: str, body: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`body` under `cond` (a tap that reads only padding, skipped: its products are zeros), or as it is."""
+    return (Guard(cond=cond, body=body),) if cond else body
+
+
 def _dense(t: Tile) -> tuple[Node, ...]:
     p_range, v_range, x = range(t.pixels), range(t.vectors), t.suffix
     accs = [[f"a{p}_{v}" for v in v_range] for p in p_range]
@@ -123,10 +128,10 @@ def _dense(t: Tile) -> tuple[Node, ...]:
         Stmt(code=f"const float *const wk = {t.filter_base} + {t.filter_block};", summary="wk = filter block"),
         *(Stmt(code=f"kg_vf{x} " + ", ".join(f"{a} = KG_ZERO{x}" for a in row) + ";", summary="accumulators = 0")
           for row in accs),
-        Loop(var="rh", extent=t.kernel[0], body=(
+        Loop(var="rh", extent=t.kernel[0], body=_guarded(t.live_row if t.rows == 1 else "", (
             Stmt(code=f"const int xr = {t.row};", summary="xr = source row"),
-            Loop(var="rw", extent=t.kernel[1], body=(Block(label="one tap, every pixel", body=(
-                *pointers, reduction)),)),)),
+            Loop(var="rw", extent=t.kernel[1], body=_guarded(t.live_col(), (Block(label="one tap, every pixel", body=(
+                *pointers, reduction)),))),))),
         *(Stmt(code=" ".join(f"KG_STORE{x}(tile + {p * t.k_block} + kv * {t.width} + {v * t.lanes}, a{p}_{v});"
                              for v in v_range), summary=f"tile[{p}] = a{p}_*") for p in p_range))
     if t.present:  # a grouped conv's stripe past its last group: no source to read, the sums stay 0

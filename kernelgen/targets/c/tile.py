@@ -101,6 +101,13 @@ class Tile:
     # depthwise over channels no multiple of LANES: the last vector reads past the pixel's channels (never stored)
     reads_past: bool = False
     lane_group: int = 0  # groups narrower than a vector: their width (lane_groups.py; `col`: the loaded columns)
+    # dense, a dilated conv padded by at least its dilation (DeepLabV3's atrous pyramid: 3x3 dilated 12 over 14x14,
+    # padded 12): C, whether kernel row rh of output row oh reads an input row (`live_row`), and the input column
+    # of the window's column 0 (`input_col`, with the input's width `input_cols`), from which a tap column's test
+    # is made (tap_guards): a tap whose rows or the tile's columns lie in the padding multiplies zeros, skipped
+    live_row: str = ""
+    input_col: str = ""
+    input_cols: int = 0
 
     @property
     def filter_in_place(self) -> bool:  # the tile reads its op's filter tensor (no filter cache copy)
@@ -120,6 +127,13 @@ class Tile:
     def suffix(self) -> str:
         """Of the vector type and its macros: "" (kg_vf, KG_LOAD), "4" (kg_vf4, KG_LOAD4) or "16" (kg_vf16)."""
         return "" if self.lanes == LANES else str(self.lanes)
+
+    def live_col(self) -> str:
+        """C: whether tap column rw of some pixel of the tile reads an input column ("": no test)."""
+        if not self.input_col or self.rows != 1:
+            return ""
+        first = f"{self.input_col} + xb + rw * {self.dilation}"
+        return f"{first} <= {self.input_cols - 1} && {first} + {(self.pixels - 1) * self.stride} >= 0"
 
     def filter_at(self, v: int) -> str:
         """C: where filter vector v of reduction channel rc lies in the tap's filter (wt)."""

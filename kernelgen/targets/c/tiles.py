@@ -210,6 +210,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         dot_bounds = bounds | {"kv": (0, s.k_block // DOT_ROWS - 1)}
         rows = f"filter{j} + ({E.to_c(E.simplify(first, dot_bounds))}) * {reduce}"
         rows_present = unproven([(first, "<", out_k)], dot_bounds)
+    live_row, input_col = _padding_taps(cfg, op, j, geo, s, bounds)
     tile = Tile(depthwise=depthwise, pixels=pixels, vectors=vectors, k_block=k_block, k_split=k_split, kernel=op.kernel,
                 stride=op.stride[1], dilation=op.dilation[1], reduce=reduce, src=(["input_cache", *temp_names(len(cfg.ops))])[j - 1],
                 row=part(src, "h", in_row, bounds), col_base=E.to_c(E.simplify(col_base, bounds)),
@@ -218,7 +219,8 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                 columns=columns, channels=group, inside=inside, lanes=lanes, groups=groups,
                 vector_channels=vector_channels, direct=found, live_vectors=live, dot=dot, filter_rows=rows,
                 rows_present=rows_present[0] if rows_present else "", lane_group=lane_group,
-                reads_past=reads_past)
+                reads_past=reads_past, live_row="" if depthwise or columns or dot else live_row,
+                input_col="" if depthwise or columns or dot else input_col, input_cols=shape_list[0][2])
     stride, first = 0, ""
     if not depthwise and not dot and not grouped:
         chunked = j == 1 and s.c_block  # input-channel chunks: the tile sums chunk ci_outer's channels
@@ -274,6 +276,22 @@ def _paired(vector_channels: tuple[str, ...]) -> bool:
     two programs). A direct tile pairs them too (its border taps select a zero vector as wide)."""
     offsets = [int(c) for c in vector_channels]
     return len(offsets) % 2 == 0 and all(offsets[i + 1] - offsets[i] == LANES for i in range(0, len(offsets), 2))
+
+
+def _padding_taps(cfg: Config, op, j: int, geo, s, bounds: dict) -> tuple[str, str]:
+    """(Tile.live_row, Tile.input_col) of op j: set where a whole row (column) of taps can lie in the padding for
+    some output, a dilated conv padded by at least its dilation reading the zero-filled input cache; "" elsewhere
+    (a 3x3 padded by 1 reads the image with every tap but at the border, where no test would pay)."""
+    if j != 1 or (s.halo is Halo.REUSE and geo.halo_rows > 0):  # (a ring's rows are not the input's in order)
+        return "", ""
+    live_row = input_col = ""
+    if op.dilation[0] > 1 and min(op.pad[0], op.pad[2]) >= op.dilation[0]:
+        raw = E.add(E.mul(E.Var("oh"), op.stride[0]), E.mul(E.Var("rh"), op.dilation[0]))
+        row = E.to_c(E.simplify(E.add(geo.row_start[0], raw), bounds))
+        live_row = f"{row} >= 0 && {row} <= {cfg.input_shape[1] - 1}"
+    if op.dilation[1] > 1 and min(op.pad[1], op.pad[3]) >= op.dilation[1]:
+        input_col = f"({E.to_c(E.simplify(geo.col_start[0], bounds))})"
+    return live_row, input_col
 
 
 def _block_stride(plan: Plan, j: int, t: Tile, channels: int, stripe: int) -> tuple[int, int]:
