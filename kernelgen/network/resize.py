@@ -1,5 +1,6 @@
 """The `resize` step: ONNX's Resize of an NCHW image's rows and columns, linear or nearest, which kernelgen computes
-itself (network.c on the c target, numpy in the step-by-step run) rather than leaving it to onnxruntime. Pure.
+itself (network.c on the c target, a dispatch on the GPU targets: targets/gpu/resize_parts.py, numpy in the
+step-by-step run) rather than leaving it to onnxruntime. Pure.
 
 Each output row reads two input rows with a weight each, and each output column two input columns (nearest: one,
 weight 1). `axis_taps` works them out once per axis as onnxruntime's CPU Resize does, in float32: the output index

@@ -39,6 +39,8 @@ class CopyPart:
     to_channel: int
     to_step: int
 
+    kind = "copy"  # (resize_parts.ResizePart: "resize")
+
     @property
     def elements(self) -> int:
         return self.images * self.channels * self.hw
@@ -92,11 +94,12 @@ def copy_parts(network: Network, step: Step) -> tuple[CopyPart, ...]:
 
 def copy_refusal(network: Network, placement: Placement, element_bytes) -> str:
     """Why a copied step cannot be dispatched ("" when every one can): its tensors must be NCHW float32 buffers."""
-    for step in copied_steps(network, placement):
+    resized = tuple(s for s in network.steps if s.resize is not None)
+    for step in (*copied_steps(network, placement), *resized):
         for name in (*step.inputs, *step.outputs):
             tensor = network.tensors[name]
             if (tensor.layout or "NCHW") != "NCHW" or element_bytes(name) != ELEMENT_BYTES:
-                return (f"step {step.index} ({step.kind} of channels) is copied on the device, which takes NCHW "
-                        f"float32 buffers; {name!r} is {tensor.layout or 'NCHW'} in {element_bytes(name)}-byte "
-                        f"elements")
+                what = "(a resize) is computed" if step.resize is not None else f"({step.kind} of channels) is copied"
+                return (f"step {step.index} {what} on the device, which takes NCHW float32 buffers; {name!r} is "
+                        f"{tensor.layout or 'NCHW'} in {element_bytes(name)}-byte elements")
     return ""

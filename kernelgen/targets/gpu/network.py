@@ -29,6 +29,7 @@ from ...network.program import ProgramBuild
 from ...network.weights import WeightsPlan
 from ...plan_types import TextEnum
 from .channel_copies import CopyPart, copied_steps, copy_parts, copy_refusal
+from .resize_parts import ResizePart, resize_part
 from .concat_alias import Alias, concat_aliases
 from .dispatch import GpuDispatch, GpuTensor, Role, TensorKind, role_of
 
@@ -101,7 +102,8 @@ class NetworkDispatch:
     dispatch: GpuDispatch  # the launch as the target plans it (dispatch.kernel: the function or shader module)
     bindings: tuple[Binding, ...]  # in dispatch.tensors order
     barrier: bool  # wait for the earlier dispatches' writes (and reads of what it writes) before it starts
-    copy: CopyPart | None = None  # a channel step's part it copies (channel_copies.py); None: a kernel's launch
+    # a channel step's part it copies (channel_copies.py) or a resize (resize_parts.py); None: a kernel's launch
+    copy: CopyPart | ResizePart | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,7 +158,7 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     Every step must be a kernel or a channel step: a concat its kernels write in place (concat_alias.py), else
     copied by dispatches as a slice or shuffle is (channel_copies.py); a host step's tensors would have to come
     back to the host (the targets refuse such a network)."""
-    hosts = [s.label for s in network.steps if s.kind in ("host", "convert", "resize")]
+    hosts = [s.label for s in network.steps if s.kind in ("host", "convert")]
     if hosts:
         raise KernelgenError(f"network {network.name}: a GPU network plan runs kernels and copies, not {hosts[0]}")
     placement = concat_aliases(network, element_sizes(network), alignment)
@@ -168,8 +170,8 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
     shapes: dict[str, tuple[GpuTensor, int]] = {}  # region name -> (its first declaration, its bytes)
     laid: dict[str, int] = {}  # region name -> its layout's bytes (a binding's slack for whole texels aside)
     for step in network.steps:
-        if step.index in copied:
-            for part in copy_parts(network, step):
+        if step.index in copied or step.resize is not None:
+            for part in copy_parts(network, step) if step.index in copied else (resize_part(network, step),):
                 names = {"input": part.source, "output": part.output}
                 for tensor in part.tensors(network):
                     shapes.setdefault(names[tensor.name], (tensor, tensor.elements * 4))
@@ -232,7 +234,7 @@ def plan_gpu_network(network: Network, target: Any, jobs: Mapping[str, Job], wei
 def concat_refusal(network: Network, alignment: int = ALIGNMENT) -> str:
     """Why the network's channel steps cannot run on the device ("" when they can, or it has none): a concat whose
     inputs cannot sit inside its output, a slice and a shuffle are dispatched copies of NCHW float32 buffers."""
-    if not any(s.moves_channels for s in network.steps):
+    if not any(s.moves_channels or s.resize is not None for s in network.steps):
         return ""
     return copy_refusal(network, concat_aliases(network, element_sizes(network), alignment), element_sizes(network))
 

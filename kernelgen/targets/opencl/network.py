@@ -35,6 +35,7 @@ HEADERS = ("kg_sha256.h",)  # copied as they are
 FILES = (*(Path(t).name.removesuffix(".j2") for t in DRIVER), *HEADERS)
 MAIN = "opencl/program_main.c.j2"
 COPY_TEMPLATE = "opencl/copy.cl.j2"  # the channel steps' parts copied on the device (gpu/channel_copies.py)
+RESIZE_TEMPLATE = "opencl/resize.cl.j2"  # the resize steps computed on the device (gpu/resize_parts.py)
 COPIES = "kg_copies"  # that program's name
 # every one the network's files come from
 TEMPLATES = (*DRIVER, *(f"opencl/{name}" for name in HEADERS), MAIN, COPY_TEMPLATE)
@@ -62,11 +63,10 @@ def pack_weights(job: Job[OpenCLPlan], logical: Mapping[str, np.ndarray]) -> dic
 def refusal(network: Network) -> str:
     """Why network.c cannot run this network yet ("" when it can): a host step, half storage, or a network input or
     output the kernels do not hold as ONNX does (an image, a padded or blocked layout)."""
-    hosts = [s for s in network.steps if s.kind in ("host", "convert", "resize")]
+    hosts = [s for s in network.steps if s.kind in ("host", "convert")]
     if hosts:
-        resize = "; a resize: the c target's network.c computes it" if hosts[0].resize is not None else ""
         return (f"step {hosts[0].index} ({hosts[0].label}) runs on the host; the opencl network runs kernels only "
-                f"(their tensors stay on the device{resize})")
+                f"(their tensors stay on the device)")
     in_place = concat_refusal(network)
     if in_place:
         return in_place
@@ -114,9 +114,14 @@ def _context(network: Network, jobs: Mapping[str, Job[OpenCLPlan]], weights: Wei
     programs = {step.config.name: k for k, step in enumerate(network.kernels)}  # a launch's kernel -> program
     texts = [(name, jobs[name].files[f"{name}.cl"]) for name in programs]
     copies = [d.copy for d in plan.dispatches if d.copy]
-    if copies:  # one more program: a kernel function per part a channel step copies (gpu/channel_copies.py)
+    if copies:  # one more program: a kernel function per part a channel step copies (gpu/channel_copies.py) and
+        # per resize step (gpu/resize_parts.py)
         programs |= {part.name: len(texts) for part in copies}
-        texts.append((COPIES, environment().get_template(COPY_TEMPLATE).render(parts=copies)))
+        moved = [p for p in copies if p.kind == "copy"]
+        resized = [p for p in copies if p.kind == "resize"]
+        texts.append((COPIES, "\n".join(environment().get_template(template).render(parts=parts)
+                                        for template, parts in ((COPY_TEMPLATE, moved), (RESIZE_TEMPLATE, resized))
+                                        if parts)))
     sources = [dict(index=k, name=name, lines=tuple(c_string(line + "\n") for line in text.splitlines()))
                for k, (name, text) in enumerate(texts)]
     regions = [dict(index=r.index, name=c_string(r.name), comment=comment_text(r.name),

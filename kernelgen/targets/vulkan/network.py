@@ -45,6 +45,7 @@ TEXEL_FORMATS = {("texel", "float32"): ("VK_FORMAT_R32G32B32A32_SFLOAT", 16),
                  ("texel", "float16"): ("VK_FORMAT_R16G16B16A16_SFLOAT", 8),
                  ("texel3", "float16"): ("VK_FORMAT_R16G16B16_SFLOAT", 6)}
 COPY_TEMPLATE = "vulkan/copy.comp.j2"  # a channel step's part copied on the device (gpu/channel_copies.py)
+RESIZE_TEMPLATE = "vulkan/resize.comp.j2"  # a resize step computed on the device (gpu/resize_parts.py)
 MAIN = "vulkan/program_main.c.j2"  # the shared main, opening the device and its pipeline cache first
 DECLARED = ("open", "run", "close", "gpu", "start", "network")  # what network.h declares after `<net>_`
 
@@ -107,11 +108,10 @@ class GpuNetwork:
 def refusal(network: Network) -> str:
     """A host or convert step has no place in one command buffer; a concat step has when its kernels write its
     output in place (gpu/concat_alias.py)."""
-    other = [s for s in network.steps if s.kind in ("host", "convert", "resize")]
+    other = [s for s in network.steps if s.kind in ("host", "convert")]
     if not other:
         return concat_refusal(network, ALIGNMENT)
-    what = "a conversion" if other[0].convert else "a resize: the c target's network.c computes it" \
-        if other[0].resize is not None else "ONNX nodes onnxruntime runs"
+    what = "a conversion" if other[0].convert else "ONNX nodes onnxruntime runs"
     return (f"the vulkan network driver runs kernels only: {other[0].label} ({what}) cannot be recorded into its "
             f"command buffer")
 
@@ -132,8 +132,14 @@ def plan_network(network: Network, target: Any, jobs: Mapping[str, Job[VulkanPla
                                         vk.buffers[op.dst].name)
                                        for op, stage, code in zip(vk.ops, stages(vk, spirv), spirv)])
     copy_source = environment().get_template(COPY_TEMPLATE).render()
-    per_op = [(d.copy.name, compile_glsl(copy_source, defines=d.copy.defines), ("storage", "storage"), None,
-               "float32", "output") if d.copy else next(kernel_ops[d.step], None) for d in plan.dispatches]
+
+    def part_module(part) -> bytes:  # a channel copy's shader takes its numbers as defines; a resize's, tables
+        if part.kind == "resize":
+            return compile_glsl(environment().get_template(RESIZE_TEMPLATE).render(p=part))
+        return compile_glsl(copy_source, defines=part.defines)
+
+    per_op = [(d.copy.name, part_module(d.copy), ("storage", "storage"), None, "float32", "output") if d.copy
+              else next(kernel_ops[d.step], None) for d in plan.dispatches]
     if None in per_op or any(next(ops, None) for ops in kernel_ops.values()):
         raise KernelgenError(f"network {network.name}: the launches and the shader modules do not pair up")
     rows, written, read = [], [], []
