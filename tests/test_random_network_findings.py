@@ -147,6 +147,9 @@ def test_the_whole_model_oracle_holds_when_onnxruntime_fusions_refuse_an_interme
     assert runs and all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
     program = validation.run_program()
     assert program.ran and program.passed, program.why
+    summary = validation.verdict().summary  # and the verdict says how onnxruntime ran the model
+    assert "the model's run: onnxruntime's basic optimizations only (its default session refuses the model: " \
+        in summary, summary
 
 
 @requires_tool(*ONNX, *HEXAGON, "make")

@@ -38,6 +38,7 @@ class NetworkVerdict:
     quantized: tuple[Agreement, ...]  # every uint8 tensor's agreement
     oracle: QuantOracle | None  # the session the uint8 tensors were held to (None: no uint8 tensor)
     program: ProgramRun | None = None  # the shipped program on the same input (None: not asked for)
+    reference: str = ""  # how onnxruntime ran the whole model when not its default session (subgraph.session)
 
     @property
     def status(self) -> str:
@@ -53,6 +54,7 @@ class NetworkVerdict:
                      + (f" (the rest: {next(a.why for a in self.quantized if a.max_abs)})"
                         if exact < len(self.quantized) else "")
                      + f"; oracle: {self._oracle_text}")
+        text += f"; the model's run: {self.reference}" if self.reference else ""
         return text + (f"; {self.program.text()}" if self.program is not None else "")
 
     @property
@@ -78,7 +80,8 @@ class NetworkValidation:
         self.target, self.network, self.jobs, self.seed = target, network, jobs, seed
         self.feeds = execute.network_input(network, seed)
         self.oracle = execute.network_oracle(network)  # one scan of the model's weights for everything below
-        self.expected = execute.reference(network, self.feeds, self.oracle)
+        self.fallbacks: list[str] = []  # the whole model run without onnxruntime's fusions, and why
+        self.expected = execute.reference(network, self.feeds, self.oracle, self.fallbacks)
         self.runs: list[StepRun] = []
         self.program: ProgramRun | None = None
 
@@ -124,4 +127,5 @@ class NetworkValidation:
         return NetworkVerdict(network=self.network.name, target=self.target.name, failed=failed, stopped=stopped,
                               outputs=tuple(a for a in (last.agreement if last else ())
                                             if a.tensor in self.network.outputs),
-                              quantized=quantized, oracle=self.oracle if quantized else None, program=self.program)
+                              quantized=quantized, oracle=self.oracle if quantized else None, program=self.program,
+                              reference="; ".join(self.fallbacks))

@@ -100,17 +100,17 @@ def network_oracle(network: Network) -> QuantOracle:
         return quant_oracle(subgraph.graph_of(network.model).constants.values())
 
 
-def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracle | None = None
-              ) -> dict[str, np.ndarray]:
+def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracle | None = None,
+              fallbacks: list[str] | None = None) -> dict[str, np.ndarray]:
     """onnxruntime running the whole model (in `oracle`'s session, by default network_oracle's), every tensor the
     manifest names among its outputs (where onnxruntime's fusions refuse those outputs, without its fusions:
-    subgraph.session)."""
+    subgraph.session, which says so in `fallbacks`)."""
     entries = (oracle or network_oracle(network)).entries
     with _blamed_on(network, "model"):
         graph = subgraph.graph_of(network.model)
         inner = {t: np.dtype(network.tensors[t].dtype) for t in network.tensors if t not in network.inputs}
         return subgraph.run(subgraph.session(subgraph.whole_model(graph, inner), entries=entries,
-                                             basic_if_refused=True), feeds)
+                                             basic_if_refused=True, fallbacks=fallbacks), feeds)
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):

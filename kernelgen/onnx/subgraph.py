@@ -36,13 +36,14 @@ class RuntimeRefused(OnnxError):
 
 
 def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str], ...] = (),
-            basic_if_refused: bool = False):
+            basic_if_refused: bool = False, fallbacks: list[str] | None = None):
     """An onnxruntime CPU session with its default optimizations (what a deployment runs); threads 0: its own
     choice (one per core); entries: session config entries (a quantized oracle's, u8s8.QuantOracle).
     basic_if_refused: where that session refuses the model, one with its basic optimizations only (constant folding
     and node eliminations; no fusions). For a model with its intermediates as extra outputs: onnxruntime 1.32 fuses a
     Conv into the Add after it even where the Conv's result is such an output, then cannot find that output and
-    refuses the session ("Failed to find node output ... producing output: conv2_out")."""
+    refuses the session ("Failed to find node output ... producing output: conv2_out"). `fallbacks` gets why, when
+    the session returned is that one."""
     onnxruntime = _runtime()
 
     def create(level=None):
@@ -63,9 +64,12 @@ def session(model_bytes: bytes, threads: int = 0, entries: tuple[tuple[str, str]
         refused = RuntimeRefused(f"onnxruntime refuses the model: {_first_line(error)}")
     if basic_if_refused:
         try:
-            return create(onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+            basic = create(onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC)
         except Exception:
-            pass
+            raise refused from None
+        if fallbacks is not None:
+            fallbacks.append(f"onnxruntime's basic optimizations only (its default session {refused.args[0][12:]})")
+        return basic
     raise refused
 
 
