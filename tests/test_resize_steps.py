@@ -16,7 +16,7 @@ from conftest import require_tools, requires_tool
 
 import kernelgen
 from kernelgen.cli import main
-from kernelgen.network.resize import COORDINATES, ROUNDINGS, Resize, axis_taps, resized
+from kernelgen.network.resize import COORDINATES, ROUNDINGS, Resize, axis_taps, quantized_resized, resized
 
 ONNX = ("py:onnx", "py:onnxruntime")
 # (input rows, columns, output rows, columns): up by 2 and 8 (LRASPP), by odd ratios, down, to and from one pixel
@@ -188,7 +188,8 @@ def _manifest(tmp_path, resize: str, out_shape=(1, 2, 8, 10), dtype: str = "floa
     ("{mode: linear, coordinates: half_pixel, scales: [2, 2]}", (1, 3, 8, 10), "float32",
      "steps[0].outputs[0]: shape mismatch: a resize keeps batch and channels [1, 2], the output 'y' has [1, 3]"),
     ("{mode: nearest, coordinates: asymmetric, scales: [2, 2]}", (1, 2, 8, 10), "uint8",
-     "steps[0].outputs[0]: expected a float32 NCHW image for resize, got 'y': uint8 of shape [1, 2, 8, 10]"),
+     "steps[0].outputs[0]: expected a float32 (or both uint8) NCHW image for resize, got 'y': uint8 of shape "
+     "[1, 2, 8, 10]"),
 ])
 def test_a_bad_resize_step_is_an_error_at_its_key(tmp_path, resize, out_shape, dtype, expected):
     path = _manifest(tmp_path, resize, out_shape, dtype)
@@ -217,18 +218,59 @@ def test_gpu_programs_resize_on_the_device(tmp_path, target):
     assert result.exit_code == 0 and "the kernels alone" not in result.output, result.output
 
 
+def _qdq_resize_model(mode: str, coordinates: str, rounding: str, shape, out_hw, source, result):
+    """DequantizeLinear -> Resize -> QuantizeLinear over uint8, as quantize_static writes a quantized Resize."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array(source[0], np.float32), "s_in"),
+             numpy_helper.from_array(np.array(source[1], np.uint8), "z_in"),
+             numpy_helper.from_array(np.array(result[0], np.float32), "s_out"),
+             numpy_helper.from_array(np.array(result[1], np.uint8), "z_out"),
+             helper.make_tensor("sizes", TensorProto.INT64, [4], [*shape[:2], *out_hw])]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s_in", "z_in"], ["real"]),
+             helper.make_node("Resize", ["real", "", "", "sizes"], ["resized"], mode=mode,
+                              coordinate_transformation_mode=coordinates, nearest_mode=rounding),
+             helper.make_node("QuantizeLinear", ["resized", "s_out", "z_out"], ["y"])]
+    graph = helper.make_graph(nodes, "qresize", [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 @requires_tool(*ONNX)
-def test_a_quantized_resize_stays_with_onnxruntime(tmp_path):
-    """Between a DequantizeLinear and a QuantizeLinear a Resize moves uint8 bytes, which kernelgen's float resize
-    does not: it stays a host step (the hvx driver then runs the kernels alone)."""
+def test_a_quantized_resize_is_bit_exact_with_onnxruntime():
+    """onnxruntime keeps DequantizeLinear -> Resize -> QuantizeLinear as three nodes at every optimization level, so
+    a uint8 resize step is the float resize between a dequantization and a quantization: every byte equal, over
+    each mode and transformation, the input's scale and zero point not the output's."""
+    rng = np.random.default_rng(8)
+    for mode, coordinates, rounding, (h, w, oh, ow) in CASES[::3]:
+        x = rng.integers(0, 256, (1, 3, h, w), dtype=np.uint8)
+        source, result = (0.05, 120), (0.043, 131)
+        expected = _onnxruntime(_qdq_resize_model(mode, coordinates, rounding, [1, 3, h, w], (oh, ow), source,
+                                                  result), x)
+        scales = (float(np.float32(oh) / np.float32(h)), float(np.float32(ow) / np.float32(w)))
+        actual = quantized_resized(Resize(mode, coordinates, rounding, scales), x, expected.shape, source, result)
+        assert actual.dtype == np.uint8 and np.array_equal(actual, expected), (mode, coordinates, (h, w, oh, ow))
+
+
+@requires_tool(*ONNX, "clang-19", "ld.lld-19", "qemu-hexagon", "make")
+def test_a_quantized_segmentation_head_runs_whole_on_the_dsp(tmp_path):
+    """The head quantized by quantize_static with its defaults: both Resizes (their DequantizeLinear and
+    QuantizeLinear with them) are uint8 resize steps, none is left to onnxruntime, and the hvx program under
+    qemu-hexagon is bit-exact with the step-by-step run, which is bit-exact with onnxruntime."""
     from test_random_network_findings import quantized
 
     import onnx
 
-    model = onnx.load(str(_segmentation_head(tmp_path)))
-    q = quantized(model, tmp_path / "head_q.onnx", [1, 3, 12, 14])
-    output = _import(q, tmp_path / "net", "hvx")
-    assert "resize step" not in output
+    model = quantized(onnx.load(str(_segmentation_head(tmp_path))), tmp_path / "head_q.onnx", [1, 3, 12, 14])
+    output = _import(model, tmp_path / "net", "hvx")
+    assert "2 resize step(s) and no host step" in output, output
     network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
-    assert not any(s.kind == "resize" for s in network.steps)
-    assert any(s.is_host and "Resize" in s.op_types for s in network.steps)
+    resizes = [s for s in network.steps if s.kind == "resize"]
+    assert all(network.tensors[t].dtype == "uint8" for s in resizes for t in (*s.inputs, *s.outputs))
+    validation = kernelgen.validate_network(network, "hvx", seed=9)
+    runs = list(validation)
+    assert all(run.ran for run in runs), runs
+    for run in runs:
+        assert all(a.max_abs == 0 for a in run.agreement if a.dtype == "uint8"), (run.step.label, run.agreement)
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why

@@ -269,7 +269,7 @@ def import_command(model: str, out_dir: str, targets: tuple[str, ...], max_ops: 
                    f"{len(imported.copied)} node(s) in {', '.join(f'{n} {k}' for k, n in kinds.items())} step(s)")
     if imported.resized:
         steps = len(re.findall(r"^  - resize:", imported.manifest, re.MULTILINE))
-        click.echo(f"resized by kernelgen (resize steps, as onnxruntime's Resize; on c, opencl and vulkan): "
+        click.echo(f"resized by kernelgen (resize steps, as onnxruntime's Resize): "
                    f"{len(imported.resized)} node(s) in {steps} resize step(s)")
     for line in _left_lines(imported.skipped, bool(imported.manifest)):
         click.echo(line)

@@ -40,7 +40,7 @@ from ..onnx.u8s8 import QuantOracle, allowed_difference, quant_oracle
 from ..quant import op_quants
 from .channel_copy import input_tables
 from .manifest import Network, Step
-from .resize import resized
+from .resize import quantized_resized, resized
 
 FLOAT_AGREEMENT = 1e-3  # of the tensor's largest magnitude
 
@@ -114,14 +114,18 @@ def reference(network: Network, feeds: dict[str, np.ndarray], oracle: QuantOracl
 
 
 def host_runner(network: Network, step: Step, oracle: QuantOracle | None = None):
-    """A host, convert, channel or resize step as a function {input name: array} -> {output name: array} (a host step: one
-    onnxruntime session, `oracle`'s, by default network_oracle's: a quantized conv left to the host computes what
-    the reference does)."""
+    """A host, convert, channel or resize step as a function {input name: array} -> {output name: array} (a host
+    step: one onnxruntime session, `oracle`'s, by default network_oracle's: a quantized conv left to the host
+    computes what the reference does)."""
     if step.convert:
         return lambda values: {step.outputs[0]: convert(network, step, values[step.inputs[0]])}
     if step.resize is not None:
-        shape = network.tensors[step.outputs[0]].shape
-        return lambda values: {step.outputs[0]: resized(step.resize, values[step.inputs[0]], shape)}
+        source, result = network.tensors[step.inputs[0]], network.tensors[step.outputs[0]]
+        if result.dtype == "uint8":
+            quant = (source.scale, source.zero_point), (result.scale, result.zero_point)
+            return lambda values: {result.name: quantized_resized(step.resize, values[source.name], result.shape,
+                                                                  *quant)}
+        return lambda values: {result.name: resized(step.resize, values[source.name], result.shape)}
     if step.moves_channels:
         tables = input_tables(network, step)
         return lambda values: {step.outputs[0]: moved_channels(step, [values[t] for t in step.inputs], tables)}

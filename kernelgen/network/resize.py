@@ -105,24 +105,42 @@ def resized(resize: Resize, x: np.ndarray, out_shape: Sequence[int]) -> np.ndarr
                                 + (wx0 * wy1) * bottom[:, :, :, left] + (wx1 * wy1) * bottom[:, :, :, right])
 
 
+def quantized_resized(resize: Resize, q: np.ndarray, out_shape: Sequence[int], source: tuple[float, int],
+                      result: tuple[float, int]) -> np.ndarray:
+    """A quantized model's DequantizeLinear -> Resize -> QuantizeLinear of uint8 `q`, as onnxruntime runs it (it keeps
+    the three nodes): each byte (q - z) * s in float32, the float resize, then saturate(rint(v / s_out) + z_out)."""
+    (s_in, z_in), (s_out, z_out) = source, result
+    real = (np.asarray(q).astype(np.int32) - z_in).astype(np.float32) * np.float32(s_in)
+    with np.errstate(all="ignore"):
+        v = np.rint(resized(resize, real, out_shape) / np.float32(s_out)) + np.float32(z_out)
+    return np.clip(np.nan_to_num(v), 0, 255).astype(np.uint8)
+
+
 class Tensor(Protocol):  # manifest.Tensor, as the check reads it
     name: str
     shape: tuple[int, ...]
     dtype: str
+    scale: float | None
+    zero_point: int | None
 
 
 def check_resize_step(k: int, resize: Resize, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
                       fail: Callable[[tuple, str], None]) -> None:
-    """One float32 NCHW image in and one out, the same batch and channels, and each output size within one of
+    """One NCHW image in and one out, both float32 or both uint8 with a scale and zero point (a quantized model's
+    DequantizeLinear -> Resize -> QuantizeLinear), the same batch and channels, and each output size within one of
     input size x scale (ONNX floors it; a scale worked out as output over input size may land just below)."""
     if len(inputs) != 1 or len(outputs) != 1:
         fail(("steps", k), f"expected one input and one output for resize, got {len(inputs)} and {len(outputs)}")
         return
     (source,), (result,) = inputs, outputs
     for where, tensor in ((("inputs", 0), source), (("outputs", 0), result)):
-        if len(tensor.shape) != 4 or tensor.dtype != "float32":
-            fail(("steps", k, *where), f"expected a float32 NCHW image for resize, got {tensor.name!r}: "
-                                       f"{tensor.dtype} of shape {list(tensor.shape)}")
+        if len(tensor.shape) != 4 or tensor.dtype not in ("float32", "uint8") or tensor.dtype != source.dtype:
+            fail(("steps", k, *where), f"expected a float32 (or both uint8) NCHW image for resize, got "
+                                       f"{tensor.name!r}: {tensor.dtype} of shape {list(tensor.shape)}")
+            return
+        if tensor.dtype == "uint8" and None in (tensor.scale, tensor.zero_point):
+            fail(("steps", k, *where), f"expected a scale and zero point on {tensor.name!r} (a uint8 resize "
+                                       f"dequantizes its input and quantizes its output)")
             return
     if source.shape[:2] != result.shape[:2]:
         fail(("steps", k, "outputs", 0), f"shape mismatch: a resize keeps batch and channels {list(source.shape[:2])}"

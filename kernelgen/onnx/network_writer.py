@@ -21,7 +21,7 @@ from typing import Protocol
 
 from ..config.reserved import RESERVED
 from .channel_moves import ChannelMove, channel_moves, qdq_parameters
-from .resize_steps import resize_steps
+from .resize_steps import resize_steps, shape_after
 from .graph import Graph, _attributes, node_id
 from .layouts import CHANNELS_LAST, channels_last_tensors
 
@@ -59,17 +59,13 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
     read = {t: k for k in kernels for t in (k.input, *k.sides)}
     available = set(graph.constants) | set(_graph_inputs(graph)) | set(written)
     producer = graph.producers
-    host: set[int] = set()
-    stack = [*sorted(graph.outputs), *read]
-    while stack:
-        tensor = stack.pop()
-        if tensor in available or tensor not in producer or producer[tensor] in host:
-            continue
-        index = producer[tensor]
-        host.add(index)
-        stack += [t for t in graph.nodes[index].input if t]
-    host = {i for i in host if graph.nodes[i].op_type != "Constant"}
+    host = _host_nodes(graph, available, [*sorted(graph.outputs), *read], set())
     moves = channel_moves(graph, host, types, resize_steps(graph, host, types))
+    # a resize step's Shape of a tensor with a static shape reads no value: what only it read is no step's
+    shapes_of = {i for m in moves.values() if m.kind == "resize" for i in m.nodes if graph.nodes[i].op_type == "Shape"}
+    if shapes_of:
+        host = _host_nodes(graph, available, [*sorted(graph.outputs), *read], shapes_of)
+        moves = channel_moves(graph, host, types, resize_steps(graph, host, types))
     inputs = set(_graph_inputs(graph))
     entry = {i for i in host if graph.nodes[i].input and graph.nodes[i].input[0] in inputs
              and _conversion(graph, (i,), types) == "quantize"}
@@ -80,15 +76,21 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
     for step in steps:
         tensors.update(dict.fromkeys([*step[1], *step[2]]))
     tensors.update(dict.fromkeys(sorted(graph.outputs)))
-    missing = [t for t in tensors if t not in graph.shapes or types.get(t) not in _DTYPES]
+    shapes = dict(graph.shapes)  # and a resize step's output where its sizes were computed (resize_steps.py)
+    for move in moves.values():
+        if move.kind == "resize" and move.output not in shapes and move.inputs[0] in types:
+            shapes[move.output] = shape_after(graph, move.output)
+            types.setdefault(move.output, types[move.inputs[0]])
+    shapes = {t: shape for t, shape in shapes.items() if shape is not None}
+    missing = [t for t in tensors if t not in shapes or types.get(t) not in _DTYPES]
     if missing:
         return Manifest("", f"tensor {missing[0]!r} has no static shape or a type kernelgen does not name")
-    empty = [t for t in tensors if min(graph.shapes[t], default=0) < 1]
+    empty = [t for t in tensors if min(shapes[t], default=0) < 1]
     if empty:
-        return Manifest("", f"tensor {empty[0]!r} has shape {list(graph.shapes[empty[0]])}: a manifest's tensors "
+        return Manifest("", f"tensor {empty[0]!r} has shape {list(shapes[empty[0]])}: a manifest's tensors "
                             f"hold at least one element")
     float_moves = {nodes for nodes, move in moves.items() if types.get(move.output) == 1}
-    nhwc = channels_last_tensors(steps, kernels, [*_graph_inputs(graph), *graph.outputs], graph.shapes,
+    nhwc = channels_last_tensors(steps, kernels, [*_graph_inputs(graph), *graph.outputs], shapes,
                                  float_moves) if channels_last else frozenset()
     layouts = ({t: k.layout for k in kernels for t in (k.input, *k.sides)}
                | {k.output: k.layout for k in kernels} | dict.fromkeys(nhwc, CHANNELS_LAST))
@@ -106,7 +108,7 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
              f"inputs: [{', '.join(json.dumps(t) for t in _graph_inputs(graph))}]",
              f"outputs: [{', '.join(json.dumps(t) for t in sorted(graph.outputs))}]", "tensors:"]
     for tensor in tensors:
-        keys = [f"shape: {list(graph.shapes[tensor])}", f"dtype: {_DTYPES[types[tensor]]}"]
+        keys = [f"shape: {list(shapes[tensor])}", f"dtype: {_DTYPES[types[tensor]]}"]
         keys += [f"layout: {layouts[tensor]}"] if tensor in layouts else []
         quant = _quantization(graph, tensor, producer)
         keys += [f"scale: {quant[0]!r}, zero_point: {quant[1]}"] if quant else []
@@ -132,7 +134,8 @@ def network_yaml(graph: Graph, kernels: list, model_path: str, channels_last: bo
     problem = _schema_problem(text)
     return Manifest("", f"it would not load ({problem})") if problem else \
         Manifest(text, "", tuple(converted), channels_last=nhwc,
-                 copied=tuple(node_id(graph.nodes[i]) for nodes, m in moves.items() if m.kind != "resize" for i in nodes),
+                 copied=tuple(node_id(graph.nodes[i]) for nodes, m in moves.items() if m.kind != "resize"
+                              for i in nodes),
                  resized=tuple(node_id(graph.nodes[i]) for nodes, m in moves.items() if m.kind == "resize"
                                for i in nodes))
 
@@ -255,6 +258,20 @@ def _steps(graph: Graph, kernels: list, host: set[int], producer: dict[str, int]
         if ordered is not None:
             return [step[:3] for step in ordered]
     return None
+
+
+def _host_nodes(graph: Graph, available: set[str], stack: list[str], opaque: set[int]) -> set[int]:
+    """The nodes computing the tensors in `stack` from what is `available` (walking back through producers; not
+    into the inputs of the `opaque` nodes), Constant nodes aside."""
+    host: set[int] = set()
+    while stack:
+        tensor = stack.pop()
+        if tensor in available or tensor not in graph.producers or graph.producers[tensor] in host:
+            continue
+        index = graph.producers[tensor]
+        host.add(index)
+        stack += [t for t in graph.nodes[index].input if t] if index not in opaque else []
+    return {i for i in host if graph.nodes[i].op_type != "Constant"}
 
 
 def _packed_between_moves(moves, layouts: dict[str, str], float_moves: set) -> dict[str, str]:

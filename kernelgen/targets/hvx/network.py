@@ -10,7 +10,8 @@
 The network's own inputs and outputs are the model's float tensors (before its QuantizeLinear, after its
 DequantizeLinear): the `convert` steps quantize and pack the input into the arena, and unpack and dequantize the
 output from it, in C, as onnxruntime rounds. The channel steps (concat, slice, shuffle) copy between packed tensors,
-requantizing where a quantized model's Concat does (channel_steps.py). A host step has no place here (nothing on the
+requantizing where a quantized model's Concat does (channel_steps.py), and a quantized Resize resizes between them
+(resize_step.py). A host step has no place here (nothing on the
 DSP runs onnxruntime): it is refused at its key, as is a uint8 network input or output (no convert step at the
 boundary).
 """
@@ -36,6 +37,7 @@ from ..base import Job
 from .channel_steps import LAYOUT, CopyStep, copy_step
 from .plan import HvxPlan
 from .program import runtime_files
+from .resize_step import ResizeStep, resize_step
 
 TEMPLATES = ("hvx/network.h.j2", "hvx/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
@@ -86,8 +88,9 @@ class StepRow:
 
 
 def _host_steps(network: Network) -> list:
-    """Steps the DSP driver has no code for: host steps, and a float resize (network.c on c computes it)."""
-    return [step for step in network.steps if step.is_host or step.resize is not None]
+    """Steps the DSP driver has no code for: host steps, and a float resize (a uint8 one it computes)."""
+    return [step for step in network.steps if step.is_host or (
+        step.resize is not None and network.tensors[step.outputs[0]].dtype != "uint8")]
 
 
 def refusal(network: Network) -> str:
@@ -96,7 +99,7 @@ def refusal(network: Network) -> str:
     hosts = _host_steps(network)
     if not hosts:
         return ""
-    what = "a float32 resize, which the c target's network.c computes" if hosts[0].resize is not None else \
+    what = "a float32 resize: the DSP's network runs uint8 tensors" if hosts[0].resize is not None else \
         "ONNX nodes onnxruntime runs"
     return (f"the hvx network driver runs kernels, convert and channel steps only: {hosts[0].label} ({what}) has no "
             f"place on the DSP")
@@ -118,13 +121,14 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
     tensors = _tensor_rows(network, arena)
     converts = {step.index: _convert_row(network, step, tensors) for step in network.steps if step.convert}
     copies = {step.index: _copy_row(network, step) for step in network.steps if step.moves_channels}
-    steps = tuple(_step_row(network, step, jobs_of.get(step.index), converts.get(step.index) or copies.get(step.index),
-                            tensors, weights) for step in network.steps)
+    resizes = {step.index: _resize_row(network, step) for step in network.steps if step.resize is not None}
+    steps = tuple(_step_row(network, step, jobs_of.get(step.index), converts.get(step.index) or copies.get(step.index)
+                            or resizes.get(step.index), tensors, weights) for step in network.steps)
     net = network.name
     context: dict[str, Any] = dict(
         net=net, upper=net.upper(), guard=f"KERNELGEN_{net.upper()}_NETWORK_H", arena=arena, arch=arch,
         vtcm_bytes=vtcm, vtcm_limit=vtcm_limit, vtcm_alignment=VTCM_ALIGNMENT, steps=steps,
-        converts=tuple(converts.values()), copies=tuple(copies.values()),
+        converts=tuple(converts.values()), copies=tuple(copies.values()), resizes=tuple(resizes.values()),
         vector_copies=any(part.vectors for copy in copies.values() for part in copy.parts), weights=weights,
         digest=weights.digest_hex, weights_alignment=ALIGNMENT,
         weight_rows=_weight_rows(weights, jobs_of),
@@ -236,17 +240,26 @@ def _convert_row(network: Network, step: Step, tensors: Mapping[str, TensorRow])
                       zero_point=int(quantized.zero_point), extents=(n, c, h, w), packed_offset=offset)
 
 
+def _resize_row(network: Network, step: Step) -> ResizeStep:
+    """A uint8 resize step, once its tensors are known to be packed as the kernels hold them."""
+    _packed(network, step, "resizes")
+    return resize_step(network, step)
+
+
 def _copy_row(network: Network, step: Step) -> CopyStep:
     """A channel step's copy, once its tensors are known to be packed as the kernels hold them."""
+    _packed(network, step, "copies channels")
+    return copy_step(network, step)
+
+
+def _packed(network: Network, step: Step, does: str) -> None:
     for key, names in (("inputs", step.inputs), ("outputs", step.outputs)):
         for i, name in enumerate(names):
             tensor = network.tensors[name]
             if tensor.dtype != "uint8" or tensor.layout != LAYOUT:
                 raise network.problem(f"steps[{step.index}].{key}[{i}]",
-                                      f"the hvx network driver copies channels between uint8 tensors in {LAYOUT} "
-                                      f"(the kernels' layout); {name!r} is {tensor.dtype} in "
-                                      f"{tensor.layout or 'NCHW'}")
-    return copy_step(network, step)
+                                      f"the hvx network driver {does} between uint8 tensors in {LAYOUT} (the "
+                                      f"kernels' layout); {name!r} is {tensor.dtype} in {tensor.layout or 'NCHW'}")
 
 
 def _image(tensor: Tensor) -> tuple[int, int, int, int]:
@@ -277,11 +290,12 @@ def _weight_rows(weights: WeightsPlan, jobs: Mapping[int, Job[HvxPlan]]) -> tupl
     return tuple(rows)
 
 
-def _step_row(network: Network, step: Step, job: Job[HvxPlan] | None, convert: ConvertRow | CopyStep | None,
+def _step_row(network: Network, step: Step, job: Job[HvxPlan] | None,
+              convert: ConvertRow | CopyStep | ResizeStep | None,
               tensors: Mapping[str, TensorRow], weights: WeightsPlan) -> StepRow:
     inputs = tuple(tensors[t] for t in step.inputs)
     outputs = tuple(tensors[t] for t in step.outputs)
-    if isinstance(convert, CopyStep):
+    if isinstance(convert, (CopyStep, ResizeStep)):
         args = [f"(const uint8_t *)({t.pointer})" for t in inputs] + [f"(uint8_t *)({outputs[0].pointer})"]
         return StepRow(index=step.index, label=step.kind, inputs=inputs, outputs=outputs,
                        call=f"{convert.function}({', '.join(args)});", workspace_bytes=0)
