@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
+
+from .channel_checks import Tensor
 
 MODES = ("linear", "nearest")
 # How an output index maps back to the input (ONNX's coordinate_transformation_mode). tf_half_pixel_for_nn,
@@ -114,14 +116,6 @@ def quantized_resized(resize: Resize, q: np.ndarray, out_shape: Sequence[int], s
     with np.errstate(all="ignore"):
         v = np.rint(resized(resize, real, out_shape) / np.float32(s_out)) + np.float32(z_out)
     return np.clip(np.nan_to_num(v), 0, 255).astype(np.uint8)
-
-
-class Tensor(Protocol):  # manifest.Tensor, as the check reads it
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    scale: float | None
-    zero_point: int | None
 
 
 def check_resize_step(k: int, resize: Resize, inputs: Sequence[Tensor], outputs: Sequence[Tensor],

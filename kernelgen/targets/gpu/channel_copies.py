@@ -47,10 +47,7 @@ class CopyPart:
 
     @property
     def dispatch(self) -> GpuDispatch:
-        groups = -(-self.elements // WORK_GROUP)
-        across = min(groups, MAX_GROUPS)
-        return GpuDispatch(kernel=self.name, tensors=("input", "output"), work_group=(WORK_GROUP, 1, 1),
-                           groups=(across, -(-groups // across), 1))
+        return element_dispatch(self.name, self.elements)
 
     @property
     def spans(self) -> dict[str, tuple[int, int]]:
@@ -74,8 +71,21 @@ class CopyPart:
 
     def tensors(self, network: Network) -> tuple[GpuTensor, GpuTensor]:
         """The two buffers it binds, as a kernel's launch declares them."""
-        return tuple(GpuTensor(name=name, role=Role(name), elements=math.prod(network.tensors[t].shape),
-                               kind=TensorKind.BUFFER) for name, t in (("input", self.source), ("output", self.output)))
+        return buffer_pair(network, self.source, self.output)
+
+
+def element_dispatch(name: str, elements: int) -> GpuDispatch:
+    """A dispatch of one work-item per element: groups of WORK_GROUP along x, and y past MAX_GROUPS of them."""
+    groups = -(-elements // WORK_GROUP)
+    across = min(groups, MAX_GROUPS)
+    return GpuDispatch(kernel=name, tensors=("input", "output"), work_group=(WORK_GROUP, 1, 1),
+                       groups=(across, -(-groups // across), 1))
+
+
+def buffer_pair(network: Network, source: str, output: str) -> tuple[GpuTensor, GpuTensor]:
+    """The input and output buffers such a dispatch binds, as a kernel's launch declares them."""
+    return tuple(GpuTensor(name=name, role=Role(name), elements=math.prod(network.tensors[t].shape),
+                           kind=TensorKind.BUFFER) for name, t in (("input", source), ("output", output)))
 
 
 def copied_steps(network: Network, placement: Placement) -> tuple[Step, ...]:

@@ -8,15 +8,14 @@ tap alone). The records give the shader and the OpenCL function their numbers; `
 writes its whole tensors)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...network.manifest import Network, Step
 from ...network.resize import axis_taps
-from .channel_copies import MAX_GROUPS, WORK_GROUP
-from .dispatch import GpuDispatch, GpuTensor, Role, TensorKind
+from .channel_copies import buffer_pair, element_dispatch
+from .dispatch import GpuDispatch, GpuTensor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,14 +52,10 @@ class ResizePart:
 
     @property
     def dispatch(self) -> GpuDispatch:
-        groups = -(-self.elements // WORK_GROUP)
-        across = min(groups, MAX_GROUPS)
-        return GpuDispatch(kernel=self.name, tensors=("input", "output"), work_group=(WORK_GROUP, 1, 1),
-                           groups=(across, -(-groups // across), 1))
+        return element_dispatch(self.name, self.elements)
 
     def tensors(self, network: Network) -> tuple[GpuTensor, GpuTensor]:
-        return tuple(GpuTensor(name=name, role=Role(name), elements=math.prod(network.tensors[t].shape),
-                               kind=TensorKind.BUFFER) for name, t in (("input", self.source), ("output", self.output)))
+        return buffer_pair(network, self.source, self.output)
 
 
 def resize_part(network: Network, step: Step) -> ResizePart:
