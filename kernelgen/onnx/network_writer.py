@@ -9,7 +9,7 @@ QLinearAdd), unless that would make a step wait for itself through a kernel; ste
 Three kinds of node kernelgen runs itself rather than onnxruntime: a quantized network's input and output
 conversions (convert steps), the nodes that only move channels (channel_moves.py: concat, slice and shuffle steps,
 which a C driver copies, so Inception's branches, SqueezeNet's fire modules and ShuffleNet's units stay in the
-program), and float Resize nodes (resize_steps.py: a segmentation head's upsampling).
+program), and Resize nodes (resize_steps.py: a segmentation head's upsampling, float or a quantized model's).
 """
 from __future__ import annotations
 
