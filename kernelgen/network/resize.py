@@ -70,6 +70,12 @@ def _nearest(resize: Resize, coordinate: np.float32) -> int:
     return math.floor(value + 0.5)
 
 
+def float_literal(value: float) -> str:
+    """A float32 weight's shortest decimal that reads back as the same float, with its point ("1.0", not "1"): what
+    C and GLSL initializers print (a C one adds its "f")."""
+    return np.format_float_positional(np.float32(value), unique=True, trim="0")
+
+
 def axis_taps(resize: Resize, axis: int, in_size: int, out_size: int) -> AxisTaps:
     """The taps of every output index along `axis` (0: rows, 1: columns)."""
     first, second, w_first, w_second = [], [], [], []

@@ -18,7 +18,7 @@ from .live_taps import embedded
 from .quant import with_gate, with_residual, with_silu
 from .u8s8 import (DEFAULT, PAIR_SAFE_WEIGHT, VNNI_FLAGS, QuantOracle, cpu_flags, quant_oracle,  # noqa: F401
                    u8s8_saturation)
-from .weights import (WEIGHTED, config_nodes as _nodes, conv_ops, graph_of_config as _graph,  # noqa: F401
+from .weights import (WEIGHTED, config_nodes as _nodes, conv_ops, graph_of_config as _graph, kept_taps,  # noqa: F401
                       model_path, quantized_ops as _quantized_ops, weights)
 
 
@@ -104,8 +104,8 @@ def _given(config: Config, graph: Graph, nodes: list, tensors: dict[str, np.ndar
             w = w.reshape(w.shape[0], -1) if _attributes(node).get("transB", 0) else w.reshape(w.shape[0], -1).T
         model = graph.constants.get(node.input[1])
         if node.op_type == "Conv" and model is not None and w.shape != model.shape:  # taps that read padding alone
-            conv = graph.conv(next(i for i, n in enumerate(graph.nodes) if n is node))
-            w = w if isinstance(conv, str) or conv.taps is None else embedded(w, conv.taps, model.shape)
+            taps = kept_taps(graph, node)
+            w = w if taps is None else embedded(w, taps, model.shape)
         given[node.input[1]] = w
         if len(node.input) > 2 and node.input[2] and f"bias{j}" in tensors:
             given[node.input[2]] = tensors[f"bias{j}"]

@@ -130,8 +130,14 @@ def model_weights(config: Config) -> dict[str, ModelWeight]:
 
 def _live_filter(graph: Graph, node, w: np.ndarray) -> np.ndarray:
     """A float Conv's filter as its config's op takes it: the taps the import kept (live_taps.py)."""
+    taps = kept_taps(graph, node)
+    return w if taps is None else sliced(w, taps)
+
+
+def kept_taps(graph: Graph, node) -> tuple[int, int, int, int] | None:
+    """The model filter's rows and columns a float Conv node keeps (live_taps.py; None: all of them)."""
     conv = graph.conv(next(i for i, n in enumerate(graph.nodes) if n is node))
-    return w if isinstance(conv, str) or conv.taps is None else sliced(w, conv.taps)
+    return None if isinstance(conv, str) else conv.taps
 
 
 def _batch_norm_weights(config: Config, graph: Graph, node, j: int) -> dict[str, ModelWeight]:

@@ -27,7 +27,7 @@ from ...network.channel_copy import ChannelPart, copy_parts, strides as _strides
 from ...network.driver_text import check_c_name, c_string, comment_text, places, render as _render
 from ...network.manifest import Network, Step
 from ...network.program import ProgramBuild
-from ...network.resize import AxisTaps, axis_taps
+from ...network.resize import AxisTaps, axis_taps, float_literal
 from ...network.weights import ALIGNMENT, WeightsPlan
 from ...plan_types import Plan, Tensor as PlanTensor
 from ..base import Job
@@ -109,7 +109,7 @@ class TapsText:
     @classmethod
     def of(cls, taps: AxisTaps) -> TapsText:
         def weights(values: tuple[float, ...]) -> str:  # the shortest decimal of each float32, 1.0f not 1f
-            return _rows([np.format_float_positional(np.float32(v), unique=True, trim="0") + "f" for v in values])
+            return _rows([float_literal(v) + "f" for v in values])
         return cls(_rows([str(i) for i in taps.first]), _rows([str(i) for i in taps.second]),
                    weights(taps.first_weight), weights(taps.second_weight))
 

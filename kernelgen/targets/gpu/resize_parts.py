@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...network.manifest import Network, Step
-from ...network.resize import axis_taps
+from ...network.resize import axis_taps, float_literal
 from .channel_copies import buffer_pair, element_dispatch
 from .dispatch import GpuDispatch, GpuTensor
 
@@ -75,4 +73,4 @@ def resize_part(network: Network, step: Step) -> ResizePart:
 
 
 def _floats(values: tuple[float, ...]) -> tuple[str, ...]:
-    return tuple(np.format_float_positional(np.float32(v), unique=True, trim="0") for v in values)
+    return tuple(float_literal(v) for v in values)
