@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import platform
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +134,24 @@ def test_the_c_triad_moves_its_arrays(tmp_path):
     gbs = rate(C(), None, triad, repeat=2)  # timed as beside a kernel: the c target's time primitive
     assert math.isfinite(gbs) and gbs > 0
     assert np.all(probes._a == 7.0)  # a = b + 3 c with b = 1, c = 2: every element written
+
+
+@requires_tool(*C_TOOLS)
+@pytest.mark.skipif(platform.machine() != "x86_64" or not shutil.which("objdump"), reason="x86-64 objdump")
+def test_the_fma_probe_keeps_its_eight_chains_apart(tmp_path):
+    """The FMA peak's loop is eight FMAs into eight accumulators a step. Chains started equal were merged by gcc -O3
+    into one dependent FMA a step, which read twice the peak of a core with one zmm FMA a cycle (Zen 4)."""
+    import re
+    import subprocess
+
+    from kernelgen.targets.c.roofline import CHAINS, Probes
+
+    Probes(tmp_path, iterations=1000)
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(tmp_path / "libprobes.so")], check=True,
+                             capture_output=True, text=True).stdout
+    peak = listing.split("<peak>:", 1)[1].split(">:", 1)[0]
+    fmas = re.findall(r"vfmadd\w+\s+\S+,(%[xyz]mm\d+)$", peak, flags=re.M)
+    assert len(fmas) == CHAINS and len(set(fmas)) == CHAINS, peak
 
 
 @requires_tool(*C_TOOLS)

@@ -20,6 +20,10 @@ from .toolchain import build_shared
 # stay in registers. Their vectors are the widest the micro-kernels use where this compiles (vector.h.j2's
 # KG_VF16): 16 floats (zmm) where the compiler targets AVX-512F, else 8, so a kernel's share of the peak compares
 # like with like. GCC's vector extension keeps it portable C; peak_lanes says which was built.
+# Each chain starts from its own value: chains that start equal compute equal values, and gcc -O3 merged eight such
+# chains into one, so the loop ran one dependent FMA a step. Its latency (4 cycles) times 8 happened to equal two
+# FMA ports (Intel's AVX-512 Xeons, Zen 3's ymm), but on Zen 4, one zmm FMA a cycle, it read twice the core's peak
+# (issue 50: 220-234 GFLOP/s where 8 to 24 real chains read 117).
 _PEAK_SOURCE = """
 #if defined(__AVX512F__)
 #define LANES 16
@@ -29,9 +33,11 @@ _PEAK_SOURCE = """
 typedef float vf __attribute__((vector_size(4 * LANES)));
 int peak_lanes(void) { return LANES; }
 void peak(long iterations, float *out) {
-    vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
-    vf m, b;
-    for (int k = 0; k < LANES; ++k) { m[k] = 1.0000001f; b[k] = 1e-7f; }
+    vf a0, a1, a2, a3, a4, a5, a6, a7, m, b;
+    for (int k = 0; k < LANES; ++k) {
+        m[k] = 1.0000001f; b[k] = 1e-7f;
+        a0[k] = 0.0f; a1[k] = 1.0f; a2[k] = 2.0f; a3[k] = 3.0f; a4[k] = 4.0f; a5[k] = 5.0f; a6[k] = 6.0f; a7[k] = 7.0f;
+    }
     for (long i = 0; i < iterations; ++i) {
         a0 = a0 * m + b; a1 = a1 * m + b; a2 = a2 * m + b; a3 = a3 * m + b;
         a4 = a4 * m + b; a5 = a5 * m + b; a6 = a6 * m + b; a7 = a7 * m + b;
