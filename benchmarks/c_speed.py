@@ -64,8 +64,9 @@ def config_text(name: str, shape: list[int], op: str, schedule: str | None) -> s
 
 def planner_loops(job, workdir: Path, flags: tuple[str, ...], tag: str) -> Library:
     """The kernel as the c target emitted it before the micro-kernels: the plan's loop nest, literally."""
-    files = render(job.plan, C.files, C.comment, {"c": {"kernel": job.plan.kernel, "notes": (), "lanes": 8,
-                                                        "tiled": False}})
+    context = C().context(job.config, job.plan, job.target_plan)  # the emitted kernel's, its loops swapped in
+    context["c"] |= {"kernel": job.plan.kernel, "notes": (), "lanes": 8, "tiled": False}
+    files = render(job.plan, C.files, C.comment, context)
     name = job.plan.name
     (workdir / f"{name}.h").write_text(files[f"{name}.h"])
     (workdir / f"{tag}.c").write_text(files[f"{name}.c"])
