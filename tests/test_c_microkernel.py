@@ -19,7 +19,7 @@ from kernelgen.cli import main
 from kernelgen.measure.compare import compare
 from kernelgen.measure.tensors import random_inputs
 from kernelgen.targets.c import C
-from kernelgen.targets.c.microkernel import PREFETCH_TILES, column_step
+from kernelgen.targets.c.microkernel import column_step
 from kernelgen.targets.c.toolchain import Library, build_shared
 from kernelgen.targets.c import team
 
@@ -473,7 +473,7 @@ def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
                             str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)
 
 
-@pytest.mark.parametrize("name, step, pixels", [("depthwise_direct_width3", 48, 2), ("depthwise_direct_width21", 40, 2),
+@pytest.mark.parametrize("name, step, pixels", [("depthwise_direct_width3", 48, 3), ("depthwise_direct_width21", 40, 12),
                                                 ("depthwise_24_stride2_width13", 24, 7),
                                                 ("depthwise_direct_batch2_w_split", 16, 3),
                                                 ("depthwise_5x5_dilated", 16, 6)])
@@ -487,7 +487,9 @@ def test_a_direct_depthwise_tile_inside_the_input_reads_taps_at_constant_offsets
     text = job.files[f"{name}.c"]
     op = job.plan.ops[0]
     reach = (pixels - 1) * tile.stride + (tile.kernel[1] - 1) * tile.dilation  # the last pixel's last tap
-    assert text.count(f"+ xb + {reach} < {op.in_shape[2]})) {{") == 2  # if (KG_LIKELY(inside)) and if (!(inside))
+    # if (KG_LIKELY(inside)) and if (!(inside)); as many again in a 16-float variant of as many pixels
+    same = tile.wide is not None and tile.wide.pixels == pixels
+    assert text.count(f"+ xb + {reach} < {op.in_shape[2]})) {{") == (4 if same else 2)
     assert "const float *const x = input + " in text and "kg_zeros;" in text
     assert f"KG_FMAV(a{pixels - 1}_0, KG_LOAD(x + {reach * step} + 0), KG_LOAD(w{tile.kernel[1] - 1} + 0));" in text
 
@@ -516,8 +518,11 @@ def test_a_depthwise_tile_over_a_cache_holds_three_pixels_and_its_16_float_varia
     wide, narrow = text.split("#else /* !KG_VF16 */")[-2:]
     assert "KG_FMAV16(a3_2, KG_LOAD16(x3_4 + 16), KG_LOAD16(w4 + 16));" in wide.split("#if KG_VF16")[-1]
     assert "KG_FMAV(a2_3, KG_LOAD(x2_4 + 24), KG_LOAD(w4 + 24));" in narrow.split("#endif /* KG_VF16 */")[0]
+    # a direct tile sums a line of each pixel at a time (tile.DIRECT_GROUP: two 8-float vectors) where such groups
+    # divide its vectors; 40 channels, 5 vectors, take single vectors over 12 pixels, and no 16-float pairs
     _, direct = _job("depthwise_direct_width21")
-    assert direct.target_plan.tiles[0].groups == 5 and direct.target_plan.tiles[0].wide is None
+    assert (direct.target_plan.tiles[0].groups, direct.target_plan.tiles[0].pixels) == (1, 12)
+    assert direct.target_plan.tiles[0].wide is None
 
 
 @pytest.mark.parametrize("name, rows, lines", [("depthwise_direct_width3", (2,), 3), ("depthwise_direct_width21", (2,), 3),
@@ -526,18 +531,24 @@ def test_a_depthwise_tile_over_a_cache_holds_three_pixels_and_its_16_float_varia
                                                ("depthwise_5x5_dilated", (4,), 1)])
 def test_a_direct_depthwise_tile_prefetches_the_rows_that_come_from_memory(name, rows, lines):
     """The kernel rows the output row before did not read (the last `stride` at dilation 1; the last at dilation 2),
-    PREFETCH_TILES tiles ahead, every line of the tile's channels; guarded by the input's rows and columns. A tile
-    with a 16-float variant (paired vectors) prefetches in each, its own tiles ahead."""
+    of the next output row (oh + 1): the tile's own columns (pixels x stride), every line of each pixel's channels;
+    guarded by the input's rows and columns. A tile with a 16-float variant (paired vectors) prefetches in each, over
+    its own columns."""
     _, job = _job(name)
     tile = job.target_plan.tiles[0]
     assert (tile.direct.fresh_rows, tile.direct.lines) == (rows, lines)
-    assert tile.direct.ahead == PREFETCH_TILES * tile.pixels * tile.stride
+    assert tile.direct.span == tile.pixels * tile.stride
+    spans = [tile.direct.span]
     if tile.wide is not None:
-        assert tile.wide.direct.ahead == PREFETCH_TILES * tile.wide.pixels * tile.stride
+        assert tile.wide.direct.span == tile.wide.pixels * tile.stride
+        spans.append(tile.wide.direct.span)
     text = job.files[f"{name}.c"]
-    assert text.count("KG_PREFETCH(input + ") == len(rows) * lines * (2 if tile.wide is not None else 1)
+    step = tile.direct.col_step
+    per_row = [len({c * step + i * 16 for c in range(span if step else 1) for i in range(lines)}) for span in spans]
+    assert text.count("KG_PREFETCH(input + ") == len(rows) * sum(per_row)
     for r in rows:
-        assert f"if (ih_ahead{r} >= 0 && ih_ahead{r} < {job.plan.ops[0].in_shape[1]} && iw_ahead < " in text
+        assert f"if (ih_ahead{r} >= 0 && ih_ahead{r} < {job.plan.ops[0].in_shape[1]} && iw_ahead >= 0 && iw_ahead < " in text
+        assert f"const int ih_ahead{r} = " in text and "(oh + 1)" in text.split(f"const int ih_ahead{r} = ")[1].split(";")[0]
 
 
 @pytest.mark.parametrize("name, direct", [("depthwise_24_stride2_width13", True), ("depthwise_direct_batch2_w_split", True),

@@ -18,11 +18,16 @@ from kernelgen.targets.c.toolchain import Library, build_shared
 # name: (input shape, ops, input layout, output layout, schedule; expect: which ops' tiles run it in registers)
 CASES = {name: Case(*row[:5], expect=row[5]) for name, row in {
     # MobileNetV2's features_2_conv_0_to_1 in small: 1x1 16->48 + relu6 into the cache (its padding column and row
-    # stored as zeros), then a depthwise conv (the tile[] path: depthwise)
+    # stored as zeros), then a depthwise conv over that cache (depthwise_epilogue.py)
     "expansion_into_a_padded_cache": ([1, 9, 13, 16], ["{out_channels: 48, kernel: 1, bias: true, activation: relu6}",
                                                        "{out_channels: 48, kernel: 3, stride: 2, pad: 1, groups: 48, "
                                                        "bias: true, activation: relu6}"],
-                                      "NHWC", "NHWC", "{k_block: 16}", [True, False]),
+                                      "NHWC", "NHWC", "{k_block: 16}", [True, True]),
+    # a depthwise conv reading the input in place into the output: 48 channels in the planner's blocks of 16, border
+    # tiles (the padding's zero vectors) and a row of 21 pixels in tiles that do not divide it
+    "depthwise_direct_into_the_output": ([1, 7, 21, 48], ["{out_channels: 48, kernel: 3, pad: 1, groups: 48, bias: true, "
+                                                          "activation: relu6}"], "NHWC", "NHWC",
+                                         "{k_block: 16, k_split: 3}", [True]),
     # the last op's store sent to the NHWC output, with a residual add and a clamp after it
     "projection_with_residual_into_the_output": ([1, 6, 11, 32], ["{out_channels: 32, kernel: 1, bias: true, "
                                                                   "residual: input, activation: [-1, 1]}"],
@@ -41,6 +46,7 @@ CASES = {name: Case(*row[:5], expect=row[5]) for name, row in {
 def _job(name: str, monkeypatch=None, *, in_registers: bool = True):
     if not in_registers:
         monkeypatch.setattr(rewrite, "register_epilogue", lambda *args: None)
+        monkeypatch.setattr(rewrite, "depthwise_register_epilogue", lambda *args: None)
     config = make_config(name, CASES[name])
     return config, jobs(config, ("c",))["c"]
 

@@ -65,11 +65,11 @@ def _text(name: str) -> str:
 def test_a_depthwise_tile_holds_the_stripes_channels_and_stores_whole_pixels():
     text = _text("s2_channels_96_k_split_3")
     tile = text.index("for (int owb = 0;")
-    pixel = text.index("for (int pb = 0;", tile)
-    # the planner's ko_inner loop runs per pixel store, inside the tile, not around the rows
-    assert "for (int ko_inner = 0; ko_inner < 3; ++ko_inner)" in text[pixel:]
-    assert "for (int ko_inner" not in text[text.index("(register-blocked micro-kernel)"):tile]
-    assert "float tile[" in text and "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text
+    # the planner's channel blocks (ko_inner) are the tile's: each accumulator vector's block is worked out in its
+    # pixel's store (its epilogue in registers, depthwise_epilogue.py), no ko_inner loop around the rows
+    assert "const int ko_inner = (kv + 0) * 8 / 16;" in text[tile:]  # the planner's k_block of 16
+    assert "for (int ko_inner" not in text[text.index("(register-blocked micro-kernel)"):]
+    assert "float tile[" not in text and "KG_FMAV(a0_0, KG_LOAD(x0_0 + 0), KG_LOAD(w0 + 0));" in text
     # op 1 reads the input itself, zeros for the padding taps: no input cache read at all
     assert "kg_zeros" in text and ROW_RUN not in text and "input_cache[" not in text
     # a dense conv over the same input still reads its window as row runs
@@ -90,7 +90,7 @@ def test_the_input_read_keeps_the_planners_loops_where_a_row_is_not_one_run():
     # NCHW: a window row's columns of one channel are a run, but not its channels: per-pixel reads stay
     text = _text("nchw_pixel_vectors_fall_back")
     assert ROW_RUN not in text
-    assert "for (int ko_inner = 0;" in text[text.index("(register-blocked micro-kernel)"):]
+    assert "(register-blocked micro-kernel)" in text
     # input-channel chunks: the window holds a chunk of the channels, a row of the input more
     chunked = make_config("chunked", DEPTHWISE_C.with_(shape=[1, 8, 8, 32], ops=["{out_channels: 8, kernel: 3, pad: 1}"],
                                                        schedule="{k_block: 8, c_split: 2}"))
@@ -246,9 +246,9 @@ def test_vulkan_bench_reports_bandwidth_for_depthwise(tmp_path):
 def test_a_stripe_wider_than_the_ops_channels_sums_only_the_ops_vectors():
     job = jobs(make_config("s1_channels_144_stripe_160", CASES["s1_channels_144_stripe_160"]), ("c",))["c"]
     (tile,) = job.target_plan.tiles
-    assert (tile.k_block, tile.live_vectors, tile.groups, tile.direct is not None) == (160, 18, 9, True)
+    assert (tile.k_block, tile.live_vectors, tile.groups, tile.direct is not None) == (160, 18, 2, True)
     text = job.files["s1_channels_144_stripe_160.c"]
-    assert "for (int kg = 0; kg < 2; ++kg)" in text
+    assert "for (int kg = 0; kg < 9; ++kg)" in text
     # the last block's 16 channels: a loop over them alone, without the channel test, vectorized like the others
     tail = text.index("if (KG_LIKELY(!(")
     assert "for (int ki = 0; ki < 16; ++ki)" in text[tail:tail + 200]

@@ -161,7 +161,7 @@ class C(Target[CKernel, CLibrary]):
                       "exp": any(uses(op.act.statements(), "exp") for op in config.ops),
                       "threads": target_plan.threads, "workspace_elements": target_plan.workspace_elements,
                       "workspace_bytes": target_plan.workspace_elements * plan.element_bytes,
-                      "thread_elements": target_plan.thread_elements}}
+                      "thread_elements": target_plan.thread_elements, "stream": target_plan.streams}}
 
     network_file_names = NETWORK_FILES
     program_timers = True

@@ -13,6 +13,7 @@ directly, each output row runs across the column stripes (no cache bounds them).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
@@ -23,6 +24,7 @@ from .direct_pool import direct_max_pool
 from .microkernel import GROUP, LANES, Tile
 from .gate_fold import fold
 from .rewrite import direct_stores, rewrite, unswitch, whole_rows, write_back_index
+from .streaming import streamed, streams
 from .rowcopy import row_reads
 from .stripe_team import StripeTeam, stripe_team
 from .team import barriers, blocks_shared, one_team, pays, solo
@@ -42,6 +44,11 @@ class CKernel:
     notes: tuple[str, ...]
     workspace_elements: int  # what the caller provides: the plan's, or each thread's copy of it (stripe_team.py)
     thread_elements: int = 0  # one thread's copy when threads share out whole stripes; 0: the caches are shared
+
+    @property
+    def streams(self) -> bool:
+        """Whether the kernel streams its output past the caches (streaming.py: kg_stream in vector.h.j2)."""
+        return any("kg_stream(" in line or "KG_STREAM" in line for line in _lines(self.kernel.body))
 
     @property
     def vectors(self) -> bool:
@@ -103,6 +110,11 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         index = re.sub(r"\bok\b", f"(ko_inner*{cfg.schedule.k_block}+ki)", written)
         rewritten = replace(rewritten, compute=direct_stores(rewritten.compute, index), store=direct_stores(rewritten.store, index))
         notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
+        output_bytes = math.prod(plan.ops[-1].out_shape) * plan.element_bytes
+        if tiles[-1].depthwise and streams(output_bytes):
+            rewritten = replace(rewritten, compute=streamed(rewritten.compute, vectors=tiles[-1].groups % 2 == 0))
+            notes.append(f"{plan.ops[-1].label}: streams its {output_bytes:,}-byte output past the caches "
+                         f"(whole lines of each pixel's channels; streaming.py)")
     else:  # an output cache with a pixel's channels together, an output with channel planes: a blocked transpose
         rewritten = replace(rewritten, compute=transposed_write_backs(rewritten.compute),
                             store=transposed_write_backs(rewritten.store))

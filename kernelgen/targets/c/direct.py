@@ -14,10 +14,10 @@ class Direct:
     cols: int
     row_offset: str  # the element offset of input row `ih` (and of the batch)
     col_offset: str  # the element offset of input column `iw`
-    # kernel rows whose input row the output row before did not read: their pixels `ahead` columns on are
-    # prefetched, `lines` cache lines each (see microkernel.PREFETCH_TILES)
+    # kernel rows whose input row the output row before did not read: those of the next output row are prefetched,
+    # the tile's `span` input columns, `lines` cache lines each (see tile.DIRECT_GROUP)
     fresh_rows: tuple[int, ...] = ()
-    ahead: int = 0
+    span: int = 0
     lines: int = 0
     channel: str = "0"  # the element offset of the tile's first channel
     col_step: int = 0  # elements between two input columns, where that is one number (NHWC: the channels); else 0

@@ -13,7 +13,7 @@ Sums land in `tile[pixels][k_block]`, from which the planner's own per-pixel sto
 A depthwise conv that reads the kernel's input straight (`direct`) skips the input cache: each tap's pointer is
 the input pixel, or a zero vector where the tap falls in the conv padding, so every input byte is read from memory
 once and the copy into the cache (memory bound, then the compute: the two in sequence) is gone. Such a tile also
-prefetches the input rows that come from memory (`fresh_rows`) a few tiles ahead (see PREFETCH_TILES).
+prefetches, while it sums a row, the input row the next output row adds (`fresh_rows`; see tile.DIRECT_GROUP).
 
 Source positions are read through the window's layout split into a row, a column and a channel part (every
 string layout and index map whose axes each use one dim splits so); columns are clamped into the window, so the
@@ -30,8 +30,9 @@ from ...plan_types import Block, Guard, Loop, Node, OpGeometry, Stmt
 from .direct import Direct  # noqa: F401 (tiles.py imports it from here)
 from .filter_prefetch import prefetch_line, prefetch_pointer
 from .lane_groups import lane_group_nodes
-from .tile import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, HALF, IN_PLACE_FILTER, LANES, LINE_FLOATS,  # noqa: F401
-                   PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Tile)
+from .tile import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DIRECT_GROUP, DIRECT_WIDE_PIXELS, HALF,  # noqa: F401
+                   IN_PLACE_FILTER, LANES, LINE_FLOATS,
+                   WIDE, WIDE_ACCUMULATORS, Tile)
 
 
 def separable(layout: TensorLayout) -> bool:
@@ -280,21 +281,24 @@ def fresh_rows(op: OpGeometry) -> tuple[int, ...]:
 
 
 def _prefetch(t: Tile) -> tuple[Node, ...]:
-    """A direct tile's prefetches: in each fresh row, the pixel `ahead` columns on, all its `lines` cache lines."""
+    """A direct tile's prefetches: the input rows the next output row adds (its fresh kernel rows), the tile's own
+    `span` columns, every line of each pixel."""
     d = t.direct
-    if d is None or not d.fresh_rows:
+    if d is None or not d.fresh_rows or not re.search(r"\boh\b", d.row):
         return ()
-    out: list[Node] = [Stmt(code=f"const int iw_ahead = {d.col} + xb + {d.ahead};",
-                            summary="iw_ahead = the input column tiles ahead")]
+    out: list[Node] = [Stmt(code=f"const int iw_ahead = {d.col} + xb;", summary="iw_ahead = the tile's first column")]
     column = re.sub(r"\biw\b", "iw_ahead", d.col_offset)
+    # each pixel's lines where the columns are one step apart, else the first pixel's
+    lines = sorted({c * d.col_step + i * LINE_FLOATS for c in range(d.span if d.col_step else 1) for i in range(d.lines)})
     for r in d.fresh_rows:
         row = re.sub(r"\bih\b", f"ih_ahead{r}", d.row_offset)
-        prefetches = tuple(Stmt(code=f"KG_PREFETCH(input + {row} + {column} + {d.channel} + {i * LINE_FLOATS});",
-                                summary="prefetch a line") for i in range(d.lines))
-        ih = re.sub(r"\brh\b", str(r), d.row)
+        prefetches = tuple(Stmt(code=f"KG_PREFETCH(input + {row} + {column} + {d.channel} + {at});",
+                                summary="prefetch a line") for at in lines)
+        ih = re.sub(r"\boh\b", "(oh + 1)", re.sub(r"\brh\b", str(r), d.row))
         out += [Stmt(code=f"const int ih_ahead{r} = {ih};",
-                     summary=f"ih_ahead{r} = the input row of kernel row {r}"),
-                Guard(cond=f"ih_ahead{r} >= 0 && ih_ahead{r} < {d.rows} && iw_ahead < {d.cols}", body=prefetches)]
+                     summary=f"ih_ahead{r} = the next output row's input row of kernel row {r}"),
+                Guard(cond=f"ih_ahead{r} >= 0 && ih_ahead{r} < {d.rows} && iw_ahead >= 0 && iw_ahead < {d.cols}",
+                      body=prefetches)]
     return tuple(out)
 
 

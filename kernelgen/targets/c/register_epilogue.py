@@ -35,7 +35,7 @@ def register_epilogue(t: Tile, init: Loop, reduction: Node, stores: Loop, col_gu
     position = reduction.cond if isinstance(reduction, Guard) else ""
     if position and re.search(r"\bki\b", position):
         return None
-    steps = _steps(stores.body, position)
+    steps = store_steps(stores.body, position)
     if steps is None:
         return None
     xb, kv = tile_nodes(t)
@@ -62,7 +62,7 @@ def pixel_position(t: Tile, p: int, owb: str = "owb") -> tuple[Stmt, ...]:
             Stmt(code=f"const int ow = {owb} * {across} + {col};", summary="ow = the pixel's column"))
 
 
-def _steps(body: tuple[Node, ...], position: str) -> tuple[Node, ...] | None:
+def store_steps(body: tuple[Node, ...], position: str) -> tuple[Node, ...] | None:
     """The store loop's statements if every one is of a form this spells: the read of the sum, the epilogue's
     adds and clamps, the store (of v, or of v where `position` holds and 0 elsewhere), comments and traces."""
     flat: list[Node] = []
@@ -106,7 +106,7 @@ def contiguous(index: str) -> bool:
 def _pixel(t: Tile, p: int, steps: tuple[Node, ...], position: str, col_guard: str | None, cols: int) -> Node:
     """Pixel p's vectors: each one's epilogue and store, under the planner's guards for the pixel."""
     def vectors(inside: str) -> tuple[Node, ...]:
-        return tuple(Block(label=f"channels kv * {t.width} + {v * t.lanes} on", body=_vector(
+        return tuple(Block(label=f"channels kv * {t.width} + {v * t.lanes} on", body=vector_statements(
             t, p, v, f"kv * {t.width} + {v * t.lanes}", steps, position, inside)) for v in range(t.vectors))
     if position:  # as the planner's store: its position test's 0 (a consumer's padding) stores zeros
         body: tuple[Node, ...] = (Guard(cond=f"KG_LIKELY({position})", body=vectors("1")),
@@ -120,7 +120,7 @@ def _pixel(t: Tile, p: int, steps: tuple[Node, ...], position: str, col_guard: s
     return Block(label=f"pixel {p}: epilogue and store", body=(*pixel_position(t, p), *body))
 
 
-def _vector(t: Tile, p: int, v: int, first: str, steps: tuple[Node, ...], position: str,
+def vector_statements(t: Tile, p: int, v: int, first: str, steps: tuple[Node, ...], position: str,
             inside: str) -> tuple[Node, ...]:
     """One accumulator vector's statements: the store loop's, spelled on the vector (ki: its first lane's)."""
     x = t.suffix

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from ...plan_types import Block, Guard, Loop, Node, Phase, Section, Step, Stmt
 from .microkernel import LANES, Tile, tile_nodes
+from .depthwise_epilogue import depthwise_register_epilogue
 from .register_epilogue import direct_store, pixel_position, register_epilogue, tile_shape
 from .team import shared_rows
 
@@ -318,7 +319,8 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
         col_guard, body = body[0].cond, body[0].body
     assert len(body) == 4 and isinstance(body[1], Loop) and isinstance(body[3], Loop), body  # decl, init, sum, store
     _, init, reduction, stores = body
-    in_registers = register_epilogue(t, init, reduction, stores, col_guard, cols)
+    in_registers = (register_epilogue(t, init, reduction, stores, col_guard, cols)
+                    or depthwise_register_epilogue(t, init, reduction, stores, col_guard, cols))
     if in_registers is not None:
         return in_registers
     block = t.k_block // t.k_split  # the planner's k_block: what acc[ki] indexes

@@ -20,11 +20,16 @@ WIDE_ACCUMULATORS = 28
 # A dense filter in the repacked order, read in place (a 512x512x3x3 copy per call: 1.0 of 2.6 ms). Import names it.
 IN_PLACE_FILTER = f"OHWI{WIDE}o"
 DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, two pipes), input and filter from memory
-# A direct depthwise tile prefetches the input pixels this many tiles ahead in the rows that come from memory. The
-# hardware prefetchers stop at each 4 KiB page (10 pixels of 96 channels) and restart late, and the tile's 108 FMAs
-# then wait for each new page: 112x112x96 cold on 4 KiB pages 1.17 -> 1.00 ms in a C harness (2 to 8 tiles ahead
-# alike; on 2 MiB pages, where the hardware keeps streaming, no change). The output's lines: no gain measured.
-PREFETCH_TILES = 4
+# A direct depthwise tile (reading the kernel's input in place) sums its channels a group of DIRECT_GROUP 8-float
+# vectors at a time, one 64-byte line of each pixel, over as many pixels as fit: each tap's filter vectors then stay in
+# registers for all the tile's pixels, where a group of a pixel's every channel (12 vectors of 96) took a filter load
+# for every FMA, two loads an FMA; a core that loads one zmm a cycle (Zen 4) ran it at a third of its FMA peak.
+# 112x112x96 on Zen 4 (`kernelgen bench`, warm): 12 vectors x 4 pixels 0.56 ms, one zmm x 8 pixels 0.41.
+DIRECT_GROUP = 2
+DIRECT_WIDE_PIXELS = 8  # 16-float pixels of such a tile: 8 accumulators, the taps' filter vectors and 10 inputs
+# While it sums output row oh, a direct depthwise tile prefetches the input row that row oh + 1 adds: the tile's own
+# columns, every line of every pixel, a whole row of compute ahead. A few tiles ahead in the same row (as before)
+# was too close on Zen 4: the lines came late however many tiles ahead.
 LINE_FLOATS = 16  # a 64-byte cache line
 
 

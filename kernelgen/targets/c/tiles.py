@@ -16,8 +16,9 @@ from dataclasses import replace
 from ...planner.tile_speed import stacked_rows
 from .filter_prefetch import FilterPrefetch, filter_prefetch
 from .lane_groups import LANE_GROUP_PIXELS
-from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DOT_ROWS, GROUP, HALF, LANES, LINE_FLOATS,
-                          PREFETCH_TILES, WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
+from .microkernel import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DIRECT_GROUP, DIRECT_WIDE_PIXELS, DOT_ROWS, GROUP,
+                          HALF, LANES, LINE_FLOATS,
+                          WIDE, WIDE_ACCUMULATORS, Direct, Tile, channels_contiguous, column_step,
                           columns_contiguous, fresh_rows, part, separable)
 from .tile_speed import LOAD_SLOTS
 
@@ -57,7 +58,7 @@ def _groups(vectors: int, cols: int, channel_offset, direct: bool) -> tuple[int,
     DEPTHWISE_ACCUMULATORS vectors (over a cache: that leaves DEPTHWISE_CACHED_PIXELS pixels) that divides the
     stripe's, whose vectors lie at the same offsets from the group's first in every group; as many pixels as fill
     the accumulators (at most the row's)."""
-    most = DEPTHWISE_ACCUMULATORS // (1 if direct else min(cols, DEPTHWISE_CACHED_PIXELS))
+    most = DIRECT_GROUP if direct else DEPTHWISE_ACCUMULATORS // min(cols, DEPTHWISE_CACHED_PIXELS)
     for g in range(min(vectors, most), 0, -1):
         if vectors % g:
             continue
@@ -195,7 +196,7 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
                        row_offset=part(full, "h", E.Var("ih"), wide) + (
                            f" + {part(full, 'n', E.Var('nb'), bounds)}" if shape_list[0][0] > 1 else ""),
                        col_offset=part(full, "w", E.Var("iw"), wide), fresh_rows=fresh_rows(op),
-                       ahead=PREFETCH_TILES * pixels * op.stride[1], lines=-(-live * LANES // LINE_FLOATS),
+                       span=pixels * op.stride[1], lines=-(-live * LANES // LINE_FLOATS),
                        channel=part(full, "c", E.mul(E.Var(ko_var), cut.channels), bounds), col_step=column_step(full))
         channel = part(full, "c", k_first, bounds)
     col_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), pixels)), op.stride[1]), E.Const(-op.pad[1]),
@@ -256,14 +257,14 @@ def op_tile(cfg: Config, plan: Plan, j: int, shape_list: list, cut, geo, filter_
         # many pixels as WIDE_ACCUMULATORS hold, each tap's filter vectors loaded once for them all. MobileNetV3-small's
         # 5x5 depthwise alone (C harness, warm, AVX-512F): 7x7x576 58 us (8-float, 1 pixel) -> 50 (wide, 1) -> 34
         # (wide, 4; 5 the same); 14x14x288 stride 2: 29 -> 25 -> 18
-        most = min(WIDE_ACCUMULATORS // (groups // 2), cols)
+        most = min(WIDE_ACCUMULATORS // (groups // 2), cols, DIRECT_WIDE_PIXELS)
         wide_pixels = math.ceil(cols / math.ceil(cols / most))
         wide_bounds = bounds | {"owb": (0, math.ceil(cols / wide_pixels) - 1)}
         wide_base = E.add(E.mul(E.add(geo.col_start[j], E.mul(E.Var("owb"), wide_pixels)), op.stride[1]),
                           E.Const(-op.pad[1]), E.mul(geo.col_start[j - 1], -1))
         tile = replace(tile, wide=replace(tile, lanes=WIDE, pixels=wide_pixels,
                                           col_base=E.to_c(E.simplify(wide_base, wide_bounds)),
-                                          direct=replace(found, ahead=PREFETCH_TILES * wide_pixels * op.stride[1])))
+                                          direct=replace(found, span=wide_pixels * op.stride[1])))
     return tile, ""
 
 
