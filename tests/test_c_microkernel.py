@@ -473,7 +473,7 @@ def test_clang_builds_the_vector_and_the_scalar_macros_warning_free(tmp_path):
                             str(tmp_path / f"{name}.c"), "-o", str(tmp_path / "x.o")], check=True)
 
 
-@pytest.mark.parametrize("name, step, pixels", [("depthwise_direct_width3", 48, 3), ("depthwise_direct_width21", 40, 12),
+@pytest.mark.parametrize("name, step, pixels", [("depthwise_direct_width3", 48, 3), ("depthwise_direct_width21", 40, 2),
                                                 ("depthwise_24_stride2_width13", 24, 7),
                                                 ("depthwise_direct_batch2_w_split", 16, 3),
                                                 ("depthwise_5x5_dilated", 16, 6)])
@@ -519,10 +519,12 @@ def test_a_depthwise_tile_over_a_cache_holds_three_pixels_and_its_16_float_varia
     assert "KG_FMAV16(a3_2, KG_LOAD16(x3_4 + 16), KG_LOAD16(w4 + 16));" in wide.split("#if KG_VF16")[-1]
     assert "KG_FMAV(a2_3, KG_LOAD(x2_4 + 24), KG_LOAD(w4 + 24));" in narrow.split("#endif /* KG_VF16 */")[0]
     # a direct tile sums a line of each pixel at a time (tile.DIRECT_GROUP: two 8-float vectors) where such groups
-    # divide its vectors; 40 channels, 5 vectors, take single vectors over 12 pixels, and no 16-float pairs
+    # divide its vectors; 40 channels, 5 vectors, keep the widest group, and no 16-float pairs
     _, direct = _job("depthwise_direct_width21")
-    assert (direct.target_plan.tiles[0].groups, direct.target_plan.tiles[0].pixels) == (1, 12)
+    assert (direct.target_plan.tiles[0].groups, direct.target_plan.tiles[0].pixels) == (5, 2)
     assert direct.target_plan.tiles[0].wide is None
+    _, lines = _job("depthwise_direct_width3")  # 48 channels: 3 groups of a line, 16-float pairs of 3 pixels
+    assert (lines.target_plan.tiles[0].groups, lines.target_plan.tiles[0].wide.groups) == (2, 2)
 
 
 @pytest.mark.parametrize("name, rows, lines", [("depthwise_direct_width3", (2,), 3), ("depthwise_direct_width21", (2,), 3),

@@ -6,7 +6,9 @@ filter vectors (the filter cache repacked with output channels innermost, unit s
 pixel, broadcast into `pixels x vectors` multiply-adds. Depthwise convs keep `groups` channel vectors of each of
 the tile's pixels in accumulators (up to DEPTHWISE_ACCUMULATORS) and sum the 9 taps of a pixel before moving on, so
 the source is read pixel after pixel, in memory order (NHWC): the hardware prefetchers follow such a stream while
-the FMAs run, where a tile of pixels read one channel vector at a time (stride one pixel) kept them behind.
+the FMAs run, where a tile of pixels read one channel vector at a time (stride one pixel) kept them behind. A tile
+reading the kernel's input in place (below) sums one line of each pixel at a time instead (tile.DIRECT_GROUP), its
+filter vectors kept for all its pixels, and prefetches the rows it will need.
 Sums land in `tile[pixels][k_block]`, from which the planner's own per-pixel store (epilogue, guards, trace) runs.
 (A dense tile whose store is simple runs the epilogue on its accumulators instead: register_epilogue.py.)
 
