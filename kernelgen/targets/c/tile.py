@@ -26,7 +26,11 @@ DEPTHWISE_ACCUMULATORS = 12  # of a depthwise tile: 12 FMA chains (latency 4-5, 
 # for every FMA, two loads an FMA; a core that loads one zmm a cycle (Zen 4) ran it at a third of its FMA peak.
 # 112x112x96 on Zen 4 (`kernelgen bench`, warm): 12 vectors x 4 pixels 0.56 ms, one zmm x 8 pixels 0.41.
 DIRECT_GROUP = 2
-DIRECT_WIDE_PIXELS = 8  # 16-float pixels of such a tile: 8 accumulators, the taps' filter vectors and 10 inputs
+# 16-float pixels of such a tile. Fewer pixels a tile read the input sooner after its prefetch, cold (Zen 4,
+# `kernelgen bench`, its epilogue in registers and its output streamed, runs of two processes): 112x112x96 at 8
+# pixels 0.60-0.62 ms, 6 0.57, 4 0.47-0.58, 2 0.53-0.56; at stride 2, 8 pixels 0.55-0.61, 4 0.44-0.52, 2 0.44-0.46.
+# The 8-float tile keeps 6 (12 accumulators): at 4 its cold 112x112x96 rose from 0.66 to 0.70-0.77 ms.
+DIRECT_WIDE_PIXELS = 4
 # While it sums output row oh, a direct depthwise tile prefetches the input row that row oh + 1 adds: the tile's own
 # columns, every line of every pixel, a whole row of compute ahead. A few tiles ahead in the same row (as before)
 # was too close on Zen 4: the lines came late however many tiles ahead.
