@@ -98,3 +98,17 @@ def toolchain(target: str, *, stats: bool = False) -> tuple[str, ...]:
             continue
         names.append(_PYTHON_PACKAGES.get(status.name, status.name))
     return tuple(names)
+
+
+def c_library(job, folder, flags: tuple[str, ...] = ()):
+    """A c job's files written into `folder` (made here) and built as a shared library with the target's flags and
+    `flags`: (its compiled executable record, the loaded library)."""
+    from kernelgen.targets.c import C
+    from kernelgen.targets.c.toolchain import Library, build_shared
+
+    folder.mkdir()
+    for file, text in job.files.items():
+        (folder / file).write_text(text)
+    exe = C().compile(job, folder)
+    name = job.plan.name
+    return exe, Library(build_shared([folder / f"{name}.c"], folder / "lib.so", flags=(*exe.flags, *flags)))

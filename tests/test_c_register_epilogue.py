@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from builders import Case, make_config, toolchain
+from builders import Case, c_library, make_config, toolchain
 from conftest import requires_tool
 
 from kernelgen.api import jobs, validate
 from kernelgen.measure.tensors import random_inputs
-from kernelgen.targets.c import C, rewrite
+from kernelgen.targets.c import rewrite
 from kernelgen.targets.c.register_epilogue import contiguous, direct_store
-from kernelgen.targets.c.toolchain import Library, build_shared
 
 # name: (input shape, ops, input layout, output layout, schedule; expect: which ops' tiles run it in registers)
 CASES = {name: Case(*row[:5], expect=row[5]) for name, row in {
@@ -88,12 +87,7 @@ def test_the_output_is_the_tile_paths_bit_for_bit(name, flags, tmp_path, monkeyp
     for in_registers in (True, False):
         config, job = _job(name, monkeypatch, in_registers=in_registers)
         assert ("epilogue in registers" in job.files[f"{name}.c"]) == (in_registers and any(CASES[name].expect))
-        folder = tmp_path / str(in_registers)
-        folder.mkdir()
-        for file, text in job.files.items():
-            (folder / file).write_text(text)
-        exe = C().compile(job, folder)
-        library = Library(build_shared([folder / f"{name}.c"], folder / "lib.so", flags=(*exe.flags, *flags)))
+        exe, library = c_library(job, tmp_path / str(in_registers), flags)
         arrays = exe.arguments(random_inputs(config, job.plan, np.random.default_rng(48)), 0xFF)
         library.call(name, arrays)
         outputs.append(arrays[-2].tobytes())

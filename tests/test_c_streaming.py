@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from builders import Case, make_config, toolchain
+from builders import Case, c_library, make_config, toolchain
 from conftest import requires_tool
 
 from kernelgen.api import jobs
 from kernelgen.measure.tensors import random_inputs
-from kernelgen.targets.c import C, streaming
-from kernelgen.targets.c.toolchain import Library, build_shared
+from kernelgen.targets.c import streaming
 
 # 64 x 128 pixels of 128 channels: 4 MiB of output, streaming.STREAM_MIN_BYTES
 LARGE = [1, 64, 128, 128]
@@ -30,14 +29,14 @@ STREAMS = {"large_depthwise_relu6": "KG_STREAM16(&output[", "large_depthwise_har
            "small_depthwise_relu6": None}
 
 
-def _job(name: str):
+def _config_and_job(name: str):
     config = make_config(name, CASES[name])
     return config, jobs(config, ("c",))["c"]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_depthwise_output_of_4_mib_or_more_streams_past_the_caches(name):
-    _, job = _job(name)
+    job = _config_and_job(name)[1]
     text = job.files[f"{name}.c"]
     if STREAMS[name] is None:
         assert "KG_STREAM" not in text and "kg_stream" not in text and not job.target_plan.streams
@@ -74,14 +73,9 @@ def test_streamed_outputs_are_the_plain_stores_bytes(name, flags, tmp_path, monk
     outputs, original = [], streaming.STREAM_MIN_BYTES
     for threshold in (original, 1 << 40):
         monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", threshold)
-        config, job = _job(name)
+        config, job = _config_and_job(name)
         assert job.target_plan.streams == (threshold == original)
-        folder = tmp_path / str(threshold)
-        folder.mkdir()
-        for file, text in job.files.items():
-            (folder / file).write_text(text)
-        exe = C().compile(job, folder)
-        library = Library(build_shared([folder / f"{name}.c"], folder / "lib.so", flags=(*exe.flags, *flags)))
+        exe, library = c_library(job, tmp_path / str(threshold), flags)
         for shift in (0, 1):
             arrays = list(exe.arguments(random_inputs(config, job.plan, np.random.default_rng(50)), 0xFF))
             output = arrays[-2]
