@@ -86,3 +86,14 @@ def test_streamed_outputs_are_the_plain_stores_bytes(name, flags, tmp_path, monk
             library.call(name, arrays)
             outputs.append(arrays[-2].tobytes())
     assert len(set(outputs)) == 1
+
+
+@requires_tool(*toolchain("c"))
+def test_the_bench_says_when_a_kernel_streams_its_output():
+    """A warm run of a kernel that streams its output finds only its input in the caches: its rows say so."""
+    from kernelgen.api import bench
+
+    for name, streams in (("large_depthwise_relu6", True), ("small_depthwise_relu6", False)):
+        rows = bench(_config_and_job(name)[0], "c", repeat=1)
+        assert {row.when for row in rows} == {"cold", "warm"}
+        assert all(("its output streamed past the caches" in row.measured) == streams for row in rows)

@@ -223,8 +223,11 @@ class C(Target[CKernel, CLibrary]):
         plan = executable.job.plan
         flags = " ".join(f for f in executable.flags if not f.startswith(("-W", "-std")))
         label = f"{plan.name} ({compiler_name()} {flags}, {threads} thread{'s' if threads > 1 else ''})"
+        # a kernel streaming its output past the caches (streaming.py) leaves a warm run only its input to find
+        streamed = "; its output streamed past the caches (a warm run finds only its input there)" \
+            if executable.job.target_plan.streams else ""
         rows = {when: Timings(label=f"{label} {when}", seconds=seconds, probe_seconds=times.probes, when=when,
-                              measured=f"{measured(when, threads)}; {self._probes(executable).describe}",
+                              measured=f"{measured(when, threads)}; {self._probes(executable).describe}{streamed}",
                               metrics={"executed_flops": plan.executed_flops})
                 for when, seconds in ((COLD, times.cold), (WARM, times.warm))}
         first = COLD if plan.memory_bound else WARM
