@@ -4,7 +4,8 @@ A direct depthwise conv (microkernel.py) moves its input and its output once eac
 store of an output line first reads the line in (a read for ownership) and later pushes out a dirty line to make room:
 on Zen 4, behind the triad's 192 MiB that `kernelgen bench` runs before a cold call, 112x112x96 + bias + relu6 took
 0.97-1.0 ms cold against 0.41-0.45 warm. A streaming store writes the whole line without reading it and leaves the
-caches to the input: 0.6 ms cold (benchmarks/depthwise_row_stream.c reached 0.45 with the same three parts). It
+caches to the input: 0.73 ms cold, 0.58 with the epilogue in registers (depthwise_epilogue.py), 0.41-0.47 in tiles of
+4 pixels (benchmarks/depthwise_row_stream.c, a loop of its own, reached 0.45). It
 only pays where the stores write whole 64-byte lines at once (8-float streaming stores of half lines written apart,
 in that benchmark, took twice the time of plain ones) and where the output is too large to stay in the caches for
 whatever reads it next: a network's next kernel then reads it from memory either way. Smaller outputs keep plain
