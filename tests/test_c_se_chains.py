@@ -89,8 +89,9 @@ def test_a_direct_depthwise_tile_pairs_its_vectors_where_avx512f_is_targeted(var
         pytest.skip("this host does not run AVX-512F code")
     config = make_config("direct", DIRECT.with_block("c", NARROW if variant == "8-float" else WIDE))
     tile = api.jobs(config, ("c",))["c"].target_plan.tiles[0]
-    assert tile.direct is not None and (tile.pixels, tile.groups, tile.lanes) == (1, 12, 8)
-    # 6 wide vectors a pixel: 4 pixels fill 24 of the 28 wide accumulators (7 columns: tiles of 4 and 3)
-    assert tile.wide is not None and (tile.wide.pixels, tile.wide.groups, tile.wide.lanes) == (4, 12, 16)
+    # a line of each pixel at a time (tile.DIRECT_GROUP: two 8-float vectors): 6 pixels of 2 vectors fill the 12
+    # accumulators; 16-float, one vector of DIRECT_WIDE_PIXELS (4) pixels (7 columns: tiles of 4 and 3)
+    assert tile.direct is not None and (tile.pixels, tile.groups, tile.lanes) == (6, 2, 8)
+    assert tile.wide is not None and (tile.wide.pixels, tile.wide.groups, tile.wide.lanes) == (4, 2, 16)
     result = api.validate(config, "c", seed=5)
     assert result.passed, result.detail
