@@ -1,5 +1,6 @@
-/* What one core reaches on the issue-50 depthwise (3x3, pad 1, 112x112x96 NHWC, bias, relu6) with a loop order the
- * c target does not emit yet: a reference point for its micro-kernel, not a kernel kernelgen ships.
+/* What one core reaches on the issue-50 depthwise (3x3, pad 1, 112x112x96 NHWC, bias, relu6) with a loop order of
+ * its own: a reference point for the c target's direct depthwise tile, not a kernel kernelgen ships. That tile took
+ * the same three parts in its own order (targets/c/tile.py DIRECT_GROUP, depthwise_epilogue.py, streaming.py).
  *
  *   gcc -O3 -march=native -ffp-contract=fast benchmarks/depthwise_row_stream.c -o /tmp/dw_rows -lm && /tmp/dw_rows
  *

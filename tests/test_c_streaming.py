@@ -21,12 +21,15 @@ CASES = {
     # a hardswish keeps the tile[] path: each pixel's block finished in acc, then kg_stream
     "large_depthwise_hardswish": Case(LARGE, ["{out_channels: 128, kernel: 3, stride: 1, pad: 1, groups: 128, "
                                               "bias: true, activation: hardswish}"], "NHWC", "NHWC", ""),
+    # an NCHW output takes its vectors a lane at a time: plain stores, and no note saying otherwise
+    "large_depthwise_into_nchw": Case(LARGE, ["{out_channels: 128, kernel: 3, pad: 1, groups: 128, bias: true, "
+                                              "activation: relu6}"], "NHWC", "NCHW", ""),
     # a quarter of the output: plain stores
     "small_depthwise_relu6": Case([1, 32, 64, 128], ["{out_channels: 128, kernel: 3, pad: 1, groups: 128, "
                                                      "bias: true, activation: relu6}"], "NHWC", "NHWC", ""),
 }
 STREAMS = {"large_depthwise_relu6": "KG_STREAM16(&output[", "large_depthwise_hardswish": "kg_stream(&output[",
-           "small_depthwise_relu6": None}
+           "small_depthwise_relu6": None, "large_depthwise_into_nchw": None}
 
 
 def _config_and_job(name: str):
@@ -40,6 +43,7 @@ def test_a_depthwise_output_of_4_mib_or_more_streams_past_the_caches(name):
     text = job.files[f"{name}.c"]
     if STREAMS[name] is None:
         assert "KG_STREAM" not in text and "kg_stream" not in text and not job.target_plan.streams
+        assert "past the caches" not in text
         return
     body = text[text.index(f"void {name}("):]
     assert STREAMS[name] in body and "KG_STREAM_FENCE();" in body and job.target_plan.streams

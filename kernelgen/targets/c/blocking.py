@@ -111,8 +111,10 @@ def c_kernel(config: Config, plan: Plan, threads: int = 1) -> CKernel:
         rewritten = replace(rewritten, compute=direct_stores(rewritten.compute, index), store=direct_stores(rewritten.store, index))
         notes.append(f"{plan.ops[-1].label}: stores into the output directly (no write-back of the output cache)")
         output_bytes = math.prod(plan.ops[-1].out_shape) * plan.element_bytes
-        if tiles[-1].depthwise and streams(output_bytes):
-            rewritten = replace(rewritten, compute=streamed(rewritten.compute, vectors=tiles[-1].groups % 2 == 0))
+        compute = streamed(rewritten.compute, vectors=tiles[-1].groups % 2 == 0) \
+            if tiles[-1].depthwise and streams(output_bytes) else rewritten.compute
+        if compute != rewritten.compute:  # an NCHW output, stored a lane at a time, keeps its plain stores
+            rewritten = replace(rewritten, compute=compute)
             notes.append(f"{plan.ops[-1].label}: streams its {output_bytes:,}-byte output past the caches "
                          f"(whole lines of each pixel's channels; streaming.py)")
     else:  # an output cache with a pixel's channels together, an output with channel planes: a blocked transpose
