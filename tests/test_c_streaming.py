@@ -3,6 +3,8 @@ with them writes the bytes the plain stores write, into an output on a line boun
 float past it (the plain-store fallback of KG_STREAM and kg_stream)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from builders import Case, c_library, make_config, toolchain
@@ -45,10 +47,11 @@ def test_a_depthwise_output_of_4_mib_or_more_streams_past_the_caches(name):
         assert "KG_STREAM" not in text and "kg_stream" not in text and not job.target_plan.streams
         assert "past the caches" not in text
         return
-    body = text[text.index(f"void {name}("):]
-    assert STREAMS[name] in body and "KG_STREAM_FENCE();" in body and job.target_plan.streams
-    assert "output[" not in body.replace(STREAMS[name], "").split("void ")[0].split("KG_STREAM_FENCE")[0] \
-        .replace("&output[", "")  # every store into the output streams: no plain `output[...] =` is left
+    start = text.index(f"void {name}(")
+    kernel = text[start:text.index("\nvoid ", start)]  # the kernel function alone, not its pack/unpack helpers
+    assert STREAMS[name] in kernel and "KG_STREAM_FENCE();" in kernel and job.target_plan.streams
+    # every store into the output streams: no plain `output[...] =` and no plain vector store into it is left
+    assert not re.search(r"\boutput\[[^;]*\] = ", kernel) and not re.search(r"KG_STORE(16)?\(&output\[", kernel)
     assert "streams its 4,194,304-byte output past the caches" in text
 
 

@@ -33,8 +33,7 @@ from .direct import Direct  # noqa: F401 (tiles.py imports it from here)
 from .filter_prefetch import prefetch_line, prefetch_pointer
 from .lane_groups import lane_group_nodes
 from .tile import (ACCUMULATORS, DEPTHWISE_ACCUMULATORS, DIRECT_GROUP, DIRECT_WIDE_PIXELS, HALF,  # noqa: F401
-                   IN_PLACE_FILTER, LANES, LINE_FLOATS,
-                   WIDE, WIDE_ACCUMULATORS, Tile)
+                   IN_PLACE_FILTER, LANES, LINE_FLOATS, WIDE, WIDE_ACCUMULATORS, Tile)
 
 
 def separable(layout: TensorLayout) -> bool:
