@@ -57,9 +57,11 @@ def _pixel(t: Tile, p: int, block: int, steps: tuple[Node, ...], position: str, 
         out: list[Node] = []
         for i in range(0, t.groups, t.lanes // LANES):
             channel = f"(kv + {i}) * {LANES}"  # of the stripe: the planner's block ko_inner, its channel ki
+            # ki as the channel less its block's start, not `% block`: the store's ko_inner * block + ki then folds
+            # to the channel, where gcc kept the division's masks and adds on every vector (12 a tile of 8-float)
             out.append(Block(label=f"channels {channel} on", body=(
                 Stmt(code=f"const int ko_inner = {channel} / {block};", summary="ko_inner = the vector's block"),
-                *vector_statements(t, p, i, f"{channel} % {block}", steps, position, inside))))
+                *vector_statements(t, p, i, f"{channel} - ko_inner * {block}", steps, position, inside))))
         return tuple(out)
 
     body = ((Guard(cond=f"KG_LIKELY({position})", body=vectors("1")), Guard(cond=f"!({position})", body=vectors("0")))

@@ -628,129 +628,53 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
           for (int oh = 0; oh < 8; ++oh) {
             #if KG_VF16
             for (int owb = 0; owb < 2; ++owb) { /* tiles of 8 pixels */
-              float tile[256];
-              const int xb = (owb*8);
-              for (int kv = 0; kv < 1; ++kv) {
-                const float *const wk = filter_cache + (ko_inner * 2 + kv * 2) * 2304;
-                kg_vf16 a0_0 = KG_ZERO16, a0_1 = KG_ZERO16;
-                kg_vf16 a1_0 = KG_ZERO16, a1_1 = KG_ZERO16;
-                kg_vf16 a2_0 = KG_ZERO16, a2_1 = KG_ZERO16;
-                kg_vf16 a3_0 = KG_ZERO16, a3_1 = KG_ZERO16;
-                kg_vf16 a4_0 = KG_ZERO16, a4_1 = KG_ZERO16;
-                kg_vf16 a5_0 = KG_ZERO16, a5_1 = KG_ZERO16;
-                kg_vf16 a6_0 = KG_ZERO16, a6_1 = KG_ZERO16;
-                kg_vf16 a7_0 = KG_ZERO16, a7_1 = KG_ZERO16;
-                for (int rh = 0; rh < 1; ++rh) {
-                  const int xr = ((oh*2304)+(rh*2304));
-                  for (int rw = 0; rw < 1; ++rw) {
-                    { /* one tap, every pixel */
-                      const int xw = xb + rw * 1;
-                      const int xo = (xw*144);
-                      const float *const x = temp_output_2 + xr;
-                      const float *const wt = wk + (rh * 1 + rw) * 2304;
-                      for (int rc = 0; rc < 144; ++rc) {
-                        const kg_vf16 w0 = KG_LOAD16(wt + rc * 16 + 0), w1 = KG_LOAD16(wt + rc * 16 + 2304);
-                        const int ch = rc;
-                        KG_FMA16(a0_0, x[xo + ch + 0], w0); KG_FMA16(a0_1, x[xo + ch + 0], w1);
-                        KG_FMA16(a1_0, x[xo + ch + 144], w0); KG_FMA16(a1_1, x[xo + ch + 144], w1);
-                        KG_FMA16(a2_0, x[xo + ch + 288], w0); KG_FMA16(a2_1, x[xo + ch + 288], w1);
-                        KG_FMA16(a3_0, x[xo + ch + 432], w0); KG_FMA16(a3_1, x[xo + ch + 432], w1);
-                        KG_FMA16(a4_0, x[xo + ch + 576], w0); KG_FMA16(a4_1, x[xo + ch + 576], w1);
-                        KG_FMA16(a5_0, x[xo + ch + 720], w0); KG_FMA16(a5_1, x[xo + ch + 720], w1);
-                        KG_FMA16(a6_0, x[xo + ch + 864], w0); KG_FMA16(a6_1, x[xo + ch + 864], w1);
-                        KG_FMA16(a7_0, x[xo + ch + 1008], w0); KG_FMA16(a7_1, x[xo + ch + 1008], w1);
+              if (((wo_outer*16)+(owb * 8)) < 56) {
+                float tile[256];
+                const int xb = (owb*8);
+                for (int kv = 0; kv < 1; ++kv) {
+                  const float *const wk = filter_cache + (ko_inner * 2 + kv * 2) * 2304;
+                  kg_vf16 a0_0 = KG_ZERO16, a0_1 = KG_ZERO16;
+                  kg_vf16 a1_0 = KG_ZERO16, a1_1 = KG_ZERO16;
+                  kg_vf16 a2_0 = KG_ZERO16, a2_1 = KG_ZERO16;
+                  kg_vf16 a3_0 = KG_ZERO16, a3_1 = KG_ZERO16;
+                  kg_vf16 a4_0 = KG_ZERO16, a4_1 = KG_ZERO16;
+                  kg_vf16 a5_0 = KG_ZERO16, a5_1 = KG_ZERO16;
+                  kg_vf16 a6_0 = KG_ZERO16, a6_1 = KG_ZERO16;
+                  kg_vf16 a7_0 = KG_ZERO16, a7_1 = KG_ZERO16;
+                  for (int rh = 0; rh < 1; ++rh) {
+                    const int xr = ((oh*2304)+(rh*2304));
+                    for (int rw = 0; rw < 1; ++rw) {
+                      { /* one tap, every pixel */
+                        const int xw = xb + rw * 1;
+                        const int xo = (xw*144);
+                        const float *const x = temp_output_2 + xr;
+                        const float *const wt = wk + (rh * 1 + rw) * 2304;
+                        for (int rc = 0; rc < 144; ++rc) {
+                          const kg_vf16 w0 = KG_LOAD16(wt + rc * 16 + 0), w1 = KG_LOAD16(wt + rc * 16 + 2304);
+                          const int ch = rc;
+                          KG_FMA16(a0_0, x[xo + ch + 0], w0); KG_FMA16(a0_1, x[xo + ch + 0], w1);
+                          KG_FMA16(a1_0, x[xo + ch + 144], w0); KG_FMA16(a1_1, x[xo + ch + 144], w1);
+                          KG_FMA16(a2_0, x[xo + ch + 288], w0); KG_FMA16(a2_1, x[xo + ch + 288], w1);
+                          KG_FMA16(a3_0, x[xo + ch + 432], w0); KG_FMA16(a3_1, x[xo + ch + 432], w1);
+                          KG_FMA16(a4_0, x[xo + ch + 576], w0); KG_FMA16(a4_1, x[xo + ch + 576], w1);
+                          KG_FMA16(a5_0, x[xo + ch + 720], w0); KG_FMA16(a5_1, x[xo + ch + 720], w1);
+                          KG_FMA16(a6_0, x[xo + ch + 864], w0); KG_FMA16(a6_1, x[xo + ch + 864], w1);
+                          KG_FMA16(a7_0, x[xo + ch + 1008], w0); KG_FMA16(a7_1, x[xo + ch + 1008], w1);
+                        }
                       }
                     }
                   }
+                  KG_STORE16(tile + 0 + kv * 32 + 0, a0_0); KG_STORE16(tile + 0 + kv * 32 + 16, a0_1);
+                  KG_STORE16(tile + 32 + kv * 32 + 0, a1_0); KG_STORE16(tile + 32 + kv * 32 + 16, a1_1);
+                  KG_STORE16(tile + 64 + kv * 32 + 0, a2_0); KG_STORE16(tile + 64 + kv * 32 + 16, a2_1);
+                  KG_STORE16(tile + 96 + kv * 32 + 0, a3_0); KG_STORE16(tile + 96 + kv * 32 + 16, a3_1);
+                  KG_STORE16(tile + 128 + kv * 32 + 0, a4_0); KG_STORE16(tile + 128 + kv * 32 + 16, a4_1);
+                  KG_STORE16(tile + 160 + kv * 32 + 0, a5_0); KG_STORE16(tile + 160 + kv * 32 + 16, a5_1);
+                  KG_STORE16(tile + 192 + kv * 32 + 0, a6_0); KG_STORE16(tile + 192 + kv * 32 + 16, a6_1);
+                  KG_STORE16(tile + 224 + kv * 32 + 0, a7_0); KG_STORE16(tile + 224 + kv * 32 + 16, a7_1);
                 }
-                KG_STORE16(tile + 0 + kv * 32 + 0, a0_0); KG_STORE16(tile + 0 + kv * 32 + 16, a0_1);
-                KG_STORE16(tile + 32 + kv * 32 + 0, a1_0); KG_STORE16(tile + 32 + kv * 32 + 16, a1_1);
-                KG_STORE16(tile + 64 + kv * 32 + 0, a2_0); KG_STORE16(tile + 64 + kv * 32 + 16, a2_1);
-                KG_STORE16(tile + 96 + kv * 32 + 0, a3_0); KG_STORE16(tile + 96 + kv * 32 + 16, a3_1);
-                KG_STORE16(tile + 128 + kv * 32 + 0, a4_0); KG_STORE16(tile + 128 + kv * 32 + 16, a4_1);
-                KG_STORE16(tile + 160 + kv * 32 + 0, a5_0); KG_STORE16(tile + 160 + kv * 32 + 16, a5_1);
-                KG_STORE16(tile + 192 + kv * 32 + 0, a6_0); KG_STORE16(tile + 192 + kv * 32 + 16, a6_1);
-                KG_STORE16(tile + 224 + kv * 32 + 0, a7_0); KG_STORE16(tile + 224 + kv * 32 + 16, a7_1);
-              }
-              for (int pb = 0; pb < 8; ++pb) {
-                const int ow = owb * 8 + pb;
-                if (((wo_outer*16)+ow) < 56) {
-                  float *const acc = tile + pb * 32;
-                  if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
-                    KG_VECTOR_LOOP
-                    for (int ki = 0; ki < 32; ++ki) {
-                      /* epilogue of conv2d #3: bias, residual, none */
-                      float v = acc[ki];
-                      v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                      v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                      output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
-                    }
-                  }
-                  if (KG_LIKELY(!(((ko_outer*32)+(ko_inner*32)+31) < 24) && ((ko_outer*32)+(ko_inner*32)+0) < 24)) {
-                    KG_VECTOR_LOOP
-                    for (int ki = 0; ki < 24; ++ki) {
-                      /* epilogue of conv2d #3: bias, residual, none */
-                      float v = acc[ki];
-                      v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                      v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
-                      output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
-                    }
-                  }
-                }
-              }
-            }
-            #else /* !KG_VF16 */
-            for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
-              float tile[192];
-              const int xb = (owb*6);
-              for (int kv = 0; kv < 2; ++kv) {
-                const float *const wk = filter_cache + (ko_inner * 2 + kv) * 2304;
-                kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
-                kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
-                kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
-                kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
-                kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
-                kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
-                for (int rh = 0; rh < 1; ++rh) {
-                  const int xr = ((oh*2304)+(rh*2304));
-                  for (int rw = 0; rw < 1; ++rw) {
-                    { /* one tap, every pixel */
-                      const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 15);
-                      const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 15);
-                      const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 15);
-                      const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 15);
-                      const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 15);
-                      const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 15);
-                      const float *const x0 = temp_output_2 + xr + (xc0*144);
-                      const float *const x1 = temp_output_2 + xr + (xc1*144);
-                      const float *const x2 = temp_output_2 + xr + (xc2*144);
-                      const float *const x3 = temp_output_2 + xr + (xc3*144);
-                      const float *const x4 = temp_output_2 + xr + (xc4*144);
-                      const float *const x5 = temp_output_2 + xr + (xc5*144);
-                      const float *const wt = wk + (rh * 1 + rw) * 2304;
-                      for (int rc = 0; rc < 144; ++rc) {
-                        const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
-                        const int ch = rc;
-                        KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
-                        KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
-                        KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
-                        KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
-                        KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
-                        KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
-                      }
-                    }
-                  }
-                }
-                KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
-                KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
-                KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
-                KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
-                KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
-                KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
-              }
-              for (int pb = 0; pb < 6; ++pb) {
-                if (owb * 6 + pb < 16) {
-                  const int ow = owb * 6 + pb;
+                for (int pb = 0; pb < 8; ++pb) {
+                  const int ow = owb * 8 + pb;
                   if (((wo_outer*16)+ow) < 56) {
                     float *const acc = tile + pb * 32;
                     if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
@@ -771,6 +695,86 @@ void mobilenet_v2_block(const float *restrict input, const float *restrict filte
                         v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
                         v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
                         output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                      }
+                    }
+                  }
+                }
+              }
+            }
+            #else /* !KG_VF16 */
+            for (int owb = 0; owb < 3; ++owb) { /* tiles of 6 pixels */
+              if (((wo_outer*16)+(owb * 6)) < 56) {
+                float tile[192];
+                const int xb = (owb*6);
+                for (int kv = 0; kv < 2; ++kv) {
+                  const float *const wk = filter_cache + (ko_inner * 2 + kv) * 2304;
+                  kg_vf a0_0 = KG_ZERO, a0_1 = KG_ZERO;
+                  kg_vf a1_0 = KG_ZERO, a1_1 = KG_ZERO;
+                  kg_vf a2_0 = KG_ZERO, a2_1 = KG_ZERO;
+                  kg_vf a3_0 = KG_ZERO, a3_1 = KG_ZERO;
+                  kg_vf a4_0 = KG_ZERO, a4_1 = KG_ZERO;
+                  kg_vf a5_0 = KG_ZERO, a5_1 = KG_ZERO;
+                  for (int rh = 0; rh < 1; ++rh) {
+                    const int xr = ((oh*2304)+(rh*2304));
+                    for (int rw = 0; rw < 1; ++rw) {
+                      { /* one tap, every pixel */
+                        const int xc0 = KG_CLAMP(xb + 0 + rw * 1, 0, 15);
+                        const int xc1 = KG_CLAMP(xb + 1 + rw * 1, 0, 15);
+                        const int xc2 = KG_CLAMP(xb + 2 + rw * 1, 0, 15);
+                        const int xc3 = KG_CLAMP(xb + 3 + rw * 1, 0, 15);
+                        const int xc4 = KG_CLAMP(xb + 4 + rw * 1, 0, 15);
+                        const int xc5 = KG_CLAMP(xb + 5 + rw * 1, 0, 15);
+                        const float *const x0 = temp_output_2 + xr + (xc0*144);
+                        const float *const x1 = temp_output_2 + xr + (xc1*144);
+                        const float *const x2 = temp_output_2 + xr + (xc2*144);
+                        const float *const x3 = temp_output_2 + xr + (xc3*144);
+                        const float *const x4 = temp_output_2 + xr + (xc4*144);
+                        const float *const x5 = temp_output_2 + xr + (xc5*144);
+                        const float *const wt = wk + (rh * 1 + rw) * 2304;
+                        for (int rc = 0; rc < 144; ++rc) {
+                          const kg_vf w0 = KG_LOAD(wt + rc * 16 + 0), w1 = KG_LOAD(wt + rc * 16 + 8);
+                          const int ch = rc;
+                          KG_FMA(a0_0, x0[ch], w0); KG_FMA(a0_1, x0[ch], w1);
+                          KG_FMA(a1_0, x1[ch], w0); KG_FMA(a1_1, x1[ch], w1);
+                          KG_FMA(a2_0, x2[ch], w0); KG_FMA(a2_1, x2[ch], w1);
+                          KG_FMA(a3_0, x3[ch], w0); KG_FMA(a3_1, x3[ch], w1);
+                          KG_FMA(a4_0, x4[ch], w0); KG_FMA(a4_1, x4[ch], w1);
+                          KG_FMA(a5_0, x5[ch], w0); KG_FMA(a5_1, x5[ch], w1);
+                        }
+                      }
+                    }
+                  }
+                  KG_STORE(tile + 0 + kv * 16 + 0, a0_0); KG_STORE(tile + 0 + kv * 16 + 8, a0_1);
+                  KG_STORE(tile + 32 + kv * 16 + 0, a1_0); KG_STORE(tile + 32 + kv * 16 + 8, a1_1);
+                  KG_STORE(tile + 64 + kv * 16 + 0, a2_0); KG_STORE(tile + 64 + kv * 16 + 8, a2_1);
+                  KG_STORE(tile + 96 + kv * 16 + 0, a3_0); KG_STORE(tile + 96 + kv * 16 + 8, a3_1);
+                  KG_STORE(tile + 128 + kv * 16 + 0, a4_0); KG_STORE(tile + 128 + kv * 16 + 8, a4_1);
+                  KG_STORE(tile + 160 + kv * 16 + 0, a5_0); KG_STORE(tile + 160 + kv * 16 + 8, a5_1);
+                }
+                for (int pb = 0; pb < 6; ++pb) {
+                  if (owb * 6 + pb < 16) {
+                    const int ow = owb * 6 + pb;
+                    if (((wo_outer*16)+ow) < 56) {
+                      float *const acc = tile + pb * 32;
+                      if (KG_LIKELY(((ko_outer*32)+(ko_inner*32)+31) < 24)) {
+                        KG_VECTOR_LOOP
+                        for (int ki = 0; ki < 32; ++ki) {
+                          /* epilogue of conv2d #3: bias, residual, none */
+                          float v = acc[ki];
+                          v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                        }
+                      }
+                      if (KG_LIKELY(!(((ko_outer*32)+(ko_inner*32)+31) < 24) && ((ko_outer*32)+(ko_inner*32)+0) < 24)) {
+                        KG_VECTOR_LOOP
+                        for (int ki = 0; ki < 24; ++ki) {
+                          /* epilogue of conv2d #3: bias, residual, none */
+                          float v = acc[ki];
+                          v = v + (1 ? bias3[((ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          v = v + ((1) ? input[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32)+ki)] : 0.0f);
+                          output[((ho_outer*10752)+(oh*1344)+(wo_outer*384)+(ow*24)+(ko_outer*32)+(ko_inner*32+ki))] = v;
+                        }
                       }
                     }
                   }
