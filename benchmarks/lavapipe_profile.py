@@ -10,10 +10,15 @@ instruction it hit. It prints, per JIT function that holds the kernel's multiply
   region and the code after the last one (the stores);
 - the share of samples in the small helper functions (texelFetch is an out-of-line call);
 - instruction counts: mul / add / fused multiply-add, calls, vector spills and reloads,
-  and the stack bytes the multiply-add region touches (compare with the 32 KiB L1d).
+  and the stack bytes the multiply-add region touches (compare with the 32 KiB L1d);
+- with --hot N, the N instructions with the most samples and the samples by opcode;
+- with --mca CPU, what llvm-mca's model of CPU (znver3, znver4, skylake-avx512, ...) makes of the
+  multiply-add region without its calls and branches: cycles a pass and multiply/add pairs a cycle,
+  the region's port-bound ceiling on that core, to set beside the probe's rate (one pair a cycle on
+  Intel's two FMA ports, two on Zen's separate multiply and add pipes).
 
-    perf, objdump: apt-get install linux-perf binutils
-    .venv/bin/python benchmarks/lavapipe_profile.py configs/seed002_vulkan.yaml [--repeat 10]
+    perf, objdump: apt-get install linux-perf binutils (llvm-mca: llvm)
+    .venv/bin/python benchmarks/lavapipe_profile.py configs/seed002_vulkan.yaml [--repeat 10] [--hot 30] [--mca znver3]
     .venv/bin/python benchmarks/lavapipe_profile.py configs/seed002_vulkan.yaml --ivc-tile 4,16,8 --wg-size 8,1,1
 """
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import collections
 import ctypes
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,7 +126,47 @@ def stack_slots(rows: list[tuple[int, str]]) -> int:
     return len(slots)
 
 
-def report(dump: Path, samples: collections.Counter) -> None:
+def hot_spots(body: list[tuple[int, str]], samples: collections.Counter, top: int) -> None:
+    """The `top` instructions of a function with the most samples, each with its index in the function, and the
+    samples by opcode: where the cycles go inside a region (a sample lands on the instruction after a stall)."""
+    ranked = sorted(range(len(body)), key=lambda i: -samples.get(body[i][0], 0))[:top]
+    hits = sum(samples.get(addr, 0) for addr, _ in body) or 1
+    for i in sorted(ranked):
+        print(f"    {samples.get(body[i][0], 0) / hits:6.1%}  #{i:<5d} {body[i][1]}")
+    by_op = collections.Counter()
+    for addr, text in body:
+        by_op[text.split()[0]] += samples.get(addr, 0)
+    print("  samples by opcode: " + ", ".join(f"{op} {n / hits:.0%}" for op, n in by_op.most_common(12)))
+
+
+# what llvm-mca cannot take from objdump's listing of a region, or should not time: control flow and padding
+_NOT_TIMED = ("call", "j", "ret", "nop", "data16", "cs ", "int3", "(bad)")
+
+
+def mca_line(region: list[tuple[int, str]], cpu: str) -> str:
+    """llvm-mca's cycles for one pass of the multiply-add region on `cpu` and its multiply/add pairs a cycle."""
+    # the newest llvm-mca installed: the CPU models (znver4 since LLVM 17) come with the version
+    found = [shutil.which(f"llvm-mca-{v}") for v in range(30, 13, -1)] + [shutil.which("llvm-mca")]
+    mca = next((path for path in found if path), None)
+    if mca is None:
+        return "  llvm-mca: not installed (apt-get install llvm)"
+    body = [text for _, text in region if not text.startswith(_NOT_TIMED)]
+    iterations = 20
+    with tempfile.NamedTemporaryFile("w", suffix=".s") as listing:
+        listing.write("\n".join(body) + "\n")
+        listing.flush()
+        done = subprocess.run([mca, f"-mcpu={cpu}", f"-iterations={iterations}", listing.name],
+                              capture_output=True, text=True)
+    cycles = re.search(r"Total Cycles:\s+(\d+)", done.stdout)
+    if done.returncode or not cycles:
+        return f"  llvm-mca -mcpu={cpu}: failed: {(done.stderr or done.stdout).strip().splitlines()[:1]}"
+    per_pass = int(cycles.group(1)) / iterations
+    pairs = sum(1 for text in body if text.startswith("vmulps"))
+    return (f"  llvm-mca -mcpu={cpu} ({Path(mca).name}), the region without its {len(region) - len(body)} calls and "
+            f"branches: {per_pass:.0f} cycles a pass, {pairs / per_pass:.2f} multiply/add pairs a cycle")
+
+
+def report(dump: Path, samples: collections.Counter, top: int = 0, mca_cpu: str | None = None) -> None:
     maps = [Mapping(*(int(v, 0) for v in line.split())) for line in Path(f"{dump}.maps").read_text().splitlines()]
     total = sum(samples.values())
     jit = sum(n for ip, n in samples.items() if any(m.start <= ip < m.start + m.size for m in maps))
@@ -152,6 +198,10 @@ def report(dump: Path, samples: collections.Counter) -> None:
                   f"calls {counts['call']}")
             print(f"  in the multiply-add region: {len(region)} instructions, {spills} vector spills, {reloads} reloads, "
                   f"{stack_slots(region) * 32 / 1024:.1f} KiB of stack touched")
+            if mca_cpu:
+                print(mca_line(region, mca_cpu))
+            if top:
+                hot_spots(body, samples, top)
     print(f"\nhelper functions (texel fetches and the like): {helpers / jit:.1%} of JIT samples")
 
 
@@ -162,6 +212,10 @@ def main() -> int:
     parser.add_argument("--ivc-tile", type=_tuple, default=None, help="override vulkan.ivc_tile, e.g. 4,16,8")
     parser.add_argument("--wg-size", type=_tuple, default=None, help="override vulkan.wg_size, e.g. 8,4,1")
     parser.add_argument("--frequency", type=int, default=4000, help="perf samples per second")
+    parser.add_argument("--hot", type=int, default=0, metavar="N",
+                        help="also print each kernel function's N most-sampled instructions and samples by opcode")
+    parser.add_argument("--mca", metavar="CPU", help="also time the multiply-add region with llvm-mca's model of CPU "
+                        "(e.g. znver3, znver4, skylake-avx512)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -183,7 +237,7 @@ def main() -> int:
         subprocess.run(["perf", "record", "-q", "-F", str(args.frequency), "-o", str(data), "--", *child], check=True)
         ips = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip"], check=True,
                              capture_output=True, text=True).stdout.split()
-        report(dump, collections.Counter(int(ip, 16) for ip in ips))
+        report(dump, collections.Counter(int(ip, 16) for ip in ips), args.hot, args.mca)
     return 0
 
 
