@@ -45,3 +45,6 @@ def test_mca_times_the_region_without_its_calls():
     assert found, line
     # Zen 3 multiplies on two pipes and adds on two others: 8 independent pairs take about 4 cycles a pass
     assert 1.5 <= float(found.group(3)) <= 2.5, line
+    # Skylake issues both on the same two ports: about one pair a cycle (why the probe's rate moves with the core)
+    skylake = re.search(r"([\d.]+) multiply/add pairs a cycle", script().mca_line(REGION, "skylake"))
+    assert skylake and 0.8 <= float(skylake.group(1)) <= 1.2
