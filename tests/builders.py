@@ -1,6 +1,7 @@
 """The tests' one way to write a config: a `Case` (input shape, ops, layouts, schedule, dtype, option blocks) and
 `config_text` / `make_config`, instead of a builder and a tuple shape per test file. Also each target's tools as the
-target itself lists them (`kernelgen targets`), for requires_tool / require_tools.
+target itself lists them (`kernelgen targets`), for requires_tool / require_tools, and `benchmark` to import a
+script of benchmarks/ by name.
 
     CASES = {"k3_pad1": Case([1, 10, 9, 16], ["{out_channels: 48, kernel: 3, pad: 1}"], schedule="{k_split: 2}")}
     make_config("k3_pad1", CASES["k3_pad1"])                  # a Config, as parse_config("k3_pad1.yaml") gives
@@ -9,7 +10,10 @@ target itself lists them (`kernelgen targets`), for requires_tool / require_tool
 from __future__ import annotations
 
 import functools
+import importlib.util
+import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +116,12 @@ def c_library(job, folder, flags: tuple[str, ...] = ()):
     exe = C().compile(job, folder)
     name = job.plan.name
     return exe, Library(build_shared([folder / f"{name}.c"], folder / "lib.so", flags=(*exe.flags, *flags)))
+
+
+def benchmark(name: str):
+    """benchmarks/<name>.py imported as a module (the scripts are not a package), fresh each call."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
+    spec.loader.exec_module(module)
+    return module

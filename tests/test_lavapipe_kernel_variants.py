@@ -3,25 +3,16 @@ computes the same conv (numpy, on lavapipe; bit for bit where the multiply-adds 
 filter's parts and bindings are laid out as the script says."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from tests.builders import benchmark
 from tests.conftest import requires_tool
 from tests.test_vulkan_target import VULKAN
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "lavapipe_kernel_variants.py"
-
 
 def script():
-    spec = importlib.util.spec_from_file_location("lavapipe_kernel_variants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
-    spec.loader.exec_module(module)
-    return module
+    return benchmark("lavapipe_kernel_variants")
 
 
 def test_taps_per_part_fill_a_uniform_buffer():

@@ -1,24 +1,15 @@
 """benchmarks/lavapipe_pixel_lanes.py: its hand-written pixel-lane shaders compute the conv (numpy, on lavapipe)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
+from tests.builders import benchmark
 from tests.conftest import requires_tool
 from tests.test_vulkan_target import VULKAN
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "lavapipe_pixel_lanes.py"
-
 
 def script():
-    spec = importlib.util.spec_from_file_location("lavapipe_pixel_lanes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
-    spec.loader.exec_module(module)
-    return module
+    return benchmark("lavapipe_pixel_lanes")
 
 
 def test_variant_must_tile_the_conv():

@@ -3,21 +3,14 @@ a multiply-add region (a synthetic region here, so the numbers are known)."""
 from __future__ import annotations
 
 import collections
-import importlib.util
 import re
 import shutil
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "lavapipe_profile.py"
+from builders import benchmark
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("lavapipe_profile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being made
-    spec.loader.exec_module(module)
-    return module
+    return benchmark("lavapipe_profile")
 
 
 # 8 independent multiply/add pairs on distinct registers, as objdump lists them, and a call in the middle
