@@ -12,6 +12,7 @@ from .microkernel import LANES, Tile, tile_nodes
 from .depthwise_epilogue import depthwise_register_epilogue
 from .register_epilogue import direct_store, pixel_position, register_epilogue, tile_shape
 from .team import shared_rows
+from .writeback import column_bound
 
 
 def whole_rows(parts):
@@ -356,20 +357,18 @@ def _tiled_row(ow: Loop, t: Tile, cols: int) -> Loop:
         Loop(var="pb", extent=t.pixels, body=here))), col_guard, t)
 
 
-_COLUMN_BOUND = re.compile(r"^\((.*\bow\b.*)\) < (\d+)$")
-
-
 def _inside_tiles(row: Loop, col_guard: str | None, t: Tile) -> Loop:
     """The tiled row with each tile skipped whose first pixel lies past the output's columns: where the planner's
     column stripes overrun the image (`col_guard`, e.g. 112 columns in stripes of 24), the last stripe's trailing
     tiles summed pixels that no store keeps, each on the border path (its input columns past the image read
     zeros). 112x112x96 depthwise, stripes of 24: 2 of 30 16-float tiles a row (Zen 4, C harness, warm, min of 150:
-    0.30 -> 0.27 ms with ki below spelled without `%`), 1 of 20 8-float ones (-march=haswell 0.40 -> 0.38)."""
-    bound = _COLUMN_BOUND.match(col_guard or "")
+    0.30 -> 0.27 ms with depthwise_epilogue's ki spelled without `%`), 1 of 20 8-float ones (-march=haswell
+    0.40 -> 0.38). A guard that is not `(S + ow) < n` (ow added once, so the first pixel is the leftmost) is left."""
+    bound = column_bound(col_guard) if col_guard else None
     if not bound:
         return row
-    first = re.sub(r"\bow\b", f"(owb * {t.pixels // t.rows})", bound.group(1))
-    return replace(row, body=(Guard(cond=f"({first}) < {bound.group(2)}", body=row.body),))
+    first = re.sub(r"\bow\b", f"(owb * {t.pixels // t.rows})", bound[0])
+    return replace(row, body=(Guard(cond=f"({first}) < {bound[1]}", body=row.body),))
 
 
 def _row_test(cond: str) -> str:

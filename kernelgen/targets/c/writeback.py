@@ -97,13 +97,19 @@ def _match(body: tuple[Node, ...]) -> RowWrite | None:
         return None
     upper = ""
     if col_guard is not None:
-        bound = _UPPER.match(col_guard)
-        if not bound or _names(bound.group(1), "ok") or not _unit(bound.group(1), "ow"):
+        bound = column_bound(col_guard)
+        if not bound or _names(bound[0], "ok"):
             return None
-        at_zero = _tidy(re.sub(r"\bow\b", "0", bound.group(1)))
-        upper = f"{bound.group(2)} - ({at_zero})"  # S + ow < n  <=>  ow < n - S
+        at_zero = _tidy(re.sub(r"\bow\b", "0", bound[0]))
+        upper = f"{bound[1]} - ({at_zero})"  # S + ow < n  <=>  ow < n - S
     return RowWrite(cache=cache, output=output, plane=int(plane[0]), columns=ow.extent, channels=ok.extent,
                     upper=upper)
+
+
+def column_bound(col_guard: str) -> tuple[str, str] | None:
+    """(S + ow, n) of the planner's column guard `(S + ow) < n`: ow once, added; None for any other guard."""
+    bound = _UPPER.match(col_guard)
+    return (bound.group(1), bound.group(2)) if bound and _unit(bound.group(1), "ow") else None
 
 
 def _tidy(code: str) -> str:
