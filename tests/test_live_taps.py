@@ -49,13 +49,15 @@ def test_the_filter_is_sliced_and_given_back_in_zeros():
     assert np.array_equal(back[:, :, 1], w[:, :, 1]) and not back[:, :, 0].any() and not back[:, :, 2].any()
 
 
-def _atrous_model(tmp_path):
+def _atrous_model(tmp_path, relu: bool = True):
     """An atrous pyramid's branches over a 6x6 image: dilation 6 (only the centre tap reads the image), 3 (all read)
-    and a 3x3 with pad 4 (outer rows and columns read padding alone), summed."""
+    and a 3x3 with pad 4 (outer rows and columns read padding alone), summed. relu False: the stem's output is
+    signed, so quantized its zero point is not 0."""
     import onnx_models
 
     b = onnx_models.Builder(9)
-    x = b.relu("stem", b.conv("stem_conv", "x", 4, 16, 3, pad=1))
+    x = b.conv("stem_conv", "x", 4, 16, 3, pad=1)
+    x = b.relu("stem", x) if relu else x
     wide = b.conv("wide", x, 16, 8, 3, pad=6, dilation=6)
     mid = b.conv("mid", x, 16, 8, 3, pad=3, dilation=3)
     y = b.add("sum", wide, mid)
@@ -119,3 +121,43 @@ def test_taps_that_read_padding_are_skipped_and_the_sums_are_unchanged(name):
     assert tests and all(">= 0 &&" in line for line in tests), tests  # the tap rows' test, in every tile variant
     result = api.validate(config, "c", seed=4)
     assert result.passed, result.detail
+
+
+@requires_tool(*ONNX, *toolchain("hvx"))
+def test_a_quantized_atrous_branch_imports_as_its_1x1_and_is_bit_exact_on_hvx(tmp_path):
+    """The same pyramid quantized as users quantize (quantize_static's QDQ defaults, full-range int8 weights per
+    channel), its stem without a relu so that the branches' input has a zero point other than 0: the dilation-6
+    branch's padding holds that zero point, so its outer taps add nothing, and it imports as a 1x1 conv with the
+    centre tap's int8 weights. Under qemu-hexagon each kernel is bit-exact with onnxruntime running the model's own
+    nodes (the 3x3 with all its taps), and so is the whole network."""
+    import onnx
+    import onnx_models
+
+    from kernelgen.onnx.weights import model_weights
+
+    model = onnx_models.quantized(onnx.load(str(_atrous_model(tmp_path, relu=False))), per_channel=True,
+                                  full_range=True)
+    onnx.save(model, str(tmp_path / "qatrous.onnx"))
+    result = CliRunner().invoke(main, ["import", str(tmp_path / "qatrous.onnx"), "-o", str(tmp_path / "net"),
+                                       "--target", "hvx", "--max-group-ops", "1"])
+    assert result.exit_code == 0, result.output
+    configs = {path.stem: kernelgen.load_config(path) for path in (tmp_path / "net").glob("*.yaml")
+               if path.name != "network.yaml"}
+    geometry = {name: (c.ops[0].kernel, c.ops[0].pad, c.ops[0].dilation) for name, c in configs.items()}
+    assert geometry == {"stem_conv": ((3, 3), (1, 1, 1, 1), (1, 1)),
+                        "wide": ((1, 1), (0, 0, 0, 0), (1, 1)),  # dilation 6 over 6x6: only its centre tap
+                        "mid": ((3, 3), (3, 3, 3, 3), (3, 3))}, geometry  # dilation 3: every tap reads the image
+    wide = configs["wide"]
+    assert wide.dtype == "uint8" and wide.quant.input_zero_point != 0, wide.quant
+    (int8,) = [onnx.numpy_helper.to_array(t) for t in model.graph.initializer
+               if t.name.startswith("wide_w") and len(t.dims) == 4]
+    assert int8.dtype == np.int8 and int8.shape == (8, 16, 3, 3)
+    assert np.array_equal(model_weights(wide)["filter1"].values, int8[:, :, 1:2, 1:2])
+    for seed, config in enumerate(configs.values(), start=5):
+        check = kernelgen.validate(config, "hvx", seed=seed)
+        assert check.passed and "bit-exact" in check.detail and "onnxruntime" in check.detail, check.detail
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, "hvx", seed=3)
+    runs = list(validation)
+    assert all(run.ran and all(a.passed for a in run.agreement) for run in runs), runs
+    assert validation.verdict().status == "pass"

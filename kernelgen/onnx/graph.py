@@ -62,8 +62,8 @@ class ConvNode:
     count_include_pad: bool = False  # avgpool
     trans_b: bool | None = None  # a Gemm's weight B: [K, C] (True) or [C, K] (False); None: a Conv's OIHW
     scale_by: str | None = None  # mul: the [N, C, 1, 1] tensor each channel is multiplied by (a side input)
-    # the model filter's rows r0..r1 and columns c0..c1 a float Conv keeps when its outer taps read padding alone
-    # (live_taps.py); None: all of them
+    # the model filter's rows r0..r1 and columns c0..c1 a Conv keeps when its outer taps read padding alone
+    # (live_taps.py; a float one here, a quantized one in quant.py); None: all of them
     taps: tuple[int, int, int, int] | None = None
 
 

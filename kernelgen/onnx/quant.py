@@ -12,6 +12,7 @@ import numpy as np
 
 from .activations import activation as fused_activation, is_gate
 from .graph import ConvNode, Graph
+from .live_taps import sliced, trim
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,18 @@ def _weight_parts(weights: np.ndarray | None, scales: np.ndarray | None, zero_po
     return tuple(float(s) for s in scales.reshape(-1)), int(zps[0])
 
 
+def _live_taps(graph: Graph, source: str, conv: ConvNode, weights: np.ndarray) -> tuple[ConvNode, np.ndarray]:
+    """A quantized conv without its outer taps that only ever read padding (live_taps.py), and its weights cut to
+    match. Padding holds the input's zero point, so such a tap adds (z_x - z_x) * (w - z_w) = 0 to every sum: the
+    smaller conv's integer sums are the model's, bit for bit. DeepLabV3's dilation-24 and -36 branches over 14x14
+    become the 1x1 convs they compute (a ninth of their multiply-adds on the DSP)."""
+    cut = trim(conv.kernel, conv.stride, conv.dilation, conv.pad, graph.shapes[source][2:4])
+    if cut is None:
+        return conv, weights
+    return (replace(conv, kernel=cut.kernel, pad=cut.pad, dilation=cut.dilation, taps=cut.taps),
+            sliced(weights, cut.taps))
+
+
 def _qlinear(graph: Graph, index: int) -> QConv | str:
     node = graph.nodes[index]
     c = graph.constants
@@ -124,9 +137,10 @@ def _qlinear(graph: Graph, index: int) -> QConv | str:
     geometry = graph.conv_geometry(index, node.input[0], node.input[3], node.input[8] if len(node.input) > 8 else None)
     if isinstance(geometry, str):
         return geometry
+    geometry, weights = _live_taps(graph, node.input[0], geometry, c[node.input[3]])
     bias = c.get(node.input[8]) if len(node.input) > 8 and node.input[8] else None
     return QConv(start=index, conv=geometry, members=(index,), in_q=node.input[0], out_q=node.output[0],
-                 x_scale=x_scale, x_zero_point=int(x_zp), weights=c[node.input[3]], weight_scales=parts[0],
+                 x_scale=x_scale, x_zero_point=int(x_zp), weights=weights, weight_scales=parts[0],
                  weight_zero_point=parts[1], bias=None if bias is None else bias.astype(np.int32), y_scale=y_scale,
                  y_zero_point=int(y_zp))
 
@@ -164,8 +178,9 @@ def _qdq(graph: Graph, index: int, dq_x: int) -> QConv | str | None:
     geometry = graph.conv_geometry(index, node.input[0], dqw.input[0], None)
     if isinstance(geometry, str):
         return geometry
+    geometry, weights = _live_taps(graph, node.input[0], geometry, c[dqw.input[0]])
     return QConv(start=index, conv=geometry, members=tuple(members), in_q=dqx.input[0], out_q=q.output[0],
-                 x_scale=x_scale, x_zero_point=int(x_zp), weights=c[dqw.input[0]], weight_scales=parts[0],
+                 x_scale=x_scale, x_zero_point=int(x_zp), weights=weights, weight_scales=parts[0],
                  weight_zero_point=parts[1], bias=None if bias is None else np.asarray(bias).astype(np.int32),
                  y_scale=y_scale, y_zero_point=int(y_zp), activation=activation)
 
