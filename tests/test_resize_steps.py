@@ -274,3 +274,41 @@ def test_a_quantized_segmentation_head_runs_whole_on_the_dsp(tmp_path):
         assert all(a.max_abs == 0 for a in run.agreement if a.dtype == "uint8"), (run.step.label, run.agreement)
     program = validation.run_program()
     assert program.ran and program.passed and program.max_abs == 0, program.why
+
+
+# (channels, input rows x columns, output rows x columns, the conv's (scale, zero point), the resize's): up by 16 with
+# a channel block of 5 (37 = 32 + 5) and equal scales (an exact tie in about one result of 200); by 8 with other
+# scales; by 2 onto 14 columns (a last vector of 2 pixels); by 3, whose weights (k/6) have no few-bit binary form
+VECTOR_RESIZES = {
+    "x16, equal scales": (37, (5, 7), (80, 112), (0.05, 120), (0.05, 120), True),
+    "x8": (24, (4, 6), (32, 48), (0.04, 3), (0.031, 140), True),
+    "x2, a short last vector": (16, (5, 7), (10, 14), (0.02, 7), (0.04, 250), True),
+    "x3": (16, (4, 5), (12, 15), (0.05, 120), (0.05, 120), False),
+}
+
+
+@requires_tool(*ONNX, "clang-19", "ld.lld-19", "qemu-hexagon", "make")
+@pytest.mark.parametrize("case", list(VECTOR_RESIZES))
+def test_the_dsp_resizes_in_hvx_integers_as_onnxruntime_does(tmp_path, case):
+    """A uint8 linear resize whose weights are few-bit binary fractions runs on HVX in integers, the lanes near a
+    rounding tie computed again in float32 (targets/hvx/resize_vector.py); its program under qemu-hexagon is
+    bit-exact with the step-by-step run (numpy, itself bit-exact with onnxruntime). With the re-computation
+    switched off, the x16 case's equal scales put results on ties that the integers round otherwise."""
+    import onnx
+    import onnx_models
+
+    channels, in_hw, out_hw, conv, resized_at, vector = VECTOR_RESIZES[case]
+    onnx.save(onnx_models.qdq_resize_network(channels, in_hw, out_hw, conv, resized_at), str(tmp_path / "r.onnx"))
+    _import(tmp_path / "r.onnx", tmp_path / "net", "hvx")
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    source = (tmp_path / "out" / "r" / "hvx" / "network.c").read_text()
+    assert ("_resize_one(" in source and "Q6_Ww_vmpy_VhVh" in source) == vector, case
+    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    validation = kernelgen.validate_network(network, "hvx", seed=4)
+    runs = list(validation)
+    assert all(run.ran for run in runs), runs
+    for run in runs:
+        assert all(a.max_abs == 0 for a in run.agreement if a.dtype == "uint8"), (run.step.label, run.agreement)
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why

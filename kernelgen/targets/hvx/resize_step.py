@@ -6,7 +6,9 @@ z_out) as QuantizeLinear. Every product and sum is a statement of its own, so no
 contracts within an expression only). Pure.
 
 The taps' rows, columns and weights come from network/resize.axis_taps; the bytes' offsets in nhwc-8h8w32c from the
-layout engine, as a function of (n, c, h, w) for each tensor.
+layout engine, as a function of (n, c, h, w) for each tensor. A linear resize whose weights are few-bit binary
+fractions (upsampling by 2, 4, 8, 16) runs on HVX in integers instead, 4 pixels x 32 channels a vector, and hands the
+lanes near a rounding tie back to the scalar arithmetic (resize_vector.py says why that is onnxruntime's bytes).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ...expr import Var
 from ...layout import ACTIVATION_DIMS, parse_layout
 from ...network.manifest import Network, Step, Tensor
 from ...network.resize import axis_taps
+from .resize_vector import ResizeVector, vector_plan
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +45,7 @@ class ResizeStep:
     zero_point: int
     in_offset: str  # C: the input byte of (n, c, h, w) in its packed layout
     out_offset: str  # C: the output byte of (n, c, h, w)
+    vector: ResizeVector | None = None  # the HVX form (resize_vector.py); None: the scalar loop alone
 
 
 def resize_step(network: Network, step: Step) -> ResizeStep:
@@ -64,7 +68,9 @@ def resize_step(network: Network, step: Step) -> ResizeStep:
                       right_weight=_floats(cols.second_weight), dequantized=_floats(real),
                       scale=f"{float(np.float32(result.scale)).hex()}f",
                       scale_text=f"{float(np.float32(result.scale)):.9g}", zero_point=int(result.zero_point),
-                      in_offset=_offset(source), out_offset=_offset(result))
+                      in_offset=_offset(source), out_offset=_offset(result),
+                      vector=vector_plan(rows, cols, (source.scale, source.zero_point),
+                                         (result.scale, result.zero_point)) if resize.mode == "linear" else None)
 
 
 def _offset(tensor: Tensor) -> str:
