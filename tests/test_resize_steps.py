@@ -276,14 +276,17 @@ def test_a_quantized_segmentation_head_runs_whole_on_the_dsp(tmp_path):
     assert program.ran and program.passed and program.max_abs == 0, program.why
 
 
-# (channels, input rows x columns, output rows x columns, the conv's (scale, zero point), the resize's): up by 16 with
-# a channel block of 5 (37 = 32 + 5) and equal scales (an exact tie in about one result of 200); by 8 with other
-# scales; by 2 onto 14 columns (a last vector of 2 pixels); by 3, whose weights (k/6) have no few-bit binary form
+# (channels, input rows x columns, output rows x columns, the conv's (scale, zero point), the resize's, HVX or not):
+# up by 16 with a channel block of 5 (37 = 32 + 5) and equal scales (an exact tie in about one result of 100); by 8
+# with other scales; by 2 onto 14 columns (a last vector of 2 pixels); by 3, whose weights (k/6) have no few-bit
+# binary form
 VECTOR_RESIZES = {
     "x16, equal scales": (37, (5, 7), (80, 112), (0.05, 120), (0.05, 120), True),
     "x8": (24, (4, 6), (32, 48), (0.04, 3), (0.031, 140), True),
     "x2, a short last vector": (16, (5, 7), (10, 14), (0.02, 7), (0.04, 250), True),
     "x3": (16, (4, 5), (12, 15), (0.05, 120), (0.05, 120), False),
+    # DeepLabV3's pooled branch: one pixel to 14 x 14 (every tap that pixel, half and half), equal scales
+    "one pixel to 14 x 14": (40, (1, 1), (14, 14), (0.0015, 0), (0.0015, 0), True),
 }
 
 

@@ -52,6 +52,21 @@ def test_the_tie_zone_is_the_float_error_plus_the_fixed_points():
     assert plan.tie == 5 and (plan.shift_high, plan.shift_low) == (7, 19)
 
 
+def test_a_one_pixel_axis_takes_finer_units():
+    """From one pixel (DeepLabV3's pooled branch, 1 x 1 -> 14 x 14) every tap is that pixel, half and half: weights of
+    one bit, which at equal scales put M's 24 bits 1 bit too high for the shifts; in units of 2^-2 and 2^-1 they fit,
+    and every lane is onnxruntime's byte (the float sum of four quarters is the byte's value again, so none is near
+    a tie)."""
+    resize, out_hw, rows, cols = _case(14, (1, 1))
+    plan = vector_plan(rows, cols, (0.00154, 0), (0.00154, 0))
+    assert (plan.row_bits, plan.col_bits, plan.shift_high) == (2, 1, 0)
+    assert set(plan.row_first + plan.row_second) == {2} and set(plan.col_first + plan.col_second) == {1}
+    q = np.arange(256, dtype=np.uint8).reshape(1, 256, 1, 1)
+    got, flagged = model(plan, rows, cols, q)
+    assert np.array_equal(got, quantized_resized(resize, q, (1, 256, *out_hw), (0.00154, 0), (0.00154, 0)))
+    assert not flagged.any() and np.array_equal(got[0, :, 5, 9], np.arange(256))
+
+
 def test_steps_the_integers_cannot_hold_stay_scalar():
     # by 3 and 14 (DeepLabV3's pooled branch): weights k/6 and k/28 have no few-bit binary form
     for factor in (3, 14):

@@ -54,22 +54,21 @@ class ResizeVector:
     zero_out: int
 
 
-def _integer_weights(weights: tuple[float, ...]) -> tuple[tuple[int, ...], int] | None:
-    """The weights as integers in units of 2^-bits (the fewest bits that hold them all), or None."""
+def _axis(taps: AxisTaps) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    """An axis's weights as integers in units of 2^-bits, the fewest bits that hold them all, or None."""
+    weights = taps.first_weight + taps.second_weight
     for bits in range(MAX_WEIGHT_BITS + 1):
         scaled = [w * 2 ** bits for w in weights]
         if all(s == int(s) and 0 <= s <= 2 ** bits for s in scaled):
-            return tuple(int(s) for s in scaled), bits
+            n = len(taps.first_weight)
+            return tuple(int(s) for s in scaled[:n]), tuple(int(s) for s in scaled[n:]), bits
     return None
 
 
-def _axis(taps: AxisTaps) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
-    found = _integer_weights(taps.first_weight + taps.second_weight)
-    if found is None:
-        return None
-    ints, bits = found
-    n = len(taps.first_weight)
-    return ints[:n], ints[n:], bits
+def _finer(axis: tuple[tuple[int, ...], tuple[int, ...], int]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The same weights in units half as large."""
+    first, second, bits = axis
+    return tuple(2 * a for a in first), tuple(2 * b for b in second), bits + 1
 
 
 def float_error(s_in: float, s_out: float, zero_in: int, weight_sum: float) -> float:
@@ -83,10 +82,20 @@ def float_error(s_in: float, s_out: float, zero_in: int, weight_sum: float) -> f
 def vector_plan(rows: AxisTaps, cols: AxisTaps, source: tuple[float, int], result: tuple[float, int]
                 ) -> ResizeVector | None:
     """The integer form of a linear resize, or None where it does not hold (weights of more bits, scales whose
-    ratio leaves too few bits, a tie zone too wide): such a step stays on the scalar code."""
+    ratio leaves too few bits, a tie zone too wide): such a step stays on the scalar code. Weights of few bits
+    (a 1-pixel axis's halves) are taken in finer units until M's 24 bits land where the shifts can place them."""
     row, col = _axis(rows), _axis(cols)
     if row is None or col is None:
         return None
+    while True:
+        plan = _plan(row, col, source, result)
+        if plan is not None or (row[2] == MAX_WEIGHT_BITS and col[2] == MAX_WEIGHT_BITS):
+            return plan
+        row, col = (_finer(row), col) if row[2] <= col[2] else (row, _finer(col))
+
+
+def _plan(row: tuple[tuple[int, ...], tuple[int, ...], int], col: tuple[tuple[int, ...], tuple[int, ...], int],
+          source: tuple[float, int], result: tuple[float, int]) -> ResizeVector | None:
     (row_first, row_second, row_bits), (col_first, col_second, col_bits) = row, col
     s_in, s_out = float(np.float32(source[0])), float(np.float32(result[0]))
     if not (s_in > 0 and s_out > 0):
