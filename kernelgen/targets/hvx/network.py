@@ -37,6 +37,7 @@ from ..base import Job
 from .channel_steps import LAYOUT, CopyStep, copy_step
 from .plan import HvxPlan
 from .program import runtime_files
+from .quantize_vector import QuantizeVector, quantize_plan
 from .resize_step import ResizeStep, resize_step
 
 TEMPLATES = ("hvx/network.h.j2", "hvx/network.c.j2")
@@ -75,6 +76,7 @@ class ConvertRow:
     zero_point: int
     extents: tuple[int, int, int, int]  # n, c, h, w
     packed_offset: str  # the C expression of (n, c, h, w)'s byte in the packed tensor
+    vector: QuantizeVector | None = None  # a quantize's HVX form (quantize_vector.py); None: the scalar loop alone
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +132,8 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
         vtcm_bytes=vtcm, vtcm_limit=vtcm_limit, vtcm_alignment=VTCM_ALIGNMENT, steps=steps,
         converts=tuple(converts.values()), copies=tuple(copies.values()), resizes=tuple(resizes.values()),
         vector_copies=any(part.vectors for copy in copies.values() for part in copy.parts),
-        vector_resizes=any(r.vector is not None for r in resizes.values()), weights=weights,
+        vector_resizes=any(r.vector is not None for r in resizes.values())
+        or any(c.vector is not None for c in converts.values()), weights=weights,
         digest=weights.digest_hex, weights_alignment=ALIGNMENT,
         weight_rows=_weight_rows(weights, jobs_of),
         kernel_headers=tuple(dict.fromkeys(f"{job.plan.name}.h" for job in jobs_of.values())),
@@ -238,7 +241,8 @@ def _convert_row(network: Network, step: Step, tensors: Mapping[str, TensorRow])
     return ConvertRow(function=f"{network.name}_{step.convert}_{end}{ends.index(float_name)}", quantize=quantize,
                       float_tensor=tensors[float_name], uint8_tensor=tensors[uint8_name],
                       scale=f"{float(scale).hex()}f", scale_text=f"{float(scale):.9g}",
-                      zero_point=int(quantized.zero_point), extents=(n, c, h, w), packed_offset=offset)
+                      zero_point=int(quantized.zero_point), extents=(n, c, h, w), packed_offset=offset,
+                      vector=quantize_plan(float(scale)) if quantize else None)
 
 
 def _resize_row(network: Network, step: Step) -> ResizeStep:
