@@ -252,6 +252,18 @@ def test_a_quantized_resize_is_bit_exact_with_onnxruntime():
         assert actual.dtype == np.uint8 and np.array_equal(actual, expected), (mode, coordinates, (h, w, oh, ow))
 
 
+def _bit_exact_on_hvx(network, seed: int) -> None:
+    """The network step by step on hvx, every uint8 tensor onnxruntime's byte for byte, and its program under
+    qemu-hexagon the step-by-step run's."""
+    validation = kernelgen.validate_network(network, "hvx", seed=seed)
+    runs = list(validation)
+    assert all(run.ran for run in runs), runs
+    for run in runs:
+        assert all(a.max_abs == 0 for a in run.agreement if a.dtype == "uint8"), (run.step.label, run.agreement)
+    program = validation.run_program()
+    assert program.ran and program.passed and program.max_abs == 0, program.why
+
+
 @requires_tool(*ONNX, "clang-19", "ld.lld-19", "qemu-hexagon", "make")
 def test_a_quantized_segmentation_head_runs_whole_on_the_dsp(tmp_path):
     """The head quantized by quantize_static with its defaults: both Resizes (their DequantizeLinear and
@@ -267,13 +279,7 @@ def test_a_quantized_segmentation_head_runs_whole_on_the_dsp(tmp_path):
     network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
     resizes = [s for s in network.steps if s.kind == "resize"]
     assert all(network.tensors[t].dtype == "uint8" for s in resizes for t in (*s.inputs, *s.outputs))
-    validation = kernelgen.validate_network(network, "hvx", seed=9)
-    runs = list(validation)
-    assert all(run.ran for run in runs), runs
-    for run in runs:
-        assert all(a.max_abs == 0 for a in run.agreement if a.dtype == "uint8"), (run.step.label, run.agreement)
-    program = validation.run_program()
-    assert program.ran and program.passed and program.max_abs == 0, program.why
+    _bit_exact_on_hvx(network, seed=9)
 
 
 # (channels, input rows x columns, output rows x columns, the conv's (scale, zero point), the resize's, HVX or not):
@@ -308,10 +314,4 @@ def test_the_dsp_resizes_in_hvx_integers_as_onnxruntime_does(tmp_path, case):
     source = (tmp_path / "out" / "r" / "hvx" / "network.c").read_text()
     assert ("_resize_one(" in source and "Q6_Ww_vmpy_VhVh" in source) == vector, case
     network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
-    validation = kernelgen.validate_network(network, "hvx", seed=4)
-    runs = list(validation)
-    assert all(run.ran for run in runs), runs
-    for run in runs:
-        assert all(a.max_abs == 0 for a in run.agreement if a.dtype == "uint8"), (run.step.label, run.agreement)
-    program = validation.run_program()
-    assert program.ran and program.passed and program.max_abs == 0, program.why
+    _bit_exact_on_hvx(network, seed=4)
