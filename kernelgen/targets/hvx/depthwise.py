@@ -3,20 +3,22 @@
 A depthwise conv (channel multiplier 1) has one weight per channel and tap, so its weights are per lane:
 vrmpy's scalar-weight forms and its 4-channel reduction do not fit channel-last data as stored. Three forms:
 
-- conv #1 as the chain's only op, with one column of left padding and the fixed-point requantization that folds
-  the output zero point into its rounding: the sweep (templates/hvx/depthwise_sweep_uint8.c.j2) reads the input
-  tensor and stores into the output tensor, no cache copy, no write-back; each block of up to 4 output rows of a
-  32-channel block is one block of packets list-scheduled by depthwise_asm.py, each input vector transposed in
-  registers as below, once per block (depthwise_program.py).
-- another conv #1 reads the input cache, which the input read then stores transposed (per 4-pixel vector, byte 4c + p:
-  a word per channel holding 4 neighbouring pixels). `vrmpy(Vu.ub, Vv.b)` with the row's weights [w0, w1, w2, 0]
-  or [0, w0, w1, w2] per word is then 3 taps of one output pixel for 32 channels, in channel order; the words
-  of pixels 4q+2..4q+5 come from two vectors with one shift and one vshuffo (templates/hvx/depthwise_weights_uint8.c.j2
-  reads the weights as vectors).
-- a later op reads its producer's cache as stored (4 pixels x 32 channels per vector): `vmpy(Vu.ub, Vv.b)`
-  per tap (128 exact int16 products) and two taps' products summed into int32 with one `vadd(Vu.h, Vv.h)`
-  accumulate; neighbouring taps are the row's aligned vectors joined with valign (stride 1) or dealt into even
-  and odd pixels (stride 2), never gathered.
+- conv #1 3x3 (no dilation) as the chain's only op, with one column of left padding and the fixed-point
+  requantization that folds the output zero point into its rounding: the sweep
+  (templates/hvx/depthwise_sweep_uint8.c.j2) reads the input tensor and stores into the output tensor, no cache
+  copy, no write-back; each block of up to 4 output rows of a 32-channel block is one block of packets
+  list-scheduled by depthwise_asm.py, each input vector transposed in registers as below, once per block
+  (depthwise_program.py).
+- another conv #1 3x3 (no dilation) reads the input cache, which the input read then stores transposed (per
+  4-pixel vector, byte 4c + p: a word per channel holding 4 neighbouring pixels). `vrmpy(Vu.ub, Vv.b)` with the
+  row's weights [w0, w1, w2, 0] or [0, w0, w1, w2] per word is then 3 taps of one output pixel for 32 channels, in
+  channel order; the words of pixels 4q+2..4q+5 come from two vectors with one shift and one vshuffo
+  (templates/hvx/depthwise_weights_uint8.c.j2 reads the weights as vectors).
+- any other (a later op, or a conv #1 of other taps; 2 to 7 taps a row, up to 7 rows, any dilation) reads its
+  source cache as stored (4 pixels x 32 channels per vector): `vmpy(Vu.ub, Vv.b)` per tap (128 exact int16
+  products) and two taps' products summed into int32 with one `vadd(Vu.h, Vv.h)` accumulate; a tap's 4 pixels are
+  the row's aligned vectors joined with valign (stride 1) or dealt into even and odd pixels and then joined
+  (stride 2), never gathered. MobileNetV3's and EfficientNet's 5x5 and DeepLabV3's dilated 5x5 take it.
 
 All need the weights minus their zero point as int8 (int8 weights at zero point 0, uint8 weights at 128); the
 input zero point is folded into the per-channel correction (bias - za * sum(w - zw)), so the loops are products
@@ -30,6 +32,10 @@ from ...config import Config
 from ...plan_types import Halo, Pipeline, Plan
 from ...planner.geometry import shapes
 from .depthwise_asm import MAX_ROWS, Block, RowAsm, block_asm
+
+# taps a row and rows of the vmpy form: a row's taps' products are live at once (two vectors each), and the
+# largest depthwise kernels of mobile networks are 7x7
+MAX_TAPS = 7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,14 +69,21 @@ class Depthwise:
 
 
 def vector_op(config: Config, j: int) -> bool:
-    """Conv #j (1-based) is a uint8 depthwise 3x3 (stride 1 or 2 across, any down, no dilation) whose weights
-    minus their zero point fit int8."""
+    """Conv #j (1-based) is a uint8 depthwise conv of 2 to 7 taps a row and up to 7 rows (stride 1 or 2 across, any
+    down, any dilation) whose weights minus their zero point fit int8: the vmpy form computes it."""
     op = config.ops[j - 1]
     q = config.quant
     fits_int8 = q.weight_zero_point == (0 if q.weight_dtype == "int8" else 128)
     return (config.dtype == "uint8" and not op.pool and op.groups > 1
-            and op.groups == shapes(config)[j - 1][3] == op.out_channels and op.kernel == (3, 3)
-            and op.dilation == (1, 1) and op.stride[1] in (1, 2) and fits_int8)
+            and op.groups == shapes(config)[j - 1][3] == op.out_channels and 1 <= op.kernel[0] <= MAX_TAPS
+            and 2 <= op.kernel[1] <= MAX_TAPS and op.stride[1] in (1, 2) and fits_int8)
+
+
+def vrmpy_op(config: Config, j: int) -> bool:
+    """Conv #j takes the vector path and its rows are 3 neighbouring taps, what the vrmpy forms of conv #1 (the
+    transposed input cache, the sweep) reduce in one instruction a row."""
+    op = config.ops[j - 1]
+    return vector_op(config, j) and op.kernel == (3, 3) and op.dilation == (1, 1)
 
 
 def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
@@ -80,7 +93,8 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
     chosen = tuple(o.index for o in ops if not o.pool and vector_op(config, o.index) and o.col_lo == 0
                    and (o.index > 1 or plan.c_split == 1))
     first = ops[0] if ops else None
-    sweep = (1 in chosen and first.last and config.ops[0].pad[1] == 1 and plan.halo is not Halo.REUSE
+    vrmpy = 1 in chosen and vrmpy_op(config, 1)
+    sweep = (vrmpy and first.last and config.ops[0].pad[1] == 1 and plan.halo is not Halo.REUSE
              and plan.pipeline is not Pipeline.DOUBLE_BUFFER and first.floats is None and first.add is None
              and not first.table and not first.requantizer.shift_only and first.requantizer.folds_zero_point
              and not first.requantizer.narrows)
@@ -93,7 +107,7 @@ def depthwise(config: Config, plan: Plan, ops: tuple) -> Depthwise:
                 raise
             rows -= 1
     return Depthwise(ops=chosen, input_blocks=plan.k_split if single_input_stripe(config, plan) else 0,
-                     transposed=1 in chosen and not sweep, sweep=sweep, rows=rows, asm=asm)
+                     transposed=vrmpy and not sweep, sweep=sweep, rows=rows, asm=asm)
 
 
 def block_rows(stride: int, out_w: int) -> int:
