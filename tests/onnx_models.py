@@ -527,8 +527,8 @@ def single_conv(weight: list[int], channels: int = 8, size: int = 6, bias: list[
 
 
 def qdq_resize_network(channels: int, in_hw: tuple[int, int], out_hw: tuple[int, int], conv: tuple[float, int],
-                       resized: tuple[float, int], seed: int = 15):
-    """A float input quantized, a QDQ 1x1 conv to `channels` quantized at `conv` (scale, zero point), a linear
+                       resized: tuple[float, int], seed: int = 15, in_channels: int = 8):
+    """A float input of `in_channels` quantized, a QDQ 1x1 conv to `channels` quantized at `conv` (scale, zero point), a linear
     half_pixel Resize to `out_hw` between a DequantizeLinear and a QuantizeLinear at `resized`, and the result
     dequantized: a uint8 resize step between packed tensors whose scales the test chooses (equal ones put many
     results exactly on a rounding tie)."""
@@ -538,13 +538,13 @@ def qdq_resize_network(channels: int, in_hw: tuple[int, int], out_hw: tuple[int,
              helper.make_tensor("sizes", TensorProto.INT64, [4], [1, channels, *out_hw])]
     nodes = [helper.make_node("QuantizeLinear", ["x", "x_s", "x_z"], ["x_q"], name="q_x"),
              helper.make_node("DequantizeLinear", ["x_q", "x_s", "x_z"], ["x_f"], name="dq_x")]
-    quantized = _qdq_conv(nodes, inits, rng, "mix", "x_f", 8, channels, 1, "m_s", "m_z")
+    quantized = _qdq_conv(nodes, inits, rng, "mix", "x_f", in_channels, channels, 1, "m_s", "m_z")
     nodes += [helper.make_node("DequantizeLinear", [quantized, "m_s", "m_z"], ["mix_dq"], name="dq_mix"),
               helper.make_node("Resize", ["mix_dq", "", "", "sizes"], ["up_f"], name="up", mode="linear",
                                coordinate_transformation_mode="half_pixel"),
               helper.make_node("QuantizeLinear", ["up_f", "y_s", "y_z"], ["up_q"], name="q_up"),
               helper.make_node("DequantizeLinear", ["up_q", "y_s", "y_z"], ["y"], name="dq_up")]
     graph = helper.make_graph(nodes, "qdq_resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                  [1, 8, *in_hw])],
+                                                                                  [1, in_channels, *in_hw])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -54,25 +54,35 @@ def test_scales_outside_the_integers_range_stay_scalar():
 
 
 @requires_tool(*ONNX, "clang-19", "ld.lld-19", "qemu-hexagon", "make")
-def test_the_program_quantizes_hard_inputs_as_the_step_by_step_run(tmp_path):
-    """40 columns: one vector of 32 and a scalar tail of 8, over 8 channels and 6 rows: quotients on halves and
+@pytest.mark.parametrize("channels, width", [(8, 40), (3, 72), (1, 40), (4, 32)])
+def test_the_program_quantizes_hard_inputs_as_the_step_by_step_run(tmp_path, channels, width):
+    """Vectors of 32 columns and a scalar tail (40: one and 8, 72: two and 8), over 6 rows: quotients on halves and
     either side, infinities, a NaN, subnormals, and the rest random; the program under qemu-hexagon against the
-    step-by-step run (numpy's QuantizeLinear, then the kernels one by one), whose bytes are onnxruntime's."""
+    step-by-step run (numpy's QuantizeLinear, then the kernels one by one), whose bytes are onnxruntime's. Up to 4
+    channels (an image) a pixel's bytes are one word widened to its 32-byte block; 8 are stored channel by channel."""
     import onnx
     import onnx_models
 
-    onnx.save(onnx_models.qdq_resize_network(16, (6, 40), (12, 80), (0.05, 120), (0.043, 131)), str(tmp_path / "q.onnx"))
+    onnx.save(onnx_models.qdq_resize_network(16, (6, width), (12, 2 * width), (0.05, 120), (0.043, 131),
+                                             in_channels=channels), str(tmp_path / "q.onnx"))
     result = CliRunner().invoke(main, ["import", str(tmp_path / "q.onnx"), "-o", str(tmp_path / "net"),
                                        "--target", "hvx"])
     assert result.exit_code == 0, result.output
     network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
     scale = network.tensors[network.steps[0].outputs[0]].scale
     validation = kernelgen.validate_network(network, "hvx", seed=4)
-    x = _hard_values(scale, 8 * 6 * 40, 5)[:8 * 6 * 40]
-    np.random.default_rng(6).shuffle(x)
-    validation.feeds = {"x": x.reshape(1, 8, 6, 40)}
+    size = channels * 6 * width
+    hard = _hard_values(scale, size, 5)
+    rng = np.random.default_rng(6)
+    x = np.concatenate([hard[np.isnan(hard) | np.isinf(hard)], rng.choice(hard, size - 3, replace=False)])
+    rng.shuffle(x)
+    validation.feeds = {"x": x.reshape(1, channels, 6, width)}
     validation.expected = execute.reference(network, validation.feeds, validation.oracle, validation.fallbacks)
     runs = list(validation)
     assert all(run.ran for run in runs), runs
     program = validation.run_program()
     assert program.ran and program.passed and program.max_abs == 0, program.why
+    result = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "-o", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    driver = next((tmp_path / "b").glob("*/hvx/network.c")).read_text()
+    assert ("Q6_W_vshuff_VVR(fill, words, -4)" in driver) is (channels <= 4)

@@ -44,6 +44,7 @@ TEMPLATES = ("hvx/network.h.j2", "hvx/network.c.j2")
 FILES = tuple(Path(template).name.removesuffix(".j2") for template in TEMPLATES)  # network.h, network.c
 ARENA_ALIGNMENT = 128  # bytes: an HVX vector; the kernels move activations in 128-byte vectors
 VTCM_ALIGNMENT = 2048  # bytes: the kernels' caches sit at multiples of 2048 in their workspace
+PIXEL_WORD_CHANNELS = 4  # channels a quantize writes a pixel's bytes of as one word (pixel_words)
 DECLARED = ("run", "network", "quantize", "dequantize")  # what network.h declares after `<net>_`
 
 
@@ -77,6 +78,9 @@ class ConvertRow:
     extents: tuple[int, int, int, int]  # n, c, h, w
     packed_offset: str  # the C expression of (n, c, h, w)'s byte in the packed tensor
     vector: QuantizeVector | None = None  # a quantize's HVX form (quantize_vector.py); None: the scalar loop alone
+    # the HVX form writes whole pixels: up to 4 channels (an image's RGB) in nhwc-8h8w32c, each pixel's bytes one
+    # word, widened to its 32-byte block with the zero point in the layout's padding, 4 pixels a vector store
+    pixel_words: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,11 +243,13 @@ def _convert_row(network: Network, step: Step, tensors: Mapping[str, TensorRow])
     offset = bound.offset_c({d: Var(d) for d in ACTIVATION_DIMS}, bound.bounds)
     scale = np.float32(quantized.scale)
     end = "input" if quantize else "output"
+    vector = quantize_plan(float(scale)) if quantize else None
     return ConvertRow(function=f"{network.name}_{step.convert}_{end}{ends.index(float_name)}", quantize=quantize,
                       float_tensor=tensors[float_name], uint8_tensor=tensors[uint8_name],
                       scale=f"{float(scale).hex()}f", scale_text=f"{float(scale):.9g}",
                       zero_point=int(quantized.zero_point), extents=(n, c, h, w), packed_offset=offset,
-                      vector=quantize_plan(float(scale)) if quantize else None)
+                      vector=vector, pixel_words=vector is not None and c <= PIXEL_WORD_CHANNELS
+                      and quantized.layout == LAYOUT)
 
 
 def _resize_row(network: Network, step: Step) -> ResizeStep:
