@@ -37,6 +37,7 @@ from ..base import Job
 from .channel_steps import LAYOUT, CopyStep, copy_step
 from .plan import HvxPlan
 from .program import runtime_files
+from .dequantize_vector import DequantizeVector, dequantize_plan
 from .quantize_vector import QuantizeVector, quantize_plan
 from .resize_step import ResizeStep, resize_step
 
@@ -81,6 +82,9 @@ class ConvertRow:
     # the HVX form writes whole pixels: up to 4 channels (an image's RGB) in nhwc-8h8w32c, each pixel's bytes one
     # word, widened to its 32-byte block with the zero point in the layout's padding, 4 pixels a vector store
     pixel_words: bool = False
+    # a dequantize's HVX form (dequantize_vector.py): 32 pixels x 32 channels transposed in registers, each channel's
+    # 32 floats built in integers, one vector store; None: the scalar loop alone
+    floats: DequantizeVector | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,7 +253,8 @@ def _convert_row(network: Network, step: Step, tensors: Mapping[str, TensorRow])
                       scale=f"{float(scale).hex()}f", scale_text=f"{float(scale):.9g}",
                       zero_point=int(quantized.zero_point), extents=(n, c, h, w), packed_offset=offset,
                       vector=vector, pixel_words=vector is not None and c <= PIXEL_WORD_CHANNELS
-                      and quantized.layout == LAYOUT)
+                      and quantized.layout == LAYOUT,
+                      floats=None if quantize or quantized.layout != LAYOUT else dequantize_plan(float(scale)))
 
 
 def _resize_row(network: Network, step: Step) -> ResizeStep:
