@@ -104,13 +104,15 @@ static inline __attribute__((always_inline)) void kg_sums(const uint8_t *restric
   }
 }
 
-/* Channels 24..31 of each of a vector's 4 pixels (the layout's padding, any bytes in the input) as the zero
-   point 120: conv #1 leaves those lanes out of its sum (dense.live_vectors) and counts on them so. */
+/* Channels 24..31 of each of a vector's 4 pixels in the last channel block 0 (the layout's padding, any
+   bytes in the input) as the zero point 120: conv #1 leaves those lanes out of its sum (dense.live_vectors)
+   and counts on them so, and so may every op after it that reads the cache. */
 static const uint8_t kg_lane_of_byte[128] __attribute__((aligned(128))) = {
 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
 
-static inline __attribute__((always_inline)) HVX_Vector kg_zp_tail(HVX_Vector x)
+static inline __attribute__((always_inline)) HVX_Vector kg_zp_tail(HVX_Vector x, int cb)
 {
+  (void)cb; /* the only block */
   const HVX_VectorPred live = Q6_Q_vcmp_gt_VubVub(Q6_V_vsplat_R(404232216u), *(const HVX_Vector *)kg_lane_of_byte);
   return Q6_V_vmux_QVV(live, x, Q6_V_vsplat_R(2021161080u));
 }
@@ -149,8 +151,8 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
         const HVX_Vector *restrict a = (const HVX_Vector *)(image + kg_pixel(gh, gw0 & -8, 3, 1) + cb * 2048);
         const HVX_Vector *restrict b = (const HVX_Vector *)((const uint8_t *)a + 2048);
         HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
-        d[0] = kg_zp_tail(Q6_V_valign_VVR(b[0], a[1], 96));
-        d[1] = kg_zp_tail(Q6_V_valign_VVR(b[1], b[0], 96));
+        d[0] = kg_zp_tail(Q6_V_valign_VVR(b[0], a[1], 96), cb);
+        d[1] = kg_zp_tail(Q6_V_valign_VVR(b[1], b[0], 96), cb);
       }
     }
     for (int wb = 0; wb < 3; ++wb) {
@@ -180,8 +182,8 @@ static void kg_input_read(const uint8_t *restrict input, uint8_t *restrict cache
           const HVX_Vector a0 = a ? a[0] : zp_bytes, a1 = a ? a[1] : zp_bytes;
           const HVX_Vector b0 = b ? b[0] : zp_bytes, b1 = b ? b[1] : zp_bytes;
           HVX_Vector *restrict d = (HVX_Vector *)(cache + kg_pixel(ch, wb * 8, 3, 1) + cb * 2048);
-          d[0] = kg_zp_tail(Q6_V_vmux_QVV(keep0, Q6_V_valign_VVR(b0, a1, 96), zp_bytes));
-          d[1] = kg_zp_tail(Q6_V_vmux_QVV(keep1, Q6_V_valign_VVR(b1, b0, 96), zp_bytes));
+          d[0] = kg_zp_tail(Q6_V_vmux_QVV(keep0, Q6_V_valign_VVR(b0, a1, 96), zp_bytes), cb);
+          d[1] = kg_zp_tail(Q6_V_vmux_QVV(keep1, Q6_V_valign_VVR(b1, b0, 96), zp_bytes), cb);
         }
         continue;
       }
