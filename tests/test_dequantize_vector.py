@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-
 from conftest import requires_tool
 
 import kernelgen
-from kernelgen.cli import main
 from kernelgen.targets.hvx.dequantize_vector import dequantize_plan, model
 
 ONNX = ("py:onnx", "py:onnxruntime")
@@ -43,21 +40,10 @@ def test_scales_whose_products_leave_the_normal_floats_stay_scalar():
     (5, (6, 44), ((1 + 3 * 2.0 ** -23) / 32, 128)),
 ])
 def test_the_program_dequantizes_as_the_step_by_step_run(tmp_path, channels, out_hw, resized):
-    import onnx
     import onnx_models
+    from hvx_programs import driver_source, imported, program_bit_exact
 
     in_hw = (out_hw[0] // 2, out_hw[1] // 2)
-    onnx.save(onnx_models.qdq_resize_network(channels, in_hw, out_hw, (0.05, 120), resized), str(tmp_path / "q.onnx"))
-    result = CliRunner().invoke(main, ["import", str(tmp_path / "q.onnx"), "-o", str(tmp_path / "net"),
-                                       "--target", "hvx"])
-    assert result.exit_code == 0, result.output
-    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
-    validation = kernelgen.validate_network(network, "hvx", seed=12)
-    runs = list(validation)
-    assert all(run.ran for run in runs), runs
-    program = validation.run_program()
-    assert program.ran and program.passed and program.max_abs == 0, program.why
-    result = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "-o", str(tmp_path / "b")])
-    assert result.exit_code == 0, result.output
-    driver = next((tmp_path / "b").glob("*/hvx/network.c")).read_text()
-    assert "_dequantize_output0_floats(t & 1 ?" in driver
+    network = imported(onnx_models.qdq_resize_network(channels, in_hw, out_hw, (0.05, 120), resized), tmp_path)
+    program_bit_exact(kernelgen.validate_network(network, "hvx", seed=12))
+    assert "_dequantize_output0_floats(t & 1 ?" in driver_source(tmp_path)

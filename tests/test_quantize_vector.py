@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from conftest import requires_tool
 
 import kernelgen
-from kernelgen.cli import main
 from kernelgen.network import execute
 from kernelgen.targets.hvx.quantize_vector import model, quantize_plan
 
@@ -60,15 +58,11 @@ def test_the_program_quantizes_hard_inputs_as_the_step_by_step_run(tmp_path, cha
     either side, infinities, a NaN, subnormals, and the rest random; the program under qemu-hexagon against the
     step-by-step run (numpy's QuantizeLinear, then the kernels one by one), whose bytes are onnxruntime's. Up to 4
     channels (an image) a pixel's bytes are one word widened to its 32-byte block; 8 are stored channel by channel."""
-    import onnx
     import onnx_models
+    from hvx_programs import driver_source, imported, program_bit_exact
 
-    onnx.save(onnx_models.qdq_resize_network(16, (6, width), (12, 2 * width), (0.05, 120), (0.043, 131),
-                                             in_channels=channels), str(tmp_path / "q.onnx"))
-    result = CliRunner().invoke(main, ["import", str(tmp_path / "q.onnx"), "-o", str(tmp_path / "net"),
-                                       "--target", "hvx"])
-    assert result.exit_code == 0, result.output
-    network = kernelgen.load_network(tmp_path / "net" / "network.yaml")
+    network = imported(onnx_models.qdq_resize_network(16, (6, width), (12, 2 * width), (0.05, 120), (0.043, 131),
+                                                      in_channels=channels), tmp_path)
     scale = network.tensors[network.steps[0].outputs[0]].scale
     validation = kernelgen.validate_network(network, "hvx", seed=4)
     size = channels * 6 * width
@@ -78,11 +72,5 @@ def test_the_program_quantizes_hard_inputs_as_the_step_by_step_run(tmp_path, cha
     rng.shuffle(x)
     validation.feeds = {"x": x.reshape(1, channels, 6, width)}
     validation.expected = execute.reference(network, validation.feeds, validation.oracle, validation.fallbacks)
-    runs = list(validation)
-    assert all(run.ran for run in runs), runs
-    program = validation.run_program()
-    assert program.ran and program.passed and program.max_abs == 0, program.why
-    result = CliRunner().invoke(main, ["build", str(tmp_path / "net" / "network.yaml"), "-o", str(tmp_path / "b")])
-    assert result.exit_code == 0, result.output
-    driver = next((tmp_path / "b").glob("*/hvx/network.c")).read_text()
-    assert ("Q6_W_vshuff_VVR(fill, words, -4)" in driver) is (channels <= 4)
+    program_bit_exact(validation)
+    assert ("Q6_W_vshuff_VVR(fill, words, -4)" in driver_source(tmp_path)) is (channels <= 4)
