@@ -33,7 +33,9 @@ class FloatSplit:
     (in units of 2^-(31 + s)). Rounding half to even would add 1 when D > 0 (or D == 0 and n odd). float32 first
     rounds the product to 24 bits: within half an ulp of n + 1/2, |D| <= w = 2^(s + 7 + k) with k = floor(log2 n)
     (k = -1 for n = 0), the product becomes n + 1/2 exactly and rint gives the even neighbour. So:
-    up = D > w, or |D| <= w and n odd; result = n + up, negated back for a negative acc."""
+    up = D > w, or |D| <= w and n odd: D > T with T = w for an even n and ~w = -w - 1 for an odd one, compared in
+    a signed word (D only matters at frac = 2^(s-1) or one below, where it is low or low - 2^31); result = n + up,
+    negated back for a negative acc."""
 
     split: int  # the bit where high and low meet, in units of the product |acc| * M: 24..31
     mults: tuple[int, ...]  # m = M << (31 - split) per output channel (one, or one per channel padded)
@@ -79,9 +81,11 @@ class FloatSplit:
         frac, half = high & ((1 << s) - 1), 1 << (s - 1)
         k = np.where(n > 0, np.floor(np.log2(np.maximum(n, 1))), -1).astype(np.int64)
         window = np.left_shift(np.int64(1), s + 7 + k)
-        odd = (n & 1) == 1
-        up = (frac > half) | ((frac == half) & (odd | (low > window))) | (
-            (frac == half - 1) & odd & (low >= 2 ** 31 - window))
+        # up when D > w (n even) or D >= -w (n odd): D > T with T = w or ~w; D as the kernel's signed word, low
+        # at frac == half and low - 2^31 at frac == half - 1 (the low bit of frac - half at bit 31, wrapped)
+        threshold = window ^ -(n & 1)
+        d = (low + ((frac - half) << 31) + 2 ** 31) % 2 ** 32 - 2 ** 31
+        up = (frac > half) | ((frac > half - 2) & (d > threshold))
         return np.where(acc < 0, -(n + up), n + up)
 
 
