@@ -140,9 +140,9 @@ def network_files(network: Network, jobs: Mapping[str, Job[HvxPlan]], weights: W
         vtcm_bytes=vtcm, vtcm_limit=vtcm_limit, vtcm_alignment=VTCM_ALIGNMENT, steps=steps,
         converts=tuple(converts.values()), copies=tuple(copies.values()), resizes=tuple(resizes.values()),
         vector_copies=any(part.vectors for copy in copies.values() for part in copy.parts),
-        # the HVX headers: for the vector copies, resizes and input quantizes
+        # the HVX headers: for the vector copies, resizes, input quantizes and output dequantizes
         hvx_intrinsics=any(r.vector is not None for r in resizes.values())
-        or any(c.vector is not None for c in converts.values()), weights=weights,
+        or any(c.vector is not None or c.floats is not None for c in converts.values()), weights=weights,
         digest=weights.digest_hex, weights_alignment=ALIGNMENT,
         weight_rows=_weight_rows(weights, jobs_of),
         kernel_headers=tuple(dict.fromkeys(f"{job.plan.name}.h" for job in jobs_of.values())),
