@@ -535,9 +535,11 @@ def test_float32_reference_is_onnxruntimes_qlinearconv_at_its_double_roundings(p
 def test_float32_requantization_is_bit_exact_under_qemu_at_its_double_roundings(per_channel):
     """The kernel on exactly the accumulators where float32's rounding differs from an exact one (each
     channel's bias is one; random inputs would meet them about once in 2^18 outputs)."""
-    from kernelgen.api import run
+    from kernelgen.api import generate, run
 
     config, x, w, bias, _ = _tie_case(per_channel)
+    # the fast form first (float_screen.py): these accumulators are the lanes its screen must send to the exact one
+    assert "kg_rq_screened(x" in "".join(generate(config, "hvx").values())
     got = run(config, "hvx", {"input": x, "filter1": w, "bias1": bias})["output"]
     assert np.array_equal(got, reference_quant.chain(config, x, [w], [bias]))
 

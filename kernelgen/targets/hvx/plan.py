@@ -265,6 +265,11 @@ class HvxPlan:
         """Some op rounds as onnxruntime's float32 in integers (the kernel's kg_rq_float)."""
         return any(o.floats or (o.vector_avg and o.vector_avg.split) for o in self.ops)
 
+    @property
+    def float_screen(self) -> bool:
+        """Some op takes the float32 rounding's fast form first (float_screen.py: kg_rq_screened)."""
+        return any(o.floats and o.floats.screen for o in self.ops)
+
 
 def hvx_plan(config: Config, plan: Plan) -> HvxPlan:
     config = fitted_config(config, plan)  # the schedule the plan chose, for the checks below and their key lines

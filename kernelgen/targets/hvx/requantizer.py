@@ -9,6 +9,7 @@ import numpy as np
 
 from ...quant import Requant, shift_only
 from ...quant_float import FloatRequant
+from .float_screen import FloatScreen
 
 # A saturating add near 2^31 still ends at byte 255 when (2^31 - 1) >> s > 255 + z: s <= 22 keeps that.
 MAX_FOLDED_SHIFT = 22
@@ -41,6 +42,9 @@ class FloatSplit:
     mults: tuple[int, ...]  # m = M << (31 - split) per output channel (one, or one per channel padded)
     shifts: tuple[int, ...]  # s = E - split, 1..MAX_SPLIT_SHIFT
     scales: tuple[float, ...]  # S per channel, for the kernel's comments
+    # the fast form (float_screen.py): one product, the lanes near a half screened and those tiles done again by
+    # this exact form; None: this form alone
+    screen: FloatScreen | None = None
 
     @classmethod
     def padded(cls, floats: tuple[FloatRequant, ...], out_k: int, per_channel: bool) -> "FloatSplit | str | None":
@@ -61,7 +65,7 @@ class FloatSplit:
                     f"the hvx kernel takes at most a factor of "
                     f"2^{MAX_SPLIT_SHIFT - 1} between them")
         return cls(split=split, mults=tuple(f.mantissa << (31 - split) for f in floats), shifts=shifts,
-                   scales=tuple(f.scale for f in floats))
+                   scales=tuple(f.scale for f in floats), screen=FloatScreen.of(tuple(floats)))
 
     @property
     def table(self) -> list[tuple[int, int, int]]:
