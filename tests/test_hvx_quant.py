@@ -539,7 +539,7 @@ def test_float32_requantization_is_bit_exact_under_qemu_at_its_double_roundings(
 
     config, x, w, bias, _ = _tie_case(per_channel)
     # the fast form first (float_screen.py): these accumulators are the lanes its screen must send to the exact one
-    assert "kg_rq_screened(x" in "".join(generate(config, "hvx").values())
+    assert "kg_rq_product(x" in "".join(generate(config, "hvx").values())
     got = run(config, "hvx", {"input": x, "filter1": w, "bias1": bias})["output"]
     assert np.array_equal(got, reference_quant.chain(config, x, [w], [bias]))
 
