@@ -82,7 +82,9 @@ def test_depthwise_convs_of_any_taps_multiply_aligned_vectors(name, shape, ops, 
     assert chosen.ops == (len(ops),) and not chosen.transposed and not chosen.sweep
     assert "Q6_Wh_vmpy_VubVb" in source and "Q6_Wuh_vunpack_Vub(gathered)" not in source
     assert "kg_transpose4" not in source
-    assert ("Q6_W_vdeal_VVR" in source) is (", stride: 2" in ops[-1] or "stride: [1, 2]" in ops[-1])
+    # stride 2 across deals each row's pixels into even and odd ones (by 32 bytes; the channel sums deal words)
+    assert ("Q6_W_vdeal_VVR(v[2 * j + 1], v[2 * j], -32)" in source) is (
+        ", stride: 2" in ops[-1] or "stride: [1, 2]" in ops[-1])
 
 
 @requires_tool(*HVX)
