@@ -267,7 +267,7 @@ class HvxPlan:
 
     @property
     def float_screen(self) -> bool:
-        """Some op takes the float32 rounding's fast form first (float_screen.py: kg_rq_screened)."""
+        """Some op takes the float32 rounding's fast form first (float_screen.py: kg_rq_product, kg_screen_pair)."""
         return any(o.floats and o.floats.screen for o in self.ops)
 
 
